@@ -1,0 +1,34 @@
+/**
+ * Error and reason texts the machines themselves produce. Gists and key terms come from
+ * `spec/cancel.md` §3 and `spec/plan.md` §10.3; the acceptance cases match on the key terms.
+ * The spelling "cancelled" inside these texts is kept because the spec's key terms use it.
+ */
+
+/** A step that never ran because the plan was canceled first (`cancel.md` §3.2). Key terms: "cancelled", "before this step ran". */
+export const CANCEL_BEFORE_STEP = 'the task running this plan was cancelled before this step ran';
+
+/** A capsule step whose child was ended by the cancel (`cancel.md` §3.3). Key terms: "cancelled", "sub-capsule", "ended". */
+export const CANCEL_CAPSULE_STEP = "the task running this plan was cancelled, and this step's sub-capsule was ended with it";
+
+/** `plan_end.reason` of a canceled run (`cancel.md` §3.4). Key term: "cancelled". */
+export const PLAN_CANCELED_REASON = 'the task running this plan was cancelled';
+
+/** A running step ended by a forced cancel (second Ctrl-C, `force: true`); ours, beyond the spec. */
+export const CANCEL_FORCED_STEP =
+  "the task running this plan was cancelled by force, and this step's process group was ended";
+
+/** The step blamed when nothing can run (`plan.md` §10.3). Key terms: "blocked", "dependency cycle". */
+export const BLOCKED =
+  'plan is blocked: no step can run because of a dependency cycle or missing dependency';
+
+/** The unreachable-after-validation fallback of `plan.md` §12. */
+export const invalidOnErrorPolicy = (value: string): string => `invalid on_error policy '${value}'`;
+
+/** A step's attempt ended by its `timeout_secs` bound (ours, `spec/README.md`). Names the bound and, for tools, the tool. */
+export const stepTimedOut = (timeoutSecs: number, tool?: string): string =>
+  tool === undefined
+    ? `timed out after ${timeoutSecs} s (timeout_secs): the process group was ended`
+    : `tool '${tool}' timed out after ${timeoutSecs} s (timeout_secs): the process group was ended`;
+
+/** A step actor that crashed (a runtime bug, `plan.md` §10.5 last paragraph). */
+export const stepCrashed = (detail: string): string => `step crashed inside the runtime: ${detail}`;

@@ -1,0 +1,298 @@
+import type { PlanStep, ResultsMap, StepKind, StepResult } from './contracts.js';
+import { BLOCKED, CANCEL_BEFORE_STEP, invalidOnErrorPolicy } from './messages.js';
+
+/**
+ * The scheduler state of one plan run and the pure rules of `spec/plan.md` §10–§13 over it.
+ *
+ * Why mutable: a plan of 10,000 steps settles 10,000 results; copying maps and arrays on every
+ * settlement is quadratic (DESIGN issue 2, item 3). The plan machine owns this object and only
+ * its own actions (inside `assign`) change it, so the machine stays deterministic and replayable.
+ *
+ * Why incremental: §10.2 describes a scan over every step in declaration order per iteration.
+ * A min-heap of "candidates" (unsettled steps whose dependencies have all settled) visited in
+ * declaration order gives the same result in O(log n) per step: a step that becomes a candidate
+ * during a scan joins that scan only when it is declared after the step being visited, exactly
+ * as a declaration-order walk would reach it.
+ */
+export interface Schedule {
+  readonly steps: readonly PlanStep[];
+  readonly kinds: readonly StepKind[];
+  /** For each step, indices of the steps whose `depends_on` names it (once per mention). */
+  readonly dependants: readonly (readonly number[])[];
+  /** For each step, how many `depends_on` mentions have not settled yet. */
+  readonly unsettledDeps: number[];
+  /** Results recorded so far, by step id. */
+  readonly results: Map<string, StepResult>;
+  /** Results in settlement order (the report's `results`, `plan.md` §13). */
+  readonly settled: StepResult[];
+  /** Candidates for the next scan: a binary min-heap of declaration indices. */
+  readonly candidates: number[];
+  /** Declaration indices with a result. */
+  readonly hasResult: boolean[];
+  /** Every index below this one has a result (the blocked rule blames the first one that has not). */
+  firstUnsettled: number;
+  /** The step that stopped the run (`plan.md` §10.1), or null. */
+  failedStep: string | null;
+  /** The ready list of the current wave, declaration order. */
+  wave: number[];
+  /** Terminal records waiting to be emitted to the host, in the order they were recorded. */
+  readonly outbox: SettledRecord[];
+}
+
+/** A terminal `plan_step` record to write (`trace-plan.md` §3.3). */
+export interface SettledRecord {
+  readonly result: StepResult;
+  readonly kind: StepKind;
+  readonly tracedInput?: unknown;
+  readonly stateEffect?: string;
+  readonly resourceId?: string;
+}
+
+/** Decides a step's `if` against the results recorded so far (`plan.md` §8); provided by src/plan. */
+export type ConditionEvaluator = (condition: string | undefined, results: ResultsMap) =>
+  { readonly ok: true; readonly value: boolean } | { readonly ok: false; readonly error: string };
+
+/** What `scan` found: a wave to dispatch, or the end of the run. */
+export type ScanResult = 'wave' | 'over';
+
+/** Builds the schedule of a validated plan. O(steps + dependency mentions). */
+export function createSchedule(steps: readonly PlanStep[], kinds: readonly StepKind[]): Schedule {
+  const indexOf = new Map<string, number>();
+  steps.forEach((step, index) => indexOf.set(step.id, index));
+  const dependants: number[][] = steps.map(() => []);
+  const unsettledDeps = steps.map(() => 0);
+  steps.forEach((step, index) => {
+    for (const dep of step.depends_on) {
+      const depIndex = indexOf.get(dep);
+      // Unknown dependencies are refused by validation; counting them keeps the step blocked if one slips through.
+      unsettledDeps[index] = (unsettledDeps[index] ?? 0) + 1;
+      if (depIndex !== undefined) dependants[depIndex]?.push(index);
+    }
+  });
+  const schedule: Schedule = {
+    steps,
+    kinds,
+    dependants,
+    unsettledDeps,
+    results: new Map(),
+    settled: [],
+    candidates: [],
+    hasResult: steps.map(() => false),
+    firstUnsettled: 0,
+    failedStep: null,
+    wave: [],
+    outbox: [],
+  };
+  unsettledDeps.forEach((count, index) => {
+    if (count === 0) heapPush(schedule.candidates, index);
+  });
+  return schedule;
+}
+
+/** True when every step has a result. */
+export function allSettled(schedule: Schedule): boolean {
+  return schedule.settled.length === schedule.steps.length;
+}
+
+/**
+ * One pass of `plan.md` §10.2 steps 1–6 (repeated while a scan makes progress without finding a
+ * ready step). Leaves the ready list in `schedule.wave` and returns `wave`, or returns `over` when
+ * the run ends (all settled, a condition error, blocked, or canceled — then every unsettled step
+ * settles `skipped` with the cancel-before-step error, §20 / `cancel.md` §3.2).
+ */
+export function scan(schedule: Schedule, canceled: boolean, evaluate: ConditionEvaluator): ScanResult {
+  for (;;) {
+    if (canceled) {
+      settleRemainingAsCanceled(schedule);
+      return 'over';
+    }
+    if (allSettled(schedule) || schedule.failedStep !== null) return 'over';
+    const ready: number[] = [];
+    const nextScan: number[] = [];
+    let progress = false;
+    const heap = schedule.candidates;
+    while (heap.length > 0) {
+      const index = heapPop(heap);
+      const step = schedule.steps[index] as PlanStep;
+      const verdict = step.if === undefined ? TRUE : evaluate(step.if, schedule.results);
+      if (!verdict.ok) {
+        record(schedule, { step_id: step.id, status: 'failed', output: null, error: verdict.error, attempts: 0, duration_ms: 0 }, index, index, nextScan);
+        schedule.failedStep = step.id;
+        // §10.2 step 5: steps already in this scan's ready list are dropped.
+        return 'over';
+      }
+      if (verdict.value) {
+        ready.push(index);
+      } else {
+        record(schedule, { step_id: step.id, status: 'skipped', output: null, error: null, attempts: 0, duration_ms: 0 }, index, index, nextScan);
+        progress = true;
+      }
+    }
+    for (const index of nextScan) heapPush(heap, index);
+    if (ready.length > 0) {
+      schedule.wave = ready;
+      return 'wave';
+    }
+    if (!progress) {
+      if (allSettled(schedule)) return 'over';
+      blockFirstUnsettled(schedule);
+      return 'over';
+    }
+  }
+}
+
+/** The outcome of one dispatched step of the wave, as its actor ended. */
+export interface WaveOutcome {
+  readonly index: number;
+  readonly status: 'success' | 'failed';
+  readonly output: string | null;
+  readonly error: string | null;
+  readonly attempts: number;
+  readonly duration_ms: number;
+  readonly tracedInput?: unknown;
+  readonly stateEffect?: string;
+  readonly resourceId?: string;
+}
+
+/**
+ * `plan.md` §10.5: records the wave's outcomes in declaration order, applying `on_error` (§12)
+ * unless the run is canceled. A `fail` stop discards the outcomes after it (they get no result
+ * and no record). Steps of the wave with no outcome (never started because a cancel came first)
+ * stay unsettled; the next scan settles them as canceled.
+ */
+export function settleWave(schedule: Schedule, outcomes: ReadonlyMap<number, WaveOutcome>, canceled: boolean): void {
+  const wave = schedule.wave;
+  schedule.wave = [];
+  for (const index of wave) {
+    const outcome = outcomes.get(index);
+    if (outcome === undefined) continue;
+    const step = schedule.steps[index] as PlanStep;
+    let status: StepResult['status'] = outcome.status;
+    let error = outcome.error;
+    let stops = false;
+    if (status === 'failed' && !canceled) {
+      switch (step.on_error) {
+        case 'fail':
+          stops = true;
+          break;
+        case 'skip':
+          status = 'skipped';
+          break;
+        case 'continue':
+          break;
+        default:
+          error = invalidOnErrorPolicy(step.on_error);
+          stops = true;
+      }
+    }
+    const result: StepResult = {
+      step_id: step.id,
+      status,
+      output: status === 'success' ? outcome.output : null,
+      error,
+      attempts: outcome.attempts,
+      duration_ms: outcome.duration_ms,
+    };
+    record(schedule, result, index, -1, null, outcome);
+    if (stops) {
+      schedule.failedStep = step.id;
+      return;
+    }
+  }
+}
+
+/** A `canceled` run names no failed step (`plan.md` §10.6). */
+export function finalFailedStep(schedule: Schedule, canceled: boolean): string | null {
+  return canceled ? null : schedule.failedStep;
+}
+
+const TRUE = { ok: true as const, value: true };
+
+function settleRemainingAsCanceled(schedule: Schedule): void {
+  for (let index = schedule.firstUnsettled; index < schedule.steps.length; index++) {
+    if (schedule.hasResult[index]) continue;
+    const step = schedule.steps[index] as PlanStep;
+    record(schedule, { step_id: step.id, status: 'skipped', output: null, error: CANCEL_BEFORE_STEP, attempts: 0, duration_ms: 0 }, index, -1, null);
+  }
+  schedule.candidates.length = 0;
+}
+
+function blockFirstUnsettled(schedule: Schedule): void {
+  advanceFirstUnsettled(schedule);
+  const step = schedule.steps[schedule.firstUnsettled] as PlanStep;
+  record(schedule, { step_id: step.id, status: 'failed', output: null, error: BLOCKED, attempts: 0, duration_ms: 0 }, schedule.firstUnsettled, -1, null);
+  schedule.failedStep = step.id;
+}
+
+/**
+ * Records one result: appends it in settlement order, queues its terminal record, and makes its
+ * dependants candidates once all their dependencies have settled. During a scan (`scanIndex` ≥ 0)
+ * a dependant declared after the visited step joins this scan; one declared before waits for the
+ * next (`nextScan`).
+ */
+function record(
+  schedule: Schedule,
+  result: StepResult,
+  index: number,
+  scanIndex: number,
+  nextScan: number[] | null,
+  extra?: WaveOutcome,
+): void {
+  schedule.results.set(result.step_id, result);
+  schedule.settled.push(result);
+  schedule.hasResult[index] = true;
+  schedule.outbox.push({
+    result,
+    kind: schedule.kinds[index] ?? 'unknown',
+    ...(extra?.tracedInput !== undefined ? { tracedInput: extra.tracedInput } : {}),
+    ...(extra?.stateEffect !== undefined ? { stateEffect: extra.stateEffect } : {}),
+    ...(extra?.resourceId !== undefined ? { resourceId: extra.resourceId } : {}),
+  });
+  advanceFirstUnsettled(schedule);
+  for (const dependant of schedule.dependants[index] ?? []) {
+    const left = (schedule.unsettledDeps[dependant] ?? 0) - 1;
+    schedule.unsettledDeps[dependant] = left;
+    if (left !== 0 || schedule.hasResult[dependant]) continue;
+    if (nextScan !== null && dependant < scanIndex) nextScan.push(dependant);
+    else heapPush(schedule.candidates, dependant);
+  }
+}
+
+function advanceFirstUnsettled(schedule: Schedule): void {
+  while (schedule.firstUnsettled < schedule.steps.length && schedule.hasResult[schedule.firstUnsettled]) {
+    schedule.firstUnsettled++;
+  }
+}
+
+function heapPush(heap: number[], value: number): void {
+  let i = heap.length;
+  heap.push(value);
+  while (i > 0) {
+    const parent = (i - 1) >> 1;
+    const p = heap[parent] as number;
+    if (p <= value) break;
+    heap[i] = p;
+    i = parent;
+  }
+  heap[i] = value;
+}
+
+function heapPop(heap: number[]): number {
+  const top = heap[0] as number;
+  const last = heap.pop() as number;
+  if (heap.length > 0) {
+    let i = 0;
+    const n = heap.length;
+    for (;;) {
+      const l = 2 * i + 1;
+      if (l >= n) break;
+      const r = l + 1;
+      const c = r < n && (heap[r] as number) < (heap[l] as number) ? r : l;
+      if ((heap[c] as number) >= last) break;
+      heap[i] = heap[c] as number;
+      i = c;
+    }
+    heap[i] = last;
+  }
+  return top;
+}

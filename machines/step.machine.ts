@@ -1,0 +1,299 @@
+import { assign, setup } from 'xstate';
+import type { JsonValue, PlanStep, ResultsMap, StepKind } from './contracts.js';
+import { CANCEL_FORCED_STEP, stepTimedOut } from './messages.js';
+import { notProvided } from './not-provided.js';
+
+/**
+ * What one attempt produced (`spec/plan.md` §16, §17.2, §19.2), before the plan applies `on_error`.
+ * `output` is null unless `status` is `success`.
+ */
+export interface AttemptOutcome {
+  readonly status: 'success' | 'failed';
+  readonly output: string | null;
+  readonly error: string | null;
+  /** Tool steps only: the interpolated input the tool was (or would have been) given; absent when interpolation failed or the input is null (`trace-plan.md` §3.3). */
+  readonly tracedInput?: JsonValue;
+  /** Tool steps only: first non-empty `state_effect` of the tool result's metadata. */
+  readonly stateEffect?: string;
+  /** Tool steps only: first non-empty `resource_id` of the tool result's metadata. */
+  readonly resourceId?: string;
+}
+
+/** Input of one step actor, spawned by the plan as `step:<step_id>`. */
+export interface StepInput {
+  /** The step as parsed and validated. */
+  readonly step: PlanStep;
+  /** Declaration index of the step in the plan (0-based). */
+  readonly index: number;
+  readonly kind: StepKind;
+  /**
+   * The results map as it stood when the wave was dispatched (`plan.md` §10.4). Shared, not
+   * copied: the plan records nothing while a wave runs, so every step sees the same snapshot.
+   */
+  readonly results: ResultsMap;
+  /** Seconds one attempt may run (`timeout_secs`, or a command tool's own bound); null = unbounded. */
+  readonly timeoutSecs: number | null;
+  /** Milliseconds between SIGTERM and SIGKILL when an attempt is ended (timeout or forced cancel). */
+  readonly killGraceMs: number;
+}
+
+/** Reports the `startAttempt` effect sends back to its step actor. */
+export type AttemptReport =
+  | {
+      /** The attempt's leader process exited; its output may still be draining. Never sent by in-process tools. */
+      readonly type: 'ATTEMPT.LEADER_EXITED';
+      readonly attempt: number;
+      readonly pid: number;
+      /** Exit status, or 128 + signal number. */
+      readonly exitCode: number;
+      readonly signal: string | null;
+    }
+  | {
+      /** The attempt is over and nothing of it is left to drain. */
+      readonly type: 'ATTEMPT.FINISHED';
+      readonly attempt: number;
+      readonly outcome: AttemptOutcome;
+      /** Epoch milliseconds the attempt started and ended (taken by the effect, so replay is exact). */
+      readonly startedAtMs: number;
+      readonly endedAtMs: number;
+    };
+
+/** `CANCEL` from the plan: graceful (no further attempt) or forced (end the running attempt's group now). */
+export interface StepCancelEvent {
+  readonly type: 'CANCEL';
+  readonly force: boolean;
+}
+
+export type StepEvent = AttemptReport | StepCancelEvent;
+
+/** The step's settled outcome, the `output` of `xstate.done.actor.step:<id>`; `on_error` is not applied yet. */
+export interface StepOutput extends AttemptOutcome {
+  readonly step_id: string;
+  readonly index: number;
+  /** Attempts made (≥ 1: a step actor always makes one). */
+  readonly attempts: number;
+  /** First attempt start → last attempt end, milliseconds. */
+  readonly duration_ms: number;
+  /** True when a forced cancel ended the step (it then ends in `canceled`). */
+  readonly canceled: boolean;
+}
+
+export interface StepContext {
+  /** The input, kept by reference (copying it into every context would cost a 10,000-step plan dearly). */
+  readonly input: StepInput;
+  /** Attempts finished so far; the running attempt is number `attempt + 1`. */
+  readonly attempt: number;
+  /** A cancel arrived: no further attempt will start (`plan.md` §11). */
+  readonly cancelRequested: boolean;
+  /** Why the running attempt is being ended, if it is. */
+  readonly stopReason: 'timeout' | 'canceled' | null;
+  /** A forced cancel ended the step. */
+  readonly forced: boolean;
+  readonly firstStartedAtMs: number | null;
+  readonly lastEndedAtMs: number | null;
+  readonly outcome: AttemptOutcome | null;
+  /** Leader exit of the running attempt, when it has a process and the leader has exited. */
+  readonly leaderExit: { readonly pid: number; readonly exitCode: number; readonly signal: string | null } | null;
+}
+
+/**
+ * One plan step: runs attempts one after another (retries, `plan.md` §11), bounds each by
+ * `timeout_secs`, and ends `finished` with the last attempt's outcome, or `canceled` when a
+ * forced cancel ended it. Effects are the named actions `startAttempt`, `terminateAttempt` and
+ * `tellAttemptOfCancel` (provided by src/runtime); one actor per step keeps a 10,000-step plan cheap.
+ */
+export const stepMachine = setup({
+  types: {
+    input: {} as StepInput,
+    context: {} as StepContext,
+    events: {} as StepEvent,
+    output: {} as StepOutput,
+  },
+  actions: {
+    /**
+     * Effect (provided by src/runtime): starts attempt `context.attempt + 1` — interpolation, gate,
+     * then the tool call, shell process group or delegation — and reports `ATTEMPT.LEADER_EXITED`
+     * (process attempts) and `ATTEMPT.FINISHED` back to this actor.
+     */
+    startAttempt: notProvided('action', 'startAttempt'),
+    /** Effect: ends the running attempt (SIGTERM to its group, SIGKILL after `killGraceMs`); FINISHED follows once the group is gone. */
+    terminateAttempt: notProvided('action', 'terminateAttempt'),
+    /** Effect: tells the running attempt the plan was canceled gracefully (a capsule attempt ends its child). */
+    tellAttemptOfCancel: notProvided('action', 'tellAttemptOfCancel'),
+    recordCancel: assign((_, params: { force: boolean }) => ({
+      cancelRequested: true as const,
+      ...(params.force ? { stopReason: 'canceled' as const, forced: true } : {}),
+    })),
+    recordTimeout: assign({ stopReason: 'timeout' as const }),
+    recordLeaderExit: assign((_, params: { pid: number; exitCode: number; signal: string | null }) => ({ leaderExit: params })),
+    recordAttempt: assign(({ context }, params: { outcome: AttemptOutcome; startedAtMs: number; endedAtMs: number }) => {
+      let outcome = params.outcome;
+      // The machine, not the effect, words a stop it asked for: the reason is ours, not the process's.
+      if (context.stopReason === 'timeout') {
+        outcome = { ...outcome, status: 'failed', output: null, error: stepTimedOut(context.input.timeoutSecs ?? 0, context.input.step.tool) };
+      } else if (context.stopReason === 'canceled') {
+        outcome = { ...outcome, status: 'failed', output: null, error: CANCEL_FORCED_STEP };
+      }
+      return {
+        attempt: context.attempt + 1,
+        outcome,
+        stopReason: null,
+        leaderExit: null,
+        firstStartedAtMs: context.firstStartedAtMs ?? params.startedAtMs,
+        lastEndedAtMs: params.endedAtMs,
+      };
+    }),
+  },
+  guards: {
+    isStaleReport: ({ context, event }) => 'attempt' in event && event.attempt !== context.attempt + 1,
+    isForced: (_, params: { force: boolean }) => params.force,
+    hasTimeout: ({ context }) => context.input.timeoutSecs !== null,
+    wasForcedToStop: ({ context }) => context.stopReason === 'canceled',
+    shouldRetry: ({ context, event }) =>
+      event.type === 'ATTEMPT.FINISHED' &&
+      (event.outcome.status === 'failed' || context.stopReason === 'timeout') &&
+      !context.cancelRequested &&
+      context.attempt + 1 <= context.input.step.retries,
+  },
+  delays: {
+    attemptTimeout: ({ context }) => (context.input.timeoutSecs ?? 0) * 1000,
+  },
+}).createMachine({
+  id: 'step',
+  description:
+    'One plan step. Runs attempts one after another until one succeeds, retries run out, or a cancel forbids another; each attempt is a spawned runAttempt actor (tool call, shell process group, or delegation).',
+  context: ({ input }) => ({
+    input,
+    attempt: 0,
+    cancelRequested: false,
+    stopReason: null,
+    forced: false,
+    firstStartedAtMs: null,
+    lastEndedAtMs: null,
+    outcome: null,
+    leaderExit: null,
+  }),
+  initial: 'running',
+  states: {
+    running: {
+      description: 'An attempt is in flight: its tool call or its process group leader is running.',
+      initial: 'attempting',
+      on: {
+        'ATTEMPT.LEADER_EXITED': [
+          { guard: 'isStaleReport' },
+          {
+            target: 'leaderExited',
+            description: 'The attempt\'s leader process exited; from here its group is never signalled again.',
+            actions: {
+              type: 'recordLeaderExit',
+              params: ({ event }) => ({ pid: event.pid, exitCode: event.exitCode, signal: event.signal }),
+            },
+          },
+        ],
+        'ATTEMPT.FINISHED': [
+          { guard: 'isStaleReport' },
+          {
+            guard: 'wasForcedToStop',
+            target: 'canceled',
+            description: 'A forced cancel ended an attempt that had no leader process (an in-process tool).',
+            actions: { type: 'recordAttempt', params: ({ event }) => event },
+          },
+          {
+            guard: 'shouldRetry',
+            target: 'running',
+            reenter: true,
+            description: 'An in-process attempt failed and retries remain: start the next attempt at once (no delay).',
+            actions: { type: 'recordAttempt', params: ({ event }) => event },
+          },
+          {
+            target: 'finished',
+            description: 'An in-process attempt ended and stands.',
+            actions: { type: 'recordAttempt', params: ({ event }) => event },
+          },
+        ],
+        CANCEL: [
+          {
+            guard: { type: 'isForced', params: ({ event }) => ({ force: event.force }) },
+            target: '.stopping',
+            description: 'Forced cancel: end the running attempt\'s process group now.',
+            actions: { type: 'recordCancel', params: ({ event }) => ({ force: event.force }) },
+          },
+          {
+            description: 'Graceful cancel: the running attempt finishes on its own bound, but no further attempt starts.',
+            actions: [{ type: 'recordCancel', params: ({ event }) => ({ force: event.force }) }, 'tellAttemptOfCancel'],
+          },
+        ],
+      },
+      states: {
+        attempting: {
+          description: 'Start the next attempt (its runAttempt actor).',
+          entry: 'startAttempt',
+          always: { guard: 'hasTimeout', target: 'bounded', description: 'The step has a timeout_secs bound.' },
+        },
+        bounded: {
+          description: 'The attempt runs under its timeout_secs bound.',
+          after: {
+            attemptTimeout: {
+              target: 'stopping',
+              description: 'timeout_secs elapsed: end the attempt (SIGTERM, then SIGKILL after the grace).',
+              actions: 'recordTimeout',
+            },
+          },
+        },
+        stopping: {
+          description: 'The attempt was told to end (timeout or forced cancel); waiting for its leader to exit.',
+          entry: 'terminateAttempt',
+        },
+      },
+    },
+    leaderExited: {
+      description:
+        'The attempt\'s leader exited and is being reaped; output may still be draining. Its process group is never signalled from here on (the plan ends it at cleanup).',
+      on: {
+        'ATTEMPT.FINISHED': [
+          { guard: 'isStaleReport' },
+          {
+            guard: 'wasForcedToStop',
+            target: 'canceled',
+            description: 'The group a forced cancel ended is gone: the step is canceled.',
+            actions: { type: 'recordAttempt', params: ({ event }) => event },
+          },
+          {
+            guard: 'shouldRetry',
+            target: 'running',
+            description: 'The attempt failed (or timed out) and retries remain: start the next attempt at once.',
+            actions: { type: 'recordAttempt', params: ({ event }) => event },
+          },
+          {
+            target: 'finished',
+            description: 'The attempt succeeded, retries ran out, or a cancel forbids another attempt.',
+            actions: { type: 'recordAttempt', params: ({ event }) => event },
+          },
+        ],
+        CANCEL: {
+          description: 'A cancel while output drains only forbids further attempts.',
+          actions: { type: 'recordCancel', params: () => ({ force: false }) },
+        },
+      },
+    },
+    finished: {
+      type: 'final',
+      description: 'The last attempt stands; the outcome (success or failed, output, error, attempts) is the output.',
+    },
+    canceled: {
+      type: 'final',
+      description: 'A forced cancel ended the step and its process group is verified gone.',
+    },
+  },
+  output: ({ context }) => {
+    const outcome = context.outcome ?? { status: 'failed' as const, output: null, error: null };
+    return {
+      ...outcome,
+      step_id: context.input.step.id,
+      index: context.input.index,
+      attempts: context.attempt,
+      duration_ms: Math.max(0, (context.lastEndedAtMs ?? 0) - (context.firstStartedAtMs ?? 0)),
+      canceled: context.forced,
+    };
+  },
+});

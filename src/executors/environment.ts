@@ -1,0 +1,116 @@
+/**
+ * The environment of a shell step or command tool, built fresh for every process (`shell.md` §7,
+ * newest rule; `plan.md` §1; DESIGN §6: command tools get the same construction).
+ */
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+
+/** Host variables copied when set (`shell.md` §7 step 1, newest list). */
+export const BASELINE_ENV_NAMES: readonly string[] = [
+  'PATH',
+  'HOME',
+  'USER',
+  'LOGNAME',
+  'LANG',
+  'LC_ALL',
+  'CARGO_HOME',
+  'RUSTUP_HOME',
+  'TERM',
+];
+
+/**
+ * Credential-shaped names removed after everything else is copied (`shell.md` §7 step 4). Pattern
+ * forms: exact name, `PREFIX*`, `*SUFFIX`, `*MIDDLE*`. Matching ignores case (stripping
+ * `openai_api_key` too is the safe side).
+ */
+export const CREDENTIAL_ENV_PATTERNS: readonly string[] = [
+  'ANTHROPIC_API_KEY',
+  'OPENAI_API_KEY',
+  'GOOGLE_API_KEY',
+  'HUGGING_FACE_HUB_TOKEN',
+  'NEXUS_API_KEY',
+  'AWS_*',
+  'GITHUB_TOKEN',
+  'GH_TOKEN',
+  'DOCKER_*',
+  'KUBECONFIG',
+  'NPM_TOKEN',
+  'PYPI_TOKEN',
+  'CARGO_REGISTRY_TOKEN',
+  '*_API_KEY',
+];
+
+/**
+ * Whether variable `name` matches `pattern`: exact name, `PREFIX*`, `*SUFFIX` or `*MIDDLE*`
+ * (a lone `*` matches every name). Case-insensitive.
+ */
+export function matchesEnvPattern(name: string, pattern: string): boolean {
+  const n = name.toUpperCase();
+  const p = pattern.toUpperCase();
+  const starts = p.startsWith('*');
+  const ends = p.endsWith('*') && p.length > 1;
+  if (starts && ends) return n.includes(p.slice(1, -1));
+  if (starts) return n.endsWith(p.slice(1));
+  if (ends) return n.startsWith(p.slice(0, -1));
+  return n === p;
+}
+
+/** Whether `name` is credential-shaped: matches {@link CREDENTIAL_ENV_PATTERNS} or one of `extraPatterns`. */
+export function isCredentialEnvName(name: string, extraPatterns: readonly string[] = []): boolean {
+  return (
+    CREDENTIAL_ENV_PATTERNS.some((pattern) => matchesEnvPattern(name, pattern)) ||
+    extraPatterns.some((pattern) => matchesEnvPattern(name, pattern))
+  );
+}
+
+/** Inputs of {@link buildShellEnv}. */
+export interface ShellEnvInput {
+  /** The runtime's own environment (normally `process.env`); only read. */
+  readonly hostEnv: Readonly<Record<string, string | undefined>>;
+  /** Exact names whose host values are passed through (manifest `capabilities.env.allow`). Credential-shaped names are still stripped. */
+  readonly allow: readonly string[];
+  /** The session's records directory; `HOME` = `<recordsDir>/home`, `TMPDIR` = `<recordsDir>/tmp`. */
+  readonly recordsDir: string;
+  /** The runtime directory, announced read-only as `MURMUR_RUNTIME_DIR` and `CAPSULE_RUNTIME_DIR`. */
+  readonly runtimeDir: string;
+  /** Extra strip patterns (policy `shell_strip_env`), same forms as {@link CREDENTIAL_ENV_PATTERNS}. */
+  readonly strip?: readonly string[];
+}
+
+/**
+ * Builds the complete environment of one shell step / command tool, later steps winning:
+ * 1. {@link BASELINE_ENV_NAMES} copied from `hostEnv` when set (an empty value counts as set);
+ * 2. host values of the names in `allow`;
+ * 3. every credential-shaped name removed ({@link isCredentialEnvName}, plus `strip`);
+ * 4. `HOME` = `<recordsDir>/home` and `TMPDIR` = `<recordsDir>/tmp` (both created if missing),
+ *    `MURMUR_RUNTIME_DIR` = `CAPSULE_RUNTIME_DIR` = `runtimeDir`.
+ * Nothing else from the host leaks in (pass the result with execa's `extendEnv: false`).
+ *
+ * @throws {Error} when the home or temp directory cannot be created (the call must then be
+ *   refused without spawning, `shell.md` §3 step 3); the message names the directory.
+ */
+export function buildShellEnv(input: ShellEnvInput): Record<string, string> {
+  // A Map, then Object.fromEntries: a name such as `__proto__` stays an ordinary own property.
+  const env = new Map<string, string>();
+  for (const name of [...BASELINE_ENV_NAMES, ...input.allow]) {
+    const value = Object.hasOwn(input.hostEnv, name) ? input.hostEnv[name] : undefined;
+    if (value !== undefined) env.set(name, value);
+  }
+  for (const name of [...env.keys()]) {
+    if (isCredentialEnvName(name, input.strip)) env.delete(name);
+  }
+  const home = join(input.recordsDir, 'home');
+  const tmp = join(input.recordsDir, 'tmp');
+  for (const dir of [home, tmp]) {
+    try {
+      mkdirSync(dir, { recursive: true });
+    } catch (error) {
+      throw new Error(`cannot create directory '${dir}' for the shell environment: ${(error as Error).message}`, { cause: error });
+    }
+  }
+  env.set('HOME', home);
+  env.set('TMPDIR', tmp);
+  env.set('MURMUR_RUNTIME_DIR', input.runtimeDir);
+  env.set('CAPSULE_RUNTIME_DIR', input.runtimeDir);
+  return Object.fromEntries(env);
+}

@@ -1,0 +1,140 @@
+/**
+ * Turns a finished shell step's process into the step outcome (`plan.md` §17.2 outcome table), with
+ * the 16 KiB per-stream output cap and its full-output log (`shell.md` §4.1, newer rule: the log is
+ * `<records dir>/logs/shell-<epoch ms>.log`, named by its absolute path).
+ */
+import { mkdir, open } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { ProcessResult } from '../process/leader.js';
+import { decodeUtf8Lossy } from './utf8.js';
+
+/** Bytes of stdout and of stderr a foreground result keeps (`MAX_SHELL_OUTPUT_BYTES`, `shell.md` §4.1). Exactly this many is not over. */
+export const MAX_SHELL_OUTPUT_BYTES = 16384;
+
+/** Suffixes tried (`shell-<ms>-<n>.log`) before giving up when logs of the same millisecond already exist. */
+const MAX_LOG_NAME_ATTEMPTS = 1000;
+
+/** Error of a non-zero exit with blank stderr (`plan.md` §17.2, exact format). */
+export const exitCodeError = (exitCode: number): string => `exit code ${exitCode}`;
+
+/** Error gist of a non-zero exit attributed to a resource limit (`plan.md` §17.2). */
+export const resourceLimitError = (binary: string, limit: string, detail: string): string =>
+  `shell subprocess '${binary}' was killed for exceeding capabilities.resources.${limit}: ${detail}`;
+
+/** Error when the full-output log cannot be written (the older versions' behaviour: the call fails, naming the log). */
+export const logWriteError = (path: string, detail: string): string =>
+  `failed to write the full-output log '${path}': ${detail}`;
+
+/** Options of {@link shellStepOutcome}. */
+export interface ShellOutcomeOptions {
+  /** The binary as invoked (first word of the step's command); appears in the log's `Command:` line. */
+  readonly binary: string;
+  /** The arguments (words after the binary). */
+  readonly args: readonly string[];
+  /** Session records directory; capped output is logged under its `logs/` (created if missing). */
+  readonly recordsDir: string;
+  /** The `capabilities.resources` field the kernel evidence names (`shell.md` §6.1), if any. */
+  readonly resourceLimit?: string | null;
+  /** The binary's canonical absolute path when `PATH` resolved it (`shell.md` §3 step 4); used in the resource-limit error. Default `binary`. */
+  readonly resolvedBinary?: string;
+}
+
+/** A shell step attempt's outcome. */
+export interface ShellStepOutcome {
+  readonly status: 'success' | 'failed';
+  /** Stdout (lossy UTF-8, cut to {@link MAX_SHELL_OUTPUT_BYTES}) on success, possibly `""`; `null` on failure. */
+  readonly output: string | null;
+  /** `null` on success; otherwise stderr exactly (cut), `exit code <N>`, or the spawn / log error text. */
+  readonly error: string | null;
+  /** Absolute path of the full-output log when a stream was over the cap; else `null`. */
+  readonly fullOutputPath: string | null;
+}
+
+/** Text of the foreground log header (`shell.md` §4.1): `Command: <binary> <args…>`, exit code, blank line. */
+function logHeader(binary: string, args: readonly string[], exitCode: number): string {
+  const command = args.length === 0 ? binary : `${binary} ${args.join(' ')}`;
+  return `Command: ${command}\nExit code: ${exitCode}\n\nStdout:\n`;
+}
+
+/**
+ * Writes `content` to a new `<logsDir>/shell-<epoch ms>.log`, adding `-<n>` when a log of the same
+ * millisecond exists (files are opened with `wx`, so two writers never share one).
+ *
+ * @returns the absolute path written.
+ * @throws {Error} with a message from {@link logWriteError}.
+ */
+async function writeShellLog(logsDir: string, content: Buffer): Promise<string> {
+  const stem = `shell-${Date.now()}`;
+  let path = join(logsDir, `${stem}.log`);
+  try {
+    await mkdir(logsDir, { recursive: true });
+    for (let attempt = 0; ; attempt += 1) {
+      path = join(logsDir, attempt === 0 ? `${stem}.log` : `${stem}-${attempt}.log`);
+      let handle;
+      try {
+        handle = await open(path, 'wx');
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code === 'EEXIST' && attempt < MAX_LOG_NAME_ATTEMPTS) continue;
+        throw error;
+      }
+      try {
+        await handle.writeFile(content);
+      } finally {
+        await handle.close();
+      }
+      return path;
+    }
+  } catch (error) {
+    throw new Error(logWriteError(path, (error as Error).message), { cause: error });
+  }
+}
+
+/**
+ * The outcome of one shell step attempt (`plan.md` §17.2):
+ *
+ * | process | outcome |
+ * | --- | --- |
+ * | could not execute (`spawnError`) | `failed`, error = the spawn error text |
+ * | exit 0 | `success`, output = stdout exactly (no trimming, may be `""`); stderr ignored |
+ * | non-zero, `resourceLimit` given | `failed`, {@link resourceLimitError} with detail = stderr when not blank, else `exit code <N>` |
+ * | non-zero, stderr blank (whitespace only) | `failed`, error `exit code <N>` |
+ * | non-zero, stderr not blank | `failed`, error = stderr exactly (not trimmed) |
+ *
+ * Cap: when stdout or stderr has more than {@link MAX_SHELL_OUTPUT_BYTES} bytes, both are cut to
+ * their first that many bytes before decoding (a cut inside a character becomes U+FFFD), and the
+ * full, uncut bytes are written to `<recordsDir>/logs/shell-<ms>.log` in `shell.md` §4.1's layout.
+ * If that log cannot be written the attempt fails with {@link logWriteError} (the older versions'
+ * documented behaviour; the newer one is unspecified). Never rejects.
+ */
+export async function shellStepOutcome(result: ProcessResult, opts: ShellOutcomeOptions): Promise<ShellStepOutcome> {
+  if (result.spawnError !== null) {
+    return { status: 'failed', output: null, error: result.spawnError, fullOutputPath: null };
+  }
+  const truncated = result.stdout.length > MAX_SHELL_OUTPUT_BYTES || result.stderr.length > MAX_SHELL_OUTPUT_BYTES;
+  let fullOutputPath: string | null = null;
+  if (truncated) {
+    const content = Buffer.concat([
+      Buffer.from(logHeader(opts.binary, opts.args, result.exitCode)),
+      result.stdout,
+      Buffer.from('\n\nStderr:\n'),
+      result.stderr,
+      Buffer.from('\n'),
+    ]);
+    try {
+      fullOutputPath = await writeShellLog(join(opts.recordsDir, 'logs'), content);
+    } catch (error) {
+      return { status: 'failed', output: null, error: (error as Error).message, fullOutputPath: null };
+    }
+  }
+  const stdout = decodeUtf8Lossy(result.stdout.subarray(0, MAX_SHELL_OUTPUT_BYTES));
+  const stderr = decodeUtf8Lossy(result.stderr.subarray(0, MAX_SHELL_OUTPUT_BYTES));
+
+  if (result.exitCode === 0) {
+    return { status: 'success', output: stdout, error: null, fullOutputPath };
+  }
+  const stderrBlank = stderr.trim() === '';
+  const detail = stderrBlank ? exitCodeError(result.exitCode) : stderr;
+  const limit = opts.resourceLimit ?? null;
+  const error = limit === null ? detail : resourceLimitError(opts.resolvedBinary ?? opts.binary, limit, detail);
+  return { status: 'failed', output: null, error, fullOutputPath };
+}

@@ -1,0 +1,19 @@
+/**
+ * capsule-runtime: runs capsule plans (JSON DAGs of tool, shell and capsule steps) as XState v5
+ * actors. Library entry point; the CLI is `capsule` (src/cli.ts).
+ *
+ * ```ts
+ * import { runPlan } from 'capsule-runtime';
+ * const report = await runPlan({ plan: 'plan.json', tools: { echo: (input) => ({ status: 'passed', data: JSON.stringify(input) }) } });
+ * ```
+ */
+export { runPlan, startPlan, ManifestError } from './runtime/run-plan.js';
+export type { PlanReport, PlanRun, RunPlanOptions, PlanProgressEvent } from './runtime/run-plan.js';
+export type { FunctionTool, ToolCallContext, Gate, GateRequest, CommandTool } from './runtime/attempt.js';
+export type { ToolResult } from './executors/command-tool.js';
+export { Session } from './session/session.js';
+export type { SessionOptions } from './session/session.js';
+export type { PlanFile, PlanStep, StepResult, StepStatus, StepKind, JsonValue } from '../machines/contracts.js';
+export { loadManifest, type Manifest } from './manifest.js';
+export { parsePlanText, readPlanFile } from './plan/schema.js';
+export { validatePlan } from './plan/validate.js';

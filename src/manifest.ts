@@ -1,0 +1,312 @@
+/**
+ * The capsule manifest (`capsule.json`, DESIGN §5): its zod schema, loading it with unknown-key
+ * warnings, and writing the JSON Schemas of the manifest and the plan file to `schema/`.
+ */
+
+import { mkdir, writeFile } from 'node:fs/promises';
+import { dirname, join, resolve } from 'node:path';
+import * as z from 'zod';
+import {
+  invalidJson,
+  MANIFEST_SHAPE,
+  manifestMissing,
+  manifestProblem,
+  manifestUnreadable,
+  TOP_LEVEL_PATH,
+  unknownKey,
+} from './plan/messages.js';
+import {
+  errorText,
+  expecting,
+  formatIssues,
+  jsonDepthExceeds,
+  MAX_JSON_DEPTH,
+  planJsonSchema,
+  readUtf8File,
+  TOO_DEEP,
+  type PlanWarning,
+} from './plan/schema.js';
+import { findUnknownKeys, type KeySpec } from './plan/unknown-keys.js';
+
+/** Default `lifecycle.shell_grace_secs`: seconds between SIGTERM and SIGKILL for a shell's group. */
+export const DEFAULT_SHELL_GRACE_SECS = 10;
+
+/** Default `lifecycle.delegation_deadline_secs`: the bound on one delegation (DESIGN §3). */
+export const DEFAULT_DELEGATION_DEADLINE_SECS = 600;
+
+/** Default `tools.<name>.timeout_secs` of a command tool (DESIGN §6). */
+export const DEFAULT_TOOL_TIMEOUT_SECS = 600;
+
+const stringList = (description: string) =>
+  z
+    .array(z.string({ error: expecting(MANIFEST_SHAPE.listEntry) }), {
+      error: expecting(MANIFEST_SHAPE.stringList),
+    })
+    .default(() => [])
+    .meta({ description });
+
+/** Error option of every manifest section object. */
+const SECTION = { error: expecting(MANIFEST_SHAPE.object) };
+
+/** A non-empty argv array: program first, then its arguments. */
+const argvSchema = (description: string) =>
+  z
+    .array(z.string({ error: expecting(MANIFEST_SHAPE.listEntry) }), {
+      error: expecting(MANIFEST_SHAPE.command),
+    })
+    .min(1, { error: expecting(MANIFEST_SHAPE.command) })
+    .meta({ description });
+
+/** One command tool (DESIGN §6). */
+const ToolSchema = z
+  .object(
+    {
+      command: argvSchema('The argv that runs the tool: program first, then its arguments.'),
+      timeout_secs: z
+        .number({ error: expecting(MANIFEST_SHAPE.positiveSecs) })
+        .positive({ error: expecting(MANIFEST_SHAPE.positiveSecs) })
+        .default(DEFAULT_TOOL_TIMEOUT_SECS)
+        .meta({ description: 'Seconds one call may run before its process group is ended.' }),
+    },
+    { error: expecting(MANIFEST_SHAPE.tool) },
+  )
+  .meta({ description: 'A command tool: reads the input JSON on stdin, prints one ToolResult on stdout.' });
+
+/** What a delegated child runs: exactly one of `plan` or `command` (DESIGN §5). */
+const EntrySchema = z
+  .object(
+    {
+      plan: z
+        .string({ error: expecting(MANIFEST_SHAPE.string) })
+        .optional()
+        .meta({ description: 'Plan file to run; the task text is available as $task.output.' }),
+      command: argvSchema('Command to run; the task text arrives on stdin, stdout is the answer.').optional(),
+    },
+    { error: expecting(MANIFEST_SHAPE.entry) },
+  )
+  .refine((entry) => (entry.plan === undefined) !== (entry.command === undefined), {
+    error: MANIFEST_SHAPE.entryOneOf,
+  })
+  .meta({
+    description: 'What a delegated child runs: { "plan": FILE } or { "command": [ARGV...] }.',
+    oneOf: [{ required: ['plan'] }, { required: ['command'] }],
+  })
+  .transform((entry): ManifestEntry =>
+    entry.plan !== undefined ? { plan: entry.plan } : { command: entry.command ?? [] },
+  );
+
+/** A manifest's `entry`, after parsing: exactly one of the two forms. */
+export type ManifestEntry = { readonly plan: string } | { readonly command: readonly string[] };
+
+/**
+ * zod schema of `capsule.json` (DESIGN §5). Every key is optional, but a present key must have
+ * the right type. Parsing normalises:
+ * - `capabilities.shell.allow`, `capabilities.spawn.allow`, `capabilities.spawn.workdir_snapshot`
+ *   default to `[]` (nothing allowed); `capabilities.env.allow` stays absent when not given (the
+ *   environment builder then applies its own default);
+ * - `lifecycle.shell_grace_secs` defaults to 10 (0 or more), `lifecycle.delegation_deadline_secs`
+ *   to 600 (positive);
+ * - `tools` defaults to `{}`; each tool's `command` is a non-empty array of strings and its
+ *   `timeout_secs` defaults to 600 (positive);
+ * - `entry`, when present, is exactly one of `{ plan }` or `{ command }` (non-empty argv).
+ * Unknown keys are accepted and dropped (`loadManifest` warns about them).
+ */
+export const ManifestSchema = z
+  .object(
+    {
+      name: z
+        .string({ error: expecting(MANIFEST_SHAPE.string) })
+        .optional()
+        .meta({ description: "The capsule's name." }),
+      version: z
+        .string({ error: expecting(MANIFEST_SHAPE.string) })
+        .optional()
+        .meta({ description: "The capsule's version, e.g. 0.1.0." }),
+      capabilities: z
+        .object(
+          {
+            shell: z
+              .object({ allow: stringList('Binary names shell steps and shell tools may start.') }, SECTION)
+              .prefault({})
+              .meta({ description: 'Shell commands.' }),
+            spawn: z
+              .object(
+                {
+                  allow: stringList('Capsules this one may delegate to, e.g. local/worker.'),
+                  workdir_snapshot: stringList('Capsules whose child gets a copy of the work folder.'),
+                },
+                SECTION,
+              )
+              .prefault({})
+              .meta({ description: 'Delegation to sub-capsules.' }),
+            env: z
+              .object(
+                {
+                  allow: z
+                    .array(z.string({ error: expecting(MANIFEST_SHAPE.listEntry) }), {
+                      error: expecting(MANIFEST_SHAPE.stringList),
+                    })
+                    .optional()
+                    .meta({ description: 'Environment variables passed to commands.' }),
+                },
+                SECTION,
+              )
+              .prefault({})
+              .meta({ description: 'Environment of started commands.' }),
+          },
+          SECTION,
+        )
+        .prefault({})
+        .meta({ description: 'What the capsule may do.' }),
+      lifecycle: z
+        .object(
+          {
+            shell_grace_secs: z
+              .number({ error: expecting(MANIFEST_SHAPE.graceSecs) })
+              .min(0, { error: expecting(MANIFEST_SHAPE.graceSecs) })
+              .default(DEFAULT_SHELL_GRACE_SECS)
+              .meta({ description: 'Seconds between SIGTERM and SIGKILL when a process group is ended.' }),
+            delegation_deadline_secs: z
+              .number({ error: expecting(MANIFEST_SHAPE.positiveSecs) })
+              .positive({ error: expecting(MANIFEST_SHAPE.positiveSecs) })
+              .default(DEFAULT_DELEGATION_DEADLINE_SECS)
+              .meta({ description: 'Bound on one delegation, in seconds.' }),
+          },
+          SECTION,
+        )
+        .prefault({})
+        .meta({ description: 'Timing bounds.' }),
+      tools: z
+        .record(z.string(), ToolSchema, { error: expecting(MANIFEST_SHAPE.tools) })
+        .default(() => ({}))
+        .meta({ description: 'Command tools by name.' }),
+      entry: EntrySchema.optional(),
+    },
+    { error: expecting(MANIFEST_SHAPE.topLevel) },
+  )
+  .meta({ title: 'capsule-runtime manifest (capsule.json)', description: 'See DESIGN.md §5.' });
+
+/** A parsed, normalised manifest. */
+export type Manifest = z.output<typeof ManifestSchema>;
+
+/** Where unknown keys are looked for in a manifest. */
+const MANIFEST_KEY_SPEC: KeySpec = {
+  keys: ['name', 'version', 'capabilities', 'lifecycle', 'tools', 'entry'],
+  children: {
+    capabilities: {
+      keys: ['shell', 'spawn', 'env'],
+      children: {
+        shell: { keys: ['allow'] },
+        spawn: { keys: ['allow', 'workdir_snapshot'] },
+        env: { keys: ['allow'] },
+      },
+    },
+    lifecycle: { keys: ['shell_grace_secs', 'delegation_deadline_secs'] },
+    tools: { keys: [], members: { keys: ['command', 'timeout_secs'] } },
+    entry: { keys: ['plan', 'command'] },
+  },
+};
+
+/** Outcome of `parseManifestText` and `loadManifest`. */
+export type ManifestResult =
+  | { readonly ok: true; readonly manifest: Manifest; readonly warnings: PlanWarning[] }
+  | { readonly ok: false; readonly error: string };
+
+/**
+ * Parses the text of a manifest. Errors (never thrown) are `<label>: <detail>`: `invalid JSON:
+ * <parser message>`, the nesting limit, or one to three shape problems `<json path>: <expected>,
+ * got <value>`, e.g. `capsule.json: tools.word-count.command: expected a non-empty array of
+ * strings, got an empty array`.
+ *
+ * @param text The file's text.
+ * @param label How the file is named in errors and warnings (normally its path as given).
+ * @returns The manifest and one warning per unknown key, worded
+ *   `<label>: <path>: unknown key '<key>' (did you mean '<known>'?)`.
+ */
+export function parseManifestText(text: string, label: string): ManifestResult {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch (error) {
+    return { ok: false, error: manifestProblem(label, invalidJson(errorText(error))) };
+  }
+  if (jsonDepthExceeds(raw, MAX_JSON_DEPTH)) return { ok: false, error: manifestProblem(label, TOO_DEEP) };
+  const parsed = ManifestSchema.safeParse(raw);
+  if (!parsed.success) return { ok: false, error: manifestProblem(label, formatIssues(parsed.error.issues)) };
+  const warnings = findUnknownKeys(raw, MANIFEST_KEY_SPEC).map(
+    (found): PlanWarning => ({
+      path: found.path,
+      key: found.key,
+      suggestion: found.suggestion,
+      message: manifestProblem(
+        label,
+        unknownKey(found.path === '' ? TOP_LEVEL_PATH : found.path, found.key, found.suggestion, found.known),
+      ),
+    }),
+  );
+  return { ok: true, manifest: parsed.data, warnings };
+}
+
+/** Outcome of `loadManifest`. */
+export type LoadManifestResult =
+  | {
+      readonly ok: true;
+      readonly manifest: Manifest;
+      readonly warnings: PlanWarning[];
+      /** Absolute directory holding the manifest file. */
+      readonly dir: string;
+    }
+  | { readonly ok: false; readonly error: string };
+
+/**
+ * Reads and parses a manifest file (DESIGN §5). Never throws.
+ *
+ * @param path The manifest path as given (shown as given in errors and warnings).
+ * @returns The manifest, its unknown-key warnings and `dir`, the absolute directory holding the
+ *   file (relative paths in the manifest, such as `entry.plan`, are relative to it); or an error:
+ *   `failed to read manifest <path>: it does not exist`, `failed to read manifest <path>: <io
+ *   error>`, or a parse error of `parseManifestText`.
+ */
+export async function loadManifest(path: string): Promise<LoadManifestResult> {
+  const read = await readUtf8File(path);
+  if (!read.ok) {
+    return { ok: false, error: read.missing ? manifestMissing(path) : manifestUnreadable(path, read.error) };
+  }
+  const parsed = parseManifestText(read.text, path);
+  if (!parsed.ok) return parsed;
+  return { ...parsed, dir: dirname(resolve(path)) };
+}
+
+/** The JSON Schema (draft 2020-12) of `capsule.json` as authors write it (defaults shown). */
+export function manifestJsonSchema(): Record<string, unknown> {
+  return z.toJSONSchema(ManifestSchema, { io: 'input' }) as Record<string, unknown>;
+}
+
+/** File names `writeSchemas` writes. */
+export const SCHEMA_FILES = { plan: 'plan.schema.json', manifest: 'manifest.schema.json' } as const;
+
+/** The text of each schema file: pretty JSON with a final newline. */
+export function schemaFileTexts(): Record<keyof typeof SCHEMA_FILES, string> {
+  return {
+    plan: `${JSON.stringify(planJsonSchema(), null, 2)}\n`,
+    manifest: `${JSON.stringify(manifestJsonSchema(), null, 2)}\n`,
+  };
+}
+
+/**
+ * Writes `plan.schema.json` and `manifest.schema.json` into `dir` (created when missing); the
+ * committed copies live in `schema/`. Throws on io errors (a build-time tool, not a runtime path).
+ *
+ * @returns The absolute paths written.
+ */
+export async function writeSchemas(dir: string): Promise<string[]> {
+  await mkdir(dir, { recursive: true });
+  const texts = schemaFileTexts();
+  const written: string[] = [];
+  for (const kind of ['plan', 'manifest'] as const) {
+    const target = resolve(join(dir, SCHEMA_FILES[kind]));
+    await writeFile(target, texts[kind]);
+    written.push(target);
+  }
+  return written;
+}

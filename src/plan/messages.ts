@@ -1,0 +1,231 @@
+/**
+ * Every error and warning text the plan model produces (reading, parsing, validation, references,
+ * conditions, capsule input shapes, the manifest). Exact formats come from `spec/plan.md`; where the
+ * spec gives only a gist and key terms (§0), the wording is ours and the key terms are kept.
+ *
+ * One rule: no other file in `src/plan/` or `src/manifest.ts` spells an error text inline.
+ */
+
+export { invalidOnErrorPolicy } from '../../machines/messages.js';
+
+// ---------------------------------------------------------------------------------------------
+// Reading and parsing the plan file (plan.md §5)
+// ---------------------------------------------------------------------------------------------
+
+/** The plan file does not exist (`plan.md` §5). `path` is shown exactly as given. */
+export const planFileMissing = (path: string): string =>
+  `failed to read plan file ${path}: it does not exist`;
+
+/** Any other read error (`plan.md` §5). `ioError` is the operating system's text. */
+export const planFileUnreadable = (ioError: string): string => `failed to read plan file: ${ioError}`;
+
+/** The io error text for a plan file whose bytes are not UTF-8 (the source's `read_to_string` wording). */
+export const NOT_UTF8 = 'stream did not contain valid UTF-8';
+
+/** Not JSON, or not the shape of §2 (`plan.md` §5). `detail` names the JSON path and the fix. */
+export const planParseFailed = (detail: string): string => `failed to parse plan JSON: ${detail}`;
+
+/** Parse detail for text that is not JSON at all; `parserMessage` is `JSON.parse`'s message. */
+export const invalidJson = (parserMessage: string): string => `invalid JSON: ${parserMessage}`;
+
+/** Parse detail for a document whose arrays and objects nest deeper than `maxDepth`. */
+export const nestedTooDeep = (maxDepth: number): string =>
+  `arrays and objects are nested more than ${maxDepth} levels deep`;
+
+/** One shape problem: `<path>: <message>` (`steps[0].retries: expected an integer …, got -1`). */
+export const shapeIssue = (path: string, message: string): string => `${path}: ${message}`;
+
+/** Suffix when a file has more shape problems than the detail lists. */
+export const moreIssues = (count: number): string =>
+  `; and ${count} more problem${count === 1 ? '' : 's'}`;
+
+/** How the JSON path of the document root is named in details and warnings. */
+export const TOP_LEVEL_PATH = 'top level';
+
+/**
+ * Shape-problem texts of the plan file (`plan.md` §2.1, §2.2). Each says what was expected and,
+ * where a default exists, how to get it; the caller appends `, got <value>` (see `describeValue`).
+ */
+export const PLAN_SHAPE = {
+  topLevel: 'expected a JSON object with "id" (a string) and "steps" (an array)',
+  planId: 'expected the plan id as a string',
+  steps: 'expected an array of step objects (it may be empty)',
+  step: 'expected a step object such as { "id": "a", "tool": "echo" }',
+  stepId: 'expected the step id as a string',
+  kindOrIf: 'expected a string, or null (the same as leaving the key out)',
+  dependsOn:
+    'expected an array of step id strings (leave the key out for no dependencies; null is not accepted)',
+  dependency: 'expected a step id string',
+  onError:
+    'expected a string: "fail", "skip" or "continue" (leave the key out for "fail"; null is not accepted)',
+  retries: 'expected an integer from 0 to 4294967295',
+  timeoutSecs: 'expected a positive number of seconds (leave the key out for no bound)',
+} as const;
+
+/** `<expected>, got <value>`: the common tail of a shape problem. */
+export const expectedGot = (expected: string, got: string): string => `${expected}, got ${got}`;
+
+/**
+ * A short, readable description of a JSON value for shape problems: numbers and booleans as
+ * written (`-1`, `true`), `null`, strings quoted and cut at 40 characters, `an array` /
+ * `an empty array`, `an object` / `an empty object`, and `nothing (the key is missing)` for `undefined`.
+ */
+export function describeValue(value: unknown): string {
+  if (value === undefined) return 'nothing (the key is missing)';
+  if (value === null) return 'null';
+  if (typeof value === 'number' || typeof value === 'boolean') return String(value);
+  if (typeof value === 'string') {
+    const cut = value.length > 40 ? `${value.slice(0, 40)}…` : value;
+    return `the string ${JSON.stringify(cut)}`;
+  }
+  if (Array.isArray(value)) return value.length === 0 ? 'an empty array' : 'an array';
+  if (typeof value === 'object') return Object.keys(value).length === 0 ? 'an empty object' : 'an object';
+  return typeof value;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Unknown keys (spec/README.md, "Where we go beyond")
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * `<where>: unknown key '<key>' (did you mean '<suggestion>'?)`, or, with nothing close,
+ * `<where>: unknown key '<key>' is ignored (known keys: a, b, …)`.
+ */
+export const unknownKey = (
+  where: string,
+  key: string,
+  suggestion: string | null,
+  knownKeys: readonly string[],
+): string =>
+  suggestion === null
+    ? `${where}: unknown key '${key}' is ignored (known keys: ${knownKeys.join(', ')})`
+    : `${where}: unknown key '${key}' (did you mean '${suggestion}'?)`;
+
+/** How a step is named in a warning: `steps[1] (id 'b')`. */
+export const stepWhere = (path: string, id: string): string => `${path} (id '${id}')`;
+
+// ---------------------------------------------------------------------------------------------
+// Validation (plan.md §6)
+// ---------------------------------------------------------------------------------------------
+
+/** Rule 1. */
+export const duplicateStepId = (id: string): string => `duplicate step id '${id}'`;
+
+/** Rule 2a. */
+export const NO_STEP_KIND = 'step must declare exactly one of tool, shell, or capsule';
+
+/** Rule 2b. */
+export const SEVERAL_STEP_KINDS = 'step declares more than one of tool, shell, or capsule';
+
+/** Rule 3t-ii, and the tail of 3t-i. */
+export const notCallableInPlan = (tool: string): string =>
+  `'${tool}' is not callable from inside a plan`;
+
+/** Rule 3t-i (gist; key terms "cannot submit another plan", "is not callable from inside a plan"). */
+export const cannotSubmitPlan = (tool: string): string =>
+  `a plan step cannot submit another plan: ${notCallableInPlan(tool)}`;
+
+/** Rule 3t-iii. */
+export const toolNotInstalled = (tool: string): string => `tool '${tool}' is not installed`;
+
+/** Rule 3s-i (and dispatch, §17.2). */
+export const SHELL_COMMAND_EMPTY = 'shell command is empty';
+
+/** Rule 3s-ii (and the executor's re-check, §17.2). */
+export const binaryNotAllowed = (binary: string): string =>
+  `binary '${binary}' is not in capabilities.shell.allow`;
+
+/** Rule 5. */
+export const unknownDependency = (dep: string): string => `unknown dependency '${dep}'`;
+
+/** Rule 6, step part unknown; `reference` is shown with its `$`. */
+export const unknownReference = (reference: string): string => `unknown reference '${reference}'`;
+
+/** Rule 6, field part neither `output` nor `status`. */
+export const unknownReferenceField = (field: string): string => `unknown reference field '${field}'`;
+
+// ---------------------------------------------------------------------------------------------
+// Capsule step input shapes (plan.md §19.1)
+// ---------------------------------------------------------------------------------------------
+
+/** The accepted-shapes phrase shared by several refusals. */
+const CAPSULE_SHAPES = 'a string or { "objective": "<text>" }';
+
+/**
+ * An object with keys other than `objective` (gist; key terms `keys the child cannot receive:
+ * <k1>, <k2>` and `"objective"`). `sortedKeys` are the offending keys, already sorted.
+ */
+export const capsuleInputExtraKeys = (sortedKeys: readonly string[]): string =>
+  `capsule step input has keys the child cannot receive: ${sortedKeys.join(', ')}; ` +
+  `the input is the task text, so put the whole instruction in "objective"`;
+
+/** `objective` present but not a string. */
+export const CAPSULE_OBJECTIVE_NOT_STRING = 'capsule step input "objective" must be a string';
+
+/** An empty object `{}`. */
+export const CAPSULE_INPUT_SHAPE = `capsule step input must be ${CAPSULE_SHAPES}`;
+
+/** `null` or absent input (gist; key terms "has no input", "task text"). */
+export const CAPSULE_NO_INPUT =
+  `capsule step has no input; its input is the task text, given as ${CAPSULE_SHAPES}`;
+
+/** A boolean, number or array input. */
+export const capsuleInputWrongType = (what: 'a boolean' | 'a number' | 'an array'): string =>
+  `${CAPSULE_INPUT_SHAPE}, not ${what}`;
+
+// ---------------------------------------------------------------------------------------------
+// References (plan.md §7.4) and conditions (plan.md §8)
+// ---------------------------------------------------------------------------------------------
+
+/** Operand text that does not start with `$` and is not a quoted literal. */
+export const unsupportedConditionOperand = (text: string): string =>
+  `unsupported condition operand '${text}'`;
+
+/** `$word` with no dot. */
+export const invalidReference = (reference: string): string => `invalid reference '${reference}'`;
+
+/** The referenced step has not settled. */
+export const referenceNotReady = (reference: string): string => `reference '${reference}' is not ready`;
+
+/** `.output` of a step without output. */
+export const referenceNoOutput = (reference: string): string =>
+  `reference '${reference}' has no output`;
+
+/** A field other than `output` or `status`. */
+export const unsupportedReferenceField = (field: string): string =>
+  `unsupported reference field '${field}'`;
+
+/** A condition piece with none of `==`, `!=`, `>`, `<` outside quotes. */
+export const unsupportedConditionExpression = (piece: string): string =>
+  `unsupported condition expression '${piece}'`;
+
+// ---------------------------------------------------------------------------------------------
+// The manifest (DESIGN §5)
+// ---------------------------------------------------------------------------------------------
+
+/** The manifest file does not exist. */
+export const manifestMissing = (path: string): string =>
+  `failed to read manifest ${path}: it does not exist`;
+
+/** Any other read error of the manifest. */
+export const manifestUnreadable = (path: string, ioError: string): string =>
+  `failed to read manifest ${path}: ${ioError}`;
+
+/** A manifest problem: `<file>: <detail>` (`capsule.json: tools.word-count.command: expected …`). */
+export const manifestProblem = (path: string, detail: string): string => `${path}: ${detail}`;
+
+/** Shape-problem texts of the manifest (DESIGN §5); the caller appends `, got <value>`. */
+export const MANIFEST_SHAPE = {
+  topLevel: 'expected a JSON object (the capsule manifest)',
+  string: 'expected a string',
+  object: 'expected an object',
+  stringList: 'expected an array of strings',
+  listEntry: 'expected a string',
+  graceSecs: 'expected a number of seconds, 0 or more',
+  positiveSecs: 'expected a positive number of seconds',
+  tools: 'expected an object mapping each tool name to { "command": [...], "timeout_secs": N }',
+  tool: 'expected a tool object such as { "command": ["node", "tools/x.mjs"] }',
+  command: 'expected a non-empty array of strings',
+  entry: 'expected { "plan": "plans/main.json" } or { "command": ["prog", "arg"] }',
+  entryOneOf: 'declare exactly one of "plan" or "command"',
+} as const;

@@ -1,0 +1,326 @@
+/**
+ * The plan file: reading it, its zod schema, parsing it into a `PlanFile`, unknown-key warnings,
+ * and its JSON Schema (`spec/plan.md` §2, §5; unknown keys: `spec/README.md`).
+ */
+
+import { readFile } from 'node:fs/promises';
+import * as z from 'zod';
+import type { JsonValue, PlanFile, PlanStep, StepKind } from '../../machines/contracts.js';
+import {
+  describeValue,
+  expectedGot,
+  invalidJson,
+  moreIssues,
+  nestedTooDeep,
+  NOT_UTF8,
+  PLAN_SHAPE,
+  planFileMissing,
+  planFileUnreadable,
+  planParseFailed,
+  shapeIssue,
+  stepWhere,
+  TOP_LEVEL_PATH,
+  unknownKey,
+} from './messages.js';
+import { findUnknownKeys, formatJsonPath, type KeySpec, type PlanWarning } from './unknown-keys.js';
+
+export type { PlanWarning } from './unknown-keys.js';
+
+/** Keys a step object may hold (`plan.md` §2.2, plus our `timeout_secs`). Order is the docs' order. */
+export const STEP_KEYS = [
+  'id',
+  'tool',
+  'shell',
+  'capsule',
+  'input',
+  'depends_on',
+  'if',
+  'on_error',
+  'retries',
+  'timeout_secs',
+] as const;
+
+/** Keys the top level of a plan file may hold (`plan.md` §2.1). */
+export const PLAN_KEYS = ['id', 'steps'] as const;
+
+/** Largest `retries` value: it must fit in an unsigned 32-bit integer (`plan.md` §2.2). */
+export const MAX_RETRIES = 4294967295;
+
+/**
+ * Deepest nesting of arrays and objects a plan or manifest may have. The source's JSON reader
+ * stops at about 128 levels; we refuse deeper documents too, which also bounds every recursive
+ * walk over `input`.
+ */
+export const MAX_JSON_DEPTH = 128;
+
+/** Builds a zod error function: `<expected>, got <the offending value>`. */
+export const expecting =
+  (expected: string) =>
+  (issue: { readonly input?: unknown }): string =>
+    expectedGot(expected, describeValue(issue.input));
+
+const retriesError = expecting(PLAN_SHAPE.retries);
+const timeoutError = expecting(PLAN_SHAPE.timeoutSecs);
+
+/** `tool`, `shell`, `capsule`, `if`: a string, or `null` meaning absent. */
+const optionalText = (description: string) =>
+  z.string({ error: expecting(PLAN_SHAPE.kindOrIf) }).nullable().optional().meta({ description });
+
+/** One step object as written, before null-as-absent and defaults are applied. */
+const RawStepSchema = z
+  .object(
+    {
+      id: z
+        .string({ error: expecting(PLAN_SHAPE.stepId) })
+        .meta({ description: 'Unique id of the step within the plan; any string, dots included.' }),
+      tool: optionalText('Makes this a tool step naming an installed tool. null = absent.'),
+      shell: optionalText(
+        'Makes this a shell step: a command line split into words without a shell. null = absent.',
+      ),
+      capsule: optionalText('Makes this a capsule step naming a sub-capsule. null = absent.'),
+      input: z
+        .unknown()
+        .optional()
+        .meta({
+          description:
+            'Data handed to the step (default null). Any string starting with "$" is a reference such as "$fetch.output".',
+        }),
+      depends_on: z
+        .array(z.string({ error: expecting(PLAN_SHAPE.dependency) }), {
+          error: expecting(PLAN_SHAPE.dependsOn),
+        })
+        .optional()
+        .meta({ description: 'Ids of steps that must have settled (any status) first. Default [].' }),
+      if: optionalText(
+        "Condition such as \"$a.status == 'success'\"; false skips the step. null = absent.",
+      ),
+      on_error: z
+        .string({ error: expecting(PLAN_SHAPE.onError) })
+        .optional()
+        .meta({ description: 'What a failure does: "fail" (default), "skip" or "continue".' }),
+      retries: z
+        .number({ error: retriesError })
+        .int({ error: retriesError })
+        .min(0, { error: retriesError })
+        .max(MAX_RETRIES, { error: retriesError })
+        .optional()
+        .meta({ description: 'Extra attempts after a failed one (default 0).' }),
+      timeout_secs: z
+        .number({ error: timeoutError })
+        .positive({ error: timeoutError })
+        .optional()
+        .meta({ description: 'Seconds one attempt may run before its process group is ended. Default: no bound.' }),
+    },
+    { error: expecting(PLAN_SHAPE.step) },
+  )
+  .meta({ title: 'Plan step', description: 'Exactly one of tool, shell or capsule must be given.' });
+
+/** Turns a raw step into a `PlanStep`: `null` kinds/`if` become absent, defaults are applied. */
+function toPlanStep(raw: z.output<typeof RawStepSchema>): PlanStep {
+  return {
+    id: raw.id,
+    ...(typeof raw.tool === 'string' ? { tool: raw.tool } : {}),
+    ...(typeof raw.shell === 'string' ? { shell: raw.shell } : {}),
+    ...(typeof raw.capsule === 'string' ? { capsule: raw.capsule } : {}),
+    // The value came from JSON.parse, so it is JSON.
+    input: (raw.input ?? null) as JsonValue,
+    depends_on: raw.depends_on ?? [],
+    ...(typeof raw.if === 'string' ? { if: raw.if } : {}),
+    on_error: raw.on_error ?? 'fail',
+    retries: raw.retries ?? 0,
+    ...(raw.timeout_secs !== undefined ? { timeout_secs: raw.timeout_secs } : {}),
+  };
+}
+
+/**
+ * zod schema of one step (`plan.md` §2.2). Parsing gives a `PlanStep`: `tool`/`shell`/`capsule`/
+ * `if` that are `null` are left out; `input` absent is `null`; `depends_on` `[]`, `on_error`
+ * `"fail"`, `retries` 0 by default; `timeout_secs` absent means no bound. An explicit `null` for
+ * `depends_on`, `on_error`, `retries` or `timeout_secs` is refused. Unknown keys are dropped.
+ */
+export const PlanStepSchema = RawStepSchema.transform(toPlanStep);
+
+/**
+ * zod schema of a whole plan file (`plan.md` §2.1): `{ id: string, steps: step[] }`; `steps` may be
+ * empty; unknown top-level keys are dropped. Duplicate ids, kinds and references are checked later
+ * by `validatePlan`, not here.
+ */
+export const PlanFileSchema = z
+  .object(
+    {
+      id: z
+        .string({ error: expecting(PLAN_SHAPE.planId) })
+        .meta({ description: "The plan's id; names its trace records and process scope." }),
+      steps: z
+        .array(PlanStepSchema, { error: expecting(PLAN_SHAPE.steps) })
+        .meta({ description: 'The steps, in declaration order; may be empty.' }),
+    },
+    { error: expecting(PLAN_SHAPE.topLevel) },
+  )
+  .meta({
+    title: 'capsule-runtime plan file',
+    description: 'A DAG of tool, shell and capsule steps (spec/plan.md §2).',
+  })
+  .transform((raw): PlanFile => ({ id: raw.id, steps: raw.steps })) satisfies z.ZodType<PlanFile>;
+
+/** Where unknown keys are looked for in a plan file: the top level and every step. */
+const PLAN_KEY_SPEC: KeySpec = {
+  keys: PLAN_KEYS,
+  children: { steps: { keys: [], items: { keys: STEP_KEYS } } },
+};
+
+/** How many shape problems a parse detail lists before summarising the rest. */
+const LISTED_ISSUES = 3;
+
+/**
+ * Formats zod issues as `<path>: <message>` joined by `; `, one per JSON path (the first issue at
+ * each path), at most three, then `; and N more problems`. The root path is named `top level`.
+ */
+export function formatIssues(issues: readonly z.core.$ZodIssue[]): string {
+  const seen = new Set<string>();
+  const lines: string[] = [];
+  for (const issue of issues) {
+    const path = formatJsonPath(issue.path);
+    if (seen.has(path)) continue;
+    seen.add(path);
+    lines.push(shapeIssue(path === '' ? TOP_LEVEL_PATH : path, issue.message));
+  }
+  const listed = lines.slice(0, LISTED_ISSUES).join('; ');
+  return lines.length > LISTED_ISSUES ? listed + moreIssues(lines.length - LISTED_ISSUES) : listed;
+}
+
+/**
+ * Nesting depth of a parsed JSON value (a scalar is 0, `[]` is 1), counted without recursion and
+ * stopping as soon as `limit` is exceeded.
+ */
+export function jsonDepthExceeds(value: unknown, limit: number): boolean {
+  const stack: [unknown, number][] = [[value, 0]];
+  for (let next = stack.pop(); next !== undefined; next = stack.pop()) {
+    const [node, depth] = next;
+    if (node === null || typeof node !== 'object') continue;
+    if (depth + 1 > limit) return true;
+    for (const child of Object.values(node)) stack.push([child, depth + 1]);
+  }
+  return false;
+}
+
+/** Parse detail for a document nested deeper than `MAX_JSON_DEPTH`. */
+export const TOO_DEEP = nestedTooDeep(MAX_JSON_DEPTH);
+
+/** Outcome of `parsePlanText`. */
+export type ParsePlanResult =
+  | { readonly ok: true; readonly plan: PlanFile; readonly warnings: PlanWarning[] }
+  | { readonly ok: false; readonly error: string };
+
+/**
+ * Parses the text of a plan file (`plan.md` §2, §5).
+ *
+ * Errors (never thrown), all `failed to parse plan JSON: <detail>`:
+ * - not JSON: detail `invalid JSON: <JSON.parse message>`;
+ * - nested deeper than `MAX_JSON_DEPTH`: detail `TOO_DEEP`;
+ * - not the shape of §2: detail `<json path>: <what was expected>, got <value>`, e.g.
+ *   `steps[0].retries: expected an integer from 0 to 4294967295, got -1` (see `formatIssues`).
+ *
+ * A JSON object with the same key twice keeps the last one (`JSON.parse`; unspecified in §2.2);
+ * `retries: 2.0` is read as 2 (an accepted divergence, §2.2).
+ *
+ * @param text The file's text.
+ * @returns The plan, plus one warning per unknown key (top level and steps, document order).
+ */
+export function parsePlanText(text: string): ParsePlanResult {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch (error) {
+    return { ok: false, error: planParseFailed(invalidJson(errorText(error))) };
+  }
+  if (jsonDepthExceeds(raw, MAX_JSON_DEPTH)) return { ok: false, error: planParseFailed(TOO_DEEP) };
+  const parsed = PlanFileSchema.safeParse(raw);
+  if (!parsed.success) return { ok: false, error: planParseFailed(formatIssues(parsed.error.issues)) };
+  const warnings = findUnknownKeys(raw, PLAN_KEY_SPEC).map((found): PlanWarning => {
+    const id = found.holder['id'];
+    const where =
+      found.path === '' ? TOP_LEVEL_PATH : typeof id === 'string' ? stepWhere(found.path, id) : found.path;
+    return {
+      path: found.path,
+      key: found.key,
+      suggestion: found.suggestion,
+      message: unknownKey(where, found.key, found.suggestion, found.known),
+    };
+  });
+  return { ok: true, plan: parsed.data, warnings };
+}
+
+/**
+ * The message of a thrown value. Duck-typed rather than `instanceof Error`, because errors from
+ * Node's own modules may come from another realm (jest's VM modules, worker threads).
+ */
+export function errorText(error: unknown): string {
+  if (typeof error === 'object' && error !== null && 'message' in error && typeof error.message === 'string') {
+    return error.message;
+  }
+  return String(error);
+}
+
+/** Outcome of `readPlanFile` and `readUtf8File`. */
+export type ReadTextResult =
+  | { readonly ok: true; readonly text: string }
+  | { readonly ok: false; readonly error: string; readonly missing: boolean };
+
+/**
+ * Reads a whole file as UTF-8. A leading byte-order mark is dropped. Bytes that are not UTF-8 are
+ * an error (`NOT_UTF8`), not replaced. Never throws.
+ *
+ * @returns The text, or the io error text with `missing: true` for ENOENT.
+ */
+export async function readUtf8File(path: string): Promise<ReadTextResult> {
+  let bytes: Buffer;
+  try {
+    bytes = await readFile(path);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException | undefined)?.code;
+    return { ok: false, error: errorText(error), missing: code === 'ENOENT' };
+  }
+  try {
+    return { ok: true, text: new TextDecoder('utf-8', { fatal: true }).decode(bytes) };
+  } catch {
+    return { ok: false, error: NOT_UTF8, missing: false };
+  }
+}
+
+/**
+ * Reads a plan file (`plan.md` §5). Never throws.
+ *
+ * @param path The path as given by the caller (shown as given in the error).
+ * @returns The text; or `failed to read plan file <path>: it does not exist` when the file does
+ *   not exist, `failed to read plan file: <io error text>` for any other read error (including
+ *   bytes that are not UTF-8).
+ */
+export async function readPlanFile(
+  path: string,
+): Promise<{ ok: true; text: string } | { ok: false; error: string }> {
+  const read = await readUtf8File(path);
+  if (read.ok) return { ok: true, text: read.text };
+  return { ok: false, error: read.missing ? planFileMissing(path) : planFileUnreadable(read.error) };
+}
+
+/**
+ * The kind of a parsed step (`plan.md` §2.3): `tool`, `shell` or `capsule` when exactly that one
+ * key is present (an empty string counts as present); `unknown` for none or several.
+ */
+export function stepKind(step: PlanStep): StepKind {
+  const kinds: StepKind[] = [];
+  if (step.tool !== undefined) kinds.push('tool');
+  if (step.shell !== undefined) kinds.push('shell');
+  if (step.capsule !== undefined) kinds.push('capsule');
+  return kinds.length === 1 && kinds[0] !== undefined ? kinds[0] : 'unknown';
+}
+
+/**
+ * The JSON Schema (draft 2020-12) of a plan file as authors write it (the input side of
+ * `PlanFileSchema`: `null` allowed for kinds and `if`, defaults implied). Written to
+ * `schema/plan.schema.json` by `writeSchemas` (`src/manifest.ts`).
+ */
+export function planJsonSchema(): Record<string, unknown> {
+  return z.toJSONSchema(PlanFileSchema, { io: 'input' }) as Record<string, unknown>;
+}

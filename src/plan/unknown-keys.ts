@@ -1,0 +1,132 @@
+/**
+ * Unknown-key warnings for plan files and manifests (`spec/README.md`, "Where we go beyond"):
+ * unknown keys are accepted, as in the original, but reported with the closest known key.
+ */
+
+import { distance } from 'fastest-levenshtein';
+
+/** One unknown key found in a plan file or manifest. */
+export interface PlanWarning {
+  /** JSON path of the object holding the key: `steps[1]`, `tools.word-count`; `""` for the top level. */
+  readonly path: string;
+  /** The unknown key as written. */
+  readonly key: string;
+  /** The closest known key, or `null` when none is close (see `closestKey`). */
+  readonly suggestion: string | null;
+  /** The sentence to show, e.g. `steps[1] (id 'b'): unknown key 'depends-on' (did you mean 'depends_on'?)`. */
+  readonly message: string;
+}
+
+/**
+ * The known key closest to `key` by Levenshtein distance, or `null` when the best distance exceeds
+ * `max(2, floor(key.length / 3))`. Ties go to the key listed first in `known`.
+ *
+ * @example closestKey('depends-on', STEP_KEYS) // 'depends_on'
+ */
+export function closestKey(key: string, known: readonly string[]): string | null {
+  let best: string | null = null;
+  let bestDistance = Number.POSITIVE_INFINITY;
+  for (const candidate of known) {
+    const d = distance(key, candidate);
+    if (d < bestDistance) {
+      best = candidate;
+      bestDistance = d;
+    }
+  }
+  return bestDistance <= Math.max(2, Math.floor(key.length / 3)) ? best : null;
+}
+
+/** The known keys of one kind of JSON object, and where to look for more objects below it. */
+export interface KeySpec {
+  /** Keys this object may hold. */
+  readonly keys: readonly string[];
+  /** Specs of the objects (or arrays/maps) held under some of these keys. */
+  readonly children?: Readonly<Record<string, KeySpec>>;
+  /** For an array: the spec of every item. */
+  readonly items?: KeySpec;
+  /** For a map (object with free keys, such as `tools`): the spec of every member value. */
+  readonly members?: KeySpec;
+}
+
+/** An unknown key with what is needed to word a warning. */
+export interface UnknownKey {
+  /** JSON path of the holding object (`""` for the top level). */
+  readonly path: string;
+  readonly key: string;
+  readonly suggestion: string | null;
+  /** The known keys of the holding object, in spec order. */
+  readonly known: readonly string[];
+  /** The holding object itself (callers name a step by its `id`). */
+  readonly holder: Readonly<Record<string, unknown>>;
+}
+
+const isPlainObject = (value: unknown): value is Record<string, unknown> =>
+  value !== null && typeof value === 'object' && !Array.isArray(value);
+
+const PLAIN_KEY = /^[^.[\]\s"]+$/u;
+
+/**
+ * Appends an object key to a JSON path as people write it: `tools` + `word-count` →
+ * `tools.word-count`; keys that are empty or hold dots, brackets, quotes or whitespace are written
+ * `["a.b"]`.
+ */
+export function appendKey(path: string, key: string): string {
+  if (!PLAIN_KEY.test(key)) return `${path}[${JSON.stringify(key)}]`;
+  return path === '' ? key : `${path}.${key}`;
+}
+
+/** Appends an array index to a JSON path: `steps` + 1 → `steps[1]`. */
+export function appendIndex(path: string, index: number): string {
+  return `${path}[${index}]`;
+}
+
+/** Formats a zod-style path (`['steps', 0, 'retries']`) as `steps[0].retries`; `[]` gives `""`. */
+export function formatJsonPath(segments: readonly PropertyKey[]): string {
+  let path = '';
+  for (const segment of segments) {
+    path = typeof segment === 'number' ? appendIndex(path, segment) : appendKey(path, String(segment));
+  }
+  return path;
+}
+
+/**
+ * Walks `value` as described by `spec` and lists every key the spec does not know, in document
+ * order (an object's own unknown keys and its known children interleaved as written). Values of
+ * the wrong type are skipped silently: shape errors are the schema's business.
+ *
+ * @param value A parsed JSON value.
+ * @param spec What the value should look like.
+ * @param path JSON path of `value` (`""` for the document root).
+ */
+export function findUnknownKeys(value: unknown, spec: KeySpec, path = ''): UnknownKey[] {
+  const found: UnknownKey[] = [];
+  const visit = (node: unknown, nodeSpec: KeySpec, nodePath: string): void => {
+    if (nodeSpec.items !== undefined && Array.isArray(node)) {
+      const itemSpec = nodeSpec.items;
+      node.forEach((item, index) => visit(item, itemSpec, appendIndex(nodePath, index)));
+      return;
+    }
+    if (!isPlainObject(node)) return;
+    if (nodeSpec.members !== undefined) {
+      const memberSpec = nodeSpec.members;
+      for (const [name, member] of Object.entries(node)) visit(member, memberSpec, appendKey(nodePath, name));
+      return;
+    }
+    for (const [key, child] of Object.entries(node)) {
+      if (!nodeSpec.keys.includes(key)) {
+        found.push({
+          path: nodePath,
+          key,
+          suggestion: closestKey(key, nodeSpec.keys),
+          known: nodeSpec.keys,
+          holder: node,
+        });
+        continue;
+      }
+      const childSpec = nodeSpec.children?.[key];
+      if (childSpec !== undefined) visit(child, childSpec, appendKey(nodePath, key));
+    }
+  };
+  visit(value, spec, path);
+  return found;
+}

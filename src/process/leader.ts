@@ -1,0 +1,303 @@
+/**
+ * Starts one program as the leader of its own process group and watches it until it exits.
+ *
+ * The leader's exit (the child's `exit` event) is the end of the command: what it put in the
+ * background keeps running, in its group, until someone ends the group through the
+ * {@link ProcessGroupRegistry} (plan cleanup, `plan.md` §21). A backgrounded grandchild may keep
+ * stdout/stderr open forever (field report 23), so output is read for at most `drainGraceMs` after
+ * the leader's exit, then the pipes are closed on our side.
+ *
+ * Built on execa 9 (`detached: true`, `buffer: false`, `cleanup: false`): execa spawns, this module
+ * reads the streams and owns termination. See execa `docs/termination.md` and `man 2 setsid`.
+ */
+import { existsSync } from 'node:fs';
+import { constants as osConstants } from 'node:os';
+import type { Readable, Writable } from 'node:stream';
+import { execa } from 'execa';
+import type { GroupEndResult, ProcessGroupRegistry } from './process-groups.js';
+
+/** Default milliseconds to keep reading stdout/stderr after the leader exited. */
+export const DEFAULT_DRAIN_GRACE_MS = 250;
+
+/** What {@link StartProcessOptions.onLeaderExit} is told. */
+export interface LeaderExitInfo {
+  readonly pid: number;
+  /** As {@link ProcessResult.exitCode}. */
+  readonly exitCode: number;
+  readonly signal: NodeJS.Signals | null;
+  /** Epoch milliseconds at which the exit was observed. */
+  readonly atMs: number;
+}
+
+/** How to start one process. */
+export interface StartProcessOptions {
+  /** Program to execute, looked up on `env.PATH` when it has no slash. No shell is involved. */
+  readonly file: string;
+  readonly args: readonly string[];
+  /** Working directory (should be absolute). */
+  readonly cwd: string;
+  /** The complete environment of the child; `process.env` is NOT added to it. */
+  readonly env: Readonly<Record<string, string>>;
+  /** Text written to the child's stdin, which is then closed. Absent: stdin is `/dev/null` (empty and at EOF). */
+  readonly stdin?: string;
+  /** The group (pgid = the child's pid) is registered here at spawn, under `owner`. */
+  readonly groups: ProcessGroupRegistry;
+  /** Owner tag for the registry, e.g. `step:build` or `tool:word-count`. */
+  readonly owner: string;
+  /**
+   * Called once, synchronously, when the leader exits (before output is drained). Not called when
+   * the program could not be started. An exception it throws is turned into a process warning.
+   */
+  readonly onLeaderExit?: (info: LeaderExitInfo) => void;
+  /**
+   * Milliseconds to keep reading stdout/stderr after the leader exited (a backgrounded grandchild
+   * may hold the pipes open forever). Default {@link DEFAULT_DRAIN_GRACE_MS}. With 0, output the
+   * leader wrote just before exiting may be lost if the pipes are still held open.
+   */
+  readonly drainGraceMs?: number;
+}
+
+/** Everything known about one finished leader. */
+export interface ProcessResult {
+  /** Why the program could not be executed (e.g. `failed to start 'nosuchbin': not found (ENOENT)`); then `exitCode` is -1. `null` when it ran. */
+  readonly spawnError: string | null;
+  /** The leader's pid (= its pgid); `null` when it never started. */
+  readonly pid: number | null;
+  /** Exit status; 128 + signal number when killed by a signal (`shell.md` §5); -1 when neither is known. */
+  readonly exitCode: number;
+  /** Signal that killed the leader, from the child's `exit` event; `null` when it exited normally. */
+  readonly signal: NodeJS.Signals | null;
+  /** Every byte read from stdout (not capped: callers cap, e.g. `shellStepOutcome`). */
+  readonly stdout: Buffer;
+  /** Every byte read from stderr. */
+  readonly stderr: Buffer;
+  /** Epoch milliseconds just before the spawn. */
+  readonly startedAtMs: number;
+  /** Epoch milliseconds when the leader had exited and output was drained (EOF or `drainGraceMs`). */
+  readonly endedAtMs: number;
+}
+
+/** A started process. */
+export interface ProcessHandle {
+  /** The leader's pid (= pgid); `null` when it could not be started. */
+  readonly pid: number | null;
+  /** Resolves within `drainGraceMs` of the leader's exit (or at once on a spawn error). Never rejects. */
+  readonly done: Promise<ProcessResult>;
+  /**
+   * Ends the whole group: SIGTERM, SIGKILL after `graceMs` if any member is left, then resolves once
+   * the group is verified gone (or survivors are reported) and `done` has settled.
+   * Resolves to `{ signal: null, survivors: [] }` when there was nothing left to end (never
+   * started, or the group was already ended and forgotten by the registry). Never rejects for
+   * a group that no longer exists; rejects with a `RangeError` for a negative or non-finite `graceMs`.
+   *
+   * @param graceMs Milliseconds between SIGTERM and SIGKILL.
+   */
+  terminate(graceMs: number): Promise<GroupEndResult>;
+}
+
+/**
+ * Text for a program that could not be executed: `failed to start '<file>': <reason> (<CODE>)`.
+ * Node reports a missing working directory as ENOENT too; that case names the directory.
+ */
+export function describeSpawnError(file: string, cwd: string, error: unknown): string {
+  const code = (error as NodeJS.ErrnoException | null)?.code;
+  let reason: string;
+  switch (code) {
+    case 'ENOENT':
+      reason = existsSync(cwd) ? 'not found' : `working directory '${cwd}' does not exist`;
+      break;
+    case 'EACCES':
+      reason = 'permission denied';
+      break;
+    case 'ENOEXEC':
+      reason = 'not an executable format';
+      break;
+    case 'E2BIG':
+      reason = 'argument list too long';
+      break;
+    case 'ENOTDIR':
+      reason = 'a path component is not a directory';
+      break;
+    default:
+      reason = error instanceof Error ? error.message : String(error);
+  }
+  return code === undefined ? `failed to start '${file}': ${reason}` : `failed to start '${file}': ${reason} (${code})`;
+}
+
+/** 128 + the signal's number (`shell.md` §5), or -1 for a signal this platform does not know. */
+export function exitCodeForSignal(signal: NodeJS.Signals): number {
+  const number = (osConstants.signals as Partial<Record<string, number>>)[signal];
+  return number === undefined ? -1 : 128 + number;
+}
+
+/** Resolves at the first `end`, `close` or `error` of `stream` (or at once for no stream). */
+function streamSettled(stream: Readable | null | undefined): Promise<void> {
+  if (stream === null || stream === undefined || stream.readableEnded || stream.destroyed) return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = (): void => {
+      stream.off('end', done);
+      stream.off('close', done);
+      stream.off('error', done);
+      resolve();
+    };
+    stream.on('end', done);
+    stream.on('close', done);
+    stream.on('error', done);
+  });
+}
+
+/** Collects every chunk of `stream`; an `error` listener keeps a broken pipe from becoming an uncaught exception. */
+function collect(stream: Readable | null | undefined): () => Buffer {
+  const chunks: Buffer[] = [];
+  if (stream !== null && stream !== undefined) {
+    stream.on('data', (chunk: Buffer | string) => chunks.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk));
+    stream.on('error', () => undefined);
+  }
+  return () => Buffer.concat(chunks);
+}
+
+function failedToStart(spawnError: string, startedAtMs: number): ProcessHandle {
+  const result: ProcessResult = {
+    spawnError,
+    pid: null,
+    exitCode: -1,
+    signal: null,
+    stdout: Buffer.alloc(0),
+    stderr: Buffer.alloc(0),
+    startedAtMs,
+    endedAtMs: Date.now(),
+  };
+  return {
+    pid: null,
+    done: Promise.resolve(result),
+    terminate: () => Promise.resolve({ signal: null, survivors: [] }),
+  };
+}
+
+/**
+ * Starts `options.file` with `options.args` as the leader of a new process group (and session:
+ * Node's `detached: true` calls `setsid()`), so its pgid is its pid, and registers the group in
+ * `options.groups` under `options.owner`.
+ *
+ * Failures to execute are reported in `done` (`spawnError`), never thrown. When the leader exits,
+ * `onLeaderExit` is called, stdout/stderr are read until EOF or `drainGraceMs`, the pipes are
+ * destroyed and `done` resolves. The group is NOT signalled when the leader exits.
+ *
+ * Not guaranteed: output written by a grandchild after the drain is lost; processes that left the
+ * group (`setsid`) are not ended by `terminate`.
+ */
+export function startProcess(options: StartProcessOptions): ProcessHandle {
+  const startedAtMs = Date.now();
+  const drainGraceMs = Math.max(0, options.drainGraceMs ?? DEFAULT_DRAIN_GRACE_MS);
+
+  let subprocess;
+  try {
+    subprocess = execa(options.file, [...options.args], {
+      cwd: options.cwd,
+      env: { ...options.env },
+      extendEnv: false,
+      detached: true,
+      cleanup: false,
+      reject: false,
+      buffer: false,
+      shell: false,
+      forceKillAfterDelay: false,
+      encoding: 'buffer',
+      stdout: 'pipe',
+      stderr: 'pipe',
+      ...(options.stdin === undefined ? { stdin: 'ignore' as const } : { input: options.stdin }),
+    });
+  } catch (error) {
+    // execa validates some options synchronously; Node may throw for invalid arguments (e.g. a NUL byte).
+    return failedToStart(describeSpawnError(options.file, options.cwd, error), startedAtMs);
+  }
+  // With reject:false execa resolves even on failure, but destroying the pipes or an early error
+  // must never surface as an unhandled rejection.
+  subprocess.then(
+    () => undefined,
+    () => undefined,
+  );
+
+  const stdout: Readable | null = subprocess.stdout;
+  const stderr: Readable | null = subprocess.stderr;
+  const stdin: Writable | null = subprocess.stdin;
+  stdin?.on('error', () => undefined); // EPIPE when the child exits without reading its input
+  const stdoutBytes = collect(stdout);
+  const stderrBytes = collect(stderr);
+  const outputSettled = Promise.all([streamSettled(stdout), streamSettled(stderr)]);
+
+  const pid = subprocess.pid ?? null;
+  if (pid !== null) options.groups.register(pid, options.owner);
+
+  const done = new Promise<ProcessResult>((resolve) => {
+    let settled = false;
+    const finish = (fields: Pick<ProcessResult, 'spawnError' | 'exitCode' | 'signal'>): void => {
+      if (settled) return;
+      settled = true;
+      stdout?.destroy();
+      stderr?.destroy();
+      stdin?.destroy();
+      resolve({
+        ...fields,
+        pid,
+        stdout: stdoutBytes(),
+        stderr: stderrBytes(),
+        startedAtMs,
+        endedAtMs: Date.now(),
+      });
+    };
+
+    if (pid === null) {
+      // Node emits `error` (and never `exit`) when the program could not be executed; when spawn()
+      // threw synchronously, execa returns a dummy subprocess that emits nothing and only its
+      // promise carries the error (as `cause`).
+      const failed = (error: unknown): void =>
+        finish({ spawnError: describeSpawnError(options.file, options.cwd, error), exitCode: -1, signal: null });
+      subprocess.once('error', failed);
+      subprocess.then(
+        (result) => failed(result.cause ?? result),
+        (error: unknown) => failed(error),
+      );
+      return;
+    }
+    subprocess.on('error', () => undefined); // e.g. a failed kill(); `exit` still follows
+    subprocess.once('exit', (code: number | null, signal: NodeJS.Signals | null) => {
+      const exitCode = code ?? (signal === null ? -1 : exitCodeForSignal(signal));
+      const atMs = Date.now();
+      try {
+        options.onLeaderExit?.({ pid, exitCode, signal, atMs });
+      } catch (error) {
+        process.emitWarning(`onLeaderExit of ${options.owner} threw: ${error instanceof Error ? error.message : String(error)}`);
+      }
+      let timer: NodeJS.Timeout | undefined;
+      const drained = new Promise<void>((resolveDrain) => {
+        timer = setTimeout(resolveDrain, drainGraceMs);
+      });
+      void Promise.race([outputSettled, drained]).then(() => {
+        clearTimeout(timer);
+        finish({ spawnError: null, exitCode, signal });
+      });
+    });
+  });
+
+  return {
+    pid,
+    done,
+    async terminate(graceMs: number): Promise<GroupEndResult> {
+      if (!Number.isFinite(graceMs) || graceMs < 0) {
+        throw new RangeError(`graceMs must be a finite number of milliseconds ≥ 0, got ${String(graceMs)}`);
+      }
+      if (pid === null) {
+        await done;
+        return { signal: null, survivors: [] };
+      }
+      if (!options.groups.isRegistered(pid)) {
+        // Already ended (and forgotten) by the registry, or handed off: not ours to signal any more.
+        return { signal: null, survivors: [] };
+      }
+      const ended = await options.groups.endGroup(pid, graceMs);
+      await done;
+      return ended;
+    },
+  };
+}

@@ -1,0 +1,226 @@
+import type { AnyActorRef } from 'xstate';
+import type { JsonValue, PlanStep } from '../../machines/contracts.js';
+import type { AttemptOutcome, StepContext } from '../../machines/step.machine.js';
+import { toolResultFromProcess, toolStepOutcome, type ToolResult } from '../executors/command-tool.js';
+import { buildShellEnv } from '../executors/environment.js';
+import { shellStepOutcome } from '../executors/shell-outcome.js';
+import { interpolateInput } from '../plan/interpolate.js';
+import { binaryNotAllowed, SHELL_COMMAND_EMPTY } from '../plan/messages.js';
+import { splitShellWords } from '../plan/shell-words.js';
+import { capsuleTaskText } from '../plan/validate.js';
+import { startProcess, type ProcessHandle } from '../process/leader.js';
+import type { Session } from '../session/session.js';
+
+/** What an in-process tool is given besides its input. */
+export interface ToolCallContext {
+  /** Aborted when the attempt is ended (timeout or forced cancel); a tool should stop promptly. */
+  readonly signal: AbortSignal;
+  readonly stepId: string;
+  /** 1-based attempt number. */
+  readonly attempt: number;
+  /** The accessible workdir (where a returned `data_path` is read beneath). */
+  readonly workdir: string;
+}
+
+/**
+ * An in-process tool for library users (DESIGN §6): same input and output shapes as a command
+ * tool. A thrown error or rejected promise fails the attempt with its message (an invoke error,
+ * `plan.md` §16 step 4).
+ */
+export type FunctionTool = (input: JsonValue, context: ToolCallContext) => ToolResult | Promise<ToolResult>;
+
+/** A command tool declared in the manifest (DESIGN §5–§6). */
+export interface CommandTool {
+  readonly command: readonly string[];
+  readonly timeout_secs: number;
+}
+
+/** What the gate is shown before a tool or shell attempt dispatches (`plan.md` §18). */
+export type GateRequest =
+  | { readonly kind: 'tool'; readonly name: string; readonly input_json: string }
+  | { readonly kind: 'shell'; readonly binary: string; readonly command: string; readonly argv: readonly string[] };
+
+/** The session's pre-dispatch decision point: a refusal reason, or null/undefined to allow (`plan.md` §18). */
+export type Gate = (request: GateRequest) => string | null | undefined | Promise<string | null | undefined>;
+
+/** Everything attempts of one plan run need. */
+export interface AttemptEnvironment {
+  readonly session: Session;
+  readonly functionTools: ReadonlyMap<string, FunctionTool>;
+  readonly commandTools: ReadonlyMap<string, CommandTool>;
+  /** `capabilities.shell.allow` plus `--allow`: re-checked at dispatch (`plan.md` §17.2 step 4). */
+  readonly shellAllow: readonly string[];
+  /** `capabilities.env.allow`. */
+  readonly envAllow: readonly string[];
+  readonly gate: Gate | null;
+  /** Capsule registry directory (DESIGN §3), named by the capsule-step refusal. */
+  readonly capsulesDir: string;
+  /** Owner prefix of every process group this run starts, e.g. `run:3/`. */
+  readonly ownerPrefix: string;
+}
+
+/** Capsule steps until the delegation plane lands (`plan.md` §19.2 step 4, adapted per `spec/README.md`). */
+export const noDelegationPlane = (capsule: string, capsulesDir: string): string =>
+  `no delegation plane configured: capsule step '${capsule}' cannot be delegated (capsule registry ${capsulesDir}); ` +
+  'MURMUR_ROOST_URL is not set; capsule steps require mur-roost';
+
+interface RunningAttempt {
+  readonly attempt: number;
+  terminate(graceMs: number): void;
+}
+
+/**
+ * The step machine's effects (`startAttempt`, `terminateAttempt`, `tellAttemptOfCancel`) for one
+ * plan run. Each attempt reports `ATTEMPT.LEADER_EXITED` (process attempts) and exactly one
+ * `ATTEMPT.FINISHED` to its step actor; failures are outcomes, never throws.
+ */
+export function createAttemptEffects(env: AttemptEnvironment) {
+  const running = new WeakMap<AnyActorRef, RunningAttempt>();
+
+  const startAttempt = ({ context, self }: { context: StepContext; self: AnyActorRef }): void => {
+    const attempt = context.attempt + 1;
+    const { step, kind, results } = context.input;
+    const startedAtMs = Date.now();
+    let finished = false;
+    const finish = (outcome: AttemptOutcome): void => {
+      if (finished) return;
+      finished = true;
+      if (running.get(self)?.attempt === attempt) running.delete(self);
+      self.send({ type: 'ATTEMPT.FINISHED', attempt, outcome, startedAtMs, endedAtMs: Date.now() });
+    };
+    const fail = (error: string, extra: Partial<AttemptOutcome> = {}): void =>
+      finish({ status: 'failed', output: null, error, ...extra });
+    const crash = (error: unknown): void => fail(error instanceof Error ? error.message : String(error));
+
+    const interpolated = interpolateInput(step.input, results);
+    if (!interpolated.ok) return fail(interpolated.error);
+
+    try {
+      if (kind === 'tool') runTool(step, interpolated.value);
+      else if (kind === 'shell') runShell(step);
+      else if (kind === 'capsule') runCapsule(step, interpolated.value);
+      else fail(`step '${step.id}' has no runnable kind`);
+    } catch (error) {
+      crash(error);
+    }
+
+    function runTool(step: PlanStep, input: JsonValue): void {
+      const name = step.tool as string;
+      const inputJson = JSON.stringify(input);
+      const traced: Partial<AttemptOutcome> = input === null ? {} : { tracedInput: input };
+      withGate({ kind: 'tool', name, input_json: inputJson }, traced, () => {
+        env.session.countCall('tool');
+        const fn = env.functionTools.get(name);
+        if (fn !== undefined) return callFunctionTool(name, fn, input, traced);
+        const command = env.commandTools.get(name);
+        if (command === undefined) return fail(`tool '${name}' is not installed`, traced);
+        const [file, ...args] = command.command;
+        startTracked(file as string, args, inputJson, (result) => {
+          const parsed = toolResultFromProcess(result, name);
+          if (!parsed.ok) return fail(parsed.error, traced);
+          void toolStepOutcome(parsed.result, name, env.session.workdir).then((o) => finish({ ...o, ...traced }), crash);
+        });
+      });
+    }
+
+    function callFunctionTool(name: string, fn: FunctionTool, input: JsonValue, traced: Partial<AttemptOutcome>): void {
+      const controller = new AbortController();
+      running.set(self, {
+        attempt,
+        terminate: () => {
+          controller.abort(new Error('attempt ended'));
+          fail('tool call abandoned', traced); // the machine words the reason (timeout or cancel)
+        },
+      });
+      let result: ToolResult | Promise<ToolResult>;
+      try {
+        result = fn(input, { signal: controller.signal, stepId: step.id, attempt, workdir: env.session.workdir });
+      } catch (error) {
+        return fail(errorMessage(error), traced);
+      }
+      void Promise.resolve(result)
+        .then((value) => toolStepOutcome(value, name, env.session.workdir))
+        .then((o) => finish({ ...o, ...traced }), (error: unknown) => fail(errorMessage(error), traced));
+    }
+
+    function runShell(step: PlanStep): void {
+      const command = step.shell as string;
+      const words = splitShellWords(command);
+      const [binary, ...argv] = words;
+      if (binary === undefined) return fail(SHELL_COMMAND_EMPTY);
+      withGate({ kind: 'shell', binary, command, argv }, {}, () => {
+        if (!env.shellAllow.includes(binary)) return fail(binaryNotAllowed(binary));
+        env.session.countCall('shell');
+        startTracked(binary, argv, undefined, (result) => {
+          void shellStepOutcome(result, { binary, args: argv, recordsDir: env.session.recordsDir }).then(
+            (o) => finish({ status: o.status, output: o.output, error: o.error }),
+            crash,
+          );
+        });
+      });
+    }
+
+    function runCapsule(step: PlanStep, input: JsonValue): void {
+      const task = capsuleTaskText(input);
+      if (!task.ok) return fail(task.error);
+      fail(noDelegationPlane(step.capsule as string, env.capsulesDir));
+    }
+
+    function withGate(request: GateRequest, traced: Partial<AttemptOutcome>, dispatch: () => void): void {
+      if (env.gate === null) return dispatch();
+      void Promise.resolve()
+        .then(() => (env.gate as Gate)(request))
+        .then((refusal) => {
+          if (typeof refusal === 'string') fail(refusal, traced);
+          else dispatch();
+        })
+        .catch((error: unknown) => fail(errorMessage(error), traced));
+    }
+
+    function startTracked(
+      file: string,
+      args: readonly string[],
+      stdin: string | undefined,
+      onDone: (result: Awaited<ProcessHandle['done']>) => void,
+    ): void {
+      const processEnv = buildShellEnv({
+        hostEnv: process.env,
+        allow: env.envAllow,
+        recordsDir: env.session.recordsDir,
+        runtimeDir: env.session.runtimeDir,
+      });
+      const handle = startProcess({
+        file,
+        args,
+        cwd: env.session.workdir,
+        env: processEnv,
+        ...(stdin !== undefined ? { stdin } : {}),
+        groups: env.session.groups,
+        owner: `${env.ownerPrefix}step:${step.id}`,
+        onLeaderExit: (info) =>
+          self.send({ type: 'ATTEMPT.LEADER_EXITED', attempt, pid: info.pid, exitCode: info.exitCode, signal: info.signal }),
+      });
+      running.set(self, {
+        attempt,
+        terminate: (graceMs) => {
+          void handle.terminate(graceMs).catch(() => {});
+        },
+      });
+      void handle.done.then(onDone, crash);
+    }
+  };
+
+  const terminateAttempt = ({ context, self }: { context: StepContext; self: AnyActorRef }): void => {
+    running.get(self)?.terminate(context.input.killGraceMs);
+  };
+
+  // Tool and shell attempts run on after a graceful cancel (`cancel.md` §3.3); capsule attempts
+  // have no child to end until the delegation plane lands.
+  const tellAttemptOfCancel = (): void => {};
+
+  return { startAttempt, terminateAttempt, tellAttemptOfCancel };
+}
+
+function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

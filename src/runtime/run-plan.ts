@@ -1,0 +1,346 @@
+import { renameSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { assign, createActor, fromPromise, toPromise } from 'xstate';
+import type { PlanFile, StepKind, StepResult } from '../../machines/contracts.js';
+import { PLAN_CANCELED_REASON } from '../../machines/messages.js';
+import { scan } from '../../machines/plan-schedule.js';
+import { planMachine, type PlanOutput } from '../../machines/plan.machine.js';
+import { stepMachine } from '../../machines/step.machine.js';
+import { loadManifest, type Manifest } from '../manifest.js';
+import { evaluateCondition } from '../plan/condition.js';
+import { parsePlanText, readPlanFile, stepKind, type PlanWarning } from '../plan/schema.js';
+import { validatePlan } from '../plan/validate.js';
+import { Session, type SessionExitStatus } from '../session/session.js';
+import { createAttemptEffects, type CommandTool, type FunctionTool, type Gate } from './attempt.js';
+
+/** The JSON report (DESIGN §4; `plan.md` §13 plus ids, records dir and duration). */
+export interface PlanReport {
+  readonly plan_id: string;
+  readonly session_id: string;
+  /** Settled steps in settlement order. */
+  readonly results: readonly StepResult[];
+  readonly completed: boolean;
+  readonly failed_step: string | null;
+  readonly canceled: boolean;
+  /** Absolute records directory of the session. */
+  readonly records_dir: string;
+  /** Milliseconds from the start of the call (reading the file included) to the end. */
+  readonly duration_ms: number;
+}
+
+/** Progress a host can show; every event is also written to the trace. */
+export type PlanProgressEvent =
+  | { readonly type: 'plan.started'; readonly planId: string; readonly steps: readonly { readonly id: string; readonly kind: StepKind }[] }
+  | { readonly type: 'step.started'; readonly stepId: string; readonly kind: StepKind }
+  | { readonly type: 'step.settled'; readonly result: StepResult; readonly kind: StepKind }
+  | { readonly type: 'plan.canceling'; readonly force: boolean }
+  | { readonly type: 'plan.ended'; readonly report: PlanReport };
+
+/** Options of {@link startPlan} / {@link runPlan}. */
+export interface RunPlanOptions {
+  /** A plan file path (relative to the cwd), or a plan object (validated like a file). */
+  readonly plan: string | PlanFile | Record<string, unknown>;
+  /** Directory shell steps run in and `data_path` is read beneath. Default: cwd (or the session's). */
+  readonly workdir?: string;
+  /** Records directory; default `<workdir>/.capsule/records/<session_id>/`. Ignored with `session`. */
+  readonly recordsDir?: string;
+  /** A manifest path, a parsed manifest, or null for none. Default: `<workdir>/capsule.json` when present. */
+  readonly manifest?: string | Manifest | null;
+  /** In-process tools by name (library users); they shadow command tools of the same name. */
+  readonly tools?: Readonly<Record<string, FunctionTool>>;
+  /** Binaries allowed for shell steps in addition to the manifest's `capabilities.shell.allow`. */
+  readonly shellAllow?: readonly string[];
+  /** Cap on concurrently running steps of a wave (`--max-parallel`); default no cap. */
+  readonly maxParallel?: number | null;
+  /** The pre-dispatch gate (`plan.md` §18); default allows everything. */
+  readonly gate?: Gate | null;
+  /** Capsule registry directory (DESIGN §3); default `<workdir>/capsules/`. */
+  readonly capsulesDir?: string;
+  /** Run inside this session (not ended by the run). Default: a session of its own, ended at the end. */
+  readonly session?: Session;
+  /** Write `trace.jsonl` (default true). */
+  readonly trace?: boolean;
+  /** Aborting it cancels the run gracefully (`cancel.md` §3). Already aborted: nothing is dispatched. */
+  readonly signal?: AbortSignal;
+  /** Progress listener. */
+  readonly onEvent?: (event: PlanProgressEvent) => void;
+  /** Warnings about the plan or manifest (unknown keys with the closest known key). */
+  readonly onWarning?: (warning: PlanWarning) => void;
+  /** Milliseconds between SIGTERM and SIGKILL when a step's group is ended. Default 2000. */
+  readonly killGraceMs?: number;
+}
+
+/** A started run: its report, and the cancel door. */
+export interface PlanRun {
+  /** Resolves with the report; rejects only for a bug or an unusable records directory. */
+  readonly report: Promise<PlanReport>;
+  /**
+   * Cancels the run. Graceful (`force: false`): nothing more is dispatched, no retries; running
+   * tool and shell steps finish on their own bound (`cancel.md` §3.3). Forced: running steps'
+   * process groups get SIGTERM, then SIGKILL after the grace. Safe to call any time, repeatedly.
+   */
+  cancel(options?: { force?: boolean }): void;
+}
+
+let runCounter = 0;
+
+/**
+ * Runs one plan file to its report (`spec/plan.md` §3): read, parse, trace `plan_start`,
+ * validate, run the waves as XState actors, trace `plan_end`, end every process group the plan
+ * started, write `report.json`. Everything a plan author can cause ends up in the report; this
+ * never throws for it.
+ */
+export async function runPlan(options: RunPlanOptions): Promise<PlanReport> {
+  return startPlan(options).report;
+}
+
+/** Like {@link runPlan}, returning the cancel door too (the CLI's Ctrl-C uses it). */
+export function startPlan(options: RunPlanOptions): PlanRun {
+  let cancelRequest: { force: boolean } | null = options.signal?.aborted ? { force: false } : null;
+  let sendCancel: ((force: boolean) => void) | null = null;
+  const cancel = (opts: { force?: boolean } = {}): void => {
+    const force = opts.force === true;
+    cancelRequest = { force: force || (cancelRequest?.force ?? false) };
+    options.onEvent?.({ type: 'plan.canceling', force });
+    sendCancel?.(force);
+  };
+  options.signal?.addEventListener('abort', () => cancel(), { once: true });
+
+  const report = (async (): Promise<PlanReport> => {
+    const startedAtMs = Date.now();
+    const workdir = resolve(options.workdir ?? options.session?.workdir ?? process.cwd());
+    const manifest = await resolveManifest(options.manifest, workdir, options.onWarning);
+    const ownSession = options.session === undefined;
+    const session =
+      options.session ??
+      Session.open({
+        workdir,
+        manifest: manifest.manifest,
+        runtimeDir: manifest.dir ?? workdir,
+        ...(options.recordsDir !== undefined ? { recordsDir: options.recordsDir } : {}),
+        ...(options.trace !== undefined ? { trace: options.trace } : {}),
+      });
+    const finish = async (planReport: PlanReport, status: SessionExitStatus): Promise<PlanReport> => {
+      writeReport(session.recordsDir, planReport);
+      if (ownSession) await session.end(status);
+      options.onEvent?.({ type: 'plan.ended', report: planReport });
+      return planReport;
+    };
+    const elapsed = (): number => Date.now() - startedAtMs;
+
+    // §5: read and parse. A failure is blamed on `plan`, with plan_end under the session node.
+    const parsed = await loadPlan(options.plan);
+    if (!parsed.ok) {
+      session.trace.write('plan_end', session.nodeId, {
+        plan_id: '',
+        outcome: 'failed',
+        failed_step: 'plan',
+        steps_total: 0,
+        steps_succeeded: 0,
+        steps_failed: 0,
+        steps_skipped: 0,
+        duration_ms: elapsed(),
+        reason: parsed.error,
+      });
+      return finish(refusal(session, '', 'plan', parsed.error, elapsed()), 'failed');
+    }
+    for (const warning of parsed.warnings) options.onWarning?.(warning);
+    const plan = parsed.plan;
+    const kinds = plan.steps.map(stepKind);
+
+    // §3 step 3: plan_start with the DAG as authored, before validation.
+    const planNode = session.trace.write('plan_start', session.nodeId, {
+      plan_id: plan.id,
+      step_count: plan.steps.length,
+      steps: plan.steps.map((step, i) => ({
+        step_id: step.id,
+        kind: kinds[i],
+        depends_on: step.depends_on,
+        has_condition: step.if !== undefined,
+      })),
+    });
+    options.onEvent?.({ type: 'plan.started', planId: plan.id, steps: plan.steps.map((s, i) => ({ id: s.id, kind: kinds[i] ?? 'unknown' })) });
+
+    const functionTools = new Map(Object.entries(options.tools ?? {}));
+    const commandTools = new Map<string, CommandTool>(Object.entries(manifest.manifest?.tools ?? {}));
+    const shellAllow = [...(manifest.manifest?.capabilities?.shell?.allow ?? []), ...(options.shellAllow ?? [])];
+    const refused = validatePlan(plan, {
+      shellAllow,
+      installedTools: new Set([...functionTools.keys(), ...commandTools.keys()]),
+    });
+    if (refused !== null) {
+      session.trace.write('plan_end', planNode, {
+        plan_id: plan.id,
+        outcome: 'failed',
+        failed_step: refused.step_id,
+        steps_total: plan.steps.length,
+        steps_succeeded: 0,
+        steps_failed: 0,
+        steps_skipped: 0,
+        duration_ms: elapsed(),
+        reason: refused.error,
+      });
+      return finish(refusal(session, plan.id, refused.step_id, refused.error, elapsed()), 'failed');
+    }
+
+    const ownerPrefix = `run:${++runCounter}/`;
+    const effects = createAttemptEffects({
+      session,
+      functionTools,
+      commandTools,
+      shellAllow,
+      envAllow: manifest.manifest?.capabilities?.env?.allow ?? [],
+      gate: options.gate ?? null,
+      capsulesDir: resolve(options.capsulesDir ?? join(workdir, 'capsules')),
+      ownerPrefix,
+    });
+    const killGraceMs = options.killGraceMs ?? 2000;
+    const machine = planMachine.provide({
+      actions: {
+        scanSteps: assign(({ context }) => {
+          scan(context.schedule, context.canceled, evaluateCondition);
+          return {};
+        }),
+      },
+      actors: {
+        step: stepMachine.provide({ actions: effects }),
+        endProcessGroups: fromPromise(async () => {
+          await session.groups.endAll(killGraceMs, ownerPrefix);
+        }),
+      },
+    });
+    const actor = createActor(machine, {
+      id: `plan:${plan.id}`,
+      input: {
+        planId: plan.id,
+        steps: plan.steps,
+        kinds,
+        timeoutsSecs: plan.steps.map((step) => step.timeout_secs ?? (step.tool !== undefined && !functionTools.has(step.tool) ? commandTools.get(step.tool)?.timeout_secs : undefined) ?? null),
+        maxParallel: options.maxParallel ?? null,
+        killGraceMs,
+        canceledAtStart: cancelRequest !== null,
+      },
+      ...(session.inspect ? { inspect: session.inspect } : {}),
+    });
+    actor.on('plan.stepStarted', (event) => {
+      session.trace.write('plan_step_start', planNode, {
+        plan_id: plan.id,
+        step_id: event.stepId,
+        kind: event.kind,
+        depends_on: event.dependsOn,
+      });
+      options.onEvent?.({ type: 'step.started', stepId: event.stepId, kind: event.kind });
+    });
+    actor.on('plan.stepSettled', ({ record }) => {
+      const { result } = record;
+      session.trace.write('plan_step', planNode, {
+        plan_id: plan.id,
+        step_id: result.step_id,
+        kind: record.kind,
+        status: result.status,
+        attempts: result.attempts,
+        duration_ms: result.duration_ms,
+        ...(result.error !== null ? { error: result.error } : {}),
+        ...(record.kind === 'tool' && record.tracedInput !== undefined ? { input: record.tracedInput } : {}),
+        ...(record.stateEffect !== undefined ? { state_effect: record.stateEffect } : {}),
+        ...(record.resourceId !== undefined ? { resource_id: record.resourceId } : {}),
+      });
+      options.onEvent?.({ type: 'step.settled', result, kind: record.kind });
+    });
+    sendCancel = (force) => actor.send({ type: 'CANCEL', force });
+    actor.start();
+    if (cancelRequest?.force) actor.send({ type: 'CANCEL', force: true });
+    const output: PlanOutput = await toPromise(actor);
+    sendCancel = null;
+
+    const counts = { success: 0, failed: 0, skipped: 0 };
+    for (const result of output.results) counts[result.status]++;
+    const durationMs = elapsed();
+    session.trace.write('plan_end', planNode, {
+      plan_id: plan.id,
+      outcome: output.canceled ? 'canceled' : output.completed ? 'completed' : 'failed',
+      ...(output.failed_step !== null ? { failed_step: output.failed_step } : {}),
+      steps_total: plan.steps.length,
+      steps_succeeded: counts.success,
+      steps_failed: counts.failed,
+      steps_skipped: counts.skipped,
+      duration_ms: durationMs,
+      ...(output.canceled ? { reason: PLAN_CANCELED_REASON } : {}),
+    });
+    const planReport: PlanReport = {
+      plan_id: plan.id,
+      session_id: session.id,
+      results: output.results.map(publicResult),
+      completed: output.completed,
+      failed_step: output.failed_step,
+      canceled: output.canceled,
+      records_dir: session.recordsDir,
+      duration_ms: durationMs,
+    };
+    return finish(planReport, output.canceled ? 'canceled' : output.completed ? 'ok' : 'failed');
+  })();
+
+  return { report, cancel };
+}
+
+function publicResult(result: StepResult): StepResult {
+  return {
+    step_id: result.step_id,
+    status: result.status,
+    output: result.output,
+    error: result.error,
+    attempts: result.attempts,
+    duration_ms: result.duration_ms,
+  };
+}
+
+function refusal(session: Session, planId: string, stepId: string, error: string, durationMs: number): PlanReport {
+  return {
+    plan_id: planId,
+    session_id: session.id,
+    results: [{ step_id: stepId, status: 'failed', output: null, error, attempts: 0, duration_ms: 0 }],
+    completed: false,
+    failed_step: stepId,
+    canceled: false,
+    records_dir: session.recordsDir,
+    duration_ms: durationMs,
+  };
+}
+
+async function loadPlan(plan: RunPlanOptions['plan']): Promise<ReturnType<typeof parsePlanText>> {
+  if (typeof plan !== 'string') return parsePlanText(JSON.stringify(plan));
+  const read = await readPlanFile(plan);
+  if (!read.ok) return read;
+  return parsePlanText(read.text);
+}
+
+/** A manifest given as a path is loaded; a missing default `capsule.json` means none. */
+async function resolveManifest(
+  manifest: RunPlanOptions['manifest'],
+  workdir: string,
+  onWarning: RunPlanOptions['onWarning'],
+): Promise<{ manifest: Manifest | null; dir: string | null }> {
+  if (manifest === null) return { manifest: null, dir: null };
+  if (typeof manifest === 'object' && manifest !== undefined) return { manifest, dir: null };
+  const path = manifest ?? join(workdir, 'capsule.json');
+  const loaded = await loadManifest(path);
+  if (!loaded.ok) {
+    if (manifest === undefined && loaded.error.includes('does not exist')) return { manifest: null, dir: null };
+    throw new ManifestError(loaded.error);
+  }
+  for (const warning of loaded.warnings) onWarning?.(warning);
+  return { manifest: loaded.manifest, dir: loaded.dir };
+}
+
+/** An unreadable or invalid manifest: a usage-level refusal (exit 2, DESIGN §3), thrown before any session exists. */
+export class ManifestError extends Error {
+  override readonly name = 'ManifestError';
+}
+
+/** Writes `report.json` whole or not at all (write a temp file, then rename). */
+function writeReport(recordsDir: string, report: PlanReport): void {
+  const path = join(recordsDir, 'report.json');
+  const tmp = `${path}.${process.pid}.tmp`;
+  writeFileSync(tmp, JSON.stringify(report, null, 2) + '\n');
+  renameSync(tmp, path);
+}

@@ -1,0 +1,129 @@
+import { mkdirSync } from 'node:fs';
+import { resolve, join } from 'node:path';
+import type { InspectionEvent } from 'xstate';
+import { newSessionId } from '../ids.js';
+import { ProcessGroupRegistry } from '../process/process-groups.js';
+import { TraceWriter } from '../records/trace-writer.js';
+import type { Manifest } from '../manifest.js';
+
+/** How a session ended, as `session_end.exit_status`. */
+export type SessionExitStatus = 'ok' | 'failed' | 'canceled' | 'error';
+
+/** Options of {@link Session.open}. */
+export interface SessionOptions {
+  /** Directory shell steps run in and `data_path` is read beneath. Default: `process.cwd()`. */
+  readonly workdir?: string;
+  /** Records directory. Default `<workdir>/.capsule/records/<session_id>/` (DESIGN §3). Created if missing. */
+  readonly recordsDir?: string;
+  /** Session id; default a new `ses_` + UUID v7. */
+  readonly sessionId?: string;
+  /** The capsule manifest, when there is one (for `session_start` and the shell policy). */
+  readonly manifest?: Manifest | null;
+  /** Directory of the manifest: the runtime directory shell steps are told about. Default: workdir. */
+  readonly runtimeDir?: string;
+  /** Write `trace.jsonl` (default true). Off: nothing is written and reports are identical. */
+  readonly trace?: boolean;
+  /**
+   * Observers of every XState inspection event of every actor this session runs (the event log of
+   * DESIGN §9 and `capsule inspect` plug in here).
+   */
+  readonly inspectors?: readonly ((event: InspectionEvent) => void)[];
+  /** Called with trace write failures (they never fail the work). */
+  readonly onRecordError?: (error: Error) => void;
+}
+
+/**
+ * One runtime session: the single owner of its records directory, its trace writer and every
+ * process group its work starts (DESIGN §2, §7). `capsule run` is one session; `capsule serve`
+ * will be one too. Plans, background commands and delegations run inside a session and reach
+ * these through it, so there is one place that ends every process when the session ends.
+ */
+export class Session {
+  readonly id: string;
+  readonly workdir: string;
+  readonly recordsDir: string;
+  readonly runtimeDir: string;
+  readonly manifest: Manifest | null;
+  readonly trace: TraceWriter;
+  readonly groups: ProcessGroupRegistry;
+  /** `event_id` of `session_start`: the parent of plan and delegation records. */
+  readonly nodeId: string;
+  readonly #inspectors: ((event: InspectionEvent) => void)[];
+  readonly #openedAtMs: number;
+  #counts = { toolCalls: 0, shellCalls: 0 };
+  #ended = false;
+
+  private constructor(options: SessionOptions) {
+    this.#openedAtMs = Date.now();
+    this.id = options.sessionId ?? newSessionId();
+    this.workdir = resolve(options.workdir ?? process.cwd());
+    this.recordsDir = resolve(options.recordsDir ?? join(this.workdir, '.capsule', 'records', this.id));
+    this.runtimeDir = resolve(options.runtimeDir ?? this.workdir);
+    this.manifest = options.manifest ?? null;
+    mkdirSync(join(this.recordsDir, 'logs'), { recursive: true });
+    this.trace = new TraceWriter(options.trace === false ? null : join(this.recordsDir, 'trace.jsonl'), this.id, {
+      ...(options.onRecordError ? { onError: options.onRecordError } : {}),
+    });
+    this.groups = new ProcessGroupRegistry();
+    this.#inspectors = [...(options.inspectors ?? [])];
+    const manifest = this.manifest;
+    this.nodeId = this.trace.write('session_start', null, {
+      capsule_name: manifest?.name ?? null,
+      capsule_version: manifest?.version ?? null,
+      capabilities: manifest?.capabilities ?? {},
+      tools_declared: Object.keys(manifest?.tools ?? {}),
+      workdir_exec: this.workdir,
+      records_dir: this.recordsDir,
+      runtime: 'capsule-runtime (TypeScript)',
+      pid: process.pid,
+    });
+  }
+
+  /**
+   * Opens a session: creates the records directory (and `logs/`) and writes `session_start`.
+   * @throws {Error} when the records directory cannot be created (a refusal before any step runs).
+   */
+  static open(options: SessionOptions = {}): Session {
+    return new Session(options);
+  }
+
+  /** Adds an observer of every inspection event of the actors this session runs. */
+  addInspector(inspector: (event: InspectionEvent) => void): void {
+    this.#inspectors.push(inspector);
+  }
+
+  /** The `inspect` option for `createActor`, or undefined when nobody listens (inspection costs time). */
+  get inspect(): ((event: InspectionEvent) => void) | undefined {
+    const inspectors = this.#inspectors;
+    if (inspectors.length === 0) return undefined;
+    return (event) => {
+      for (const inspector of inspectors) inspector(event);
+    };
+  }
+
+  /** Counts a dispatched tool call or shell command for `session_end`. */
+  countCall(kind: 'tool' | 'shell'): void {
+    if (kind === 'tool') this.#counts.toolCalls++;
+    else this.#counts.shellCalls++;
+  }
+
+  /**
+   * Ends the session: ends every process group still registered (SIGTERM, SIGKILL after
+   * `graceMs`), then writes `session_end` and closes the trace. Idempotent.
+   */
+  async end(exitStatus: SessionExitStatus, graceMs = 2000): Promise<void> {
+    if (this.#ended) return;
+    this.#ended = true;
+    await this.groups.endAll(graceMs);
+    this.trace.write('session_end', this.nodeId, {
+      total_turns: 0,
+      total_input_tokens: 0,
+      total_output_tokens: 0,
+      total_tool_calls: this.#counts.toolCalls,
+      total_shell_calls: this.#counts.shellCalls,
+      duration_ms: Date.now() - this.#openedAtMs,
+      exit_status: exitStatus,
+    });
+    this.trace.close();
+  }
+}

@@ -1,0 +1,104 @@
+import { statSync } from 'node:fs';
+import { join } from 'node:path';
+import { buildShellEnv, CREDENTIAL_ENV_PATTERNS, isCredentialEnvName, matchesEnvPattern } from '../../src/executors/environment.js';
+import { ProcessGroupRegistry } from '../../src/process/process-groups.js';
+import { TrackedStarter, makeTempDir, removeDirs } from './helpers.js';
+
+const starter = new TrackedStarter(new ProcessGroupRegistry());
+const dirs: string[] = [];
+
+afterAll(async () => {
+  const left = await starter.cleanUp();
+  await removeDirs(dirs);
+  expect(left).toEqual([]);
+});
+
+const hostEnv = {
+  PATH: '/usr/bin:/bin',
+  HOME: '/home/host',
+  USER: 'host',
+  LANG: 'C.UTF-8',
+  TERM: 'xterm',
+  AWS_SECRET_ACCESS_KEY: 'aws-secret',
+  AWS_REGION: 'eu-west-1',
+  FOO_API_KEY: 'foo-key',
+  GITHUB_TOKEN: 'gh',
+  DOCKER_HOST: 'tcp://x',
+  MY_SETTING: 'kept',
+  NOT_ALLOWED: 'dropped',
+  EMPTY: '',
+  UNSET: undefined,
+};
+
+describe('buildShellEnv', () => {
+  it('copies the baseline, adds allowed names, strips credentials and sets HOME, TMPDIR and the runtime dir last', () => {
+    const recordsDir = makeTempDir('env', dirs);
+    const env = buildShellEnv({
+      hostEnv,
+      allow: ['MY_SETTING', 'FOO_API_KEY', 'AWS_REGION', 'GITHUB_TOKEN', 'EMPTY', 'UNSET', 'HOME'],
+      recordsDir,
+      runtimeDir: '/opt/runtime',
+    });
+    expect(env).toEqual({
+      PATH: '/usr/bin:/bin',
+      USER: 'host',
+      LANG: 'C.UTF-8',
+      TERM: 'xterm',
+      MY_SETTING: 'kept',
+      EMPTY: '',
+      HOME: join(recordsDir, 'home'),
+      TMPDIR: join(recordsDir, 'tmp'),
+      MURMUR_RUNTIME_DIR: '/opt/runtime',
+      CAPSULE_RUNTIME_DIR: '/opt/runtime',
+    });
+    expect(statSync(join(recordsDir, 'home')).isDirectory()).toBe(true);
+    expect(statSync(join(recordsDir, 'tmp')).isDirectory()).toBe(true);
+  });
+
+  it('strips extra policy patterns and keeps a name like __proto__ as an ordinary variable', () => {
+    const recordsDir = makeTempDir('env', dirs);
+    const env = buildShellEnv({
+      hostEnv: { PATH: '/bin', SESSION_SECRET_X: 's', ['__proto__']: 'p' },
+      allow: ['SESSION_SECRET_X', '__proto__'],
+      strip: ['*SECRET*'],
+      recordsDir,
+      runtimeDir: '/r',
+    });
+    expect(Object.hasOwn(env, '__proto__')).toBe(true);
+    expect(env['SESSION_SECRET_X']).toBeUndefined();
+  });
+
+  it('throws naming the directory when HOME cannot be created', () => {
+    expect(() => buildShellEnv({ hostEnv, allow: [], recordsDir: '/proc/capsule-no-such/records', runtimeDir: '/r' })).toThrow(
+      /cannot create directory '\/proc\/capsule-no-such\/records\/home'/,
+    );
+  });
+
+  it('gives a real process only the built variables', async () => {
+    const recordsDir = makeTempDir('env', dirs);
+    const env = buildShellEnv({ hostEnv: { ...process.env, ...hostEnv, PATH: process.env['PATH'] }, allow: ['FOO_API_KEY'], recordsDir, runtimeDir: '/r' });
+    const result = await starter.start({ file: 'env', args: [], env }).done;
+    const names = result.stdout.toString().split('\n').filter(Boolean).map((line) => line.slice(0, line.indexOf('=')));
+    expect(names.sort()).toEqual(Object.keys(env).sort());
+    expect(names.some((name) => name.startsWith('AWS_') || name.endsWith('_API_KEY'))).toBe(false);
+  });
+});
+
+describe('credential patterns', () => {
+  it('match exact names, PREFIX*, *SUFFIX and *MIDDLE*, ignoring case', () => {
+    expect(matchesEnvPattern('AWS_SECRET', 'AWS_*')).toBe(true);
+    expect(matchesEnvPattern('FOO_API_KEY', '*_API_KEY')).toBe(true);
+    expect(matchesEnvPattern('MY_TOKEN_FILE', '*TOKEN*')).toBe(true);
+    expect(matchesEnvPattern('gh_token', 'GH_TOKEN')).toBe(true);
+    expect(matchesEnvPattern('GH_TOKENS', 'GH_TOKEN')).toBe(false);
+    expect(matchesEnvPattern('XAWS_', 'AWS_*')).toBe(false);
+  });
+
+  it('cover the shell.md §7 list', () => {
+    for (const name of ['ANTHROPIC_API_KEY', 'KUBECONFIG', 'NPM_TOKEN', 'PYPI_TOKEN', 'CARGO_REGISTRY_TOKEN', 'DOCKER_CONFIG', 'HUGGING_FACE_HUB_TOKEN', 'openai_api_key']) {
+      expect(isCredentialEnvName(name)).toBe(true);
+    }
+    for (const name of ['PATH', 'HOME', 'LANG', 'API_KEYS_DIR']) expect(isCredentialEnvName(name)).toBe(false);
+    expect(CREDENTIAL_ENV_PATTERNS).toContain('*_API_KEY');
+  });
+});
