@@ -174,23 +174,16 @@ export const planMachine = setup({
       }
       enqueue.assign({ nextToSpawn: next });
     }),
-    collectStepOutcome: assign(({ context, event }) => {
+    // Per-step actions change only the mutable members of the context (see `Schedule`), so they are
+    // `enqueueActions` rather than `assign`: an assign copies the context and rebuilds the snapshot
+    // (state value, tags) every time, a measurable share of a 10,000-step plan (`npm run bench`).
+    collectStepOutcome: enqueueActions(({ context, event }) => {
       const output = (event as StepDoneEvent).output;
       const slot = context.live.get(output.index);
       context.live.delete(output.index);
       if (slot !== undefined) context.freeSlots.push(slot);
-      context.outcomes.set(output.index, {
-        index: output.index,
-        status: output.status,
-        output: output.output,
-        error: output.error,
-        attempts: output.attempts,
-        duration_ms: output.duration_ms,
-        ...(output.tracedInput !== undefined ? { tracedInput: output.tracedInput } : {}),
-        ...(output.stateEffect !== undefined ? { stateEffect: output.stateEffect } : {}),
-        ...(output.resourceId !== undefined ? { resourceId: output.resourceId } : {}),
-      });
-      return {};
+      // The step's output is its wave outcome as it stands (`step_id` and `canceled` ride along unread).
+      context.outcomes.set(output.index, output);
     }),
     collectStepCrash: enqueueActions(({ context, event, enqueue }) => {
       const actorId = event.type.slice('xstate.error.actor.'.length);
@@ -310,12 +303,19 @@ export const planMachine = setup({
         src: 'endProcessGroups',
         input: ({ context }) => ({ planId: context.planId }),
         onDone: [
-          { guard: 'isCanceled', target: 'canceled' },
-          { target: 'finished' },
+          { guard: 'isCanceled', target: 'canceled', description: 'Every process group is gone and the run was canceled.' },
+          { target: 'finished', description: 'Every process group is gone; the run completed or a step stopped it.' },
         ],
         onError: [
-          { guard: 'isCanceled', target: 'canceled' },
-          { target: 'finished' },
+          {
+            guard: 'isCanceled',
+            target: 'canceled',
+            description: 'Ending the process groups failed; the run was canceled all the same.',
+          },
+          {
+            target: 'finished',
+            description: 'Ending the process groups failed; the run ends as its steps left it.',
+          },
         ],
       },
     },

@@ -89,6 +89,7 @@ export async function readDataPath(workdir: string, relPath: string, toolName: s
   }
   try {
     const opened = await readlink(`/proc/self/fd/${handle.fd}`).catch(() => null);
+    if (opened?.endsWith(' (deleted)') === true) return refuse('io', `'${normalized}' was removed while it was opened`);
     if (opened !== null) {
       const expected = join(await realpath(root), ...components);
       if (opened !== expected) return refuse('symlink', `'${normalized}' resolved to '${opened}' (a component changed into a link)`);

@@ -84,11 +84,14 @@ export interface ProcessHandle {
   /** Resolves within `drainGraceMs` of the leader's exit (or at once on a spawn error). Never rejects. */
   readonly done: Promise<ProcessResult>;
   /**
-   * Ends the whole group: SIGTERM, SIGKILL after `graceMs` if any member is left, then resolves once
-   * the group is verified gone (or survivors are reported) and `done` has settled.
-   * Resolves to `{ signal: null, survivors: [] }` when there was nothing left to end (never
-   * started, or the group was already ended and forgotten by the registry). Never rejects for
-   * a group that no longer exists; rejects with a `RangeError` for a negative or non-finite `graceMs`.
+   * Ends the whole group through the registry ({@link ProcessGroupRegistry.endGroup}): SIGTERM,
+   * SIGKILL after `graceMs` if any member is left, then resolves once the group is verified gone
+   * (or survivors are reported) and `done` has settled. Concurrent calls (and a concurrent
+   * `endAll`) share one ending.
+   * Resolves to `{ signal: null, survivors: [] }` at once when there is nothing of ours to end:
+   * never started, or the registry no longer holds the group (already ended, or forgotten). Never
+   * rejects for a group that no longer exists; rejects with a `RangeError` for a negative or
+   * non-finite `graceMs`. (Richer than `Promise<void>`: the answer is what a trace records.)
    *
    * @param graceMs Milliseconds between SIGTERM and SIGKILL.
    */
@@ -208,7 +211,7 @@ export function startProcess(options: StartProcessOptions): ProcessHandle {
       ...(options.stdin === undefined ? { stdin: 'ignore' as const } : { input: options.stdin }),
     });
   } catch (error) {
-    // execa validates some options synchronously; Node may throw for invalid arguments (e.g. a NUL byte).
+    // execa validates arguments and options synchronously (e.g. it throws for a NUL byte in an argument).
     return failedToStart(describeSpawnError(options.file, options.cwd, error), startedAtMs);
   }
   // With reject:false execa resolves even on failure, but destroying the pipes or an early error

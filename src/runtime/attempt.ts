@@ -64,6 +64,9 @@ export const noDelegationPlane = (capsule: string, capsulesDir: string): string 
   `no delegation plane configured: capsule step '${capsule}' cannot be delegated (capsule registry ${capsulesDir}); ` +
   'MURMUR_ROOST_URL is not set; capsule steps require mur-roost';
 
+/** Error of an attempt ended (timeout or forced cancel) before its tool call or process started; the step machine words the reason. */
+const ATTEMPT_ENDED_BEFORE_DISPATCH = 'attempt ended before it was dispatched';
+
 interface RunningAttempt {
   readonly attempt: number;
   terminate(graceMs: number): void;
@@ -92,17 +95,35 @@ export function createAttemptEffects(env: AttemptEnvironment) {
       finish({ status: 'failed', output: null, error, ...extra });
     const crash = (error: unknown): void => fail(error instanceof Error ? error.message : String(error));
 
-    const interpolated = interpolateInput(step.input, results);
-    if (!interpolated.ok) return fail(interpolated.error);
+    // Registered before anything is dispatched, so a timeout or a forced cancel that lands while
+    // nothing runs yet (the gate is deciding, or the dispatch below has not happened) still ends
+    // the attempt, and nothing is dispatched after it. Dispatch replaces this entry.
+    let stopped = false;
+    running.set(self, {
+      attempt,
+      terminate: () => {
+        stopped = true;
+        fail(ATTEMPT_ENDED_BEFORE_DISPATCH);
+      },
+    });
 
-    try {
-      if (kind === 'tool') runTool(step, interpolated.value);
-      else if (kind === 'shell') runShell(step);
-      else if (kind === 'capsule') runCapsule(step, interpolated.value);
-      else fail(`step '${step.id}' has no runnable kind`);
-    } catch (error) {
-      crash(error);
-    }
+    // Dispatch one microtask later: `plan_step_start` of every step of the wave is written before
+    // any of them runs (`plan.md` §10.2 step 7), and XState starts the first wave's step actors
+    // before it delivers the plan's emitted events (and a later wave's interleaved with them).
+    queueMicrotask(() => {
+      if (stopped) return;
+      const interpolated = interpolateInput(step.input, results);
+      if (!interpolated.ok) return fail(interpolated.error);
+
+      try {
+        if (kind === 'tool') runTool(step, interpolated.value);
+        else if (kind === 'shell') runShell(step);
+        else if (kind === 'capsule') runCapsule(step, interpolated.value);
+        else fail(`step '${step.id}' has no runnable kind`);
+      } catch (error) {
+        crash(error);
+      }
+    });
 
     function runTool(step: PlanStep, input: JsonValue): void {
       const name = step.tool as string;
@@ -171,6 +192,7 @@ export function createAttemptEffects(env: AttemptEnvironment) {
       void Promise.resolve()
         .then(() => (env.gate as Gate)(request))
         .then((refusal) => {
+          if (stopped) return; // ended (timeout, forced cancel) while the gate was deciding
           if (typeof refusal === 'string') fail(refusal, traced);
           else dispatch();
         })

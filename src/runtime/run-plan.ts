@@ -60,6 +60,8 @@ export interface RunPlanOptions {
   readonly session?: Session;
   /** Write `trace.jsonl` (default true). */
   readonly trace?: boolean;
+  /** Write the actor event log `events.jsonl` (default true; DESIGN §9). Ignored with `session`. */
+  readonly eventLog?: boolean;
   /** Aborting it cancels the run gracefully (`cancel.md` §3). Already aborted: nothing is dispatched. */
   readonly signal?: AbortSignal;
   /** Progress listener. */
@@ -96,6 +98,11 @@ export async function runPlan(options: RunPlanOptions): Promise<PlanReport> {
 
 /** Like {@link runPlan}, returning the cancel door too (the CLI's Ctrl-C uses it). */
 export function startPlan(options: RunPlanOptions): PlanRun {
+  // A cap below 1 (or not a whole number) would never let a step start: the run would hang.
+  const maxParallel = options.maxParallel ?? null;
+  if (maxParallel !== null && !(Number.isSafeInteger(maxParallel) && maxParallel >= 1)) {
+    throw new RangeError(`maxParallel must be a positive integer (or null for no cap), got ${String(maxParallel)}`);
+  }
   let cancelRequest: { force: boolean } | null = options.signal?.aborted ? { force: false } : null;
   let sendCancel: ((force: boolean) => void) | null = null;
   const cancel = (opts: { force?: boolean } = {}): void => {
@@ -119,6 +126,7 @@ export function startPlan(options: RunPlanOptions): PlanRun {
         runtimeDir: manifest.dir ?? workdir,
         ...(options.recordsDir !== undefined ? { recordsDir: options.recordsDir } : {}),
         ...(options.trace !== undefined ? { trace: options.trace } : {}),
+        ...(options.eventLog !== undefined ? { eventLog: options.eventLog } : {}),
       });
     const finish = async (planReport: PlanReport, status: SessionExitStatus): Promise<PlanReport> => {
       writeReport(session.recordsDir, planReport);
@@ -216,14 +224,20 @@ export function startPlan(options: RunPlanOptions): PlanRun {
         steps: plan.steps,
         kinds,
         timeoutsSecs: plan.steps.map((step) => step.timeout_secs ?? (step.tool !== undefined && !functionTools.has(step.tool) ? commandTools.get(step.tool)?.timeout_secs : undefined) ?? null),
-        maxParallel: options.maxParallel ?? null,
+        maxParallel,
         killGraceMs,
         canceledAtStart: cancelRequest !== null,
       },
+      // Delays (a step's timeout_secs) run on the session's clock, so replay can fire them itself.
+      clock: session.clock,
       ...(session.inspect ? { inspect: session.inspect } : {}),
     });
+    // Step records of a session this run opened with `trace: false` are not written, and their
+    // event ids are never used: skip the call, which would still mint a UUID v7 each (about a
+    // tenth of a 10,000-step plan's time, `npm run bench`).
+    const traceSteps = !(ownSession && options.trace === false);
     actor.on('plan.stepStarted', (event) => {
-      session.trace.write('plan_step_start', planNode, {
+      if (traceSteps) session.trace.write('plan_step_start', planNode, {
         plan_id: plan.id,
         step_id: event.stepId,
         kind: event.kind,
@@ -233,7 +247,7 @@ export function startPlan(options: RunPlanOptions): PlanRun {
     });
     actor.on('plan.stepSettled', ({ record }) => {
       const { result } = record;
-      session.trace.write('plan_step', planNode, {
+      if (traceSteps) session.trace.write('plan_step', planNode, {
         plan_id: plan.id,
         step_id: result.step_id,
         kind: record.kind,

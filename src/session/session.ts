@@ -1,10 +1,14 @@
 import { mkdirSync } from 'node:fs';
 import { resolve, join } from 'node:path';
-import type { InspectionEvent } from 'xstate';
+import type { ActorOptions, AnyActorLogic, InspectionEvent } from 'xstate';
 import { newSessionId } from '../ids.js';
 import { ProcessGroupRegistry } from '../process/process-groups.js';
+import { EVENT_LOG_FILE, EventLog } from '../records/event-log.js';
 import { TraceWriter } from '../records/trace-writer.js';
 import type { Manifest } from '../manifest.js';
+
+/** XState's timer interface (`createActor({ clock })`; the type itself is not exported by xstate). */
+export type Clock = NonNullable<ActorOptions<AnyActorLogic>['clock']>;
 
 /** How a session ended, as `session_end.exit_status`. */
 export type SessionExitStatus = 'ok' | 'failed' | 'canceled' | 'error';
@@ -23,6 +27,17 @@ export interface SessionOptions {
   readonly runtimeDir?: string;
   /** Write `trace.jsonl` (default true). Off: nothing is written and reports are identical. */
   readonly trace?: boolean;
+  /**
+   * Write the actor event log `events.jsonl` (DESIGN §9; default true). Off: nothing is written,
+   * and with no other inspector the actors run without inspection (it costs time).
+   */
+  readonly eventLog?: boolean;
+  /**
+   * The clock the session's actors schedule delayed transitions on (XState's `clock` option; the
+   * step's `timeout_secs` bound is one). Default: the real timers. Replay and tests pass a
+   * `SimulatedClock`.
+   */
+  readonly clock?: Clock;
   /**
    * Observers of every XState inspection event of every actor this session runs (the event log of
    * DESIGN §9 and `capsule inspect` plug in here).
@@ -46,6 +61,10 @@ export class Session {
   readonly manifest: Manifest | null;
   readonly trace: TraceWriter;
   readonly groups: ProcessGroupRegistry;
+  /** The actor event log, or null when it is off. */
+  readonly eventLog: EventLog | null;
+  /** Timers of the session's actors (`createActor({ clock })`). */
+  readonly clock: Clock;
   /** `event_id` of `session_start`: the parent of plan and delegation records. */
   readonly nodeId: string;
   readonly #inspectors: ((event: InspectionEvent) => void)[];
@@ -65,7 +84,14 @@ export class Session {
       ...(options.onRecordError ? { onError: options.onRecordError } : {}),
     });
     this.groups = new ProcessGroupRegistry();
-    this.#inspectors = [...(options.inspectors ?? [])];
+    this.eventLog =
+      options.eventLog === false
+        ? null
+        : new EventLog(join(this.recordsDir, EVENT_LOG_FILE), {
+            ...(options.onRecordError ? { onError: options.onRecordError } : {}),
+          });
+    this.clock = options.clock ?? realClock;
+    this.#inspectors = [...(this.eventLog !== null ? [this.eventLog.inspect] : []), ...(options.inspectors ?? [])];
     const manifest = this.manifest;
     this.nodeId = this.trace.write('session_start', null, {
       capsule_name: manifest?.name ?? null,
@@ -125,5 +151,12 @@ export class Session {
       exit_status: exitStatus,
     });
     this.trace.close();
+    this.eventLog?.close();
   }
 }
+
+/** The real timers, as XState's `Clock`. */
+const realClock: Clock = {
+  setTimeout: (fn, timeout) => setTimeout(fn, timeout),
+  clearTimeout: (id) => clearTimeout(id as NodeJS.Timeout),
+};

@@ -1,4 +1,4 @@
-import { statSync } from 'node:fs';
+import { statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { buildShellEnv, CREDENTIAL_ENV_PATTERNS, isCredentialEnvName, matchesEnvPattern } from '../../src/executors/environment.js';
 import { ProcessGroupRegistry } from '../../src/process/process-groups.js';
@@ -69,8 +69,11 @@ describe('buildShellEnv', () => {
   });
 
   it('throws naming the directory when HOME cannot be created', () => {
-    expect(() => buildShellEnv({ hostEnv, allow: [], recordsDir: '/proc/capsule-no-such/records', runtimeDir: '/r' })).toThrow(
-      /cannot create directory '\/proc\/capsule-no-such\/records\/home'/,
+    // (Not under /proc: Node's recursive mkdirSync loops forever there, retrying ENOENT.)
+    const notADir = join(makeTempDir('env', dirs), 'file');
+    writeFileSync(notADir, '');
+    expect(() => buildShellEnv({ hostEnv, allow: [], recordsDir: notADir, runtimeDir: '/r' })).toThrow(
+      `cannot create directory '${notADir}/home' for the shell environment: ENOTDIR`,
     );
   });
 

@@ -63,7 +63,9 @@ export class TrackedStarter {
 }
 
 /** A ProcessResult for outcome tests that need no process. */
-export function fakeResult(fields: Partial<ProcessResult> & { stdout?: Buffer | string; stderr?: Buffer | string }): ProcessResult {
+export function fakeResult(
+  fields: Partial<Omit<ProcessResult, 'stdout' | 'stderr'>> & { stdout?: Buffer | string; stderr?: Buffer | string },
+): ProcessResult {
   const asBuffer = (value: Buffer | string | undefined): Buffer =>
     value === undefined ? Buffer.alloc(0) : typeof value === 'string' ? Buffer.from(value) : value;
   return {

@@ -2,7 +2,17 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startProcess, type LeaderExitInfo } from '../../src/process/leader.js';
 import { groupMembers, ownProcessGroupId, ProcessGroupRegistry } from '../../src/process/process-groups.js';
-import { FIXTURES_DIR, TEST_ENV, TrackedStarter, makeTempDir, removeDirs, waitForFile } from './helpers.js';
+import { FIXTURES_DIR, TEST_ENV, TrackedStarter, makeTempDir, removeDirs, waitFor, waitForFile } from './helpers.js';
+
+/** Whether `pid` exists and is not a zombie. */
+function isLive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 1).trim()[0] !== 'Z';
+  } catch {
+    return false;
+  }
+}
 
 const registry = new ProcessGroupRegistry();
 const starter = new TrackedStarter(registry);
@@ -124,6 +134,35 @@ describe('startProcess: process groups', () => {
     const ended = await registry.endAll(1000, 'step:bg');
     expect(ended).toEqual([{ pgid, owner: 'step:bg', signal: 'SIGTERM', survivors: [] }]);
     expect(groupMembers(pgid)).toEqual([]);
+  });
+
+  it('stops reading after drainGraceMs when a grandchild keeps writing to the inherited stdout', async () => {
+    let leaderExitMs = 0;
+    const handle = starter.start({
+      file: 'bash',
+      args: ['-c', '(while :; do echo tick; sleep 0.01; done) & echo started'],
+      drainGraceMs: 100,
+      onLeaderExit: (info) => {
+        leaderExitMs = info.atMs;
+      },
+    });
+    const result = await handle.done;
+    expect(result.endedAtMs - leaderExitMs).toBeGreaterThanOrEqual(100);
+    expect(result.endedAtMs - leaderExitMs).toBeLessThan(1000);
+    expect(result.stdout.toString()).toMatch(/^(tick\n)*started\n/);
+    await handle.terminate(1000);
+  });
+
+  it('terminate ends every process of the group: a leader and four busy-looping children', async () => {
+    const handle = starter.start({ file: 'bash', args: ['-c', 'for i in 1 2 3 4; do (while :; do :; done) & done; sleep 300'] });
+    const pgid = handle.pid as number;
+    // bash execs its last command, so the leader itself becomes the sleep: 5 members.
+    await waitFor(() => groupMembers(pgid).length === 5, 5000, 'the leader and four loops');
+    const members = groupMembers(pgid);
+
+    await expect(handle.terminate(2000)).resolves.toEqual({ signal: 'SIGTERM', survivors: [] });
+    expect(groupMembers(pgid)).toEqual([]);
+    expect(members.filter((pid) => isLive(pid))).toEqual([]);
   });
 
   it('terminate sends SIGTERM to the whole group: a trapping grandchild writes its marker', async () => {

@@ -1,0 +1,13 @@
+/**
+ * The suite registry. Adding a suite: write `bench/suites/<name>.ts` exporting a {@link Suite}
+ * (`{ name, title, run(ctx) }`, `run` resolving with rows) and list it here. `npm run bench` runs
+ * them in this order; `npm run bench -- --suite <name>[,<name>]` runs some.
+ */
+import type { Suite } from '../harness.js';
+import { cancelSuite } from './cancel.js';
+import { memorySuite } from './memory.js';
+import { recordsSuite } from './records.js';
+import { schedulerSuite } from './scheduler.js';
+import { shellSuite } from './shell.js';
+
+export const SUITES: readonly Suite[] = [schedulerSuite, shellSuite, cancelSuite, recordsSuite, memorySuite];

@@ -1,0 +1,89 @@
+/**
+ * Suite 1, scheduler overhead in-process: plans of no-op function-tool steps (wide, deep,
+ * layered) through `runPlan` with trace and event log off, against (a) a plain ready-queue
+ * scheduler over Promises and (b) one bare XState actor per step, all in this run, run by run.
+ */
+import type { Row, Suite, SuiteContext } from '../harness.js';
+import { interleave, now, pairwise } from '../harness.js';
+import { runBareActors } from '../lib/bare-actor.js';
+import { count, layers, noopPlan, type Shape } from '../lib/plans.js';
+import { runReadyQueue } from '../lib/ready-queue.js';
+import { runChecked } from '../lib/runtime.js';
+
+export const SHAPES: readonly Shape[] = ['wide', 'deep', 'layered'];
+
+const noop = (): Promise<string> => Promise.resolve('');
+
+export function shapeLabel(shape: Shape, n: number): string {
+  if (shape !== 'layered') return `${shape} ${count(n)}`;
+  const { width, count: layerCount } = layers(n);
+  return `layered ${count(n)} (${layerCount}×${width})`;
+}
+
+/** Microseconds per step of one `runPlan` of `shape` × `n` (records off). */
+export async function runtimeMicrosPerStep(ctx: SuiteContext, shape: Shape, n: number, records = false): Promise<number> {
+  const plan = noopPlan(shape, n);
+  const t0 = now();
+  await runChecked(plan, { tmpDir: ctx.tmpDir, records });
+  return ((now() - t0) * 1000) / n;
+}
+
+export const schedulerSuite: Suite = {
+  name: 'scheduler',
+  title: 'Suite 1 — scheduler overhead, in-process (no-op function tools, trace and event log off)',
+  async run(ctx) {
+    const sizes = ctx.quick ? [100, 1_000] : [1_000, 10_000];
+    const [small, large] = sizes as [number, number];
+    const rows: Row[] = [];
+    for (const shape of SHAPES) {
+      ctx.log(`scheduler: ${shape}`);
+      const subjects: [string, () => Promise<number>][] = [];
+      for (const n of sizes) {
+        const plan = noopPlan(shape, n);
+        subjects.push([`runPlan ${n}`, () => runtimeMicrosPerStep(ctx, shape, n)]);
+        subjects.push([
+          `ready-queue ${n}`,
+          async () => {
+            const t0 = now();
+            await runReadyQueue(plan, noop);
+            return ((now() - t0) * 1000) / n;
+          },
+        ]);
+        subjects.push([
+          `bare actor ${n}`,
+          async () => {
+            const t0 = now();
+            await runBareActors(plan, noop);
+            return ((now() - t0) * 1000) / n;
+          },
+        ]);
+      }
+      const samples = await interleave(ctx, subjects);
+      for (const n of sizes) {
+        const label = shapeLabel(shape, n);
+        rows.push({
+          case: label,
+          subject: 'runPlan',
+          unit: 'µs/step',
+          samples: samples.get(`runPlan ${n}`) ?? [],
+          compare: ['ready-queue', 'bare actor'],
+          ...(n === large && !ctx.quick ? { target: { max: 40, on: 'median' as const, text: '≤ 40 µs/step' } } : {}),
+        });
+        rows.push({ case: label, subject: 'ready-queue', unit: 'µs/step', samples: samples.get(`ready-queue ${n}`) ?? [] });
+        rows.push({ case: label, subject: 'bare actor', unit: 'µs/step', samples: samples.get(`bare actor ${n}`) ?? [] });
+      }
+      // Linearity: total time of the large plan over total time of the small one, run by run.
+      const perStepRatio = pairwise(samples.get(`runPlan ${large}`) ?? [], samples.get(`runPlan ${small}`) ?? []);
+      rows.push({
+        case: `${shape}: time ${count(large)} ÷ time ${count(small)}`,
+        subject: 'runPlan',
+        unit: '×',
+        samples: perStepRatio.map((r) => (r * large) / small),
+        digits: 2,
+        ...(!ctx.quick ? { target: { max: (11 * large) / 10 / small, on: 'median' as const, text: `≤ ${(11 * large) / 10 / small}× (linear)` } } : {}),
+        note: `${count(large)}× steps; ${large / small}× is exactly linear`,
+      });
+    }
+    return rows;
+  },
+};

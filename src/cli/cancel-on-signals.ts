@@ -1,0 +1,78 @@
+/**
+ * Ctrl-C handling of `capsule run` (DESIGN §3): the first SIGINT or SIGTERM cancels gracefully,
+ * the next one forces; signals that arrive in a burst count once; a graceful cancel that has not
+ * ended the run within the grace escalates to force on its own.
+ */
+import type { PlanRun } from '../runtime/run-plan.js';
+
+/**
+ * Signals arriving within this many milliseconds of the last counted one are the same request:
+ * a terminal's Ctrl-C reaches both `npx`/`npm` and `capsule`, and npm forwards it again.
+ */
+export const SIGNAL_BURST_MS = 300;
+
+/** What `capsule run` prints on stderr when it starts a graceful cancel. */
+export const GRACEFUL_CANCEL_NOTICE = 'canceling: waiting for running steps (Ctrl-C again to force)';
+
+/** What it prints when a second Ctrl-C forces the cancel. */
+export const FORCED_CANCEL_NOTICE = 'canceling by force: ending the process group of every running step (SIGTERM, then SIGKILL)';
+
+/** What it prints when the grace ran out after a graceful cancel. */
+export const escalationNotice = (graceSecs: number): string =>
+  `canceling by force: steps still running ${graceSecs} s after the cancel (lifecycle.shell_grace_secs)`;
+
+export interface CancelOnSignalsOptions {
+  /** Seconds a graceful cancel may take before it is forced (`lifecycle.shell_grace_secs`). */
+  readonly graceSecs: number;
+  /** Prints a notice for the operator (stderr). */
+  readonly note: (text: string) => void;
+  /** Signals handled; default SIGINT and SIGTERM. */
+  readonly signals?: readonly NodeJS.Signals[];
+}
+
+/**
+ * Installs the handlers for one run and returns the function that removes them (call it when the
+ * report has arrived). Removing them also clears the escalation timer.
+ *
+ * - 1st counted signal: `run.cancel()` (graceful: nothing more is dispatched, no more retries;
+ *   running tool and shell steps finish on their own bound), then a timer of `graceSecs` that
+ *   forces the cancel if the run is still going.
+ * - 2nd counted signal: `run.cancel({ force: true })`: every running step's process group gets
+ *   SIGTERM, then SIGKILL after the kill grace.
+ * - Later signals: ignored (the forced cancel is already ending everything; the session ends every
+ *   group it started before `capsule` exits, so exiting early would only leave processes behind).
+ */
+export function cancelOnSignals(run: PlanRun, options: CancelOnSignalsOptions): () => void {
+  const signals = options.signals ?? ['SIGINT', 'SIGTERM'];
+  let stage: 'running' | 'graceful' | 'forced' = 'running';
+  let lastCountedAtMs = Number.NEGATIVE_INFINITY;
+  let escalation: NodeJS.Timeout | undefined;
+
+  const force = (notice: string): void => {
+    if (stage === 'forced') return;
+    stage = 'forced';
+    clearTimeout(escalation);
+    options.note(notice);
+    run.cancel({ force: true });
+  };
+
+  const onSignal = (): void => {
+    const nowMs = Date.now();
+    if (nowMs - lastCountedAtMs < SIGNAL_BURST_MS) return;
+    lastCountedAtMs = nowMs;
+    if (stage === 'running') {
+      stage = 'graceful';
+      options.note(GRACEFUL_CANCEL_NOTICE);
+      run.cancel();
+      escalation = setTimeout(() => force(escalationNotice(options.graceSecs)), options.graceSecs * 1000);
+    } else if (stage === 'graceful') {
+      force(FORCED_CANCEL_NOTICE);
+    }
+  };
+
+  for (const signal of signals) process.on(signal, onSignal);
+  return () => {
+    clearTimeout(escalation);
+    for (const signal of signals) process.off(signal, onSignal);
+  };
+}

@@ -1,0 +1,84 @@
+/**
+ * The `capsule` program shared by every subcommand (DESIGN §3): exit codes, the commander root
+ * with its usage-error handling, and the small parsers options share. Each subcommand lives in
+ * its own module (`src/cli/<name>.ts`) and exports `register<Name>(program)`; `src/cli.ts` calls
+ * them one by one.
+ */
+import { readFileSync } from 'node:fs';
+import { Command, CommanderError, InvalidArgumentError } from 'commander';
+
+/** Process exit codes of `capsule` (DESIGN §3). */
+export const EXIT = {
+  /** The plan completed (`run`), the plan is valid (`validate`). */
+  OK: 0,
+  /** The plan failed: refused, plan file missing or unparseable, or a step stopped it. */
+  FAILED: 1,
+  /** Usage error, or an unreadable or invalid manifest. */
+  USAGE: 2,
+  /** The run was canceled (SIGINT / SIGTERM): 128 + SIGINT. */
+  CANCELED: 130,
+} as const;
+
+export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
+
+/** The package version, read from package.json (two levels above `dist/src/cli/`). */
+function packageVersion(): string {
+  try {
+    const text = readFileSync(new URL('../../../package.json', import.meta.url), 'utf8');
+    const version: unknown = (JSON.parse(text) as { version?: unknown }).version;
+    return typeof version === 'string' ? version : '0.0.0';
+  } catch {
+    return '0.0.0';
+  }
+}
+
+/**
+ * The root command. Usage errors do not exit here: `exitOverride` turns them into a thrown
+ * `CommanderError`, which {@link runProgram} maps to exit 2. Subcommands added with
+ * `program.command(…)` inherit these settings, so register them after calling this.
+ */
+export function createProgram(): Command {
+  return new Command('capsule')
+    .description('Runs capsule plans (JSON DAGs of tool, shell and capsule steps) as XState v5 actors.')
+    .version(packageVersion(), '-V, --version')
+    .exitOverride()
+    .showHelpAfterError('(add --help for usage)')
+    .configureOutput({ writeErr: (text) => process.stderr.write(text) });
+}
+
+/**
+ * Parses `argv` and runs the chosen subcommand. Subcommand actions report their exit code through
+ * `process.exitCode`; this returns it (0 when unset). `--help` and `--version` exit 0; every
+ * commander usage error exits 2 (commander has already printed it); an exception from an action
+ * is a bug: it is printed with its stack and exits 1.
+ */
+export async function runProgram(program: Command, argv: readonly string[]): Promise<number> {
+  try {
+    await program.parseAsync([...argv]);
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      return error.code === 'commander.helpDisplayed' || error.code === 'commander.version' ? EXIT.OK : EXIT.USAGE;
+    }
+    process.stderr.write(`capsule: internal error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+    return EXIT.FAILED;
+  }
+  return typeof process.exitCode === 'number' ? process.exitCode : EXIT.OK;
+}
+
+/** Option parser for a positive integer (e.g. `--max-parallel`); anything else is a usage error. */
+export function parsePositiveInteger(text: string): number {
+  const value = /^\d+$/.test(text) ? Number(text) : Number.NaN;
+  if (!Number.isSafeInteger(value) || value < 1) throw new InvalidArgumentError('expected a positive integer.');
+  return value;
+}
+
+/** Option parser for a repeatable option: each use appends its value. */
+export function collect(value: string, previous: readonly string[] | undefined): string[] {
+  return [...(previous ?? []), value];
+}
+
+/** Prints a usage-class problem found after parsing (`error: …`, as commander words its own) and returns exit 2. */
+export function usageError(message: string): typeof EXIT.USAGE {
+  process.stderr.write(`error: ${message}\n`);
+  return EXIT.USAGE;
+}

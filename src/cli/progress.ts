@@ -1,0 +1,246 @@
+/**
+ * Human progress of `capsule run` on stderr (DESIGN §3): one line per step transition when stderr
+ * is not a terminal, a live view (log-update) when it is, and a summary table at the end. Colours
+ * only on a terminal, and never with `NO_COLOR` set. Nothing here writes to stdout: stdout belongs
+ * to `--json`.
+ */
+import { createLogUpdate } from 'log-update';
+import type { StepKind, StepResult } from '../../machines/contracts.js';
+import type { PlanProgressEvent, PlanReport } from '../runtime/run-plan.js';
+
+/** `lines`: a line per transition (not a TTY); `live`: an in-place view (TTY); `quiet`: no progress. */
+export type ProgressMode = 'lines' | 'live' | 'quiet';
+
+/** The stream progress is written to: `process.stderr`, or a test double. */
+export interface ProgressStream {
+  write(text: string): boolean;
+  readonly isTTY?: boolean;
+  readonly columns?: number;
+  readonly rows?: number;
+}
+
+export interface ProgressOptions {
+  readonly stream: ProgressStream;
+  readonly mode: ProgressMode;
+  /** ANSI colours; only ever true on a terminal. */
+  readonly color: boolean;
+  /** Clock in epoch milliseconds (tests). Default `Date.now`. */
+  readonly now?: () => number;
+}
+
+/**
+ * The view mode for a stream: `quiet` when asked, `live` on a terminal that has a size, `lines`
+ * otherwise (a pseudo-terminal of 0 rows, as `script` makes without a terminal, would show nothing).
+ */
+export function progressModeFor(stream: ProgressStream, quiet: boolean): ProgressMode {
+  if (quiet) return 'quiet';
+  return stream.isTTY === true && stream.rows !== 0 && stream.columns !== 0 ? 'live' : 'lines';
+}
+
+/** Whether to colour a stream: a terminal, and `NO_COLOR` unset or empty (no-color.org). */
+export function useColor(stream: ProgressStream, env: NodeJS.ProcessEnv = process.env): boolean {
+  return stream.isTTY === true && (env['NO_COLOR'] ?? '') === '' && env['TERM'] !== 'dumb';
+}
+
+/** Milliseconds between frames of the live view. */
+const LIVE_FRAME_MS = 100;
+const SPINNER = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
+/** Widest error excerpt in the summary table when the stream's width is unknown. */
+const DEFAULT_ERROR_COLUMN_CHARS = 100;
+
+const ANSI = { reset: '\x1b[0m', bold: '\x1b[1m', dim: '\x1b[2m', red: '\x1b[31m', green: '\x1b[32m', yellow: '\x1b[33m', cyan: '\x1b[36m' } as const;
+type Style = Exclude<keyof typeof ANSI, 'reset'>;
+
+/** Formats milliseconds for people: `340ms`, `1.2s`, `2m05s`. */
+export function formatDuration(ms: number): string {
+  if (ms < 1000) return `${Math.max(0, Math.round(ms))}ms`;
+  if (ms < 60_000) return `${(ms / 1000).toFixed(1)}s`;
+  const totalSecs = Math.round(ms / 1000);
+  return `${Math.floor(totalSecs / 60)}m${String(totalSecs % 60).padStart(2, '0')}s`;
+}
+
+/** The first non-blank line of an error text, without trailing whitespace ('' for none). */
+export function firstLine(text: string | null): string {
+  if (text === null) return '';
+  return text.split(/\r?\n/).find((line) => line.trim() !== '')?.trimEnd() ?? '';
+}
+
+function truncate(text: string, width: number): string {
+  return text.length <= width ? text : `${text.slice(0, Math.max(0, width - 1))}…`;
+}
+
+/**
+ * Progress view of one run. Feed it every {@link PlanProgressEvent} (`onEvent`), print side notes
+ * through `note` (warnings, cancel notices: shown even when quiet), then call `finish` with the
+ * report (summary table, outcome line, records dir) or `dispose` when no report came.
+ */
+export class Progress {
+  readonly #stream: ProgressStream;
+  readonly #mode: ProgressMode;
+  readonly #color: boolean;
+  readonly #now: () => number;
+  readonly #live: ReturnType<typeof createLogUpdate> | null;
+  #timer: NodeJS.Timeout | undefined;
+  #frame = 0;
+  #planId: string | null = null;
+  #planStartedAtMs: number;
+  /** Every step of the plan in declaration order (from `plan.started`). */
+  #steps: { readonly id: string; readonly kind: StepKind }[] = [];
+  /** Running steps: id → start time (insertion order = start order). */
+  readonly #running = new Map<string, number>();
+  #settledCount = 0;
+  #canceling: 'graceful' | 'forced' | null = null;
+
+  constructor(options: ProgressOptions) {
+    this.#stream = options.stream;
+    this.#mode = options.mode;
+    this.#color = options.color;
+    this.#now = options.now ?? Date.now;
+    this.#planStartedAtMs = this.#now();
+    this.#live =
+      this.#mode === 'live'
+        ? createLogUpdate(this.#stream as unknown as NodeJS.WritableStream, { showCursor: true })
+        : null;
+  }
+
+  /** Handles one runtime progress event. */
+  onEvent(event: PlanProgressEvent): void {
+    switch (event.type) {
+      case 'plan.started':
+        this.#planId = event.planId;
+        this.#planStartedAtMs = this.#now();
+        this.#steps = [...event.steps];
+        this.#print(this.#paint('bold', `plan ${event.planId}: ${event.steps.length} step${event.steps.length === 1 ? '' : 's'}`));
+        if (this.#live !== null && this.#timer === undefined) {
+          this.#timer = setInterval(() => this.#render(), LIVE_FRAME_MS);
+          this.#timer.unref();
+        }
+        break;
+      case 'step.started':
+        this.#running.set(event.stepId, this.#now());
+        if (this.#mode === 'lines') this.#print(`${this.#paint('cyan', '▶')} ${event.stepId} (${event.kind})`);
+        break;
+      case 'step.settled':
+        this.#running.delete(event.result.step_id);
+        this.#settledCount++;
+        this.#print(this.#settledLine(event.result));
+        break;
+      case 'plan.canceling':
+        this.#canceling = event.force ? 'forced' : (this.#canceling ?? 'graceful');
+        break;
+      case 'plan.ended':
+        break;
+    }
+    this.#render();
+  }
+
+  /** Prints a line that is not progress (a warning, a cancel notice); shown in every mode. */
+  note(text: string): void {
+    if (this.#live !== null) {
+      this.#live.clear();
+      this.#stream.write(`${text}\n`);
+      this.#render();
+    } else {
+      this.#stream.write(`${text}\n`);
+    }
+  }
+
+  /** Ends the live view and prints the summary table, the outcome and the records directory. */
+  finish(report: PlanReport): void {
+    this.dispose();
+    if (this.#mode === 'quiet') return;
+    this.#stream.write(this.#summary(report));
+  }
+
+  /** Stops the live view (idempotent). */
+  dispose(): void {
+    if (this.#timer !== undefined) clearInterval(this.#timer);
+    this.#timer = undefined;
+    this.#live?.clear();
+  }
+
+  #settledLine(result: StepResult): string {
+    const attempts = result.attempts > 1 ? ` (${result.attempts} attempts)` : '';
+    const reason = firstLine(result.error);
+    switch (result.status) {
+      case 'success':
+        return `${this.#paint('green', '✔')} ${result.step_id} success ${formatDuration(result.duration_ms)}${attempts}`;
+      case 'failed':
+        return `${this.#paint('red', '✖')} ${result.step_id} failed${reason === '' ? '' : `: ${reason}`}${attempts}`;
+      case 'skipped':
+        return `${this.#paint('yellow', '↷')} ${result.step_id} skipped${reason === '' ? '' : `: ${reason}`}`;
+    }
+  }
+
+  /** Writes a permanent line: above the live view on a terminal, plain otherwise; nothing when quiet. */
+  #print(line: string): void {
+    if (this.#mode === 'quiet') return;
+    if (this.#live !== null) this.#live.persist(line);
+    else this.#stream.write(`${line}\n`);
+  }
+
+  /** Redraws the live view: a header and the running steps with their elapsed time. */
+  #render(): void {
+    if (this.#live === null || this.#planId === null || this.#timer === undefined) return;
+    const now = this.#now();
+    const spinner = SPINNER[this.#frame++ % SPINNER.length] ?? '*';
+    const status =
+      this.#canceling === 'forced' ? 'canceling (forced)' : this.#canceling === 'graceful' ? 'canceling' : 'running';
+    const header =
+      `${this.#paint('cyan', spinner)} plan ${this.#planId} ${status} · ` +
+      `${this.#settledCount}/${this.#steps.length} settled · ${this.#running.size} running · ${formatDuration(now - this.#planStartedAtMs)}`;
+    const room = Math.max(1, (this.#stream.rows ?? 24) - 3);
+    const running = [...this.#running];
+    const width = Math.max(0, ...running.map(([id]) => id.length));
+    const lines = running
+      .slice(0, room)
+      .map(([id, startedAtMs]) => `  ${this.#paint('cyan', spinner)} ${id.padEnd(width)}  ${this.#paint('dim', formatDuration(now - startedAtMs))}`);
+    if (running.length > room) lines.push(this.#paint('dim', `  … and ${running.length - room} more running`));
+    this.#live([header, ...lines].join('\n'));
+  }
+
+  #summary(report: PlanReport): string {
+    const settled = new Set(report.results.map((result) => result.step_id));
+    const rows: string[][] = report.results.map((result) => [
+      result.step_id,
+      result.status,
+      String(result.attempts),
+      formatDuration(result.duration_ms),
+      firstLine(result.error),
+    ]);
+    // Steps that never settled (after a failure stopped the plan): listed so nobody looks for them.
+    for (const step of this.#steps) {
+      if (!settled.has(step.id)) rows.push([step.id, 'not run', '0', '-', '']);
+    }
+    const header = ['step', 'status', 'attempts', 'duration', 'error'];
+    const widths = header.map((title, column) => Math.max(title.length, ...rows.map((row) => (row[column] ?? '').length)));
+    const fixed = widths.slice(0, 4).reduce((sum, w) => sum + w + 2, 0);
+    const errorWidth = Math.max(20, (this.#stream.columns ?? fixed + DEFAULT_ERROR_COLUMN_CHARS) - fixed - 1);
+    const format = (row: readonly string[], paintStatus: boolean): string => {
+      const cells = row.slice(0, 4).map((cell, column) => cell.padEnd(widths[column] ?? 0));
+      if (paintStatus) cells[1] = this.#paintStatus(row[1] ?? '', cells[1] ?? '');
+      return `${cells.join('  ')}  ${truncate(row[4] ?? '', errorWidth)}`.trimEnd();
+    };
+    const lines = ['', this.#paint('bold', format(header, false)), ...rows.map((row) => format(row, true))];
+    const took = formatDuration(report.duration_ms);
+    let outcome: string;
+    if (report.canceled) outcome = this.#paint('yellow', `canceled: plan ${report.plan_id} after ${took}`);
+    else if (report.completed) outcome = this.#paint('green', `completed: plan ${report.plan_id} in ${took}`);
+    else if (report.plan_id === '') outcome = this.#paint('red', 'failed: the plan file could not be read or parsed');
+    else outcome = this.#paint('red', `failed: step '${report.failed_step ?? ''}' stopped plan ${report.plan_id} after ${took}`);
+    lines.push('', outcome);
+    lines.push(`records: ${report.records_dir}`);
+    return `${lines.join('\n')}\n`;
+  }
+
+  #paintStatus(status: string, cell: string): string {
+    if (status === 'success') return this.#paint('green', cell);
+    if (status === 'failed') return this.#paint('red', cell);
+    if (status === 'skipped') return this.#paint('yellow', cell);
+    return this.#paint('dim', cell);
+  }
+
+  #paint(style: Style, text: string): string {
+    return this.#color ? `${ANSI[style]}${text}${ANSI.reset}` : text;
+  }
+}

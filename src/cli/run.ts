@@ -1,0 +1,115 @@
+/**
+ * `capsule run PLAN` (DESIGN §3–§4): runs one plan file as a session, shows progress on stderr,
+ * prints the JSON report on stdout with `--json`, and maps the report to the exit code.
+ */
+import { existsSync, statSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import type { Command } from 'commander';
+import { DEFAULT_SHELL_GRACE_SECS, loadManifest } from '../manifest.js';
+import { ManifestError, startPlan, type PlanReport } from '../runtime/run-plan.js';
+import { cancelOnSignals } from './cancel-on-signals.js';
+import { collect, EXIT, parsePositiveInteger, usageError, type ExitCode } from './program.js';
+import { Progress, progressModeFor, useColor } from './progress.js';
+
+/** Options of `capsule run`, as commander parses them. */
+export interface RunCommandOptions {
+  readonly manifest?: string;
+  readonly workdir?: string;
+  readonly records?: string;
+  readonly capsules?: string;
+  readonly allow?: readonly string[];
+  readonly maxParallel?: number;
+  readonly json?: boolean;
+  readonly quiet?: boolean;
+}
+
+/** Registers `capsule run` on the program. */
+export function registerRun(program: Command): void {
+  program
+    .command('run')
+    .description('Run a plan file; progress on stderr, the JSON report with --json on stdout.')
+    .argument('<plan>', 'plan file (JSON), relative to the current directory')
+    .option('--manifest <file>', 'capsule manifest (default: <workdir>/capsule.json when present)')
+    .option('--workdir <dir>', 'directory shell steps and command tools run in (default: the current directory)')
+    .option('--records <dir>', 'records directory (default: <workdir>/.capsule/records/<session_id>/)')
+    .option('--capsules <dir>', 'capsule registry for capsule steps (default: <workdir>/capsules/)')
+    .option('--allow <bin>', 'also allow this binary in shell steps (repeatable)', collect)
+    .option('--max-parallel <n>', 'run at most N steps of a wave at once', parsePositiveInteger)
+    .option('--json', 'print exactly the JSON report on stdout')
+    .option('--quiet', 'no progress on stderr (warnings and errors still go there)')
+    .addHelpText(
+      'after',
+      '\nExit codes: 0 completed, 1 failed (plan refused, unreadable, or a step stopped it), 2 usage error or bad manifest, 130 canceled.' +
+        '\nCtrl-C (or SIGTERM) cancels gracefully; a second Ctrl-C forces. A graceful cancel is forced after lifecycle.shell_grace_secs.',
+    )
+    .action(async (plan: string, options: RunCommandOptions) => {
+      process.exitCode = await runCommand(plan, options);
+    });
+}
+
+/** The exit code a report stands for (DESIGN §3). */
+export function exitCodeOf(report: PlanReport): ExitCode {
+  if (report.canceled) return EXIT.CANCELED;
+  return report.completed ? EXIT.OK : EXIT.FAILED;
+}
+
+/** Runs `capsule run` and returns its exit code. */
+export async function runCommand(planPath: string, options: RunCommandOptions): Promise<ExitCode> {
+  const workdir = resolve(options.workdir ?? process.cwd());
+  if (!isDirectory(workdir)) return usageError(`--workdir ${workdir} is not a directory`);
+
+  // The manifest is read here first for its lifecycle.shell_grace_secs and so that a bad one is a
+  // usage error before anything starts; startPlan reads the same file again (and warns once).
+  const manifestPath =
+    options.manifest ?? (existsSync(join(workdir, 'capsule.json')) ? join(workdir, 'capsule.json') : null);
+  let graceSecs = DEFAULT_SHELL_GRACE_SECS;
+  if (manifestPath !== null) {
+    const loaded = await loadManifest(manifestPath);
+    if (!loaded.ok) return usageError(loaded.error);
+    graceSecs = loaded.manifest.lifecycle.shell_grace_secs;
+  }
+
+  const stderr = process.stderr;
+  const progress = new Progress({
+    stream: stderr,
+    mode: progressModeFor(stderr, options.quiet === true),
+    color: useColor(stderr),
+  });
+  const run = startPlan({
+    plan: planPath,
+    workdir,
+    manifest: manifestPath,
+    ...(options.records !== undefined ? { recordsDir: resolve(options.records) } : {}),
+    ...(options.capsules !== undefined ? { capsulesDir: resolve(options.capsules) } : {}),
+    shellAllow: options.allow ?? [],
+    maxParallel: options.maxParallel ?? null,
+    onEvent: (event) => progress.onEvent(event),
+    onWarning: (warning) => progress.note(`warning: ${warning.message}`),
+  });
+  const stopHandlingSignals = cancelOnSignals(run, { graceSecs, note: (text) => progress.note(text) });
+
+  let report: PlanReport;
+  try {
+    report = await run.report;
+  } catch (error) {
+    progress.dispose();
+    if (error instanceof ManifestError) return usageError(error.message);
+    // No report: the records directory could not be used (or a runtime bug).
+    process.stderr.write(`error: the plan could not be run: ${error instanceof Error ? error.message : String(error)}\n`);
+    return EXIT.FAILED;
+  } finally {
+    stopHandlingSignals();
+  }
+
+  progress.finish(report);
+  if (options.json === true) process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+  return exitCodeOf(report);
+}
+
+function isDirectory(path: string): boolean {
+  try {
+    return statSync(path).isDirectory();
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,92 @@
+/**
+ * `capsule validate PLAN` (DESIGN §3): reads, parses and validates a plan against a manifest
+ * exactly as `capsule run` would before its first step, and runs nothing.
+ */
+import { existsSync } from 'node:fs';
+import type { Command } from 'commander';
+import { loadManifest, type Manifest } from '../manifest.js';
+import { parsePlanText, readPlanFile } from '../plan/schema.js';
+import { validatePlan } from '../plan/validate.js';
+import { EXIT, usageError, type ExitCode } from './program.js';
+
+/** Options of `capsule validate`, as commander parses them. */
+export interface ValidateCommandOptions {
+  readonly manifest?: string;
+  readonly json?: boolean;
+}
+
+/** What `capsule validate --json` prints. */
+export interface ValidationReport {
+  readonly valid: boolean;
+  /** The plan's id; `""` when the file could not be read or parsed. */
+  readonly plan_id: string;
+  /** `null` when valid; `"plan"` for an unreadable or unparseable file; else the refused step. */
+  readonly failed_step: string | null;
+  readonly error: string | null;
+  /** Unknown-key warnings of the manifest and the plan, as printed on stderr (without `warning: `). */
+  readonly warnings: readonly string[];
+}
+
+/** Registers `capsule validate` on the program. */
+export function registerValidate(program: Command): void {
+  program
+    .command('validate')
+    .description('Parse and validate a plan without running it.')
+    .argument('<plan>', 'plan file (JSON)')
+    .option('--manifest <file>', 'capsule manifest (default: ./capsule.json when present)')
+    .option('--json', 'print {valid, plan_id, failed_step, error, warnings} on stdout')
+    .addHelpText('after', '\nExit codes: 0 valid, 1 refused (or unreadable/unparseable), 2 usage error or bad manifest.')
+    .action(async (plan: string, options: ValidateCommandOptions) => {
+      process.exitCode = await validateCommand(plan, options);
+    });
+}
+
+/** Runs `capsule validate` and returns its exit code. */
+export async function validateCommand(planPath: string, options: ValidateCommandOptions): Promise<ExitCode> {
+  const warnings: string[] = [];
+  const warn = (message: string): void => {
+    warnings.push(message);
+    process.stderr.write(`warning: ${message}\n`);
+  };
+
+  const manifestPath = options.manifest ?? (existsSync('capsule.json') ? 'capsule.json' : null);
+  let manifest: Manifest | null = null;
+  if (manifestPath !== null) {
+    const loaded = await loadManifest(manifestPath);
+    if (!loaded.ok) return usageError(loaded.error);
+    manifest = loaded.manifest;
+    for (const warning of loaded.warnings) warn(warning.message);
+  }
+
+  const report = await validatePlanFile(planPath, manifest, warn);
+  const withWarnings: ValidationReport = { ...report, warnings };
+  if (options.json === true) {
+    process.stdout.write(`${JSON.stringify(withWarnings, null, 2)}\n`);
+  } else if (report.valid) {
+    process.stdout.write(`valid: plan ${report.plan_id}\n`);
+  } else {
+    const where = report.failed_step === 'plan' ? 'plan' : `step '${report.failed_step ?? ''}'`;
+    process.stderr.write(`refused: ${where}: ${report.error ?? ''}\n`);
+  }
+  return report.valid ? EXIT.OK : EXIT.FAILED;
+}
+
+async function validatePlanFile(
+  planPath: string,
+  manifest: Manifest | null,
+  warn: (message: string) => void,
+): Promise<Omit<ValidationReport, 'warnings'>> {
+  const refused = (planId: string, stepId: string, error: string) =>
+    ({ valid: false, plan_id: planId, failed_step: stepId, error }) as const;
+  const read = await readPlanFile(planPath);
+  if (!read.ok) return refused('', 'plan', read.error);
+  const parsed = parsePlanText(read.text);
+  if (!parsed.ok) return refused('', 'plan', parsed.error);
+  for (const warning of parsed.warnings) warn(warning.message);
+  const failure = validatePlan(parsed.plan, {
+    shellAllow: manifest?.capabilities.shell.allow ?? [],
+    installedTools: new Set(Object.keys(manifest?.tools ?? {})),
+  });
+  if (failure !== null) return refused(parsed.plan.id, failure.step_id, failure.error);
+  return { valid: true, plan_id: parsed.plan.id, failed_step: null, error: null };
+}

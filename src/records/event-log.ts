@@ -1,0 +1,315 @@
+import type { AnyActorRef, InspectionEvent } from 'xstate';
+import { stepActorId } from '../../machines/plan.machine.js';
+import { AppendFile } from './append-file.js';
+import { toJsonLine } from './jsonl.js';
+
+/**
+ * The actor event log (DESIGN §7, §9): `<records dir>/events.jsonl`, one JSON line per event an
+ * actor received (`@xstate.event`), per snapshot it took (`@xstate.snapshot`) and per event the
+ * plan emitted to its host (`emit`), recorded through XState's `inspect` hook. `capsule replay`
+ * feeds the external inputs back into rebuilt machines and checks they pass through the same
+ * states; `capsule inspect` follows the file to draw the live actor tree.
+ *
+ * Every line has `seq` (1, 2, … in the order XState reported them), `ts` (epoch ms), `actor` (the
+ * readable id: `plan:<plan_id>`, `step:<step_id>`) and `kind`:
+ * - `event`: `type`, the payload in `event` (JSON-safe: actor refs dropped, Maps as objects),
+ *   `from` (the sending actor, when another actor sent it), `external: true` for inputs from
+ *   outside the machines (the host's `CANCEL`, `ATTEMPT.*` reports from effects, timer firings
+ *   `xstate.after.*`, the end of an invoked effect `xstate.done.actor.*`). An `xstate.init` line
+ *   carries the actor's `input` instead: the plan's whole input (replay rebuilds the plan from
+ *   it), a step's id, index, kind and bounds (the results map it shares is left out, it would make
+ *   the log quadratic).
+ * - `snapshot`: `event` (the type of the event that led to it), `state` (the state value),
+ *   `status`, and `output` when the status is `done` (`error` when it is `error`).
+ * - `emit`: `type` and `event`, an event the machine emitted (`plan.stepStarted`, `plan.stepSettled`).
+ *
+ * An `@xstate.event` line is written when XState relays the event (it may be queued behind the
+ * event the actor is processing); its snapshot line follows once the actor has processed it.
+ */
+export type EventLogRecord = EventLine | SnapshotLine | EmitLine;
+
+interface LineBase {
+  readonly seq: number;
+  /** Epoch milliseconds. */
+  readonly ts: number;
+  /** Readable actor id (`plan:<plan_id>`, `step:<step_id>`). */
+  readonly actor: string;
+}
+
+export interface EventLine extends LineBase {
+  readonly kind: 'event';
+  readonly type: string;
+  /** Readable id of the sending actor, when another actor (or an invoked effect) sent it. */
+  readonly from?: string;
+  /** An input from outside the machines: replay feeds it in. */
+  readonly external?: true;
+  /** `xstate.init` only: the actor's input (a step's without the shared results map). */
+  readonly input?: unknown;
+  /** The payload (the event without `type`). */
+  readonly event?: Readonly<Record<string, unknown>>;
+}
+
+export interface SnapshotLine extends LineBase {
+  readonly kind: 'snapshot';
+  /** Type of the event the snapshot resulted from. */
+  readonly event: string;
+  /** XState state value, e.g. `{"running":"bounded"}` or `"finished"`. */
+  readonly state: unknown;
+  readonly status: 'active' | 'done' | 'error' | 'stopped';
+  readonly output?: unknown;
+  readonly error?: string;
+}
+
+export interface EmitLine extends LineBase {
+  readonly kind: 'emit';
+  readonly type: string;
+  readonly event: Readonly<Record<string, unknown>>;
+}
+
+/** File name of the event log in a records directory. */
+export const EVENT_LOG_FILE = 'events.jsonl';
+
+/** Options of {@link createEventRecorder}. */
+export interface EventRecorderOptions {
+  /** Epoch-ms clock for `ts`. Default `Date.now`. */
+  readonly now?: () => number;
+}
+
+/**
+ * Turns XState inspection events into {@link EventLogRecord}s, in the order XState reports them,
+ * and hands each to `sink`. Only machine actors are recorded (an invoked promise is an effect:
+ * its end is recorded as the external `xstate.done.actor.*` event its parent receives).
+ */
+export function createEventRecorder(
+  sink: (record: EventLogRecord) => void,
+  options: EventRecorderOptions = {},
+): (event: InspectionEvent) => void {
+  const now = options.now ?? Date.now;
+  const names = new WeakMap<object, string | null>();
+  let seq = 0;
+
+  const nameOf = (ref: AnyActorRef): string | null => {
+    const known = names.get(ref);
+    if (known !== undefined) return known;
+    const name = readableActorId(ref);
+    names.set(ref, name);
+    return name;
+  };
+
+  return (inspection) => {
+    switch (inspection.type) {
+      case '@xstate.event': {
+        const actor = nameOf(inspection.actorRef as AnyActorRef);
+        if (actor === null) return;
+        const event = inspection.event;
+        const type = event.type;
+        const source = inspection.sourceRef as AnyActorRef | undefined;
+        const sourceName = source === undefined ? null : nameOf(source);
+        const external =
+          type !== 'xstate.init' &&
+          (source === undefined || type.startsWith('xstate.after.') || (sourceName === null && type.startsWith('xstate.')));
+        const line: { -readonly [K in keyof EventLine]: EventLine[K] } = { seq: ++seq, ts: now(), actor, kind: 'event', type };
+        if (source !== undefined && source !== inspection.actorRef) line.from = sourceName ?? source.id;
+        if (external) line.external = true;
+        if (type === 'xstate.init') {
+          const input = (event as { input?: unknown }).input;
+          if (input !== undefined) line.input = actor.startsWith('step:') ? stepInputSummary(input) : jsonSafe(input);
+        } else {
+          const payload = payloadOf(event);
+          if (payload !== null) line.event = payload;
+        }
+        sink(line);
+        return;
+      }
+      case '@xstate.snapshot': {
+        const actor = nameOf(inspection.actorRef as AnyActorRef);
+        if (actor === null) return;
+        const snapshot = inspection.snapshot as { value?: unknown; status?: SnapshotLine['status']; output?: unknown; error?: unknown };
+        const line: { -readonly [K in keyof SnapshotLine]: SnapshotLine[K] } = {
+          seq: ++seq,
+          ts: now(),
+          actor,
+          kind: 'snapshot',
+          event: inspection.event.type,
+          state: snapshot.value,
+          status: snapshot.status ?? 'active',
+        };
+        if (line.status === 'done') line.output = jsonSafe(snapshot.output);
+        else if (line.status === 'error') line.error = errorText(snapshot.error);
+        sink(line);
+        return;
+      }
+      case '@xstate.action': {
+        if (inspection.action.type !== 'xstate.emit') return;
+        const actor = nameOf(inspection.actorRef as AnyActorRef);
+        if (actor === null) return;
+        const emitted = (inspection.action.params as { event?: { type?: unknown } } | undefined)?.event;
+        if (emitted === undefined || typeof emitted.type !== 'string') return;
+        sink({ seq: ++seq, ts: now(), actor, kind: 'emit', type: emitted.type, event: payloadOf(emitted as { type: string }) ?? {} });
+        return;
+      }
+      default:
+        return;
+    }
+  };
+}
+
+/**
+ * Readable id of a machine actor (DESIGN §2): `step:<step_id>` for a step actor, whose XState id
+ * is its reused window slot (`slot:<n>`) and whose step comes from its input; the XState id for
+ * any other machine (the plan's is `plan:<plan_id>`); null for an actor that is not a machine
+ * (an invoked promise or callback).
+ */
+export function readableActorId(ref: AnyActorRef): string | null {
+  const snapshot = ref.getSnapshot() as { value?: unknown; context?: { input?: { step?: { id?: unknown } } } } | undefined;
+  if (snapshot === undefined || snapshot === null || !('value' in snapshot)) return null;
+  const stepId = snapshot.context?.input?.step?.id;
+  return typeof stepId === 'string' ? stepActorId(stepId) : ref.id;
+}
+
+/** Options of {@link EventLog}. */
+export interface EventLogOptions extends EventRecorderOptions {
+  /** Called with write failures (they never fail the work). */
+  readonly onError?: (error: Error) => void;
+  /** Buffered bytes (UTF-16 units) that force a flush before the microtask would. Default 1 MiB. */
+  readonly maxBufferedChars?: number;
+}
+
+/**
+ * The session's `events.jsonl` writer. Lines are buffered and appended in whole-line batches, one
+ * `AppendFile.append` (one `write(2)`) per flush: at the end of the current macrostep (a microtask
+ * queued by the first line of a batch), when the buffer grows past `maxBufferedChars`, and on
+ * {@link close}. A crash can lose at most the lines of the batch being built.
+ */
+export class EventLog {
+  readonly path: string;
+  /** Plug into `Session.addInspector` or `createActor({ inspect })`. */
+  readonly inspect: (event: InspectionEvent) => void;
+  readonly #file: AppendFile;
+  readonly #onError: (error: Error) => void;
+  readonly #maxBuffered: number;
+  #lines: string[] = [];
+  #chars = 0;
+  #scheduled = false;
+  #closed = false;
+
+  constructor(path: string, options: EventLogOptions = {}) {
+    this.path = path;
+    this.#file = new AppendFile(path);
+    this.#onError = options.onError ?? (() => {});
+    this.#maxBuffered = options.maxBufferedChars ?? 1024 * 1024;
+    this.inspect = createEventRecorder((record) => this.#push(toJsonLine(record)), options);
+  }
+
+  /** Writes the buffered lines now. */
+  flush(): void {
+    this.#scheduled = false;
+    if (this.#lines.length === 0) return;
+    const text = this.#lines.join('');
+    this.#lines = [];
+    this.#chars = 0;
+    const error = this.#file.append(text);
+    if (error !== null) this.#onError(error);
+  }
+
+  /** Flushes and closes the file; later events are dropped. Idempotent. */
+  close(): void {
+    if (this.#closed) return;
+    this.flush();
+    this.#closed = true;
+    this.#file.close();
+  }
+
+  #push(line: string): void {
+    if (this.#closed) return;
+    this.#lines.push(line);
+    this.#chars += line.length;
+    if (this.#chars >= this.#maxBuffered) {
+      this.flush();
+    } else if (!this.#scheduled) {
+      this.#scheduled = true;
+      queueMicrotask(() => {
+        if (this.#scheduled) this.flush();
+      });
+    }
+  }
+}
+
+/** What replay needs of a step's input: identity and bounds, not the results map it shares with every step. */
+function stepInputSummary(input: unknown): unknown {
+  const value = input as { step?: { id?: unknown }; index?: unknown; kind?: unknown; timeoutSecs?: unknown; killGraceMs?: unknown };
+  return {
+    step: value.step?.id,
+    index: value.index,
+    kind: value.kind,
+    timeoutSecs: value.timeoutSecs,
+    killGraceMs: value.killGraceMs,
+  };
+}
+
+/** The event without `type`, JSON-safe; null when nothing is left. */
+function payloadOf(event: { readonly type: string }): Record<string, unknown> | null {
+  let payload: Record<string, unknown> | null = null;
+  for (const key in event) {
+    if (key === 'type') continue;
+    const value = jsonSafe((event as unknown as Record<string, unknown>)[key]);
+    if (value === undefined) continue;
+    payload ??= {};
+    payload[key] = value;
+  }
+  return payload;
+}
+
+/**
+ * A JSON-safe copy: Maps become objects, Sets arrays, errors `{ name, message }`; actor refs,
+ * functions and symbols are dropped; bigints become strings. Depth is capped (deeper values become
+ * `"[too deep]"`) so a cycle cannot hang the recorder.
+ */
+export function jsonSafe(value: unknown, depth = 0): unknown {
+  switch (typeof value) {
+    case 'string':
+    case 'boolean':
+      return value;
+    case 'number':
+      return Number.isFinite(value) ? value : null;
+    case 'bigint':
+      return value.toString();
+    case 'undefined':
+    case 'function':
+    case 'symbol':
+      return undefined;
+  }
+  if (value === null || value === undefined || typeof value !== 'object') return null;
+  if (depth >= 64) return '[too deep]';
+  if (Array.isArray(value)) return value.map((item) => jsonSafe(item, depth + 1) ?? null);
+  if (isActorRef(value)) return undefined;
+  if (value instanceof Map) {
+    const out: Record<string, unknown> = {};
+    for (const [key, item] of value) {
+      const safe = jsonSafe(item, depth + 1);
+      if (safe !== undefined) out[String(key)] = safe;
+    }
+    return out;
+  }
+  if (value instanceof Set) return [...value].map((item) => jsonSafe(item, depth + 1) ?? null);
+  if (value instanceof Error) return { name: value.name, message: value.message };
+  const toJSON = (value as { toJSON?: unknown }).toJSON;
+  if (typeof toJSON === 'function') return jsonSafe(toJSON.call(value), depth + 1);
+  const out: Record<string, unknown> = {};
+  for (const key of Object.keys(value)) {
+    const safe = jsonSafe((value as Record<string, unknown>)[key], depth + 1);
+    if (safe !== undefined) out[key] = safe;
+  }
+  return out;
+}
+
+function isActorRef(value: object): boolean {
+  return typeof (value as { send?: unknown }).send === 'function' && typeof (value as { getSnapshot?: unknown }).getSnapshot === 'function';
+}
+
+function errorText(error: unknown): string {
+  if (typeof error === 'object' && error !== null && typeof (error as { message?: unknown }).message === 'string') {
+    return (error as { message: string }).message;
+  }
+  return String(error);
+}

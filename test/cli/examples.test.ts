@@ -1,0 +1,104 @@
+/**
+ * The example plans under examples/ (README quick start): each runs to completion on a copy of its
+ * directory, does its real work, and writes nothing outside `.capsule/` and `build/`.
+ */
+import { createHash } from 'node:crypto';
+import { cpSync, existsSync, readdirSync, readFileSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import { killStartedClis, parseReport, resultOf, ROOT, runCli, TempDirs, type ReportJson } from './helpers.js';
+
+const temp = new TempDirs();
+afterEach(() => killStartedClis());
+afterAll(() => temp.removeAll());
+
+/** Every file under `dir` (relative path → sha256 of its bytes). */
+function snapshotFiles(dir: string): Map<string, string> {
+  const files = new Map<string, string>();
+  for (const entry of readdirSync(dir, { recursive: true, withFileTypes: true })) {
+    if (!entry.isFile()) continue;
+    const path = join(entry.parentPath, entry.name);
+    files.set(relative(dir, path), createHash('sha256').update(readFileSync(path)).digest('hex'));
+  }
+  return files;
+}
+
+/** A copy of examples/<name> without its build output and records. */
+function copyExample(name: string): string {
+  const dir = join(temp.make(name), name);
+  const source = join(ROOT, 'examples', name);
+  cpSync(source, dir, {
+    recursive: true,
+    filter: (path) => !['build', '.capsule'].includes(relative(source, path).split('/')[0] ?? ''),
+  });
+  return dir;
+}
+
+/** Runs the example the way `npm start` does (plan path from the cwd, the example dir as workdir). */
+async function runExample(name: string): Promise<{ dir: string; report: ReportJson; stderr: string; before: Map<string, string> }> {
+  const dir = copyExample(name);
+  const before = snapshotFiles(dir);
+  const result = await runCli(['run', join(dir, 'plan.json'), '--workdir', dir, '--json'], { timeoutMs: 60_000 });
+  expect({ code: result.code, stderr: result.code === 0 ? '' : result.stderr }).toEqual({ code: 0, stderr: '' });
+  return { dir, report: parseReport(result.stdout), stderr: result.stderr, before };
+}
+
+function expectOnlyRecordsAndBuildWritten(dir: string, before: Map<string, string>): void {
+  const after = snapshotFiles(dir);
+  const written = [...after].filter(([path, hash]) => before.get(path) !== hash).map(([path]) => path);
+  expect(written.filter((path) => !path.startsWith('.capsule/') && !path.startsWith('build/'))).toEqual([]);
+  expect([...before.keys()].filter((path) => !after.has(path))).toEqual([]);
+}
+
+describe('examples/', () => {
+  it('release: builds, tests, checksums, packages and verifies the library, with an expected failure under continue', async () => {
+    const { dir, report, before } = await runExample('release');
+
+    expect(report).toMatchObject({ plan_id: 'release', completed: true, failed_step: null, canceled: false });
+    expect(Object.fromEntries(report.results.map((r) => [r.step_id, r.status]))).toEqual({
+      build: 'success',
+      test: 'success',
+      checksum: 'success',
+      'compare-previous': 'failed',
+      package: 'success',
+      verify: 'success',
+      notes: 'success',
+    });
+    expect(resultOf(report, 'compare-previous').error).toContain('computed checksum did NOT match');
+    expect(resultOf(report, 'test').output).toMatch(/^# pass 6$/m);
+    expect(resultOf(report, 'verify').output).toContain('bytes.mjs: OK');
+    expect(resultOf(report, 'notes').output).toContain('bytes.mjs (changed)');
+    expect(readFileSync(join(dir, 'build', 'RELEASE-NOTES.md'), 'utf8')).toBe(resultOf(report, 'notes').output);
+    expect(existsSync(join(dir, 'build', 'units-1.2.0.tgz'))).toBe(true);
+    expectOnlyRecordsAndBuildWritten(dir, before);
+  });
+
+  it('logs: greps, summarises with a command tool, alerts on a blown error budget, archives and checksums', async () => {
+    const { dir, report, before } = await runExample('logs');
+
+    expect(report).toMatchObject({ plan_id: 'logs', completed: true, failed_step: null });
+    expect(Object.fromEntries(report.results.map((r) => [r.step_id, r.status]))).toEqual({
+      errors: 'success',
+      warnings: 'success',
+      stats: 'success',
+      budget: 'failed',
+      alert: 'success',
+      archive: 'success',
+      checksum: 'success',
+    });
+    expect(resultOf(report, 'stats').output).toMatch(/^16 errors, 29 warnings/);
+    expect(resultOf(report, 'budget').error).toContain('error budget exceeded: 16 errors > 10 allowed');
+    expect(resultOf(report, 'alert').output).toMatch(/^\s+8 upstream timeout after 5000ms \(billing\)$/m);
+    expect(resultOf(report, 'checksum').output).toMatch(/^[0-9a-f]{64} {2}build\/logs-2024-05-01\.tgz\n$/);
+    expect(JSON.parse(readFileSync(join(dir, 'build', 'error-report.json'), 'utf8'))).toMatchObject({ errors_total: 16, budget: 10 });
+    expectOnlyRecordsAndBuildWritten(dir, before);
+  });
+
+  it('`npm start` runs an example plan with its directory as the workdir', () => {
+    const start = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts['start'];
+    const match = /^node dist\/src\/cli\.js run (examples\/[\w-]+)\/plan\.json --workdir (examples\/[\w-]+)$/.exec(start ?? '');
+
+    expect(match?.[1]).toBeDefined();
+    expect(match?.[2]).toBe(match?.[1]);
+    expect(existsSync(join(ROOT, match?.[1] ?? '', 'capsule.json'))).toBe(true);
+  });
+});

@@ -1,0 +1,151 @@
+/**
+ * Ctrl-C and SIGTERM during `capsule run` (DESIGN §3): graceful first, forced on the second signal,
+ * bursts within 300 ms count once, a graceful cancel escalates after `lifecycle.shell_grace_secs`,
+ * exit 130, and no process of the run is left (checked in /proc).
+ */
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import {
+  groupMembers,
+  isProcessAlive,
+  killGroups,
+  killStartedClis,
+  manifestAllowing,
+  parseReport,
+  resultOf,
+  sleep,
+  startCli,
+  stepCommand,
+  TempDirs,
+  waitForPid,
+  writeJson,
+} from './helpers.js';
+
+const temp = new TempDirs();
+/** Process groups led by the tests' steps: killed after each test if a failure left them. */
+const stepGroups = new Set<number>();
+afterEach(() => {
+  killStartedClis();
+  killGroups(stepGroups);
+  stepGroups.clear();
+});
+afterAll(() => temp.removeAll());
+
+/** A workdir whose plan is `first` (a step-script invocation) followed by a dependent step `second`. */
+function cancelableRun(firstArgs: (string | number)[], manifest: Record<string, unknown> = manifestAllowing()) {
+  const dir = temp.make('signals');
+  writeJson(dir, 'capsule.json', manifest);
+  writeJson(dir, 'plan.json', {
+    id: 'long',
+    steps: [
+      { id: 'first', shell: stepCommand('first', ...firstArgs) },
+      { id: 'second', shell: stepCommand('second', 'sleep', 0), depends_on: ['first'] },
+    ],
+  });
+  const cli = startCli(['run', 'plan.json', '--json'], { cwd: dir });
+  return { dir, cli };
+}
+
+/** Waits until step `first` runs and returns its pid (= the pgid of its group). */
+async function firstStepRunning(dir: string): Promise<number> {
+  const pgid = await waitForPid(join(dir, 'first.pid'));
+  stepGroups.add(pgid);
+  return pgid;
+}
+
+describe('capsule run: cancel by signal', () => {
+  it('lets the running step finish after a first SIGINT, skips what was not started, and exits 130', async () => {
+    const { dir, cli } = cancelableRun(['sleep', 1500]);
+    const pgid = await firstStepRunning(dir);
+
+    cli.child.kill('SIGINT');
+    const result = await cli.done;
+
+    expect(result.code).toBe(130);
+    expect(result.stderr).toContain('canceling: waiting for running steps (Ctrl-C again to force)');
+    const report = parseReport(result.stdout);
+    expect(report).toMatchObject({ canceled: true, completed: false, failed_step: null });
+    expect(resultOf(report, 'first').status).toBe('success');
+    expect(resultOf(report, 'second')).toMatchObject({ status: 'skipped', attempts: 0 });
+    expect(resultOf(report, 'second').error).toContain('cancelled before this step ran');
+    expect(existsSync(join(dir, 'first.done'))).toBe(true);
+    expect(existsSync(join(dir, 'second.pid'))).toBe(false);
+    expect(groupMembers(pgid)).toEqual([]);
+  });
+
+  it('treats SIGTERM as a graceful cancel too', async () => {
+    const { dir, cli } = cancelableRun(['sleep', 800]);
+    await firstStepRunning(dir);
+
+    cli.child.kill('SIGTERM');
+    const result = await cli.done;
+
+    expect(result.code).toBe(130);
+    const report = parseReport(result.stdout);
+    expect(report.canceled).toBe(true);
+    expect(resultOf(report, 'first').status).toBe('success');
+  });
+
+  it('counts SIGINTs that arrive within 300 ms of each other as one graceful cancel', async () => {
+    const { dir, cli } = cancelableRun(['sleep', 1500]);
+    await firstStepRunning(dir);
+
+    cli.child.kill('SIGINT');
+    await sleep(50);
+    cli.child.kill('SIGINT');
+    await sleep(50);
+    cli.child.kill('SIGINT');
+    const result = await cli.done;
+
+    expect(result.code).toBe(130);
+    expect(result.stderr.match(/canceling: waiting for running steps/g)).toHaveLength(1);
+    expect(result.stderr).not.toContain('by force');
+    expect(resultOf(parseReport(result.stdout), 'first').status).toBe('success');
+  });
+
+  it("forces on a second SIGINT: the step's whole process group is ended and nothing is left", async () => {
+    const { dir, cli } = cancelableRun(['tree', 60_000]);
+    const pgid = await firstStepRunning(dir);
+    const grandchild = await waitForPid(join(dir, 'first.child'));
+    expect(groupMembers(pgid)).toEqual(expect.arrayContaining([pgid, grandchild]));
+
+    cli.child.kill('SIGINT');
+    await sleep(500);
+    expect(cli.stderr()).toContain('canceling: waiting for running steps');
+    expect(groupMembers(pgid).length).toBeGreaterThan(0); // graceful: the step runs on
+    const forcedAtMs = Date.now();
+    cli.child.kill('SIGINT');
+    const result = await cli.done;
+
+    expect(Date.now() - forcedAtMs).toBeLessThan(8000);
+    expect(result.code).toBe(130);
+    expect(result.stderr).toContain('canceling by force');
+    const report = parseReport(result.stdout);
+    expect(report.canceled).toBe(true);
+    expect(resultOf(report, 'first').status).toBe('failed');
+    expect(resultOf(report, 'first').error).toContain('cancelled by force');
+    expect(groupMembers(pgid)).toEqual([]);
+    expect(isProcessAlive(grandchild)).toBe(false);
+    expect(existsSync(join(dir, 'first.done'))).toBe(false);
+  });
+
+  it('forces a graceful cancel on its own once lifecycle.shell_grace_secs has passed', async () => {
+    const manifest = { ...manifestAllowing(), lifecycle: { shell_grace_secs: 1 } };
+    const { dir, cli } = cancelableRun(['tree', 60_000], manifest);
+    const pgid = await firstStepRunning(dir);
+    const grandchild = await waitForPid(join(dir, 'first.child'));
+
+    const canceledAtMs = Date.now();
+    cli.child.kill('SIGINT');
+    const result = await cli.done;
+    const tookMs = Date.now() - canceledAtMs;
+
+    expect(result.code).toBe(130);
+    expect(tookMs).toBeGreaterThanOrEqual(900);
+    expect(tookMs).toBeLessThan(8000);
+    expect(result.stderr).toContain('steps still running 1 s after the cancel (lifecycle.shell_grace_secs)');
+    expect(resultOf(parseReport(result.stdout), 'first').error).toContain('cancelled by force');
+    expect(groupMembers(pgid)).toEqual([]);
+    expect(isProcessAlive(grandchild)).toBe(false);
+  });
+});

@@ -1,0 +1,137 @@
+/**
+ * `capsule validate` (DESIGN §3): parse and validate without running; exit 0 valid, 1 refused,
+ * 2 usage error or bad manifest; `--json` prints `{valid, plan_id, failed_step, error, warnings}`.
+ */
+import { existsSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { killStartedClis, manifestAllowing, parseReport, runCli, stepCommand, TempDirs, writeJson } from './helpers.js';
+
+const temp = new TempDirs();
+afterEach(() => killStartedClis());
+afterAll(() => temp.removeAll());
+
+interface ValidationJson {
+  readonly valid: boolean;
+  readonly plan_id: string;
+  readonly failed_step: string | null;
+  readonly error: string | null;
+  readonly warnings: readonly string[];
+}
+
+function dirWith(plan: unknown, manifest: Record<string, unknown> | null = manifestAllowing()): string {
+  const dir = temp.make('validate');
+  if (manifest !== null) writeJson(dir, 'capsule.json', manifest);
+  writeJson(dir, 'plan.json', plan);
+  return dir;
+}
+
+const step = (id: string, extra: Record<string, unknown> = {}) => ({ id, shell: stepCommand(id, 'sleep', 0), ...extra });
+
+describe('capsule validate', () => {
+  it('exits 0 for a valid plan, says so on stdout, and runs nothing', async () => {
+    const dir = dirWith({ id: 'p', steps: [step('a'), step('b', { depends_on: ['a'] })] });
+    const result = await runCli(['validate', 'plan.json'], { cwd: dir });
+
+    expect(result.code).toBe(0);
+    expect(result.stdout).toBe('valid: plan p\n');
+    expect(result.stderr).toBe('');
+    expect(existsSync(join(dir, 'a.pid'))).toBe(false);
+    expect(existsSync(join(dir, '.capsule'))).toBe(false);
+  });
+
+  it('prints {valid, plan_id, failed_step, error, warnings} with --json', async () => {
+    const dir = dirWith({ id: 'p', steps: [step('a')] });
+    const result = await runCli(['validate', 'plan.json', '--json'], { cwd: dir });
+
+    expect(result.code).toBe(0);
+    expect(parseReport<ValidationJson>(result.stdout)).toEqual({ valid: true, plan_id: 'p', failed_step: null, error: null, warnings: [] });
+  });
+
+  it('exits 1 and blames the step when validation refuses the plan', async () => {
+    const dir = dirWith({ id: 'p', steps: [step('a'), step('a')] });
+    const human = await runCli(['validate', 'plan.json'], { cwd: dir });
+    const json = await runCli(['validate', 'plan.json', '--json'], { cwd: dir });
+
+    expect(human.code).toBe(1);
+    expect(human.stdout).toBe('');
+    expect(human.stderr).toMatch(/^refused: step 'a': /);
+    expect(json.code).toBe(1);
+    expect(parseReport<ValidationJson>(json.stdout)).toMatchObject({ valid: false, plan_id: 'p', failed_step: 'a' });
+  });
+
+  it('refuses a shell binary the manifest does not allow', async () => {
+    const dir = dirWith({ id: 'p', steps: [{ id: 'x', shell: 'tar -cf out.tar .' }] });
+    const result = await runCli(['validate', 'plan.json', '--json'], { cwd: dir });
+
+    expect(result.code).toBe(1);
+    expect(parseReport<ValidationJson>(result.stdout).error).toBe("binary 'tar' is not in capabilities.shell.allow");
+  });
+
+  it('accepts a tool step naming a command tool the manifest declares', async () => {
+    const plan = { id: 'p', steps: [{ id: 't', tool: 'count', input: { text: 'a b' } }] };
+    const withTool = dirWith(plan, { tools: { count: { command: ['node', 'count.mjs'] } } });
+    const without = dirWith(plan, null);
+
+    expect((await runCli(['validate', 'plan.json'], { cwd: withTool })).code).toBe(0);
+    const refused = await runCli(['validate', 'plan.json', '--json'], { cwd: without });
+    expect(refused.code).toBe(1);
+    expect(parseReport<ValidationJson>(refused.stdout)).toMatchObject({ failed_step: 't' });
+  });
+
+  it("exits 1 with failed_step 'plan' and plan_id '' when the plan file is missing or not JSON", async () => {
+    const dir = temp.make('validate-missing');
+    writeFileSync(join(dir, 'bad.json'), '[1, 2');
+    const missing = await runCli(['validate', 'nope.json', '--json'], { cwd: dir });
+    const garbled = await runCli(['validate', 'bad.json', '--json'], { cwd: dir });
+
+    expect(missing.code).toBe(1);
+    expect(parseReport<ValidationJson>(missing.stdout)).toEqual({
+      valid: false,
+      plan_id: '',
+      failed_step: 'plan',
+      error: 'failed to read plan file nope.json: it does not exist',
+      warnings: [],
+    });
+    expect(garbled.code).toBe(1);
+    expect(parseReport<ValidationJson>(garbled.stdout)).toMatchObject({ failed_step: 'plan', plan_id: '' });
+  });
+
+  it('lists unknown-key warnings of the plan and the manifest in --json and on stderr', async () => {
+    const dir = dirWith(
+      { id: 'p', steps: [step('a'), { ...step('b'), 'depends-on': ['a'] }] },
+      { ...manifestAllowing(), lifecycel: {} },
+    );
+    const result = await runCli(['validate', 'plan.json', '--json'], { cwd: dir });
+
+    expect(result.code).toBe(0);
+    const warnings = parseReport<ValidationJson>(result.stdout).warnings;
+    expect(warnings).toHaveLength(2);
+    expect(warnings[0]).toMatch(/lifecycel.*lifecycle/);
+    expect(warnings[1]).toMatch(/depends-on.*depends_on/);
+    expect(result.stderr.trim().split('\n')).toEqual(warnings.map((w) => `warning: ${w}`));
+  });
+
+  it('exits 2 for an invalid manifest and for a missing --manifest file, printing nothing on stdout', async () => {
+    const dir = dirWith({ id: 'p', steps: [step('a')] }, { tools: { x: { command: [] } } });
+    const invalid = await runCli(['validate', 'plan.json', '--json'], { cwd: dir });
+    const missing = await runCli(['validate', 'plan.json', '--manifest', 'nope.json'], { cwd: dir });
+
+    expect(invalid.code).toBe(2);
+    expect(invalid.stdout).toBe('');
+    expect(invalid.stderr).toMatch(/^error: capsule\.json: tools\.x\.command/m);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toContain('nope.json');
+  });
+
+  it('exits 2 without a plan argument', async () => {
+    const result = await runCli(['validate']);
+    expect(result.code).toBe(2);
+  });
+
+  it.each(['release', 'logs'])('accepts the %s example with its own manifest', async (name) => {
+    const result = await runCli(['validate', `examples/${name}/plan.json`, '--manifest', `examples/${name}/capsule.json`, '--json']);
+
+    expect(result.code).toBe(0);
+    expect(parseReport<ValidationJson>(result.stdout)).toMatchObject({ valid: true, plan_id: name, warnings: [] });
+  });
+});

@@ -1,0 +1,26 @@
+/**
+ * Jest globalSetup: builds the project once (`tsc -p tsconfig.json`) before any test file runs, so
+ * the CLI tests in test/cli/ run the built `dist/src/cli.js` as a user would.
+ *
+ * Type errors do not stop the tests: tsc still emits JavaScript, and type checking is the job of
+ * `npm run build` (which `npm ci` runs through `prepare`) and `tsc --noEmit`. They are printed, and
+ * the run fails only when the CLI entry point was not emitted.
+ */
+import { execFileSync } from 'node:child_process';
+import { chmodSync, existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+
+export default function globalSetup(_globalConfig: unknown, projectConfig: { readonly rootDir: string }): void {
+  const root = projectConfig.rootDir;
+  const tsc = createRequire(join(root, 'package.json')).resolve('typescript/bin/tsc');
+  try {
+    execFileSync(process.execPath, [tsc, '-p', 'tsconfig.json'], { cwd: root, stdio: 'pipe', encoding: 'utf8' });
+  } catch (error) {
+    const output = (error as { stdout?: string }).stdout ?? String(error);
+    process.stderr.write(`\nglobalSetup: \`tsc -p tsconfig.json\` reported errors (JavaScript was still emitted):\n${output}\n`);
+  }
+  const cli = join(root, 'dist', 'src', 'cli.js');
+  if (!existsSync(cli)) throw new Error(`globalSetup: building with \`tsc -p tsconfig.json\` did not produce ${cli}`);
+  chmodSync(cli, 0o755);
+}
