@@ -7,9 +7,6 @@
  * ratio to each named baseline, taken pair by pair (sample i of a row against sample i of its
  * baseline, measured next to each other), then summarised by its own median and min–max.
  */
-import { runInNewContext } from 'node:vm';
-import { setFlagsFromString } from 'node:v8';
-
 /** A bound a row's figure must stay under. */
 export interface Target {
   /** The bound (same unit as the figure it applies to). */
@@ -52,8 +49,6 @@ export interface SuiteContext {
   readonly tmpDir: string;
   /** Progress line on stderr. */
   log(message: string): void;
-  /** Full garbage collection, so one measurement does not pay for the previous one's garbage. */
-  gc(): void;
 }
 
 export interface Suite {
@@ -143,6 +138,8 @@ export function renderTable(suite: Suite, rows: readonly RowResult[], runs: numb
  * Runs `subjects` once each per run, in a rotating order (so neither side always goes first),
  * `runs` times, after `warmups` untimed rounds. Each function returns its own figure (it times
  * itself, so setup stays outside the figure). Returns the samples by subject, in run order.
+ * No forced GC between runs: a full GC shrinks the young generation, and the next (small) run
+ * then measured up to 2.5× slower than in steady state; each run pays the GC it causes.
  */
 export async function interleave(
   ctx: SuiteContext,
@@ -155,18 +152,10 @@ export async function interleave(
   for (let run = 0; run < runs; run++) {
     for (let k = 0; k < subjects.length; k++) {
       const [name, fn] = subjects[(run + k) % subjects.length] as readonly [string, () => Promise<number>];
-      ctx.gc();
       (samples.get(name) as number[]).push(await fn());
     }
   }
   return samples;
-}
-
-/** `global.gc` without `--expose-gc` on the command line (`npm run bench` is plain `node`). */
-export function exposeGc(): () => void {
-  setFlagsFromString('--expose-gc');
-  const gc = runInNewContext('gc') as (() => void) | undefined;
-  return typeof gc === 'function' ? gc : () => {};
 }
 
 /** Milliseconds since an arbitrary origin, sub-millisecond resolution. */

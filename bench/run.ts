@@ -2,9 +2,9 @@
  * `npm run bench`: runs every registered suite (bench/suites/index.ts) in this one process run,
  * prints one Markdown table per suite, and writes the results to `.bench/` (JSON and Markdown).
  *
- *   npm run bench                         all suites, 5 measured runs each
+ *   npm run bench                         all suites, 7 measured runs each (memory: 3)
  *   npm run bench -- --suite scheduler    some suites (comma-separated names)
- *   npm run bench -- --runs 7             more runs
+ *   npm run bench -- --runs 11            more runs
  *   npm run bench -- --quick              small plans, 2 runs: a smoke test of the bench itself
  *   npm run bench -- --out results.json   also write the JSON there
  *
@@ -13,7 +13,7 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { computeRows, exposeGc, renderTable, type RowResult, type SuiteContext } from './harness.js';
+import { computeRows, renderTable, type RowResult, type SuiteContext } from './harness.js';
 import { SUITES } from './suites/index.js';
 
 interface Args {
@@ -53,12 +53,11 @@ async function main(): Promise<void> {
   const startedAt = new Date();
   const t0 = performance.now();
   const ctx: SuiteContext = {
-    runs: args.runs ?? (args.quick ? 2 : 5),
+    runs: args.runs ?? (args.quick ? 2 : 7),
     warmups: args.quick ? 1 : 2,
     quick: args.quick,
     tmpDir,
     log: (message) => process.stderr.write(`[bench ${((performance.now() - t0) / 1000).toFixed(0).padStart(4)} s] ${message}\n`),
-    gc: exposeGc(),
   };
   const machine = `${cpus().length} cores (${cpus()[0]?.model.trim() ?? 'unknown cpu'}), Node ${process.version}, ${process.platform}`;
   const header = `Bench run ${startedAt.toISOString()} — ${machine}; ${ctx.runs} measured runs per row after ${ctx.warmups} warm-up run(s)${ctx.quick ? ' (--quick)' : ''}`;

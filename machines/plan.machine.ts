@@ -91,8 +91,11 @@ export interface PlanContext {
   readonly schedule: Schedule;
   readonly canceled: boolean;
   readonly forced: boolean;
-  /** Next position in `schedule.wave` to spawn. */
-  readonly nextToSpawn: number;
+  /**
+   * Next position in `schedule.wave` to spawn. Set in place by `beginWave` and `spawnReadySteps`
+   * (like the schedule): an `assign` per spawn copied the context and rebuilt the snapshot.
+   */
+  nextToSpawn: number;
   /** Live step actors: declaration index → slot number. */
   readonly live: Map<number, number>;
   /** Slot numbers free for the next spawn (a stack). */
@@ -143,9 +146,9 @@ export const planMachine = setup({
       for (const record of outbox) enqueue.emit({ type: 'plan.stepSettled', record });
       outbox.length = 0;
     }),
-    beginWave: assign(({ context }) => {
+    beginWave: enqueueActions(({ context }) => {
       context.outcomes.clear();
-      return { nextToSpawn: 0 };
+      context.nextToSpawn = 0;
     }),
     spawnReadySteps: enqueueActions(({ context, enqueue }) => {
       const wave = context.schedule.wave;
@@ -172,7 +175,7 @@ export const planMachine = setup({
           },
         });
       }
-      enqueue.assign({ nextToSpawn: next });
+      context.nextToSpawn = next;
     }),
     // Per-step actions change only the mutable members of the context (see `Schedule`), so they are
     // `enqueueActions` rather than `assign`: an assign copies the context and rebuilds the snapshot
@@ -197,10 +200,9 @@ export const planMachine = setup({
       context.outcomes.set(index, { index, status: 'failed', output: null, error: stepCrashed(detail), attempts: 1, duration_ms: 0 });
       enqueue.stopChild(actorId);
     }),
-    settleCurrentWave: assign(({ context }) => {
+    settleCurrentWave: enqueueActions(({ context }) => {
       settleWave(context.schedule, context.outcomes, context.canceled);
       context.outcomes.clear();
-      return {};
     }),
     recordCancel: assign(({ context, event }) => ({
       canceled: true,

@@ -17,3 +17,8 @@ export type { PlanFile, PlanStep, StepResult, StepStatus, StepKind, JsonValue } 
 export { loadManifest, type Manifest } from './manifest.js';
 export { parsePlanText, readPlanFile } from './plan/schema.js';
 export { validatePlan } from './plan/validate.js';
+export { EventLog, EVENT_LOG_FILE } from './records/event-log.js';
+export type { EventLogRecord, EventLine, SnapshotLine } from './records/event-log.js';
+export { replay, replayFile } from './replay/replay.js';
+export type { ReplayResult, ReplayOptions, Divergence } from './replay/replay.js';
+export { readReplayScript, parseReplayScript, ReplayFileError } from './replay/script.js';

@@ -28,8 +28,11 @@ import {
 } from './plan/schema.js';
 import { findUnknownKeys, type KeySpec } from './plan/unknown-keys.js';
 
-/** Default `lifecycle.shell_grace_secs`: seconds between SIGTERM and SIGKILL for a shell's group. */
-export const DEFAULT_SHELL_GRACE_SECS = 10;
+/**
+ * Seconds `capsule run` waits after a graceful cancel before it forces one (ends the running
+ * steps' process groups). Ours (DESIGN §3 leaves the bound to us); `--cancel-grace` overrides it.
+ */
+export const DEFAULT_CANCEL_GRACE_SECS = 10;
 
 /** Default `lifecycle.delegation_deadline_secs`: the bound on one delegation (DESIGN §3). */
 export const DEFAULT_DELEGATION_DEADLINE_SECS = 600;
@@ -104,8 +107,8 @@ export type ManifestEntry = { readonly plan: string } | { readonly command: read
  * - `capabilities.shell.allow`, `capabilities.spawn.allow`, `capabilities.spawn.workdir_snapshot`
  *   default to `[]` (nothing allowed); `capabilities.env.allow` stays absent when not given (the
  *   environment builder then applies its own default);
- * - `lifecycle.shell_grace_secs` defaults to 10 (0 or more), `lifecycle.delegation_deadline_secs`
- *   to 600 (positive);
+ * - `lifecycle.shell_grace_secs` stays absent when not given (no demotion clock, `spec/detached.md`
+ *   §4) and is 0 or more; `lifecycle.delegation_deadline_secs` defaults to 600 (positive);
  * - `tools` defaults to `{}`; each tool's `command` is a non-empty array of strings and its
  *   `timeout_secs` defaults to 600 (positive);
  * - `entry`, when present, is exactly one of `{ plan }` or `{ command }` (non-empty argv).
@@ -164,8 +167,11 @@ export const ManifestSchema = z
             shell_grace_secs: z
               .number({ error: expecting(MANIFEST_SHAPE.graceSecs) })
               .min(0, { error: expecting(MANIFEST_SHAPE.graceSecs) })
-              .default(DEFAULT_SHELL_GRACE_SECS)
-              .meta({ description: 'Seconds between SIGTERM and SIGKILL when a process group is ended.' }),
+              .optional()
+              .meta({
+                description:
+                  'Seconds a foreground shell command may run before it is demoted to the background (spec/detached.md); absent: never demoted. Read by background commands (to come); plan shell steps always run in the foreground.',
+              }),
             delegation_deadline_secs: z
               .number({ error: expecting(MANIFEST_SHAPE.positiveSecs) })
               .positive({ error: expecting(MANIFEST_SHAPE.positiveSecs) })

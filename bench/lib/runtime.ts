@@ -26,31 +26,31 @@ export interface BenchRunOptions {
   readonly maxParallel?: number | null;
   /** Trace and event log on (default off). */
   readonly records?: boolean;
+  /** Overrides `records` for the trace alone. */
+  readonly trace?: boolean;
+  /** Overrides `records` for the event log alone. */
+  readonly eventLog?: boolean;
   readonly recordsDir?: string;
   readonly onEvent?: RunPlanOptions['onEvent'];
   readonly killGraceMs?: number;
 }
 
-/**
- * `runPlan` options for a bench run. `eventLog` is passed too: the event log flag is being added
- * to the runtime; until then it is an unknown option and ignored (see the records suite).
- */
+/** `runPlan` options for a bench run: trace and event log both on (`records`) or both off. */
 export function planOptions(plan: PlanFile, options: BenchRunOptions): RunPlanOptions {
   const records = options.records ?? false;
-  const opts = {
+  return {
     plan,
     manifest: null,
     workdir: options.tmpDir,
     recordsDir: options.recordsDir ?? recordsDir(options.tmpDir),
     tools: options.tools ?? { noop: noopTool },
-    trace: records,
-    eventLog: records,
+    trace: options.trace ?? records,
+    eventLog: options.eventLog ?? records,
     ...(options.shellAllow !== undefined ? { shellAllow: options.shellAllow } : {}),
     ...(options.maxParallel !== undefined ? { maxParallel: options.maxParallel } : {}),
     ...(options.onEvent !== undefined ? { onEvent: options.onEvent } : {}),
     ...(options.killGraceMs !== undefined ? { killGraceMs: options.killGraceMs } : {}),
   };
-  return opts as RunPlanOptions;
 }
 
 /** Runs `plan` to its report and checks it completed (a bench of a failing run measures nothing). */

@@ -143,7 +143,6 @@ export const cancelSuite: Suite = {
       for (let w = 0; w < ctx.warmups; w++) await cancelUndispatched(ctx, n, layout, force);
       const samples: number[] = [];
       for (let r = 0; r < ctx.runs; r++) {
-        ctx.gc();
         samples.push(await cancelUndispatched(ctx, n, layout, force));
       }
       rows.push({
@@ -160,7 +159,6 @@ export const cancelSuite: Suite = {
     const raw: number[] = [];
     await cancelShell(ctx, shellN);
     for (let r = 0; r < ctx.runs; r++) {
-      ctx.gc();
       const result = await cancelShell(ctx, shellN);
       gone.push(result.gone);
       reported.push(result.report);

@@ -20,12 +20,20 @@ export function shapeLabel(shape: Shape, n: number): string {
   return `layered ${count(n)} (${layerCount}×${width})`;
 }
 
-/** Microseconds per step of one `runPlan` of `shape` × `n` (records off). */
-export async function runtimeMicrosPerStep(ctx: SuiteContext, shape: Shape, n: number, records = false): Promise<number> {
+/**
+ * Microseconds per step of one `runPlan` of `shape` × `n` (records off), wall clock. When `cpu`
+ * is given, the process's CPU time per step of the same run is pushed onto it (user + system, GC
+ * threads included): on a shared machine it moves less than the wall clock.
+ */
+export async function runtimeMicrosPerStep(ctx: SuiteContext, shape: Shape, n: number, cpu?: number[]): Promise<number> {
   const plan = noopPlan(shape, n);
+  const c0 = process.cpuUsage();
   const t0 = now();
-  await runChecked(plan, { tmpDir: ctx.tmpDir, records });
-  return ((now() - t0) * 1000) / n;
+  await runChecked(plan, { tmpDir: ctx.tmpDir });
+  const wall = ((now() - t0) * 1000) / n;
+  const used = process.cpuUsage(c0);
+  cpu?.push((used.user + used.system) / n);
+  return wall;
 }
 
 export const schedulerSuite: Suite = {
@@ -38,9 +46,10 @@ export const schedulerSuite: Suite = {
     for (const shape of SHAPES) {
       ctx.log(`scheduler: ${shape}`);
       const subjects: [string, () => Promise<number>][] = [];
+      const cpu = new Map<number, number[]>(sizes.map((n) => [n, []]));
       for (const n of sizes) {
         const plan = noopPlan(shape, n);
-        subjects.push([`runPlan ${n}`, () => runtimeMicrosPerStep(ctx, shape, n)]);
+        subjects.push([`runPlan ${n}`, () => runtimeMicrosPerStep(ctx, shape, n, cpu.get(n))]);
         subjects.push([
           `ready-queue ${n}`,
           async () => {
@@ -68,6 +77,14 @@ export const schedulerSuite: Suite = {
           samples: samples.get(`runPlan ${n}`) ?? [],
           compare: ['ready-queue', 'bare actor'],
           ...(n === large && !ctx.quick ? { target: { max: 40, on: 'median' as const, text: '≤ 40 µs/step' } } : {}),
+        });
+        const cpuSamples = cpu.get(n) ?? [];
+        rows.push({
+          case: label,
+          subject: 'runPlan, CPU time',
+          unit: 'µs/step',
+          samples: cpuSamples.slice(cpuSamples.length - ctx.runs), // not the warm-up runs
+          ...(n === large ? { note: 'user + system CPU time of the process during the same runs (GC threads included); less sensitive to other load than the wall clock' } : {}),
         });
         rows.push({ case: label, subject: 'ready-queue', unit: 'µs/step', samples: samples.get(`ready-queue ${n}`) ?? [] });
         rows.push({ case: label, subject: 'bare actor', unit: 'µs/step', samples: samples.get(`bare actor ${n}`) ?? [] });

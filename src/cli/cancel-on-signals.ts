@@ -1,7 +1,9 @@
 /**
  * Ctrl-C handling of `capsule run` (DESIGN §3): the first SIGINT or SIGTERM cancels gracefully,
  * the next one forces; signals that arrive in a burst count once; a graceful cancel that has not
- * ended the run within the grace escalates to force on its own.
+ * ended the run within the grace escalates to force on its own. SIGHUP (the terminal went away)
+ * forces at once: nobody is left to wait for, and steps lead their own process groups, so the
+ * hang-up would not reach them and they would outlive `capsule`.
  */
 import type { PlanRun } from '../runtime/run-plan.js';
 
@@ -19,16 +21,21 @@ export const FORCED_CANCEL_NOTICE = 'canceling by force: ending the process grou
 
 /** What it prints when the grace ran out after a graceful cancel. */
 export const escalationNotice = (graceSecs: number): string =>
-  `canceling by force: steps still running ${graceSecs} s after the cancel (lifecycle.shell_grace_secs)`;
+  `canceling by force: steps still running ${graceSecs} s after the cancel (--cancel-grace)`;
 
 export interface CancelOnSignalsOptions {
-  /** Seconds a graceful cancel may take before it is forced (`lifecycle.shell_grace_secs`). */
+  /** Seconds a graceful cancel may take before it is forced (`--cancel-grace`, default 10). */
   readonly graceSecs: number;
   /** Prints a notice for the operator (stderr). */
   readonly note: (text: string) => void;
-  /** Signals handled; default SIGINT and SIGTERM. */
+  /** Signals that cancel gracefully first; default SIGINT and SIGTERM. */
   readonly signals?: readonly NodeJS.Signals[];
+  /** Signals that force at once; default SIGHUP. */
+  readonly forceSignals?: readonly NodeJS.Signals[];
 }
+
+/** What it prints when a SIGHUP forces the cancel. */
+export const HANGUP_NOTICE = 'canceling by force: the terminal hung up (SIGHUP)';
 
 /**
  * Installs the handlers for one run and returns the function that removes them (call it when the
@@ -44,6 +51,7 @@ export interface CancelOnSignalsOptions {
  */
 export function cancelOnSignals(run: PlanRun, options: CancelOnSignalsOptions): () => void {
   const signals = options.signals ?? ['SIGINT', 'SIGTERM'];
+  const forceSignals = options.forceSignals ?? ['SIGHUP'];
   let stage: 'running' | 'graceful' | 'forced' = 'running';
   let lastCountedAtMs = Number.NEGATIVE_INFINITY;
   let escalation: NodeJS.Timeout | undefined;
@@ -70,9 +78,13 @@ export function cancelOnSignals(run: PlanRun, options: CancelOnSignalsOptions): 
     }
   };
 
+  const onHangup = (): void => force(HANGUP_NOTICE);
+
   for (const signal of signals) process.on(signal, onSignal);
+  for (const signal of forceSignals) process.on(signal, onHangup);
   return () => {
     clearTimeout(escalation);
     for (const signal of signals) process.off(signal, onSignal);
+    for (const signal of forceSignals) process.off(signal, onHangup);
   };
 }

@@ -48,17 +48,17 @@ export function createProgram(): Command {
 
 /**
  * Parses `argv` and runs the chosen subcommand. Subcommand actions report their exit code through
- * `process.exitCode`; this returns it (0 when unset). `--help` and `--version` exit 0; every
- * commander usage error exits 2 (commander has already printed it); an exception from an action
+ * `process.exitCode`; this returns it (0 when unset). `--help`, `help <command>` and `--version`
+ * exit 0; every commander usage error (and a bare `capsule`) exits 2; an exception from an action
  * is a bug: it is printed with its stack and exits 1.
  */
 export async function runProgram(program: Command, argv: readonly string[]): Promise<number> {
   try {
     await program.parseAsync([...argv]);
   } catch (error) {
-    if (error instanceof CommanderError) {
-      return error.code === 'commander.helpDisplayed' || error.code === 'commander.version' ? EXIT.OK : EXIT.USAGE;
-    }
+    // Commander has printed the help, the version or the usage error already; help asked for
+    // (`--help`, `help run`) and `--version` carry exit code 0, everything else is a usage error.
+    if (error instanceof CommanderError) return error.exitCode === 0 ? EXIT.OK : EXIT.USAGE;
     process.stderr.write(`capsule: internal error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
     return EXIT.FAILED;
   }
@@ -69,6 +69,13 @@ export async function runProgram(program: Command, argv: readonly string[]): Pro
 export function parsePositiveInteger(text: string): number {
   const value = /^\d+$/.test(text) ? Number(text) : Number.NaN;
   if (!Number.isSafeInteger(value) || value < 1) throw new InvalidArgumentError('expected a positive integer.');
+  return value;
+}
+
+/** Option parser for a number of seconds ≥ 0, e.g. `--cancel-grace 2.5`. */
+export function parseNonNegativeNumber(text: string): number {
+  const value = /^\d+(\.\d+)?$/.test(text) ? Number(text) : Number.NaN;
+  if (!Number.isFinite(value)) throw new InvalidArgumentError('expected a number of seconds (0 or more).');
   return value;
 }
 

@@ -5,10 +5,10 @@
 import { existsSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
-import { DEFAULT_SHELL_GRACE_SECS, loadManifest } from '../manifest.js';
+import { DEFAULT_CANCEL_GRACE_SECS, loadManifest } from '../manifest.js';
 import { ManifestError, startPlan, type PlanReport } from '../runtime/run-plan.js';
 import { cancelOnSignals } from './cancel-on-signals.js';
-import { collect, EXIT, parsePositiveInteger, usageError, type ExitCode } from './program.js';
+import { collect, EXIT, parseNonNegativeNumber, parsePositiveInteger, usageError, type ExitCode } from './program.js';
 import { Progress, progressModeFor, useColor } from './progress.js';
 
 /** Options of `capsule run`, as commander parses them. */
@@ -21,6 +21,8 @@ export interface RunCommandOptions {
   readonly maxParallel?: number;
   readonly json?: boolean;
   readonly quiet?: boolean;
+  /** Seconds a graceful cancel may take before it is forced. */
+  readonly cancelGrace?: number;
 }
 
 /** Registers `capsule run` on the program. */
@@ -37,10 +39,11 @@ export function registerRun(program: Command): void {
     .option('--max-parallel <n>', 'run at most N steps of a wave at once', parsePositiveInteger)
     .option('--json', 'print exactly the JSON report on stdout')
     .option('--quiet', 'no progress on stderr (warnings and errors still go there)')
+    .option('--cancel-grace <secs>', 'seconds a graceful cancel may take before it is forced (default 10)', parseNonNegativeNumber)
     .addHelpText(
       'after',
       '\nExit codes: 0 completed, 1 failed (plan refused, unreadable, or a step stopped it), 2 usage error or bad manifest, 130 canceled.' +
-        '\nCtrl-C (or SIGTERM) cancels gracefully; a second Ctrl-C forces. A graceful cancel is forced after lifecycle.shell_grace_secs.',
+        '\nCtrl-C (or SIGTERM) cancels gracefully; a second Ctrl-C forces. A graceful cancel is forced after --cancel-grace seconds (default 10).',
     )
     .action(async (plan: string, options: RunCommandOptions) => {
       process.exitCode = await runCommand(plan, options);
@@ -58,15 +61,14 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
   const workdir = resolve(options.workdir ?? process.cwd());
   if (!isDirectory(workdir)) return usageError(`--workdir ${workdir} is not a directory`);
 
-  // The manifest is read here first for its lifecycle.shell_grace_secs and so that a bad one is a
-  // usage error before anything starts; startPlan reads the same file again (and warns once).
+  // The manifest is read here first so that a bad one is a usage error before anything starts;
+  // startPlan reads the same file again (and warns once).
   const manifestPath =
     options.manifest ?? (existsSync(join(workdir, 'capsule.json')) ? join(workdir, 'capsule.json') : null);
-  let graceSecs = DEFAULT_SHELL_GRACE_SECS;
+  const graceSecs = options.cancelGrace ?? DEFAULT_CANCEL_GRACE_SECS;
   if (manifestPath !== null) {
     const loaded = await loadManifest(manifestPath);
     if (!loaded.ok) return usageError(loaded.error);
-    graceSecs = loaded.manifest.lifecycle.shell_grace_secs;
   }
 
   const stderr = process.stderr;
@@ -87,6 +89,9 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
     onWarning: (warning) => progress.note(`warning: ${warning.message}`),
   });
   const stopHandlingSignals = cancelOnSignals(run, { graceSecs, note: (text) => progress.note(text) });
+  // A terminal that went away (EIO/EPIPE on stderr) must not crash the run before its process
+  // groups are ended: progress is best effort, for the rest of this process's life.
+  stderr.on('error', () => {});
 
   let report: PlanReport;
   try {

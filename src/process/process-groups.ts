@@ -78,6 +78,26 @@ export function groupMembers(pgid: number): number[] {
   return members;
 }
 
+/**
+ * The process groups that have at least one live (non-zombie) member, from ONE read of `/proc`.
+ * Cheaper than {@link groupMembers} per group when many groups are checked at once.
+ */
+export function liveGroupIds(): Set<number> {
+  const live = new Set<number>();
+  let entries: string[];
+  try {
+    entries = readdirSync('/proc');
+  } catch {
+    return live;
+  }
+  for (const entry of entries) {
+    if (!/^\d+$/.test(entry)) continue;
+    const stat = readProcStat(Number(entry));
+    if (stat !== null && stat.state !== 'Z') live.add(stat.pgrp);
+  }
+  return live;
+}
+
 /** True when group `pgid` has at least one live (non-zombie) member; see {@link groupMembers}. */
 export function isGroupAlive(pgid: number): boolean {
   return groupMembers(pgid).length > 0;
@@ -244,6 +264,25 @@ export class ProcessGroupRegistry {
     }
     if (members.length === 0) this.#owners.delete(pgid);
     return { signal, survivors: members };
+  }
+
+  /**
+   * Forgets, without signalling, the registered groups (owner tag starting with `ownerPrefix`)
+   * that have no live member left, from one read of `/proc`: a group with no live member cannot
+   * gain one. `endAll` then visits only groups that still need ending (a plan of 500 shell steps
+   * spent ~0.6 s reading `/proc` once per finished group, `npm run bench`).
+   *
+   * @returns how many groups were forgotten.
+   */
+  forgetGone(ownerPrefix?: string): number {
+    const owned = this.owned(ownerPrefix);
+    if (owned.length === 0) return 0;
+    const live = liveGroupIds();
+    let forgotten = 0;
+    for (const pgid of owned) {
+      if (!live.has(pgid) && this.forget(pgid)) forgotten++;
+    }
+    return forgotten;
   }
 
   /**

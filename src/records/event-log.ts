@@ -1,32 +1,34 @@
 import type { AnyActorRef, InspectionEvent } from 'xstate';
 import { stepActorId } from '../../machines/plan.machine.js';
 import { AppendFile } from './append-file.js';
-import { toJsonLine } from './jsonl.js';
 
 /**
  * The actor event log (DESIGN §7, §9): `<records dir>/events.jsonl`, one JSON line per event an
- * actor received (`@xstate.event`), per snapshot it took (`@xstate.snapshot`) and per event the
- * plan emitted to its host (`emit`), recorded through XState's `inspect` hook. `capsule replay`
- * feeds the external inputs back into rebuilt machines and checks they pass through the same
- * states; `capsule inspect` follows the file to draw the live actor tree.
+ * actor received (`@xstate.event`) and per snapshot it took (`@xstate.snapshot`), recorded through
+ * XState's `inspect` hook. `capsule replay` feeds the external inputs back into rebuilt machines
+ * and checks they pass through the same states; `capsule inspect` follows the file to draw the
+ * live actor tree.
  *
  * Every line has `seq` (1, 2, … in the order XState reported them), `ts` (epoch ms), `actor` (the
  * readable id: `plan:<plan_id>`, `step:<step_id>`) and `kind`:
  * - `event`: `type`, the payload in `event` (JSON-safe: actor refs dropped, Maps as objects),
  *   `from` (the sending actor, when another actor sent it), `external: true` for inputs from
  *   outside the machines (the host's `CANCEL`, `ATTEMPT.*` reports from effects, timer firings
- *   `xstate.after.*`, the end of an invoked effect `xstate.done.actor.*`). An `xstate.init` line
- *   carries the actor's `input` instead: the plan's whole input (replay rebuilds the plan from
- *   it), a step's id, index, kind and bounds (the results map it shares is left out, it would make
- *   the log quadratic).
+ *   `xstate.after.*`, the end of an invoked effect `xstate.done.actor.*`). Replay feeds exactly
+ *   these back. An `xstate.init` line carries the actor's `input` instead: the plan's whole
+ *   input (replay rebuilds the plan from it); a step's id, index, kind and bounds (the results map
+ *   it shares with every step is left out: it would make the log quadratic). The
+ *   `xstate.done.actor.*` event a machine child sends its parent carries no payload: its output is
+ *   on the child's final snapshot line, named by `from`.
  * - `snapshot`: `event` (the type of the event that led to it), `state` (the state value),
- *   `status`, and `output` when the status is `done` (`error` when it is `error`).
- * - `emit`: `type` and `event`, an event the machine emitted (`plan.stepStarted`, `plan.stepSettled`).
+ *   `status`, `output` when the status is `done` (`error` when it is `error`), and `emitted`:
+ *   the events the actor emitted to its host while taking it (`plan.stepStarted`,
+ *   `plan.stepSettled`, with their payloads), in order.
  *
  * An `@xstate.event` line is written when XState relays the event (it may be queued behind the
  * event the actor is processing); its snapshot line follows once the actor has processed it.
  */
-export type EventLogRecord = EventLine | SnapshotLine | EmitLine;
+export type EventLogRecord = EventLine | SnapshotLine;
 
 interface LineBase {
   readonly seq: number;
@@ -58,12 +60,8 @@ export interface SnapshotLine extends LineBase {
   readonly status: 'active' | 'done' | 'error' | 'stopped';
   readonly output?: unknown;
   readonly error?: string;
-}
-
-export interface EmitLine extends LineBase {
-  readonly kind: 'emit';
-  readonly type: string;
-  readonly event: Readonly<Record<string, unknown>>;
+  /** Events emitted to the host during this step, in order (`{ type, …payload }`). */
+  readonly emitted?: readonly Readonly<Record<string, unknown>>[];
 }
 
 /** File name of the event log in a records directory. */
@@ -74,6 +72,9 @@ export interface EventRecorderOptions {
   /** Epoch-ms clock for `ts`. Default `Date.now`. */
   readonly now?: () => number;
 }
+
+/** Events whose payload is plain JSON data already: copied, not walked. */
+const PLAIN_EVENT = /^(?:ATTEMPT\.|CANCEL$|plan\.)/;
 
 /**
  * Turns XState inspection events into {@link EventLogRecord}s, in the order XState reports them,
@@ -86,6 +87,8 @@ export function createEventRecorder(
 ): (event: InspectionEvent) => void {
   const now = options.now ?? Date.now;
   const names = new WeakMap<object, string | null>();
+  /** Emitted events waiting for their actor's snapshot line. */
+  const emitted = new Map<object, Record<string, unknown>[]>();
   let seq = 0;
 
   const nameOf = (ref: AnyActorRef): string | null => {
@@ -114,7 +117,7 @@ export function createEventRecorder(
         if (type === 'xstate.init') {
           const input = (event as { input?: unknown }).input;
           if (input !== undefined) line.input = actor.startsWith('step:') ? stepInputSummary(input) : jsonSafe(input);
-        } else {
+        } else if (!(sourceName !== null && type.startsWith('xstate.done.actor.'))) {
           const payload = payloadOf(event);
           if (payload !== null) line.event = payload;
         }
@@ -134,18 +137,24 @@ export function createEventRecorder(
           state: snapshot.value,
           status: snapshot.status ?? 'active',
         };
-        if (line.status === 'done') line.output = jsonSafe(snapshot.output);
+        // Plan and step outputs are plain data by contract (machines/contracts.ts): no walk needed.
+        if (line.status === 'done') line.output = actor.startsWith('step:') || actor.startsWith('plan:') ? snapshot.output : jsonSafe(snapshot.output);
         else if (line.status === 'error') line.error = errorText(snapshot.error);
+        const pending = emitted.get(inspection.actorRef);
+        if (pending !== undefined) {
+          line.emitted = pending;
+          emitted.delete(inspection.actorRef);
+        }
         sink(line);
         return;
       }
       case '@xstate.action': {
         if (inspection.action.type !== 'xstate.emit') return;
-        const actor = nameOf(inspection.actorRef as AnyActorRef);
-        if (actor === null) return;
-        const emitted = (inspection.action.params as { event?: { type?: unknown } } | undefined)?.event;
-        if (emitted === undefined || typeof emitted.type !== 'string') return;
-        sink({ seq: ++seq, ts: now(), actor, kind: 'emit', type: emitted.type, event: payloadOf(emitted as { type: string }) ?? {} });
+        const event = (inspection.action.params as { event?: { type?: unknown } } | undefined)?.event;
+        if (event === undefined || typeof event.type !== 'string' || nameOf(inspection.actorRef as AnyActorRef) === null) return;
+        const list = emitted.get(inspection.actorRef) ?? [];
+        list.push({ type: event.type, ...payloadOf(event as { type: string }) });
+        emitted.set(inspection.actorRef, list);
         return;
       }
       default:
@@ -198,14 +207,16 @@ export class EventLog {
     this.#file = new AppendFile(path);
     this.#onError = options.onError ?? (() => {});
     this.#maxBuffered = options.maxBufferedChars ?? 1024 * 1024;
-    this.inspect = createEventRecorder((record) => this.#push(toJsonLine(record)), options);
+    this.inspect = createEventRecorder((record) => this.#push(JSON.stringify(record) + '\n'), options);
   }
 
   /** Writes the buffered lines now. */
   flush(): void {
     this.#scheduled = false;
     if (this.#lines.length === 0) return;
-    const text = this.#lines.join('');
+    // One pass over the batch instead of one per line: U+0085/2028/2029 can only occur inside
+    // JSON strings, where the escape keeps "one record, one line" true (as `toJsonLine` does).
+    const text = escapeLineBreaks(this.#lines.join(''));
     this.#lines = [];
     this.#chars = 0;
     const error = this.#file.append(text);
@@ -235,6 +246,12 @@ export class EventLog {
   }
 }
 
+const LINE_BREAKS = /[\u0085\u2028\u2029]/g;
+
+function escapeLineBreaks(text: string): string {
+  return text.replace(LINE_BREAKS, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
 /** What replay needs of a step's input: identity and bounds, not the results map it shares with every step. */
 function stepInputSummary(input: unknown): unknown {
   const value = input as { step?: { id?: unknown }; index?: unknown; kind?: unknown; timeoutSecs?: unknown; killGraceMs?: unknown };
@@ -249,10 +266,12 @@ function stepInputSummary(input: unknown): unknown {
 
 /** The event without `type`, JSON-safe; null when nothing is left. */
 function payloadOf(event: { readonly type: string }): Record<string, unknown> | null {
+  const plain = PLAIN_EVENT.test(event.type);
   let payload: Record<string, unknown> | null = null;
   for (const key in event) {
     if (key === 'type') continue;
-    const value = jsonSafe((event as unknown as Record<string, unknown>)[key]);
+    const raw = (event as unknown as Record<string, unknown>)[key];
+    const value = plain ? raw : jsonSafe(raw);
     if (value === undefined) continue;
     payload ??= {};
     payload[key] = value;

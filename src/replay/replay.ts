@@ -86,12 +86,12 @@ abstract class Replay {
     protected readonly script: ReplayScript,
     options: ReplayOptions,
   ) {
-    const effect = (): void => this.onEffect();
+    const effect = ({ self }: { self: AnyActorRef }): void => this.onEffect(self);
     const step = (options.stepMachine ?? stepMachine).provide({
       actions: {
-        startAttempt: ({ context }: { context: StepContext }) => {
+        startAttempt: ({ context, self }: { context: StepContext; self: AnyActorRef }) => {
           this.started.set(`${context.input.step.id}#${context.attempt + 1}`, this.now());
-          this.onEffect();
+          this.onEffect(self);
         },
         terminateAttempt: effect,
         tellAttemptOfCancel: effect,
@@ -129,8 +129,8 @@ abstract class Replay {
     return new Promise<void>((resolve, reject) => this.pendingGroups.push({ resolve, reject }));
   }
 
-  /** A fake effect ran (an input may be due at this very point). */
-  protected abstract onEffect(): void;
+  /** A fake effect of `actor` ran (an input may be due at this very point). */
+  protected abstract onEffect(actor: AnyActorRef): void;
 
   protected record(raw: EventLogRecord): void {
     // The same representation as a line read back from events.jsonl.
@@ -177,8 +177,8 @@ class RecordedReplay extends Replay {
   /** Per record: its index among its actor's records. */
   readonly #indexInActor: number[] = [];
   readonly #byActor = new Map<string, EventLogRecord[]>();
-  /** Recorded commands: step spawns, CANCEL forwarded by the plan, emitted events. */
-  readonly #commands: EventLogRecord[] = [];
+  /** Recorded commands, in order: step spawns, CANCEL forwarded by the plan, events emitted to the host. */
+  readonly #commands: Command[] = [];
   readonly #lines: readonly number[];
   readonly #count = new Map<string, number>();
   #commandsReplayed = 0;
@@ -194,7 +194,7 @@ class RecordedReplay extends Replay {
       this.#indexInActor[i] = list.length;
       list.push(record);
       this.#byActor.set(record.actor, list);
-      if (this.#isCommand(record)) this.#commands.push(record);
+      this.#commands.push(...commandsOf(record, i));
     });
     this.#lines = script.lines;
   }
@@ -215,7 +215,15 @@ class RecordedReplay extends Replay {
     return this.result();
   }
 
-  protected onEffect(): void {
+  protected onEffect(actor: AnyActorRef): void {
+    // A step actor that crashed in the recording (a runtime bug, plan.md §10.5) crashes here too:
+    // the effect throws the recorded error when the next line to reproduce is that crash.
+    const name = readableActorId(actor);
+    const next = this.#records[this.#next];
+    if (name !== null && next?.kind === 'event' && next.from === name && next.type.startsWith('xstate.error.actor.')) {
+      const error = next.event?.['error'] as { message?: unknown } | undefined;
+      throw new Error(typeof error?.message === 'string' ? error.message : 'crashed');
+    }
     this.#pump();
   }
 
@@ -228,28 +236,25 @@ class RecordedReplay extends Replay {
         this.#diverge(this.#next, record.actor, 'nothing more from this actor', describe(record));
       } else if (compareKey(expected) !== compareKey(record)) {
         this.#diverge(this.#records.indexOf(expected), record.actor, describe(expected), describe(record));
-      } else if (this.#isCommand(record)) {
-        const command = this.#commands[this.#commandsReplayed++];
-        if (command === undefined || compareKey(command) !== compareKey(record)) {
-          this.#diverge(
-            command === undefined ? this.#next : this.#records.indexOf(command),
-            record.actor,
-            command === undefined ? 'no further command' : `command ${describe(command)}`,
-            `command ${describe(record)}`,
-          );
+      } else {
+        for (const actual of commandsOf(record, -1)) {
+          const command = this.#commands[this.#commandsReplayed++];
+          if (command === undefined || command.key !== actual.key) {
+            this.#diverge(
+              command === undefined ? this.#next : command.index,
+              record.actor,
+              command === undefined ? 'no further command' : `command ${command.text}`,
+              `command ${actual.text}`,
+            );
+            break;
+          }
         }
       }
     }
     this.#advance();
     // An @xstate.event line is reported before the event is handed to its actor: feeding an input
-    // there would put it ahead of that event. After a snapshot or an emit it is in place.
+    // there would put it ahead of that event. After a snapshot it is in place.
     if (record.kind !== 'event') this.#pump();
-  }
-
-  #isCommand(record: EventLogRecord): boolean {
-    if (record.kind === 'emit') return true;
-    if (record.kind !== 'event') return false;
-    return (record.type === 'xstate.init' && record.from !== undefined) || (record.type === 'CANCEL' && record.from !== undefined);
   }
 
   #advance(): void {
@@ -319,8 +324,8 @@ class RecordedReplay extends Replay {
       const record = this.#records[this.#next] as EventLogRecord;
       this.#diverge(this.#next, record.actor, describe(record), `nothing: the replay stopped with ${record.actor} in ${this.currentState(record.actor)}`);
     } else if (this.#commandsReplayed < this.#commands.length) {
-      const command = this.#commands[this.#commandsReplayed] as EventLogRecord;
-      this.#diverge(this.#records.indexOf(command), command.actor, `command ${describe(command)}`, 'no further command');
+      const command = this.#commands[this.#commandsReplayed] as Command;
+      this.#diverge(command.index, command.actor, `command ${command.text}`, 'no further command');
     }
   }
 
@@ -352,7 +357,7 @@ class HandReplay extends Replay {
     return Promise.resolve();
   }
 
-  protected onEffect(): void {}
+  protected onEffect(_actor: AnyActorRef): void {}
 
   protected onRecord(): void {}
 
@@ -487,15 +492,36 @@ function partialMismatch(expected: unknown, actual: unknown, path: string): { ex
     : { expected: `${path} = ${JSON.stringify(expected)}`, actual: `${path} = ${JSON.stringify(actual) ?? 'undefined'}` };
 }
 
+/** Something an actor told another actor or the host to do: a step spawn, a forwarded CANCEL, an emitted event. */
+interface Command {
+  /** Index of the recorded line it is on (-1 for a replayed one). */
+  readonly index: number;
+  readonly actor: string;
+  readonly key: string;
+  readonly text: string;
+}
+
+function commandsOf(record: EventLogRecord, index: number): Command[] {
+  if (record.kind === 'event') {
+    if (record.from === undefined || (record.type !== 'xstate.init' && record.type !== 'CANCEL')) return [];
+    const text = record.type === 'xstate.init' ? `spawn ${record.actor} by ${record.from}` : `${record.from} sends ${describe(record).slice('event '.length)} to ${record.actor}`;
+    return [{ index, actor: record.from, key: compareKey(record) + record.actor, text }];
+  }
+  return (record.emitted ?? []).map((event) => ({
+    index,
+    actor: record.actor,
+    key: canonical(event),
+    text: `${record.actor} emits ${clip(JSON.stringify(event))}`,
+  }));
+}
+
 /** What two lines must share to count as the same (timestamps and sequence numbers aside). */
 function compareKey(record: EventLogRecord): string {
   switch (record.kind) {
     case 'event':
       return canonical(['event', record.type, record.from ?? null, record.input ?? null, record.event ?? null]);
     case 'snapshot':
-      return canonical(['snapshot', record.event, record.state, record.status, record.output ?? null, record.error ?? null]);
-    case 'emit':
-      return canonical(['emit', record.type, record.event]);
+      return canonical(['snapshot', record.event, record.state, record.status, record.output ?? null, record.error ?? null, record.emitted ?? []]);
   }
 }
 
@@ -507,10 +533,11 @@ export function describe(record: EventLogRecord): string {
       const body = record.input !== undefined ? record.input : record.event;
       return `event ${record.type}${from}${body !== undefined ? ` ${clip(JSON.stringify(body))}` : ''}`;
     }
-    case 'snapshot':
-      return `state ${stateText(record.state)} (${record.status}) after ${record.event}${record.output !== undefined ? `, output ${clip(JSON.stringify(record.output))}` : ''}`;
-    case 'emit':
-      return `emit ${record.type} ${clip(JSON.stringify(record.event))}`;
+    case 'snapshot': {
+      const emitted = record.emitted !== undefined ? `, emitting ${clip(JSON.stringify(record.emitted))}` : '';
+      const output = record.output !== undefined ? `, output ${clip(JSON.stringify(record.output))}` : '';
+      return `state ${stateText(record.state)} (${record.status}) after ${record.event}${output}${emitted}`;
+    }
   }
 }
 

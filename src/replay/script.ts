@@ -7,8 +7,8 @@ import type { EventLine, EventLogRecord } from '../records/event-log.js';
 /**
  * What `capsule replay` replays, read from one JSONL file. Two kinds of lines, never mixed:
  *
- * - a **recorded** event log (`events.jsonl` of a session, DESIGN §9): lines of kind `event`,
- *   `snapshot`, `emit`. The plan is rebuilt from the input on the plan actor's `xstate.init`
+ * - a **recorded** event log (`events.jsonl` of a session, DESIGN §9): lines of kind `event` and
+ *   `snapshot`. The plan is rebuilt from the input on the plan actor's `xstate.init`
  *   line; the lines marked `external` are fed back in; every line is what the replay must
  *   reproduce.
  * - a **hand-written** script (QA writes JSONL, no TypeScript): a `plan` line, then inputs and
@@ -121,7 +121,7 @@ export function parseReplayScript(text: string, file: string): ReplayScript {
   return parseRecorded(parsed, file);
 }
 
-const RECORD_KINDS = new Set(['event', 'snapshot', 'emit']);
+const RECORD_KINDS = new Set(['event', 'snapshot']);
 
 function parseRecorded(parsed: readonly { line: number; value: Record<string, unknown> }[], file: string): RecordedScript {
   const records: EventLogRecord[] = [];
@@ -133,7 +133,7 @@ function parseRecorded(parsed: readonly { line: number; value: Record<string, un
     const where = `${file}:${line}`;
     if (!RECORD_KINDS.has(value['kind'] as string)) {
       throw new ReplayFileError(
-        `${where}: unknown kind ${JSON.stringify(value['kind'])} (a recorded log has event, snapshot and emit lines; a hand-written script starts with a plan line)`,
+        `${where}: unknown kind ${JSON.stringify(value['kind'])} (a recorded log has event and snapshot lines; a hand-written script starts with a plan line)`,
       );
     }
     if (typeof value['seq'] !== 'number' || typeof value['actor'] !== 'string') {
@@ -141,8 +141,8 @@ function parseRecorded(parsed: readonly { line: number; value: Record<string, un
     }
     if (value['seq'] <= lastSeq) throw new ReplayFileError(`${where}: seq ${value['seq']} does not follow seq ${lastSeq}`);
     lastSeq = value['seq'];
-    if ((value['kind'] === 'event' || value['kind'] === 'emit') && typeof value['type'] !== 'string') {
-      throw new ReplayFileError(`${where}: an ${value['kind']} line needs a string "type"`);
+    if (value['kind'] === 'event' && typeof value['type'] !== 'string') {
+      throw new ReplayFileError(`${where}: an event line needs a string "type"`);
     }
     if (value['kind'] === 'snapshot' && typeof value['status'] !== 'string') {
       throw new ReplayFileError(`${where}: a snapshot line needs a string "status"`);

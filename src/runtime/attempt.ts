@@ -1,3 +1,5 @@
+import { accessSync, constants as fsConstants, realpathSync } from 'node:fs';
+import { join } from 'node:path';
 import type { AnyActorRef } from 'xstate';
 import type { JsonValue, PlanStep } from '../../machines/contracts.js';
 import type { AttemptOutcome, StepContext } from '../../machines/step.machine.js';
@@ -145,22 +147,43 @@ export function createAttemptEffects(env: AttemptEnvironment) {
     }
 
     function callFunctionTool(name: string, fn: FunctionTool, input: JsonValue, traced: Partial<AttemptOutcome>): void {
-      const controller = new AbortController();
+      // The AbortSignal is made when the tool first reads `ctx.signal`: most tools never do, and an
+      // eager one was ~3 % of a no-op step plus its garbage (`npm run bench`). Read after the
+      // attempt ended, it is already aborted with the same reason.
+      let controller: AbortController | null = null;
+      let endedReason: Error | null = null;
       running.set(self, {
         attempt,
         terminate: () => {
-          controller.abort(new Error('attempt ended'));
+          endedReason = new Error('attempt ended');
+          controller?.abort(endedReason);
           fail('tool call abandoned', traced); // the machine words the reason (timeout or cancel)
         },
       });
+      const callContext: ToolCallContext = {
+        get signal(): AbortSignal {
+          if (controller === null) {
+            controller = new AbortController();
+            if (endedReason !== null) controller.abort(endedReason);
+          }
+          return controller.signal;
+        },
+        stepId: step.id,
+        attempt,
+        workdir: env.session.workdir,
+      };
       let result: ToolResult | Promise<ToolResult>;
       try {
-        result = fn(input, { signal: controller.signal, stepId: step.id, attempt, workdir: env.session.workdir });
+        result = fn(input, callContext);
       } catch (error) {
         return fail(errorMessage(error), traced);
       }
       void Promise.resolve(result)
-        .then((value) => toolStepOutcome(value, name, env.session.workdir))
+        .then((value) => {
+          // A library tool is trusted code, so a cheap shape check rather than a full parse per call.
+          if (!isToolResult(value)) throw new Error(invalidFunctionToolResult(name));
+          return toolStepOutcome(value, name, env.session.workdir);
+        })
         .then((o) => finish({ ...o, ...traced }), (error: unknown) => fail(errorMessage(error), traced));
     }
 
@@ -173,7 +196,13 @@ export function createAttemptEffects(env: AttemptEnvironment) {
         if (!env.shellAllow.includes(binary)) return fail(binaryNotAllowed(binary));
         env.session.countCall('shell');
         startTracked(binary, argv, undefined, (result) => {
-          void shellStepOutcome(result, { binary, args: argv, recordsDir: env.session.recordsDir }).then(
+          const resourceLimit = resourceLimitOfSignal(result.signal);
+          void shellStepOutcome(result, {
+            binary,
+            args: argv,
+            recordsDir: env.session.recordsDir,
+            ...(resourceLimit !== null ? { resourceLimit, resolvedBinary: resolveOnPath(binary, process.env['PATH']) } : {}),
+          }).then(
             (o) => finish({ status: o.status, output: o.output, error: o.error }),
             crash,
           );
@@ -241,6 +270,43 @@ export function createAttemptEffects(env: AttemptEnvironment) {
   const tellAttemptOfCancel = (): void => {};
 
   return { startAttempt, terminateAttempt, tellAttemptOfCancel };
+}
+
+/**
+ * The `capabilities.resources` limit a killing signal names (`plan.md` §17.2, `shell.md` §6.1):
+ * SIGXCPU → `cpu_seconds`, SIGXFSZ → `max_file_size_bytes`; null for any other ending (no cgroup
+ * counters here, so nothing else is attributed).
+ */
+export function resourceLimitOfSignal(signal: string | null): string | null {
+  if (signal === 'SIGXCPU') return 'cpu_seconds';
+  if (signal === 'SIGXFSZ') return 'max_file_size_bytes';
+  return null;
+}
+
+/** The canonical absolute path `PATH` finds `binary` at (as `execvp` would), or `binary` as written. */
+function resolveOnPath(binary: string, pathVar: string | undefined): string {
+  if (binary.includes('/')) return binary;
+  for (const dir of (pathVar ?? '').split(':')) {
+    if (dir === '') continue;
+    const candidate = join(dir, binary);
+    try {
+      accessSync(candidate, fsConstants.X_OK);
+      return realpathSync(candidate);
+    } catch {
+      // not here
+    }
+  }
+  return binary;
+}
+
+/** Error of an in-process tool that returned something other than a ToolResult. */
+export const invalidFunctionToolResult = (name: string): string =>
+  `tool '${name}' returned no valid ToolResult: expected an object whose status is "passed", "failed" or "error"`;
+
+function isToolResult(value: unknown): value is ToolResult {
+  if (typeof value !== 'object' || value === null) return false;
+  const status = (value as { status?: unknown }).status;
+  return status === 'passed' || status === 'failed' || status === 'error';
 }
 
 function errorMessage(error: unknown): string {

@@ -1,6 +1,6 @@
 import { renameSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { assign, createActor, fromPromise, toPromise } from 'xstate';
+import { createActor, enqueueActions, fromPromise, toPromise } from 'xstate';
 import type { PlanFile, StepKind, StepResult } from '../../machines/contracts.js';
 import { PLAN_CANCELED_REASON } from '../../machines/messages.js';
 import { scan } from '../../machines/plan-schedule.js';
@@ -105,13 +105,16 @@ export function startPlan(options: RunPlanOptions): PlanRun {
   }
   let cancelRequest: { force: boolean } | null = options.signal?.aborted ? { force: false } : null;
   let sendCancel: ((force: boolean) => void) | null = null;
+  let ended = false;
   const cancel = (opts: { force?: boolean } = {}): void => {
+    if (ended) return; // the run is over: nothing to cancel, nothing to report
     const force = opts.force === true;
     cancelRequest = { force: force || (cancelRequest?.force ?? false) };
     options.onEvent?.({ type: 'plan.canceling', force });
     sendCancel?.(force);
   };
-  options.signal?.addEventListener('abort', () => cancel(), { once: true });
+  const onAbort = (): void => cancel();
+  options.signal?.addEventListener('abort', onAbort, { once: true });
 
   const report = (async (): Promise<PlanReport> => {
     const startedAtMs = Date.now();
@@ -205,14 +208,16 @@ export function startPlan(options: RunPlanOptions): PlanRun {
     const killGraceMs = options.killGraceMs ?? 2000;
     const machine = planMachine.provide({
       actions: {
-        scanSteps: assign(({ context }) => {
+        // Changes only the mutable schedule; not an `assign`, which would copy the context and
+        // rebuild the snapshot once per wave (once per step of a chain).
+        scanSteps: enqueueActions(({ context }) => {
           scan(context.schedule, context.canceled, evaluateCondition);
-          return {};
         }),
       },
       actors: {
         step: stepMachine.provide({ actions: effects }),
         endProcessGroups: fromPromise(async () => {
+          session.groups.forgetGone(ownerPrefix);
           await session.groups.endAll(killGraceMs, ownerPrefix);
         }),
       },
@@ -293,6 +298,13 @@ export function startPlan(options: RunPlanOptions): PlanRun {
     };
     return finish(planReport, output.canceled ? 'canceled' : output.completed ? 'ok' : 'failed');
   })();
+
+  // Once the run is over, a long-lived signal must not keep it (or call into it) any more.
+  const forget = (): void => {
+    ended = true;
+    options.signal?.removeEventListener('abort', onAbort);
+  };
+  report.then(forget, forget);
 
   return { report, cancel };
 }

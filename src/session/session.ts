@@ -79,6 +79,10 @@ export class Session {
     this.recordsDir = resolve(options.recordsDir ?? join(this.workdir, '.capsule', 'records', this.id));
     this.runtimeDir = resolve(options.runtimeDir ?? this.workdir);
     this.manifest = options.manifest ?? null;
+    // Node's recursive mkdir never returns under /proc or /sys (it retries ENOENT forever).
+    if (/^\/(proc|sys)(\/|$)/.test(this.recordsDir)) {
+      throw new Error(`cannot create the records directory ${this.recordsDir}: /proc and /sys hold no files`);
+    }
     mkdirSync(join(this.recordsDir, 'logs'), { recursive: true });
     this.trace = new TraceWriter(options.trace === false ? null : join(this.recordsDir, 'trace.jsonl'), this.id, {
       ...(options.onRecordError ? { onError: options.onRecordError } : {}),

@@ -4,7 +4,7 @@
  * §16–§18, §20, `cancel.md` §3, `trace-plan.md`). Report facts are asserted from the returned
  * report; trace facts from `trace.jsonl` in the report's records directory.
  */
-import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
   BLOCKED,
@@ -110,6 +110,23 @@ describe('A. reading and parsing', () => {
     expect(run.report.results[0]?.error).toMatch(/^failed to parse plan JSON: /);
     expect(facts(run.report)).toMatchObject({ completed: false, failed_step: 'plan', canceled: false });
     expect(run.stubs.count()).toBe(0);
+  });
+
+  it('blames `plan` with the io error for a plan path that cannot be read as a file', async () => {
+    const dir = dirs.make('plan-is-dir');
+    const run = await runCase(dirs, dir);
+    expect(run.report.results).toHaveLength(1);
+    expect(run.report.results[0]?.error).toMatch(/^failed to read plan file: /);
+    expect(run.report.results[0]?.error).not.toContain('it does not exist');
+    expect(facts(run.report)).toMatchObject({ completed: false, failed_step: 'plan', canceled: false });
+  });
+
+  it('blames `plan` for a plan file that is not UTF-8', async () => {
+    const path = join(dirs.make('planfile'), 'plan.json');
+    writeFileSync(path, Buffer.from([0x7b, 0xff, 0xfe, 0x7d]));
+    const run = await runCase(dirs, path);
+    expect(run.report.results[0]?.error).toMatch(/^failed to read plan file: /);
+    expect(run.report.failed_step).toBe('plan');
   });
 
   it('5: reads null tool/shell/capsule/if keys as absent', async () => {
@@ -476,6 +493,39 @@ describe('D. scheduling', () => {
     );
     expect(run.report.completed).toBe(true);
     expect(JSON.parse(stubs.inputs('echo')[1] ?? 'null')).toEqual({ n: '42', s: 'success', k: 7, t: 'x $a.output' });
+  });
+
+  it('splits a reference at its last dot, so step ids may contain dots', async () => {
+    const stubs = new StubTools().on('a', () => passed('dotted'));
+    const run = await runCase(
+      dirs,
+      plan({ id: 'a.b', tool: 'a' }, { id: 'c', tool: 'echo', depends_on: ['a.b'], if: "$a.b.status == 'success'", input: { v: '$a.b.output' } }),
+      { stubs },
+    );
+    expect(rows(run.report)).toEqual(['a.b:success:dotted', 'c:success:ok']);
+    expect(stubs.inputs('echo')).toEqual(['{"v":"dotted"}']);
+  });
+
+  it('handles step ids that are names of Object.prototype members', async () => {
+    const stubs = new StubTools().on('a', ({ input }) => passed(`got ${JSON.stringify(input)}`));
+    const run = await runCase(
+      dirs,
+      plan(
+        { id: '__proto__', tool: 'echo' },
+        { id: 'constructor', tool: 'echo', depends_on: ['__proto__'], if: "$__proto__.status == 'success'" },
+        { id: 'toString', tool: 'a', depends_on: ['constructor'], input: { p: '$__proto__.output', c: '$constructor.status' } },
+        { id: 'hasOwnProperty', tool: 'echo', input: '$valueOf.output', on_error: 'continue' },
+        { id: 'valueOf', tool: 'echo', depends_on: ['valueOf'] },
+      ),
+      { stubs },
+    );
+    expect(rows(run.report)).toEqual([
+      '__proto__:success:ok',
+      "hasOwnProperty:failed:reference '$valueOf.output' is not ready",
+      'constructor:success:ok',
+      'toString:success:got {"p":"ok","c":"success"}',
+      `valueOf:failed:${BLOCKED}`,
+    ]);
   });
 
   it('settles a wave in declaration order, not completion order', async () => {
@@ -996,6 +1046,14 @@ describe('G. tool results', () => {
     expect(run.report.failed_step).toBe('a');
   });
 
+  it.each(['../outside.txt', '/etc/hostname', 'missing.txt'])('refuses the data_path %j, naming the tool and the path', async (dataPath) => {
+    const stubs = new StubTools().on('a', () => ({ status: 'passed', data_path: dataPath }));
+    const run = await runCase(dirs, plan({ id: 'a', tool: 'a' }), { stubs });
+    expect(run.report.results[0]).toMatchObject({ step_id: 'a', status: 'failed', output: null });
+    expect(run.report.results[0]?.error).toContain("'a'");
+    expect(run.report.results[0]?.error).toContain(dataPath);
+  });
+
   it('56: prefers inline data over data_path', async () => {
     const stubs = new StubTools().on('a', () => ({ status: 'passed', data: 'inline', data_path: 'does/not/exist.txt' }));
     const run = await runCase(dirs, plan({ id: 'a', tool: 'a' }), { stubs });
@@ -1127,6 +1185,40 @@ describe('H. shell steps', () => {
     expect(rows(run.report)).toEqual(['w:failed:no']);
     expect(gate.requests).toHaveLength(3);
     expect(run.report.results[0]?.attempts).toBe(3);
+  });
+
+  it('reports a process killed by a signal as exit code 128 + the signal number', async () => {
+    const run = await runCase(dirs, plan({ id: 's', shell: "bash -c 'kill -KILL $$'" }));
+    expect(rows(run.report)).toEqual(['s:failed:exit code 137']);
+  });
+
+  it.each([
+    ['XCPU', 'cpu_seconds', 152],
+    ['XFSZ', 'max_file_size_bytes', 153],
+  ])('attributes a process killed by SIG%s to capabilities.resources.%s, naming the resolved binary', async (signal, limit, code) => {
+    const run = await runCase(dirs, plan({ id: 's', shell: `bash -c 'ulimit -c 0; kill -${signal} $$'` }));
+    const error = run.report.results[0]?.error ?? '';
+    expect(run.report.results[0]?.status).toBe('failed');
+    expect(error).toMatch(new RegExp(`^shell subprocess '/[^']*bash' was killed for exceeding capabilities\\.resources\\.${limit}: exit code ${code}$`));
+  });
+
+  it('cuts stdout over 16 KiB and writes the full output to a shell log in the records directory', async () => {
+    const run = await runCase(dirs, plan({ id: 's', shell: "bash -c 'head -c 20000 /dev/zero | tr -c x a'" }));
+    const output = run.report.results[0]?.output ?? '';
+    expect(run.report.results[0]?.status).toBe('success');
+    expect(output.length).toBe(16384);
+    expect(/^a+$/.test(output)).toBe(true);
+    const logs = readdirSync(join(run.report.records_dir, 'logs')).filter((name) => /^shell-\d+(-\d+)?\.log$/.test(name));
+    expect(logs).toHaveLength(1);
+    expect(readFileSync(join(run.report.records_dir, 'logs', logs[0] ?? ''), 'utf8').includes('a'.repeat(20000))).toBe(true);
+  });
+
+  it('gives a shell step HOME and TMPDIR under the records directory and the runtime directory', async () => {
+    const run = await runCase(dirs, plan({ id: 's', shell: `bash -c 'printf "%s|%s|%s" "$HOME" "$TMPDIR" "$MURMUR_RUNTIME_DIR"'` }));
+    const [home, tmp, runtime] = (run.report.results[0]?.output ?? '').split('|');
+    expect(home).toBe(join(run.report.records_dir, 'home'));
+    expect(tmp).toBe(join(run.report.records_dir, 'tmp'));
+    expect(runtime).toBe(run.workdir);
   });
 
   it('reports a binary that cannot be found as the executor error', async () => {
@@ -1386,6 +1478,126 @@ describe('J. cancellation', () => {
     expect(stubs.count('echo')).toBe(0);
   });
 
+  describe.each([
+    ['graceful', false],
+    ['forced', true],
+  ] as const)('a %s cancel', (_mode, force) => {
+    it(`${force ? 'ends' : 'lets finish'} a running tool step, then skips its dependant`, async () => {
+      let door: PlanRun | undefined;
+      const inTool = deferred();
+      const stubs = new StubTools().on('slow', ({ ctx }) => {
+        inTool.resolve();
+        return new Promise((resolve) => {
+          const release = (): void => resolve(passed('done'));
+          ctx.signal.addEventListener('abort', release, { once: true });
+          void answer.promise.then(release);
+        });
+      });
+      const answer = deferred();
+      const pending = runCase(dirs, plan({ id: 's', tool: 'slow' }, { id: 't', tool: 'echo', depends_on: ['s'] }), {
+        stubs,
+        onStart: (r) => {
+          door = r;
+        },
+      });
+      await within(inTool.promise, 10_000, 'the tool to be invoked');
+      door?.cancel({ force });
+      answer.resolve();
+      const run = await within(pending, 10_000, 'the canceled run to end');
+      expect(facts(run.report)).toEqual({
+        rows: [force ? `s:failed:${CANCEL_FORCED_STEP}` : 's:success:done', `t:skipped:${CANCEL_BEFORE_STEP}`],
+        completed: false,
+        failed_step: null,
+        canceled: true,
+      });
+      expect(stubs.count('echo')).toBe(0);
+    });
+
+    it(`${force ? 'ends' : 'lets finish'} a running shell step, then skips its dependant`, async () => {
+      const workdir = dirs.make('cancel-shell');
+      const marker = `wait-${uniqueSleepArg()}`;
+      let door: PlanRun | undefined;
+      const running = pollUntil(() => processesWithArg(marker).length > 0, 10_000, 'the shell step to run').then(() => {
+        door?.cancel({ force });
+        writeFileSync(join(workdir, 'go'), '');
+      });
+      const run = await runCase(
+        dirs,
+        plan({ id: 's', shell: `bash -c 'while [ ! -e go ]; do sleep 0.02; done; printf done' ${marker}` }, { id: 't', tool: 'echo', depends_on: ['s'] }),
+        {
+          workdir,
+          killGraceMs: 500,
+          onStart: (r) => {
+            door = r;
+          },
+        },
+      );
+      await running;
+      expect(facts(run.report)).toEqual({
+        rows: [force ? `s:failed:${CANCEL_FORCED_STEP}` : 's:success:done', `t:skipped:${CANCEL_BEFORE_STEP}`],
+        completed: false,
+        failed_step: null,
+        canceled: true,
+      });
+      expect(processesWithArg(marker)).toEqual([]);
+    });
+
+    it('keeps the result of a step that finished before the cancel while its wave still ran', async () => {
+      let door: PlanRun | undefined;
+      const fastDone = deferred();
+      const release = deferred();
+      const stubs = new StubTools()
+        .on('a', () => {
+          setImmediate(() => fastDone.resolve());
+          return passed('fast');
+        })
+        .on('slow', ({ ctx }) =>
+          new Promise((resolve) => {
+            ctx.signal.addEventListener('abort', () => resolve(passed('aborted')), { once: true });
+            void release.promise.then(() => resolve(passed('slow')));
+          }),
+        );
+      const pending = runCase(dirs, plan({ id: 'f', tool: 'a' }, { id: 'w', tool: 'slow' }, { id: 't', tool: 'echo', depends_on: ['f'] }), {
+        stubs,
+        onStart: (r) => {
+          door = r;
+        },
+      });
+      await within(fastDone.promise, 10_000, 'the fast step to finish');
+      door?.cancel({ force });
+      release.resolve();
+      const run = await within(pending, 10_000, 'the canceled run to end');
+      expect(facts(run.report)).toEqual({
+        rows: ['f:success:fast', force ? `w:failed:${CANCEL_FORCED_STEP}` : 'w:success:slow', `t:skipped:${CANCEL_BEFORE_STEP}`],
+        completed: false,
+        failed_step: null,
+        canceled: true,
+      });
+    });
+  });
+
+  it('a forced cancel after a graceful one ends the step the graceful cancel let run', async () => {
+    const sleepArg = uniqueSleepArg();
+    let door: PlanRun | undefined;
+    const running = pollUntil(() => processesWithArg(sleepArg).length > 0, 10_000, `sleep ${sleepArg} to start`).then(async () => {
+      door?.cancel();
+      // The graceful cancel leaves the process running…
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      const stillRunning = processesWithArg(sleepArg).length > 0;
+      door?.cancel({ force: true });
+      return stillRunning;
+    });
+    const run = await runCase(dirs, plan({ id: 's', shell: `bash -c 'sleep ${sleepArg}'` }), {
+      killGraceMs: 500,
+      onStart: (r) => {
+        door = r;
+      },
+    });
+    expect(await running).toBe(true);
+    expect(facts(run.report)).toEqual({ rows: [`s:failed:${CANCEL_FORCED_STEP}`], completed: false, failed_step: null, canceled: true });
+    expect(processesWithArg(sleepArg)).toEqual([]);
+  });
+
   it('a forced cancel aborts a running in-process tool and skips the rest', async () => {
     let door: PlanRun | undefined;
     let toolSignal: AbortSignal | undefined;
@@ -1408,6 +1620,15 @@ describe('J. cancellation', () => {
     });
     expect(toolSignal?.aborted).toBe(true);
     expect(stubs.count('slow')).toBe(1);
+  });
+
+  it('forgets the abort signal once the run has ended: aborting it later reports nothing more', async () => {
+    const controller = new AbortController();
+    const run = await runCase(dirs, plan({ id: 'a', tool: 'a' }), { signal: controller.signal });
+    const eventsAtEnd = run.events.length;
+    controller.abort();
+    expect(run.events.slice(eventsAtEnd)).toEqual([]);
+    expect(run.events.at(-1)?.type).toBe('plan.ended');
   });
 
   it('a cancel arriving after the run ended changes nothing', async () => {
@@ -1511,12 +1732,33 @@ describe('L. trace shape', () => {
     expect(run.trace.end()).toMatchObject({ plan_id: 'p', outcome: 'completed', steps_total: 2, steps_succeeded: 2, steps_failed: 0, steps_skipped: 0 });
   });
 
+  it('keeps one record per line when values hold newlines, carriage returns, U+2028 and NUL', async () => {
+    const nasty = 'a\nb\rc\u2028d\u0000e';
+    const stubs = new StubTools().on('a', () => ({ status: 'failed', summary: nasty, metadata: [['state_effect', nasty]] }));
+    const run = await runCase(dirs, plan({ id: 'a', tool: 'a', input: { text: nasty } }), { stubs });
+    const text = readFileSync(join(run.report.records_dir, 'trace.jsonl'), 'utf8');
+    const lines = text.split('\n').filter((line) => line !== '');
+    expect(lines).toHaveLength(run.trace.records.length);
+    expect(text.endsWith('\n')).toBe(true);
+    expect(/[\r\u0000\u2028]/.test(text)).toBe(false);
+    expect(run.trace.step('a')).toMatchObject({ error: nasty, input: { text: nasty }, state_effect: nasty });
+  });
+
   it('traces the same report a run without a trace returns', async () => {
     const body = plan({ id: 'a', tool: 'echo' }, { id: 'b', tool: 'echo', depends_on: ['a'], if: "$a.status == 'failed'" });
     const traced = await runCase(dirs, body);
     const untraced = await runCase(dirs, body, { trace: false });
     expect(facts(untraced.report)).toEqual(facts(traced.report));
     expect(untraced.trace.records).toEqual([]);
+  });
+
+  it('returns the report fields of DESIGN §4, results carrying attempts and duration_ms', async () => {
+    const run = await runCase(dirs, plan({ id: 'a', tool: 'echo' }));
+    expect(Object.keys(run.report).sort()).toEqual(
+      ['plan_id', 'session_id', 'results', 'completed', 'failed_step', 'canceled', 'records_dir', 'duration_ms'].sort(),
+    );
+    expect(run.report).toMatchObject({ plan_id: 'p', session_id: expect.stringMatching(/^ses_/), records_dir: join(run.workdir, 'records') });
+    expect(Object.keys(run.report.results[0] ?? {})).toEqual(['step_id', 'status', 'output', 'error', 'attempts', 'duration_ms']);
   });
 
   it('writes report.json in the records directory equal to the returned report', async () => {

@@ -144,12 +144,15 @@ describe('capsule run: manifest and usage errors', () => {
     expect(existsSync(join(dir, 'a.pid'))).toBe(false);
   });
 
-  it('exits 0 for --help and --version', async () => {
+  it('exits 0 for --help, help <command> and --version', async () => {
     const help = await runCli(['run', '--help']);
+    const helpCommand = await runCli(['help', 'validate']);
     const version = await runCli(['--version']);
 
     expect(help.code).toBe(0);
     expect(help.stdout).toContain('--max-parallel <n>');
+    expect(helpCommand.code).toBe(0);
+    expect(helpCommand.stdout).toContain('Usage: capsule validate');
     expect(version.code).toBe(0);
     expect(version.stdout.trim()).toBe(JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).version);
   });
@@ -239,6 +242,17 @@ describe('capsule run: options', () => {
     expect(parseReport(result.stdout).records_dir).toBe(records);
     expect(existsSync(join(records, 'report.json'))).toBe(true);
     expect(existsSync(join(dir, '.capsule'))).toBe(false);
+  });
+
+  it('exits 1 without a report, and runs nothing, when the records directory cannot be created', async () => {
+    const dir = workdirWith([ok('a')]);
+    writeFileSync(join(dir, 'a-file'), '');
+    const result = await runCli(['run', 'plan.json', '--records', 'a-file/records', '--json'], { cwd: dir });
+
+    expect(result.code).toBe(1);
+    expect(result.stdout).toBe('');
+    expect(result.stderr).toMatch(/^error: the plan could not be run: ENOTDIR/m);
+    expect(existsSync(join(dir, 'a.pid'))).toBe(false);
   });
 
   it('runs the steps of a wave one at a time with --max-parallel 1', async () => {

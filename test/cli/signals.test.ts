@@ -1,6 +1,6 @@
 /**
  * Ctrl-C and SIGTERM during `capsule run` (DESIGN §3): graceful first, forced on the second signal,
- * bursts within 300 ms count once, a graceful cancel escalates after `lifecycle.shell_grace_secs`,
+ * bursts within 300 ms count once, a graceful cancel escalates after `--cancel-grace` seconds,
  * exit 130, and no process of the run is left (checked in /proc).
  */
 import { existsSync } from 'node:fs';
@@ -32,7 +32,7 @@ afterEach(() => {
 afterAll(() => temp.removeAll());
 
 /** A workdir whose plan is `first` (a step-script invocation) followed by a dependent step `second`. */
-function cancelableRun(firstArgs: (string | number)[], manifest: Record<string, unknown> = manifestAllowing()) {
+function cancelableRun(firstArgs: (string | number)[], manifest: Record<string, unknown> = manifestAllowing(), extraArgs: string[] = []) {
   const dir = temp.make('signals');
   writeJson(dir, 'capsule.json', manifest);
   writeJson(dir, 'plan.json', {
@@ -42,7 +42,7 @@ function cancelableRun(firstArgs: (string | number)[], manifest: Record<string, 
       { id: 'second', shell: stepCommand('second', 'sleep', 0), depends_on: ['first'] },
     ],
   });
-  const cli = startCli(['run', 'plan.json', '--json'], { cwd: dir });
+  const cli = startCli(['run', 'plan.json', '--json', ...extraArgs], { cwd: dir });
   return { dir, cli };
 }
 
@@ -129,9 +129,23 @@ describe('capsule run: cancel by signal', () => {
     expect(existsSync(join(dir, 'first.done'))).toBe(false);
   });
 
-  it('forces a graceful cancel on its own once lifecycle.shell_grace_secs has passed', async () => {
-    const manifest = { ...manifestAllowing(), lifecycle: { shell_grace_secs: 1 } };
-    const { dir, cli } = cancelableRun(['tree', 60_000], manifest);
+  it('forces at once on SIGHUP, so a closed terminal leaves no step running', async () => {
+    const { dir, cli } = cancelableRun(['tree', 60_000]);
+    const pgid = await firstStepRunning(dir);
+    const grandchild = await waitForPid(join(dir, 'first.child'));
+
+    cli.child.kill('SIGHUP');
+    const result = await cli.done;
+
+    expect(result.code).toBe(130);
+    expect(result.stderr).toContain('canceling by force: the terminal hung up (SIGHUP)');
+    expect(resultOf(parseReport(result.stdout), 'first').error).toContain('cancelled by force');
+    expect(groupMembers(pgid)).toEqual([]);
+    expect(isProcessAlive(grandchild)).toBe(false);
+  });
+
+  it('forces a graceful cancel on its own once --cancel-grace seconds have passed', async () => {
+    const { dir, cli } = cancelableRun(['tree', 60_000], manifestAllowing(), ['--cancel-grace', '1']);
     const pgid = await firstStepRunning(dir);
     const grandchild = await waitForPid(join(dir, 'first.child'));
 
@@ -143,7 +157,7 @@ describe('capsule run: cancel by signal', () => {
     expect(result.code).toBe(130);
     expect(tookMs).toBeGreaterThanOrEqual(900);
     expect(tookMs).toBeLessThan(8000);
-    expect(result.stderr).toContain('steps still running 1 s after the cancel (lifecycle.shell_grace_secs)');
+    expect(result.stderr).toContain('steps still running 1 s after the cancel (--cancel-grace)');
     expect(resultOf(parseReport(result.stdout), 'first').error).toContain('cancelled by force');
     expect(groupMembers(pgid)).toEqual([]);
     expect(isProcessAlive(grandchild)).toBe(false);

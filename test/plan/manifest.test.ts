@@ -44,13 +44,18 @@ describe('parseManifestText', () => {
     });
   });
 
+  it('leaves shell_grace_secs absent when it is not given (no demotion clock)', () => {
+    const parsed = parseManifestText('{"lifecycle":{}}', 'capsule.json');
+    expect(parsed.ok && parsed.manifest.lifecycle.shell_grace_secs).toBeUndefined();
+  });
+
   it('accepts an empty object and fills every default', () => {
     expect(parseManifestText('{}', 'capsule.json')).toEqual({
       ok: true,
       warnings: [],
       manifest: {
         capabilities: { shell: { allow: [] }, spawn: { allow: [], workdir_snapshot: [] }, env: {} },
-        lifecycle: { shell_grace_secs: 10, delegation_deadline_secs: 600 },
+        lifecycle: { delegation_deadline_secs: 600 },
         tools: {},
       },
     });
@@ -199,7 +204,7 @@ describe('JSON Schemas', () => {
         tools: { additionalProperties: { required: string[]; properties: Record<string, { default?: unknown }> } };
       };
     };
-    expect(schema.properties.lifecycle.properties['shell_grace_secs']?.default).toBe(10);
+    expect(schema.properties.lifecycle.properties['shell_grace_secs']?.default).toBeUndefined();
     expect(schema.properties.lifecycle.properties['delegation_deadline_secs']?.default).toBe(600);
     expect(schema.properties.tools.additionalProperties.required).toEqual(['command']);
     expect(schema.properties.tools.additionalProperties.properties['timeout_secs']?.default).toBe(600);

@@ -1,0 +1,226 @@
+/**
+ * `capsule inspect RECORDS_DIR` (DESIGN §3): a live view of a session's actors. Follows
+ * `events.jsonl` as it grows and draws the actor tree with each actor's current state; exits when
+ * the plan ends (0) or on Ctrl-C (130). On a terminal the tree is redrawn in place; otherwise it is
+ * printed once, when the plan ends. `--once` prints the tree as the file stands and exits.
+ */
+import { closeSync, existsSync, openSync, readSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Command } from 'commander';
+import { createLogUpdate } from 'log-update';
+import { EVENT_LOG_FILE, type EventLogRecord } from '../records/event-log.js';
+import { stateText } from '../replay/replay.js';
+import { EXIT, type ExitCode } from './program.js';
+
+/** Options of `capsule inspect`, as commander parses them. */
+export interface InspectCommandOptions {
+  readonly once?: boolean;
+}
+
+/** Where the view is drawn. */
+export interface InspectOutput {
+  readonly stdout: { write(text: string): boolean; readonly isTTY?: boolean; readonly rows?: number; readonly columns?: number };
+  readonly stderr: { write(text: string): unknown };
+}
+
+/** Milliseconds between polls of the growing file. */
+const POLL_MS = 100;
+/** Ended children shown by name under their parent at least, when not all fit (the rest are counted). */
+const ENDED_SHOWN = 3;
+/** Lines of the tree printed when the view is not redrawn in place (and of `--once`). */
+const PRINTED_LINES = 40;
+
+/** Registers `capsule inspect` on the program. */
+export function registerInspect(program: Command): void {
+  program
+    .command('inspect')
+    .description('Live view of a session: follows <records-dir>/events.jsonl and draws the actor tree with each current state.')
+    .argument('<records-dir>', 'records directory of a session (or its events.jsonl)')
+    .option('--once', 'print the tree as the file stands now and exit')
+    .addHelpText('after', '\nExits 0 when the plan ends, 130 on Ctrl-C, 2 when there is no event log to read (--once).')
+    .action(async (target: string, options: InspectCommandOptions) => {
+      const controller = new AbortController();
+      const onSigint = (): void => controller.abort();
+      process.once('SIGINT', onSigint);
+      try {
+        process.exitCode = await inspectCommand(target, options, undefined, controller.signal);
+      } finally {
+        process.off('SIGINT', onSigint);
+      }
+    });
+}
+
+/**
+ * Runs `capsule inspect`: follows the event log until the plan ends or `signal` aborts.
+ * @returns 0 when the plan ended (or `--once`), 130 when aborted, 2 when `--once` finds no event log.
+ */
+export async function inspectCommand(
+  target: string,
+  options: InspectCommandOptions,
+  output: InspectOutput = { stdout: process.stdout, stderr: process.stderr },
+  signal?: AbortSignal,
+): Promise<ExitCode> {
+  const file = target.endsWith('.jsonl') ? target : join(target, EVENT_LOG_FILE);
+  const tree = new ActorTree();
+  const reader = new LineFollower(file);
+  if (options.once === true) {
+    if (!existsSync(file)) {
+      output.stderr.write(`error: no event log at ${file}\n`);
+      return EXIT.USAGE;
+    }
+    reader.read((record) => tree.apply(record));
+    output.stdout.write(tree.render(PRINTED_LINES).join('\n') + '\n');
+    return EXIT.OK;
+  }
+  const live = output.stdout.isTTY === true && output.stdout.rows !== 0;
+  const update = live ? createLogUpdate(output.stdout as NodeJS.WriteStream, { showCursor: false }) : null;
+  if (!existsSync(file)) output.stderr.write(`waiting for ${file} …\n`);
+  let first = true;
+  for (;;) {
+    const applied = reader.read((record) => tree.apply(record));
+    if (update !== null && (applied > 0 || first)) update(tree.render(Math.max(5, (output.stdout.rows ?? 24) - 2)).join('\n'));
+    first = false;
+    if (tree.ended || signal?.aborted === true) break;
+    await new Promise<void>((resolve) => {
+      const onAbort = (): void => {
+        clearTimeout(timer);
+        resolve();
+      };
+      const timer = setTimeout(() => {
+        signal?.removeEventListener('abort', onAbort);
+        resolve();
+      }, POLL_MS);
+      signal?.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+  const final = tree.render(update !== null ? Math.max(5, (output.stdout.rows ?? 24) - 2) : PRINTED_LINES).join('\n');
+  if (update !== null) {
+    update(final);
+    update.done();
+  } else {
+    output.stdout.write(final + '\n');
+  }
+  return tree.ended ? EXIT.OK : EXIT.CANCELED;
+}
+
+/** Reads the complete lines a file has gained since the last read (a torn last line waits). */
+class LineFollower {
+  #offset = 0;
+  #rest = '';
+  constructor(readonly file: string) {}
+
+  /** Calls `onRecord` for each new record; returns how many there were. */
+  read(onRecord: (record: EventLogRecord) => void): number {
+    if (!existsSync(this.file)) return 0;
+    const size = statSync(this.file).size;
+    if (size <= this.#offset) return 0;
+    const fd = openSync(this.file, 'r');
+    const buffer = Buffer.alloc(size - this.#offset);
+    try {
+      readSync(fd, buffer, 0, buffer.length, this.#offset);
+    } finally {
+      closeSync(fd);
+    }
+    this.#offset = size;
+    const lines = (this.#rest + buffer.toString('utf8')).split('\n');
+    this.#rest = lines.pop() ?? '';
+    let count = 0;
+    for (const line of lines) {
+      if (line.trim() === '') continue;
+      try {
+        onRecord(JSON.parse(line) as EventLogRecord);
+        count++;
+      } catch {
+        // Not a record (a hand edit): skip it, the view is best effort.
+      }
+    }
+    return count;
+  }
+}
+
+interface ActorView {
+  readonly id: string;
+  readonly children: string[];
+  state: string;
+  status: string;
+}
+
+/** The actor tree as the event log tells it: parents from `from` on `xstate.init` lines, states from snapshots. */
+export class ActorTree {
+  readonly #actors = new Map<string, ActorView>();
+  #root: string | null = null;
+
+  /** The root actor (the plan) has ended. */
+  get ended(): boolean {
+    const root = this.#root === null ? undefined : this.#actors.get(this.#root);
+    return root !== undefined && root.status !== 'active';
+  }
+
+  apply(record: EventLogRecord): void {
+    const actor = this.#ensure(record.actor);
+    if (record.kind === 'event' && record.type === 'xstate.init') {
+      if (record.from === undefined) this.#root ??= record.actor;
+      else {
+        const parent = this.#ensure(record.from);
+        if (!parent.children.includes(record.actor)) parent.children.push(record.actor);
+      }
+    } else if (record.kind === 'snapshot') {
+      actor.state = stateText(record.state);
+      actor.status = record.status;
+    }
+  }
+
+  /**
+   * The tree as lines, at most `maxLines`: every running actor, and as many ended ones (the most
+   * recent) as fit, at least {@link ENDED_SHOWN}; the other ended ones are counted by final state.
+   */
+  render(maxLines = PRINTED_LINES): string[] {
+    if (this.#root === null) return ['(no actor yet)'];
+    const lines: string[] = [];
+    const walk = (id: string, prefix: string, childPrefix: string): void => {
+      const actor = this.#actors.get(id);
+      if (actor === undefined) return;
+      lines.push(`${prefix}${label(actor, this.#actors)}`);
+      const ended = actor.children.filter((child) => this.#actors.get(child)?.status !== 'active');
+      const active = actor.children.filter((child) => this.#actors.get(child)?.status === 'active');
+      const room = maxLines - lines.length - active.length;
+      const shownEnded = ended.length <= room ? ended : ended.slice(-Math.max(ENDED_SHOWN, room - 1));
+      const hidden = ended.length - shownEnded.length;
+      const rows: (string | { id: string })[] = [];
+      if (hidden > 0) {
+        const byState = new Map<string, number>();
+        for (const child of ended.slice(0, hidden)) {
+          const state = this.#actors.get(child)?.state ?? '?';
+          byState.set(state, (byState.get(state) ?? 0) + 1);
+        }
+        rows.push(`… ${hidden} more ended (${[...byState].map(([state, n]) => `${n} ${state}`).join(', ')})`);
+      }
+      for (const child of [...shownEnded, ...active]) rows.push({ id: child });
+      rows.forEach((row, i) => {
+        const last = i === rows.length - 1;
+        if (typeof row === 'string') lines.push(`${childPrefix}${last ? '└─ ' : '├─ '}${row}`);
+        else walk(row.id, `${childPrefix}${last ? '└─ ' : '├─ '}`, `${childPrefix}${last ? '   ' : '│  '}`);
+      });
+    };
+    walk(this.#root, '', '');
+    if (lines.length > maxLines) return [...lines.slice(0, maxLines - 1), `… ${lines.length - maxLines + 1} more lines`];
+    return lines;
+  }
+
+  #ensure(id: string): ActorView {
+    let actor = this.#actors.get(id);
+    if (actor === undefined) {
+      actor = { id, children: [], state: '…', status: 'active' };
+      this.#actors.set(id, actor);
+    }
+    return actor;
+  }
+}
+
+/** `step:a  running.bounded`; a parent also counts its children: `(2 running, 10 ended)`. */
+function label(actor: ActorView, actors: ReadonlyMap<string, ActorView>): string {
+  const status = actor.status !== 'active' ? ` (${actor.status})` : '';
+  if (actor.children.length === 0) return `${actor.id}  ${actor.state}${status}`;
+  const running = actor.children.filter((child) => actors.get(child)?.status === 'active').length;
+  return `${actor.id}  ${actor.state}${status}  [${running} running, ${actor.children.length - running} ended]`;
+}

@@ -1,0 +1,59 @@
+/**
+ * `capsule replay EVENTS_FILE [--json]` (DESIGN §3, §9): replays a recorded `events.jsonl` (or a
+ * hand-written replay script) against the machines and reports whether every actor passes
+ * through the same states. Exit 0 identical, 1 with the first divergence, 2 for a file that
+ * cannot be read as a replay file (the error names the file and line).
+ */
+import type { Command } from 'commander';
+import { replay, type ReplayResult } from '../replay/replay.js';
+import { readReplayScript, ReplayFileError } from '../replay/script.js';
+import { EXIT, type ExitCode } from './program.js';
+import type { CommandOutput } from './visualize.js';
+
+/** Options of `capsule replay`, as commander parses them. */
+export interface ReplayCommandOptions {
+  readonly json?: boolean;
+}
+
+/** Registers `capsule replay` on the program. */
+export function registerReplay(program: Command): void {
+  program
+    .command('replay')
+    .description('Replay a recorded events.jsonl (or a hand-written replay script) and check the machines reproduce it.')
+    .argument('<events-file>', 'events.jsonl of a records directory, or a hand-written script')
+    .option('--json', 'print {identical, divergence?, actors, events} on stdout')
+    .addHelpText('after', '\nExit codes: 0 identical, 1 diverged (the first divergence is printed), 2 unreadable or malformed file.')
+    .action(async (file: string, options: ReplayCommandOptions) => {
+      process.exitCode = await replayCommand(file, options);
+    });
+}
+
+/** Runs `capsule replay` and returns its exit code. */
+export async function replayCommand(
+  file: string,
+  options: ReplayCommandOptions,
+  output: CommandOutput = { stdout: process.stdout, stderr: process.stderr },
+): Promise<ExitCode> {
+  let result: ReplayResult;
+  try {
+    result = await replay(readReplayScript(file));
+  } catch (error) {
+    if (error instanceof ReplayFileError) {
+      output.stderr.write(`error: ${error.message}\n`);
+      return EXIT.USAGE;
+    }
+    throw error;
+  }
+  if (options.json === true) {
+    output.stdout.write(JSON.stringify(result) + '\n');
+  } else if (result.divergence === undefined) {
+    const actors = Object.keys(result.actors).length;
+    output.stdout.write(`identical: ${actors} actor${actors === 1 ? '' : 's'} passed through the recorded states (${result.events} inputs fed) — ${file}\n`);
+  } else {
+    const d = result.divergence;
+    output.stdout.write(
+      `diverged at seq ${d.seq} (${file}:${d.line}), actor ${d.actor}\n  expected: ${d.expected}\n  actual:   ${d.actual}\n`,
+    );
+  }
+  return result.identical ? EXIT.OK : EXIT.FAILED;
+}

@@ -1,0 +1,103 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ActorTree, inspectCommand } from '../../src/cli/inspect.js';
+import { startPlan } from '../../src/runtime/run-plan.js';
+import type { EventLogRecord } from '../../src/records/event-log.js';
+
+const scratch = mkdtempSync(join(tmpdir(), 'capsule-inspect-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+function capture(isTTY = false) {
+  const sink = (tty: boolean) => ({ text: '', isTTY: tty, rows: 24, columns: 100, write(chunk: string) { this.text += chunk; return true; } });
+  return { stdout: sink(isTTY), stderr: sink(false) };
+}
+
+const ok = () => ({ status: 'passed' as const, data: 'fine' });
+
+describe('capsule inspect', () => {
+  it('--once prints the actor tree of a finished run with each final state', async () => {
+    const recordsDir = join(scratch, 'once');
+    await startPlan({
+      plan: { id: 'p', steps: [{ id: 'a', tool: 'ok' }, { id: 'b', shell: 'sh -c "exit 2"', depends_on: ['a'], on_error: 'continue' }] },
+      manifest: null,
+      workdir: scratch,
+      recordsDir,
+      shellAllow: ['sh'],
+      tools: { ok },
+    }).report;
+    const out = capture();
+    expect(await inspectCommand(recordsDir, { once: true }, out)).toBe(0);
+    expect(out.stdout.text).toBe(['plan:p  finished (done)  [0 running, 2 ended]', '├─ step:a  finished (done)', '└─ step:b  finished (done)', ''].join('\n'));
+  });
+
+  it('follows a running session and exits 0 when the plan ends', async () => {
+    const recordsDir = join(scratch, 'live');
+    const run = startPlan({
+      plan: { id: 'live', steps: [{ id: 'slow', shell: 'sleep 0.4' }, { id: 'after', tool: 'ok', depends_on: ['slow'] }] },
+      manifest: null,
+      workdir: scratch,
+      recordsDir,
+      shellAllow: ['sleep'],
+      tools: { ok },
+    });
+    const out = capture();
+    const code = await inspectCommand(recordsDir, {}, out);
+    expect(code).toBe(0);
+    expect(out.stdout.text).toContain('plan:live  finished (done)');
+    expect(out.stdout.text).toContain('└─ step:after  finished (done)');
+    await run.report;
+  });
+
+  it('redraws in place on a terminal', async () => {
+    const recordsDir = join(scratch, 'tty');
+    const run = startPlan({ plan: { id: 'tty', steps: [{ id: 'slow', shell: 'sleep 0.3' }] }, manifest: null, workdir: scratch, recordsDir, shellAllow: ['sleep'] });
+    const out = capture(true);
+    expect(await inspectCommand(recordsDir, {}, out)).toBe(0);
+    await run.report;
+    expect(out.stdout.text).toContain('step:slow  running.attempting');
+    expect(out.stdout.text).toContain('step:slow  finished (done)');
+    expect(out.stdout.text).toContain('\u001b['); // cursor movement of the in-place redraw
+  });
+
+  it('waits for the event log to appear and exits 130 when stopped (Ctrl-C)', async () => {
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(), 250);
+    const out = capture();
+    expect(await inspectCommand(join(scratch, 'nothing-yet'), {}, out, controller.signal)).toBe(130);
+    expect(out.stderr.text).toContain('waiting for');
+    expect(out.stdout.text).toBe('(no actor yet)\n');
+  });
+
+  it('--once without an event log is a usage error', async () => {
+    const out = capture();
+    expect(await inspectCommand(join(scratch, 'missing'), { once: true }, out)).toBe(2);
+    expect(out.stderr.text).toContain('no event log at');
+  });
+});
+
+describe('ActorTree', () => {
+  it('shows live children and counts the ended ones beyond the last few', () => {
+    const tree = new ActorTree();
+    let seq = 0;
+    const init = (actor: string, from?: string): EventLogRecord => ({ seq: ++seq, ts: 0, actor, kind: 'event', type: 'xstate.init', ...(from ? { from } : {}) });
+    const snap = (actor: string, state: unknown, status: 'active' | 'done' = 'active'): EventLogRecord => ({ seq: ++seq, ts: 0, actor, kind: 'snapshot', event: 'x', state, status });
+    tree.apply(init('plan:p'));
+    tree.apply(snap('plan:p', { running: 'dispatching' }));
+    for (let i = 0; i < 6; i++) {
+      tree.apply(init(`step:s${i}`, 'plan:p'));
+      tree.apply(snap(`step:s${i}`, i < 5 ? 'finished' : { running: 'bounded' }, i < 5 ? 'done' : 'active'));
+    }
+    expect(tree.ended).toBe(false);
+    expect(tree.render()).toHaveLength(7);
+    expect(tree.render(6)).toEqual([
+      'plan:p  running.dispatching  [1 running, 5 ended]',
+      '├─ … 2 more ended (2 finished)',
+      '├─ step:s2  finished (done)',
+      '├─ step:s3  finished (done)',
+      '├─ step:s4  finished (done)',
+      '└─ step:s5  running.bounded',
+    ]);
+    expect(tree.render(3)).toEqual(['plan:p  running.dispatching  [1 running, 5 ended]', '├─ … 2 more ended (2 finished)', '… 4 more lines']);
+  });
+});

@@ -1,0 +1,52 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { replayCommand } from '../../src/cli/replay.js';
+
+const scratch = mkdtempSync(join(tmpdir(), 'capsule-replay-cli-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+function capture() {
+  const sink = () => ({ text: '', write(chunk: string) { this.text += chunk; return true; } });
+  return { stdout: sink(), stderr: sink() };
+}
+
+const scripts = join(process.cwd(), 'test', 'replay');
+
+describe('capsule replay', () => {
+  it('exits 0 and says so when the replay is identical', async () => {
+    const out = capture();
+    expect(await replayCommand(join(scripts, 'scripts', 'retry-then-success.jsonl'), {}, out)).toBe(0);
+    expect(out.stdout.text).toMatch(/^identical: 3 actors passed through the recorded states \(\d+ inputs fed\)/);
+  });
+
+  it('exits 1 and prints the first divergence (seq, actor, expected vs actual)', async () => {
+    const file = join(scripts, 'diverging', 'wrong-retry-count.jsonl');
+    const out = capture();
+    expect(await replayCommand(file, {}, out)).toBe(1);
+    expect(out.stdout.text).toBe(`diverged at seq 6 (${file}:6), actor step:a\n  expected: state running.attempting\n  actual:   state finished\n`);
+  });
+
+  it('--json prints {identical, divergence, actors, events}', async () => {
+    const out = capture();
+    expect(await replayCommand(join(scripts, 'diverging', 'wrong-retry-count.jsonl'), { json: true }, out)).toBe(1);
+    const result = JSON.parse(out.stdout.text) as Record<string, unknown>;
+    expect(Object.keys(result)).toEqual(['identical', 'divergence', 'actors', 'events']);
+    expect(result).toMatchObject({ identical: false, divergence: { seq: 6, line: 6, actor: 'step:a' }, actors: { 'step:a': ['running.attempting', 'running.attempting', 'finished'] }, events: 2 });
+  });
+
+  it('exits 2 naming the file and line of a malformed line', async () => {
+    const file = join(scratch, 'bad.jsonl');
+    writeFileSync(file, '{"kind":"plan","plan":{"id":"p","steps":[{"id":"a","tool":"t"}]}}\n{"kind":"outcome",\n');
+    const out = capture();
+    expect(await replayCommand(file, {}, out)).toBe(2);
+    expect(out.stderr.text).toMatch(new RegExp(`^error: ${file.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}:2: not a JSON line`));
+    expect(out.stdout.text).toBe('');
+  });
+
+  it('exits 2 for a file that does not exist', async () => {
+    const out = capture();
+    expect(await replayCommand(join(scratch, 'none.jsonl'), {}, out)).toBe(2);
+    expect(out.stderr.text).toContain('cannot read');
+  });
+});

@@ -1,0 +1,127 @@
+import { mkdtempSync, readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { visualizeCommand } from '../../src/cli/visualize.js';
+import { toMermaid } from '../../src/visualize/mermaid.js';
+import { DRAWN_MACHINES } from '../../src/visualize/registry.js';
+import { checkVisualizations, generateVisualizations, type GeneratedFile } from '../../src/visualize/render.js';
+import { walkMachine } from '../../src/visualize/walk.js';
+import { stepMachine } from '../../machines/step.machine.js';
+
+const scratch = mkdtempSync(join(tmpdir(), 'capsule-viz-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+/** Collects what a command prints. */
+function capture(): { stdout: { write(text: string): boolean; text: string }; stderr: { write(text: string): boolean; text: string } } {
+  const sink = () => ({ text: '', write(chunk: string) { this.text += chunk; return true; } });
+  return { stdout: sink(), stderr: sink() };
+}
+
+let files: GeneratedFile[];
+beforeAll(async () => {
+  files = await generateVisualizations();
+});
+
+const content = (name: string): string => files.find((file) => file.name === name)?.content ?? '';
+
+describe('visualizations/ (generated from machines/)', () => {
+  it('match what the machines produce (capsule visualize --check)', async () => {
+    const out = capture();
+    const code = await visualizeCommand({ out: join(process.cwd(), 'visualizations'), check: true }, out);
+    expect(out.stderr.text).toBe('');
+    expect(code).toBe(0);
+  });
+
+  it('holds a .mmd, .json and .svg per registered machine, plus README.md', () => {
+    const expected = DRAWN_MACHINES.flatMap(({ name }) => [`${name}.mmd`, `${name}.json`, `${name}.svg`]).concat('README.md');
+    expect(files.map((file) => file.name)).toEqual(expected);
+  });
+
+  it('are deterministic: a second generation is byte for byte the same', async () => {
+    expect(await generateVisualizations()).toEqual(files);
+  });
+});
+
+describe('capsule visualize --check', () => {
+  it('exits 1 and names the file when a committed diagram has drifted, and 0 once regenerated', async () => {
+    const dir = join(scratch, 'drift');
+    expect(await visualizeCommand({ out: dir }, capture())).toBe(0);
+    expect(await visualizeCommand({ out: dir, check: true }, capture())).toBe(0);
+
+    writeFileSync(join(dir, 'step.mmd'), readFileSync(join(dir, 'step.mmd'), 'utf8').replace('after attemptTimeout', 'after someOtherDelay'));
+    unlinkSync(join(dir, 'plan.svg'));
+    const out = capture();
+    expect(await visualizeCommand({ out: dir, check: true }, out)).toBe(1);
+    expect(out.stderr.text).toContain('step.mmd: differs from what the machines produce');
+    expect(out.stderr.text).toContain('plan.svg: missing');
+    expect(checkVisualizations(dir, files).map((drift) => drift.name)).toEqual(['plan.svg', 'step.mmd']);
+
+    expect(await visualizeCommand({ out: dir }, capture())).toBe(0);
+    expect(await visualizeCommand({ out: dir, check: true }, capture())).toBe(0);
+  });
+});
+
+describe('the Mermaid charts', () => {
+  const step = (): string => content('step.mmd');
+
+  it('mark initial and final states with [*] and nest compound states', () => {
+    expect(step()).toMatch(/^stateDiagram-v2\n {2}\[\*\] --> running\n {2}state running \{\n {4}\[\*\] --> running_attempting/);
+    expect(step()).toContain('  finished --> [*]');
+    expect(step()).toContain('  canceled --> [*]');
+  });
+
+  it('draw eventless (always) and delayed (after) transitions with their guards and actions', () => {
+    expect(step()).toContain('running_attempting --> running_bounded : always [hasTimeout]');
+    expect(step()).toContain('running_bounded --> running_stopping : after attemptTimeout / recordTimeout');
+    expect(content('plan.mmd')).toContain('running_scanning --> running_dispatching : always [hasWave]');
+    expect(content('plan.mmd')).toContain('leaderExited --> canceled : done (endProcessGroups) [isCanceled]');
+  });
+
+  it('draw targetless transitions as self-loops', () => {
+    expect(step()).toContain('running --> running : CANCEL / recordCancel, tellAttemptOfCancel');
+    expect(step()).toContain('leaderExited --> leaderExited : CANCEL / recordCancel');
+  });
+
+  it('draw every transition of the walk', () => {
+    for (const { machine, name } of DRAWN_MACHINES) {
+      const model = walkMachine(machine);
+      const edges = toMermaid(model).split('\n').filter((line) => line.includes(' : '));
+      expect(edges).toHaveLength(model.transitions.reduce((n, t) => n + Math.max(1, t.targets.length), 0));
+      expect(name).toBeTruthy();
+    }
+  });
+});
+
+describe('the index, the SVG and the JSON', () => {
+  it('embeds each chart in a mermaid fence, with tables of state and transition descriptions', () => {
+    const readme = content('README.md');
+    for (const { name } of DRAWN_MACHINES) {
+      expect(readme).toContain(`## ${name}`);
+      expect(readme).toContain('```mermaid\n' + content(`${name}.mmd`).trimEnd() + '\n```');
+    }
+    expect(readme).toContain('| `running.bounded` | atomic | The attempt runs under its timeout_secs bound. |');
+    expect(readme).toMatch(/\| `running.bounded` \| after attemptTimeout \| {2}\| `running.stopping` \| recordTimeout \| timeout_secs elapsed/);
+  });
+
+  it('renders SVG offline, without the renderer version in it', () => {
+    for (const { name } of DRAWN_MACHINES) {
+      const svg = content(`${name}.svg`);
+      expect(svg).toContain('<svg');
+      expect(svg).not.toContain('Generated by graphviz');
+    }
+    expect(content('step.svg')).toContain('after attemptTimeout');
+  });
+
+  it('writes machine.toJSON() as the canonical definition', () => {
+    expect(JSON.parse(content('step.json'))).toEqual(JSON.parse(JSON.stringify(stepMachine.toJSON())));
+  });
+});
+
+describe('machines/ documentation', () => {
+  it.each(DRAWN_MACHINES.map(({ name, machine }) => [name, machine] as const))('every state and transition of %s has a description', (_name, machine) => {
+    const model = walkMachine(machine);
+    expect(model.description).not.toBeNull();
+    expect(model.states.filter((state) => state.description === null).map((state) => state.id)).toEqual([]);
+    expect(model.transitions.filter((t) => t.description === null).map((t) => `${t.sourceId} ${t.label}`)).toEqual([]);
+  });
+});
