@@ -20,11 +20,11 @@ export class AppendFile {
     this.repairedBytes = repairTornTail(this.#fd);
   }
 
-  /** Appends `text` (whole lines) in one write. Errors are returned, never thrown: a record that cannot be written must not fail the work it records. */
-  append(text: string): Error | null {
+  /** Appends `text` (whole lines; a string, or its UTF-8 bytes) in one write. Errors are returned, never thrown: a record that cannot be written must not fail the work it records. */
+  append(text: string | Uint8Array): Error | null {
     if (this.#fd === null) return new Error(`${this.path} is closed`);
     try {
-      const buffer = Buffer.from(text, 'utf8');
+      const buffer = typeof text === 'string' ? Buffer.from(text, 'utf8') : text;
       let offset = 0;
       while (offset < buffer.length) offset += writeSync(this.#fd, buffer, offset);
       return null;

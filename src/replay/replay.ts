@@ -171,7 +171,18 @@ abstract class Replay {
   }
 }
 
-/** Replays a recorded `events.jsonl` in lock-step with the recording. */
+/**
+ * Replays a recorded `events.jsonl` in lock-step with the recording. Every line the replayed
+ * machines produce (through the same recorder that wrote the file) is matched with the next
+ * recorded line of the same actor and compared (timestamps aside); commands are compared in
+ * global order. A recorded external input is fed as soon as every line recorded before it has
+ * been reproduced, and only at a point where feeding it is faithful: after a snapshot line
+ * (the end of an actor's step), inside a fake effect (an effect that answered synchronously,
+ * such as an in-process tool ended by a timeout), or when everything has settled. Never right
+ * after an `@xstate.event` line: XState reports an event before handing it to its actor, so an
+ * input fed there would overtake it. The first difference, or the first recorded line that never
+ * comes, is the divergence.
+ */
 class RecordedReplay extends Replay {
   readonly #records: readonly EventLogRecord[];
   /** Per record: its index among its actor's records. */

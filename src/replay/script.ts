@@ -126,6 +126,8 @@ const RECORD_KINDS = new Set(['event', 'snapshot']);
 function parseRecorded(parsed: readonly { line: number; value: Record<string, unknown> }[], file: string): RecordedScript {
   const records: EventLogRecord[] = [];
   const lines: number[] = [];
+  /** The first plan actor and the actors it spawned. */
+  const tree = new Set<string>();
   let planActor: string | null = null;
   let input: PlanInput | null = null;
   let lastSeq = 0;
@@ -151,7 +153,13 @@ function parseRecorded(parsed: readonly { line: number; value: Record<string, un
     if (input === null && record.kind === 'event' && record.type === 'xstate.init' && record.from === undefined) {
       planActor = record.actor;
       input = planInputFrom((record as EventLine).input, where);
+      tree.add(record.actor);
+    } else if (record.kind === 'event' && record.type === 'xstate.init' && record.from !== undefined && tree.has(record.from)) {
+      tree.add(record.actor);
     }
+    // A session may run several plans: the replay is of the first one, its actor tree only (a step
+    // id that recurs in a later plan of the same session is not told apart).
+    if (!tree.has(record.actor)) continue;
     records.push(record);
     lines.push(line);
   }

@@ -95,7 +95,8 @@ export class Session {
             ...(options.onRecordError ? { onError: options.onRecordError } : {}),
           });
     this.clock = options.clock ?? realClock;
-    this.#inspectors = [...(this.eventLog !== null ? [this.eventLog.inspect] : []), ...(options.inspectors ?? [])];
+    this.#inspectors = [...(options.inspectors ?? [])];
+    if (this.eventLog !== null) this.addInspector(this.eventLog.inspect);
     const manifest = this.manifest;
     this.nodeId = this.trace.write('session_start', null, {
       capsule_name: manifest?.name ?? null,

@@ -16,7 +16,7 @@ const scripts = join(process.cwd(), 'test', 'replay');
 describe('capsule replay', () => {
   it('exits 0 and says so when the replay is identical', async () => {
     const out = capture();
-    expect(await replayCommand(join(scripts, 'scripts', 'retry-then-success.jsonl'), {}, out)).toBe(0);
+    expect(await replayCommand(join(scripts, 'retry-then-success.jsonl'), {}, out)).toBe(0);
     expect(out.stdout.text).toMatch(/^identical: 3 actors passed through the recorded states \(\d+ inputs fed\)/);
   });
 

@@ -295,8 +295,8 @@ describe('replay files', () => {
   });
 });
 
-describe('hand-written replay scripts (test/replay/scripts/*.jsonl)', () => {
-  const dir = join(process.cwd(), 'test', 'replay', 'scripts');
+describe('hand-written replay scripts (test/replay/*.jsonl)', () => {
+  const dir = join(process.cwd(), 'test', 'replay');
   it.each(readdirSync(dir).filter((name) => name.endsWith('.jsonl')))('%s replays identically', async (name) => {
     const result = await replayFile(join(dir, name));
     expect(result.divergence).toBeUndefined();

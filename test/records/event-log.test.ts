@@ -1,0 +1,141 @@
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { AppendFile } from '../../src/records/append-file.js';
+import { EventLog, jsonSafe, type EventLogRecord } from '../../src/records/event-log.js';
+import { runPlan } from '../../src/runtime/run-plan.js';
+import { Session } from '../../src/session/session.js';
+
+const scratch = mkdtempSync(join(tmpdir(), 'capsule-event-log-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+function read(file: string): EventLogRecord[] {
+  return readFileSync(file, 'utf8').trim().split('\n').map((line) => JSON.parse(line) as EventLogRecord);
+}
+
+describe('events.jsonl of a run', () => {
+  let records: EventLogRecord[];
+  const dir = join(scratch, 'run');
+
+  beforeAll(async () => {
+    await runPlan({
+      plan: {
+        id: 'p',
+        steps: [
+          { id: 'a', tool: 'echo', input: { text: 'line\u2028break' } },
+          { id: 'b', tool: 'echo', depends_on: ['a'], input: { text: '$a.output' } },
+        ],
+      },
+      manifest: null,
+      workdir: scratch,
+      recordsDir: dir,
+      tools: { echo: (input) => ({ status: 'passed', data: (input as { text: string }).text }) },
+    });
+    records = read(join(dir, 'events.jsonl'));
+  });
+
+  it('numbers lines 1, 2, … and stamps them with epoch milliseconds', () => {
+    expect(records.map((r) => r.seq)).toEqual(records.map((_, i) => i + 1));
+    expect(records.every((r) => Math.abs(r.ts - Date.now()) < 60_000)).toBe(true);
+  });
+
+  it('starts with the plan actor input and names step actors by step id, not by window slot', () => {
+    expect(records[0]).toMatchObject({ seq: 1, actor: 'plan:p', kind: 'event', type: 'xstate.init', input: { planId: 'p', steps: [{ id: 'a' }, { id: 'b' }] } });
+    expect(new Set(records.map((r) => r.actor))).toEqual(new Set(['plan:p', 'step:a', 'step:b']));
+    expect(records.find((r) => r.actor === 'step:b' && r.kind === 'event' && r.type === 'xstate.init')).toMatchObject({
+      from: 'plan:p',
+      input: { step: 'b', index: 1, kind: 'tool', timeoutSecs: null },
+    });
+  });
+
+  it('marks the inputs from outside the machines as external, and only those', () => {
+    const external = records.filter((r) => r.kind === 'event' && r.external === true).map((r) => `${r.actor} ${(r as { type: string }).type}`);
+    expect(external).toEqual(['step:a ATTEMPT.FINISHED', 'step:b ATTEMPT.FINISHED', expect.stringMatching(/^plan:p xstate\.done\.actor\./)]);
+  });
+
+  it('writes each snapshot with its state value and status, the output on the final one, and what it emitted', () => {
+    const last = records.at(-1);
+    expect(last).toMatchObject({ actor: 'plan:p', kind: 'snapshot', state: 'finished', status: 'done', output: { completed: true } });
+    const stepA = records.filter((r) => r.actor === 'step:a' && r.kind === 'snapshot');
+    expect(stepA.map((r) => (r as { state: unknown }).state)).toEqual([{ running: 'attempting' }, 'finished']);
+    expect(stepA[1]).toMatchObject({ output: { step_id: 'a', status: 'success', output: 'line\u2028break' } });
+    const emitted = records.flatMap((r) => (r.kind === 'snapshot' ? (r.emitted ?? []) : [])).map((e) => e['type']);
+    expect(emitted).toEqual(['plan.stepStarted', 'plan.stepSettled', 'plan.stepStarted', 'plan.stepSettled']);
+  });
+
+  it('escapes U+2028 so that every reader sees one record per line', () => {
+    const text = readFileSync(join(dir, 'events.jsonl'), 'utf8');
+    expect(text).not.toContain('\u2028');
+    expect(text).toContain('line\\u2028break');
+  });
+});
+
+describe('EventLog', () => {
+  it('writes whole-line batches: one append per macrostep, and the rest on close', async () => {
+    const appends: number[] = [];
+    const original = AppendFile.prototype.append;
+    AppendFile.prototype.append = function (this: AppendFile, text) {
+      if (this.path.endsWith('events.jsonl')) appends.push(text.length);
+      return original.call(this, text);
+    };
+    try {
+      const dir = join(scratch, 'batches');
+      const session = Session.open({ workdir: scratch, recordsDir: dir, trace: false });
+      await runPlan({
+        plan: { id: 'wide', steps: Array.from({ length: 40 }, (_, i) => ({ id: `s${i}`, tool: 'ok' })) },
+        session,
+        manifest: null,
+        tools: { ok: () => ({ status: 'passed', data: '' }) },
+      });
+      await session.end('ok');
+      const lines = read(join(dir, 'events.jsonl'));
+      expect(lines.length).toBeGreaterThan(40 * 5);
+      // Far fewer writes than lines: 40 steps answering in the same microtask checkpoint share batches.
+      expect(appends.length).toBeLessThan(lines.length / 10);
+    } finally {
+      AppendFile.prototype.append = original;
+    }
+  });
+
+  it('is not written with eventLog: false, and the actors then run without inspection', async () => {
+    const dir = join(scratch, 'off');
+    const session = Session.open({ workdir: scratch, recordsDir: dir, eventLog: false });
+    expect(session.eventLog).toBeNull();
+    expect(session.inspect).toBeUndefined();
+    await session.end('ok');
+    expect(() => readFileSync(join(dir, 'events.jsonl'))).toThrow();
+  });
+
+  it('keeps a line longer than its buffer whole', () => {
+    const file = join(scratch, 'long.jsonl');
+    const log = new EventLog(file, { bufferBytes: 64 });
+    log.inspect({
+      type: '@xstate.event',
+      rootId: 'x',
+      actorRef: { id: 'plan:p', getSnapshot: () => ({ value: 'running', context: {} }) } as never,
+      sourceRef: undefined,
+      event: { type: 'CANCEL', force: true, note: 'é'.repeat(200) },
+    } as never);
+    log.close();
+    expect(read(file)).toEqual([expect.objectContaining({ actor: 'plan:p', type: 'CANCEL', external: true, event: { force: true, note: 'é'.repeat(200) } })]);
+  });
+});
+
+describe('jsonSafe', () => {
+  it('turns Maps into objects and Sets into arrays, drops actor refs and functions, and keeps errors readable', () => {
+    const ref = { send: () => {}, getSnapshot: () => ({}) };
+    expect(jsonSafe({ m: new Map([['a', 1]]), s: new Set([1, 2]), ref, f: () => 1, e: new TypeError('bad'), n: Number.NaN, b: 10n })).toEqual({
+      m: { a: 1 },
+      s: [1, 2],
+      e: { name: 'TypeError', message: 'bad' },
+      n: null,
+      b: '10',
+    });
+  });
+
+  it('cuts a cycle at a bounded depth instead of hanging', () => {
+    const cyclic: Record<string, unknown> = {};
+    cyclic['self'] = cyclic;
+    expect(JSON.stringify(jsonSafe(cyclic))).toContain('[too deep]');
+  });
+});
