@@ -34,6 +34,9 @@ export interface CancelOnSignalsOptions {
   readonly forceSignals?: readonly NodeJS.Signals[];
 }
 
+/** Longest delay Node's timers keep (2^31 - 1 ms, about 24.8 days). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 /** What it prints when a SIGHUP forces the cancel. */
 export const HANGUP_NOTICE = 'canceling by force: the terminal hung up (SIGHUP)';
 
@@ -72,7 +75,9 @@ export function cancelOnSignals(run: PlanRun, options: CancelOnSignalsOptions): 
       stage = 'graceful';
       options.note(GRACEFUL_CANCEL_NOTICE);
       run.cancel();
-      escalation = setTimeout(() => force(escalationNotice(options.graceSecs)), options.graceSecs * 1000);
+      // Node fires a timer longer than 2^31-1 ms at once; a grace that long never escalates.
+      const graceMs = options.graceSecs * 1000;
+      if (graceMs <= MAX_TIMER_MS) escalation = setTimeout(() => force(escalationNotice(options.graceSecs)), graceMs);
     } else if (stage === 'graceful') {
       force(FORCED_CANCEL_NOTICE);
     }

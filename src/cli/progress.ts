@@ -59,10 +59,19 @@ export function formatDuration(ms: number): string {
   return `${Math.floor(totalSecs / 60)}m${String(totalSecs % 60).padStart(2, '0')}s`;
 }
 
-/** The first non-blank line of an error text, without trailing whitespace ('' for none). */
+/**
+ * `text` with every control character (C0 but tab, DEL, C1) shown as a `\xNN` / `\u{…}` escape: a
+ * step's stderr or id must not clear the operator's screen, retitle the terminal or rewrite a
+ * line with a carriage return.
+ */
+export function printable(text: string): string {
+  return text.replace(/[\u0000-\u0008\u000a-\u001f\u007f-\u009f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`);
+}
+
+/** The first non-blank line of an error text, without trailing whitespace, made printable ('' for none). */
 export function firstLine(text: string | null): string {
   if (text === null) return '';
-  return text.split(/\r?\n/).find((line) => line.trim() !== '')?.trimEnd() ?? '';
+  return printable(text.split(/\r?\n/).find((line) => line.trim() !== '')?.trimEnd() ?? '');
 }
 
 function truncate(text: string, width: number): string {
@@ -118,7 +127,7 @@ export class Progress {
         break;
       case 'step.started':
         this.#running.set(event.stepId, this.#now());
-        if (this.#mode === 'lines') this.#print(`${this.#paint('cyan', '▶')} ${event.stepId} (${event.kind})`);
+        if (this.#mode === 'lines') this.#print(`${this.#paint('cyan', '▶')} ${printable(event.stepId)} (${event.kind})`);
         break;
       case 'step.settled':
         this.#running.delete(event.result.step_id);
@@ -164,11 +173,11 @@ export class Progress {
     const reason = firstLine(result.error);
     switch (result.status) {
       case 'success':
-        return `${this.#paint('green', '✔')} ${result.step_id} success ${formatDuration(result.duration_ms)}${attempts}`;
+        return `${this.#paint('green', '✔')} ${printable(result.step_id)} success ${formatDuration(result.duration_ms)}${attempts}`;
       case 'failed':
-        return `${this.#paint('red', '✖')} ${result.step_id} failed${reason === '' ? '' : `: ${reason}`}${attempts}`;
+        return `${this.#paint('red', '✖')} ${printable(result.step_id)} failed${reason === '' ? '' : `: ${reason}`}${attempts}`;
       case 'skipped':
-        return `${this.#paint('yellow', '↷')} ${result.step_id} skipped${reason === '' ? '' : `: ${reason}`}`;
+        return `${this.#paint('yellow', '↷')} ${printable(result.step_id)} skipped${reason === '' ? '' : `: ${reason}`}`;
     }
   }
 
@@ -194,7 +203,7 @@ export class Progress {
     const width = Math.max(0, ...running.map(([id]) => id.length));
     const lines = running
       .slice(0, room)
-      .map(([id, startedAtMs]) => `  ${this.#paint('cyan', spinner)} ${id.padEnd(width)}  ${this.#paint('dim', formatDuration(now - startedAtMs))}`);
+      .map(([id, startedAtMs]) => `  ${this.#paint('cyan', spinner)} ${printable(id).padEnd(width)}  ${this.#paint('dim', formatDuration(now - startedAtMs))}`);
     if (running.length > room) lines.push(this.#paint('dim', `  … and ${running.length - room} more running`));
     this.#live([header, ...lines].join('\n'));
   }
@@ -202,7 +211,7 @@ export class Progress {
   #summary(report: PlanReport): string {
     const settled = new Set(report.results.map((result) => result.step_id));
     const rows: string[][] = report.results.map((result) => [
-      result.step_id,
+      printable(result.step_id),
       result.status,
       String(result.attempts),
       formatDuration(result.duration_ms),
@@ -210,7 +219,7 @@ export class Progress {
     ]);
     // Steps that never settled (after a failure stopped the plan): listed so nobody looks for them.
     for (const step of this.#steps) {
-      if (!settled.has(step.id)) rows.push([step.id, 'not run', '0', '-', '']);
+      if (!settled.has(step.id)) rows.push([printable(step.id), 'not run', '0', '-', '']);
     }
     const header = ['step', 'status', 'attempts', 'duration', 'error'];
     const widths = header.map((title, column) => Math.max(title.length, ...rows.map((row) => (row[column] ?? '').length)));

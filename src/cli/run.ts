@@ -87,6 +87,7 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
     maxParallel: options.maxParallel ?? null,
     onEvent: (event) => progress.onEvent(event),
     onWarning: (warning) => progress.note(`warning: ${warning.message}`),
+    onNotice: (message) => progress.note(`warning: ${message}`),
   });
   const stopHandlingSignals = cancelOnSignals(run, { graceSecs, note: (text) => progress.note(text) });
   // A terminal that went away (EIO/EPIPE on stderr) must not crash the run before its process

@@ -133,6 +133,9 @@ export function exitCodeForSignal(signal: NodeJS.Signals): number {
   return number === undefined ? -1 : 128 + number;
 }
 
+/** Loop turns the drain may wait past its grace while output is still arriving (each turn reads up to libuv's batch). */
+const MAX_QUIESCENCE_TURNS = 64;
+
 /** Resolves at the first `end`, `close` or `error` of `stream` (or at once for no stream). */
 function streamSettled(stream: Readable | null | undefined): Promise<void> {
   if (stream === null || stream === undefined || stream.readableEnded || stream.destroyed) return Promise.resolve();
@@ -227,6 +230,13 @@ export function startProcess(options: StartProcessOptions): ProcessHandle {
   stdin?.on('error', () => undefined); // EPIPE when the child exits without reading its input
   const stdoutBytes = collect(stdout);
   const stderrBytes = collect(stderr);
+  let byteCount = 0;
+  const countBytes = (chunk: Buffer | string): void => {
+    byteCount += chunk.length;
+  };
+  stdout?.on('data', countBytes);
+  stderr?.on('data', countBytes);
+  const bytesRead = (): number => byteCount;
   const outputSettled = Promise.all([streamSettled(stdout), streamSettled(stderr)]);
 
   const pid = subprocess.pid ?? null;
@@ -273,9 +283,19 @@ export function startProcess(options: StartProcessOptions): ProcessHandle {
         process.emitWarning(`onLeaderExit of ${options.owner} threw: ${error instanceof Error ? error.message : String(error)}`);
       }
       let timer: NodeJS.Timeout | undefined;
+      // The grace timer can fire before the poll phase has read what the leader wrote just before
+      // it exited (a busy event loop runs expired timers first). So the pipes are cut only after a
+      // whole loop turn has read nothing new: output already in the pipe is never lost.
       const drained = new Promise<void>((resolveDrain) => {
-        timer = setTimeout(resolveDrain, drainGraceMs);
+        timer = setTimeout(() => void quiescent().then(resolveDrain), drainGraceMs);
       });
+      const quiescent = async (): Promise<void> => {
+        for (let turns = 0; turns < MAX_QUIESCENCE_TURNS; turns++) {
+          const before = bytesRead();
+          await new Promise<void>((resolveTurn) => setImmediate(resolveTurn));
+          if (bytesRead() === before) return;
+        }
+      };
       void Promise.race([outputSettled, drained]).then(() => {
         clearTimeout(timer);
         finish({ spawnError: null, exitCode, signal });

@@ -1,25 +1,39 @@
 import { closeSync, fstatSync, ftruncateSync, openSync, readSync, writeSync } from 'node:fs';
 
 /**
+ * What opening an {@link AppendFile} did to a tail left by an earlier crash (field report 13c):
+ * `newline` — the last line was a complete JSON value missing only its `\n`, which was added;
+ * `truncated` — the last `bytes` bytes were a torn fragment and were cut off.
+ */
+export interface TailRepair {
+  readonly kind: 'newline' | 'truncated';
+  readonly bytes: number;
+}
+
+/**
  * An append-only line file (`trace.jsonl`, `events.jsonl`): each `append` is one `write(2)` of
  * whole lines in append mode, so a line is never split by another appender and a crash can only
  * tear the last line (DESIGN §7).
  *
- * On open, a torn tail left by an earlier crash (bytes after the last `\n`) is cut off before
- * anything is appended, so the next record never glues onto the fragment (field report 13c).
- * `repairedBytes` says how many bytes were cut.
+ * On open, an unterminated last line is repaired before anything is appended, so the next record
+ * never glues onto it: a complete JSON value gets its newline, a torn fragment is cut off.
+ * `repair` says which (null when the file ended cleanly); the owner warns about it.
  */
 export class AppendFile {
   readonly path: string;
-  readonly repairedBytes: number;
+  readonly repair: TailRepair | null;
   #fd: number | null;
 
   constructor(path: string) {
     this.path = path;
     this.#fd = openSync(path, 'a+');
-    this.repairedBytes = repairTornTail(this.#fd);
+    this.repair = repairTornTail(this.#fd);
   }
 
+  /** Bytes cut off on open (0 when nothing was cut). */
+  get repairedBytes(): number {
+    return this.repair?.kind === 'truncated' ? this.repair.bytes : 0;
+  }
   /** Appends `text` (whole lines; a string, or its UTF-8 bytes) in one write. Errors are returned, never thrown: a record that cannot be written must not fail the work it records. */
   append(text: string | Uint8Array): Error | null {
     if (this.#fd === null) return new Error(`${this.path} is closed`);
@@ -40,25 +54,41 @@ export class AppendFile {
   }
 }
 
-function repairTornTail(fd: number): number {
+function repairTornTail(fd: number): TailRepair | null {
   const size = fstatSync(fd).size;
-  if (size === 0) return 0;
+  if (size === 0) return null;
   const last = Buffer.alloc(1);
   readSync(fd, last, 0, 1, size - 1);
-  if (last[0] === 0x0a) return 0;
+  if (last[0] === 0x0a) return null;
   // Find the last newline, reading backwards in chunks.
   const chunk = Buffer.alloc(64 * 1024);
   let end = size;
+  let lineStart = 0;
   while (end > 0) {
     const start = Math.max(0, end - chunk.length);
     const read = readSync(fd, chunk, 0, end - start, start);
     const at = chunk.subarray(0, read).lastIndexOf(0x0a);
     if (at >= 0) {
-      ftruncateSync(fd, start + at + 1);
-      return size - (start + at + 1);
+      lineStart = start + at + 1;
+      break;
     }
     end = start;
   }
-  ftruncateSync(fd, 0);
-  return size;
+  const tail = Buffer.alloc(size - lineStart);
+  readSync(fd, tail, 0, tail.length, lineStart);
+  if (isJson(tail.toString('utf8'))) {
+    writeSync(fd, '\n');
+    return { kind: 'newline', bytes: 1 };
+  }
+  ftruncateSync(fd, lineStart);
+  return { kind: 'truncated', bytes: size - lineStart };
+}
+
+function isJson(text: string): boolean {
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
 }

@@ -1,6 +1,6 @@
 import type { AnyActorRef, InspectionEvent } from 'xstate';
 import { stepActorId } from '../../machines/plan.machine.js';
-import { AppendFile } from './append-file.js';
+import { AppendFile, type TailRepair } from './append-file.js';
 
 /**
  * The actor event log (DESIGN §7, §9): `<records dir>/events.jsonl`, one JSON line per event an
@@ -207,6 +207,11 @@ export class EventLog {
     this.#onError = options.onError ?? (() => {});
     this.#buffer = Buffer.allocUnsafe(options.bufferBytes ?? 1024 * 1024);
     this.inspect = createEventRecorder((record) => this.#push(JSON.stringify(record)), options);
+  }
+
+  /** What opening the file did to an unterminated last line, if it had one. */
+  get repair(): TailRepair | null {
+    return this.#file.repair;
   }
 
   /** Writes the buffered lines now. */

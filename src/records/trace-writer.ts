@@ -1,5 +1,5 @@
 import { newEventId } from '../ids.js';
-import { AppendFile } from './append-file.js';
+import { AppendFile, type TailRepair } from './append-file.js';
 import { toJsonLine } from './jsonl.js';
 
 /** Fields of a record after the envelope, in the order they are written. */
@@ -34,6 +34,11 @@ export class TraceWriter {
   /** Bytes of a torn final line cut off when the file was opened (field report 13). */
   get repairedBytes(): number {
     return this.#file?.repairedBytes ?? 0;
+  }
+
+  /** What opening the file did to an unterminated last line, if it had one. */
+  get repair(): TailRepair | null {
+    return this.#file?.repair ?? null;
   }
 
   /** Writes one record and returns its `event_id` (minted even when tracing is off, so parents stay consistent). */

@@ -66,6 +66,8 @@ export interface RunPlanOptions {
   readonly signal?: AbortSignal;
   /** Progress listener. */
   readonly onEvent?: (event: PlanProgressEvent) => void;
+  /** Operational warnings of the run's own session (e.g. a torn records file repaired). Default: `process.emitWarning`. */
+  readonly onNotice?: (message: string) => void;
   /** Warnings about the plan or manifest (unknown keys with the closest known key). */
   readonly onWarning?: (warning: PlanWarning) => void;
   /** Milliseconds between SIGTERM and SIGKILL when a step's group is ended. Default 2000. */
@@ -130,6 +132,7 @@ export function startPlan(options: RunPlanOptions): PlanRun {
         ...(options.recordsDir !== undefined ? { recordsDir: options.recordsDir } : {}),
         ...(options.trace !== undefined ? { trace: options.trace } : {}),
         ...(options.eventLog !== undefined ? { eventLog: options.eventLog } : {}),
+        ...(options.onNotice !== undefined ? { onWarning: options.onNotice } : {}),
       });
     const finish = async (planReport: PlanReport, status: SessionExitStatus): Promise<PlanReport> => {
       writeReport(session.recordsDir, planReport);

@@ -43,6 +43,12 @@ export interface SessionOptions {
    * DESIGN §9 and `capsule inspect` plug in here).
    */
   readonly inspectors?: readonly ((event: InspectionEvent) => void)[];
+  /**
+   * Called with operational warnings, such as the repair of a torn last line left in
+   * `trace.jsonl` or `events.jsonl` by a crashed earlier run (field report 13). Default:
+   * `process.emitWarning`.
+   */
+  readonly onWarning?: (message: string) => void;
   /** Called with trace write failures (they never fail the work). */
   readonly onRecordError?: (error: Error) => void;
 }
@@ -97,6 +103,18 @@ export class Session {
     this.clock = options.clock ?? realClock;
     this.#inspectors = [...(options.inspectors ?? [])];
     if (this.eventLog !== null) this.addInspector(this.eventLog.inspect);
+    const warn = options.onWarning ?? ((message: string) => process.emitWarning(message, 'CapsuleRecordsWarning'));
+    for (const [file, repair] of [
+      ['trace.jsonl', this.trace.repair],
+      [EVENT_LOG_FILE, this.eventLog?.repair ?? null],
+    ] as const) {
+      if (repair === null) continue;
+      warn(
+        repair.kind === 'newline'
+          ? `${join(this.recordsDir, file)}: its last record had no newline (a crash?); added one before appending`
+          : `${join(this.recordsDir, file)}: dropped a torn last line of ${repair.bytes} bytes (a crash?) before appending`,
+      );
+    }
     const manifest = this.manifest;
     this.nodeId = this.trace.write('session_start', null, {
       capsule_name: manifest?.name ?? null,

@@ -48,6 +48,25 @@ describe('startProcess: exits', () => {
     expect(exits[0]?.atMs).toBeLessThanOrEqual(result.endedAtMs);
   });
 
+  it('keeps every byte the leader wrote before exiting even when a busy event loop runs the drain timer first', async () => {
+    const size = 200_000;
+    const handle = starter.start({
+      file: 'node',
+      args: ['-e', `process.stdout.write('x'.repeat(${size}))`],
+      drainGraceMs: 20,
+      // Block the loop past the drain grace right after the exit, as a loaded runtime would.
+      onLeaderExit: () => {
+        setTimeout(() => {
+          const until = Date.now() + 100;
+          while (Date.now() < until);
+        }, 0);
+      },
+    });
+    const result = await handle.done;
+    expect(result.exitCode).toBe(0);
+    expect(result.stdout.length).toBe(size);
+  });
+
   it('runs in cwd with exactly the given environment and nothing from process.env', async () => {
     const dir = makeTempDir('leader-env', dirs);
     const env = { PATH: TEST_ENV['PATH'] ?? '', ONLY_ME: 'yes' };
