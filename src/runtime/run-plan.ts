@@ -8,7 +8,7 @@ import { planMachine, type PlanOutput } from '../../machines/plan.machine.js';
 import { stepMachine } from '../../machines/step.machine.js';
 import { loadManifest, type Manifest } from '../manifest.js';
 import { evaluateCondition } from '../plan/condition.js';
-import { parsePlanText, readPlanFile, stepKind, type PlanWarning } from '../plan/schema.js';
+import { parsePlanText, parsePlanValue, readPlanFile, stepKind, type PlanWarning } from '../plan/schema.js';
 import { validatePlan } from '../plan/validate.js';
 import { Session, type SessionExitStatus } from '../session/session.js';
 import { createAttemptEffects, type CommandTool, type FunctionTool, type Gate } from './attempt.js';
@@ -337,7 +337,7 @@ function refusal(session: Session, planId: string, stepId: string, error: string
 }
 
 async function loadPlan(plan: RunPlanOptions['plan']): Promise<ReturnType<typeof parsePlanText>> {
-  if (typeof plan !== 'string') return parsePlanText(JSON.stringify(plan));
+  if (typeof plan !== 'string') return parsePlanValue(plan);
   const read = await readPlanFile(plan);
   if (!read.ok) return read;
   return parsePlanText(read.text);
