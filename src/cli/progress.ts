@@ -154,10 +154,21 @@ export class Progress {
     }
   }
 
-  /** Ends the live view and prints the summary table, the outcome and the records directory. */
+  /**
+   * Ends the live view and prints the summary table, the outcome and the records directory.
+   * Quiet: only the error of a failed run, one line (`--quiet` keeps errors on stderr).
+   */
   finish(report: PlanReport): void {
     this.dispose();
-    if (this.#mode === 'quiet') return;
+    if (this.#mode === 'quiet') {
+      if (!report.completed && !report.canceled && report.failed_step !== null) {
+        const blamed = report.results.find((result) => result.step_id === report.failed_step);
+        const where =
+          report.failed_step === 'plan' ? 'plan' : `step '${printable(report.failed_step)}' stopped plan ${printable(report.plan_id)}`;
+        this.#stream.write(`failed: ${where}: ${firstLine(blamed?.error ?? null)}\n`);
+      }
+      return;
+    }
     this.#stream.write(this.#summary(report));
   }
 

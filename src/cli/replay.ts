@@ -4,6 +4,8 @@
  * through the same states. Exit 0 identical, 1 with the first divergence, 2 for a file that
  * cannot be read as a replay file (the error names the file and line).
  */
+import { readFileSync, statSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import type { Command } from 'commander';
 import { replay, type ReplayResult } from '../replay/replay.js';
 import { readReplayScript, ReplayFileError } from '../replay/script.js';
@@ -28,12 +30,37 @@ export function registerReplay(program: Command): void {
     });
 }
 
+/**
+ * For an empty `events.jsonl` whose records directory holds the `report.json` of a run refused
+ * before any actor started: a short description of the refusal; otherwise null.
+ */
+function refusedRunBeside(file: string): string | null {
+  try {
+    if (statSync(file).size !== 0) return null;
+    const report = JSON.parse(readFileSync(join(dirname(file), 'report.json'), 'utf8')) as {
+      failed_step?: unknown;
+      results?: { error?: unknown }[];
+    };
+    if (typeof report.failed_step !== 'string' || report.results?.length !== 1) return null;
+    return `report.json: step '${report.failed_step}' refused: ${String(report.results[0]?.error ?? '')}`;
+  } catch {
+    return null;
+  }
+}
+
 /** Runs `capsule replay` and returns its exit code. */
 export async function replayCommand(
   file: string,
   options: ReplayCommandOptions,
   output: CommandOutput = { stdout: process.stdout, stderr: process.stderr },
 ): Promise<ExitCode> {
+  const refused = refusedRunBeside(file);
+  if (refused !== null) {
+    // A run refused before its plan actor started (unreadable plan, validation) logs no event.
+    if (options.json === true) output.stdout.write(JSON.stringify({ identical: true, actors: {}, events: 0 }) + '\n');
+    else output.stdout.write(`identical: nothing to replay, the run started no actor (${refused}) — ${file}\n`);
+    return EXIT.OK;
+  }
   let result: ReplayResult;
   try {
     result = await replay(readReplayScript(file));

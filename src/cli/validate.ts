@@ -1,18 +1,23 @@
 /**
  * `capsule validate PLAN` (DESIGN §3): reads, parses and validates a plan against a manifest
- * exactly as `capsule run` would before its first step, and runs nothing.
+ * exactly as `capsule run` would before its first step, and runs nothing. Beyond that, it refuses
+ * a plan that a run would find blocked (a dependency cycle, `plan.md` §10.3) and warns about
+ * references that may not be ready (`src/plan/lint.ts`).
  */
 import { existsSync } from 'node:fs';
 import type { Command } from 'commander';
 import { loadManifest, type Manifest } from '../manifest.js';
-import { parsePlanText, readPlanFile } from '../plan/schema.js';
+import { lintPlan } from '../plan/lint.js';
+import { parsePlanText, readPlanFile, stepKind } from '../plan/schema.js';
 import { validatePlan } from '../plan/validate.js';
-import { EXIT, usageError, type ExitCode } from './program.js';
+import { collect, EXIT, usageError, type ExitCode } from './program.js';
 
 /** Options of `capsule validate`, as commander parses them. */
 export interface ValidateCommandOptions {
   readonly manifest?: string;
   readonly json?: boolean;
+  /** Binaries allowed in shell steps on top of the manifest's, as `capsule run --allow`. */
+  readonly allow?: readonly string[];
 }
 
 /** What `capsule validate --json` prints. */
@@ -34,6 +39,7 @@ export function registerValidate(program: Command): void {
     .description('Parse and validate a plan without running it.')
     .argument('<plan>', 'plan file (JSON)')
     .option('--manifest <file>', 'capsule manifest (default: ./capsule.json when present)')
+    .option('--allow <bin>', 'also allow this binary in shell steps, as `run --allow` (repeatable)', collect)
     .option('--json', 'print {valid, plan_id, failed_step, error, warnings} on stdout')
     .addHelpText('after', '\nExit codes: 0 valid, 1 refused (or unreadable/unparseable), 2 usage error or bad manifest.')
     .action(async (plan: string, options: ValidateCommandOptions) => {
@@ -58,7 +64,7 @@ export async function validateCommand(planPath: string, options: ValidateCommand
     for (const warning of loaded.warnings) warn(warning.message);
   }
 
-  const report = await validatePlanFile(planPath, manifest, warn);
+  const report = await validatePlanFile(planPath, manifest, options.allow ?? [], warn);
   const withWarnings: ValidationReport = { ...report, warnings };
   if (options.json === true) {
     process.stdout.write(`${JSON.stringify(withWarnings, null, 2)}\n`);
@@ -74,6 +80,7 @@ export async function validateCommand(planPath: string, options: ValidateCommand
 async function validatePlanFile(
   planPath: string,
   manifest: Manifest | null,
+  allow: readonly string[],
   warn: (message: string) => void,
 ): Promise<Omit<ValidationReport, 'warnings'>> {
   const refused = (planId: string, stepId: string, error: string) =>
@@ -84,9 +91,12 @@ async function validatePlanFile(
   if (!parsed.ok) return refused('', 'plan', parsed.error);
   for (const warning of parsed.warnings) warn(warning.message);
   const failure = validatePlan(parsed.plan, {
-    shellAllow: manifest?.capabilities.shell.allow ?? [],
+    shellAllow: [...(manifest?.capabilities.shell.allow ?? []), ...allow],
     installedTools: new Set(Object.keys(manifest?.tools ?? {})),
   });
   if (failure !== null) return refused(parsed.plan.id, failure.step_id, failure.error);
+  const lint = lintPlan(parsed.plan, parsed.plan.steps.map(stepKind));
+  for (const warning of lint.warnings) warn(warning);
+  if (lint.blocked !== null) return refused(parsed.plan.id, lint.blocked.step_id, lint.blocked.error);
   return { valid: true, plan_id: parsed.plan.id, failed_step: null, error: null };
 }

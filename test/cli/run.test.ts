@@ -201,6 +201,14 @@ describe('capsule run: progress on stderr', () => {
     expect(parseReport(result.stdout).completed).toBe(true);
   });
 
+  it('still names the step that stopped a failed run with --quiet, in one line', async () => {
+    const dir = workdirWith([{ id: 'a', shell: stepCommand('a', 'fail', 3) }]);
+    const result = await runCli(['run', 'plan.json', '--quiet'], { cwd: dir });
+
+    expect(result.code).toBe(1);
+    expect(result.stderr).toBe("failed: step 'a' stopped plan p: a is broken\n");
+  });
+
   it('warns on stderr about an unknown key, naming the closest known key, and still runs the plan', async () => {
     const dir = workdirWith([ok('a'), { ...ok('b'), 'depends-on': ['a'] }]);
     const result = await runCli(['run', 'plan.json', '--quiet', '--json'], { cwd: dir });

@@ -134,4 +134,29 @@ describe('capsule validate', () => {
     expect(result.code).toBe(0);
     expect(parseReport<ValidationJson>(result.stdout)).toMatchObject({ valid: true, plan_id: name, warnings: [] });
   });
+
+  it('refuses a plan a run would find blocked by a dependency cycle, blaming the step the run blames', async () => {
+    const dir = dirWith({ id: 'p', steps: [step('a', { depends_on: ['c'] }), step('b'), step('c', { depends_on: ['d'] }), step('d', { depends_on: ['c'] })] });
+    const result = await runCli(['validate', 'plan.json', '--json'], { cwd: dir });
+
+    expect(result.code).toBe(1);
+    expect(parseReport<ValidationJson>(result.stdout)).toMatchObject({ valid: false, failed_step: 'a', error: expect.stringContaining('dependency cycle') });
+  });
+
+  it('warns about a reference to a step that is not among the referring step\'s dependencies', async () => {
+    const dir = dirWith({ id: 'p', steps: [step('a'), step('d', { if: "$a.status == 'success'" })] });
+    const result = await runCli(['validate', 'plan.json', '--json'], { cwd: dir });
+
+    expect(result.code).toBe(0);
+    expect(parseReport<ValidationJson>(result.stdout).warnings).toEqual([expect.stringContaining("step 'd': $a.status names step 'a'")]);
+  });
+
+  it('accepts --allow like capsule run does', async () => {
+    const dir = dirWith({ id: 'p', steps: [{ id: 'a', shell: 'true' }] }, null);
+    const refused = await runCli(['validate', 'plan.json'], { cwd: dir });
+    const allowed = await runCli(['validate', 'plan.json', '--allow', 'true'], { cwd: dir });
+
+    expect(refused.code).toBe(1);
+    expect(allowed.code).toBe(0);
+  });
 });

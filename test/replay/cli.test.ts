@@ -44,6 +44,22 @@ describe('capsule replay', () => {
     expect(out.stdout.text).toBe('');
   });
 
+  it('exits 0 with nothing to replay for the empty log of a run refused before any actor started', async () => {
+    const { runPlan } = await import('../../src/runtime/run-plan.js');
+    const report = await runPlan({ plan: { id: 'p', steps: [{ id: 'a', tool: 'missing' }] }, workdir: scratch, manifest: null });
+    const out = capture();
+    expect(await replayCommand(join(report.records_dir, 'events.jsonl'), {}, out)).toBe(0);
+    expect(out.stdout.text).toContain("nothing to replay, the run started no actor (report.json: step 'a' refused: tool 'missing' is not installed)");
+  });
+
+  it('exits 2 for an empty file that is not a refused run\'s log', async () => {
+    const file = join(scratch, 'empty.jsonl');
+    writeFileSync(file, '');
+    const out = capture();
+    expect(await replayCommand(file, {}, out)).toBe(2);
+    expect(out.stderr.text).toContain('holds no lines');
+  });
+
   it('exits 2 for a file that does not exist', async () => {
     const out = capture();
     expect(await replayCommand(join(scratch, 'none.jsonl'), {}, out)).toBe(2);

@@ -1,0 +1,79 @@
+import type { PlanFile, StepKind } from '../../machines/contracts.js';
+import { BLOCKED } from '../../machines/messages.js';
+import { createSchedule, scan, settleWave, type WaveOutcome } from '../../machines/plan-schedule.js';
+import { collectInputReferences } from './interpolate.js';
+import { parseReference } from './references.js';
+import { conditionReferenceTokens } from './validate.js';
+
+/** What `capsule validate` finds beyond the refusals of `plan.md` §6. */
+export interface PlanLint {
+  /**
+   * The step a run would blame as blocked (`plan.md` §10.3: a dependency cycle, or a step that
+   * depends on itself), found by scheduling the plan as if every step succeeded; null when none.
+   * Validation itself does not refuse cycles (§6 notes); the run fails on them.
+   */
+  readonly blocked: { readonly step_id: string; readonly error: string } | null;
+  /** References that may not be ready when their step runs (`plan.md` §9), one sentence each. */
+  readonly warnings: readonly string[];
+}
+
+/** Plans above this many steps skip the reference check (it walks each referring step's ancestors). */
+const MAX_STEPS_FOR_REFERENCE_CHECK = 5000;
+
+/**
+ * Lints a plan that passed validation: a blocked plan is found with the scheduler itself
+ * (`machines/plan-schedule.ts`), so the answer is the one a run would give when every step
+ * succeeds; references to a step that is not among the referring step's (transitive)
+ * dependencies are warned about, since they resolve only if that step happened to settle in an
+ * earlier wave (`plan.md` §9, "is not ready").
+ */
+export function lintPlan(plan: PlanFile, kinds: readonly StepKind[]): PlanLint {
+  return { blocked: findBlocked(plan, kinds), warnings: unorderedReferences(plan) };
+}
+
+function findBlocked(plan: PlanFile, kinds: readonly StepKind[]): PlanLint['blocked'] {
+  const schedule = createSchedule(plan.steps, kinds);
+  const allTrue = () => ({ ok: true as const, value: true });
+  while (scan(schedule, false, allTrue) === 'wave') {
+    const outcomes = new Map<number, WaveOutcome>();
+    for (const index of schedule.wave) {
+      outcomes.set(index, { index, status: 'success', output: '', error: null, attempts: 1, duration_ms: 0 });
+    }
+    settleWave(schedule, outcomes, false);
+  }
+  return schedule.failedStep === null ? null : { step_id: schedule.failedStep, error: BLOCKED };
+}
+
+function unorderedReferences(plan: PlanFile): string[] {
+  if (plan.steps.length > MAX_STEPS_FOR_REFERENCE_CHECK) return [];
+  const byId = new Map(plan.steps.map((step) => [step.id, step]));
+  const warnings: string[] = [];
+  for (const step of plan.steps) {
+    const references = [
+      ...collectInputReferences(step.input),
+      ...(step.if === undefined ? [] : conditionReferenceTokens(step.if)),
+    ];
+    if (references.length === 0) continue;
+    const ancestors = ancestorsOf(step.id, byId);
+    for (const reference of references) {
+      const parsed = parseReference(reference);
+      if (parsed === null || !byId.has(parsed.stepId) || ancestors.has(parsed.stepId)) continue;
+      warnings.push(
+        `step '${step.id}': ${reference} names step '${parsed.stepId}', which is not among its dependencies; ` +
+          `unless '${parsed.stepId}' settled in an earlier wave it is not ready (add it to depends_on)`,
+      );
+    }
+  }
+  return warnings;
+}
+
+function ancestorsOf(stepId: string, byId: ReadonlyMap<string, { readonly depends_on: readonly string[] }>): Set<string> {
+  const seen = new Set<string>();
+  const stack = [...(byId.get(stepId)?.depends_on ?? [])];
+  for (let id = stack.pop(); id !== undefined; id = stack.pop()) {
+    if (seen.has(id)) continue;
+    seen.add(id);
+    stack.push(...(byId.get(id)?.depends_on ?? []));
+  }
+  return seen;
+}
