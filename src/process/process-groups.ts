@@ -64,17 +64,9 @@ function readProcStat(pid: number | 'self'): ProcStat | null {
  */
 export function groupMembers(pgid: number): number[] {
   const members: number[] = [];
-  let entries: string[];
-  try {
-    entries = readdirSync('/proc');
-  } catch {
-    return members;
-  }
-  for (const entry of entries) {
-    if (!/^\d+$/.test(entry)) continue;
-    const stat = readProcStat(Number(entry));
-    if (stat !== null && stat.pgrp === pgid && stat.state !== 'Z') members.push(Number(entry));
-  }
+  forEachLiveProcess((pid, pgrp) => {
+    if (pgrp === pgid) members.push(pid);
+  });
   return members;
 }
 
@@ -84,18 +76,24 @@ export function groupMembers(pgid: number): number[] {
  */
 export function liveGroupIds(): Set<number> {
   const live = new Set<number>();
+  forEachLiveProcess((_pid, pgrp) => live.add(pgrp));
+  return live;
+}
+
+/** Calls `visit` with the pid and pgrp of every live (non-zombie) process in `/proc`; nothing without `/proc`. */
+function forEachLiveProcess(visit: (pid: number, pgrp: number) => void): void {
   let entries: string[];
   try {
     entries = readdirSync('/proc');
   } catch {
-    return live;
+    return;
   }
   for (const entry of entries) {
     if (!/^\d+$/.test(entry)) continue;
-    const stat = readProcStat(Number(entry));
-    if (stat !== null && stat.state !== 'Z') live.add(stat.pgrp);
+    const pid = Number(entry);
+    const stat = readProcStat(pid);
+    if (stat !== null && stat.state !== 'Z') visit(pid, stat.pgrp);
   }
-  return live;
 }
 
 /** True when group `pgid` has at least one live (non-zombie) member; see {@link groupMembers}. */

@@ -145,17 +145,7 @@ export function startPlan(options: RunPlanOptions): PlanRun {
     // §5: read and parse. A failure is blamed on `plan`, with plan_end under the session node.
     const parsed = await loadPlan(options.plan);
     if (!parsed.ok) {
-      session.trace.write('plan_end', session.nodeId, {
-        plan_id: '',
-        outcome: 'failed',
-        failed_step: 'plan',
-        steps_total: 0,
-        steps_succeeded: 0,
-        steps_failed: 0,
-        steps_skipped: 0,
-        duration_ms: elapsed(),
-        reason: parsed.error,
-      });
+      writeRefusedPlanEnd(session, session.nodeId, '', 'plan', 0, elapsed(), parsed.error);
       return finish(refusal(session, '', 'plan', parsed.error, elapsed()), 'failed');
     }
     for (const warning of parsed.warnings) options.onWarning?.(warning);
@@ -183,17 +173,7 @@ export function startPlan(options: RunPlanOptions): PlanRun {
       installedTools: new Set([...functionTools.keys(), ...commandTools.keys()]),
     });
     if (refused !== null) {
-      session.trace.write('plan_end', planNode, {
-        plan_id: plan.id,
-        outcome: 'failed',
-        failed_step: refused.step_id,
-        steps_total: plan.steps.length,
-        steps_succeeded: 0,
-        steps_failed: 0,
-        steps_skipped: 0,
-        duration_ms: elapsed(),
-        reason: refused.error,
-      });
+      writeRefusedPlanEnd(session, planNode, plan.id, refused.step_id, plan.steps.length, elapsed(), refused.error);
       return finish(refusal(session, plan.id, refused.step_id, refused.error, elapsed()), 'failed');
     }
 
@@ -321,6 +301,33 @@ function publicResult(result: StepResult): StepResult {
     attempts: result.attempts,
     duration_ms: result.duration_ms,
   };
+}
+
+/**
+ * `plan_end` of a run refused before any step ran (`trace-plan.md` §3.4): an unreadable plan
+ * (under the session node, `plan_id` "", `steps_total` 0) or a validation refusal (under the plan
+ * node); the counts are 0 even though the report has one failed result.
+ */
+function writeRefusedPlanEnd(
+  session: Session,
+  parentId: string,
+  planId: string,
+  failedStep: string,
+  stepsTotal: number,
+  durationMs: number,
+  reason: string,
+): void {
+  session.trace.write('plan_end', parentId, {
+    plan_id: planId,
+    outcome: 'failed',
+    failed_step: failedStep,
+    steps_total: stepsTotal,
+    steps_succeeded: 0,
+    steps_failed: 0,
+    steps_skipped: 0,
+    duration_ms: durationMs,
+    reason,
+  });
 }
 
 function refusal(session: Session, planId: string, stepId: string, error: string, durationMs: number): PlanReport {
