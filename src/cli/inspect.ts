@@ -5,7 +5,7 @@
  * printed once, when the plan ends. `--once` prints the tree as the file stands and exits.
  */
 import { closeSync, existsSync, openSync, readSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import type { Command } from 'commander';
 import { createLogUpdate } from 'log-update';
 import { EVENT_LOG_FILE, type EventLogRecord } from '../records/event-log.js';
@@ -69,7 +69,10 @@ export async function inspectCommand(
       return EXIT.USAGE;
     }
     reader.read((record) => tree.apply(record));
-    output.stdout.write(tree.render(PRINTED_LINES).join('\n') + '\n');
+    const lines = sessionEndedWithoutActors(file, tree)
+      ? ['(no actor: the run ended before its plan started, e.g. refused; see report.json)']
+      : tree.render(PRINTED_LINES);
+    output.stdout.write(lines.join('\n') + '\n');
     return EXIT.OK;
   }
   const live = output.stdout.isTTY === true && output.stdout.rows !== 0;
@@ -80,7 +83,7 @@ export async function inspectCommand(
     const applied = reader.read((record) => tree.apply(record));
     if (update !== null && (applied > 0 || first)) update(tree.render(Math.max(5, (output.stdout.rows ?? 24) - 2)).join('\n'));
     first = false;
-    if (tree.ended || signal?.aborted === true) break;
+    if (tree.ended || signal?.aborted === true || (applied === 0 && sessionEndedWithoutActors(file, tree))) break;
     await new Promise<void>((resolve) => {
       const onAbort = (): void => {
         clearTimeout(timer);
@@ -100,7 +103,15 @@ export async function inspectCommand(
   } else {
     output.stdout.write(final + '\n');
   }
-  return tree.ended ? EXIT.OK : EXIT.CANCELED;
+  return tree.ended || sessionEndedWithoutActors(file, tree) ? EXIT.OK : EXIT.CANCELED;
+}
+
+/**
+ * A run refused before its plan actor started (unreadable plan, validation) logs no event but
+ * writes `report.json`: there is nothing more to wait for.
+ */
+function sessionEndedWithoutActors(file: string, tree: ActorTree): boolean {
+  return tree.isEmpty && existsSync(join(dirname(file), 'report.json'));
 }
 
 /** Reads the complete lines a file has gained since the last read (a torn last line waits). */
@@ -149,6 +160,11 @@ interface ActorView {
 export class ActorTree {
   readonly #actors = new Map<string, ActorView>();
   #root: string | null = null;
+
+  /** No actor has appeared yet. */
+  get isEmpty(): boolean {
+    return this.#actors.size === 0;
+  }
 
   /** The root actor (the plan) has ended. */
   get ended(): boolean {

@@ -39,9 +39,10 @@ function refusedRunBeside(file: string): string | null {
     if (statSync(file).size !== 0) return null;
     const report = JSON.parse(readFileSync(join(dirname(file), 'report.json'), 'utf8')) as {
       failed_step?: unknown;
-      results?: { error?: unknown }[];
+      results?: { error?: unknown; attempts?: unknown }[];
     };
-    if (typeof report.failed_step !== 'string' || report.results?.length !== 1) return null;
+    // Refused means nothing ran: one result, the blamed step, never attempted.
+    if (typeof report.failed_step !== 'string' || report.results?.length !== 1 || report.results[0]?.attempts !== 0) return null;
     return `report.json: step '${report.failed_step}' refused: ${String(report.results[0]?.error ?? '')}`;
   } catch {
     return null;

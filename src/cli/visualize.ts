@@ -30,7 +30,7 @@ export function registerVisualize(program: Command): void {
     .description('Draw the state charts of the machines (Mermaid, SVG, JSON and a README index).')
     .option('--out <dir>', 'output directory', DEFAULT_VISUALIZATIONS_DIR)
     .option('--check', 'write nothing; exit 1 (naming the files) when the files in --out differ from what the machines produce')
-    .addHelpText('after', '\nExit codes: 0 written (or up to date with --check), 1 out of date (--check).')
+    .addHelpText('after', '\nExit codes: 0 written (or up to date with --check), 1 out of date (--check), 2 --out cannot be written.')
     .action(async (options: VisualizeCommandOptions) => {
       process.exitCode = await visualizeCommand(options);
     });
@@ -49,11 +49,17 @@ export async function visualizeCommand(
       output.stdout.write(`visualizations are up to date (${files.length} files in ${outDir})\n`);
       return EXIT.OK;
     }
-    for (const file of drift) output.stderr.write(`${file.name}: ${file.problem === 'missing' ? 'missing' : 'differs from what the machines produce'}\n`);
+    const problems = { missing: 'missing', differs: 'differs from what the machines produce', extra: 'produced by no machine (remove it)' };
+    for (const file of drift) output.stderr.write(`${file.name}: ${problems[file.problem]}\n`);
     output.stderr.write(`${drift.length} of ${files.length} files in ${outDir} are out of date: run \`capsule visualize --out ${options.out ?? DEFAULT_VISUALIZATIONS_DIR}\` (npm run viz)\n`);
     return EXIT.FAILED;
   }
-  writeVisualizations(outDir, files);
+  try {
+    writeVisualizations(outDir, files);
+  } catch (error) {
+    output.stderr.write(`error: cannot write to ${outDir}: ${error instanceof Error ? error.message : String(error)}\n`);
+    return EXIT.USAGE;
+  }
   output.stdout.write(`wrote ${files.map((file) => file.name).join(', ')} to ${outDir}\n`);
   return EXIT.OK;
 }

@@ -132,7 +132,11 @@ abstract class Replay {
   /** A fake effect of `actor` ran (an input may be due at this very point). */
   protected abstract onEffect(actor: AnyActorRef): void;
 
+  /** Set while the replay stops its actors: what they log then is the replay's own shutdown, not behaviour. */
+  protected stopping = false;
+
   protected record(raw: EventLogRecord): void {
+    if (this.stopping) return;
     // The same representation as a line read back from events.jsonl.
     const record = JSON.parse(JSON.stringify(raw)) as EventLogRecord;
     this.produced++;
@@ -221,8 +225,9 @@ class RecordedReplay extends Replay {
       this.#pump();
       quiet = this.produced === before && this.fed === fedBefore ? quiet + 1 : 0;
     }
-    this.actor.stop();
     if (this.divergence === null) this.#checkEnd();
+    this.stopping = true;
+    this.actor.stop();
     return this.result();
   }
 
@@ -241,7 +246,9 @@ class RecordedReplay extends Replay {
   protected onRecord(record: EventLogRecord): void {
     const index = this.#count.get(record.actor) ?? 0;
     this.#count.set(record.actor, index + 1);
-    if (this.divergence === null) {
+    // Compared even after a divergence: a parent can log an event before the child snapshot that
+    // caused it, and the divergence reported is the one earliest in the recording (#diverge).
+    {
       const expected = this.#byActor.get(record.actor)?.[index];
       if (expected === undefined) {
         this.#diverge(this.#next, record.actor, 'nothing more from this actor', describe(record));
@@ -340,8 +347,12 @@ class RecordedReplay extends Replay {
     }
   }
 
+  /** Recorded index of the reported divergence: the earliest one found wins. */
+  #divergenceIndex = Number.POSITIVE_INFINITY;
+
   #diverge(index: number, actor: string, expected: string, actual: string): void {
-    if (this.divergence !== null) return;
+    if (this.divergence !== null && this.#divergenceIndex <= index) return;
+    this.#divergenceIndex = index;
     const records = this.#records;
     const at = Math.min(index, records.length - 1);
     const seq = index >= records.length ? (records[records.length - 1]?.seq ?? 0) + 1 : (records[at]?.seq ?? 0);
@@ -385,6 +396,7 @@ class HandReplay extends Replay {
       const waiting = [...this.refs.entries()].filter(([, ref]) => ref.getSnapshot().status === 'active' && ref !== this.actor).map(([id]) => `${id} (${this.currentState(id)})`);
       this.#diverge(this.#lines.length > 0 ? ((this.#lines[this.#lines.length - 1] as HandLine).line + 1) : 2, plan, 'the plan ends by the end of the script', `${plan} is in ${this.currentState(plan)}${waiting.length > 0 ? `; still running: ${waiting.join(', ')}` : ''}`);
     }
+    this.stopping = true;
     this.actor.stop();
     return this.result();
   }

@@ -197,10 +197,28 @@ function parseHand(parsed: readonly { line: number; value: Record<string, unknow
   const planText = JSON.stringify(head.value['plan'] ?? null);
   const plan = parsePlanText(planText);
   if (!plan.ok) throw new ReplayFileError(`${where(head.line)}: "plan" is not a plan: ${plan.error}`);
+  // The structural rules a run applies before anything starts (plan.md §6 rules 1 and 5); the
+  // capability rules (tools installed, binaries allowed) do not apply to a simulated plan.
+  const seen = new Set<string>();
+  for (const step of plan.plan.steps) {
+    if (seen.has(step.id)) throw new ReplayFileError(`${where(head.line)}: "plan" is refused: duplicate step id '${step.id}'`);
+    seen.add(step.id);
+  }
+  for (const step of plan.plan.steps) {
+    const unknown = step.depends_on.find((dep) => !seen.has(dep));
+    if (unknown !== undefined) throw new ReplayFileError(`${where(head.line)}: "plan" is refused: step '${step.id}': unknown dependency '${unknown}'`);
+  }
   const maxParallel = head.value['maxParallel'];
   const killGraceMs = head.value['killGraceMs'];
-  if (maxParallel !== undefined && maxParallel !== null && (typeof maxParallel !== 'number' || !(maxParallel >= 1))) {
-    throw new ReplayFileError(`${where(head.line)}: "maxParallel" must be a number ≥ 1`);
+  if (maxParallel !== undefined && maxParallel !== null && (typeof maxParallel !== 'number' || !Number.isInteger(maxParallel) || maxParallel < 1)) {
+    throw new ReplayFileError(`${where(head.line)}: "maxParallel" must be a whole number ≥ 1`);
+  }
+  if (killGraceMs !== undefined && (typeof killGraceMs !== 'number' || !(killGraceMs >= 0))) {
+    throw new ReplayFileError(`${where(head.line)}: "killGraceMs" must be a number of milliseconds ≥ 0`);
+  }
+  const canceledAtStart = head.value['canceledAtStart'];
+  if (canceledAtStart !== undefined && typeof canceledAtStart !== 'boolean') {
+    throw new ReplayFileError(`${where(head.line)}: "canceledAtStart" must be true or false`);
   }
   const input: PlanInput = {
     planId: plan.plan.id,
@@ -256,13 +274,17 @@ function parseHand(parsed: readonly { line: number; value: Record<string, unknow
       }
       case 'timeout':
         return { line, kind: 'timeout', step: step() };
-      case 'cancel':
-        return { line, kind: 'cancel', force: value['force'] === true };
+      case 'cancel': {
+        const force = value['force'];
+        if (force !== undefined && typeof force !== 'boolean') return fail('"force" must be true or false');
+        return { line, kind: 'cancel', force: force === true };
+      }
       case 'expect': {
         const actor = value['actor'];
         if (actor !== undefined && typeof actor !== 'string') return fail('"actor" must be a string (plan, step:<id>)');
         const resolved = actor === undefined || actor === 'plan' ? planActor : actor;
         if (resolved.startsWith('step:') && !stepIds.has(resolved.slice(5))) fail(`no step '${resolved.slice(5)}' in the plan`);
+        if (!resolved.startsWith('step:') && resolved !== planActor) fail(`no actor '${resolved}': name "plan" (or ${planActor}) or step:<id>`);
         const state = value['state'];
         const states = value['states'];
         const output = value['output'];

@@ -1,4 +1,4 @@
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { instance } from '@viz-js/viz';
 import { toDot } from './dot.js';
@@ -39,7 +39,8 @@ export function writeVisualizations(outDir: string, files: readonly GeneratedFil
 /** A file in `outDir` that is not what the machines produce. */
 export interface Drift {
   readonly name: string;
-  readonly problem: 'missing' | 'differs';
+  /** `extra`: a chart file no registered machine produces (left behind by a removed or renamed machine). */
+  readonly problem: 'missing' | 'differs' | 'extra';
 }
 
 /** Compares `outDir` with the generated files; empty when everything is up to date. */
@@ -54,6 +55,16 @@ export function checkVisualizations(outDir: string, files: readonly GeneratedFil
       continue;
     }
     if (current !== file.content) drift.push({ name: file.name, problem: 'differs' });
+  }
+  const produced = new Set(files.map((file) => file.name));
+  let present: string[] = [];
+  try {
+    present = readdirSync(outDir);
+  } catch {
+    // a missing directory already shows as missing files
+  }
+  for (const name of present.sort()) {
+    if (/\.(mmd|svg|json)$/.test(name) && !produced.has(name)) drift.push({ name, problem: 'extra' });
   }
   return drift;
 }

@@ -31,6 +31,16 @@ describe('capsule inspect', () => {
     expect(out.stdout.text).toBe(['plan:p  finished (done)  [0 running, 2 ended]', '├─ step:a  finished (done)', '└─ step:b  finished (done)', ''].join('\n'));
   });
 
+  it('exits 0 at once on a run refused before its plan started, in follow mode and with --once', async () => {
+    const recordsDir = join(scratch, 'refused');
+    await startPlan({ plan: { id: 'x', steps: [{ id: 'a', tool: 'missing' }] }, manifest: null, workdir: scratch, recordsDir }).report;
+    const follow = capture();
+    expect(await inspectCommand(recordsDir, {}, follow)).toBe(0);
+    const once = capture();
+    expect(await inspectCommand(recordsDir, { once: true }, once)).toBe(0);
+    expect(once.stdout.text).toContain('the run ended before its plan started');
+  });
+
   it('follows a running session and exits 0 when the plan ends', async () => {
     const recordsDir = join(scratch, 'live');
     const run = startPlan({

@@ -44,12 +44,36 @@ describe('capsule replay', () => {
     expect(out.stdout.text).toBe('');
   });
 
+  it.each([
+    ['a dependency on a missing step', '{"kind":"plan","plan":{"id":"p","steps":[{"id":"a","tool":"t","depends_on":["zz"]}]}}', "unknown dependency 'zz'"],
+    ['a repeated step id', '{"kind":"plan","plan":{"id":"p","steps":[{"id":"a","tool":"t"},{"id":"a","tool":"t"}]}}', "duplicate step id 'a'"],
+    ['a fractional maxParallel', '{"kind":"plan","plan":{"id":"p","steps":[{"id":"a","tool":"t"}]},"maxParallel":1.5}', '"maxParallel" must be a whole number'],
+    ['a killGraceMs that is not a number', '{"kind":"plan","plan":{"id":"p","steps":[{"id":"a","tool":"t"}]},"killGraceMs":"abc"}', '"killGraceMs" must be'],
+    ['a cancel whose force is not a boolean', '{"kind":"plan","plan":{"id":"p","steps":[{"id":"a","tool":"t"}]}}\n{"kind":"cancel","force":"yes"}', '"force" must be true or false'],
+    ['an expect naming no actor of the plan', '{"kind":"plan","plan":{"id":"p","steps":[{"id":"a","tool":"t"}]}}\n{"kind":"expect","actor":"bogus","states":[]}', "no actor 'bogus'"],
+  ])('exits 2 for a hand-written script with %s', async (_what, text, message) => {
+    const file = join(scratch, 'invalid.jsonl');
+    writeFileSync(file, `${text}\n`);
+    const out = capture();
+    expect(await replayCommand(file, {}, out)).toBe(2);
+    expect(out.stderr.text).toContain(message);
+  });
+
   it('exits 0 with nothing to replay for the empty log of a run refused before any actor started', async () => {
     const { runPlan } = await import('../../src/runtime/run-plan.js');
     const report = await runPlan({ plan: { id: 'p', steps: [{ id: 'a', tool: 'missing' }] }, workdir: scratch, manifest: null });
     const out = capture();
     expect(await replayCommand(join(report.records_dir, 'events.jsonl'), {}, out)).toBe(0);
     expect(out.stdout.text).toContain("nothing to replay, the run started no actor (report.json: step 'a' refused: tool 'missing' is not installed)");
+  });
+
+  it('exits 2 for the emptied log of a run whose steps did run', async () => {
+    const { runPlan } = await import('../../src/runtime/run-plan.js');
+    const report = await runPlan({ plan: { id: 'p', steps: [{ id: 'a', tool: 't' }] }, workdir: scratch, manifest: null, tools: { t: () => ({ status: 'failed' }) } });
+    const file = join(report.records_dir, 'events.jsonl');
+    writeFileSync(file, '');
+    const out = capture();
+    expect(await replayCommand(file, {}, out)).toBe(2);
   });
 
   it('exits 2 for an empty file that is not a refused run\'s log', async () => {

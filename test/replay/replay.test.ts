@@ -270,8 +270,23 @@ describe('replay of recorded runs (real tools and shell steps)', () => {
     writeFileSync(file, tampered.map((line) => JSON.stringify(line)).join('\n') + '\n');
     const result = await replayFile(file);
     expect(result.identical).toBe(false);
-    expect(result.divergence?.actor).toBe('step:c');
+    // The earliest recorded line that differs: the plan's settled record of c, logged before c's final snapshot.
+    const first = tampered.findIndex((line) => line.kind === 'snapshot' && JSON.stringify(line).includes('"step_id":"c","status":"success"'));
+    expect(result.divergence?.seq).toBe(tampered[first]?.seq);
     expect(result.divergence?.expected).toContain('"status":"success"');
+    expect(result.divergence?.actual).toContain('"status":"failed"');
+  });
+
+  it('reports a recording cut short at the first line it cannot reproduce, not at the replay\'s own shutdown', async () => {
+    const recorded = lines(retries);
+    const dropped = recorded.findIndex((line) => line.kind === 'event' && line.actor === 'step:c' && line.type === 'ATTEMPT.FINISHED');
+    const kept = recorded.filter((_, i) => i !== dropped);
+    const file = join(scratch, 'dropped.jsonl');
+    writeFileSync(file, kept.map((line) => JSON.stringify(line)).join('\n') + '\n');
+    const result = await replayFile(file);
+    expect(result.identical).toBe(false);
+    expect(result.divergence?.seq).toBe(recorded[dropped + 1]?.seq);
+    expect(result.divergence?.actual).not.toContain('xstate.stop');
   });
 });
 

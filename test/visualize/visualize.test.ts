@@ -59,6 +59,23 @@ describe('capsule visualize --check', () => {
     expect(await visualizeCommand({ out: dir }, capture())).toBe(0);
     expect(await visualizeCommand({ out: dir, check: true }, capture())).toBe(0);
   });
+
+  it('flags a chart file no machine produces, such as one left by a removed machine', async () => {
+    const dir = join(scratch, 'extra');
+    expect(await visualizeCommand({ out: dir }, capture())).toBe(0);
+    writeFileSync(join(dir, 'retired.mmd'), 'stateDiagram-v2\n');
+    const out = capture();
+    expect(await visualizeCommand({ out: dir, check: true }, out)).toBe(1);
+    expect(out.stderr.text).toContain('retired.mmd: produced by no machine');
+  });
+
+  it('exits 2 with a one-line error when --out cannot be written', async () => {
+    const file = join(scratch, 'a-file');
+    writeFileSync(file, '');
+    const out = capture();
+    expect(await visualizeCommand({ out: file }, out)).toBe(2);
+    expect(out.stderr.text).toMatch(/^error: cannot write to .*a-file: .*\n$/);
+  });
 });
 
 describe('the Mermaid charts', () => {
