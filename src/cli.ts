@@ -1,20 +1,10 @@
 #!/usr/bin/env node
 /**
- * `capsule`: the command-line entry point (DESIGN §3). Each subcommand lives in its own module
- * under src/cli/ and is registered by one `register…(program)` call below.
+ * `capsule`: the command-line entry point (DESIGN §3). Signals are held from the first
+ * instruction (src/cli/early-signals.ts), then the commands are loaded (src/cli/main.ts).
  */
-import { createProgram, runProgram } from './cli/program.js';
-import { registerRun } from './cli/run.js';
-import { registerValidate } from './cli/validate.js';
-import { registerVisualize } from './cli/visualize.js';
-import { registerReplay } from './cli/replay.js';
-import { registerInspect } from './cli/inspect.js';
+import { holdEarlySignals } from './cli/early-signals.js';
 
-const program = createProgram();
-registerRun(program);
-registerValidate(program);
-registerVisualize(program);
-registerReplay(program);
-registerInspect(program);
-
-process.exitCode = await runProgram(program, process.argv);
+holdEarlySignals();
+const { main } = await import('./cli/main.js');
+process.exitCode = await main(process.argv);

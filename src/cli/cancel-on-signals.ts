@@ -30,6 +30,8 @@ export interface CancelOnSignalsOptions {
   readonly note: (text: string) => void;
   /** Signals that cancel gracefully first; default SIGINT and SIGTERM. */
   readonly signals?: readonly NodeJS.Signals[];
+  /** Signals that arrived before these handlers existed (src/cli/early-signals.ts), handled now. */
+  readonly early?: readonly NodeJS.Signals[];
   /** Signals that force at once; default SIGHUP. */
   readonly forceSignals?: readonly NodeJS.Signals[];
 }
@@ -87,6 +89,11 @@ export function cancelOnSignals(run: PlanRun, options: CancelOnSignalsOptions): 
 
   for (const signal of signals) process.on(signal, onSignal);
   for (const signal of forceSignals) process.on(signal, onHangup);
+  // Signals held while capsule was loading arrived within a moment of each other: one burst.
+  for (const signal of options.early ?? []) {
+    if (forceSignals.includes(signal)) onHangup();
+    else if (signals.includes(signal)) onSignal();
+  }
   return () => {
     clearTimeout(escalation);
     for (const signal of signals) process.off(signal, onSignal);

@@ -7,6 +7,7 @@ import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { DEFAULT_CANCEL_GRACE_SECS, loadManifest } from '../manifest.js';
 import { ManifestError, startPlan, type PlanReport } from '../runtime/run-plan.js';
+import { releaseEarlySignals } from './early-signals.js';
 import { cancelOnSignals } from './cancel-on-signals.js';
 import { collect, EXIT, parseNonNegativeNumber, parsePositiveInteger, usageError, type ExitCode } from './program.js';
 import { Progress, progressModeFor, useColor } from './progress.js';
@@ -89,7 +90,11 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
     onWarning: (warning) => progress.note(`warning: ${warning.message}`),
     onNotice: (message) => progress.note(`warning: ${message}`),
   });
-  const stopHandlingSignals = cancelOnSignals(run, { graceSecs, note: (text) => progress.note(text) });
+  const stopHandlingSignals = cancelOnSignals(run, {
+    graceSecs,
+    note: (text) => progress.note(text),
+    early: releaseEarlySignals(),
+  });
   // A terminal that went away (EIO/EPIPE on stderr) must not crash the run before its process
   // groups are ended: progress is best effort, for the rest of this process's life.
   stderr.on('error', () => {});

@@ -3,7 +3,8 @@
  * bursts within 300 ms count once, a graceful cancel escalates after `--cancel-grace` seconds,
  * exit 130, and no process of the run is left (checked in /proc).
  */
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { constants as osConstants } from 'node:os';
 import { join } from 'node:path';
 import {
   groupMembers,
@@ -44,6 +45,18 @@ function cancelableRun(firstArgs: (string | number)[], manifest: Record<string, 
   });
   const cli = startCli(['run', 'plan.json', '--json', ...extraArgs], { cwd: dir });
   return { dir, cli };
+}
+
+/** Polls `/proc/<pid>/status` until the process has a handler for `signal` (its SigCgt bit). */
+async function waitUntilCatches(pid: number, signal: NodeJS.Signals): Promise<void> {
+  const bit = BigInt(1) << BigInt((osConstants.signals[signal] as number) - 1);
+  for (let tries = 0; tries < 5000; tries++) {
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const caught = /^SigCgt:\s*([0-9a-f]+)$/m.exec(status)?.[1];
+    if (caught !== undefined && (BigInt(`0x${caught}`) & bit) !== BigInt(0)) return;
+    await new Promise((resolve) => setTimeout(resolve, 1));
+  }
+  throw new Error(`process ${pid} never caught ${signal}`);
 }
 
 /** Waits until step `first` runs and returns its pid (= the pgid of its group). */
@@ -142,6 +155,23 @@ describe('capsule run: cancel by signal', () => {
     expect(resultOf(parseReport(result.stdout), 'first').error).toContain('cancelled by force');
     expect(groupMembers(pgid)).toEqual([]);
     expect(isProcessAlive(grandchild)).toBe(false);
+  });
+
+  it('treats a Ctrl-C that lands while capsule is still loading as a cancel before the first step', async () => {
+    const dir = temp.make('early');
+    writeJson(dir, 'capsule.json', manifestAllowing());
+    writeJson(dir, 'plan.json', { id: 'early', steps: [{ id: 'first', shell: stepCommand('first', 'sleep', 60_000) }] });
+    const cli = startCli(['run', 'plan.json', '--json'], { cwd: dir });
+    // The moment the entry point holds signals (it is the first to catch SIGHUP, /proc's SigCgt;
+    // Node itself catches SIGINT during bootstrap), the commands are still loading.
+    await waitUntilCatches(cli.child.pid as number, 'SIGHUP');
+    cli.child.kill('SIGINT');
+    const result = await cli.done;
+
+    expect(result.code).toBe(130);
+    const report = parseReport(result.stdout);
+    expect(report.canceled).toBe(true);
+    expect(resultOf(report, 'first')).toMatchObject({ status: 'skipped', attempts: 0 });
   });
 
   it('forces a graceful cancel on its own once --cancel-grace seconds have passed', async () => {
