@@ -2,6 +2,9 @@ import { newEventId } from '../ids.js';
 import { AppendFile, type TailRepair } from './append-file.js';
 import { toJsonLine } from './jsonl.js';
 
+/** What `write` returns when tracing is off: parents of records that are never written. */
+export const UNTRACED_EVENT_ID = 'evt_untraced';
+
 /** Fields of a record after the envelope, in the order they are written. */
 export type TraceFields = Readonly<Record<string, unknown>>;
 
@@ -41,10 +44,13 @@ export class TraceWriter {
     return this.#file?.repair ?? null;
   }
 
-  /** Writes one record and returns its `event_id` (minted even when tracing is off, so parents stay consistent). */
+  /**
+   * Writes one record and returns its `event_id`. With tracing off nothing is written and no id is
+   * minted (nobody can read one): it returns {@link UNTRACED_EVENT_ID}.
+   */
   write(eventType: string, parentId: string | null, fields: TraceFields): string {
+    if (this.#file === null) return UNTRACED_EVENT_ID;
     const eventId = newEventId();
-    if (this.#file === null) return eventId;
     const record = {
       event_type: eventType,
       event_id: eventId,

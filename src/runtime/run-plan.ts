@@ -220,12 +220,8 @@ export function startPlan(options: RunPlanOptions): PlanRun {
       clock: session.clock,
       ...(session.inspect ? { inspect: session.inspect } : {}),
     });
-    // Step records of a session this run opened with `trace: false` are not written, and their
-    // event ids are never used: skip the call, which would still mint a UUID v7 each (about a
-    // tenth of a 10,000-step plan's time, `npm run bench`).
-    const traceSteps = !(ownSession && options.trace === false);
     actor.on('plan.stepStarted', (event) => {
-      if (traceSteps) session.trace.write('plan_step_start', planNode, {
+      session.trace.write('plan_step_start', planNode, {
         plan_id: plan.id,
         step_id: event.stepId,
         kind: event.kind,
@@ -235,7 +231,7 @@ export function startPlan(options: RunPlanOptions): PlanRun {
     });
     actor.on('plan.stepSettled', ({ record }) => {
       const { result } = record;
-      if (traceSteps) session.trace.write('plan_step', planNode, {
+      session.trace.write('plan_step', planNode, {
         plan_id: plan.id,
         step_id: result.step_id,
         kind: record.kind,

@@ -11,6 +11,9 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { groupMembers } from '../../src/process/process-groups.js';
+import { waitFor } from '../support/wait.js';
+
+export { waitFor };
 
 /** The repository root. */
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -124,14 +127,6 @@ export function manifestAllowing(...binaries: string[]): Record<string, unknown>
   return { name: 'cli-test', capabilities: { shell: { allow: ['node', ...binaries] } } };
 }
 
-/** Polls `condition` every 20 ms; rejects after `timeoutMs` naming what it waited for. */
-export async function waitFor(condition: () => boolean, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
 
 /** Waits for a file holding a pid and returns it. */
 export async function waitForPid(path: string, timeoutMs = 10_000): Promise<number> {

@@ -11,6 +11,9 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startProcess, type ProcessHandle, type ProcessResult, type StartProcessOptions } from '../../src/process/leader.js';
 import { groupMembers, type ProcessGroupRegistry } from '../../src/process/process-groups.js';
+import { waitFor } from '../support/wait.js';
+
+export { waitFor };
 
 /** Absolute path of test/fixtures/process/. */
 export const FIXTURES_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', 'fixtures', 'process');
@@ -29,14 +32,6 @@ export async function removeDirs(dirs: readonly string[]): Promise<void> {
   await Promise.all(dirs.map((dir) => rm(dir, { recursive: true, force: true })));
 }
 
-/** Polls `condition` every 10 ms until it is true; rejects after `timeoutMs`. */
-export async function waitFor(condition: () => boolean, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
 
 /** Waits until `path` exists and returns its text. */
 export async function waitForFile(path: string, timeoutMs = 5000): Promise<string> {
