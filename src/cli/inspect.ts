@@ -37,7 +37,7 @@ export function registerInspect(program: Command): void {
     .description('Live view of a session: follows <records-dir>/events.jsonl and draws the actor tree with each current state.')
     .argument('<records-dir>', 'records directory of a session (or its events.jsonl)')
     .option('--once', 'print the tree as the file stands now and exit')
-    .addHelpText('after', '\nExits 0 when the plan ends, 130 on Ctrl-C, 2 when there is no event log to read (--once).')
+    .addHelpText('after', '\nExit codes: 0 when the plan ends (or --once printed the tree), 130 on Ctrl-C, 2 when --once finds no event log.')
     .action(async (target: string, options: InspectCommandOptions) => {
       const controller = new AbortController();
       const onSigint = (): void => controller.abort();
@@ -154,6 +154,15 @@ interface ActorView {
   readonly children: string[];
   state: string;
   status: string;
+  /** A step's outcome as the plan settled it (`success`, `failed: …`, `skipped`), or as it ran when discarded. */
+  outcome?: string;
+}
+
+/** A settled (or discarded) step result as the plan emits it in `plan.stepSettled` / `plan.stepDiscarded`. */
+interface EmittedResult {
+  readonly step_id: string;
+  readonly status: string;
+  readonly error: string | null;
 }
 
 /** The actor tree as the event log tells it: parents from `from` on `xstate.init` lines, states from snapshots. */
@@ -183,7 +192,26 @@ export class ActorTree {
     } else if (record.kind === 'snapshot') {
       actor.state = stateText(record.state);
       actor.status = record.status;
+      for (const emitted of record.emitted ?? []) this.#applyOutcome(record.actor, emitted);
     }
+  }
+
+  /** A step's outcome from the plan's emitted events; a step that never had an actor (a false `if`, a cancel) is added as `not run`. */
+  #applyOutcome(planActor: string, emitted: Readonly<Record<string, unknown>>): void {
+    const type = emitted['type'];
+    if (type !== 'plan.stepSettled' && type !== 'plan.stepDiscarded') return;
+    const result = (emitted['record'] as { result?: EmittedResult } | undefined)?.result;
+    if (result === undefined) return;
+    const id = `step:${result.step_id}`;
+    let step = this.#actors.get(id);
+    if (step === undefined) {
+      step = this.#ensure(id);
+      step.state = 'not run';
+      step.status = 'done';
+      this.#actors.get(planActor)?.children.push(id);
+    }
+    const error = result.error === null ? '' : `: ${result.error.split('\n').find((line) => line.trim() !== '')?.trim().slice(0, 80) ?? ''}`;
+    step.outcome = type === 'plan.stepDiscarded' ? `${result.status}, discarded by a fail stop` : `${result.status}${result.status === 'success' ? '' : error}`;
   }
 
   /**
@@ -233,9 +261,9 @@ export class ActorTree {
   }
 }
 
-/** `step:a  running.bounded`; a parent also counts its children: `(2 running, 10 ended)`. */
+/** `step:a  running.bounded`, `step:b  finished (done) → failed: exit code 2`; a parent also counts its children: `(2 running, 10 ended)`. */
 function label(actor: ActorView, actors: ReadonlyMap<string, ActorView>): string {
-  const status = actor.status !== 'active' ? ` (${actor.status})` : '';
+  const status = (actor.status !== 'active' && actor.state !== 'not run' ? ` (${actor.status})` : '') + (actor.outcome === undefined ? '' : ` → ${actor.outcome}`);
   if (actor.children.length === 0) return `${actor.id}  ${actor.state}${status}`;
   const running = actor.children.filter((child) => actors.get(child)?.status === 'active').length;
   return `${actor.id}  ${actor.state}${status}  [${running} running, ${actor.children.length - running} ended]`;

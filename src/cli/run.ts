@@ -2,11 +2,12 @@
  * `capsule run PLAN` (DESIGN §3–§4): runs one plan file as a session, shows progress on stderr,
  * prints the JSON report on stdout with `--json`, and maps the report to the exit code.
  */
-import { existsSync, statSync } from 'node:fs';
+import { statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
-import { DEFAULT_CANCEL_GRACE_SECS, loadManifest } from '../manifest.js';
-import { ManifestError, startPlan, type PlanReport } from '../runtime/run-plan.js';
+import { DEFAULT_CANCEL_GRACE_SECS, findManifest, loadManifest, MANIFEST_FILE } from '../manifest.js';
+import { ManifestError, RecordsDirInUseError, startPlan, type PlanReport } from '../runtime/run-plan.js';
+import { explainUnreadPlan } from './validate.js';
 import { releaseEarlySignals } from './early-signals.js';
 import { cancelOnSignals } from './cancel-on-signals.js';
 import { collect, EXIT, parseNonNegativeNumber, parsePositiveInteger, usageError, type ExitCode } from './program.js';
@@ -63,12 +64,11 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
   if (!isDirectory(workdir)) return usageError(`--workdir ${workdir} is not a directory`);
 
   // The manifest is read here first so that a bad one is a usage error before anything starts;
-  // startPlan reads the same file again (and warns once).
-  const manifestPath =
-    options.manifest ?? (existsSync(join(workdir, 'capsule.json')) ? join(workdir, 'capsule.json') : null);
+  // startPlan finds and reads the same file again (and warns once).
+  const manifestSource = findManifest(options.manifest, options.workdir);
   const graceSecs = options.cancelGrace ?? DEFAULT_CANCEL_GRACE_SECS;
-  if (manifestPath !== null) {
-    const loaded = await loadManifest(manifestPath);
+  if (manifestSource.kind === 'file') {
+    const loaded = await loadManifest(manifestSource.label);
     if (!loaded.ok) return usageError(loaded.error);
   }
 
@@ -78,10 +78,15 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
     mode: progressModeFor(stderr, options.quiet === true),
     color: useColor(stderr),
   });
+  progress.info(
+    manifestSource.kind === 'file'
+      ? `manifest: ${manifestSource.path}`
+      : `manifest: none (there is no ${join(workdir, MANIFEST_FILE)}; --manifest FILE names one)`,
+  );
   const run = startPlan({
     plan: planPath,
     workdir,
-    manifest: manifestPath,
+    ...(options.manifest !== undefined ? { manifest: options.manifest } : {}),
     ...(options.records !== undefined ? { recordsDir: resolve(options.records) } : {}),
     ...(options.capsules !== undefined ? { capsulesDir: resolve(options.capsules) } : {}),
     shellAllow: options.allow ?? [],
@@ -104,7 +109,7 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
     report = await run.report;
   } catch (error) {
     progress.dispose();
-    if (error instanceof ManifestError) return usageError(error.message);
+    if (error instanceof ManifestError || error instanceof RecordsDirInUseError) return usageError(error.message);
     // No report: the records directory could not be used (or a runtime bug).
     process.stderr.write(`error: the plan could not be run: ${error instanceof Error ? error.message : String(error)}\n`);
     return EXIT.FAILED;
@@ -112,7 +117,7 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
     stopHandlingSignals();
   }
 
-  progress.finish(report);
+  progress.finish(report, report.refusal ?? (report.plan_id === '' && report.failed_step === 'plan' ? explainUnreadPlan(planPath, report.results[0]?.error ?? '') : undefined));
   if (options.json === true) process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
   return exitCodeOf(report);
 }

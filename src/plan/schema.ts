@@ -10,10 +10,12 @@ import {
   describeValue,
   expectedGot,
   invalidJson,
+  lineColumn,
   moreIssues,
   nestedTooDeep,
   NOT_UTF8,
   PLAN_SHAPE,
+  planFileIsDirectory,
   planFileMissing,
   planFileUnreadable,
   planParseFailed,
@@ -22,11 +24,13 @@ import {
   TOP_LEVEL_PATH,
   unknownKey,
 } from './messages.js';
-import { findUnknownKeys, formatJsonPath, type KeySpec, type PlanWarning } from './unknown-keys.js';
+import { syntaxErrorPosition, type SourcePosition } from './json-location.js';
+import { findUnknownKeys, formatJsonPath, type KeySpec } from './unknown-keys.js';
+import type { UnknownKeyWarning } from './warnings.js';
 
-export type { PlanWarning } from './unknown-keys.js';
+export type { PlanWarning, UnknownKeyWarning } from './warnings.js';
 
-/** Keys a step object may hold (`plan.md` §2.2, plus our `timeout_secs`). Order is the docs' order. */
+/** Keys a step object may hold (`plan.md` §2.2, plus our `timeout_secs` and `stdin`). Order is the docs' order. */
 export const STEP_KEYS = [
   'id',
   'tool',
@@ -38,6 +42,7 @@ export const STEP_KEYS = [
   'on_error',
   'retries',
   'timeout_secs',
+  'stdin',
 ] as const;
 
 /** Keys the top level of a plan file may hold (`plan.md` §2.1). */
@@ -110,6 +115,9 @@ const RawStepSchema = z
         .positive({ error: timeoutError })
         .optional()
         .meta({ description: 'Seconds one attempt may run before its process group is ended. Default: no bound.' }),
+      stdin: optionalText(
+        'Shell steps only: text written to the command\'s stdin (then closed); "$step.output" is a reference resolved at dispatch. Never put into the command. null = absent.',
+      ),
     },
     { error: expecting(PLAN_SHAPE.step) },
   )
@@ -129,6 +137,7 @@ function toPlanStep(raw: z.output<typeof RawStepSchema>): PlanStep {
     on_error: raw.on_error ?? 'fail',
     retries: raw.retries ?? 0,
     ...(raw.timeout_secs !== undefined ? { timeout_secs: raw.timeout_secs } : {}),
+    ...(typeof raw.stdin === 'string' ? { stdin: raw.stdin } : {}),
   };
 }
 
@@ -223,8 +232,13 @@ export const TOO_DEEP = nestedTooDeep(MAX_JSON_DEPTH);
 
 /** Outcome of `parsePlanText`. */
 export type ParsePlanResult =
-  | { readonly ok: true; readonly plan: PlanFile; readonly warnings: PlanWarning[] }
-  | { readonly ok: false; readonly error: string };
+  | { readonly ok: true; readonly plan: PlanFile; readonly warnings: UnknownKeyWarning[] }
+  | {
+      readonly ok: false;
+      readonly error: string;
+      /** Where the problem is: the JSON path of the first shape problem, or the place of a syntax error. */
+      readonly at?: { readonly path: readonly (string | number)[] } | { readonly position: SourcePosition };
+    };
 
 /**
  * Parses the text of a plan file (`plan.md` §2, §5).
@@ -246,9 +260,22 @@ export function parsePlanText(text: string): ParsePlanResult {
   try {
     raw = JSON.parse(text);
   } catch (error) {
-    return { ok: false, error: planParseFailed(invalidJson(errorText(error))) };
+    const position = text.trim() === '' ? null : syntaxErrorPosition(text, errorText(error));
+    return { ok: false, error: planParseFailed(jsonSyntaxDetail(text, error)), ...(position !== null ? { at: { position } } : {}) };
   }
   return parsePlanValue(raw);
+}
+
+/**
+ * Parse detail of a `JSON.parse` failure: `invalid JSON: <parser message> (line L, column C)`,
+ * the place added when the message names one (for a file that is empty, or only whitespace, the
+ * detail says so).
+ */
+export function jsonSyntaxDetail(text: string, error: unknown): string {
+  const message = errorText(error);
+  if (text.trim() === '') return invalidJson(`${message} (the file is empty)`);
+  const at = syntaxErrorPosition(text, message);
+  return invalidJson(at === null || /\(line \d+ column \d+\)/.test(message) ? message : `${message} ${lineColumn(at.line, at.column)}`);
 }
 
 /**
@@ -259,12 +286,20 @@ export function parsePlanText(text: string): ParsePlanResult {
 export function parsePlanValue(raw: unknown): ParsePlanResult {
   if (jsonDepthExceeds(raw, MAX_JSON_DEPTH)) return { ok: false, error: planParseFailed(TOO_DEEP) };
   const parsed = PlanFileSchema.safeParse(raw);
-  if (!parsed.success) return { ok: false, error: planParseFailed(formatIssues(parsed.error.issues)) };
-  const warnings = findUnknownKeys(raw, PLAN_KEY_SPEC).map((found): PlanWarning => {
+  if (!parsed.success) {
+    const first = parsed.error.issues[0];
+    return {
+      ok: false,
+      error: planParseFailed(formatIssues(parsed.error.issues)),
+      ...(first !== undefined ? { at: { path: first.path.filter((segment) => typeof segment !== 'symbol') } } : {}),
+    };
+  }
+  const warnings = findUnknownKeys(raw, PLAN_KEY_SPEC).map((found): UnknownKeyWarning => {
     const id = found.holder['id'];
     const where =
       found.path === '' ? TOP_LEVEL_PATH : typeof id === 'string' ? stepWhere(found.path, id) : found.path;
     return {
+      kind: 'unknown_key',
       path: found.path,
       key: found.key,
       suggestion: found.suggestion,
@@ -288,13 +323,20 @@ export function errorText(error: unknown): string {
 /** Outcome of `readPlanFile` and `readUtf8File`. */
 export type ReadTextResult =
   | { readonly ok: true; readonly text: string }
-  | { readonly ok: false; readonly error: string; readonly missing: boolean };
+  | {
+      readonly ok: false;
+      readonly error: string;
+      /** ENOENT: nothing at the path. */
+      readonly missing: boolean;
+      /** EISDIR: the path is a directory (Node's message then does not name the path). */
+      readonly directory: boolean;
+    };
 
 /**
  * Reads a whole file as UTF-8. A leading byte-order mark is dropped. Bytes that are not UTF-8 are
  * an error (`NOT_UTF8`), not replaced. Never throws.
  *
- * @returns The text, or the io error text with `missing: true` for ENOENT.
+ * @returns The text, or the io error text with `missing: true` for ENOENT and `directory: true` for EISDIR.
  */
 export async function readUtf8File(path: string): Promise<ReadTextResult> {
   let bytes: Buffer;
@@ -302,12 +344,12 @@ export async function readUtf8File(path: string): Promise<ReadTextResult> {
     bytes = await readFile(path);
   } catch (error) {
     const code = (error as NodeJS.ErrnoException | undefined)?.code;
-    return { ok: false, error: errorText(error), missing: code === 'ENOENT' };
+    return { ok: false, error: errorText(error), missing: code === 'ENOENT', directory: code === 'EISDIR' };
   }
   try {
     return { ok: true, text: new TextDecoder('utf-8', { fatal: true }).decode(bytes) };
   } catch {
-    return { ok: false, error: NOT_UTF8, missing: false };
+    return { ok: false, error: NOT_UTF8, missing: false, directory: false };
   }
 }
 
@@ -317,14 +359,16 @@ export async function readUtf8File(path: string): Promise<ReadTextResult> {
  * @param path The path as given by the caller (shown as given in the error).
  * @returns The text; or `failed to read plan file <path>: it does not exist` when the file does
  *   not exist, `failed to read plan file: <io error text>` for any other read error (including
- *   bytes that are not UTF-8).
+ *   bytes that are not UTF-8; for a directory the text names the path: `EISDIR: <path> is a
+ *   directory, not a plan file`).
  */
 export async function readPlanFile(
   path: string,
 ): Promise<{ ok: true; text: string } | { ok: false; error: string }> {
   const read = await readUtf8File(path);
   if (read.ok) return { ok: true, text: read.text };
-  return { ok: false, error: read.missing ? planFileMissing(path) : planFileUnreadable(read.error) };
+  if (read.missing) return { ok: false, error: planFileMissing(path) };
+  return { ok: false, error: planFileUnreadable(read.directory ? planFileIsDirectory(path) : read.error) };
 }
 
 /**

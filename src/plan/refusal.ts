@@ -1,0 +1,346 @@
+/**
+ * Refusals explained: for every reason `capsule validate` or `capsule run` refuses a plan, the
+ * file, line and column, the step, the rule, the values that would be accepted and the fix. The
+ * `error` stays the spec's exact text (`spec/plan.md` §5–§6); the rest is ours.
+ */
+
+import type { PlanFile, PlanStep } from '../../machines/contracts.js';
+import type { ConditionProblem } from './condition-check.js';
+import type { BlockedPlan } from './cycles.js';
+import { locateJsonPath, type JsonPathSegment, type SourcePosition } from './json-location.js';
+import { BLOCKED } from '../../machines/messages.js';
+import { REFERENCE_FIELDS, parseReference } from './references.js';
+import { closestKey, formatJsonPath } from './unknown-keys.js';
+import { ON_ERROR_POLICIES, PLAN_SUBMISSION_TOOL, type ValidationCode, type ValidationFinding } from './validate.js';
+import type { UnknownKeyWarning } from './warnings.js';
+
+/**
+ * Why a plan was refused: the validation codes of `plan.md` §6 (see `ValidationCode`), what
+ * `capsule validate` refuses beyond them (`condition`, `invalid_reference`, `dependency_cycle`: a
+ * run meets them later), and the file-level ones (`plan_unreadable`, `invalid_json`, `plan_shape`).
+ */
+export type RefusalCode = ValidationCode | 'condition' | 'invalid_reference' | 'dependency_cycle' | 'plan_unreadable' | 'invalid_json' | 'plan_shape';
+
+/** A refusal with everything needed to act on it (the `refusal` field of `validate --json` and of the report). */
+export interface Refusal {
+  /** The blamed step; `plan` for the file as a whole. */
+  readonly step_id: string;
+  /** The error, as the report's `results[0].error` and `validate --json`'s `error` give it. */
+  readonly error: string;
+  readonly code: RefusalCode;
+  /** The rule, in one sentence. */
+  readonly rule: string;
+  /** The values the rule accepts there (allowed binaries, installed tools, step ids, policies, fields), when it has a list; null otherwise. */
+  readonly accepted: readonly string[] | null;
+  /** What to change, in one sentence. */
+  readonly fix: string;
+  /** The plan file as given; null for a plan object (library) or when unknown. */
+  readonly file: string | null;
+  /** JSON path of the offending value (`steps[2].on_error`); null when the file as a whole is meant. */
+  readonly json_path: string | null;
+  /** 1-based line and column of that value in the file; null when there is no file text. */
+  readonly line: number | null;
+  readonly column: number | null;
+}
+
+/** What explaining a refusal needs besides the plan. */
+export interface ExplainContext {
+  /** The plan file as given, or null for a plan object. */
+  readonly file: string | null;
+  /** The file's text, for line and column; null when not read from a file. */
+  readonly text: string | null;
+  /** Binaries shell steps may start (manifest plus `--allow`). */
+  readonly shellAllow: readonly string[];
+  /** Tool names a tool step may name. */
+  readonly installedTools: readonly string[];
+  /** Where the manifest came from, in words (`describeManifestSource`). */
+  readonly manifest: string;
+  /** The manifest file, when one was loaded (the fix says where to add an entry). */
+  readonly manifestPath: string | null;
+  /** With no manifest loaded: a `capsule.json` beside the plan file, which was probably meant (`manifestBesidePlan`). */
+  readonly manifestBesidePlan?: string | null;
+  /** Unknown-key warnings of the plan: a refused step's misspelt key is the likely cause. */
+  readonly unknownKeys: readonly UnknownKeyWarning[];
+}
+
+/** Longest list of accepted values shown; the rest are counted ("… and 12 more"). */
+export const MAX_ACCEPTED_SHOWN = 20;
+
+/** `a, b, c` or `a, b, … and N more`, never cut without saying so. */
+export function listValues(values: readonly string[], max = MAX_ACCEPTED_SHOWN): string {
+  if (values.length === 0) return '(none)';
+  if (values.length <= max) return values.join(', ');
+  return `${values.slice(0, max).join(', ')}, … and ${values.length - max} more`;
+}
+
+const quoted = (values: readonly string[]): string[] => values.map((value) => `'${value}'`);
+
+/** The location fields of a refusal about the value at `path` (segments from the document root). */
+function located(ctx: Pick<ExplainContext, 'file' | 'text'>, path: readonly JsonPathSegment[] | null, position?: SourcePosition | null) {
+  const at = position ?? (ctx.text !== null && path !== null ? locateJsonPath(ctx.text, path) : null);
+  return {
+    file: ctx.file,
+    json_path: path === null ? null : formatJsonPath(path) || null,
+    line: at?.line ?? null,
+    column: at?.column ?? null,
+  };
+}
+
+/** `did you mean 'x'? ` or '' */
+function didYouMean(value: string, known: readonly string[]): string {
+  const close = closestKey(value, known) ?? known.find((k) => k.toLowerCase() === value.toLowerCase()) ?? null;
+  return close === null ? '' : `did you mean '${close}'? `;
+}
+
+/** Explains a validation refusal (`plan.md` §6 and our `stdin` rule). */
+export function explainFinding(finding: ValidationFinding, plan: PlanFile, ctx: ExplainContext): Refusal {
+  const step = plan.steps[finding.index] as PlanStep;
+  const ids = plan.steps.map((s) => s.id);
+  const subject = finding.subject ?? '';
+  const base = { step_id: finding.step_id, error: finding.error, code: finding.code, ...located(ctx, ['steps', finding.index, ...finding.path]) };
+  switch (finding.code) {
+    case 'duplicate_step_id': {
+      const first = ids.indexOf(step.id);
+      const firstAt = ctx.text === null ? null : locateJsonPath(ctx.text, ['steps', first, 'id']);
+      return {
+        ...base,
+        rule: 'step ids are unique within a plan (plan.md §6 rule 1)',
+        accepted: null,
+        fix: `rename one of the two: the first '${step.id}' is steps[${first}]${firstAt === null ? '' : ` (line ${firstAt.line})`}`,
+      };
+    }
+    case 'no_step_kind': {
+      const misspelt = ctx.unknownKeys.find((w) => w.path === `steps[${finding.index}]` && w.suggestion !== null && ['tool', 'shell', 'capsule'].includes(w.suggestion));
+      return {
+        ...base,
+        rule: 'a step declares exactly one of tool, shell or capsule (plan.md §6 rule 2a)',
+        accepted: ['tool', 'shell', 'capsule'],
+        fix:
+          misspelt !== undefined
+            ? `rename its key '${misspelt.key}' to '${misspelt.suggestion ?? ''}'`
+            : 'add "shell": "<command line>", "tool": "<tool name>" or "capsule": "<capsule name>"',
+      };
+    }
+    case 'several_step_kinds': {
+      const kinds = (['tool', 'shell', 'capsule'] as const).filter((kind) => step[kind] !== undefined);
+      return {
+        ...base,
+        rule: 'a step declares exactly one of tool, shell or capsule (plan.md §6 rule 2b)',
+        accepted: ['tool', 'shell', 'capsule'],
+        fix: `keep one of ${kinds.join(' and ')}; to do both, make two steps and let the second depend on the first`,
+      };
+    }
+    case 'forbidden_tool':
+      return {
+        ...base,
+        rule:
+          subject === PLAN_SUBMISSION_TOOL
+            ? 'a plan cannot submit another plan (plan.md §15)'
+            : 'turn-only tools (switch-driver, end-without-answer, pull-artifact, remove-artifact) are not callable from a plan (plan.md §15)',
+        accepted: null,
+        fix: 'remove the step: these tools are decisions of the agent running the plan, not steps of it',
+      };
+    case 'tool_not_installed': {
+      const tools = [...ctx.installedTools].sort();
+      return {
+        ...base,
+        rule: 'a tool step names a tool of the manifest\'s "tools" (plan.md §6 rule 3t-iii)',
+        accepted: tools,
+        fix:
+          ctx.manifestPath === null && tools.length === 0
+            ? `no tool is installed: ${noManifestFix(ctx)}`
+            : tools.length === 0
+              ? `no tool is installed in ${ctx.manifestPath ?? 'the manifest'}: declare it, "tools": { "${subject}": { "command": ["<program>", "<args>…"] } }`
+              : `${didYouMean(subject, tools)}installed: ${listValues(tools)} (${ctx.manifest}); or declare '${subject}' under "tools" in ${ctx.manifestPath ?? 'the manifest'}`,
+      };
+    }
+    case 'shell_command_empty':
+      return { ...base, rule: 'a shell command has at least one word: the program to run (plan.md §6 rule 3s-i)', accepted: null, fix: 'write the command line, e.g. "shell": "make test"' };
+    case 'binary_not_allowed':
+      return { ...base, rule: 'the first word of a shell command is a binary in capabilities.shell.allow, matched exactly (plan.md §6 rule 3s-ii)', accepted: [...ctx.shellAllow], fix: binaryFix(subject, ctx) };
+    case 'capsule_input':
+      return {
+        ...base,
+        rule: 'a capsule step\'s input is its task text: a string, or { "objective": "<text>" } (plan.md §19.1)',
+        accepted: ['"<task text>"', '{ "objective": "<task text>" }'],
+        fix: 'give the whole instruction as "input": "<task text>" (references such as "$a.output" are fine)',
+      };
+    case 'on_error_policy':
+      return {
+        ...base,
+        rule: 'on_error is one of fail, skip, continue, lower case (plan.md §6 rule 4)',
+        accepted: [...ON_ERROR_POLICIES],
+        fix: `${didYouMean(subject, ON_ERROR_POLICIES)}"fail" stops the plan (the default: leave the key out), "skip" records the step skipped and goes on, "continue" records it failed and goes on`,
+      };
+    case 'stdin_not_shell':
+      return {
+        ...base,
+        rule: 'stdin is our key for shell steps only (README, plan format)',
+        accepted: null,
+        fix: step.tool !== undefined ? 'remove "stdin": the tool already gets "input" as JSON on its stdin' : 'remove "stdin": a capsule step gets "input" as its task text',
+      };
+    case 'unknown_dependency':
+      return {
+        ...base,
+        rule: 'every depends_on entry is the id of a step of this plan (plan.md §6 rule 5)',
+        accepted: ids,
+        fix: `${didYouMean(subject, ids)}the step ids are: ${listValues(ids)}`,
+      };
+    case 'unknown_reference': {
+      const parsed = parseReference(subject);
+      const id = parsed?.stepId ?? '';
+      return {
+        ...base,
+        rule: 'a reference names a step of this plan and a field: $<step id>.output or $<step id>.status (plan.md §6 rule 6, §7)',
+        accepted: ids,
+        fix: `no step has the id '${id}'; ${didYouMean(id, ids)}the step ids are: ${listValues(ids)}`,
+      };
+    }
+    case 'unknown_reference_field': {
+      const parsed = parseReference(subject);
+      const field = parsed?.field ?? '';
+      const glued = /[=!<>]/u.test(field);
+      return {
+        ...base,
+        rule: 'a reference\'s field is output or status (plan.md §6 rule 6, §7)',
+        accepted: [...REFERENCE_FIELDS],
+        fix: glued
+          ? `put spaces around the operator: ${subject.replace(/(==|!=|<|>)/u, ' $1 ')}`
+          : `${didYouMean(field, REFERENCE_FIELDS)}write $${parsed?.stepId ?? '<step>'}.output or $${parsed?.stepId ?? '<step>'}.status`,
+      };
+    }
+  }
+}
+
+function binaryFix(binary: string, ctx: ExplainContext): string {
+  const base = binary.split('/').pop() ?? binary;
+  if (binary.includes('/') && ctx.shellAllow.includes(base)) {
+    return `entries match exactly: '${base}' is allowed but '${binary}' is not; write the command as ${base} …, or add "${binary}" to capabilities.shell.allow`;
+  }
+  if (ctx.manifestPath !== null) return `add "${binary}" to capabilities.shell.allow in ${ctx.manifestPath}, or allow it for one run with --allow ${binary}`;
+  return `${noManifestFix(ctx)}, or allow it for one run with --allow ${binary}`;
+}
+
+/** What to do when no manifest was loaded: use the one beside the plan, or name one. */
+function noManifestFix(ctx: ExplainContext): string {
+  const beside = ctx.manifestBesidePlan ?? null;
+  if (beside !== null) {
+    const dir = beside.slice(0, beside.length - '/capsule.json'.length) || '.';
+    return `${ctx.manifest}, but the plan's directory has one: run with --workdir ${dir} (where shell steps then run), or --manifest ${beside}`;
+  }
+  return `${ctx.manifest}: pass --manifest FILE, or --workdir DIR for the directory holding capsule.json`;
+}
+
+/** Explains a condition a run would fail on (`condition-check.ts`), for the step at `index`. */
+export function explainCondition(index: number, plan: PlanFile, problem: ConditionProblem, ctx: Pick<ExplainContext, 'file' | 'text'>): Refusal {
+  return {
+    step_id: (plan.steps[index] as PlanStep).id,
+    error: problem.error,
+    code: problem.code,
+    rule:
+      problem.code === 'invalid_reference'
+        ? 'a reference is $<step id>.output or $<step id>.status (plan.md §7)'
+        : 'an if is comparisons joined by && and ||, each <operand> ==, !=, < or > <operand>, an operand a quoted text or a reference (plan.md §8); a run fails the step when it evaluates it',
+    accepted: null,
+    fix: problem.fix,
+    ...located(ctx, ['steps', index, 'if']),
+  };
+}
+
+/** Explains a string in `input` (or `stdin`) that starts with `$` and has no dot: every attempt fails with `invalid reference`. */
+export function explainInvalidReference(index: number, plan: PlanFile, reference: string, path: readonly JsonPathSegment[], ctx: Pick<ExplainContext, 'file' | 'text'>): Refusal {
+  return {
+    step_id: (plan.steps[index] as PlanStep).id,
+    error: `invalid reference '${reference}'`,
+    code: 'invalid_reference',
+    rule: 'a string in input that starts with $ is a reference, $<step id>.output or $<step id>.status, resolved when the step runs (plan.md §7, §9); a run fails every attempt of this step',
+    accepted: null,
+    fix: `to pass a step's output write $<step id>.output; a text that starts with $ is always taken as a reference, so start ${reference} with another character`,
+    ...located(ctx, ['steps', index, ...path]),
+  };
+}
+
+/** `a → b → c → a` (each depends on the next), shortened in the middle past 12 steps, saying how many are left out. */
+export function cycleText(cycle: readonly string[]): string {
+  const names = cycle.map((id) => `'${id}'`);
+  const loop = [...names, names[0] ?? ''];
+  if (loop.length <= 12) return loop.join(' → ');
+  return `${loop.slice(0, 6).join(' → ')} → … ${loop.length - 10} more … → ${loop.slice(-4).join(' → ')}`;
+}
+
+/** Explains a plan a run would stop as blocked (`cycles.ts`). */
+export function explainCycle(blocked: BlockedPlan, plan: PlanFile, ctx: Pick<ExplainContext, 'file' | 'text'>): Refusal {
+  const index = plan.steps.findIndex((step) => step.id === blocked.blamed);
+  const inCycle = blocked.cycle.includes(blocked.blamed);
+  const first = blocked.cycle[0] ?? blocked.blamed;
+  const next = blocked.cycle[1 % blocked.cycle.length] ?? first;
+  return {
+    step_id: blocked.blamed,
+    error: `${BLOCKED}: ${cycleText(blocked.cycle)}`,
+    code: 'dependency_cycle',
+    rule: `a step runs once every step in its depends_on has settled, so steps that depend on each other never run; a run stops blocked, blaming '${blocked.blamed}', the first of ${blocked.stuck} step${blocked.stuck === 1 ? '' : 's'} that can never run${inCycle ? '' : ` (it waits on the cycle)`} (plan.md §10.3)`,
+    accepted: null,
+    fix: `break the cycle (→ means "depends on"): remove '${next}' from the depends_on of '${first}', or another link of it`,
+    ...located(ctx, ['steps', index, 'depends_on']),
+  };
+}
+
+/** Explains a plan file that is not JSON or not a plan's shape (`plan.md` §5). */
+export function explainParseFailure(
+  error: string,
+  at: { readonly path: readonly JsonPathSegment[] } | { readonly position: SourcePosition } | undefined,
+  ctx: Pick<ExplainContext, 'file' | 'text'>,
+): Refusal {
+  if (at !== undefined && 'path' in at) {
+    return {
+      step_id: 'plan',
+      error,
+      code: 'plan_shape',
+      rule: 'a plan file is { "id": "<plan id>", "steps": [ { "id": "<step id>", … } ] } (plan.md §2; schema/plan.schema.json)',
+      accepted: null,
+      fix: `change ${formatJsonPath(at.path) || 'the top level'} as the error says`,
+      ...located(ctx, at.path),
+    };
+  }
+  const position = at !== undefined && 'position' in at ? at.position : null;
+  const empty = ctx.text !== null && ctx.text.trim() === '';
+  return {
+    step_id: 'plan',
+    error,
+    code: 'invalid_json',
+    rule: 'a plan file is one JSON object (plan.md §2): double-quoted keys and strings, no trailing commas, no comments',
+    accepted: null,
+    fix: empty ? 'the file is empty: write the plan, { "id": "<plan id>", "steps": [] }' : position === null ? 'fix the JSON syntax' : `fix the JSON at line ${position.line}, column ${position.column}`,
+    ...located(ctx, null, position),
+  };
+}
+
+/** Explains a plan file that could not be read (`plan.md` §5). */
+export function explainReadFailure(error: string, file: string, cwd: string, directoryEntries: readonly string[] | null): Refusal {
+  let fix: string;
+  if (directoryEntries !== null) {
+    const json = directoryEntries.filter((name) => name.endsWith('.json')).sort();
+    fix = json.length === 0 ? `pass a plan file, not a directory` : `pass a plan file, not a directory; ${file} holds ${listValues(json)}`;
+  } else if (/does not exist/u.test(error)) {
+    fix = `check the path: a plan path is relative to the current directory (${cwd})`;
+  } else {
+    fix = 'make the file readable, as UTF-8 JSON';
+  }
+  return { step_id: 'plan', error, code: 'plan_unreadable', rule: 'the plan file is read before anything runs (plan.md §5)', accepted: null, fix, file, json_path: null, line: null, column: null };
+}
+
+/** The refusal as lines for people: `refused: …`, then where, the rule, the accepted values and the fix, indented. */
+export function refusalLines(refusal: Refusal, firstLine: string): string[] {
+  const lines = [firstLine];
+  const where = [
+    refusal.file === null ? null : `${refusal.file}${refusal.line === null ? '' : `:${refusal.line}:${refusal.column ?? 1}`}`,
+    refusal.json_path,
+  ].filter((part): part is string => part !== null);
+  if (where.length > 0) lines.push(`  at ${where.join(', ')}`);
+  lines.push(`  rule: ${refusal.rule}`);
+  if (refusal.accepted !== null && refusal.code !== 'unknown_dependency' && refusal.code !== 'unknown_reference') {
+    lines.push(`  accepted: ${listValues(refusal.accepted)}`);
+  }
+  lines.push(`  fix: ${refusal.fix}`);
+  return lines;
+}
