@@ -9,7 +9,7 @@
 import type { PlanFile, PlanStep } from '../../machines/contracts.js';
 import { checkCondition, STATUS_WORDS } from './condition-check.js';
 import { findBlockedPlan } from './cycles.js';
-import { locateInputReferences } from './interpolate.js';
+import { collectInputReferences, locateInputReferences } from './interpolate.js';
 import { unorderedReferences } from './lint.js';
 import {
   cycleWarning,
@@ -64,11 +64,15 @@ export interface PlanCheck {
  * @param plan The parsed plan.
  * @param ctx The allow-list and installed tools (as for `validatePlan`), plus the file, its text,
  *   the manifest description and the plan's unknown-key warnings for the explanations.
+ * @param options `refusalOnly`: stop after the refusal check (nobody listens to warnings).
  */
-export function checkPlan(plan: PlanFile, ctx: PlanCheckContext): PlanCheck {
-  const explain: ExplainContext = { ...ctx, shellAllow: ctx.shellAllow, installedTools: [...ctx.installedTools] };
+export function checkPlan(plan: PlanFile, ctx: PlanCheckContext, options: { readonly refusalOnly?: boolean } = {}): PlanCheck {
   const finding = findValidationFailure(plan, ctx);
-  if (finding !== null) return { refusal: explainFinding(finding, plan, explain), failsLater: [], warnings: [] };
+  if (finding !== null) {
+    const explain: ExplainContext = { ...ctx, shellAllow: ctx.shellAllow, installedTools: [...ctx.installedTools] };
+    return { refusal: explainFinding(finding, plan, explain), failsLater: [], warnings: [] };
+  }
+  if (options.refusalOnly === true) return { refusal: null, failsLater: [], warnings: [] };
 
   const ids = new Set(plan.steps.map((step) => step.id));
   const failing: LaterFailure[] = [];
@@ -116,8 +120,8 @@ function laterStepFailure(refusal: Refusal, whenTheRunMeetsIt: string): LaterFai
   };
 }
 
-const WHEN_CONDITION = 'the step will fail with it when its if is evaluated, and that stops the run';
-const WHEN_ATTEMPT = 'every attempt of the step will fail with it';
+const WHEN_CONDITION = 'a run fails the step with this error when it evaluates this comparison, and that stops the run';
+const WHEN_ATTEMPT = 'every attempt of the step will fail with this error';
 
 function checkStepCondition(
   step: PlanStep,
@@ -143,12 +147,16 @@ function checkStepCondition(
 
 /** Strings in `input` (and our `stdin`) that start with `$` and have no dot: every attempt fails with `invalid reference`. */
 function checkStepReferences(step: PlanStep, index: number, plan: PlanFile, ctx: PlanCheckContext, failing: LaterFailure[]): void {
-  const located = [
-    ...locateInputReferences(step.input).map((reference) => ({ text: reference.text, path: ['input', ...reference.path] })),
-    ...(step.stdin?.startsWith('$') === true ? [{ text: step.stdin, path: ['stdin'] }] : []),
-  ];
-  const first = located.find((reference) => parseReference(reference.text) === null);
-  if (first !== undefined) failing.push(laterStepFailure(explainInvalidReference(index, plan, first.text, first.path, ctx), WHEN_ATTEMPT));
+  const at = collectInputReferences(step.input).findIndex((text) => parseReference(text) === null);
+  let first: { text: string; path: (string | number)[] } | null = null;
+  if (at !== -1) {
+    // Located only when found: the plain walk is what every run pays for.
+    const located = locateInputReferences(step.input)[at];
+    if (located !== undefined) first = { text: located.text, path: ['input', ...located.path] };
+  } else if (step.stdin?.startsWith('$') === true && parseReference(step.stdin) === null) {
+    first = { text: step.stdin, path: ['stdin'] };
+  }
+  if (first !== null) failing.push(laterStepFailure(explainInvalidReference(index, plan, first.text, first.path, ctx), WHEN_ATTEMPT));
 }
 
 function checkShellStep(step: PlanStep, command: string, index: number, warnings: StepWarning[]): void {

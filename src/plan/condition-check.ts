@@ -93,7 +93,8 @@ function nearest(text: string): StepStatus {
 
 /**
  * Checks a condition completely, as the evaluator (`evaluateCondition`) would read it, without
- * short-circuiting: every comparison of every piece. Problems, in reading order:
+ * short-circuiting: every comparison of every piece, at most one problem per comparison (the one a
+ * run would give: the left operand is resolved first). Problems, in reading order:
  *
  * - a piece without `==`, `!=`, `>`, `<` outside quotes → `unsupported condition expression '<piece>'`;
  * - an operand that is neither a quoted literal nor starts with `$` → `unsupported condition operand '<text>'`;
@@ -120,10 +121,9 @@ export function checkCondition(condition: string, ids: ReadonlySet<string>): Con
         continue;
       }
       const { left, operator, right } = comparison;
-      for (const operand of [left, right]) {
-        const problem = operandProblem(operand, ids);
-        if (problem !== null) problems.push(problem);
-      }
+      // One problem per comparison, the one a run would give (it resolves the left operand first).
+      const problem = operandProblem(left, ids) ?? operandProblem(right, ids);
+      if (problem !== null) problems.push(problem);
       if (operator === '==' || operator === '!=') {
         const literal = statusLiteral(left, right) ?? statusLiteral(right, left);
         if (literal !== null) statusLiterals.push({ ...literal, operator });

@@ -200,7 +200,7 @@ export function startPlan(options: RunPlanOptions): PlanRun {
       manifestPath: manifest.source.kind === 'file' ? manifest.source.path : null,
       manifestBesidePlan: manifestBesidePlan(located.file, manifest.source),
       unknownKeys: parsed.warnings,
-    });
+    }, { refusalOnly: options.onWarning === undefined });
     const refused = check.refusal;
     if (refused !== null) {
       writeRefusedPlanEnd(session, planNode, plan.id, refused.step_id, plan.steps.length, elapsed(), refused.error);
