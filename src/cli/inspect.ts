@@ -4,7 +4,7 @@
  * the plan ends (0) or on Ctrl-C (130). On a terminal the tree is redrawn in place; otherwise it is
  * printed once, when the plan ends. `--once` prints the tree as the file stands and exits.
  */
-import { closeSync, existsSync, openSync, readSync, statSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readdirSync, readSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { Command } from 'commander';
 import { createLogUpdate } from 'log-update';
@@ -37,7 +37,10 @@ export function registerInspect(program: Command): void {
     .description('Live view of a session: follows <records-dir>/events.jsonl and draws the actor tree with each current state.')
     .argument('<records-dir>', 'records directory of a session (or its events.jsonl)')
     .option('--once', 'print the tree as the file stands now and exit')
-    .addHelpText('after', '\nExit codes: 0 when the plan ends (or --once printed the tree), 130 on Ctrl-C, 2 when --once finds no event log.')
+    .addHelpText(
+      'after',
+      '\nExit codes: 0 when the plan ends (or --once printed the tree), 130 on Ctrl-C, 2 when --once finds no event log or RECORDS_DIR holds records directories rather than one session\'s.',
+    )
     .action(async (target: string, options: InspectCommandOptions) => {
       const controller = new AbortController();
       const onSigint = (): void => controller.abort();
@@ -61,6 +64,14 @@ export async function inspectCommand(
   signal?: AbortSignal,
 ): Promise<ExitCode> {
   const file = target.endsWith('.jsonl') ? target : join(target, EVENT_LOG_FILE);
+  const sessions = existsSync(file) ? [] : sessionDirsIn(target);
+  if (sessions.length > 0) {
+    // A parent of records directories (`.capsule/records`) would be waited on forever.
+    output.stderr.write(
+      `error: ${target} holds records directories, not one session's records: inspect one of them, e.g. ${join(target, sessions.at(-1) ?? '')} (${sessions.length} in all)\n`,
+    );
+    return EXIT.USAGE;
+  }
   const tree = new ActorTree();
   const reader = new LineFollower(file);
   if (options.once === true) {
@@ -104,6 +115,18 @@ export async function inspectCommand(
     output.stdout.write(final + '\n');
   }
   return tree.ended || sessionEndedWithoutActors(file, tree) ? EXIT.OK : EXIT.CANCELED;
+}
+
+/** Subdirectories of `dir` that hold a session's event log, oldest name first (session ids sort by time). */
+function sessionDirsIn(dir: string): string[] {
+  try {
+    return readdirSync(dir, { withFileTypes: true })
+      .filter((entry) => entry.isDirectory() && existsSync(join(dir, entry.name, EVENT_LOG_FILE)))
+      .map((entry) => entry.name)
+      .sort();
+  } catch {
+    return [];
+  }
 }
 
 /**

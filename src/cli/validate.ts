@@ -6,10 +6,11 @@
  * cycle); it prints the same warnings a run prints before its first step. Every refusal is
  * explained: where (file, line, column, JSON path), the rule, the accepted values and the fix.
  */
-import { readdirSync, statSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { existsSync, readdirSync, statSync } from 'node:fs';
+import { isAbsolute, join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { describeManifestSource, findManifest, loadManifest, manifestBesidePlan, type Manifest, type ManifestSource } from '../manifest.js';
+import { canExecute } from '../executors/on-path.js';
 import { checkPlan } from '../plan/check.js';
 import { explainParseFailure, explainReadFailure, refusalLines, type Refusal } from '../plan/refusal.js';
 import { parsePlanText, readPlanFile } from '../plan/schema.js';
@@ -93,7 +94,7 @@ export async function validateCommand(planPath: string, options: ValidateCommand
     for (const warning of loaded.warnings) warn(warning);
   }
 
-  const report = await validatePlanFile(planPath, manifest, source, options.allow ?? [], warn);
+  const report = await validatePlanFile(planPath, workdir, manifest, source, options.allow ?? [], warn);
   if (options.json === true) {
     const json: ValidationReport = {
       valid: report.valid,
@@ -109,7 +110,7 @@ export async function validateCommand(planPath: string, options: ValidateCommand
   } else {
     const where = report.failed_step === 'plan' ? 'plan' : `step '${report.failed_step ?? ''}'`;
     const first = `refused: ${where}: ${report.error ?? ''}`;
-    const explained = report.refusal ?? (report.failed_step === 'plan' ? explainUnreadPlan(planPath, report.error ?? '') : undefined);
+    const explained = report.refusal ?? (report.failed_step === 'plan' ? explainUnreadPlan(planPath, report.error ?? '', options.workdir) : undefined);
     const lines = explained === undefined ? [first] : refusalLines(explained, first);
     for (const more of report.more) lines.push(...refusalLines(more, `refused: step '${more.step_id}': ${more.error}`));
     process.stderr.write(`${lines.join('\n')}\n`);
@@ -117,15 +118,20 @@ export async function validateCommand(planPath: string, options: ValidateCommand
   return report.valid ? EXIT.OK : EXIT.FAILED;
 }
 
-/** The refusal of a plan file that could not be read, explained (the path, and for a directory what it holds). */
-export function explainUnreadPlan(planPath: string, error: string): Refusal {
+/**
+ * The refusal of a plan file that could not be read, explained: the path; for a directory, what it
+ * holds; for a missing file that exists under the workdir, that path.
+ */
+export function explainUnreadPlan(planPath: string, error: string, workdir: string | undefined): Refusal {
   let entries: string[] | null = null;
   try {
     if (statSync(planPath).isDirectory()) entries = readdirSync(planPath);
   } catch {
     entries = null;
   }
-  return explainReadFailure(error, planPath, process.cwd(), entries);
+  const underWorkdir = workdir === undefined || isAbsolute(planPath) ? null : join(workdir, planPath);
+  const inWorkdir = underWorkdir !== null && !existsSync(planPath) && existsSync(underWorkdir) ? underWorkdir : null;
+  return explainReadFailure(error, planPath, process.cwd(), entries, inWorkdir);
 }
 
 type FileReport = Omit<ValidationReport, 'warnings'> & {
@@ -135,6 +141,7 @@ type FileReport = Omit<ValidationReport, 'warnings'> & {
 
 async function validatePlanFile(
   planPath: string,
+  workdir: string,
   manifest: Manifest | null,
   source: ManifestSource,
   allow: readonly string[],
@@ -161,6 +168,8 @@ async function validatePlanFile(
     manifest: describeManifestSource(source),
     manifestPath: source.kind === 'file' ? source.path : null,
     manifestBesidePlan: manifestBesidePlan(planPath, source),
+    canExecute: (program) => canExecute(program, process.env['PATH'], workdir),
+    toolProgram: (tool) => manifest?.tools[tool]?.command[0] ?? null,
     unknownKeys: parsed.warnings,
   });
   if (check.refusal !== null) return refused(parsed.plan.id, check.refusal, check.refusal.step_id, check.refusal.error);

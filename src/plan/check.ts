@@ -12,6 +12,7 @@ import { findBlockedPlan } from './cycles.js';
 import { collectInputReferences, locateInputReferences } from './interpolate.js';
 import { unorderedReferences } from './lint.js';
 import {
+  binaryNotFound,
   cycleWarning,
   droppedBackslashes,
   failsLater,
@@ -19,6 +20,7 @@ import {
   shellInputIgnored,
   shellSyntaxAsText,
   statusLiteralWarning,
+  toolProgramNotFound,
 } from './messages.js';
 import {
   cycleText,
@@ -35,7 +37,13 @@ import { findValidationFailure, type ValidationContext } from './validate.js';
 import type { StepWarning } from './warnings.js';
 
 /** What {@link checkPlan} needs: the validation context and what explaining a refusal needs. */
-export type PlanCheckContext = ValidationContext & Omit<ExplainContext, 'shellAllow' | 'installedTools'>;
+export type PlanCheckContext = ValidationContext &
+  Omit<ExplainContext, 'shellAllow' | 'installedTools'> & {
+    /** Whether a program would be found when started (`canExecute`); absent: not checked. */
+    readonly canExecute?: (program: string) => boolean;
+    /** The program a command tool runs (its `command[0]`); null for an in-process tool. Absent: not checked. */
+    readonly toolProgram?: (tool: string) => string | null;
+  };
 
 /** A problem a run meets only later: its refusal (for `capsule validate`) and its warning (for `capsule run`). */
 export interface LaterFailure {
@@ -65,6 +73,7 @@ export interface PlanCheck {
  * @param ctx The allow-list and installed tools (as for `validatePlan`), plus the file, its text,
  *   the manifest description and the plan's unknown-key warnings for the explanations.
  * @param options `refusalOnly`: stop after the refusal check (nobody listens to warnings).
+ *   With `ctx.canExecute`, programs that would not start are warned about (`binary_not_found`).
  */
 export function checkPlan(plan: PlanFile, ctx: PlanCheckContext, options: { readonly refusalOnly?: boolean } = {}): PlanCheck {
   const finding = findValidationFailure(plan, ctx);
@@ -81,6 +90,7 @@ export function checkPlan(plan: PlanFile, ctx: PlanCheckContext, options: { read
     checkStepCondition(step, index, plan, ids, ctx, failing, warnings);
     checkStepReferences(step, index, plan, ctx, failing);
     if (step.shell !== undefined) checkShellStep(step, step.shell, index, warnings);
+    checkProgramFound(step, index, ctx, warnings);
   });
   warnings.push(...unorderedReferences(plan));
   const blocked = findBlockedPlan(plan.steps);
@@ -157,6 +167,23 @@ function checkStepReferences(step: PlanStep, index: number, plan: PlanFile, ctx:
     first = { text: step.stdin, path: ['stdin'] };
   }
   if (first !== null) failing.push(laterStepFailure(explainInvalidReference(index, plan, first.text, first.path, ctx), WHEN_ATTEMPT));
+}
+
+/** A program that passes validation but would not start (not on PATH): warned, once per step. */
+function checkProgramFound(step: PlanStep, index: number, ctx: PlanCheckContext, warnings: StepWarning[]): void {
+  const found = ctx.canExecute;
+  if (found === undefined) return;
+  if (step.shell !== undefined) {
+    const binary = scanShellText(step.shell).words[0];
+    if (binary !== undefined && !found(binary)) {
+      warnings.push({ kind: 'binary_not_found', step_id: step.id, path: `steps[${index}].shell`, message: binaryNotFound(step.id, binary) });
+    }
+  } else if (step.tool !== undefined) {
+    const program = ctx.toolProgram?.(step.tool) ?? null;
+    if (program !== null && !found(program)) {
+      warnings.push({ kind: 'binary_not_found', step_id: step.id, path: `steps[${index}].tool`, message: toolProgramNotFound(step.id, step.tool, program) });
+    }
+  }
 }
 
 function checkShellStep(step: PlanStep, command: string, index: number, warnings: StepWarning[]): void {

@@ -297,3 +297,13 @@ export const failsLater = (stepId: string, error: string, when: string, fix: str
 export const cycleWarning = (blamed: string, cycle: string, stuck: number): string =>
   `step '${blamed}': plan is blocked by a dependency cycle, ${cycle} (→ means "depends on"): ${stuck} step${stuck === 1 ? '' : 's'} can never run, ` +
   `and the run will stop blocked at '${blamed}' once the steps before it have run (capsule validate refuses this plan)`;
+
+/** A shell step's binary that is allowed but cannot be found. */
+export const binaryNotFound = (stepId: string, binary: string): string =>
+  `step '${stepId}': shell: '${binary}' is not found on PATH${binary.includes('/') ? ' (as a file)' : ''}, so the step will fail to start: ` +
+  `install it, or write the program's path (and allow that path in capabilities.shell.allow)`;
+
+/** A command tool whose program cannot be found. */
+export const toolProgramNotFound = (stepId: string, tool: string, program: string): string =>
+  `step '${stepId}': tool '${tool}' runs '${program}', which is not found on PATH${program.includes('/') ? ' (as a file)' : ''}, so every call will fail to start: ` +
+  `fix the tool's "command" in the manifest`;

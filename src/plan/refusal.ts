@@ -9,6 +9,7 @@ import type { ConditionProblem } from './condition-check.js';
 import type { BlockedPlan } from './cycles.js';
 import { locateJsonPath, type JsonPathSegment, type SourcePosition } from './json-location.js';
 import { BLOCKED } from '../../machines/messages.js';
+import { planFileMissing } from './messages.js';
 import { REFERENCE_FIELDS, parseReference } from './references.js';
 import { closestKey, formatJsonPath } from './unknown-keys.js';
 import { ON_ERROR_POLICIES, PLAN_SUBMISSION_TOOL, type ValidationCode, type ValidationFinding } from './validate.js';
@@ -315,13 +316,25 @@ export function explainParseFailure(
   };
 }
 
-/** Explains a plan file that could not be read (`plan.md` §5). */
-export function explainReadFailure(error: string, file: string, cwd: string, directoryEntries: readonly string[] | null): Refusal {
+/**
+ * Explains a plan file that could not be read (`plan.md` §5). `directoryEntries`: what the path
+ * holds when it is a directory; `inWorkdir`: the same name under `--workdir` when that exists (the
+ * plan path is relative to the current directory, a common slip).
+ */
+export function explainReadFailure(
+  error: string,
+  file: string,
+  cwd: string,
+  directoryEntries: readonly string[] | null,
+  inWorkdir: string | null = null,
+): Refusal {
   let fix: string;
   if (directoryEntries !== null) {
     const json = directoryEntries.filter((name) => name.endsWith('.json')).sort();
     fix = json.length === 0 ? `pass a plan file, not a directory` : `pass a plan file, not a directory; ${file} holds ${listValues(json)}`;
-  } else if (/does not exist/u.test(error)) {
+  } else if (inWorkdir !== null) {
+    fix = `a plan path is relative to the current directory (${cwd}), not to --workdir: did you mean ${inWorkdir}?`;
+  } else if (error === planFileMissing(file)) {
     fix = `check the path: a plan path is relative to the current directory (${cwd})`;
   } else {
     fix = 'make the file readable, as UTF-8 JSON';

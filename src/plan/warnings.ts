@@ -12,6 +12,7 @@
  * - `shell_input`: `input` on a shell step, which the command never receives;
  * - `shell_text`: shell-command text passed on literally where a shell would act on it (a backslash
  *   dropped inside quotes, `|`, `>`, `$VAR`, `*`);
+ * - `binary_not_found`: a shell step's binary, or a command tool's program, is not on `PATH`;
  * - `condition`, `invalid_reference`, `dependency_cycle`: what `validate` refuses but a run only
  *   meets later (then the step fails or the run stops blocked); `run` warns before its first step.
  */
@@ -21,6 +22,7 @@ export type WarningKind =
   | 'status_literal'
   | 'shell_input'
   | 'shell_text'
+  | 'binary_not_found'
   | 'condition'
   | 'invalid_reference'
   | 'dependency_cycle';

@@ -7,6 +7,7 @@ import { scan } from '../../machines/plan-schedule.js';
 import { planMachine, type PlanOutput } from '../../machines/plan.machine.js';
 import { stepMachine } from '../../machines/step.machine.js';
 import { describeManifestSource, loadManifest, MANIFEST_FILE, manifestBesidePlan, type Manifest, type ManifestSource } from '../manifest.js';
+import { canExecute } from '../executors/on-path.js';
 import { checkPlan, runStartWarnings } from '../plan/check.js';
 import { evaluateCondition } from '../plan/condition.js';
 import { explainParseFailure, type Refusal } from '../plan/refusal.js';
@@ -199,6 +200,8 @@ export function startPlan(options: RunPlanOptions): PlanRun {
       manifest: describeManifestSource(manifest.source),
       manifestPath: manifest.source.kind === 'file' ? manifest.source.path : null,
       manifestBesidePlan: manifestBesidePlan(located.file, manifest.source),
+      canExecute: (program) => canExecute(program, process.env['PATH'], workdir),
+      toolProgram: (tool) => (functionTools.has(tool) ? null : (commandTools.get(tool)?.command[0] ?? null)),
       unknownKeys: parsed.warnings,
     }, { refusalOnly: options.onWarning === undefined });
     const refused = check.refusal;

@@ -222,6 +222,17 @@ describe('refusals name the accepted values and the fix (items 8, 9)', () => {
     expect(parseReport(run.stdout).results[0]?.error).toBe(`failed to read plan file: EISDIR: ${dir} is a directory, not a plan file`);
   });
 
+  it('says a plan path is relative to the current directory when the file is under --workdir', async () => {
+    const dir = workdirWith([ok('a')]);
+    const elsewhere = temp.make('cwd');
+    const run = await runCli(['run', 'plan.json', '--workdir', dir], { cwd: elsewhere });
+    const validate = await runCli(['validate', 'plan.json', '--workdir', dir], { cwd: elsewhere });
+
+    for (const output of [run.stderr, validate.stderr]) {
+      expect(output).toContain(`  fix: a plan path is relative to the current directory (${elsewhere}), not to --workdir: did you mean ${join(dir, 'plan.json')}?`);
+    }
+  });
+
   it('gives the line and column of a JSON syntax error', async () => {
     const dir = temp.make('syntax');
     writeFileSync(join(dir, 'plan.json'), '{\n  "id": "p",\n  "steps": [ { "id": "a", }, ]\n}\n');

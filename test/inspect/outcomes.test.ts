@@ -48,6 +48,18 @@ describe('capsule inspect --once after a run', () => {
   });
 });
 
+describe('capsule inspect on the parent of records directories', () => {
+  it('exits 2 naming one of them, instead of waiting for an event log that never comes', async () => {
+    const parent = join(scratch, 'records');
+    await runPlan({ plan: { id: 'p', steps: [] }, manifest: null, workdir: scratch, recordsDir: join(parent, 'ses_01') });
+    await runPlan({ plan: { id: 'p', steps: [] }, manifest: null, workdir: scratch, recordsDir: join(parent, 'ses_02') });
+    const out = capture();
+
+    expect(await inspectCommand(parent, {}, out)).toBe(2);
+    expect(out.stderr.text).toBe(`error: ${parent} holds records directories, not one session's records: inspect one of them, e.g. ${join(parent, 'ses_02')} (2 in all)\n`);
+  });
+});
+
 describe('runPlan with a records directory', () => {
   it('rejects one that already holds a session, before anything is appended to it', async () => {
     const recordsDir = join(scratch, 'used');

@@ -155,6 +155,22 @@ describe('checkPlan: shell steps', () => {
   });
 });
 
+describe('checkPlan: programs that would not start', () => {
+  it("warns about a shell step's binary and a command tool's program that cannot be found, and not about in-process tools", () => {
+    const found = check(plan({ id: 's', shell: 'printf x' }, { id: 't', tool: 'echo' }, { id: 'f', tool: 'ok' }), {
+      canExecute: (program: string) => program === 'node',
+      toolProgram: (tool: string) => (tool === 'echo' ? 'nosuch-echo' : null),
+    } as Partial<typeof CTX>);
+
+    expect(found.warnings.map((w) => [w.kind, w.step_id, w.path])).toEqual([
+      ['binary_not_found', 's', 'steps[0].shell'],
+      ['binary_not_found', 't', 'steps[1].tool'],
+    ]);
+    expect(found.warnings[0]?.message).toContain("'printf' is not found on PATH, so the step will fail to start");
+    expect(found.warnings[1]?.message).toContain("tool 'echo' runs 'nosuch-echo', which is not found on PATH");
+  });
+});
+
 describe('checkPlan: the refusal a run makes too, explained', () => {
   it('gives the spec error, the rule, the accepted policies and the line of on_error', () => {
     const found = check(plan(echo('a', { on_error: 'Continue' })));
