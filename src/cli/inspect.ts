@@ -233,7 +233,8 @@ export class ActorTree {
       step.status = 'done';
       this.#actors.get(planActor)?.children.push(id);
     }
-    const error = result.error === null ? '' : `: ${result.error.split('\n').find((line) => line.trim() !== '')?.trim().slice(0, 80) ?? ''}`;
+    const line = result.error?.split('\n').find((text) => text.trim() !== '')?.trim() ?? '';
+    const error = result.error === null ? '' : `: ${line.length > 80 ? `${line.slice(0, 79)}…` : line}`;
     step.outcome = type === 'plan.stepDiscarded' ? `${result.status}, discarded by a fail stop` : `${result.status}${result.status === 'success' ? '' : error}`;
   }
 

@@ -15,7 +15,7 @@ import { checkPlan } from '../plan/check.js';
 import { explainParseFailure, explainReadFailure, refusalLines, type Refusal } from '../plan/refusal.js';
 import { parsePlanText, readPlanFile } from '../plan/schema.js';
 import type { PlanWarning } from '../plan/warnings.js';
-import { freshRecordsDir, recordedSessionIn } from '../session/session.js';
+import { recordedSessionIn, RecordsDirInUseError } from '../session/session.js';
 import { collect, EXIT, usageError, type ExitCode } from './program.js';
 
 /** Options of `capsule validate`, as commander parses them. */
@@ -78,12 +78,8 @@ export async function validateCommand(planPath: string, options: ValidateCommand
   if (options.records !== undefined) {
     const recordsDir = resolve(options.records);
     const existing = recordedSessionIn(recordsDir);
-    if (existing !== null) {
-      return usageError(
-        `records directory ${recordsDir} already holds ${existing.sessionId ?? 'a session'} (${existing.files.join(', ')}): ` +
-          `\`capsule run --records\` would refuse it; pass a fresh path (e.g. ${freshRecordsDir(recordsDir)})`,
-      );
-    }
+    // The refusal `capsule run --records` would make, word for word.
+    if (existing !== null) return usageError(new RecordsDirInUseError(recordsDir, existing).message);
   }
   const source = findManifest(options.manifest, options.workdir);
   let manifest: Manifest | null = null;

@@ -7,6 +7,7 @@
  */
 
 export { invalidOnErrorPolicy } from '../../machines/messages.js';
+import { BLOCKED } from '../../machines/messages.js';
 
 // ---------------------------------------------------------------------------------------------
 // Reading and parsing the plan file (plan.md §5)
@@ -307,3 +308,6 @@ export const binaryNotFound = (stepId: string, binary: string): string =>
 export const toolProgramNotFound = (stepId: string, tool: string, program: string): string =>
   `step '${stepId}': tool '${tool}' runs '${program}', which is not found on PATH${program.includes('/') ? ' (as a file)' : ''}, so every call will fail to start: ` +
   `fix the tool's "command" in the manifest`;
+
+/** `capsule validate`'s refusal of a blocked plan: the run's blocked error, then the cycle (`'x' → 'y' → 'x'`). */
+export const blockedByCycle = (cycle: string): string => `${BLOCKED}: ${cycle}`;

@@ -8,8 +8,7 @@ import type { PlanFile, PlanStep } from '../../machines/contracts.js';
 import type { ConditionProblem } from './condition-check.js';
 import type { BlockedPlan } from './cycles.js';
 import { locateJsonPath, type JsonPathSegment, type SourcePosition } from './json-location.js';
-import { BLOCKED } from '../../machines/messages.js';
-import { planFileMissing } from './messages.js';
+import { blockedByCycle, invalidReference, planFileMissing } from './messages.js';
 import { REFERENCE_FIELDS, parseReference } from './references.js';
 import { closestKey, formatJsonPath } from './unknown-keys.js';
 import { ON_ERROR_POLICIES, PLAN_SUBMISSION_TOOL, type ValidationCode, type ValidationFinding } from './validate.js';
@@ -252,7 +251,7 @@ export function explainCondition(index: number, plan: PlanFile, problem: Conditi
 export function explainInvalidReference(index: number, plan: PlanFile, reference: string, path: readonly JsonPathSegment[], ctx: Pick<ExplainContext, 'file' | 'text'>): Refusal {
   return {
     step_id: (plan.steps[index] as PlanStep).id,
-    error: `invalid reference '${reference}'`,
+    error: invalidReference(reference),
     code: 'invalid_reference',
     rule: 'a string in input that starts with $ is a reference, $<step id>.output or $<step id>.status, resolved when the step runs (plan.md §7, §9); a run fails every attempt of this step',
     accepted: null,
@@ -277,7 +276,7 @@ export function explainCycle(blocked: BlockedPlan, plan: PlanFile, ctx: Pick<Exp
   const next = blocked.cycle[1 % blocked.cycle.length] ?? first;
   return {
     step_id: blocked.blamed,
-    error: `${BLOCKED}: ${cycleText(blocked.cycle)}`,
+    error: blockedByCycle(cycleText(blocked.cycle)),
     code: 'dependency_cycle',
     rule: `a step runs once every step in its depends_on has settled, so steps that depend on each other never run; a run stops blocked, blaming '${blocked.blamed}', the first of ${blocked.stuck} step${blocked.stuck === 1 ? '' : 's'} that can never run${inCycle ? '' : ` (it waits on the cycle)`} (plan.md §10.3)`,
     accepted: null,
