@@ -26,11 +26,11 @@ import {
   cycleText,
   explainCondition,
   explainCycle,
-  explainFinding,
   explainInvalidReference,
   type ExplainContext,
   type Refusal,
 } from './refusal.js';
+import { explainFinding } from './explain-finding.js';
 import { parseReference } from './references.js';
 import { scanShellText } from './shell-text.js';
 import { findValidationFailure, type ValidationContext } from './validate.js';
