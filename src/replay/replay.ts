@@ -1,18 +1,17 @@
-import { assign, createActor, fromPromise, type Actor, type AnyActorRef, type InspectionEvent } from 'xstate';
-import { scan } from '../../machines/plan-schedule.js';
-import { planMachine, type PlanOutput } from '../../machines/plan.machine.js';
-import { stepMachine, type StepContext } from '../../machines/step.machine.js';
-import { evaluateCondition } from '../plan/condition.js';
-import { createEventRecorder, readableActorId, type EventLine, type EventLogRecord } from '../records/event-log.js';
-import { ReplayClock } from './clock.js';
-import { readReplayScript, type HandLine, type HandScript, type RecordedScript, type ReplayScript } from './script.js';
+import { createActor, fromCallback, fromPromise, type AnyActorLogic, type AnyActorRef, type AnyStateMachine, type AnyStateNode, type InspectionEvent } from 'xstate';
+import { ACTOR_KINDS, kindOfActor, provideKind, readableActorId, type Implementations } from '../actors/actor-kinds.js';
+import { createEventRecorder, type EventLine, type EventLogRecord } from '../records/event-log.js';
+import { ManualClock } from '../session/clock.js';
+import { readReplayScript, type HandLine, type HandScript, type RecordedScript, type ReplayScript, type ScriptRoot } from './script.js';
 
 /** Options of {@link replay}. */
 export interface ReplayOptions {
-  /** The plan machine to replay with (default the one in machines/). Tests pass a changed one to prove replay can fail. */
-  readonly planMachine?: typeof planMachine;
-  /** The step machine to replay with (default the one in machines/). */
-  readonly stepMachine?: typeof stepMachine;
+  /** Machines to replay with instead of the actor-kind table's, by kind name (tests pass a changed one to prove replay can fail). */
+  readonly machines?: Readonly<Record<string, AnyStateMachine>>;
+  /** Shorthand for `machines.plan`. */
+  readonly planMachine?: AnyStateMachine;
+  /** Shorthand for `machines.step`. */
+  readonly stepMachine?: AnyStateMachine;
 }
 
 /** Where the replay first differs from the recording (or from a hand-written expectation). */
@@ -33,7 +32,7 @@ export interface ReplayResult {
   readonly divergence?: Divergence;
   /** Per readable actor id, the states the replayed actor passed through, one per snapshot (`running.bounded`). */
   readonly actors: Readonly<Record<string, readonly string[]>>;
-  /** Inputs fed to the machines (recorded external events, or hand-written input lines). */
+  /** Inputs fed to the machines (recorded outside inputs, or hand-written input lines). */
   readonly events: number;
 }
 
@@ -43,12 +42,17 @@ export async function replayFile(file: string, options: ReplayOptions = {}): Pro
 }
 
 /**
- * Rebuilds the plan machine from the script's plan input, with effects replaced by the script
- * (DESIGN §9): a step's `startAttempt` arms the attempt whose recorded `ATTEMPT.*` reports are fed
- * back at their recorded points, `endProcessGroups` resolves when the recording shows it did, and
- * timers live on a {@link ReplayClock} that fires each at the point the recording shows. It checks
- * that every actor passes through the same states, issues the same commands (step spawns, CANCEL
- * forwards, emitted `plan.stepStarted` / `plan.stepSettled`, in order) and ends with the same output.
+ * Rebuilds the script's root actors from the actor-kind table (src/actors/actor-kinds.ts), with
+ * every effect a kind names replaced by a fake (DESIGN §9): a fake action only marks the point
+ * where the recorded effect ran; a fake promise actor settles, and a fake callback actor sends,
+ * when the recording shows it did. The recorded outside inputs are fed back at their recorded
+ * points: events no actor sent (`actor.send`), events from effect actors (through their fakes),
+ * and timer firings (`xstate.after.*`, sent to the actor once it can take them: the timers
+ * themselves run on a {@link ManualClock} that never moves, so none fires by itself). It checks
+ * that every actor passes through the same states, issues the same commands (spawns, CANCEL
+ * forwards, emitted events, in order) and ends with the same output. Any machine of the table
+ * replays this way; nothing here knows a machine by name except the step-level sugar of
+ * hand-written plan scripts.
  */
 export async function replay(script: ReplayScript, options: ReplayOptions = {}): Promise<ReplayResult> {
   return script.format === 'recorded' ? new RecordedReplay(script, options).run() : new HandReplay(script, options).run();
@@ -67,73 +71,159 @@ export function stateText(value: unknown): string {
   return JSON.stringify(value);
 }
 
-/** Shared by both replays: the rebuilt machine, its fake effects, and the replayed records. */
+/** A fake effect actor: how the replay settles it (promise) or speaks through it (callback). */
+type Fake =
+  | { readonly type: 'promise'; readonly resolve: (output: unknown) => void; readonly reject: (error: Error) => void }
+  | { readonly type: 'callback'; readonly sendBack: (event: { type: string }) => void };
+
+/** Every `after` event type of a machine, by the state node that has it. */
+function afterEvents(machine: AnyStateMachine): { readonly type: string; readonly delay: string }[] {
+  const found: { type: string; delay: string }[] = [];
+  const visit = (node: AnyStateNode): void => {
+    for (const delayed of node.after) {
+      const delay = typeof delayed.delay === 'string' ? delayed.delay : String(delayed.delay);
+      found.push({ type: delayed.eventType as string, delay });
+    }
+    for (const child of Object.values(node.states as Record<string, AnyStateNode>)) visit(child);
+  };
+  visit(machine.root);
+  return found;
+}
+
+/** Shared by both replays: the rebuilt machines, their fake effects, and the replayed records. */
 abstract class Replay {
-  protected readonly clock = new ReplayClock();
+  protected readonly clock = new ManualClock();
   /** Readable id → the latest actor ref with that id. */
   protected readonly refs = new Map<string, AnyActorRef>();
-  /** `<step id>#<attempt>` of every attempt the replayed machines started → simulated start time. */
-  protected readonly started = new Map<string, number>();
   protected readonly states = new Map<string, string[]>();
-  protected readonly pendingGroups: { resolve: () => void; reject: (error: Error) => void }[] = [];
+  protected readonly roots: AnyActorRef[] = [];
   protected divergence: Divergence | null = null;
   protected fed = 0;
   /** Replayed records so far (any kind), for "did anything happen" checks. */
   protected produced = 0;
-  protected readonly actor: Actor<typeof planMachine>;
+  /** Set while the replay stops its actors: what they log then is the replay's own shutdown, not behaviour. */
+  protected stopping = false;
+  readonly #fakes = new WeakMap<object, Fake>();
+  readonly #machines = new Map<string, AnyStateMachine>();
+  readonly #implementations: Record<string, Implementations> = {};
+  readonly #overrides: Record<string, AnyStateMachine>;
+  readonly #inspect: (event: InspectionEvent) => void;
 
   constructor(
     protected readonly script: ReplayScript,
     options: ReplayOptions,
   ) {
-    const effect = ({ self }: { self: AnyActorRef }): void => this.onEffect(self);
-    const step = (options.stepMachine ?? stepMachine).provide({
-      actions: {
-        startAttempt: ({ context, self }: { context: StepContext; self: AnyActorRef }) => {
-          this.started.set(`${context.input.step.id}#${context.attempt + 1}`, this.now());
-          this.onEffect(self);
-        },
-        terminateAttempt: effect,
-        tellAttemptOfCancel: effect,
-      },
-    });
-    const machine = (options.planMachine ?? planMachine).provide({
-      actions: {
-        scanSteps: assign(({ context }) => {
-          scan(context.schedule, context.canceled, evaluateCondition);
-          return {};
-        }),
-      },
-      actors: {
-        step,
-        endProcessGroups: fromPromise<void, { planId: string }>(() => this.endProcessGroups()),
-      },
-    });
+    this.#overrides = {
+      ...options.machines,
+      ...(options.planMachine !== undefined ? { plan: options.planMachine } : {}),
+      ...(options.stepMachine !== undefined ? { step: options.stepMachine } : {}),
+    };
+    for (const kind of ACTOR_KINDS) {
+      const actions: Record<string, unknown> = {};
+      for (const action of kind.effects.actions ?? []) {
+        actions[action] = (args: { self: AnyActorRef; context: unknown }) => this.onEffect(args.self, kind.name, action, args.context);
+      }
+      const actors: Record<string, AnyActorLogic> = {};
+      for (const [name, type] of Object.entries(kind.effects.actors ?? {})) {
+        actors[name] =
+          type === 'promise'
+            ? fromPromise(({ self }) => new Promise<unknown>((resolve, reject) => this.#fakeStarted(self, { type: 'promise', resolve, reject })))
+            : fromCallback(({ self, sendBack }) => {
+                this.#fakeStarted(self, { type: 'callback', sendBack });
+              });
+      }
+      this.#implementations[kind.name] = { actions, actors };
+    }
     const recorder = createEventRecorder((record) => this.record(record), { now: () => this.now() });
-    const inspect = (event: InspectionEvent): void => {
+    this.#inspect = (event) => {
       if (event.type === '@xstate.event' && event.event.type === 'xstate.init') {
         const name = readableActorId(event.actorRef as AnyActorRef);
         if (name !== null) this.refs.set(name, event.actorRef as AnyActorRef);
       }
       recorder(event);
     };
-    this.actor = createActor(machine, { id: script.planActor, input: script.input, clock: this.clock, inspect });
-    this.clock.attach(this.actor.system);
   }
 
   protected now(): number {
-    return this.clock.now();
+    return this.clock.epochMs();
   }
 
-  protected endProcessGroups(): Promise<void> {
-    return new Promise<void>((resolve, reject) => this.pendingGroups.push({ resolve, reject }));
+  /** Starts a root actor of the script. */
+  protected startRoot(root: ScriptRoot): AnyActorRef {
+    let machine = this.#machines.get(root.machine);
+    if (machine === undefined) {
+      machine = provideKind(root.machine, this.#implementations, this.#overrides);
+      this.#machines.set(root.machine, machine);
+    }
+    const actor = createActor(machine, { input: root.input as never, clock: this.clock.timers, inspect: this.#inspect });
+    this.roots.push(actor);
+    actor.start();
+    return actor;
   }
 
-  /** A fake effect of `actor` ran (an input may be due at this very point). */
-  protected abstract onEffect(actor: AnyActorRef): void;
+  /** Stops every root (what they log then is not compared). */
+  protected stopAll(): void {
+    this.stopping = true;
+    for (const root of this.roots) root.stop();
+  }
 
-  /** Set while the replay stops its actors: what they log then is the replay's own shutdown, not behaviour. */
-  protected stopping = false;
+  /** A fake effect action of `actor` ran (an input may be due at this very point). */
+  protected abstract onEffect(actor: AnyActorRef, kind: string, effect: string, context: unknown): void;
+
+  /** A fake effect actor started. The default leaves it to the script; a hand-written one settles promises at once. */
+  protected onFakeStarted(_self: AnyActorRef, _fake: Fake): void {}
+
+  #fakeStarted(self: AnyActorRef, fake: Fake): void {
+    this.#fakes.set(self, fake);
+    this.onFakeStarted(self, fake);
+  }
+
+  /**
+   * Delivers an outside input to `actorName`: from an effect actor of it (`from`, its XState id),
+   * a timer firing (`xstate.after.*`), or sent from outside. Returns why it cannot be, or null.
+   */
+  protected deliver(actorName: string, event: { readonly type: string; readonly [key: string]: unknown }, from?: string): string | null {
+    const target = this.refs.get(actorName);
+    if (target === undefined) return `${actorName} was never spawned`;
+    const snapshot = target.getSnapshot() as { status: string; children?: Record<string, AnyActorRef | undefined>; context?: unknown; can?: (event: unknown) => boolean };
+    if (snapshot.status !== 'active') return `${actorName} has ended in ${this.currentState(actorName)}`;
+    const type = event.type;
+    if (from !== undefined) {
+      const child = snapshot.children?.[from];
+      const fake = child === undefined ? undefined : this.#fakes.get(child);
+      if (fake === undefined) return `no effect actor '${from}' of ${actorName} is running; it is in ${this.currentState(actorName)}`;
+      if (fake.type === 'callback') {
+        fake.sendBack({ ...event });
+        return null;
+      }
+      if (type === `xstate.done.actor.${from}`) fake.resolve(event['output']);
+      else if (type === `xstate.error.actor.${from}`) fake.reject(errorFrom(event['error']));
+      else return `${from} is a promise effect: it can only end (xstate.done.actor.${from} or xstate.error.actor.${from}), not send ${type}`;
+      return null;
+    }
+    if (type.startsWith('xstate.after.')) {
+      if (snapshot.can?.({ type }) !== true) return `no such timer is pending; ${actorName} is in ${this.currentState(actorName)}`;
+      target.send({ type });
+      return null;
+    }
+    const kind = kindOfActor(target);
+    const refusal = (kind?.refusesInput as ((context: unknown, event: unknown) => string | null) | undefined)?.(snapshot.context, event) ?? null;
+    if (refusal !== null) return `${refusal}; it is in ${this.currentState(actorName)}`;
+    target.send({ ...event });
+    return null;
+  }
+
+  /** The `after` events `actorName` can take now (its pending timers), optionally of one delay. */
+  protected pendingTimers(actorName: string, delay?: string): string[] {
+    const target = this.refs.get(actorName);
+    if (target === undefined) return [];
+    const snapshot = target.getSnapshot() as { status: string; can?: (event: unknown) => boolean; machine?: AnyStateMachine };
+    if (snapshot.status !== 'active' || snapshot.machine === undefined) return [];
+    return afterEvents(snapshot.machine)
+      .filter((timer) => delay === undefined || timer.delay === delay)
+      .map((timer) => timer.type)
+      .filter((type) => snapshot.can?.({ type }) === true);
+  }
 
   protected record(raw: EventLogRecord): void {
     if (this.stopping) return;
@@ -175,26 +265,33 @@ abstract class Replay {
   }
 }
 
+/** An error as a recorded line carries it (`{ name, message }`) made an Error again. */
+function errorFrom(value: unknown): Error {
+  const message = (value as { message?: unknown } | undefined)?.message;
+  return new Error(typeof message === 'string' ? message : String(value));
+}
+
 /**
  * Replays a recorded `events.jsonl` in lock-step with the recording. Every line the replayed
  * machines produce (through the same recorder that wrote the file) is matched with the next
  * recorded line of the same actor and compared (timestamps aside); commands are compared in
- * global order. A recorded external input is fed as soon as every line recorded before it has
- * been reproduced, and only at a point where feeding it is faithful: after a snapshot line
- * (the end of an actor's step), inside a fake effect (an effect that answered synchronously,
- * such as an in-process tool ended by a timeout), or when everything has settled. Never right
- * after an `@xstate.event` line: XState reports an event before handing it to its actor, so an
- * input fed there would overtake it. The first difference, or the first recorded line that never
- * comes, is the divergence.
+ * global order. A root actor starts when its recorded `xstate.init` line is next. A recorded
+ * outside input is fed as soon as every line recorded before it has been reproduced, and only at
+ * a point where feeding it is faithful: after a snapshot line (the end of an actor's step), inside
+ * a fake effect (an effect that answered synchronously, such as an in-process tool ended by a
+ * timeout), or when everything has settled. Never right after an `@xstate.event` line: XState
+ * reports an event before handing it to its actor, so an input fed there would overtake it. The
+ * first difference, or the first recorded line that never comes, is the divergence.
  */
 class RecordedReplay extends Replay {
   readonly #records: readonly EventLogRecord[];
   /** Per record: its index among its actor's records. */
   readonly #indexInActor: number[] = [];
   readonly #byActor = new Map<string, EventLogRecord[]>();
-  /** Recorded commands, in order: step spawns, CANCEL forwarded by the plan, events emitted to the host. */
+  /** Recorded commands, in order: spawns, CANCEL forwarded, events emitted to the host. */
   readonly #commands: Command[] = [];
   readonly #lines: readonly number[];
+  readonly #roots: RecordedScript['roots'];
   readonly #count = new Map<string, number>();
   #commandsReplayed = 0;
   /** First recorded line (index) not yet reproduced. */
@@ -204,6 +301,7 @@ class RecordedReplay extends Replay {
   constructor(script: RecordedScript, options: ReplayOptions) {
     super(script, options);
     this.#records = script.records;
+    this.#roots = script.roots;
     script.records.forEach((record, i) => {
       const list = this.#byActor.get(record.actor) ?? [];
       this.#indexInActor[i] = list.length;
@@ -214,8 +312,12 @@ class RecordedReplay extends Replay {
     this.#lines = script.lines;
   }
 
+  protected override now(): number {
+    // Lines are stamped with the recorded time of the line being reproduced (ts is not compared).
+    return this.#records[Math.min(this.#next, this.#records.length - 1)]?.ts ?? 0;
+  }
+
   async run(): Promise<ReplayResult> {
-    this.actor.start();
     this.#pump();
     let quiet = 0;
     while (this.divergence === null && quiet < 3) {
@@ -226,14 +328,13 @@ class RecordedReplay extends Replay {
       quiet = this.produced === before && this.fed === fedBefore ? quiet + 1 : 0;
     }
     if (this.divergence === null) this.#checkEnd();
-    this.stopping = true;
-    this.actor.stop();
+    this.stopAll();
     return this.result();
   }
 
   protected onEffect(actor: AnyActorRef): void {
-    // A step actor that crashed in the recording (a runtime bug, plan.md §10.5) crashes here too:
-    // the effect throws the recorded error when the next line to reproduce is that crash.
+    // An actor that crashed in the recording (a runtime bug, plan.md §10.5) crashes here too: the
+    // effect throws the recorded error when the next line to reproduce is that crash.
     const name = readableActorId(actor);
     const next = this.#records[this.#next];
     if (name !== null && next?.kind === 'event' && next.from === name && next.type.startsWith('xstate.error.actor.')) {
@@ -248,24 +349,22 @@ class RecordedReplay extends Replay {
     this.#count.set(record.actor, index + 1);
     // Compared even after a divergence: a parent can log an event before the child snapshot that
     // caused it, and the divergence reported is the one earliest in the recording (#diverge).
-    {
-      const expected = this.#byActor.get(record.actor)?.[index];
-      if (expected === undefined) {
-        this.#diverge(this.#next, record.actor, 'nothing more from this actor', describe(record));
-      } else if (compareKey(expected) !== compareKey(record)) {
-        this.#diverge(this.#records.indexOf(expected), record.actor, describe(expected), describe(record));
-      } else {
-        for (const actual of commandsOf(record, -1)) {
-          const command = this.#commands[this.#commandsReplayed++];
-          if (command === undefined || command.key !== actual.key) {
-            this.#diverge(
-              command === undefined ? this.#next : command.index,
-              record.actor,
-              command === undefined ? 'no further command' : `command ${command.text}`,
-              `command ${actual.text}`,
-            );
-            break;
-          }
+    const expected = this.#byActor.get(record.actor)?.[index];
+    if (expected === undefined) {
+      this.#diverge(this.#next, record.actor, 'nothing more from this actor', describe(record));
+    } else if (compareKey(expected) !== compareKey(record)) {
+      this.#diverge(this.#records.indexOf(expected), record.actor, describe(expected), describe(record));
+    } else {
+      for (const actual of commandsOf(record, -1)) {
+        const command = this.#commands[this.#commandsReplayed++];
+        if (command === undefined || command.key !== actual.key) {
+          this.#diverge(
+            command === undefined ? this.#next : command.index,
+            record.actor,
+            command === undefined ? 'no further command' : `command ${command.text}`,
+            `command ${actual.text}`,
+          );
+          break;
         }
       }
     }
@@ -284,57 +383,29 @@ class RecordedReplay extends Replay {
     }
   }
 
-  /** Feeds every external input that is due: all lines recorded before it have been reproduced. */
+  /** Starts the roots and feeds every outside input that is due: all lines recorded before it have been reproduced. */
   #pump(): void {
     while (this.divergence === null && this.#next < this.#records.length) {
       const index = this.#next;
       const record = this.#records[index] as EventLogRecord;
+      const root = this.#roots.get(index);
+      if (root !== undefined) {
+        if (this.#injected.has(index)) return;
+        this.#injected.add(index);
+        this.startRoot(root);
+        if (this.#next === index) return;
+        continue;
+      }
       if (record.kind !== 'event' || record.external !== true || this.#injected.has(index)) return;
       this.#injected.add(index);
       this.fed++;
-      this.#inject(record, index);
-      if (this.#next === index) return; // delivered asynchronously (a promise settling), or refused
-    }
-  }
-
-  #inject(record: EventLine, index: number): void {
-    const target = this.refs.get(record.actor);
-    if (target === undefined) {
-      this.#diverge(index, record.actor, `${record.type} delivered to ${record.actor}`, `${record.actor} was never spawned`);
-      return;
-    }
-    const type = record.type;
-    if (type.startsWith('xstate.after.')) {
-      if (!this.clock.fire(target, type)) {
-        this.#diverge(index, record.actor, `timer ${type} fires`, `no such timer is pending; ${record.actor} is in ${this.currentState(record.actor)}`);
-      }
-      return;
-    }
-    if ((type.startsWith('xstate.done.actor.') || type.startsWith('xstate.error.actor.')) && record.actor === this.script.planActor) {
-      const pending = this.pendingGroups.shift();
-      if (pending === undefined) {
-        this.#diverge(index, record.actor, `${type} (endProcessGroups ends)`, `endProcessGroups was never started; ${record.actor} is in ${this.currentState(record.actor)}`);
+      const refused = this.deliver(record.actor, { ...record.event, type: record.type }, record.from);
+      if (refused !== null) {
+        this.#diverge(index, record.actor, describeInput(record), refused);
         return;
       }
-      if (type.startsWith('xstate.done.')) pending.resolve();
-      else pending.reject(new Error(String((record.event?.['error'] as { message?: unknown } | undefined)?.message ?? 'endProcessGroups failed')));
-      return;
+      if (this.#next === index) return; // delivered asynchronously (a promise settling)
     }
-    const payload = record.event ?? {};
-    if (type.startsWith('ATTEMPT.')) {
-      const stepId = record.actor.slice('step:'.length);
-      const attempt = payload['attempt'];
-      if (!this.started.has(`${stepId}#${String(attempt)}`)) {
-        this.#diverge(
-          index,
-          record.actor,
-          `${type} of attempt ${String(attempt)}`,
-          `the replayed step never started attempt ${String(attempt)}; it is in ${this.currentState(record.actor)}`,
-        );
-        return;
-      }
-    }
-    target.send({ ...payload, type });
   }
 
   #checkEnd(): void {
@@ -360,69 +431,113 @@ class RecordedReplay extends Replay {
   }
 }
 
-/** Replays a hand-written script: inputs in file order, each after the previous one settled. */
+/** How an outside input reads in a divergence: `ATTEMPT.FINISHED of attempt 2`, `timer xstate.after…`. */
+function describeInput(record: EventLine): string {
+  if (record.type.startsWith('xstate.after.')) return `timer ${record.type} fires`;
+  const attempt = record.event?.['attempt'];
+  const from = record.from !== undefined ? ` from ${record.from}` : '';
+  return `${record.type}${typeof attempt === 'number' ? ` of attempt ${attempt}` : ''}${from} delivered to ${record.actor}`;
+}
+
+/**
+ * Replays a hand-written script: inputs in file order, each after the previous one settled.
+ * Promise effects settle at once (a plan's cleanup succeeds); callback effects speak through
+ * `send` lines with `from`.
+ */
 class HandReplay extends Replay {
   readonly #lines: readonly HandLine[];
+  readonly #root: ScriptRoot;
   /** Simulated time, ms: advanced by `durationMs` of outcome lines. */
   #time = 0;
+  /** `<step id>#<attempt>` of every attempt the replayed steps started → simulated start time. */
+  readonly #started = new Map<string, number>();
 
   constructor(script: HandScript, options: ReplayOptions) {
     super(script, options);
     this.#lines = script.lines;
+    this.#root = script.root;
   }
 
   protected override now(): number {
     return this.#time;
   }
 
-  protected override endProcessGroups(): Promise<void> {
-    return Promise.resolve();
+  protected override onFakeStarted(_self: AnyActorRef, fake: Fake): void {
+    if (fake.type === 'promise') fake.resolve(undefined);
   }
 
-  protected onEffect(_actor: AnyActorRef): void {}
+  protected onEffect(_actor: AnyActorRef, kind: string, effect: string, context: unknown): void {
+    if (kind === 'step' && effect === 'startAttempt') {
+      const { input, attempt } = context as { input: { step: { id: string } }; attempt: number };
+      this.#started.set(`${input.step.id}#${attempt + 1}`, this.#time);
+    }
+  }
 
   protected onRecord(): void {}
 
   async run(): Promise<ReplayResult> {
-    this.actor.start();
+    const first = this.startRoot(this.#root);
     await this.settle();
     for (const line of this.#lines) {
       if (this.divergence !== null) break;
       this.#apply(line);
       await this.settle();
     }
-    const plan = this.script.planActor;
-    if (this.divergence === null && this.actor.getSnapshot().status !== 'done') {
-      const waiting = [...this.refs.entries()].filter(([, ref]) => ref.getSnapshot().status === 'active' && ref !== this.actor).map(([id]) => `${id} (${this.currentState(id)})`);
-      this.#diverge(this.#lines.length > 0 ? ((this.#lines[this.#lines.length - 1] as HandLine).line + 1) : 2, plan, 'the plan ends by the end of the script', `${plan} is in ${this.currentState(plan)}${waiting.length > 0 ? `; still running: ${waiting.join(', ')}` : ''}`);
+    const name = this.script.planActor;
+    if (this.divergence === null && first.getSnapshot().status !== 'done') {
+      const waiting = [...this.refs.entries()]
+        .filter(([, ref]) => ref.getSnapshot().status === 'active' && ref !== first && kindOfActor(ref)?.transparent !== true)
+        .map(([id]) => `${id} (${this.currentState(id)})`);
+      const lastLine = this.#lines.length > 0 ? (this.#lines[this.#lines.length - 1] as HandLine).line + 1 : 2;
+      const kindWord = this.#root.machine === 'plan' ? 'plan' : 'first root';
+      this.#diverge(lastLine, name, `the ${kindWord} ends by the end of the script`, `${name} is in ${this.currentState(name)}${waiting.length > 0 ? `; still running: ${waiting.join(', ')}` : ''}`);
     }
-    this.stopping = true;
-    this.actor.stop();
+    this.stopAll();
     return this.result();
   }
 
   #apply(line: HandLine): void {
+    const plan = this.script.planActor;
     switch (line.kind) {
-      case 'cancel':
+      case 'cancel': {
         this.fed++;
-        this.actor.send({ type: 'CANCEL', force: line.force });
+        const refused = this.deliver(plan, { type: 'CANCEL', force: line.force });
+        if (refused !== null) this.#diverge(line.line, plan, 'the plan running, to cancel', refused);
         return;
-      case 'timeout': {
-        const ref = this.#running(line, line.step);
-        if (ref === null) return;
+      }
+      case 'timeout':
+      case 'timer': {
+        const actor = line.kind === 'timeout' ? `step:${line.step}` : line.actor;
+        if (line.kind === 'timeout' && this.#running(line, line.step) === null) return;
         this.fed++;
-        if (!this.clock.fire(ref)) {
-          this.#diverge(line.line, `step:${line.step}`, 'a running timeout_secs bound to elapse', `no timer is pending; step:${line.step} is in ${this.currentState(`step:${line.step}`)}`);
+        const pending = this.pendingTimers(actor, line.kind === 'timer' ? line.delay : undefined);
+        if (pending.length === 1) {
+          const refused = this.deliver(actor, { type: pending[0] as string });
+          if (refused !== null) this.#diverge(line.line, actor, 'its timer to fire', refused);
+        } else if (pending.length === 0) {
+          const expected = line.kind === 'timeout' ? 'a running timeout_secs bound to elapse' : 'a pending timer to fire';
+          this.#diverge(line.line, actor, expected, `no timer is pending; ${actor} is in ${this.currentState(actor)}`);
+        } else {
+          this.#diverge(line.line, actor, 'one pending timer', `${pending.length} timers are pending (${pending.join(', ')}): name one with "delay"`);
         }
         return;
       }
+      case 'send': {
+        this.fed++;
+        const refused = this.deliver(line.actor, line.event, line.from);
+        if (refused !== null) this.#diverge(line.line, line.actor, `${line.event.type}${line.from !== undefined ? ` from ${line.from}` : ''} delivered`, refused);
+        return;
+      }
+      case 'root':
+        this.startRoot(line.root);
+        return;
       case 'exit':
       case 'outcome': {
         const ref = this.#running(line, line.step);
         if (ref === null) return;
-        const context = ref.getSnapshot().context as StepContext;
+        const context = ref.getSnapshot().context as { attempt: number };
         const attempt = context.attempt + 1;
-        const startedAtMs = this.started.get(`${line.step}#${attempt}`);
+        const startedAtMs = this.#started.get(`${line.step}#${attempt}`);
         if (startedAtMs === undefined) {
           this.#diverge(line.line, `step:${line.step}`, `attempt ${attempt} running`, `step:${line.step} never started attempt ${attempt}`);
           return;
@@ -472,14 +587,15 @@ class HandReplay extends Replay {
       }
     }
     if (line.output !== undefined) {
-      const snapshot = this.actor.getSnapshot();
-      if (snapshot.status !== 'done') {
-        this.#diverge(line.line, this.script.planActor, 'the plan has ended', `${this.script.planActor} is in ${this.currentState(this.script.planActor)}`);
+      const ref = this.refs.get(actor);
+      const snapshot = ref?.getSnapshot() as { status: string; output?: unknown } | undefined;
+      if (snapshot?.status !== 'done') {
+        this.#diverge(line.line, actor, `${actor === this.script.planActor && this.#root.machine === 'plan' ? 'the plan' : actor} has ended`, `${actor} is in ${this.currentState(actor)}`);
         return;
       }
-      const output = JSON.parse(JSON.stringify(snapshot.output as PlanOutput)) as unknown;
+      const output = JSON.parse(JSON.stringify(snapshot.output ?? null)) as unknown;
       const mismatch = partialMismatch(line.output, output, 'output');
-      if (mismatch !== null) this.#diverge(line.line, this.script.planActor, mismatch.expected, mismatch.actual);
+      if (mismatch !== null) this.#diverge(line.line, actor, mismatch.expected, mismatch.actual);
     }
   }
 
