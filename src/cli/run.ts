@@ -9,11 +9,12 @@ import { DEFAULT_CANCEL_GRACE_SECS, loadManifest } from '../manifest.js';
 import { ManifestError, startPlan, type PlanReport } from '../runtime/run-plan.js';
 import { releaseEarlySignals } from './early-signals.js';
 import { cancelOnSignals } from './cancel-on-signals.js';
-import { collect, EXIT, parseNonNegativeNumber, parsePositiveInteger, usageError, type ExitCode } from './program.js';
+import { createLogger } from '../session/logger.js';
+import { collect, EXIT, parseNonNegativeNumber, parsePositiveInteger, usageError, type ExitCode, type GlobalOptions } from './program.js';
 import { Progress, progressModeFor, useColor } from './progress.js';
 
-/** Options of `capsule run`, as commander parses them. */
-export interface RunCommandOptions {
+/** Options of `capsule run`, as commander parses them (the global `--log-level` and `--log-file` included). */
+export interface RunCommandOptions extends GlobalOptions {
   readonly manifest?: string;
   readonly workdir?: string;
   readonly records?: string;
@@ -46,8 +47,8 @@ export function registerRun(program: Command): void {
       '\nExit codes: 0 completed, 1 failed (plan refused, unreadable, or a step stopped it), 2 usage error or bad manifest, 130 canceled.' +
         '\nCtrl-C (or SIGTERM) cancels gracefully; a second Ctrl-C forces. A graceful cancel is forced after --cancel-grace seconds (default 10).',
     )
-    .action(async (plan: string, options: RunCommandOptions) => {
-      process.exitCode = await runCommand(plan, options);
+    .action(async (plan: string, options: RunCommandOptions, command: Command) => {
+      process.exitCode = await runCommand(plan, { ...command.optsWithGlobals<GlobalOptions>(), ...options });
     });
 }
 
@@ -72,6 +73,13 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
     if (!loaded.ok) return usageError(loaded.error);
   }
 
+  // The runtime's structured log: JSON lines on stderr or in --log-file, never on stdout.
+  let log: Awaited<ReturnType<typeof createLogger>>;
+  try {
+    log = await createLogger({ level: options.logLevel ?? 'silent', ...(options.logFile !== undefined ? { file: resolve(options.logFile) } : {}) });
+  } catch (error) {
+    return usageError(`--log-file ${resolve(options.logFile ?? '')} cannot be written: ${error instanceof Error ? error.message : String(error)}`);
+  }
   const stderr = process.stderr;
   const progress = new Progress({
     stream: stderr,
@@ -86,6 +94,7 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
     ...(options.capsules !== undefined ? { capsulesDir: resolve(options.capsules) } : {}),
     shellAllow: options.allow ?? [],
     maxParallel: options.maxParallel ?? null,
+    logger: log.logger,
     onEvent: (event) => progress.onEvent(event),
     onWarning: (warning) => progress.note(`warning: ${warning.message}`),
     onNotice: (message) => progress.note(`warning: ${message}`),
@@ -110,6 +119,7 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
     return EXIT.FAILED;
   } finally {
     stopHandlingSignals();
+    log.flush();
   }
 
   progress.finish(report);
