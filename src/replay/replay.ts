@@ -128,8 +128,10 @@ abstract class Replay {
         actors[name] =
           type === 'promise'
             ? fromPromise(({ self }) => new Promise<unknown>((resolve, reject) => this.#fakeStarted(self, { type: 'promise', resolve, reject })))
-            : fromCallback(({ self, sendBack }) => {
+            : fromCallback(({ self, sendBack, receive }) => {
                 this.#fakeStarted(self, { type: 'callback', sendBack });
+                // A message to the effect is a point where it may answer at once (as a real one can, synchronously).
+                receive(() => this.onEffect(self, kind.name, name, undefined));
               });
       }
       this.#implementations[kind.name] = { actions, actors };
@@ -293,6 +295,9 @@ class RecordedReplay extends Replay {
   readonly #lines: readonly number[];
   readonly #roots: RecordedScript['roots'];
   readonly #count = new Map<string, number>();
+  /** Per record: whether some actor was in the middle of processing an event when it was logged (see {@link nestedPoints}). */
+  readonly #nested: readonly boolean[];
+  #topLevelPumpQueued = false;
   #commandsReplayed = 0;
   /** First recorded line (index) not yet reproduced. */
   #next = 0;
@@ -310,6 +315,7 @@ class RecordedReplay extends Replay {
       this.#commands.push(...commandsOf(record, i));
     });
     this.#lines = script.lines;
+    this.#nested = nestedPoints(script.records);
   }
 
   protected override now(): number {
@@ -318,13 +324,13 @@ class RecordedReplay extends Replay {
   }
 
   async run(): Promise<ReplayResult> {
-    this.#pump();
+    this.#pump(true);
     let quiet = 0;
     while (this.divergence === null && quiet < 3) {
       const before = this.produced;
       const fedBefore = this.fed;
       await new Promise<void>((resolve) => setImmediate(resolve));
-      this.#pump();
+      this.#pump(true);
       quiet = this.produced === before && this.fed === fedBefore ? quiet + 1 : 0;
     }
     if (this.divergence === null) this.#checkEnd();
@@ -341,7 +347,7 @@ class RecordedReplay extends Replay {
       const error = next.event?.['error'] as { message?: unknown } | undefined;
       throw new Error(typeof error?.message === 'string' ? error.message : 'crashed');
     }
-    this.#pump();
+    this.#pump(false);
   }
 
   protected onRecord(record: EventLogRecord): void {
@@ -371,7 +377,7 @@ class RecordedReplay extends Replay {
     this.#advance();
     // An @xstate.event line is reported before the event is handed to its actor: feeding an input
     // there would put it ahead of that event. After a snapshot it is in place.
-    if (record.kind !== 'event') this.#pump();
+    if (record.kind !== 'event') this.#pump(false);
   }
 
   #advance(): void {
@@ -383,11 +389,28 @@ class RecordedReplay extends Replay {
     }
   }
 
-  /** Starts the roots and feeds every outside input that is due: all lines recorded before it have been reproduced. */
-  #pump(): void {
+  /**
+   * Starts the roots and feeds every outside input that is due: all lines recorded before it have
+   * been reproduced. `atTop`: called with no actor processing (from the replay's own loop or a
+   * microtask), not from inside an inspection callback or a fake effect. An input the recording
+   * got with no actor processing is fed the same way (a microtask later, once the cascade the
+   * previous input set off has run its course); one it got in the middle of a cascade (a cancel
+   * from a progress listener, an in-process tool answering synchronously) is fed right there.
+   */
+  #pump(atTop: boolean): void {
     while (this.divergence === null && this.#next < this.#records.length) {
       const index = this.#next;
       const record = this.#records[index] as EventLogRecord;
+      if (!atTop && this.#nested[index] !== true && (this.#roots.has(index) || (record.kind === 'event' && record.external === true && !this.#injected.has(index)))) {
+        if (!this.#topLevelPumpQueued) {
+          this.#topLevelPumpQueued = true;
+          queueMicrotask(() => {
+            this.#topLevelPumpQueued = false;
+            this.#pump(true);
+          });
+        }
+        return;
+      }
       const root = this.#roots.get(index);
       if (root !== undefined) {
         if (this.#injected.has(index)) return;
@@ -429,6 +452,34 @@ class RecordedReplay extends Replay {
     const seq = index >= records.length ? (records[records.length - 1]?.seq ?? 0) + 1 : (records[at]?.seq ?? 0);
     this.divergence = { seq, line: this.#lines[at] ?? 0, actor, expected, actual };
   }
+}
+
+/**
+ * Per record of a recording: true when some actor was in the middle of processing an event when
+ * the record was logged (an actor whose event lines outnumber its snapshot lines, and which has
+ * not ended). XState logs an event when it relays it and a snapshot when the actor has processed
+ * one, so with no actor processing every live actor's counts are equal.
+ */
+function nestedPoints(records: readonly EventLogRecord[]): boolean[] {
+  const open = new Map<string, number>();
+  const ended = new Set<string>();
+  let openActors = 0;
+  return records.map((record) => {
+    const nested = openActors > 0;
+    if (ended.has(record.actor)) return nested;
+    const before = open.get(record.actor) ?? 0;
+    const after = record.kind === 'event' ? before + 1 : Math.max(0, before - 1);
+    if (record.kind === 'snapshot' && record.status !== 'active') {
+      ended.add(record.actor);
+      if (before > 0) openActors--;
+      open.delete(record.actor);
+      return nested;
+    }
+    open.set(record.actor, after);
+    if (before === 0 && after > 0) openActors++;
+    else if (before > 0 && after === 0) openActors--;
+    return nested;
+  });
 }
 
 /** How an outside input reads in a divergence: `ATTEMPT.FINISHED of attempt 2`, `timer xstate.after…`. */
