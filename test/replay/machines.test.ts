@@ -15,6 +15,7 @@ import { createEventRecorder, type EventLogRecord } from '../../src/records/even
 import { parseReplayScript } from '../../src/replay/script.js';
 import { replay, replayFile } from '../../src/replay/replay.js';
 import { startPlan } from '../../src/runtime/run-plan.js';
+import { Session } from '../../src/session/session.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'capsule-replay-machines-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -127,6 +128,21 @@ describe('replay of recorded runs of every machine', () => {
     const result = await replayFile(writeLog('tampered-detached.jsonl', tampered));
     expect(result.identical).toBe(false);
     expect(result.divergence?.actual).toContain('"exitCode":9');
+  });
+});
+
+describe('replay of a whole session', () => {
+  it('reproduces a session that ran two plans, one root after the other', async () => {
+    const recordsDir = join(scratch, 'session');
+    const session = Session.open({ workdir: scratch, recordsDir });
+    const tools = { ok: () => ({ status: 'passed' as const, data: 'x' }) };
+    await startPlan({ plan: { id: 'first', steps: [{ id: 'a', tool: 'ok' }] }, session, manifest: null, tools }).report;
+    await startPlan({ plan: { id: 'second', steps: [{ id: 'a', tool: 'ok' }, { id: 'b', tool: 'ok', depends_on: ['a'] }] }, session, manifest: null, tools }).report;
+    await session.end('ok');
+    const result = await replayFile(join(recordsDir, 'events.jsonl'));
+    expect(result.divergence).toBeUndefined();
+    expect(result.actors['plan:first']?.at(-1)).toBe('finished');
+    expect(result.actors['plan:second']?.at(-1)).toBe('finished');
   });
 });
 
