@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { readJsonlFile } from '../../src/records/jsonl-reader.js';
-import { readTrace } from '../../src/records/trace-reader.js';
+import { isRecordOf, readTrace } from '../../src/records/trace-reader.js';
 import { runPlan, type PlanProgressEvent } from '../../src/runtime/run-plan.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'capsule-waves-'));
@@ -53,7 +53,7 @@ describe('a wave of 200 steps', () => {
     expect(problems).toEqual([]);
     const types = records.map((r) => r.event_type).filter((t) => t.startsWith('plan_step'));
     expect(types.slice(0, 200).every((t) => t === 'plan_step_start')).toBe(true);
-    expect(records.filter((r) => r.event_type === 'plan_step').map((r) => r['step_id'])).toEqual(Array.from({ length: 200 }, (_, i) => `s${i}`));
+    expect(records.filter((r) => isRecordOf(r, 'plan_step')).map((r) => (r as { step_id: string }).step_id)).toEqual(Array.from({ length: 200 }, (_, i) => `s${i}`));
   }, 60_000);
 
   it('keeps --max-parallel as the only cap', async () => {
