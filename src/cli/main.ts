@@ -20,7 +20,7 @@ const COMMANDS: Readonly<Record<string, () => Promise<(program: Command) => void
 /** Runs the command line `argv` (as `process.argv`) and returns the exit code. */
 export async function main(argv: readonly string[]): Promise<number> {
   const program = createProgram();
-  const name = argv[2];
+  const name = commandName(argv);
   const only =
     name === '--version' || name === '-V'
       ? []
@@ -32,4 +32,14 @@ export async function main(argv: readonly string[]): Promise<number> {
   // any other command ends on them as Node would have.
   if (name !== 'run' && releaseEarlySignals().length > 0) return EXIT.CANCELED;
   return runProgram(program, [...argv]);
+}
+
+/** The first word of the command line that is not a global option (or its value): the command, `--version`, or undefined. */
+function commandName(argv: readonly string[]): string | undefined {
+  for (let i = 2; i < argv.length; i++) {
+    const word = argv[i] as string;
+    if (word === '--log-level' || word === '--log-file') i++;
+    else if (!word.startsWith('--log-')) return word;
+  }
+  return undefined;
 }
