@@ -6,15 +6,17 @@ import { statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { DEFAULT_CANCEL_GRACE_SECS, findManifest, loadManifest, MANIFEST_FILE } from '../manifest.js';
-import { ManifestError, RecordsDirInUseError, startPlan, type PlanReport } from '../runtime/run-plan.js';
+import { ERROR_CODES, isRuntimeError } from '../errors.js';
+import { startPlan, type PlanReport } from '../runtime/run-plan.js';
 import { explainUnreadPlan } from './validate.js';
 import { releaseEarlySignals } from './early-signals.js';
 import { cancelOnSignals } from './cancel-on-signals.js';
-import { collect, EXIT, parseNonNegativeNumber, parsePositiveInteger, usageError, type ExitCode } from './program.js';
+import { createLogger } from '../session/logger.js';
+import { collect, EXIT, parseNonNegativeNumber, parsePositiveInteger, usageError, type ExitCode, type GlobalOptions } from './program.js';
 import { Progress, progressModeFor, useColor } from './progress.js';
 
-/** Options of `capsule run`, as commander parses them. */
-export interface RunCommandOptions {
+/** Options of `capsule run`, as commander parses them (the global `--log-level` and `--log-file` included). */
+export interface RunCommandOptions extends GlobalOptions {
   readonly manifest?: string;
   readonly workdir?: string;
   readonly records?: string;
@@ -47,8 +49,8 @@ export function registerRun(program: Command): void {
       '\nExit codes: 0 completed, 1 failed (plan refused, unreadable, or a step stopped it), 2 usage error or bad manifest, 130 canceled.' +
         '\nCtrl-C (or SIGTERM) cancels gracefully; a second Ctrl-C forces. A graceful cancel is forced after --cancel-grace seconds (default 10).',
     )
-    .action(async (plan: string, options: RunCommandOptions) => {
-      process.exitCode = await runCommand(plan, options);
+    .action(async (plan: string, options: RunCommandOptions, command: Command) => {
+      process.exitCode = await runCommand(plan, { ...command.optsWithGlobals<GlobalOptions>(), ...options });
     });
 }
 
@@ -72,6 +74,13 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
     if (!loaded.ok) return usageError(loaded.error);
   }
 
+  // The runtime's structured log: JSON lines on stderr or in --log-file, never on stdout.
+  let log: Awaited<ReturnType<typeof createLogger>>;
+  try {
+    log = await createLogger({ level: options.logLevel ?? 'silent', ...(options.logFile !== undefined ? { file: resolve(options.logFile) } : {}) });
+  } catch (error) {
+    return usageError(`--log-file ${resolve(options.logFile ?? '')} cannot be written: ${error instanceof Error ? error.message : String(error)}`);
+  }
   const stderr = process.stderr;
   const progress = new Progress({
     stream: stderr,
@@ -91,6 +100,7 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
     ...(options.capsules !== undefined ? { capsulesDir: resolve(options.capsules) } : {}),
     shellAllow: options.allow ?? [],
     maxParallel: options.maxParallel ?? null,
+    logger: log.logger,
     onEvent: (event) => progress.onEvent(event),
     onWarning: (warning) => progress.note(`warning: ${warning.message}`),
     onNotice: (message) => progress.note(`warning: ${message}`),
@@ -109,12 +119,14 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
     report = await run.report;
   } catch (error) {
     progress.dispose();
-    if (error instanceof ManifestError || error instanceof RecordsDirInUseError) return usageError(error.message);
+    // A bad manifest or a records directory that holds a session: a usage error (exit 2), before any step ran.
+    if (isRuntimeError(error, ERROR_CODES.MANIFEST_INVALID, ERROR_CODES.RECORDS_DIR_IN_USE)) return usageError(error.message);
     // No report: the records directory could not be used (or a runtime bug).
     process.stderr.write(`error: the plan could not be run: ${error instanceof Error ? error.message : String(error)}\n`);
     return EXIT.FAILED;
   } finally {
     stopHandlingSignals();
+    log.flush();
   }
 
   progress.finish(report, report.refusal ?? (report.plan_id === '' && report.failed_step === 'plan' ? explainUnreadPlan(planPath, report.results[0]?.error ?? '', options.workdir) : undefined));

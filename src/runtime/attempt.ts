@@ -85,13 +85,15 @@ export function createAttemptEffects(env: AttemptEnvironment) {
   const startAttempt = ({ context, self }: { context: StepContext; self: AnyActorRef }): void => {
     const attempt = context.attempt + 1;
     const { step, kind, results } = context.input;
-    const startedAtMs = Date.now();
+    // Durations are differences of the session clock's monotonic readings (a wall-clock jump must not make one negative).
+    const clock = env.session.time;
+    const startedAtMs = Math.round(clock.monotonicMs());
     let finished = false;
     const finish = (outcome: AttemptOutcome): void => {
       if (finished) return;
       finished = true;
       if (running.get(self)?.attempt === attempt) running.delete(self);
-      self.send({ type: 'ATTEMPT.FINISHED', attempt, outcome, startedAtMs, endedAtMs: Date.now() });
+      self.send({ type: 'ATTEMPT.FINISHED', attempt, outcome, startedAtMs, endedAtMs: Math.round(clock.monotonicMs()) });
     };
     const fail = (error: string, extra: Partial<AttemptOutcome> = {}): void =>
       finish({ status: 'failed', output: null, error, ...extra });

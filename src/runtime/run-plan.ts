@@ -1,19 +1,21 @@
 import { existsSync, renameSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { createActor, enqueueActions, fromPromise, toPromise } from 'xstate';
+import { createActor, fromPromise, toPromise } from 'xstate';
 import type { DiscardedResult, PlanFile, StepKind, StepResult } from '../../machines/contracts.js';
-import { PLAN_CANCELED_REASON } from '../../machines/messages.js';
-import { scan } from '../../machines/plan-schedule.js';
-import { planMachine, type PlanOutput } from '../../machines/plan.machine.js';
-import { stepMachine } from '../../machines/step.machine.js';
-import { describeManifestSource, loadManifest, MANIFEST_FILE, manifestBesidePlan, type Manifest, type ManifestSource } from '../manifest.js';
+import type { DiscardedRecord } from '../../machines/plan-schedule.js';
+import type { PlanInput, PlanOutput } from '../../machines/plan.machine.js';
+import { missingEffects, provideKind } from '../actors/actor-kinds.js';
+import { ERROR_CODES, RuntimeError } from '../errors.js';
 import { canExecute } from '../executors/on-path.js';
+import { describeManifestSource, loadManifest, MANIFEST_FILE, manifestBesidePlan, type Manifest, type ManifestSource } from '../manifest.js';
 import { checkPlan, runStartWarnings } from '../plan/check.js';
-import { evaluateCondition } from '../plan/condition.js';
 import { explainParseFailure, type Refusal } from '../plan/refusal.js';
 import { parsePlanText, parsePlanValue, readPlanFile, stepKind, type ParsePlanResult, type PlanWarning } from '../plan/schema.js';
+import { elapsedMs, systemClock, type SessionClock } from '../session/clock.js';
+import type { RuntimeLogger } from '../session/logger.js';
 import { RecordsDirInUseError, recordedSessionIn, Session, type SessionExitStatus } from '../session/session.js';
 import { createAttemptEffects, type CommandTool, type FunctionTool, type Gate } from './attempt.js';
+import { PlanTrace } from './plan-trace.js';
 
 /** The JSON report (DESIGN §4; `plan.md` §13 plus ids, records dir and duration). */
 export interface PlanReport {
@@ -46,6 +48,12 @@ export interface PlanReport {
 export type PlanProgressEvent =
   | { readonly type: 'plan.started'; readonly planId: string; readonly steps: readonly { readonly id: string; readonly kind: StepKind }[] }
   | { readonly type: 'step.started'; readonly stepId: string; readonly kind: StepKind }
+  /**
+   * A dispatched step ended, as it happens (its wave may still run). `result` is what it settles
+   * as, unless an earlier sibling's `fail` stop discards it (then no `step.settled` follows).
+   */
+  | { readonly type: 'step.ended'; readonly result: StepResult; readonly kind: StepKind }
+  /** A step settled (`plan_step`), in the trace's order: a wave's steps once the whole wave ended. */
   | { readonly type: 'step.settled'; readonly result: StepResult; readonly kind: StepKind }
   /** A step that ran, whose outcome a `fail` stop in its wave discarded (`plan.md` §10.5). */
   | { readonly type: 'step.discarded'; readonly result: DiscardedResult; readonly kind: StepKind }
@@ -88,6 +96,15 @@ export interface RunPlanOptions {
   readonly onWarning?: (warning: PlanWarning) => void;
   /** Milliseconds between SIGTERM and SIGKILL when a step's group is ended. Default 2000. */
   readonly killGraceMs?: number;
+  /** The clock of the run's own session (ignored with `session`, whose clock is used). Default: the system clock. */
+  readonly clock?: SessionClock;
+  /** The runtime's structured log for the run's own session (ignored with `session`). Default: silent. */
+  readonly logger?: RuntimeLogger;
+  /**
+   * Live step actors per node of the plan's actor tree (a tuning of the actor tree only; it
+   * changes no outcome). Default 16 (`DEFAULT_POOL_SIZE`).
+   */
+  readonly poolSize?: number;
 }
 
 /** A started run: its report, and the cancel door. */
@@ -135,7 +152,8 @@ export function startPlan(options: RunPlanOptions): PlanRun {
   options.signal?.addEventListener('abort', onAbort, { once: true });
 
   const report = (async (): Promise<PlanReport> => {
-    const startedAtMs = Date.now();
+    const clock = options.session?.time ?? options.clock ?? systemClock;
+    const startedAtMs = clock.monotonicMs();
     const workdir = resolve(options.workdir ?? options.session?.workdir ?? process.cwd());
     const manifest = await resolveManifest(options.manifest, workdir, options.onWarning);
     const ownSession = options.session === undefined;
@@ -151,26 +169,32 @@ export function startPlan(options: RunPlanOptions): PlanRun {
         workdir,
         manifest: manifest.manifest,
         runtimeDir: manifest.dir ?? workdir,
+        clock,
+        ...(options.logger !== undefined ? { logger: options.logger } : {}),
         ...(options.recordsDir !== undefined ? { recordsDir: options.recordsDir } : {}),
         ...(options.trace !== undefined ? { trace: options.trace } : {}),
         ...(options.eventLog !== undefined ? { eventLog: options.eventLog } : {}),
         ...(options.onNotice !== undefined ? { onWarning: options.onNotice } : {}),
       });
+    const log = session.logger;
+    const trace = new PlanTrace(session.trace, session.node);
+    const elapsed = (): number => elapsedMs(startedAtMs, clock.monotonicMs());
     const finish = async (planReport: PlanReport, status: SessionExitStatus): Promise<PlanReport> => {
       writeReport(session.recordsDir, planReport);
+      log.info({ plan_id: planReport.plan_id, completed: planReport.completed, failed_step: planReport.failed_step, canceled: planReport.canceled, duration_ms: planReport.duration_ms }, 'plan ended');
       if (ownSession) await session.end(status);
       options.onEvent?.({ type: 'plan.ended', report: planReport });
       return planReport;
     };
-    const elapsed = (): number => Date.now() - startedAtMs;
 
     // §5: read and parse. A failure is blamed on `plan`, with plan_end under the session node.
     const loaded = await loadPlan(options.plan);
     const parsed = loaded.parsed;
     const located = { file: typeof options.plan === 'string' ? options.plan : null, text: loaded.text };
     if (!parsed.ok) {
-      writeRefusedPlanEnd(session, session.nodeId, '', 'plan', 0, elapsed(), parsed.error);
+      trace.refused('plan', 0, elapsed(), parsed.error);
       const explained = loaded.text === null && typeof options.plan === 'string' ? undefined : explainParseFailure(parsed.error, parsed.at, located);
+      log.info({ plan_id: '', step_id: 'plan', error: parsed.error }, 'plan refused');
       return finish(refusal(session, '', 'plan', parsed.error, elapsed(), explained), 'failed');
     }
     for (const warning of parsed.warnings) options.onWarning?.(warning);
@@ -178,16 +202,8 @@ export function startPlan(options: RunPlanOptions): PlanRun {
     const kinds = plan.steps.map(stepKind);
 
     // §3 step 3: plan_start with the DAG as authored, before validation.
-    const planNode = session.trace.write('plan_start', session.nodeId, {
-      plan_id: plan.id,
-      step_count: plan.steps.length,
-      steps: plan.steps.map((step, i) => ({
-        step_id: step.id,
-        kind: kinds[i],
-        depends_on: step.depends_on,
-        has_condition: step.if !== undefined,
-      })),
-    });
+    trace.start(plan, kinds);
+    log.info({ plan_id: plan.id, steps: plan.steps.length, max_parallel: maxParallel }, 'plan started');
     options.onEvent?.({ type: 'plan.started', planId: plan.id, steps: plan.steps.map((s, i) => ({ id: s.id, kind: kinds[i] ?? 'unknown' })) });
 
     const functionTools = new Map(Object.entries(options.tools ?? {}));
@@ -206,7 +222,8 @@ export function startPlan(options: RunPlanOptions): PlanRun {
     }, { refusalOnly: options.onWarning === undefined });
     const refused = check.refusal;
     if (refused !== null) {
-      writeRefusedPlanEnd(session, planNode, plan.id, refused.step_id, plan.steps.length, elapsed(), refused.error);
+      trace.refused(refused.step_id, plan.steps.length, elapsed(), refused.error);
+      log.info({ plan_id: plan.id, step_id: refused.step_id, error: refused.error, code: refused.code }, 'plan refused');
       return finish(refusal(session, plan.id, refused.step_id, refused.error, elapsed(), refused), 'failed');
     }
     // What `capsule validate` would refuse but a run only meets later, and the other warnings: said before the first step.
@@ -224,86 +241,65 @@ export function startPlan(options: RunPlanOptions): PlanRun {
       ownerPrefix,
     });
     const killGraceMs = options.killGraceMs ?? 2000;
-    const machine = planMachine.provide({
-      actions: {
-        // Changes only the mutable schedule; not an `assign`, which would copy the context and
-        // rebuild the snapshot once per wave (once per step of a chain).
-        scanSteps: enqueueActions(({ context }) => {
-          scan(context.schedule, context.canceled, evaluateCondition);
-        }),
+    // The effects of every machine of the plan's actor tree (src/actors/actor-kinds.ts); their pure
+    // logic (the plan's scan with the condition language) comes with the kinds.
+    const implementations = {
+      step: { actions: effects },
+      plan: {
+        actors: {
+          endProcessGroups: fromPromise(async () => {
+            session.groups.forgetGone(ownerPrefix);
+            await session.groups.endAll(killGraceMs, ownerPrefix);
+          }),
+        },
       },
-      actors: {
-        step: stepMachine.provide({ actions: effects }),
-        endProcessGroups: fromPromise(async () => {
-          session.groups.forgetGone(ownerPrefix);
-          await session.groups.endAll(killGraceMs, ownerPrefix);
-        }),
-      },
-    });
-    const actor = createActor(machine, {
+    };
+    for (const kind of ['plan', 'step'] as const) {
+      const missing = missingEffects(kind, implementations[kind]);
+      if (missing.length > 0) throw new RuntimeError(ERROR_CODES.INTERNAL, `the ${kind} machine's effects are not all provided: ${missing.join(', ')}`);
+    }
+    const input: PlanInput = {
+      planId: plan.id,
+      steps: plan.steps,
+      kinds,
+      timeoutsSecs: plan.steps.map((step) => step.timeout_secs ?? (step.tool !== undefined && !functionTools.has(step.tool) ? commandTools.get(step.tool)?.timeout_secs : undefined) ?? null),
+      maxParallel,
+      killGraceMs,
+      canceledAtStart: cancelRequest !== null,
+      ...(options.poolSize !== undefined ? { poolSize: options.poolSize } : {}),
+    };
+    const actor = createActor(provideKind('plan', implementations), {
       id: `plan:${plan.id}`,
-      input: {
-        planId: plan.id,
-        steps: plan.steps,
-        kinds,
-        timeoutsSecs: plan.steps.map((step) => step.timeout_secs ?? (step.tool !== undefined && !functionTools.has(step.tool) ? commandTools.get(step.tool)?.timeout_secs : undefined) ?? null),
-        maxParallel,
-        killGraceMs,
-        canceledAtStart: cancelRequest !== null,
-      },
+      input,
       // Delays (a step's timeout_secs) run on the session's clock, so replay can fire them itself.
       clock: session.clock,
       ...(session.inspect ? { inspect: session.inspect } : {}),
     });
-    actor.on('plan.stepStarted', (event) => {
-      session.trace.write('plan_step_start', planNode, {
-        plan_id: plan.id,
-        step_id: event.stepId,
-        kind: event.kind,
-        depends_on: event.dependsOn,
-      });
-      options.onEvent?.({ type: 'step.started', stepId: event.stepId, kind: event.kind });
+    actor.on('plan.stepsStarted', ({ steps }) => {
+      trace.stepsStarted(steps);
+      log.debug({ plan_id: plan.id, steps: steps.length }, 'steps started');
+      if (options.onEvent !== undefined) for (const step of steps) options.onEvent({ type: 'step.started', stepId: step.stepId, kind: step.kind });
     });
-    actor.on('plan.stepSettled', ({ record }) => {
-      const { result } = record;
-      session.trace.write('plan_step', planNode, {
-        plan_id: plan.id,
-        step_id: result.step_id,
-        kind: record.kind,
-        status: result.status,
-        attempts: result.attempts,
-        duration_ms: result.duration_ms,
-        ...(result.error !== null ? { error: result.error } : {}),
-        ...(record.kind === 'tool' && record.tracedInput !== undefined ? { input: record.tracedInput } : {}),
-        ...(record.stateEffect !== undefined ? { state_effect: record.stateEffect } : {}),
-        ...(record.resourceId !== undefined ? { resource_id: record.resourceId } : {}),
-        ...(result.truncated !== undefined ? { truncated: result.truncated } : {}),
-      });
-      options.onEvent?.({ type: 'step.settled', result, kind: record.kind });
+    actor.on('plan.stepEnded', ({ result, kind }) => {
+      log.debug({ plan_id: plan.id, step_id: result.step_id, status: result.status, attempts: result.attempts, duration_ms: result.duration_ms }, 'step ended');
+      options.onEvent?.({ type: 'step.ended', result, kind });
     });
-    actor.on('plan.stepDiscarded', ({ record }) => {
-      options.onEvent?.({ type: 'step.discarded', result: record.result, kind: record.kind });
+    actor.on('plan.stepsSettled', ({ records }) => {
+      trace.stepsSettled(records);
+      if (options.onEvent !== undefined) for (const record of records) options.onEvent({ type: 'step.settled', result: record.result, kind: record.kind });
+    });
+    actor.on('plan.stepsDiscarded', ({ records }: { records: readonly DiscardedRecord[] }) => {
+      log.debug({ plan_id: plan.id, steps: records.map((record) => record.result.step_id) }, 'steps discarded by a fail stop');
+      if (options.onEvent !== undefined) for (const record of records) options.onEvent({ type: 'step.discarded', result: record.result, kind: record.kind });
     });
     sendCancel = (force) => actor.send({ type: 'CANCEL', force });
     actor.start();
     if (cancelRequest?.force) actor.send({ type: 'CANCEL', force: true });
-    const output: PlanOutput = await toPromise(actor);
+    const output = (await toPromise(actor)) as PlanOutput;
     sendCancel = null;
 
-    const counts = { success: 0, failed: 0, skipped: 0 };
-    for (const result of output.results) counts[result.status]++;
     const durationMs = elapsed();
-    session.trace.write('plan_end', planNode, {
-      plan_id: plan.id,
-      outcome: output.canceled ? 'canceled' : output.completed ? 'completed' : 'failed',
-      ...(output.failed_step !== null ? { failed_step: output.failed_step } : {}),
-      steps_total: plan.steps.length,
-      steps_succeeded: counts.success,
-      steps_failed: counts.failed,
-      steps_skipped: counts.skipped,
-      duration_ms: durationMs,
-      ...(output.canceled ? { reason: PLAN_CANCELED_REASON } : {}),
-    });
+    trace.end(output, durationMs);
     const planReport: PlanReport = {
       plan_id: plan.id,
       session_id: session.id,
@@ -342,33 +338,6 @@ function publicResult(result: StepResult): StepResult {
   };
 }
 
-/**
- * `plan_end` of a run refused before any step ran (`trace-plan.md` §3.4): an unreadable plan
- * (under the session node, `plan_id` "", `steps_total` 0) or a validation refusal (under the plan
- * node); the counts are 0 even though the report has one failed result.
- */
-function writeRefusedPlanEnd(
-  session: Session,
-  parentId: string,
-  planId: string,
-  failedStep: string,
-  stepsTotal: number,
-  durationMs: number,
-  reason: string,
-): void {
-  session.trace.write('plan_end', parentId, {
-    plan_id: planId,
-    outcome: 'failed',
-    failed_step: failedStep,
-    steps_total: stepsTotal,
-    steps_succeeded: 0,
-    steps_failed: 0,
-    steps_skipped: 0,
-    duration_ms: durationMs,
-    reason,
-  });
-}
-
 function refusal(session: Session, planId: string, stepId: string, error: string, durationMs: number, explained?: Refusal): PlanReport {
   return {
     plan_id: planId,
@@ -400,7 +369,7 @@ async function resolveManifest(
   if (manifest === null) return { manifest: null, dir: null, source: { kind: 'none', looked: null } };
   if (typeof manifest === 'object' && manifest !== undefined) return { manifest, dir: null, source: { kind: 'object' } };
   const path = manifest ?? join(workdir, MANIFEST_FILE);
-  // The default capsule.json is optional; a manifest named by the caller is not.
+  // The default capsule.json is optional: absent means none (decided by the file, never by an error's text); a manifest named by the caller is not.
   if (manifest === undefined && !existsSync(path)) return { manifest: null, dir: null, source: { kind: 'none', looked: resolve(path) } };
   const loaded = await loadManifest(path);
   if (!loaded.ok) throw new ManifestError(loaded.error);
@@ -408,9 +377,12 @@ async function resolveManifest(
   return { manifest: loaded.manifest, dir: loaded.dir, source: { kind: 'file', path: resolve(path), label: path, given: manifest !== undefined } };
 }
 
-/** An unreadable or invalid manifest: a usage-level refusal (exit 2, DESIGN §3), thrown before any session exists. */
-export class ManifestError extends Error {
-  override readonly name = 'ManifestError';
+/** An unreadable or invalid manifest (`MANIFEST_INVALID`): a usage-level refusal (exit 2, DESIGN §3), thrown before any session exists. */
+export class ManifestError extends RuntimeError {
+  override name = 'ManifestError';
+  constructor(message: string) {
+    super(ERROR_CODES.MANIFEST_INVALID, message);
+  }
 }
 
 export { RecordsDirInUseError };

@@ -1,14 +1,19 @@
 import { closeSync, existsSync, mkdirSync, openSync, readSync } from 'node:fs';
 import { resolve, join } from 'node:path';
-import type { ActorOptions, AnyActorLogic, InspectionEvent } from 'xstate';
+import type { InspectionEvent } from 'xstate';
+import { ERROR_CODES, messageOf, RuntimeError } from '../errors.js';
 import { newSessionId } from '../ids.js';
 import { ProcessGroupRegistry } from '../process/process-groups.js';
 import { EVENT_LOG_FILE, EventLog } from '../records/event-log.js';
+import type { ContainmentInfo, TraceNode } from '../records/trace-records.js';
 import { TraceWriter } from '../records/trace-writer.js';
 import type { Manifest } from '../manifest.js';
+import { CancelPolicy, type Cancelable, type CancelPolicyOptions } from './cancel-policy.js';
+import { elapsedMs, systemClock, type SessionClock, type XStateClock } from './clock.js';
+import { silentLogger, type RuntimeLogger } from './logger.js';
 
-/** XState's timer interface (`createActor({ clock })`; the type itself is not exported by xstate). */
-export type Clock = NonNullable<ActorOptions<AnyActorLogic>['clock']>;
+/** XState's timer interface (`createActor({ clock })`). */
+export type Clock = XStateClock;
 
 /** How a session ended, as `session_end.exit_status`. */
 export type SessionExitStatus = 'ok' | 'failed' | 'canceled' | 'error';
@@ -33,16 +38,20 @@ export interface SessionOptions {
    */
   readonly eventLog?: boolean;
   /**
-   * The clock the session's actors schedule delayed transitions on (XState's `clock` option; the
-   * step's `timeout_secs` bound is one). Default: the real timers. Replay and tests pass a
-   * `SimulatedClock`.
+   * The session's one clock (src/session/clock.ts): epoch time for records, monotonic time for
+   * durations, and the timers of its actors' delayed transitions (the step's `timeout_secs`).
+   * Default: the system clock. Tests and replay pass a `ManualClock`.
    */
-  readonly clock?: Clock;
+  readonly clock?: SessionClock;
   /**
    * Observers of every XState inspection event of every actor this session runs (the event log of
    * DESIGN §9 and `capsule inspect` plug in here).
    */
   readonly inspectors?: readonly ((event: InspectionEvent) => void)[];
+  /** The runtime's structured log (src/session/logger.ts). Default: silent. */
+  readonly logger?: RuntimeLogger;
+  /** How processes are contained, for `session_start.containment` (the containment layer reports it). */
+  readonly containment?: ContainmentInfo;
   /**
    * Called with operational warnings, such as the repair of a torn last line left in
    * `trace.jsonl` or `events.jsonl` by a crashed earlier run (field report 13). Default:
@@ -54,10 +63,11 @@ export interface SessionOptions {
 }
 
 /**
- * One runtime session: the single owner of its records directory, its trace writer and every
- * process group its work starts (DESIGN §2, §7). `capsule run` is one session; `capsule serve`
- * will be one too. Plans, background commands and delegations run inside a session and reach
- * these through it, so there is one place that ends every process when the session ends.
+ * One runtime session: the single owner of its records directory, its clock, its trace writer,
+ * its event log, its structured log, its cancel policies and every process group its work starts
+ * (DESIGN §2, §7). `capsule run` is one session; `capsule serve` will be one too. Plans,
+ * background commands and delegations run inside a session and reach these through it, so there
+ * is one place that ends every process when the session ends.
  */
 export class Session {
   readonly id: string;
@@ -69,38 +79,43 @@ export class Session {
   readonly groups: ProcessGroupRegistry;
   /** The actor event log, or null when it is off. */
   readonly eventLog: EventLog | null;
-  /** Timers of the session's actors (`createActor({ clock })`). */
-  readonly clock: Clock;
-  /** `event_id` of `session_start`: the parent of plan and delegation records. */
-  readonly nodeId: string;
+  /** The session's clock (epoch, monotonic, timers). */
+  readonly time: SessionClock;
+  /** The runtime's structured log, its lines bound to this session's id. */
+  readonly logger: RuntimeLogger;
+  /** `session_start`: the node plan and delegation records hang off. */
+  readonly node: TraceNode<'session_start'>;
   readonly #inspectors: ((event: InspectionEvent) => void)[];
   readonly #openedAtMs: number;
   #counts = { toolCalls: 0, shellCalls: 0 };
   #ended = false;
 
   private constructor(options: SessionOptions) {
-    this.#openedAtMs = Date.now();
+    this.time = options.clock ?? systemClock;
+    this.#openedAtMs = this.time.monotonicMs();
     this.id = options.sessionId ?? newSessionId();
+    this.logger = (options.logger ?? silentLogger).child({ session_id: this.id });
     this.workdir = resolve(options.workdir ?? process.cwd());
     this.recordsDir = resolve(options.recordsDir ?? join(this.workdir, '.capsule', 'records', this.id));
     this.runtimeDir = resolve(options.runtimeDir ?? this.workdir);
     this.manifest = options.manifest ?? null;
     // Node's recursive mkdir never returns under /proc or /sys (it retries ENOENT forever).
     if (/^\/(proc|sys)(\/|$)/.test(this.recordsDir)) {
-      throw new Error(`cannot create the records directory ${this.recordsDir}: /proc and /sys hold no files`);
+      throw new RuntimeError(ERROR_CODES.RECORDS_DIR_UNUSABLE, `cannot create the records directory ${this.recordsDir}: /proc and /sys hold no files`);
     }
-    mkdirSync(join(this.recordsDir, 'logs'), { recursive: true });
-    this.trace = new TraceWriter(options.trace === false ? null : join(this.recordsDir, 'trace.jsonl'), this.id, {
-      ...(options.onRecordError ? { onError: options.onRecordError } : {}),
-    });
+    try {
+      mkdirSync(join(this.recordsDir, 'logs'), { recursive: true });
+    } catch (error) {
+      throw new RuntimeError(ERROR_CODES.RECORDS_DIR_UNUSABLE, messageOf(error), { cause: error });
+    }
+    const onRecordError = (error: Error): void => {
+      this.logger.error({ err: error.message }, 'a records write failed');
+      options.onRecordError?.(error);
+    };
+    const now = (): number => this.time.epochMs();
+    this.trace = new TraceWriter(options.trace === false ? null : join(this.recordsDir, 'trace.jsonl'), this.id, { onError: onRecordError, now });
     this.groups = new ProcessGroupRegistry();
-    this.eventLog =
-      options.eventLog === false
-        ? null
-        : new EventLog(join(this.recordsDir, EVENT_LOG_FILE), {
-            ...(options.onRecordError ? { onError: options.onRecordError } : {}),
-          });
-    this.clock = options.clock ?? realClock;
+    this.eventLog = options.eventLog === false ? null : new EventLog(join(this.recordsDir, EVENT_LOG_FILE), { onError: onRecordError, now });
     this.#inspectors = [...(options.inspectors ?? [])];
     if (this.eventLog !== null) this.addInspector(this.eventLog.inspect);
     const warn = options.onWarning ?? ((message: string) => process.emitWarning(message, 'CapsuleRecordsWarning'));
@@ -109,31 +124,44 @@ export class Session {
       [EVENT_LOG_FILE, this.eventLog?.repair ?? null],
     ] as const) {
       if (repair === null) continue;
-      warn(
+      const message =
         repair.kind === 'newline'
           ? `${join(this.recordsDir, file)}: its last record had no newline (a crash?); added one before appending`
-          : `${join(this.recordsDir, file)}: dropped a torn last line of ${repair.bytes} bytes (a crash?) before appending`,
-      );
+          : `${join(this.recordsDir, file)}: dropped a torn last line of ${repair.bytes} bytes (a crash?) before appending`;
+      this.logger.warn({ file: join(this.recordsDir, file), repair: repair.kind, bytes: repair.bytes }, 'repaired a records file');
+      warn(message);
     }
     const manifest = this.manifest;
-    this.nodeId = this.trace.write('session_start', null, {
+    this.node = this.trace.write('session_start', null, {
       capsule_name: manifest?.name ?? null,
       capsule_version: manifest?.version ?? null,
-      capabilities: manifest?.capabilities ?? {},
+      capabilities: (manifest?.capabilities ?? {}) as never,
       tools_declared: Object.keys(manifest?.tools ?? {}),
       workdir_exec: this.workdir,
       records_dir: this.recordsDir,
       runtime: 'capsule-runtime (TypeScript)',
       pid: process.pid,
+      ...(options.containment !== undefined ? { containment: options.containment } : {}),
     });
+    this.logger.info({ records_dir: this.recordsDir, workdir: this.workdir, trace: this.trace.enabled, event_log: this.eventLog !== null }, 'session opened');
   }
 
   /**
    * Opens a session: creates the records directory (and `logs/`) and writes `session_start`.
-   * @throws {Error} when the records directory cannot be created (a refusal before any step runs).
+   * @throws {RuntimeError} `RECORDS_DIR_UNUSABLE` when the records directory cannot be created (a refusal before any step runs).
    */
   static open(options: SessionOptions = {}): Session {
     return new Session(options);
+  }
+
+  /** `event_id` of `session_start` (the session node). */
+  get nodeId(): string {
+    return this.node.eventId;
+  }
+
+  /** Timers of the session's actors (XState's `clock` option for `createActor`). */
+  get clock(): XStateClock {
+    return this.time.timers;
   }
 
   /** Adds an observer of every inspection event of the actors this session runs. */
@@ -150,6 +178,21 @@ export class Session {
     };
   }
 
+  /**
+   * The session's cancel policy for one piece of work (src/session/cancel-policy.ts), timed on the
+   * session clock: `capsule run` feeds it signals, `capsule serve` will feed it `task.cancel`.
+   */
+  cancelPolicy(target: Cancelable, options: Omit<CancelPolicyOptions, 'clock'>): CancelPolicy {
+    return new CancelPolicy(target, {
+      ...options,
+      clock: this.time,
+      onNotice: (notice) => {
+        this.logger.info({ cancel: notice.kind, ...(notice.kind === 'forced' ? { why: notice.why } : {}) }, 'cancel policy');
+        options.onNotice?.(notice);
+      },
+    });
+  }
+
   /** Counts a dispatched tool call or shell command for `session_end`. */
   countCall(kind: 'tool' | 'shell'): void {
     if (kind === 'tool') this.#counts.toolCalls++;
@@ -164,17 +207,19 @@ export class Session {
     if (this.#ended) return;
     this.#ended = true;
     await this.groups.endAll(graceMs);
-    this.trace.write('session_end', this.nodeId, {
+    const durationMs = elapsedMs(this.#openedAtMs, this.time.monotonicMs());
+    this.trace.write('session_end', this.node, {
       total_turns: 0,
       total_input_tokens: 0,
       total_output_tokens: 0,
       total_tool_calls: this.#counts.toolCalls,
       total_shell_calls: this.#counts.shellCalls,
-      duration_ms: Date.now() - this.#openedAtMs,
+      duration_ms: durationMs,
       exit_status: exitStatus,
     });
     this.trace.close();
     this.eventLog?.close();
+    this.logger.info({ exit_status: exitStatus, duration_ms: durationMs }, 'session ended');
   }
 }
 
@@ -216,17 +261,17 @@ function firstSessionId(tracePath: string): string | null {
 }
 
 /**
- * A records directory that already holds a session (`capsule run` exits 2). `--resume` (to come)
+ * A records directory that already holds a session (`RECORDS_DIR_IN_USE`; `capsule run` and
+ * `capsule validate --records` exit 2). `--resume` (to come)
  * is what will continue a session in its own directory.
  */
-export class RecordsDirInUseError extends Error {
-  override readonly name = 'RecordsDirInUseError';
-  readonly code = 'RECORDS_DIR_IN_USE';
+export class RecordsDirInUseError extends RuntimeError {
+  override name = 'RecordsDirInUseError';
   constructor(
     readonly recordsDir: string,
     readonly session: RecordedSession,
   ) {
-    super(recordsDirInUse(recordsDir, session));
+    super(ERROR_CODES.RECORDS_DIR_IN_USE, recordsDirInUse(recordsDir, session));
   }
 }
 
@@ -246,9 +291,3 @@ function recordsDirInUse(recordsDir: string, session: RecordedSession): string {
     `or leave --records out for a new directory under <workdir>/.capsule/records/ (--resume, still to come, will continue a session in its own directory)`
   );
 }
-
-/** The real timers, as XState's `Clock`. */
-const realClock: Clock = {
-  setTimeout: (fn, timeout) => setTimeout(fn, timeout),
-  clearTimeout: (id) => clearTimeout(id as NodeJS.Timeout),
-};
