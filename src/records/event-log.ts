@@ -73,7 +73,7 @@ export interface SnapshotLine extends LineBase {
 }
 
 /** File name of the event log in a records directory. */
-export const EVENT_LOG_FILE = 'events.jsonl';
+export { EVENT_LOG_FILE } from './records-dir.js';
 
 /** Options of {@link createEventRecorder}. */
 export interface EventRecorderOptions {

@@ -13,7 +13,8 @@ import { explainParseFailure, type Refusal } from '../plan/refusal.js';
 import { parsePlanText, parsePlanValue, readPlanFile, stepKind, type ParsePlanResult, type PlanWarning } from '../plan/schema.js';
 import { elapsedMs, systemClock, type SessionClock } from '../session/clock.js';
 import type { RuntimeLogger } from '../session/logger.js';
-import { RecordsDirInUseError, recordedSessionIn, Session, type SessionExitStatus } from '../session/session.js';
+import { RecordsDirInUseError, recordedSessionIn } from '../records/records-dir.js';
+import { Session, type SessionExitStatus } from '../session/session.js';
 import { createAttemptEffects, type CommandTool, type FunctionTool, type Gate } from './attempt.js';
 import { PlanTrace } from './plan-trace.js';
 

@@ -87,6 +87,33 @@ describe('layering (blueprint: machines → model → effects → session → ru
     expect(offenders).toEqual([]);
   });
 
+  it('keeps capsule validate free of the machines, xstate and the process layer (it runs nothing; startup stays short)', () => {
+    // Static value imports only: `import type` is erased, a dynamic `import()` is loaded when used.
+    const valueImports = (file: string): { local: string[]; packages: string[] } => {
+      const text = readFileSync(join(root, `${file}.ts`), 'utf8').replace(/^\s*(?:import|export)\s+type\s[^;]*;/gm, '');
+      const local: string[] = [];
+      const packages: string[] = [];
+      for (const match of text.matchAll(/^\s*(?:import|export)\s[^'"]*?from\s+['"]([^'"]+)['"]|^\s*import\s+['"]([^'"]+)['"]/gm)) {
+        const spec = match[1] ?? match[2] ?? '';
+        if (spec.startsWith('.')) local.push(relative(root, resolve(root, dirname(file), spec)).replace(/\.js$/, ''));
+        else packages.push(spec);
+      }
+      return { local, packages };
+    };
+    const loaded = new Set<string>();
+    const packages = new Set<string>();
+    const visit = (file: string): void => {
+      if (loaded.has(file)) return;
+      loaded.add(file);
+      const found = valueImports(file);
+      for (const pkg of found.packages) packages.add(pkg);
+      for (const target of found.local) visit(target);
+    };
+    visit('src/cli/validate');
+    expect([...loaded].filter((file) => /\.machine$|^src\/(process|actors)\/|^src\/session\/session$/.test(file))).toEqual([]);
+    expect([...packages].filter((pkg) => pkg === 'xstate' || pkg === 'execa')).toEqual([]);
+  });
+
   it('loads pino and the SVG renderer only where they are used (dynamic imports)', () => {
     const statically = (pkg: string): string[] => files.filter((file) => new RegExp(`^\\s*import[^(]*from\\s+['"]${pkg}['"]`, 'm').test(readFileSync(join(root, `${file}.ts`), 'utf8')));
     expect(statically('@viz-js/viz')).toEqual([]);
