@@ -3,6 +3,11 @@
  * failed step, a refused plan) travel as outputs and records; what a caller must tell apart travels
  * as a {@link RuntimeError} (thrown at a library boundary) or a {@link Failure} (returned), and the
  * caller branches on `code`, never on the message text.
+ *
+ * A refused plan is such an expected outcome, so its codes are not here: the refusal codes
+ * (`RefusalCode`, src/plan/refusal.ts: one per rule a plan author can break, lowercase, in the
+ * report's and `validate --json`'s `refusal`) and the warning kinds (src/plan/warnings.ts) are data
+ * of those contracts, never thrown. The two sets do not overlap (docs/architecture.md, "Errors").
  */
 
 /** Every code, one line each: what went wrong, and where the message names the fix. */
