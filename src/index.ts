@@ -22,3 +22,10 @@ export type { EventLogRecord, EventLine, SnapshotLine } from './records/event-lo
 export { replay, replayFile } from './replay/replay.js';
 export type { ReplayResult, ReplayOptions, Divergence } from './replay/replay.js';
 export { readReplayScript, parseReplayScript, ReplayFileError } from './replay/script.js';
+export { CancelSignal } from './cancel/cancel-signal.js';
+export { CANCEL_PHASES, DEFAULT_CANCEL_PHASE, TASK_CANCELED_MESSAGE, readCancelPhase, isKnownCancelPhase } from './cancel/phases.js';
+export type { CancelPhase, KnownCancelPhase } from './cancel/phases.js';
+export { LiveDelegations } from './cancel/live-delegations.js';
+export type { LiveDelegation, DelegationItem } from './cancel/live-delegations.js';
+export { Residue } from './cancel/residue.js';
+export type { DetachedShellItem, ResidueItem, ResidueArtifact, OutstandingCommands, TaskCanceledResidue } from './cancel/residue.js';
