@@ -220,7 +220,7 @@ export class OutputLog {
   }
 
   #fail(error: unknown): void {
-    if (this.#error === null) this.#error = logWriteFailure(error instanceof Error ? error.message : String(error));
+    if (this.#error === null) this.#error = logWriteFailure(errorMessage(error));
     this.#closeFile();
   }
 
@@ -232,7 +232,13 @@ export class OutputLog {
       this.#fs.close(fd);
     } catch (error) {
       // A close that fails (e.g. a delayed write error on NFS) means bytes may be missing: keep it.
-      if (this.#error === null) this.#error = logWriteFailure(error instanceof Error ? error.message : String(error));
+      if (this.#error === null) this.#error = logWriteFailure(errorMessage(error));
     }
   }
+}
+
+/** The message of a thrown value; `instanceof Error` is not used because errors from another realm (a VM context) fail it. */
+export function errorMessage(error: unknown): string {
+  if (typeof error === 'object' && error !== null && typeof (error as { message?: unknown }).message === 'string') return (error as { message: string }).message;
+  return String(error);
 }

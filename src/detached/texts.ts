@@ -119,7 +119,7 @@ export interface DemotionResult {
 }
 
 /** The fixed one-sentence summary, naming the id; no path, no output (§13). */
-export const demotionSummary = (workId: string): string => `The command is still running in the background as ${workId}.`;
+export const demotionSummary = (workId: string): string => `Still running in the background as ${workId}.`;
 
 /**
  * The demotion result (§13), built from the work id and the two flags only, so its size is the
@@ -129,11 +129,11 @@ export const demotionSummary = (workId: string): string => `The command is still
  * (`separate task` exactly when delivered). Under 400 bytes for a minted work id.
  */
 export function demotionResult(workId: string, flags: DemotionFlags): DemotionResult {
-  const sentences = [`The command has not finished; it now runs in the background as ${workId}.`];
-  if (flags.toolOffered) sentences.push(`Use the ${BACKGROUND_COMMAND_TOOL} tool with this work_id to check on it, wait for it or stop it.`);
-  sentences.push('A command still running when the session ends is killed.');
-  if (flags.delivered && flags.toolOffered) sentences.push(`If it exits before ${BACKGROUND_COMMAND_TOOL} reports that exit, the result also arrives later as a separate task.`);
-  else if (flags.delivered) sentences.push('Once it exits, the result comes back later as a separate task.');
+  const sentences = [`The command has not finished and now runs in the background as ${workId}.`];
+  if (flags.toolOffered) sentences.push(`Use the ${BACKGROUND_COMMAND_TOOL} tool with this work_id to check, wait for or stop it.`);
+  sentences.push('A command still running at session end is killed.');
+  if (flags.delivered && flags.toolOffered) sentences.push('If it exits before that tool reports the exit, the result also comes as a separate task.');
+  else if (flags.delivered) sentences.push('Once it exits, the result comes back as a separate task.');
   return {
     status: 'passed',
     summary: demotionSummary(workId),

@@ -5,6 +5,7 @@
 import { closeSync, constants as fsConstants, fstatSync, openSync, readSync, writeSync } from 'node:fs';
 import { toJsonLine } from '../records/jsonl.js';
 import type { LostWork } from '../detached/lost-report.js';
+import { errorMessage } from '../detached/output-log.js';
 
 /** Inputs of one marker. */
 export interface LostMarkerInput {
@@ -106,7 +107,7 @@ export function appendMarkers(path: string, markers: readonly { readonly work_id
   try {
     fd = fs.openAppend(path);
   } catch (error) {
-    return { opened: false, error: message(error) };
+    return { opened: false, error: errorMessage(error) };
   }
   const repairedTornTail = !terminated;
   const results: MarkerWrite[] = [];
@@ -125,7 +126,7 @@ export function appendMarkers(path: string, markers: readonly { readonly work_id
       } catch (error) {
         // Nothing written leaves the file as it was; a partial line leaves it torn.
         if (written > 0) terminated = line[written - 1] === 0x0a;
-        results.push({ work_id: marker.work_id, written: false, error: message(error) });
+        results.push({ work_id: marker.work_id, written: false, error: errorMessage(error) });
       }
     }
   } finally {
@@ -138,4 +139,3 @@ export function appendMarkers(path: string, markers: readonly { readonly work_id
   return { opened: true, repairedTornTail, results };
 }
 
-const message = (error: unknown): string => (error instanceof Error ? error.message : String(error));

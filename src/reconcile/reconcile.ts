@@ -8,6 +8,7 @@ import { closeSync, openSync, readSync } from 'node:fs';
 import { join } from 'node:path';
 import { newEventId, uuidV7Simple } from '../ids.js';
 import type { LostReport, LostWork } from '../detached/lost-report.js';
+import { errorMessage } from '../detached/output-log.js';
 import { provenanceOf } from '../detached/provenance.js';
 import { appendMarkers, lostMarker, MARKER_FS, type MarkerFs } from './markers.js';
 import { describeDamage, reportTrust, TraceScanner, unaccounted, type DetachedCandidate, type TraceScan } from './scan.js';
@@ -66,7 +67,7 @@ export function reconcile(traceDir: string, thisSessionId: string, contextId: st
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     if (code === 'ENOENT') warn(`resume: cannot read ${path}: it does not exist, so background work the resumed session left unaccounted is not reported`);
-    else warn(`resume: cannot read ${path}: ${(error as Error).message}; background work the resumed session left unaccounted is not reported`);
+    else warn(`resume: cannot read ${path}: ${errorMessage(error)}; background work the resumed session left unaccounted is not reported`);
     return none();
   }
   for (const line of describeDamage(path, scan.damage)) warn(`resume: ${line}`);
