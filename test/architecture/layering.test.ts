@@ -39,7 +39,7 @@ function floorOf(path: string): number {
   if (path.startsWith('machines/')) return 0;
   if (/^src\/(errors|ids)$/.test(path)) return 0;
   if (path.startsWith('src/plan/') || path.startsWith('src/actors/') || path === 'src/manifest') return 1;
-  if (/^src\/(process|executors|records)\//.test(path)) return 2;
+  if (/^src\/(process|executors|records|detached|cancel|reconcile)\//.test(path)) return 2;
   if (path.startsWith('src/session/')) return 3;
   if (/^src\/(runtime|replay|visualize)\//.test(path)) return 4;
   if (path.startsWith('src/cli') || path === 'src/index') return 5;
