@@ -10,7 +10,7 @@ import { loadManifest, type Manifest } from '../manifest.js';
 import { evaluateCondition } from '../plan/condition.js';
 import { parsePlanText, parsePlanValue, readPlanFile, stepKind, type PlanWarning } from '../plan/schema.js';
 import { validatePlan } from '../plan/validate.js';
-import { Session, type SessionExitStatus } from '../session/session.js';
+import { Session, type SessionExitStatus, type SessionOptions } from '../session/session.js';
 import { createAttemptEffects, type CommandTool, type FunctionTool, type Gate } from './attempt.js';
 
 /** The JSON report (DESIGN §4; `plan.md` §13 plus ids, records dir and duration). */
@@ -72,6 +72,12 @@ export interface RunPlanOptions {
   readonly onWarning?: (warning: PlanWarning) => void;
   /** Milliseconds between SIGTERM and SIGKILL when a step's group is ended. Default 2000. */
   readonly killGraceMs?: number;
+  /** Containment backend of the run's own session (`SessionOptions.containment`). Ignored with `session`. */
+  readonly containment?: SessionOptions['containment'];
+  /** Isolation of the run's own session (`SessionOptions.isolation`). Ignored with `session`. */
+  readonly isolation?: SessionOptions['isolation'];
+  /** Run the steps' processes as this user (`SessionOptions.runAs`, `--run-as`). Ignored with `session`. */
+  readonly runAs?: string | null;
 }
 
 /** A started run: its report, and the cancel door. */
@@ -133,6 +139,9 @@ export function startPlan(options: RunPlanOptions): PlanRun {
         ...(options.trace !== undefined ? { trace: options.trace } : {}),
         ...(options.eventLog !== undefined ? { eventLog: options.eventLog } : {}),
         ...(options.onNotice !== undefined ? { onWarning: options.onNotice } : {}),
+        ...(options.containment !== undefined ? { containment: options.containment } : {}),
+        ...(options.isolation !== undefined ? { isolation: options.isolation } : {}),
+        ...(options.runAs !== undefined ? { runAs: options.runAs } : {}),
       });
     const finish = async (planReport: PlanReport, status: SessionExitStatus): Promise<PlanReport> => {
       writeReport(session.recordsDir, planReport);
@@ -177,7 +186,7 @@ export function startPlan(options: RunPlanOptions): PlanRun {
       return finish(refusal(session, plan.id, refused.step_id, refused.error, elapsed()), 'failed');
     }
 
-    const ownerPrefix = `run:${++runCounter}/`;
+    const runId = String(++runCounter);
     const effects = createAttemptEffects({
       session,
       functionTools,
@@ -186,7 +195,8 @@ export function startPlan(options: RunPlanOptions): PlanRun {
       envAllow: manifest.manifest?.capabilities?.env?.allow ?? [],
       gate: options.gate ?? null,
       capsulesDir: resolve(options.capsulesDir ?? join(workdir, 'capsules')),
-      ownerPrefix,
+      runId,
+      traceParentId: planNode,
     });
     const killGraceMs = options.killGraceMs ?? 2000;
     const machine = planMachine.provide({
@@ -199,9 +209,10 @@ export function startPlan(options: RunPlanOptions): PlanRun {
       },
       actors: {
         step: stepMachine.provide({ actions: effects }),
+        // Plan end (`plan.md` §21): every tree this run's steps left (a background child of a step
+        // that succeeded) is ended here, in one pass, and proven gone.
         endProcessGroups: fromPromise(async () => {
-          session.groups.forgetGone(ownerPrefix);
-          await session.groups.endAll(killGraceMs, ownerPrefix);
+          await session.containment.endAll(killGraceMs, { kind: 'attempt', run: runId });
         }),
       },
     });

@@ -2,7 +2,9 @@ import { mkdirSync } from 'node:fs';
 import { resolve, join } from 'node:path';
 import type { ActorOptions, AnyActorLogic, InspectionEvent } from 'xstate';
 import { newSessionId } from '../ids.js';
-import { ProcessGroupRegistry } from '../process/process-groups.js';
+import { Containment, containmentTraceFields, type BackendChoice, type IsolationChoice } from '../process/containment.js';
+import { processStartTime } from '../process/proc.js';
+import { droppedPathWarning } from '../process/resolve-binary.js';
 import { EVENT_LOG_FILE, EventLog } from '../records/event-log.js';
 import { TraceWriter } from '../records/trace-writer.js';
 import type { Manifest } from '../manifest.js';
@@ -51,11 +53,20 @@ export interface SessionOptions {
   readonly onWarning?: (message: string) => void;
   /** Called with trace write failures (they never fail the work). */
   readonly onRecordError?: (error: Error) => void;
+  /**
+   * The containment backend (`src/process/containment.ts`). Default: `CAPSULE_CONTAINMENT`, else
+   * `auto` (cgroup v2 where the runtime can create cgroups, else process groups).
+   */
+  readonly containment?: BackendChoice;
+  /** Isolation of every process tree. Default: `CAPSULE_ISOLATION`, else `auto` (a PID namespace where possible). */
+  readonly isolation?: IsolationChoice;
+  /** Run every process as this (unprivileged) user; the runtime must be root (`--run-as`). */
+  readonly runAs?: string | null;
 }
 
 /**
  * One runtime session: the single owner of its records directory, its trace writer and every
- * process group its work starts (DESIGN §2, §7). `capsule run` is one session; `capsule serve`
+ * process tree its work starts (its {@link Containment}) (DESIGN §2, §7). `capsule run` is one session; `capsule serve`
  * will be one too. Plans, background commands and delegations run inside a session and reach
  * these through it, so there is one place that ends every process when the session ends.
  */
@@ -66,7 +77,8 @@ export class Session {
   readonly runtimeDir: string;
   readonly manifest: Manifest | null;
   readonly trace: TraceWriter;
-  readonly groups: ProcessGroupRegistry;
+  /** The one registry of every process tree the session starts (and the only place that signals them). */
+  readonly containment: Containment;
   /** The actor event log, or null when it is off. */
   readonly eventLog: EventLog | null;
   /** Timers of the session's actors (`createActor({ clock })`). */
@@ -89,11 +101,23 @@ export class Session {
     if (/^\/(proc|sys)(\/|$)/.test(this.recordsDir)) {
       throw new Error(`cannot create the records directory ${this.recordsDir}: /proc and /sys hold no files`);
     }
-    mkdirSync(join(this.recordsDir, 'logs'), { recursive: true });
+    // Decided before anything is written: a containment that was asked for and cannot be had is a
+    // refusal before any step runs. It creates the session's cgroup on the cgroup backend.
+    this.containment = Containment.open({
+      sessionId: this.id,
+      ...(options.containment !== undefined ? { backend: options.containment } : {}),
+      ...(options.isolation !== undefined ? { isolation: options.isolation } : {}),
+      ...(options.runAs !== undefined ? { runAs: options.runAs } : {}),
+    });
+    try {
+      mkdirSync(join(this.recordsDir, 'logs'), { recursive: true });
+    } catch (error) {
+      void this.containment.close(0);
+      throw error;
+    }
     this.trace = new TraceWriter(options.trace === false ? null : join(this.recordsDir, 'trace.jsonl'), this.id, {
       ...(options.onRecordError ? { onError: options.onRecordError } : {}),
     });
-    this.groups = new ProcessGroupRegistry();
     this.eventLog =
       options.eventLog === false
         ? null
@@ -115,6 +139,7 @@ export class Session {
           : `${join(this.recordsDir, file)}: dropped a torn last line of ${repair.bytes} bytes (a crash?) before appending`,
       );
     }
+    if (this.containment.path.dropped.length > 0) warn(droppedPathWarning(this.containment.path));
     const manifest = this.manifest;
     this.nodeId = this.trace.write('session_start', null, {
       capsule_name: manifest?.name ?? null,
@@ -125,6 +150,11 @@ export class Session {
       records_dir: this.recordsDir,
       runtime: 'capsule-runtime (TypeScript)',
       pid: process.pid,
+      // Ours: with `pid`, names this runtime process unambiguously (a later run checks whether a
+      // session without `session_end` is still running, `src/process/leftovers.ts`).
+      pid_start_time: processStartTime(process.pid),
+      // Ours: how the session's processes are contained and isolated, and why.
+      containment: containmentTraceFields(this.containment.info),
     });
   }
 
@@ -157,13 +187,14 @@ export class Session {
   }
 
   /**
-   * Ends the session: ends every process group still registered (SIGTERM, SIGKILL after
-   * `graceMs`), then writes `session_end` and closes the trace. Idempotent.
+   * Ends the session: ends every process tree still registered (SIGTERM, SIGKILL after `graceMs`,
+   * proven gone) and removes the session's cgroup, then writes `session_end` and closes the trace.
+   * Idempotent.
    */
   async end(exitStatus: SessionExitStatus, graceMs = 2000): Promise<void> {
     if (this.#ended) return;
     this.#ended = true;
-    await this.groups.endAll(graceMs);
+    await this.containment.close(graceMs);
     this.trace.write('session_end', this.nodeId, {
       total_turns: 0,
       total_input_tokens: 0,
