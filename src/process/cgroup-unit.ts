@@ -6,8 +6,9 @@
  *
  * Ending: freeze → read every pid of the cgroup (and of cgroups it made) → SIGTERM each → thaw;
  * freezing first means no fork slips between the read and the signals, and no pid is reused in
- * between (a frozen process cannot exit). With a PID namespace, SIGTERM goes to its init alone,
- * which forwards it to the whole namespace once. After the grace: `cgroup.kill` (SIGKILL to all,
+ * between (a frozen process cannot exit). With a PID namespace, SIGTERM goes to its init alone
+ * (identified by pid and start time), which forwards it to the whole namespace once with one
+ * atomic `kill(-1)`; signalling the members as well would deliver it twice. After the grace: `cgroup.kill` (SIGKILL to all,
  * atomically, Linux 5.14+; without it, freeze + SIGKILL each). Proof of the end is
  * `cgroup.events` saying `populated 0`, watched with inotify; then the cgroup is removed.
  */
@@ -124,18 +125,18 @@ export class CgroupUnit implements Unit {
    * immediately); otherwise waits up to {@link FREEZE_WAIT_MS} for it.
    */
   #signalTree(signal: EndSignal): Promise<void> {
+    // With a PID namespace, its init forwards SIGTERM to every process of it exactly once
+    // (kill(-1): one atomic sweep that no fork escapes), and nothing else of the tree is outside
+    // the namespace but the helper that started it: no freeze, no read of the members.
+    const init = signal === 'SIGTERM' ? this.init : null;
+    if (init !== null && isSameLiveProcess(init)) {
+      signalProcess(init.pid, signal);
+      return Promise.resolve();
+    }
     if (!setCgroupFrozen(this.cgroup, true)) return Promise.resolve();
     const send = (): void => {
       try {
-        const pids = cgroupTreeProcs(this.cgroup);
-        // With a PID namespace, its init forwards SIGTERM to every process of it exactly once;
-        // signalling them as well would deliver it twice (a trap would run twice).
-        const init = signal === 'SIGTERM' ? this.init : null;
-        if (init !== null && pids.includes(init.pid) && isSameLiveProcess(init)) {
-          signalProcess(init.pid, signal);
-        } else {
-          for (const pid of pids) if (pid !== process.pid) signalProcess(pid, signal);
-        }
+        for (const pid of cgroupTreeProcs(this.cgroup)) if (pid !== process.pid) signalProcess(pid, signal);
       } finally {
         setCgroupFrozen(this.cgroup, false);
       }

@@ -30,7 +30,7 @@
  * it would start the helper on the runtime's behalf; identity, units and ending stay as they are.
  */
 import type { Readable } from 'node:stream';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import {
   canJoinCgroup,
   createCgroup,
@@ -153,7 +153,7 @@ export function detectContainment(options: ContainmentOptions): ContainmentInfo 
       backend = 'cgroup';
       cgroup = found.dir;
       cgroupKill = hasCgroupKill(found.dir);
-      reason = `cgroup v2 (${found.mountPoint}): one cgroup per process tree under ${found.dir}${
+      reason = `cgroup v2 (${found.mountPoint}): one cgroup per session under ${dirname(found.dir)}, one per process tree inside it${
         cgroupKill ? '' : '; no cgroup.kill on this kernel: SIGKILL goes to each member under a freeze'
       }${backendChoice === 'cgroup' ? ` (${forcedBy('cgroup', options.backend, CONTAINMENT_ENV)})` : ''}`;
     } else if (backendChoice === 'cgroup') {
@@ -471,6 +471,7 @@ class Contained implements ContainedProcess {
   #owner: Owner;
   #ending: Promise<EndResult> | null = null;
   #released = false;
+  #controlSettled = false;
   #gone: Promise<void> | null = null;
 
   constructor(
@@ -497,6 +498,7 @@ class Contained implements ContainedProcess {
       return;
     }
     void leader.control.then(({ initPid }) => {
+      this.#controlSettled = true;
       if (initPid === null) return;
       const startTime = processStartTime(initPid);
       if (startTime !== null) unit.init = { pid: initPid, startTime };
@@ -546,16 +548,18 @@ class Contained implements ContainedProcess {
     if (!Number.isFinite(graceMs) || graceMs < 0) {
       return Promise.reject(new RangeError(`graceMs must be a finite number of milliseconds ≥ 0, got ${String(graceMs)}`));
     }
-    if (this.#ending !== null) return this.#ending;
     const unit = this.#unit;
     if (unit === null || this.#released) return this.done.then(() => ({ signal: null, survivors: [] }));
+    if (this.#ending !== null) return this.#ending;
     const ending = (async (): Promise<EndResult> => {
-      // With a PID namespace the init must be known to be signalled alone; it is announced
-      // before the command is exec'd, so this waits only for an ending asked in that instant.
-      if (this.identity?.pidNamespace === true && unit.init === null) {
+      // Until the helper has exec'd the command (its control channel's end), the tree may not be
+      // in its cgroup yet (an empty cgroup would prove nothing) and a PID namespace's init may
+      // not be known yet (it must be signalled alone). This waits only for an ending asked in the
+      // few milliseconds a spawn takes.
+      if (!this.#controlSettled) {
         const { initPid } = await this.#leader.control;
         const startTime = initPid === null ? null : processStartTime(initPid);
-        if (initPid !== null && startTime !== null) unit.init = { pid: initPid, startTime };
+        if (initPid !== null && startTime !== null && unit.init === null) unit.init = { pid: initPid, startTime };
       }
       const result = await unit.end(graceMs);
       if (result.survivors.length === 0) this.markGone();

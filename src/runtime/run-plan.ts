@@ -78,6 +78,8 @@ export interface RunPlanOptions {
   readonly isolation?: SessionOptions['isolation'];
   /** Run the steps' processes as this user (`SessionOptions.runAs`, `--run-as`). Ignored with `session`. */
   readonly runAs?: string | null;
+  /** Called with the run's session once it is open, before the plan is read (`capsule run --verbose` shows its containment). */
+  readonly onSession?: (session: Session) => void;
 }
 
 /** A started run: its report, and the cancel door. */
@@ -143,6 +145,7 @@ export function startPlan(options: RunPlanOptions): PlanRun {
         ...(options.isolation !== undefined ? { isolation: options.isolation } : {}),
         ...(options.runAs !== undefined ? { runAs: options.runAs } : {}),
       });
+    options.onSession?.(session);
     const finish = async (planReport: PlanReport, status: SessionExitStatus): Promise<PlanReport> => {
       writeReport(session.recordsDir, planReport);
       if (ownSession) await session.end(status);

@@ -1,8 +1,9 @@
 import { mkdirSync } from 'node:fs';
-import { resolve, join } from 'node:path';
+import { dirname, resolve, join } from 'node:path';
 import type { ActorOptions, AnyActorLogic, InspectionEvent } from 'xstate';
 import { newSessionId } from '../ids.js';
 import { Containment, containmentTraceFields, type BackendChoice, type IsolationChoice } from '../process/containment.js';
+import { abandonedSessionWarning, findAbandonedSessions } from '../process/leftovers.js';
 import { processStartTime } from '../process/proc.js';
 import { droppedPathWarning } from '../process/resolve-binary.js';
 import { EVENT_LOG_FILE, EventLog } from '../records/event-log.js';
@@ -62,6 +63,13 @@ export interface SessionOptions {
   readonly isolation?: IsolationChoice;
   /** Run every process as this (unprivileged) user; the runtime must be root (`--run-as`). */
   readonly runAs?: string | null;
+  /**
+   * Warn (once per dead session, through `onWarning`) about the sessions in the same records root
+   * that ended without `session_end` while their runtime is gone, naming the live processes they
+   * left (`src/process/leftovers.ts`). Default: on when `recordsDir` is the default
+   * `<workdir>/.capsule/records/<session_id>/`, whose parent is the workdir's records root.
+   */
+  readonly noticeAbandoned?: boolean;
 }
 
 /**
@@ -156,6 +164,11 @@ export class Session {
       // Ours: how the session's processes are contained and isolated, and why.
       containment: containmentTraceFields(this.containment.info),
     });
+    if (options.noticeAbandoned ?? options.recordsDir === undefined) {
+      for (const abandoned of findAbandonedSessions(dirname(this.recordsDir), { exclude: this.id, noticedBy: this.id })) {
+        warn(abandonedSessionWarning(abandoned));
+      }
+    }
   }
 
   /**
