@@ -451,6 +451,16 @@ export class Containment {
     return endings;
   }
 
+  /**
+   * Gives up a containment that started nothing (a session that could not open): spawns are
+   * refused from now on and the session's cgroup is removed at once. Trees already started are
+   * not touched (use {@link close}).
+   */
+  discard(): void {
+    this.#closed = true;
+    if (this.info.cgroup !== null && this.#live.size === 0) removeCgroupTree(this.info.cgroup);
+  }
+
   /** @internal Called by a tree once it is proven empty. */
   forgetProcess(process: Contained): void {
     this.#live.delete(process);

@@ -152,7 +152,7 @@ export function findAbandonedSessions(recordsRoot: string, options: { exclude?: 
   let names: string[];
   try {
     names = readdirSync(recordsRoot, { withFileTypes: true })
-      .filter((entry) => entry.isDirectory() && entry.name !== options.exclude)
+      .filter((entry) => entry.isDirectory() && entry.name !== options.exclude && !entry.name.startsWith('.'))
       .map((entry) => entry.name)
       .sort();
   } catch {

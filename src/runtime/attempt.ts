@@ -257,8 +257,9 @@ export function createAttemptEffects(env: AttemptEnvironment) {
       const processEnv = buildShellEnv({
         hostEnv: process.env,
         allow: env.envAllow,
-        recordsDir: env.session.recordsDir,
+        scratchDir: env.session.scratchDir,
         runtimeDir: env.session.runtimeDir,
+        owner: env.session.containment.info.runAs,
       });
       const tree = env.session.containment.spawn({
         owner: { kind: 'attempt', run: env.runId, step: step.id, attempt },

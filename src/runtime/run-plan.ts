@@ -1,4 +1,3 @@
-import { renameSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { createActor, enqueueActions, fromPromise, toPromise } from 'xstate';
 import type { PlanFile, StepKind, StepResult } from '../../machines/contracts.js';
@@ -10,6 +9,7 @@ import { loadManifest, type Manifest } from '../manifest.js';
 import { evaluateCondition } from '../plan/condition.js';
 import { parsePlanText, parsePlanValue, readPlanFile, stepKind, type PlanWarning } from '../plan/schema.js';
 import { validatePlan } from '../plan/validate.js';
+import { replaceFile } from '../records/append-file.js';
 import { Session, type SessionExitStatus, type SessionOptions } from '../session/session.js';
 import { createAttemptEffects, type CommandTool, type FunctionTool, type Gate } from './attempt.js';
 
@@ -383,10 +383,11 @@ export class ManifestError extends Error {
   override readonly name = 'ManifestError';
 }
 
-/** Writes `report.json` whole or not at all (write a temp file, then rename). */
+/**
+ * Writes `report.json` whole or not at all, and never through anything a step planted: a temp file
+ * of an unpredictable name created exclusively without following links, then renamed over it
+ * (`replaceFile`).
+ */
 function writeReport(recordsDir: string, report: PlanReport): void {
-  const path = join(recordsDir, 'report.json');
-  const tmp = `${path}.${process.pid}.tmp`;
-  writeFileSync(tmp, JSON.stringify(report, null, 2) + '\n');
-  renameSync(tmp, path);
+  replaceFile(join(recordsDir, 'report.json'), JSON.stringify(report, null, 2) + '\n');
 }

@@ -1,5 +1,5 @@
 import { mkdirSync } from 'node:fs';
-import { dirname, resolve, join } from 'node:path';
+import { basename, dirname, resolve, join } from 'node:path';
 import type { ActorOptions, AnyActorLogic, InspectionEvent } from 'xstate';
 import { newSessionId } from '../ids.js';
 import { Containment, containmentTraceFields, type BackendChoice, type IsolationChoice } from '../process/containment.js';
@@ -82,6 +82,14 @@ export class Session {
   readonly id: string;
   readonly workdir: string;
   readonly recordsDir: string;
+  /**
+   * HOME and TMPDIR of the session's steps and tools (`home/`, `tmp/`): `.<records dir
+   * name>.scratch/` beside the records directory, e.g.
+   * `<workdir>/.capsule/records/.ses_….scratch/`. Outside the records directory's tree, so that
+   * nothing a step writes there lands next to the records (issue 15), and nowhere the operator
+   * did not point the records at.
+   */
+  readonly scratchDir: string;
   readonly runtimeDir: string;
   readonly manifest: Manifest | null;
   readonly trace: TraceWriter;
@@ -104,6 +112,7 @@ export class Session {
     this.workdir = resolve(options.workdir ?? process.cwd());
     this.recordsDir = resolve(options.recordsDir ?? join(this.workdir, '.capsule', 'records', this.id));
     this.runtimeDir = resolve(options.runtimeDir ?? this.workdir);
+    this.scratchDir = join(dirname(this.recordsDir), `.${basename(this.recordsDir)}.scratch`);
     this.manifest = options.manifest ?? null;
     // Node's recursive mkdir never returns under /proc or /sys (it retries ENOENT forever).
     if (/^\/(proc|sys)(\/|$)/.test(this.recordsDir)) {
@@ -116,22 +125,37 @@ export class Session {
       ...(options.containment !== undefined ? { backend: options.containment } : {}),
       ...(options.isolation !== undefined ? { isolation: options.isolation } : {}),
       ...(options.runAs !== undefined ? { runAs: options.runAs } : {}),
+      // In a step's mount namespace the records directory is read-only: a step (even as root,
+      // short of undoing the mount) cannot forge or redirect records. Not when the records
+      // directory holds the workdir or the scratch directory, which steps must write.
+      readOnlyPaths: isInside(this.workdir, this.recordsDir) || isInside(this.scratchDir, this.recordsDir) ? [] : [this.recordsDir],
     });
     try {
       mkdirSync(join(this.recordsDir, 'logs'), { recursive: true });
     } catch (error) {
-      void this.containment.close(0);
+      this.containment.discard(); // nothing ran: the session's cgroup goes with the refusal
       throw error;
     }
-    this.trace = new TraceWriter(options.trace === false ? null : join(this.recordsDir, 'trace.jsonl'), this.id, {
-      ...(options.onRecordError ? { onError: options.onRecordError } : {}),
-    });
-    this.eventLog =
-      options.eventLog === false
-        ? null
-        : new EventLog(join(this.recordsDir, EVENT_LOG_FILE), {
-            ...(options.onRecordError ? { onError: options.onRecordError } : {}),
-          });
+    try {
+      this.trace = new TraceWriter(options.trace === false ? null : join(this.recordsDir, 'trace.jsonl'), this.id, {
+        ...(options.onRecordError ? { onError: options.onRecordError } : {}),
+      });
+    } catch (error) {
+      this.containment.discard(); // e.g. ELOOP: trace.jsonl is a link planted in a reused records dir
+      throw error;
+    }
+    try {
+      this.eventLog =
+        options.eventLog === false
+          ? null
+          : new EventLog(join(this.recordsDir, EVENT_LOG_FILE), {
+              ...(options.onRecordError ? { onError: options.onRecordError } : {}),
+            });
+    } catch (error) {
+      this.trace.close();
+      this.containment.discard();
+      throw error;
+    }
     this.clock = options.clock ?? realClock;
     this.#inspectors = [...(options.inspectors ?? [])];
     if (this.eventLog !== null) this.addInspector(this.eventLog.inspect);
@@ -220,6 +244,11 @@ export class Session {
     this.trace.close();
     this.eventLog?.close();
   }
+}
+
+/** Whether `path` is `dir` or inside it (both absolute, normalized). */
+function isInside(path: string, dir: string): boolean {
+  return path === dir || path.startsWith(dir.endsWith('/') ? dir : `${dir}/`);
 }
 
 /** The real timers, as XState's `Clock`. */

@@ -26,10 +26,11 @@ afterAll(async () => {
   await temp.removeAll();
 });
 
-/** The records directories under `<workdir>/.capsule/records/`. */
+/** The session records directories under `<workdir>/.capsule/records/`. */
 function sessionDirs(workdir: string): string[] {
   const root = join(workdir, '.capsule', 'records');
-  return existsSync(root) ? readdirSync(root).map((name) => join(root, name)) : [];
+  // (`.ses_….scratch` beside each is its steps' HOME and TMPDIR, not a records directory.)
+  return existsSync(root) ? readdirSync(root).filter((name) => name.startsWith('ses_')).map((name) => join(root, name)) : [];
 }
 
 eachBackend((backend) => {
