@@ -6,7 +6,8 @@
  *
  * Ending: freeze → read every pid of the cgroup (and of cgroups it made) → SIGTERM each → thaw;
  * freezing first means no fork slips between the read and the signals, and no pid is reused in
- * between (a frozen process cannot exit). With a PID namespace, SIGTERM goes to its init alone
+ * between (a frozen process cannot exit). Every unit ended in the same turn shares one freeze of
+ * the session's cgroup ({@link CgroupSignaller}). With a PID namespace, SIGTERM goes to its init alone
  * (identified by pid and start time), which forwards it to the whole namespace once with one
  * atomic `kill(-1)`; signalling the members as well would deliver it twice. After the grace: `cgroup.kill` (SIGKILL to all,
  * atomically, Linux 5.14+; without it, freeze + SIGKILL each). Proof of the end is
@@ -61,19 +62,83 @@ export function removeCgroupTree(dir: string): boolean {
   return ok;
 }
 
+/**
+ * Sends the signals of every cgroup unit ended in one turn of the event loop in one sweep: one
+ * freeze of the session's cgroup (it freezes every unit below it), a read of each unit's members,
+ * the signals, one thaw. A forced cancel of 64 steps asks for 64 endings in one synchronous
+ * broadcast; done one unit at a time, the freezes alone cost more than the rest of the ending.
+ * Units with a PID namespace need no freeze: their init gets the signal and forwards it.
+ */
+export class CgroupSignaller {
+  readonly #sessionDir: string;
+  #pending: { unit: CgroupUnit; signal: EndSignal; resolve: (sent: number) => void }[] = [];
+
+  /** @param sessionDir the cgroup every unit of this signaller is below (the session's). */
+  constructor(sessionDir: string) {
+    this.#sessionDir = sessionDir;
+  }
+
+  /** Signals every process of `unit` within this turn. @returns (a promise of) how many processes were signalled. */
+  request(unit: CgroupUnit, signal: EndSignal): Promise<number> {
+    return new Promise((resolve) => {
+      if (this.#pending.length === 0) queueMicrotask(() => this.#flush());
+      this.#pending.push({ unit, signal, resolve });
+    });
+  }
+
+  #flush(): void {
+    const batch = this.#pending;
+    this.#pending = [];
+    const frozenSweep: typeof batch = [];
+    for (const request of batch) {
+      // With a PID namespace its init forwards SIGTERM to every process of it exactly once
+      // (kill(-1): one atomic sweep no fork escapes); nothing else of the tree is outside the
+      // namespace but the helper that started it. Signalling the members too would deliver it twice.
+      const init = request.signal === 'SIGTERM' ? request.unit.init : null;
+      if (init !== null && isSameLiveProcess(init)) request.resolve(signalProcess(init.pid, 'SIGTERM') ? 1 : 0);
+      else frozenSweep.push(request);
+    }
+    if (frozenSweep.length === 0) return;
+    // Freezing first means no fork slips between the read of the members and their signals, and no
+    // member exits (so no pid is reused) meanwhile.
+    const frozen = setCgroupFrozen(this.#sessionDir, true);
+    const send = (): void => {
+      try {
+        for (const { unit, signal, resolve } of frozenSweep) {
+          let sent = 0;
+          for (const pid of cgroupTreeProcs(unit.cgroup)) if (pid !== process.pid && signalProcess(pid, signal)) sent++;
+          resolve(sent);
+        }
+      } finally {
+        if (frozen) setCgroupFrozen(this.#sessionDir, false);
+      }
+    };
+    if (!frozen || readCgroupEvents(this.#sessionDir)?.frozen !== false) return send();
+    // A task in uninterruptible sleep delays the freeze: wait for it a little, then signal anyway.
+    const started = Date.now();
+    const retry = (): void => {
+      if (readCgroupEvents(this.#sessionDir)?.frozen !== false || Date.now() - started >= FREEZE_WAIT_MS) send();
+      else setTimeout(retry, 1);
+    };
+    setTimeout(retry, 1);
+  }
+}
+
 export class CgroupUnit implements Unit {
   readonly cgroup: string;
   readonly pgid: number;
   init: ProcessRef | null = null;
   readonly #hasKill: boolean;
+  readonly #signaller: CgroupSignaller;
   #released = false;
   readonly #onRelease = new Set<() => void>();
   #waiters: { persistent: boolean; promise: Promise<void> } | null = null;
 
-  constructor(dir: string, pgid: number, hasKill: boolean) {
+  constructor(dir: string, pgid: number, hasKill: boolean, signaller: CgroupSignaller) {
     this.cgroup = dir;
     this.pgid = pgid;
     this.#hasKill = hasKill;
+    this.#signaller = signaller;
   }
 
   isEmpty(): boolean {
@@ -109,57 +174,17 @@ export class CgroupUnit implements Unit {
   }
 
   async end(graceMs: number): Promise<EndResult> {
-    if (this.isEmpty()) return { signal: null, survivors: [] };
-    const termed = this.#signalTree('SIGTERM');
+    // The signals of every unit ended in this turn go out together, before any wait begins.
+    const sent = await this.#signaller.request(this, 'SIGTERM');
     const emptied = this.whenEmpty(true);
-    await termed;
+    if (sent === 0 && this.isEmpty()) {
+      await emptied;
+      return { signal: null, survivors: [] };
+    }
     if (await settlesWithin(emptied, graceMs)) return { signal: 'SIGTERM', survivors: [] };
-    this.#killAll();
+    if (!(this.#hasKill && killCgroup(this.cgroup))) await this.#signaller.request(this, 'SIGKILL');
     if (await settlesWithin(emptied, CGROUP_KILL_VERIFY_TIMEOUT_MS)) return { signal: 'SIGKILL', survivors: [] };
     return { signal: 'SIGKILL', survivors: this.members() };
-  }
-
-  /**
-   * SIGTERM (or SIGKILL, without `cgroup.kill`) to every process of the tree under a freeze.
-   * Synchronous when the freeze takes hold at once (the usual case: sleeping tasks freeze
-   * immediately); otherwise waits up to {@link FREEZE_WAIT_MS} for it.
-   */
-  #signalTree(signal: EndSignal): Promise<void> {
-    // With a PID namespace, its init forwards SIGTERM to every process of it exactly once
-    // (kill(-1): one atomic sweep that no fork escapes), and nothing else of the tree is outside
-    // the namespace but the helper that started it: no freeze, no read of the members.
-    const init = signal === 'SIGTERM' ? this.init : null;
-    if (init !== null && isSameLiveProcess(init)) {
-      signalProcess(init.pid, signal);
-      return Promise.resolve();
-    }
-    if (!setCgroupFrozen(this.cgroup, true)) return Promise.resolve();
-    const send = (): void => {
-      try {
-        for (const pid of cgroupTreeProcs(this.cgroup)) if (pid !== process.pid) signalProcess(pid, signal);
-      } finally {
-        setCgroupFrozen(this.cgroup, false);
-      }
-    };
-    if (readCgroupEvents(this.cgroup)?.frozen !== false) {
-      send();
-      return Promise.resolve();
-    }
-    return new Promise((resolve) => {
-      const started = Date.now();
-      const retry = (): void => {
-        if (readCgroupEvents(this.cgroup)?.frozen !== false || Date.now() - started >= FREEZE_WAIT_MS) {
-          send();
-          resolve();
-        } else setTimeout(retry, 1);
-      };
-      setTimeout(retry, 1);
-    });
-  }
-
-  #killAll(): void {
-    if (this.#hasKill && killCgroup(this.cgroup)) return;
-    void this.#signalTree('SIGKILL');
   }
 
   release(): void {

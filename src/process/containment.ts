@@ -38,7 +38,7 @@ import {
   locateOwnCgroup,
   readCgroupEvents,
 } from './cgroups.js';
-import { CgroupUnit, removeCgroupTree } from './cgroup-unit.js';
+import { CgroupSignaller, CgroupUnit, removeCgroupTree } from './cgroup-unit.js';
 import { GroupUnit } from './group-unit.js';
 import { describeSpawnError, failedLaunch, launchLeader, type LaunchedLeader, type LeaderExitInfo, type ProcessResult } from './leader.js';
 import { ownerInScope, ownerText, type Owner, type OwnerScope } from './owner.js';
@@ -323,6 +323,7 @@ export class Containment {
   readonly path: TrustedPath;
   readonly #readOnly: readonly string[];
   readonly #groups = new ProcessGroupRegistry();
+  readonly #signaller: CgroupSignaller | null;
   readonly #live = new Set<Contained>();
   #closed = false;
 
@@ -335,6 +336,7 @@ export class Containment {
     this.info = info;
     this.path = trustedPath('pathVar' in options ? options.pathVar : process.env['PATH']);
     this.#readOnly = options.readOnlyPaths ?? [];
+    this.#signaller = info.cgroup === null ? null : new CgroupSignaller(info.cgroup);
   }
 
   /** {@link detectContainment} then a containment for it. @throws {ContainmentError} as detection does. */
@@ -394,7 +396,7 @@ export class Containment {
     const pid = leader.pid;
     const unit: Unit =
       cgroupDir !== null
-        ? new CgroupUnit(cgroupDir, pid, this.info.cgroupKill)
+        ? new CgroupUnit(cgroupDir, pid, this.info.cgroupKill, this.#signaller as CgroupSignaller)
         : new GroupUnit(this.#groups, pid, ownerText(request.owner));
     const identity: ProcessIdentity = {
       pid,

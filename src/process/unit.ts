@@ -25,8 +25,8 @@ export interface Unit {
   /**
    * SIGTERM to the whole tree, then SIGKILL to the whole tree when anything is left after
    * `graceMs`, then waits for proof that the tree is empty (or the verify timeout). The SIGTERM
-   * is sent before the returned promise is created: ending many units in one loop turn signals
-   * them all before any wait begins.
+   * is sent within the current turn of the event loop, before any timer or I/O: ending many units
+   * in one turn signals them all (the cgroup backend in one freeze) before any wait begins.
    */
   end(graceMs: number): Promise<EndResult>;
   /** Whether the tree is known to be empty right now (a cheap read). */

@@ -47,6 +47,21 @@ describe('capsule doctor', () => {
   });
 });
 
+describe('--run-as', () => {
+  it('refuses a user that does not exist, in doctor and in run, before anything runs', async () => {
+    const dir = temp.make('run-as');
+    writeJson(dir, 'capsule.json', manifestAllowing('bash'));
+    writeJson(dir, 'plan.json', { id: 'v', steps: [{ id: 'a', shell: 'bash -c true' }] });
+    const doctor = await runCli(['doctor', '--run-as', 'no-such-user-capsule'], { cwd: dir });
+    expect(doctor.code).toBe(1);
+    expect(doctor.stdout).toMatch(/^containment: refused — --run-as no-such-user-capsule: /m);
+    const run = await runCli(['run', 'plan.json', '--run-as', 'no-such-user-capsule'], { cwd: dir });
+    expect(run.code).toBe(1);
+    expect(run.stderr).toMatch(/^error: the plan could not be run: --run-as no-such-user-capsule: /m);
+    expect(run.stdout).toBe('');
+  });
+});
+
 describe('capsule run --verbose', () => {
   (cgroupUnavailable === null ? it : it.skip)('says which backend and isolation the run got, and why', async () => {
     const dir = temp.make('verbose');
