@@ -4,7 +4,9 @@
  * and how the backend is chosen (forced by option or `CAPSULE_CONTAINMENT`, refused when it
  * cannot be had).
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Containment, ContainmentError, detectContainment, type ContainedProcess } from '../../src/process/containment.js';
 import { readCgroupProcs } from '../../src/process/cgroups.js';
 import { groupMembers } from '../../src/process/process-groups.js';
@@ -60,6 +62,19 @@ eachBackend((backend) => {
     expect(tree.identity).toBeNull();
     await expect(tree.done).resolves.toMatchObject({ spawnError: "failed to start 'nosuchbin-capsule': not found (ENOENT)", pid: null, exitCode: -1 });
     expect(containment.processes()).toEqual([]);
+  });
+
+  it('runs an executable file without a #! line with /bin/sh, as execvp does for a direct spawn', async () => {
+    const containment = open();
+    const dir = mkdtempSync(join(tmpdir(), 'capsule-noexec-'));
+    const file = join(dir, 'plain-script');
+    writeFileSync(file, 'echo "from sh: $1"\n');
+    chmodSync(file, 0o755);
+    const tree = containment.spawn({ owner: { kind: 'other', label: 'script' }, file, args: ['arg'], cwd: '/tmp', env: TEST_ENV });
+    const result = await tree.done;
+    rmSync(dir, { recursive: true, force: true });
+    expect(result).toMatchObject({ spawnError: null, exitCode: 0 });
+    expect(result.stdout.toString()).toBe('from sh: arg\n');
   });
 
   it('ends only the trees of the scope it is given, in one pass, and a transferred tree follows its new owner', async () => {

@@ -166,6 +166,20 @@ static void drop_privileges(const struct user_spec *user) {
 static void exec_command(char *const argv[], const char *file) __attribute__((noreturn));
 static void exec_command(char *const argv[], const char *file) {
   execv(file, argv);
+  if (errno == ENOEXEC) {
+    /* As execvp(3) does (and so a direct spawn from Node): a file without a known format is a
+       shell script. */
+    int argc = 0;
+    while (argv[argc] != NULL) argc++;
+    char **script = calloc((size_t)argc + 2, sizeof *script);
+    if (script != NULL) {
+      script[0] = (char *)"/bin/sh";
+      script[1] = (char *)file;
+      for (int i = 1; i < argc; i++) script[i + 1] = argv[i];
+      execv("/bin/sh", script);
+    }
+    errno = ENOEXEC;
+  }
   fail("exec", errno);
 }
 
