@@ -20,6 +20,12 @@ export const ERROR_CODES = {
   RECORDS_DIR_UNUSABLE: 'RECORDS_DIR_UNUSABLE',
   /** The records directory already holds a session (a records directory is one session's; a fresh path is suggested). */
   RECORDS_DIR_IN_USE: 'RECORDS_DIR_IN_USE',
+  /**
+   * A containment backend, isolation or `--run-as` user that was asked for and cannot be had here
+   * (`ContainmentError`, src/process/containment.ts): a refusal before any step runs; the message
+   * says why and `capsule doctor` shows what this machine allows.
+   */
+  CONTAINMENT_UNAVAILABLE: 'CONTAINMENT_UNAVAILABLE',
   /** A replay file that cannot be read, or holds a line that is not a replay line (file and line named). */
   REPLAY_FILE_INVALID: 'REPLAY_FILE_INVALID',
   /** A records file (`trace.jsonl`, `events.jsonl`) that cannot be read at all. */

@@ -12,6 +12,11 @@ export type { PlanReport, PlanRun, RunPlanOptions, PlanProgressEvent } from './r
 export type { FunctionTool, ToolCallContext, Gate, GateRequest, CommandTool } from './runtime/attempt.js';
 export type { ToolResult } from './executors/command-tool.js';
 export { Session } from './session/session.js';
+export { Containment, ContainmentError, detectContainment, processStartFields } from './process/containment.js';
+export type { ContainedProcess, ContainmentInfo, ProcessIdentity, SpawnRequest, UnitEnding, EndResult } from './process/containment.js';
+export type { Owner, OwnerScope } from './process/owner.js';
+export { findAbandonedSessions, abandonedSessionWarning } from './process/leftovers.js';
+export type { AbandonedSession, LeftoverProcess } from './process/leftovers.js';
 export type { SessionOptions } from './session/session.js';
 export type { PlanFile, PlanStep, StepResult, StepStatus, StepKind, JsonValue, DiscardedResult, OutputTruncation } from '../machines/contracts.js';
 export { loadManifest, type Manifest } from './manifest.js';

@@ -15,6 +15,7 @@ const COMMANDS: Readonly<Record<string, () => Promise<(program: Command) => void
   visualize: async () => (await import('./visualize.js')).registerVisualize,
   replay: async () => (await import('./replay.js')).registerReplay,
   inspect: async () => (await import('./inspect.js')).registerInspect,
+  doctor: async () => (await import('./doctor.js')).registerDoctor,
 };
 
 /** Runs the command line `argv` (as `process.argv`) and returns the exit code. */

@@ -14,6 +14,8 @@ import { cancelOnSignals } from './cancel-on-signals.js';
 import { createLogger } from '../session/logger.js';
 import { collect, EXIT, parseNonNegativeNumber, parsePositiveInteger, usageError, type ExitCode, type GlobalOptions } from './program.js';
 import { Progress, progressModeFor, useColor } from './progress.js';
+import type { ContainmentInfo } from '../process/containment.js';
+import type { Session } from '../session/session.js';
 
 /** Options of `capsule run`, as commander parses them (the global `--log-level` and `--log-file` included). */
 export interface RunCommandOptions extends GlobalOptions {
@@ -27,6 +29,10 @@ export interface RunCommandOptions extends GlobalOptions {
   readonly quiet?: boolean;
   /** Seconds a graceful cancel may take before it is forced. */
   readonly cancelGrace?: number;
+  /** Also print how the run's processes are contained and isolated (and why). */
+  readonly verbose?: boolean;
+  /** Run every step's processes as this unprivileged user (the runtime must be root). */
+  readonly runAs?: string;
 }
 
 /** Registers `capsule run` on the program. */
@@ -44,6 +50,8 @@ export function registerRun(program: Command): void {
     .option('--json', 'print exactly the JSON report on stdout')
     .option('--quiet', 'no progress on stderr (warnings and errors still go there)')
     .option('--cancel-grace <secs>', 'seconds a graceful cancel may take before it is forced (default 10)', parseNonNegativeNumber)
+    .option('--run-as <user>', 'run every step as this unprivileged user (the runtime must be root; see capsule doctor)')
+    .option('--verbose', 'also print how steps are contained and isolated, and why (as capsule doctor does)')
     .addHelpText(
       'after',
       '\nExit codes: 0 completed, 1 failed (plan refused, unreadable, or a step stopped it), 2 usage error or bad manifest, 130 canceled.' +
@@ -104,6 +112,8 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
     onEvent: (event) => progress.onEvent(event),
     onWarning: (warning) => progress.note(`warning: ${warning.message}`),
     onNotice: (message) => progress.note(`warning: ${message}`),
+    ...(options.runAs !== undefined ? { runAs: options.runAs } : {}),
+    ...(options.verbose === true ? { onSession: (session: Session) => progress.note(containmentLines(session.containment.info)) } : {}),
   });
   const stopHandlingSignals = cancelOnSignals(run, {
     graceSecs,
@@ -132,6 +142,15 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
   progress.finish(report, report.refusal ?? (report.plan_id === '' && report.failed_step === 'plan' ? explainUnreadPlan(planPath, report.results[0]?.error ?? '', options.workdir) : undefined));
   if (options.json === true) process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
   return exitCodeOf(report);
+}
+
+/** What `--verbose` prints about the session's containment (the same facts as `session_start.containment`). */
+export function containmentLines(info: ContainmentInfo): string {
+  return [
+    `containment: ${info.backend} — ${info.reason}`,
+    `isolation: ${info.pidNamespace ? 'PID namespace' : 'none'} — ${info.isolationReason}`,
+    ...(info.runAs !== null ? [`run as: ${info.runAs.name} (uid ${info.runAs.uid}, gid ${info.runAs.gid})`] : []),
+  ].join('\n');
 }
 
 function isDirectory(path: string): boolean {

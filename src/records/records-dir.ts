@@ -4,7 +4,7 @@
  * reads file names and the first trace line only), so that `capsule validate --records` checks a
  * directory without loading the machines or the process layer.
  */
-import { closeSync, existsSync, openSync, readSync } from 'node:fs';
+import { closeSync, existsSync, lstatSync, openSync, readSync } from 'node:fs';
 import { join } from 'node:path';
 import { ERROR_CODES, RuntimeError } from '../errors.js';
 
@@ -28,9 +28,22 @@ export interface RecordedSession {
  * to its trace and event log would make both unreadable (`replay` and `inspect` follow one session).
  */
 export function recordedSessionIn(recordsDir: string): RecordedSession | null {
-  const files = SESSION_RECORD_FILES.filter((file) => existsSync(join(recordsDir, file)));
+  const files = SESSION_RECORD_FILES.filter((file) => isRecordFile(join(recordsDir, file)));
   if (files.length === 0) return null;
   return { sessionId: firstSessionId(join(recordsDir, 'trace.jsonl')), files };
+}
+
+/**
+ * Whether a session's record is at `path`. A symbolic link is not: the runtime never writes one,
+ * and opening the records refuses it (`O_NOFOLLOW`, `ELOOP`: `RECORDS_DIR_UNUSABLE`, exit 1) —
+ * a planted link is an unusable records directory, not a session to continue.
+ */
+function isRecordFile(path: string): boolean {
+  try {
+    return !lstatSync(path).isSymbolicLink();
+  } catch {
+    return false;
+  }
 }
 
 function firstSessionId(tracePath: string): string | null {

@@ -23,15 +23,35 @@ export interface TraceEnvelope<T extends string = string> {
   readonly timestamp: number;
 }
 
-/** `session_start.containment` (ours): how the session holds the processes it starts (the containment layer fills it in). */
-export interface ContainmentInfo {
+/** `session_start.containment.run_as` (ours): the unprivileged user every process runs as (`--run-as`). */
+export interface RunAsFields {
+  readonly user: string;
+  readonly uid: number;
+  readonly gid: number;
+}
+
+/**
+ * `session_start.containment` (ours): how the session holds and isolates the processes it starts,
+ * and why (the containment layer decides it once per session, src/process/containment.ts; the
+ * same facts `capsule run --verbose` and `capsule doctor` show).
+ */
+export interface SessionContainmentFields {
   /** `cgroup` (cgroup v2) or `process-group`. */
-  readonly backend: string;
-  /** Why this backend (e.g. why cgroups are not available). */
-  readonly reason?: string;
-  /** The session's cgroup, on the cgroup backend. */
-  readonly cgroup?: string;
-  readonly [key: string]: JsonValue | undefined;
+  readonly backend: 'cgroup' | 'process-group';
+  /** Why this backend (for process groups: why not cgroups). */
+  readonly reason: string;
+  /** The session's cgroup directory on the cgroup backend (the name a later run finds it by), else null. */
+  readonly cgroup: string | null;
+  /** Whether the kernel has `cgroup.kill` (else SIGKILL goes to each member under a freeze). */
+  readonly cgroup_kill: boolean;
+  /** The spawn helper in use (absolute path), or null. */
+  readonly helper: string | null;
+  /** Whether every process tree runs in a PID + mount namespace of its own. */
+  readonly pid_namespace: boolean;
+  /** Why (or why not) it does. */
+  readonly isolation_reason: string;
+  /** The user processes run as, or null (the runtime's own). */
+  readonly run_as: RunAsFields | null;
 }
 
 /** `session_start` (`trace-shell.md` §2): the session node. */
@@ -47,8 +67,14 @@ export interface SessionStartFields {
   readonly runtime: string;
   /** Ours: the pid of the runtime process. */
   readonly pid: number;
-  /** Ours: how processes are contained (absent until the containment layer reports it). */
-  readonly containment?: ContainmentInfo;
+  /**
+   * Ours: the runtime process's start time (`/proc/<pid>/stat` field 22, clock ticks after boot;
+   * null when unreadable). With `pid` it names the runtime unambiguously: a later run tells a
+   * session whose runtime was killed from one still running (src/process/leftovers.ts).
+   */
+  readonly pid_start_time: number | null;
+  /** Ours: how the session's processes are contained and isolated, and why. */
+  readonly containment: SessionContainmentFields;
 }
 
 /** `session_end` (`trace-shell.md` §9). */
@@ -65,19 +91,28 @@ export interface SessionEndFields {
 }
 
 /**
- * `process_start` (ours): one per process the runtime started, with what it takes to find it
- * again after a crash (issue 7): the pid and its start time tell a live process from a recycled
- * pid; the group and cgroup are what the runtime ends.
+ * `process_start` (ours): one per process tree the runtime started, written when it starts, with
+ * what it takes to find it again after a crash (issue 7): the pid and its start time tell a live
+ * process from a recycled pid; the group and cgroup are what the runtime ends. Under the plan node
+ * for a step's process (the session node for work outside a plan, once there is any).
  */
 export interface ProcessStartFields {
-  /** Who started it, e.g. `run:1/step:build`. */
+  /** Who started it: `run:<run>/step:<step_id>#<attempt>` for a step attempt. */
   readonly owner: string;
+  /** The leader's pid (with a PID namespace: the spawn helper outside it, which leads the tree). */
   readonly pid: number;
-  /** Field 22 of `/proc/<pid>/stat`: clock ticks since boot. */
+  /** Field 22 of `/proc/<pid>/stat`: clock ticks after boot (-1 when it could not be read). */
   readonly pid_start_time: number;
+  /** The process group the leader leads (= `pid`). */
   readonly pgid: number;
-  /** Absolute cgroup path on the cgroup backend; null on the process-group backend. */
+  /** Absolute cgroup directory of the tree on the cgroup backend; null on the process-group backend. */
   readonly cgroup: string | null;
+  /** Whether the tree runs in a PID namespace of its own. */
+  readonly pid_namespace: boolean;
+  /** The absolute path exec'd: what the command's first word resolved to on the trusted PATH. */
+  readonly executable: string | null;
+  /** The command's argv, `argv[0]` as written. */
+  readonly argv: readonly string[];
 }
 
 /** One step of `plan_start.steps` (`trace-plan.md` §3.1). */
@@ -259,7 +294,8 @@ export type TraceRecord<T extends TraceEventType = TraceEventType> = {
 export const TRACE_PARENTS = {
   session_start: [],
   session_end: ['session_start'],
-  process_start: ['session_start'],
+  // A step's process hangs off its plan; work outside a plan (to come) off the session.
+  process_start: ['plan_start', 'session_start'],
   plan_start: ['session_start'],
   plan_step_start: ['plan_start'],
   plan_step: ['plan_start'],
@@ -314,9 +350,9 @@ function ordered<T extends object>(fields: T, order: readonly (keyof T)[]): T {
 }
 
 const ORDER: { readonly [K in TraceEventType]: readonly (keyof TraceFieldsByType[K])[] } = {
-  session_start: ['capsule_name', 'capsule_version', 'capabilities', 'tools_declared', 'workdir_exec', 'records_dir', 'runtime', 'pid', 'containment'],
+  session_start: ['capsule_name', 'capsule_version', 'capabilities', 'tools_declared', 'workdir_exec', 'records_dir', 'runtime', 'pid', 'pid_start_time', 'containment'],
   session_end: ['total_turns', 'total_input_tokens', 'total_output_tokens', 'total_tool_calls', 'total_shell_calls', 'duration_ms', 'exit_status'],
-  process_start: ['owner', 'pid', 'pid_start_time', 'pgid', 'cgroup'],
+  process_start: ['owner', 'pid', 'pid_start_time', 'pgid', 'cgroup', 'pid_namespace', 'executable', 'argv'],
   plan_start: ['plan_id', 'step_count', 'steps'],
   plan_step_start: ['plan_id', 'step_id', 'kind', 'depends_on'],
   plan_step: ['plan_id', 'step_id', 'kind', 'status', 'attempts', 'duration_ms', 'error', 'input', 'state_effect', 'resource_id', 'truncated'],

@@ -2,7 +2,8 @@
  * The trace records of one plan run (`spec/trace-plan.md` §3), written through the session's
  * trace writer from the typed records of `src/records/trace-records.ts`: `plan_start` under the
  * session node, then `plan_step_start`, `plan_step` and `plan_end` under the plan node (or
- * `plan_end` alone under the session node when the file could not be read or parsed).
+ * `plan_end` alone under the session node when the file could not be read or parsed). The
+ * `process_start` records of the run's attempts hang off the plan node too ({@link PlanTrace.planNode}).
  */
 import type { PlanFile, StepKind } from '../../machines/contracts.js';
 import { PLAN_CANCELED_REASON } from '../../machines/messages.js';
@@ -102,6 +103,11 @@ export class PlanTrace {
       reason,
     };
     this.#trace.write('plan_end', this.#plan ?? this.#session, fields);
+  }
+
+  /** The plan node (`plan_start`): what the run's own records hang off, `process_start` included. @throws before {@link start}. */
+  get planNode(): TraceNode<'plan_start'> {
+    return this.#node();
   }
 
   #node(): TraceNode<'plan_start'> {

@@ -1,4 +1,4 @@
-import { existsSync, renameSync, writeFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { createActor, fromPromise, toPromise } from 'xstate';
 import type { DiscardedResult, PlanFile, StepKind, StepResult } from '../../machines/contracts.js';
@@ -13,8 +13,9 @@ import { explainParseFailure, type Refusal } from '../plan/refusal.js';
 import { parsePlanText, parsePlanValue, readPlanFile, stepKind, type ParsePlanResult, type PlanWarning } from '../plan/schema.js';
 import { elapsedMs, systemClock, type SessionClock } from '../session/clock.js';
 import type { RuntimeLogger } from '../session/logger.js';
+import { replaceFile } from '../records/append-file.js';
 import { RecordsDirInUseError, recordedSessionIn } from '../records/records-dir.js';
-import { Session, type SessionExitStatus } from '../session/session.js';
+import { Session, type SessionExitStatus, type SessionOptions } from '../session/session.js';
 import { createAttemptEffects, type CommandTool, type FunctionTool, type Gate } from './attempt.js';
 import { PlanTrace } from './plan-trace.js';
 
@@ -95,7 +96,7 @@ export interface RunPlanOptions {
   readonly onNotice?: (message: string) => void;
   /** Warnings about the plan or manifest (unknown keys with the closest known key). */
   readonly onWarning?: (warning: PlanWarning) => void;
-  /** Milliseconds between SIGTERM and SIGKILL when a step's group is ended. Default 2000. */
+  /** Milliseconds between SIGTERM and SIGKILL when a step's process tree is ended. Default 2000. */
   readonly killGraceMs?: number;
   /** The clock of the run's own session (ignored with `session`, whose clock is used). Default: the system clock. */
   readonly clock?: SessionClock;
@@ -106,16 +107,25 @@ export interface RunPlanOptions {
    * changes no outcome). Default 16 (`DEFAULT_POOL_SIZE`).
    */
   readonly poolSize?: number;
+  /** Containment backend of the run's own session (`SessionOptions.containment`). Ignored with `session`. */
+  readonly containment?: SessionOptions['containment'];
+  /** Isolation of the run's own session (`SessionOptions.isolation`). Ignored with `session`. */
+  readonly isolation?: SessionOptions['isolation'];
+  /** Run the steps' processes as this user (`SessionOptions.runAs`, `--run-as`). Ignored with `session`. */
+  readonly runAs?: string | null;
+  /** Called with the run's session once it is open, before the plan is read (`capsule run --verbose` shows its containment). */
+  readonly onSession?: (session: Session) => void;
 }
 
 /** A started run: its report, and the cancel door. */
 export interface PlanRun {
-  /** Resolves with the report; rejects only for a bug or an unusable records directory. */
+  /** Resolves with the report; rejects only for a bug, an unusable records directory or a containment that cannot be had (`ContainmentError`). */
   readonly report: Promise<PlanReport>;
   /**
    * Cancels the run. Graceful (`force: false`): nothing more is dispatched, no retries; running
    * tool and shell steps finish on their own bound (`cancel.md` §3.3). Forced: running steps'
-   * process groups get SIGTERM, then SIGKILL after the grace. Safe to call any time, repeatedly.
+   * process trees get SIGTERM, then SIGKILL after the grace, and settle once proven gone. Safe to
+   * call any time, repeatedly.
    */
   cancel(options?: { force?: boolean }): void;
 }
@@ -124,7 +134,7 @@ let runCounter = 0;
 
 /**
  * Runs one plan file to its report (`spec/plan.md` §3): read, parse, trace `plan_start`,
- * validate, run the waves as XState actors, trace `plan_end`, end every process group the plan
+ * validate, run the waves as XState actors, trace `plan_end`, end every process tree the plan
  * started, write `report.json`. Everything a plan author can cause ends up in the report; this
  * never throws for it.
  */
@@ -176,7 +186,11 @@ export function startPlan(options: RunPlanOptions): PlanRun {
         ...(options.trace !== undefined ? { trace: options.trace } : {}),
         ...(options.eventLog !== undefined ? { eventLog: options.eventLog } : {}),
         ...(options.onNotice !== undefined ? { onWarning: options.onNotice } : {}),
+        ...(options.containment !== undefined ? { containment: options.containment } : {}),
+        ...(options.isolation !== undefined ? { isolation: options.isolation } : {}),
+        ...(options.runAs !== undefined ? { runAs: options.runAs } : {}),
       });
+    options.onSession?.(session);
     const log = session.logger;
     const trace = new PlanTrace(session.trace, session.node);
     const elapsed = (): number => elapsedMs(startedAtMs, clock.monotonicMs());
@@ -230,7 +244,7 @@ export function startPlan(options: RunPlanOptions): PlanRun {
     // What `capsule validate` would refuse but a run only meets later, and the other warnings: said before the first step.
     for (const warning of runStartWarnings(check)) options.onWarning?.(warning);
 
-    const ownerPrefix = `run:${++runCounter}/`;
+    const runId = String(++runCounter);
     const effects = createAttemptEffects({
       session,
       functionTools,
@@ -239,7 +253,8 @@ export function startPlan(options: RunPlanOptions): PlanRun {
       envAllow: manifest.manifest?.capabilities?.env?.allow ?? [],
       gate: options.gate ?? null,
       capsulesDir: resolve(options.capsulesDir ?? join(workdir, 'capsules')),
-      ownerPrefix,
+      runId,
+      traceParent: trace.planNode,
     });
     const killGraceMs = options.killGraceMs ?? 2000;
     // The effects of every machine of the plan's actor tree (src/actors/actor-kinds.ts); their pure
@@ -248,9 +263,10 @@ export function startPlan(options: RunPlanOptions): PlanRun {
       step: { actions: effects },
       plan: {
         actors: {
+          // Plan end (`plan.md` §21): every tree this run's steps left (a background child of a step
+          // that succeeded) is ended here, in one pass, and proven gone.
           endProcessGroups: fromPromise(async () => {
-            session.groups.forgetGone(ownerPrefix);
-            await session.groups.endAll(killGraceMs, ownerPrefix);
+            await session.containment.endAll(killGraceMs, { kind: 'attempt', run: runId });
           }),
         },
       },
@@ -388,10 +404,11 @@ export class ManifestError extends RuntimeError {
 
 export { RecordsDirInUseError };
 
-/** Writes `report.json` whole or not at all (write a temp file, then rename). */
+/**
+ * Writes `report.json` whole or not at all, and never through anything a step planted: a temp file
+ * of an unpredictable name created exclusively without following links, then renamed over it
+ * (`replaceFile`).
+ */
 function writeReport(recordsDir: string, report: PlanReport): void {
-  const path = join(recordsDir, 'report.json');
-  const tmp = `${path}.${process.pid}.tmp`;
-  writeFileSync(tmp, JSON.stringify(report, null, 2) + '\n');
-  renameSync(tmp, path);
+  replaceFile(join(recordsDir, 'report.json'), JSON.stringify(report, null, 2) + '\n');
 }

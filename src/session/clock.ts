@@ -19,8 +19,9 @@ export type XStateClock = NonNullable<ActorOptions<AnyActorLogic>['clock']>;
  * - {@link timers}: the timers of delayed transitions (XState's `clock` option: a step's
  *   `timeout_secs`) and of the session's own deadlines (the cancel policy's grace).
  *
- * The process layer reads the same clock for its record times (`epochMs`) and its waits
- * (`monotonicMs`), so one session has one notion of time.
+ * The process layer takes its record times from the same clock (`epochMs`: the mark a session
+ * leaves on an abandoned one); its waits on real processes (a kill grace, the proof that a tree
+ * is gone) run on real monotonic time, since no manual clock can make a process exit.
  */
 export interface SessionClock {
   /** Milliseconds since the Unix epoch, whole. */

@@ -1,11 +1,14 @@
 import { mkdirSync } from 'node:fs';
-import { resolve, join } from 'node:path';
+import { basename, dirname, resolve, join } from 'node:path';
 import type { InspectionEvent } from 'xstate';
 import { ERROR_CODES, messageOf, RuntimeError } from '../errors.js';
 import { newSessionId } from '../ids.js';
-import { ProcessGroupRegistry } from '../process/process-groups.js';
+import { Containment, containmentTraceFields, type BackendChoice, type IsolationChoice } from '../process/containment.js';
+import { abandonedSessionWarning, findAbandonedSessions } from '../process/leftovers.js';
+import { processStartTime } from '../process/proc.js';
+import { droppedPathWarning } from '../process/resolve-binary.js';
 import { EVENT_LOG_FILE, EventLog } from '../records/event-log.js';
-import type { ContainmentInfo, TraceNode } from '../records/trace-records.js';
+import type { TraceNode } from '../records/trace-records.js';
 import { TraceWriter } from '../records/trace-writer.js';
 import type { Manifest } from '../manifest.js';
 import { CancelPolicy, type Cancelable, type CancelPolicyOptions } from './cancel-policy.js';
@@ -50,8 +53,6 @@ export interface SessionOptions {
   readonly inspectors?: readonly ((event: InspectionEvent) => void)[];
   /** The runtime's structured log (src/session/logger.ts). Default: silent. */
   readonly logger?: RuntimeLogger;
-  /** How processes are contained, for `session_start.containment` (the containment layer reports it). */
-  readonly containment?: ContainmentInfo;
   /**
    * Called with operational warnings, such as the repair of a torn last line left in
    * `trace.jsonl` or `events.jsonl` by a crashed earlier run (field report 13). Default:
@@ -60,23 +61,48 @@ export interface SessionOptions {
   readonly onWarning?: (message: string) => void;
   /** Called with trace write failures (they never fail the work). */
   readonly onRecordError?: (error: Error) => void;
+  /**
+   * The containment backend (`src/process/containment.ts`). Default: `CAPSULE_CONTAINMENT`, else
+   * `auto` (cgroup v2 where the runtime can create cgroups, else process groups).
+   */
+  readonly containment?: BackendChoice;
+  /** Isolation of every process tree. Default: `CAPSULE_ISOLATION`, else `auto` (a PID namespace where possible). */
+  readonly isolation?: IsolationChoice;
+  /** Run every process as this (unprivileged) user; the runtime must be root (`--run-as`). */
+  readonly runAs?: string | null;
+  /**
+   * Warn (once per dead session, through `onWarning`) about the sessions in the same records root
+   * that ended without `session_end` while their runtime is gone, naming the live processes they
+   * left (`src/process/leftovers.ts`). Default: on when `recordsDir` is the default
+   * `<workdir>/.capsule/records/<session_id>/`, whose parent is the workdir's records root.
+   */
+  readonly noticeAbandoned?: boolean;
 }
 
 /**
  * One runtime session: the single owner of its records directory, its clock, its trace writer,
- * its event log, its structured log, its cancel policies and every process group its work starts
- * (DESIGN §2, §7). `capsule run` is one session; `capsule serve` will be one too. Plans,
- * background commands and delegations run inside a session and reach these through it, so there
- * is one place that ends every process when the session ends.
+ * its event log, its structured log, its cancel policies and every process tree its work starts
+ * (its {@link Containment}) (DESIGN §2, §7). `capsule run` is one session; `capsule serve` will
+ * be one too. Plans, background commands and delegations run inside a session and reach these
+ * through it, so there is one place that ends every process when the session ends.
  */
 export class Session {
   readonly id: string;
   readonly workdir: string;
   readonly recordsDir: string;
+  /**
+   * HOME and TMPDIR of the session's steps and tools (`home/`, `tmp/`): `.<records dir
+   * name>.scratch/` beside the records directory, e.g.
+   * `<workdir>/.capsule/records/.ses_….scratch/`. Outside the records directory's tree, so that
+   * nothing a step writes there lands next to the records (issue 15), and nowhere the operator
+   * did not point the records at.
+   */
+  readonly scratchDir: string;
   readonly runtimeDir: string;
   readonly manifest: Manifest | null;
   readonly trace: TraceWriter;
-  readonly groups: ProcessGroupRegistry;
+  /** The one registry of every process tree the session starts (and the only place that signals them). */
+  readonly containment: Containment;
   /** The actor event log, or null when it is off. */
   readonly eventLog: EventLog | null;
   /** The session's clock (epoch, monotonic, timers). */
@@ -98,24 +124,52 @@ export class Session {
     this.workdir = resolve(options.workdir ?? process.cwd());
     this.recordsDir = resolve(options.recordsDir ?? join(this.workdir, '.capsule', 'records', this.id));
     this.runtimeDir = resolve(options.runtimeDir ?? this.workdir);
+    this.scratchDir = join(dirname(this.recordsDir), `.${basename(this.recordsDir)}.scratch`);
     this.manifest = options.manifest ?? null;
     // Node's recursive mkdir never returns under /proc or /sys (it retries ENOENT forever).
     if (/^\/(proc|sys)(\/|$)/.test(this.recordsDir)) {
       throw new RuntimeError(ERROR_CODES.RECORDS_DIR_UNUSABLE, `cannot create the records directory ${this.recordsDir}: /proc and /sys hold no files`);
     }
+    // Decided before anything is written: a containment that was asked for and cannot be had is a
+    // refusal before any step runs (`CONTAINMENT_UNAVAILABLE`). It creates the session's cgroup on
+    // the cgroup backend.
+    this.containment = Containment.open({
+      sessionId: this.id,
+      ...(options.containment !== undefined ? { backend: options.containment } : {}),
+      ...(options.isolation !== undefined ? { isolation: options.isolation } : {}),
+      ...(options.runAs !== undefined ? { runAs: options.runAs } : {}),
+      // In a step's mount namespace the records directory is read-only: a step (even as root,
+      // short of undoing the mount) cannot forge or redirect records. Not when the records
+      // directory holds the workdir or the scratch directory, which steps must write.
+      readOnlyPaths: isInside(this.workdir, this.recordsDir) || isInside(this.scratchDir, this.recordsDir) ? [] : [this.recordsDir],
+    });
+    // Every failure to open the records is RECORDS_DIR_UNUSABLE, and takes the session's cgroup
+    // with it (nothing ran), e.g. ELOOP: trace.jsonl is a link planted in a reused records dir.
+    const unusable = (error: unknown): RuntimeError => {
+      this.containment.discard();
+      return new RuntimeError(ERROR_CODES.RECORDS_DIR_UNUSABLE, messageOf(error), { cause: error });
+    };
     try {
       mkdirSync(join(this.recordsDir, 'logs'), { recursive: true });
     } catch (error) {
-      throw new RuntimeError(ERROR_CODES.RECORDS_DIR_UNUSABLE, messageOf(error), { cause: error });
+      throw unusable(error);
     }
     const onRecordError = (error: Error): void => {
       this.logger.error({ err: error.message }, 'a records write failed');
       options.onRecordError?.(error);
     };
     const now = (): number => this.time.epochMs();
-    this.trace = new TraceWriter(options.trace === false ? null : join(this.recordsDir, 'trace.jsonl'), this.id, { onError: onRecordError, now });
-    this.groups = new ProcessGroupRegistry();
-    this.eventLog = options.eventLog === false ? null : new EventLog(join(this.recordsDir, EVENT_LOG_FILE), { onError: onRecordError, now });
+    try {
+      this.trace = new TraceWriter(options.trace === false ? null : join(this.recordsDir, 'trace.jsonl'), this.id, { onError: onRecordError, now });
+    } catch (error) {
+      throw unusable(error);
+    }
+    try {
+      this.eventLog = options.eventLog === false ? null : new EventLog(join(this.recordsDir, EVENT_LOG_FILE), { onError: onRecordError, now });
+    } catch (error) {
+      this.trace.close();
+      throw unusable(error);
+    }
     this.#inspectors = [...(options.inspectors ?? [])];
     if (this.eventLog !== null) this.addInspector(this.eventLog.inspect);
     const warn = options.onWarning ?? ((message: string) => process.emitWarning(message, 'CapsuleRecordsWarning'));
@@ -131,6 +185,7 @@ export class Session {
       this.logger.warn({ file: join(this.recordsDir, file), repair: repair.kind, bytes: repair.bytes }, 'repaired a records file');
       warn(message);
     }
+    if (this.containment.path.dropped.length > 0) warn(droppedPathWarning(this.containment.path));
     const manifest = this.manifest;
     this.node = this.trace.write('session_start', null, {
       capsule_name: manifest?.name ?? null,
@@ -141,14 +196,33 @@ export class Session {
       records_dir: this.recordsDir,
       runtime: 'capsule-runtime (TypeScript)',
       pid: process.pid,
-      ...(options.containment !== undefined ? { containment: options.containment } : {}),
+      // Ours: with `pid`, names this runtime process unambiguously (a later run checks whether a
+      // session without `session_end` is still running, `src/process/leftovers.ts`).
+      pid_start_time: processStartTime(process.pid),
+      // Ours: how the session's processes are contained and isolated, and why.
+      containment: containmentTraceFields(this.containment.info),
     });
-    this.logger.info({ records_dir: this.recordsDir, workdir: this.workdir, trace: this.trace.enabled, event_log: this.eventLog !== null }, 'session opened');
+    this.logger.info(
+      { records_dir: this.recordsDir, workdir: this.workdir, trace: this.trace.enabled, event_log: this.eventLog !== null, containment: this.containment.info.backend, pid_namespace: this.containment.info.pidNamespace },
+      'session opened',
+    );
+    if (options.noticeAbandoned ?? options.recordsDir === undefined) {
+      for (const abandoned of findAbandonedSessions(dirname(this.recordsDir), { exclude: this.id, noticedBy: this.id, now })) {
+        this.logger.warn({ abandoned_session: abandoned.sessionId, live_processes: abandoned.processes.length }, 'an earlier session ended without session_end');
+        warn(abandonedSessionWarning(abandoned));
+      }
+    }
   }
 
   /**
-   * Opens a session: creates the records directory (and `logs/`) and writes `session_start`.
-   * @throws {RuntimeError} `RECORDS_DIR_UNUSABLE` when the records directory cannot be created (a refusal before any step runs).
+   * Opens a session: decides its containment (creating its cgroup on the cgroup backend),
+   * creates the records directory (and `logs/`), writes `session_start` and warns about abandoned
+   * sessions beside it. Refusals before any step runs:
+   * @throws {RuntimeError} `RECORDS_DIR_UNUSABLE` when the records directory cannot be created or
+   *   its records opened (e.g. `ELOOP`: `trace.jsonl` is a symbolic link);
+   *   `CONTAINMENT_UNAVAILABLE` (a `ContainmentError`) when a forced backend or isolation, or
+   *   the `runAs` user, cannot be had; `INVALID_ARGUMENT` for a `CAPSULE_CONTAINMENT` or
+   *   `CAPSULE_ISOLATION` value that is not one of the choices.
    */
   static open(options: SessionOptions = {}): Session {
     return new Session(options);
@@ -200,13 +274,14 @@ export class Session {
   }
 
   /**
-   * Ends the session: ends every process group still registered (SIGTERM, SIGKILL after
-   * `graceMs`), then writes `session_end` and closes the trace. Idempotent.
+   * Ends the session: ends every process tree still registered (SIGTERM, SIGKILL after `graceMs`,
+   * proven gone) and removes the session's cgroup, then writes `session_end` and closes the trace.
+   * Idempotent.
    */
   async end(exitStatus: SessionExitStatus, graceMs = 2000): Promise<void> {
     if (this.#ended) return;
     this.#ended = true;
-    await this.groups.endAll(graceMs);
+    await this.containment.close(graceMs);
     const durationMs = elapsedMs(this.#openedAtMs, this.time.monotonicMs());
     this.trace.write('session_end', this.node, {
       total_turns: 0,
@@ -226,3 +301,8 @@ export class Session {
 // A records directory holds one session: found and refused by src/records/records-dir.ts (light, so
 // `capsule validate --records` loads no machines), re-exported here where a session is opened.
 export { freshRecordsDir, RecordsDirInUseError, recordedSessionIn, SESSION_RECORD_FILES, type RecordedSession } from '../records/records-dir.js';
+
+/** Whether `path` is `dir` or inside it (both absolute, normalized). */
+function isInside(path: string, dir: string): boolean {
+  return path === dir || path.startsWith(dir.endsWith('/') ? dir : `${dir}/`);
+}

@@ -31,13 +31,15 @@ describe('trace records (src/records/trace-records.ts)', () => {
     const path = file();
     const writer = new TraceWriter(path, 'ses_x', { now: () => 42 });
     const session = writer.write('session_start', null, {
-      capsule_name: null, capsule_version: null, capabilities: {}, tools_declared: [], workdir_exec: '/w', records_dir: '/r', runtime: 'rt', pid: 1,
+      containment: { run_as: null, isolation_reason: 'none', pid_namespace: false, helper: null, cgroup_kill: false, cgroup: null, reason: 'test', backend: 'process-group' },
+      capsule_name: null, capsule_version: null, capabilities: {}, tools_declared: [], workdir_exec: '/w', records_dir: '/r', runtime: 'rt', pid: 1, pid_start_time: 99,
     });
-    writer.write('process_start', session, { cgroup: null, pgid: 7, pid_start_time: 123, pid: 7, owner: 'run:1/step:a' });
+    writer.write('process_start', session, { argv: ['a'], executable: '/bin/a', pid_namespace: false, cgroup: null, pgid: 7, pid_start_time: 123, pid: 7, owner: 'run:1/step:a#1' });
     writer.close();
     const [start, proc] = readFileSync(path, 'utf8').trim().split('\n').map((line) => Object.keys(JSON.parse(line) as object));
-    expect(start).toEqual(['event_type', 'event_id', 'parent_id', 'session_id', 'timestamp', ...traceFieldOrder('session_start').filter((k) => k !== 'containment')]);
-    expect(proc).toEqual(['event_type', 'event_id', 'parent_id', 'session_id', 'timestamp', 'owner', 'pid', 'pid_start_time', 'pgid', 'cgroup']);
+    expect(start).toEqual(['event_type', 'event_id', 'parent_id', 'session_id', 'timestamp', ...traceFieldOrder('session_start')]);
+    expect(traceFieldOrder('session_start').slice(-2)).toEqual(['pid_start_time', 'containment']);
+    expect(proc).toEqual(['event_type', 'event_id', 'parent_id', 'session_id', 'timestamp', 'owner', 'pid', 'pid_start_time', 'pgid', 'cgroup', 'pid_namespace', 'executable', 'argv']);
     expect(traceFields('plan_step', { plan_id: 'p', step_id: 'a', kind: 'tool', status: 'success', attempts: 1, duration_ms: 3, error: undefined as never })).not.toHaveProperty('error');
   });
 
