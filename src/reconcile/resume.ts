@@ -511,8 +511,8 @@ export function describeResume(outcome: ResumeOutcome): string[] {
 
 function treeState(t: LeftoverTree): string {
   if (!t.alive) return `no longer running${t.pid_reused ? ` (pid ${t.pid} now names another process)` : ''}`;
-  const first = t.live[0];
-  const procs = first === undefined ? '' : `pid ${first.pid}${first.name === null ? '' : ` (${first.name})`}${t.live.length > 1 ? ` and ${t.live.length - 1} more` : ''}`;
+  const named = t.live.slice(0, 4).map((p) => `${p.pid}${p.name === null ? '' : ` (${p.name})`}`);
+  const procs = `${t.live.length === 1 ? 'pid' : 'pids'} ${named.join(', ')}${t.live.length > named.length ? ` and ${t.live.length - named.length} more` : ''}`;
   const where = [`leader pid ${t.pid} started at tick ${t.pid_start_time ?? '?'}`, ...(t.pgid !== null ? [`process group ${t.pgid}`] : []), ...(t.cgroup !== null ? [`cgroup ${t.cgroup}`] : [])].join(', ');
   const before = t.reported_before ? ', reported by an earlier resume' : '';
   const unmarked = t.unmarked ? ' (could not be marked as reported: a later resume reports it again)' : '';
