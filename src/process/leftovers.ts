@@ -97,11 +97,11 @@ export function inspectSessionDir(recordsDir: string): AbandonedSession | null {
     runtimePid,
     startedAtMs: num(start['timestamp']),
     cgroup: sessionCgroup,
-    processes: liveLeftovers(started, str(start['session_id']) ?? '', sessionCgroup),
+    processes: liveLeftovers(started, str(start['session_id']) ?? '', sessionCgroup, runtimeStart),
   };
 }
 
-function liveLeftovers(started: readonly ProcessStartRecord[], sessionId: string, sessionCgroup: string | null): LeftoverProcess[] {
+function liveLeftovers(started: readonly ProcessStartRecord[], sessionId: string, sessionCgroup: string | null, runtimeStart: number | null): LeftoverProcess[] {
   const found = new Map<number, LeftoverProcess>();
   const add = (pid: number, startTime: number | null, name: string | null, owner: string | null): void => {
     if (!found.has(pid)) found.set(pid, { pid, startTime, name, owner });
@@ -110,7 +110,7 @@ function liveLeftovers(started: readonly ProcessStartRecord[], sessionId: string
   // cgroup the runtime made for this session, or the members of its group that started no earlier
   // than its leader.
   const trees: RecordedTree[] = started.map((r) => ({ pid: r.pid, startTime: r.startTime, pgid: r.pgid, cgroup: r.cgroup, pidNamespace: false }));
-  probeTrees(trees, sessionId).forEach((live, i) => {
+  probeTrees(trees, sessionId, { notBefore: runtimeStart }).forEach((live, i) => {
     for (const p of live.processes) add(p.pid, p.startTime, p.name, started[i]?.owner ?? null);
   });
   if (sessionCgroup !== null && vetRecordedCgroup(sessionCgroup, sessionId).ok && readCgroupEvents(sessionCgroup)?.populated === true) {

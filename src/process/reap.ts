@@ -12,7 +12,11 @@
  *   cgroup, and only the runtime puts processes there);
  * - its **process group** (no cgroup) is believed when its leader is the same process, or, with
  *   the leader gone, for the members that started no earlier than the leader did, unless the
- *   group's number now names another process (the number was reused).
+ *   group's number now names another process (the number was reused);
+ * - and never a tree recorded as starting before the session's runtime did ({@link ProbeOptions}
+ *   `notBefore`): a process a session started cannot predate it, so a forged record cannot name a
+ *   daemon that was already running (docs/security.md). A leader that led its own group must
+ *   still lead its own session (the runtime starts every tree with `setsid`).
  *
  * Reaping ends what is proven alive the way the containment layer ends its own trees (and with
  * its units: {@link CgroupUnit}, {@link ProcessGroupRegistry}): SIGTERM to the whole tree (to a PID
@@ -66,6 +70,14 @@ export interface TreeLiveness {
   readonly cgroup: string | null;
   /** Why a recorded cgroup was not believed, or null. */
   readonly cgroupRefused: string | null;
+  /** Why the record's leader and group were not believed (it predates the session's runtime), or null. */
+  readonly recordRefused: string | null;
+}
+
+/** What bounds the records of one session. */
+export interface ProbeOptions {
+  /** The session's runtime start time (clock ticks after boot): a tree recorded as starting earlier is not believed. */
+  readonly notBefore?: number | null;
 }
 
 /** One live process of a tree. */
@@ -133,11 +145,18 @@ export function vetRecordedCgroup(
  * Fields are checked before use: a pid ≤ 1, a negative start time or a cgroup that is not the
  * session's prove nothing.
  */
-export function probeTrees(trees: readonly RecordedTree[], sessionId: string): TreeLiveness[] {
+export function probeTrees(trees: readonly RecordedTree[], sessionId: string, options: ProbeOptions = {}): TreeLiveness[] {
   const mounts = cgroupMountPoints();
+  const notBefore = isTick(options.notBefore ?? null) ? (options.notBefore as number) : null;
   const partial = trees.map((tree) => {
     const leaderStat = isPid(tree.pid) ? readProcStat(tree.pid) : null;
-    const leaderAlive = isPid(tree.pid) && isTick(tree.startTime) && isSameLiveProcess({ pid: tree.pid, startTime: tree.startTime });
+    const recordRefused =
+      notBefore !== null && isTick(tree.startTime) && tree.startTime < notBefore
+        ? `pid ${tree.pid} is recorded as starting at tick ${tree.startTime}, before the session's runtime did (tick ${notBefore}): not a process it started`
+        : null;
+    const sameProcess = recordRefused === null && isPid(tree.pid) && isTick(tree.startTime) && isSameLiveProcess({ pid: tree.pid, startTime: tree.startTime });
+    // The runtime starts every tree with setsid: a leader of its own group still leads its own session.
+    const leaderAlive = sameProcess && (tree.pgid !== tree.pid || leaderStat?.session === tree.pid);
     const pidReused = leaderStat !== null && leaderStat.state !== 'Z' && isTick(tree.startTime) && leaderStat.startTime !== tree.startTime;
     let cgroup: string | null = null;
     let cgroupRefused: string | null = null;
@@ -148,8 +167,8 @@ export function probeTrees(trees: readonly RecordedTree[], sessionId: string): T
     }
     // Without a cgroup the group is the tree: believed when its number still names the leader, or nobody.
     const groupNumberReused = tree.pgid !== null && tree.pgid === tree.pid && pidReused;
-    const byGroup = cgroup === null && tree.cgroup === null && isPid(tree.pgid) && isTick(tree.startTime) && !groupNumberReused;
-    return { tree, leaderAlive, pidReused, cgroup, cgroupRefused, byGroup };
+    const byGroup = recordRefused === null && cgroup === null && tree.cgroup === null && isPid(tree.pgid) && isTick(tree.startTime) && !groupNumberReused;
+    return { tree, leaderAlive, pidReused, cgroup, cgroupRefused, recordRefused, byGroup };
   });
   const groupMembersOf = new Map<number, LiveProcess[]>();
   const wanted = new Map<number, number>(); // pgid → the leader's start time
@@ -193,6 +212,7 @@ export function probeTrees(trees: readonly RecordedTree[], sessionId: string): T
       processes,
       cgroup: p.cgroup,
       cgroupRefused: p.cgroupRefused,
+      recordRefused: p.recordRefused,
     };
   });
 }
@@ -222,11 +242,12 @@ function namespaceInit(pids: readonly number[]): ProcessRef | null {
  * is removed, and so is the session's cgroup once nothing is left in it. Never rejects.
  *
  * @param graceMs milliseconds between SIGTERM and SIGKILL (default {@link REAP_GRACE_MS}).
+ * @param options `notBefore`: the session's runtime start time ({@link probeTrees}).
  * @returns one result per tree, in the order given.
  */
-export async function reap(trees: readonly RecordedTree[], sessionId: string, graceMs: number = REAP_GRACE_MS): Promise<ReapResult[]> {
+export async function reap(trees: readonly RecordedTree[], sessionId: string, graceMs: number = REAP_GRACE_MS, options: ProbeOptions = {}): Promise<ReapResult[]> {
   if (!Number.isFinite(graceMs) || graceMs < 0) throw new RangeError(`graceMs must be a finite number of milliseconds ≥ 0, got ${String(graceMs)}`);
-  const liveness = probeTrees(trees, sessionId);
+  const liveness = probeTrees(trees, sessionId, options);
   const groups = new ProcessGroupRegistry();
   const signallers = new Map<string, CgroupSignaller>();
   const sessionDirs = new Set<string>();

@@ -88,6 +88,8 @@ export interface LeftoverTree {
   readonly pid_reused: boolean;
   /** Why its recorded cgroup was not believed, or null. */
   readonly cgroup_refused: string | null;
+  /** Why its record was not believed at all (it predates the session's runtime), or null. */
+  readonly record_refused: string | null;
   /** An earlier resume's `process_lost` already names it. */
   readonly reported_before: boolean;
   /** Its `process_lost` marker could not be written now (a later resume reports it again). */
@@ -191,7 +193,9 @@ export async function resumeSession(session: ResumingSession, priorDir: string, 
     // Every tree the prior session recorded, one per identity: a demoted command's own record
     // names its work id, and a process_start of the same identity adds its owner and argv.
     const trees = recordedTrees(scan);
-    const liveness = probeTrees(trees.map((t) => t.recorded), priorId);
+    // A process the prior session started cannot predate its runtime (a forged record cannot name a daemon).
+    const notBefore = int(start['pid_start_time']);
+    const liveness = probeTrees(trees.map((t) => t.recorded), priorId, { notBefore });
 
     const reconcileOptions: ReconcileOptions = {
       warn,
@@ -224,6 +228,7 @@ export async function resumeSession(session: ResumingSession, priorDir: string, 
         live: live.processes,
         pid_reused: live.pidReused,
         cgroup_refused: live.cgroupRefused,
+        record_refused: live.recordRefused,
         reported_before: scan.processLost.has(identityKey(t.recorded.pid, t.recorded.startTime)),
         unmarked: false,
         reaped: null,
@@ -278,6 +283,7 @@ export async function resumeSession(session: ResumingSession, priorDir: string, 
         targets.map((t) => ({ pid: t.pid, startTime: t.pid_start_time, pgid: t.pgid, cgroup: t.cgroup, pidNamespace: t.pid_namespace })),
         priorId,
         options.graceMs ?? REAP_GRACE_MS,
+        { notBefore },
       );
       const byTree = new Map(targets.map((t, i) => [t, results[i] as ReapResult]));
       found = found.map((t) => (byTree.has(t) ? { ...t, reaped: byTree.get(t) as ReapResult } : t));
@@ -510,6 +516,7 @@ export function describeResume(outcome: ResumeOutcome): string[] {
 }
 
 function treeState(t: LeftoverTree): string {
+  if (t.record_refused !== null) return `not checked: ${t.record_refused}`;
   if (!t.alive) return `no longer running${t.pid_reused ? ` (pid ${t.pid} now names another process)` : ''}`;
   const named = t.live.slice(0, 4).map((p) => `${p.pid}${p.name === null ? '' : ` (${p.name})`}`);
   const procs = `${t.live.length === 1 ? 'pid' : 'pids'} ${named.join(', ')}${t.live.length > named.length ? ` and ${t.live.length - named.length} more` : ''}`;

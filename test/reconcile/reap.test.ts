@@ -5,19 +5,18 @@
  * forged cgroup is never taken for it; reaping is SIGTERM, SIGKILL after the grace, proven gone.
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Containment, detectContainment, processStartFields, type ContainedProcess } from '../../src/process/containment.js';
-import { readCgroupEvents } from '../../src/process/cgroups.js';
+import { killCgroup, readCgroupEvents } from '../../src/process/cgroups.js';
 import { processStartTime } from '../../src/process/proc.js';
 import { probeTrees, reap, REAP_GRACE_MS, vetRecordedCgroup, type RecordedTree } from '../../src/process/reap.js';
 import { cgroupUnavailable, pidNamespaceUnavailable } from '../support/backends.js';
 import { waitFor } from '../support/wait.js';
+import { ROOT } from '../cli/helpers.js';
 
 const started: number[] = [];
-const containments: Containment[] = [];
-afterEach(async () => {
+afterEach(() => {
   for (const pid of started.splice(0)) {
     try {
       process.kill(-pid, 'SIGKILL');
@@ -25,7 +24,6 @@ afterEach(async () => {
       // already gone
     }
   }
-  for (const c of containments.splice(0)) await c.close(0);
 });
 
 const fakeSession = (): string => `ses_reaptest${process.pid}${Math.floor(Math.random() * 1e9)}`;
@@ -74,6 +72,29 @@ describe('which recorded trees are alive', () => {
     const p = await startGroup('exec sleep 300');
     const [live] = probeTrees([tree({ pid: p.pid, pgid: p.pid })], fakeSession());
     expect(live?.alive).toBe(false);
+  });
+
+  it('does not believe a record of a process that started before the session\'s runtime (a forged record cannot name a daemon)', async () => {
+    const p = await startGroup('exec sleep 300');
+    const recorded = tree({ pid: p.pid, startTime: p.startTime, pgid: p.pid });
+    const [live] = probeTrees([recorded], fakeSession(), { notBefore: p.startTime + 1 });
+    expect(live).toMatchObject({ alive: false, processes: [] });
+    expect(live?.recordRefused).toMatch(/before the session's runtime did/);
+    expect((await reap([recorded], fakeSession(), 100, { notBefore: p.startTime + 1 }))[0]).toMatchObject({ via: null, signal: null });
+    expect(alive(p.pid)).toBe(true);
+    expect(probeTrees([recorded], fakeSession(), { notBefore: p.startTime })[0]?.alive).toBe(true);
+  });
+
+  it('does not take a process that leads no session of its own for the leader of a recorded group (the runtime starts every tree with setsid)', async () => {
+    const child = spawn('sleep', ['300'], { stdio: 'ignore' }); // in this process's group and session
+    const pid = child.pid as number;
+    try {
+      await waitFor(() => processStartTime(pid) !== null, 5000, 'the process to start');
+      const [live] = probeTrees([tree({ pid, startTime: processStartTime(pid) as number, pgid: pid })], fakeSession());
+      expect(live?.alive).toBe(false);
+    } finally {
+      child.kill('SIGKILL');
+    }
   });
 
   it('finds the members of a group whose leader has exited, when they started no earlier than it', async () => {
@@ -129,7 +150,8 @@ describe('reaping', () => {
   });
 
   it('escalates to SIGKILL after the grace when the tree ignores SIGTERM', async () => {
-    const p = await startGroup("trap '' TERM; sleep 300 & wait; sleep 300");
+    const p = await startGroup("trap '' TERM; echo ready; sleep 300 & wait; sleep 300");
+    await waitFor(() => p.stdout().includes('ready'), 5000, 'SIGTERM to be ignored');
     const [result] = await reap([tree({ pid: p.pid, startTime: p.startTime, pgid: p.pid })], fakeSession(), 200);
     expect(result).toMatchObject({ via: 'group', signal: 'SIGKILL', survivors: [], gone: true });
   });
@@ -145,9 +167,10 @@ describe('reaping', () => {
     const dir = mkdtempSync(join(tmpdir(), 'capsule-reap-'));
     try {
       // Each tree notes when SIGTERM reached it, ignores it, and dies only of the SIGKILL.
-      const script = (name: string): string => `trap 'date +%s%N > ${join(dir, name)}' TERM; while :; do sleep 0.05; done`;
+      const script = (name: string): string => `trap 'date +%s%N > ${join(dir, name)}' TERM; echo ready; while :; do sleep 0.05; done`;
       const a = await startGroup(script('a'));
       const b = await startGroup(script('b'));
+      await waitFor(() => a.stdout().includes('ready') && b.stdout().includes('ready'), 5000, 'the traps to be set');
       const graceMs = 1500;
       const results = await reap([tree({ pid: a.pid, startTime: a.startTime, pgid: a.pid }), tree({ pid: b.pid, startTime: b.startTime, pgid: b.pid })], fakeSession(), graceMs);
       expect(results.map((r) => [r.signal, r.gone])).toEqual([['SIGKILL', true], ['SIGKILL', true]]);
@@ -169,31 +192,45 @@ const adoptCases: [string, 'none' | 'pid-namespace', string | null][] = [
   ['its cgroup, with a PID namespace (its init gets SIGTERM alone)', 'pid-namespace', cgroupUnavailable ?? pidNamespaceUnavailable],
 ];
 describe.each(adoptCases)('adopting a tree by %s', (_, isolation, unavailable) => {
-  (unavailable === null ? it : it.skip)('finds every process in the recorded cgroup, ends them all and removes the cgroups', async () => {
+  (unavailable === null ? it : it.skip)('finds every process in the recorded cgroup of a SIGKILLed runtime, ends them all and removes the cgroups', async () => {
     const sessionId = fakeSession();
-    // The "dead" session: a containment that started a tree, as a killed runtime's would have.
-    const containment = new Containment(detectContainment({ sessionId, backend: 'cgroup', isolation }), {});
-    containments.push(containment);
-    const proc: ContainedProcess = containment.spawn({
-      owner: { kind: 'other', label: 'left' },
-      file: 'bash',
-      args: ['-c', 'setsid sleep 300 & sleep 300 & wait'],
-      cwd: '/tmp',
-      env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin' },
-    });
-    const fields = processStartFields(proc);
-    expect(fields?.cgroup).not.toBeNull();
-    const cgroup = fields?.cgroup as string;
-    await waitFor(() => probeTrees([tree({ pid: fields?.pid as number, startTime: fields?.pid_start_time as number, pgid: fields?.pgid as number, cgroup })], sessionId)[0]!.processes.filter((x) => x.name === 'sleep').length === 2, 5000, 'the tree to fork');
-    const recorded = tree({ pid: fields?.pid as number, startTime: fields?.pid_start_time as number, pgid: fields?.pgid as number, cgroup, pidNamespace: isolation === 'pid-namespace' });
-    const [live] = probeTrees([recorded], sessionId);
-    expect(live?.evidence).toContain('cgroup');
-    const pids = live?.processes.map((p) => p.pid) ?? [];
+    // The "dead" session: a runtime (the built containment layer in a child process) that started
+    // a tree, then was SIGKILLed.
+    const dir = mkdtempSync(join(tmpdir(), 'capsule-reap-'));
+    const script = join(dir, 'runtime.mjs');
+    writeFileSync(
+      script,
+      `import { Containment, detectContainment, processStartFields } from ${JSON.stringify(join(ROOT, 'dist', 'src', 'process', 'containment.js'))};
+       const c = new Containment(detectContainment({ sessionId: ${JSON.stringify(sessionId)}, backend: 'cgroup', isolation: ${JSON.stringify(isolation)} }), {});
+       const p = c.spawn({ owner: { kind: 'other', label: 'left' }, file: 'bash', args: ['-c', 'setsid sleep 300 & sleep 300 & wait'], cwd: '/tmp', env: { PATH: ${JSON.stringify(process.env['PATH'] ?? '/usr/bin:/bin')} } });
+       console.log(JSON.stringify({ fields: processStartFields(p), sessionCgroup: c.info.cgroup }));
+       setInterval(() => {}, 1000);`,
+    );
+    const runtime = spawn(process.execPath, [script], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, NODE_OPTIONS: '' } });
+    let cgroup = '';
+    try {
+      const line = await new Promise<string>((resolve) => runtime.stdout.once('data', (d: Buffer) => resolve(String(d))));
+      const { fields, sessionCgroup } = JSON.parse(line) as { fields: { pid: number; pid_start_time: number; pgid: number; cgroup: string }; sessionCgroup: string };
+      cgroup = fields.cgroup;
+      const recorded = tree({ pid: fields.pid, startTime: fields.pid_start_time, pgid: fields.pgid, cgroup, pidNamespace: isolation === 'pid-namespace' });
+      await waitFor(() => probeTrees([recorded], sessionId)[0]!.processes.filter((x) => x.name === 'sleep').length === 2, 5000, 'the tree to fork');
+      runtime.kill('SIGKILL');
+      await new Promise((resolve) => runtime.once('close', resolve));
 
-    const [result] = await reap([recorded], sessionId, 1000);
-    expect(result).toMatchObject({ via: 'cgroup', signal: 'SIGTERM', survivors: [], gone: true });
-    for (const pid of pids) expect(alive(pid)).toBe(false);
-    expect(readCgroupEvents(cgroup)).toBeNull(); // removed
-    expect(readCgroupEvents(containment.info.cgroup as string)).toBeNull(); // the session's cgroup too, now empty
+      const [live] = probeTrees([recorded], sessionId);
+      expect(live?.evidence).toContain('cgroup');
+      const pids = live?.processes.map((p) => p.pid) ?? [];
+      expect(pids.length).toBeGreaterThanOrEqual(3);
+
+      const [result] = await reap([recorded], sessionId, 1000);
+      expect(result).toMatchObject({ via: 'cgroup', signal: 'SIGTERM', survivors: [], gone: true });
+      for (const pid of pids) expect(alive(pid)).toBe(false);
+      expect(readCgroupEvents(cgroup)).toBeNull(); // removed
+      expect(readCgroupEvents(sessionCgroup)).toBeNull(); // the session's cgroup too, now empty
+    } finally {
+      runtime.kill('SIGKILL');
+      if (cgroup !== '' && readCgroupEvents(cgroup) !== null) killCgroup(cgroup);
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

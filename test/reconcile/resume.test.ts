@@ -10,7 +10,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { lostReportText, LOST_HEADING } from '../../src/detached/texts.js';
 import { findAbandonedSessions, NOTICED_FILE } from '../../src/process/leftovers.js';
-import { processStartTime } from '../../src/process/proc.js';
+import { processName, processStartTime } from '../../src/process/proc.js';
+import { groupMembers } from '../../src/process/process-groups.js';
 import { MARKER_FS, type MarkerFs } from '../../src/reconcile/markers.js';
 import { describeResume, RESUME_LOCK_FILE, resumeSession, type ResumeOptions, type ResumingSession } from '../../src/reconcile/resume.js';
 import { readTrace } from '../../src/records/trace-reader.js';
@@ -36,13 +37,15 @@ afterEach(() => {
   rmSync(root, { recursive: true, force: true });
 });
 
-/** A live process in a group of its own, as a demoted command's would be. */
+/** A live process in a group of its own, as a demoted command's would be; resolves once its group runs a `sleep` (the script's setup is done). */
 async function startLive(script = 'exec sleep 300'): Promise<{ pid: number; startTime: number }> {
   const child = spawn('bash', ['-c', script], { detached: true, stdio: 'ignore' });
   const pid = child.pid as number;
   started.push(pid);
   await waitFor(() => processStartTime(pid) !== null, 5000, 'the process to start');
-  return { pid, startTime: processStartTime(pid) as number };
+  const startTime = processStartTime(pid) as number;
+  await waitFor(() => groupMembers(pid).some((member) => processName(member) === 'sleep'), 5000, 'the script to reach its sleep');
+  return { pid, startTime };
 }
 const isAlive = (pid: number): boolean => {
   try {
