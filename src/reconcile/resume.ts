@@ -136,6 +136,26 @@ export interface ResumeOutcome {
   readonly reap: boolean;
 }
 
+/** The `source` of the task a lost report is enqueued as (`reconcile.md` §4: "probably `detached_lost`"). */
+export const LOST_TASK_SOURCE = 'detached_lost';
+
+/**
+ * What `capsule serve` sends as its `lost` notification (DESIGN §10) and enqueues as ONE task of
+ * origin `completion` (`detached.md` §16–§17): the report's task id, context, session, trust and
+ * message (what the agent reads), and per command what the operator may show (never in the
+ * message: `detached.md` §15.1).
+ */
+export interface LostNotification {
+  readonly task_id: string;
+  readonly context_id: string;
+  readonly started_in_session: string;
+  readonly source: typeof LOST_TASK_SOURCE;
+  readonly origin: 'completion';
+  readonly trust: 'trusted' | 'untrusted';
+  readonly message: string;
+  readonly lost: readonly ResumeLostEntry[];
+}
+
 /** File name of the lock a resume holds in the prior records directory while it writes there. */
 export const RESUME_LOCK_FILE = '.resume.lock';
 
@@ -312,6 +332,24 @@ export async function resumeSession(session: ResumingSession, priorDir: string, 
   }
 }
 
+/** The `lost` notification for `outcome`'s report, or null when there is none to deliver. */
+export function lostNotification(outcome: ResumeOutcome): LostNotification | null {
+  if (outcome.report === null || outcome.message === null) return null;
+  return {
+    task_id: outcome.report.task_id,
+    context_id: outcome.report.context_id,
+    started_in_session: outcome.report.started_in_session,
+    source: LOST_TASK_SOURCE,
+    origin: 'completion',
+    trust: outcome.report.provenance.trust,
+    message: outcome.message,
+    lost: lostEntries(outcome),
+  };
+}
+
+const lostEntries = (outcome: ResumeOutcome): ResumeLostEntry[] =>
+  outcome.lost.map((c) => ({ work_id: c.work_id, detached_at_ms: c.detached_at_ms, alive: c.tree === null ? null : c.tree.alive, stopped: c.tree?.reaped?.gone === true && c.tree.alive, pid: c.tree?.pid ?? null, output_log: c.output_log }));
+
 /** One recorded tree with what the trace says about it. */
 interface TreeRecord {
   readonly recorded: RecordedTree;
@@ -380,13 +418,7 @@ function outputLog(dir: string, workId: string): string | null {
 
 /** The resuming session's `session_resume` record and a `process_reaped` per tree reaped. */
 function writeResumeRecord(session: ResumingSession, outcome: ResumeOutcome): void {
-  const lost: ResumeLostEntry[] = outcome.lost.map((c) => ({
-    work_id: c.work_id,
-    detached_at_ms: c.detached_at_ms,
-    alive: c.tree === null ? null : c.tree.alive,
-    pid: c.tree?.pid ?? null,
-    output_log: c.output_log,
-  }));
+  const lost = lostEntries(outcome);
   const processes: ResumeProcessEntry[] = outcome.trees.map((t) => ({
     owner: t.owner,
     work_id: t.work_id,

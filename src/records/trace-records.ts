@@ -279,6 +279,8 @@ export interface ResumeLostEntry {
   readonly detached_at_ms: number;
   /** Whether its process tree was alive when the resume looked; null when no pid was recorded (a Murmur trace). */
   readonly alive: boolean | null;
+  /** The resume stopped it (`--reap`), proven gone. */
+  readonly stopped: boolean;
   /** The recorded leader pid, or null. */
   readonly pid: number | null;
   /** Its output log in the prior records directory (`logs/<work_id>.log`) when it exists: what was flushed before the crash. */

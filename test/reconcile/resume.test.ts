@@ -13,7 +13,7 @@ import { findAbandonedSessions, NOTICED_FILE } from '../../src/process/leftovers
 import { processName, processStartTime } from '../../src/process/proc.js';
 import { groupMembers } from '../../src/process/process-groups.js';
 import { MARKER_FS, type MarkerFs } from '../../src/reconcile/markers.js';
-import { describeResume, RESUME_LOCK_FILE, resumeSession, type ResumeOptions, type ResumingSession } from '../../src/reconcile/resume.js';
+import { describeResume, lostNotification, RESUME_LOCK_FILE, resumeSession, type ResumeOptions, type ResumingSession } from '../../src/reconcile/resume.js';
 import { readTrace } from '../../src/records/trace-reader.js';
 import { TraceWriter } from '../../src/records/trace-writer.js';
 import { waitFor } from '../support/wait.js';
@@ -126,7 +126,7 @@ describe('a lost command that is still running', () => {
     const record = own.records.find((r) => r.event_type === 'session_resume') as unknown as Record<string, unknown>;
     expect(record).toMatchObject({
       prior_records_dir: prior, prior_session_id: 'ses_prior', skipped: null, report_task_id: outcome.report?.task_id, trust: 'trusted', message, reap: false,
-      lost: [{ work_id: 'wrk_one', detached_at_ms: 1750, alive: true, pid: live.pid, output_log: null }],
+      lost: [{ work_id: 'wrk_one', detached_at_ms: 1750, alive: true, stopped: false, pid: live.pid, output_log: null }],
       processes: [expect.objectContaining({ work_id: 'wrk_one', pid: live.pid, live_pids: [live.pid], reported_before: false })],
     });
 
@@ -169,6 +169,12 @@ describe('a lost command that is still running', () => {
     expect(outcome.message).toMatch(/stopped by this session: wrk_one\b/);
     expect(outcome.message).not.toContain('still running');
     expect(isAlive(live.pid)).toBe(false);
+    // What capsule serve delivers: one `lost` notification, enqueued as one completion-origin task.
+    expect(lostNotification(outcome)).toEqual({
+      task_id: outcome.report?.task_id, context_id: 'ctx_1', started_in_session: 'ses_prior', source: 'detached_lost', origin: 'completion', trust: 'trusted', message: outcome.message,
+      lost: [{ work_id: 'wrk_one', detached_at_ms: 1750, alive: true, stopped: true, pid: live.pid, output_log: null }],
+    });
+    expect(lostNotification((await resume()).outcome)).toBeNull();
   });
 });
 
