@@ -205,9 +205,11 @@ export const LOST_HEADING = 'Background shell commands from an earlier session w
 /**
  * What a resume knows of a lost command's process (ours, issue 11 item 2): `running` (its pid and
  * start time match, or its own cgroup is populated), `stopped` (by this session, `--reap`),
- * `ended` (nothing of it runs), `unknown` (no pid was recorded, as in a Murmur trace).
+ * `ended` (nothing of it runs), `unknown` (no pid was recorded, as in a Murmur trace),
+ * `unverifiable` (a pid was recorded but nothing that proves which process it was: no start time
+ * and no cgroup of its own, or a record the resume does not believe; never claimed to have ended).
  */
-export type LostLiveness = 'running' | 'stopped' | 'ended' | 'unknown';
+export type LostLiveness = 'running' | 'stopped' | 'ended' | 'unknown' | 'unverifiable';
 
 /**
  * The lost report's message (§15.1): heading; `Session <id> ended without recording …`; per
@@ -248,6 +250,8 @@ function livenessParagraph(liveness: readonly { readonly work_id: string; readon
   if (ended.length > 0) parts.push(`no longer running: ${ended.join(', ')}`);
   const unknown = of('unknown');
   if (unknown.length > 0) parts.push(`not known (no process id was recorded): ${unknown.join(', ')}`);
+  const unverifiable = of('unverifiable');
+  if (unverifiable.length > 0) parts.push(`not known (what was recorded cannot prove which process it was): ${unverifiable.join(', ')}`);
   const tail = running.length > 0 ? ' A command still running is not adopted: this session will deliver no result of it.' : '';
   return `Checked when this session started, by process id and start time (a reused process id is never taken for one of them): ${parts.join('; ')}.${tail}`;
 }

@@ -140,20 +140,48 @@ export interface ResumeOutcome {
 export const LOST_TASK_SOURCE = 'detached_lost';
 
 /**
- * What `capsule serve` sends as its `lost` notification (DESIGN §10) and enqueues as ONE task of
- * origin `completion` (`detached.md` §16–§17): the report's task id, context, session, trust and
- * message (what the agent reads), and per command what the operator may show (never in the
- * message: `detached.md` §15.1).
+ * The serve notification method a lost report is delivered with: issue 11 says `completion` (the
+ * report channel of `detached.md` §16 carries shell completions and lost reports alike, admitted
+ * by one rule); its params carry `kind: "lost"` so a consumer expecting a shell completion (whose
+ * params carry a `work_id`) tells them apart. DESIGN §10 also names a `lost` notification: the
+ * params are the same whichever name the host uses.
+ */
+export const LOST_NOTIFICATION_METHOD = 'completion';
+
+/** One command of a {@link LostNotification}: the `session_resume` entry plus what field report 11 asks the operator be shown. */
+export interface LostNotificationEntry extends ResumeLostEntry {
+  /** From `shell_detached`: the program and the command text (never in the message, `detached.md` §15.1). */
+  readonly binary: string;
+  readonly command: string;
+  /** The recorded leader start time (clock ticks after boot), process group and cgroup, or null. */
+  readonly pid_start_time: number | null;
+  readonly pgid: number | null;
+  readonly cgroup: string | null;
+  /** Its processes found alive when the resume looked (before any reaping). */
+  readonly live_pids: readonly number[];
+}
+
+/**
+ * The params of the notification `capsule serve --resume` sends for the lost report (method
+ * {@link LOST_NOTIFICATION_METHOD}), to be enqueued as ONE task (one pending slot however many
+ * commands, `detached.md` §15) of origin `completion` with the report's trust (§17): the report's
+ * task id, context, session, provenance and message (what the agent reads), and per command what
+ * the operator may be shown (never in the message: `detached.md` §15.1). The shape of the
+ * background branch's `completion` params where they overlap (`task_id`, `message`, `context_id`,
+ * `provenance`); `origin` and `trust` are repeated at the top level for hosts that read them there.
  */
 export interface LostNotification {
+  readonly kind: 'lost';
   readonly task_id: string;
   readonly context_id: string;
   readonly started_in_session: string;
   readonly source: typeof LOST_TASK_SOURCE;
+  readonly provenance: { readonly origin: 'completion'; readonly trust: 'trusted' | 'untrusted' };
   readonly origin: 'completion';
   readonly trust: 'trusted' | 'untrusted';
+  /** The lost report's text (`detached.md` §15.1, with what is known of each command's process). */
   readonly message: string;
-  readonly lost: readonly ResumeLostEntry[];
+  readonly lost: readonly LostNotificationEntry[];
 }
 
 /** File name of the lock a resume holds in the prior records directory while it writes there. */
@@ -336,19 +364,40 @@ export async function resumeSession(session: ResumingSession, priorDir: string, 
 export function lostNotification(outcome: ResumeOutcome): LostNotification | null {
   if (outcome.report === null || outcome.message === null) return null;
   return {
+    kind: 'lost',
     task_id: outcome.report.task_id,
     context_id: outcome.report.context_id,
     started_in_session: outcome.report.started_in_session,
     source: LOST_TASK_SOURCE,
+    provenance: { origin: 'completion', trust: outcome.report.provenance.trust },
     origin: 'completion',
     trust: outcome.report.provenance.trust,
     message: outcome.message,
-    lost: lostEntries(outcome),
+    lost: outcome.lost.map((c) => ({
+      ...lostEntry(c),
+      binary: c.binary,
+      command: c.command,
+      pid_start_time: c.tree?.pid_start_time ?? null,
+      pgid: c.tree?.pgid ?? null,
+      cgroup: c.tree?.cgroup ?? null,
+      live_pids: c.tree?.live.map((p) => p.pid) ?? [],
+    })),
   };
 }
 
-const lostEntries = (outcome: ResumeOutcome): ResumeLostEntry[] =>
-  outcome.lost.map((c) => ({ work_id: c.work_id, detached_at_ms: c.detached_at_ms, alive: c.tree === null ? null : c.tree.alive, stopped: c.tree?.reaped?.gone === true && c.tree.alive, pid: c.tree?.pid ?? null, output_log: c.output_log }));
+/** `alive` is null when nothing proves either way (no pid recorded, or nothing that proves which process it was). */
+const lostEntry = (c: LostCommand): ResumeLostEntry => {
+  const liveness = livenessOf(c.tree);
+  return {
+    work_id: c.work_id,
+    detached_at_ms: c.detached_at_ms,
+    alive: liveness === 'unknown' || liveness === 'unverifiable' ? null : (c.tree?.alive ?? null),
+    stopped: liveness === 'stopped',
+    pid: c.tree?.pid ?? null,
+    output_log: c.output_log,
+  };
+};
+const lostEntries = (outcome: ResumeOutcome): ResumeLostEntry[] => outcome.lost.map(lostEntry);
 
 /** One recorded tree with what the trace says about it. */
 interface TreeRecord {
@@ -399,8 +448,16 @@ function runtimeStillRunning(start: Readonly<Record<string, unknown>>): number |
   return start['runtime'] !== undefined && processStartTime(pid) !== null ? pid : null;
 }
 
+/**
+ * Whether the probe of `tree` can tell "ended" from "not found": its leader's start time was
+ * recorded, or its own cgroup was (and believed), and the record itself was believed. A pid alone
+ * proves nothing (it may have been reused), so such a tree is never said to have ended.
+ */
+const provable = (tree: LeftoverTree): boolean => tree.record_refused === null && (tree.pid_start_time !== null || (tree.cgroup !== null && tree.cgroup_refused === null));
+
 function livenessOf(tree: LeftoverTree | null): LostLiveness {
   if (tree === null) return 'unknown';
+  if (!tree.alive && !provable(tree)) return 'unverifiable';
   if (!tree.alive) return 'ended';
   if (tree.reaped !== null) return tree.reaped.gone ? 'stopped' : 'running';
   return 'running';
@@ -549,6 +606,7 @@ export function describeResume(outcome: ResumeOutcome): string[] {
 
 function treeState(t: LeftoverTree): string {
   if (t.record_refused !== null) return `not checked: ${t.record_refused}`;
+  if (!t.alive && !provable(t)) return `not known whether it still runs: pid ${t.pid} was recorded without its start time or a cgroup of its own, and a pid alone proves nothing (it may have been reused); nothing was signalled`;
   if (!t.alive) return `no longer running${t.pid_reused ? ` (pid ${t.pid} now names another process)` : ''}`;
   const named = t.live.slice(0, 4).map((p) => `${p.pid}${p.name === null ? '' : ` (${p.name})`}`);
   const procs = `${t.live.length === 1 ? 'pid' : 'pids'} ${named.join(', ')}${t.live.length > named.length ? ` and ${t.live.length - named.length} more` : ''}`;

@@ -13,9 +13,13 @@ import { findAbandonedSessions, NOTICED_FILE } from '../../src/process/leftovers
 import { processName, processStartTime } from '../../src/process/proc.js';
 import { groupMembers } from '../../src/process/process-groups.js';
 import { MARKER_FS, type MarkerFs } from '../../src/reconcile/markers.js';
-import { describeResume, lostNotification, RESUME_LOCK_FILE, resumeSession, type ResumeOptions, type ResumingSession } from '../../src/reconcile/resume.js';
+import { describeResume, LOST_NOTIFICATION_METHOD, lostNotification, RESUME_LOCK_FILE, resumeSession, type ResumeOptions, type ResumingSession } from '../../src/reconcile/resume.js';
 import { readTrace } from '../../src/records/trace-reader.js';
 import { TraceWriter } from '../../src/records/trace-writer.js';
+import { removeCgroupTree } from '../../src/process/cgroup-unit.js';
+import { readCgroupEvents } from '../../src/process/cgroups.js';
+import { detectContainment } from '../../src/process/containment.js';
+import { cgroupUnavailable } from '../support/backends.js';
 import { waitFor } from '../support/wait.js';
 
 let root: string;
@@ -171,9 +175,14 @@ describe('a lost command that is still running', () => {
     expect(isAlive(live.pid)).toBe(false);
     // What capsule serve delivers: one `lost` notification, enqueued as one completion-origin task.
     expect(lostNotification(outcome)).toEqual({
-      task_id: outcome.report?.task_id, context_id: 'ctx_1', started_in_session: 'ses_prior', source: 'detached_lost', origin: 'completion', trust: 'trusted', message: outcome.message,
-      lost: [{ work_id: 'wrk_one', detached_at_ms: 1750, alive: true, stopped: true, pid: live.pid, output_log: null }],
+      kind: 'lost', task_id: outcome.report?.task_id, context_id: 'ctx_1', started_in_session: 'ses_prior', source: 'detached_lost', provenance: { origin: 'completion', trust: 'trusted' }, origin: 'completion', trust: 'trusted', message: outcome.message,
+      lost: [{
+        work_id: 'wrk_one', detached_at_ms: 1750, alive: true, stopped: true, pid: live.pid, output_log: null,
+        // Field report 11: what the operator is shown beside the message (never in it).
+        binary: '/usr/bin/sleep', command: 'sleep 300', pid_start_time: live.startTime, pgid: live.pid, cgroup: null, live_pids: expect.arrayContaining([live.pid]),
+      }],
     });
+    expect(LOST_NOTIFICATION_METHOD).toBe('completion');
     expect(lostNotification((await resume()).outcome)).toBeNull();
   });
 });
@@ -217,6 +226,84 @@ describe('liveness is proven, never assumed', () => {
     const lines = describeResume(outcome);
     for (const pid of [step.pid, demoted.pid]) expect(lines.filter((l) => l.includes(`leader pid ${pid} `))).toHaveLength(1);
     expect(priorRecords().filter((r) => r['event_type'] === 'process_lost').map((r) => r['owner'])).toEqual(['shell:tsk_1', 'run:1/step:s#1']);
+  });
+});
+
+/**
+ * The records the background branch writes (`shell_detached` with `pid`, `pid_start_time` — -1
+ * when /proc could not be read — `pgid` and `cgroup`), hand-written in that shape, with a session
+ * id of their own: the cgroup a resume believes is one the runtime makes for that very session.
+ */
+describe("a demoted command recorded as the background branch records it", () => {
+  const cgroups: string[] = [];
+  afterEach(async () => {
+    for (const dir of cgroups.splice(0)) {
+      await waitFor(() => readCgroupEvents(dir)?.populated !== true, 5000, `cgroup ${dir} to empty`);
+      removeCgroupTree(dir);
+    }
+  });
+
+  it('never says a command whose start time was unreadable (-1) and which had no cgroup has ended, and signals nothing, even with reap', async () => {
+    const live = await startLive();
+    writePrior([SESSION_START, TASK_START, detached('wrk_one', 1750, { pid: live.pid, pid_start_time: -1, pgid: live.pid, cgroup: null })]);
+    const { outcome, own } = await resume({ reap: true, graceMs: 100 });
+    expect(outcome.report?.lost.map((w) => w.work_id)).toEqual(['wrk_one']);
+    expect(outcome.message).toMatch(/not known \(what was recorded cannot prove which process it was\): wrk_one\b/);
+    expect(outcome.message).not.toContain('no longer running');
+    expect(lostNotification(outcome)?.lost[0]).toMatchObject({ work_id: 'wrk_one', alive: null, stopped: false, pid: live.pid, pid_start_time: null });
+    expect(own.records.find((r) => r.event_type === 'session_resume')).toMatchObject({ lost: [expect.objectContaining({ work_id: 'wrk_one', alive: null, stopped: false })] });
+    expect(own.records.filter((r) => r.event_type === 'process_reaped')).toEqual([]);
+    expect(describeResume(outcome).join('\n')).toContain(`not known whether it still runs: pid ${live.pid} was recorded without its start time`);
+    expect(isAlive(live.pid)).toBe(true);
+  });
+
+  (cgroupUnavailable === null ? it : it.skip)(
+    `finds a command alive by its own populated cgroup even without a start time, and --reap ends it through the cgroup, proven gone${cgroupUnavailable === null ? '' : ` (skipped: ${cgroupUnavailable})`}`,
+    async () => {
+      const priorId = `ses_bgprior${process.pid}${Date.now()}`;
+      const info = detectContainment({ sessionId: priorId, backend: 'cgroup', isolation: 'none', env: process.env });
+      const sessionCgroup = info.cgroup as string;
+      cgroups.push(sessionCgroup);
+      const unit = join(sessionCgroup, 'wrk_one');
+      mkdirSync(unit);
+      // The command joins its cgroup before its first instruction, as the containment layer starts it; its leader then exits and a child keeps running.
+      const live = await startLive(`echo $$ > ${unit}/cgroup.procs && sleep 300 & wait`);
+      await waitFor(() => readCgroupEvents(unit)?.populated === true, 5000, 'the cgroup to be populated');
+      const start = { ...SESSION_START, session_id: priorId };
+      const record = { ...detached('wrk_one', 1750, { pid: live.pid, pid_start_time: -1, pgid: live.pid, cgroup: unit }), session_id: priorId };
+      writePrior([start, { ...TASK_START, session_id: priorId }, record]);
+
+      const first = await resume();
+      expect(first.outcome.lost[0]?.tree).toMatchObject({ alive: true, cgroup: unit, cgroup_refused: null });
+      expect(first.outcome.message).toMatch(/still running: wrk_one\b/);
+      expect(lostNotification(first.outcome)?.lost[0]).toMatchObject({ alive: true, stopped: false, cgroup: unit, pid_start_time: null });
+
+      const second = await resume({ reap: true, graceMs: 200 });
+      expect(second.outcome.report).toBeNull();
+      expect(second.outcome.trees[0]).toMatchObject({ work_id: 'wrk_one', reported_before: true, reaped: { via: 'cgroup', survivors: [], gone: true } });
+      expect(readCgroupEvents(unit)?.populated).not.toBe(true);
+      expect(second.own.records.filter((r) => r.event_type === 'process_reaped')).toEqual([expect.objectContaining({ work_id: 'wrk_one', via: 'cgroup', gone: true })]);
+      expect(priorRecords().filter((r) => r['event_type'] === 'shell_lost')).toHaveLength(1);
+    },
+  );
+
+  it('accounts for a work id the background branch completed, abandoned or already marked lost, and reports the one it did not', async () => {
+    writePrior([
+      SESSION_START,
+      TASK_START,
+      detached('wrk_a', 1000, { pid: 999_999_901, pid_start_time: -1, pgid: 999_999_901, cgroup: null }),
+      detached('wrk_b', 1100, { pid: 999_999_902, pid_start_time: -1, pgid: 999_999_902, cgroup: null }),
+      detached('wrk_c', 1200, { pid: 999_999_903, pid_start_time: -1, pgid: 999_999_903, cgroup: null }),
+      detached('wrk_d', 1300, { pid: 999_999_904, pid_start_time: 5, pgid: 999_999_904, cgroup: null }),
+      { event_type: 'shell_completed', event_id: 'evt_c', session_id: 'ses_prior', timestamp: 9, work_id: 'wrk_a', status: 'ok', exit_code: 0 },
+      { event_type: 'shell_abandoned', event_id: 'evt_ab', session_id: 'ses_prior', timestamp: 9, work_id: 'wrk_b', running_ms: 5 },
+      { event_type: 'shell_lost', event_id: 'evt_l', session_id: 'ses_prior', timestamp: 9, work_id: 'wrk_c' },
+    ]);
+    const { outcome } = await resume();
+    expect(outcome.report?.lost.map((w) => w.work_id)).toEqual(['wrk_d']);
+    // A start time was recorded and no process has it: it has ended, and saying so is honest.
+    expect(outcome.message).toMatch(/no longer running: wrk_d\b/);
+    expect(priorRecords().filter((r) => r['event_type'] === 'shell_lost').map((r) => r['work_id'])).toEqual(['wrk_c', 'wrk_d']);
   });
 });
 
