@@ -4,7 +4,8 @@
  * once and says it is alive (and the abandoned-session warning does not say it again); `--reap`
  * ends it, proven gone; a further resume reports nothing.
  */
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { removeCgroupTree } from '../../src/process/cgroup-unit.js';
 import { readCgroupEvents } from '../../src/process/cgroups.js';
@@ -37,12 +38,15 @@ const records = (dir: string): Record<string, unknown>[] =>
     .map((l) => JSON.parse(l) as Record<string, unknown>);
 
 /** A workdir with a long plan and a quick one; runs the long one and SIGKILLs the runtime while its step runs. */
-async function crashedRun(env: Record<string, string>): Promise<{ workdir: string; deadDir: string; sleepArg: string; runtimePid: number; stepPid: number }> {
+async function crashedRun(
+  env: Record<string, string>,
+  shell: (sleepArg: string) => string = (arg) => `sleep ${arg}`,
+): Promise<{ workdir: string; deadDir: string; sleepArg: string; runtimePid: number; stepPid: number }> {
   const workdir = temp.make('resume');
   const sleepArg = uniqueSleepArg();
   tags.push(sleepArg);
   writeJson(workdir, 'capsule.json', manifestAllowing('bash', 'sleep'));
-  writeJson(workdir, 'long.json', { id: 'long', steps: [{ id: 's', shell: `sleep ${sleepArg}` }] });
+  writeJson(workdir, 'long.json', { id: 'long', steps: [{ id: 's', shell: shell(sleepArg) }] });
   writeJson(workdir, 'quick.json', { id: 'quick', steps: [{ id: 'q', shell: 'bash -c true' }] });
   const killed = startCli(['run', 'long.json', '--quiet'], { cwd: workdir, env });
   await waitFor(() => processesWithArg(sleepArg).length === 1, 10_000, 'the step to run');
@@ -112,6 +116,55 @@ eachBackend((backend) => {
     expect(reaped.code).toBe(0);
     expect(reaped.stderr.split('\n').filter((l) => l.includes(sleepArg))).toEqual([expect.stringMatching(/stopped: SIGTERM to its (cgroup|group), proven gone$/)]);
     expect(processesWithArg(sleepArg)).toEqual([]);
+  });
+});
+
+eachBackend((backend) => {
+  const env = { CAPSULE_CONTAINMENT: backend.containment, CAPSULE_ISOLATION: backend.isolation };
+
+  it('--reap sends SIGKILL 2 s after SIGTERM to a step tree that ignores SIGTERM, proves it gone and records the SIGKILL', async () => {
+    // The ignored SIGTERM is inherited by the sleep: neither the shell nor its child ends on it.
+    const { workdir, deadDir, sleepArg } = await crashedRun(env, (arg) => `bash -c 'trap "" TERM; sleep ${arg} & wait'`);
+    const sleeper = processesWithArg(sleepArg)[0]?.pid as number;
+    const ignored = /^SigIgn:\s*([0-9a-f]+)$/m.exec(readFileSync(`/proc/${sleeper}/status`, 'utf8'))?.[1] ?? '0';
+    expect(BigInt(`0x${ignored}`) & (1n << 14n)).toBe(1n << 14n); // SIGTERM (15) is bit 14
+
+    const startedAt = Date.now();
+    const reaped = await runCli(['run', 'quick.json', '--quiet', '--resume', deadDir, '--reap'], { cwd: workdir, env });
+    const took = Date.now() - startedAt;
+    expect(reaped.code).toBe(0);
+    expect(reaped.stderr).toMatch(/resume: run:1\/step:s#1 \(bash -c .*\): was still running: .*; stopped: SIGKILL to its (cgroup|group), proven gone/);
+    expect(took).toBeGreaterThanOrEqual(2000); // the grace was given before SIGKILL
+    expect(processesWithArg(sleepArg)).toEqual([]);
+    const resumer = sessionDirs(workdir).find((dir) => records(dir).some((r) => r['event_type'] === 'session_resume')) ?? '';
+    expect(records(resumer).filter((r) => r['event_type'] === 'process_reaped')).toEqual([expect.objectContaining({ owner: 'run:1/step:s#1', signal: 'SIGKILL', survivors: [], gone: true })]);
+  });
+
+  it('never takes a process that reused the step\'s pid for it: nothing is reported alive and --reap signals nothing', async () => {
+    const { workdir, deadDir, sleepArg, stepPid } = await crashedRun(env);
+    // The step dies later (an OOM kill, say) and its pid goes to an unrelated process: here, the
+    // trace is made to name a live unrelated process's pid (and group) with the step's start time.
+    process.kill(stepPid, 'SIGKILL');
+    await waitFor(() => processesWithArg(sleepArg).length === 0, 5000, 'the step to die');
+    const otherArg = uniqueSleepArg();
+    tags.push(otherArg);
+    const other = spawn('sleep', [otherArg], { detached: true, stdio: 'ignore' });
+    await waitFor(() => processesWithArg(otherArg).length === 1, 5000, 'the other process to run');
+    const otherPid = other.pid as number;
+    const trace = join(deadDir, 'trace.jsonl');
+    const before = readFileSync(trace, 'utf8');
+    const forged = before.replace(new RegExp(`"pid":${stepPid},`, 'g'), `"pid":${otherPid},`).replace(new RegExp(`"pgid":${stepPid},`, 'g'), `"pgid":${otherPid},`);
+    expect(forged).not.toBe(before);
+    writeFileSync(trace, forged);
+
+    const reaped = await runCli(['run', 'quick.json', '--quiet', '--resume', deadDir, '--reap'], { cwd: workdir, env });
+    expect(reaped.code).toBe(0);
+    expect(reaped.stderr).toContain(`(records ${deadDir}): nothing left unaccounted`);
+    expect(reaped.stderr).not.toContain(String(otherPid));
+    expect(processesWithArg(otherArg).map((p) => p.pid)).toEqual([otherPid]);
+    const resumer = sessionDirs(workdir).find((dir) => records(dir).some((r) => r['event_type'] === 'session_resume')) ?? '';
+    expect(records(resumer).filter((r) => r['event_type'] === 'process_reaped')).toEqual([]);
+    expect(records(deadDir).filter((r) => r['event_type'] === 'process_lost')).toEqual([]);
   });
 });
 
