@@ -598,7 +598,7 @@ export function describeResume(outcome: ResumeOutcome): string[] {
         fresh === others.length ? '' : ` (${others.length - fresh} reported by an earlier resume)`
       }:`,
     );
-    for (const t of others) lines.push(`resume: ${t.owner ?? `pid ${t.pid}`}${t.argv.length > 0 ? ` (${oneLine(t.argv.join(' '))})` : ''}: ${treeState(t)}`);
+    for (const t of others) lines.push(`resume: ${t.work_id ?? t.owner ?? `pid ${t.pid}`}${t.argv.length > 0 ? ` (${oneLine(t.argv.join(' '))})` : ''}: ${treeState(t)}`);
   }
   if (!outcome.reap && live.some((t) => t.alive)) lines.push('resume: nothing was stopped: resume again with --reap to stop them (SIGTERM, SIGKILL after 2 s)');
   return lines;

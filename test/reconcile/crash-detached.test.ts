@@ -122,6 +122,7 @@ eachBackend((backend) => {
     expect(reaped.outcome.trees).toEqual([expect.objectContaining({ work_id: workId, reported_before: true, reaped: expect.objectContaining({ signal: 'SIGTERM', survivors: [], gone: true }) })]);
     expect(reaped.outcome.trees[0]?.reaped?.via).toBe(backend.containment === 'cgroup' ? 'cgroup' : 'group');
     expect(processesWithArg(sleepArg)).toEqual([]);
+    expect(describeResume(reaped.outcome).filter((l) => l.startsWith(`resume: ${workId} `))).toEqual([expect.stringMatching(/reported by an earlier resume; stopped: SIGTERM to its (cgroup|group), proven gone$/)]);
     const own = readTrace(reaped.dir);
     expect(own.problems).toEqual([]);
     expect(own.records.filter((r) => r.event_type === 'process_reaped')).toEqual([expect.objectContaining({ prior_session_id: sessionId, work_id: workId, pid: commandPid, gone: true })]);
