@@ -277,7 +277,7 @@ export interface ProcessLostFields {
 export interface ResumeLostEntry {
   readonly work_id: string;
   readonly detached_at_ms: number;
-  /** Whether its process tree was alive when the resume looked; null when no pid was recorded (a Murmur trace). */
+  /** Whether its process tree was alive when the resume looked; null when nothing recorded proves either way (no pid, as in a Murmur trace, or a pid without a start time or a cgroup of its own). */
   readonly alive: boolean | null;
   /** The resume stopped it (`--reap`), proven gone. */
   readonly stopped: boolean;
