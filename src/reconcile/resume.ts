@@ -1,8 +1,9 @@
 /**
  * Resuming a session (issue 11): before the new session takes work, account for what a dead
  * session left behind, once, honestly, and offer to stop it. `capsule run --resume DIR [--reap]`
- * calls {@link resumeSession}; `capsule serve --resume DIR [--reap]` calls it too and delivers the
- * lost report as one task (a `lost` notification).
+ * calls {@link resumeSession}; `capsule serve --resume DIR [--reap]` calls it too, after opening its
+ * session and before reading its first request, and delivers the lost report as one task: the
+ * params {@link lostNotification} builds, sent with method {@link LOST_NOTIFICATION_METHOD}.
  *
  * 1. The prior trace is read and scanned (`reconcile.md` §3; damaged lines named with their
  *    offsets). Fail open (a line, nothing reconciled) where the spec does, and also when the prior
