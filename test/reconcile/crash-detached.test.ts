@@ -74,7 +74,11 @@ async function crashedRuntime(containment: string): Promise<{ root: string; prio
   const runtime = spawn(process.execPath, [script], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, NODE_OPTIONS: '' } });
   runtimes.push(runtime.pid as number);
   const line = await new Promise<string>((resolve, reject) => {
-    runtime.stdout.once('data', (d: Buffer) => resolve(String(d)));
+    let out = '';
+    runtime.stdout.on('data', (d: Buffer) => {
+      out += String(d);
+      if (out.includes('\n')) resolve(out.slice(0, out.indexOf('\n')));
+    });
     runtime.once('exit', (code) => reject(new Error(`the runtime exited (${code}) before it started its command`)));
   });
   const started = JSON.parse(line) as { pid: number; sessionId: string; sessionCgroup: string | null };
