@@ -16,6 +16,13 @@ export { Containment, ContainmentError, detectContainment, processStartFields } 
 export type { ContainedProcess, ContainmentInfo, ProcessIdentity, SpawnRequest, UnitEnding, EndResult } from './process/containment.js';
 export type { Owner, OwnerScope } from './process/owner.js';
 export { findAbandonedSessions, abandonedSessionWarning } from './process/leftovers.js';
+export { probeTrees, reap, REAP_GRACE_MS } from './process/reap.js';
+export type { RecordedTree, TreeLiveness, ReapResult } from './process/reap.js';
+export { resumeSession, describeResume, lostNotification, LOST_TASK_SOURCE, LOST_NOTIFICATION_METHOD } from './reconcile/resume.js';
+export type { ResumeOutcome, ResumeOptions, ResumingSession, LeftoverTree, LostCommand, LostNotification, LostNotificationEntry } from './reconcile/resume.js';
+export { reconcile } from './reconcile/reconcile.js';
+export type { ReconcileOutcome, ReconcileOptions } from './reconcile/reconcile.js';
+export type { LostReport, LostWork } from './detached/lost-report.js';
 export type { AbandonedSession, LeftoverProcess } from './process/leftovers.js';
 export type { SessionOptions } from './session/session.js';
 export type { PlanFile, PlanStep, StepResult, StepStatus, StepKind, JsonValue, DiscardedResult, OutputTruncation } from '../machines/contracts.js';

@@ -16,6 +16,7 @@ import { collect, EXIT, parseNonNegativeNumber, parsePositiveInteger, usageError
 import { Progress, progressModeFor, useColor } from './progress.js';
 import type { ContainmentInfo } from '../process/containment.js';
 import type { Session } from '../session/session.js';
+import { describeResume, type ResumeOutcome } from '../reconcile/resume.js';
 
 /** Options of `capsule run`, as commander parses them (the global `--log-level` and `--log-file` included). */
 export interface RunCommandOptions extends GlobalOptions {
@@ -33,6 +34,10 @@ export interface RunCommandOptions extends GlobalOptions {
   readonly verbose?: boolean;
   /** Run every step's processes as this unprivileged user (the runtime must be root). */
   readonly runAs?: string;
+  /** A prior session's records directory to account for first (docs/resume.md). */
+  readonly resume?: string;
+  /** With `resume`: stop the live processes it left (SIGTERM, SIGKILL after 2 s, proven gone). */
+  readonly reap?: boolean;
 }
 
 /** Registers `capsule run` on the program. */
@@ -52,10 +57,13 @@ export function registerRun(program: Command): void {
     .option('--cancel-grace <secs>', 'seconds a graceful cancel may take before it is forced (default 10)', parseNonNegativeNumber)
     .option('--run-as <user>', 'run every step as this unprivileged user (the runtime must be root; see capsule doctor)')
     .option('--verbose', 'also print how steps are contained and isolated, and why (as capsule doctor does)')
+    .option('--resume <dir>', "first account for what the session recorded in DIR left behind (lost background commands, live processes); this run's records go to a directory of its own")
+    .option('--reap', 'with --resume: stop the live processes the resumed session left (SIGTERM, SIGKILL after 2 s, proven gone)')
     .addHelpText(
       'after',
       '\nExit codes: 0 completed, 1 failed (plan refused, unreadable, or a step stopped it), 2 usage error or bad manifest, 130 canceled.' +
-        '\nCtrl-C (or SIGTERM) cancels gracefully; a second Ctrl-C forces. A graceful cancel is forced after --cancel-grace seconds (default 10).',
+        '\nCtrl-C (or SIGTERM) cancels gracefully; a second Ctrl-C forces. A graceful cancel is forced after --cancel-grace seconds (default 10).' +
+        '\n--resume DIR (with --reap) accounts for a session that was killed outright before this run starts its plan: docs/resume.md.',
     )
     .action(async (plan: string, options: RunCommandOptions, command: Command) => {
       process.exitCode = await runCommand(plan, { ...command.optsWithGlobals<GlobalOptions>(), ...options });
@@ -72,6 +80,12 @@ export function exitCodeOf(report: PlanReport): ExitCode {
 export async function runCommand(planPath: string, options: RunCommandOptions): Promise<ExitCode> {
   const workdir = resolve(options.workdir ?? process.cwd());
   if (!isDirectory(workdir)) return usageError(`--workdir ${workdir} is not a directory`);
+  if (options.reap === true && options.resume === undefined) return usageError('--reap stops what a resumed session left: it needs --resume DIR');
+  if (options.resume !== undefined && options.records !== undefined && resolve(options.records) === resolve(options.resume)) {
+    return usageError(
+      `--records and --resume both name ${resolve(options.resume)}: a resumed session is a new session and writes its records in a directory of its own; leave --records out, or name a fresh directory`,
+    );
+  }
 
   // The manifest is read here first so that a bad one is a usage error before anything starts;
   // startPlan finds and reads the same file again (and warns once).
@@ -114,6 +128,19 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
     onNotice: (message) => progress.note(`warning: ${message}`),
     ...(options.runAs !== undefined ? { runAs: options.runAs } : {}),
     ...(options.verbose === true ? { onSession: (session: Session) => progress.note(containmentLines(session.containment.info)) } : {}),
+    ...(options.resume !== undefined
+      ? {
+          resume: {
+            priorDir: resolve(options.resume),
+            reap: options.reap === true,
+            // The resume's lines are the operator's, like warnings: shown with --quiet too.
+            warn: (line: string) => progress.note(line),
+            onOutcome: (outcome: ResumeOutcome) => {
+              for (const line of describeResume(outcome)) progress.note(line);
+            },
+          },
+        }
+      : {}),
   });
   const stopHandlingSignals = cancelOnSignals(run, {
     graceSecs,

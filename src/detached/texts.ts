@@ -203,12 +203,28 @@ export function abandonmentReport(sessionId: string, entries: readonly Abandoned
 export const LOST_HEADING = 'Background shell commands from an earlier session were never accounted for.';
 
 /**
+ * What a resume knows of a lost command's process (ours, issue 11 item 2): `running` (its pid and
+ * start time match, or its own cgroup is populated), `stopped` (by this session, `--reap`),
+ * `ended` (nothing of it runs), `unknown` (no pid was recorded, as in a Murmur trace),
+ * `unverifiable` (a pid was recorded but nothing that proves which process it was: no start time
+ * and no cgroup of its own, or a record the resume does not believe; never claimed to have ended).
+ */
+export type LostLiveness = 'running' | 'stopped' | 'ended' | 'unknown' | 'unverifiable';
+
+/**
  * The lost report's message (§15.1): heading; `Session <id> ended without recording …`; per
  * command an empty line, `work_id:` and `detached_at_ms:`; an empty line and the closing sentence
  * ending `start the work again only if it still matters.`. Never the binary, the command, a path,
  * a byte count or an exit code.
+ *
+ * Ours: with `liveness` known for any command (not all `unknown`), a paragraph before the closing
+ * sentence says which still run, which this session stopped and which no longer run, and that a
+ * running one is not adopted. Without it the text is exactly the spec's.
  */
-export function lostReportText(report: Pick<LostReport, 'started_in_session' | 'lost'>): string {
+export function lostReportText(
+  report: Pick<LostReport, 'started_in_session' | 'lost'>,
+  liveness: readonly { readonly work_id: string; readonly liveness: LostLiveness }[] = [],
+): string {
   const lines = [
     LOST_HEADING,
     '',
@@ -216,8 +232,28 @@ export function lostReportText(report: Pick<LostReport, 'started_in_session' | '
       'They were running in the background at the time, no exit code was recorded for any of them, and whether each finished at all is unknown.',
   ];
   for (const work of report.lost) lines.push('', `work_id: ${oneLine(work.work_id)}`, `detached_at_ms: ${work.detached_at_ms}`);
+  const paragraph = livenessParagraph(liveness);
+  if (paragraph !== null) lines.push('', paragraph);
   lines.push('', 'None of them is known to have succeeded or failed: treat each as unknown, and start the work again only if it still matters.');
   return lines.join('\n');
+}
+
+function livenessParagraph(liveness: readonly { readonly work_id: string; readonly liveness: LostLiveness }[]): string | null {
+  if (!liveness.some((l) => l.liveness !== 'unknown')) return null;
+  const of = (kind: LostLiveness): string[] => liveness.filter((l) => l.liveness === kind).map((l) => oneLine(l.work_id));
+  const parts: string[] = [];
+  const running = of('running');
+  if (running.length > 0) parts.push(`still running: ${running.join(', ')}`);
+  const stopped = of('stopped');
+  if (stopped.length > 0) parts.push(`stopped by this session: ${stopped.join(', ')}`);
+  const ended = of('ended');
+  if (ended.length > 0) parts.push(`no longer running: ${ended.join(', ')}`);
+  const unknown = of('unknown');
+  if (unknown.length > 0) parts.push(`not known (no process id was recorded): ${unknown.join(', ')}`);
+  const unverifiable = of('unverifiable');
+  if (unverifiable.length > 0) parts.push(`not known (what was recorded cannot prove which process it was): ${unverifiable.join(', ')}`);
+  const tail = running.length > 0 ? ' A command still running is not adopted: this session will deliver no result of it.' : '';
+  return `Checked when this session started, by process id and start time (a reused process id is never taken for one of them): ${parts.join('; ')}.${tail}`;
 }
 
 // ---------------------------------------------------------------------------------------------

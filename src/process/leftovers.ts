@@ -6,14 +6,16 @@
  * never mistaken for one of them), or the tree's cgroup (found by the name recorded) is still
  * populated, or its process group still has members that started no earlier than its leader.
  *
- * This module only looks; reaping is the resume issue's (`--resume`, `--reap`).
+ * This module only looks; accounting and reaping are the resume's (`src/reconcile/resume.ts`,
+ * `--resume`, `--reap`), which uses the same liveness rule (`reap.ts`).
  */
 import { closeSync, existsSync, openSync, readdirSync, writeSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { readTrace } from '../records/trace-reader.js';
 import { readCgroupEvents } from './cgroups.js';
 import { cgroupTreeProcs, removeCgroupTree } from './cgroup-unit.js';
-import { forEachLiveProcess, isSameLiveProcess, processName, processStartTime } from './proc.js';
+import { isSameLiveProcess, processName, processStartTime } from './proc.js';
+import { probeTrees, vetRecordedCgroup, type RecordedTree } from './reap.js';
 
 /** Written (exclusively) into a dead session's records directory once a later session has warned about it. */
 export const NOTICED_FILE = 'abandoned-noticed.json';
@@ -95,34 +97,24 @@ export function inspectSessionDir(recordsDir: string): AbandonedSession | null {
     runtimePid,
     startedAtMs: num(start['timestamp']),
     cgroup: sessionCgroup,
-    processes: liveLeftovers(started, sessionCgroup),
+    processes: liveLeftovers(started, str(start['session_id']) ?? '', sessionCgroup, runtimeStart),
   };
 }
 
-function liveLeftovers(started: readonly ProcessStartRecord[], sessionCgroup: string | null): LeftoverProcess[] {
+function liveLeftovers(started: readonly ProcessStartRecord[], sessionId: string, sessionCgroup: string | null, runtimeStart: number | null): LeftoverProcess[] {
   const found = new Map<number, LeftoverProcess>();
-  const add = (pid: number, owner: string | null): void => {
-    if (found.has(pid)) return;
-    found.set(pid, { pid, startTime: processStartTime(pid), name: processName(pid), owner });
+  const add = (pid: number, startTime: number | null, name: string | null, owner: string | null): void => {
+    if (!found.has(pid)) found.set(pid, { pid, startTime, name, owner });
   };
-  const byGroup = new Map<number, ProcessStartRecord>();
-  for (const record of started) {
-    if (record.startTime !== null && isSameLiveProcess({ pid: record.pid, startTime: record.startTime })) add(record.pid, record.owner);
-    if (record.cgroup !== null && readCgroupEvents(record.cgroup)?.populated === true) {
-      for (const pid of cgroupTreeProcs(record.cgroup)) add(pid, record.owner);
-    }
-    if (record.cgroup === null && record.pgid !== null && record.startTime !== null) byGroup.set(record.pgid, record);
-  }
-  // A group outlives its leader; a pgid is never reused while the group has members, and a
-  // member that started before the leader cannot be one of its descendants.
-  if (byGroup.size > 0) {
-    forEachLiveProcess((pid, stat) => {
-      const record = byGroup.get(stat.pgrp);
-      if (record !== undefined && record.startTime !== null && stat.startTime >= record.startTime) add(pid, record.owner);
-    });
-  }
-  if (sessionCgroup !== null && readCgroupEvents(sessionCgroup)?.populated === true) {
-    for (const pid of cgroupTreeProcs(sessionCgroup)) add(pid, null);
+  // The one rule of what a recorded tree proves (src/process/reap.ts): pid and start time, a
+  // cgroup the runtime made for this session, or the members of its group that started no earlier
+  // than its leader.
+  const trees: RecordedTree[] = started.map((r) => ({ pid: r.pid, startTime: r.startTime, pgid: r.pgid, cgroup: r.cgroup, pidNamespace: false }));
+  probeTrees(trees, sessionId, { notBefore: runtimeStart }).forEach((live, i) => {
+    for (const p of live.processes) add(p.pid, p.startTime, p.name, started[i]?.owner ?? null);
+  });
+  if (sessionCgroup !== null && vetRecordedCgroup(sessionCgroup, sessionId).ok && readCgroupEvents(sessionCgroup)?.populated === true) {
+    for (const pid of cgroupTreeProcs(sessionCgroup)) add(pid, processStartTime(pid), processName(pid), null);
   }
   return [...found.values()].sort((a, b) => a.pid - b.pid);
 }
@@ -132,6 +124,8 @@ function liveLeftovers(started: readonly ProcessStartRecord[], sessionCgroup: st
  * name order (session ids embed a UUID v7: start order). Unreadable entries are skipped.
  *
  * @param options.exclude a session id to leave out (the caller's own).
+ * @param options.excludeDirs records directories to leave out (a session being resumed: its
+ *   resume reports it, so it is not warned about as well; `resumeSession` marks it noticed).
  * @param options.noticedBy when given, marks each session found as noticed (an exclusive create
  *   of {@link NOTICED_FILE} naming this session), so that it is reported once: a session another
  *   caller marked first is left out. Its cgroup, if it is empty, is removed then.
@@ -140,8 +134,9 @@ function liveLeftovers(started: readonly ProcessStartRecord[], sessionCgroup: st
  */
 export function findAbandonedSessions(
   recordsRoot: string,
-  options: { exclude?: string; noticedBy?: string; now?: () => number } = {},
+  options: { exclude?: string; excludeDirs?: readonly string[]; noticedBy?: string; now?: () => number } = {},
 ): AbandonedSession[] {
+  const excluded = new Set((options.excludeDirs ?? []).map((dir) => resolve(dir)));
   let names: string[];
   try {
     names = readdirSync(recordsRoot, { withFileTypes: true })
@@ -153,6 +148,7 @@ export function findAbandonedSessions(
   }
   const out: AbandonedSession[] = [];
   for (const name of names) {
+    if (excluded.has(resolve(recordsRoot, name))) continue;
     const found = inspectSessionDir(join(recordsRoot, name));
     if (found === null) continue;
     if (options.noticedBy !== undefined && !markNoticed(found.recordsDir, options.noticedBy, found.processes, (options.now ?? Date.now)())) continue;
@@ -163,8 +159,13 @@ export function findAbandonedSessions(
   return out;
 }
 
-/** Creates {@link NOTICED_FILE} exclusively. @returns false when it already existed (someone else noticed first) or cannot be written. */
-function markNoticed(recordsDir: string, noticedBy: string, processes: readonly LeftoverProcess[], noticedAtMs: number): boolean {
+/**
+ * Creates {@link NOTICED_FILE} exclusively in `recordsDir`, naming the session that noticed it and
+ * the live processes it saw, so that no later session warns about it again.
+ *
+ * @returns false when it already existed (someone else noticed first) or cannot be written.
+ */
+export function markNoticed(recordsDir: string, noticedBy: string, processes: readonly LeftoverProcess[], noticedAtMs: number): boolean {
   let fd: number;
   try {
     fd = openSync(join(recordsDir, NOTICED_FILE), 'wx', 0o644);
@@ -184,11 +185,13 @@ export function abandonedSessionWarning(session: AbandonedSession): string {
   const head = `session ${session.sessionId} (records ${session.recordsDir}) ended without session_end: its runtime${
     session.runtimePid === null ? '' : ` (pid ${session.runtimePid})`
   } was killed`;
-  if (session.processes.length === 0) return `${head}; it left no live process`;
+  // The warning and the resume are one story: this says it once, `--resume` accounts for it.
+  const resume = `; --resume ${session.recordsDir} accounts for what it left`;
+  if (session.processes.length === 0) return `${head}; it left no live process${resume}`;
   const listed = session.processes
     .map((p) => `pid ${p.pid}${p.name !== null ? ` (${p.name})` : ''} started at tick ${p.startTime ?? '?'}${p.owner !== null ? ` for ${p.owner}` : ''}`)
     .join(', ');
   return `${head}; it left ${session.processes.length} live process${session.processes.length === 1 ? '' : 'es'}: ${listed}${
     session.cgroup !== null ? ` (cgroup ${session.cgroup})` : ''
-  }`;
+  }${resume}, and with --reap stops them`;
 }

@@ -1,11 +1,13 @@
 /**
- * The `shell_lost` marker (`reconcile.md` §5, `trace-shell.md` §8) and its small appender: one
- * marker per line, one write per line, into the prior session's existing `trace.jsonl`.
+ * The `shell_lost` marker (`reconcile.md` §5, `trace-shell.md` §8), our `process_lost` beside it,
+ * and their small appender: one marker per line, one write per line, into the prior session's
+ * existing `trace.jsonl`.
  */
 import { closeSync, constants as fsConstants, fstatSync, openSync, readSync, writeSync } from 'node:fs';
 import { toJsonLine } from '../records/jsonl.js';
 import type { LostWork } from '../detached/lost-report.js';
 import { errorMessage } from '../detached/output-log.js';
+import { traceFields, type ProcessLostFields } from '../records/trace-records.js';
 
 /** Inputs of one marker. */
 export interface LostMarkerInput {
@@ -42,6 +44,28 @@ export function lostMarker(input: LostMarkerInput): Record<string, string | numb
   };
 }
 
+/** Inputs of one `process_lost` marker (ours; `trace-records.ts` {@link ProcessLostFields}). */
+export interface ProcessLostInput {
+  readonly fields: ProcessLostFields;
+  readonly event_id: string;
+  /** The prior session's `session_start.event_id`; null → `parent_id` omitted, as for `shell_lost`. */
+  readonly parent_id: string | null;
+  readonly session_id: string;
+  readonly timestamp: number;
+}
+
+/** The `process_lost` record: the envelope as `shell_lost` has it, then its fields in written order. */
+export function processLostMarker(input: ProcessLostInput): Record<string, unknown> {
+  return {
+    event_type: 'process_lost',
+    event_id: input.event_id,
+    ...(input.parent_id === null ? {} : { parent_id: input.parent_id }),
+    session_id: input.session_id,
+    timestamp: input.timestamp,
+    ...traceFields('process_lost', input.fields),
+  };
+}
+
 /** File operations of the appender; injectable so tests can fail one write. Defaults: `node:fs`. */
 export interface MarkerFs {
   /** Whether the file's last byte is `\n` (an empty file counts as terminated). Read before the append open. */
@@ -72,7 +96,8 @@ export const MARKER_FS: MarkerFs = {
 
 /** What happened to one marker. */
 export interface MarkerWrite {
-  readonly work_id: string;
+  /** The marker's key as given (the work id of a `shell_lost`). */
+  readonly key: string;
   readonly written: boolean;
   /** The OS error when not written. */
   readonly error: string | null;
@@ -96,7 +121,7 @@ export type AppendOutcome =
  * not written and the next one is preceded by a newline (so every later marker is still a line of
  * its own). The file is never created; a failed open writes nothing.
  */
-export function appendMarkers(path: string, markers: readonly { readonly work_id: string; readonly record: Record<string, unknown> }[], fs: MarkerFs = MARKER_FS): AppendOutcome {
+export function appendMarkers(path: string, markers: readonly { readonly key: string; readonly record: Record<string, unknown> }[], fs: MarkerFs = MARKER_FS): AppendOutcome {
   let terminated: boolean;
   try {
     terminated = fs.endsWithNewline(path);
@@ -122,11 +147,11 @@ export function appendMarkers(path: string, markers: readonly { readonly work_id
           written += n;
         }
         terminated = true;
-        results.push({ work_id: marker.work_id, written: true, error: null });
+        results.push({ key: marker.key, written: true, error: null });
       } catch (error) {
         // Nothing written leaves the file as it was; a partial line leaves it torn.
         if (written > 0) terminated = line[written - 1] === 0x0a;
-        results.push({ work_id: marker.work_id, written: false, error: errorMessage(error) });
+        results.push({ key: marker.key, written: false, error: errorMessage(error) });
       }
     }
   } finally {

@@ -47,6 +47,33 @@ export interface ReconcileOutcome {
 
 const none = (scan: TraceScan | null = null): ReconcileOutcome => ({ report: null, scan, candidates: [], repairedTornTail: false });
 
+/** A prior trace read and scanned (`reconcile.md` §4 steps 1–2). */
+export interface PriorTrace {
+  /** `<traceDir>/trace.jsonl`. */
+  readonly path: string;
+  readonly scan: TraceScan;
+}
+
+/**
+ * `reconcile.md` §4 steps 1–2: reads and scans `<traceDir>/trace.jsonl`. Missing: one line saying
+ * so (nothing is created); any other read error: one line naming it; either way null. Every
+ * damaged line skipped is named on `warn` with its line and byte offset (ours, issue 11 item 3).
+ */
+export function readPriorTrace(traceDir: string, warn: (line: string) => void = () => {}): PriorTrace | null {
+  const path = join(traceDir, TRACE_FILE);
+  let scan: TraceScan;
+  try {
+    scan = scanFile(path);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') warn(`resume: cannot read ${path}: it does not exist, so background work the resumed session left unaccounted is not reported`);
+    else warn(`resume: cannot read ${path}: ${errorMessage(error)}; background work the resumed session left unaccounted is not reported`);
+    return null;
+  }
+  for (const line of describeDamage(path, scan.damage)) warn(`resume: ${line}`);
+  return { path, scan };
+}
+
 /**
  * `reconcile(trace_dir, this_session_id, context_id)` (`reconcile.md` §2, §4). The directory's
  * name is irrelevant: the session is the one the trace's own first `session_start` names.
@@ -59,18 +86,14 @@ const none = (scan: TraceScan | null = null): ReconcileOutcome => ({ report: nul
  *    that work id dropped). 5. No marker landed: none. Trust is over all unaccounted commands.
  */
 export function reconcile(traceDir: string, thisSessionId: string, contextId: string, options: ReconcileOptions = {}): ReconcileOutcome {
+  const prior = readPriorTrace(traceDir, options.warn);
+  return prior === null ? none() : reconcileScan(prior, thisSessionId, contextId, options);
+}
+
+/** `reconcile.md` §4 steps 3–9 on a trace already read ({@link readPriorTrace}). */
+export function reconcileScan(prior: PriorTrace, thisSessionId: string, contextId: string, options: ReconcileOptions = {}): ReconcileOutcome {
   const warn = options.warn ?? (() => {});
-  const path = join(traceDir, TRACE_FILE);
-  let scan: TraceScan;
-  try {
-    scan = scanFile(path);
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    if (code === 'ENOENT') warn(`resume: cannot read ${path}: it does not exist, so background work the resumed session left unaccounted is not reported`);
-    else warn(`resume: cannot read ${path}: ${errorMessage(error)}; background work the resumed session left unaccounted is not reported`);
-    return none();
-  }
-  for (const line of describeDamage(path, scan.damage)) warn(`resume: ${line}`);
+  const { path, scan } = prior;
   if (scan.session === null) {
     warn(`resume: ${path} records no session_start, so whose work it holds is unknown; nothing is reconciled`);
     return none(scan);
@@ -83,7 +106,7 @@ export function reconcile(traceDir: string, thisSessionId: string, contextId: st
   const mintEventId = options.newEventId ?? newEventId;
   const session = scan.session;
   const markers = work.map((candidate) => ({
-    work_id: candidate.work_id,
+    key: candidate.work_id,
     record: lostMarker({
       work: lostWork(candidate),
       event_id: mintEventId(),
@@ -104,7 +127,7 @@ export function reconcile(traceDir: string, thisSessionId: string, contextId: st
   appended.results.forEach((result, i) => {
     const candidate = work[i] as DetachedCandidate;
     if (result.written) landed.push(candidate);
-    else warn(`resume: cannot mark ${result.work_id} of session ${session.session_id} as lost in ${path}: ${result.error}; it is not reported`);
+    else warn(`resume: cannot mark ${result.key} of session ${session.session_id} as lost in ${path}: ${result.error}; it is not reported`);
   });
   if (landed.length === 0) return { ...none(scan), repairedTornTail: appended.repairedTornTail };
   const report: LostReport = {

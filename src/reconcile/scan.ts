@@ -18,7 +18,7 @@ export type LineDamageKind = 'torn' | 'nul' | 'invalid_utf8' | 'not_json' | 'bla
 /** Longest line the scan holds and parses, bytes. A trace record is a few hundred bytes; a longer line is damage and is only counted. */
 export const MAX_SCANNED_LINE_BYTES = 16 * 1024 * 1024;
 
-/** One skipped line. */
+/** One skipped line (or, for `nul`, the NUL bytes of a line: records beside them are still read). */
 export interface LineDamage {
   readonly kind: LineDamageKind;
   /** 1-based line number. */
@@ -31,7 +31,30 @@ export interface LineDamage {
   readonly nul_bytes: number;
   /** Offset of the first NUL byte, or null. */
   readonly first_nul_offset: number | null;
+  /**
+   * `nul` only: whole records found beside the NUL bytes and read (a crash can leave a block of
+   * zeros where a record was about to go, and the next session appends right after it). What is
+   * neither NUL nor such a record is skipped with the NULs.
+   */
+  readonly recovered: number;
 }
+
+/** A `process_start` (ours) the scan remembered: a process tree the session started (issue 11 item 2). */
+export interface ProcessStartCandidate {
+  /** `run:<run>/step:<step_id>#<attempt>`, or null when not a string. */
+  readonly owner: string | null;
+  readonly pid: number;
+  /** Clock ticks after boot; null when missing or negative (unreadable at the time). */
+  readonly pid_start_time: number | null;
+  readonly pgid: number | null;
+  readonly cgroup: string | null;
+  readonly pid_namespace: boolean;
+  readonly executable: string | null;
+  readonly argv: readonly string[];
+}
+
+/** The key of a process identity (pid and start time) in {@link TraceScan.processLost}. */
+export const identityKey = (pid: number, startTime: number | null): string => `${pid}:${startTime ?? '?'}`;
 
 /** A remembered `shell_detached` (§3): its lost-work fields and the task that made the call. */
 export interface DetachedCandidate extends LostWork {
@@ -41,10 +64,38 @@ export interface DetachedCandidate extends LostWork {
   readonly record: Readonly<Record<string, unknown>>;
 }
 
+/** A whole number ≥ `min`, or null. */
+const int = (value: unknown, min: number): number | null => (typeof value === 'number' && Number.isSafeInteger(value) && value >= min ? value : null);
+
+/**
+ * The process tree a `shell_detached` names (ours, beyond the spec: `pid`, `pid_start_time`,
+ * `pgid`, `cgroup`, `pid_namespace`, the names `process_start` uses), or null when it names no
+ * usable pid (a Murmur trace never does).
+ */
+export function detachedProcess(record: Readonly<Record<string, unknown>>): Omit<ProcessStartCandidate, 'owner' | 'executable' | 'argv'> | null {
+  const pid = int(record['pid'], 2);
+  if (pid === null) return null;
+  return {
+    pid,
+    pid_start_time: int(record['pid_start_time'], 0),
+    pgid: int(record['pgid'], 2),
+    cgroup: typeof record['cgroup'] === 'string' ? record['cgroup'] : null,
+    pid_namespace: record['pid_namespace'] === true,
+  };
+}
+
 /** What one scan found (§3). */
 export interface TraceScan {
   /** The first `session_start` with a non-empty `session_id`, and its `event_id` (null when not a string). */
   readonly session: { readonly session_id: string; readonly event_id: string | null } | null;
+  /** That `session_start` record whole (ours adds `pid`, `pid_start_time`, `containment`), or null. */
+  readonly sessionRecord: Readonly<Record<string, unknown>> | null;
+  /** A `session_end` line was read (the session ended normally; its sweep ran). */
+  readonly ended: boolean;
+  /** `process_start` records with a usable pid, in file order (one per identity). */
+  readonly processes: readonly ProcessStartCandidate[];
+  /** Identities ({@link identityKey}) an earlier resume marked with `process_lost`. */
+  readonly processLost: ReadonlySet<string>;
   /** `task_id → trust` from `task_start` lines (a later line for a task overwrites). */
   readonly taskTrust: ReadonlyMap<string, Trust>;
   /** `shell_detached` by work id (a later line for a work id replaces the earlier). */
@@ -70,6 +121,10 @@ const ACCOUNTING = new Set(['shell_completed', 'shell_abandoned', 'shell_lost'])
  */
 export class TraceScanner {
   #session: { session_id: string; event_id: string | null } | null = null;
+  #sessionRecord: Readonly<Record<string, unknown>> | null = null;
+  #ended = false;
+  readonly #processes = new Map<string, ProcessStartCandidate>();
+  readonly #processLost = new Set<string>();
   readonly #taskTrust = new Map<string, Trust>();
   readonly #detached = new Map<string, DetachedCandidate>();
   readonly #accounted = new Set<string>();
@@ -107,6 +162,10 @@ export class TraceScanner {
     if (this.#pendingBytes > 0 || this.#overflow !== null) this.#endLine(true);
     return {
       session: this.#session,
+      sessionRecord: this.#sessionRecord,
+      ended: this.#ended,
+      processes: [...this.#processes.values()],
+      processLost: this.#processLost,
       taskTrust: this.#taskTrust,
       detached: this.#detached,
       accounted: this.#accounted,
@@ -157,7 +216,7 @@ export class TraceScanner {
     if (raw === null) {
       const line = ++this.#line;
       const o = overflow as { nul: number; firstNul: number | null };
-      this.#damage.push({ kind: o.nul > 0 ? 'nul' : 'too_long', line, offset, bytes: length, nul_bytes: o.nul, first_nul_offset: o.firstNul });
+      this.#damage.push({ kind: o.nul > 0 ? 'nul' : 'too_long', line, offset, bytes: length, nul_bytes: o.nul, first_nul_offset: o.firstNul, recovered: 0 });
       return;
     }
     this.#take(raw, offset, unterminated);
@@ -167,30 +226,37 @@ export class TraceScanner {
     const line = ++this.#line;
     // A trailing `\r` is dropped (§3).
     const bytes = raw.length > 0 && raw[raw.length - 1] === 0x0d ? raw.subarray(0, raw.length - 1) : raw;
-    const damage = (kind: LineDamageKind, nul = 0, firstNul: number | null = null): void => {
-      this.#damage.push({ kind, line, offset, bytes: raw.length, nul_bytes: nul, first_nul_offset: firstNul });
+    const damage = (kind: LineDamageKind, nul = 0, firstNul: number | null = null, recovered = 0): void => {
+      this.#damage.push({ kind, line, offset, bytes: raw.length, nul_bytes: nul, first_nul_offset: firstNul, recovered });
     };
     const firstNul = bytes.indexOf(0);
     if (firstNul >= 0) {
+      // JSON never holds a raw NUL, so no record spans one: the NUL runs are skipped (loudly), and
+      // a whole record between them is still read.
       let nul = 0;
-      for (let i = firstNul; i < bytes.length; i++) if (bytes[i] === 0) nul++;
-      return damage('nul', nul, offset + firstNul);
+      let recovered = 0;
+      let start = 0;
+      for (let i = 0; i <= bytes.length; i++) {
+        if (i < bytes.length && bytes[i] !== 0) continue;
+        if (i < bytes.length) nul++;
+        if (i > start) {
+          const record = parseRecord(bytes.subarray(start, i));
+          if (record !== null) {
+            recovered++;
+            this.#dispatch(record);
+          }
+        }
+        start = i + 1;
+      }
+      return damage('nul', nul, offset + firstNul, recovered);
     }
-    let text: string;
-    try {
-      text = utf8.decode(bytes);
-    } catch {
-      return damage(unterminated ? 'torn' : 'invalid_utf8');
+    const parsed = parseLine(bytes);
+    if (parsed.kind === 'value') {
+      if (typeof parsed.value === 'object' && parsed.value !== null && !Array.isArray(parsed.value)) this.#dispatch(parsed.value as Record<string, unknown>);
+      // Any other JSON value parses and has no event_type: ignored, as the spec's reader does.
+      return;
     }
-    if (text.trim() === '') return damage(unterminated ? 'torn' : 'blank');
-    let value: unknown;
-    try {
-      value = JSON.parse(text);
-    } catch {
-      return damage(unterminated ? 'torn' : 'not_json');
-    }
-    if (typeof value === 'object' && value !== null && !Array.isArray(value)) this.#dispatch(value as Record<string, unknown>);
-    // Any other JSON value parses and has no event_type: ignored, as the spec's reader does.
+    damage(unterminated ? 'torn' : parsed.kind);
   }
 
   /** §3 step 3. */
@@ -202,7 +268,28 @@ export class TraceScanner {
       if (this.#session === null && typeof sessionId === 'string' && sessionId !== '') {
         const eventId = record['event_id'];
         this.#session = { session_id: sessionId, event_id: typeof eventId === 'string' ? eventId : null };
+        this.#sessionRecord = record;
       }
+    } else if (type === 'session_end') {
+      this.#ended = true;
+    } else if (type === 'process_start') {
+      const pid = int(record['pid'], 2);
+      if (pid === null) return;
+      const startTime = int(record['pid_start_time'], 0);
+      const argv = Array.isArray(record['argv']) ? record['argv'].filter((a): a is string => typeof a === 'string') : [];
+      this.#processes.set(identityKey(pid, startTime), {
+        owner: typeof record['owner'] === 'string' ? record['owner'] : null,
+        pid,
+        pid_start_time: startTime,
+        pgid: int(record['pgid'], 2),
+        cgroup: typeof record['cgroup'] === 'string' ? record['cgroup'] : null,
+        pid_namespace: record['pid_namespace'] === true,
+        executable: typeof record['executable'] === 'string' ? record['executable'] : null,
+        argv,
+      });
+    } else if (type === 'process_lost') {
+      const pid = int(record['pid'], 2);
+      if (pid !== null) this.#processLost.add(identityKey(pid, int(record['pid_start_time'], 0)));
     } else if (type === 'task_start') {
       const taskId = record['task_id'];
       const trust = parseTrust(record['trust']);
@@ -223,6 +310,28 @@ export class TraceScanner {
       if (typeof workId === 'string') this.#accounted.add(workId);
     }
   }
+}
+
+/** A line's bytes as JSON: the value, or why it is not one. */
+function parseLine(bytes: Uint8Array): { kind: 'value'; value: unknown } | { kind: 'invalid_utf8' | 'blank' | 'not_json' } {
+  let text: string;
+  try {
+    text = utf8.decode(bytes);
+  } catch {
+    return { kind: 'invalid_utf8' };
+  }
+  if (text.trim() === '') return { kind: 'blank' };
+  try {
+    return { kind: 'value', value: JSON.parse(text) };
+  } catch {
+    return { kind: 'not_json' };
+  }
+}
+
+/** A whole JSON object in `bytes` (a record beside a NUL block), or null. */
+function parseRecord(bytes: Uint8Array): Record<string, unknown> | null {
+  const parsed = parseLine(bytes);
+  return parsed.kind === 'value' && typeof parsed.value === 'object' && parsed.value !== null && !Array.isArray(parsed.value) ? (parsed.value as Record<string, unknown>) : null;
 }
 
 /** Scans a whole file's bytes (or text) at once. */
@@ -263,8 +372,12 @@ export function describeDamage(file: string, damage: readonly LineDamage[], max 
   if (damage.length === 0) return [];
   const lines = [`${file}: ${damage.length} damaged ${damage.length === 1 ? 'line' : 'lines'} skipped while reconciling${damage.length > max ? ` (first ${max} listed)` : ''}`];
   for (const d of damage.slice(0, max)) {
-    const nul = d.kind === 'nul' ? `${d.nul_bytes} ${DAMAGE_WORDS.nul} from byte ${d.first_nul_offset}` : DAMAGE_WORDS[d.kind];
-    lines.push(`${file}: line ${d.line} at byte ${d.offset} (${d.bytes} bytes): ${nul}; skipped`);
+    if (d.kind === 'nul') {
+      const kept = d.recovered === 0 ? 'skipped' : `skipped; ${d.recovered} whole ${d.recovered === 1 ? 'record' : 'records'} beside them read`;
+      lines.push(`${file}: line ${d.line} at byte ${d.offset} (${d.bytes} bytes): ${d.nul_bytes} ${DAMAGE_WORDS.nul} from byte ${d.first_nul_offset}; ${kept}`);
+    } else {
+      lines.push(`${file}: line ${d.line} at byte ${d.offset} (${d.bytes} bytes): ${DAMAGE_WORDS[d.kind]}; skipped`);
+    }
   }
   return lines;
 }

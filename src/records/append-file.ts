@@ -34,6 +34,12 @@ export class AppendFile {
   readonly path: string;
   readonly repair: TailRepair | null;
   #fd: number | null;
+  /**
+   * A failed append left part of a line behind that could not be cut off: the next append starts
+   * with a newline, so its record is a line of its own (the fragment is then a damaged line
+   * readers report, never glued onto a record).
+   */
+  #midLine = false;
 
   constructor(path: string) {
     this.path = path;
@@ -45,15 +51,29 @@ export class AppendFile {
   get repairedBytes(): number {
     return this.repair?.kind === 'truncated' ? this.repair.bytes : 0;
   }
-  /** Appends `text` (whole lines; a string, or its UTF-8 bytes) in one write. Errors are returned, never thrown: a record that cannot be written must not fail the work it records. */
+  /**
+   * Appends `text` (whole lines; a string, or its UTF-8 bytes) in one write (a short write is
+   * continued). Errors are returned, never thrown: a record that cannot be written must not fail
+   * the work it records. A write that fails part-way (ENOSPC, EIO) leaves no fragment for the next
+   * record to glue onto: the fragment is cut off at once (the session is the file's one writer),
+   * or, where that fails too, the next append starts on a new line.
+   */
   append(text: string | Uint8Array): Error | null {
-    if (this.#fd === null) return new Error(`${this.path} is closed`);
+    const fd = this.#fd;
+    if (fd === null) return new Error(`${this.path} is closed`);
+    const body = typeof text === 'string' ? Buffer.from(text, 'utf8') : text;
+    const buffer = this.#midLine ? Buffer.concat([Buffer.from('\n'), body]) : body;
+    let offset = 0;
     try {
-      const buffer = typeof text === 'string' ? Buffer.from(text, 'utf8') : text;
-      let offset = 0;
-      while (offset < buffer.length) offset += writeSync(this.#fd, buffer, offset);
+      while (offset < buffer.length) {
+        const n = writeSync(fd, buffer, offset);
+        if (n <= 0) throw new Error(`write to ${this.path} wrote nothing`);
+        offset += n;
+      }
+      this.#midLine = false;
       return null;
     } catch (error) {
+      if (offset > 0) this.#midLine = !cutFragment(fd, offset) && buffer[offset - 1] !== 0x0a;
       return error as Error;
     }
   }
@@ -64,6 +84,19 @@ export class AppendFile {
     this.#fd = null;
   }
 }
+
+/** Cuts the last `bytes` bytes (a fragment this writer just left) off the file. @returns whether it did. */
+function cutFragment(fd: number, bytes: number): boolean {
+  try {
+    ftruncateSync(fd, fstatSync(fd).size - bytes);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Longest torn tail checked for being a complete record (a longer one is no record of ours and is cut off). */
+const MAX_TAIL_CHECK_BYTES = 16 * 1024 * 1024;
 
 function repairTornTail(fd: number): TailRepair | null {
   const size = fstatSync(fd).size;
@@ -85,20 +118,28 @@ function repairTornTail(fd: number): TailRepair | null {
     }
     end = start;
   }
-  const tail = Buffer.alloc(size - lineStart);
-  readSync(fd, tail, 0, tail.length, lineStart);
-  if (isJson(tail.toString('utf8'))) {
-    writeSync(fd, '\n');
-    return { kind: 'newline', bytes: 1 };
+  if (size - lineStart <= MAX_TAIL_CHECK_BYTES) {
+    const tail = Buffer.alloc(size - lineStart);
+    readSync(fd, tail, 0, tail.length, lineStart);
+    // A complete record, possibly after a block of NULs a crash left (readers skip the NULs
+    // loudly and read the record): it only lacks its newline.
+    const lastNul = tail.lastIndexOf(0);
+    if (isJsonObject(tail.subarray(lastNul + 1))) {
+      writeSync(fd, '\n');
+      return { kind: 'newline', bytes: 1 };
+    }
   }
   ftruncateSync(fd, lineStart);
   return { kind: 'truncated', bytes: size - lineStart };
 }
 
-function isJson(text: string): boolean {
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
+
+/** Whether `bytes` are one JSON object (strict UTF-8): a record, not a number or a fragment that happens to parse. */
+function isJsonObject(bytes: Uint8Array): boolean {
   try {
-    JSON.parse(text);
-    return true;
+    const value: unknown = JSON.parse(strictUtf8.decode(bytes));
+    return typeof value === 'object' && value !== null && !Array.isArray(value);
   } catch {
     return false;
   }

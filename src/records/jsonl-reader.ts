@@ -35,16 +35,34 @@ export interface JsonlRead {
   readonly problems: readonly JsonlProblem[];
 }
 
+/** Longest line a reader holds and parses, bytes; a longer line is reported and skipped without being held (a record is a few KiB at most). */
+export const MAX_RECORD_LINE_BYTES = 16 * 1024 * 1024;
+
+/** Bytes read from the file at a time: memory stays bounded by the longest line, whatever the file's size. */
+const READ_CHUNK_BYTES = 1024 * 1024;
+
+const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
 /**
  * Follows a growing JSONL file: each {@link read} returns the complete lines added since the last
  * one. An unterminated last line is held back (its writer may be mid-write) until {@link finish},
  * which reports it as torn unless it parses. A missing file reads as empty.
+ *
+ * Damage is reported, never skipped silently, and never stops the read (field report 13): a line
+ * that is not JSON, not UTF-8 or longer than {@link MAX_RECORD_LINE_BYTES}; a line holding NUL
+ * bytes (a block of zeros a crash can leave) is reported with their count and offset, and a whole
+ * record beside them is still read (JSON never holds a raw NUL, so no record spans one). Blank
+ * lines are ignored. The file is read in chunks: memory is bounded by the longest line.
  */
 export class JsonlFollower {
   readonly file: string;
+  /** Offset of the first byte not yet returned (the start of the held, unterminated line). */
   #offset = 0;
   #line = 0;
-  #rest: Buffer = Buffer.alloc(0);
+  /** Pieces of the held line (none once it passed the limit). */
+  #pending: Buffer[] = [];
+  #pendingBytes = 0;
+  #overflow = false;
 
   constructor(file: string) {
     this.file = file;
@@ -57,94 +75,144 @@ export class JsonlFollower {
 
   /** The complete lines added since the last read. @throws {RuntimeError} `RECORDS_FILE_UNREADABLE` for a file that exists but cannot be read. */
   read(): JsonlRead {
-    const chunk = this.#readNew();
-    if (chunk === null) return { entries: [], problems: [] };
-    const data = this.#rest.length === 0 ? chunk : Buffer.concat([this.#rest, chunk]);
     const entries: JsonlEntry[] = [];
     const problems: JsonlProblem[] = [];
-    let start = 0;
-    for (let end = data.indexOf(0x0a, start); end >= 0; end = data.indexOf(0x0a, start)) {
-      this.#take(data.subarray(start, end), this.#offset + start, false, entries, problems);
-      start = end + 1;
+    let fd: number;
+    try {
+      fd = openSync(this.file, 'r');
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { entries, problems };
+      throw new RuntimeError(ERROR_CODES.RECORDS_FILE_UNREADABLE, `cannot read ${this.file}: ${(error as Error).message}`, { cause: error });
     }
-    this.#offset += start;
-    this.#rest = Buffer.from(data.subarray(start));
+    try {
+      const size = fstatSync(fd).size;
+      const buffer = Buffer.allocUnsafe(READ_CHUNK_BYTES);
+      for (let from = this.#offset + this.#pendingBytes; from < size; ) {
+        const n = readSync(fd, buffer, 0, Math.min(buffer.length, size - from), from);
+        if (n === 0) break;
+        this.#push(buffer.subarray(0, n), from, entries, problems);
+        from += n;
+      }
+    } catch (error) {
+      throw new RuntimeError(ERROR_CODES.RECORDS_FILE_UNREADABLE, `cannot read ${this.file}: ${(error as Error).message}`, { cause: error });
+    } finally {
+      closeSync(fd);
+    }
     return { entries, problems };
   }
 
   /** Reads what is left and ends: an unterminated last line is a record if it parses, else a `RECORD_LINE_TORN` problem. */
   finish(): JsonlRead {
     const first = this.read();
-    if (this.#rest.length === 0) return first;
+    if (this.#pendingBytes === 0) return first;
     const entries = [...first.entries];
     const problems = [...first.problems];
-    this.#take(this.#rest, this.#offset, true, entries, problems);
-    this.#offset += this.#rest.length;
-    this.#rest = Buffer.alloc(0);
+    this.#endLine(true, entries, problems);
     return { entries, problems };
   }
 
-  #take(bytes: Buffer, offset: number, last: boolean, entries: JsonlEntry[], problems: JsonlProblem[]): void {
+  /** The lines `chunk` (at file offset `at`) completes; the rest is held, bounded. */
+  #push(chunk: Buffer, at: number, entries: JsonlEntry[], problems: JsonlProblem[]): void {
+    let start = 0;
+    for (let end = chunk.indexOf(0x0a, start); end >= 0; end = chunk.indexOf(0x0a, start)) {
+      this.#hold(chunk.subarray(start, end));
+      this.#endLine(false, entries, problems);
+      this.#offset = at + end + 1;
+      start = end + 1;
+    }
+    if (start < chunk.length) this.#hold(Buffer.from(chunk.subarray(start)));
+  }
+
+  #hold(piece: Buffer): void {
+    if (piece.length === 0) return;
+    this.#pendingBytes += piece.length;
+    if (this.#overflow) return;
+    if (this.#pendingBytes > MAX_RECORD_LINE_BYTES) {
+      this.#overflow = true;
+      this.#pending = [];
+      return;
+    }
+    this.#pending.push(Buffer.from(piece)); // a copy: the read buffer is reused
+  }
+
+  #endLine(last: boolean, entries: JsonlEntry[], problems: JsonlProblem[]): void {
+    const offset = this.#offset;
+    const length = this.#pendingBytes;
+    const overflow = this.#overflow;
+    const bytes = overflow ? null : this.#pending.length === 1 ? (this.#pending[0] as Buffer) : Buffer.concat(this.#pending, length);
+    this.#pending = [];
+    this.#pendingBytes = 0;
+    this.#overflow = false;
+    if (last) this.#offset += length;
     const line = ++this.#line;
-    const text = bytes.toString('utf8');
-    if (text.trim() === '') return;
     const where = `${this.file}:${line} (byte ${offset})`;
+    const problem = (code: JsonlProblem['code'], message: string): void => {
+      problems.push({ code, file: this.file, line, offset, bytes: length, message: `${where}: ${message}` });
+    };
+    const torn = last ? ERROR_CODES.RECORD_LINE_TORN : ERROR_CODES.RECORD_LINE_INVALID;
+    const tornNote = last ? ' (the last line, with no newline: a write cut short by a crash)' : '';
+    if (bytes === null) return problem(torn, `longer than ${MAX_RECORD_LINE_BYTES} bytes (${length} bytes); not read${tornNote}`);
+    const firstNul = bytes.indexOf(0);
+    if (firstNul >= 0) {
+      let nul = 0;
+      let recovered = 0;
+      let start = 0;
+      for (let i = 0; i <= bytes.length; i++) {
+        if (i < bytes.length && bytes[i] !== 0) continue;
+        if (i < bytes.length) nul++;
+        if (i > start) {
+          const value = parseObject(bytes.subarray(start, i));
+          if (value !== null) {
+            recovered++;
+            entries.push({ value, line, offset: offset + start });
+          }
+        }
+        start = i + 1;
+      }
+      const kept = recovered === 0 ? '' : `; ${recovered} whole ${recovered === 1 ? 'record' : 'records'} beside them read`;
+      return problem(
+        recovered > 0 ? ERROR_CODES.RECORD_LINE_INVALID : torn,
+        `${nul} NUL bytes from byte ${offset + firstNul} (a block of zeros, as a crash can leave) in a line of ${length} bytes; skipped${kept}${tornNote}`,
+      );
+    }
+    let text: string;
+    try {
+      text = utf8.decode(bytes);
+    } catch {
+      return problem(torn, last ? `the last line has no newline and is not UTF-8 (${length} bytes): a write cut short by a crash` : `not UTF-8 (${length} bytes)`);
+    }
+    if (text.trim() === '') return;
     let value: unknown;
     try {
       value = JSON.parse(text);
     } catch (error) {
-      problems.push({
-        code: last ? ERROR_CODES.RECORD_LINE_TORN : ERROR_CODES.RECORD_LINE_INVALID,
-        file: this.file,
-        line,
-        offset,
-        bytes: bytes.length,
-        message: last
-          ? `${where}: the last line has no newline and is not JSON (${bytes.length} bytes): a write cut short by a crash`
-          : `${where}: not a JSON line (${(error as Error).message})`,
-      });
-      return;
+      return problem(torn, last ? `the last line has no newline and is not JSON (${length} bytes): a write cut short by a crash` : `not a JSON line (${(error as Error).message})`);
     }
-    if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-      problems.push({
-        code: ERROR_CODES.RECORD_LINE_INVALID,
-        file: this.file,
-        line,
-        offset,
-        bytes: bytes.length,
-        message: `${where}: expected a JSON object, got ${clip(text)}`,
-      });
-      return;
-    }
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) return problem(ERROR_CODES.RECORD_LINE_INVALID, `expected a JSON object, got ${clip(text)}`);
     entries.push({ value: value as Record<string, unknown>, line, offset });
   }
+}
 
-  #readNew(): Buffer | null {
-    let fd: number;
-    try {
-      fd = openSync(this.file, 'r');
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null;
-      throw new RuntimeError(ERROR_CODES.RECORDS_FILE_UNREADABLE, `cannot read ${this.file}: ${(error as Error).message}`, { cause: error });
-    }
-    try {
-      const size = fstatSync(fd).size;
-      const from = this.#offset + this.#rest.length;
-      if (size <= from) return null;
-      const buffer = Buffer.allocUnsafe(size - from);
-      let read = 0;
-      while (read < buffer.length) {
-        const n = readSync(fd, buffer, read, buffer.length - read, from + read);
-        if (n === 0) break;
-        read += n;
-      }
-      return buffer.subarray(0, read);
-    } catch (error) {
-      throw new RuntimeError(ERROR_CODES.RECORDS_FILE_UNREADABLE, `cannot read ${this.file}: ${(error as Error).message}`, { cause: error });
-    } finally {
-      closeSync(fd);
-    }
+/** A whole JSON object in `bytes` (strict UTF-8), or null. */
+function parseObject(bytes: Uint8Array): Record<string, unknown> | null {
+  try {
+    const value: unknown = JSON.parse(utf8.decode(bytes));
+    return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : null;
+  } catch {
+    return null;
   }
+}
+
+/**
+ * One line for people saying how much a read skipped, or null when nothing was:
+ * `<file>: 2 damaged lines skipped (lines 7, 200; the first at byte 1234); records before and after them were read`.
+ */
+export function describeSkipped(file: string, problems: readonly JsonlProblem[], max = 10): string | null {
+  if (problems.length === 0) return null;
+  const sorted = [...problems].sort((a, b) => a.offset - b.offset);
+  const lines = sorted.slice(0, max).map((p) => p.line);
+  const more = sorted.length > max ? `, … ${sorted.length - max} more` : '';
+  return `${file}: ${sorted.length} damaged ${sorted.length === 1 ? 'line' : 'lines'} skipped (${sorted.length === 1 ? 'line' : 'lines'} ${lines.join(', ')}${more}; the first at byte ${sorted[0]?.offset ?? 0}); records before and after ${sorted.length === 1 ? 'it' : 'them'} were read`;
 }
 
 /** Reads a whole JSONL file (a missing file reads as empty). @throws {RuntimeError} `RECORDS_FILE_UNREADABLE`. */

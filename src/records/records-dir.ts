@@ -63,8 +63,9 @@ function firstSessionId(tracePath: string): string | null {
 
 /**
  * A records directory that already holds a session (`RECORDS_DIR_IN_USE`; `capsule run` and
- * `capsule validate --records` exit 2). `--resume` (to come)
- * is what will continue a session in its own directory.
+ * `capsule validate --records` exit 2), also with `--resume`: a resumed session is a new session
+ * with a records directory of its own; `--resume DIR` names the prior one, whose trace only
+ * receives the resume's markers (docs/resume.md).
  */
 export class RecordsDirInUseError extends RuntimeError {
   override name = 'RecordsDirInUseError';
@@ -89,6 +90,7 @@ function recordsDirInUse(recordsDir: string, session: RecordedSession): string {
   return (
     `records directory ${recordsDir} already holds ${which} (${session.files.join(', ')}); a records directory is one session's, ` +
     `and a second run would append to its trace and event log: pass a fresh --records path (e.g. ${freshRecordsDir(recordsDir)}), ` +
-    `or leave --records out for a new directory under <workdir>/.capsule/records/ (--resume, still to come, will continue a session in its own directory)`
+    `or leave --records out for a new directory under <workdir>/.capsule/records/; to account for what that session left behind, pass it to --resume ` +
+    `(${recordsDir}), and the new session writes its records in a directory of its own`
   );
 }

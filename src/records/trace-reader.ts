@@ -7,7 +7,7 @@
 import { join } from 'node:path';
 import { ERROR_CODES } from '../errors.js';
 import { JsonlFollower, type JsonlProblem, type JsonlRead } from './jsonl-reader.js';
-import { isTraceEventType, TRACE_PARENTS, type TraceEnvelope, type TraceEventType, type TraceRecord } from './trace-records.js';
+import { isTraceEventType, OMITS_NULL_PARENT, TRACE_PARENTS, type TraceEnvelope, type TraceEventType, type TraceRecord } from './trace-records.js';
 
 /** File name of the trace in a records directory. */
 export const TRACE_FILE = 'trace.jsonl';
@@ -92,7 +92,7 @@ export class TraceFollower {
     const allowed: readonly string[] = TRACE_PARENTS[type];
     const parent = value['parent_id'];
     if (parent === null || parent === undefined) {
-      return allowed.length === 0 || type === 'shell_lost' ? null : `${type} has no parent_id (it hangs off ${allowed.join(' or ')})`;
+      return allowed.length === 0 || OMITS_NULL_PARENT.has(type) ? null : `${type} has no parent_id (it hangs off ${allowed.join(' or ')})`;
     }
     if (allowed.length === 0) return `${type} has parent_id ${JSON.stringify(parent)} (it hangs off nothing)`;
     const parentType = this.#types.get(parent as string);

@@ -230,7 +230,13 @@ export interface ShellAbandonedFields {
   readonly output_bytes?: number;
 }
 
-/** `shell_lost` (`trace-shell.md` §8): appended by a resuming session to the prior session's trace. Reserved. */
+/**
+ * `shell_lost` (`trace-shell.md` §8, `reconcile.md` §5): appended by a resuming session to the
+ * PRIOR session's trace, one per demoted command it left unaccounted; the envelope's `session_id`
+ * is the prior session's and `parent_id` its `session_start` (omitted, not null, when unknown).
+ * Exactly these fields: never `exit_code`, `status`, `duration_ms`, `output_path` or
+ * `output_bytes` (nothing about a result is known). Written by `src/reconcile/markers.ts`.
+ */
 export interface ShellLostFields {
   readonly work_id: string;
   readonly binary: string;
@@ -238,6 +244,110 @@ export interface ShellLostFields {
   readonly detached_at_ms: number;
   readonly reconciled_by_session: string;
   readonly reconciled_task_id: string;
+}
+
+/**
+ * `process_lost` (ours): appended by a resuming session to the PRIOR session's trace, beside its
+ * `shell_lost` markers and like them (the prior session's `session_id`, `parent_id` its
+ * `session_start` or omitted): a process tree the dead session started (a step's, from its
+ * `process_start`, or a demoted command's, from its `shell_detached`) that was still alive when
+ * the resume looked (`src/reconcile/resume.ts`). It is accounting: a later resume says such a tree
+ * was reported before instead of reporting it again.
+ */
+export interface ProcessLostFields {
+  /** The `process_start` owner (`run:1/step:s#1`), or null for a tree known only from `shell_detached`. */
+  readonly owner: string | null;
+  /** The demoted command's work id, or null for a step's tree. */
+  readonly work_id: string | null;
+  /** The recorded leader's pid. */
+  readonly pid: number;
+  /** Its recorded start time (clock ticks after boot), or null when none was recorded. */
+  readonly pid_start_time: number | null;
+  readonly pgid: number | null;
+  readonly cgroup: string | null;
+  /** The live processes found (leader, cgroup or group members), ascending. */
+  readonly live_pids: readonly number[];
+  /** The resuming session. */
+  readonly reconciled_by_session: string;
+  /** The lost report's task id, or null when the resume had no lost report (only step processes). */
+  readonly reconciled_task_id: string | null;
+}
+
+/** One reported work id of `session_resume.lost`. */
+export interface ResumeLostEntry {
+  readonly work_id: string;
+  readonly detached_at_ms: number;
+  /** Whether its process tree was alive when the resume looked; null when nothing recorded proves either way (no pid, as in a Murmur trace, or a pid without a start time or a cgroup of its own). */
+  readonly alive: boolean | null;
+  /** The resume stopped it (`--reap`), proven gone. */
+  readonly stopped: boolean;
+  /** The recorded leader pid, or null. */
+  readonly pid: number | null;
+  /** Its output log in the prior records directory (`logs/<work_id>.log`) when it exists: what was flushed before the crash. */
+  readonly output_log: string | null;
+}
+
+/** One live process tree of `session_resume.processes`. */
+export interface ResumeProcessEntry {
+  readonly owner: string | null;
+  readonly work_id: string | null;
+  readonly pid: number;
+  readonly pid_start_time: number | null;
+  readonly pgid: number | null;
+  readonly cgroup: string | null;
+  readonly live_pids: readonly number[];
+  /** A `process_lost` (or, for a demoted command, `shell_lost`) of an earlier resume already names it. */
+  readonly reported_before: boolean;
+}
+
+/**
+ * `session_resume` (ours): in the resuming session's own trace, under its session node, written
+ * once the resume is done (`--resume`): which prior records it accounted for, the lost report it
+ * delivered (its task id and message), the live process trees it found and whether it reaped.
+ */
+export interface SessionResumeFields {
+  /** The prior session's records directory (absolute). */
+  readonly prior_records_dir: string;
+  /** The session its trace's first `session_start` names, or null. */
+  readonly prior_session_id: string | null;
+  /** Why nothing was accounted for (the fail-open line), or null. */
+  readonly skipped: string | null;
+  /** The lost report's task id, or null when there is no lost report. */
+  readonly report_task_id: string | null;
+  readonly context_id: string | null;
+  /** The lost report's trust (origin `completion`), or null. */
+  readonly trust: 'trusted' | 'untrusted' | null;
+  /** The lost report's message (`detached.md` §15.1), or null. */
+  readonly message: string | null;
+  /** The reported work ids, in report order. */
+  readonly lost: readonly ResumeLostEntry[];
+  /** The live process trees found, reported now or before. */
+  readonly processes: readonly ResumeProcessEntry[];
+  /** Lines of the prior trace skipped as damaged (each was named on stderr with its offset). */
+  readonly damaged_lines: number;
+  /** The prior trace ended mid-line, and the first marker was put on a line of its own. */
+  readonly repaired_torn_tail: boolean;
+  /** `--reap` was asked for. */
+  readonly reap: boolean;
+}
+
+/** `process_reaped` (ours): under `session_resume`, one per live tree `--reap` ended, written once it is proven gone (or survived). */
+export interface ProcessReapedFields {
+  readonly prior_session_id: string;
+  readonly owner: string | null;
+  readonly work_id: string | null;
+  readonly pid: number;
+  readonly pid_start_time: number | null;
+  readonly pgid: number | null;
+  readonly cgroup: string | null;
+  /** How it was addressed: its cgroup, its process group, or its leader alone. */
+  readonly via: 'cgroup' | 'group' | 'leader' | null;
+  /** The strongest signal sent (`SIGKILL` when it outlived the 2 s grace), or null. */
+  readonly signal: 'SIGTERM' | 'SIGKILL' | null;
+  /** Pids alive after SIGKILL and the verify wait (normally empty). */
+  readonly survivors: readonly number[];
+  /** Proven gone. */
+  readonly gone: boolean;
 }
 
 /** `delegation_start` (`trace-plan.md` §4.1). Reserved. */
@@ -275,6 +385,9 @@ export interface TraceFieldsByType {
   readonly shell_completed: ShellCompletedFields;
   readonly shell_abandoned: ShellAbandonedFields;
   readonly shell_lost: ShellLostFields;
+  readonly process_lost: ProcessLostFields;
+  readonly session_resume: SessionResumeFields;
+  readonly process_reaped: ProcessReapedFields;
   readonly delegation_start: DelegationStartFields;
   readonly delegation: DelegationFields;
 }
@@ -309,6 +422,10 @@ export const TRACE_PARENTS = {
   shell_abandoned: ['session_start'],
   // The prior session's node; `parent_id` is omitted (not null) when it is unknown.
   shell_lost: ['session_start'],
+  // Ours, like shell_lost: the prior session's node, omitted when unknown.
+  process_lost: ['session_start'],
+  session_resume: ['session_start'],
+  process_reaped: ['session_resume'],
   delegation_start: ['session_start'],
   delegation: ['session_start'],
 } as const satisfies { readonly [K in TraceEventType]: readonly TraceEventType[] };
@@ -317,7 +434,7 @@ export const TRACE_PARENTS = {
 export type TraceParentType<T extends TraceEventType> = (typeof TRACE_PARENTS)[T][number];
 
 /** Record types whose `parent_id` is omitted rather than written as null when there is no parent. */
-export const OMITS_NULL_PARENT: ReadonlySet<TraceEventType> = new Set(['shell_lost']);
+export const OMITS_NULL_PARENT: ReadonlySet<TraceEventType> = new Set(['shell_lost', 'process_lost']);
 
 /** A written record that others can hang off: its id and type. */
 export interface TraceNode<T extends TraceEventType = TraceEventType> {
@@ -363,6 +480,9 @@ const ORDER: { readonly [K in TraceEventType]: readonly (keyof TraceFieldsByType
   shell_completed: ['work_id', 'binary', 'command', 'exit_code', 'duration_ms', 'output_path', 'output_bytes', 'resource_limit', 'status', 'completion_task_id', 'delivered_via'],
   shell_abandoned: ['work_id', 'binary', 'command', 'running_ms', 'exit_code', 'output_path', 'output_bytes'],
   shell_lost: ['work_id', 'binary', 'command', 'detached_at_ms', 'reconciled_by_session', 'reconciled_task_id'],
+  process_lost: ['owner', 'work_id', 'pid', 'pid_start_time', 'pgid', 'cgroup', 'live_pids', 'reconciled_by_session', 'reconciled_task_id'],
+  session_resume: ['prior_records_dir', 'prior_session_id', 'skipped', 'report_task_id', 'context_id', 'trust', 'message', 'lost', 'processes', 'damaged_lines', 'repaired_torn_tail', 'reap'],
+  process_reaped: ['prior_session_id', 'owner', 'work_id', 'pid', 'pid_start_time', 'pgid', 'cgroup', 'via', 'signal', 'survivors', 'gone'],
   delegation_start: ['delegation_id', 'capsule', 'version', 'child_session_id', 'child_workdir'],
   delegation: ['capsule', 'version', 'delegation_id', 'child_session_id', 'duration_ms', 'outcome', 'reason'],
 };

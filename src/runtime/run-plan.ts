@@ -15,6 +15,7 @@ import { elapsedMs, systemClock, type SessionClock } from '../session/clock.js';
 import type { RuntimeLogger } from '../session/logger.js';
 import { replaceFile } from '../records/append-file.js';
 import { RecordsDirInUseError, recordedSessionIn } from '../records/records-dir.js';
+import { resumeSession, type ResumeOutcome } from '../reconcile/resume.js';
 import { Session, type SessionExitStatus, type SessionOptions } from '../session/session.js';
 import { createAttemptEffects, type CommandTool, type FunctionTool, type Gate } from './attempt.js';
 import { PlanTrace } from './plan-trace.js';
@@ -115,6 +116,18 @@ export interface RunPlanOptions {
   readonly runAs?: string | null;
   /** Called with the run's session once it is open, before the plan is read (`capsule run --verbose` shows its containment). */
   readonly onSession?: (session: Session) => void;
+  /**
+   * Resume a prior session first (`capsule run --resume DIR [--reap]`, docs/resume.md): once the
+   * run's own session is open and before the plan is read, `resumeSession` accounts for what the
+   * session recorded in `priorDir` left behind (ignored with `session`). `onOutcome` gets what it
+   * found (the lost report, the live process trees, what was reaped); `warn` each fail-open line.
+   */
+  readonly resume?: {
+    readonly priorDir: string;
+    readonly reap?: boolean;
+    readonly warn?: (line: string) => void;
+    readonly onOutcome?: (outcome: ResumeOutcome) => void;
+  };
 }
 
 /** A started run: its report, and the cancel door. */
@@ -189,8 +202,19 @@ export function startPlan(options: RunPlanOptions): PlanRun {
         ...(options.containment !== undefined ? { containment: options.containment } : {}),
         ...(options.isolation !== undefined ? { isolation: options.isolation } : {}),
         ...(options.runAs !== undefined ? { runAs: options.runAs } : {}),
+        ...(options.resume !== undefined ? { resumeFrom: options.resume.priorDir } : {}),
       });
     options.onSession?.(session);
+    if (ownSession && options.resume !== undefined) {
+      const { priorDir, reap, warn, onOutcome } = options.resume;
+      try {
+        onOutcome?.(await resumeSession(session, priorDir, { reap: reap === true, ...(warn !== undefined ? { warn } : {}) }));
+      } catch (error) {
+        // A resume never refuses the launch (reconcile.md §4.1), not even for a bug of its own.
+        session.logger.error({ err: error instanceof Error ? error.message : String(error) }, 'resume failed');
+        warn?.(`resume: ${priorDir} could not be reconciled: ${error instanceof Error ? error.message : String(error)}`);
+      }
+    }
     const log = session.logger;
     const trace = new PlanTrace(session.trace, session.node);
     const elapsed = (): number => elapsedMs(startedAtMs, clock.monotonicMs());

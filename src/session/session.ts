@@ -77,6 +77,11 @@ export interface SessionOptions {
    * `<workdir>/.capsule/records/<session_id>/`, whose parent is the workdir's records root.
    */
   readonly noticeAbandoned?: boolean;
+  /**
+   * The records directory this session will resume (`--resume`, `src/reconcile/resume.ts`): left
+   * out of the abandoned-session warning, since the resume reports it (one story, not two).
+   */
+  readonly resumeFrom?: string;
 }
 
 /**
@@ -207,7 +212,8 @@ export class Session {
       'session opened',
     );
     if (options.noticeAbandoned ?? options.recordsDir === undefined) {
-      for (const abandoned of findAbandonedSessions(dirname(this.recordsDir), { exclude: this.id, noticedBy: this.id, now })) {
+      const excludeDirs = options.resumeFrom !== undefined ? [resolve(options.resumeFrom)] : [];
+      for (const abandoned of findAbandonedSessions(dirname(this.recordsDir), { exclude: this.id, excludeDirs, noticedBy: this.id, now })) {
         this.logger.warn({ abandoned_session: abandoned.sessionId, live_processes: abandoned.processes.length }, 'an earlier session ended without session_end');
         warn(abandonedSessionWarning(abandoned));
       }

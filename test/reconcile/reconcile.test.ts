@@ -217,7 +217,7 @@ describe('damaged traces (reconcile.md §3, issue 11 item 3)', () => {
     writeFileSync(tracePath(), `${SESSION_START}\n${TASK_START}\n${nul}\n${DETACHED_ONE}\n`);
     const { report, scan, warnings } = run();
     expect(report?.lost.map((w) => w.work_id)).toEqual(['wrk_one']);
-    expect(scan?.damage).toEqual([{ kind: 'nul', line: 3, offset: SESSION_START.length + TASK_START.length + 2, bytes: 4096, nul_bytes: 4096, first_nul_offset: SESSION_START.length + TASK_START.length + 2 }]);
+    expect(scan?.damage).toEqual([{ kind: 'nul', line: 3, offset: SESSION_START.length + TASK_START.length + 2, bytes: 4096, nul_bytes: 4096, first_nul_offset: SESSION_START.length + TASK_START.length + 2, recovered: 0 }]);
     expect(warnings.some((w) => /4096 NUL bytes/.test(w))).toBe(true);
   });
 

@@ -117,7 +117,7 @@ describe('skipped lines are counted and located (issue 11 item 3)', () => {
     for (let i = 0; i < MAX_SCANNED_LINE_BYTES / chunk.length + 2; i++) scanner.push(chunk);
     scanner.push(Buffer.from(`\n${line({ event_type: 'shell_detached', work_id: 'wrk_after' })}\n`));
     const scan = scanner.finish();
-    expect(scan.damage).toEqual([{ kind: 'too_long', line: 1, offset: 0, bytes: MAX_SCANNED_LINE_BYTES + 2 * chunk.length, nul_bytes: 0, first_nul_offset: null }]);
+    expect(scan.damage).toEqual([{ kind: 'too_long', line: 1, offset: 0, bytes: MAX_SCANNED_LINE_BYTES + 2 * chunk.length, nul_bytes: 0, first_nul_offset: null, recovered: 0 }]);
     expect(scan.detached.has('wrk_after')).toBe(true);
   });
 

@@ -19,7 +19,7 @@ describe('trace records (src/records/trace-records.ts)', () => {
       [
         'session_start', 'session_end', 'process_start', 'plan_start', 'plan_step_start', 'plan_step', 'plan_end',
         'task_start', 'task_canceled', 'shell_detached', 'shell_completed', 'shell_abandoned', 'shell_lost',
-        'delegation_start', 'delegation',
+        'process_lost', 'session_resume', 'process_reaped', 'delegation_start', 'delegation',
       ].sort(),
     );
     expect(TRACE_PARENTS.session_start).toEqual([]);
