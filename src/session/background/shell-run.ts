@@ -83,7 +83,7 @@ export async function runShellCall(service: BackgroundCommands, request: ShellRu
   // directory a command is never demoted (its output would have no place to go).
   const graceMs = request.graceMs !== undefined ? request.graceMs : service.graceMs;
   const trigger = started === null || !session.hasRecords ? null : await foreground(running, { graceMs, abandoned: request.abandoned, task, clock: session.time.timers });
-  if (trigger !== null && !running.leaderExited) {
+  if (trigger !== null && !running.leaderExited && !service.ending) {
     if (trigger === 'canceled') task.cancel.notePhase(CANCEL_PHASES.SHELL);
     const demoted = demote(service, { task, parsed, resolved, running, capture, startedAtMs, startedMonotonicMs, graceMs, setLeaderExit: (handler) => (onLeaderExit = handler) });
     settle(trigger === 'canceled' ? 'canceled' : 'finished');
