@@ -161,7 +161,7 @@ export class Session {
       // In a step's mount namespace the records directory is read-only: a step (even as root,
       // short of undoing the mount) cannot forge or redirect records. Not when the records
       // directory holds the workdir or the scratch directory, which steps must write.
-      readOnlyPaths: isInside(this.workdir, this.recordsDir) || isInside(this.scratchDir, this.recordsDir) ? [] : [this.recordsDir],
+      readOnlyPaths: !this.hasRecords || isInside(this.workdir, this.recordsDir) || isInside(this.scratchDir, this.recordsDir) ? [] : [this.recordsDir],
     });
     // Every failure to open the records is RECORDS_DIR_UNUSABLE, and takes the session's cgroup
     // with it (nothing ran), e.g. ELOOP: trace.jsonl is a link planted in a reused records dir.

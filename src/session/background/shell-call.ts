@@ -37,6 +37,8 @@ export interface ShellRunRequest {
   readonly task?: Task;
   /** `task_start.source` for a task of its own (default `library`). */
   readonly source?: string;
+  /** The conversation a task of its own joins (`context_id`; its completion task runs under it). Default: the session's. */
+  readonly contextId?: string;
 }
 
 /** A request turned into what runs. */

@@ -28,7 +28,8 @@ import { parseShellCommand, type ShellFinished, type ShellRunRequest, type Shell
 /** Runs one call; see the module doc. Never throws for anything about the command. */
 export async function runShellCall(service: BackgroundCommands, request: ShellRunRequest): Promise<ShellRunResult> {
   const session = service.session;
-  const task: Task = request.task ?? session.tasks.start({ kind: 'shell', source: request.source ?? 'library', method: 'shell.run' });
+  const task: Task =
+    request.task ?? session.tasks.start({ kind: 'shell', source: request.source ?? 'library', method: 'shell.run', ...(request.contextId !== undefined ? { contextId: request.contextId } : {}) });
   const settle = (state: 'finished' | 'canceled'): void => {
     if (request.task === undefined) session.tasks.settle(task.id, state);
   };
