@@ -626,6 +626,16 @@ class Contained implements ContainedProcess {
   signal(signal: EndSignal): boolean {
     const unit = this.#unit;
     if (unit === null || this.#released) return false;
+    if (!this.#controlSettled) {
+      // Until the helper has exec'd the command the tree may not be in its cgroup yet, and an
+      // empty cgroup would swallow the signal (a `stop` right after a zero-grace demotion): it
+      // goes out the moment the control channel settles (after the constructor's handler has
+      // noted a PID namespace's init, which a SIGTERM must reach alone).
+      void this.#leader.control.then(() => {
+        if (!this.#released) unit.signal(signal);
+      });
+      return true;
+    }
     return unit.signal(signal);
   }
 
