@@ -34,7 +34,7 @@ export interface ServeExit {
 /** One running `capsule serve`. */
 export interface ServeClient {
   readonly child: ChildProcess;
-  /** Its workdir and records directory (fresh temporary directories). */
+  /** Its workdir and records directory (fresh temporary directories; R is `--records`, unused with `defaultRecords`). */
   readonly W: string;
   readonly R: string;
   /** Sends one request; resolves with its response (result or error), however long it takes. */
@@ -66,18 +66,33 @@ interface Started {
 
 const started: Started[] = [];
 
-/** Starts `capsule serve --workdir W --records R --allow bash` (plus `args`) with `env` added. */
-export function startServe(options: { args?: readonly string[]; env?: Readonly<Record<string, string>> } = {}): ServeClient {
+/**
+ * Starts `capsule serve --workdir W --records R --allow bash` (plus `args`) with `env` added.
+ * `setup` prepares W first (a manifest, a plan); with `defaultRecords` no `--records` is given
+ * and R is only known once the session has said where (read it from a response's `records_dir`).
+ */
+export function startServe(
+  options: { args?: readonly string[]; env?: Readonly<Record<string, string>>; setup?: (W: string) => void; defaultRecords?: boolean } = {},
+): ServeClient {
   const W = mkdtempSync(join(tmpdir(), 'capsule-serve-w-'));
   const root = mkdtempSync(join(tmpdir(), 'capsule-serve-r-'));
   const R = join(root, 'records');
+  options.setup?.(W);
   const env: NodeJS.ProcessEnv = { ...process.env, ...(options.env ?? {}) };
   delete env['NODE_OPTIONS'];
-  const child = spawn(process.execPath, [CLI, 'serve', '--workdir', W, '--records', R, '--allow', 'bash', ...(options.args ?? [])], {
+  const records = options.defaultRecords === true ? [] : ['--records', R];
+  const child = spawn(process.execPath, [CLI, 'serve', '--workdir', W, ...records, '--allow', 'bash', ...(options.args ?? [])], {
     cwd: W,
     env,
     stdio: ['pipe', 'pipe', 'pipe'],
   });
+  // The default records directory is <W>/.capsule/records/<session_id>/ (the only one there).
+  const recordsDir = (): string => {
+    if (options.defaultRecords !== true) return R;
+    const root = join(W, '.capsule', 'records');
+    const found = existsSync(root) ? readdirSync(root).filter((name) => name.startsWith('ses_')) : [];
+    return found.length === 1 ? join(root, found[0] as string) : R;
+  };
   const messages: ServeMessage[] = [];
   let stderr = '';
   const waiters = new Set<() => void>();
@@ -148,8 +163,8 @@ export function startServe(options: { args?: readonly string[]; env?: Readonly<R
     closeStdin: () => void child.stdin?.end(),
     exited,
     trace: () =>
-      existsSync(join(R, 'trace.jsonl'))
-        ? readFileSync(join(R, 'trace.jsonl'), 'utf8')
+      existsSync(join(recordsDir(), 'trace.jsonl'))
+        ? readFileSync(join(recordsDir(), 'trace.jsonl'), 'utf8')
             .split('\n')
             .filter((line) => line !== '')
             .map((line) => JSON.parse(line) as Record<string, unknown>)

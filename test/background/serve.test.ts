@@ -6,8 +6,9 @@
  * never see each other's work; SIGTERM with three commands running leaves nothing (checked in
  * /proc and in the cgroup). Every serve a test starts is ended in afterEach (serve-client.ts).
  */
-import { existsSync, readFileSync } from 'node:fs';
-import { groupMembers, isProcessAlive } from '../cli/helpers.js';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { groupMembers, isProcessAlive, runCli } from '../cli/helpers.js';
 import { waitFor } from '../support/wait.js';
 import { cgroupUnavailable } from '../support/backends.js';
 import { endServes, exitOf, processesInCgroup, sessionCgroup, startServe, type ServeClient } from './serve-client.js';
@@ -131,6 +132,38 @@ describe('capsule serve over real stdio', () => {
     expect(readFileSync(`${b.R}/trace.jsonl`, 'utf8')).not.toContain(fromA.work_id);
     expect(readFileSync(`${a.R}/trace.jsonl`, 'utf8')).not.toContain(fromB.work_id);
     expect(existsSync(`${a.W}/logs`) || existsSync(`${b.W}/logs`)).toBe(false);
+  });
+});
+
+describe('capsule run and capsule serve share the session', () => {
+  it('never demotes a plan step in either, whatever the grace, and both write the same records layout under <workdir>/.capsule/records/<session_id>/', async () => {
+    const setup = (W: string): void => {
+      writeFileSync(join(W, 'capsule.json'), JSON.stringify({ name: 'shared', capabilities: { shell: { allow: ['bash'] } }, lifecycle: { shell_grace_secs: 0 } }));
+      writeFileSync(join(W, 'plan.json'), JSON.stringify({ id: 'p', steps: [{ id: 's', shell: 'bash -c "sleep 1; echo step"' }] }));
+    };
+    const serve = startServe({ setup, defaultRecords: true });
+    const submitted = await serve.call<{ task_id: string; report: { results: { status: string; output: string }[]; records_dir: string } }>('plan.submit', { path: 'plan.json' });
+    expect(submitted.report.results).toEqual([expect.objectContaining({ status: 'success', output: 'step\n' })]);
+    await serve.call('session.stop');
+    expect(await exitOf(serve)).toEqual({ code: 0, signal: null });
+    const run = await runCli(['run', 'plan.json', '--json'], { cwd: serve.W });
+    expect(run.code).toBe(0);
+    const ran = JSON.parse(run.stdout) as { records_dir: string };
+
+    const root = join(serve.W, '.capsule', 'records');
+    for (const dir of [submitted.report.records_dir, ran.records_dir]) {
+      expect(dir.startsWith(`${root}/ses_`)).toBe(true);
+      expect(readdirSync(dir).sort()).toEqual(['events.jsonl', 'logs', 'report.json', 'trace.jsonl']);
+      const types = readFileSync(join(dir, 'trace.jsonl'), 'utf8')
+        .split('\n')
+        .filter((line) => line !== '')
+        .map((line) => (JSON.parse(line) as { event_type: string }).event_type);
+      expect(types[0]).toBe('session_start');
+      expect(types.at(-1)).toBe('session_end');
+      expect(types.filter((t) => t === 'plan_step')).toHaveLength(1);
+      expect(types).not.toContain('shell_detached');
+    }
+    expect(JSON.parse(readFileSync(join(submitted.report.records_dir, 'report.json'), 'utf8'))).toMatchObject({ plan_id: 'p', completed: true });
   });
 });
 
