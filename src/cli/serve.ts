@@ -51,7 +51,7 @@ export function registerServe(program: Command): void {
       'after',
       '\nMethods: shell.run, backgroundCommand, plan.submit, session.stop; notifications: completion, task.finished (docs/serve.md).' +
         '\nThe session ends, with its teardown sweep, on session.stop or end of input (exit 0), or on SIGINT/SIGTERM/SIGHUP (exit 130).' +
-        '\nLogs: JSON lines on stderr (--log-level, default info); stdout carries only JSON-RPC messages.',
+        '\nLogs: JSON lines on stderr (--log-level; off by default); stdout carries only JSON-RPC messages.',
     )
     .action(async (options: ServeCommandOptions, command: Command) => {
       process.exitCode = await serveCommand({ ...command.optsWithGlobals<GlobalOptions>(), ...options });
