@@ -19,8 +19,12 @@ const PHASE_RANK: Readonly<Record<Phase, number>> = { Running: 0, LeaderExited: 
 /** What the tool reports (§5.2). */
 export type CommandState = 'running' | 'exited' | 'stopped';
 
-/** Which path claimed the completion (§5, §9). */
-export type Delivery = 'none' | 'background_command' | 'task';
+/**
+ * Which path claimed the completion (§5, §9); `swept` (ours): the session's teardown took a
+ * command still running, which is abandoned (`shell_abandoned`) and never delivered, so a read
+ * that sees it finish afterwards (a `wait` in flight at the end) claims nothing.
+ */
+export type Delivery = 'none' | 'background_command' | 'task' | 'swept';
 
 /** Outcome of {@link DetachedRegistry.wait} (§11). */
 export type WaitOutcome = 'Finished' | 'TimedOut' | 'Canceled' | 'Unknown';
@@ -246,6 +250,18 @@ export class DetachedRegistry {
     if (entry === undefined) return true;
     if (entry.delivery !== 'none') return false;
     entry.delivery = 'task';
+    return true;
+  }
+
+  /**
+   * The teardown sweep's claim of a command it is about to kill (§14): an unclaimed entry becomes
+   * `swept`, so neither a read nor the task loop can deliver it after the sweep wrote its
+   * `shell_abandoned` (one terminal record per work id). Returns whether it claimed it.
+   */
+  claimForSweep(workId: string): boolean {
+    const entry = this.#entries.get(workId);
+    if (entry === undefined || entry.delivery !== 'none') return false;
+    entry.delivery = 'swept';
     return true;
   }
 

@@ -53,6 +53,25 @@ describe('delivery', () => {
   });
 });
 
+describe('delivery at the session end', () => {
+  it('lets a wait in flight when the session ends see the kill and claim nothing: one shell_abandoned, no shell_completed', async () => {
+    const b = policyB({ graceMs: 0 });
+    const deliveries: CompletionDelivery[] = [];
+    b.session.background.onCompletion((delivery) => deliveries.push(delivery));
+    const detached = await b.demote('sleep 300');
+    const waiting = b.session.background.operate({ operation: 'wait', work_id: detached.work_id, wait_secs: 60 });
+    await b.session.end('ok');
+    const wait = await waiting;
+    expect(wait).toMatchObject({ ok: true, wait: 'Finished', delivered_now: false });
+    expect(b.hooks.exitReported(detached.work_id)).toBe(false);
+    expect(deliveries).toEqual([]);
+    const terminal = readTrace(b.R).records.filter(
+      (r) => (r.event_type === 'shell_completed' || r.event_type === 'shell_abandoned') && (r as { work_id?: string }).work_id === detached.work_id,
+    );
+    expect(terminal).toEqual([expect.objectContaining({ event_type: 'shell_abandoned', reason: 'killed_at_session_end' })]);
+  });
+});
+
 describe('output', () => {
   it('logs 1 MiB of known bytes printed after the demotion byte-exact, and a wait returns promptly after the exit', async () => {
     const b = policyB({ graceMs: 0 });

@@ -392,6 +392,8 @@ export class BackgroundCommands implements GroupSignaller {
     for (const work of this.registry.outstanding()) {
       const command = this.#commands.get(work.work_id);
       this.#swept.add(work.work_id);
+      // Abandoned, never delivered: a `wait` still in flight that sees the kill claims nothing.
+      this.registry.claimForSweep(work.work_id);
       stillRunning.push({
         kind: 'StillRunning',
         work_id: work.work_id,
