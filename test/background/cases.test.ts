@@ -96,6 +96,8 @@ describe('C. background-command and the registry', () => {
     const started = Date.now();
     const detached = await b.demote('echo first; sleep 2; echo second >&2; sleep 30');
     await new Promise((resolve) => setTimeout(resolve, Math.max(0, 2500 - (Date.now() - started))));
+    // On a loaded machine the second line may come a little after 2.5 s: read once it is there.
+    await waitFor(() => (b.hooks.read(detached.work_id)?.output_bytes ?? 0) >= 'first\nsecond\n'.length, 10_000, 'both lines');
     const status = await b.session.background.operate({ operation: 'status', work_id: detached.work_id });
     expect(status).toMatchObject({ ok: true, state: 'running' });
     const data = status.ok && status.operation !== 'list' ? status.result.data : '';

@@ -46,14 +46,18 @@ const terminalRecords = (client: ServeClient, workId: string) =>
 describe('capsule serve over real stdio', () => {
   it('runs a command past its grace, lists it, waits for a pattern and for the exit, stops another, and delivers every completion exactly once', async () => {
     const serve = startServe();
-    // A dev-server-like command: prints a readiness line, then exits 3 a little later.
-    const server = await demote(serve, "echo booting; sleep 1; echo 'listening on 4242'; sleep 1; exit 3", 0.3);
+    // A dev-server-like command: prints a readiness line once the test lets it (the file `go`),
+    // then exits 3 a little later.
+    const script = "echo booting; while [ ! -e go ]; do sleep 0.05; done; echo 'listening on 4242'; sleep 1; exit 3";
+    const server = await demote(serve, script, 0.3);
     expect(server.work_id).toMatch(/^wrk_[0-9a-f]+$/);
     // Requests are served concurrently: a status answers while a wait is in flight.
     const waitingForPattern = serve.call<Answer>('backgroundCommand', { operation: 'wait', work_id: server.work_id, until: 'listening on \\d+', wait_secs: 20 });
     const listed = await serve.call<Answer>('backgroundCommand', { operation: 'status' });
     expect(listed.commands?.map((c) => [c.work_id, c.state])).toEqual([[server.work_id, 'running']]);
-    expect(listed.commands?.[0]?.argv).toEqual(['bash', '-c', "echo booting; sleep 1; echo 'listening on 4242'; sleep 1; exit 3"]);
+    expect(listed.commands?.[0]?.argv).toEqual(['bash', '-c', script]);
+    // The wait was read before the status (one line after the other), so it watches already.
+    writeFileSync(join(serve.W, 'go'), '');
     const pattern = await waitingForPattern;
     expect(pattern).toMatchObject({ ok: true, wait: 'Matched', matched: 'listening on 4242', state: 'running', delivered_now: false });
     const polled = await serve.call<Answer>('backgroundCommand', { operation: 'status', work_id: server.work_id });
