@@ -1,16 +1,17 @@
-import { assign, fromCallback, sendTo, setup } from 'xstate';
+import { assign, fromCallback, setup, type EventObject } from 'xstate';
 import { notProvided } from './not-provided.js';
 
 /**
  * A demoted (background) shell command (`spec/detached.md`; actor id `wrk_…`, a child of the
- * session). A skeleton this round: the machine and its contract are complete, the effect actor
- * `runCommand` (the process, its output log, its signals) is provided by the background-command
- * issue. Its phases follow `detached.md` §5.1: `running` → `leaderExited` → `finished`, or
- * `canceled` when a stop ended it; a phase never goes back.
+ * session actor). Its phases follow `detached.md` §5.1: `running` → `leaderExited` → `finished`,
+ * or `canceled` when a stop or the session's end ended it (its processes proven gone); a phase
+ * never goes back. The effect actor `runCommand` (src/session) holds the running command — its
+ * process tree, its output log — and reports what happened to it: the leader's exit, each signal
+ * sent to the tree, the completion. The signals themselves are decided by the session's registry
+ * of background commands (`detached.md` §10, §12: `stop` escalates SIGTERM → SIGKILL after 2 s;
+ * the session's end sends SIGKILL), so this machine records the command's life, and replay
+ * reproduces it from those reports.
  */
-
-/** Milliseconds `stop` waits after SIGTERM for the leader to exit before it sends SIGKILL (`detached.md` §1 `STOP_TERM_GRACE`). */
-export const STOP_TERM_GRACE_MS = 2000;
 
 /** Input of a detached command (`wrk_…`). */
 export interface DetachedCommandInput {
@@ -20,11 +21,9 @@ export interface DetachedCommandInput {
   readonly binary: string;
   /** The command text as the caller gave it. */
   readonly command: string;
-  /** Milliseconds between SIGTERM and SIGKILL of a stop; default {@link STOP_TERM_GRACE_MS}. */
-  readonly stopTermGraceMs?: number;
 }
 
-/** A signal the machine asks its command to send to the command's process tree. */
+/** A signal sent to the command's process tree. */
 export type CommandSignal = 'SIGTERM' | 'SIGKILL';
 
 /** The completion of the command (`detached.md` §7.2), reported once by `runCommand`. */
@@ -56,22 +55,14 @@ export type CommandReport =
       readonly completion: CommandCompletion;
     }
   | {
-      /** A signal the machine asked for was sent (only while the leader was unreaped, `detached.md` §5.4). */
+      /** A signal was sent to the tree (only while the leader was unreaped, `detached.md` §5.4). */
       readonly type: 'COMMAND.SIGNAL_SENT';
       readonly signal: CommandSignal;
       /** `stop`: a `background-command stop` (§10; sets `stop_requested`); `kill`: the session's end (§12). */
       readonly by: 'stop' | 'kill';
     };
 
-/** What the machine tells its `runCommand` actor. */
-export interface CommandSignalRequest {
-  readonly type: 'COMMAND.SIGNAL';
-  readonly signal: CommandSignal;
-  readonly by: 'stop' | 'kill';
-}
-
-/** Events from the session: `STOP` (`detached.md` §10) and `KILL` (`kill_running` at session end, §12). */
-export type DetachedCommandEvent = CommandReport | { readonly type: 'STOP' } | { readonly type: 'KILL' };
+export type DetachedCommandEvent = CommandReport;
 
 /** The command's end: the tool's view of it (`detached.md` §5.2 state) and its completion. */
 export interface DetachedCommandOutput {
@@ -81,12 +72,16 @@ export interface DetachedCommandOutput {
   readonly completion: CommandCompletion | null;
   /** Signals actually sent by stop and by the session's end. */
   readonly signalsSent: number;
+  /** The session's end killed it (`detached.md` §12; it then reads `exited`, and its actor ends `canceled`). */
+  readonly killedBySessionEnd: boolean;
 }
 
 export interface DetachedCommandContext {
   readonly input: DetachedCommandInput;
   /** A stop sent a signal (`detached.md` §5 `stop_requested`). */
   readonly stopRequested: boolean;
+  /** The session's end sent SIGKILL. */
+  readonly killedBySessionEnd: boolean;
   readonly signalsSent: number;
   readonly leaderExit: { readonly exitCode: number; readonly signal: string | null } | null;
   readonly completion: CommandCompletion | null;
@@ -101,37 +96,31 @@ export const detachedCommandMachine = setup({
   },
   actors: {
     /**
-     * Effect (provided by src/): runs the command in its own contained process tree, writes the
-     * output log, reports `COMMAND.*` back, and sends the signals it is asked for
-     * (`COMMAND.SIGNAL`) only while the leader is unreaped (`detached.md` §5.4).
+     * Effect (provided by src/session): holds the demoted command — its contained process tree,
+     * its output log — and reports `COMMAND.*` back: the leader's exit, each signal sent to the
+     * tree, the completion (recorded once the output is drained and the log's trailer written).
      */
-    runCommand: fromCallback<CommandSignalRequest, DetachedCommandInput>(notProvided('actor', 'runCommand')),
+    runCommand: fromCallback<EventObject, DetachedCommandInput>(notProvided('actor', 'runCommand')),
   },
   actions: {
-    /** Tells the `runCommand` actor to signal the command's process tree (it alone signals processes). */
-    askToSignal: sendTo('command', (_, params: { signal: CommandSignal; by: 'stop' | 'kill' }): CommandSignalRequest => ({
-      type: 'COMMAND.SIGNAL',
-      signal: params.signal,
-      by: params.by,
-    })),
     recordSignal: assign(({ context }, params: { by: 'stop' | 'kill' }) => ({
       signalsSent: context.signalsSent + 1,
       stopRequested: context.stopRequested || params.by === 'stop',
+      killedBySessionEnd: context.killedBySessionEnd || params.by === 'kill',
     })),
     recordLeaderExit: assign((_, params: { exitCode: number; signal: string | null }) => ({ leaderExit: params })),
     recordCompletion: assign((_, params: { completion: CommandCompletion }) => ({ completion: params.completion })),
   },
   guards: {
-    wasStopped: ({ context }) => context.stopRequested,
-  },
-  delays: {
-    stopTermGrace: ({ context }) => context.input.stopTermGraceMs ?? STOP_TERM_GRACE_MS,
+    /** A stop or the session's end ended it (the completion came after a signal of theirs). */
+    wasEnded: ({ context }) => context.stopRequested || context.killedBySessionEnd,
+    isTerm: (_, params: { signal: CommandSignal }) => params.signal === 'SIGTERM',
   },
 }).createMachine({
   id: 'detachedCommand',
   description:
-    'A demoted background command (spec/detached.md): running → leaderExited → finished, or canceled when a stop ended it; a phase never goes back. Its process tree is run by the runCommand effect actor.',
-  context: ({ input }) => ({ input, stopRequested: false, signalsSent: 0, leaderExit: null, completion: null }),
+    'A demoted background command (spec/detached.md): running → leaderExited → finished, or canceled when a stop or the session end ended it; a phase never goes back. The runCommand effect actor holds its process tree and reports what happens to it.',
+  context: ({ input }) => ({ input, stopRequested: false, killedBySessionEnd: false, signalsSent: 0, leaderExit: null, completion: null }),
   invoke: {
     id: 'command',
     src: 'runCommand',
@@ -156,45 +145,49 @@ export const detachedCommandMachine = setup({
         },
         'COMMAND.FINISHED': [
           {
-            guard: 'wasStopped',
+            guard: 'wasEnded',
             target: 'canceled',
-            description: 'The completion came with the leader\'s exit, after a stop had sent a signal.',
+            description: "The completion came with the leader's exit, after a stop or the session's end had signalled it.",
             actions: { type: 'recordCompletion', params: ({ event }) => ({ completion: event.completion }) },
           },
           {
             target: 'finished',
-            description: 'The completion came with the leader\'s exit.',
+            description: "The completion came with the leader's exit.",
             actions: { type: 'recordCompletion', params: ({ event }) => ({ completion: event.completion }) },
           },
         ],
-        KILL: {
-          description: 'The session ends (detached.md §12 kill_running): SIGKILL to the group, without stop_requested.',
-          actions: { type: 'askToSignal', params: { signal: 'SIGKILL', by: 'kill' } },
-        },
       },
       states: {
         active: {
           description: 'The command runs on its own.',
           on: {
-            STOP: {
-              target: 'stopping',
-              description: 'background-command stop (detached.md §10): SIGTERM to the group.',
-            },
+            'COMMAND.SIGNAL_SENT': [
+              {
+                guard: { type: 'isTerm', params: ({ event }) => ({ signal: event.signal }) },
+                target: 'stopping',
+                description: 'A stop sent SIGTERM to the tree (detached.md §10 step 2).',
+                actions: { type: 'recordSignal', params: ({ event }) => ({ by: event.by }) },
+              },
+              {
+                target: 'killing',
+                description: "SIGKILL to the tree: the session's end (detached.md §12).",
+                actions: { type: 'recordSignal', params: ({ event }) => ({ by: event.by }) },
+              },
+            ],
           },
         },
         stopping: {
-          description: 'A stop sent SIGTERM; waiting up to the grace for the leader to exit.',
-          entry: { type: 'askToSignal', params: { signal: 'SIGTERM', by: 'stop' } },
-          after: {
-            stopTermGrace: {
+          description: 'A stop sent SIGTERM; the registry waits up to 2 s for the leader to exit.',
+          on: {
+            'COMMAND.SIGNAL_SENT': {
               target: 'killing',
-              description: 'The leader outlived the grace (detached.md §10 step 3): SIGKILL.',
+              description: 'The leader outlived the grace (detached.md §10 step 3), or the session ended: SIGKILL.',
+              actions: { type: 'recordSignal', params: ({ event }) => ({ by: event.by }) },
             },
           },
         },
         killing: {
-          description: 'A stop sent SIGKILL; waiting for the leader to exit.',
-          entry: { type: 'askToSignal', params: { signal: 'SIGKILL', by: 'stop' } },
+          description: 'SIGKILL was sent to the tree; waiting for the leader to exit.',
         },
       },
     },
@@ -204,9 +197,9 @@ export const detachedCommandMachine = setup({
       on: {
         'COMMAND.FINISHED': [
           {
-            guard: 'wasStopped',
+            guard: 'wasEnded',
             target: 'canceled',
-            description: 'The completion is recorded, after a stop had sent a signal: the command reads stopped.',
+            description: "The completion is recorded, after a stop (the command reads stopped) or the session's end had signalled it.",
             actions: { type: 'recordCompletion', params: ({ event }) => ({ completion: event.completion }) },
           },
           {
@@ -223,7 +216,7 @@ export const detachedCommandMachine = setup({
     },
     canceled: {
       type: 'final',
-      description: 'A stop ended the command; its completion is recorded and its processes are gone (reads stopped).',
+      description: "A stop (reads stopped) or the session's end ended the command; its completion is recorded and its processes are gone.",
     },
   },
   output: ({ context }) => ({
@@ -231,5 +224,6 @@ export const detachedCommandMachine = setup({
     state: context.stopRequested ? 'stopped' : 'exited',
     completion: context.completion,
     signalsSent: context.signalsSent,
+    killedBySessionEnd: context.killedBySessionEnd,
   }),
 });

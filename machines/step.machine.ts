@@ -1,4 +1,4 @@
-import { assign, setup } from 'xstate';
+import { assign, enqueueActions, fromCallback, sendTo, setup, type AnyActorRef } from 'xstate';
 import type { JsonValue, OutputTruncation, PlanStep, ResultsMap, StepKind } from './contracts.js';
 import { CANCEL_FORCED_STEP, stepTimedOut } from './messages.js';
 import { notProvided } from './not-provided.js';
@@ -42,7 +42,7 @@ export interface StepInput {
   readonly killGraceMs: number;
 }
 
-/** Reports the `startAttempt` effect sends back to its step actor. */
+/** Reports an attempt actor (`toolAttempt`, `shellAttempt`, `delegation`) sends back to its step actor. */
 export type AttemptReport =
   | {
       /** The attempt's leader process exited; its output may still be draining. Never sent by in-process tools. */
@@ -73,6 +73,31 @@ export interface StepCancelEvent {
 }
 
 export type StepEvent = AttemptReport | StepCancelEvent;
+
+/**
+ * Input of one attempt actor, spawned by the step as its child `attempt` (one actor per attempt;
+ * the next attempt is a new actor).
+ */
+export interface AttemptInput {
+  /** The step actor that runs the attempt (the retry rule keys the previous attempt's process tree by it). */
+  readonly stepRef: AnyActorRef;
+  /** The step's input (its plan step, kind, the results map of its wave, bounds). */
+  readonly step: StepInput;
+  /** 1-based attempt number; every report names it. */
+  readonly attempt: number;
+}
+
+/** What the step tells its running attempt actor. */
+export type AttemptRequest =
+  | {
+      /** End the attempt (timeout or forced cancel): SIGTERM to its tree, SIGKILL after `graceMs`; FINISHED follows once the tree is gone. */
+      readonly type: 'ATTEMPT.END';
+      readonly graceMs: number;
+    }
+  | {
+      /** The plan was canceled gracefully: a tool or shell attempt runs on; a delegation ends its child. */
+      readonly type: 'ATTEMPT.CANCEL';
+    };
 
 /** The step's settled outcome, the `output` of `xstate.done.actor.step:<id>`; `on_error` is not applied yet. */
 export interface StepOutput extends AttemptOutcome {
@@ -107,8 +132,15 @@ export interface StepContext {
 /**
  * One plan step: runs attempts one after another (retries, `plan.md` §11), bounds each by
  * `timeout_secs`, and ends `finished` with the last attempt's outcome, or `canceled` when a
- * forced cancel ended it. Effects are the named actions `startAttempt`, `terminateAttempt` and
- * `tellAttemptOfCancel` (provided by src/runtime); one actor per step keeps a 10,000-step plan cheap.
+ * forced cancel ended it.
+ *
+ * Each attempt is an effect actor, one kind per effect: `toolAttempt` (an in-process or command
+ * tool), `shellAttempt` (a shell command, through the command runner `shell.run` uses too) and
+ * `delegation` (a capsule step; the delegation plane fills this slot). They are placeholders here,
+ * provided by src/runtime. An attempt is the step's child `attempt`, spawned when the attempt
+ * starts and stopped once it reported `ATTEMPT.FINISHED` (an invoke could not do: the attempt
+ * outlives `running` into `leaderExited` while its output drains, and each retry is a new actor).
+ * Stopping the step stops its attempt, whose cleanup ends its process tree.
  */
 export const stepMachine = setup({
   types: {
@@ -117,24 +149,39 @@ export const stepMachine = setup({
     events: {} as StepEvent,
     output: {} as StepOutput,
   },
-  actions: {
+  actors: {
     /**
-     * Effect (provided by src/runtime): starts attempt `context.attempt + 1` — interpolation, gate,
-     * then the tool call, shell process group or delegation — and reports `ATTEMPT.LEADER_EXITED`
-     * (process attempts) and `ATTEMPT.FINISHED` back to this actor.
+     * Effect (src/runtime): attempt `input.attempt` of a tool step — interpolation, the gate, then
+     * the in-process or command tool — reporting `ATTEMPT.LEADER_EXITED` (command tools) and one
+     * `ATTEMPT.FINISHED`; `ATTEMPT.END` ends it.
      */
-    startAttempt: notProvided('action', 'startAttempt'),
-    /** Effect: ends the running attempt (SIGTERM to its group, SIGKILL after `killGraceMs`); FINISHED follows once the group is gone. */
-    terminateAttempt: notProvided('action', 'terminateAttempt'),
-    /** Effect: tells the running attempt the plan was canceled gracefully (a capsule attempt ends its child). */
-    tellAttemptOfCancel: notProvided('action', 'tellAttemptOfCancel'),
+    toolAttempt: fromCallback<AttemptRequest, AttemptInput>(notProvided('actor', 'toolAttempt')),
+    /** Effect (src/runtime): attempt `input.attempt` of a shell step, run by the command runner (in the foreground: plan steps never demote). */
+    shellAttempt: fromCallback<AttemptRequest, AttemptInput>(notProvided('actor', 'shellAttempt')),
+    /** Effect (src/runtime): attempt `input.attempt` of a capsule step: a delegation to a child capsule; `ATTEMPT.CANCEL` ends the child. */
+    delegation: fromCallback<AttemptRequest, AttemptInput>(notProvided('actor', 'delegation')),
+  },
+  actions: {
+    /** Starts attempt `context.attempt + 1` as the child `attempt`, of the effect actor for the step's kind. */
+    startAttempt: enqueueActions(({ context, enqueue, self }) => {
+      const input: AttemptInput = { stepRef: self, step: context.input, attempt: context.attempt + 1 };
+      const kind = context.input.kind;
+      if (kind === 'shell') enqueue.spawnChild('shellAttempt', { id: 'attempt', input });
+      else if (kind === 'capsule') enqueue.spawnChild('delegation', { id: 'attempt', input });
+      else enqueue.spawnChild('toolAttempt', { id: 'attempt', input });
+    }),
+    /** Tells the running attempt to end (SIGTERM to its tree, SIGKILL after `killGraceMs`); FINISHED follows once the tree is gone. */
+    terminateAttempt: sendTo('attempt', ({ context }): AttemptRequest => ({ type: 'ATTEMPT.END', graceMs: context.input.killGraceMs })),
+    /** Tells the running attempt the plan was canceled gracefully (a delegation ends its child). */
+    tellAttemptOfCancel: sendTo('attempt', { type: 'ATTEMPT.CANCEL' } satisfies AttemptRequest),
     recordCancel: assign((_, params: { force: boolean }) => ({
       cancelRequested: true as const,
       ...(params.force ? { stopReason: 'canceled' as const, forced: true } : {}),
     })),
     recordTimeout: assign({ stopReason: 'timeout' as const }),
     recordLeaderExit: assign((_, params: { pid: number; exitCode: number; signal: string | null }) => ({ leaderExit: params })),
-    recordAttempt: assign(({ context }, params: { outcome: AttemptOutcome; startedAtMs: number; endedAtMs: number }) => {
+    /** Records the finished attempt and stops its actor (it has nothing left to do). */
+    recordAttempt: enqueueActions(({ context, enqueue }, params: { outcome: AttemptOutcome; startedAtMs: number; endedAtMs: number }) => {
       let outcome = params.outcome;
       // The machine, not the effect, words a stop it asked for: the reason is ours, not the process's.
       if (context.stopReason === 'timeout') {
@@ -142,14 +189,15 @@ export const stepMachine = setup({
       } else if (context.stopReason === 'canceled') {
         outcome = { ...outcome, status: 'failed', output: null, error: CANCEL_FORCED_STEP };
       }
-      return {
+      enqueue.stopChild('attempt');
+      enqueue.assign({
         attempt: context.attempt + 1,
         outcome,
         stopReason: null,
         leaderExit: null,
         firstStartedAtMs: context.firstStartedAtMs ?? params.startedAtMs,
         lastEndedAtMs: params.endedAtMs,
-      };
+      });
     }),
   },
   guards: {
@@ -170,7 +218,7 @@ export const stepMachine = setup({
 }).createMachine({
   id: 'step',
   description:
-    'One plan step. Runs attempts one after another until one succeeds, retries run out, or a cancel forbids another; each attempt (tool call, shell process group, or delegation) is started by the startAttempt effect and reports back with ATTEMPT.* events.',
+    'One plan step. Runs attempts one after another until one succeeds, retries run out, or a cancel forbids another; each attempt is a child effect actor (toolAttempt, shellAttempt or delegation) that reports back with ATTEMPT.* events.',
   context: ({ input }) => ({
     input,
     attempt: 0,
@@ -235,7 +283,7 @@ export const stepMachine = setup({
       },
       states: {
         attempting: {
-          description: 'The next attempt is started (the startAttempt effect); it runs without a time bound unless the step has one.',
+          description: 'The next attempt starts as the child actor attempt (of the kind of the step); it runs without a time bound unless the step has one.',
           entry: 'startAttempt',
           always: { guard: 'hasTimeout', target: 'bounded', description: 'The step has a timeout_secs bound.' },
         },

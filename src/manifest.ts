@@ -170,8 +170,21 @@ export const ManifestSchema = z
               .optional()
               .meta({
                 description:
-                  'Seconds a foreground shell command may run before it is demoted to the background (spec/detached.md); absent: never demoted. Read by background commands (to come); plan shell steps always run in the foreground.',
+                  'Seconds a shell.run command may run in the foreground before it is demoted to the background (capsule serve; 0: at once); absent: never demoted by the clock. Plan shell steps always run in the foreground.',
               }),
+            max_log_bytes: z
+              .number({ error: expecting(MANIFEST_SHAPE.positiveBytes) })
+              .int({ error: expecting(MANIFEST_SHAPE.positiveBytes) })
+              .positive({ error: expecting(MANIFEST_SHAPE.positiveBytes) })
+              .optional()
+              .meta({
+                description:
+                  'Largest size of a background command\'s output log (logs/<work_id>.log), in bytes: past it one marker line is written and later output only counts; absent: no cap.',
+              }),
+            on_log_cap: z
+              .enum(['continue', 'stop'], { error: expecting(MANIFEST_SHAPE.onLogCap) })
+              .optional()
+              .meta({ description: 'What a background command whose log reached max_log_bytes does: continue (default) or stop (it is stopped as by backgroundCommand stop).' }),
             delegation_deadline_secs: z
               .number({ error: expecting(MANIFEST_SHAPE.positiveSecs) })
               .positive({ error: expecting(MANIFEST_SHAPE.positiveSecs) })
@@ -207,7 +220,7 @@ const MANIFEST_KEY_SPEC: KeySpec = {
         env: { keys: ['allow'] },
       },
     },
-    lifecycle: { keys: ['shell_grace_secs', 'delegation_deadline_secs'] },
+    lifecycle: { keys: ['shell_grace_secs', 'max_log_bytes', 'on_log_cap', 'delegation_deadline_secs'] },
     tools: { keys: [], members: { keys: ['command', 'timeout_secs'] } },
     entry: { keys: ['plan', 'command'] },
   },

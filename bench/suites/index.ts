@@ -4,10 +4,11 @@
  * them in this order; `npm run bench -- --suite <name>[,<name>]` runs some.
  */
 import type { Suite } from '../harness.js';
+import { backgroundSuite } from './background.js';
 import { cancelSuite } from './cancel.js';
 import { memorySuite } from './memory.js';
 import { recordsSuite } from './records.js';
 import { schedulerSuite } from './scheduler.js';
 import { shellSuite } from './shell.js';
 
-export const SUITES: readonly Suite[] = [schedulerSuite, shellSuite, cancelSuite, recordsSuite, memorySuite];
+export const SUITES: readonly Suite[] = [schedulerSuite, shellSuite, cancelSuite, recordsSuite, memorySuite, backgroundSuite];

@@ -9,6 +9,7 @@
 import { enqueueActions, type AnyActorLogic, type AnyActorRef, type AnyStateMachine } from 'xstate';
 import type { PlanStep, StepKind } from '../../machines/contracts.js';
 import { detachedCommandMachine, type DetachedCommandInput } from '../../machines/detached-command.machine.js';
+import { sessionActorId, sessionMachine, type SessionActorContext, type SessionActorInput } from '../../machines/session.machine.js';
 import { scan } from '../../machines/plan-schedule.js';
 import { planActorId, planMachine, poolActorId, stepActorId, type PlanContext, type PlanInput } from '../../machines/plan.machine.js';
 import { stepPoolMachine, type PoolBatch, type StepPoolContext } from '../../machines/step-pool.machine.js';
@@ -107,7 +108,7 @@ const step: ActorKind = {
   machine: stepMachine,
   source: 'machines/step.machine.ts',
   actorId: (context: StepContext) => stepActorId(context.input.step.id),
-  effects: { actions: ['startAttempt', 'terminateAttempt', 'tellAttemptOfCancel'] },
+  effects: { actors: { toolAttempt: 'callback', shellAttempt: 'callback', delegation: 'callback' } },
   logInput: stepInputSummary,
   plainEvents: /^(?:ATTEMPT\.|CANCEL$)/,
   plainOutput: true,
@@ -157,8 +158,24 @@ const detachedCommand: ActorKind = {
   },
 };
 
+const session: ActorKind = {
+  name: 'session',
+  machine: sessionMachine,
+  source: 'machines/session.machine.ts',
+  actorId: (context: SessionActorContext) => sessionActorId(context.sessionId),
+  effects: { actors: { sweep: 'promise' } },
+  children: { detachedCommand: 'detachedCommand' },
+  plainEvents: /^(?:COMMAND\.DEMOTED$|SESSION\.)/,
+  plainOutput: true,
+  inputFromLog: (logged) => {
+    const input = logged as Partial<SessionActorInput> | undefined;
+    if (typeof input?.sessionId !== 'string') return { error: 'a session input needs "sessionId" (a string)' };
+    return { sessionId: input.sessionId };
+  },
+};
+
 /** Every kind, in the order their charts are indexed. */
-export const ACTOR_KINDS: readonly ActorKind[] = [plan, step, stepPool, detachedCommand];
+export const ACTOR_KINDS: readonly ActorKind[] = [plan, step, stepPool, detachedCommand, session];
 
 const byName = new Map(ACTOR_KINDS.map((kind) => [kind.name, kind]));
 

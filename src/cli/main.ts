@@ -16,6 +16,7 @@ const COMMANDS: Readonly<Record<string, () => Promise<(program: Command) => void
   replay: async () => (await import('./replay.js')).registerReplay,
   inspect: async () => (await import('./inspect.js')).registerInspect,
   doctor: async () => (await import('./doctor.js')).registerDoctor,
+  serve: async () => (await import('./serve.js')).registerServe,
 };
 
 /** Runs the command line `argv` (as `process.argv`) and returns the exit code. */
@@ -29,9 +30,9 @@ export async function main(argv: readonly string[]): Promise<number> {
         ? [name]
         : Object.keys(COMMANDS);
   for (const command of only) (await (COMMANDS[command] as () => Promise<(program: Command) => void>)())(program);
-  // `capsule run` takes over signals that came while loading (a cancel before the first step);
-  // any other command ends on them as Node would have.
-  if (name !== 'run' && releaseEarlySignals().length > 0) return EXIT.CANCELED;
+  // `capsule run` and `capsule serve` take over signals that came while loading (a cancel before
+  // the first step; a session ending at once); any other command ends on them as Node would have.
+  if (name !== 'run' && name !== 'serve' && releaseEarlySignals().length > 0) return EXIT.CANCELED;
   return runProgram(program, [...argv]);
 }
 

@@ -16,6 +16,9 @@ export interface StillRunning {
   readonly running_ms: number;
   /** Absolute log path holding what it printed before the kill. */
   readonly output_path: string;
+  /** Ours (field report 1): the leader's pid and process group, when known. */
+  readonly pid?: number;
+  readonly pgid?: number;
 }
 
 /** A `Completed` report still waiting on the channel at the sweep (§14 step 2). */
@@ -32,6 +35,9 @@ export interface FinishedTooLate {
   /** The completion's `error`. */
   readonly wait_error: string | null;
   readonly status: CompletionStatus;
+  /** Ours (field report 1): the leader's pid and process group, when known. */
+  readonly pid?: number;
+  readonly pgid?: number;
 }
 
 export type AbandonedCommand = StillRunning | FinishedTooLate;

@@ -19,8 +19,12 @@ const PHASE_RANK: Readonly<Record<Phase, number>> = { Running: 0, LeaderExited: 
 /** What the tool reports (§5.2). */
 export type CommandState = 'running' | 'exited' | 'stopped';
 
-/** Which path claimed the completion (§5, §9). */
-export type Delivery = 'none' | 'background_command' | 'task';
+/**
+ * Which path claimed the completion (§5, §9); `swept` (ours): the session's teardown took a
+ * command still running, which is abandoned (`shell_abandoned`) and never delivered, so a read
+ * that sees it finish afterwards (a `wait` in flight at the end) claims nothing.
+ */
+export type Delivery = 'none' | 'background_command' | 'task' | 'swept';
 
 /** Outcome of {@link DetachedRegistry.wait} (§11). */
 export type WaitOutcome = 'Finished' | 'TimedOut' | 'Canceled' | 'Unknown';
@@ -49,13 +53,19 @@ export interface LiveOutput {
 /** Signals this registry sends, always to a whole process group. */
 export type GroupSignal = 'SIGTERM' | 'SIGKILL';
 
+/** Why the registry signals: a `background-command stop` (§10) or the session's end (`kill_running`, §12). */
+export type SignalReason = 'stop' | 'kill';
+
 /**
  * Implemented by the containment layer: "signal the group of this entry if its leader is still
  * unreaped". Returns whether a signal was sent. The registry calls it only while the entry's
- * leader is marked running (§5.4); the implementation must still refuse when it knows better.
+ * leader is marked running (§5.4); the implementation must still refuse when it knows better,
+ * and may throw (a `RangeError`) for a group it must never signal (pgid 0, 1, the runtime's own,
+ * or one that is not the command's: field report 5): `stop` then rejects with that error and
+ * nothing is sent; `killRunning` skips the entry.
  */
 export interface GroupSignaller {
-  signalGroup(target: { readonly work_id: string; readonly pgid: number }, signal: GroupSignal): boolean;
+  signalGroup(target: { readonly work_id: string; readonly pgid: number }, signal: GroupSignal, reason: SignalReason): boolean;
 }
 
 /** What {@link DetachedRegistry.register} takes (§4 step 5). */
@@ -102,7 +112,7 @@ export interface EntryCounters {
 
 interface Entry {
   readonly work: WorkRecord;
-  readonly pgid: number;
+  pgid: number;
   readonly output_path: string;
   readonly output: LiveOutput;
   readonly startedMonotonicMs: number;
@@ -222,10 +232,11 @@ export class DetachedRegistry {
    * claimed for `background_command` by this read (`delivered_now` true); a running entry, or one
    * already claimed either way, claims nothing.
    */
-  read(workId: string, options: { readonly tailBytes?: number } = {}): DetachedSnapshot | null {
+  read(workId: string, options: { readonly tailBytes?: number; readonly peek?: boolean } = {}): DetachedSnapshot | null {
     const entry = this.#entries.get(workId);
     if (entry === undefined) return null;
-    const deliveredNow = entry.finished !== null && entry.delivery === 'none';
+    // `peek`: the runtime's own look (e.g. a listing), which must never claim a delivery.
+    const deliveredNow = options.peek !== true && entry.finished !== null && entry.delivery === 'none';
     if (deliveredNow) entry.delivery = 'background_command';
     return this.#snapshot(entry, deliveredNow, options.tailBytes);
   }
@@ -239,6 +250,18 @@ export class DetachedRegistry {
     if (entry === undefined) return true;
     if (entry.delivery !== 'none') return false;
     entry.delivery = 'task';
+    return true;
+  }
+
+  /**
+   * The teardown sweep's claim of a command it is about to kill (§14): an unclaimed entry becomes
+   * `swept`, so neither a read nor the task loop can deliver it after the sweep wrote its
+   * `shell_abandoned` (one terminal record per work id). Returns whether it claimed it.
+   */
+  claimForSweep(workId: string): boolean {
+    const entry = this.#entries.get(workId);
+    if (entry === undefined || entry.delivery !== 'none') return false;
+    entry.delivery = 'swept';
     return true;
   }
 
@@ -258,10 +281,10 @@ export class DetachedRegistry {
   async stop(workId: string): Promise<boolean> {
     const entry = this.#entries.get(workId);
     if (entry === undefined) return false;
-    if (this.#signal(entry, 'SIGTERM')) {
+    if (this.#signal(entry, 'SIGTERM', 'stop')) {
       entry.stop_requested = true;
       const exited = await this.#untilPhase(entry, 'LeaderExited', STOP_TERM_GRACE_MS, null);
-      if (exited !== 'reached') this.#signal(entry, 'SIGKILL');
+      if (exited !== 'reached') this.#signal(entry, 'SIGKILL', 'stop');
     }
     await this.#untilPhase(entry, 'Finished', STOP_KILL_WAIT_MS, null);
     return true;
@@ -273,8 +296,31 @@ export class DetachedRegistry {
    */
   killRunning(): number {
     let sent = 0;
-    for (const entry of this.#entries.values()) if (this.#signal(entry, 'SIGKILL')) sent += 1;
+    for (const entry of this.#entries.values()) {
+      try {
+        if (this.#signal(entry, 'SIGKILL', 'kill')) sent += 1;
+      } catch {
+        // A group the signaller refuses (field report 5) is skipped; the containment's own ending covers the tree.
+      }
+    }
     return sent;
+  }
+
+  /**
+   * Test hook (field report 5, test B): overwrites the process group recorded for `workId`, as an
+   * edited work record would. Later signals go to that pgid through the signaller, which must
+   * refuse one that is not the command's. Returns false for an unknown id.
+   */
+  overridePgidForTest(workId: string, pgid: number): boolean {
+    const entry = this.#entries.get(workId);
+    if (entry === undefined) return false;
+    entry.pgid = pgid;
+    return true;
+  }
+
+  /** The process group recorded for `workId`, or null for an unknown id. */
+  pgidOf(workId: string): number | null {
+    return this.#entries.get(workId)?.pgid ?? null;
   }
 
   /**
@@ -328,9 +374,9 @@ export class DetachedRegistry {
   }
 
   /** Signals the group only while the leader is unreaped (§5.4); counts a sent signal. */
-  #signal(entry: Entry, signal: GroupSignal): boolean {
+  #signal(entry: Entry, signal: GroupSignal, reason: SignalReason): boolean {
     if (!entry.leader_running) return false;
-    const sent = this.#signaller.signalGroup({ work_id: entry.work.work_id, pgid: entry.pgid }, signal);
+    const sent = this.#signaller.signalGroup({ work_id: entry.work.work_id, pgid: entry.pgid }, signal, reason);
     if (sent) entry.signals_sent += 1;
     return sent;
   }

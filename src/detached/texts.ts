@@ -172,6 +172,7 @@ export function abandonmentReport(sessionId: string, entries: readonly Abandoned
   ];
   for (const entry of entries) {
     lines.push('', `work_id: ${oneLine(entry.work_id)}`, `binary: ${oneLine(entry.binary)}`, `command: ${oneLine(entry.command)}`);
+    if (entry.pid !== undefined && entry.pgid !== undefined) lines.push(`process: pid ${entry.pid}, pgid ${entry.pgid}`);
     if (entry.kind === 'StillRunning') {
       lines.push(
         `state: killed at session end after ${entry.running_ms} ms`,

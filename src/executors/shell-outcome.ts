@@ -3,10 +3,12 @@
  * the 16 KiB per-stream output cap and its full-output log (`shell.md` §4.1, newer rule: the log is
  * `<records dir>/logs/shell-<epoch ms>.log`, named by its absolute path).
  */
-import { mkdir, open } from 'node:fs/promises';
+import { writeSync } from 'node:fs';
+import { mkdir, open, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { OutputTruncation } from '../../machines/contracts.js';
 import type { ProcessResult } from '../process/leader.js';
+import { OutputCapture } from './output-capture.js';
 import { decodeUtf8Lossy } from './utf8.js';
 
 /** Bytes of stdout and of stderr a foreground result keeps (`MAX_SHELL_OUTPUT_BYTES`, `shell.md` §4.1). Exactly this many is not over. */
@@ -66,7 +68,7 @@ function logHeader(binary: string, args: readonly string[], exitCode: number): s
  * @returns the absolute path written.
  * @throws {Error} with a message from {@link logWriteError}.
  */
-async function writeShellLog(logsDir: string, content: Buffer): Promise<string> {
+async function writeShellLog(logsDir: string, write: (handle: FileHandle) => Promise<void>): Promise<string> {
   const stem = `shell-${Date.now()}`;
   let path = join(logsDir, `${stem}.log`);
   try {
@@ -81,7 +83,7 @@ async function writeShellLog(logsDir: string, content: Buffer): Promise<string> 
         throw error;
       }
       try {
-        await handle.writeFile(content);
+        await write(handle);
       } finally {
         await handle.close();
       }
@@ -110,21 +112,29 @@ async function writeShellLog(logsDir: string, content: Buffer): Promise<string> 
  * documented behaviour; the newer one is unspecified). Never rejects.
  */
 export async function shellStepOutcome(result: ProcessResult, opts: ShellOutcomeOptions): Promise<ShellStepOutcome> {
+  const capture = new OutputCapture(null);
+  capture.write(1, result.stdout);
+  capture.write(2, result.stderr);
+  return shellStepOutcomeOf(result, capture, opts);
+}
+
+/**
+ * {@link shellStepOutcome} for a command whose output the runner captured ({@link OutputCapture}):
+ * the same outcome table, cap and log, read from the capture (its spill files when a stream was
+ * over the cap). Never rejects; the capture's spill files are left to its owner.
+ */
+export async function shellStepOutcomeOf(
+  result: Pick<ProcessResult, 'spawnError' | 'exitCode'>,
+  capture: OutputCapture,
+  opts: ShellOutcomeOptions,
+): Promise<ShellStepOutcome> {
   if (result.spawnError !== null) {
     return { status: 'failed', output: null, error: result.spawnError, fullOutputPath: null };
   }
-  const truncated = result.stdout.length > MAX_SHELL_OUTPUT_BYTES || result.stderr.length > MAX_SHELL_OUTPUT_BYTES;
   let fullOutputPath: string | null = null;
-  if (truncated) {
-    const content = Buffer.concat([
-      Buffer.from(logHeader(opts.binary, opts.args, result.exitCode)),
-      result.stdout,
-      Buffer.from('\n\nStderr:\n'),
-      result.stderr,
-      Buffer.from('\n'),
-    ]);
+  if (capture.truncated) {
     try {
-      fullOutputPath = await writeShellLog(join(opts.recordsDir, 'logs'), content);
+      fullOutputPath = await writeShellLog(join(opts.recordsDir, 'logs'), (handle) => writeFullLog(handle, capture, opts, result.exitCode));
     } catch (error) {
       return { status: 'failed', output: null, error: (error as Error).message, fullOutputPath: null };
     }
@@ -132,9 +142,9 @@ export async function shellStepOutcome(result: ProcessResult, opts: ShellOutcome
   const cut: { truncated?: OutputTruncation } =
     fullOutputPath === null
       ? {}
-      : { truncated: { log: fullOutputPath, stdout_bytes: result.stdout.length, stderr_bytes: result.stderr.length, kept_bytes: MAX_SHELL_OUTPUT_BYTES } };
-  const stdout = decodeUtf8Lossy(result.stdout.subarray(0, MAX_SHELL_OUTPUT_BYTES));
-  const stderr = decodeUtf8Lossy(result.stderr.subarray(0, MAX_SHELL_OUTPUT_BYTES));
+      : { truncated: { log: fullOutputPath, stdout_bytes: capture.stdoutBytes, stderr_bytes: capture.stderrBytes, kept_bytes: MAX_SHELL_OUTPUT_BYTES } };
+  const stdout = decodeUtf8Lossy(capture.stdoutHead());
+  const stderr = decodeUtf8Lossy(capture.stderrHead());
 
   if (result.exitCode === 0) {
     return { status: 'success', output: stdout, error: null, fullOutputPath, ...cut };
@@ -144,4 +154,26 @@ export async function shellStepOutcome(result: ProcessResult, opts: ShellOutcome
   const limit = opts.resourceLimit ?? null;
   const error = limit === null ? detail : resourceLimitError(opts.resolvedBinary ?? opts.binary, limit, detail);
   return { status: 'failed', output: null, error, fullOutputPath, ...cut };
+}
+
+/**
+ * Writes the full output of a foreground command to a new `<recordsDir>/logs/shell-<epoch ms>.log`
+ * (`shell.md` §4.1 layout) from its capture. @returns the absolute path. @throws {Error} with a
+ * message from {@link logWriteError}.
+ */
+export function writeCapturedLog(recordsDir: string, capture: OutputCapture, binary: string, args: readonly string[], exitCode: number): Promise<string> {
+  return writeShellLog(join(recordsDir, 'logs'), (handle) => writeFullLog(handle, capture, { binary, args, recordsDir }, exitCode));
+}
+
+/** Writes the foreground log (`shell.md` §4.1 layout) from the capture, chunk by chunk. */
+async function writeFullLog(handle: FileHandle, capture: OutputCapture, opts: ShellOutcomeOptions, exitCode: number): Promise<void> {
+  // Written synchronously as each chunk is read back from the capture: memory holds one chunk.
+  const write = (chunk: Buffer): void => {
+    for (let offset = 0; offset < chunk.length; ) offset += writeSync(handle.fd, chunk, offset, chunk.length - offset);
+  };
+  write(Buffer.from(logHeader(opts.binary, opts.args, exitCode)));
+  capture.copyOut(1, write);
+  write(Buffer.from('\n\nStderr:\n'));
+  capture.copyOut(2, write);
+  write(Buffer.from('\n'));
 }

@@ -197,6 +197,14 @@ export class CgroupUnit implements Unit {
   retag(): void {
     // The cgroup's path does not name its owner: nothing to change on disk.
   }
+
+  signal(signal: EndSignal): boolean {
+    if (this.#released || this.isEmpty()) return false;
+    if (signal === 'SIGKILL' && this.#hasKill && killCgroup(this.cgroup)) return true;
+    // Sent within this turn, with every other unit signalled in it (one freeze).
+    void this.#signaller.request(this, signal);
+    return true;
+  }
 }
 
 /** Whether `promise` settles within `ms` milliseconds. */

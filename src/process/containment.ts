@@ -48,6 +48,7 @@ import { processStartTime } from './proc.js';
 import { resolveExecutable, trustedPath, type TrustedPath } from './resolve-binary.js';
 import { helperArgs, locateSpawnHelper, probeHelper, type RunAsUser } from './spawn/helper.js';
 import type { EndResult, Unit } from './unit.js';
+import type { EndSignal } from './signals.js';
 import type { ProcessStartFields, SessionContainmentFields } from '../records/trace-records.js';
 
 export type { EndResult } from './unit.js';
@@ -260,6 +261,8 @@ export interface SpawnRequest {
   readonly onLeaderExit?: (info: LeaderExitInfo) => void;
   /** Milliseconds to read output after the leader exited (`leader.ts`, default 250). */
   readonly drainGraceMs?: number;
+  /** Keep all output in `done` (default true); false when the caller reads the streams (`leader.ts`). */
+  readonly collectOutput?: boolean;
 }
 
 /** Who a started process is, as the trace records it (`process_start`). */
@@ -306,6 +309,17 @@ export interface ContainedProcess {
   end(graceMs: number): Promise<EndResult>;
   /** Hands the tree to `owner` (e.g. a shell call → the session); cleanup by scope follows the new owner. */
   transfer(owner: Owner): void;
+  /**
+   * Sends `signal` once to every process of the tree, now, and waits for nothing (a background
+   * command's `stop` escalates on its own clock, `detached.md` §10): on the process-group backend
+   * `kill(-pgid)` (SIGTERM to a PID namespace's init alone); on the cgroup backend SIGTERM to
+   * every member under a freeze (within this turn), SIGKILL through `cgroup.kill`.
+   *
+   * @returns false when nothing was there to signal (the tree is proven gone, or never started).
+   */
+  signal(signal: EndSignal): boolean;
+  /** Live pids of the tree now (survivors of an ending, a report); `[]` once it is proven gone. */
+  members(): number[];
 }
 
 /** One entry of {@link Containment.endAll}'s answer. */
@@ -321,7 +335,15 @@ let unitCounter = 0;
 /** A cgroup name for one tree: a counter (unique in the session), then a readable owner slug. */
 function unitName(owner: Owner): string {
   const slug =
-    owner.kind === 'attempt' ? `r${owner.run}.${owner.step}.a${owner.attempt}` : owner.kind === 'shell' ? owner.task : owner.kind === 'other' ? owner.label : 'session';
+    owner.kind === 'attempt'
+      ? `r${owner.run}.${owner.step}.a${owner.attempt}`
+      : owner.kind === 'shell'
+        ? owner.task
+        : owner.kind === 'command'
+          ? owner.work
+          : owner.kind === 'other'
+            ? owner.label
+            : 'session';
   return `u${++unitCounter}-${slug.replace(/[^A-Za-z0-9_.-]/g, '_').slice(0, 80)}`;
 }
 
@@ -396,6 +418,7 @@ export class Containment {
       ...(request.stdin !== undefined ? { stdin: request.stdin } : {}),
       ...(request.onLeaderExit !== undefined ? { onLeaderExit: request.onLeaderExit } : {}),
       ...(request.drainGraceMs !== undefined ? { drainGraceMs: request.drainGraceMs } : {}),
+      ...(request.collectOutput !== undefined ? { collectOutput: request.collectOutput } : {}),
       label: ownerText(request.owner),
     });
     if (leader.pid === null) {
@@ -598,6 +621,28 @@ class Contained implements ContainedProcess {
   transfer(owner: Owner): void {
     this.#owner = owner;
     this.#unit?.retag(ownerText(owner));
+  }
+
+  signal(signal: EndSignal): boolean {
+    const unit = this.#unit;
+    if (unit === null || this.#released) return false;
+    if (!this.#controlSettled) {
+      // Until the helper has exec'd the command the tree may not be in its cgroup yet, and an
+      // empty cgroup would swallow the signal (a `stop` right after a zero-grace demotion): it
+      // goes out the moment the control channel settles (after the constructor's handler has
+      // noted a PID namespace's init, which a SIGTERM must reach alone).
+      void this.#leader.control.then(() => {
+        if (!this.#released) unit.signal(signal);
+      });
+      return true;
+    }
+    return unit.signal(signal);
+  }
+
+  members(): number[] {
+    const unit = this.#unit;
+    if (unit === null || this.#released) return [];
+    return unit.members();
   }
 }
 

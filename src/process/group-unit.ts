@@ -10,7 +10,8 @@
  * kernel kills everything left in the namespace, so the group is gone only once the namespace is.
  */
 import { groupMembers, KILL_VERIFY_TIMEOUT_MS, ProcessGroupRegistry } from './process-groups.js';
-import type { ProcessRef } from './proc.js';
+import { isSameLiveProcess, type ProcessRef } from './proc.js';
+import { signalProcess, signalProcessGroup, type EndSignal } from './signals.js';
 import type { EndResult, Unit } from './unit.js';
 
 export class GroupUnit implements Unit {
@@ -60,6 +61,13 @@ export class GroupUnit implements Unit {
 
   release(): void {
     this.#groups.forget(this.pgid);
+  }
+
+  signal(signal: EndSignal): boolean {
+    if (!this.#groups.isRegistered(this.pgid)) return false;
+    const init = signal === 'SIGTERM' ? this.init : null;
+    if (init !== null && isSameLiveProcess(init)) return signalProcess(init.pid, 'SIGTERM');
+    return signalProcessGroup(this.pgid, signal);
   }
 
   retag(ownerTag: string): void {

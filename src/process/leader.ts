@@ -65,6 +65,12 @@ export interface LaunchOptions {
    * leader wrote just before exiting may be lost if the pipes are still held open.
    */
   readonly drainGraceMs?: number;
+  /**
+   * Keep every byte of stdout and stderr for {@link ProcessResult} (default true). False: `done`
+   * carries empty buffers and the caller reads the streams itself (the command runner, whose
+   * sinks keep memory flat whatever a command prints).
+   */
+  readonly collectOutput?: boolean;
 }
 
 /** How to start one process with {@link startProcess}. */
@@ -93,6 +99,17 @@ export interface ProcessResult {
   readonly startedAtMs: number;
   /** Epoch milliseconds when the leader had exited and output was drained (EOF or `drainGraceMs`). */
   readonly endedAtMs: number;
+  /**
+   * Epoch milliseconds at which the leader's exit was observed (before its output finished
+   * draining); null when it never started.
+   */
+  readonly leaderExitedAtMs?: number | null;
+  /**
+   * True when stdout or stderr was still held open `drainGraceMs` after the leader exited (a
+   * process it left in the background inherited them, `detached.md` §7.1) and the pipes were cut
+   * on our side; false when both reached end-of-file.
+   */
+  readonly outputHeld?: boolean;
 }
 
 /** A started process. */
@@ -179,6 +196,14 @@ function collect(stream: Readable | null | undefined): () => Buffer {
   }
   return () => Buffer.concat(chunks);
 }
+
+/** Keeps a broken pipe from becoming an uncaught exception, collecting nothing (the caller reads the stream). */
+function ignoreErrors(stream: Readable | null | undefined): () => Buffer {
+  stream?.on('error', () => undefined);
+  return () => EMPTY;
+}
+
+const EMPTY = Buffer.alloc(0);
 
 /** A launched (or failed) leader, before anyone registered it. */
 export interface LaunchedLeader {
@@ -280,8 +305,9 @@ export function launchLeader(options: LaunchOptions): LaunchedLeader {
   const stderr: Readable | null = subprocess.stderr;
   const stdin: Writable | null = subprocess.stdin;
   stdin?.on('error', () => undefined); // EPIPE when the child exits without reading its input
-  const stdoutBytes = collect(stdout);
-  const stderrBytes = collect(stderr);
+  const keep = options.collectOutput !== false;
+  const stdoutBytes = keep ? collect(stdout) : ignoreErrors(stdout);
+  const stderrBytes = keep ? collect(stderr) : ignoreErrors(stderr);
   let byteCount = 0;
   const countBytes = (chunk: Buffer | string): void => {
     byteCount += chunk.length;
@@ -303,7 +329,10 @@ export function launchLeader(options: LaunchOptions): LaunchedLeader {
 
   const done = new Promise<ProcessResult>((resolve) => {
     let settled = false;
-    const finish = (fields: Pick<ProcessResult, 'spawnError' | 'exitCode' | 'signal'>, leaderPid: number | null = pid): void => {
+    const finish = (
+      fields: Pick<ProcessResult, 'spawnError' | 'exitCode' | 'signal'> & { readonly leaderExitedAtMs?: number; readonly outputHeld?: boolean },
+      leaderPid: number | null = pid,
+    ): void => {
       if (settled) return;
       settled = true;
       stdout?.destroy();
@@ -368,9 +397,13 @@ export function launchLeader(options: LaunchOptions): LaunchedLeader {
           if (bytesRead() === before) return;
         }
       };
+      let eof = false;
+      void outputSettled.then(() => {
+        eof = true;
+      });
       void Promise.race([outputSettled, drained]).then(() => {
         clearTimeout(timer);
-        finish({ spawnError: null, exitCode, signal });
+        finish({ spawnError: null, exitCode, signal, leaderExitedAtMs: atMs, outputHeld: !eof });
       });
     };
   });

@@ -11,8 +11,10 @@ export type Owner =
   | { readonly kind: 'session' }
   /** Attempt `attempt` (1-based) of step `step` in plan run `run` (a per-session counter). */
   | { readonly kind: 'attempt'; readonly run: string; readonly step: string; readonly attempt: number }
-  /** A shell call (`shell.run`, `capsule serve`) by its task id. */
+  /** A shell call (`shell.run`, `capsule serve`) by its task id, while it runs in the foreground. */
   | { readonly kind: 'shell'; readonly task: string }
+  /** A shell command demoted to the background, by its work id (`wrk_…`): handed over from its call, the session's until it ends. */
+  | { readonly kind: 'command'; readonly work: string }
   /** Anything else a library user or a test starts, by a label of its own. */
   | { readonly kind: 'other'; readonly label: string };
 
@@ -22,10 +24,11 @@ export interface OwnerScope {
   readonly run?: string;
   readonly step?: string;
   readonly task?: string;
+  readonly work?: string;
   readonly label?: string;
 }
 
-/** The owner in one line, as the trace's `process_start.owner` records it: `session`, `run:3/step:build#2`, `shell:tsk_…`, `other:<label>`. */
+/** The owner in one line, as the trace's `process_start.owner` records it: `session`, `run:3/step:build#2`, `shell:tsk_…`, `command:wrk_…`, `other:<label>`. */
 export function ownerText(owner: Owner): string {
   switch (owner.kind) {
     case 'session':
@@ -34,6 +37,8 @@ export function ownerText(owner: Owner): string {
       return `run:${owner.run}/step:${owner.step}#${owner.attempt}`;
     case 'shell':
       return `shell:${owner.task}`;
+    case 'command':
+      return `command:${owner.work}`;
     case 'other':
       return `other:${owner.label}`;
   }
@@ -43,8 +48,8 @@ export function ownerText(owner: Owner): string {
 export function ownerInScope(owner: Owner, scope: OwnerScope | undefined): boolean {
   if (scope === undefined) return true;
   if (scope.kind !== undefined && owner.kind !== scope.kind) return false;
-  const fields = owner as Partial<Record<'run' | 'step' | 'task' | 'label', string>>;
-  for (const key of ['run', 'step', 'task', 'label'] as const) {
+  const fields = owner as Partial<Record<'run' | 'step' | 'task' | 'work' | 'label', string>>;
+  for (const key of ['run', 'step', 'task', 'work', 'label'] as const) {
     const wanted = scope[key];
     if (wanted !== undefined && fields[key] !== wanted) return false;
   }

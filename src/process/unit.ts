@@ -42,4 +42,9 @@ export interface Unit {
   release(): void;
   /** Hands the unit to another owner tag (process-group backend: the registry's tag). */
   retag(ownerTag: string): void;
+  /**
+   * Sends `signal` once to the whole tree now (SIGTERM to a PID namespace's init alone), waiting
+   * for nothing. @returns false when nothing of the tree was left to signal.
+   */
+  signal(signal: EndSignal): boolean;
 }

@@ -172,16 +172,42 @@ export interface PlanEndFields {
   readonly reason?: string;
 }
 
-/** `task_start` (`trace-shell.md` §3). Reserved: written once tasks exist (`capsule serve`). */
+/**
+ * `task_start` (`trace-shell.md` §3): every call that runs work (`shell.run`, `plan.submit`) and
+ * every completion the session delivers is a task; task-scoped records hang off this node.
+ */
 export interface TaskStartFields {
   readonly task_id: string;
   readonly context_id?: string;
+  /** Which door: `serve`, `library`, `detached_shell` (a delivered completion). */
   readonly source: string;
   readonly origin: string;
+  /** Derived from the origin (`detached.md` §17); reconciliation joins on it. */
   readonly trust: 'trusted' | 'untrusted';
   readonly lane: string;
   readonly delegation_id?: string;
   readonly message_parts_bytes?: number;
+  /** Ours: the method that started the task (`shell.run`, `plan.submit`); absent for a completion. */
+  readonly method?: string;
+}
+
+/** `shell` (`trace-shell.md` §4): a shell call that finished in the foreground (it registered nothing). */
+export interface ShellFields {
+  readonly turn?: number;
+  readonly task_id: string | null;
+  /** Resolved binary. */
+  readonly binary: string;
+  /** The command text as the caller gave it (without the binary). */
+  readonly command: string;
+  readonly exit_code: number;
+  readonly stdout_bytes: number;
+  readonly stderr_bytes: number;
+  readonly duration_ms: number;
+  readonly resource_limit?: string;
+  /** Ours: the full-output log when stdout or stderr was over the 16 KiB cap. */
+  readonly full_output_path?: string;
+  /** Ours: `Killed` when processes it left still held its output at its exit (they were killed). */
+  readonly output_holders?: 'Killed' | 'LeftRunning';
 }
 
 /** `task_canceled` (`trace-shell.md` §10). Reserved. */
@@ -192,18 +218,33 @@ export interface TaskCanceledFields {
   readonly delegation_ids: readonly string[];
 }
 
-/** `shell_detached` (`trace-shell.md` §5): a command demoted to the background. Reserved. */
+/**
+ * `shell_detached` (`trace-shell.md` §5): a command demoted to the background, written (and
+ * flushed) at the demotion instant — its `timestamp` is the `detached_at_ms` a resume reports.
+ * Beyond the original (`spec/README.md`): what it takes to find the command's processes again
+ * after a crash, so a resume can say whether it is still alive and stop it.
+ */
 export interface ShellDetachedFields {
   readonly turn?: number;
   readonly task_id: string | null;
   readonly work_id: string;
   readonly binary: string;
   readonly command: string;
-  /** The declared grace; null for a demotion by cancel (no grace declared). */
+  /** The declared grace; null when none is declared (the demotion came from an abandon or a cancel). */
   readonly grace_ms: number | null;
+  /** Ours: the command's leader pid (the process the runtime spawned). */
+  readonly pid: number;
+  /** Ours: its start time, clock ticks after boot (`/proc/<pid>/stat` field 22; -1 unreadable): with `pid` it names the process unambiguously. */
+  readonly pid_start_time: number;
+  /** Ours: the process group it leads (= `pid`). */
+  readonly pgid: number;
+  /** Ours: its tree's cgroup directory; null on the process-group backend. */
+  readonly cgroup: string | null;
+  /** Ours: the absolute log path (`logs/<work_id>.log` in the records directory). */
+  readonly output_path: string;
 }
 
-/** `shell_completed` (`trace-shell.md` §6). Reserved. */
+/** `shell_completed` (`trace-shell.md` §6): exactly one per finished demoted command, written by the delivery that claimed it. */
 export interface ShellCompletedFields {
   readonly work_id: string;
   readonly binary: string;
@@ -218,7 +259,7 @@ export interface ShellCompletedFields {
   readonly delivered_via?: 'task' | 'background_command';
 }
 
-/** `shell_abandoned` (`trace-shell.md` §7). Reserved. */
+/** `shell_abandoned` (`trace-shell.md` §7): written by the session's teardown sweep for each demoted command nobody accounted for. */
 export interface ShellAbandonedFields {
   readonly work_id: string;
   readonly binary: string;
@@ -228,6 +269,11 @@ export interface ShellAbandonedFields {
   readonly exit_code?: number;
   readonly output_path?: string;
   readonly output_bytes?: number;
+  /** Ours: `killed_at_session_end` (it was still running) or `finished_during_teardown`. */
+  readonly reason?: 'killed_at_session_end' | 'finished_during_teardown';
+  /** Ours: its leader pid and process group. */
+  readonly pid?: number;
+  readonly pgid?: number;
 }
 
 /**
@@ -381,6 +427,7 @@ export interface TraceFieldsByType {
   readonly plan_end: PlanEndFields;
   readonly task_start: TaskStartFields;
   readonly task_canceled: TaskCanceledFields;
+  readonly shell: ShellFields;
   readonly shell_detached: ShellDetachedFields;
   readonly shell_completed: ShellCompletedFields;
   readonly shell_abandoned: ShellAbandonedFields;
@@ -407,15 +454,18 @@ export type TraceRecord<T extends TraceEventType = TraceEventType> = {
 export const TRACE_PARENTS = {
   session_start: [],
   session_end: ['session_start'],
-  // A step's process hangs off its plan; work outside a plan (to come) off the session.
-  process_start: ['plan_start', 'session_start'],
-  plan_start: ['session_start'],
+  // A step's process hangs off its plan; a shell call's off its task, else the session.
+  process_start: ['plan_start', 'task_start', 'session_start'],
+  // A plan submitted to `capsule serve` hangs off its task.
+  plan_start: ['task_start', 'session_start'],
   plan_step_start: ['plan_start'],
   plan_step: ['plan_start'],
   // Under the session node only when the plan file could not be read or parsed.
   plan_end: ['plan_start', 'session_start'],
   task_start: ['session_start'],
   task_canceled: ['task_start', 'session_start'],
+  // Turn-scoped in the spec; without agent turns here: the task, else the session.
+  shell: ['task_start', 'session_start'],
   // Turn-scoped in the spec; without agent turns here: the task, else the session.
   shell_detached: ['task_start', 'session_start'],
   shell_completed: ['session_start'],
@@ -474,11 +524,12 @@ const ORDER: { readonly [K in TraceEventType]: readonly (keyof TraceFieldsByType
   plan_step_start: ['plan_id', 'step_id', 'kind', 'depends_on'],
   plan_step: ['plan_id', 'step_id', 'kind', 'status', 'attempts', 'duration_ms', 'error', 'input', 'state_effect', 'resource_id', 'truncated'],
   plan_end: ['plan_id', 'outcome', 'failed_step', 'steps_total', 'steps_succeeded', 'steps_failed', 'steps_skipped', 'duration_ms', 'reason'],
-  task_start: ['task_id', 'context_id', 'source', 'origin', 'trust', 'lane', 'delegation_id', 'message_parts_bytes'],
+  task_start: ['task_id', 'context_id', 'source', 'origin', 'trust', 'lane', 'delegation_id', 'message_parts_bytes', 'method'],
   task_canceled: ['task_id', 'phase', 'detached_work_ids', 'delegation_ids'],
-  shell_detached: ['turn', 'task_id', 'work_id', 'binary', 'command', 'grace_ms'],
+  shell: ['turn', 'task_id', 'binary', 'command', 'exit_code', 'stdout_bytes', 'stderr_bytes', 'duration_ms', 'resource_limit', 'full_output_path', 'output_holders'],
+  shell_detached: ['turn', 'task_id', 'work_id', 'binary', 'command', 'grace_ms', 'pid', 'pid_start_time', 'pgid', 'cgroup', 'output_path'],
   shell_completed: ['work_id', 'binary', 'command', 'exit_code', 'duration_ms', 'output_path', 'output_bytes', 'resource_limit', 'status', 'completion_task_id', 'delivered_via'],
-  shell_abandoned: ['work_id', 'binary', 'command', 'running_ms', 'exit_code', 'output_path', 'output_bytes'],
+  shell_abandoned: ['work_id', 'binary', 'command', 'running_ms', 'exit_code', 'output_path', 'output_bytes', 'reason', 'pid', 'pgid'],
   shell_lost: ['work_id', 'binary', 'command', 'detached_at_ms', 'reconciled_by_session', 'reconciled_task_id'],
   process_lost: ['owner', 'work_id', 'pid', 'pid_start_time', 'pgid', 'cgroup', 'live_pids', 'reconciled_by_session', 'reconciled_task_id'],
   session_resume: ['prior_records_dir', 'prior_session_id', 'skipped', 'report_task_id', 'context_id', 'trust', 'message', 'lost', 'processes', 'damaged_lines', 'repaired_torn_tail', 'reap'],

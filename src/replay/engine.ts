@@ -44,8 +44,8 @@ export interface ReplayResult {
 
 /** A fake effect actor: how the replay settles it (promise) or speaks through it (callback). */
 export type Fake =
-  | { readonly type: 'promise'; readonly resolve: (output: unknown) => void; readonly reject: (error: Error) => void }
-  | { readonly type: 'callback'; readonly sendBack: (event: { type: string }) => void };
+  | { readonly type: 'promise'; readonly resolve: (output: unknown) => void; readonly reject: (error: Error) => void; readonly input: unknown }
+  | { readonly type: 'callback'; readonly sendBack: (event: { type: string }) => void; readonly input: unknown };
 
 /** Every `after` event type of a machine, by the state node that has it. */
 function afterEvents(machine: AnyStateMachine): { readonly type: string; readonly delay: string }[] {
@@ -75,6 +75,8 @@ export abstract class Replay {
   /** Set while the replay stops its actors: what they log then is the replay's own shutdown, not behaviour. */
   protected stopping = false;
   readonly #fakes = new WeakMap<object, Fake>();
+  /** Effect actor → the readable id of the machine that started it (from its `xstate.init`). */
+  readonly #parents = new WeakMap<object, string>();
   readonly #machines = new Map<string, AnyStateMachine>();
   readonly #implementations: Record<string, Implementations> = {};
   readonly #overrides: Record<string, AnyStateMachine>;
@@ -98,9 +100,9 @@ export abstract class Replay {
       for (const [name, type] of Object.entries(kind.effects.actors ?? {})) {
         actors[name] =
           type === 'promise'
-            ? fromPromise(({ self }) => new Promise<unknown>((resolve, reject) => this.#fakeStarted(self, { type: 'promise', resolve, reject })))
-            : fromCallback(({ self, sendBack, receive }) => {
-                this.#fakeStarted(self, { type: 'callback', sendBack });
+            ? fromPromise(({ self, input }) => new Promise<unknown>((resolve, reject) => this.#fakeStarted(self, { type: 'promise', resolve, reject, input })))
+            : fromCallback(({ self, sendBack, receive, input }) => {
+                this.#fakeStarted(self, { type: 'callback', sendBack, input });
                 // A message to the effect is a point where it may answer at once (as a real one can, synchronously).
                 receive(() => this.onEffect(self, kind.name, name, undefined));
               });
@@ -112,6 +114,10 @@ export abstract class Replay {
       if (event.type === '@xstate.event' && event.event.type === 'xstate.init') {
         const name = readableActorId(event.actorRef as AnyActorRef);
         if (name !== null) this.refs.set(name, event.actorRef as AnyActorRef);
+        else if (event.sourceRef !== undefined) {
+          const parent = readableActorId(event.sourceRef as AnyActorRef);
+          if (parent !== null) this.#parents.set(event.actorRef, parent);
+        }
       }
       recorder(event);
     };
@@ -146,7 +152,18 @@ export abstract class Replay {
   /** A fake effect actor started. The default leaves it to the script; a hand-written one settles promises at once. */
   protected onFakeStarted(_self: AnyActorRef, _fake: Fake): void {}
 
+  /**
+   * The error a fake effect actor must throw as it starts, to reproduce a recorded effect that
+   * crashed (XState turns the throw into the parent's `xstate.error.actor.<id>`); null: start.
+   */
+  protected crashOnStart(_parent: string, _effectId: string): Error | null {
+    return null;
+  }
+
   #fakeStarted(self: AnyActorRef, fake: Fake): void {
+    const parent = this.#parents.get(self);
+    const crash = parent === undefined ? null : this.crashOnStart(parent, self.id);
+    if (crash !== null) throw crash;
     this.#fakes.set(self, fake);
     this.onFakeStarted(self, fake);
   }

@@ -29,14 +29,14 @@ export class HandReplay extends Replay {
 
   protected override onFakeStarted(_self: AnyActorRef, fake: Fake): void {
     if (fake.type === 'promise') fake.resolve(undefined);
-  }
-
-  protected onEffect(_actor: AnyActorRef, kind: string, effect: string, context: unknown): void {
-    if (kind === 'step' && effect === 'startAttempt') {
-      const { input, attempt } = context as { input: { step: { id: string } }; attempt: number };
-      this.#started.set(`${input.step.id}#${attempt + 1}`, this.#time);
+    // A step's attempt actor (toolAttempt, shellAttempt, delegation) started: its simulated start.
+    const attempt = fake.input as { step?: { step?: { id?: unknown } }; attempt?: unknown } | undefined;
+    if (typeof attempt?.step?.step?.id === 'string' && typeof attempt.attempt === 'number') {
+      this.#started.set(`${attempt.step.step.id}#${attempt.attempt}`, this.#time);
     }
   }
+
+  protected onEffect(): void {}
 
   protected onRecord(): void {}
 
@@ -108,12 +108,19 @@ export class HandReplay extends Replay {
           return;
         }
         this.fed++;
+        // The step's attempt actor (a fake here) reports, as the real one would.
+        const step = `step:${line.step}`;
+        const report = (event: { readonly type: string; readonly [key: string]: unknown }): boolean => {
+          const refused = this.deliver(step, event, 'attempt');
+          if (refused !== null) this.#diverge(line.line, step, `${event.type} of attempt ${attempt} delivered`, refused);
+          return refused === null;
+        };
         if (line.kind === 'exit' || line.exitCode !== undefined) {
-          ref.send({ type: 'ATTEMPT.LEADER_EXITED', attempt, pid: 0, exitCode: line.exitCode ?? 0, signal: line.signal ?? null });
+          if (!report({ type: 'ATTEMPT.LEADER_EXITED', attempt, pid: 0, exitCode: line.exitCode ?? 0, signal: line.signal ?? null })) return;
         }
         if (line.kind === 'exit') return;
         this.#time += line.durationMs;
-        ref.send({
+        report({
           type: 'ATTEMPT.FINISHED',
           attempt,
           outcome: { status: line.status, output: line.output, error: line.error },

@@ -82,6 +82,13 @@ export class RecordedReplay extends Replay {
     this.#pump(false);
   }
 
+  protected override crashOnStart(parent: string, effectId: string): Error | null {
+    const next = this.#records[this.#next];
+    if (next?.kind !== 'event' || next.actor !== parent || next.from !== effectId || next.type !== `xstate.error.actor.${effectId}`) return null;
+    const error = next.event?.['error'] as { message?: unknown } | undefined;
+    return new Error(typeof error?.message === 'string' ? error.message : 'crashed');
+  }
+
   protected onRecord(record: EventLogRecord): void {
     const index = this.#count.get(record.actor) ?? 0;
     this.#count.set(record.actor, index + 1);

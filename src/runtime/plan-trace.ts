@@ -16,18 +16,21 @@ import type { TraceWriter } from '../records/trace-writer.js';
 export class PlanTrace {
   readonly #trace: TraceWriter;
   readonly #session: TraceNode<'session_start'>;
+  /** What `plan_start` hangs off: the submitting task (`capsule serve`), else the session node. */
+  readonly #parent: TraceNode<'session_start' | 'task_start'>;
   #plan: TraceNode<'plan_start'> | null = null;
   #planId = '';
 
-  constructor(trace: TraceWriter, session: TraceNode<'session_start'>) {
+  constructor(trace: TraceWriter, session: TraceNode<'session_start'>, task: TraceNode<'task_start'> | null = null) {
     this.#trace = trace;
     this.#session = session;
+    this.#parent = task ?? session;
   }
 
   /** `plan_start` (§3.1), with the DAG as authored, before validation. */
   start(plan: PlanFile, kinds: readonly StepKind[]): void {
     this.#planId = plan.id;
-    this.#plan = this.#trace.write('plan_start', this.#session, {
+    this.#plan = this.#trace.write('plan_start', this.#parent, {
       plan_id: plan.id,
       step_count: plan.steps.length,
       steps: plan.steps.map((step, i) => ({

@@ -16,8 +16,9 @@ import type { RuntimeLogger } from '../session/logger.js';
 import { replaceFile } from '../records/append-file.js';
 import { RecordsDirInUseError, recordedSessionIn } from '../records/records-dir.js';
 import { resumeSession, type ResumeOutcome } from '../reconcile/resume.js';
+import type { TraceNode } from '../records/trace-records.js';
 import { Session, type SessionExitStatus, type SessionOptions } from '../session/session.js';
-import { createAttemptEffects, type CommandTool, type FunctionTool, type Gate } from './attempt.js';
+import { createAttemptActors, type CommandTool, type FunctionTool, type Gate } from './attempt.js';
 import { PlanTrace } from './plan-trace.js';
 
 /** The JSON report (DESIGN §4; `plan.md` §13 plus ids, records dir and duration). */
@@ -128,6 +129,8 @@ export interface RunPlanOptions {
     readonly warn?: (line: string) => void;
     readonly onOutcome?: (outcome: ResumeOutcome) => void;
   };
+  /** The task that submitted the plan (`capsule serve`'s `plan.submit`): `plan_start` hangs off its `task_start`. */
+  readonly task?: TraceNode<'task_start'>;
 }
 
 /** A started run: its report, and the cancel door. */
@@ -216,10 +219,10 @@ export function startPlan(options: RunPlanOptions): PlanRun {
       }
     }
     const log = session.logger;
-    const trace = new PlanTrace(session.trace, session.node);
+    const trace = new PlanTrace(session.trace, session.node, options.task ?? null);
     const elapsed = (): number => elapsedMs(startedAtMs, clock.monotonicMs());
     const finish = async (planReport: PlanReport, status: SessionExitStatus): Promise<PlanReport> => {
-      writeReport(session.recordsDir, planReport);
+      if (session.hasRecords) writeReport(session.recordsDir, planReport);
       log.info({ plan_id: planReport.plan_id, completed: planReport.completed, failed_step: planReport.failed_step, canceled: planReport.canceled, duration_ms: planReport.duration_ms }, 'plan ended');
       if (ownSession) await session.end(status);
       options.onEvent?.({ type: 'plan.ended', report: planReport });
@@ -269,7 +272,7 @@ export function startPlan(options: RunPlanOptions): PlanRun {
     for (const warning of runStartWarnings(check)) options.onWarning?.(warning);
 
     const runId = String(++runCounter);
-    const effects = createAttemptEffects({
+    const attemptActors = createAttemptActors({
       session,
       functionTools,
       commandTools,
@@ -284,7 +287,7 @@ export function startPlan(options: RunPlanOptions): PlanRun {
     // The effects of every machine of the plan's actor tree (src/actors/actor-kinds.ts); their pure
     // logic (the plan's scan with the condition language) comes with the kinds.
     const implementations = {
-      step: { actions: effects },
+      step: { actors: { ...attemptActors } },
       plan: {
         actors: {
           // Plan end (`plan.md` §21): every tree this run's steps left (a background child of a step

@@ -1,4 +1,5 @@
 import { mkdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { basename, dirname, resolve, join } from 'node:path';
 import type { InspectionEvent } from 'xstate';
 import { ERROR_CODES, messageOf, RuntimeError } from '../errors.js';
@@ -14,6 +15,8 @@ import type { Manifest } from '../manifest.js';
 import { CancelPolicy, type Cancelable, type CancelPolicyOptions } from './cancel-policy.js';
 import { elapsedMs, systemClock, type SessionClock, type XStateClock } from './clock.js';
 import { silentLogger, type RuntimeLogger } from './logger.js';
+import { BackgroundCommands, type BackgroundOptions } from './background/background-commands.js';
+import { TaskTable } from './tasks.js';
 
 /** XState's timer interface (`createActor({ clock })`). */
 export type Clock = XStateClock;
@@ -27,6 +30,14 @@ export interface SessionOptions {
   readonly workdir?: string;
   /** Records directory. Default `<workdir>/.capsule/records/<session_id>/` (DESIGN §3). Created if missing. */
   readonly recordsDir?: string;
+  /**
+   * False: the session has no records directory at all — nothing is written (no trace, no event
+   * log, no logs), and a shell call is never demoted (its output would have no place to go,
+   * `detached.md` §3). Default true.
+   */
+  readonly records?: boolean;
+  /** The session's background commands: extra allowed binaries, the grace, where the abandonment report goes. */
+  readonly background?: BackgroundOptions;
   /** Session id; default a new `ses_` + UUID v7. */
   readonly sessionId?: string;
   /** The capsule manifest, when there is one (for `session_start` and the shell policy). */
@@ -105,6 +116,8 @@ export class Session {
   readonly scratchDir: string;
   readonly runtimeDir: string;
   readonly manifest: Manifest | null;
+  /** Whether the session has a records directory (`SessionOptions.records`): without one nothing is written and nothing demoted. */
+  readonly hasRecords: boolean;
   readonly trace: TraceWriter;
   /** The one registry of every process tree the session starts (and the only place that signals them). */
   readonly containment: Containment;
@@ -116,10 +129,15 @@ export class Session {
   readonly logger: RuntimeLogger;
   /** `session_start`: the node plan and delegation records hang off. */
   readonly node: TraceNode<'session_start'>;
+  /** The session's tasks (`tsk_…`): every `shell.run`, `plan.submit` and delivered completion. */
+  readonly tasks: TaskTable;
+  /** The session's background commands: `shell.run`, `backgroundCommand`, completions, the sweep. */
+  readonly background: BackgroundCommands;
   readonly #inspectors: ((event: InspectionEvent) => void)[];
   readonly #openedAtMs: number;
   #counts = { toolCalls: 0, shellCalls: 0 };
   #ended = false;
+  #ending: Promise<void> | null = null;
 
   private constructor(options: SessionOptions) {
     this.time = options.clock ?? systemClock;
@@ -128,8 +146,10 @@ export class Session {
     this.logger = (options.logger ?? silentLogger).child({ session_id: this.id });
     this.workdir = resolve(options.workdir ?? process.cwd());
     this.recordsDir = resolve(options.recordsDir ?? join(this.workdir, '.capsule', 'records', this.id));
+    this.hasRecords = options.records !== false;
     this.runtimeDir = resolve(options.runtimeDir ?? this.workdir);
-    this.scratchDir = join(dirname(this.recordsDir), `.${basename(this.recordsDir)}.scratch`);
+    // Without a records directory the steps' HOME and TMPDIR go under the system's temp directory.
+    this.scratchDir = this.hasRecords ? join(dirname(this.recordsDir), `.${basename(this.recordsDir)}.scratch`) : join(tmpdir(), `.capsule-${this.id}.scratch`);
     this.manifest = options.manifest ?? null;
     // Node's recursive mkdir never returns under /proc or /sys (it retries ENOENT forever).
     if (/^\/(proc|sys)(\/|$)/.test(this.recordsDir)) {
@@ -146,7 +166,7 @@ export class Session {
       // In a step's mount namespace the records directory is read-only: a step (even as root,
       // short of undoing the mount) cannot forge or redirect records. Not when the records
       // directory holds the workdir or the scratch directory, which steps must write.
-      readOnlyPaths: isInside(this.workdir, this.recordsDir) || isInside(this.scratchDir, this.recordsDir) ? [] : [this.recordsDir],
+      readOnlyPaths: !this.hasRecords || isInside(this.workdir, this.recordsDir) || isInside(this.scratchDir, this.recordsDir) ? [] : [this.recordsDir],
     });
     // Every failure to open the records is RECORDS_DIR_UNUSABLE, and takes the session's cgroup
     // with it (nothing ran), e.g. ELOOP: trace.jsonl is a link planted in a reused records dir.
@@ -155,7 +175,7 @@ export class Session {
       return new RuntimeError(ERROR_CODES.RECORDS_DIR_UNUSABLE, messageOf(error), { cause: error });
     };
     try {
-      mkdirSync(join(this.recordsDir, 'logs'), { recursive: true });
+      if (this.hasRecords) mkdirSync(join(this.recordsDir, 'logs'), { recursive: true });
     } catch (error) {
       throw unusable(error);
     }
@@ -165,12 +185,12 @@ export class Session {
     };
     const now = (): number => this.time.epochMs();
     try {
-      this.trace = new TraceWriter(options.trace === false ? null : join(this.recordsDir, 'trace.jsonl'), this.id, { onError: onRecordError, now });
+      this.trace = new TraceWriter(options.trace === false || !this.hasRecords ? null : join(this.recordsDir, 'trace.jsonl'), this.id, { onError: onRecordError, now });
     } catch (error) {
       throw unusable(error);
     }
     try {
-      this.eventLog = options.eventLog === false ? null : new EventLog(join(this.recordsDir, EVENT_LOG_FILE), { onError: onRecordError, now });
+      this.eventLog = options.eventLog === false || !this.hasRecords ? null : new EventLog(join(this.recordsDir, EVENT_LOG_FILE), { onError: onRecordError, now });
     } catch (error) {
       this.trace.close();
       throw unusable(error);
@@ -207,11 +227,13 @@ export class Session {
       // Ours: how the session's processes are contained and isolated, and why.
       containment: containmentTraceFields(this.containment.info),
     });
+    this.tasks = new TaskTable(this.trace, this.node, { contextId: `ctx_${this.id.replace(/^ses_/, '')}`, now });
+    this.background = new BackgroundCommands(this, options.background ?? {});
     this.logger.info(
       { records_dir: this.recordsDir, workdir: this.workdir, trace: this.trace.enabled, event_log: this.eventLog !== null, containment: this.containment.info.backend, pid_namespace: this.containment.info.pidNamespace },
       'session opened',
     );
-    if (options.noticeAbandoned ?? options.recordsDir === undefined) {
+    if (this.hasRecords && (options.noticeAbandoned ?? options.recordsDir === undefined)) {
       const excludeDirs = options.resumeFrom !== undefined ? [resolve(options.resumeFrom)] : [];
       for (const abandoned of findAbandonedSessions(dirname(this.recordsDir), { exclude: this.id, excludeDirs, noticedBy: this.id, now })) {
         this.logger.warn({ abandoned_session: abandoned.sessionId, live_processes: abandoned.processes.length }, 'an earlier session ended without session_end');
@@ -280,13 +302,31 @@ export class Session {
   }
 
   /**
-   * Ends the session: ends every process tree still registered (SIGTERM, SIGKILL after `graceMs`,
-   * proven gone) and removes the session's cgroup, then writes `session_end` and closes the trace.
-   * Idempotent.
+   * Ends the session (every ordinary end: `capsule run`'s, `session.stop`, a signal to
+   * `capsule serve`, its stdin closing): first the teardown sweep of the background commands
+   * (`detached.md` §14: the ones still running are killed and proven gone, the unaccounted are
+   * recorded as `shell_abandoned` and reported once), then every process tree still registered is
+   * ended (SIGTERM, SIGKILL after `graceMs`, proven gone) and the session's cgroup removed, then
+   * `session_end` — the last record — and the trace and event log are closed. Idempotent: a second
+   * call resolves when the first is done.
    */
-  async end(exitStatus: SessionExitStatus, graceMs = 2000): Promise<void> {
-    if (this.#ended) return;
+  end(exitStatus: SessionExitStatus, graceMs = 2000): Promise<void> {
+    this.#ending ??= this.#end(exitStatus, graceMs);
+    return this.#ending;
+  }
+
+  /** Whether {@link end} was called. */
+  get ended(): boolean {
+    return this.#ending !== null;
+  }
+
+  async #end(exitStatus: SessionExitStatus, graceMs: number): Promise<void> {
     this.#ended = true;
+    try {
+      await this.background.end();
+    } catch (error) {
+      this.logger.error({ err: messageOf(error) }, 'the teardown sweep failed');
+    }
     await this.containment.close(graceMs);
     const durationMs = elapsedMs(this.#openedAtMs, this.time.monotonicMs());
     this.trace.write('session_end', this.node, {

@@ -18,7 +18,7 @@ describe('trace records (src/records/trace-records.ts)', () => {
     expect(TRACE_EVENT_TYPES.sort()).toEqual(
       [
         'session_start', 'session_end', 'process_start', 'plan_start', 'plan_step_start', 'plan_step', 'plan_end',
-        'task_start', 'task_canceled', 'shell_detached', 'shell_completed', 'shell_abandoned', 'shell_lost',
+        'task_start', 'task_canceled', 'shell', 'shell_detached', 'shell_completed', 'shell_abandoned', 'shell_lost',
         'process_lost', 'session_resume', 'process_reaped', 'delegation_start', 'delegation',
       ].sort(),
     );

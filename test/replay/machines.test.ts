@@ -8,8 +8,8 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createActor, fromCallback, toPromise } from 'xstate';
-import type { CommandReport, CommandSignalRequest, DetachedCommandInput } from '../../machines/detached-command.machine.js';
+import { createActor, fromCallback, toPromise, type EventObject } from 'xstate';
+import type { CommandReport, DetachedCommandInput } from '../../machines/detached-command.machine.js';
 import { ACTOR_KINDS, provideKind } from '../../src/actors/actor-kinds.js';
 import { createEventRecorder, type EventLogRecord } from '../../src/records/event-log.js';
 import { parseReplayScript } from '../../src/replay/script.js';
@@ -23,7 +23,7 @@ afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 /** Kinds whose actors appeared in a replay that came out identical. */
 const replayedKinds = new Set<string>();
 const kindOfName = (name: string): string =>
-  name.includes('/pool.') ? 'stepPool' : name.startsWith('plan:') ? 'plan' : name.startsWith('step:') ? 'step' : name.startsWith('wrk_') ? 'detachedCommand' : name;
+  name.includes('/pool.') ? 'stepPool' : name.startsWith('plan:') ? 'plan' : name.startsWith('step:') ? 'step' : name.startsWith('wrk_') ? 'detachedCommand' : name.startsWith('session:') ? 'session' : name;
 
 function note(result: { identical: boolean; actors: Readonly<Record<string, unknown>> }): void {
   if (result.identical) for (const name of Object.keys(result.actors)) replayedKinds.add(kindOfName(name));
@@ -36,12 +36,14 @@ function writeLog(name: string, records: readonly EventLogRecord[]): string {
 }
 
 /**
- * A fake `runCommand` effect: answers `COMMAND.SIGNAL` as a process would (SIGTERM ignored when
- * `ignoresTerm`, else the leader exits 143; SIGKILL: 137); ends on its own after `selfExitMs`.
+ * A fake `runCommand` effect: reports what the session's registry would make of a `stop` (SIGTERM;
+ * SIGKILL 20 ms later when the command ignores SIGTERM; the leader then exits 143 or 137), and
+ * ends on its own after `selfExitMs`. `stopAfterMs`: when the stop comes.
  */
-function fakeCommand(options: { ignoresTerm: boolean; selfExitMs: number | null }) {
-  return fromCallback<CommandSignalRequest, DetachedCommandInput>(({ sendBack, receive }) => {
+function fakeCommand(options: { ignoresTerm: boolean; selfExitMs: number | null; stopAfterMs?: number }) {
+  return fromCallback<EventObject, DetachedCommandInput>(({ sendBack }) => {
     let over = false;
+    const timers: NodeJS.Timeout[] = [];
     const exit = (exitCode: number): void => {
       if (over) return;
       over = true;
@@ -51,27 +53,28 @@ function fakeCommand(options: { ignoresTerm: boolean; selfExitMs: number | null 
       ];
       queueMicrotask(() => report.forEach((event) => sendBack(event)));
     };
-    receive((request) => {
+    const signal = (name: 'SIGTERM' | 'SIGKILL'): void => {
       if (over) return;
-      sendBack({ type: 'COMMAND.SIGNAL_SENT', signal: request.signal, by: request.by });
-      if (request.signal === 'SIGKILL') exit(137);
+      sendBack({ type: 'COMMAND.SIGNAL_SENT', signal: name, by: 'stop' });
+      if (name === 'SIGKILL') exit(137);
       else if (!options.ignoresTerm) exit(143);
-    });
-    const timer = options.selfExitMs === null ? undefined : setTimeout(() => exit(0), options.selfExitMs);
-    return () => clearTimeout(timer);
+      else timers.push(setTimeout(() => signal('SIGKILL'), 20));
+    };
+    if (options.stopAfterMs !== undefined) timers.push(setTimeout(() => signal('SIGTERM'), options.stopAfterMs));
+    if (options.selfExitMs !== null) timers.push(setTimeout(() => exit(0), options.selfExitMs));
+    return () => timers.forEach((timer) => clearTimeout(timer));
   });
 }
 
-/** Runs a detached command with the fake effect, recording its event log; `control` may stop it. */
+/** Runs a detached command with the fake effect, recording its event log. */
 async function recordDetached(options: { ignoresTerm: boolean; selfExitMs: number | null; stopAfterMs?: number }): Promise<{ records: EventLogRecord[]; output: unknown }> {
   const records: EventLogRecord[] = [];
   const machine = provideKind('detachedCommand', { detachedCommand: { actors: { runCommand: fakeCommand(options) } } });
   const actor = createActor(machine, {
-    input: { workId: 'wrk_01a2', binary: '/bin/sleep', command: 'sleep 60', stopTermGraceMs: 20 },
+    input: { workId: 'wrk_01a2', binary: '/bin/sleep', command: 'sleep 60' },
     inspect: createEventRecorder((record) => records.push(record)),
   });
   actor.start();
-  if (options.stopAfterMs !== undefined) setTimeout(() => actor.send({ type: 'STOP' }), options.stopAfterMs);
   const output = await toPromise(actor);
   return { records, output };
 }
@@ -97,12 +100,12 @@ describe('replay of recorded runs of every machine', () => {
     note(result);
   });
 
-  it('reproduces a detached command stopped by SIGTERM, and one that outlives the grace and needs SIGKILL (its timer fired at its recorded point)', async () => {
+  it('reproduces a detached command stopped by SIGTERM, and one that outlives the grace and needs SIGKILL (its escalation fed back at its recorded point)', async () => {
     const term = await recordDetached({ ignoresTerm: false, selfExitMs: null, stopAfterMs: 5 });
     expect(term.output).toMatchObject({ state: 'stopped', signalsSent: 1, completion: { exitCode: 143 } });
     const kill = await recordDetached({ ignoresTerm: true, selfExitMs: null, stopAfterMs: 5 });
     expect(kill.output).toMatchObject({ state: 'stopped', signalsSent: 2, completion: { exitCode: 137 } });
-    expect(kill.records.some((r) => r.kind === 'event' && r.type.startsWith('xstate.after.') && r.external === true)).toBe(true);
+    expect(kill.records.some((r) => r.kind === 'event' && r.type === 'COMMAND.SIGNAL_SENT' && r.event?.['signal'] === 'SIGKILL' && r.external === true)).toBe(true);
     for (const [name, recorded] of [['term.jsonl', term], ['kill.jsonl', kill]] as const) {
       const result = await replayFile(writeLog(name, recorded.records));
       expect(result.divergence).toBeUndefined();
@@ -132,6 +135,23 @@ describe('replay of recorded runs of every machine', () => {
 });
 
 describe('replay of a whole session', () => {
+  it('reproduces a session whose shell call was demoted, then stopped (SIGTERM ignored, so SIGKILL), with a second one killed by the session end', async () => {
+    const recordsDir = join(scratch, 'demoted');
+    const session = Session.open({ workdir: scratch, recordsDir, background: { allow: ['bash'], graceMs: 0, onAbandonmentReport: () => {} } });
+    const stubborn = await session.background.run({ binary: 'bash', command: "trap '' TERM; sleep 30" });
+    const left = await session.background.run({ binary: 'bash', command: 'sleep 30' });
+    expect([stubborn.status, left.status]).toEqual(['detached', 'detached']);
+    const workId = (stubborn as { work_id: string }).work_id;
+    const stopped = await session.background.operate({ operation: 'stop', work_id: workId });
+    expect(stopped).toMatchObject({ ok: true, state: 'stopped', exit_code: 137 });
+    await session.end('ok');
+    const result = await replayFile(join(recordsDir, 'events.jsonl'));
+    expect(result.divergence).toBeUndefined();
+    expect(result.actors[workId]).toEqual(['running.active', 'running.stopping', 'running.killing', 'leaderExited', 'canceled']);
+    expect(result.actors[`session:${session.id}`]?.at(-1)).toBe('finished');
+    note(result);
+  });
+
   it('reproduces a session that ran two plans, one root after the other', async () => {
     const recordsDir = join(scratch, 'session');
     const session = Session.open({ workdir: scratch, recordsDir });
@@ -166,14 +186,14 @@ describe('hand-written scripts that start from a single machine', () => {
   it('replays a detached command on its own, its effect speaking through send lines with "from"', async () => {
     const script = [
       '{"kind":"machine","machine":"detachedCommand","input":{"workId":"wrk_9","binary":"/bin/sleep","command":"sleep 60"}}',
-      '{"kind":"send","actor":"wrk_9","event":{"type":"STOP"}}',
       '{"kind":"send","actor":"wrk_9","from":"command","event":{"type":"COMMAND.SIGNAL_SENT","signal":"SIGTERM","by":"stop"}}',
-      '{"kind":"timer","actor":"wrk_9"}',
+      '{"kind":"expect","actor":"wrk_9","state":"running.stopping"}',
+      '{"kind":"send","actor":"wrk_9","from":"command","event":{"type":"COMMAND.SIGNAL_SENT","signal":"SIGKILL","by":"stop"}}',
       '{"kind":"expect","actor":"wrk_9","state":"running.killing"}',
       '{"kind":"send","actor":"wrk_9","from":"command","event":{"type":"COMMAND.LEADER_EXITED","exitCode":137,"signal":"SIGKILL"}}',
       '{"kind":"send","actor":"wrk_9","from":"command","event":{"type":"COMMAND.FINISHED","completion":{"exitCode":137,"status":"error","outputPath":"/l","outputBytes":0,"durationMs":2000}}}',
-      '{"kind":"expect","actor":"wrk_9","states":["running.active","running.stopping","running.stopping","running.killing","leaderExited","canceled"]}',
-      '{"kind":"expect","actor":"wrk_9","output":{"state":"stopped","signalsSent":1}}',
+      '{"kind":"expect","actor":"wrk_9","states":["running.active","running.stopping","running.killing","leaderExited","canceled"]}',
+      '{"kind":"expect","actor":"wrk_9","output":{"state":"stopped","signalsSent":2}}',
     ].join('\n');
     const result = await replay(parseReplayScript(script, 'wrk.jsonl'));
     expect(result.divergence).toBeUndefined();

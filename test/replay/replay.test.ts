@@ -1,10 +1,10 @@
 import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { assign, createActor, fromPromise, toPromise } from 'xstate';
+import { assign, createActor, fromCallback, fromPromise, toPromise } from 'xstate';
 import { scan } from '../../machines/plan-schedule.js';
 import { planMachine } from '../../machines/plan.machine.js';
-import { stepMachine, type StepContext } from '../../machines/step.machine.js';
+import { stepMachine, type AttemptInput, type AttemptRequest } from '../../machines/step.machine.js';
 import { evaluateCondition } from '../../src/plan/condition.js';
 import { parseReplayScript, ReplayFileError } from '../../src/replay/script.js';
 import { replay, replayFile } from '../../src/replay/replay.js';
@@ -231,14 +231,13 @@ describe('replay of recorded runs (real tools and shell steps)', () => {
       },
       actors: {
         step: stepMachine.provide({
-          actions: {
-            startAttempt: ({ context, self }: { context: StepContext; self: { send(event: unknown): void } }) => {
-              if (context.input.step.id === 'b') throw new Error('effect bug');
-              const attempt = context.attempt + 1;
-              queueMicrotask(() => self.send({ type: 'ATTEMPT.FINISHED', attempt, outcome: { status: 'success', output: 'x', error: null }, startedAtMs: 1, endedAtMs: 2 }));
-            },
-            terminateAttempt: () => {},
-            tellAttemptOfCancel: () => {},
+          actors: {
+            // The attempt effect of step b has a bug: it throws as it starts.
+            toolAttempt: fromCallback<AttemptRequest, AttemptInput>(({ input, sendBack }) => {
+              if (input.step.step.id === 'b') throw new Error('effect bug');
+              const attempt = input.attempt;
+              queueMicrotask(() => sendBack({ type: 'ATTEMPT.FINISHED', attempt, outcome: { status: 'success', output: 'x', error: null }, startedAtMs: 1, endedAtMs: 2 }));
+            }),
           },
         }),
         endProcessGroups: fromPromise(async () => {}),

@@ -1,0 +1,268 @@
+/**
+ * `capsule serve` (DESIGN §10; docs/serve.md): one session per process, driven over stdio with
+ * newline-delimited JSON-RPC 2.0 — one request per line on stdin, one response or notification
+ * per line on stdout, nothing else on stdout (the runtime's log is pino JSON on stderr). Requests
+ * are served concurrently. The session ends, with its teardown sweep, on `session.stop` (exit 0),
+ * at the end of stdin (exit 0), or on SIGINT / SIGTERM / SIGHUP (exit 130).
+ */
+import { statSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import type { Command } from 'commander';
+import { createJSONRPCErrorResponse, JSONRPCErrorCode, type JSONRPCRequest } from 'json-rpc-2.0';
+import { findManifest, loadManifest, MANIFEST_FILE } from '../manifest.js';
+import { ERROR_CODES, isRuntimeError } from '../errors.js';
+import { RecordsDirInUseError, recordedSessionIn } from '../records/records-dir.js';
+import { createLogger } from '../session/logger.js';
+import { Session } from '../session/session.js';
+import { createRpcServer, SERVE_ERRORS } from '../runtime/json-rpc.js';
+import { SessionApi } from '../runtime/session-api.js';
+import { releaseEarlySignals } from './early-signals.js';
+import { collect, EXIT, usageError, type ExitCode, type GlobalOptions } from './program.js';
+import { LineSplitter } from './line-splitter.js';
+
+/** Longest request line read, bytes (a longer one is answered with -32600 `REQUEST_TOO_LARGE` and skipped). */
+export const MAX_REQUEST_LINE_BYTES = 8 * 1024 * 1024;
+
+/** Milliseconds the requests in flight when stdin closes get to answer before the session ends (a `wait` does not hold it up longer). */
+export const END_OF_INPUT_ANSWER_MS = 2000;
+
+/** Options of `capsule serve`, as commander parses them. */
+export interface ServeCommandOptions extends GlobalOptions {
+  readonly manifest?: string;
+  readonly workdir?: string;
+  readonly records?: string;
+  readonly capsules?: string;
+  readonly allow?: readonly string[];
+  readonly resume?: string;
+}
+
+/** Registers `capsule serve` on the program. */
+export function registerServe(program: Command): void {
+  program
+    .command('serve')
+    .description('Run one session driven by newline-delimited JSON-RPC 2.0 on stdin/stdout (for agent harnesses).')
+    .option('--manifest <file>', 'capsule manifest (default: <workdir>/capsule.json when present)')
+    .option('--workdir <dir>', 'directory commands run in (default: the current directory)')
+    .option('--records <dir>', 'records directory (default: <workdir>/.capsule/records/<session_id>/)')
+    .option('--capsules <dir>', 'capsule registry for capsule steps (default: <workdir>/capsules/)')
+    .option('--allow <bin>', 'also allow this binary in shell.run and plan shell steps (repeatable)', collect)
+    .option('--resume <records_dir>', 'reconcile a prior session first (coming with resume; refused for now)')
+    .addHelpText(
+      'after',
+      '\nMethods: shell.run, backgroundCommand, plan.submit, session.stop; notifications: completion, task.finished (docs/serve.md).' +
+        '\nThe session ends, with its teardown sweep, on session.stop or end of input (exit 0), or on SIGINT/SIGTERM/SIGHUP (exit 130).' +
+        '\nLogs: JSON lines on stderr (--log-level; off by default); stdout carries only JSON-RPC messages.',
+    )
+    .action(async (options: ServeCommandOptions, command: Command) => {
+      process.exitCode = await serveCommand({ ...command.optsWithGlobals<GlobalOptions>(), ...options });
+    });
+}
+
+/** Runs `capsule serve` until its session ends; returns the exit code. */
+export async function serveCommand(options: ServeCommandOptions): Promise<ExitCode> {
+  const workdir = resolve(options.workdir ?? process.cwd());
+  if (!isDirectory(workdir)) return usageError(`--workdir ${workdir} is not a directory`);
+  if (options.resume !== undefined) return usageError('--resume is not available yet: reconciling a prior session comes with the resume work (docs/serve.md)');
+  const source = findManifest(options.manifest, options.workdir);
+  let manifest = null;
+  let manifestDir: string | null = null;
+  if (source.kind === 'file') {
+    const loaded = await loadManifest(source.label);
+    if (!loaded.ok) return usageError(loaded.error);
+    manifest = loaded.manifest;
+    manifestDir = loaded.dir;
+  }
+  let log: Awaited<ReturnType<typeof createLogger>>;
+  try {
+    log = await createLogger({ level: options.logLevel ?? 'info', ...(options.logFile !== undefined ? { file: resolve(options.logFile) } : {}) });
+  } catch (error) {
+    return usageError(`--log-file ${resolve(options.logFile ?? '')} cannot be written: ${error instanceof Error ? error.message : String(error)}`);
+  }
+  const logger = log.logger;
+  logger.info(source.kind === 'file' ? { manifest: source.path } : { manifest: null, looked: join(workdir, MANIFEST_FILE) }, 'manifest');
+  const allow = options.allow ?? [];
+
+  let session: Session;
+  try {
+    if (options.records !== undefined) {
+      const existing = recordedSessionIn(resolve(options.records));
+      if (existing !== null) throw new RecordsDirInUseError(resolve(options.records), existing);
+    }
+    session = Session.open({
+      workdir,
+      manifest,
+      runtimeDir: manifestDir ?? workdir,
+      logger,
+      onWarning: (message) => logger.warn({ warning: message }, 'warning'),
+      ...(options.records !== undefined ? { recordsDir: resolve(options.records) } : {}),
+      background: {
+        allow,
+        // serve offers backgroundCommand whatever the manifest declares.
+        toolOffered: true,
+        onAbandonmentReport: (text) => void process.stderr.write(text),
+      },
+    });
+  } catch (error) {
+    log.flush();
+    if (isRuntimeError(error, ERROR_CODES.RECORDS_DIR_IN_USE)) return usageError(error.message);
+    process.stderr.write(`error: the session could not be opened: ${error instanceof Error ? error.message : String(error)}\n`);
+    return EXIT.FAILED;
+  }
+
+  const api = new SessionApi(session, {
+    capsulesDir: resolve(options.capsules ?? join(workdir, 'capsules')),
+    shellAllow: allow,
+  });
+  const out = new MessageWriter();
+  let resolveExit: (code: ExitCode) => void = () => {};
+  const exit = new Promise<ExitCode>((r) => (resolveExit = r));
+  let ending: Promise<void> | null = null;
+  const pending = new Map<string, JSONRPCRequest['id']>();
+  let nextKey = 0;
+
+  const inFlight = new Set<Promise<unknown>>();
+  const end = (code: ExitCode, why: string, options: { readonly letAnswer?: boolean } = {}): Promise<void> => {
+    if (ending !== null) return ending;
+    logger.info({ why }, 'session ending');
+    ending = (async () => {
+      // The caller is gone or leaving: calls in the foreground demote and answer; the answers
+      // already on their way get a moment to be written before the session ends.
+      api.callerGone();
+      if (options.letAnswer === true) await settlesWithin(Promise.allSettled([...inFlight]), END_OF_INPUT_ANSWER_MS);
+      void api.stop();
+      await api.end('ok');
+      // What is still unanswered can no longer be served.
+      for (const id of pending.values()) {
+        out.write(createJSONRPCErrorResponse(id ?? null, SERVE_ERRORS.SESSION_ENDING.code, 'the session ended before this request was answered', { code: SERVE_ERRORS.SESSION_ENDING.word }));
+      }
+      pending.clear();
+      await out.drained();
+      log.flush();
+      resolveExit(code);
+    })();
+    return ending;
+  };
+
+  const server = createRpcServer(api, {
+    onInternalError: (message, error) => logger.error({ err: error instanceof Error ? error.message : String(error) }, message),
+    // After the answer is written (a turn later), the session ends: sweep, then exit 0.
+    onStop: () => setImmediate(() => void end(EXIT.OK, 'session.stop')),
+  });
+  api.onNotification((notification) => out.write({ jsonrpc: '2.0', method: notification.method, params: notification.params }));
+
+  const handleLine = (line: string): void => {
+    if (line.trim() === '') return;
+    let message: unknown;
+    try {
+      message = JSON.parse(line);
+    } catch (error) {
+      out.write(createJSONRPCErrorResponse(null, JSONRPCErrorCode.ParseError, `Parse error: ${(error as Error).message}`));
+      return;
+    }
+    const key = String(nextKey++);
+    const id = typeof message === 'object' && message !== null && !Array.isArray(message) ? (message as { id?: JSONRPCRequest['id'] }).id : undefined;
+    if (id !== undefined) pending.set(key, id);
+    const answered = Promise.resolve(server.receive(message as JSONRPCRequest)).then(
+      (response) => {
+        if (!pending.delete(key) && id !== undefined) return; // answered at the end already
+        if (response !== null) out.write(response);
+      },
+      (error: unknown) => {
+        pending.delete(key);
+        logger.error({ err: error instanceof Error ? error.message : String(error) }, 'a request failed outside its method');
+      },
+    );
+    inFlight.add(answered);
+    void answered.finally(() => inFlight.delete(answered));
+  };
+
+  const splitter = new LineSplitter(MAX_REQUEST_LINE_BYTES, {
+    line: handleLine,
+    tooLong: (bytes) =>
+      out.write(
+        createJSONRPCErrorResponse(null, JSONRPCErrorCode.InvalidRequest, `request line of more than ${MAX_REQUEST_LINE_BYTES} bytes (${bytes} so far) was not read`, {
+          code: SERVE_ERRORS.REQUEST_TOO_LARGE.word,
+        }),
+      ),
+  });
+  const stdin = process.stdin;
+  stdin.on('data', (chunk: Buffer) => splitter.push(chunk));
+  stdin.on('end', () => {
+    splitter.end();
+    void end(EXIT.OK, 'stdin closed', { letAnswer: true });
+  });
+  stdin.on('error', () => void end(EXIT.OK, 'stdin failed'));
+  out.onBroken(() => void end(EXIT.OK, 'stdout closed'));
+
+  const onSignal = (signal: NodeJS.Signals): void => void end(EXIT.CANCELED, signal);
+  const signals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
+  for (const signal of signals) process.on(signal, onSignal);
+  // A signal that came while capsule was loading ends the session at once.
+  const early = releaseEarlySignals();
+  if (early.length > 0) onSignal(early[0] as NodeJS.Signals);
+  logger.info({ session_id: session.id, records_dir: session.recordsDir, workdir }, 'serving on stdio');
+
+  const code = await exit;
+  for (const signal of signals) process.off(signal, onSignal);
+  stdin.pause();
+  stdin.removeAllListeners('data');
+  stdin.destroy();
+  return code;
+}
+
+/** Writes one JSON message a line to stdout, in order; notes a closed pipe. */
+class MessageWriter {
+  #broken = false;
+  #onBroken: (() => void) | null = null;
+  #inFlight = 0;
+  #drainWaiters: (() => void)[] = [];
+
+  constructor() {
+    process.stdout.on('error', () => this.#break());
+  }
+
+  write(message: unknown): void {
+    if (this.#broken) return;
+    this.#inFlight++;
+    process.stdout.write(`${JSON.stringify(message)}\n`, () => {
+      this.#inFlight--;
+      if (this.#inFlight === 0) for (const wake of this.#drainWaiters.splice(0)) wake();
+    });
+  }
+
+  onBroken(listener: () => void): void {
+    this.#onBroken = listener;
+  }
+
+  /** Resolves once everything written is handed to the OS. */
+  drained(): Promise<void> {
+    if (this.#inFlight === 0 || this.#broken) return Promise.resolve();
+    return new Promise((resolve) => this.#drainWaiters.push(resolve));
+  }
+
+  #break(): void {
+    if (this.#broken) return;
+    this.#broken = true;
+    for (const wake of this.#drainWaiters.splice(0)) wake();
+    this.#onBroken?.();
+  }
+}
+
+/** Whether `promise` settles within `ms`. */
+function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve(false), ms);
+    void promise.then(() => {
+      clearTimeout(timer);
+      resolve(true);
+    });
+  });
+}
+
+function isDirectory(path: string): boolean {
+  try {
+    return statSync(path).isDirectory();
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,113 @@
+/**
+ * The command runner: the one module that runs a shell command, for plan shell steps and for
+ * `shell.run` alike (its foreground phase and, after a demotion, its life in the background).
+ * It starts the command through the session's containment (`Containment.spawn`, one contained
+ * process tree), reads stdout and stderr as they arrive and hands every chunk to the current
+ * {@link OutputSink} — an {@link OutputCapture} while the command is in the foreground, the
+ * command's output log once it was demoted ({@link RunningCommand.setSink}) — so that memory
+ * stays flat whatever the command prints and no byte is lost across the switch.
+ */
+import type { Readable } from 'node:stream';
+import type { ContainedProcess, Containment } from '../process/containment.js';
+import type { LeaderExitInfo } from '../process/leader.js';
+import type { Owner } from '../process/owner.js';
+import type { OutputSink } from './output-capture.js';
+
+/** What {@link runCommand} starts. */
+export interface RunCommandRequest {
+  readonly containment: Containment;
+  readonly owner: Owner;
+  /** The program as written (resolved on the trusted PATH by the containment). */
+  readonly file: string;
+  readonly args: readonly string[];
+  /** Absolute working directory. */
+  readonly cwd: string;
+  /** The complete environment. */
+  readonly env: Readonly<Record<string, string>>;
+  /** Text written to stdin, then closed; absent: stdin is `/dev/null`. */
+  readonly stdin?: string;
+  /** Where output goes first. */
+  readonly sink: OutputSink;
+  /** Called once, synchronously, when the leader exits (before its output finished draining). */
+  readonly onLeaderExit?: (info: LeaderExitInfo) => void;
+  /** Milliseconds to keep reading output after the leader exited (default 250, `leader.ts`). */
+  readonly drainGraceMs?: number;
+}
+
+/** How a command ended, once its output is drained. */
+export interface CommandEnd {
+  /** Why it could not be started (`failed to start '<file>': …`), or null when it ran. */
+  readonly spawnError: string | null;
+  /** Exit status; 128 + signal for a signal death; -1 when neither is known (`shell.md` §5). */
+  readonly exitCode: number;
+  readonly signal: NodeJS.Signals | null;
+  /** Epoch ms just before the spawn. */
+  readonly startedAtMs: number;
+  /** Epoch ms at the leader's exit (before the drain); the spawn time when it never started. */
+  readonly exitedAtMs: number;
+  /** Epoch ms once output was drained. */
+  readonly endedAtMs: number;
+  /** Processes it left in the background still held stdout or stderr when the drain grace ran out (`detached.md` §7.1). */
+  readonly outputHeld: boolean;
+}
+
+/** A started command. */
+export interface RunningCommand {
+  /** Its process tree (identity, `end`, `signal`, `transfer`). */
+  readonly process: ContainedProcess;
+  /** Resolves once the leader exited and its output was drained (or at once when it never started). Never rejects. */
+  readonly done: Promise<CommandEnd>;
+  /** Whether the leader has exited (its exit was observed). */
+  readonly leaderExited: boolean;
+  /** Sends every later chunk to `sink` (the chunks before went to the previous one). */
+  setSink(sink: OutputSink): void;
+}
+
+/**
+ * Starts one command, contained, and streams its output into `request.sink`. Never throws for
+ * anything about the program: a program that cannot start ends with `spawnError`.
+ */
+export function runCommand(request: RunCommandRequest): RunningCommand {
+  let sink = request.sink;
+  let exited = false;
+  const tree = request.containment.spawn({
+    owner: request.owner,
+    file: request.file,
+    args: request.args,
+    cwd: request.cwd,
+    env: request.env,
+    collectOutput: false,
+    ...(request.stdin !== undefined ? { stdin: request.stdin } : {}),
+    ...(request.drainGraceMs !== undefined ? { drainGraceMs: request.drainGraceMs } : {}),
+    onLeaderExit: (info) => {
+      exited = true;
+      request.onLeaderExit?.(info);
+    },
+  });
+  const pipe = (stream: Readable | null, index: 1 | 2): void => {
+    stream?.on('data', (chunk: Buffer | string) => sink.write(index, typeof chunk === 'string' ? Buffer.from(chunk) : chunk));
+  };
+  pipe(tree.stdout, 1);
+  pipe(tree.stderr, 2);
+  const done = tree.done.then(
+    (result): CommandEnd => ({
+      spawnError: result.spawnError,
+      exitCode: result.exitCode,
+      signal: result.signal,
+      startedAtMs: result.startedAtMs,
+      exitedAtMs: result.leaderExitedAtMs ?? result.startedAtMs,
+      endedAtMs: result.endedAtMs,
+      outputHeld: result.outputHeld === true,
+    }),
+  );
+  return {
+    process: tree,
+    done,
+    get leaderExited() {
+      return exited;
+    },
+    setSink(next: OutputSink): void {
+      sink = next;
+    },
+  };
+}

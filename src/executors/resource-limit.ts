@@ -1,0 +1,12 @@
+/**
+ * Which `capabilities.resources` limit ended a command, from kernel evidence only (`shell.md`
+ * §6.1): the killing signal. No cgroup event counters are read here, so nothing else is
+ * attributed (an absent limit is ambiguous on purpose).
+ */
+
+/** SIGXCPU → `cpu_seconds`, SIGXFSZ → `max_file_size_bytes`; null for any other ending. */
+export function resourceLimitOfSignal(signal: string | null): string | null {
+  if (signal === 'SIGXCPU') return 'cpu_seconds';
+  if (signal === 'SIGXFSZ') return 'max_file_size_bytes';
+  return null;
+}

@@ -1,0 +1,181 @@
+/**
+ * What every attempt actor shares (`toolAttempt`, `shellAttempt`, `delegation`): its one
+ * `ATTEMPT.FINISHED`, the rule that it settles only once its processes are gone, the rule that it
+ * starts nothing before the previous attempt's tree is gone, its ending (`ATTEMPT.END`), and the
+ * gate. One {@link AttemptRun} per attempt actor; the kind-specific part is a function of it.
+ */
+import { fromCallback, type AnyActorRef } from 'xstate';
+import type { AttemptOutcome, AttemptReport, AttemptRequest, AttemptInput } from '../../../machines/step.machine.js';
+import type { ContainedProcess } from '../../process/containment.js';
+import type { AttemptEnvironment, Gate, GateRequest } from '../attempt.js';
+
+/** Error of an attempt ended (timeout or forced cancel) before its tool call or process started; the step machine words the reason. */
+export const ATTEMPT_ENDED_BEFORE_DISPATCH = 'attempt ended before it was dispatched';
+
+/** The last process tree each step started (any attempt), while the step actor lives: the next attempt waits for it to be gone. */
+export type LastTrees = WeakMap<AnyActorRef, ContainedProcess>;
+
+/**
+ * One attempt: reports `ATTEMPT.LEADER_EXITED` (process attempts) and exactly one
+ * `ATTEMPT.FINISHED`; failures are outcomes, never throws. FINISHED is sent only once the previous
+ * attempt's tree and this attempt's own ending (when one was asked for) are done, so an attempt
+ * that was told to end settles once its tree is proven gone.
+ */
+export class AttemptRun {
+  readonly env: AttemptEnvironment;
+  readonly input: AttemptInput;
+  readonly attempt: number;
+  /** Milliseconds of the session's monotonic clock at the start (durations are differences of it). */
+  readonly startedAtMs: number;
+  readonly #send: (report: AttemptReport) => void;
+  readonly #previousGone: Promise<unknown> | null;
+  readonly #lastTrees: LastTrees;
+  /** This attempt's own ending (timeout, forced cancel), once asked for. */
+  #ending: Promise<unknown> | null = null;
+  #finished = false;
+  /** Ended before anything was dispatched: nothing may be dispatched after. */
+  #stopped = false;
+  /** What `ATTEMPT.END` does now: before dispatch it fails the attempt; a dispatch replaces it. */
+  #onEnd: (graceMs: number) => void;
+
+  constructor(env: AttemptEnvironment, input: AttemptInput, send: (report: AttemptReport) => void, lastTrees: LastTrees) {
+    this.env = env;
+    this.input = input;
+    this.attempt = input.attempt;
+    this.#send = send;
+    this.#lastTrees = lastTrees;
+    this.startedAtMs = Math.round(env.session.time.monotonicMs());
+    // The previous attempt's tree must be gone before anything of this one runs or settles.
+    const previous = lastTrees.get(input.stepRef);
+    this.#previousGone = previous === undefined ? null : previous.end(input.step.killGraceMs).catch(() => {});
+    this.#onEnd = () => {
+      this.#stopped = true;
+      this.fail(ATTEMPT_ENDED_BEFORE_DISPATCH);
+    };
+  }
+
+  /** Whether the attempt has reported FINISHED (or is about to, once its trees are gone). */
+  get finished(): boolean {
+    return this.#finished;
+  }
+
+  /** Ended (timeout, forced cancel) before it dispatched anything. */
+  get stopped(): boolean {
+    return this.#stopped;
+  }
+
+  /** `ATTEMPT.END` from the step. */
+  end(graceMs: number): void {
+    this.#onEnd(graceMs);
+  }
+
+  /** What `ATTEMPT.END` does from now on (the tool call or the process started). */
+  onEnd(handler: (graceMs: number) => void): void {
+    this.#onEnd = handler;
+  }
+
+  /** This attempt's tree is being ended: FINISHED waits for it. Only the first ending counts. */
+  endTree(tree: ContainedProcess, graceMs: number): void {
+    this.#ending ??= tree.end(graceMs).catch(() => {});
+  }
+
+  /** The tree this attempt started: the next attempt of the step waits for it to be gone. */
+  remember(tree: ContainedProcess): void {
+    this.#lastTrees.set(this.input.stepRef, tree);
+  }
+
+  leaderExited(pid: number, exitCode: number, signal: string | null): void {
+    if (this.#finished) return;
+    this.#send({ type: 'ATTEMPT.LEADER_EXITED', attempt: this.attempt, pid, exitCode, signal });
+  }
+
+  finish(outcome: AttemptOutcome): void {
+    if (this.#finished) return;
+    this.#finished = true;
+    const clock = this.env.session.time;
+    // `endedAtMs` is read when FINISHED is sent: the attempt's duration includes proving its tree gone.
+    const send = (): void =>
+      this.#send({ type: 'ATTEMPT.FINISHED', attempt: this.attempt, outcome, startedAtMs: this.startedAtMs, endedAtMs: Math.round(clock.monotonicMs()) });
+    if (this.#previousGone === null && this.#ending === null) send();
+    else void Promise.all([this.#previousGone, this.#ending]).then(send);
+  }
+
+  fail(error: string, extra: Partial<AttemptOutcome> = {}): void {
+    this.finish({ status: 'failed', output: null, error, ...extra });
+  }
+
+  crash(error: unknown): void {
+    this.fail(errorMessage(error));
+  }
+
+  /**
+   * Runs `dispatch` one microtask later — `plan_step_start` of every step of the wave is written
+   * before any of them runs (`plan.md` §10.2 step 7), and XState starts the first wave's step
+   * actors before it delivers the plan's emitted events — or, for a retry, once its predecessor's
+   * tree is gone. Nothing is dispatched once the attempt was ended; a throw fails the attempt.
+   */
+  dispatchWhenClear(dispatch: () => void): void {
+    const run = (): void => {
+      if (this.#stopped) return;
+      try {
+        dispatch();
+      } catch (error) {
+        this.crash(error);
+      }
+    };
+    if (this.#previousGone === null) queueMicrotask(run);
+    else void this.#previousGone.then(run);
+  }
+
+  /** Asks the session's gate (`plan.md` §18) before `dispatch`; a refusal fails the attempt with its text. */
+  withGate(request: GateRequest, traced: Partial<AttemptOutcome>, dispatch: () => void): void {
+    const gate = this.env.gate;
+    if (gate === null) return dispatch();
+    void Promise.resolve()
+      .then(() => (gate as Gate)(request))
+      .then((refusal) => {
+        if (this.#stopped || this.#finished) return; // ended (timeout, forced cancel) while the gate was deciding
+        if (typeof refusal === 'string') this.fail(refusal, traced);
+        else dispatch();
+      })
+      .catch((error: unknown) => this.fail(errorMessage(error), traced));
+  }
+
+  /** Ends a tree the step actor's stop left running (the step was stopped, not told to end its attempt). */
+  abandon(tree: ContainedProcess | null): void {
+    if (this.#finished) return;
+    this.#finished = true;
+    if (tree !== null) void tree.end(this.input.step.killGraceMs).catch(() => {});
+  }
+}
+
+/**
+ * An attempt actor of one kind: a callback actor that creates the {@link AttemptRun}, runs
+ * `start` with it, takes `ATTEMPT.END` / `ATTEMPT.CANCEL`, and on stop (the step was stopped
+ * before the attempt finished) ends the tree the attempt started.
+ */
+export function attemptActor(
+  env: AttemptEnvironment,
+  lastTrees: LastTrees,
+  start: (run: AttemptRun) => { readonly tree: () => ContainedProcess | null; readonly onCancel?: () => void } | void,
+) {
+  return fromCallback<AttemptRequest, AttemptInput>(({ input, sendBack, receive }) => {
+    let stopped = false;
+    const run = new AttemptRun(env, input, (report) => {
+      if (!stopped) sendBack(report);
+    }, lastTrees);
+    const started = start(run) ?? undefined;
+    receive((request) => {
+      if (request.type === 'ATTEMPT.END') run.end(request.graceMs);
+      else started?.onCancel?.();
+    });
+    return () => {
+      stopped = true;
+      run.abandon(started?.tree() ?? null);
+    };
+  });
+}
+
+export function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

@@ -1,0 +1,76 @@
+/**
+ * The `shellAttempt` effect actor: one attempt of a shell step (`plan.md` §17.2) — the words of
+ * its command, its `stdin`, the gate and the allowlist, then the command through the command
+ * runner (`src/executors/command-runner.ts`, the one `shell.run` uses), in the foreground: a plan
+ * step never demotes (`detached.md` §2). Output is captured with the 16 KiB cap per stream and
+ * the full log (`shell.md` §4.1).
+ */
+import { runCommand } from '../../executors/command-runner.js';
+import { OutputCapture } from '../../executors/output-capture.js';
+import { shellStepOutcomeOf } from '../../executors/shell-outcome.js';
+import { interpolateInput } from '../../plan/interpolate.js';
+import { binaryNotAllowed, SHELL_COMMAND_EMPTY } from '../../plan/messages.js';
+import { splitShellWords } from '../../plan/shell-words.js';
+import type { ContainedProcess } from '../../process/containment.js';
+import { join } from 'node:path';
+import { resourceLimitOfSignal } from '../../executors/resource-limit.js';
+import type { AttemptEnvironment } from '../attempt.js';
+import { attemptActor, type LastTrees } from './attempt-run.js';
+import { stepEnvironment, trackTree } from './tool-attempt.js';
+
+/** The `shellAttempt` actor logic for one plan run. */
+export function shellAttemptActor(env: AttemptEnvironment, lastTrees: LastTrees) {
+  return attemptActor(env, lastTrees, (run) => {
+    let tree: ContainedProcess | null = null;
+    run.dispatchWhenClear(() => {
+      const { step, results } = run.input.step;
+      const interpolated = interpolateInput(step.input, results);
+      if (!interpolated.ok) return run.fail(interpolated.error);
+      const command = step.shell as string;
+      const words = splitShellWords(command);
+      const [binary, ...argv] = words;
+      if (binary === undefined) return run.fail(SHELL_COMMAND_EMPTY);
+      // Our `stdin` key: resolved like `input`, written to the process, never put into the command.
+      let stdin: string | undefined;
+      if (step.stdin !== undefined) {
+        const resolved = interpolateInput(step.stdin, results);
+        if (!resolved.ok) return run.fail(resolved.error);
+        stdin = resolved.value as string;
+      }
+      run.withGate({ kind: 'shell', binary, command, argv }, {}, () => {
+        if (!env.shellAllow.includes(binary)) return run.fail(binaryNotAllowed(binary));
+        env.session.countCall('shell');
+        const capture = new OutputCapture(join(env.session.recordsDir, 'logs'));
+        const running = runCommand({
+          containment: env.session.containment,
+          owner: { kind: 'attempt', run: env.runId, step: step.id, attempt: run.attempt },
+          file: binary,
+          args: argv,
+          cwd: env.session.workdir,
+          env: stepEnvironment(env),
+          ...(stdin !== undefined ? { stdin } : {}),
+          sink: capture,
+          onLeaderExit: (info) => run.leaderExited(info.pid, info.exitCode, info.signal),
+        });
+        tree = running.process;
+        trackTree(run, running.process);
+        void running.done.then((end) => {
+          const resourceLimit = resourceLimitOfSignal(end.signal);
+          return shellStepOutcomeOf(end, capture, {
+            binary,
+            args: argv,
+            recordsDir: env.session.recordsDir,
+            ...(resourceLimit !== null ? { resourceLimit, resolvedBinary: running.process.executable ?? binary } : {}),
+          }).then((o) => {
+            capture.dispose();
+            run.finish({ status: o.status, output: o.output, error: o.error, ...(o.truncated !== undefined ? { truncated: o.truncated } : {}) });
+          });
+        }).catch((error: unknown) => {
+          capture.dispose();
+          run.crash(error);
+        });
+      });
+    });
+    return { tree: () => tree };
+  });
+}

@@ -1,0 +1,149 @@
+/**
+ * JSON-RPC 2.0 dispatch for `capsule serve` (DESIGN §10; docs/serve.md): the methods of the
+ * session API, their params checked, and their refusals as JSON-RPC errors — the standard codes
+ * (-32700 parse error, -32600 invalid request, -32601 unknown method, -32602 bad params) and ours
+ * in -32000…-32099 with a `data.code` word. Dispatch and error shapes are the `json-rpc-2.0`
+ * package's; the framing (one message a line) is the transport's (src/cli/serve.ts).
+ */
+import { JSONRPCErrorCode, JSONRPCErrorException, JSONRPCServer } from 'json-rpc-2.0';
+import type { BackgroundCommandAnswer } from '../session/background/background-command.js';
+import type { ShellRunRequest } from '../session/background/shell-call.js';
+import type { SessionApi } from './session-api.js';
+
+/** Our error codes (-32000…-32099), each with the `data.code` word it carries. */
+export const SERVE_ERRORS = {
+  /** A bug in the runtime; the session keeps running. */
+  INTERNAL: { code: -32000, word: 'INTERNAL' },
+  /** A well-formed work id this session never issued (another session's, or made up). */
+  UNKNOWN_WORK_ID: { code: -32001, word: 'UNKNOWN_WORK_ID' },
+  /** The session is stopping (after `session.stop`, a signal, or end of input): no new work. */
+  SESSION_ENDING: { code: -32002, word: 'SESSION_ENDING' },
+  /** `stop` refused to signal a process group that is not the command's own (field report 5): nothing was signalled. */
+  SIGNAL_REFUSED: { code: -32003, word: 'SIGNAL_REFUSED' },
+  /** `shell.run` of a binary not in `capabilities.shell.allow` (nor `--allow`). */
+  BINARY_NOT_ALLOWED: { code: -32004, word: 'BINARY_NOT_ALLOWED' },
+  /** `shell.run` whose environment could not be built (e.g. the steps' HOME could not be created). */
+  SHELL_ENVIRONMENT: { code: -32005, word: 'SHELL_ENVIRONMENT' },
+  /** A request line longer than the transport takes (its JSON was not read). */
+  REQUEST_TOO_LARGE: { code: -32006, word: 'REQUEST_TOO_LARGE' },
+} as const;
+
+/** The `data.code` word of a standard bad-params error (-32602). */
+export const INVALID_PARAMS_WORD = 'INVALID_PARAMS';
+
+const fail = (error: { code: number; word: string }, message: string): never => {
+  throw new JSONRPCErrorException(message, error.code, { code: error.word });
+};
+
+const invalidParams = (message: string): never => {
+  throw new JSONRPCErrorException(message, JSONRPCErrorCode.InvalidParams, { code: INVALID_PARAMS_WORD });
+};
+
+/** `params` as an object (absent: `{}`); anything else is bad params. */
+function objectParams(params: unknown, method: string): Record<string, unknown> {
+  if (params === undefined || params === null) return {};
+  if (typeof params !== 'object' || Array.isArray(params)) return invalidParams(`${method}: params must be an object (named params)`);
+  return params as Record<string, unknown>;
+}
+
+/** `shell.run` params → the request (`command`, `binary`, `argv`, `stdin`, `grace_secs`). */
+function shellRequest(params: Record<string, unknown>): Omit<ShellRunRequest, 'task' | 'source'> {
+  const { command, binary, argv, stdin } = params;
+  const graceSecs = params['grace_secs'];
+  if (command !== undefined && typeof command !== 'string') invalidParams('shell.run: command must be a string');
+  if (binary !== undefined && typeof binary !== 'string') invalidParams('shell.run: binary must be a string');
+  if (argv !== undefined && !(Array.isArray(argv) && argv.length > 0 && argv.every((word) => typeof word === 'string'))) {
+    invalidParams('shell.run: argv must be a non-empty array of strings');
+  }
+  if (command === undefined && argv === undefined) invalidParams('shell.run: give "command" (a string) or "argv" (an array of strings)');
+  if (command !== undefined && argv !== undefined) invalidParams('shell.run: give "command" or "argv", not both');
+  if (stdin !== undefined && typeof stdin !== 'string') invalidParams('shell.run: stdin must be a string');
+  if (graceSecs !== undefined && graceSecs !== null && !(typeof graceSecs === 'number' && Number.isFinite(graceSecs) && graceSecs >= 0)) {
+    invalidParams('shell.run: grace_secs must be a number of seconds, 0 or more (or null for never)');
+  }
+  return {
+    ...(command !== undefined ? { command: command as string } : {}),
+    ...(binary !== undefined ? { binary: binary as string } : {}),
+    ...(argv !== undefined ? { argv: argv as string[] } : {}),
+    ...(stdin !== undefined ? { stdin: stdin as string } : {}),
+    ...(graceSecs !== undefined ? { graceMs: graceSecs === null ? null : Math.round((graceSecs as number) * 1000) } : {}),
+  };
+}
+
+/** The result of `backgroundCommand`, or its refusal as an error. */
+function backgroundResult(answer: BackgroundCommandAnswer): unknown {
+  if (answer.ok) return answer;
+  if (answer.code === 'invalid_input') return invalidParams(`backgroundCommand: ${answer.error}`);
+  if (answer.code === 'unknown_work_id') return fail(SERVE_ERRORS.UNKNOWN_WORK_ID, answer.error);
+  return fail(SERVE_ERRORS.SIGNAL_REFUSED, answer.error);
+}
+
+/** Options of {@link createRpcServer}. */
+export interface RpcServerOptions {
+  /** Called with an unexpected error of a method (a bug); the caller gets -32000 `INTERNAL`. */
+  readonly onInternalError?: (method: string, error: unknown) => void;
+  /** Called after `session.stop` answered: the transport ends the session (sweep) and exits. */
+  readonly onStop?: () => void;
+}
+
+/**
+ * The JSON-RPC server of one session: `shell.run`, `backgroundCommand`, `plan.submit`,
+ * `session.stop`. Every method runs concurrently with the others (a long `wait` never holds up
+ * a `status`).
+ */
+export function createRpcServer(api: SessionApi, options: RpcServerOptions = {}): JSONRPCServer {
+  const server = new JSONRPCServer({
+    errorListener: (message, data) => options.onInternalError?.(message, data),
+  });
+  // Expected refusals are JSONRPCErrorExceptions (passed through); anything else is a bug.
+  server.mapErrorToJSONRPCErrorResponse = (id, error: unknown) => {
+    if (error instanceof JSONRPCErrorException) return { jsonrpc: '2.0', id, error: error.toObject() };
+    return { jsonrpc: '2.0', id, error: { code: SERVE_ERRORS.INTERNAL.code, message: `internal error: ${error instanceof Error ? error.message : String(error)}`, data: { code: SERVE_ERRORS.INTERNAL.word } } };
+  };
+  const open = (method: string): void => {
+    if (api.stopping) fail(SERVE_ERRORS.SESSION_ENDING, `${method}: the session is stopping; no new work is taken`);
+  };
+
+  server.addMethod('shell.run', async (params) => {
+    open('shell.run');
+    const result = await api.shellRun(shellRequest(objectParams(params, 'shell.run')));
+    if (result.status === 'refused') {
+      if (result.code === 'binary_not_allowed') return fail(SERVE_ERRORS.BINARY_NOT_ALLOWED, result.error);
+      if (result.code === 'session_ending') return fail(SERVE_ERRORS.SESSION_ENDING, result.error);
+      if (result.code === 'environment') return fail(SERVE_ERRORS.SHELL_ENVIRONMENT, result.error);
+      return invalidParams(`shell.run: ${result.error}`);
+    }
+    return result;
+  });
+
+  server.addMethod('backgroundCommand', async (params) => backgroundResult(await api.backgroundCommand(objectParams(params, 'backgroundCommand'))));
+
+  server.addMethod('plan.submit', async (params) => {
+    open('plan.submit');
+    const p = objectParams(params, 'plan.submit');
+    const { plan, path, wait } = p;
+    if ((plan === undefined) === (path === undefined)) invalidParams('plan.submit: give exactly one of "plan" (an object) or "path" (a file)');
+    if (plan !== undefined && (typeof plan !== 'object' || plan === null || Array.isArray(plan))) invalidParams('plan.submit: plan must be an object');
+    if (path !== undefined && typeof path !== 'string') invalidParams('plan.submit: path must be a string');
+    if (wait !== undefined && typeof wait !== 'boolean') invalidParams('plan.submit: wait must be true or false');
+    const maxParallel = p['max_parallel'];
+    if (maxParallel !== undefined && maxParallel !== null && !(Number.isSafeInteger(maxParallel) && (maxParallel as number) >= 1)) {
+      invalidParams('plan.submit: max_parallel must be a whole number ≥ 1');
+    }
+    return api.planSubmit({
+      ...(plan !== undefined ? { plan: plan as Record<string, unknown> } : {}),
+      ...(path !== undefined ? { path: path as string } : {}),
+      ...(wait !== undefined ? { wait: wait as boolean } : {}),
+      ...(maxParallel !== undefined ? { maxParallel: maxParallel as number | null } : {}),
+    });
+  });
+
+  server.addMethod('session.stop', async () => {
+    const answer = await api.stop();
+    // The answer goes out first; then the transport ends the session.
+    queueMicrotask(() => options.onStop?.());
+    return answer;
+  });
+
+  return server;
+}

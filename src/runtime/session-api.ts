@@ -1,0 +1,210 @@
+/**
+ * The session API an agent harness drives (DESIGN §10), independent of any transport: `capsule
+ * serve` maps newline-delimited JSON-RPC onto it (src/cli/serve.ts, src/runtime/json-rpc.ts); an
+ * MCP door could map its tools onto the same object. One session per API: its shell calls, its
+ * background commands, its plans, its completions, its end.
+ */
+import type { PlanFile } from '../../machines/contracts.js';
+import { CancelSignal } from '../cancel/cancel-signal.js';
+import { Residue, type ResidueItem } from '../cancel/residue.js';
+import type { BackgroundCommandAnswer } from '../session/background/background-command.js';
+import type { CompletionDelivery } from '../session/background/background-commands.js';
+import type { ShellRunRequest, ShellRunResult } from '../session/background/shell-call.js';
+import type { Session, SessionExitStatus } from '../session/session.js';
+import type { FunctionTool } from './attempt.js';
+import { startPlan, type PlanReport } from './run-plan.js';
+
+/** A notification the session sends its host on its own (DESIGN §10). */
+export type SessionNotification =
+  | {
+      /** A background command's completion, delivered as a task (`detached.md` §8, §9.1). */
+      readonly method: 'completion';
+      readonly params: CompletionNotice;
+    }
+  | {
+      /** A plan submitted with `wait: false` ended. */
+      readonly method: 'task.finished';
+      readonly params: { readonly task_id: string; readonly report: PlanReport };
+    };
+
+/** The `completion` notification's params: the completion task, its message text and the completion's fields (no output). */
+export interface CompletionNotice {
+  readonly task_id: string;
+  readonly work_id: string;
+  /** The completion message (`detached.md` §8). */
+  readonly message: string;
+  readonly status: 'ok' | 'error';
+  readonly exit_code: number;
+  readonly duration_ms: number;
+  readonly exited_at_ms: number;
+  readonly output_path: string;
+  readonly output_bytes: number;
+  readonly resource_limit: string | null;
+  readonly output_holders: string;
+  readonly output_capped: boolean;
+  readonly error: string | null;
+  readonly context_id: string;
+  readonly provenance: { readonly origin: string; readonly trust: string };
+}
+
+/** `plan.submit` params: exactly one of `plan` (an object) or `path` (a file, relative to the session's workdir). */
+export interface PlanSubmitParams {
+  readonly plan?: PlanFile | Record<string, unknown>;
+  readonly path?: string;
+  /** Default true: the result is the report; false: `{task_id}` at once, the report in `task.finished`. */
+  readonly wait?: boolean;
+  readonly maxParallel?: number | null;
+}
+
+/** Options of {@link SessionApi}. */
+export interface SessionApiOptions {
+  /** In-process tools plans may call (library hosts). */
+  readonly tools?: Readonly<Record<string, FunctionTool>>;
+  /** Capsule registry directory (capsule steps). */
+  readonly capsulesDir?: string;
+  /** Binaries plan shell steps may start besides the manifest's (`--allow`). */
+  readonly shellAllow?: readonly string[];
+}
+
+/** One session driven by a harness. */
+export class SessionApi {
+  readonly session: Session;
+  readonly #options: SessionApiOptions;
+  readonly #listeners = new Set<(notification: SessionNotification) => void>();
+  readonly #plans = new Set<Promise<unknown>>();
+  #stopping: Promise<{ residue: ResidueItem[] }> | null = null;
+  /** Raised when the caller went away (serve's stdin closed): shell calls still in the foreground demote at once. */
+  readonly #callerGone = new CancelSignal();
+
+  constructor(session: Session, options: SessionApiOptions = {}) {
+    this.session = session;
+    this.#options = options;
+    // Completions are delivered as notifications: the demotion result says they come back as a task.
+    session.background.onCompletion((delivery) => this.#notify({ method: 'completion', params: completionNotice(delivery) }));
+    // The session actor runs for the whole session (it owns the demoted commands).
+    session.background.actor();
+  }
+
+  /** Subscribes to notifications; returns the unsubscriber. */
+  onNotification(listener: (notification: SessionNotification) => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  /** Whether {@link stop} (or {@link end}) was called: no new work is taken. */
+  get stopping(): boolean {
+    return this.#stopping !== null || this.session.ended;
+  }
+
+  /** `shell.run`: a task; its command in the foreground until a demotion trigger (`detached.md` §3). */
+  shellRun(request: Omit<ShellRunRequest, 'task' | 'source' | 'abandoned'>): Promise<ShellRunResult> {
+    return this.session.background.run({ ...request, source: 'serve', abandoned: this.#callerGone });
+  }
+
+  /**
+   * The caller went away (the abandon signal of `detached.md` §2, raised for every call): a
+   * command still in the foreground is demoted at its next poll, so its call answers at once.
+   */
+  callerGone(): void {
+    this.#callerGone.cancel();
+  }
+
+  /** `backgroundCommand` with serve's additions (status without `work_id` lists all; `until`; `tail_bytes`). */
+  backgroundCommand(params: unknown): Promise<BackgroundCommandAnswer> {
+    return this.session.background.operate(params, { extended: true });
+  }
+
+  /**
+   * `plan.submit`: a task running one plan in this session (its records hang off the task). With
+   * `wait` (default) resolves with the report; without, with `{task_id}` at once, the report
+   * following as `task.finished`.
+   */
+  async planSubmit(params: PlanSubmitParams): Promise<{ readonly task_id: string; readonly report?: PlanReport }> {
+    const task = this.session.tasks.start({ kind: 'plan', source: 'serve', method: 'plan.submit' });
+    const run = startPlan({
+      plan: params.plan ?? (params.path as string),
+      session: this.session,
+      task: task.node,
+      ...(this.#options.tools !== undefined ? { tools: this.#options.tools } : {}),
+      ...(this.#options.capsulesDir !== undefined ? { capsulesDir: this.#options.capsulesDir } : {}),
+      ...(this.#options.shellAllow !== undefined ? { shellAllow: this.#options.shellAllow } : {}),
+      ...(params.maxParallel !== undefined ? { maxParallel: params.maxParallel } : {}),
+    });
+    this.session.tasks.setCancelDoor(task.id, (force) => run.cancel({ force }));
+    const settled = run.report.then(
+      (report) => {
+        this.session.tasks.settle(task.id, report.canceled ? 'canceled' : 'finished');
+        return report;
+      },
+      (error: unknown) => {
+        this.session.tasks.settle(task.id, 'finished');
+        throw error;
+      },
+    );
+    this.#plans.add(settled);
+    void settled.finally(() => this.#plans.delete(settled)).catch(() => undefined);
+    if (params.wait === false) {
+      void settled.then(
+        (report) => this.#notify({ method: 'task.finished', params: { task_id: task.id, report } }),
+        () => undefined,
+      );
+      return { task_id: task.id };
+    }
+    return { task_id: task.id, report: await settled };
+  }
+
+  /**
+   * `session.stop`: what was still running (`cancel.md` §5.3: every outstanding background
+   * command, an empty array when nothing was), taken now; the sweep and the session's end follow
+   * ({@link ended}). Idempotent.
+   */
+  stop(): Promise<{ residue: ResidueItem[] }> {
+    if (this.#stopping === null) {
+      const residue = Residue.snapshot(this.session.background.registry, null).toSessionStop();
+      this.#stopping = Promise.resolve({ residue: [...residue.residue] });
+    }
+    return this.#stopping;
+  }
+
+  /**
+   * Ends the session (every ordinary end): running plans are canceled by force and awaited, then
+   * the sweep, the trees proven gone (a shell call still in the foreground ends with them),
+   * `session_end`. Idempotent.
+   */
+  async end(status: SessionExitStatus = 'ok'): Promise<void> {
+    for (const task of this.session.tasks.running()) if (task.kind === 'plan') this.session.tasks.cancel(task.id, true);
+    await Promise.allSettled([...this.#plans]);
+    await this.session.end(status);
+  }
+
+  #notify(notification: SessionNotification): void {
+    for (const listener of this.#listeners) {
+      try {
+        listener(notification);
+      } catch {
+        // a listener's failure is its own
+      }
+    }
+  }
+}
+
+function completionNotice(delivery: CompletionDelivery): CompletionNotice {
+  const c = delivery.completion;
+  return {
+    task_id: delivery.task_id,
+    work_id: delivery.work_id,
+    message: delivery.message,
+    status: delivery.status,
+    exit_code: c.exit_code,
+    duration_ms: c.duration_ms,
+    exited_at_ms: c.exited_at_ms,
+    output_path: c.output_path,
+    output_bytes: c.output_bytes,
+    resource_limit: c.resource_limit,
+    output_holders: c.output_holders,
+    output_capped: c.output_capped === true,
+    error: c.error,
+    context_id: c.context_id,
+    provenance: { origin: c.provenance.origin, trust: c.provenance.trust },
+  };
+}

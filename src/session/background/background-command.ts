@@ -1,0 +1,205 @@
+/**
+ * `backgroundCommand` (`background-command.md` §3, issue 9 item 6): `status`, `wait` and `stop`
+ * of one demoted command by its work id, rendered as the tool result; the first read of a
+ * finished, unclaimed command claims its delivery and writes its one `shell_completed`
+ * (`delivered_via: "background_command"`). Beyond the original, with `extended` (serve): `status`
+ * without a work id lists every command of the session; `wait` with `until` returns as soon as
+ * new output matches; `tail_bytes` chooses how much of the tail comes back.
+ */
+import { StringDecoder } from 'node:string_decoder';
+import type { CancelSignal } from '../../cancel/cancel-signal.js';
+import { completionStatus } from '../../detached/completion.js';
+import { effectiveWaitMs } from '../../detached/constants.js';
+import type { DetachedSnapshot } from '../../detached/registry.js';
+import { refusedInputResult, renderBackgroundCommand, unknownWorkIdResult, type BackgroundCommandResult } from '../../detached/texts.js';
+import { parseBackgroundCommandInput } from '../../detached/tool-input.js';
+import type { BackgroundCommands } from './background-commands.js';
+
+/** One command of a listing (`status` without a work id): nothing cut, nothing claimed. */
+export interface CommandListing {
+  readonly work_id: string;
+  readonly state: 'running' | 'exited' | 'stopped';
+  /** The binary as invoked and every argument. */
+  readonly argv: readonly string[];
+  /** Resolved binary. */
+  readonly binary: string;
+  readonly command: string;
+  /** Epoch ms of the spawn. */
+  readonly started_at_ms: number;
+  readonly elapsed_ms: number;
+  readonly exit_code: number | null;
+  /** The signal that killed the leader, when one did. */
+  readonly signal: string | null;
+  readonly status: 'ok' | 'error' | null;
+  readonly output_path: string;
+  readonly output_bytes: number;
+  readonly output_capped: boolean;
+  readonly pid: number | null;
+  readonly pgid: number | null;
+}
+
+/** Why an operation was refused. */
+export type BackgroundCommandRefusal = 'invalid_input' | 'unknown_work_id' | 'signal_refused';
+
+/** What one `backgroundCommand` operation answers. */
+export type BackgroundCommandAnswer =
+  | {
+      readonly ok: true;
+      readonly operation: 'status' | 'wait' | 'stop';
+      /** The tool result (`background-command.md` §4). */
+      readonly result: BackgroundCommandResult;
+      readonly work_id: string;
+      readonly state: 'running' | 'exited' | 'stopped';
+      readonly exit_code: number | null;
+      /** This read claimed the completion (its `shell_completed` was written with `delivered_via: "background_command"`). */
+      readonly delivered_now: boolean;
+      /** `wait` only: `Finished`, `TimedOut` or `Canceled` (`detached.md` §11), or `Matched` (`until`). */
+      readonly wait?: 'Finished' | 'TimedOut' | 'Canceled' | 'Matched';
+      /** `wait` with `until`: the line of new output that matched (null when none did). */
+      readonly matched?: string | null;
+      /** `stop` only: the strongest signal this stop sent (null: none, the command had already finished) and the processes left after it. */
+      readonly stop?: { readonly signal: 'SIGTERM' | 'SIGKILL' | null; readonly survivors: readonly number[] };
+    }
+  | { readonly ok: true; readonly operation: 'list'; readonly commands: readonly CommandListing[] }
+  | { readonly ok: false; readonly code: BackgroundCommandRefusal; readonly error: string; readonly result: BackgroundCommandResult };
+
+/** Longest partial line kept while matching `until` (a line longer than this is matched in pieces). */
+const MAX_PENDING_LINE_CHARS = 64 * 1024;
+
+/** Runs one operation; see the module doc. Never throws. */
+export async function runBackgroundCommand(
+  service: BackgroundCommands,
+  input: unknown,
+  options: { readonly extended?: boolean; readonly cancel?: CancelSignal },
+): Promise<BackgroundCommandAnswer> {
+  const parsed = parseBackgroundCommandInput(input, { extended: options.extended === true });
+  if (!parsed.ok) return { ok: false, code: 'invalid_input', error: parsed.error, result: refusedInputResult(parsed.error) };
+  const { operation, work_id: workId, tail_bytes: tailBytes } = parsed.input;
+  if (workId === null) return { ok: true, operation: 'list', commands: listCommands(service) };
+  const registry = service.registry;
+  const command = service.command(workId);
+  if (!registry.has(workId) || command === undefined) {
+    const result = unknownWorkIdResult(workId);
+    return { ok: false, code: 'unknown_work_id', error: result.summary, result };
+  }
+  const readOptions = tailBytes === null ? {} : { tailBytes };
+
+  if (operation === 'status') return answer(service, operation, registry.read(workId, readOptions) as DetachedSnapshot, {});
+
+  if (operation === 'wait') {
+    const started = service.session.time.monotonicMs();
+    const boundMs = effectiveWaitMs(parsed.input.wait_secs);
+    let matched: string | null = null;
+    let outcome: 'Finished' | 'TimedOut' | 'Canceled' | 'Matched';
+    const until = parsed.input.until;
+    if (until !== null && registry.counters(workId)?.phase === 'Running') {
+      const matcher = matchNewOutput(command.log, until);
+      const waited = registry.wait(workId, boundMs, options.cancel ?? null);
+      const first = await Promise.race([waited, matcher.matched.then((line) => ({ line }))]);
+      matcher.stop();
+      if (typeof first === 'object') {
+        matched = first.line;
+        outcome = 'Matched';
+      } else outcome = first as 'Finished' | 'TimedOut' | 'Canceled';
+    } else {
+      outcome = (await registry.wait(workId, boundMs, options.cancel ?? null)) as 'Finished' | 'TimedOut' | 'Canceled';
+    }
+    const waitedMs = service.session.time.monotonicMs() - started;
+    return answer(service, operation, registry.read(workId, readOptions) as DetachedSnapshot, { waitedMs, wait: outcome, ...(until !== null ? { matched } : {}) });
+  }
+
+  // stop
+  const before = registry.counters(workId)?.signals_sent ?? 0;
+  try {
+    await registry.stop(workId);
+  } catch (error) {
+    const message = `stop refused: ${(error as Error).message}; nothing was signalled`;
+    return { ok: false, code: 'signal_refused', error: message, result: refusedInputResult(message) };
+  }
+  const sent = (registry.counters(workId)?.signals_sent ?? 0) - before;
+  const survivors = service.session.containment.processes({ kind: 'command', work: workId }).length === 0 ? [] : command.running.process.members();
+  return answer(service, operation, registry.read(workId, readOptions) as DetachedSnapshot, {
+    stop: { signal: sent === 0 ? null : sent === 1 ? 'SIGTERM' : 'SIGKILL', survivors },
+  });
+}
+
+function answer(
+  service: BackgroundCommands,
+  operation: 'status' | 'wait' | 'stop',
+  snapshot: DetachedSnapshot,
+  extra: { waitedMs?: number; wait?: 'Finished' | 'TimedOut' | 'Canceled' | 'Matched'; matched?: string | null; stop?: { signal: 'SIGTERM' | 'SIGKILL' | null; survivors: readonly number[] } },
+): BackgroundCommandAnswer {
+  const rendered = renderBackgroundCommand(snapshot, extra.waitedMs !== undefined ? { waitedMs: extra.waitedMs } : {});
+  if (rendered.delivered_now && rendered.completion !== null) service.writeCompleted(rendered.completion, 'background_command');
+  return {
+    ok: true,
+    operation,
+    result: rendered.result,
+    work_id: snapshot.work_id,
+    state: snapshot.state,
+    exit_code: snapshot.finished?.exit_code ?? null,
+    delivered_now: rendered.delivered_now,
+    ...(extra.wait !== undefined ? { wait: extra.wait } : {}),
+    ...(extra.matched !== undefined ? { matched: extra.matched } : {}),
+    ...(extra.stop !== undefined ? { stop: extra.stop } : {}),
+  };
+}
+
+/** Every command of the session (`status` without a work id), oldest work id first; claims nothing. */
+export function listCommands(service: BackgroundCommands): CommandListing[] {
+  return service.commands().map((command) => {
+    const snapshot = service.registry.read(command.facts.workId, { peek: true }) as DetachedSnapshot;
+    const identity = command.running.process.identity;
+    return {
+      work_id: snapshot.work_id,
+      state: snapshot.state,
+      argv: command.facts.argv,
+      binary: snapshot.binary,
+      command: snapshot.command,
+      started_at_ms: snapshot.started_at_ms,
+      elapsed_ms: snapshot.elapsed_ms,
+      exit_code: snapshot.finished?.exit_code ?? null,
+      signal: snapshot.finished === null ? null : command.leaderSignal,
+      status: snapshot.finished === null ? null : completionStatus(snapshot.finished),
+      output_path: snapshot.output_path,
+      output_bytes: snapshot.output_bytes,
+      output_capped: snapshot.output_capped,
+      pid: identity?.pid ?? null,
+      pgid: identity?.pgid ?? null,
+    };
+  });
+}
+
+/**
+ * Watches the output appended from now on for a line matching `pattern` (the partial last line
+ * is tried too, so a prompt without a newline matches). `matched` resolves with the line, without
+ * its line break.
+ */
+function matchNewOutput(log: { subscribe(listener: (chunk: Uint8Array) => void): () => void }, pattern: RegExp): { matched: Promise<string>; stop: () => void } {
+  const decoder = new StringDecoder('utf8');
+  let pending = '';
+  let unsubscribe: () => void = () => {};
+  const matched = new Promise<string>((resolve) => {
+    unsubscribe = log.subscribe((chunk) => {
+      pending += decoder.write(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength));
+      let newline = pending.indexOf('\n');
+      while (newline >= 0) {
+        const line = pending.slice(0, newline).replace(/\r$/, '');
+        pending = pending.slice(newline + 1);
+        if (pattern.test(line)) {
+          unsubscribe();
+          resolve(line);
+          return;
+        }
+        newline = pending.indexOf('\n');
+      }
+      if (pending !== '' && pattern.test(pending)) {
+        unsubscribe();
+        resolve(pending);
+        return;
+      }
+      if (pending.length > MAX_PENDING_LINE_CHARS) pending = pending.slice(-MAX_PENDING_LINE_CHARS);
+    });
+  });
+  return { matched, stop: () => unsubscribe() };
+}

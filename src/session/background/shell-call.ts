@@ -1,0 +1,143 @@
+/**
+ * What a `shell.run` call asks for, and its result shapes (`shell.md` §1, §4; `detached.md` §4,
+ * §13). Transport-independent: `capsule serve` and the library take the same request.
+ */
+import type { CancelSignal } from '../../cancel/cancel-signal.js';
+import type { OutputHolders } from '../../detached/completion.js';
+import type { DemotionResult } from '../../detached/texts.js';
+import { splitShellWords } from '../../plan/shell-words.js';
+import type { Task } from '../tasks.js';
+
+/** The interpreters whose `command` is the script itself (`shell.md` §1.1): `[binary, "-c", command]`. */
+export const INTERPRETERS: readonly string[] = ['bash', 'sh', 'zsh', 'fish', 'dash', 'ksh'];
+
+/**
+ * One shell call. Give the command one of three ways:
+ * - `command` alone: split into words as a plan step's `shell` is (`shell.md` §2; no shell in
+ *   between), the first word being the binary;
+ * - `binary` and `command` (the spec's shell tools, `shell.md` §1.1): an interpreter (`bash`,
+ *   `sh`, `zsh`, `fish`, `dash`, `ksh`) runs `command` as its script (`bash -c <command>`); any
+ *   other binary gets `command` split into its arguments;
+ * - `argv`: the binary and its arguments exactly.
+ */
+export interface ShellRunRequest {
+  readonly command?: string;
+  readonly binary?: string;
+  readonly argv?: readonly string[];
+  /** Text written to the command's stdin (then closed); default: stdin is empty. */
+  readonly stdin?: string;
+  /**
+   * Milliseconds the command may run in the foreground before it is demoted; null: never by the
+   * clock. Default: `lifecycle.shell_grace_secs` of the manifest (absent: never).
+   */
+  readonly graceMs?: number | null;
+  /** Raised when the caller waiting for the foreground result went away: a command still in the foreground demotes at once (`detached.md` §2). */
+  readonly abandoned?: CancelSignal;
+  /** The task the call belongs to (its cancel demotes a command in the foreground). Default: a task of its own. */
+  readonly task?: Task;
+  /** `task_start.source` for a task of its own (default `library`). */
+  readonly source?: string;
+  /** The conversation a task of its own joins (`context_id`; its completion task runs under it). Default: the session's. */
+  readonly contextId?: string;
+}
+
+/** A request turned into what runs. */
+export interface ParsedShellCommand {
+  /** The binary as written (checked against the allowlist exactly, `shell.md` §3). */
+  readonly binary: string;
+  readonly args: readonly string[];
+  /** The command text as the trace and the registry carry it: the caller's text without the binary (`shell.md` §1.1). */
+  readonly command: string;
+}
+
+/** Turns a request into its argv and command text, or says what is wrong with it. */
+export function parseShellCommand(request: ShellRunRequest): ParsedShellCommand | { readonly error: string } {
+  if (request.argv !== undefined) {
+    if (!Array.isArray(request.argv) || request.argv.length === 0 || !request.argv.every((word) => typeof word === 'string')) {
+      return { error: 'argv must be a non-empty array of strings' };
+    }
+    const [binary, ...args] = request.argv as [string, ...string[]];
+    if (binary === '') return { error: 'shell command is empty' };
+    return { binary, args, command: args.join(' ') };
+  }
+  if (typeof request.command !== 'string') return { error: 'give the command: "command" (a string), or "argv" (an array of strings)' };
+  if (request.binary !== undefined) {
+    if (typeof request.binary !== 'string' || request.binary === '') return { error: 'binary must be a non-empty string' };
+    const args = INTERPRETERS.includes(request.binary) ? ['-c', request.command] : splitShellWords(request.command);
+    return { binary: request.binary, args, command: request.command };
+  }
+  const words = splitShellWords(request.command);
+  const [binary, ...args] = words;
+  if (binary === undefined) return { error: 'shell command is empty' };
+  return { binary, args, command: textAfterBinary(request.command, args) };
+}
+
+/** The caller's text after its first word, when it can be told apart; else the arguments joined by spaces. */
+function textAfterBinary(text: string, args: readonly string[]): string {
+  const trimmed = text.trimStart();
+  const cut = trimmed.search(/\s/);
+  if (cut < 0) return '';
+  const first = trimmed.slice(0, cut);
+  // A first word with quotes or escapes is not the binary's literal text: fall back to the words.
+  if (/["'\\]/.test(first)) return args.join(' ');
+  return trimmed.slice(cut).trim();
+}
+
+/** A call that finished in the foreground (`shell.md` §4); it registered nothing. */
+export interface ShellFinished {
+  readonly status: 'finished';
+  readonly task_id: string;
+  /** Resolved binary (canonical absolute path when the trusted PATH resolves it). */
+  readonly binary: string;
+  /** Exit status; 128 + signal for a signal death; -1 when it could not run. */
+  readonly exit_code: number;
+  /** Lossy UTF-8, cut to its first 16384 bytes. */
+  readonly stdout: string;
+  readonly stderr: string;
+  readonly duration_ms: number;
+  /** Either stream was over 16384 bytes. */
+  readonly truncated: boolean;
+  /** The full output (`<records>/logs/shell-<ms>.log`), only when truncated. */
+  readonly full_output_path?: string;
+  /** Attributed `capabilities.resources` field, or null. */
+  readonly resource_limit_hit: string | null;
+  /** Whether processes it left still held its output when it exited (they were killed then). */
+  readonly output_holders: OutputHolders;
+  /** The holders note line (`detached.md` §7.1) when there is one. */
+  readonly output_holders_note?: string;
+  /** Set when the program could not be started (`failed to start '<binary>': …`). */
+  readonly error?: string;
+}
+
+/** A call whose command was demoted (`detached.md` §4 step 7, §13). */
+export interface ShellDetached {
+  readonly status: 'detached';
+  readonly task_id: string;
+  readonly work_id: string;
+  readonly binary: string;
+  readonly command: string;
+  /** The declared grace (ms), or null when none is declared (the demotion came from abandon or cancel). */
+  readonly grace_ms: number | null;
+  /** Absolute path of the output log. */
+  readonly output_path: string;
+  /** The constant-size tool result the model reads instead of a foreground result. */
+  readonly result: DemotionResult;
+}
+
+/** A call refused before anything ran: not allowed, empty, malformed, or the environment could not be built. */
+export interface ShellRefused {
+  readonly status: 'refused';
+  readonly task_id: string;
+  /** `binary_not_allowed`, `invalid_command`, `environment`, `session_ending`. */
+  readonly code: string;
+  readonly error: string;
+}
+
+/** The call's task was canceled before the command was spawned: it was not run (`detached.md` §3). */
+export interface ShellCanceled {
+  readonly status: 'canceled';
+  readonly task_id: string;
+  readonly error: string;
+}
+
+export type ShellRunResult = ShellFinished | ShellDetached | ShellRefused | ShellCanceled;

@@ -1,0 +1,281 @@
+/**
+ * One `shell.run` call (`shell.md`, `detached.md` §2–§4): the command starts in the foreground
+ * through the command runner and either finishes there (the foreground result, one `shell`
+ * record, nothing registered) or is demoted when a trigger holds — the grace elapsed, the caller
+ * abandoned the call, or its task was canceled — and is then the session's: a `wrk_` id, its
+ * output log, its registry entry, its `detachedCommand` actor, `shell_detached`, and the
+ * constant-size demotion result. The exit wins over a trigger seen at the same moment.
+ */
+import { join } from 'node:path';
+import { CANCEL_PHASES } from '../../cancel/phases.js';
+import type { OutputHolders } from '../../detached/completion.js';
+import { STOP_TERM_GRACE_MS } from '../../detached/constants.js';
+import { OutputLog } from '../../detached/output-log.js';
+import { demotionResult, outputHoldersNote } from '../../detached/texts.js';
+import { newWorkId } from '../../detached/work-id.js';
+import { runCommand, type CommandEnd, type RunningCommand } from '../../executors/command-runner.js';
+import { buildShellEnv } from '../../executors/environment.js';
+import { OutputCapture } from '../../executors/output-capture.js';
+import { resourceLimitOfSignal } from '../../executors/resource-limit.js';
+import { writeCapturedLog } from '../../executors/shell-outcome.js';
+import { decodeUtf8Lossy } from '../../executors/utf8.js';
+import { processStartFields } from '../../process/containment.js';
+import type { Task } from '../tasks.js';
+import type { BackgroundCommands } from './background-commands.js';
+import { DetachedCommand } from './detached-command.js';
+import { parseShellCommand, type ShellFinished, type ShellRunRequest, type ShellRunResult } from './shell-call.js';
+
+/** Runs one call; see the module doc. Never throws for anything about the command. */
+export async function runShellCall(service: BackgroundCommands, request: ShellRunRequest): Promise<ShellRunResult> {
+  const session = service.session;
+  const task: Task =
+    request.task ?? session.tasks.start({ kind: 'shell', source: request.source ?? 'library', method: 'shell.run', ...(request.contextId !== undefined ? { contextId: request.contextId } : {}) });
+  const settle = (state: 'finished' | 'canceled'): void => {
+    if (request.task === undefined) session.tasks.settle(task.id, state);
+  };
+  const parsed = parseShellCommand(request);
+  if ('error' in parsed) {
+    settle('finished');
+    return { status: 'refused', task_id: task.id, code: 'invalid_command', error: parsed.error };
+  }
+  if (!service.allows(parsed.binary)) {
+    settle('finished');
+    return { status: 'refused', task_id: task.id, code: 'binary_not_allowed', error: `binary '${parsed.binary}' is not in capabilities.shell.allow` };
+  }
+  if (service.ending) {
+    settle('finished');
+    return { status: 'refused', task_id: task.id, code: 'session_ending', error: 'the session is ending: no new command is started' };
+  }
+  if (task.cancel.isCanceled()) {
+    // Cancel raised before the spawn: the command is not run (`detached.md` §3).
+    settle('canceled');
+    return { status: 'canceled', task_id: task.id, error: 'the task was canceled before the command started; it was not run' };
+  }
+  let env: Record<string, string>;
+  try {
+    env = buildShellEnv({ hostEnv: process.env, allow: service.envAllow, scratchDir: session.scratchDir, runtimeDir: session.runtimeDir, owner: session.containment.info.runAs });
+  } catch (error) {
+    settle('finished');
+    return { status: 'refused', task_id: task.id, code: 'environment', error: (error as Error).message };
+  }
+
+  const clock = session.time;
+  const startedMonotonicMs = clock.monotonicMs();
+  const startedAtMs = clock.epochMs();
+  const capture = new OutputCapture(session.hasRecords ? join(session.recordsDir, 'logs') : null);
+  // Who hears the leader's exit: the call while in the foreground, the demoted command after.
+  let onLeaderExit: (exitCode: number, signal: string | null) => void = () => {};
+  const running = runCommand({
+    containment: session.containment,
+    owner: { kind: 'shell', task: task.id },
+    file: parsed.binary,
+    args: parsed.args,
+    cwd: session.workdir,
+    env,
+    ...(request.stdin !== undefined ? { stdin: request.stdin } : {}),
+    sink: capture,
+    onLeaderExit: (info) => onLeaderExit(info.exitCode, info.signal),
+  });
+  const started = processStartFields(running.process);
+  if (started !== null) session.trace.write('process_start', task.node, started);
+  const resolved = running.process.executable ?? parsed.binary;
+
+  // A spawn failure is always a foreground error (`detached.md` §3), and without a records
+  // directory a command is never demoted (its output would have no place to go).
+  const graceMs = request.graceMs !== undefined ? request.graceMs : service.graceMs;
+  const trigger = started === null || !session.hasRecords ? null : await foreground(running, { graceMs, abandoned: request.abandoned, task, clock: session.time.timers });
+  if (trigger !== null && !running.leaderExited && !service.ending) {
+    if (trigger === 'canceled') task.cancel.notePhase(CANCEL_PHASES.SHELL);
+    const demoted = demote(service, { task, parsed, resolved, running, capture, startedAtMs, startedMonotonicMs, graceMs, setLeaderExit: (handler) => (onLeaderExit = handler) });
+    settle(trigger === 'canceled' ? 'canceled' : 'finished');
+    return demoted;
+  }
+  const end = await running.done;
+  const result = await foregroundResult(service, { task, parsed, resolved, running, capture, end, startedMonotonicMs });
+  settle('finished');
+  return result;
+}
+
+type Trigger = 'grace' | 'abandoned' | 'canceled';
+
+/**
+ * Waits for the first of: the command's end (null), the grace (`graceMs` null: no clock; 0: the
+ * first poll after the spawn), the abandon signal, the task's cancel.
+ */
+function foreground(
+  running: RunningCommand,
+  options: { graceMs: number | null; abandoned: ShellRunRequest['abandoned']; task: Task; clock: { setTimeout(fn: () => void, ms: number): unknown; clearTimeout(id: unknown): void } },
+): Promise<Trigger | null> {
+  return new Promise((resolve) => {
+    let done = false;
+    const cleanups: (() => void)[] = [];
+    const finish = (trigger: Trigger | null): void => {
+      if (done) return;
+      done = true;
+      for (const cleanup of cleanups) cleanup();
+      resolve(trigger);
+    };
+    void running.done.then(() => finish(null));
+    if (options.graceMs !== null) {
+      const id = options.clock.setTimeout(() => finish('grace'), Math.max(0, options.graceMs));
+      cleanups.push(() => options.clock.clearTimeout(id));
+    }
+    if (options.abandoned !== undefined) cleanups.push(options.abandoned.subscribe(() => finish('abandoned')));
+    cleanups.push(options.task.cancel.subscribe(() => finish('canceled')));
+  });
+}
+
+interface ForegroundFacts {
+  readonly task: Task;
+  readonly parsed: { readonly binary: string; readonly args: readonly string[]; readonly command: string };
+  readonly resolved: string;
+  readonly running: RunningCommand;
+  readonly capture: OutputCapture;
+  readonly end: CommandEnd;
+  readonly startedMonotonicMs: number;
+}
+
+/** The foreground result (`shell.md` §4) and its `shell` record. */
+async function foregroundResult(service: BackgroundCommands, facts: ForegroundFacts): Promise<ShellFinished> {
+  const session = service.session;
+  const { task, parsed, resolved, running, capture, end } = facts;
+  const durationMs = Math.max(0, Math.round(session.time.monotonicMs() - facts.startedMonotonicMs));
+  let holders: OutputHolders = 'Closed';
+  if (end.outputHeld) {
+    // What the command left in the background still holds its output: killed, as after a demotion (`detached.md` §7.1).
+    holders = 'Killed';
+    await running.process.end(STOP_TERM_GRACE_MS).catch(() => undefined);
+  }
+  let fullOutputPath: string | null = null;
+  if (end.spawnError === null && capture.truncated && session.hasRecords) {
+    try {
+      fullOutputPath = await writeCapturedLog(session.recordsDir, capture, parsed.binary, parsed.args, end.exitCode);
+    } catch {
+      fullOutputPath = null;
+    }
+  }
+  const stdout = decodeUtf8Lossy(capture.stdoutHead());
+  const stderr = decodeUtf8Lossy(capture.stderrHead());
+  const truncated = capture.truncated;
+  const stdoutBytes = capture.stdoutBytes;
+  const stderrBytes = capture.stderrBytes;
+  capture.dispose();
+  const resourceLimit = resourceLimitOfSignal(end.signal);
+  const exitCode = end.spawnError !== null ? -1 : end.exitCode;
+  if (end.spawnError === null) {
+    session.countCall('shell');
+    session.trace.write('shell', task.node, {
+      task_id: task.id,
+      binary: resolved,
+      command: parsed.command,
+      exit_code: exitCode,
+      stdout_bytes: stdoutBytes,
+      stderr_bytes: stderrBytes,
+      duration_ms: durationMs,
+      ...(resourceLimit !== null ? { resource_limit: resourceLimit } : {}),
+      ...(fullOutputPath !== null ? { full_output_path: fullOutputPath } : {}),
+      ...(holders !== 'Closed' ? { output_holders: holders } : {}),
+    });
+  }
+  const note = outputHoldersNote(holders);
+  return {
+    status: 'finished',
+    task_id: task.id,
+    binary: resolved,
+    exit_code: exitCode,
+    stdout,
+    stderr,
+    duration_ms: durationMs,
+    truncated,
+    ...(fullOutputPath !== null ? { full_output_path: fullOutputPath } : {}),
+    resource_limit_hit: resourceLimit,
+    output_holders: holders,
+    ...(note !== null ? { output_holders_note: note } : {}),
+    ...(end.spawnError !== null ? { error: end.spawnError } : {}),
+  };
+}
+
+interface DemotionFacts {
+  readonly task: Task;
+  readonly parsed: { readonly binary: string; readonly args: readonly string[]; readonly command: string };
+  readonly resolved: string;
+  readonly running: RunningCommand;
+  readonly capture: OutputCapture;
+  readonly startedAtMs: number;
+  readonly startedMonotonicMs: number;
+  readonly graceMs: number | null;
+  readonly setLeaderExit: (handler: (exitCode: number, signal: string | null) => void) => void;
+}
+
+/**
+ * The demotion (`detached.md` §4), synchronously: work id, log (header, then what both pipes gave
+ * so far — stdout's, then stderr's), the output switched to the log, registration, the handover
+ * of the processes to the session, the command's actor, `shell_detached` (flushed), the result.
+ */
+function demote(service: BackgroundCommands, facts: DemotionFacts): ShellRunResult {
+  const session = service.session;
+  const { task, parsed, running, capture } = facts;
+  const workId = newWorkId();
+  const outputPath = join(session.recordsDir, 'logs', `${workId}.log`);
+  const log = OutputLog.open({
+    path: outputPath,
+    binary: parsed.binary,
+    args: parsed.args,
+    maxLogBytes: service.maxLogBytes,
+    onCapped: () => service.onLogCapped(workId),
+  });
+  capture.copyOut(1, (chunk) => log.append(chunk));
+  capture.copyOut(2, (chunk) => log.append(chunk));
+  capture.dispose();
+  // No chunk can arrive between the copy and the switch: both happen in this one synchronous turn.
+  running.setSink({ write: (_stream, chunk) => log.append(chunk) });
+  const identity = running.process.identity;
+  if (identity === null) throw new Error('a demoted command has no process (a runtime bug)');
+  const command = new DetachedCommand(
+    {
+      workId,
+      binary: facts.resolved,
+      argv: [parsed.binary, ...parsed.args],
+      command: parsed.command,
+      startedAtMs: facts.startedAtMs,
+      startedMonotonicMs: facts.startedMonotonicMs,
+      contextId: task.contextId,
+      provenance: task.provenance,
+      taskId: task.id,
+    },
+    running,
+    log,
+    service.registry,
+    { monotonicMs: () => session.time.monotonicMs() },
+  );
+  // Registered before the call returns: a sweep can never miss it (`detached.md` §4 step 5).
+  service.register(command, identity.pgid);
+  facts.setLeaderExit((exitCode, signal) => command.leaderExited(exitCode, signal));
+  // The processes are the session's now (containment handover), never restarted.
+  running.process.transfer({ kind: 'command', work: workId });
+  session.countCall('shell');
+  session.trace.write('shell_detached', task.node, {
+    task_id: task.id,
+    work_id: workId,
+    binary: facts.resolved,
+    command: parsed.command,
+    grace_ms: service.declaredGraceMs(facts.graceMs),
+    pid: identity.pid,
+    pid_start_time: identity.startTime,
+    pgid: identity.pgid,
+    cgroup: identity.cgroup,
+    output_path: outputPath,
+  });
+  session.tasks.noteDemoted(task.id, workId);
+  const graceMs = service.declaredGraceMs(facts.graceMs);
+  return {
+    status: 'detached',
+    task_id: task.id,
+    work_id: workId,
+    binary: facts.resolved,
+    command: parsed.command,
+    grace_ms: graceMs,
+    output_path: outputPath,
+    result: demotionResult(workId, { delivered: service.delivers, toolOffered: service.toolOffered }),
+  };
+}

@@ -1,0 +1,75 @@
+/**
+ * Attempts are actors (issue 8 item 1): the step machine starts each attempt as a child effect
+ * actor of its kind (`toolAttempt`, `shellAttempt`, `delegation`), one actor per attempt, tells
+ * it what to do through events, and stopping the step stops its attempt. The effects here are
+ * stand-ins that record what happened to them.
+ */
+import { createActor, fromCallback, type AnyActorRef } from 'xstate';
+import type { PlanStep, StepKind } from '../../machines/contracts.js';
+import { stepMachine, type AttemptInput, type AttemptRequest, type StepInput } from '../../machines/step.machine.js';
+
+interface Recorded {
+  started: { kind: string; attempt: number }[];
+  stopped: { kind: string; attempt: number }[];
+  told: { kind: string; request: AttemptRequest }[];
+  refs: Map<number, AnyActorRef>;
+}
+
+function recordingStep(recorded: Recorded) {
+  const attempt = (kind: string) =>
+    fromCallback<AttemptRequest, AttemptInput>(({ input, receive }) => {
+      recorded.started.push({ kind, attempt: input.attempt });
+      recorded.refs.set(input.attempt, input.stepRef);
+      receive((request) => recorded.told.push({ kind, request }));
+      return () => recorded.stopped.push({ kind, attempt: input.attempt });
+    });
+  return stepMachine.provide({ actors: { toolAttempt: attempt('toolAttempt'), shellAttempt: attempt('shellAttempt'), delegation: attempt('delegation') } });
+}
+
+function stepInput(kind: StepKind, overrides: Partial<PlanStep> = {}): StepInput {
+  const step: PlanStep = { id: 's', tool: kind === 'tool' ? 't' : kind, input: null, depends_on: [], on_error: 'fail', retries: 0, ...overrides };
+  return { step, index: 0, kind, results: new Map(), timeoutSecs: null, killGraceMs: 10 };
+}
+
+const fresh = (): Recorded => ({ started: [], stopped: [], told: [], refs: new Map() });
+
+describe('attempts are actors of the step', () => {
+  it.each([
+    ['tool', 'toolAttempt'],
+    ['shell', 'shellAttempt'],
+    ['capsule', 'delegation'],
+  ] as const)('starts a %s step\'s attempt as a %s child named attempt, and stopping the step stops it', (kind, actorKind) => {
+    const recorded = fresh();
+    const step = createActor(recordingStep(recorded), { input: stepInput(kind) });
+    step.start();
+    expect(recorded.started).toEqual([{ kind: actorKind, attempt: 1 }]);
+    expect(Object.keys(step.getSnapshot().children)).toEqual(['attempt']);
+    expect(recorded.stopped).toEqual([]);
+    step.stop();
+    expect(recorded.stopped).toEqual([{ kind: actorKind, attempt: 1 }]);
+  });
+
+  it('runs each retry as a new actor and stops the finished one before the next starts', () => {
+    const recorded = fresh();
+    const step = createActor(recordingStep(recorded), { input: stepInput('shell', { retries: 1 }) });
+    step.start();
+    step.send({ type: 'ATTEMPT.FINISHED', attempt: 1, outcome: { status: 'failed', output: null, error: 'exit 1' }, startedAtMs: 0, endedAtMs: 5 });
+    expect(recorded.started.map((s) => s.attempt)).toEqual([1, 2]);
+    expect(recorded.stopped).toEqual([{ kind: 'shellAttempt', attempt: 1 }]);
+    step.send({ type: 'ATTEMPT.FINISHED', attempt: 2, outcome: { status: 'success', output: 'ok', error: null }, startedAtMs: 6, endedAtMs: 9 });
+    expect(step.getSnapshot().status).toBe('done');
+    expect(step.getSnapshot().output).toMatchObject({ status: 'success', attempts: 2 });
+    expect(recorded.stopped.map((s) => s.attempt)).toEqual([1, 2]);
+  });
+
+  it('tells the running attempt to end on a forced cancel, and a graceful cancel is passed on as ATTEMPT.CANCEL', () => {
+    const recorded = fresh();
+    const step = createActor(recordingStep(recorded), { input: stepInput('capsule') });
+    step.start();
+    step.send({ type: 'CANCEL', force: false });
+    step.send({ type: 'CANCEL', force: true });
+    expect(recorded.told.map((t) => t.request)).toEqual([{ type: 'ATTEMPT.CANCEL' }, { type: 'ATTEMPT.END', graceMs: 10 }]);
+    expect(recorded.refs.get(1)).toBe(step);
+    step.stop();
+  });
+});
