@@ -6,7 +6,7 @@
  */
 import type { PlanFile } from '../../machines/contracts.js';
 import { CancelSignal } from '../cancel/cancel-signal.js';
-import { Residue, type ResidueItem } from '../cancel/residue.js';
+import type { ResidueArtifact, ResidueItem } from '../cancel/residue.js';
 import type { BackgroundCommandAnswer } from '../session/background/background-command.js';
 import type { CompletionDelivery } from '../session/background/background-commands.js';
 import type { ShellRunRequest, ShellRunResult } from '../session/background/shell-call.js';
@@ -45,6 +45,25 @@ export interface CompletionNotice {
   readonly error: string | null;
   readonly context_id: string;
   readonly provenance: { readonly origin: string; readonly trust: string };
+}
+
+/** The answer of `task.cancel` (DESIGN §10; `cancel.md` §5.3). */
+export interface TaskCancelResult {
+  readonly task_id: string;
+  /** `canceled` when this call canceled it; the task's state (`finished`, `canceled`) when it had already ended. */
+  readonly status: 'canceled' | 'finished';
+  /** The `residue` artifact: what else was still running when the cancel was answered; omitted when nothing was. */
+  readonly artifacts?: readonly ResidueArtifact[];
+  /** Ours: present (true) when the task had already ended before this call; nothing was done. */
+  readonly already?: true;
+}
+
+/** A `task_id` this session never issued. */
+export class UnknownTaskError extends Error {
+  override name = 'UnknownTaskError';
+  constructor(readonly taskId: string) {
+    super(`unknown task_id '${taskId}': this session issued no such task (task ids come from shell.run and plan.submit results)`);
+  }
 }
 
 /** `plan.submit` params: exactly one of `plan` (an object) or `path` (a file, relative to the session's workdir). */
@@ -109,9 +128,36 @@ export class SessionApi {
     this.#callerGone.cancel();
   }
 
-  /** `backgroundCommand` with serve's additions (status without `work_id` lists all; `until`; `tail_bytes`). */
+  /**
+   * `backgroundCommand` with serve's additions (status without `work_id` lists all; `until`;
+   * `tail_bytes`; `task_id`: the task the call belongs to — a `wait` in flight returns at once,
+   * `wait: "Canceled"`, when that task is canceled). An unknown `task_id` throws {@link UnknownTaskError}.
+   */
   backgroundCommand(params: unknown): Promise<BackgroundCommandAnswer> {
-    return this.session.background.operate(params, { extended: true });
+    const taskId = typeof params === 'object' && params !== null ? (params as { task_id?: unknown }).task_id : undefined;
+    if (taskId === undefined) return this.session.background.operate(params, { extended: true });
+    const task = typeof taskId === 'string' ? this.session.tasks.get(taskId) : undefined;
+    if (task === undefined) return Promise.reject(new UnknownTaskError(String(taskId)));
+    return this.session.background.operate(params, { extended: true, cancel: task.cancel });
+  }
+
+  /**
+   * `task.cancel` (DESIGN §10, `cancel.md`): cancels a running task — a plan run gracefully
+   * (`cancel.md` §3: nothing more dispatched, no retries; a running tool or shell step finishes on
+   * its own bound), or by force (`force: true`, or a second cancel: every live step's tree gets
+   * SIGTERM, SIGKILL after the grace, and the step settles canceled); a `shell.run` still in the
+   * foreground is demoted (`detached.md` §3). Answers at once with the residue taken now
+   * (`cancel.md` §5.3: the `residue` artifact, `artifacts` omitted when nothing else runs); the
+   * task's `task_canceled` record is written when it has stopped, with its own snapshot. A task
+   * that already ended is answered with its state and no residue (`already: true`). Throws
+   * {@link UnknownTaskError} for an id this session never issued.
+   */
+  taskCancel(params: { readonly task_id: string; readonly force?: boolean }): TaskCancelResult {
+    const task = this.session.tasks.get(params.task_id);
+    if (task === undefined) throw new UnknownTaskError(params.task_id);
+    if (task.state !== 'running') return { task_id: task.id, status: task.state, already: true };
+    this.session.tasks.cancel(task.id, params.force === true);
+    return { task_id: task.id, status: 'canceled', ...this.session.residue().artifactsField() };
   }
 
   /**
@@ -125,6 +171,7 @@ export class SessionApi {
       plan: params.plan ?? (params.path as string),
       session: this.session,
       task: task.node,
+      cancelSignal: task.cancel,
       ...(this.#options.tools !== undefined ? { tools: this.#options.tools } : {}),
       ...(this.#options.capsulesDir !== undefined ? { capsulesDir: this.#options.capsulesDir } : {}),
       ...(this.#options.shellAllow !== undefined ? { shellAllow: this.#options.shellAllow } : {}),
@@ -160,7 +207,7 @@ export class SessionApi {
    */
   stop(): Promise<{ residue: ResidueItem[] }> {
     if (this.#stopping === null) {
-      const residue = Residue.snapshot(this.session.background.registry, null).toSessionStop();
+      const residue = this.session.residue().toSessionStop();
       this.#stopping = Promise.resolve({ residue: [...residue.residue] });
     }
     return this.#stopping;
