@@ -274,6 +274,14 @@ export function startPlan(options: RunPlanOptions): PlanRun {
       capsulesDir: resolve(options.capsulesDir ?? join(workdir, 'capsules')),
       runId,
       traceParent: trace.planNode,
+      onIgnoredResult: (ignored) => {
+        log.info({ plan_id: plan.id, step_id: ignored.stepId, attempt: ignored.attempt, status: ignored.status }, 'result of a step canceled by force ignored');
+        try {
+          trace.stepResultIgnored(ignored.stepId, ignored.attempt, ignored.status, ignored.error);
+        } catch {
+          // the session's trace is closed (the result came after the session ended): the log line stands
+        }
+      },
     });
     const killGraceMs = options.killGraceMs ?? 2000;
     // The effects of every machine of the plan's actor tree (src/actors/actor-kinds.ts); their pure
