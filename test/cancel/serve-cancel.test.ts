@@ -128,7 +128,7 @@ eachBackend((backend) => {
       }
 
       const waited = await waiting;
-      expect(waited.result).toMatchObject({ operation: 'wait', work_id: workIds[0], state: 'running' });
+      expect(waited.result).toMatchObject({ operation: 'wait', work_id: workIds[0], state: 'running', wait: 'Canceled' });
 
       const finished = await serve.next((m) => m.method === 'task.finished' && m.params?.['task_id'] === taskId);
       const report = finished.params?.['report'] as { canceled: boolean; completed: boolean; failed_step: string | null; results: { step_id: string; status: string; error: string | null }[] };
