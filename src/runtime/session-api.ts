@@ -11,6 +11,8 @@ import type { BackgroundCommandAnswer } from '../session/background/background-c
 import type { CompletionDelivery } from '../session/background/background-commands.js';
 import type { ShellRunRequest, ShellRunResult } from '../session/background/shell-call.js';
 import type { Session, SessionExitStatus } from '../session/session.js';
+import type { CancelPolicy } from '../session/cancel-policy.js';
+import { DEFAULT_CANCEL_GRACE_SECS } from '../manifest.js';
 import type { FunctionTool } from './attempt.js';
 import { startPlan, type PlanReport } from './run-plan.js';
 
@@ -83,6 +85,8 @@ export interface SessionApiOptions {
   readonly capsulesDir?: string;
   /** Binaries plan shell steps may start besides the manifest's (`--allow`). */
   readonly shellAllow?: readonly string[];
+  /** Seconds a graceful `task.cancel` of a plan may take before it is forced (the cancel policy's grace). Default 10. */
+  readonly cancelGraceSecs?: number;
 }
 
 /** One session driven by a harness. */
@@ -91,6 +95,8 @@ export class SessionApi {
   readonly #options: SessionApiOptions;
   readonly #listeners = new Set<(notification: SessionNotification) => void>();
   readonly #plans = new Set<Promise<unknown>>();
+  /** The cancel policy of each plan task a `task.cancel` reached (graceful first, forced on the next or after the grace). */
+  readonly #policies = new Map<string, CancelPolicy>();
   #stopping: Promise<{ residue: ResidueItem[] }> | null = null;
   /** Raised when the caller went away (serve's stdin closed): shell calls still in the foreground demote at once. */
   readonly #callerGone = new CancelSignal();
@@ -156,7 +162,21 @@ export class SessionApi {
     const task = this.session.tasks.get(params.task_id);
     if (task === undefined) throw new UnknownTaskError(params.task_id);
     if (task.state !== 'running') return { task_id: task.id, status: task.state, already: true };
-    this.session.tasks.cancel(task.id, params.force === true);
+    if (task.kind === 'plan') {
+      // The session's cancel policy, as `capsule run`'s signals: graceful first; the next call, or the grace running out, forces.
+      let policy = this.#policies.get(task.id);
+      if (policy === undefined) {
+        policy = this.session.cancelPolicy(
+          { cancel: (options) => void this.session.tasks.cancel(task.id, options?.force === true) },
+          { graceSecs: this.#options.cancelGraceSecs ?? DEFAULT_CANCEL_GRACE_SECS, burstMs: 0 },
+        );
+        this.#policies.set(task.id, policy);
+      }
+      if (params.force === true) policy.forceNow();
+      else policy.request();
+    } else {
+      this.session.tasks.cancel(task.id, params.force === true);
+    }
     return { task_id: task.id, status: 'canceled', ...this.session.residue().artifactsField() };
   }
 
@@ -180,10 +200,12 @@ export class SessionApi {
     this.session.tasks.setCancelDoor(task.id, (force) => run.cancel({ force }));
     const settled = run.report.then(
       (report) => {
+        this.#policies.get(task.id)?.dispose();
         this.session.tasks.settle(task.id, report.canceled ? 'canceled' : 'finished');
         return report;
       },
       (error: unknown) => {
+        this.#policies.get(task.id)?.dispose();
         this.session.tasks.settle(task.id, 'finished');
         throw error;
       },

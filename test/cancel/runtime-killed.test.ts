@@ -4,6 +4,7 @@
  * (a step and the grandchild it backgrounded); an ordinary end releases the watchdog, which then
  * exits without killing anything.
  */
+import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { cgroupUnavailable } from '../support/backends.js';
 import { processesWithArg, uniqueSleepArg } from '../support/plan-harness.js';
@@ -41,6 +42,8 @@ const watchdogsOf = (sessionCgroupPart: string): number[] =>
     const grandchild = await waitForPid(join(dir, 'first.child'));
     await waitFor(() => processesWithArg(tag).some((p) => p.argv[0] === 'sleep'), 10_000, 'the sleep step to run');
 
+    const [records] = readdirSync(join(dir, '.capsule', 'records')).filter((name) => name.startsWith('ses_'));
+    expect(watchdogsOf(records ?? 'none')).toHaveLength(1);
     cli.child.kill('SIGINT');
     await waitFor(() => cli.stderr().includes('canceling: waiting for running steps'), 10_000, 'the graceful cancel to begin');
     cli.child.kill('SIGKILL');
@@ -59,6 +62,7 @@ const watchdogsOf = (sessionCgroupPart: string): number[] =>
     const result = await runCli(['run', 'plan.json', '--quiet', '--json'], { cwd: dir, env: { CAPSULE_CONTAINMENT: 'cgroup', CAPSULE_ISOLATION: 'none' } });
     expect(result.code).toBe(0);
     const sessionId = (JSON.parse(result.stdout) as { session_id: string }).session_id;
+    // (Its start is asserted by the test above; here: once released it is gone.)
     await waitFor(() => watchdogsOf(sessionId).length === 0, 10_000, 'the released watchdog to exit');
   });
 });

@@ -156,6 +156,28 @@ eachBackend((backend) => {
       expect(processesWithArg(bg2)).toEqual([]);
     });
 
+    it('forces on a second task.cancel, as a second Ctrl-C does (the session cancel policy)', async () => {
+      const dir = temp.make('serve-cancel-twice');
+      const step = uniqueSleepArg();
+      tags.push(step);
+      writeJson(dir, 'capsule.json', { name: 'serve-cancel', capabilities: { shell: { allow: ['sleep'] } } });
+      const serve = new Serve(dir, env);
+      const submitted = await serve.call('plan.submit', { plan: { id: 'p', steps: [{ id: 's', shell: `sleep ${step}` }] }, wait: false });
+      const taskId = submitted.result?.['task_id'] as string;
+      await waitFor(() => processesWithArg(step).some((p) => p.argv[0] === 'sleep'), 10_000, 'the plan step to run');
+
+      expect((await serve.call('task.cancel', { task_id: taskId })).result).toEqual({ task_id: taskId, status: 'canceled' });
+      expect(processesWithArg(step).length).toBeGreaterThan(0);
+      expect((await serve.call('task.cancel', { task_id: taskId })).result).toEqual({ task_id: taskId, status: 'canceled' });
+      const finished = await serve.next((m) => m.method === 'task.finished' && m.params?.['task_id'] === taskId);
+      const report = finished.params?.['report'] as { canceled: boolean; results: { step_id: string; status: string; error: string | null }[] };
+      expect(report.canceled).toBe(true);
+      expect(report.results.map((r) => [r.step_id, r.error])).toEqual([['s', CANCEL_FORCED_STEP]]);
+      expect(processesWithArg(step)).toEqual([]);
+      expect((await serve.call('session.stop', {})).result).toEqual({ residue: [] });
+      expect(await serve.exit).toBe(0);
+    });
+
     it('answers a graceful cancel with no artifacts when nothing else runs, and session.stop with an empty residue', async () => {
       const dir = temp.make('serve-cancel-empty');
       const step = uniqueSleepArg();
