@@ -6,6 +6,7 @@
  */
 import type { PlanFile } from '../../machines/contracts.js';
 import { CancelSignal } from '../cancel/cancel-signal.js';
+import { CANCEL_PHASES } from '../cancel/phases.js';
 import type { ResidueArtifact, ResidueItem } from '../cancel/residue.js';
 import type { BackgroundCommandAnswer } from '../session/background/background-command.js';
 import type { CompletionDelivery } from '../session/background/background-commands.js';
@@ -22,6 +23,14 @@ export type SessionNotification =
       /** A background command's completion, delivered as a task (`detached.md` §8, §9.1). */
       readonly method: 'completion';
       readonly params: CompletionNotice;
+    }
+  | {
+      /**
+       * Ours: a `shell.run` task started (before its command runs), so a caller can `task.cancel`
+       * a call still in the foreground (the cancel demotes it, `detached.md` §3).
+       */
+      readonly method: 'task.started';
+      readonly params: { readonly task_id: string; readonly method: 'shell.run' };
     }
   | {
       /** A plan submitted with `wait: false` ended. */
@@ -121,9 +130,23 @@ export class SessionApi {
     return this.#stopping !== null || this.session.ended;
   }
 
-  /** `shell.run`: a task; its command in the foreground until a demotion trigger (`detached.md` §3). */
-  shellRun(request: Omit<ShellRunRequest, 'task' | 'source' | 'abandoned'>): Promise<ShellRunResult> {
-    return this.session.background.run({ ...request, source: 'serve', abandoned: this.#callerGone });
+  /**
+   * `shell.run`: a task (announced by a `task.started` notification before its command runs); its
+   * command in the foreground until a demotion trigger (`detached.md` §3) — a `task.cancel` of it
+   * demotes it, and the task ends `canceled` with its `task_canceled` record (phase `shell`).
+   */
+  async shellRun(request: Omit<ShellRunRequest, 'task' | 'source' | 'abandoned'>): Promise<ShellRunResult> {
+    const task = this.session.tasks.start({ kind: 'shell', source: 'serve', method: 'shell.run' });
+    this.#notify({ method: 'task.started', params: { task_id: task.id, method: 'shell.run' } });
+    try {
+      const result = await this.session.background.run({ ...request, task, source: 'serve', abandoned: this.#callerGone });
+      const canceled = result.status === 'canceled' || (result.status === 'detached' && task.cancel.phaseClaimed && task.cancel.phase() === CANCEL_PHASES.SHELL);
+      this.session.tasks.settle(task.id, canceled ? 'canceled' : 'finished');
+      return result;
+    } catch (error) {
+      this.session.tasks.settle(task.id, 'finished');
+      throw error;
+    }
   }
 
   /**

@@ -156,6 +156,36 @@ eachBackend((backend) => {
       expect(processesWithArg(bg2)).toEqual([]);
     });
 
+    it('cancels a shell.run still in the foreground: its command is demoted and keeps running, and the task ends canceled (phase shell)', async () => {
+      const dir = temp.make('serve-cancel-shell');
+      const tag = uniqueSleepArg();
+      tags.push(tag);
+      writeJson(dir, 'capsule.json', { name: 'serve-cancel', capabilities: { shell: { allow: ['sleep'] } } });
+      const serve = new Serve(dir, env);
+      // No grace: the call stays in the foreground until something demotes it.
+      const call = serve.call('shell.run', { command: `sleep ${tag}`, grace_secs: null });
+      const started = await serve.next((m) => m.method === 'task.started');
+      const taskId = started.params?.['task_id'] as string;
+      expect(started.params).toEqual({ task_id: taskId, method: 'shell.run' });
+      await waitFor(() => processesWithArg(tag).some((p) => p.argv[0] === 'sleep'), 10_000, 'the command to run');
+
+      const canceled = await serve.call('task.cancel', { task_id: taskId });
+      const answered = await call;
+      expect(answered.result).toMatchObject({ status: 'detached', task_id: taskId, grace_ms: null });
+      const workId = answered.result?.['work_id'] as string;
+      // The door's snapshot may be taken a moment before the demotion registers the command: what it names is honest either way.
+      const named = ((canceled.result?.['artifacts'] as { parts: { text: string }[] }[] | undefined)?.[0]?.parts ?? []).map((part) => (JSON.parse(part.text) as { work_id: string }).work_id);
+      expect(named.every((id) => id === workId)).toBe(true);
+      expect(processesWithArg(tag).length).toBeGreaterThan(0);
+      const record = traceOf(dir).find((r) => r['event_type'] === 'task_canceled');
+      expect(record).toMatchObject({ task_id: taskId, phase: 'shell', detached_work_ids: [workId], delegation_ids: [] });
+
+      const stopped = await serve.call('session.stop', {});
+      expect((stopped.result?.['residue'] as { work_id: string }[]).map((item) => item.work_id)).toEqual([workId]);
+      expect(await serve.exit).toBe(0);
+      expect(processesWithArg(tag)).toEqual([]);
+    });
+
     it('forces on a second task.cancel, as a second Ctrl-C does (the session cancel policy)', async () => {
       const dir = temp.make('serve-cancel-twice');
       const step = uniqueSleepArg();
