@@ -325,6 +325,7 @@ export const planMachine = setup({
       (context.canceled || context.nextToSpawn >= context.schedule.wave.length),
     isRunOver: ({ context }) => context.schedule.wave.length === 0 && context.live.size === 0,
     isCanceled: ({ context }) => context.canceled,
+    noLiveSteps: ({ context }) => context.live.size === 0,
   },
 }).createMachine({
   id: 'plan',
@@ -355,6 +356,7 @@ export const planMachine = setup({
       exit: 'stopPools',
       on: {
         CANCEL: {
+          target: '.canceling',
           description: 'Stop dispatching; tell every live step (graceful: no more retries; forced: end its process group).',
           actions: [
             { type: 'recordCancel', params: ({ event }) => ({ force: event.force }) },
@@ -368,6 +370,11 @@ export const planMachine = setup({
             'plan.md §10.2: settle canceled, false-if and condition-error steps; collect the ready list in declaration order; detect a blocked plan.',
           entry: ['scanSteps', 'emitSettledRecords'],
           always: [
+            {
+              guard: 'isCanceled',
+              target: 'canceling',
+              description: 'The task was canceled before the first wave (cancel.md §3.2): nothing is dispatched, every step was skipped by the scan.',
+            },
             { guard: 'hasWave', target: 'dispatching', description: 'Some steps are ready: run them as one wave.' },
             { target: '#plan.leaderExited', description: 'Nothing left to run: all settled, stopped by a failure, blocked, or canceled.' },
           ],
@@ -446,6 +453,52 @@ export const planMachine = setup({
             },
             { guard: 'isRunOver', target: '#plan.leaderExited', description: 'The last scan found nothing left to run.' },
           ],
+        },
+        canceling: {
+          description:
+            'The task was canceled (cancel.md §3): nothing more is dispatched; CANCEL went to every live step (graceful: a tool or shell step finishes on its own bound, not retried; forced: its tree is ended). Waiting for the live steps to settle.',
+          on: {
+            CANCEL: {
+              description: 'A further cancel (a forced one after a graceful one): forwarded to every live step.',
+              actions: [
+                { type: 'recordCancel', params: ({ event }) => ({ force: event.force }) },
+                { type: 'forwardCancel', params: ({ event }) => ({ force: event.force }) },
+              ],
+            },
+            'xstate.done.actor.step.*': {
+              description: 'A live step settled: its outcome is kept as it returned (no on_error after a cancel).',
+              actions: [{ type: 'collectStepOutcome', params: ({ event }) => ({ output: event.output }) }],
+            },
+            'POOL.STEP_ENDED': {
+              description: 'A live step in a pool settled: its outcome is kept as it returned.',
+              actions: [{ type: 'collectStepOutcome', params: ({ event }) => ({ output: event.output }) }],
+            },
+            'xstate.error.actor.step.*': {
+              description: 'A step actor crashed (a runtime bug): that step fails with the error text.',
+              actions: [
+                {
+                  type: 'collectStepCrash',
+                  params: ({ event }) => ({ slot: slotOfStepEvent(event.type), error: errorText(event.error), ownChild: true }),
+                },
+              ],
+            },
+            'POOL.STEP_CRASHED': {
+              description: 'A step actor in a pool crashed (a runtime bug): that step fails with the error text.',
+              actions: [
+                {
+                  type: 'collectStepCrash',
+                  params: ({ event, context }) => ({ slot: event.node * context.poolSize + event.slot, error: event.error, ownChild: false }),
+                },
+              ],
+            },
+          },
+          always: {
+            guard: 'noLiveSteps',
+            target: '#plan.leaderExited',
+            description:
+              'Every live step settled: record the wave as it returned, then skip every step without a result with the cancel-before-step error (declaration order).',
+            actions: ['settleCurrentWave', 'emitSettledRecords', 'scanSteps', 'emitSettledRecords'],
+          },
         },
       },
     },

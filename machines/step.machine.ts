@@ -93,6 +93,8 @@ export type AttemptRequest =
       /** End the attempt (timeout or forced cancel): SIGTERM to its tree, SIGKILL after `graceMs`; FINISHED follows once the tree is gone. */
       readonly type: 'ATTEMPT.END';
       readonly graceMs: number;
+      /** Why: the step's `timeout_secs`, or a forced cancel (whose late result is recorded as ignored). */
+      readonly reason: 'timeout' | 'canceled';
     }
   | {
       /** The plan was canceled gracefully: a tool or shell attempt runs on; a delegation ends its child. */
@@ -171,7 +173,7 @@ export const stepMachine = setup({
       else enqueue.spawnChild('toolAttempt', { id: 'attempt', input });
     }),
     /** Tells the running attempt to end (SIGTERM to its tree, SIGKILL after `killGraceMs`); FINISHED follows once the tree is gone. */
-    terminateAttempt: sendTo('attempt', ({ context }): AttemptRequest => ({ type: 'ATTEMPT.END', graceMs: context.input.killGraceMs })),
+    terminateAttempt: sendTo('attempt', ({ context }): AttemptRequest => ({ type: 'ATTEMPT.END', graceMs: context.input.killGraceMs, reason: context.stopReason ?? 'timeout' })),
     /** Tells the running attempt the plan was canceled gracefully (a delegation ends its child). */
     tellAttemptOfCancel: sendTo('attempt', { type: 'ATTEMPT.CANCEL' } satisfies AttemptRequest),
     recordCancel: assign((_, params: { force: boolean }) => ({

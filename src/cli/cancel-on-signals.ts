@@ -25,6 +25,29 @@ export const escalationNotice = (graceSecs: number): string =>
 /** What it prints when a SIGHUP forces the cancel. */
 export const HANGUP_NOTICE = 'canceling by force: the terminal hung up (SIGHUP)';
 
+/** What it prints when a SIGTERM forces the cancel (`--on-sigterm force`, the default). */
+export const SIGTERM_FORCE_NOTICE =
+  'canceling by force: SIGTERM (--on-sigterm force): ending the process group of every running step (SIGTERM, then SIGKILL)';
+
+/** What `capsule run` does on SIGTERM (`--on-sigterm`). */
+export type OnSigterm = 'graceful' | 'force';
+
+/**
+ * The default of `--on-sigterm`: `force`. A supervisor's SIGTERM (systemd's stop, Kubernetes'
+ * pod termination, `timeout`) means "stop now"; it is followed by SIGKILL after its own grace
+ * (systemd 90 s, Kubernetes 30 s, `timeout -k N`), often shorter than `--cancel-grace`, and a
+ * runtime killed while it waited would leave the steps behind. Forcing ends every step's tree
+ * within the kill grace (2 s).
+ */
+export const DEFAULT_ON_SIGTERM: OnSigterm = 'force';
+
+/** Which signals cancel gracefully first and which force at once, for an `--on-sigterm` choice. */
+export function signalsFor(onSigterm: OnSigterm): { readonly signals: NodeJS.Signals[]; readonly forceSignals: NodeJS.Signals[] } {
+  return onSigterm === 'graceful'
+    ? { signals: ['SIGINT', 'SIGTERM'], forceSignals: ['SIGHUP'] }
+    : { signals: ['SIGINT'], forceSignals: ['SIGHUP', 'SIGTERM'] };
+}
+
 export interface CancelOnSignalsOptions {
   /** Seconds a graceful cancel may take before it is forced (`--cancel-grace`, default 10). */
   readonly graceSecs: number;
@@ -54,23 +77,28 @@ export function noticeText(notice: CancelNotice): string {
 export function cancelOnSignals(run: Cancelable, options: CancelOnSignalsOptions): () => void {
   const signals = options.signals ?? ['SIGINT', 'SIGTERM'];
   const forceSignals = options.forceSignals ?? ['SIGHUP'];
+  let forcing: NodeJS.Signals = 'SIGHUP';
   const policy = new CancelPolicy(run, {
     graceSecs: options.graceSecs,
-    onNotice: (notice) => options.note(noticeText(notice)),
+    onNotice: (notice) =>
+      options.note(notice.kind === 'forced' && notice.why === 'immediate' && forcing === 'SIGTERM' ? SIGTERM_FORCE_NOTICE : noticeText(notice)),
     ...(options.clock !== undefined ? { clock: options.clock } : {}),
   });
   const onSignal = (): void => policy.request();
-  const onHangup = (): void => policy.forceNow();
+  const onForce = (signal: NodeJS.Signals): void => {
+    forcing = signal;
+    policy.forceNow();
+  };
   for (const signal of signals) process.on(signal, onSignal);
-  for (const signal of forceSignals) process.on(signal, onHangup);
+  for (const signal of forceSignals) process.on(signal, onForce);
   // Signals held while capsule was loading arrived within a moment of each other: one burst.
   for (const signal of options.early ?? []) {
-    if (forceSignals.includes(signal)) onHangup();
+    if (forceSignals.includes(signal)) onForce(signal);
     else if (signals.includes(signal)) onSignal();
   }
   return () => {
     policy.dispose();
     for (const signal of signals) process.off(signal, onSignal);
-    for (const signal of forceSignals) process.off(signal, onHangup);
+    for (const signal of forceSignals) process.off(signal, onForce);
   };
 }

@@ -6,6 +6,7 @@
  */
 import { createLogUpdate } from 'log-update';
 import type { DiscardedResult, StepKind, StepResult } from '../../machines/contracts.js';
+import { CANCEL_BEFORE_STEP, CANCEL_FORCED_STEP } from '../../machines/messages.js';
 import { refusalLines, type Refusal } from '../plan/refusal.js';
 import type { PlanProgressEvent, PlanReport } from '../runtime/run-plan.js';
 
@@ -108,6 +109,8 @@ export class Progress {
   readonly #printedEnds = new Set<string>();
   #settledCount = 0;
   #canceling: 'graceful' | 'forced' | null = null;
+  /** Steps running when the first cancel came (start order): what the cancel stopped, for the summary. */
+  #runningAtCancel: string[] | null = null;
 
   constructor(options: ProgressOptions) {
     this.#stream = options.stream;
@@ -156,6 +159,7 @@ export class Progress {
         this.#print(this.#discardedLine(event.result));
         break;
       case 'plan.canceling':
+        this.#runningAtCancel ??= [...this.#running.keys()];
         this.#canceling = event.force ? 'forced' : (this.#canceling ?? 'graceful');
         break;
       case 'plan.ended':
@@ -317,8 +321,32 @@ export class Progress {
     else if (report.plan_id === '') outcome = this.#paint('red', 'failed: the plan file could not be read or parsed');
     else outcome = this.#paint('red', `failed: step '${report.failed_step ?? ''}' stopped plan ${report.plan_id} after ${took}`);
     lines.push('', outcome);
+    if (report.canceled) lines.push(...this.#stoppedLines(report));
     lines.push(`records: ${report.records_dir}`);
     return `${lines.join('\n')}\n`;
+  }
+
+  /**
+   * What a cancel stopped (issue 10): the steps that were running when it came and how each
+   * ended (its tree ended by force, or finished on its own bound), the steps it kept from
+   * starting, and that nothing of the run is left running (the plan and the session end every
+   * tree they started, proven gone, before the report exists).
+   */
+  #stoppedLines(report: PlanReport): string[] {
+    const byId = new Map(report.results.map((result) => [result.step_id, result]));
+    const running = this.#runningAtCancel ?? [];
+    const stopped = running.map((id) => {
+      const result = byId.get(id);
+      if (result === undefined) return `'${printable(id)}'`;
+      if (result.error === CANCEL_FORCED_STEP) return `'${printable(id)}' (its process tree was ended by force)`;
+      return `'${printable(id)}' (finished on its own: ${result.status})`;
+    });
+    const skipped = report.results.filter((result) => result.status === 'skipped' && result.error === CANCEL_BEFORE_STEP).map((result) => `'${printable(result.step_id)}'`);
+    return [
+      `stopped: ${stopped.length === 0 ? 'no step was running' : stopped.join(', ')}`,
+      `not started: ${skipped.length === 0 ? 'none' : `${skipped.join(', ')} (skipped)`}`,
+      'left running: nothing (every process the run started was ended and is gone)',
+    ];
   }
 
   #paintStatus(status: string, cell: string): string {

@@ -10,7 +10,7 @@ import { ERROR_CODES, isRuntimeError } from '../errors.js';
 import { startPlan, type PlanReport } from '../runtime/run-plan.js';
 import { explainUnreadPlan } from './validate.js';
 import { releaseEarlySignals } from './early-signals.js';
-import { cancelOnSignals } from './cancel-on-signals.js';
+import { cancelOnSignals, DEFAULT_ON_SIGTERM, signalsFor, type OnSigterm } from './cancel-on-signals.js';
 import { createLogger } from '../session/logger.js';
 import { collect, EXIT, parseNonNegativeNumber, parsePositiveInteger, usageError, type ExitCode, type GlobalOptions } from './program.js';
 import { Progress, progressModeFor, useColor } from './progress.js';
@@ -30,6 +30,8 @@ export interface RunCommandOptions extends GlobalOptions {
   readonly quiet?: boolean;
   /** Seconds a graceful cancel may take before it is forced. */
   readonly cancelGrace?: number;
+  /** What SIGTERM does: `force` (default; for supervisors) or `graceful` (like Ctrl-C). */
+  readonly onSigterm?: string;
   /** Also print how the run's processes are contained and isolated (and why). */
   readonly verbose?: boolean;
   /** Run every step's processes as this unprivileged user (the runtime must be root). */
@@ -55,6 +57,7 @@ export function registerRun(program: Command): void {
     .option('--json', 'print exactly the JSON report on stdout')
     .option('--quiet', 'no progress on stderr (warnings and errors still go there)')
     .option('--cancel-grace <secs>', 'seconds a graceful cancel may take before it is forced (default 10)', parseNonNegativeNumber)
+    .option('--on-sigterm <mode>', `what SIGTERM does: force (end every running step's tree now) or graceful (like Ctrl-C) (default ${DEFAULT_ON_SIGTERM})`)
     .option('--run-as <user>', 'run every step as this unprivileged user (the runtime must be root; see capsule doctor)')
     .option('--verbose', 'also print how steps are contained and isolated, and why (as capsule doctor does)')
     .option('--resume <dir>', "first account for what the session recorded in DIR left behind (lost background commands, live processes); this run's records go to a directory of its own")
@@ -62,7 +65,8 @@ export function registerRun(program: Command): void {
     .addHelpText(
       'after',
       '\nExit codes: 0 completed, 1 failed (plan refused, unreadable, or a step stopped it), 2 usage error or bad manifest, 130 canceled.' +
-        '\nCtrl-C (or SIGTERM) cancels gracefully; a second Ctrl-C forces. A graceful cancel is forced after --cancel-grace seconds (default 10).' +
+        '\nCtrl-C cancels gracefully; a second Ctrl-C forces. A graceful cancel is forced after --cancel-grace seconds (default 10).' +
+        '\nSIGTERM forces at once (--on-sigterm force, the default, for systemd, Kubernetes and timeout), or cancels like Ctrl-C (--on-sigterm graceful).' +
         '\n--resume DIR (with --reap) accounts for a session that was killed outright before this run starts its plan: docs/resume.md.',
     )
     .action(async (plan: string, options: RunCommandOptions, command: Command) => {
@@ -91,6 +95,8 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
   // startPlan finds and reads the same file again (and warns once).
   const manifestSource = findManifest(options.manifest, options.workdir);
   const graceSecs = options.cancelGrace ?? DEFAULT_CANCEL_GRACE_SECS;
+  const onSigterm = options.onSigterm ?? DEFAULT_ON_SIGTERM;
+  if (onSigterm !== 'force' && onSigterm !== 'graceful') return usageError(`--on-sigterm ${onSigterm} is not one of force, graceful`);
   if (manifestSource.kind === 'file') {
     const loaded = await loadManifest(manifestSource.label);
     if (!loaded.ok) return usageError(loaded.error);
@@ -144,6 +150,7 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
   });
   const stopHandlingSignals = cancelOnSignals(run, {
     graceSecs,
+    ...signalsFor(onSigterm as OnSigterm),
     note: (text) => progress.note(text),
     early: releaseEarlySignals(),
   });

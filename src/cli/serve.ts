@@ -49,7 +49,7 @@ export function registerServe(program: Command): void {
     .option('--resume <records_dir>', 'reconcile a prior session first (coming with resume; refused for now)')
     .addHelpText(
       'after',
-      '\nMethods: shell.run, backgroundCommand, plan.submit, session.stop; notifications: completion, task.finished (docs/serve.md).' +
+      '\nMethods: shell.run, backgroundCommand, plan.submit, task.cancel, session.stop; notifications: completion, task.started, task.finished (docs/serve.md).' +
         '\nThe session ends, with its teardown sweep, on session.stop or end of input (exit 0), or on SIGINT/SIGTERM/SIGHUP (exit 130).' +
         '\nLogs: JSON lines on stderr (--log-level; off by default); stdout carries only JSON-RPC messages.',
     )

@@ -32,6 +32,7 @@
 import type { Readable } from 'node:stream';
 import { dirname, join } from 'node:path';
 import { ERROR_CODES, RuntimeError } from '../errors.js';
+import { CgroupWatchdog } from './watchdog.js';
 import {
   canJoinCgroup,
   createCgroup,
@@ -357,6 +358,8 @@ export class Containment {
   readonly #signaller: CgroupSignaller | null;
   readonly #live = new Set<Contained>();
   #closed = false;
+  /** Kills the session's cgroup if the runtime dies without closing (src/process/watchdog.ts); started with the first cgroup. */
+  #watchdog: CgroupWatchdog | null = null;
 
   /**
    * @param info   {@link detectContainment}'s answer.
@@ -399,6 +402,7 @@ export class Containment {
       cgroupDir = join(this.info.cgroup, unitName(request.owner));
       try {
         createCgroup(cgroupDir);
+        this.#watchdog ??= CgroupWatchdog.start(this.info.cgroup);
       } catch (error) {
         return refuse(`failed to start '${request.file}': could not create its cgroup ${cgroupDir} (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
       }
@@ -481,6 +485,7 @@ export class Containment {
   async close(graceMs: number): Promise<UnitEnding[]> {
     this.#closed = true;
     const endings = await this.endAll(graceMs);
+    this.#watchdog?.release();
     if (this.info.cgroup !== null && this.#live.size === 0) removeCgroupTree(this.info.cgroup);
     return endings;
   }
@@ -492,7 +497,13 @@ export class Containment {
    */
   discard(): void {
     this.#closed = true;
+    this.#watchdog?.release();
     if (this.info.cgroup !== null && this.#live.size === 0) removeCgroupTree(this.info.cgroup);
+  }
+
+  /** The pid of the session's cgroup watchdog, or null (process-group backend, or nothing contained yet). */
+  get watchdogPid(): number | null {
+    return this.#watchdog?.pid ?? null;
   }
 
   /** @internal Called by a tree once it is proven empty. */

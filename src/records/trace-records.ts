@@ -210,6 +210,23 @@ export interface ShellFields {
   readonly output_holders?: 'Killed' | 'LeftRunning';
 }
 
+/**
+ * `plan_step_late` (ours, after the spec's `delegation_late`, `trace-plan.md` §4.3): an attempt a
+ * forced cancel ended produced a result after all (its process's exit, or an in-process tool that
+ * returned after its abort). Recorded as ignored: the step settled with the forced-cancel error.
+ */
+export interface PlanStepLateFields {
+  readonly plan_id: string;
+  readonly step_id: string;
+  readonly attempt: number;
+  readonly status: 'success' | 'failed';
+  readonly error: string | null;
+  /** Always `ignored`: the result was not applied. */
+  readonly disposition: 'ignored';
+  /** Why: `canceled` (a forced cancel ended the attempt). */
+  readonly reason: 'canceled';
+}
+
 /** `task_canceled` (`trace-shell.md` §10). Reserved. */
 export interface TaskCanceledFields {
   readonly task_id: string;
@@ -425,6 +442,7 @@ export interface TraceFieldsByType {
   readonly plan_step_start: PlanStepStartFields;
   readonly plan_step: PlanStepFields;
   readonly plan_end: PlanEndFields;
+  readonly plan_step_late: PlanStepLateFields;
   readonly task_start: TaskStartFields;
   readonly task_canceled: TaskCanceledFields;
   readonly shell: ShellFields;
@@ -462,6 +480,7 @@ export const TRACE_PARENTS = {
   plan_step: ['plan_start'],
   // Under the session node only when the plan file could not be read or parsed.
   plan_end: ['plan_start', 'session_start'],
+  plan_step_late: ['plan_start'],
   task_start: ['session_start'],
   task_canceled: ['task_start', 'session_start'],
   // Turn-scoped in the spec; without agent turns here: the task, else the session.
@@ -524,6 +543,7 @@ const ORDER: { readonly [K in TraceEventType]: readonly (keyof TraceFieldsByType
   plan_step_start: ['plan_id', 'step_id', 'kind', 'depends_on'],
   plan_step: ['plan_id', 'step_id', 'kind', 'status', 'attempts', 'duration_ms', 'error', 'input', 'state_effect', 'resource_id', 'truncated'],
   plan_end: ['plan_id', 'outcome', 'failed_step', 'steps_total', 'steps_succeeded', 'steps_failed', 'steps_skipped', 'duration_ms', 'reason'],
+  plan_step_late: ['plan_id', 'step_id', 'attempt', 'status', 'error', 'disposition', 'reason'],
   task_start: ['task_id', 'context_id', 'source', 'origin', 'trust', 'lane', 'delegation_id', 'message_parts_bytes', 'method'],
   task_canceled: ['task_id', 'phase', 'detached_work_ids', 'delegation_ids'],
   shell: ['turn', 'task_id', 'binary', 'command', 'exit_code', 'stdout_bytes', 'stderr_bytes', 'duration_ms', 'resource_limit', 'full_output_path', 'output_holders'],

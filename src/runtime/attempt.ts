@@ -7,6 +7,7 @@ import type { JsonValue } from '../../machines/contracts.js';
 import type { ToolResult } from '../executors/command-tool.js';
 import type { TraceNode } from '../records/trace-records.js';
 import type { Session } from '../session/session.js';
+import type { IgnoredResult } from './attempts/attempt-run.js';
 import { delegationActor } from './attempts/delegation-attempt.js';
 import { shellAttemptActor } from './attempts/shell-attempt.js';
 import { toolAttemptActor } from './attempts/tool-attempt.js';
@@ -59,6 +60,8 @@ export interface AttemptEnvironment {
   readonly runId: string;
   /** The node the run's `process_start` records hang off (the plan node). */
   readonly traceParent: TraceNode<'plan_start'>;
+  /** Told of a result an attempt produced after a forced cancel ended it (recorded as ignored, never applied). */
+  readonly onIgnoredResult?: (ignored: IgnoredResult) => void;
 }
 
 export { noDelegationPlane } from './attempts/delegation-attempt.js';

@@ -8,7 +8,7 @@
 import { JSONRPCErrorCode, JSONRPCErrorException, JSONRPCServer } from 'json-rpc-2.0';
 import type { BackgroundCommandAnswer } from '../session/background/background-command.js';
 import type { ShellRunRequest } from '../session/background/shell-call.js';
-import type { SessionApi } from './session-api.js';
+import { UnknownTaskError, type SessionApi } from './session-api.js';
 
 /** Our error codes (-32000…-32099), each with the `data.code` word it carries. */
 export const SERVE_ERRORS = {
@@ -26,6 +26,8 @@ export const SERVE_ERRORS = {
   SHELL_ENVIRONMENT: { code: -32005, word: 'SHELL_ENVIRONMENT' },
   /** A request line longer than the transport takes (its JSON was not read). */
   REQUEST_TOO_LARGE: { code: -32006, word: 'REQUEST_TOO_LARGE' },
+  /** A well-formed `task_id` this session never issued (`task.cancel`, `backgroundCommand`'s `task_id`). */
+  UNKNOWN_TASK_ID: { code: -32007, word: 'UNKNOWN_TASK_ID' },
 } as const;
 
 /** The `data.code` word of a standard bad-params error (-32602). */
@@ -88,7 +90,7 @@ export interface RpcServerOptions {
 
 /**
  * The JSON-RPC server of one session: `shell.run`, `backgroundCommand`, `plan.submit`,
- * `session.stop`. Every method runs concurrently with the others (a long `wait` never holds up
+ * `task.cancel`, `session.stop`. Every method runs concurrently with the others (a long `wait` never holds up
  * a `status`).
  */
 export function createRpcServer(api: SessionApi, options: RpcServerOptions = {}): JSONRPCServer {
@@ -116,7 +118,29 @@ export function createRpcServer(api: SessionApi, options: RpcServerOptions = {})
     return result;
   });
 
-  server.addMethod('backgroundCommand', async (params) => backgroundResult(await api.backgroundCommand(objectParams(params, 'backgroundCommand'))));
+  server.addMethod('backgroundCommand', async (params) => {
+    const p = objectParams(params, 'backgroundCommand');
+    if (p['task_id'] !== undefined && typeof p['task_id'] !== 'string') invalidParams('backgroundCommand: task_id must be a string (a tsk_ id)');
+    try {
+      return backgroundResult(await api.backgroundCommand(p));
+    } catch (error) {
+      if (error instanceof UnknownTaskError) return fail(SERVE_ERRORS.UNKNOWN_TASK_ID, error.message);
+      throw error;
+    }
+  });
+
+  server.addMethod('task.cancel', (params) => {
+    const p = objectParams(params, 'task.cancel');
+    const { task_id: taskId, force } = p;
+    if (typeof taskId !== 'string' || taskId === '') invalidParams('task.cancel: task_id must be a non-empty string (a tsk_ id from shell.run or plan.submit)');
+    if (force !== undefined && typeof force !== 'boolean') invalidParams('task.cancel: force must be true or false');
+    try {
+      return api.taskCancel({ task_id: taskId as string, ...(force !== undefined ? { force: force as boolean } : {}) });
+    } catch (error) {
+      if (error instanceof UnknownTaskError) return fail(SERVE_ERRORS.UNKNOWN_TASK_ID, error.message);
+      throw error;
+    }
+  });
 
   server.addMethod('plan.submit', async (params) => {
     open('plan.submit');

@@ -42,6 +42,12 @@ export class PlanTrace {
     });
   }
 
+  /** `plan_step_late`: a result a forced-canceled attempt produced after all, recorded as ignored. */
+  stepResultIgnored(stepId: string, attempt: number, status: 'success' | 'failed', error: string | null): void {
+    if (this.#plan === null) return;
+    this.#trace.write('plan_step_late', this.#plan, { plan_id: this.#planId, step_id: stepId, attempt, status, error, disposition: 'ignored', reason: 'canceled' });
+  }
+
   /** `plan_step_start` (§3.2) of each dispatched step, in order. */
   stepsStarted(steps: readonly StartedStep[]): void {
     const plan = this.#node();

@@ -5,6 +5,8 @@ import type { DiscardedResult, PlanFile, StepKind, StepResult } from '../../mach
 import type { DiscardedRecord } from '../../machines/plan-schedule.js';
 import type { PlanInput, PlanOutput } from '../../machines/plan.machine.js';
 import { missingEffects, provideKind } from '../actors/actor-kinds.js';
+import type { CancelSignal } from '../cancel/cancel-signal.js';
+import { CANCEL_PHASES } from '../cancel/phases.js';
 import { ERROR_CODES, RuntimeError } from '../errors.js';
 import { canExecute } from '../executors/on-path.js';
 import { describeManifestSource, loadManifest, MANIFEST_FILE, manifestBesidePlan, type Manifest, type ManifestSource } from '../manifest.js';
@@ -92,6 +94,13 @@ export interface RunPlanOptions {
   readonly eventLog?: boolean;
   /** Aborting it cancels the run gracefully (`cancel.md` §3). Already aborted: nothing is dispatched. */
   readonly signal?: AbortSignal;
+  /**
+   * The cancel signal of the task the plan runs for (`cancel.md` §1, §3; a `plan.submit` task's
+   * own). Raised: the run is canceled gracefully, and the run claims the phase `plan` on it.
+   * Already raised when the run starts: nothing is dispatched (`cancel.md` §3.2). Never raised:
+   * the report is identical to a run without one. A forced cancel goes through {@link PlanRun.cancel}.
+   */
+  readonly cancelSignal?: CancelSignal;
   /** Progress listener. */
   readonly onEvent?: (event: PlanProgressEvent) => void;
   /** Operational warnings of the run's own session (e.g. a torn records file repaired). Default: `process.emitWarning`. */
@@ -165,18 +174,25 @@ export function startPlan(options: RunPlanOptions): PlanRun {
   if (maxParallel !== null && !(Number.isSafeInteger(maxParallel) && maxParallel >= 1)) {
     throw new RangeError(`maxParallel must be a positive integer (or null for no cap), got ${String(maxParallel)}`);
   }
-  let cancelRequest: { force: boolean } | null = options.signal?.aborted ? { force: false } : null;
+  const task = options.cancelSignal ?? null;
+  let cancelRequest: { force: boolean } | null = options.signal?.aborted || task?.isCanceled() ? { force: false } : null;
+  if (cancelRequest !== null) task?.notePhase(CANCEL_PHASES.PLAN);
   let sendCancel: ((force: boolean) => void) | null = null;
   let ended = false;
   const cancel = (opts: { force?: boolean } = {}): void => {
     if (ended) return; // the run is over: nothing to cancel, nothing to report
     const force = opts.force === true;
+    // A graceful request after one already made changes nothing (the signal and the door may both carry it).
+    if (!force && cancelRequest !== null && sendCancel !== null) return;
     cancelRequest = { force: force || (cancelRequest?.force ?? false) };
+    task?.cancel();
+    task?.notePhase(CANCEL_PHASES.PLAN);
     options.onEvent?.({ type: 'plan.canceling', force });
     sendCancel?.(force);
   };
   const onAbort = (): void => cancel();
   options.signal?.addEventListener('abort', onAbort, { once: true });
+  const unsubscribeTask = task !== null && !task.isCanceled() ? task.subscribe(onAbort) : null;
 
   const report = (async (): Promise<PlanReport> => {
     const clock = options.session?.time ?? options.clock ?? systemClock;
@@ -282,6 +298,14 @@ export function startPlan(options: RunPlanOptions): PlanRun {
       capsulesDir: resolve(options.capsulesDir ?? join(workdir, 'capsules')),
       runId,
       traceParent: trace.planNode,
+      onIgnoredResult: (ignored) => {
+        log.info({ plan_id: plan.id, step_id: ignored.stepId, attempt: ignored.attempt, status: ignored.status }, 'result of a step canceled by force ignored');
+        try {
+          trace.stepResultIgnored(ignored.stepId, ignored.attempt, ignored.status, ignored.error);
+        } catch {
+          // the session's trace is closed (the result came after the session ended): the log line stands
+        }
+      },
     });
     const killGraceMs = options.killGraceMs ?? 2000;
     // The effects of every machine of the plan's actor tree (src/actors/actor-kinds.ts); their pure
@@ -364,6 +388,7 @@ export function startPlan(options: RunPlanOptions): PlanRun {
   const forget = (): void => {
     ended = true;
     options.signal?.removeEventListener('abort', onAbort);
+    unsubscribeTask?.();
   };
   report.then(forget, forget);
 

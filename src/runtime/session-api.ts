@@ -6,11 +6,14 @@
  */
 import type { PlanFile } from '../../machines/contracts.js';
 import { CancelSignal } from '../cancel/cancel-signal.js';
-import { Residue, type ResidueItem } from '../cancel/residue.js';
+import { CANCEL_PHASES } from '../cancel/phases.js';
+import type { ResidueArtifact, ResidueItem } from '../cancel/residue.js';
 import type { BackgroundCommandAnswer } from '../session/background/background-command.js';
 import type { CompletionDelivery } from '../session/background/background-commands.js';
 import type { ShellRunRequest, ShellRunResult } from '../session/background/shell-call.js';
 import type { Session, SessionExitStatus } from '../session/session.js';
+import type { CancelPolicy } from '../session/cancel-policy.js';
+import { DEFAULT_CANCEL_GRACE_SECS } from '../manifest.js';
 import type { FunctionTool } from './attempt.js';
 import { startPlan, type PlanReport } from './run-plan.js';
 
@@ -20,6 +23,14 @@ export type SessionNotification =
       /** A background command's completion, delivered as a task (`detached.md` §8, §9.1). */
       readonly method: 'completion';
       readonly params: CompletionNotice;
+    }
+  | {
+      /**
+       * Ours: a `shell.run` task started (before its command runs), so a caller can `task.cancel`
+       * a call still in the foreground (the cancel demotes it, `detached.md` §3).
+       */
+      readonly method: 'task.started';
+      readonly params: { readonly task_id: string; readonly method: 'shell.run' };
     }
   | {
       /** A plan submitted with `wait: false` ended. */
@@ -47,6 +58,25 @@ export interface CompletionNotice {
   readonly provenance: { readonly origin: string; readonly trust: string };
 }
 
+/** The answer of `task.cancel` (DESIGN §10; `cancel.md` §5.3). */
+export interface TaskCancelResult {
+  readonly task_id: string;
+  /** `canceled` when this call canceled it; the task's state (`finished`, `canceled`) when it had already ended. */
+  readonly status: 'canceled' | 'finished';
+  /** The `residue` artifact: what else was still running when the cancel was answered; omitted when nothing was. */
+  readonly artifacts?: readonly ResidueArtifact[];
+  /** Ours: present (true) when the task had already ended before this call; nothing was done. */
+  readonly already?: true;
+}
+
+/** A `task_id` this session never issued. */
+export class UnknownTaskError extends Error {
+  override name = 'UnknownTaskError';
+  constructor(readonly taskId: string) {
+    super(`unknown task_id '${taskId}': this session issued no such task (task ids come from shell.run and plan.submit results)`);
+  }
+}
+
 /** `plan.submit` params: exactly one of `plan` (an object) or `path` (a file, relative to the session's workdir). */
 export interface PlanSubmitParams {
   readonly plan?: PlanFile | Record<string, unknown>;
@@ -64,6 +94,8 @@ export interface SessionApiOptions {
   readonly capsulesDir?: string;
   /** Binaries plan shell steps may start besides the manifest's (`--allow`). */
   readonly shellAllow?: readonly string[];
+  /** Seconds a graceful `task.cancel` of a plan may take before it is forced (the cancel policy's grace). Default 10. */
+  readonly cancelGraceSecs?: number;
 }
 
 /** One session driven by a harness. */
@@ -72,6 +104,8 @@ export class SessionApi {
   readonly #options: SessionApiOptions;
   readonly #listeners = new Set<(notification: SessionNotification) => void>();
   readonly #plans = new Set<Promise<unknown>>();
+  /** The cancel policy of each plan task a `task.cancel` reached (graceful first, forced on the next or after the grace). */
+  readonly #policies = new Map<string, CancelPolicy>();
   #stopping: Promise<{ residue: ResidueItem[] }> | null = null;
   /** Raised when the caller went away (serve's stdin closed): shell calls still in the foreground demote at once. */
   readonly #callerGone = new CancelSignal();
@@ -96,9 +130,23 @@ export class SessionApi {
     return this.#stopping !== null || this.session.ended;
   }
 
-  /** `shell.run`: a task; its command in the foreground until a demotion trigger (`detached.md` §3). */
-  shellRun(request: Omit<ShellRunRequest, 'task' | 'source' | 'abandoned'>): Promise<ShellRunResult> {
-    return this.session.background.run({ ...request, source: 'serve', abandoned: this.#callerGone });
+  /**
+   * `shell.run`: a task (announced by a `task.started` notification before its command runs); its
+   * command in the foreground until a demotion trigger (`detached.md` §3) — a `task.cancel` of it
+   * demotes it, and the task ends `canceled` with its `task_canceled` record (phase `shell`).
+   */
+  async shellRun(request: Omit<ShellRunRequest, 'task' | 'source' | 'abandoned'>): Promise<ShellRunResult> {
+    const task = this.session.tasks.start({ kind: 'shell', source: 'serve', method: 'shell.run' });
+    this.#notify({ method: 'task.started', params: { task_id: task.id, method: 'shell.run' } });
+    try {
+      const result = await this.session.background.run({ ...request, task, source: 'serve', abandoned: this.#callerGone });
+      const canceled = result.status === 'canceled' || (result.status === 'detached' && task.cancel.phaseClaimed && task.cancel.phase() === CANCEL_PHASES.SHELL);
+      this.session.tasks.settle(task.id, canceled ? 'canceled' : 'finished');
+      return result;
+    } catch (error) {
+      this.session.tasks.settle(task.id, 'finished');
+      throw error;
+    }
   }
 
   /**
@@ -109,9 +157,50 @@ export class SessionApi {
     this.#callerGone.cancel();
   }
 
-  /** `backgroundCommand` with serve's additions (status without `work_id` lists all; `until`; `tail_bytes`). */
+  /**
+   * `backgroundCommand` with serve's additions (status without `work_id` lists all; `until`;
+   * `tail_bytes`; `task_id`: the task the call belongs to — a `wait` in flight returns at once,
+   * `wait: "Canceled"`, when that task is canceled). An unknown `task_id` throws {@link UnknownTaskError}.
+   */
   backgroundCommand(params: unknown): Promise<BackgroundCommandAnswer> {
-    return this.session.background.operate(params, { extended: true });
+    const taskId = typeof params === 'object' && params !== null ? (params as { task_id?: unknown }).task_id : undefined;
+    if (taskId === undefined) return this.session.background.operate(params, { extended: true });
+    const task = typeof taskId === 'string' ? this.session.tasks.get(taskId) : undefined;
+    if (task === undefined) return Promise.reject(new UnknownTaskError(String(taskId)));
+    return this.session.background.operate(params, { extended: true, cancel: task.cancel });
+  }
+
+  /**
+   * `task.cancel` (DESIGN §10, `cancel.md`): cancels a running task — a plan run gracefully
+   * (`cancel.md` §3: nothing more dispatched, no retries; a running tool or shell step finishes on
+   * its own bound), or by force (`force: true`, or a second cancel: every live step's tree gets
+   * SIGTERM, SIGKILL after the grace, and the step settles canceled); a `shell.run` still in the
+   * foreground is demoted (`detached.md` §3). Answers at once with the residue taken now
+   * (`cancel.md` §5.3: the `residue` artifact, `artifacts` omitted when nothing else runs); the
+   * task's `task_canceled` record is written when it has stopped, with its own snapshot. A task
+   * that already ended is answered with its state and no residue (`already: true`). Throws
+   * {@link UnknownTaskError} for an id this session never issued.
+   */
+  taskCancel(params: { readonly task_id: string; readonly force?: boolean }): TaskCancelResult {
+    const task = this.session.tasks.get(params.task_id);
+    if (task === undefined) throw new UnknownTaskError(params.task_id);
+    if (task.state !== 'running') return { task_id: task.id, status: task.state, already: true };
+    if (task.kind === 'plan') {
+      // The session's cancel policy, as `capsule run`'s signals: graceful first; the next call, or the grace running out, forces.
+      let policy = this.#policies.get(task.id);
+      if (policy === undefined) {
+        policy = this.session.cancelPolicy(
+          { cancel: (options) => void this.session.tasks.cancel(task.id, options?.force === true) },
+          { graceSecs: this.#options.cancelGraceSecs ?? DEFAULT_CANCEL_GRACE_SECS, burstMs: 0 },
+        );
+        this.#policies.set(task.id, policy);
+      }
+      if (params.force === true) policy.forceNow();
+      else policy.request();
+    } else {
+      this.session.tasks.cancel(task.id, params.force === true);
+    }
+    return { task_id: task.id, status: 'canceled', ...this.session.residue().artifactsField() };
   }
 
   /**
@@ -125,6 +214,7 @@ export class SessionApi {
       plan: params.plan ?? (params.path as string),
       session: this.session,
       task: task.node,
+      cancelSignal: task.cancel,
       ...(this.#options.tools !== undefined ? { tools: this.#options.tools } : {}),
       ...(this.#options.capsulesDir !== undefined ? { capsulesDir: this.#options.capsulesDir } : {}),
       ...(this.#options.shellAllow !== undefined ? { shellAllow: this.#options.shellAllow } : {}),
@@ -133,10 +223,12 @@ export class SessionApi {
     this.session.tasks.setCancelDoor(task.id, (force) => run.cancel({ force }));
     const settled = run.report.then(
       (report) => {
+        this.#policies.get(task.id)?.dispose();
         this.session.tasks.settle(task.id, report.canceled ? 'canceled' : 'finished');
         return report;
       },
       (error: unknown) => {
+        this.#policies.get(task.id)?.dispose();
         this.session.tasks.settle(task.id, 'finished');
         throw error;
       },
@@ -160,7 +252,7 @@ export class SessionApi {
    */
   stop(): Promise<{ residue: ResidueItem[] }> {
     if (this.#stopping === null) {
-      const residue = Residue.snapshot(this.session.background.registry, null).toSessionStop();
+      const residue = this.session.residue().toSessionStop();
       this.#stopping = Promise.resolve({ residue: [...residue.residue] });
     }
     return this.#stopping;

@@ -17,6 +17,8 @@ import { elapsedMs, systemClock, type SessionClock, type XStateClock } from './c
 import { silentLogger, type RuntimeLogger } from './logger.js';
 import { BackgroundCommands, type BackgroundOptions } from './background/background-commands.js';
 import { TaskTable } from './tasks.js';
+import { LiveDelegations } from '../cancel/live-delegations.js';
+import { Residue } from '../cancel/residue.js';
 
 /** XState's timer interface (`createActor({ clock })`). */
 export type Clock = XStateClock;
@@ -131,6 +133,8 @@ export class Session {
   readonly node: TraceNode<'session_start'>;
   /** The session's tasks (`tsk_…`): every `shell.run`, `plan.submit` and delivered completion. */
   readonly tasks: TaskTable;
+  /** The session's live delegations by `dlg_` id (`cancel.md` §4): named in a cancel's residue. */
+  readonly delegations = new LiveDelegations();
   /** The session's background commands: `shell.run`, `backgroundCommand`, completions, the sweep. */
   readonly background: BackgroundCommands;
   readonly #inspectors: ((event: InspectionEvent) => void)[];
@@ -229,6 +233,7 @@ export class Session {
     });
     this.tasks = new TaskTable(this.trace, this.node, { contextId: `ctx_${this.id.replace(/^ses_/, '')}`, now });
     this.background = new BackgroundCommands(this, options.background ?? {});
+    this.tasks.setResidueSource(() => this.residue());
     this.logger.info(
       { records_dir: this.recordsDir, workdir: this.workdir, trace: this.trace.enabled, event_log: this.eventLog !== null, containment: this.containment.info.backend, pid_namespace: this.containment.info.pidNamespace },
       'session opened',
@@ -293,6 +298,14 @@ export class Session {
         options.onNotice?.(notice);
       },
     });
+  }
+
+  /**
+   * What is still running now (`cancel.md` §5.2): every outstanding background command sorted by
+   * `work_id`, then every live delegation sorted by `delegation_id`. A snapshot, not a promise.
+   */
+  residue(): Residue {
+    return Residue.snapshot(this.background.registry, this.delegations);
   }
 
   /** Counts a dispatched tool call or shell command for `session_end`. */

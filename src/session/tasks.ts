@@ -8,6 +8,7 @@
  * by whoever runs it) and the work ids of the commands it demoted.
  */
 import { CancelSignal } from '../cancel/cancel-signal.js';
+import type { Residue } from '../cancel/residue.js';
 import { provenanceOf, type Origin, type TaskProvenance, type Trust } from '../detached/provenance.js';
 import { uuidV7Simple } from '../ids.js';
 import type { TraceNode } from '../records/trace-records.js';
@@ -75,6 +76,8 @@ export class TaskTable {
   readonly #now: () => number;
   /** The cancel door of each running task's work (set by the runner of a plan). */
   readonly #doors = new Map<string, (force: boolean) => void>();
+  /** What was still running, for `task_canceled` (`cancel.md` §5.2); set by the session. */
+  #residue: (() => Residue) | null = null;
 
   constructor(trace: TraceWriter, sessionNode: TraceNode<'session_start'>, options: { readonly contextId: string; readonly now: () => number }) {
     this.#trace = trace;
@@ -122,12 +125,28 @@ export class TaskTable {
     return [...this.#tasks.values()].filter((task) => task.state === 'running');
   }
 
-  /** The task's work ended (`finished`) or was canceled. Idempotent; forgets its cancel door. */
-  settle(id: string, state: 'finished' | 'canceled'): void {
+  /** Where {@link settle} takes the residue of a canceled task from (the session's background commands and live delegations). */
+  setResidueSource(source: () => Residue): void {
+    this.#residue = source;
+  }
+
+  /**
+   * The task's work ended (`finished`) or stopped because of a cancel (`canceled`). Idempotent;
+   * forgets its cancel door. A canceled task gets its `task_canceled` record (`cancel.md` §2,
+   * `trace-shell.md` §10) under its `task_start`: the phase its signal's first claim named (`turn`
+   * when none did) and the residue taken now (the loop's snapshot; the door that answered the
+   * cancel took its own). Returns the record's residue, or null when nothing was written.
+   */
+  settle(id: string, state: 'finished' | 'canceled'): Residue | null {
     const task = this.#tasks.get(id);
-    if (task === undefined || task.state !== 'running') return;
+    if (task === undefined || task.state !== 'running') return null;
     task.state = state;
     this.#doors.delete(id);
+    if (state !== 'canceled') return null;
+    const residue = this.#residue?.() ?? null;
+    const fields = residue?.taskCanceledFields() ?? { detached_work_ids: [], delegation_ids: [] };
+    this.#trace.write('task_canceled', task.node, { task_id: id, phase: task.cancel.phase(), ...fields });
+    return residue;
   }
 
   /** Notes a command the task's call demoted (residue of a later cancel). */

@@ -53,6 +53,14 @@ eachBackend((backend) => {
       containment: { cgroup: string | null };
     };
     if (sessionStart.containment.cgroup !== null) cgroups.push(sessionStart.containment.cgroup);
+    // On the cgroup backend the session's watchdog kills its cgroup when the runtime dies
+    // (docs/cancel.md): here the watchdog is SIGKILLed too, so the run leaves something to notice.
+    const cgroup = sessionStart.containment.cgroup;
+    if (cgroup !== null) {
+      const watchdogs = processesWithArg('capsule-watchdog').filter((p) => p.argv.includes(cgroup));
+      expect(watchdogs).toHaveLength(1);
+      for (const watchdog of watchdogs) process.kill(watchdog.pid, 'SIGKILL');
+    }
     killed.child.kill('SIGKILL');
     await killed.done;
     const [left] = processesWithArg(sleepArg);

@@ -99,8 +99,8 @@ describe('capsule run: cancel by signal', () => {
     expect(groupMembers(pgid)).toEqual([]);
   });
 
-  it('treats SIGTERM as a graceful cancel too', async () => {
-    const { dir, cli } = cancelableRun(['sleep', 800]);
+  it('treats SIGTERM as a graceful cancel too with --on-sigterm graceful', async () => {
+    const { dir, cli } = cancelableRun(['sleep', 800], manifestAllowing(), ['--on-sigterm', 'graceful']);
     await firstStepRunning(dir);
 
     cli.child.kill('SIGTERM');
@@ -110,6 +110,32 @@ describe('capsule run: cancel by signal', () => {
     const report = parseReport(result.stdout);
     expect(report.canceled).toBe(true);
     expect(resultOf(report, 'first').status).toBe('success');
+  });
+
+  it("forces on a single SIGTERM by default (a supervisor's stop): the step's tree is ended, exit 130, and the summary says what was stopped", async () => {
+    const { dir, cli } = cancelableRun(['tree', 60_000]);
+    const pgid = await firstStepRunning(dir);
+    const grandchild = await waitForPid(join(dir, 'first.child'));
+
+    cli.child.kill('SIGTERM');
+    const result = await cli.done;
+
+    expect(result.code).toBe(130);
+    expect(result.stderr).toContain('canceling by force: SIGTERM (--on-sigterm force)');
+    expect(result.stderr).toContain("stopped: 'first' (its process tree was ended by force)");
+    expect(result.stderr).toContain("not started: 'second' (skipped)");
+    const report = parseReport(result.stdout);
+    expect(report).toMatchObject({ canceled: true, completed: false, failed_step: null });
+    expect(resultOf(report, 'first').error).toContain('cancelled by force');
+    expect(groupMembers(pgid)).toEqual([]);
+    expect(isProcessAlive(grandchild)).toBe(false);
+  });
+
+  it('refuses an --on-sigterm word it does not know (usage error, exit 2)', async () => {
+    const { cli } = cancelableRun(['sleep', 0], manifestAllowing(), ['--on-sigterm', 'later']);
+    const result = await cli.done;
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain('--on-sigterm later is not one of force, graceful');
   });
 
   it('counts SIGINTs that arrive within 300 ms of each other as one graceful cancel', async () => {

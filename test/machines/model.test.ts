@@ -350,6 +350,10 @@ function checkPlanMeaning(run: PlanRun): void {
     case 'running.dispatching': // "The wave runs: one step actor per ready step …"
       expect(liveSteps(run.actor).length).toBeGreaterThan(0);
       break;
+    case 'running.canceling': // "The task was canceled … Waiting for the live steps to settle."
+      expect(snapshot.context.canceled).toBe(true);
+      expect(liveSteps(run.actor).length).toBeGreaterThan(0);
+      break;
     case 'leaderExited': // "The last wave has exited. Every process group … is being ended."
       expect(liveSteps(run.actor)).toEqual([]);
       expect(groupsActor(run.actor)).toBeDefined();
@@ -408,7 +412,7 @@ describe('planMachine (model-based, xstate/graph, small fixed plans)', () => {
 
   it('reaches every resting state and takes every transition, always and invoke done/error included', () => {
     const model = walkMachine(planMachine);
-    expect([...endStates].sort()).toEqual(['canceled', 'finished', 'leaderExited', 'running.dispatching']);
+    expect([...endStates].sort()).toEqual(['canceled', 'finished', 'leaderExited', 'running.canceling', 'running.dispatching']);
     expect(model.transitions.map((t) => t.key).filter((key) => !taken.has(key))).toEqual([]);
   });
 

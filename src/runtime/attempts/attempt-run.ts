@@ -12,6 +12,17 @@ import type { AttemptEnvironment, Gate, GateRequest } from '../attempt.js';
 /** Error of an attempt ended (timeout or forced cancel) before its tool call or process started; the step machine words the reason. */
 export const ATTEMPT_ENDED_BEFORE_DISPATCH = 'attempt ended before it was dispatched';
 
+/** What an attempt a forced cancel ended produced after all: recorded as ignored (`plan_step_late`), never applied. */
+export interface IgnoredResult {
+  readonly stepId: string;
+  readonly attempt: number;
+  readonly status: 'success' | 'failed';
+  readonly error: string | null;
+}
+
+/** Outcomes the runtime itself makes for an ended attempt (not a result of the step's work). */
+const SYNTHETIC_ERRORS = new Set<string>(['tool call abandoned']);
+
 /** The last process tree each step started (any attempt), while the step actor lives: the next attempt waits for it to be gone. */
 export type LastTrees = WeakMap<AnyActorRef, ContainedProcess>;
 
@@ -37,6 +48,10 @@ export class AttemptRun {
   #stopped = false;
   /** What `ATTEMPT.END` does now: before dispatch it fails the attempt; a dispatch replaces it. */
   #onEnd: (graceMs: number) => void;
+  /** Why the attempt was told to end, once it was. */
+  #endReason: 'timeout' | 'canceled' | null = null;
+  /** The leader died of a signal (ours): its outcome is the kill's, not a result of the work. */
+  #leaderKilled = false;
 
   constructor(env: AttemptEnvironment, input: AttemptInput, send: (report: AttemptReport) => void, lastTrees: LastTrees) {
     this.env = env;
@@ -65,7 +80,8 @@ export class AttemptRun {
   }
 
   /** `ATTEMPT.END` from the step. */
-  end(graceMs: number): void {
+  end(graceMs: number, reason: 'timeout' | 'canceled' = 'timeout'): void {
+    this.#endReason ??= reason;
     this.#onEnd(graceMs);
   }
 
@@ -85,11 +101,17 @@ export class AttemptRun {
   }
 
   leaderExited(pid: number, exitCode: number, signal: string | null): void {
+    if (signal !== null) this.#leaderKilled = true;
     if (this.#finished) return;
     this.#send({ type: 'ATTEMPT.LEADER_EXITED', attempt: this.attempt, pid, exitCode, signal });
   }
 
   finish(outcome: AttemptOutcome): void {
+    // A forced cancel ended this attempt: whatever its work still produced is not applied (the
+    // step settles with the forced-cancel error), but recorded as ignored.
+    if (this.#endReason === 'canceled' && !this.#stopped && !this.#leaderKilled && !(outcome.error !== null && SYNTHETIC_ERRORS.has(outcome.error))) {
+      this.env.onIgnoredResult?.({ stepId: this.input.step.step.id, attempt: this.attempt, status: outcome.status, error: outcome.error });
+    }
     if (this.#finished) return;
     this.#finished = true;
     const clock = this.env.session.time;
@@ -166,7 +188,7 @@ export function attemptActor(
     }, lastTrees);
     const started = start(run) ?? undefined;
     receive((request) => {
-      if (request.type === 'ATTEMPT.END') run.end(request.graceMs);
+      if (request.type === 'ATTEMPT.END') run.end(request.graceMs, request.reason);
       else started?.onCancel?.();
     });
     return () => {
