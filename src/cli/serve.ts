@@ -34,6 +34,7 @@ export interface ServeCommandOptions extends GlobalOptions {
   readonly capsules?: string;
   readonly allow?: readonly string[];
   readonly resume?: string;
+  readonly reap?: boolean;
 }
 
 /** Registers `capsule serve` on the program. */
@@ -46,7 +47,8 @@ export function registerServe(program: Command): void {
     .option('--records <dir>', 'records directory (default: <workdir>/.capsule/records/<session_id>/)')
     .option('--capsules <dir>', 'capsule registry for capsule steps (default: <workdir>/capsules/)')
     .option('--allow <bin>', 'also allow this binary in shell.run and plan shell steps (repeatable)', collect)
-    .option('--resume <records_dir>', 'reconcile a prior session first (coming with resume; refused for now)')
+    .option('--resume <records_dir>', 'account for what a prior session (killed outright) left behind, before taking requests (docs/resume.md)')
+    .option('--reap', 'with --resume: stop the process trees the prior session left running (SIGTERM, SIGKILL after 2 s)')
     .addHelpText(
       'after',
       '\nMethods: shell.run, backgroundCommand, plan.submit, task.cancel, session.stop; notifications: completion, task.started, task.finished (docs/serve.md).' +
@@ -62,7 +64,11 @@ export function registerServe(program: Command): void {
 export async function serveCommand(options: ServeCommandOptions): Promise<ExitCode> {
   const workdir = resolve(options.workdir ?? process.cwd());
   if (!isDirectory(workdir)) return usageError(`--workdir ${workdir} is not a directory`);
-  if (options.resume !== undefined) return usageError('--resume is not available yet: reconciling a prior session comes with the resume work (docs/serve.md)');
+  if (options.reap === true && options.resume === undefined) return usageError('--reap needs --resume DIR: it stops what the resumed session left running');
+  const resumeDir = options.resume !== undefined ? resolve(options.resume) : undefined;
+  if (resumeDir !== undefined && options.records !== undefined && resolve(options.records) === resumeDir) {
+    return usageError(`--records ${resumeDir} and --resume ${resumeDir} name the same directory: the resuming session writes its own records elsewhere`);
+  }
   const source = findManifest(options.manifest, options.workdir);
   let manifest = null;
   let manifestDir: string | null = null;
@@ -95,6 +101,7 @@ export async function serveCommand(options: ServeCommandOptions): Promise<ExitCo
       logger,
       onWarning: (message) => logger.warn({ warning: message }, 'warning'),
       ...(options.records !== undefined ? { recordsDir: resolve(options.records) } : {}),
+      ...(resumeDir !== undefined ? { resumeFrom: resumeDir } : {}),
       background: {
         allow,
         // serve offers backgroundCommand whatever the manifest declares.
@@ -149,6 +156,10 @@ export async function serveCommand(options: ServeCommandOptions): Promise<ExitCo
     onStop: () => setImmediate(() => void end(EXIT.OK, 'session.stop')),
   });
   api.onNotification((notification) => out.write({ jsonrpc: '2.0', method: notification.method, params: notification.params }));
+  // Before the first request is read: the lost report is the session's first notification.
+  if (resumeDir !== undefined) {
+    await api.resume(resumeDir, { reap: options.reap === true, warn: (line) => void process.stderr.write(`${line}\n`) });
+  }
 
   const handleLine = (line: string): void => {
     if (line.trim() === '') return;

@@ -16,6 +16,7 @@ import type { CancelPolicy } from '../session/cancel-policy.js';
 import { DEFAULT_CANCEL_GRACE_SECS } from '../manifest.js';
 import type { FunctionTool } from './attempt.js';
 import { startPlan, type PlanReport } from './run-plan.js';
+import { describeResume, lostNotification, LOST_NOTIFICATION_METHOD, LOST_TASK_SOURCE, resumeSession, type LostNotification, type ResumeOutcome } from '../reconcile/resume.js';
 
 /** A notification the session sends its host on its own (DESIGN §10). */
 export type SessionNotification =
@@ -31,6 +32,15 @@ export type SessionNotification =
        */
       readonly method: 'task.started';
       readonly params: { readonly task_id: string; readonly method: 'shell.run' };
+    }
+  | {
+      /**
+       * A resume's lost report (`reconcile.md` §4, docs/resume.md), delivered once as a
+       * completion-origin task: same method as a shell completion, told apart by `kind: "lost"`
+       * (a shell completion's params carry a `work_id`; this one's carry `lost`).
+       */
+      readonly method: typeof LOST_NOTIFICATION_METHOD;
+      readonly params: LostNotification;
     }
   | {
       /** A plan submitted with `wait: false` ended. */
@@ -117,6 +127,41 @@ export class SessionApi {
     session.background.onCompletion((delivery) => this.#notify({ method: 'completion', params: completionNotice(delivery) }));
     // The session actor runs for the whole session (it owns the demoted commands).
     session.background.actor();
+  }
+
+  /**
+   * `--resume DIR [--reap]` (docs/resume.md): accounts for what the session recorded in
+   * `priorDir` left behind, before this session takes work. The lost report, when there is one,
+   * becomes one completion-origin task (source `detached_lost`) and one notification to the
+   * listeners subscribed now; `warn` gets the fail-open and damage lines and the operator's
+   * description. Never throws over the prior records: a failure of its own is one `warn` line
+   * (a resume never refuses the launch, `reconcile.md` §4.1). The session should have been opened
+   * with `resumeFrom: priorDir` (so the abandoned-session warning does not repeat the resume).
+   */
+  async resume(priorDir: string, options: { readonly reap?: boolean; readonly warn?: (line: string) => void } = {}): Promise<ResumeOutcome | null> {
+    const warn = options.warn ?? (() => {});
+    let outcome: ResumeOutcome;
+    try {
+      outcome = await resumeSession(this.session, priorDir, { reap: options.reap === true, contextId: `ctx_${this.session.id}`, warn });
+    } catch (error) {
+      warn(`resume: ${priorDir} could not be reconciled: ${error instanceof Error ? error.message : String(error)}`);
+      return null;
+    }
+    for (const line of describeResume(outcome)) warn(line);
+    const params = lostNotification(outcome);
+    if (params !== null) {
+      const task = this.session.tasks.start({
+        id: params.task_id,
+        kind: 'completion',
+        origin: 'completion',
+        inheritedTrust: params.trust,
+        source: LOST_TASK_SOURCE,
+        contextId: params.context_id,
+      });
+      this.session.tasks.settle(task.id, 'finished');
+      this.#notify({ method: LOST_NOTIFICATION_METHOD, params });
+    }
+    return outcome;
   }
 
   /** Subscribes to notifications; returns the unsubscriber. */
