@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { removeCgroupTree } from '../../src/process/cgroup-unit.js';
 import { readCgroupEvents } from '../../src/process/cgroups.js';
 import { eachBackend } from '../support/backends.js';
-import { processesWithArg, uniqueSleepArg } from '../support/plan-harness.js';
+import { killWatchdogOf, processesWithArg, uniqueSleepArg } from '../support/plan-harness.js';
 import { killStartedClis, manifestAllowing, runCli, startCli, TempDirs, waitFor, writeJson } from './helpers.js';
 
 const temp = new TempDirs();
@@ -54,6 +54,8 @@ async function crashedRun(
   await waitFor(() => existsSync(join(deadDir, 'trace.jsonl')) && readFileSync(join(deadDir, 'trace.jsonl'), 'utf8').includes('"process_start"'), 10_000, 'process_start in the trace');
   const start = records(deadDir)[0] as { containment: { cgroup: string | null } };
   if (start.containment.cgroup !== null) cgroups.push(start.containment.cgroup);
+  // The watchdog too (docs/cancel.md): otherwise the runtime's death ends its cgroup at once.
+  if (start.containment.cgroup !== null) expect(killWatchdogOf(start.containment.cgroup)).toBe(1);
   killed.child.kill('SIGKILL');
   await killed.done;
   const [step] = processesWithArg(sleepArg);

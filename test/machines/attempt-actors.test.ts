@@ -68,7 +68,7 @@ describe('attempts are actors of the step', () => {
     step.start();
     step.send({ type: 'CANCEL', force: false });
     step.send({ type: 'CANCEL', force: true });
-    expect(recorded.told.map((t) => t.request)).toEqual([{ type: 'ATTEMPT.CANCEL' }, { type: 'ATTEMPT.END', graceMs: 10 }]);
+    expect(recorded.told.map((t) => t.request)).toEqual([{ type: 'ATTEMPT.CANCEL' }, { type: 'ATTEMPT.END', graceMs: 10, reason: 'canceled' }]);
     expect(recorded.refs.get(1)).toBe(step);
     step.stop();
   });

@@ -16,7 +16,7 @@ import { describeResume, lostNotification, resumeSession, type ResumeOptions } f
 import { readTrace } from '../../src/records/trace-reader.js';
 import { Session } from '../../src/session/session.js';
 import { eachBackend } from '../support/backends.js';
-import { processesWithArg, uniqueSleepArg } from '../support/plan-harness.js';
+import { killWatchdogOf, processesWithArg, uniqueSleepArg } from '../support/plan-harness.js';
 import { waitFor } from '../support/wait.js';
 import { ROOT } from '../cli/helpers.js';
 
@@ -84,6 +84,8 @@ async function crashedRuntime(containment: string): Promise<{ root: string; prio
   const started = JSON.parse(line) as { pid: number; sessionId: string; sessionCgroup: string | null };
   if (started.sessionCgroup !== null) cgroups.push(started.sessionCgroup);
   await waitFor(() => processesWithArg(sleepArg).length === 1, 10_000, 'the command to run');
+  // The watchdog too (docs/cancel.md): otherwise the runtime's death ends its cgroup at once.
+  if (started.sessionCgroup !== null) expect(killWatchdogOf(started.sessionCgroup)).toBe(1);
   runtime.kill('SIGKILL');
   await new Promise((resolve) => runtime.once('close', resolve));
   expect(processesWithArg(sleepArg).map((p) => p.pid)).toEqual([started.pid]);

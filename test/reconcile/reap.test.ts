@@ -14,6 +14,7 @@ import { probeTrees, reap, REAP_GRACE_MS, vetRecordedCgroup, type RecordedTree }
 import { cgroupUnavailable, pidNamespaceUnavailable } from '../support/backends.js';
 import { waitFor } from '../support/wait.js';
 import { ROOT } from '../cli/helpers.js';
+import { killWatchdogOf } from '../support/plan-harness.js';
 
 const started: number[] = [];
 afterEach(() => {
@@ -214,6 +215,8 @@ describe.each(adoptCases)('adopting a tree by %s', (_, isolation, unavailable) =
       cgroup = fields.cgroup;
       const recorded = tree({ pid: fields.pid, startTime: fields.pid_start_time, pgid: fields.pgid, cgroup, pidNamespace: isolation === 'pid-namespace' });
       await waitFor(() => probeTrees([recorded], sessionId)[0]!.processes.filter((x) => x.name === 'sleep').length === 2, 5000, 'the tree to fork');
+      // The watchdog too (docs/cancel.md): otherwise the runtime's death ends its cgroup at once.
+      expect(killWatchdogOf(sessionCgroup)).toBe(1);
       runtime.kill('SIGKILL');
       await new Promise((resolve) => runtime.once('close', resolve));
 

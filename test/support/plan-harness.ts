@@ -315,3 +315,15 @@ export async function pollUntil(condition: () => boolean, timeoutMs: number, wha
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
 }
+
+/**
+ * SIGKILLs the cgroup watchdog of the session whose cgroup is `sessionCgroup` (src/process/watchdog.ts),
+ * for tests of what a dead runtime leaves behind: with the watchdog alive, the runtime's death ends
+ * its cgroup at once, so nothing would be left to find. Returns how many were killed (one per session).
+ */
+export function killWatchdogOf(sessionCgroup: string | null): number {
+  if (sessionCgroup === null) return 0;
+  const watchdogs = processesWithArg('capsule-watchdog').filter((p) => p.argv.includes(sessionCgroup));
+  for (const watchdog of watchdogs) process.kill(watchdog.pid, 'SIGKILL');
+  return watchdogs.length;
+}
