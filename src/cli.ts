@@ -1,10 +1,14 @@
 #!/usr/bin/env node
 /**
  * `capsule`: the command-line entry point (DESIGN §3). Signals are held from the first
- * instruction (src/cli/early-signals.ts), then the commands are loaded (src/cli/main.ts).
+ * instruction (src/cli/early-signals.ts), then the commands are loaded (src/cli/main.ts). An
+ * exception no command caught is an internal error (src/cli/internal-error.ts): one line, exit 1.
  */
 import { holdEarlySignals } from './cli/early-signals.js';
 
 holdEarlySignals();
 const { main } = await import('./cli/main.js');
-process.exitCode = await main(process.argv);
+const { hadUncaughtError, installUncaughtErrorHandlers } = await import('./cli/internal-error.js');
+installUncaughtErrorHandlers();
+const code = await main(process.argv);
+process.exitCode = hadUncaughtError() ? 1 : code;

@@ -78,6 +78,22 @@ function truncate(text: string, width: number): string {
   return text.length <= width ? text : `${text.slice(0, Math.max(0, width - 1))}…`;
 }
 
+/** Widest step id shown in the live view and the summary table; a longer one is cut with `…`. */
+const MAX_SHOWN_ID_CHARS = 60;
+
+/** A step id as the live view and the table show it: printable, at most `MAX_SHOWN_ID_CHARS` wide. */
+function shownId(id: string): string {
+  // Cut before `printable` (which only lengthens), so a 10 MB id costs nothing.
+  return truncate(printable(id.length > MAX_SHOWN_ID_CHARS * 4 ? id.slice(0, MAX_SHOWN_ID_CHARS * 4) : id), MAX_SHOWN_ID_CHARS);
+}
+
+/** The length of the longest text (0 for none). A loop: `Math.max(...lengths)` overflows the stack on a long list. */
+function widest(texts: readonly string[]): number {
+  let width = 0;
+  for (const text of texts) if (text.length > width) width = text.length;
+  return width;
+}
+
 /**
  * Progress view of one run. Feed it every {@link PlanProgressEvent} (`onEvent`), print side notes
  * through `note` (warnings, cancel notices: shown even when quiet), then call `finish` with the
@@ -211,10 +227,11 @@ export class Progress {
       `${this.#settledCount}/${this.#steps.length} settled · ${this.#running.size} running · ${formatDuration(now - this.#planStartedAtMs)}`;
     const room = Math.max(1, (this.#stream.rows ?? 24) - 3);
     const running = [...this.#running];
-    const width = Math.max(0, ...running.map(([id]) => id.length));
-    const lines = running
-      .slice(0, room)
-      .map(([id, startedAtMs]) => `  ${this.#paint('cyan', spinner)} ${printable(id).padEnd(width)}  ${this.#paint('dim', formatDuration(now - startedAtMs))}`);
+    const shown = running.slice(0, room).map(([id, startedAtMs]) => [shownId(id), startedAtMs] as const);
+    const width = widest(shown.map(([id]) => id));
+    const lines = shown.map(
+      ([id, startedAtMs]) => `  ${this.#paint('cyan', spinner)} ${id.padEnd(width)}  ${this.#paint('dim', formatDuration(now - startedAtMs))}`,
+    );
     if (running.length > room) lines.push(this.#paint('dim', `  … and ${running.length - room} more running`));
     this.#live([header, ...lines].join('\n'));
   }
@@ -222,7 +239,7 @@ export class Progress {
   #summary(report: PlanReport): string {
     const settled = new Set(report.results.map((result) => result.step_id));
     const rows: string[][] = report.results.map((result) => [
-      printable(result.step_id),
+      shownId(result.step_id),
       result.status,
       String(result.attempts),
       formatDuration(result.duration_ms),
@@ -230,10 +247,10 @@ export class Progress {
     ]);
     // Steps that never settled (after a failure stopped the plan): listed so nobody looks for them.
     for (const step of this.#steps) {
-      if (!settled.has(step.id)) rows.push([printable(step.id), 'not run', '0', '-', '']);
+      if (!settled.has(step.id)) rows.push([shownId(step.id), 'not run', '0', '-', '']);
     }
     const header = ['step', 'status', 'attempts', 'duration', 'error'];
-    const widths = header.map((title, column) => Math.max(title.length, ...rows.map((row) => (row[column] ?? '').length)));
+    const widths = header.map((title, column) => Math.max(title.length, widest(rows.map((row) => row[column] ?? ''))));
     const fixed = widths.slice(0, 4).reduce((sum, w) => sum + w + 2, 0);
     const errorWidth = Math.max(20, (this.#stream.columns ?? fixed + DEFAULT_ERROR_COLUMN_CHARS) - fixed - 1);
     const format = (row: readonly string[], paintStatus: boolean): string => {

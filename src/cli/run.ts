@@ -6,11 +6,13 @@ import { existsSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { DEFAULT_CANCEL_GRACE_SECS, loadManifest } from '../manifest.js';
-import { ManifestError, startPlan, type PlanReport } from '../runtime/run-plan.js';
+import { ManifestError, RunInternalError, startPlan, type PlanReport } from '../runtime/run-plan.js';
 import { releaseEarlySignals } from './early-signals.js';
+import { onUncaughtError } from './internal-error.js';
 import { cancelOnSignals } from './cancel-on-signals.js';
 import { collect, EXIT, parseNonNegativeNumber, parsePositiveInteger, usageError, type ExitCode } from './program.js';
 import { Progress, progressModeFor, useColor } from './progress.js';
+import { WarningSink } from './warning-sink.js';
 
 /** Options of `capsule run`, as commander parses them. */
 export interface RunCommandOptions {
@@ -78,6 +80,7 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
     mode: progressModeFor(stderr, options.quiet === true),
     color: useColor(stderr),
   });
+  const warnings = new WarningSink({ write: (line) => progress.note(line) });
   const run = startPlan({
     plan: planPath,
     workdir,
@@ -87,8 +90,8 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
     shellAllow: options.allow ?? [],
     maxParallel: options.maxParallel ?? null,
     onEvent: (event) => progress.onEvent(event),
-    onWarning: (warning) => progress.note(`warning: ${warning.message}`),
-    onNotice: (message) => progress.note(`warning: ${message}`),
+    onWarning: (warning) => warnings.warn(warning),
+    onNotice: (message) => warnings.warn({ kind: 'records', message }),
   });
   const stopHandlingSignals = cancelOnSignals(run, {
     graceSecs,
@@ -98,6 +101,8 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
   // A terminal that went away (EIO/EPIPE on stderr) must not crash the run before its process
   // groups are ended: progress is best effort, for the rest of this process's life.
   stderr.on('error', () => {});
+  // An exception outside this flow (a timer, a listener) ends the run by force before capsule exits.
+  const stopOnUncaughtError = onUncaughtError(() => run.cancel({ force: true }));
 
   let report: PlanReport;
   try {
@@ -105,13 +110,17 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
   } catch (error) {
     progress.dispose();
     if (error instanceof ManifestError) return usageError(error.message);
-    // No report: the records directory could not be used (or a runtime bug).
+    // A bug inside the session (its trace is closed): the top-level handler reports it.
+    if (error instanceof RunInternalError) throw error;
+    // No report: the records directory could not be used.
     process.stderr.write(`error: the plan could not be run: ${error instanceof Error ? error.message : String(error)}\n`);
     return EXIT.FAILED;
   } finally {
     stopHandlingSignals();
+    stopOnUncaughtError();
   }
 
+  warnings.finish();
   progress.finish(report);
   if (options.json === true) process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
   return exitCodeOf(report);

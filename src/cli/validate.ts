@@ -9,8 +9,10 @@ import type { Command } from 'commander';
 import { loadManifest, type Manifest } from '../manifest.js';
 import { lintPlan } from '../plan/lint.js';
 import { parsePlanText, readPlanFile, stepKind } from '../plan/schema.js';
+import { excerpt } from '../plan/text.js';
 import { validatePlan } from '../plan/validate.js';
 import { collect, EXIT, usageError, type ExitCode } from './program.js';
+import { WarningSink, type WarningLike } from './warning-sink.js';
 
 /** Options of `capsule validate`, as commander parses them. */
 export interface ValidateCommandOptions {
@@ -28,7 +30,11 @@ export interface ValidationReport {
   /** `null` when valid; `"plan"` for an unreadable or unparseable file; else the refused step. */
   readonly failed_step: string | null;
   readonly error: string | null;
-  /** Unknown-key warnings of the manifest and the plan, as printed on stderr (without `warning: `). */
+  /**
+   * The warnings printed on stderr (without `warning: `): unknown keys of the manifest and the
+   * plan, references that may not be ready; at most `MAX_WARNINGS_PER_KIND` of each kind, then
+   * one `<n> more '<kind>' warnings not shown (<total> in all)` line per kind over the cap.
+   */
   readonly warnings: readonly string[];
 }
 
@@ -49,11 +55,8 @@ export function registerValidate(program: Command): void {
 
 /** Runs `capsule validate` and returns its exit code. */
 export async function validateCommand(planPath: string, options: ValidateCommandOptions): Promise<ExitCode> {
-  const warnings: string[] = [];
-  const warn = (message: string): void => {
-    warnings.push(message);
-    process.stderr.write(`warning: ${message}\n`);
-  };
+  const sink = new WarningSink({ write: (line) => process.stderr.write(`${line}\n`) });
+  const warn = (warning: WarningLike): void => sink.warn(warning);
 
   const manifestPath = options.manifest ?? (existsSync('capsule.json') ? 'capsule.json' : null);
   let manifest: Manifest | null = null;
@@ -61,17 +64,18 @@ export async function validateCommand(planPath: string, options: ValidateCommand
     const loaded = await loadManifest(manifestPath);
     if (!loaded.ok) return usageError(loaded.error);
     manifest = loaded.manifest;
-    for (const warning of loaded.warnings) warn(warning.message);
+    for (const warning of loaded.warnings) warn(warning);
   }
 
   const report = await validatePlanFile(planPath, manifest, options.allow ?? [], warn);
-  const withWarnings: ValidationReport = { ...report, warnings };
+  sink.finish();
+  const withWarnings: ValidationReport = { ...report, warnings: sink.shown };
   if (options.json === true) {
     process.stdout.write(`${JSON.stringify(withWarnings, null, 2)}\n`);
   } else if (report.valid) {
     process.stdout.write(`valid: plan ${report.plan_id}\n`);
   } else {
-    const where = report.failed_step === 'plan' ? 'plan' : `step '${report.failed_step ?? ''}'`;
+    const where = report.failed_step === 'plan' ? 'plan' : `step '${excerpt(report.failed_step ?? '')}'`;
     process.stderr.write(`refused: ${where}: ${report.error ?? ''}\n`);
   }
   return report.valid ? EXIT.OK : EXIT.FAILED;
@@ -81,7 +85,7 @@ async function validatePlanFile(
   planPath: string,
   manifest: Manifest | null,
   allow: readonly string[],
-  warn: (message: string) => void,
+  warn: (warning: WarningLike) => void,
 ): Promise<Omit<ValidationReport, 'warnings'>> {
   const refused = (planId: string, stepId: string, error: string) =>
     ({ valid: false, plan_id: planId, failed_step: stepId, error }) as const;
@@ -89,14 +93,14 @@ async function validatePlanFile(
   if (!read.ok) return refused('', 'plan', read.error);
   const parsed = parsePlanText(read.text);
   if (!parsed.ok) return refused('', 'plan', parsed.error);
-  for (const warning of parsed.warnings) warn(warning.message);
+  for (const warning of parsed.warnings) warn(warning);
   const failure = validatePlan(parsed.plan, {
     shellAllow: [...(manifest?.capabilities.shell.allow ?? []), ...allow],
     installedTools: new Set(Object.keys(manifest?.tools ?? {})),
   });
   if (failure !== null) return refused(parsed.plan.id, failure.step_id, failure.error);
   const lint = lintPlan(parsed.plan, parsed.plan.steps.map(stepKind));
-  for (const warning of lint.warnings) warn(warning);
+  for (const warning of lint.warnings) warn({ kind: 'unordered-reference', message: warning });
   if (lint.blocked !== null) return refused(parsed.plan.id, lint.blocked.step_id, lint.blocked.error);
   return { valid: true, plan_id: parsed.plan.id, failed_step: null, error: null };
 }

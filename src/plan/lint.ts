@@ -3,6 +3,7 @@ import { BLOCKED } from '../../machines/messages.js';
 import { createSchedule, scan, settleWave, type WaveOutcome } from '../../machines/plan-schedule.js';
 import { collectInputReferences } from './interpolate.js';
 import { parseReference } from './references.js';
+import { excerpt } from './text.js';
 import { conditionReferenceTokens } from './validate.js';
 
 /** What `capsule validate` finds beyond the refusals of `plan.md` §6. */
@@ -19,6 +20,12 @@ export interface PlanLint {
 
 /** Plans above this many steps skip the reference check (it walks each referring step's ancestors). */
 const MAX_STEPS_FOR_REFERENCE_CHECK = 5000;
+
+/**
+ * Dependency edges the reference check may walk in all; it stops there (the warnings found so far
+ * are kept). 5,000 steps each depending on 1,000 others would otherwise walk 25 billion edges.
+ */
+const MAX_EDGES_FOR_REFERENCE_CHECK = 20_000_000;
 
 /**
  * Lints a plan that passed validation: a blocked plan is found with the scheduler itself
@@ -48,32 +55,43 @@ function unorderedReferences(plan: PlanFile): string[] {
   if (plan.steps.length > MAX_STEPS_FOR_REFERENCE_CHECK) return [];
   const byId = new Map(plan.steps.map((step) => [step.id, step]));
   const warnings: string[] = [];
+  const budget = { edges: MAX_EDGES_FOR_REFERENCE_CHECK };
   for (const step of plan.steps) {
     const references = [
       ...collectInputReferences(step.input),
       ...(step.if === undefined ? [] : conditionReferenceTokens(step.if)),
     ];
     if (references.length === 0) continue;
-    const ancestors = ancestorsOf(step.id, byId);
+    const ancestors = ancestorsOf(step.id, byId, budget);
+    if (ancestors === null) break;
     for (const reference of references) {
       const parsed = parseReference(reference);
       if (parsed === null || !byId.has(parsed.stepId) || ancestors.has(parsed.stepId)) continue;
       warnings.push(
-        `step '${step.id}': ${reference} names step '${parsed.stepId}', which is not among its dependencies; ` +
-          `unless '${parsed.stepId}' settled in an earlier wave it is not ready (add it to depends_on)`,
+        `step '${excerpt(step.id)}': ${excerpt(reference)} names step '${excerpt(parsed.stepId)}', which is not among its dependencies; ` +
+          `unless '${excerpt(parsed.stepId)}' settled in an earlier wave it is not ready (add it to depends_on)`,
       );
     }
   }
   return warnings;
 }
 
-function ancestorsOf(stepId: string, byId: ReadonlyMap<string, { readonly depends_on: readonly string[] }>): Set<string> {
+/** The transitive dependencies of `stepId`, or null once `budget.edges` (shared by all calls) is spent. */
+function ancestorsOf(
+  stepId: string,
+  byId: ReadonlyMap<string, { readonly depends_on: readonly string[] }>,
+  budget: { edges: number },
+): Set<string> | null {
   const seen = new Set<string>();
   const stack = [...(byId.get(stepId)?.depends_on ?? [])];
   for (let id = stack.pop(); id !== undefined; id = stack.pop()) {
     if (seen.has(id)) continue;
     seen.add(id);
-    stack.push(...(byId.get(id)?.depends_on ?? []));
+    // A loop, not `push(...deps)`: a spread of a long depends_on overflows the stack.
+    const deps = byId.get(id)?.depends_on ?? [];
+    budget.edges -= deps.length;
+    if (budget.edges < 0) return null;
+    for (const dep of deps) stack.push(dep);
   }
   return seen;
 }

@@ -4,9 +4,15 @@
  * spec gives only a gist and key terms (§0), the wording is ours and the key terms are kept.
  *
  * One rule: no other file in `src/plan/` or `src/manifest.ts` spells an error text inline.
+ * Another: a text quotes input (ids, words, keys, references) through `excerpt`, so a 10 MB step
+ * id makes a short error, not a 10 MB one.
  */
 
-export { invalidOnErrorPolicy } from '../../machines/messages.js';
+import { invalidOnErrorPolicy as invalidOnErrorPolicyText } from '../../machines/messages.js';
+import { excerpt, excerptList } from './text.js';
+
+/** Rule 4 (`plan.md` §12): the machines' text, quoting an excerpt of the value. */
+export const invalidOnErrorPolicy = (value: string): string => invalidOnErrorPolicyText(excerpt(value));
 
 // ---------------------------------------------------------------------------------------------
 // Reading and parsing the plan file (plan.md §5)
@@ -21,6 +27,31 @@ export const planFileUnreadable = (ioError: string): string => `failed to read p
 
 /** The io error text for a plan file whose bytes are not UTF-8 (the source's `read_to_string` wording). */
 export const NOT_UTF8 = 'stream did not contain valid UTF-8';
+
+/**
+ * A plan file refused before reading (ours, beyond `plan.md` §5): `detail` is
+ * {@link notRegularFile} or {@link fileTooLarge}. `path` is shown exactly as given.
+ */
+export const planFileRefused = (path: string, detail: string): string => `failed to read plan file ${path}: ${detail}`;
+
+/** Detail for a path that is a FIFO, socket or device: reading it could block forever or never end. */
+export const notRegularFile = (kind: string): string =>
+  `it is a ${kind}, not a regular file; capsule reads plans and manifests only from regular files`;
+
+/** Detail for a file over the size limit; `sizeBytes` is null when it grew past the limit while being read. */
+export const fileTooLarge = (sizeBytes: number | null, limitBytes: number): string =>
+  `${sizeBytes === null ? `it holds more than ${limitBytes} bytes` : `it is ${sizeBytes} bytes`}, over the limit of ${limitBytes} bytes (${limitBytes / 1024 / 1024} MiB)`;
+
+/** Parse detail for a plan object (library callers) holding something JSON cannot: a bigint, a function, a Map, NaN, … */
+export const notJsonData = (got: string): string =>
+  `expected JSON data (null, a boolean, a finite number, a string, an array or a plain object), got ${got}`;
+
+/** Parse detail for a plan object with more values than the largest plan file could hold (shared objects count once per place). */
+export const tooManyValues = (limit: number): string =>
+  `the plan object holds more than ${limit} values (an object used in several places counts in each)`;
+
+/** Parse detail for a plan object whose properties could not be read (a getter or a proxy threw). */
+export const planObjectUnreadable = (reason: string): string => `the plan object could not be read: ${reason}`;
 
 /** Not JSON, or not the shape of §2 (`plan.md` §5). `detail` names the JSON path and the fix. */
 export const planParseFailed = (detail: string): string => `failed to parse plan JSON: ${detail}`;
@@ -98,18 +129,18 @@ export const unknownKey = (
   knownKeys: readonly string[],
 ): string =>
   suggestion === null
-    ? `${where}: unknown key '${key}' is ignored (known keys: ${knownKeys.join(', ')})`
-    : `${where}: unknown key '${key}' (did you mean '${suggestion}'?)`;
+    ? `${where}: unknown key '${excerpt(key)}' is ignored (known keys: ${knownKeys.join(', ')})`
+    : `${where}: unknown key '${excerpt(key)}' (did you mean '${suggestion}'?)`;
 
 /** How a step is named in a warning: `steps[1] (id 'b')`. */
-export const stepWhere = (path: string, id: string): string => `${path} (id '${id}')`;
+export const stepWhere = (path: string, id: string): string => `${path} (id '${excerpt(id)}')`;
 
 // ---------------------------------------------------------------------------------------------
 // Validation (plan.md §6)
 // ---------------------------------------------------------------------------------------------
 
 /** Rule 1. */
-export const duplicateStepId = (id: string): string => `duplicate step id '${id}'`;
+export const duplicateStepId = (id: string): string => `duplicate step id '${excerpt(id)}'`;
 
 /** Rule 2a. */
 export const NO_STEP_KIND = 'step must declare exactly one of tool, shell, or capsule';
@@ -119,30 +150,30 @@ export const SEVERAL_STEP_KINDS = 'step declares more than one of tool, shell, o
 
 /** Rule 3t-ii, and the tail of 3t-i. */
 export const notCallableInPlan = (tool: string): string =>
-  `'${tool}' is not callable from inside a plan`;
+  `'${excerpt(tool)}' is not callable from inside a plan`;
 
 /** Rule 3t-i (gist; key terms "cannot submit another plan", "is not callable from inside a plan"). */
 export const cannotSubmitPlan = (tool: string): string =>
   `a plan step cannot submit another plan: ${notCallableInPlan(tool)}`;
 
 /** Rule 3t-iii. */
-export const toolNotInstalled = (tool: string): string => `tool '${tool}' is not installed`;
+export const toolNotInstalled = (tool: string): string => `tool '${excerpt(tool)}' is not installed`;
 
 /** Rule 3s-i (and dispatch, §17.2). */
 export const SHELL_COMMAND_EMPTY = 'shell command is empty';
 
 /** Rule 3s-ii (and the executor's re-check, §17.2). */
 export const binaryNotAllowed = (binary: string): string =>
-  `binary '${binary}' is not in capabilities.shell.allow`;
+  `binary '${excerpt(binary)}' is not in capabilities.shell.allow`;
 
 /** Rule 5. */
-export const unknownDependency = (dep: string): string => `unknown dependency '${dep}'`;
+export const unknownDependency = (dep: string): string => `unknown dependency '${excerpt(dep)}'`;
 
 /** Rule 6, step part unknown; `reference` is shown with its `$`. */
-export const unknownReference = (reference: string): string => `unknown reference '${reference}'`;
+export const unknownReference = (reference: string): string => `unknown reference '${excerpt(reference)}'`;
 
 /** Rule 6, field part neither `output` nor `status`. */
-export const unknownReferenceField = (field: string): string => `unknown reference field '${field}'`;
+export const unknownReferenceField = (field: string): string => `unknown reference field '${excerpt(field)}'`;
 
 // ---------------------------------------------------------------------------------------------
 // Capsule step input shapes (plan.md §19.1)
@@ -156,7 +187,7 @@ const CAPSULE_SHAPES = 'a string or { "objective": "<text>" }';
  * <k1>, <k2>` and `"objective"`). `sortedKeys` are the offending keys, already sorted.
  */
 export const capsuleInputExtraKeys = (sortedKeys: readonly string[]): string =>
-  `capsule step input has keys the child cannot receive: ${sortedKeys.join(', ')}; ` +
+  `capsule step input has keys the child cannot receive: ${excerptList(sortedKeys)}; ` +
   `the input is the task text, so put the whole instruction in "objective"`;
 
 /** `objective` present but not a string. */
@@ -179,25 +210,25 @@ export const capsuleInputWrongType = (what: 'a boolean' | 'a number' | 'an array
 
 /** Operand text that does not start with `$` and is not a quoted literal. */
 export const unsupportedConditionOperand = (text: string): string =>
-  `unsupported condition operand '${text}'`;
+  `unsupported condition operand '${excerpt(text)}'`;
 
 /** `$word` with no dot. */
-export const invalidReference = (reference: string): string => `invalid reference '${reference}'`;
+export const invalidReference = (reference: string): string => `invalid reference '${excerpt(reference)}'`;
 
 /** The referenced step has not settled. */
-export const referenceNotReady = (reference: string): string => `reference '${reference}' is not ready`;
+export const referenceNotReady = (reference: string): string => `reference '${excerpt(reference)}' is not ready`;
 
 /** `.output` of a step without output. */
 export const referenceNoOutput = (reference: string): string =>
-  `reference '${reference}' has no output`;
+  `reference '${excerpt(reference)}' has no output`;
 
 /** A field other than `output` or `status`. */
 export const unsupportedReferenceField = (field: string): string =>
-  `unsupported reference field '${field}'`;
+  `unsupported reference field '${excerpt(field)}'`;
 
 /** A condition piece with none of `==`, `!=`, `>`, `<` outside quotes. */
 export const unsupportedConditionExpression = (piece: string): string =>
-  `unsupported condition expression '${piece}'`;
+  `unsupported condition expression '${excerpt(piece)}'`;
 
 // ---------------------------------------------------------------------------------------------
 // The manifest (DESIGN §5)

@@ -4,6 +4,7 @@
  */
 
 import { distance } from 'fastest-levenshtein';
+import { excerpt } from './text.js';
 
 /** One unknown key found in a plan file or manifest. */
 export interface PlanWarning {
@@ -68,11 +69,12 @@ const PLAIN_KEY = /^[^.[\]\s"]+$/u;
 /**
  * Appends an object key to a JSON path as people write it: `tools` + `word-count` →
  * `tools.word-count`; keys that are empty or hold dots, brackets, quotes or whitespace are written
- * `["a.b"]`.
+ * `["a.b"]`. A long key is shown as its `excerpt` (paths end up in error texts).
  */
 export function appendKey(path: string, key: string): string {
-  if (!PLAIN_KEY.test(key)) return `${path}[${JSON.stringify(key)}]`;
-  return path === '' ? key : `${path}.${key}`;
+  const shown = excerpt(key);
+  if (!PLAIN_KEY.test(key)) return `${path}[${JSON.stringify(shown)}]`;
+  return path === '' ? shown : `${path}.${shown}`;
 }
 
 /** Appends an array index to a JSON path: `steps` + 1 → `steps[1]`. */

@@ -94,7 +94,7 @@ export function capsuleTaskText(input: JsonValue): CapsuleTaskResult {
 }
 
 /** Rules 2–4 for one step; the error text, or `null` when it passes. */
-function checkStepShape(step: PlanStep, ctx: ValidationContext): string | null {
+function checkStepShape(step: PlanStep, ctx: ValidationContext, allowed: ReadonlySet<string>): string | null {
   const declared = [step.tool, step.shell, step.capsule].filter((kind) => kind !== undefined).length;
   if (declared === 0) return NO_STEP_KIND;
   if (declared > 1) return SEVERAL_STEP_KINDS;
@@ -106,7 +106,7 @@ function checkStepShape(step: PlanStep, ctx: ValidationContext): string | null {
   } else if (step.shell !== undefined) {
     const [binary] = splitShellWords(step.shell);
     if (binary === undefined) return SHELL_COMMAND_EMPTY;
-    if (!ctx.shellAllow.includes(binary)) return binaryNotAllowed(binary);
+    if (!allowed.has(binary)) return binaryNotAllowed(binary);
   } else {
     const task = capsuleTaskText(step.input);
     if (!task.ok) return task.error;
@@ -124,7 +124,20 @@ function checkStepShape(step: PlanStep, ctx: ValidationContext): string | null {
 export function conditionReferenceTokens(condition: string): string[] {
   return splitUnicodeWhitespace(condition)
     .filter((token) => token.startsWith('$'))
-    .map((token) => token.replace(/^[()]+|[()]+$/gu, ''));
+    .map(stripParens);
+}
+
+/**
+ * `token` without its leading and trailing `(`/`)`. A loop: `/[()]+$/` backtracks quadratically on
+ * a token holding a long run of parentheses that is not at its end.
+ */
+function stripParens(token: string): string {
+  const isParen = (unit: number): boolean => unit === 0x28 || unit === 0x29;
+  let start = 0;
+  let end = token.length;
+  while (start < end && isParen(token.charCodeAt(start))) start++;
+  while (end > start && isParen(token.charCodeAt(end - 1))) end--;
+  return token.slice(start, end);
 }
 
 /** Rule 6 for one reference text; the error, or `null` when it passes or has no dot. */
@@ -181,10 +194,12 @@ function checkStepLinks(step: PlanStep, ids: ReadonlySet<string>): string | null
  */
 export function validatePlan(plan: PlanFile, ctx: ValidationContext): ValidationFailure | null {
   const ids = new Set<string>();
+  // A Set: a long allow-list checked once per shell step would make validation quadratic.
+  const allowed = new Set(ctx.shellAllow);
   for (const step of plan.steps) {
     if (ids.has(step.id)) return { step_id: step.id, error: duplicateStepId(step.id) };
     ids.add(step.id);
-    const error = checkStepShape(step, ctx);
+    const error = checkStepShape(step, ctx, allowed);
     if (error !== null) return { step_id: step.id, error };
   }
   for (const step of plan.steps) {

@@ -76,7 +76,10 @@ export interface RunPlanOptions {
 
 /** A started run: its report, and the cancel door. */
 export interface PlanRun {
-  /** Resolves with the report; rejects only for a bug or an unusable records directory. */
+  /**
+   * Resolves with the report; rejects only for a bug (a {@link RunInternalError} once the session
+   * exists: its trace is closed first) or an unusable records directory.
+   */
   readonly report: Promise<PlanReport>;
   /**
    * Cancels the run. Graceful (`force: false`): nothing more is dispatched, no retries; running
@@ -118,7 +121,9 @@ export function startPlan(options: RunPlanOptions): PlanRun {
   const onAbort = (): void => cancel();
   options.signal?.addEventListener('abort', onAbort, { once: true });
 
-  const report = (async (): Promise<PlanReport> => {
+  // What an internal error needs to close the trace: the session, once open, and what was written.
+  const opened: OpenedRun = { session: null, own: false, planNode: null, planId: '', planEnded: false, startedAtMs: Date.now(), stop: null };
+  const body = (async (): Promise<PlanReport> => {
     const startedAtMs = Date.now();
     const workdir = resolve(options.workdir ?? options.session?.workdir ?? process.cwd());
     const manifest = await resolveManifest(options.manifest, workdir, options.onWarning);
@@ -134,6 +139,8 @@ export function startPlan(options: RunPlanOptions): PlanRun {
         ...(options.eventLog !== undefined ? { eventLog: options.eventLog } : {}),
         ...(options.onNotice !== undefined ? { onWarning: options.onNotice } : {}),
       });
+    opened.session = session;
+    opened.own = ownSession;
     const finish = async (planReport: PlanReport, status: SessionExitStatus): Promise<PlanReport> => {
       writeReport(session.recordsDir, planReport);
       if (ownSession) await session.end(status);
@@ -145,6 +152,7 @@ export function startPlan(options: RunPlanOptions): PlanRun {
     // §5: read and parse. A failure is blamed on `plan`, with plan_end under the session node.
     const parsed = await loadPlan(options.plan);
     if (!parsed.ok) {
+      opened.planEnded = true;
       writeRefusedPlanEnd(session, session.nodeId, '', 'plan', 0, elapsed(), parsed.error);
       return finish(refusal(session, '', 'plan', parsed.error, elapsed()), 'failed');
     }
@@ -163,6 +171,8 @@ export function startPlan(options: RunPlanOptions): PlanRun {
         has_condition: step.if !== undefined,
       })),
     });
+    opened.planNode = planNode;
+    opened.planId = plan.id;
     options.onEvent?.({ type: 'plan.started', planId: plan.id, steps: plan.steps.map((s, i) => ({ id: s.id, kind: kinds[i] ?? 'unknown' })) });
 
     const functionTools = new Map(Object.entries(options.tools ?? {}));
@@ -173,6 +183,7 @@ export function startPlan(options: RunPlanOptions): PlanRun {
       installedTools: new Set([...functionTools.keys(), ...commandTools.keys()]),
     });
     if (refused !== null) {
+      opened.planEnded = true;
       writeRefusedPlanEnd(session, planNode, plan.id, refused.step_id, plan.steps.length, elapsed(), refused.error);
       return finish(refusal(session, plan.id, refused.step_id, refused.error, elapsed()), 'failed');
     }
@@ -246,6 +257,11 @@ export function startPlan(options: RunPlanOptions): PlanRun {
       options.onEvent?.({ type: 'step.settled', result, kind: record.kind });
     });
     sendCancel = (force) => actor.send({ type: 'CANCEL', force });
+    opened.stop = async () => {
+      sendCancel = null;
+      actor.stop();
+      await session.groups.endAll(killGraceMs, ownerPrefix);
+    };
     actor.start();
     if (cancelRequest?.force) actor.send({ type: 'CANCEL', force: true });
     const output: PlanOutput = await toPromise(actor);
@@ -254,6 +270,7 @@ export function startPlan(options: RunPlanOptions): PlanRun {
     const counts = { success: 0, failed: 0, skipped: 0 };
     for (const result of output.results) counts[result.status]++;
     const durationMs = elapsed();
+    opened.planEnded = true;
     session.trace.write('plan_end', planNode, {
       plan_id: plan.id,
       outcome: output.canceled ? 'canceled' : output.completed ? 'completed' : 'failed',
@@ -277,6 +294,13 @@ export function startPlan(options: RunPlanOptions): PlanRun {
     };
     return finish(planReport, output.canceled ? 'canceled' : output.completed ? 'ok' : 'failed');
   })();
+  // A bug, not a plan's doing: once a session exists, its trace is still closed and its process
+  // groups ended, and the caller learns the records directory (the CLI writes the stack there).
+  const report = body.catch(async (error: unknown): Promise<never> => {
+    if (opened.session === null) throw error;
+    await closeAfterInternalError(opened, error);
+    throw new RunInternalError(error, opened.session.recordsDir);
+  });
 
   // Once the run is over, a long-lived signal must not keep it (or call into it) any more.
   const forget = (): void => {
@@ -286,6 +310,80 @@ export function startPlan(options: RunPlanOptions): PlanRun {
   report.then(forget, forget);
 
   return { report, cancel };
+}
+
+/** What {@link closeAfterInternalError} needs to know about a run. */
+interface OpenedRun {
+  session: Session | null;
+  /** Whether the run opened the session itself (then it ends it). */
+  own: boolean;
+  /** `event_id` of `plan_start`, once written. */
+  planNode: string | null;
+  planId: string;
+  planEnded: boolean;
+  startedAtMs: number;
+  /** Stops the plan actor and ends the run's process groups, once the actor exists. */
+  stop: (() => Promise<void>) | null;
+}
+
+/**
+ * After an internal error: `plan_end` (outcome `failed`, reason `internal error: …`) unless one
+ * was written, under the plan node (under the session node before `plan_start`), once the plan
+ * actor is stopped and the run's process groups ended; then, for the run's own session,
+ * `session_end` with exit status `error`. Best effort: a failure here must not hide the original error.
+ */
+async function closeAfterInternalError(opened: OpenedRun, error: unknown): Promise<void> {
+  const session = opened.session;
+  if (session === null) return;
+  try {
+    await opened.stop?.();
+  } catch {
+    // Ending the session below still ends every process group it holds.
+  }
+  try {
+    if (!opened.planEnded) {
+      opened.planEnded = true;
+      session.trace.write('plan_end', opened.planNode ?? session.nodeId, {
+        plan_id: opened.planId,
+        outcome: 'failed',
+        steps_total: 0,
+        steps_succeeded: 0,
+        steps_failed: 0,
+        steps_skipped: 0,
+        duration_ms: Date.now() - opened.startedAtMs,
+        reason: internalErrorReason(error),
+      });
+    }
+  } catch {
+    // The trace is best effort here; the caller reports the original error.
+  }
+  try {
+    if (opened.own) await session.end('error');
+  } catch {
+    // Nothing more can be done; the caller reports the original error.
+  }
+}
+
+/** `plan_end.reason` after an internal error: `internal error: <first line of the message>`, at most 200 characters of it. */
+function internalErrorReason(error: unknown): string {
+  const message = error instanceof Error ? error.message : String(error);
+  const first = message.split('\n', 1)[0] ?? '';
+  return `internal error: ${first.length > 200 ? `${first.slice(0, 200)}…` : first}`;
+}
+
+/**
+ * A bug inside a run (an exception, not anything a plan author can cause), raised once the
+ * session's trace is closed (`plan_end`, `session_end` with exit status `error`) and its process
+ * groups ended. `cause` is the original error; `recordsDir` the session's records directory.
+ */
+export class RunInternalError extends Error {
+  override readonly name = 'RunInternalError';
+  readonly recordsDir: string;
+
+  constructor(cause: unknown, recordsDir: string) {
+    super(cause instanceof Error ? cause.message : String(cause), { cause });
+    this.recordsDir = recordsDir;
+  }
 }
 
 function publicResult(result: StepResult): StepResult {
