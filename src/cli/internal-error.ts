@@ -133,17 +133,25 @@ function safeCwd(): string {
 /** Milliseconds `capsule` waits, after an uncaught exception, for a running plan to be ended before it exits anyway. */
 export const EMERGENCY_EXIT_MS = 15_000;
 
-const emergencies = new Set<() => void>();
+/** What a running command registered: how to stop it, and where its records go. */
+interface Emergency {
+  readonly stop: () => void;
+  readonly recordsRoot: string | undefined;
+}
+
+const emergencies = new Set<Emergency>();
 let uncaught = false;
 
 /**
  * Registers what to do when an uncaught exception hits while a command runs: `capsule run`
- * force-cancels its plan (its report then resolves and the command returns as usual, with exit 1).
+ * force-cancels its plan (its report then resolves and the command returns as usual, with exit 1),
+ * and names the directory its records go to (the details file is written there).
  * @returns A function that unregisters it.
  */
-export function onUncaughtError(stop: () => void): () => void {
-  emergencies.add(stop);
-  return () => emergencies.delete(stop);
+export function onUncaughtError(stop: () => void, recordsRoot?: string): () => void {
+  const entry: Emergency = { stop, recordsRoot };
+  emergencies.add(entry);
+  return () => emergencies.delete(entry);
 }
 
 /** Whether an uncaught exception was reported: the exit code is then 1, whatever the command returns. */
@@ -162,12 +170,14 @@ export function installUncaughtErrorHandlers(): void {
     const first = !uncaught;
     uncaught = true;
     process.exitCode = 1;
-    reportInternalError(error);
+    const registered = [...emergencies];
+    const recordsRoot = registered.find((entry) => entry.recordsRoot !== undefined)?.recordsRoot;
+    reportInternalError(error, recordsRoot !== undefined ? { recordsRoot } : {});
     if (!first) return;
-    if (emergencies.size === 0) process.exit(1);
-    for (const stop of [...emergencies]) {
+    if (registered.length === 0) process.exit(1);
+    for (const entry of registered) {
       try {
-        stop();
+        entry.stop();
       } catch {
         // the exit below still comes
       }

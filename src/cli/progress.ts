@@ -78,10 +78,10 @@ function truncate(text: string, width: number): string {
   return text.length <= width ? text : `${text.slice(0, Math.max(0, width - 1))}…`;
 }
 
-/** Widest step id shown in the live view and the summary table; a longer one is cut with `…`. */
+/** Widest step or plan id progress shows; a longer one is cut with `…`. */
 const MAX_SHOWN_ID_CHARS = 60;
 
-/** A step id as the live view and the table show it: printable, at most `MAX_SHOWN_ID_CHARS` wide. */
+/** A step or plan id as progress shows it: printable, at most `MAX_SHOWN_ID_CHARS` wide. */
 function shownId(id: string): string {
   // Cut before `printable` (which only lengthens), so a 10 MB id costs nothing.
   return truncate(printable(id.length > MAX_SHOWN_ID_CHARS * 4 ? id.slice(0, MAX_SHOWN_ID_CHARS * 4) : id), MAX_SHOWN_ID_CHARS);
@@ -135,7 +135,7 @@ export class Progress {
         this.#planId = event.planId;
         this.#planStartedAtMs = this.#now();
         this.#steps = [...event.steps];
-        this.#print(this.#paint('bold', `plan ${event.planId}: ${event.steps.length} step${event.steps.length === 1 ? '' : 's'}`));
+        this.#print(this.#paint('bold', `plan ${shownId(event.planId)}: ${event.steps.length} step${event.steps.length === 1 ? '' : 's'}`));
         if (this.#live !== null && this.#timer === undefined) {
           this.#timer = setInterval(() => this.#render(), LIVE_FRAME_MS);
           this.#timer.unref();
@@ -143,7 +143,7 @@ export class Progress {
         break;
       case 'step.started':
         this.#running.set(event.stepId, this.#now());
-        if (this.#mode === 'lines') this.#print(`${this.#paint('cyan', '▶')} ${printable(event.stepId)} (${event.kind})`);
+        if (this.#mode === 'lines') this.#print(`${this.#paint('cyan', '▶')} ${shownId(event.stepId)} (${event.kind})`);
         break;
       case 'step.settled':
         this.#running.delete(event.result.step_id);
@@ -180,7 +180,7 @@ export class Progress {
       if (!report.completed && !report.canceled && report.failed_step !== null) {
         const blamed = report.results.find((result) => result.step_id === report.failed_step);
         const where =
-          report.failed_step === 'plan' ? 'plan' : `step '${printable(report.failed_step)}' stopped plan ${printable(report.plan_id)}`;
+          report.failed_step === 'plan' ? 'plan' : `step '${shownId(report.failed_step)}' stopped plan ${shownId(report.plan_id)}`;
         this.#stream.write(`failed: ${where}: ${firstLine(blamed?.error ?? null)}\n`);
       }
       return;
@@ -200,11 +200,11 @@ export class Progress {
     const reason = firstLine(result.error);
     switch (result.status) {
       case 'success':
-        return `${this.#paint('green', '✔')} ${printable(result.step_id)} success ${formatDuration(result.duration_ms)}${attempts}`;
+        return `${this.#paint('green', '✔')} ${shownId(result.step_id)} success ${formatDuration(result.duration_ms)}${attempts}`;
       case 'failed':
-        return `${this.#paint('red', '✖')} ${printable(result.step_id)} failed${reason === '' ? '' : `: ${reason}`}${attempts}`;
+        return `${this.#paint('red', '✖')} ${shownId(result.step_id)} failed${reason === '' ? '' : `: ${reason}`}${attempts}`;
       case 'skipped':
-        return `${this.#paint('yellow', '↷')} ${printable(result.step_id)} skipped${reason === '' ? '' : `: ${reason}`}`;
+        return `${this.#paint('yellow', '↷')} ${shownId(result.step_id)} skipped${reason === '' ? '' : `: ${reason}`}`;
     }
   }
 
@@ -223,7 +223,7 @@ export class Progress {
     const status =
       this.#canceling === 'forced' ? 'canceling (forced)' : this.#canceling === 'graceful' ? 'canceling' : 'running';
     const header =
-      `${this.#paint('cyan', spinner)} plan ${this.#planId} ${status} · ` +
+      `${this.#paint('cyan', spinner)} plan ${shownId(this.#planId)} ${status} · ` +
       `${this.#settledCount}/${this.#steps.length} settled · ${this.#running.size} running · ${formatDuration(now - this.#planStartedAtMs)}`;
     const room = Math.max(1, (this.#stream.rows ?? 24) - 3);
     const running = [...this.#running];
@@ -261,10 +261,11 @@ export class Progress {
     const lines = ['', this.#paint('bold', format(header, false)), ...rows.map((row) => format(row, true))];
     const took = formatDuration(report.duration_ms);
     let outcome: string;
-    if (report.canceled) outcome = this.#paint('yellow', `canceled: plan ${report.plan_id} after ${took}`);
-    else if (report.completed) outcome = this.#paint('green', `completed: plan ${report.plan_id} in ${took}`);
+    const plan = shownId(report.plan_id);
+    if (report.canceled) outcome = this.#paint('yellow', `canceled: plan ${plan} after ${took}`);
+    else if (report.completed) outcome = this.#paint('green', `completed: plan ${plan} in ${took}`);
     else if (report.plan_id === '') outcome = this.#paint('red', 'failed: the plan file could not be read or parsed');
-    else outcome = this.#paint('red', `failed: step '${report.failed_step ?? ''}' stopped plan ${report.plan_id} after ${took}`);
+    else outcome = this.#paint('red', `failed: step '${shownId(report.failed_step ?? '')}' stopped plan ${plan} after ${took}`);
     lines.push('', outcome);
     lines.push(`records: ${report.records_dir}`);
     return `${lines.join('\n')}\n`;

@@ -11,7 +11,7 @@ import { releaseEarlySignals } from './early-signals.js';
 import { onUncaughtError } from './internal-error.js';
 import { cancelOnSignals } from './cancel-on-signals.js';
 import { collect, EXIT, parseNonNegativeNumber, parsePositiveInteger, usageError, type ExitCode } from './program.js';
-import { Progress, progressModeFor, useColor } from './progress.js';
+import { printable, Progress, progressModeFor, useColor } from './progress.js';
 import { WarningSink } from './warning-sink.js';
 
 /** Options of `capsule run`, as commander parses them. */
@@ -80,7 +80,7 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
     mode: progressModeFor(stderr, options.quiet === true),
     color: useColor(stderr),
   });
-  const warnings = new WarningSink({ write: (line) => progress.note(line) });
+  const warnings = new WarningSink({ write: (line) => progress.note(printable(line)) });
   const run = startPlan({
     plan: planPath,
     workdir,
@@ -102,7 +102,10 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
   // groups are ended: progress is best effort, for the rest of this process's life.
   stderr.on('error', () => {});
   // An exception outside this flow (a timer, a listener) ends the run by force before capsule exits.
-  const stopOnUncaughtError = onUncaughtError(() => run.cancel({ force: true }));
+  const stopOnUncaughtError = onUncaughtError(
+    () => run.cancel({ force: true }),
+    options.records !== undefined ? resolve(options.records) : join(workdir, '.capsule', 'records'),
+  );
 
   let report: PlanReport;
   try {

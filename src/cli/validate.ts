@@ -12,6 +12,7 @@ import { parsePlanText, readPlanFile, stepKind } from '../plan/schema.js';
 import { excerpt } from '../plan/text.js';
 import { validatePlan } from '../plan/validate.js';
 import { collect, EXIT, usageError, type ExitCode } from './program.js';
+import { printable } from './progress.js';
 import { WarningSink, type WarningLike } from './warning-sink.js';
 
 /** Options of `capsule validate`, as commander parses them. */
@@ -55,7 +56,8 @@ export function registerValidate(program: Command): void {
 
 /** Runs `capsule validate` and returns its exit code. */
 export async function validateCommand(planPath: string, options: ValidateCommandOptions): Promise<ExitCode> {
-  const sink = new WarningSink({ write: (line) => process.stderr.write(`${line}\n`) });
+  // The terminal gets printable lines (a control character in a plan must not rewrite it); --json the texts as they are.
+  const sink = new WarningSink({ write: (line) => process.stderr.write(`${printable(line)}\n`) });
   const warn = (warning: WarningLike): void => sink.warn(warning);
 
   const manifestPath = options.manifest ?? (existsSync('capsule.json') ? 'capsule.json' : null);
@@ -73,10 +75,10 @@ export async function validateCommand(planPath: string, options: ValidateCommand
   if (options.json === true) {
     process.stdout.write(`${JSON.stringify(withWarnings, null, 2)}\n`);
   } else if (report.valid) {
-    process.stdout.write(`valid: plan ${report.plan_id}\n`);
+    process.stdout.write(`valid: plan ${printable(excerpt(report.plan_id))}\n`);
   } else {
     const where = report.failed_step === 'plan' ? 'plan' : `step '${excerpt(report.failed_step ?? '')}'`;
-    process.stderr.write(`refused: ${where}: ${report.error ?? ''}\n`);
+    process.stderr.write(`${printable(`refused: ${where}: ${report.error ?? ''}`)}\n`);
   }
   return report.valid ? EXIT.OK : EXIT.FAILED;
 }

@@ -81,46 +81,89 @@ export type JsonDataProblem =
  * Checks that `value` is JSON data as `JSON.parse` could have made it: `null`, booleans, finite
  * numbers, strings, arrays and plain objects (prototype `Object.prototype` of any realm, or
  * `null`); `undefined` is accepted where `JSON.stringify` drops it (an absent key). Also refuses
- * nesting deeper than `maxDepth` (a cyclic value is infinitely deep) and more than `maxValues`
- * values in all (a value reached through several references counts each time, as its JSON text
- * would repeat it).
+ * nesting deeper than `maxDepth` (a cycle is infinitely deep) and more than `maxValues` values in
+ * all, where a value reached through several references counts each time, as its JSON text would
+ * repeat it.
+ *
+ * One post-order walk with its own stack, visiting each distinct object once: the size and height
+ * of a shared object are remembered, so 100 levels of `{ l: next, r: next }` (2^100 places) are
+ * refused at once, not walked.
  *
  * A getter or proxy that throws is not caught here: callers catch it (see `parsePlanValue`).
  *
- * @returns null when the value passes; otherwise the first problem in depth-first order.
+ * @returns null when the value passes; otherwise the first problem found.
  */
 export function findNonJsonData(value: unknown, maxDepth: number, maxValues: number): JsonDataProblem | null {
-  // The fast pass keeps no paths; a problem is located by a second, path-keeping pass.
-  const nodes: object[] = [];
-  const depths: number[] = [];
-  let values = 1;
-  const root = scalarProblem(value);
-  if (root !== null) return { kind: 'not-json', path: '', got: root };
-  if (value !== null && typeof value === 'object') {
-    nodes.push(value);
-    depths.push(1);
-  }
-  while (nodes.length > 0) {
-    const node = nodes.pop() as object;
-    const depth = depths.pop() as number;
-    if (depth > maxDepth) return { kind: 'too-deep' };
+  const rootProblem = scalarProblem(value);
+  if (rootProblem !== null) return { kind: 'not-json', path: '', got: rootProblem };
+  if (value === null || typeof value !== 'object') return null;
+  /** Objects walked: their size (values, counted with repeats) and height (1 for `[]`). */
+  const done = new Map<object, { readonly size: number; readonly height: number }>();
+  /** Objects on the stack: meeting one again is a cycle. */
+  const active = new Set<object>();
+  const stack: Frame[] = [];
+  const tooDeep: JsonDataProblem = { kind: 'too-deep' };
+  const tooMany: JsonDataProblem = { kind: 'too-many', limit: maxValues };
+
+  // Enters `node` at depth stack.length + 1; returns the problem, or null.
+  const enter = (node: object): JsonDataProblem | null => {
+    if (stack.length + 1 > maxDepth) return tooDeep;
     const problem = containerProblem(node);
     if (problem !== null) return { kind: 'not-json', path: locate(value, node), got: problem };
-    const children: unknown[] = Array.isArray(node) ? node : Object.values(node);
-    values += children.length;
-    if (values > maxValues) return { kind: 'too-many', limit: maxValues };
-    for (let i = 0; i < children.length; i++) {
-      const child = children[i];
-      if (child !== null && typeof child === 'object') {
-        nodes.push(child);
-        depths.push(depth + 1);
-      } else {
+    active.add(node);
+    stack.push({ node, children: Array.isArray(node) ? node : Object.values(node), next: 0, size: 1, height: 1 });
+    return null;
+  };
+
+  const first = enter(value);
+  if (first !== null) return first;
+  while (stack.length > 0) {
+    const frame = stack[stack.length - 1] as Frame;
+    if (frame.next < frame.children.length) {
+      const index = frame.next++;
+      const child = frame.children[index];
+      if (child === null || typeof child !== 'object') {
         const bad = scalarProblem(child);
-        if (bad !== null) return { kind: 'not-json', path: locate(value, node, i), got: bad };
+        if (bad !== null) return { kind: 'not-json', path: locate(value, frame.node, index), got: bad };
+        frame.size += 1;
+      } else {
+        const known = done.get(child);
+        if (known === undefined) {
+          if (active.has(child)) return tooDeep; // a cycle
+          const problem = enter(child);
+          if (problem !== null) return problem;
+          continue;
+        }
+        if (stack.length + known.height > maxDepth) return tooDeep;
+        frame.size += known.size;
+        frame.height = Math.max(frame.height, known.height + 1);
+      }
+      if (frame.size > maxValues) return tooMany;
+    } else {
+      stack.pop();
+      active.delete(frame.node);
+      done.set(frame.node, { size: frame.size, height: frame.height });
+      const parent = stack[stack.length - 1];
+      if (parent !== undefined) {
+        parent.size += frame.size;
+        parent.height = Math.max(parent.height, frame.height + 1);
+        if (parent.size > maxValues) return tooMany;
       }
     }
   }
   return null;
+}
+
+/** One object being walked by {@link findNonJsonData}. */
+interface Frame {
+  readonly node: object;
+  readonly children: readonly unknown[];
+  /** Index of the next child to look at. */
+  next: number;
+  /** Values in this object so far, itself included. */
+  size: number;
+  /** Height so far: 1 + the height of its highest container child. */
+  height: number;
 }
 
 /** What is wrong with a non-container value, or null (objects are checked by {@link containerProblem}). */

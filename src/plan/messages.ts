@@ -39,8 +39,10 @@ export const notRegularFile = (kind: string): string =>
   `it is a ${kind}, not a regular file; capsule reads plans and manifests only from regular files`;
 
 /** Detail for a file over the size limit; `sizeBytes` is null when it grew past the limit while being read. */
-export const fileTooLarge = (sizeBytes: number | null, limitBytes: number): string =>
-  `${sizeBytes === null ? `it holds more than ${limitBytes} bytes` : `it is ${sizeBytes} bytes`}, over the limit of ${limitBytes} bytes (${limitBytes / 1024 / 1024} MiB)`;
+export const fileTooLarge = (sizeBytes: number | null, limitBytes: number): string => {
+  const mib = limitBytes % (1024 * 1024) === 0 ? ` (${limitBytes / 1024 / 1024} MiB)` : '';
+  return `${sizeBytes === null ? `it holds more than ${limitBytes} bytes` : `it is ${sizeBytes} bytes`}, over the limit of ${limitBytes} bytes${mib}`;
+};
 
 /** Parse detail for a plan object (library callers) holding something JSON cannot: a bigint, a function, a Map, NaN, … */
 export const notJsonData = (got: string): string =>

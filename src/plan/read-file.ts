@@ -9,11 +9,12 @@ import { open, stat } from 'node:fs/promises';
 import { fileTooLarge, NOT_UTF8, notRegularFile } from './messages.js';
 
 /**
- * Largest plan file or manifest `capsule` reads: 64 MiB. A plan of 100,000 steps with a dozen
- * dependencies each is about 15 MiB; the limit keeps the work of one refusal (reading, the depth
- * scan, `JSON.parse`) under a second or so.
+ * Largest plan file or manifest `capsule` reads: 16 MiB (16,777,216 bytes). The largest plan of
+ * `npm run bench` (10,000 steps in 100 layers, each step depending on the whole previous layer:
+ * 990,000 dependency entries) is about 11 MiB as a file. The limit bounds the worst file's cost
+ * (16 MiB of `[],` is 5.6 million arrays: a few seconds and ~450 MiB to parse and validate).
  */
-export const MAX_INPUT_FILE_BYTES = 64 * 1024 * 1024;
+export const MAX_INPUT_FILE_BYTES = 16 * 1024 * 1024;
 
 /** Why a read failed: the file is missing, not a regular file, over the limit, or any other io error. */
 export type ReadFailure = 'missing' | 'not-regular' | 'too-large' | 'io';

@@ -303,7 +303,7 @@ export function errorText(error: unknown): string {
  * @returns The text; or `failed to read plan file <path>: it does not exist` when the file does
  *   not exist; `failed to read plan file <path>: it is a FIFO (named pipe), not a regular file; …`
  *   for a FIFO, socket or device; `failed to read plan file <path>: it is <n> bytes, over the
- *   limit of 67108864 bytes (64 MiB)`; `failed to read plan file: <io error text>` for any other
+ *   limit of 16777216 bytes (16 MiB)`; `failed to read plan file: <io error text>` for any other
  *   read error (including bytes that are not UTF-8, and a directory: `EISDIR: …`).
  */
 export async function readPlanFile(

@@ -1,0 +1,190 @@
+/**
+ * Regression tests of the crash classes of issue 16 and of those fuzzing found since, one test
+ * each, at the reader that had it and (where the symptom was the CLI's) through `capsule` itself.
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Progress } from '../../src/cli/progress.js';
+import type { PlanReport } from '../../src/runtime/run-plan.js';
+import { evaluateCondition } from '../../src/plan/condition.js';
+import { lintPlan } from '../../src/plan/lint.js';
+import { parsePlanText, parsePlanValue, stepKind } from '../../src/plan/schema.js';
+import { splitShellWords } from '../../src/plan/shell-words.js';
+import { conditionReferenceTokens, validatePlan } from '../../src/plan/validate.js';
+import { killStartedClis, runCli } from '../cli/helpers.js';
+import { planOf } from '../plan/support.js';
+import { MAX_ERROR_CHARS } from './verdicts.js';
+
+const dirs: string[] = [];
+const tempDir = (): string => {
+  const dir = mkdtempSync(join(tmpdir(), 'capsule-regressions-'));
+  dirs.push(dir);
+  return dir;
+};
+afterEach(() => killStartedClis());
+afterAll(() => {
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+});
+
+const ctx = { shellAllow: ['true'], installedTools: new Set<string>() };
+const STACK_TRACE = /\n\s+at /;
+
+describe('stack overflows on long inputs', () => {
+  it("validates an if of 'x', 8,388,575 U+2028 and 'x' (splitUnicodeWhitespace spread a String.split over the stack)", () => {
+    for (const space of ['\u2028', '\u3000']) {
+      const plan = planOf(JSON.stringify({ id: 'p', steps: [{ id: 'a', shell: 'true', if: `x${space.repeat(8_388_575)}x` }] }));
+      expect(validatePlan(plan, ctx)).toBeNull();
+    }
+  });
+
+  it('lints a step depending on 300,000 entries (ancestorsOf spread them into push)', () => {
+    const plan = planOf(
+      JSON.stringify({
+        id: 'p',
+        steps: [
+          { id: 'a', shell: 'true' },
+          { id: 'b', shell: 'true', depends_on: new Array(300_000).fill('a') },
+          { id: 'c', shell: 'true', depends_on: ['b'], input: '$a.output' },
+        ],
+      }),
+    );
+    expect(lintPlan(plan, plan.steps.map(stepKind))).toEqual({ blocked: null, warnings: [] });
+  });
+
+  it("prints the summary table of a 300,000-step run (Math.max spread every row's width)", () => {
+    let printed = 0;
+    const progress = new Progress({ stream: { write: (text: string) => ((printed += text.length), true) }, mode: 'lines', color: false });
+    const steps = Array.from({ length: 300_000 }, (_, i) => ({ id: `s${i}`, kind: 'shell' as const }));
+    progress.onEvent({ type: 'plan.started', planId: 'p', steps });
+    const report: PlanReport = {
+      plan_id: 'p', session_id: 'ses_x', completed: false, failed_step: 's0', canceled: false, records_dir: '/r', duration_ms: 1,
+      results: [{ step_id: 's0', status: 'failed', output: null, error: "binary 'nope' is not in capabilities.shell.allow", attempts: 0, duration_ms: 0 }],
+    };
+    expect(() => progress.finish(report)).not.toThrow();
+    expect(printed).toBeGreaterThan(300_000);
+  });
+
+  it('refuses JSON nested 200 levels in a plan object handed to parsePlanValue, and a cyclic one, without recursion', () => {
+    let deep: unknown = 'leaf';
+    for (let i = 0; i < 200; i++) deep = [deep];
+    expect(parsePlanValue({ id: 'p', steps: [{ id: 'a', tool: 'x', input: deep }] })).toEqual({
+      ok: false,
+      error: 'failed to parse plan JSON: arrays and objects are nested more than 128 levels deep',
+    });
+    const cyclic: Record<string, unknown> = { id: 'p', steps: [] };
+    (cyclic['steps'] as unknown[]).push({ id: 'a', tool: 'x', input: cyclic });
+    expect(parsePlanValue(cyclic).ok).toBe(false);
+  });
+});
+
+describe('work that grows faster than the input', () => {
+  it('evaluates a condition after a million U+2028 (trimUnicode backtracked quadratically: hours)', () => {
+    const results = new Map([['a', { step_id: 'a', status: 'success' as const, output: 'x', error: null, attempts: 1, duration_ms: 0 }]]);
+    expect(evaluateCondition(`${'\u2028'.repeat(1_000_000)}$a.status == 'success'${'\u2028'.repeat(1_000_000)}x`, results)).toEqual({
+      ok: false,
+      error: expect.stringMatching(/^unsupported condition operand '/),
+    });
+  });
+
+  it('finds the reference in $ + 1,000,000 ( + x (stripping parentheses with /[()]+$/ backtracked quadratically)', () => {
+    expect(conditionReferenceTokens(`$${'('.repeat(1_000_000)}x`)).toEqual([`$${'('.repeat(1_000_000)}x`]);
+    expect(conditionReferenceTokens(`$a.status)))`)).toEqual(['$a.status']);
+  });
+
+  it('checks 100,000 shell steps against an allow-list of 100,000 binaries (includes() per step was quadratic)', () => {
+    const allow = Array.from({ length: 100_000 }, (_, i) => `bin${i}`);
+    const steps = Array.from({ length: 100_000 }, (_, i) => ({ id: `s${i}`, shell: `bin${99_999 - (i % 10)}` }));
+    expect(validatePlan(planOf(JSON.stringify({ id: 'p', steps })), { shellAllow: allow, installedTools: new Set() })).toBeNull();
+  });
+
+  it('refuses a plan object of 100 levels each shared twice (2^100 places) at once, counting each distinct object once', () => {
+    let level: unknown = '$a.output';
+    for (let i = 0; i < 100; i++) level = { l: level, r: level };
+    expect(parsePlanValue({ id: 'p', steps: [{ id: 'a', tool: 'x', input: level }] })).toEqual({
+      ok: false,
+      error: 'failed to parse plan JSON: the plan object holds more than 8388608 values (an object used in several places counts in each)',
+    });
+  });
+
+  it('splits a command of 9,000,000 backslash-escaped spaces into one word', () => {
+    expect(splitShellWords(`echo ${'\\ '.repeat(9_000_000)}`).map((word) => word.length)).toEqual([4, 9_000_000]);
+  });
+});
+
+describe('error texts quote only an excerpt of the input', () => {
+  it.each([
+    ['a shell binary of 10,000,000 characters', { id: 'p', steps: [{ id: 'a', shell: 'x'.repeat(10_000_000) }] }],
+    ['a duplicate step id of 10,000,000 characters', { id: 'p', steps: [{ id: 'i'.repeat(10_000_000), shell: 'true' }, { id: 'i'.repeat(10_000_000), shell: 'true' }] }],
+    ['an unknown dependency of 10,000,000 characters', { id: 'p', steps: [{ id: 'a', shell: 'true', depends_on: ['d'.repeat(10_000_000)] }] }],
+    ['an unknown reference of 10,000,000 characters', { id: 'p', steps: [{ id: 'a', shell: 'true', input: `$${'r'.repeat(10_000_000)}.output` }] }],
+    ['an on_error of 10,000,000 characters', { id: 'p', steps: [{ id: 'a', shell: 'true', on_error: 'o'.repeat(10_000_000) }] }],
+    ['a capsule input with 100,000 extra keys', { id: 'p', steps: [{ id: 'a', capsule: 'w', input: Object.fromEntries(Array.from({ length: 100_000 }, (_, i) => [`k${i}`, 1])) }] }],
+  ])('for %s', (_what, plan) => {
+    const failure = validatePlan(planOf(JSON.stringify(plan)), ctx);
+    expect(failure).not.toBeNull();
+    expect(failure?.error.length).toBeLessThan(300);
+  });
+
+  it('for an unknown key of 10,000,000 characters (the warning)', () => {
+    const parsed = parsePlanText(JSON.stringify({ id: 'p', steps: [{ id: 'a', shell: 'true', ['k'.repeat(10_000_000)]: 1 }] }));
+    expect(parsed.ok && parsed.warnings.map((w) => w.message.length)).toEqual([expect.any(Number)]);
+    expect(parsed.ok && (parsed.warnings[0]?.message.length ?? 0) < MAX_ERROR_CHARS).toBe(true);
+  });
+});
+
+describe('capsule itself', () => {
+  it('refuses a FIFO with no writer as the plan at once instead of blocking forever (exit 1)', async () => {
+    const dir = tempDir();
+    execFileSync('mkfifo', [join(dir, 'plan.json')]);
+    const validate = await runCli(['validate', 'plan.json'], { cwd: dir, timeoutMs: 15_000 });
+    const run = await runCli(['run', 'plan.json', '--json'], { cwd: dir, timeoutMs: 15_000 });
+
+    expect(validate.code).toBe(1);
+    expect(validate.stderr).toBe('refused: plan: failed to read plan file plan.json: it is a FIFO (named pipe), not a regular file; capsule reads plans and manifests only from regular files\n');
+    expect(run.code).toBe(1);
+    expect(JSON.parse(run.stdout)).toMatchObject({ plan_id: '', failed_step: 'plan', results: [{ step_id: 'plan', error: expect.stringContaining('it is a FIFO') }] });
+  });
+
+  it('refuses 16 MiB of [ by its depth before parsing it, and 17 MiB by its size before reading it', async () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, 'deep.json'), Buffer.alloc(16 * 1024 * 1024, 0x5b));
+    writeFileSync(join(dir, 'big.json'), Buffer.alloc(17 * 1024 * 1024, 0x5b));
+    const deep = await runCli(['validate', 'deep.json'], { cwd: dir });
+    const big = await runCli(['validate', 'big.json'], { cwd: dir });
+
+    expect(deep.code).toBe(1);
+    expect(deep.stderr).toBe('refused: plan: failed to parse plan JSON: arrays and objects are nested more than 128 levels deep\n');
+    expect(big.code).toBe(1);
+    expect(big.stderr).toBe('refused: plan: failed to read plan file big.json: it is 17825792 bytes, over the limit of 16777216 bytes (16 MiB)\n');
+  });
+
+  it('prints a million unordered-reference warnings as 20 and a count (it printed 157 MB on stdout and 159 MB on stderr)', async () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, 'plan.json'), JSON.stringify({ id: 'p', steps: [{ id: 'a', shell: 'true' }, { id: 'b', shell: 'true', input: new Array(1_000_000).fill('$a.output') }] }));
+    const human = await runCli(['validate', 'plan.json', '--allow', 'true'], { cwd: dir });
+    const json = await runCli(['validate', 'plan.json', '--allow', 'true', '--json'], { cwd: dir });
+
+    expect(human.code).toBe(0);
+    expect(human.stdout).toBe('valid: plan p\n');
+    const lines = human.stderr.trimEnd().split('\n');
+    expect(lines).toHaveLength(21);
+    expect(lines[20]).toBe("warning: 999980 more 'unordered-reference' warnings not shown (1000000 in all)");
+    const report = JSON.parse(json.stdout) as { warnings: string[] };
+    expect(report.warnings).toHaveLength(21);
+    expect(json.stdout.length + json.stderr.length).toBeLessThan(16_384);
+  });
+
+  it('runs a 20,000-step plan with an id of 100,000 characters without a stack trace, and prints no line of it whole', async () => {
+    const dir = tempDir();
+    const steps = [{ id: 'x'.repeat(100_000), shell: 'nope' }, ...Array.from({ length: 20_000 }, (_, i) => ({ id: `s${i}`, shell: 'true' }))];
+    writeFileSync(join(dir, 'plan.json'), JSON.stringify({ id: 'p', steps }));
+    const result = await runCli(['run', 'plan.json', '--allow', 'true'], { cwd: dir });
+
+    expect(result.code).toBe(1);
+    expect(result.stderr).not.toMatch(STACK_TRACE);
+    expect(result.stderr).not.toContain('internal error');
+    expect(Math.max(...result.stderr.split('\n').slice(0, 100).map((line) => line.length))).toBeLessThan(400);
+  });
+});
