@@ -1,11 +1,15 @@
 /**
  * The one handler of `capsule`'s internal errors: exceptions no input should cause (a bug). The
- * terminal gets one line — `capsule: internal error (capsule-runtime <version>): <message>` and a
- * hint to report it — and the stack goes to a file in the records directory: the run's own
- * (`<records>/internal-error.log`, when the run's session existed; the runtime has closed its
- * trace by then, see `RunInternalError`), else the default records root of the current directory
- * (`./.capsule/records/internal-error-<time>-<pid>.log`), else the system's temp directory. The
- * exit code is 1 (README, "Exit codes").
+ * terminal gets one line — `capsule: internal error (capsule-runtime <version>): <message> (details
+ * in <file>; …please report it…)` — and the details (version, command line, stack) go to a file:
+ * - a bug inside a run's session (`RunInternalError`, the runtime has closed the trace by then):
+ *   `<records>/internal-error.log`;
+ * - an uncaught exception while `capsule run` runs (a timer, a listener): the run is canceled by
+ *   force, and the file is `<records root>/internal-error-<time>-<pid>.log`, the records root being
+ *   `--records` or `<workdir>/.capsule/records`;
+ * - anything else: `./.capsule/records/internal-error-<time>-<pid>.log`;
+ * and when that directory cannot be written, the system's temp directory. Exit code 1 (README,
+ * "Exit codes").
  */
 import { appendFileSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';

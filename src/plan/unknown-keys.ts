@@ -27,14 +27,17 @@ export interface PlanWarning {
 export function closestKey(key: string, known: readonly string[]): string | null {
   let best: string | null = null;
   let bestDistance = Number.POSITIVE_INFINITY;
+  const limit = Math.max(2, Math.floor(key.length / 3));
   for (const candidate of known) {
+    // The distance is at least the difference in length: a far longer key (a 10 MB one) matches nothing.
+    if (Math.abs(key.length - candidate.length) > limit) continue;
     const d = distance(key, candidate);
     if (d < bestDistance) {
       best = candidate;
       bestDistance = d;
     }
   }
-  return bestDistance <= Math.max(2, Math.floor(key.length / 3)) ? best : null;
+  return bestDistance <= limit ? best : null;
 }
 
 /** The known keys of one kind of JSON object, and where to look for more objects below it. */

@@ -12,7 +12,7 @@ import { resultsMap } from './support.js';
 import { expectCleanText, must } from './verdicts.js';
 
 const condition = fc.oneof(
-  { weight: 100, arbitrary: conditionText },
+  { weight: 200, arbitrary: conditionText },
   // The crash classes: long runs of Unicode whitespace, parentheses, quotes and operators.
   { weight: 1, arbitrary: longRun([1_000, 100_000, 1_000_000]) },
   { weight: 1, arbitrary: longRun([100_000, 1_000_000]).map((run) => `$${run}x == 'a'`) },
