@@ -17,6 +17,22 @@ export type StepKind = 'tool' | 'shell' | 'capsule' | 'unknown';
 export type OnErrorPolicy = 'fail' | 'skip' | 'continue';
 
 /**
+ * A shell step attempt whose stdout or stderr was over the 16 KiB cap (`plan.md` §17.2): what was
+ * kept is the first 16 KiB of each stream, and the full text is in `log`. Ours, beyond the spec's
+ * report: the spec cuts without a sign.
+ */
+export interface OutputTruncation {
+  /** Absolute path of the full-output log, `<records>/logs/shell-<epoch ms>.log`. */
+  readonly log: string;
+  /** Bytes the command wrote to stdout (the report's `output` holds the first `kept_bytes`). */
+  readonly stdout_bytes: number;
+  /** Bytes the command wrote to stderr (a failure's `error` holds the first `kept_bytes`). */
+  readonly stderr_bytes: number;
+  /** Bytes kept per stream: 16384. */
+  readonly kept_bytes: number;
+}
+
+/**
  * One settled step in the report (`plan.md` §4, DESIGN §4).
  * `output` is always null for `failed` and `skipped`; `error` is null for success and for a false `if`.
  */
@@ -29,6 +45,17 @@ export interface StepResult {
   readonly attempts: number;
   /** Milliseconds from the first attempt's start to the last attempt's end; 0 when never dispatched. */
   readonly duration_ms: number;
+  /** Present only when the last attempt's output was cut (ours, beyond the spec). */
+  readonly truncated?: OutputTruncation;
+}
+
+/**
+ * A step that ran in the wave a `fail` stop ended, whose outcome `plan.md` §10.5 drops from the
+ * report's `results` (ours: kept aside so the operator is told). `status` is the outcome as the step
+ * returned it (no `on_error` applied); `reason` says which step's stop discarded it.
+ */
+export interface DiscardedResult extends StepResult {
+  readonly reason: string;
 }
 
 /** The results recorded so far, keyed by step id (a Map, so ids like `__proto__` are safe). */
@@ -53,6 +80,12 @@ export interface PlanStep {
   readonly retries: number;
   /** Seconds one attempt may run before its process group is ended; absent = no bound. */
   readonly timeout_secs?: number;
+  /**
+   * Shell steps only (ours): text written to the command's stdin, which is then closed. A string
+   * starting with `$` is a reference, resolved at dispatch like `input`; never substituted into
+   * the command. Absent: stdin is empty (`/dev/null`).
+   */
+  readonly stdin?: string;
 }
 
 /** A parsed plan file (`plan.md` §2.1). */

@@ -32,3 +32,10 @@ export const stepTimedOut = (timeoutSecs: number, tool?: string): string =>
 
 /** A step actor that crashed (a runtime bug, `plan.md` §10.5 last paragraph). */
 export const stepCrashed = (detail: string): string => `step crashed inside the runtime: ${detail}`;
+
+/**
+ * Why a sibling's outcome is left out of `results` (`plan.md` §10.5; ours, `DiscardedResult.reason`):
+ * it ran in the same wave as the step whose `on_error: fail` stopped the plan.
+ */
+export const discardedByStop = (stoppedBy: string): string =>
+  `ran in the same wave as '${stoppedBy}', whose failure stopped the plan (on_error: fail); plan.md §10.5 keeps no result for the rest of that wave`;

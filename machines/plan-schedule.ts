@@ -1,5 +1,5 @@
-import type { PlanStep, ResultsMap, StepKind, StepResult } from './contracts.js';
-import { BLOCKED, CANCEL_BEFORE_STEP, invalidOnErrorPolicy } from './messages.js';
+import type { DiscardedResult, OutputTruncation, PlanStep, ResultsMap, StepKind, StepResult } from './contracts.js';
+import { BLOCKED, CANCEL_BEFORE_STEP, discardedByStop, invalidOnErrorPolicy } from './messages.js';
 
 /**
  * The scheduler state of one plan run and the pure rules of `spec/plan.md` §10–§13 over it.
@@ -37,6 +37,19 @@ export interface Schedule {
   wave: number[];
   /** Terminal records waiting to be emitted to the host, in the order they were recorded. */
   readonly outbox: SettledRecord[];
+  /**
+   * Outcomes §10.5 discards after a `fail` stop (siblings that ran in the stopping wave), in
+   * declaration order. They get no result and no terminal record; kept so the host can say so.
+   */
+  readonly discarded: DiscardedResult[];
+  /** Discarded outcomes waiting to be emitted to the host. */
+  readonly discardedOutbox: DiscardedRecord[];
+}
+
+/** A sibling's outcome discarded by a `fail` stop (`plan.md` §10.5), for the host. */
+export interface DiscardedRecord {
+  readonly result: DiscardedResult;
+  readonly kind: StepKind;
 }
 
 /** A terminal `plan_step` record to write (`trace-plan.md` §3.3). */
@@ -82,6 +95,8 @@ export function createSchedule(steps: readonly PlanStep[], kinds: readonly StepK
     failedStep: null,
     wave: [],
     outbox: [],
+    discarded: [],
+    discardedOutbox: [],
   };
   unsettledDeps.forEach((count, index) => {
     if (count === 0) heapPush(schedule.candidates, index);
@@ -152,18 +167,21 @@ export interface WaveOutcome {
   readonly tracedInput?: unknown;
   readonly stateEffect?: string;
   readonly resourceId?: string;
+  readonly truncated?: OutputTruncation;
 }
 
 /**
  * `plan.md` §10.5: records the wave's outcomes in declaration order, applying `on_error` (§12)
  * unless the run is canceled. A `fail` stop discards the outcomes after it (they get no result
- * and no record). Steps of the wave with no outcome (never started because a cancel came first)
- * stay unsettled; the next scan settles them as canceled.
+ * and no record); they are kept in `schedule.discarded` as they were returned, with the reason.
+ * Steps of the wave with no outcome (never started because a cancel came first) stay unsettled;
+ * the next scan settles them as canceled.
  */
 export function settleWave(schedule: Schedule, outcomes: ReadonlyMap<number, WaveOutcome>, canceled: boolean): void {
   const wave = schedule.wave;
   schedule.wave = [];
-  for (const index of wave) {
+  for (let position = 0; position < wave.length; position++) {
+    const index = wave[position] as number;
     const outcome = outcomes.get(index);
     if (outcome === undefined) continue;
     const step = schedule.steps[index] as PlanStep;
@@ -192,12 +210,41 @@ export function settleWave(schedule: Schedule, outcomes: ReadonlyMap<number, Wav
       error,
       attempts: outcome.attempts,
       duration_ms: outcome.duration_ms,
+      ...(outcome.truncated !== undefined ? { truncated: outcome.truncated } : {}),
     };
     record(schedule, result, index, -1, null, outcome);
     if (stops) {
       schedule.failedStep = step.id;
+      discardRest(schedule, wave, position + 1, outcomes, step.id);
       return;
     }
+  }
+}
+
+/** Keeps the outcomes of the wave after a `fail` stop aside, unchanged, with why they were dropped. */
+function discardRest(
+  schedule: Schedule,
+  wave: readonly number[],
+  from: number,
+  outcomes: ReadonlyMap<number, WaveOutcome>,
+  stoppedBy: string,
+): void {
+  for (let position = from; position < wave.length; position++) {
+    const index = wave[position] as number;
+    const outcome = outcomes.get(index);
+    if (outcome === undefined) continue;
+    const result: DiscardedResult = {
+      step_id: (schedule.steps[index] as PlanStep).id,
+      status: outcome.status,
+      output: outcome.status === 'success' ? outcome.output : null,
+      error: outcome.error,
+      attempts: outcome.attempts,
+      duration_ms: outcome.duration_ms,
+      ...(outcome.truncated !== undefined ? { truncated: outcome.truncated } : {}),
+      reason: discardedByStop(stoppedBy),
+    };
+    schedule.discarded.push(result);
+    schedule.discardedOutbox.push({ result, kind: schedule.kinds[index] ?? 'unknown' });
   }
 }
 

@@ -1,5 +1,5 @@
 import { assign, enqueueActions, fromPromise, setup } from 'xstate';
-import type { PlanStep, StepKind, StepResult } from './contracts.js';
+import type { DiscardedResult, PlanStep, StepKind, StepResult } from './contracts.js';
 import { stepCrashed } from './messages.js';
 import { notProvided } from './not-provided.js';
 import {
@@ -7,6 +7,7 @@ import {
   createSchedule,
   finalFailedStep,
   settleWave,
+  type DiscardedRecord,
   type Schedule,
   type SettledRecord,
   type WaveOutcome,
@@ -70,6 +71,11 @@ export type PlanEmitted =
       /** A step settled, `on_error` applied (`plan_step`, `trace-plan.md` §3.3). */
       readonly type: 'plan.stepSettled';
       readonly record: SettledRecord;
+    }
+  | {
+      /** A sibling's outcome a `fail` stop discarded (`plan.md` §10.5): no `plan_step` record; ours, for the host. */
+      readonly type: 'plan.stepDiscarded';
+      readonly record: DiscardedRecord;
     };
 
 /** The plan's output: the scheduler's half of the ExecutionReport (`plan.md` §13). */
@@ -81,6 +87,8 @@ export interface PlanOutput {
   readonly canceled: boolean;
   /** Steps declared. */
   readonly stepsTotal: number;
+  /** Outcomes discarded by a `fail` stop (`plan.md` §10.5), declaration order; ours, beyond the spec. */
+  readonly discarded: readonly DiscardedResult[];
 }
 
 export interface PlanContext {
@@ -145,6 +153,9 @@ export const planMachine = setup({
       const outbox = context.schedule.outbox;
       for (const record of outbox) enqueue.emit({ type: 'plan.stepSettled', record });
       outbox.length = 0;
+      const discarded = context.schedule.discardedOutbox;
+      for (const record of discarded) enqueue.emit({ type: 'plan.stepDiscarded', record });
+      discarded.length = 0;
     }),
     beginWave: enqueueActions(({ context }) => {
       context.outcomes.clear();
@@ -339,6 +350,7 @@ export const planMachine = setup({
       failed_step: failedStep,
       canceled: context.canceled,
       stepsTotal: context.schedule.steps.length,
+      discarded: context.schedule.discarded,
     };
   },
 });

@@ -1,5 +1,5 @@
 import { assign, setup } from 'xstate';
-import type { JsonValue, PlanStep, ResultsMap, StepKind } from './contracts.js';
+import type { JsonValue, OutputTruncation, PlanStep, ResultsMap, StepKind } from './contracts.js';
 import { CANCEL_FORCED_STEP, stepTimedOut } from './messages.js';
 import { notProvided } from './not-provided.js';
 
@@ -17,6 +17,8 @@ export interface AttemptOutcome {
   readonly stateEffect?: string;
   /** Tool steps only: first non-empty `resource_id` of the tool result's metadata. */
   readonly resourceId?: string;
+  /** Shell steps only: set when stdout or stderr was over the cap (where the full text is). */
+  readonly truncated?: OutputTruncation;
 }
 
 /** Longest delay a timer can hold (2^31 - 1 ms); a longer `timeout_secs` bound is cut to it. */
@@ -306,6 +308,7 @@ export const stepMachine = setup({
     if (outcome.tracedInput !== undefined) output.tracedInput = outcome.tracedInput;
     if (outcome.stateEffect !== undefined) output.stateEffect = outcome.stateEffect;
     if (outcome.resourceId !== undefined) output.resourceId = outcome.resourceId;
+    if (outcome.truncated !== undefined) output.truncated = outcome.truncated;
     return output;
   },
 });

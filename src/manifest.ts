@@ -3,11 +3,11 @@
  * warnings, and writing the JSON Schemas of the manifest and the plan file to `schema/`.
  */
 
+import { existsSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import * as z from 'zod';
 import {
-  invalidJson,
   MANIFEST_SHAPE,
   manifestMissing,
   manifestProblem,
@@ -16,15 +16,15 @@ import {
   unknownKey,
 } from './plan/messages.js';
 import {
-  errorText,
   expecting,
   formatIssues,
+  jsonSyntaxDetail,
   MAX_JSON_DEPTH,
   planJsonSchema,
   readUtf8File,
   textNestingExceeds,
   TOO_DEEP,
-  type PlanWarning,
+  type UnknownKeyWarning,
 } from './plan/schema.js';
 import { findUnknownKeys, type KeySpec } from './plan/unknown-keys.js';
 
@@ -215,7 +215,7 @@ const MANIFEST_KEY_SPEC: KeySpec = {
 
 /** Outcome of `parseManifestText` and `loadManifest`. */
 export type ManifestResult =
-  | { readonly ok: true; readonly manifest: Manifest; readonly warnings: PlanWarning[] }
+  | { readonly ok: true; readonly manifest: Manifest; readonly warnings: UnknownKeyWarning[] }
   | { readonly ok: false; readonly error: string };
 
 /**
@@ -236,12 +236,13 @@ export function parseManifestText(text: string, label: string): ManifestResult {
   try {
     raw = JSON.parse(text);
   } catch (error) {
-    return { ok: false, error: manifestProblem(label, invalidJson(errorText(error))) };
+    return { ok: false, error: manifestProblem(label, jsonSyntaxDetail(text, error)) };
   }
   const parsed = ManifestSchema.safeParse(raw);
   if (!parsed.success) return { ok: false, error: manifestProblem(label, formatIssues(parsed.error.issues)) };
   const warnings = findUnknownKeys(raw, MANIFEST_KEY_SPEC).map(
-    (found): PlanWarning => ({
+    (found): UnknownKeyWarning => ({
+      kind: 'unknown_key',
       path: found.path,
       key: found.key,
       suggestion: found.suggestion,
@@ -259,7 +260,7 @@ export type LoadManifestResult =
   | {
       readonly ok: true;
       readonly manifest: Manifest;
-      readonly warnings: PlanWarning[];
+      readonly warnings: UnknownKeyWarning[];
       /** Absolute directory holding the manifest file. */
       readonly dir: string;
     }
@@ -282,6 +283,68 @@ export async function loadManifest(path: string): Promise<LoadManifestResult> {
   const parsed = parseManifestText(read.text, path);
   if (!parsed.ok) return parsed;
   return { ...parsed, dir: dirname(resolve(path)) };
+}
+
+/** The manifest file looked for in the workdir when none is given (DESIGN §3). */
+export const MANIFEST_FILE = 'capsule.json';
+
+/**
+ * Where a run's manifest came from, so that every message depending on it can say so: a file
+ * (given with `--manifest`, or found in the workdir), none (and where it was looked for), or a
+ * parsed manifest handed over by a library user.
+ */
+export type ManifestSource =
+  | {
+      readonly kind: 'file';
+      /** Absolute path. */
+      readonly path: string;
+      /** The path as shown in errors: as given with `--manifest`, else `<workdir as given>/capsule.json`. */
+      readonly label: string;
+      /** Given with `--manifest` (else found in the workdir). */
+      readonly given: boolean;
+    }
+  | { readonly kind: 'none'; /** Absolute path of the default that does not exist; null when none was wanted (`manifest: null`). */ readonly looked: string | null }
+  | { readonly kind: 'object' };
+
+/**
+ * The manifest `capsule run` and `capsule validate` use (DESIGN §3): `manifest` when given
+ * (relative to the current directory), else `<workdir>/capsule.json` when that file exists, else
+ * none. Does not read the file.
+ *
+ * @param manifest `--manifest` as given, or undefined.
+ * @param workdir `--workdir` as given (relative to the current directory), or undefined for the current directory.
+ */
+export function findManifest(manifest: string | undefined, workdir: string | undefined): ManifestSource {
+  if (manifest !== undefined) return { kind: 'file', path: resolve(manifest), label: manifest, given: true };
+  const label = join(workdir ?? '.', MANIFEST_FILE);
+  const candidate = resolve(label);
+  return existsSync(candidate) ? { kind: 'file', path: candidate, label, given: false } : { kind: 'none', looked: candidate };
+}
+
+/**
+ * The manifest source in words, for messages: `manifest /w/capsule.json`, or `no manifest was
+ * loaded (there is no /w/capsule.json)`.
+ */
+export function describeManifestSource(source: ManifestSource): string {
+  switch (source.kind) {
+    case 'file':
+      return `manifest ${source.path}${source.given ? '' : ' (found in the workdir)'}`;
+    case 'object':
+      return 'the manifest object the caller passed';
+    case 'none':
+      return source.looked === null ? 'no manifest (none was wanted)' : `no manifest was loaded (there is no ${source.looked})`;
+  }
+}
+
+/**
+ * A `capsule.json` beside the plan file when no manifest was loaded: the usual cause of a refusal
+ * from a run started in another directory (`capsule run examples/release/plan.json`). Relative to
+ * the current directory, as the plan path; null when there is none or a manifest was loaded.
+ */
+export function manifestBesidePlan(planPath: string | null, source: ManifestSource): string | null {
+  if (source.kind !== 'none' || source.looked === null || planPath === null) return null;
+  const candidate = join(dirname(planPath), MANIFEST_FILE);
+  return resolve(candidate) !== source.looked && existsSync(candidate) ? candidate : null;
 }
 
 /** The JSON Schema (draft 2020-12) of `capsule.json` as authors write it (defaults shown). */

@@ -4,7 +4,7 @@
  * the plan ends (0) or on Ctrl-C (130). On a terminal the tree is redrawn in place; otherwise it is
  * printed once, when the plan ends. `--once` prints the tree as the file stands and exits.
  */
-import { closeSync, existsSync, openSync, readSync, statSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readdirSync, readSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { Command } from 'commander';
 import { createLogUpdate } from 'log-update';
@@ -37,7 +37,10 @@ export function registerInspect(program: Command): void {
     .description('Live view of a session: follows <records-dir>/events.jsonl and draws the actor tree with each current state.')
     .argument('<records-dir>', 'records directory of a session (or its events.jsonl)')
     .option('--once', 'print the tree as the file stands now and exit')
-    .addHelpText('after', '\nExits 0 when the plan ends, 130 on Ctrl-C, 2 when there is no event log to read (--once).')
+    .addHelpText(
+      'after',
+      '\nExit codes: 0 when the plan ends (or --once printed the tree), 130 on Ctrl-C, 2 when --once finds no event log or RECORDS_DIR holds records directories rather than one session\'s.',
+    )
     .action(async (target: string, options: InspectCommandOptions) => {
       const controller = new AbortController();
       const onSigint = (): void => controller.abort();
@@ -61,6 +64,14 @@ export async function inspectCommand(
   signal?: AbortSignal,
 ): Promise<ExitCode> {
   const file = target.endsWith('.jsonl') ? target : join(target, EVENT_LOG_FILE);
+  const sessions = existsSync(file) ? [] : sessionDirsIn(target);
+  if (sessions.length > 0) {
+    // A parent of records directories (`.capsule/records`) would be waited on forever.
+    output.stderr.write(
+      `error: ${target} holds records directories, not one session's records: inspect one of them, e.g. ${join(target, sessions.at(-1) ?? '')} (${sessions.length} in all)\n`,
+    );
+    return EXIT.USAGE;
+  }
   const tree = new ActorTree();
   const reader = new LineFollower(file);
   if (options.once === true) {
@@ -104,6 +115,18 @@ export async function inspectCommand(
     output.stdout.write(final + '\n');
   }
   return tree.ended || sessionEndedWithoutActors(file, tree) ? EXIT.OK : EXIT.CANCELED;
+}
+
+/** Subdirectories of `dir` that hold a session's event log, oldest name first (session ids sort by time). */
+function sessionDirsIn(dir: string): string[] {
+  try {
+    return readdirSync(dir, { withFileTypes: true })
+      .filter((entry) => entry.isDirectory() && existsSync(join(dir, entry.name, EVENT_LOG_FILE)))
+      .map((entry) => entry.name)
+      .sort();
+  } catch {
+    return [];
+  }
 }
 
 /**
@@ -154,6 +177,15 @@ interface ActorView {
   readonly children: string[];
   state: string;
   status: string;
+  /** A step's outcome as the plan settled it (`success`, `failed: …`, `skipped`), or as it ran when discarded. */
+  outcome?: string;
+}
+
+/** A settled (or discarded) step result as the plan emits it in `plan.stepSettled` / `plan.stepDiscarded`. */
+interface EmittedResult {
+  readonly step_id: string;
+  readonly status: string;
+  readonly error: string | null;
 }
 
 /** The actor tree as the event log tells it: parents from `from` on `xstate.init` lines, states from snapshots. */
@@ -183,7 +215,27 @@ export class ActorTree {
     } else if (record.kind === 'snapshot') {
       actor.state = stateText(record.state);
       actor.status = record.status;
+      for (const emitted of record.emitted ?? []) this.#applyOutcome(record.actor, emitted);
     }
+  }
+
+  /** A step's outcome from the plan's emitted events; a step that never had an actor (a false `if`, a cancel) is added as `not run`. */
+  #applyOutcome(planActor: string, emitted: Readonly<Record<string, unknown>>): void {
+    const type = emitted['type'];
+    if (type !== 'plan.stepSettled' && type !== 'plan.stepDiscarded') return;
+    const result = (emitted['record'] as { result?: EmittedResult } | undefined)?.result;
+    if (result === undefined) return;
+    const id = `step:${result.step_id}`;
+    let step = this.#actors.get(id);
+    if (step === undefined) {
+      step = this.#ensure(id);
+      step.state = 'not run';
+      step.status = 'done';
+      this.#actors.get(planActor)?.children.push(id);
+    }
+    const line = result.error?.split('\n').find((text) => text.trim() !== '')?.trim() ?? '';
+    const error = result.error === null ? '' : `: ${line.length > 80 ? `${line.slice(0, 79)}…` : line}`;
+    step.outcome = type === 'plan.stepDiscarded' ? `${result.status}, discarded by a fail stop` : `${result.status}${result.status === 'success' ? '' : error}`;
   }
 
   /**
@@ -233,9 +285,9 @@ export class ActorTree {
   }
 }
 
-/** `step:a  running.bounded`; a parent also counts its children: `(2 running, 10 ended)`. */
+/** `step:a  running.bounded`, `step:b  finished (done) → failed: exit code 2`; a parent also counts its children: `(2 running, 10 ended)`. */
 function label(actor: ActorView, actors: ReadonlyMap<string, ActorView>): string {
-  const status = actor.status !== 'active' ? ` (${actor.status})` : '';
+  const status = (actor.status !== 'active' && actor.state !== 'not run' ? ` (${actor.status})` : '') + (actor.outcome === undefined ? '' : ` → ${actor.outcome}`);
   if (actor.children.length === 0) return `${actor.id}  ${actor.state}${status}`;
   const running = actor.children.filter((child) => actors.get(child)?.status === 'active').length;
   return `${actor.id}  ${actor.state}${status}  [${running} running, ${actor.children.length - running} ended]`;

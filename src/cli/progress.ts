@@ -5,7 +5,8 @@
  * to `--json`.
  */
 import { createLogUpdate } from 'log-update';
-import type { StepKind, StepResult } from '../../machines/contracts.js';
+import type { DiscardedResult, StepKind, StepResult } from '../../machines/contracts.js';
+import { refusalLines, type Refusal } from '../plan/refusal.js';
 import type { PlanProgressEvent, PlanReport } from '../runtime/run-plan.js';
 
 /** `lines`: a line per transition (not a TTY); `live`: an in-place view (TTY); `quiet`: no progress. */
@@ -74,9 +75,18 @@ export function firstLine(text: string | null): string {
   return printable(text.split(/\r?\n/).find((line) => line.trim() !== '')?.trimEnd() ?? '');
 }
 
+/** Which streams a cut concerned: `output`, `stderr`, or `output and stderr`. */
+function cutStreams(cut: { readonly stdout_bytes: number; readonly stderr_bytes: number; readonly kept_bytes: number }): string {
+  const streams = [cut.stdout_bytes > cut.kept_bytes ? 'output' : null, cut.stderr_bytes > cut.kept_bytes ? 'stderr' : null].filter(Boolean);
+  return streams.join(' and ') || 'output';
+}
+
 function truncate(text: string, width: number): string {
   return text.length <= width ? text : `${text.slice(0, Math.max(0, width - 1))}…`;
 }
+
+/** Ids a line of the summary lists by name before counting the rest. */
+const MAX_LISTED_IDS = 10;
 
 /** Widest step or plan id progress shows; a longer one is cut with `…`. */
 const MAX_SHOWN_ID_CHARS = 60;
@@ -150,6 +160,10 @@ export class Progress {
         this.#settledCount++;
         this.#print(this.#settledLine(event.result));
         break;
+      case 'step.discarded':
+        this.#running.delete(event.result.step_id);
+        this.#print(this.#discardedLine(event.result));
+        break;
       case 'plan.canceling':
         this.#canceling = event.force ? 'forced' : (this.#canceling ?? 'graceful');
         break;
@@ -170,14 +184,24 @@ export class Progress {
     }
   }
 
+  /** Prints a line of context (which manifest was used); shown unless quiet. */
+  info(text: string): void {
+    if (this.#mode === 'quiet') return;
+    this.note(text);
+  }
+
   /**
-   * Ends the live view and prints the summary table, the outcome and the records directory.
-   * Quiet: only the error of a failed run, one line (`--quiet` keeps errors on stderr).
+   * Ends the live view and prints the summary table, the outcome and the records directory; for a
+   * plan refused before any step ran, the refusal explained (`report.refusal`, or `refusal` for a
+   * file that could not be read). Quiet: only the error of a failed run, one line, or the refusal
+   * explained (`--quiet` keeps errors on stderr).
    */
-  finish(report: PlanReport): void {
+  finish(report: PlanReport, refusal: Refusal | undefined = report.refusal): void {
     this.dispose();
     if (this.#mode === 'quiet') {
-      if (!report.completed && !report.canceled && report.failed_step !== null) {
+      if (refusal !== undefined) {
+        this.#stream.write(`${this.#refusalText(refusal)}\n`);
+      } else if (!report.completed && !report.canceled && report.failed_step !== null) {
         const blamed = report.results.find((result) => result.step_id === report.failed_step);
         const where =
           report.failed_step === 'plan' ? 'plan' : `step '${shownId(report.failed_step)}' stopped plan ${shownId(report.plan_id)}`;
@@ -185,7 +209,13 @@ export class Progress {
       }
       return;
     }
-    this.#stream.write(this.#summary(report));
+    this.#stream.write(this.#summary(report, refusal));
+  }
+
+  #refusalText(refusal: Refusal): string {
+    const where = refusal.step_id === 'plan' ? 'plan' : `step '${shownId(refusal.step_id)}'`;
+    const [first, ...explained] = refusalLines(refusal, this.#paint('red', `refused: ${where}: ${firstLine(refusal.error)}`));
+    return [first, ...explained.map(printable)].join('\n');
   }
 
   /** Stops the live view (idempotent). */
@@ -198,14 +228,27 @@ export class Progress {
   #settledLine(result: StepResult): string {
     const attempts = result.attempts > 1 ? ` (${result.attempts} attempts)` : '';
     const reason = firstLine(result.error);
+    const cut = this.#cutNote(result);
     switch (result.status) {
       case 'success':
-        return `${this.#paint('green', '✔')} ${shownId(result.step_id)} success ${formatDuration(result.duration_ms)}${attempts}`;
+        return `${this.#paint('green', '✔')} ${shownId(result.step_id)} success ${formatDuration(result.duration_ms)}${attempts}${cut}`;
       case 'failed':
-        return `${this.#paint('red', '✖')} ${shownId(result.step_id)} failed${reason === '' ? '' : `: ${reason}`}${attempts}`;
+        return `${this.#paint('red', '✖')} ${shownId(result.step_id)} failed${reason === '' ? '' : `: ${reason}`}${attempts}${cut}`;
       case 'skipped':
-        return `${this.#paint('yellow', '↷')} ${shownId(result.step_id)} skipped${reason === '' ? '' : `: ${reason}`}`;
+        return `${this.#paint('yellow', '↷')} ${shownId(result.step_id)} skipped${reason === '' ? '' : `: ${reason}`}${cut}`;
     }
+  }
+
+  /** ` (output cut at 16 KiB: full output in <log>)` for a step whose output was cut, else ''. */
+  #cutNote(result: StepResult): string {
+    const cut = result.truncated;
+    if (cut === undefined) return '';
+    return this.#paint('yellow', ` (${cutStreams(cut)} cut at ${cut.kept_bytes / 1024} KiB: full output in ${printable(cut.log)})`);
+  }
+
+  #discardedLine(result: DiscardedResult): string {
+    const outcome = result.status === 'success' ? `success ${formatDuration(result.duration_ms)}` : `failed${result.error === null ? '' : `: ${firstLine(result.error)}`}`;
+    return `${this.#paint('dim', '⊘')} ${shownId(result.step_id)} discarded (ran: ${outcome}): ${result.reason}${this.#cutNote(result)}`;
   }
 
   /** Writes a permanent line: above the live view on a terminal, plain otherwise; nothing when quiet. */
@@ -236,8 +279,9 @@ export class Progress {
     this.#live([header, ...lines].join('\n'));
   }
 
-  #summary(report: PlanReport): string {
-    const settled = new Set(report.results.map((result) => result.step_id));
+  #summary(report: PlanReport, refusal: Refusal | undefined): string {
+    const discarded = report.discarded ?? [];
+    const settled = new Set([...report.results, ...discarded].map((result) => result.step_id));
     const rows: string[][] = report.results.map((result) => [
       shownId(result.step_id),
       result.status,
@@ -245,6 +289,10 @@ export class Progress {
       formatDuration(result.duration_ms),
       firstLine(result.error),
     ]);
+    // Steps that ran but whose outcome a fail stop discarded (plan.md §10.5): shown as they ran.
+    for (const result of discarded) {
+      rows.push([shownId(result.step_id), `${result.status} (discarded)`, String(result.attempts), formatDuration(result.duration_ms), firstLine(result.error)]);
+    }
     // Steps that never settled (after a failure stopped the plan): listed so nobody looks for them.
     for (const step of this.#steps) {
       if (!settled.has(step.id)) rows.push([shownId(step.id), 'not run', '0', '-', '']);
@@ -259,10 +307,25 @@ export class Progress {
       return `${cells.join('  ')}  ${truncate(row[4] ?? '', errorWidth)}`.trimEnd();
     };
     const lines = ['', this.#paint('bold', format(header, false)), ...rows.map((row) => format(row, true))];
+    if (discarded.length > 0) {
+      const listed = discarded.slice(0, MAX_LISTED_IDS).map((result) => `'${shownId(result.step_id)}'`).join(', ');
+      const ids = discarded.length > MAX_LISTED_IDS ? `${listed} and ${discarded.length - MAX_LISTED_IDS} more` : listed;
+      lines.push('', `discarded: ${ids} ran, but ${discarded.length === 1 ? 'its outcome is' : 'their outcomes are'} not in the results: ${discarded[0]?.reason ?? ''} (--json lists ${discarded.length === 1 ? 'it' : 'them'} under "discarded")`);
+    }
+    const cut = [...report.results, ...discarded].filter((result) => result.truncated !== undefined);
+    if (cut.length > 0) {
+      lines.push('');
+      for (const result of cut) {
+        const t = result.truncated;
+        if (t === undefined) continue;
+        lines.push(`cut: ${shownId(result.step_id)}: ${cutStreams(t)} over ${t.kept_bytes / 1024} KiB (stdout ${t.stdout_bytes} bytes, stderr ${t.stderr_bytes} bytes), the first ${t.kept_bytes / 1024} KiB kept; full output: ${printable(t.log)}`);
+      }
+    }
     const took = formatDuration(report.duration_ms);
     let outcome: string;
     const plan = shownId(report.plan_id);
-    if (report.canceled) outcome = this.#paint('yellow', `canceled: plan ${plan} after ${took}`);
+    if (refusal !== undefined) outcome = this.#refusalText(refusal);
+    else if (report.canceled) outcome = this.#paint('yellow', `canceled: plan ${plan} after ${took}`);
     else if (report.completed) outcome = this.#paint('green', `completed: plan ${plan} in ${took}`);
     else if (report.plan_id === '') outcome = this.#paint('red', 'failed: the plan file could not be read or parsed');
     else outcome = this.#paint('red', `failed: step '${shownId(report.failed_step ?? '')}' stopped plan ${plan} after ${took}`);

@@ -2,11 +2,12 @@
  * `capsule run PLAN` (DESIGN §3–§4): runs one plan file as a session, shows progress on stderr,
  * prints the JSON report on stdout with `--json`, and maps the report to the exit code.
  */
-import { existsSync, statSync } from 'node:fs';
+import { statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
-import { DEFAULT_CANCEL_GRACE_SECS, loadManifest } from '../manifest.js';
-import { ManifestError, RunInternalError, startPlan, type PlanReport } from '../runtime/run-plan.js';
+import { DEFAULT_CANCEL_GRACE_SECS, findManifest, loadManifest, MANIFEST_FILE } from '../manifest.js';
+import { ManifestError, RecordsDirInUseError, RunInternalError, startPlan, type PlanReport } from '../runtime/run-plan.js';
+import { explainUnreadPlan } from './validate.js';
 import { releaseEarlySignals } from './early-signals.js';
 import { onUncaughtError } from './internal-error.js';
 import { cancelOnSignals } from './cancel-on-signals.js';
@@ -65,12 +66,11 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
   if (!isDirectory(workdir)) return usageError(`--workdir ${workdir} is not a directory`);
 
   // The manifest is read here first so that a bad one is a usage error before anything starts;
-  // startPlan reads the same file again (and warns once).
-  const manifestPath =
-    options.manifest ?? (existsSync(join(workdir, 'capsule.json')) ? join(workdir, 'capsule.json') : null);
+  // startPlan finds and reads the same file again (and warns once).
+  const manifestSource = findManifest(options.manifest, options.workdir);
   const graceSecs = options.cancelGrace ?? DEFAULT_CANCEL_GRACE_SECS;
-  if (manifestPath !== null) {
-    const loaded = await loadManifest(manifestPath);
+  if (manifestSource.kind === 'file') {
+    const loaded = await loadManifest(manifestSource.label);
     if (!loaded.ok) return usageError(loaded.error);
   }
 
@@ -81,10 +81,15 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
     color: useColor(stderr),
   });
   const warnings = new WarningSink({ write: (line) => progress.note(printable(line)) });
+  progress.info(
+    manifestSource.kind === 'file'
+      ? `manifest: ${manifestSource.path}`
+      : `manifest: none (there is no ${join(workdir, MANIFEST_FILE)}; --manifest FILE names one)`,
+  );
   const run = startPlan({
     plan: planPath,
     workdir,
-    manifest: manifestPath,
+    ...(options.manifest !== undefined ? { manifest: options.manifest } : {}),
     ...(options.records !== undefined ? { recordsDir: resolve(options.records) } : {}),
     ...(options.capsules !== undefined ? { capsulesDir: resolve(options.capsules) } : {}),
     shellAllow: options.allow ?? [],
@@ -112,7 +117,7 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
     report = await run.report;
   } catch (error) {
     progress.dispose();
-    if (error instanceof ManifestError) return usageError(error.message);
+    if (error instanceof ManifestError || error instanceof RecordsDirInUseError) return usageError(error.message);
     // A bug inside the session (its trace is closed): the top-level handler reports it.
     if (error instanceof RunInternalError) throw error;
     // No report: the records directory could not be used.
@@ -124,7 +129,7 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
   }
 
   warnings.finish();
-  progress.finish(report);
+  progress.finish(report, report.refusal ?? (report.plan_id === '' && report.failed_step === 'plan' ? explainUnreadPlan(planPath, report.results[0]?.error ?? '', options.workdir) : undefined));
   if (options.json === true) process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
   return exitCodeOf(report);
 }

@@ -1,23 +1,36 @@
 /**
- * `capsule validate PLAN` (DESIGN §3): reads, parses and validates a plan against a manifest
- * exactly as `capsule run` would before its first step, and runs nothing. Beyond that, it refuses
- * a plan that a run would find blocked (a dependency cycle, `plan.md` §10.3) and warns about
- * references that may not be ready (`src/plan/lint.ts`).
+ * `capsule validate PLAN` (DESIGN §3): reads, parses and checks a plan against a manifest, with
+ * the same `--workdir`/`--manifest` resolution as `capsule run`, and runs nothing. It refuses
+ * everything a run would refuse (`plan.md` §6), and beyond that what a run would fail on later
+ * (`src/plan/check.ts`: a condition that does not parse, a reference without a dot, a dependency
+ * cycle); it prints the same warnings a run prints before its first step. Every refusal is
+ * explained: where (file, line, column, JSON path), the rule, the accepted values and the fix.
  */
-import { existsSync } from 'node:fs';
+import { existsSync, readdirSync, statSync } from 'node:fs';
+import { isAbsolute, join, resolve } from 'node:path';
 import type { Command } from 'commander';
-import { loadManifest, type Manifest } from '../manifest.js';
-import { lintPlan } from '../plan/lint.js';
-import { parsePlanText, readPlanFile, stepKind } from '../plan/schema.js';
+import { describeManifestSource, findManifest, loadManifest, manifestBesidePlan, type Manifest, type ManifestSource } from '../manifest.js';
+import { canExecute } from '../executors/on-path.js';
+import { checkPlan } from '../plan/check.js';
+import { explainParseFailure, explainReadFailure, refusalLines, type Refusal } from '../plan/refusal.js';
+import { parsePlanText, readPlanFile } from '../plan/schema.js';
+import type { PlanWarning } from '../plan/warnings.js';
+import { recordedSessionIn, RecordsDirInUseError } from '../session/session.js';
 import { excerpt } from '../plan/text.js';
-import { validatePlan } from '../plan/validate.js';
 import { collect, EXIT, usageError, type ExitCode } from './program.js';
 import { printable } from './progress.js';
-import { WarningSink, type WarningLike } from './warning-sink.js';
+import { MAX_WARNINGS_PER_KIND, WarningSink } from './warning-sink.js';
+
+/** The closing line after the further refusals shown. */
+const moreRefusals = (count: number): string => `refused: ${count} more step${count === 1 ? '' : 's'} a run would fail on later, not shown`;
 
 /** Options of `capsule validate`, as commander parses them. */
 export interface ValidateCommandOptions {
   readonly manifest?: string;
+  /** As `capsule run --workdir`: where `capsule.json` is looked for when `--manifest` is not given. */
+  readonly workdir?: string;
+  /** As `capsule run --records`: refused (exit 2) when it already holds a session. */
+  readonly records?: string;
   readonly json?: boolean;
   /** Binaries allowed in shell steps on top of the manifest's, as `capsule run --allow`. */
   readonly allow?: readonly string[];
@@ -32,23 +45,30 @@ export interface ValidationReport {
   readonly failed_step: string | null;
   readonly error: string | null;
   /**
-   * The warnings printed on stderr (without `warning: `): unknown keys of the manifest and the
-   * plan, references that may not be ready; at most `MAX_WARNINGS_PER_KIND` of each kind, then
-   * one `<n> more '<kind>' warnings not shown (<total> in all)` line per kind over the cap.
+   * Warnings of the manifest and the plan, as printed on stderr (without `warning: `): at most
+   * `MAX_WARNINGS_PER_KIND` of each kind, then one `<n> more '<kind>' warnings not shown (<total>
+   * in all)` line per kind over the cap.
    */
   readonly warnings: readonly string[];
+  /** Ours: the refusal explained; absent when valid and when the plan file could not be read. */
+  readonly refusal?: Refusal;
 }
 
 /** Registers `capsule validate` on the program. */
 export function registerValidate(program: Command): void {
   program
     .command('validate')
-    .description('Parse and validate a plan without running it.')
-    .argument('<plan>', 'plan file (JSON)')
-    .option('--manifest <file>', 'capsule manifest (default: ./capsule.json when present)')
+    .description('Check a plan without running it: everything `run` would refuse, and what a run would fail on later.')
+    .argument('<plan>', 'plan file (JSON), relative to the current directory')
+    .option('--manifest <file>', 'capsule manifest (default: <workdir>/capsule.json when present)')
+    .option('--workdir <dir>', 'the workdir `run` would use: where capsule.json is looked for (default: the current directory)')
+    .option('--records <dir>', 'the records directory `run` would use: refused when it already holds a session')
     .option('--allow <bin>', 'also allow this binary in shell steps, as `run --allow` (repeatable)', collect)
-    .option('--json', 'print {valid, plan_id, failed_step, error, warnings} on stdout')
-    .addHelpText('after', '\nExit codes: 0 valid, 1 refused (or unreadable/unparseable), 2 usage error or bad manifest.')
+    .option('--json', 'print {valid, plan_id, failed_step, error, warnings, refusal?} on stdout')
+    .addHelpText(
+      'after',
+      '\nExit codes: 0 valid, 1 refused (or unreadable/unparseable), 2 usage error, bad manifest, or a --records directory that holds a session.',
+    )
     .action(async (plan: string, options: ValidateCommandOptions) => {
       process.exitCode = await validateCommand(plan, options);
     });
@@ -56,53 +76,124 @@ export function registerValidate(program: Command): void {
 
 /** Runs `capsule validate` and returns its exit code. */
 export async function validateCommand(planPath: string, options: ValidateCommandOptions): Promise<ExitCode> {
-  // The terminal gets printable lines (a control character in a plan must not rewrite it); --json the texts as they are.
+  // The one path every warning takes, capped per kind (src/cli/warning-sink.ts). The terminal gets
+  // printable lines (a control character in a plan must not rewrite it); --json the texts as they are.
   const sink = new WarningSink({ write: (line) => process.stderr.write(`${printable(line)}\n`) });
-  const warn = (warning: WarningLike): void => sink.warn(warning);
+  const warn = (warning: PlanWarning): void => sink.warn(warning);
 
-  const manifestPath = options.manifest ?? (existsSync('capsule.json') ? 'capsule.json' : null);
+  const workdir = resolve(options.workdir ?? process.cwd());
+  if (!isDirectory(workdir)) return usageError(`--workdir ${workdir} is not a directory`);
+  if (options.records !== undefined) {
+    const recordsDir = resolve(options.records);
+    const existing = recordedSessionIn(recordsDir);
+    // The refusal `capsule run --records` would make, word for word.
+    if (existing !== null) return usageError(new RecordsDirInUseError(recordsDir, existing).message);
+  }
+  const source = findManifest(options.manifest, options.workdir);
   let manifest: Manifest | null = null;
-  if (manifestPath !== null) {
-    const loaded = await loadManifest(manifestPath);
+  if (source.kind === 'file') {
+    const loaded = await loadManifest(source.label);
     if (!loaded.ok) return usageError(loaded.error);
     manifest = loaded.manifest;
     for (const warning of loaded.warnings) warn(warning);
   }
 
-  const report = await validatePlanFile(planPath, manifest, options.allow ?? [], warn);
+  const report = await validatePlanFile(planPath, workdir, manifest, source, options.allow ?? [], warn);
   sink.finish();
-  const withWarnings: ValidationReport = { ...report, warnings: sink.shown };
+  const warnings = sink.shown;
   if (options.json === true) {
-    process.stdout.write(`${JSON.stringify(withWarnings, null, 2)}\n`);
+    const json: ValidationReport = {
+      valid: report.valid,
+      plan_id: report.plan_id,
+      failed_step: report.failed_step,
+      error: report.error,
+      warnings,
+      ...(report.refusal !== undefined ? { refusal: report.refusal } : {}),
+    };
+    process.stdout.write(`${JSON.stringify(json, null, 2)}\n`);
   } else if (report.valid) {
     process.stdout.write(`valid: plan ${printable(excerpt(report.plan_id))}\n`);
   } else {
     const where = report.failed_step === 'plan' ? 'plan' : `step '${excerpt(report.failed_step ?? '')}'`;
-    process.stderr.write(`${printable(`refused: ${where}: ${report.error ?? ''}`)}\n`);
+    const first = `refused: ${where}: ${report.error ?? ''}`;
+    const explained = report.refusal ?? (report.failed_step === 'plan' ? explainUnreadPlan(planPath, report.error ?? '', options.workdir) : undefined);
+    const lines = explained === undefined ? [first] : refusalLines(explained, first);
+    // Further refusals are capped like warnings: a plan with a million bad conditions prints a few.
+    for (const more of report.more.slice(0, MAX_WARNINGS_PER_KIND)) {
+      for (const line of refusalLines(more, `refused: step '${excerpt(more.step_id)}': ${more.error}`)) lines.push(line);
+    }
+    if (report.more.length > MAX_WARNINGS_PER_KIND) lines.push(moreRefusals(report.more.length - MAX_WARNINGS_PER_KIND));
+    process.stderr.write(`${lines.map(printable).join('\n')}\n`);
   }
   return report.valid ? EXIT.OK : EXIT.FAILED;
 }
 
+/**
+ * The refusal of a plan file that could not be read, explained: the path; for a directory, what it
+ * holds; for a missing file that exists under the workdir, that path.
+ */
+export function explainUnreadPlan(planPath: string, error: string, workdir: string | undefined): Refusal {
+  let entries: string[] | null = null;
+  try {
+    if (statSync(planPath).isDirectory()) entries = readdirSync(planPath);
+  } catch {
+    entries = null;
+  }
+  const underWorkdir = workdir === undefined || isAbsolute(planPath) ? null : join(workdir, planPath);
+  const inWorkdir = underWorkdir !== null && !existsSync(planPath) && existsSync(underWorkdir) ? underWorkdir : null;
+  return explainReadFailure(error, planPath, process.cwd(), entries, inWorkdir);
+}
+
+type FileReport = Omit<ValidationReport, 'warnings'> & {
+  /** Further problems a run would fail on later, beyond the first (shown to people; `--json` has the first). */
+  readonly more: readonly Refusal[];
+};
+
 async function validatePlanFile(
   planPath: string,
+  workdir: string,
   manifest: Manifest | null,
+  source: ManifestSource,
   allow: readonly string[],
-  warn: (warning: WarningLike) => void,
-): Promise<Omit<ValidationReport, 'warnings'>> {
-  const refused = (planId: string, stepId: string, error: string) =>
-    ({ valid: false, plan_id: planId, failed_step: stepId, error }) as const;
+  warn: (warning: PlanWarning) => void,
+): Promise<FileReport> {
+  const refused = (planId: string, refusal: Refusal | null, stepId: string, error: string, more: readonly Refusal[] = []): FileReport => ({
+    valid: false,
+    plan_id: planId,
+    failed_step: stepId,
+    error,
+    ...(refusal !== null ? { refusal } : {}),
+    more,
+  });
   const read = await readPlanFile(planPath);
-  if (!read.ok) return refused('', 'plan', read.error);
+  if (!read.ok) return refused('', null, 'plan', read.error);
+  const located = { file: planPath, text: read.text };
   const parsed = parsePlanText(read.text);
-  if (!parsed.ok) return refused('', 'plan', parsed.error);
+  if (!parsed.ok) return refused('', explainParseFailure(parsed.error, parsed.at, located), 'plan', parsed.error);
   for (const warning of parsed.warnings) warn(warning);
-  const failure = validatePlan(parsed.plan, {
+  const check = checkPlan(parsed.plan, {
     shellAllow: [...(manifest?.capabilities.shell.allow ?? []), ...allow],
     installedTools: new Set(Object.keys(manifest?.tools ?? {})),
+    ...located,
+    manifest: describeManifestSource(source),
+    manifestPath: source.kind === 'file' ? source.path : null,
+    manifestBesidePlan: manifestBesidePlan(planPath, source),
+    canExecute: (program) => canExecute(program, process.env['PATH'], workdir),
+    toolProgram: (tool) => manifest?.tools[tool]?.command[0] ?? null,
+    unknownKeys: parsed.warnings,
   });
-  if (failure !== null) return refused(parsed.plan.id, failure.step_id, failure.error);
-  const lint = lintPlan(parsed.plan, parsed.plan.steps.map(stepKind));
-  for (const warning of lint.warnings) warn({ kind: 'unordered-reference', message: warning });
-  if (lint.blocked !== null) return refused(parsed.plan.id, lint.blocked.step_id, lint.blocked.error);
-  return { valid: true, plan_id: parsed.plan.id, failed_step: null, error: null };
+  if (check.refusal !== null) return refused(parsed.plan.id, check.refusal, check.refusal.step_id, check.refusal.error);
+  // The same warnings a run prints before its first step, but what a run fails on later is refused here.
+  for (const warning of check.warnings) warn(warning);
+  const [first, ...more] = check.failsLater.map((later) => later.refusal);
+  if (first !== undefined) return refused(parsed.plan.id, first, first.step_id, first.error, more);
+  return { valid: true, plan_id: parsed.plan.id, failed_step: null, error: null, more: [] };
+}
+
+function isDirectory(path: string): boolean {
+  try {
+    return statSync(path).isDirectory();
+  } catch {
+    return false;
+  }
 }

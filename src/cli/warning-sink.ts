@@ -5,25 +5,25 @@
  * few kilobytes, not 157 MB.
  *
  * A warning is a structured value `{ kind, message }`. Plan and manifest warnings that carry no
- * `kind` (the unknown-key warnings of `src/plan/unknown-keys.ts`) are of kind `unknown-key`; give
+ * `kind` (the unknown-key warnings of `src/plan/unknown-keys.ts`) are of kind `unknown_key`; give
  * every new kind of warning its own `kind` word and send it through {@link WarningSink.warn}.
  */
 
 /** Warnings of one kind shown before the rest are only counted. */
 export const MAX_WARNINGS_PER_KIND = 20;
 
-/** A warning as the CLI shows it. `kind` groups warnings for the cap (`unknown-key`, `unordered-reference`, …). */
+/** A warning as the CLI shows it. `kind` groups warnings for the cap (`unknown_key`, `unordered_reference`, …, `src/plan/warnings.ts`). */
 export interface Warning {
   readonly kind: string;
   /** One sentence, without the `warning: ` prefix. */
   readonly message: string;
 }
 
-/** Anything with a message: a `PlanWarning` (kind `unknown-key` unless it says otherwise) or a `Warning`. */
+/** Anything with a message: a `PlanWarning` (kind `unknown_key` unless it says otherwise) or a `Warning`. */
 export type WarningLike = { readonly kind?: string; readonly message: string };
 
 /** The kind of a warning that does not name one. */
-export const DEFAULT_WARNING_KIND = 'unknown-key';
+export const DEFAULT_WARNING_KIND = 'unknown_key';
 
 /** Options of {@link WarningSink}. */
 export interface WarningSinkOptions {

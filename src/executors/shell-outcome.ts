@@ -5,6 +5,7 @@
  */
 import { mkdir, open } from 'node:fs/promises';
 import { join } from 'node:path';
+import type { OutputTruncation } from '../../machines/contracts.js';
 import type { ProcessResult } from '../process/leader.js';
 import { decodeUtf8Lossy } from './utf8.js';
 
@@ -48,6 +49,8 @@ export interface ShellStepOutcome {
   readonly error: string | null;
   /** Absolute path of the full-output log when a stream was over the cap; else `null`. */
   readonly fullOutputPath: string | null;
+  /** What was cut and where the full text is; present only when a stream was over the cap (ours, for the report). */
+  readonly truncated?: OutputTruncation;
 }
 
 /** Text of the foreground log header (`shell.md` §4.1): `Command: <binary> <args…>`, exit code, blank line. */
@@ -126,15 +129,19 @@ export async function shellStepOutcome(result: ProcessResult, opts: ShellOutcome
       return { status: 'failed', output: null, error: (error as Error).message, fullOutputPath: null };
     }
   }
+  const cut: { truncated?: OutputTruncation } =
+    fullOutputPath === null
+      ? {}
+      : { truncated: { log: fullOutputPath, stdout_bytes: result.stdout.length, stderr_bytes: result.stderr.length, kept_bytes: MAX_SHELL_OUTPUT_BYTES } };
   const stdout = decodeUtf8Lossy(result.stdout.subarray(0, MAX_SHELL_OUTPUT_BYTES));
   const stderr = decodeUtf8Lossy(result.stderr.subarray(0, MAX_SHELL_OUTPUT_BYTES));
 
   if (result.exitCode === 0) {
-    return { status: 'success', output: stdout, error: null, fullOutputPath };
+    return { status: 'success', output: stdout, error: null, fullOutputPath, ...cut };
   }
   const stderrBlank = stderr.trim() === '';
   const detail = stderrBlank ? exitCodeError(result.exitCode) : stderr;
   const limit = opts.resourceLimit ?? null;
   const error = limit === null ? detail : resourceLimitError(opts.resolvedBinary ?? opts.binary, limit, detail);
-  return { status: 'failed', output: null, error, fullOutputPath };
+  return { status: 'failed', output: null, error, fullOutputPath, ...cut };
 }

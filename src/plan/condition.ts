@@ -28,7 +28,7 @@ const isQuote = (char: string | undefined): char is QuoteChar => char === "'" ||
  * (`plan.md` §8.2): `'` and `"` alike open a span when none is open; only the same character
  * closes it; there is no escaping. Tokens and quotes are ASCII, so UTF-16 indices are safe.
  */
-function indexOutsideQuotes(text: string, token: string): number {
+export function indexOutsideQuotes(text: string, token: string): number {
   let quote: QuoteChar | null = null;
   for (let i = 0; i < text.length; i += 1) {
     const char = text[i];
@@ -44,7 +44,7 @@ function indexOutsideQuotes(text: string, token: string): number {
 }
 
 /** Splits `text` on every `separator` outside quotes (same quote tracking as above). */
-function splitOutsideQuotes(text: string, separator: string): string[] {
+export function splitOutsideQuotes(text: string, separator: string): string[] {
   const pieces: string[] = [];
   let quote: QuoteChar | null = null;
   let start = 0;
@@ -67,6 +67,12 @@ function splitOutsideQuotes(text: string, separator: string): string[] {
   return pieces;
 }
 
+/** True when `operand` is a quoted literal (`plan.md` §8.2): at least two characters, the same quote first and last. */
+export function isQuotedLiteral(operand: string): boolean {
+  const first = operand[0];
+  return operand.length >= 2 && isQuote(first) && operand[operand.length - 1] === first;
+}
+
 /**
  * The value of one operand (`plan.md` §8.2): a quoted literal (at least two characters, the same
  * quote first and last) gives the text between the quotes unchanged; anything else is resolved as
@@ -76,10 +82,7 @@ function operandValue(
   operand: string,
   results: ResultsMap,
 ): { ok: true; value: string } | { ok: false; error: string } {
-  const first = operand[0];
-  if (operand.length >= 2 && isQuote(first) && operand[operand.length - 1] === first) {
-    return { ok: true, value: operand.slice(1, -1) };
-  }
+  if (isQuotedLiteral(operand)) return { ok: true, value: operand.slice(1, -1) };
   return resolveReference(operand, results);
 }
 

@@ -72,3 +72,28 @@ export function collectInputReferences(input: JsonValue): string[] {
   walk(input);
   return found;
 }
+
+/** A reference found in `input`, with its JSON path below `input` (`['list', 1, 'x']`). */
+export interface LocatedReference {
+  readonly text: string;
+  readonly path: readonly (string | number)[];
+}
+
+/**
+ * {@link collectInputReferences} with where each reference is: same texts, same depth-first order
+ * (array items by index, object members in insertion order, keys never).
+ */
+export function locateInputReferences(input: JsonValue): LocatedReference[] {
+  const found: LocatedReference[] = [];
+  const walk = (value: JsonValue, path: (string | number)[]): void => {
+    if (typeof value === 'string') {
+      if (value.startsWith('$')) found.push({ text: value, path: [...path] });
+    } else if (Array.isArray(value)) {
+      value.forEach((item, index) => walk(item, [...path, index]));
+    } else if (value !== null && typeof value === 'object') {
+      for (const [key, member] of Object.entries(value)) walk(member, [...path, key]);
+    }
+  };
+  walk(input, []);
+  return found;
+}

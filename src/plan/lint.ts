@@ -2,9 +2,10 @@ import type { PlanFile, StepKind } from '../../machines/contracts.js';
 import { BLOCKED } from '../../machines/messages.js';
 import { createSchedule, scan, settleWave, type WaveOutcome } from '../../machines/plan-schedule.js';
 import { collectInputReferences } from './interpolate.js';
+import { unorderedReference } from './messages.js';
 import { parseReference } from './references.js';
-import { excerpt } from './text.js';
 import { conditionReferenceTokens } from './validate.js';
+import type { StepWarning } from './warnings.js';
 
 /** What `capsule validate` finds beyond the refusals of `plan.md` §6. */
 export interface PlanLint {
@@ -35,7 +36,7 @@ const MAX_EDGES_FOR_REFERENCE_CHECK = 20_000_000;
  * earlier wave (`plan.md` §9, "is not ready").
  */
 export function lintPlan(plan: PlanFile, kinds: readonly StepKind[]): PlanLint {
-  return { blocked: findBlocked(plan, kinds), warnings: unorderedReferences(plan) };
+  return { blocked: findBlocked(plan, kinds), warnings: unorderedReferences(plan).map((warning) => warning.message) };
 }
 
 function findBlocked(plan: PlanFile, kinds: readonly StepKind[]): PlanLint['blocked'] {
@@ -51,26 +52,34 @@ function findBlocked(plan: PlanFile, kinds: readonly StepKind[]): PlanLint['bloc
   return schedule.failedStep === null ? null : { step_id: schedule.failedStep, error: BLOCKED };
 }
 
-function unorderedReferences(plan: PlanFile): string[] {
+/**
+ * References (in `input`, `stdin` and `if`) to a step that is not among the referring step's
+ * transitive dependencies (`unordered_reference` warnings, declaration order). Plans above
+ * {@link MAX_STEPS_FOR_REFERENCE_CHECK} steps are not checked (the walk is per referring step).
+ */
+export function unorderedReferences(plan: PlanFile): StepWarning[] {
   if (plan.steps.length > MAX_STEPS_FOR_REFERENCE_CHECK) return [];
   const byId = new Map(plan.steps.map((step) => [step.id, step]));
-  const warnings: string[] = [];
+  const warnings: StepWarning[] = [];
   const budget = { edges: MAX_EDGES_FOR_REFERENCE_CHECK };
-  for (const step of plan.steps) {
+  for (const [index, step] of plan.steps.entries()) {
     const references = [
-      ...collectInputReferences(step.input),
-      ...(step.if === undefined ? [] : conditionReferenceTokens(step.if)),
+      ...collectInputReferences(step.input).map((text) => ({ text, key: 'input' })),
+      ...(step.stdin?.startsWith('$') === true ? [{ text: step.stdin, key: 'stdin' }] : []),
+      ...(step.if === undefined ? [] : conditionReferenceTokens(step.if)).map((text) => ({ text, key: 'if' })),
     ];
     if (references.length === 0) continue;
     const ancestors = ancestorsOf(step.id, byId, budget);
     if (ancestors === null) break;
-    for (const reference of references) {
-      const parsed = parseReference(reference);
+    for (const { text, key } of references) {
+      const parsed = parseReference(text);
       if (parsed === null || !byId.has(parsed.stepId) || ancestors.has(parsed.stepId)) continue;
-      warnings.push(
-        `step '${excerpt(step.id)}': ${excerpt(reference)} names step '${excerpt(parsed.stepId)}', which is not among its dependencies; ` +
-          `unless '${excerpt(parsed.stepId)}' settled in an earlier wave it is not ready (add it to depends_on)`,
-      );
+      warnings.push({
+        kind: 'unordered_reference',
+        step_id: step.id,
+        path: `steps[${index}].${key}`,
+        message: unorderedReference(step.id, text, parsed.stepId),
+      });
     }
   }
   return warnings;

@@ -8,7 +8,7 @@
  * id makes a short error, not a 10 MB one.
  */
 
-import { invalidOnErrorPolicy as invalidOnErrorPolicyText } from '../../machines/messages.js';
+import { BLOCKED, invalidOnErrorPolicy as invalidOnErrorPolicyText } from '../../machines/messages.js';
 import { excerpt, excerptList } from './text.js';
 
 /** Rule 4 (`plan.md` §12): the machines' text, quoting an excerpt of the value. */
@@ -24,6 +24,12 @@ export const planFileMissing = (path: string): string =>
 
 /** Any other read error (`plan.md` §5). `ioError` is the operating system's text. */
 export const planFileUnreadable = (ioError: string): string => `failed to read plan file: ${ioError}`;
+
+/** The io error text for a plan path that is a directory (Node's EISDIR message does not name the path). */
+export const planFileIsDirectory = (path: string): string => `EISDIR: ${path} is a directory, not a plan file`;
+
+/** ` (line L, column C)`: where in a file a problem is. */
+export const lineColumn = (line: number, column: number): string => `(line ${line}, column ${column})`;
 
 /** The io error text for a plan file whose bytes are not UTF-8 (the source's `read_to_string` wording). */
 export const NOT_UTF8 = 'stream did not contain valid UTF-8';
@@ -168,6 +174,10 @@ export const SHELL_COMMAND_EMPTY = 'shell command is empty';
 export const binaryNotAllowed = (binary: string): string =>
   `binary '${excerpt(binary)}' is not in capabilities.shell.allow`;
 
+/** Ours: `stdin` on a tool or capsule step (it has a stdin of its own, or none). */
+export const STDIN_NOT_SHELL =
+  'stdin is for shell steps: a tool step gets its input as JSON on stdin, and a capsule step gets its input as the task text';
+
 /** Rule 5. */
 export const unknownDependency = (dep: string): string => `unknown dependency '${excerpt(dep)}'`;
 
@@ -262,3 +272,74 @@ export const MANIFEST_SHAPE = {
   entry: 'expected { "plan": "plans/main.json" } or { "command": ["prog", "arg"] }',
   entryOneOf: 'declare exactly one of "plan" or "command"',
 } as const;
+
+// ---------------------------------------------------------------------------------------------
+// Warnings of the plan check (src/plan/check.ts; ours, beyond the spec)
+// ---------------------------------------------------------------------------------------------
+
+/** A reference to a step outside the referring step's (transitive) dependencies. */
+export const unorderedReference = (stepId: string, reference: string, target: string): string =>
+  `step '${stepId}': ${reference} names step '${target}', which is not among its dependencies; ` +
+  `unless '${target}' settled in an earlier wave it is not ready (add it to depends_on)`;
+
+/** `$x.status` compared with a text that is not a status word. */
+export const statusLiteralWarning = (
+  stepId: string,
+  reference: string,
+  operator: '==' | '!=',
+  literal: string,
+  closest: string,
+  statusWords: readonly string[],
+): string =>
+  `step '${stepId}': if compares ${reference} ${operator} '${literal}', but '${literal}' is not a status word ` +
+  `(${statusWords.join(', ')}), so the comparison is always ${operator === '==' ? 'false' : 'true'}; did you mean '${closest}'?`;
+
+/** `input` on a shell step: the command never receives it. */
+export const shellInputIgnored = (stepId: string): string =>
+  `step '${stepId}': a shell step does not receive its input (its references are only resolved, for their errors); ` +
+  `to hand the command a value write "stdin": "$<step>.output" (the text arrives on its stdin), or use a command tool, which gets the input as JSON on stdin`;
+
+/** Backslashes the splitter drops inside quotes (`plan.md` §17.1), where a POSIX shell keeps them. */
+export const droppedBackslashes = (stepId: string, count: number, first: { quote: string; next: string | null; word: string | null }): string => {
+  const where = first.quote === "'" ? 'inside single quotes' : first.quote === '"' ? 'inside double quotes' : 'at the end';
+  const what = first.next === null ? `a trailing backslash is dropped` : `the backslash before '${first.next}' ${where} is dropped and '${first.next}' kept`;
+  const more = count > 1 ? ` (and ${count - 1} more backslash${count === 2 ? '' : 'es'} like it)` : '';
+  const word = first.word === null ? '' : `, so the program gets the argument \`${first.word}\``;
+  return (
+    `step '${stepId}': shell: ${what}${more}${word}. A backslash makes the next character literal everywhere, even inside quotes ` +
+    `(plan.md §17.1, unlike a POSIX shell); to pass a backslash, write two (\\\\\\\\ in the JSON file)`
+  );
+};
+
+/** Shell syntax a shell step passes to its program as text. */
+export const shellSyntaxAsText = (stepId: string, binary: string, words: readonly string[]): string =>
+  `step '${stepId}': shell: ${words.map((w) => `'${w}'`).join(', ')} ${words.length === 1 ? 'is' : 'are'} passed to ${binary} as text: ` +
+  `a shell step runs its program without a shell, so pipes, redirections, ;, &&, $VARIABLES, globs and ~ mean nothing; ` +
+  `for those run a shell: bash -c '…' (with bash in capabilities.shell.allow)`;
+
+/** A reference written into a shell command: never substituted. */
+export const referenceInShellCommand = (stepId: string, words: readonly string[]): string =>
+  `step '${stepId}': shell: ${words.map((w) => `'${w}'`).join(', ')} reaches the program as those characters: references are never put into a command; ` +
+  `pass the value with "stdin": "$<step>.output" (the program reads it from stdin) or use a command tool`;
+
+/** A problem `capsule validate` refuses, which a run meets only when it gets there. */
+export const failsLater = (stepId: string, error: string, when: string, fix: string): string =>
+  `step '${stepId}': ${error}: ${when} (capsule validate refuses this plan); fix: ${fix}`;
+
+/** A dependency cycle found before the run: the run goes on and stops blocked when it reaches it. */
+export const cycleWarning = (blamed: string, cycle: string, stuck: number): string =>
+  `step '${blamed}': plan is blocked by a dependency cycle, ${cycle} (→ means "depends on"): ${stuck} step${stuck === 1 ? '' : 's'} can never run, ` +
+  `and the run will stop blocked at '${blamed}' once the steps before it have run (capsule validate refuses this plan)`;
+
+/** A shell step's binary that is allowed but cannot be found. */
+export const binaryNotFound = (stepId: string, binary: string): string =>
+  `step '${stepId}': shell: '${binary}' is not found on PATH${binary.includes('/') ? ' (as a file)' : ''}, so the step will fail to start: ` +
+  `install it, or write the program's path (and allow that path in capabilities.shell.allow)`;
+
+/** A command tool whose program cannot be found. */
+export const toolProgramNotFound = (stepId: string, tool: string, program: string): string =>
+  `step '${stepId}': tool '${tool}' runs '${program}', which is not found on PATH${program.includes('/') ? ' (as a file)' : ''}, so every call will fail to start: ` +
+  `fix the tool's "command" in the manifest`;
+
+/** `capsule validate`'s refusal of a blocked plan: the run's blocked error, then the cycle (`'x' → 'y' → 'x'`). */
+export const blockedByCycle = (cycle: string): string => `${BLOCKED}: ${cycle}`;

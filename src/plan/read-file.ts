@@ -28,6 +28,8 @@ export type ReadTextResult =
       readonly error: string;
       /** True for ENOENT (kept for callers that only tell missing from the rest). */
       readonly missing: boolean;
+      /** EISDIR: the path is a directory (Node's message then does not name the path). */
+      readonly directory: boolean;
       readonly failure: ReadFailure;
     };
 
@@ -37,10 +39,11 @@ export interface ReadFileOptions {
   readonly maxBytes?: number;
 }
 
-const failed = (failure: ReadFailure, error: string): ReadTextResult => ({
+const failed = (failure: ReadFailure, error: string, directory = false): ReadTextResult => ({
   ok: false,
   error,
   missing: failure === 'missing',
+  directory,
   failure,
 });
 
@@ -65,7 +68,8 @@ function kindOf(stats: Stats): string | null {
  * refused once it passes the limit).
  *
  * @returns The text; or the failure: `missing` (ENOENT, `error` is the io text), `not-regular`
- *   and `too-large` (`error` is the detail sentence), `io` (any other error's text, or `NOT_UTF8`).
+ *   and `too-large` (`error` is the detail sentence), `io` (any other error's text, or `NOT_UTF8`;
+ *   `directory: true` for EISDIR).
  */
 export async function readUtf8File(path: string, options: ReadFileOptions = {}): Promise<ReadTextResult> {
   const maxBytes = options.maxBytes ?? MAX_INPUT_FILE_BYTES;
@@ -87,7 +91,7 @@ export async function readUtf8File(path: string, options: ReadFileOptions = {}):
     }
   } catch (error) {
     const code = (error as NodeJS.ErrnoException | undefined)?.code;
-    return failed(code === 'ENOENT' ? 'missing' : 'io', errorMessage(error));
+    return failed(code === 'ENOENT' ? 'missing' : 'io', errorMessage(error), code === 'EISDIR');
   }
   try {
     return { ok: true, text: new TextDecoder('utf-8', { fatal: true }).decode(bytes) };

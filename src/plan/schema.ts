@@ -9,10 +9,12 @@ import {
   describeValue,
   expectedGot,
   invalidJson,
+  lineColumn,
   moreIssues,
   nestedTooDeep,
   notJsonData,
   PLAN_SHAPE,
+  planFileIsDirectory,
   planFileMissing,
   planFileRefused,
   planFileUnreadable,
@@ -25,14 +27,16 @@ import {
   unknownKey,
 } from './messages.js';
 import { findNonJsonData, textNestingExceeds } from './json-bounds.js';
+import { syntaxErrorPosition, type SourcePosition } from './json-location.js';
 import { MAX_INPUT_FILE_BYTES, readUtf8File } from './read-file.js';
-import { findUnknownKeys, formatJsonPath, type KeySpec, type PlanWarning } from './unknown-keys.js';
+import { findUnknownKeys, formatJsonPath, type KeySpec } from './unknown-keys.js';
+import type { UnknownKeyWarning } from './warnings.js';
 
-export type { PlanWarning } from './unknown-keys.js';
+export type { PlanWarning, UnknownKeyWarning } from './warnings.js';
 export { jsonDepthExceeds, textNestingExceeds } from './json-bounds.js';
 export { MAX_INPUT_FILE_BYTES, readUtf8File, type ReadTextResult } from './read-file.js';
 
-/** Keys a step object may hold (`plan.md` §2.2, plus our `timeout_secs`). Order is the docs' order. */
+/** Keys a step object may hold (`plan.md` §2.2, plus our `timeout_secs` and `stdin`). Order is the docs' order. */
 export const STEP_KEYS = [
   'id',
   'tool',
@@ -44,6 +48,7 @@ export const STEP_KEYS = [
   'on_error',
   'retries',
   'timeout_secs',
+  'stdin',
 ] as const;
 
 /** Keys the top level of a plan file may hold (`plan.md` §2.1). */
@@ -124,6 +129,9 @@ const RawStepSchema = z
         .positive({ error: timeoutError })
         .optional()
         .meta({ description: 'Seconds one attempt may run before its process group is ended. Default: no bound.' }),
+      stdin: optionalText(
+        'Shell steps only: text written to the command\'s stdin (then closed); "$step.output" is a reference resolved at dispatch. Never put into the command. null = absent.',
+      ),
     },
     { error: expecting(PLAN_SHAPE.step) },
   )
@@ -143,6 +151,7 @@ function toPlanStep(raw: z.output<typeof RawStepSchema>): PlanStep {
     on_error: raw.on_error ?? 'fail',
     retries: raw.retries ?? 0,
     ...(raw.timeout_secs !== undefined ? { timeout_secs: raw.timeout_secs } : {}),
+    ...(typeof raw.stdin === 'string' ? { stdin: raw.stdin } : {}),
   };
 }
 
@@ -208,8 +217,13 @@ export const TOO_DEEP = nestedTooDeep(MAX_JSON_DEPTH);
 
 /** Outcome of `parsePlanText`. */
 export type ParsePlanResult =
-  | { readonly ok: true; readonly plan: PlanFile; readonly warnings: PlanWarning[] }
-  | { readonly ok: false; readonly error: string };
+  | { readonly ok: true; readonly plan: PlanFile; readonly warnings: UnknownKeyWarning[] }
+  | {
+      readonly ok: false;
+      readonly error: string;
+      /** Where the problem is: the JSON path of the first shape problem, or the place of a syntax error. */
+      readonly at?: { readonly path: readonly (string | number)[] } | { readonly position: SourcePosition };
+    };
 
 /**
  * Parses the text of a plan file (`plan.md` §2, §5).
@@ -233,10 +247,23 @@ export function parsePlanText(text: string): ParsePlanResult {
   try {
     raw = JSON.parse(text);
   } catch (error) {
-    return { ok: false, error: planParseFailed(invalidJson(errorText(error))) };
+    const position = text.trim() === '' ? null : syntaxErrorPosition(text, errorText(error));
+    return { ok: false, error: planParseFailed(jsonSyntaxDetail(text, error)), ...(position !== null ? { at: { position } } : {}) };
   }
   // JSON.parse made plain data no deeper than the text: nothing left to bound.
   return parseJsonValue(raw);
+}
+
+/**
+ * Parse detail of a `JSON.parse` failure: `invalid JSON: <parser message> (line L, column C)`,
+ * the place added when the message names one (for a file that is empty, or only whitespace, the
+ * detail says so).
+ */
+export function jsonSyntaxDetail(text: string, error: unknown): string {
+  const message = errorText(error);
+  if (text.trim() === '') return invalidJson(`${message} (the file is empty)`);
+  const at = syntaxErrorPosition(text, message);
+  return invalidJson(at === null || /\(line \d+ column \d+\)/.test(message) ? message : `${message} ${lineColumn(at.line, at.column)}`);
 }
 
 /**
@@ -269,12 +296,20 @@ export function parsePlanValue(raw: unknown): ParsePlanResult {
 /** The schema and the unknown-key warnings, for a value known to be bounded JSON data. */
 function parseJsonValue(raw: unknown): ParsePlanResult {
   const parsed = PlanFileSchema.safeParse(raw);
-  if (!parsed.success) return { ok: false, error: planParseFailed(formatIssues(parsed.error.issues)) };
-  const warnings = findUnknownKeys(raw, PLAN_KEY_SPEC).map((found): PlanWarning => {
+  if (!parsed.success) {
+    const first = parsed.error.issues[0];
+    return {
+      ok: false,
+      error: planParseFailed(formatIssues(parsed.error.issues)),
+      ...(first !== undefined ? { at: { path: first.path.filter((segment) => typeof segment !== 'symbol') } } : {}),
+    };
+  }
+  const warnings = findUnknownKeys(raw, PLAN_KEY_SPEC).map((found): UnknownKeyWarning => {
     const id = found.holder['id'];
     const where =
       found.path === '' ? TOP_LEVEL_PATH : typeof id === 'string' ? stepWhere(found.path, id) : found.path;
     return {
+      kind: 'unknown_key',
       path: found.path,
       key: found.key,
       suggestion: found.suggestion,
@@ -304,7 +339,8 @@ export function errorText(error: unknown): string {
  *   not exist; `failed to read plan file <path>: it is a FIFO (named pipe), not a regular file; …`
  *   for a FIFO, socket or device; `failed to read plan file <path>: it is <n> bytes, over the
  *   limit of 16777216 bytes (16 MiB)`; `failed to read plan file: <io error text>` for any other
- *   read error (including bytes that are not UTF-8, and a directory: `EISDIR: …`).
+ *   read error (including bytes that are not UTF-8; for a directory the text names the path:
+ *   `EISDIR: <path> is a directory, not a plan file`).
  */
 export async function readPlanFile(
   path: string,
@@ -318,7 +354,7 @@ export async function readPlanFile(
     case 'too-large':
       return { ok: false, error: planFileRefused(path, read.error) };
     case 'io':
-      return { ok: false, error: planFileUnreadable(read.error) };
+      return { ok: false, error: planFileUnreadable(read.directory ? planFileIsDirectory(path) : read.error) };
   }
 }
 

@@ -6,17 +6,7 @@
 import { distance } from 'fastest-levenshtein';
 import { excerpt } from './text.js';
 
-/** One unknown key found in a plan file or manifest. */
-export interface PlanWarning {
-  /** JSON path of the object holding the key: `steps[1]`, `tools.word-count`; `""` for the top level. */
-  readonly path: string;
-  /** The unknown key as written. */
-  readonly key: string;
-  /** The closest known key, or `null` when none is close (see `closestKey`). */
-  readonly suggestion: string | null;
-  /** The sentence to show, e.g. `steps[1] (id 'b'): unknown key 'depends-on' (did you mean 'depends_on'?)`. */
-  readonly message: string;
-}
+export type { UnknownKeyWarning, PlanWarning } from './warnings.js';
 
 /**
  * The known key closest to `key` by Levenshtein distance, or `null` when the best distance exceeds

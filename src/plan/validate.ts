@@ -4,7 +4,7 @@
  */
 
 import type { JsonValue, PlanFile, PlanStep } from '../../machines/contracts.js';
-import { collectInputReferences } from './interpolate.js';
+import { collectInputReferences, locateInputReferences } from './interpolate.js';
 import {
   binaryNotAllowed,
   cannotSubmitPlan,
@@ -19,6 +19,7 @@ import {
   notCallableInPlan,
   SEVERAL_STEP_KINDS,
   SHELL_COMMAND_EMPTY,
+  STDIN_NOT_SHELL,
   toolNotInstalled,
   unknownDependency,
   unknownReference,
@@ -93,26 +94,68 @@ export function capsuleTaskText(input: JsonValue): CapsuleTaskResult {
   return { ok: true, text: objective };
 }
 
-/** Rules 2–4 for one step; the error text, or `null` when it passes. */
-function checkStepShape(step: PlanStep, ctx: ValidationContext, allowed: ReadonlySet<string>): string | null {
+/**
+ * Why validation refused a plan, as a closed set of codes (`plan.md` §6 rules 1–6, plus ours):
+ * `stdin_not_shell` is our `stdin` key on a step that is not a shell step.
+ */
+export type ValidationCode =
+  | 'duplicate_step_id'
+  | 'no_step_kind'
+  | 'several_step_kinds'
+  | 'forbidden_tool'
+  | 'tool_not_installed'
+  | 'shell_command_empty'
+  | 'binary_not_allowed'
+  | 'capsule_input'
+  | 'on_error_policy'
+  | 'stdin_not_shell'
+  | 'unknown_dependency'
+  | 'unknown_reference'
+  | 'unknown_reference_field';
+
+/**
+ * A validation refusal with what explaining it needs: the rule's code, the blamed step's
+ * declaration index, the JSON path of the offending value below the step (`['on_error']`,
+ * `['depends_on', 2]`, `['input', 'list', 1]`, `[]` for the step itself) and the offending text.
+ */
+export interface ValidationFinding extends ValidationFailure {
+  readonly code: ValidationCode;
+  readonly index: number;
+  readonly path: readonly (string | number)[];
+  /** The tool name, binary, policy, dependency, reference or field the rule refused; absent when the rule is about the step. */
+  readonly subject?: string;
+}
+
+type StepFinding = Omit<ValidationFinding, 'step_id' | 'index'>;
+
+/** Rules 2–4 for one step (and our `stdin` rule); the finding, or `null` when it passes. */
+function checkStepShape(step: PlanStep, ctx: ValidationContext, allowed: ReadonlySet<string>): StepFinding | null {
   const declared = [step.tool, step.shell, step.capsule].filter((kind) => kind !== undefined).length;
-  if (declared === 0) return NO_STEP_KIND;
-  if (declared > 1) return SEVERAL_STEP_KINDS;
+  if (declared === 0) return { code: 'no_step_kind', error: NO_STEP_KIND, path: [] };
+  if (declared > 1) return { code: 'several_step_kinds', error: SEVERAL_STEP_KINDS, path: [] };
 
   if (step.tool !== undefined) {
-    if (step.tool === PLAN_SUBMISSION_TOOL) return cannotSubmitPlan(step.tool);
-    if (TURN_ONLY_TOOLS.includes(step.tool)) return notCallableInPlan(step.tool);
-    if (!ctx.installedTools.has(step.tool)) return toolNotInstalled(step.tool);
+    const tool = { path: ['tool'], subject: step.tool } as const;
+    if (step.tool === PLAN_SUBMISSION_TOOL) return { code: 'forbidden_tool', error: cannotSubmitPlan(step.tool), ...tool };
+    if (TURN_ONLY_TOOLS.includes(step.tool)) return { code: 'forbidden_tool', error: notCallableInPlan(step.tool), ...tool };
+    if (!ctx.installedTools.has(step.tool)) return { code: 'tool_not_installed', error: toolNotInstalled(step.tool), ...tool };
   } else if (step.shell !== undefined) {
     const [binary] = splitShellWords(step.shell);
-    if (binary === undefined) return SHELL_COMMAND_EMPTY;
-    if (!allowed.has(binary)) return binaryNotAllowed(binary);
+    if (binary === undefined) return { code: 'shell_command_empty', error: SHELL_COMMAND_EMPTY, path: ['shell'] };
+    if (!allowed.has(binary)) {
+      return { code: 'binary_not_allowed', error: binaryNotAllowed(binary), path: ['shell'], subject: binary };
+    }
   } else {
     const task = capsuleTaskText(step.input);
-    if (!task.ok) return task.error;
+    if (!task.ok) return { code: 'capsule_input', error: task.error, path: ['input'] };
   }
 
-  if (!ON_ERROR_POLICIES.includes(step.on_error)) return invalidOnErrorPolicy(step.on_error);
+  if (!ON_ERROR_POLICIES.includes(step.on_error)) {
+    return { code: 'on_error_policy', error: invalidOnErrorPolicy(step.on_error), path: ['on_error'], subject: step.on_error };
+  }
+  if (step.stdin !== undefined && step.shell === undefined) {
+    return { code: 'stdin_not_shell', error: STDIN_NOT_SHELL, path: ['stdin'] };
+  }
   return null;
 }
 
@@ -140,26 +183,37 @@ function stripParens(token: string): string {
   return token.slice(start, end);
 }
 
-/** Rule 6 for one reference text; the error, or `null` when it passes or has no dot. */
-function checkReference(reference: string, ids: ReadonlySet<string>): string | null {
+/** Rule 6 for one reference text; the finding, or `null` when it passes or has no dot. */
+function checkReference(reference: string, ids: ReadonlySet<string>): Omit<StepFinding, 'path'> | null {
   const parsed = parseReference(reference);
   if (parsed === null) return null; // no dot: refused at dispatch or evaluation (§7.4)
-  if (!ids.has(parsed.stepId)) return unknownReference(reference);
-  if (!isReferenceField(parsed.field)) return unknownReferenceField(parsed.field);
+  if (!ids.has(parsed.stepId)) return { code: 'unknown_reference', error: unknownReference(reference), subject: reference };
+  if (!isReferenceField(parsed.field)) {
+    return { code: 'unknown_reference_field', error: unknownReferenceField(parsed.field), subject: reference };
+  }
   return null;
 }
 
-/** Rules 5–6 for one step; the error text, or `null` when it passes. */
-function checkStepLinks(step: PlanStep, ids: ReadonlySet<string>): string | null {
-  const missing = step.depends_on.find((dep) => !ids.has(dep));
-  if (missing !== undefined) return unknownDependency(missing);
-  const references = [
-    ...collectInputReferences(step.input),
-    ...(step.if === undefined ? [] : conditionReferenceTokens(step.if)),
-  ];
-  for (const reference of references) {
-    const error = checkReference(reference, ids);
-    if (error !== null) return error;
+/** Rules 5–6 for one step; the finding, or `null` when it passes. */
+function checkStepLinks(step: PlanStep, ids: ReadonlySet<string>): StepFinding | null {
+  const missing = step.depends_on.findIndex((dep) => !ids.has(dep));
+  if (missing !== -1) {
+    const dep = step.depends_on[missing] as string;
+    return { code: 'unknown_dependency', error: unknownDependency(dep), path: ['depends_on', missing], subject: dep };
+  }
+  const inputReferences = collectInputReferences(step.input);
+  for (let i = 0; i < inputReferences.length; i++) {
+    const found = checkReference(inputReferences[i] as string, ids);
+    // The path is looked up only for a refusal: the plain walk is the one every run pays for.
+    if (found !== null) return { ...found, path: ['input', ...(locateInputReferences(step.input)[i]?.path ?? [])] };
+  }
+  if (step.stdin !== undefined && step.stdin.startsWith('$')) {
+    const found = checkReference(step.stdin, ids);
+    if (found !== null) return { ...found, path: ['stdin'] };
+  }
+  for (const reference of step.if === undefined ? [] : conditionReferenceTokens(step.if)) {
+    const found = checkReference(reference, ids);
+    if (found !== null) return { ...found, path: ['if'] };
   }
   return null;
 }
@@ -178,12 +232,13 @@ function checkStepLinks(step: PlanStep, ids: ReadonlySet<string>): string | null
  *    shell: i. splits into at least one word (`shell command is empty`); ii. the first word is in
  *    `shellAllow` (`binary '<word>' is not in capabilities.shell.allow`);
  *    capsule: the input shape of §19.1 (`capsuleTaskText`);
- * 4. `on_error` is `fail`, `skip` or `continue` → else `invalid on_error policy '<value>'`.
+ * 4. `on_error` is `fail`, `skip` or `continue` → else `invalid on_error policy '<value>'`;
+ *    then ours: `stdin` only on a shell step (`STDIN_NOT_SHELL`).
  *
  * **Pass 2**, steps in declaration order again:
  * 5. every `depends_on` entry is a step id → else `unknown dependency '<dep>'` (first in array order);
  * 6. every reference is well-formed, input references first (depth-first, object members in
- *    insertion order), then `if` tokens (`conditionReferenceTokens`) left to right; a reference
+ *    insertion order), then our `stdin`, then `if` tokens (`conditionReferenceTokens`) left to right; a reference
  *    without a dot is ignored; unknown step → `unknown reference '<$ref>'`; field not
  *    `output`/`status` → `unknown reference field '<field>'`.
  *
@@ -193,18 +248,32 @@ function checkStepLinks(step: PlanStep, ids: ReadonlySet<string>): string | null
  * @returns `null` when the plan is valid, otherwise the blamed step id and the error.
  */
 export function validatePlan(plan: PlanFile, ctx: ValidationContext): ValidationFailure | null {
+  const found = findValidationFailure(plan, ctx);
+  return found === null ? null : { step_id: found.step_id, error: found.error };
+}
+
+/**
+ * {@link validatePlan} with the rule's code, the blamed step's index and the JSON path of the
+ * offending value, for explaining the refusal (`src/plan/refusal.ts`). Same rules, same order,
+ * same error text. Never throws.
+ */
+export function findValidationFailure(plan: PlanFile, ctx: ValidationContext): ValidationFinding | null {
   const ids = new Set<string>();
   // A Set: a long allow-list checked once per shell step would make validation quadratic.
   const allowed = new Set(ctx.shellAllow);
-  for (const step of plan.steps) {
-    if (ids.has(step.id)) return { step_id: step.id, error: duplicateStepId(step.id) };
+  for (let index = 0; index < plan.steps.length; index++) {
+    const step = plan.steps[index] as PlanStep;
+    if (ids.has(step.id)) {
+      return { step_id: step.id, index, code: 'duplicate_step_id', error: duplicateStepId(step.id), path: ['id'], subject: step.id };
+    }
     ids.add(step.id);
-    const error = checkStepShape(step, ctx, allowed);
-    if (error !== null) return { step_id: step.id, error };
+    const found = checkStepShape(step, ctx, allowed);
+    if (found !== null) return { step_id: step.id, index, ...found };
   }
-  for (const step of plan.steps) {
-    const error = checkStepLinks(step, ids);
-    if (error !== null) return { step_id: step.id, error };
+  for (let index = 0; index < plan.steps.length; index++) {
+    const step = plan.steps[index] as PlanStep;
+    const found = checkStepLinks(step, ids);
+    if (found !== null) return { step_id: step.id, index, ...found };
   }
   return null;
 }

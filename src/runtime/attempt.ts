@@ -192,10 +192,17 @@ export function createAttemptEffects(env: AttemptEnvironment) {
       const words = splitShellWords(command);
       const [binary, ...argv] = words;
       if (binary === undefined) return fail(SHELL_COMMAND_EMPTY);
+      // Our `stdin` key: resolved like `input`, written to the process, never put into the command.
+      let stdin: string | undefined;
+      if (step.stdin !== undefined) {
+        const resolved = interpolateInput(step.stdin, results);
+        if (!resolved.ok) return fail(resolved.error);
+        stdin = resolved.value as string;
+      }
       withGate({ kind: 'shell', binary, command, argv }, {}, () => {
         if (!env.shellAllow.includes(binary)) return fail(binaryNotAllowed(binary));
         env.session.countCall('shell');
-        startTracked(binary, argv, undefined, (result) => {
+        startTracked(binary, argv, stdin, (result) => {
           const resourceLimit = resourceLimitOfSignal(result.signal);
           void shellStepOutcome(result, {
             binary,
@@ -203,7 +210,7 @@ export function createAttemptEffects(env: AttemptEnvironment) {
             recordsDir: env.session.recordsDir,
             ...(resourceLimit !== null ? { resourceLimit, resolvedBinary: resolveOnPath(binary, process.env['PATH']) } : {}),
           }).then(
-            (o) => finish({ status: o.status, output: o.output, error: o.error }),
+            (o) => finish({ status: o.status, output: o.output, error: o.error, ...(o.truncated !== undefined ? { truncated: o.truncated } : {}) }),
             crash,
           );
         });

@@ -1,16 +1,18 @@
-import { renameSync, writeFileSync } from 'node:fs';
+import { existsSync, renameSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { createActor, enqueueActions, fromPromise, toPromise } from 'xstate';
-import type { PlanFile, StepKind, StepResult } from '../../machines/contracts.js';
+import type { DiscardedResult, PlanFile, StepKind, StepResult } from '../../machines/contracts.js';
 import { PLAN_CANCELED_REASON } from '../../machines/messages.js';
 import { scan } from '../../machines/plan-schedule.js';
 import { planMachine, type PlanOutput } from '../../machines/plan.machine.js';
 import { stepMachine } from '../../machines/step.machine.js';
-import { loadManifest, type Manifest } from '../manifest.js';
+import { describeManifestSource, loadManifest, MANIFEST_FILE, manifestBesidePlan, type Manifest, type ManifestSource } from '../manifest.js';
+import { canExecute } from '../executors/on-path.js';
+import { checkPlan, runStartWarnings } from '../plan/check.js';
 import { evaluateCondition } from '../plan/condition.js';
-import { parsePlanText, parsePlanValue, readPlanFile, stepKind, type PlanWarning } from '../plan/schema.js';
-import { validatePlan } from '../plan/validate.js';
-import { Session, type SessionExitStatus } from '../session/session.js';
+import { explainParseFailure, type Refusal } from '../plan/refusal.js';
+import { parsePlanText, parsePlanValue, readPlanFile, stepKind, type ParsePlanResult, type PlanWarning } from '../plan/schema.js';
+import { RecordsDirInUseError, recordedSessionIn, Session, type SessionExitStatus } from '../session/session.js';
 import { createAttemptEffects, type CommandTool, type FunctionTool, type Gate } from './attempt.js';
 
 /** The JSON report (DESIGN §4; `plan.md` §13 plus ids, records dir and duration). */
@@ -26,6 +28,18 @@ export interface PlanReport {
   readonly records_dir: string;
   /** Milliseconds from the start of the call (reading the file included) to the end. */
   readonly duration_ms: number;
+  /**
+   * Ours, beyond the spec's report: steps that ran in the wave a `fail` stop ended, whose outcomes
+   * `plan.md` §10.5 leaves out of `results` — as they ran (no `on_error` applied), with the reason.
+   * Present only when something was discarded (so the spec's fields are all a report has otherwise).
+   */
+  readonly discarded?: readonly DiscardedResult[];
+  /**
+   * Ours: for a plan refused before any step ran (not parseable, or refused by validation), the
+   * refusal explained: code, rule, accepted values, fix, and the file, JSON path, line and column.
+   * Absent otherwise, and for a plan file that could not be read (its `error` names the path).
+   */
+  readonly refusal?: Refusal;
 }
 
 /** Progress a host can show; every event is also written to the trace. */
@@ -33,6 +47,8 @@ export type PlanProgressEvent =
   | { readonly type: 'plan.started'; readonly planId: string; readonly steps: readonly { readonly id: string; readonly kind: StepKind }[] }
   | { readonly type: 'step.started'; readonly stepId: string; readonly kind: StepKind }
   | { readonly type: 'step.settled'; readonly result: StepResult; readonly kind: StepKind }
+  /** A step that ran, whose outcome a `fail` stop in its wave discarded (`plan.md` §10.5). */
+  | { readonly type: 'step.discarded'; readonly result: DiscardedResult; readonly kind: StepKind }
   | { readonly type: 'plan.canceling'; readonly force: boolean }
   | { readonly type: 'plan.ended'; readonly report: PlanReport };
 
@@ -128,6 +144,12 @@ export function startPlan(options: RunPlanOptions): PlanRun {
     const workdir = resolve(options.workdir ?? options.session?.workdir ?? process.cwd());
     const manifest = await resolveManifest(options.manifest, workdir, options.onWarning);
     const ownSession = options.session === undefined;
+    if (ownSession && options.recordsDir !== undefined) {
+      // A records directory is one session's (DESIGN §7): refuse before anything is appended to it.
+      const recordsDir = resolve(options.recordsDir);
+      const existing = recordedSessionIn(recordsDir);
+      if (existing !== null) throw new RecordsDirInUseError(recordsDir, existing);
+    }
     const session =
       options.session ??
       Session.open({
@@ -150,11 +172,14 @@ export function startPlan(options: RunPlanOptions): PlanRun {
     const elapsed = (): number => Date.now() - startedAtMs;
 
     // §5: read and parse. A failure is blamed on `plan`, with plan_end under the session node.
-    const parsed = await loadPlan(options.plan);
+    const loaded = await loadPlan(options.plan);
+    const parsed = loaded.parsed;
+    const located = { file: typeof options.plan === 'string' ? options.plan : null, text: loaded.text };
     if (!parsed.ok) {
       opened.planEnded = true;
       writeRefusedPlanEnd(session, session.nodeId, '', 'plan', 0, elapsed(), parsed.error);
-      return finish(refusal(session, '', 'plan', parsed.error, elapsed()), 'failed');
+      const explained = loaded.text === null && typeof options.plan === 'string' ? undefined : explainParseFailure(parsed.error, parsed.at, located);
+      return finish(refusal(session, '', 'plan', parsed.error, elapsed(), explained), 'failed');
     }
     for (const warning of parsed.warnings) options.onWarning?.(warning);
     const plan = parsed.plan;
@@ -178,15 +203,25 @@ export function startPlan(options: RunPlanOptions): PlanRun {
     const functionTools = new Map(Object.entries(options.tools ?? {}));
     const commandTools = new Map<string, CommandTool>(Object.entries(manifest.manifest?.tools ?? {}));
     const shellAllow = [...(manifest.manifest?.capabilities?.shell?.allow ?? []), ...(options.shellAllow ?? [])];
-    const refused = validatePlan(plan, {
+    const check = checkPlan(plan, {
       shellAllow,
       installedTools: new Set([...functionTools.keys(), ...commandTools.keys()]),
-    });
+      ...located,
+      manifest: describeManifestSource(manifest.source),
+      manifestPath: manifest.source.kind === 'file' ? manifest.source.path : null,
+      manifestBesidePlan: manifestBesidePlan(located.file, manifest.source),
+      canExecute: (program) => canExecute(program, process.env['PATH'], workdir),
+      toolProgram: (tool) => (functionTools.has(tool) ? null : (commandTools.get(tool)?.command[0] ?? null)),
+      unknownKeys: parsed.warnings,
+    }, { refusalOnly: options.onWarning === undefined });
+    const refused = check.refusal;
     if (refused !== null) {
       opened.planEnded = true;
       writeRefusedPlanEnd(session, planNode, plan.id, refused.step_id, plan.steps.length, elapsed(), refused.error);
-      return finish(refusal(session, plan.id, refused.step_id, refused.error, elapsed()), 'failed');
+      return finish(refusal(session, plan.id, refused.step_id, refused.error, elapsed(), refused), 'failed');
     }
+    // What `capsule validate` would refuse but a run only meets later, and the other warnings: said before the first step.
+    for (const warning of runStartWarnings(check)) options.onWarning?.(warning);
 
     const ownerPrefix = `run:${++runCounter}/`;
     const effects = createAttemptEffects({
@@ -253,8 +288,12 @@ export function startPlan(options: RunPlanOptions): PlanRun {
         ...(record.kind === 'tool' && record.tracedInput !== undefined ? { input: record.tracedInput } : {}),
         ...(record.stateEffect !== undefined ? { state_effect: record.stateEffect } : {}),
         ...(record.resourceId !== undefined ? { resource_id: record.resourceId } : {}),
+        ...(result.truncated !== undefined ? { truncated: result.truncated } : {}),
       });
       options.onEvent?.({ type: 'step.settled', result, kind: record.kind });
+    });
+    actor.on('plan.stepDiscarded', ({ record }) => {
+      options.onEvent?.({ type: 'step.discarded', result: record.result, kind: record.kind });
     });
     sendCancel = (force) => actor.send({ type: 'CANCEL', force });
     opened.stop = async () => {
@@ -291,6 +330,9 @@ export function startPlan(options: RunPlanOptions): PlanRun {
       canceled: output.canceled,
       records_dir: session.recordsDir,
       duration_ms: durationMs,
+      ...(output.discarded.length > 0
+        ? { discarded: output.discarded.map((result): DiscardedResult => ({ ...publicResult(result), reason: result.reason })) }
+        : {}),
     };
     return finish(planReport, output.canceled ? 'canceled' : output.completed ? 'ok' : 'failed');
   })();
@@ -394,6 +436,7 @@ function publicResult(result: StepResult): StepResult {
     error: result.error,
     attempts: result.attempts,
     duration_ms: result.duration_ms,
+    ...(result.truncated !== undefined ? { truncated: result.truncated } : {}),
   };
 }
 
@@ -424,7 +467,7 @@ function writeRefusedPlanEnd(
   });
 }
 
-function refusal(session: Session, planId: string, stepId: string, error: string, durationMs: number): PlanReport {
+function refusal(session: Session, planId: string, stepId: string, error: string, durationMs: number, explained?: Refusal): PlanReport {
   return {
     plan_id: planId,
     session_id: session.id,
@@ -434,14 +477,16 @@ function refusal(session: Session, planId: string, stepId: string, error: string
     canceled: false,
     records_dir: session.recordsDir,
     duration_ms: durationMs,
+    ...(explained !== undefined ? { refusal: explained } : {}),
   };
 }
 
-async function loadPlan(plan: RunPlanOptions['plan']): Promise<ReturnType<typeof parsePlanText>> {
-  if (typeof plan !== 'string') return parsePlanValue(plan);
+/** The plan parsed, with the file's text when it was read (null for a plan object or an unreadable file). */
+async function loadPlan(plan: RunPlanOptions['plan']): Promise<{ parsed: ParsePlanResult; text: string | null }> {
+  if (typeof plan !== 'string') return { parsed: parsePlanValue(plan), text: null };
   const read = await readPlanFile(plan);
-  if (!read.ok) return read;
-  return parsePlanText(read.text);
+  if (!read.ok) return { parsed: read, text: null };
+  return { parsed: parsePlanText(read.text), text: read.text };
 }
 
 /** A manifest given as a path is loaded; a missing default `capsule.json` means none. */
@@ -449,23 +494,24 @@ async function resolveManifest(
   manifest: RunPlanOptions['manifest'],
   workdir: string,
   onWarning: RunPlanOptions['onWarning'],
-): Promise<{ manifest: Manifest | null; dir: string | null }> {
-  if (manifest === null) return { manifest: null, dir: null };
-  if (typeof manifest === 'object' && manifest !== undefined) return { manifest, dir: null };
-  const path = manifest ?? join(workdir, 'capsule.json');
+): Promise<{ manifest: Manifest | null; dir: string | null; source: ManifestSource }> {
+  if (manifest === null) return { manifest: null, dir: null, source: { kind: 'none', looked: null } };
+  if (typeof manifest === 'object' && manifest !== undefined) return { manifest, dir: null, source: { kind: 'object' } };
+  const path = manifest ?? join(workdir, MANIFEST_FILE);
+  // The default capsule.json is optional; a manifest named by the caller is not.
+  if (manifest === undefined && !existsSync(path)) return { manifest: null, dir: null, source: { kind: 'none', looked: resolve(path) } };
   const loaded = await loadManifest(path);
-  if (!loaded.ok) {
-    if (manifest === undefined && loaded.error.includes('does not exist')) return { manifest: null, dir: null };
-    throw new ManifestError(loaded.error);
-  }
+  if (!loaded.ok) throw new ManifestError(loaded.error);
   for (const warning of loaded.warnings) onWarning?.(warning);
-  return { manifest: loaded.manifest, dir: loaded.dir };
+  return { manifest: loaded.manifest, dir: loaded.dir, source: { kind: 'file', path: resolve(path), label: path, given: manifest !== undefined } };
 }
 
 /** An unreadable or invalid manifest: a usage-level refusal (exit 2, DESIGN §3), thrown before any session exists. */
 export class ManifestError extends Error {
   override readonly name = 'ManifestError';
 }
+
+export { RecordsDirInUseError };
 
 /** Writes `report.json` whole or not at all (write a temp file, then rename). */
 function writeReport(recordsDir: string, report: PlanReport): void {

@@ -151,6 +151,36 @@ describe('capsule validate', () => {
     expect(parseReport<ValidationJson>(result.stdout).warnings).toEqual([expect.stringContaining("step 'd': $a.status names step 'a'")]);
   });
 
+  it('exits 2 for a --workdir that is not a directory, as run does', async () => {
+    const dir = dirWith({ id: 'p', steps: [step('a')] });
+    const result = await runCli(['validate', 'plan.json', '--workdir', 'no/such/dir'], { cwd: dir });
+
+    expect(result.code).toBe(2);
+    expect(result.stdout).toBe('');
+    expect(result.stderr).toMatch(/^error: --workdir .*no\/such\/dir is not a directory/);
+  });
+
+  it('explains a refusal in --json (code, place, accepted values, fix), and leaves refusal out for a plan it cannot read', async () => {
+    const dir = dirWith({ id: 'p', steps: [step('a', { on_error: 'ignore' })] });
+    const refused = parseReport<ValidationJson & { refusal?: Record<string, unknown> }>((await runCli(['validate', 'plan.json', '--json'], { cwd: dir })).stdout);
+    const missing = parseReport<ValidationJson & { refusal?: unknown }>((await runCli(['validate', 'nope.json', '--json'], { cwd: dir })).stdout);
+
+    expect(refused).toMatchObject({ valid: false, failed_step: 'a', error: "invalid on_error policy 'ignore'" });
+    expect(refused.refusal).toEqual({
+      step_id: 'a',
+      error: "invalid on_error policy 'ignore'",
+      code: 'on_error_policy',
+      rule: expect.stringContaining('on_error is one of fail, skip, continue'),
+      accepted: ['fail', 'skip', 'continue'],
+      fix: expect.stringContaining('"skip"'),
+      file: 'plan.json',
+      json_path: 'steps[0].on_error',
+      line: 7, // writeJson indents by 2: { / "id" / "steps": [ / { / "id" / "shell" / "on_error"
+      column: 19,
+    });
+    expect(missing.refusal).toBeUndefined();
+  });
+
   it('accepts --allow like capsule run does', async () => {
     const dir = dirWith({ id: 'p', steps: [{ id: 'a', shell: 'true' }] }, null);
     const refused = await runCli(['validate', 'plan.json'], { cwd: dir });

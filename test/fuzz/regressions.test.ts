@@ -196,11 +196,11 @@ describe('capsule itself', () => {
     expect(json.code).toBe(0);
     const lines = json.stderr.trimEnd().split('\n');
     expect(lines).toHaveLength(21);
-    expect(lines[20]).toBe("warning: 999980 more 'unordered-reference' warnings not shown (1000000 in all)");
+    expect(lines[20]).toBe("warning: 999980 more 'unordered_reference' warnings not shown (1000000 in all)");
     const report = JSON.parse(json.stdout) as { valid: boolean; warnings: string[] };
     expect(report.valid).toBe(true);
     expect(report.warnings).toHaveLength(21);
-    expect(report.warnings[20]).toBe("999980 more 'unordered-reference' warnings not shown (1000000 in all)");
+    expect(report.warnings[20]).toBe("999980 more 'unordered_reference' warnings not shown (1000000 in all)");
     expect(json.stdout.length + json.stderr.length).toBeLessThan(16_384);
   });
 

@@ -28,7 +28,10 @@ describe('capsule inspect', () => {
     }).report;
     const out = capture();
     expect(await inspectCommand(recordsDir, { once: true }, out)).toBe(0);
-    expect(out.stdout.text).toBe(['plan:p  finished (done)  [0 running, 2 ended]', '├─ step:a  finished (done)', '└─ step:b  finished (done)', ''].join('\n'));
+    // Each step shows its outcome as the plan settled it (issue 13, item 11), not only the actor's final state.
+    expect(out.stdout.text).toBe(
+      ['plan:p  finished (done)  [0 running, 2 ended]', '├─ step:a  finished (done) → success', '└─ step:b  finished (done) → failed: exit code 2', ''].join('\n'),
+    );
   });
 
   it('exits 0 at once on a run refused before its plan started, in follow mode and with --once', async () => {

@@ -59,7 +59,7 @@ describe('reading plan files and manifests', () => {
 
   it('refuses a file whose size says 0 but which holds more than the limit (as /proc files do)', async () => {
     const read = await readUtf8File('/proc/self/status', { maxBytes: 16 });
-    expect(read).toEqual({ ok: false, error: 'it holds more than 16 bytes, over the limit of 16 bytes', missing: false, failure: 'too-large' });
+    expect(read).toEqual({ ok: false, error: 'it holds more than 16 bytes, over the limit of 16 bytes', missing: false, directory: false, failure: 'too-large' });
   });
 
   it('drops a leading byte-order mark and reads the rest', async () => {

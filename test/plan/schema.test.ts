@@ -259,7 +259,7 @@ describe('parsePlanText', () => {
             key: 'description',
             suggestion: null,
             message:
-              "steps[0] (id 'a'): unknown key 'description' is ignored (known keys: id, tool, shell, capsule, input, depends_on, if, on_error, retries, timeout_secs)",
+              "steps[0] (id 'a'): unknown key 'description' is ignored (known keys: id, tool, shell, capsule, input, depends_on, if, on_error, retries, timeout_secs, stdin)",
           },
         ],
       });

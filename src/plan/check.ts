@@ -1,0 +1,211 @@
+/**
+ * The whole check of a parsed plan, before anything runs: the refusal a run makes too
+ * (`spec/plan.md` §6, `validate.ts`), what `capsule validate` refuses beyond it because a run would
+ * fail on it later (a condition that does not parse, a reference without a dot, a dependency
+ * cycle), and the warnings. `capsule validate` refuses on the first two; `capsule run` refuses on
+ * the first, and prints the other two as warnings before its first step, so both say the same.
+ */
+
+import type { PlanFile, PlanStep } from '../../machines/contracts.js';
+import { checkCondition, STATUS_WORDS } from './condition-check.js';
+import { findBlockedPlan } from './cycles.js';
+import { collectInputReferences, locateInputReferences } from './interpolate.js';
+import { unorderedReferences } from './lint.js';
+import {
+  binaryNotFound,
+  cycleWarning,
+  droppedBackslashes,
+  failsLater,
+  referenceInShellCommand,
+  shellInputIgnored,
+  shellSyntaxAsText,
+  statusLiteralWarning,
+  toolProgramNotFound,
+} from './messages.js';
+import {
+  cycleText,
+  explainCondition,
+  explainCycle,
+  explainInvalidReference,
+  type ExplainContext,
+  type Refusal,
+} from './refusal.js';
+import { explainFinding } from './explain-finding.js';
+import { parseReference } from './references.js';
+import { scanShellText } from './shell-text.js';
+import { findValidationFailure, type ValidationContext } from './validate.js';
+import type { StepWarning } from './warnings.js';
+
+/** What {@link checkPlan} needs: the validation context and what explaining a refusal needs. */
+export type PlanCheckContext = ValidationContext &
+  Omit<ExplainContext, 'shellAllow' | 'installedTools'> & {
+    /** Whether a program would be found when started (`canExecute`); absent: not checked. */
+    readonly canExecute?: (program: string) => boolean;
+    /** The program a command tool runs (its `command[0]`); null for an in-process tool. Absent: not checked. */
+    readonly toolProgram?: (tool: string) => string | null;
+  };
+
+/** A problem a run meets only later: its refusal (for `capsule validate`) and its warning (for `capsule run`). */
+export interface LaterFailure {
+  readonly refusal: Refusal;
+  readonly warning: StepWarning;
+}
+
+/** What {@link checkPlan} found. */
+export interface PlanCheck {
+  /** The refusal of `plan.md` §6 (and our `stdin` rule), explained: a run refuses the plan too. Null when it passes. */
+  readonly refusal: Refusal | null;
+  /**
+   * What a run would fail on later, found now (declaration order, then a cycle): the step fails
+   * when its `if` is evaluated or at every attempt, or the run stops blocked. `capsule validate`
+   * refuses on the first; `capsule run` warns about each before its first step. Empty when
+   * `refusal` is set (the rest is not checked then).
+   */
+  readonly failsLater: readonly LaterFailure[];
+  /** Warnings, declaration order: status literals, shell text, shell input, unordered references. Empty when `refusal` is set. */
+  readonly warnings: readonly StepWarning[];
+}
+
+/**
+ * Checks a parsed plan completely (see the module docs). Never throws.
+ *
+ * @param plan The parsed plan.
+ * @param ctx The allow-list and installed tools (as for `validatePlan`), plus the file, its text,
+ *   the manifest description and the plan's unknown-key warnings for the explanations.
+ * @param options `refusalOnly`: stop after the refusal check (nobody listens to warnings).
+ *   With `ctx.canExecute`, programs that would not start are warned about (`binary_not_found`).
+ */
+export function checkPlan(plan: PlanFile, ctx: PlanCheckContext, options: { readonly refusalOnly?: boolean } = {}): PlanCheck {
+  const finding = findValidationFailure(plan, ctx);
+  if (finding !== null) {
+    const explain: ExplainContext = { ...ctx, shellAllow: ctx.shellAllow, installedTools: [...ctx.installedTools] };
+    return { refusal: explainFinding(finding, plan, explain), failsLater: [], warnings: [] };
+  }
+  if (options.refusalOnly === true) return { refusal: null, failsLater: [], warnings: [] };
+
+  const ids = new Set(plan.steps.map((step) => step.id));
+  const failing: LaterFailure[] = [];
+  const warnings: StepWarning[] = [];
+  plan.steps.forEach((step, index) => {
+    checkStepCondition(step, index, plan, ids, ctx, failing, warnings);
+    checkStepReferences(step, index, plan, ctx, failing);
+    if (step.shell !== undefined) checkShellStep(step, step.shell, index, warnings);
+    checkProgramFound(step, index, ctx, warnings);
+  });
+  warnings.push(...unorderedReferences(plan));
+  const blocked = findBlockedPlan(plan.steps);
+  if (blocked !== null) {
+    const refusal = explainCycle(blocked, plan, ctx);
+    failing.push({
+      refusal,
+      warning: {
+        kind: 'dependency_cycle',
+        step_id: blocked.blamed,
+        path: refusal.json_path ?? '',
+        message: cycleWarning(blocked.blamed, cycleText(blocked.cycle), blocked.stuck),
+      },
+    });
+  }
+  return { refusal: null, failsLater: failing, warnings };
+}
+
+/**
+ * The warnings `capsule run` prints before its first step: the check's own, then each problem a
+ * run meets later, worded as a warning (kinds `condition`, `invalid_reference`, `dependency_cycle`).
+ */
+export function runStartWarnings(check: PlanCheck): StepWarning[] {
+  return [...check.warnings, ...check.failsLater.map((later) => later.warning)];
+}
+
+/** A condition or reference problem as a later failure: the run fails the step with the same error. */
+function laterStepFailure(refusal: Refusal, whenTheRunMeetsIt: string): LaterFailure {
+  return {
+    refusal,
+    warning: {
+      kind: refusal.code === 'invalid_reference' ? 'invalid_reference' : 'condition',
+      step_id: refusal.step_id,
+      path: refusal.json_path ?? '',
+      message: failsLater(refusal.step_id, refusal.error, whenTheRunMeetsIt, refusal.fix),
+    },
+  };
+}
+
+const WHEN_CONDITION = 'a run fails the step with this error when it evaluates this comparison, and that stops the run';
+const WHEN_ATTEMPT = 'every attempt of the step will fail with this error';
+
+function checkStepCondition(
+  step: PlanStep,
+  index: number,
+  plan: PlanFile,
+  ids: ReadonlySet<string>,
+  ctx: PlanCheckContext,
+  failing: LaterFailure[],
+  warnings: StepWarning[],
+): void {
+  if (step.if === undefined) return;
+  const checked = checkCondition(step.if, ids);
+  for (const problem of checked.problems) failing.push(laterStepFailure(explainCondition(index, plan, problem, ctx), WHEN_CONDITION));
+  for (const literal of checked.statusLiterals) {
+    warnings.push({
+      kind: 'status_literal',
+      step_id: step.id,
+      path: `steps[${index}].if`,
+      message: statusLiteralWarning(step.id, literal.reference, literal.operator, literal.literal, literal.closest, STATUS_WORDS),
+    });
+  }
+}
+
+/** Strings in `input` (and our `stdin`) that start with `$` and have no dot: every attempt fails with `invalid reference`. */
+function checkStepReferences(step: PlanStep, index: number, plan: PlanFile, ctx: PlanCheckContext, failing: LaterFailure[]): void {
+  const at = collectInputReferences(step.input).findIndex((text) => parseReference(text) === null);
+  let first: { text: string; path: (string | number)[] } | null = null;
+  if (at !== -1) {
+    // Located only when found: the plain walk is what every run pays for.
+    const located = locateInputReferences(step.input)[at];
+    if (located !== undefined) first = { text: located.text, path: ['input', ...located.path] };
+  } else if (step.stdin?.startsWith('$') === true && parseReference(step.stdin) === null) {
+    first = { text: step.stdin, path: ['stdin'] };
+  }
+  if (first !== null) failing.push(laterStepFailure(explainInvalidReference(index, plan, first.text, first.path, ctx), WHEN_ATTEMPT));
+}
+
+/** A program that passes validation but would not start (not on PATH): warned, once per step. */
+function checkProgramFound(step: PlanStep, index: number, ctx: PlanCheckContext, warnings: StepWarning[]): void {
+  const found = ctx.canExecute;
+  if (found === undefined) return;
+  if (step.shell !== undefined) {
+    const binary = scanShellText(step.shell).words[0];
+    if (binary !== undefined && !found(binary)) {
+      warnings.push({ kind: 'binary_not_found', step_id: step.id, path: `steps[${index}].shell`, message: binaryNotFound(step.id, binary) });
+    }
+  } else if (step.tool !== undefined) {
+    const program = ctx.toolProgram?.(step.tool) ?? null;
+    if (program !== null && !found(program)) {
+      warnings.push({ kind: 'binary_not_found', step_id: step.id, path: `steps[${index}].tool`, message: toolProgramNotFound(step.id, step.tool, program) });
+    }
+  }
+}
+
+function checkShellStep(step: PlanStep, command: string, index: number, warnings: StepWarning[]): void {
+  const path = `steps[${index}].shell`;
+  const scan = scanShellText(command);
+  const first = scan.droppedBackslashes[0];
+  if (first !== undefined) {
+    const word = scan.words[first.word] ?? null;
+    warnings.push({
+      kind: 'shell_text',
+      step_id: step.id,
+      path,
+      message: droppedBackslashes(step.id, scan.droppedBackslashes.length, { quote: first.quote ?? '', next: first.next, word }),
+    });
+  }
+  if (scan.references.length > 0) {
+    warnings.push({ kind: 'shell_text', step_id: step.id, path, message: referenceInShellCommand(step.id, scan.references) });
+  }
+  if (scan.shellSyntax.length > 0) {
+    warnings.push({ kind: 'shell_text', step_id: step.id, path, message: shellSyntaxAsText(step.id, scan.words[0] ?? '', scan.shellSyntax) });
+  }
+  if (step.input !== null) {
+    warnings.push({ kind: 'shell_input', step_id: step.id, path: `steps[${index}].input`, message: shellInputIgnored(step.id) });
+  }
+}

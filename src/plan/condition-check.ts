@@ -1,0 +1,194 @@
+/**
+ * A step's `if` checked whole before anything runs (ours, beyond `spec/plan.md` §6, which leaves a
+ * condition that does not parse to fail when it is evaluated, §8.5): every comparison of every
+ * `||`/`&&` piece, with the evaluator's own splitting, so that `capsule validate` refuses what a
+ * run would fail on, and warns about a status compared with a word that is not a status.
+ */
+
+import type { StepStatus } from '../../machines/contracts.js';
+import { CONDITION_OPERATORS, indexOutsideQuotes, isQuotedLiteral, splitOutsideQuotes } from './condition.js';
+import {
+  invalidReference,
+  unknownReference,
+  unsupportedConditionExpression,
+  unsupportedConditionOperand,
+  unsupportedReferenceField,
+} from './messages.js';
+import { isReferenceField, parseReference } from './references.js';
+import { trimUnicode } from './text.js';
+import { closestKey } from './unknown-keys.js';
+
+/** The status words a `$x.status` reference can be (`plan.md` §4). */
+export const STATUS_WORDS: readonly StepStatus[] = Object.freeze(['success', 'failed', 'skipped']);
+
+/** A condition a run would fail on, with the error text the evaluator would give and how to fix it. */
+export interface ConditionProblem {
+  /** `condition` for text the evaluator cannot read; `invalid_reference` for `$word` without a dot. */
+  readonly code: 'condition' | 'invalid_reference';
+  /** The evaluator's error, e.g. `unsupported condition operand 'failed'`. */
+  readonly error: string;
+  /** One sentence: what to write instead. */
+  readonly fix: string;
+}
+
+/** A comparison of `$x.status` with a quoted text that is not a status word (always false for `==`, always true for `!=`). */
+export interface StatusLiteral {
+  readonly reference: string;
+  readonly literal: string;
+  readonly operator: '==' | '!=';
+  /** The status word the text most likely meant. */
+  readonly closest: StepStatus;
+}
+
+/** What {@link checkCondition} found. */
+export interface ConditionCheck {
+  readonly problems: readonly ConditionProblem[];
+  readonly statusLiterals: readonly StatusLiteral[];
+}
+
+/** Words people write for a status, and the status word they mean. */
+const STATUS_SYNONYMS: Readonly<Record<string, StepStatus>> = {
+  succeeded: 'success',
+  succeed: 'success',
+  successful: 'success',
+  ok: 'success',
+  passed: 'success',
+  pass: 'success',
+  done: 'success',
+  completed: 'success',
+  complete: 'success',
+  true: 'success',
+  fail: 'failed',
+  failure: 'failed',
+  error: 'failed',
+  errored: 'failed',
+  false: 'failed',
+  skip: 'skipped',
+  canceled: 'skipped',
+  cancelled: 'skipped',
+};
+
+/** The status word `text` most likely meant: a known synonym, else the nearest by edit distance. */
+export function closestStatus(text: string): StepStatus {
+  const lower = text.toLowerCase();
+  const synonym = STATUS_SYNONYMS[lower];
+  if (synonym !== undefined) return synonym;
+  return (closestKey(lower, STATUS_WORDS) as StepStatus | null) ?? nearest(lower);
+}
+
+function nearest(text: string): StepStatus {
+  // closestKey gives up past its distance bound; a status comparison always has a nearest word.
+  let best: StepStatus = 'success';
+  let bestShared = -1;
+  for (const word of STATUS_WORDS) {
+    let shared = 0;
+    while (shared < Math.min(word.length, text.length) && word[shared] === text[shared]) shared++;
+    if (shared > bestShared) {
+      best = word;
+      bestShared = shared;
+    }
+  }
+  return best;
+}
+
+/**
+ * Checks a condition completely, as the evaluator (`evaluateCondition`) would read it, without
+ * short-circuiting: every comparison of every piece, at most one problem per comparison (the one a
+ * run would give: the left operand is resolved first). Problems, in reading order:
+ *
+ * - a piece without `==`, `!=`, `>`, `<` outside quotes → `unsupported condition expression '<piece>'`;
+ * - an operand that is neither a quoted literal nor starts with `$` → `unsupported condition operand '<text>'`;
+ * - `$word` without a dot → `invalid reference '<text>'`;
+ * - a reference to a step not in `ids` → `unknown reference '<text>'` (a run says `is not ready`, forever);
+ * - a field other than `output`/`status` → `unsupported reference field '<field>'`.
+ *
+ * A blank condition (or none) is true and has no problem. Never throws.
+ *
+ * @param condition The `if` text as written.
+ * @param ids The plan's step ids.
+ */
+export function checkCondition(condition: string, ids: ReadonlySet<string>): ConditionCheck {
+  const problems: ConditionProblem[] = [];
+  const statusLiterals: StatusLiteral[] = [];
+  const trimmed = trimUnicode(condition);
+  if (trimmed === '') return { problems, statusLiterals };
+  for (const orPiece of splitOutsideQuotes(trimmed, '||')) {
+    for (const andPiece of splitOutsideQuotes(trimUnicode(orPiece), '&&')) {
+      const piece = trimUnicode(andPiece);
+      const comparison = splitComparison(piece);
+      if (comparison === null) {
+        problems.push({ code: 'condition', error: unsupportedConditionExpression(piece), fix: expressionFix(piece) });
+        continue;
+      }
+      const { left, operator, right } = comparison;
+      // One problem per comparison, the one a run would give (it resolves the left operand first).
+      const problem = operandProblem(left, ids) ?? operandProblem(right, ids);
+      if (problem !== null) problems.push(problem);
+      if (operator === '==' || operator === '!=') {
+        const literal = statusLiteral(left, right) ?? statusLiteral(right, left);
+        if (literal !== null) statusLiterals.push({ ...literal, operator });
+      }
+    }
+  }
+  return { problems, statusLiterals };
+}
+
+/** A piece split at the first operator the evaluator would use (`plan.md` §8.1), or null when it has none. */
+function splitComparison(piece: string): { left: string; operator: (typeof CONDITION_OPERATORS)[number]; right: string } | null {
+  for (const operator of CONDITION_OPERATORS) {
+    const at = indexOutsideQuotes(piece, operator);
+    if (at === -1) continue;
+    return { left: trimUnicode(piece.slice(0, at)), operator, right: trimUnicode(piece.slice(at + operator.length)) };
+  }
+  return null;
+}
+
+function statusLiteral(reference: string, other: string): Omit<StatusLiteral, 'operator'> | null {
+  const parsed = parseReference(reference);
+  if (parsed === null || parsed.field !== 'status' || !isQuotedLiteral(other)) return null;
+  const literal = other.slice(1, -1);
+  if ((STATUS_WORDS as readonly string[]).includes(literal)) return null;
+  return { reference, literal, closest: closestStatus(literal) };
+}
+
+const FIELDS_FIX = 'a reference is $<step id>.output or $<step id>.status';
+
+function operandProblem(operand: string, ids: ReadonlySet<string>): ConditionProblem | null {
+  if (isQuotedLiteral(operand)) return null;
+  if (!operand.startsWith('$')) {
+    return { code: 'condition', error: unsupportedConditionOperand(operand), fix: operandFix(operand) };
+  }
+  const parsed = parseReference(operand);
+  if (parsed === null) return { code: 'invalid_reference', error: invalidReference(operand), fix: `${FIELDS_FIX}: write ${operand}.status or ${operand}.output` };
+  if (!ids.has(parsed.stepId)) {
+    return { code: 'condition', error: unknownReference(operand), fix: `no step has the id '${parsed.stepId}'; a reference names a step of this plan (${FIELDS_FIX})` };
+  }
+  if (!isReferenceField(parsed.field)) {
+    return { code: 'condition', error: unsupportedReferenceField(parsed.field), fix: `the fields are output and status: write $${parsed.stepId}.status or $${parsed.stepId}.output` };
+  }
+  return null;
+}
+
+const OPERATORS_TEXT = '==, !=, < or >';
+
+function operandFix(operand: string): string {
+  if (operand === '') return `an operator needs an operand on both sides: <operand> ${OPERATORS_TEXT} <operand>`;
+  if (operand.startsWith('=')) return `there is no >=, <= or ===: compare with ${OPERATORS_TEXT} (text order, not numbers)`;
+  if (operand.startsWith('(') || operand.endsWith(')')) {
+    return 'parentheses are not supported: && binds tighter than ||, so write a == b && c == d || e == f without them';
+  }
+  if (operand.startsWith('!')) return 'there is no negation: compare with != instead';
+  if (operand.startsWith("'") || operand.startsWith('"')) return `close the quote: ${operand}${operand[0] ?? ''}`;
+  return `quote the text: '${operand}' (a bare word is not a value; an operand is a quoted text or a reference such as $a.status)`;
+}
+
+function expressionFix(piece: string): string {
+  if (piece === '') return 'an && or || has nothing on one side: remove it, or put a comparison there';
+  if (/^(true|false)$/iu.test(piece)) {
+    return 'a condition is a comparison, not true or false: leave "if" out (or null) for a step that always runs';
+  }
+  if (indexOutsideQuotes(piece, '=') !== -1) return 'compare with == (a single = is not an operator)';
+  if (piece.startsWith('!')) return 'there is no negation: compare with != instead';
+  if (piece.startsWith('$') && !/\s/u.test(piece)) return `compare it with a value: ${piece} == 'success'`;
+  return `write <operand> ${OPERATORS_TEXT} <operand>, where an operand is a quoted text ('success') or a reference ($a.status, $a.output)`;
+}

@@ -1,0 +1,74 @@
+/**
+ * Dependency cycles, found before anything runs (ours: `spec/plan.md` §6 lets cycles through and
+ * the scheduler stops blocked when it reaches one, §10.3).
+ */
+
+import type { PlanStep } from '../../machines/contracts.js';
+
+/** A plan a run would stop as blocked, and why. */
+export interface BlockedPlan {
+  /**
+   * The step a run blames (`plan.md` §10.3): the first step in declaration order that can never
+   * settle. It may itself wait on the cycle rather than be part of it.
+   */
+  readonly blamed: string;
+  /** One cycle the blamed step is in or waits on, each step depending on the next; the last depends on the first. */
+  readonly cycle: readonly string[];
+  /** How many steps can never run (the cycle and everything waiting on it). */
+  readonly stuck: number;
+}
+
+/**
+ * Finds what makes a plan blocked: with every step settling (whatever its status or condition),
+ * the steps that never become ready are exactly those in or behind a cycle, a self-dependency
+ * included. Kahn's algorithm over `depends_on` mentions, O(steps + mentions). Dependencies on ids
+ * no step has count as never settling (validation refuses them first).
+ *
+ * @returns null when every step can settle; else the blamed step, one cycle and the count.
+ */
+export function findBlockedPlan(steps: readonly PlanStep[]): BlockedPlan | null {
+  const indexOf = new Map<string, number>();
+  steps.forEach((step, index) => indexOf.set(step.id, index));
+  const waiting = steps.map((step) => step.depends_on.length);
+  const dependants: number[][] = steps.map(() => []);
+  steps.forEach((step, index) => {
+    for (const dep of step.depends_on) {
+      const depIndex = indexOf.get(dep);
+      if (depIndex !== undefined) dependants[depIndex]?.push(index);
+    }
+  });
+  const ready: number[] = [];
+  waiting.forEach((count, index) => {
+    if (count === 0) ready.push(index);
+  });
+  const settled = steps.map(() => false);
+  let settledCount = 0;
+  for (let next = ready.pop(); next !== undefined; next = ready.pop()) {
+    settled[next] = true;
+    settledCount++;
+    for (const dependant of dependants[next] ?? []) {
+      const left = (waiting[dependant] ?? 0) - 1;
+      waiting[dependant] = left;
+      if (left === 0) ready.push(dependant);
+    }
+  }
+  if (settledCount === steps.length) return null;
+  const blamedIndex = settled.indexOf(false);
+  return { blamed: (steps[blamedIndex] as PlanStep).id, cycle: cycleFrom(blamedIndex, steps, indexOf, settled), stuck: steps.length - settledCount };
+}
+
+/** Follows unsettled dependencies from `start` until a step repeats; the steps from that repeat on are a cycle. */
+function cycleFrom(start: number, steps: readonly PlanStep[], indexOf: ReadonlyMap<string, number>, settled: readonly boolean[]): string[] {
+  const seenAt = new Map<number, number>();
+  const path: number[] = [];
+  let current: number | undefined = start;
+  while (current !== undefined && !seenAt.has(current)) {
+    seenAt.set(current, path.length);
+    path.push(current);
+    // An unsettled step waits on at least one unsettled (or unknown) dependency.
+    const deps: readonly string[] = (steps[current] as PlanStep).depends_on;
+    current = deps.map((dep) => indexOf.get(dep)).find((index) => index !== undefined && settled[index] !== true);
+  }
+  const from = current === undefined ? 0 : (seenAt.get(current) ?? 0);
+  return path.slice(from).map((index) => (steps[index] as PlanStep).id);
+}

@@ -1,0 +1,150 @@
+/**
+ * Explanations of the validation refusals (`spec/plan.md` §6 rules 1–6 and our `stdin` rule): for
+ * each rule's code, the rule in one sentence, the accepted values and the fix.
+ */
+
+import type { PlanFile, PlanStep } from '../../machines/contracts.js';
+import { locateJsonPath } from './json-location.js';
+import { parseReference, REFERENCE_FIELDS } from './references.js';
+import { didYouMean, listValues, located, type ExplainContext, type Refusal } from './refusal.js';
+import { ON_ERROR_POLICIES, PLAN_SUBMISSION_TOOL, type ValidationFinding } from './validate.js';
+
+/** Explains a validation refusal (`plan.md` §6 and our `stdin` rule). */
+export function explainFinding(finding: ValidationFinding, plan: PlanFile, ctx: ExplainContext): Refusal {
+  const step = plan.steps[finding.index] as PlanStep;
+  const ids = plan.steps.map((s) => s.id);
+  const subject = finding.subject ?? '';
+  const base = { step_id: finding.step_id, error: finding.error, code: finding.code, ...located(ctx, ['steps', finding.index, ...finding.path]) };
+  switch (finding.code) {
+    case 'duplicate_step_id': {
+      const first = ids.indexOf(step.id);
+      const firstAt = ctx.text === null ? null : locateJsonPath(ctx.text, ['steps', first, 'id']);
+      return {
+        ...base,
+        rule: 'step ids are unique within a plan (plan.md §6 rule 1)',
+        accepted: null,
+        fix: `rename one of the two: the first '${step.id}' is steps[${first}]${firstAt === null ? '' : ` (line ${firstAt.line})`}`,
+      };
+    }
+    case 'no_step_kind': {
+      const misspelt = ctx.unknownKeys.find((w) => w.path === `steps[${finding.index}]` && w.suggestion !== null && ['tool', 'shell', 'capsule'].includes(w.suggestion));
+      return {
+        ...base,
+        rule: 'a step declares exactly one of tool, shell or capsule (plan.md §6 rule 2a)',
+        accepted: ['tool', 'shell', 'capsule'],
+        fix:
+          misspelt !== undefined
+            ? `rename its key '${misspelt.key}' to '${misspelt.suggestion ?? ''}'`
+            : 'add "shell": "<command line>", "tool": "<tool name>" or "capsule": "<capsule name>"',
+      };
+    }
+    case 'several_step_kinds': {
+      const kinds = (['tool', 'shell', 'capsule'] as const).filter((kind) => step[kind] !== undefined);
+      return {
+        ...base,
+        rule: 'a step declares exactly one of tool, shell or capsule (plan.md §6 rule 2b)',
+        accepted: ['tool', 'shell', 'capsule'],
+        fix: `keep one of ${kinds.join(' and ')}; to do both, make two steps and let the second depend on the first`,
+      };
+    }
+    case 'forbidden_tool':
+      return {
+        ...base,
+        rule:
+          subject === PLAN_SUBMISSION_TOOL
+            ? 'a plan cannot submit another plan (plan.md §15)'
+            : 'turn-only tools (switch-driver, end-without-answer, pull-artifact, remove-artifact) are not callable from a plan (plan.md §15)',
+        accepted: null,
+        fix: 'remove the step: these tools are decisions of the agent running the plan, not steps of it',
+      };
+    case 'tool_not_installed': {
+      const tools = [...ctx.installedTools].sort();
+      return {
+        ...base,
+        rule: 'a tool step names a tool of the manifest\'s "tools" (plan.md §6 rule 3t-iii)',
+        accepted: tools,
+        fix:
+          ctx.manifestPath === null && tools.length === 0
+            ? `no tool is installed: ${noManifestFix(ctx)}`
+            : tools.length === 0
+              ? `no tool is installed in ${ctx.manifestPath ?? 'the manifest'}: declare it, "tools": { "${subject}": { "command": ["<program>", "<args>…"] } }`
+              : `${didYouMean(subject, tools)}installed: ${listValues(tools)} (${ctx.manifest}); or declare '${subject}' under "tools" in ${ctx.manifestPath ?? 'the manifest'}`,
+      };
+    }
+    case 'shell_command_empty':
+      return { ...base, rule: 'a shell command has at least one word: the program to run (plan.md §6 rule 3s-i)', accepted: null, fix: 'write the command line, e.g. "shell": "make test"' };
+    case 'binary_not_allowed':
+      return { ...base, rule: 'the first word of a shell command is a binary in capabilities.shell.allow, matched exactly (plan.md §6 rule 3s-ii)', accepted: [...ctx.shellAllow], fix: binaryFix(subject, ctx) };
+    case 'capsule_input':
+      return {
+        ...base,
+        rule: 'a capsule step\'s input is its task text: a string, or { "objective": "<text>" } (plan.md §19.1)',
+        accepted: ['"<task text>"', '{ "objective": "<task text>" }'],
+        fix: 'give the whole instruction as "input": "<task text>" (references such as "$a.output" are fine)',
+      };
+    case 'on_error_policy':
+      return {
+        ...base,
+        rule: 'on_error is one of fail, skip, continue, lower case (plan.md §6 rule 4)',
+        accepted: [...ON_ERROR_POLICIES],
+        fix: `${didYouMean(subject, ON_ERROR_POLICIES)}"fail" stops the plan (the default: leave the key out), "skip" records the step skipped and goes on, "continue" records it failed and goes on`,
+      };
+    case 'stdin_not_shell':
+      return {
+        ...base,
+        rule: 'stdin is our key for shell steps only (README, plan format)',
+        accepted: null,
+        fix: step.tool !== undefined ? 'remove "stdin": the tool already gets "input" as JSON on its stdin' : 'remove "stdin": a capsule step gets "input" as its task text',
+      };
+    case 'unknown_dependency':
+      return {
+        ...base,
+        rule: 'every depends_on entry is the id of a step of this plan (plan.md §6 rule 5)',
+        accepted: ids,
+        fix: `${didYouMean(subject, ids)}the step ids are: ${listValues(ids)}`,
+      };
+    case 'unknown_reference': {
+      const parsed = parseReference(subject);
+      const id = parsed?.stepId ?? '';
+      return {
+        ...base,
+        rule: 'a reference names a step of this plan and a field: $<step id>.output or $<step id>.status (plan.md §6 rule 6, §7)',
+        accepted: ids,
+        fix: `no step has the id '${id}'; ${didYouMean(id, ids)}the step ids are: ${listValues(ids)}`,
+      };
+    }
+    case 'unknown_reference_field': {
+      const parsed = parseReference(subject);
+      const field = parsed?.field ?? '';
+      const glued = /[=!<>]/u.test(field);
+      return {
+        ...base,
+        rule: 'a reference\'s field is output or status (plan.md §6 rule 6, §7)',
+        accepted: [...REFERENCE_FIELDS],
+        fix: glued
+          ? `put spaces around the operator: ${subject.replace(/(==|!=|<|>)/u, ' $1 ')}`
+          : `${didYouMean(field, REFERENCE_FIELDS)}write $${parsed?.stepId ?? '<step>'}.output or $${parsed?.stepId ?? '<step>'}.status`,
+      };
+    }
+  }
+}
+
+function binaryFix(binary: string, ctx: ExplainContext): string {
+  const base = binary.split('/').pop() ?? binary;
+  if (binary.includes('/') && ctx.shellAllow.includes(base)) {
+    return `entries match exactly: '${base}' is allowed but '${binary}' is not; write the command as ${base} …, or add "${binary}" to capabilities.shell.allow`;
+  }
+  if (ctx.manifestPath !== null) return `add "${binary}" to capabilities.shell.allow in ${ctx.manifestPath}, or allow it for one run with --allow ${binary}`;
+  return `${noManifestFix(ctx)}, or allow it for one run with --allow ${binary}`;
+}
+
+/** What to do when no manifest was loaded: use the one beside the plan, or name one. */
+function noManifestFix(ctx: ExplainContext): string {
+  const beside = ctx.manifestBesidePlan ?? null;
+  if (beside !== null) {
+    const dir = beside.slice(0, beside.length - '/capsule.json'.length) || '.';
+    return `${ctx.manifest}, but the plan's directory has one: run with --workdir ${dir} (where shell steps then run), or --manifest ${beside}`;
+  }
+  return `${ctx.manifest}: pass --manifest FILE, or --workdir DIR for the directory holding capsule.json`;
+}
+

@@ -1,0 +1,219 @@
+/**
+ * Refusals explained: for every reason `capsule validate` or `capsule run` refuses a plan, the
+ * file, line and column, the step, the rule, the values that would be accepted and the fix. The
+ * `error` stays the spec's exact text (`spec/plan.md` §5–§6); the rest is ours. This module holds
+ * the shape, the file-level refusals, the ones a run meets later and the text for people; the
+ * validation rules' explanations are in `explain-finding.ts`.
+ */
+
+import type { PlanFile, PlanStep } from '../../machines/contracts.js';
+import type { ConditionProblem } from './condition-check.js';
+import type { BlockedPlan } from './cycles.js';
+import { locateJsonPath, type JsonPathSegment, type SourcePosition } from './json-location.js';
+import { blockedByCycle, invalidReference, planFileMissing } from './messages.js';
+import { excerpt } from './text.js';
+import { closestKey, formatJsonPath } from './unknown-keys.js';
+import type { ValidationCode } from './validate.js';
+import type { UnknownKeyWarning } from './warnings.js';
+
+/**
+ * Why a plan was refused: the validation codes of `plan.md` §6 (see `ValidationCode`), what
+ * `capsule validate` refuses beyond them (`condition`, `invalid_reference`, `dependency_cycle`: a
+ * run meets them later), and the file-level ones (`plan_unreadable`, `invalid_json`, `plan_shape`).
+ */
+export type RefusalCode = ValidationCode | 'condition' | 'invalid_reference' | 'dependency_cycle' | 'plan_unreadable' | 'invalid_json' | 'plan_shape';
+
+/** A refusal with everything needed to act on it (the `refusal` field of `validate --json` and of the report). */
+export interface Refusal {
+  /** The blamed step; `plan` for the file as a whole. */
+  readonly step_id: string;
+  /** The error, as the report's `results[0].error` and `validate --json`'s `error` give it. */
+  readonly error: string;
+  readonly code: RefusalCode;
+  /** The rule, in one sentence. */
+  readonly rule: string;
+  /** The values the rule accepts there (allowed binaries, installed tools, step ids, policies, fields), when it has a list; null otherwise. */
+  readonly accepted: readonly string[] | null;
+  /** What to change, in one sentence. */
+  readonly fix: string;
+  /** The plan file as given; null for a plan object (library) or when unknown. */
+  readonly file: string | null;
+  /** JSON path of the offending value (`steps[2].on_error`); null when the file as a whole is meant. */
+  readonly json_path: string | null;
+  /** 1-based line and column of that value in the file; null when there is no file text. */
+  readonly line: number | null;
+  readonly column: number | null;
+}
+
+/** What explaining a refusal needs besides the plan. */
+export interface ExplainContext {
+  /** The plan file as given, or null for a plan object. */
+  readonly file: string | null;
+  /** The file's text, for line and column; null when not read from a file. */
+  readonly text: string | null;
+  /** Binaries shell steps may start (manifest plus `--allow`). */
+  readonly shellAllow: readonly string[];
+  /** Tool names a tool step may name. */
+  readonly installedTools: readonly string[];
+  /** Where the manifest came from, in words (`describeManifestSource`). */
+  readonly manifest: string;
+  /** The manifest file, when one was loaded (the fix says where to add an entry). */
+  readonly manifestPath: string | null;
+  /** With no manifest loaded: a `capsule.json` beside the plan file, which was probably meant (`manifestBesidePlan`). */
+  readonly manifestBesidePlan?: string | null;
+  /** Unknown-key warnings of the plan: a refused step's misspelt key is the likely cause. */
+  readonly unknownKeys: readonly UnknownKeyWarning[];
+}
+
+/** Longest list of accepted values shown; the rest are counted ("… and 12 more"). */
+export const MAX_ACCEPTED_SHOWN = 20;
+
+/** `a, b, c` or `a, b, … and N more`, never cut without saying so. */
+export function listValues(values: readonly string[], max = MAX_ACCEPTED_SHOWN): string {
+  if (values.length === 0) return '(none)';
+  if (values.length <= max) return values.map((value) => excerpt(value)).join(', ');
+  return `${values.slice(0, max).map((value) => excerpt(value)).join(', ')}, … and ${values.length - max} more`;
+}
+
+/** The location fields of a refusal about the value at `path` (segments from the document root). */
+export function located(ctx: Pick<ExplainContext, 'file' | 'text'>, path: readonly JsonPathSegment[] | null, position?: SourcePosition | null) {
+  const at = position ?? (ctx.text !== null && path !== null ? locateJsonPath(ctx.text, path) : null);
+  return {
+    file: ctx.file,
+    json_path: path === null ? null : formatJsonPath(path) || null,
+    line: at?.line ?? null,
+    column: at?.column ?? null,
+  };
+}
+
+/** `did you mean 'x'? ` or '' */
+export function didYouMean(value: string, known: readonly string[]): string {
+  const close = closestKey(value, known) ?? known.find((k) => k.toLowerCase() === value.toLowerCase()) ?? null;
+  return close === null ? '' : `did you mean '${close}'? `;
+}
+
+/** Explains a condition a run would fail on (`condition-check.ts`), for the step at `index`. */
+export function explainCondition(index: number, plan: PlanFile, problem: ConditionProblem, ctx: Pick<ExplainContext, 'file' | 'text'>): Refusal {
+  return {
+    step_id: (plan.steps[index] as PlanStep).id,
+    error: problem.error,
+    code: problem.code,
+    rule:
+      problem.code === 'invalid_reference'
+        ? 'a reference is $<step id>.output or $<step id>.status (plan.md §7)'
+        : 'an if is comparisons joined by && and ||, each <operand> ==, !=, < or > <operand>, an operand a quoted text or a reference (plan.md §8); a run fails the step when it evaluates it',
+    accepted: null,
+    fix: problem.fix,
+    ...located(ctx, ['steps', index, 'if']),
+  };
+}
+
+/** Explains a string in `input` (or `stdin`) that starts with `$` and has no dot: every attempt fails with `invalid reference`. */
+export function explainInvalidReference(index: number, plan: PlanFile, reference: string, path: readonly JsonPathSegment[], ctx: Pick<ExplainContext, 'file' | 'text'>): Refusal {
+  return {
+    step_id: (plan.steps[index] as PlanStep).id,
+    error: invalidReference(reference),
+    code: 'invalid_reference',
+    rule: 'a string in input that starts with $ is a reference, $<step id>.output or $<step id>.status, resolved when the step runs (plan.md §7, §9); a run fails every attempt of this step',
+    accepted: null,
+    fix: `to pass a step's output write $<step id>.output; a text that starts with $ is always taken as a reference, so start ${reference} with another character`,
+    ...located(ctx, ['steps', index, ...path]),
+  };
+}
+
+/** `a → b → c → a` (each depends on the next), shortened in the middle past 12 steps, saying how many are left out. */
+export function cycleText(cycle: readonly string[]): string {
+  const names = cycle.map((id) => `'${id}'`);
+  const loop = [...names, names[0] ?? ''];
+  if (loop.length <= 12) return loop.join(' → ');
+  return `${loop.slice(0, 6).join(' → ')} → … ${loop.length - 10} more … → ${loop.slice(-4).join(' → ')}`;
+}
+
+/** Explains a plan a run would stop as blocked (`cycles.ts`). */
+export function explainCycle(blocked: BlockedPlan, plan: PlanFile, ctx: Pick<ExplainContext, 'file' | 'text'>): Refusal {
+  const index = plan.steps.findIndex((step) => step.id === blocked.blamed);
+  const inCycle = blocked.cycle.includes(blocked.blamed);
+  const first = blocked.cycle[0] ?? blocked.blamed;
+  const next = blocked.cycle[1 % blocked.cycle.length] ?? first;
+  return {
+    step_id: blocked.blamed,
+    error: blockedByCycle(cycleText(blocked.cycle)),
+    code: 'dependency_cycle',
+    rule: `a step runs once every step in its depends_on has settled, so steps that depend on each other never run; a run stops blocked, blaming '${blocked.blamed}', the first of ${blocked.stuck} step${blocked.stuck === 1 ? '' : 's'} that can never run${inCycle ? '' : ` (it waits on the cycle)`} (plan.md §10.3)`,
+    accepted: null,
+    fix: `break the cycle (→ means "depends on"): remove '${next}' from the depends_on of '${first}', or another link of it`,
+    ...located(ctx, ['steps', index, 'depends_on']),
+  };
+}
+
+/** Explains a plan file that is not JSON or not a plan's shape (`plan.md` §5). */
+export function explainParseFailure(
+  error: string,
+  at: { readonly path: readonly JsonPathSegment[] } | { readonly position: SourcePosition } | undefined,
+  ctx: Pick<ExplainContext, 'file' | 'text'>,
+): Refusal {
+  if (at !== undefined && 'path' in at) {
+    return {
+      step_id: 'plan',
+      error,
+      code: 'plan_shape',
+      rule: 'a plan file is { "id": "<plan id>", "steps": [ { "id": "<step id>", … } ] } (plan.md §2; schema/plan.schema.json)',
+      accepted: null,
+      fix: `change ${formatJsonPath(at.path) || 'the top level'} as the error says`,
+      ...located(ctx, at.path),
+    };
+  }
+  const position = at !== undefined && 'position' in at ? at.position : null;
+  const empty = ctx.text !== null && ctx.text.trim() === '';
+  return {
+    step_id: 'plan',
+    error,
+    code: 'invalid_json',
+    rule: 'a plan file is one JSON object (plan.md §2): double-quoted keys and strings, no trailing commas, no comments',
+    accepted: null,
+    fix: empty ? 'the file is empty: write the plan, { "id": "<plan id>", "steps": [] }' : position === null ? 'fix the JSON syntax' : `fix the JSON at line ${position.line}, column ${position.column}`,
+    ...located(ctx, null, position),
+  };
+}
+
+/**
+ * Explains a plan file that could not be read (`plan.md` §5). `directoryEntries`: what the path
+ * holds when it is a directory; `inWorkdir`: the same name under `--workdir` when that exists (the
+ * plan path is relative to the current directory, a common slip).
+ */
+export function explainReadFailure(
+  error: string,
+  file: string,
+  cwd: string,
+  directoryEntries: readonly string[] | null,
+  inWorkdir: string | null = null,
+): Refusal {
+  let fix: string;
+  if (directoryEntries !== null) {
+    const json = directoryEntries.filter((name) => name.endsWith('.json')).sort();
+    fix = json.length === 0 ? `pass a plan file, not a directory` : `pass a plan file, not a directory; ${file} holds ${listValues(json)}`;
+  } else if (inWorkdir !== null) {
+    fix = `a plan path is relative to the current directory (${cwd}), not to --workdir: did you mean ${inWorkdir}?`;
+  } else if (error === planFileMissing(file)) {
+    fix = `check the path: a plan path is relative to the current directory (${cwd})`;
+  } else {
+    fix = 'make the file readable, as UTF-8 JSON';
+  }
+  return { step_id: 'plan', error, code: 'plan_unreadable', rule: 'the plan file is read before anything runs (plan.md §5)', accepted: null, fix, file, json_path: null, line: null, column: null };
+}
+
+/** The refusal as lines for people: `refused: …`, then where, the rule, the accepted values and the fix, indented. */
+export function refusalLines(refusal: Refusal, firstLine: string): string[] {
+  const lines = [firstLine];
+  const where = [
+    refusal.file === null ? null : `${refusal.file}${refusal.line === null ? '' : `:${refusal.line}:${refusal.column ?? 1}`}`,
+    refusal.json_path,
+  ].filter((part): part is string => part !== null);
+  if (where.length > 0) lines.push(`  at ${where.join(', ')}`);
+  lines.push(`  rule: ${refusal.rule}`);
+  if (refusal.accepted !== null && refusal.code !== 'unknown_dependency' && refusal.code !== 'unknown_reference') {
+    lines.push(`  accepted: ${listValues(refusal.accepted)}`);
+  }
+  lines.push(`  fix: ${refusal.fix}`);
+  return lines;
+}

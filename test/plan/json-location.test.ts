@@ -1,0 +1,78 @@
+/** Lines and columns in a plan file (`src/plan/json-location.ts`), for errors that say where. */
+import fc from 'fast-check';
+import { locateJsonPath, positionAt, syntaxErrorPosition } from '../../src/plan/json-location.js';
+
+const TEXT = '{\n  "id": "p",\n  "steps": [\n    { "id": "a", "tool": "x" },\n    { "id": "b", "on_error": "nope" }\n  ]\n}\n';
+
+describe('locateJsonPath', () => {
+  it('finds a member value by its JSON path, 1-based line and column', () => {
+    const offset = TEXT.indexOf('"nope"');
+    expect(locateJsonPath(TEXT, ['steps', 1, 'on_error'])).toEqual({ line: 5, column: offset - TEXT.lastIndexOf('\n', offset), offset });
+    expect(offset - TEXT.lastIndexOf('\n', offset)).toBe(30);
+    expect(locateJsonPath(TEXT, ['steps', 0])).toMatchObject({ line: 4, column: 5 });
+    expect(locateJsonPath(TEXT, [])).toMatchObject({ line: 1, column: 1 });
+  });
+
+  it('falls back to the deepest value that exists: a missing key points at its object', () => {
+    expect(locateJsonPath(TEXT, ['steps', 0, 'if'])).toMatchObject({ line: 4, column: 5 });
+    expect(locateJsonPath(TEXT, ['steps', 9])).toMatchObject({ line: 3, column: 12 });
+  });
+
+  it('takes the last of a repeated key, as JSON.parse does', () => {
+    expect(locateJsonPath('{"a": 1, "a": 22}', ['a'])).toEqual({ line: 1, column: 15, offset: 14 });
+  });
+
+  it('skips strings holding brackets, quotes and escapes', () => {
+    const text = '{"x": "a]}\\"{[", "y": [1, {"z": "}"}], "w": true}';
+    expect(locateJsonPath(text, ['w'])?.offset).toBe(text.indexOf('true'));
+    expect(locateJsonPath(text, ['y', 1, 'z'])?.offset).toBe(text.indexOf('"}"'));
+  });
+
+  it('finds the value JSON.stringify wrote at every path of a random document', () => {
+    const json = fc.letrec((tie) => ({
+      value: fc.oneof({ depthSize: 'small' }, fc.string(), fc.integer(), fc.boolean(), fc.constant(null), tie('array'), tie('object')),
+      array: fc.array(tie('value'), { maxLength: 4 }),
+      object: fc.dictionary(fc.string({ maxLength: 5 }), tie('value'), { maxKeys: 4 }),
+    })).value;
+    fc.assert(
+      fc.property(json, fc.boolean(), (value, pretty) => {
+        const text = JSON.stringify(value, null, pretty ? 2 : undefined);
+        const visit = (node: unknown, path: (string | number)[]): void => {
+          const at = locateJsonPath(text, path);
+          expect(at).not.toBeNull();
+          const offset = at?.offset ?? -1;
+          // Compact: the value's own text starts there. Pretty: its first line does.
+          const written = JSON.stringify(node, null, pretty ? 2 : undefined);
+          expect(text.slice(offset, offset + (written.split('\n')[0] ?? '').length)).toBe(written.split('\n')[0]);
+          if (!pretty) expect(JSON.parse(text.slice(offset, offset + written.length))).toEqual(node);
+          if (Array.isArray(node)) node.forEach((item, i) => visit(item, [...path, i]));
+          else if (node !== null && typeof node === 'object') for (const [k, v] of Object.entries(node)) visit(v, [...path, k]);
+        };
+        visit(value, []);
+      }),
+      { seed: 20260613, numRuns: 200 },
+    );
+  });
+});
+
+describe('positionAt and syntaxErrorPosition', () => {
+  it('counts lines and columns from 1', () => {
+    expect(positionAt('ab\ncd', 4)).toEqual({ line: 2, column: 2, offset: 4 });
+    expect(positionAt('ab', 99)).toEqual({ line: 1, column: 3, offset: 2 });
+  });
+
+  it("reads the place of JSON.parse's own error message, in both wordings Node has used", () => {
+    const text = '{\n "a": 1,\n "b" 2}';
+    let message = '';
+    try {
+      JSON.parse(text);
+    } catch (error) {
+      message = (error as Error).message;
+    }
+    expect(syntaxErrorPosition(text, message)).toMatchObject({ line: 3, column: 6 });
+    expect(syntaxErrorPosition(text, 'Unexpected number in JSON at position 16')).toMatchObject({ line: 3, column: 6 });
+    expect(syntaxErrorPosition(text, "Expected ':' after property name in JSON at position 16 (line 3 column 6)")).toMatchObject({ line: 3, column: 6 });
+    expect(syntaxErrorPosition('{"a":', 'Unexpected end of JSON input')).toMatchObject({ line: 1, column: 6 });
+    expect(syntaxErrorPosition(text, 'something else')).toBeNull();
+  });
+});
