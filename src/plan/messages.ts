@@ -40,14 +40,19 @@ export const NOT_UTF8 = 'stream did not contain valid UTF-8';
  */
 export const planFileRefused = (path: string, detail: string): string => `failed to read plan file ${path}: ${detail}`;
 
+/** The end of {@link notRegularFile}'s detail (explanations recognise the refusal by it). */
+export const NOT_REGULAR_FILE_TAIL = 'capsule reads plans and manifests only from regular files';
+
 /** Detail for a path that is a FIFO, socket or device: reading it could block forever or never end. */
-export const notRegularFile = (kind: string): string =>
-  `it is a ${kind}, not a regular file; capsule reads plans and manifests only from regular files`;
+export const notRegularFile = (kind: string): string => `it is a ${kind}, not a regular file; ${NOT_REGULAR_FILE_TAIL}`;
+
+/** The words of {@link fileTooLarge}'s detail explanations recognise it by. */
+export const OVER_THE_LIMIT = 'over the limit of';
 
 /** Detail for a file over the size limit; `sizeBytes` is null when it grew past the limit while being read. */
 export const fileTooLarge = (sizeBytes: number | null, limitBytes: number): string => {
   const mib = limitBytes % (1024 * 1024) === 0 ? ` (${limitBytes / 1024 / 1024} MiB)` : '';
-  return `${sizeBytes === null ? `it holds more than ${limitBytes} bytes` : `it is ${sizeBytes} bytes`}, over the limit of ${limitBytes} bytes${mib}`;
+  return `${sizeBytes === null ? `it holds more than ${limitBytes} bytes` : `it is ${sizeBytes} bytes`}, ${OVER_THE_LIMIT} ${limitBytes} bytes${mib}`;
 };
 
 /** Parse detail for a plan object (library callers) holding something JSON cannot: a bigint, a function, a Map, NaN, … */

@@ -98,8 +98,7 @@ export function excerpt(text: string, maxChars: number = EXCERPT_CHARS): string 
   // Slack: a text just over the limit is shown whole rather than cut to save a few characters.
   if (text.length <= maxChars + 20) return text;
   let cut = maxChars;
-  const last = text.charCodeAt(cut - 1);
-  if (last >= 0xd800 && last <= 0xdbff) cut--; // do not split a surrogate pair
+  if (isHighSurrogate(text.charCodeAt(cut - 1))) cut--; // do not split a surrogate pair
   return `${text.slice(0, cut)}… (${text.length} characters)`;
 }
 
@@ -111,3 +110,25 @@ export function excerptList(items: readonly string[], max = 10): string {
   const shown = items.slice(0, max).map((item) => excerpt(item));
   return items.length > max ? `${shown.join(', ')} and ${items.length - max} more` : shown.join(', ');
 }
+
+/** Longest sentence (error, rule, fix, warning) the plan check hands out, in UTF-16 units; see {@link clipMiddle}. */
+export const MAX_SENTENCE_CHARS = 1_000;
+
+/**
+ * A sentence made to fit `maxChars` by cutting its middle: its start and its end (where a fix's
+ * last words usually are) around `… (<n> characters in all) …`. A safety net for sentences that
+ * quote input some other way than through {@link excerpt}: short ones come back unchanged.
+ */
+export function clipMiddle(text: string, maxChars: number = MAX_SENTENCE_CHARS): string {
+  if (text.length <= maxChars) return text;
+  const marker = ` … (${text.length} characters in all) … `;
+  const room = Math.max(0, maxChars - marker.length);
+  let headEnd = Math.ceil(room / 2);
+  let tailStart = text.length - Math.floor(room / 2);
+  if (isHighSurrogate(text.charCodeAt(headEnd - 1))) headEnd--;
+  if (isLowSurrogate(text.charCodeAt(tailStart))) tailStart++;
+  return `${text.slice(0, headEnd)}${marker}${text.slice(tailStart)}`;
+}
+
+const isHighSurrogate = (unit: number): boolean => unit >= 0xd800 && unit <= 0xdbff;
+const isLowSurrogate = (unit: number): boolean => unit >= 0xdc00 && unit <= 0xdfff;

@@ -158,7 +158,7 @@ export const stepObject: fc.Arbitrary<Record<string, unknown>> = fc
  * thousands of others, many unknown keys, many references outside the dependencies (warnings).
  */
 export const manySteps: fc.Arbitrary<unknown> = fc
-  .record({ count: fc.constantFrom(100, 1_000, 10_000), shape: fc.constantFrom('wide', 'deps', 'unknown-keys', 'references', 'duplicate') })
+  .record({ count: fc.constantFrom(100, 1_000, 5_000), shape: fc.constantFrom('wide', 'deps', 'unknown-keys', 'references', 'duplicate', 'bad-conditions', 'long-ids', 'cycle') })
   .map(({ count, shape }) => {
     const steps: Record<string, unknown>[] = [];
     switch (shape) {
@@ -177,6 +177,18 @@ export const manySteps: fc.Arbitrary<unknown> = fc
       case 'duplicate':
         for (let i = 0; i < count; i++) steps.push({ id: 'same', shell: 'true' });
         break;
+      case 'bad-conditions':
+        // Every step fails later: a refusal explained (with its line and column) for each.
+        for (let i = 0; i < count; i++) steps.push({ id: `s${i}`, shell: 'true', if: i % 2 === 0 ? 'true' : `$s${i}`, input: '$HOME' });
+        break;
+      case 'long-ids': {
+        const id = 'i'.repeat(count * 100);
+        steps.push({ id, shell: `echo $${id}.output | ${'x'.repeat(count * 10)}`, input: 'x', if: `$${id}.status == '${id}'` }, { id: `${id}2`, shell: 'true', depends_on: [id, `${id}2`], input: `$${id}.output` });
+        break;
+      }
+      case 'cycle':
+        for (let i = 0; i < count; i++) steps.push({ id: `s${i}`, shell: 'true', depends_on: [`s${(i + 1) % count}`] });
+        break;
     }
     return { id: 'many', steps };
   });
@@ -184,7 +196,7 @@ export const manySteps: fc.Arbitrary<unknown> = fc
 /** A plan object: `{ id, steps }`, mostly well-formed; sometimes a top level that is not a plan at all. */
 export const planObject: fc.Arbitrary<unknown> = fc.oneof(
   {
-    weight: 80,
+    weight: 160,
     arbitrary: fc
       .record({
         id: mostly(fc.oneof(fc.constantFrom('p', 'release', ''), anyText)),
@@ -198,8 +210,8 @@ export const planObject: fc.Arbitrary<unknown> = fc.oneof(
         return plan;
       }),
   },
-  { weight: 2, arbitrary: jsonValue(3) },
-  { weight: 2, arbitrary: deepValue.map((input) => ({ id: 'p', steps: [{ id: 'a', tool: 'echo', input }] })) },
+  { weight: 4, arbitrary: jsonValue(3) },
+  { weight: 4, arbitrary: deepValue.map((input) => ({ id: 'p', steps: [{ id: 'a', tool: 'echo', input }] })) },
   { weight: 1, arbitrary: manySteps },
 );
 

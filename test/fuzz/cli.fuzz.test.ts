@@ -4,8 +4,8 @@
  * report, the top-level error handler). `run` is given only plans whose allowed binaries are
  * `true` and `echo` (everything else is refused), and one input in ten is run. Every command
  * exits 0, 1 or 2 with no stack trace and no `internal error`; `validate` prints at most 256 KiB
- * whatever the plan (plus twice the plan's size with `--json`, which carries the plan's and the
- * blamed step's ids whole); `run` at most 256 KiB plus a few times the plan's size (progress names
+ * whatever the plan (plus a few times the plan's size with `--json`, which carries the plan's and the
+ * blamed step's ids, and the accepted ids, whole); `run` at most 256 KiB plus a few times the plan's size (progress names
  * every step, the report every id); a run's trace ends with `session_end`.
  */
 import fc from 'fast-check';
@@ -90,7 +90,7 @@ fuzzTarget({
     const outcome = await runInProcess(args);
     // --json carries the plan's and the blamed step's ids whole (they are data); human lines quote excerpts.
     const planBytes = Buffer.byteLength(input.plan);
-    const bound = 256 * 1024 + (input.command === 'run' ? 4 * planBytes : input.json ? 2 * planBytes : 0);
+    const bound = 256 * 1024 + (input.command === 'run' || input.json ? 4 * planBytes : 0);
     expectCleanCliOutcome(outcome, `capsule ${input.command}`, bound);
     if (input.json && outcome.code !== 2) JSON.parse(outcome.stdout);
     if (records !== null && outcome.code !== 2) {

@@ -7,8 +7,12 @@
 /** Longest error or warning text, in characters, whatever the input's size. */
 export const MAX_ERROR_CHARS = 2_000;
 
-/** A line of a JavaScript stack trace (`    at fn (file:1:2)`). */
-const STACK_LINE = /^\s+at \S.*(:\d+:\d+\)?|\(native\)|<anonymous>\)?)$/m;
+/**
+ * A line of a JavaScript stack trace: `    at fn (file:///x.js:1:2)`, `    at file:///x.js:1:2`,
+ * `    at async fn (node:internal/…:1:2)`, `    at String.split (<anonymous>)`. (A refusal's
+ * `  at plan.json:4:31, steps[0].shell` is not one: two spaces, a plain path.)
+ */
+export const STACK_LINE = /^ {4,}at (?:async )?(?:.+ \((?:file:\/\/|node:|\/|<anonymous>|native).*\)|(?:file:\/\/|node:|\/)\S*:\d+:\d+)$/m;
 
 /** Throws unless `text` is a clean refusal text: a non-empty string of at most `maxChars`, no stack trace, no internal error. */
 export function expectCleanText(text: unknown, what: string, maxChars = MAX_ERROR_CHARS): void {
