@@ -284,8 +284,8 @@ export const MANIFEST_SHAPE = {
 
 /** A reference to a step outside the referring step's (transitive) dependencies. */
 export const unorderedReference = (stepId: string, reference: string, target: string): string =>
-  `step '${stepId}': ${reference} names step '${target}', which is not among its dependencies; ` +
-  `unless '${target}' settled in an earlier wave it is not ready (add it to depends_on)`;
+  `step '${excerpt(stepId)}': ${excerpt(reference)} names step '${excerpt(target)}', which is not among its dependencies; ` +
+  `unless '${excerpt(target)}' settled in an earlier wave it is not ready (add it to depends_on)`;
 
 /** `$x.status` compared with a text that is not a status word. */
 export const statusLiteralWarning = (
@@ -296,12 +296,12 @@ export const statusLiteralWarning = (
   closest: string,
   statusWords: readonly string[],
 ): string =>
-  `step '${stepId}': if compares ${reference} ${operator} '${literal}', but '${literal}' is not a status word ` +
+  `step '${excerpt(stepId)}': if compares ${excerpt(reference)} ${operator} '${excerpt(literal)}', but '${excerpt(literal)}' is not a status word ` +
   `(${statusWords.join(', ')}), so the comparison is always ${operator === '==' ? 'false' : 'true'}; did you mean '${closest}'?`;
 
 /** `input` on a shell step: the command never receives it. */
 export const shellInputIgnored = (stepId: string): string =>
-  `step '${stepId}': a shell step does not receive its input (its references are only resolved, for their errors); ` +
+  `step '${excerpt(stepId)}': a shell step does not receive its input (its references are only resolved, for their errors); ` +
   `to hand the command a value write "stdin": "$<step>.output" (the text arrives on its stdin), or use a command tool, which gets the input as JSON on stdin`;
 
 /** Backslashes the splitter drops inside quotes (`plan.md` §17.1), where a POSIX shell keeps them. */
@@ -309,41 +309,47 @@ export const droppedBackslashes = (stepId: string, count: number, first: { quote
   const where = first.quote === "'" ? 'inside single quotes' : first.quote === '"' ? 'inside double quotes' : 'at the end';
   const what = first.next === null ? `a trailing backslash is dropped` : `the backslash before '${first.next}' ${where} is dropped and '${first.next}' kept`;
   const more = count > 1 ? ` (and ${count - 1} more backslash${count === 2 ? '' : 'es'} like it)` : '';
-  const word = first.word === null ? '' : `, so the program gets the argument \`${first.word}\``;
+  const word = first.word === null ? '' : `, so the program gets the argument \`${excerpt(first.word)}\``;
   return (
-    `step '${stepId}': shell: ${what}${more}${word}. A backslash makes the next character literal everywhere, even inside quotes ` +
+    `step '${excerpt(stepId)}': shell: ${what}${more}${word}. A backslash makes the next character literal everywhere, even inside quotes ` +
     `(plan.md §17.1, unlike a POSIX shell); to pass a backslash, write two (\\\\\\\\ in the JSON file)`
   );
 };
 
+/** Words of a command as a warning quotes them: `'a', 'b'`, each an excerpt, at most ten. */
+const quotedList = (words: readonly string[]): string => {
+  const shown = words.slice(0, 10).map((w) => `'${excerpt(w)}'`).join(', ');
+  return words.length > 10 ? `${shown} and ${words.length - 10} more` : shown;
+};
+
 /** Shell syntax a shell step passes to its program as text. */
 export const shellSyntaxAsText = (stepId: string, binary: string, words: readonly string[]): string =>
-  `step '${stepId}': shell: ${words.map((w) => `'${w}'`).join(', ')} ${words.length === 1 ? 'is' : 'are'} passed to ${binary} as text: ` +
+  `step '${excerpt(stepId)}': shell: ${quotedList(words)} ${words.length === 1 ? 'is' : 'are'} passed to ${excerpt(binary)} as text: ` +
   `a shell step runs its program without a shell, so pipes, redirections, ;, &&, $VARIABLES, globs and ~ mean nothing; ` +
   `for those run a shell: bash -c '…' (with bash in capabilities.shell.allow)`;
 
 /** A reference written into a shell command: never substituted. */
 export const referenceInShellCommand = (stepId: string, words: readonly string[]): string =>
-  `step '${stepId}': shell: ${words.map((w) => `'${w}'`).join(', ')} reaches the program as those characters: references are never put into a command; ` +
+  `step '${excerpt(stepId)}': shell: ${quotedList(words)} reaches the program as those characters: references are never put into a command; ` +
   `pass the value with "stdin": "$<step>.output" (the program reads it from stdin) or use a command tool`;
 
 /** A problem `capsule validate` refuses, which a run meets only when it gets there. */
 export const failsLater = (stepId: string, error: string, when: string, fix: string): string =>
-  `step '${stepId}': ${error}: ${when} (capsule validate refuses this plan); fix: ${fix}`;
+  `step '${excerpt(stepId)}': ${error}: ${when} (capsule validate refuses this plan); fix: ${fix}`;
 
 /** A dependency cycle found before the run: the run goes on and stops blocked when it reaches it. */
 export const cycleWarning = (blamed: string, cycle: string, stuck: number): string =>
-  `step '${blamed}': plan is blocked by a dependency cycle, ${cycle} (→ means "depends on"): ${stuck} step${stuck === 1 ? '' : 's'} can never run, ` +
-  `and the run will stop blocked at '${blamed}' once the steps before it have run (capsule validate refuses this plan)`;
+  `step '${excerpt(blamed)}': plan is blocked by a dependency cycle, ${cycle} (→ means "depends on"): ${stuck} step${stuck === 1 ? '' : 's'} can never run, ` +
+  `and the run will stop blocked at '${excerpt(blamed)}' once the steps before it have run (capsule validate refuses this plan)`;
 
 /** A shell step's binary that is allowed but cannot be found. */
 export const binaryNotFound = (stepId: string, binary: string): string =>
-  `step '${stepId}': shell: '${binary}' is not found on PATH${binary.includes('/') ? ' (as a file)' : ''}, so the step will fail to start: ` +
+  `step '${excerpt(stepId)}': shell: '${excerpt(binary)}' is not found on PATH${binary.includes('/') ? ' (as a file)' : ''}, so the step will fail to start: ` +
   `install it, or write the program's path (and allow that path in capabilities.shell.allow)`;
 
 /** A command tool whose program cannot be found. */
 export const toolProgramNotFound = (stepId: string, tool: string, program: string): string =>
-  `step '${stepId}': tool '${tool}' runs '${program}', which is not found on PATH${program.includes('/') ? ' (as a file)' : ''}, so every call will fail to start: ` +
+  `step '${excerpt(stepId)}': tool '${excerpt(tool)}' runs '${excerpt(program)}', which is not found on PATH${program.includes('/') ? ' (as a file)' : ''}, so every call will fail to start: ` +
   `fix the tool's "command" in the manifest`;
 
 /** `capsule validate`'s refusal of a blocked plan: the run's blocked error, then the cycle (`'x' → 'y' → 'x'`). */
