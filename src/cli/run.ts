@@ -105,7 +105,7 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
   });
   // A terminal that went away (EIO/EPIPE on stderr) must not crash the run before its process
   // groups are ended: progress is best effort, for the rest of this process's life.
-  stderr.on('error', () => {});
+  ignoreStreamErrors(stderr);
   // An exception outside this flow (a timer, a listener) ends the run by force before capsule exits.
   const stopOnUncaughtError = onUncaughtError(
     () => run.cancel({ force: true }),
@@ -133,6 +133,21 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
   if (options.json === true) process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
   return exitCodeOf(report);
 }
+
+const ignoring = new WeakSet<NodeJS.WriteStream>();
+
+/**
+ * Adds one do-nothing `error` listener to `stream`, once per stream. Defined out here: a closure
+ * made inside `runCommand` would hold on to that run (its session, plan and actors) for as long as
+ * the stream lives, and in-process callers (tests, the CLI fuzz target) run many.
+ */
+function ignoreStreamErrors(stream: NodeJS.WriteStream): void {
+  if (ignoring.has(stream)) return;
+  ignoring.add(stream);
+  stream.on('error', ignoreError);
+}
+
+function ignoreError(): void {}
 
 function isDirectory(path: string): boolean {
   try {

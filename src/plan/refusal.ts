@@ -13,7 +13,7 @@ import { locateJsonPath, type JsonPathSegment, type SourcePosition } from './jso
 import { blockedByCycle, invalidReference, NOT_REGULAR_FILE_TAIL, OVER_THE_LIMIT, planFileMissing } from './messages.js';
 import { MAX_INPUT_FILE_BYTES } from './read-file.js';
 import { clipMiddle, excerpt } from './text.js';
-import { closestKey, formatJsonPath } from './unknown-keys.js';
+import { closestKey, formatJsonPath, MAX_SUGGESTED_CHARS } from './unknown-keys.js';
 import type { ValidationCode } from './validate.js';
 import type { UnknownKeyWarning } from './warnings.js';
 
@@ -104,7 +104,9 @@ export function bounded(refusal: Refusal): Refusal {
 
 /** `did you mean 'x'? ` or '' */
 export function didYouMean(value: string, known: readonly string[]): string {
-  const close = closestKey(value, known) ?? known.find((k) => k.toLowerCase() === value.toLowerCase()) ?? null;
+  if (value.length > MAX_SUGGESTED_CHARS) return '';
+  const lower = value.toLowerCase();
+  const close = closestKey(value, known) ?? known.find((k) => k.length === value.length && k.toLowerCase() === lower) ?? null;
   return close === null ? '' : `did you mean '${close}'? `;
 }
 

@@ -8,18 +8,24 @@ import { excerpt } from './text.js';
 
 export type { UnknownKeyWarning, PlanWarning } from './warnings.js';
 
+/** Longest key (or step id, for "did you mean") a suggestion is looked for. */
+export const MAX_SUGGESTED_CHARS = 256;
+
 /**
  * The known key closest to `key` by Levenshtein distance, or `null` when the best distance exceeds
- * `max(2, floor(key.length / 3))`. Ties go to the key listed first in `known`.
+ * `max(2, floor(key.length / 3))` or `key` is longer than {@link MAX_SUGGESTED_CHARS} (then no
+ * candidate can be within the limit either). Ties go to the key listed first in `known`.
  *
  * @example closestKey('depends-on', STEP_KEYS) // 'depends_on'
  */
 export function closestKey(key: string, known: readonly string[]): string | null {
+  // The distance costs length × length: past this, no suggestion (nobody mistypes 10,000 characters).
+  if (key.length > MAX_SUGGESTED_CHARS) return null;
   let best: string | null = null;
   let bestDistance = Number.POSITIVE_INFINITY;
   const limit = Math.max(2, Math.floor(key.length / 3));
   for (const candidate of known) {
-    // The distance is at least the difference in length: a far longer key (a 10 MB one) matches nothing.
+    // The distance is at least the difference in length: a far longer key matches nothing.
     if (Math.abs(key.length - candidate.length) > limit) continue;
     const d = distance(key, candidate);
     if (d < bestDistance) {

@@ -15,6 +15,7 @@ import { validatePlan } from '../../src/plan/validate.js';
 import { checkPlan, runStartWarnings } from '../../src/plan/check.js';
 import { killStartedClis, ROOT, runCli } from '../cli/helpers.js';
 import { planOf } from '../plan/support.js';
+import { runInProcess } from './cli-support.js';
 import { MAX_ERROR_CHARS, STACK_LINE } from './verdicts.js';
 
 const dirs: string[] = [];
@@ -140,12 +141,23 @@ describe('work that grows faster than the input', () => {
     const dir = tempDir();
     const steps = Array.from({ length: 100_000 }, (_, i) => ({ id: `s${i}`, shell: 'true', if: i % 2 === 0 ? 'true' : `$s${i}`, input: '$HOME' }));
     writeFileSync(join(dir, 'plan.json'), JSON.stringify({ id: 'p', steps }));
-    const result = await runCli(['validate', 'plan.json', '--allow', 'true'], { cwd: dir, timeoutMs: 60_000 });
+    const result = await runCli(['validate', 'plan.json', '--allow', 'true'], { cwd: dir, timeoutMs: 25_000 });
 
     expect(result.code).toBe(1);
     expect(result.stderr).toContain("\nrefused: step 's0': unsupported condition expression 'true'\n");
     expect(result.stderr).toMatch(/\nrefused: 199979 more steps a run would fail on later, not shown\n$/);
     expect(result.stderr.length).toBeLessThan(64 * 1024);
+  });
+
+  it('explains an unknown dependency among 200 steps with 50,000-character ids within the hang bound (did-you-mean measured every id: minutes)', async () => {
+    const dir = tempDir();
+    const id = (n: number): string => `${'i'.repeat(50_000)}${n}`;
+    const steps = Array.from({ length: 200 }, (_, n) => ({ id: id(n), shell: 'true', depends_on: n === 199 ? [`${id(5)}x`] : [] }));
+    writeFileSync(join(dir, 'plan.json'), JSON.stringify({ id: 'p', steps }));
+    const result = await runCli(['validate', 'plan.json', '--allow', 'true', '--json'], { cwd: dir, timeoutMs: 25_000 });
+
+    expect(result.code).toBe(1);
+    expect(JSON.parse(result.stdout)).toMatchObject({ error: `unknown dependency '${'i'.repeat(60)}… (50002 characters)'`, refusal: { code: 'unknown_dependency' } });
   });
 
   it('splits a command of 9,000,000 backslash-escaped spaces into one word', () => {
@@ -196,6 +208,19 @@ describe('refusals and warnings of the plan check quote only an excerpt', () => 
     const texts = [...runStartWarnings(check).map((w) => w.message), ...check.failsLater.flatMap((l) => [l.refusal.error, l.refusal.fix, l.refusal.rule])];
     expect(texts.length).toBeGreaterThan(3);
     for (const text of texts) expect(text.length).toBeLessThan(MAX_ERROR_CHARS);
+  });
+});
+
+describe('capsule run in-process', () => {
+  it('adds one error listener to stderr however many runs it makes (each added one, holding on to its session and plan)', async () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, 'plan.json'), JSON.stringify({ id: 'p', steps: [{ id: 'a', shell: 'nope' }] }));
+    const before = process.stderr.listenerCount('error');
+    for (let i = 0; i < 5; i++) {
+      const outcome = await runInProcess(['run', join(dir, 'plan.json'), '--workdir', dir, '--records', join(dir, `r${i}`), '--quiet']);
+      expect(outcome.code).toBe(1);
+    }
+    expect(process.stderr.listenerCount('error')).toBeLessThanOrEqual(before + 1);
   });
 });
 
