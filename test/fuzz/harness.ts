@@ -5,7 +5,9 @@
  *
  * - `npm test` runs every target fast: `fastRuns` inputs (default 2,000).
  * - `npm run fuzz` (`CAPSULE_FUZZ=long`) runs `longRuns` inputs (default 100,000) and prints one
- *   summary line per target.
+ *   summary line per target. It keeps `$TMPDIR/capsule-fuzz-<target>.progress` naming the input
+ *   being run (seed and path): a synchronous hang cannot fail the test, so that file says which
+ *   input to replay.
  * - `CAPSULE_FUZZ_SEED=<n>` (and `CAPSULE_FUZZ_PATH=<path>`, both printed on failure) replays a
  *   run; `CAPSULE_FUZZ_RUNS=<n>` overrides the number of inputs. Without a seed, each run draws a
  *   new one, shown in the test's title.
@@ -15,8 +17,10 @@
  * traces, no `internal error`).
  */
 import fc from 'fast-check';
+import { writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, join, relative } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { basename, relative } from 'node:path';
 
 /** `fast` in `npm test`, `long` in `npm run fuzz`. */
 export const FUZZ_MODE: 'fast' | 'long' = process.env['CAPSULE_FUZZ'] === 'long' ? 'long' : 'fast';
@@ -68,7 +72,13 @@ export function fuzzTarget<T>(target: FuzzTarget<T>): void {
   const testTimeoutMs = Math.max(120_000, runs * (target.maxMsPerInput ?? DEFAULT_MAX_MS_PER_INPUT));
 
   it(`${target.name}: ${runs} inputs end in a value or a clean refusal (seed ${seed})`, async () => {
-    const summary = await runTarget(target, { runs, seed, ...(path !== undefined && path !== '' ? { path } : {}) });
+    const progressFile = FUZZ_MODE === 'long' ? join(tmpdir(), `capsule-fuzz-${basename(expect.getState().testPath ?? 'target', '.fuzz.test.ts')}.progress`) : undefined;
+    const summary = await runTarget(target, {
+      runs,
+      seed,
+      ...(path !== undefined && path !== '' ? { path } : {}),
+      ...(progressFile !== undefined ? { progressFile } : {}),
+    });
     if (FUZZ_MODE === 'long') console.log(summary);
   }, testTimeoutMs);
 }
@@ -81,11 +91,18 @@ export const DEFAULT_MAX_MS_PER_INPUT = 5_000;
  * @returns A one-line summary.
  * @throws An `Error` whose message is the failure report: seed, path, replay command, input, error.
  */
-export async function runTarget<T>(target: FuzzTarget<T>, options: { runs: number; seed: number; path?: string }): Promise<string> {
+export async function runTarget<T>(
+  target: FuzzTarget<T>,
+  options: { runs: number; seed: number; path?: string; progressFile?: string },
+): Promise<string> {
   const maxMs = target.maxMsPerInput ?? DEFAULT_MAX_MS_PER_INPUT;
   const startedAt = performance.now();
   let slowest = 0;
+  let index = options.path === undefined ? 0 : Number(options.path.split(':')[0]);
   const property = fc.asyncProperty(target.inputs, async (input) => {
+    // A synchronous hang cannot be interrupted or reported from inside: the file says which input it is.
+    if (options.progressFile !== undefined) writeFileSync(options.progressFile, `CAPSULE_FUZZ_SEED=${options.seed} CAPSULE_FUZZ_PATH=${index}\n`);
+    index++;
     const started = performance.now();
     await target.check(input);
     const ms = performance.now() - started;
