@@ -1,4 +1,4 @@
-import type { DiscardedResult, OutputTruncation, PlanStep, ResultsMap, StepKind, StepResult } from './contracts.js';
+import type { DiscardedResult, JsonValue, OutputTruncation, PlanStep, ResultsMap, StepKind, StepResult } from './contracts.js';
 import { BLOCKED, CANCEL_BEFORE_STEP, discardedByStop, invalidOnErrorPolicy } from './messages.js';
 
 /**
@@ -6,7 +6,8 @@ import { BLOCKED, CANCEL_BEFORE_STEP, discardedByStop, invalidOnErrorPolicy } fr
  *
  * Why mutable: a plan of 10,000 steps settles 10,000 results; copying maps and arrays on every
  * settlement is quadratic (DESIGN issue 2, item 3). The plan machine owns this object and only
- * its own actions (inside `assign`) change it, so the machine stays deterministic and replayable.
+ * its own actions change it (in place, from `enqueueActions`: an `assign` would copy the context
+ * and rebuild the snapshot), so the machine stays deterministic and replayable.
  *
  * Why incremental: §10.2 describes a scan over every step in declaration order per iteration.
  * A min-heap of "candidates" (unsettled steps whose dependencies have all settled) visited in
@@ -56,7 +57,7 @@ export interface DiscardedRecord {
 export interface SettledRecord {
   readonly result: StepResult;
   readonly kind: StepKind;
-  readonly tracedInput?: unknown;
+  readonly tracedInput?: JsonValue;
   readonly stateEffect?: string;
   readonly resourceId?: string;
 }
@@ -164,7 +165,7 @@ export interface WaveOutcome {
   readonly error: string | null;
   readonly attempts: number;
   readonly duration_ms: number;
-  readonly tracedInput?: unknown;
+  readonly tracedInput?: JsonValue;
   readonly stateEffect?: string;
   readonly resourceId?: string;
   readonly truncated?: OutputTruncation;
@@ -185,33 +186,7 @@ export function settleWave(schedule: Schedule, outcomes: ReadonlyMap<number, Wav
     const outcome = outcomes.get(index);
     if (outcome === undefined) continue;
     const step = schedule.steps[index] as PlanStep;
-    let status: StepResult['status'] = outcome.status;
-    let error = outcome.error;
-    let stops = false;
-    if (status === 'failed' && !canceled) {
-      switch (step.on_error) {
-        case 'fail':
-          stops = true;
-          break;
-        case 'skip':
-          status = 'skipped';
-          break;
-        case 'continue':
-          break;
-        default:
-          error = invalidOnErrorPolicy(step.on_error);
-          stops = true;
-      }
-    }
-    const result: StepResult = {
-      step_id: step.id,
-      status,
-      output: status === 'success' ? outcome.output : null,
-      error,
-      attempts: outcome.attempts,
-      duration_ms: outcome.duration_ms,
-      ...(outcome.truncated !== undefined ? { truncated: outcome.truncated } : {}),
-    };
+    const { result, stops } = settledResult(step, outcome, canceled);
     record(schedule, result, index, -1, null, outcome);
     if (stops) {
       schedule.failedStep = step.id;
@@ -246,6 +221,42 @@ function discardRest(
     schedule.discarded.push(result);
     schedule.discardedOutbox.push({ result, kind: schedule.kinds[index] ?? 'unknown' });
   }
+}
+
+/**
+ * `plan.md` §12 for one outcome: the result it settles as (`on_error` applied unless the run is
+ * canceled) and whether it stops the run. Used when the wave settles, and when a step ends, to say
+ * as it happens what it will settle as (unless a `fail` stop of an earlier sibling discards it).
+ */
+export function settledResult(step: PlanStep, outcome: WaveOutcome, canceled: boolean): { readonly result: StepResult; readonly stops: boolean } {
+  let status: StepResult['status'] = outcome.status;
+  let error = outcome.error;
+  let stops = false;
+  if (status === 'failed' && !canceled) {
+    switch (step.on_error) {
+      case 'fail':
+        stops = true;
+        break;
+      case 'skip':
+        status = 'skipped';
+        break;
+      case 'continue':
+        break;
+      default:
+        error = invalidOnErrorPolicy(step.on_error);
+        stops = true;
+    }
+  }
+  const result: StepResult = {
+    step_id: step.id,
+    status,
+    output: status === 'success' ? outcome.output : null,
+    error,
+    attempts: outcome.attempts,
+    duration_ms: outcome.duration_ms,
+    ...(outcome.truncated !== undefined ? { truncated: outcome.truncated } : {}),
+  };
+  return { result, stops };
 }
 
 /** A `canceled` run names no failed step (`plan.md` §10.6). */

@@ -6,21 +6,36 @@ import {
   allSettled,
   createSchedule,
   finalFailedStep,
+  scan,
+  settledResult,
   settleWave,
+  type ConditionEvaluator,
   type DiscardedRecord,
   type Schedule,
   type SettledRecord,
   type WaveOutcome,
 } from './plan-schedule.js';
-import { stepMachine, type StepCancelEvent, type StepOutput } from './step.machine.js';
+import {
+  childTowards,
+  poolChildId,
+  slotOfStepEvent,
+  stepChildId,
+  stepPoolMachine,
+  type PoolBatch,
+  type PoolStart,
+  type StepPoolCommand,
+  type StepPoolReport,
+} from './step-pool.machine.js';
+import { stepMachine, type StepCancelEvent, type StepInput, type StepOutput } from './step.machine.js';
 
 /**
- * Live step actors a plan keeps at once when `--max-parallel` does not set a lower cap.
- * XState copies a parent's children map on every spawn and stop, so an unbounded wave is
- * quadratic (10,000 steps measured 35 s); a bounded window keeps it linear. Steps beyond the
- * window start as soon as a slot frees, still in declaration order.
+ * Step slots (and sub-pools) per node of the plan's tree of live steps: the plan holds this many
+ * step actors itself, and hands the rest of a wide wave to `stepPool` children, which hold as
+ * many each (machines/step-pool.machine.ts). XState copies a parent's children map on every spawn
+ * and stop, so one parent of a whole wave is quadratic (10,000 steps measured 35 s). It bounds no
+ * wave: every ready step of a wave starts at once (`--max-parallel` is the only cap).
  */
-export const MAX_LIVE_STEPS = 64;
+export const DEFAULT_POOL_SIZE = 16;
 
 /** Input of a plan actor (`plan:<plan_id>`). The plan is already parsed and validated. */
 export interface PlanInput {
@@ -30,12 +45,17 @@ export interface PlanInput {
   readonly kinds: readonly StepKind[];
   /** Per step: seconds one attempt may run, or null (declaration order). */
   readonly timeoutsSecs: readonly (number | null)[];
-  /** Cap on concurrently running steps of a wave; null = only the MAX_LIVE_STEPS window. */
+  /** Cap on concurrently running steps of a wave (`--max-parallel`); null = none. */
   readonly maxParallel: number | null;
   /** Milliseconds between SIGTERM and SIGKILL when a step's group is ended (timeout, forced cancel). */
   readonly killGraceMs: number;
   /** The task was canceled before the run started: nothing is dispatched (`cancel.md` §3.2). */
   readonly canceledAtStart: boolean;
+  /**
+   * Live step actors per actor (the plan's own, then each pool's), ≥ 1; default
+   * {@link DEFAULT_POOL_SIZE}. A tuning of the actor tree only: it changes no outcome.
+   */
+  readonly poolSize?: number;
 }
 
 /** `CANCEL` from the host: graceful (`force: false`, spec semantics) or forced (end running steps now). */
@@ -44,38 +64,60 @@ export interface PlanCancelEvent {
   readonly force: boolean;
 }
 
-/** Sent by XState when a step actor reaches a final state. */
+/** Sent by XState when one of the plan's own step actors (`step.<slot>`) reaches a final state. */
 export interface StepDoneEvent {
-  readonly type: `xstate.done.actor.${string}`;
+  readonly type: `xstate.done.actor.step.${string}`;
   readonly output: StepOutput;
 }
 
-/** Sent by XState when a step actor throws (a runtime bug, `plan.md` §10.5). */
+/** Sent by XState when one of the plan's own step actors throws (a runtime bug, `plan.md` §10.5). */
 export interface StepErrorEvent {
-  readonly type: `xstate.error.actor.${string}`;
+  readonly type: `xstate.error.actor.step.${string}`;
   readonly error: unknown;
 }
 
-export type PlanEvent = PlanCancelEvent | StepDoneEvent | StepErrorEvent;
+export type PlanEvent = PlanCancelEvent | StepDoneEvent | StepErrorEvent | StepPoolReport;
 
-/** Events the plan emits to its host (trace writer, progress view). */
+/** A step as dispatched (`plan_step_start`, `trace-plan.md` §3.2). */
+export interface StartedStep {
+  readonly stepId: string;
+  readonly kind: StepKind;
+  readonly dependsOn: readonly string[];
+}
+
+/**
+ * Events the plan emits to its host (trace writer, progress view). One event per batch: XState
+ * runs every emit of a transition from one queue drained with `Array.shift()`, which is quadratic
+ * once a wave's worth of events waits in it (80,000: over a second).
+ */
 export type PlanEmitted =
   | {
-      /** A step is dispatched (`plan_step_start`, `trace-plan.md` §3.2). */
-      readonly type: 'plan.stepStarted';
-      readonly stepId: string;
+      /** Steps are dispatched, declaration order (`plan_step_start` each, `trace-plan.md` §3.2). */
+      readonly type: 'plan.stepsStarted';
+      readonly steps: readonly StartedStep[];
+    }
+  | {
+      /**
+       * A dispatched step ended, as it happens. `result` is what it settles as when its wave
+       * settles (`on_error` applied), unless an earlier sibling's `fail` stop discards it.
+       */
+      readonly type: 'plan.stepEnded';
+      readonly result: StepResult;
       readonly kind: StepKind;
-      readonly dependsOn: readonly string[];
     }
   | {
-      /** A step settled, `on_error` applied (`plan_step`, `trace-plan.md` §3.3). */
-      readonly type: 'plan.stepSettled';
-      readonly record: SettledRecord;
+      /** Steps settled, `on_error` applied, in settlement order (`plan_step` each, `trace-plan.md` §3.3). */
+      readonly type: 'plan.stepsSettled';
+      readonly records: readonly SettledRecord[];
     }
   | {
-      /** A sibling's outcome a `fail` stop discarded (`plan.md` §10.5): no `plan_step` record; ours, for the host. */
-      readonly type: 'plan.stepDiscarded';
-      readonly record: DiscardedRecord;
+      /**
+       * Outcomes a `fail` stop discarded (`plan.md` §10.5: siblings after the stopping step in its
+       * wave), declaration order, emitted right after that wave's `plan.stepsSettled`. They get no
+       * `plan_step` record; ours, so the host can say they ran (`discarded` in the report).
+       */
+      readonly type: 'plan.stepsDiscarded';
+      readonly records: readonly DiscardedRecord[];
     };
 
 /** The plan's output: the scheduler's half of the ExecutionReport (`plan.md` §13). */
@@ -96,43 +138,46 @@ export interface PlanContext {
   readonly timeoutsSecs: readonly (number | null)[];
   readonly maxParallel: number | null;
   readonly killGraceMs: number;
+  readonly poolSize: number;
   readonly schedule: Schedule;
   readonly canceled: boolean;
   readonly forced: boolean;
   /**
-   * Next position in `schedule.wave` to spawn. Set in place by `beginWave` and `spawnReadySteps`
-   * (like the schedule): an `assign` per spawn copied the context and rebuilt the snapshot.
+   * Next position in `schedule.wave` to spawn. The members below without `readonly`, and the
+   * Maps and arrays, are changed in place by the plan's own actions (like the schedule): an
+   * `assign` per step copied the context and rebuilt the snapshot.
    */
   nextToSpawn: number;
-  /** Live step actors: declaration index → slot number. */
+  /** Live step actors: declaration index → slot. Slot `s` lives in tree node ⌊s / poolSize⌋ (node 0: the plan itself). */
   readonly live: Map<number, number>;
-  /** Slot numbers free for the next spawn (a stack). */
+  /** Slots free for the next spawn (a stack). */
   readonly freeSlots: number[];
-  /** Declaration index of the step last spawned into each slot. */
+  /** Declaration index of the step last started in each slot. */
   readonly slotIndex: number[];
+  /** Slots handed out so far (the next new slot). */
+  slotCount: number;
+  /** The plan's own pools spawned so far (node numbers 1 … poolSize). */
+  readonly pools: number[];
   /** Outcomes of the current wave by declaration index. */
   readonly outcomes: Map<number, WaveOutcome>;
 }
 
-/**
- * XState child id of the step actor in window slot `slot`. Slots are reused: a finished step actor
- * has already stopped itself (XState stops an actor when it reaches a final state), and spawning
- * the next step under the same id replaces it in the children map. Fixed child ids keep that map
- * at most MAX_LIVE_STEPS entries with a stable shape; 10,000 distinct ids, each added and then
- * deleted, made every spawn and stop copy a dictionary-mode object (measured 130 µs per step).
- * The readable id of a step actor (`step:<step_id>`, DESIGN §2) is what the event log shows; it
- * is derived from the actor's input.
- */
-export const stepSlotId = (slot: number): string => `slot:${slot}`;
-
-/** Readable, stable actor id of a step (DESIGN §2). */
+/** Readable, stable actor id of a step (DESIGN §2): what the event log, replay and inspect show. */
 export const stepActorId = (stepId: string): string => `step:${stepId}`;
 
+/** Readable, stable actor id of a plan (DESIGN §2). */
+export const planActorId = (planId: string): string => `plan:${planId}`;
+
+/** Readable actor id of a plan's pool: `plan:<plan_id>/pool.<node>`. */
+export const poolActorId = (planId: string, node: number): string => `${planActorId(planId)}/${poolChildId(node)}`;
+
 /**
- * The plan supervisor (`spec/plan.md` §10). Scans for ready steps in declaration order, spawns
- * one step actor per ready step (the wave), collects their outcomes, settles the wave with
- * `on_error`, and repeats; forwards `CANCEL` to live steps; once nothing is left to run, ends
- * every process group its steps started before it reaches `finished` or `canceled`.
+ * The plan supervisor (`spec/plan.md` §10). Scans for ready steps in declaration order, starts
+ * every ready step at once as a step actor (the wave; `--max-parallel` caps how many run at once),
+ * collects their outcomes as they end, settles the wave with `on_error`, and repeats; forwards
+ * `CANCEL` to live steps; once nothing is left to run, ends every process group its steps started
+ * before it reaches `finished` or `canceled`. The first pool-size live steps are its own children,
+ * the rest live in `stepPool` children (see {@link DEFAULT_POOL_SIZE}).
  */
 export const planMachine = setup({
   types: {
@@ -144,84 +189,129 @@ export const planMachine = setup({
   },
   actors: {
     step: stepMachine,
+    stepPool: stepPoolMachine,
     endProcessGroups: fromPromise<void, { planId: string }>(notProvided('actor', 'endProcessGroups')),
   },
   actions: {
-    /** Runs `plan.md` §10.2 steps 1–6; needs the condition language, so src/plan provides it. */
-    scanSteps: notProvided('action', 'scanSteps'),
+    /**
+     * Runs `plan.md` §10.2 steps 1–6 over `context.schedule` (a pure computation, not an effect).
+     * `if` conditions need the condition language, so src/plan provides the full scan; this default
+     * (a machine simulated as it is, e.g. pasted into Stately) fails every step that has an `if`.
+     */
+    scanSteps: enqueueActions(({ context }) => {
+      scan(context.schedule, context.canceled, conditionsNotProvided);
+    }),
     emitSettledRecords: enqueueActions(({ context, enqueue }) => {
       const outbox = context.schedule.outbox;
-      for (const record of outbox) enqueue.emit({ type: 'plan.stepSettled', record });
-      outbox.length = 0;
+      if (outbox.length > 0) enqueue.emit({ type: 'plan.stepsSettled', records: outbox.splice(0, outbox.length) });
       const discarded = context.schedule.discardedOutbox;
-      for (const record of discarded) enqueue.emit({ type: 'plan.stepDiscarded', record });
-      discarded.length = 0;
+      if (discarded.length > 0) enqueue.emit({ type: 'plan.stepsDiscarded', records: discarded.splice(0, discarded.length) });
     }),
     beginWave: enqueueActions(({ context }) => {
       context.outcomes.clear();
       context.nextToSpawn = 0;
     }),
     spawnReadySteps: enqueueActions(({ context, enqueue }) => {
-      const wave = context.schedule.wave;
-      const limit = Math.min(context.maxParallel ?? MAX_LIVE_STEPS, MAX_LIVE_STEPS);
+      const { schedule, poolSize } = context;
+      const wave = schedule.wave;
+      const limit = context.maxParallel ?? Number.POSITIVE_INFINITY;
+      const started: StartedStep[] = [];
+      const own: { slot: number; input: StepInput }[] = [];
+      /** Node of the tree → the steps to start there. */
+      const pooled = new Map<number, PoolStart[]>();
       let next = context.nextToSpawn;
       // A cancel stops dispatch: wave steps not started yet are settled as canceled by the next scan.
       while (!context.canceled && next < wave.length && context.live.size < limit) {
         const index = wave[next++] as number;
-        const step = context.schedule.steps[index] as PlanStep;
-        const kind = context.schedule.kinds[index] ?? 'unknown';
-        const slot = context.freeSlots.pop() ?? context.slotIndex.length;
+        const step = schedule.steps[index] as PlanStep;
+        const kind = schedule.kinds[index] ?? 'unknown';
+        const slot = context.freeSlots.pop() ?? context.slotCount++;
         context.live.set(index, slot);
         context.slotIndex[slot] = index;
-        enqueue.emit({ type: 'plan.stepStarted', stepId: step.id, kind, dependsOn: step.depends_on });
-        enqueue.spawnChild('step', {
-          id: stepSlotId(slot),
-          input: {
-            step,
-            index,
-            kind,
-            results: context.schedule.results,
-            timeoutSecs: context.timeoutsSecs[index] ?? null,
-            killGraceMs: context.killGraceMs,
-          },
-        });
+        started.push({ stepId: step.id, kind, dependsOn: step.depends_on });
+        const input: StepInput = {
+          step,
+          index,
+          kind,
+          results: schedule.results,
+          timeoutSecs: context.timeoutsSecs[index] ?? null,
+          killGraceMs: context.killGraceMs,
+        };
+        const node = Math.floor(slot / poolSize);
+        if (node === 0) own.push({ slot, input });
+        else {
+          const batch = pooled.get(node) ?? [];
+          batch.push({ slot: slot % poolSize, input });
+          pooled.set(node, batch);
+        }
       }
       context.nextToSpawn = next;
+      if (started.length === 0) return;
+      enqueue.emit({ type: 'plan.stepsStarted', steps: started });
+      for (const { slot, input } of own) enqueue.spawnChild('step', { id: stepChildId(slot), input });
+      // Batches go to the plan's pool above their node; a pool passes them on down.
+      const byPool = new Map<number, PoolBatch[]>();
+      for (const [node, steps] of pooled) {
+        const pool = childTowards(0, node, poolSize);
+        const list = byPool.get(pool) ?? [];
+        list.push({ node, steps });
+        byPool.set(pool, list);
+      }
+      for (const [pool, batches] of byPool) {
+        if (context.pools.includes(pool)) {
+          const start: StepPoolCommand = { type: 'POOL.START', batches };
+          enqueue.sendTo(poolChildId(pool), start);
+        } else {
+          context.pools.push(pool);
+          enqueue.spawnChild('stepPool', {
+            id: poolChildId(pool),
+            input: ({ self }) => ({ planId: context.planId, node: pool, poolSize, plan: self, batches }),
+          });
+        }
+      }
     }),
     // Per-step actions change only the mutable members of the context (see `Schedule`), so they are
     // `enqueueActions` rather than `assign`: an assign copies the context and rebuilds the snapshot
     // (state value, tags) every time, a measurable share of a 10,000-step plan (`npm run bench`).
-    collectStepOutcome: enqueueActions(({ context, event }) => {
-      const output = (event as StepDoneEvent).output;
+    collectStepOutcome: enqueueActions(({ context, enqueue }, params: { output: StepOutput }) => {
+      const { output } = params;
       const slot = context.live.get(output.index);
+      if (slot === undefined) return;
       context.live.delete(output.index);
-      if (slot !== undefined) context.freeSlots.push(slot);
+      context.freeSlots.push(slot);
       // The step's output is its wave outcome as it stands (`step_id` and `canceled` ride along unread).
       context.outcomes.set(output.index, output);
+      const step = context.schedule.steps[output.index] as PlanStep;
+      enqueue.emit({
+        type: 'plan.stepEnded',
+        result: settledResult(step, output, context.canceled).result,
+        kind: context.schedule.kinds[output.index] ?? 'unknown',
+      });
     }),
-    collectStepCrash: enqueueActions(({ context, event, enqueue }) => {
-      const actorId = event.type.slice('xstate.error.actor.'.length);
-      const slot = Number(actorId.slice('slot:'.length));
-      const index = context.slotIndex[slot];
-      if (index === undefined || !context.live.has(index)) return;
+    collectStepCrash: enqueueActions(({ context, enqueue }, params: { slot: number; error: string; ownChild: boolean }) => {
+      const index = context.slotIndex[params.slot];
+      if (index === undefined || context.live.get(index) !== params.slot) return;
       context.live.delete(index);
-      context.freeSlots.push(slot);
-      const error = (event as StepErrorEvent).error;
-      const detail = error instanceof Error ? error.message : String(error);
-      context.outcomes.set(index, { index, status: 'failed', output: null, error: stepCrashed(detail), attempts: 1, duration_ms: 0 });
-      enqueue.stopChild(actorId);
+      context.freeSlots.push(params.slot);
+      context.outcomes.set(index, { index, status: 'failed', output: null, error: stepCrashed(params.error), attempts: 1, duration_ms: 0 });
+      if (params.ownChild) enqueue.stopChild(stepChildId(params.slot));
     }),
     settleCurrentWave: enqueueActions(({ context }) => {
       settleWave(context.schedule, context.outcomes, context.canceled);
       context.outcomes.clear();
     }),
-    recordCancel: assign(({ context, event }) => ({
+    recordCancel: assign(({ context }, params: { force: boolean }) => ({
       canceled: true,
-      forced: context.forced || (event as PlanCancelEvent).force,
+      forced: context.forced || params.force,
     })),
-    forwardCancel: enqueueActions(({ context, event, enqueue }) => {
-      const cancel: StepCancelEvent = { type: 'CANCEL', force: (event as PlanCancelEvent).force };
-      for (const slot of context.live.values()) enqueue.sendTo(stepSlotId(slot), cancel);
+    forwardCancel: enqueueActions(({ context, enqueue }, params: { force: boolean }) => {
+      const cancel: StepCancelEvent = { type: 'CANCEL', force: params.force };
+      for (const slot of context.live.values()) if (slot < context.poolSize) enqueue.sendTo(stepChildId(slot), cancel);
+      // Each pool forwards it to its live steps and its sub-pools.
+      for (const pool of context.pools) enqueue.sendTo(poolChildId(pool), cancel);
+    }),
+    stopPools: enqueueActions(({ context, enqueue }) => {
+      for (const pool of context.pools) enqueue.stopChild(poolChildId(pool));
     }),
   },
   guards: {
@@ -239,12 +329,13 @@ export const planMachine = setup({
 }).createMachine({
   id: 'plan',
   description:
-    'A plan run (spec/plan.md §10): scan for ready steps, run them as a wave of step actors, settle the wave with on_error, repeat; then end every process group the steps started.',
+    'A plan run (spec/plan.md §10): scan for ready steps, start them all as one wave of step actors (--max-parallel the only cap), settle the wave with on_error, repeat; then end every process group the steps started.',
   context: ({ input }) => ({
     planId: input.planId,
     timeoutsSecs: input.timeoutsSecs,
     maxParallel: input.maxParallel,
     killGraceMs: input.killGraceMs,
+    poolSize: Math.max(1, Math.floor(input.poolSize ?? DEFAULT_POOL_SIZE)),
     schedule: createSchedule(input.steps, input.kinds),
     canceled: input.canceledAtStart,
     forced: false,
@@ -252,6 +343,8 @@ export const planMachine = setup({
     live: new Map<number, number>(),
     freeSlots: [],
     slotIndex: [],
+    slotCount: 0,
+    pools: [],
     outcomes: new Map<number, WaveOutcome>(),
   }),
   initial: 'running',
@@ -259,10 +352,14 @@ export const planMachine = setup({
     running: {
       description: 'Waves are being scanned, dispatched and settled.',
       initial: 'scanning',
+      exit: 'stopPools',
       on: {
         CANCEL: {
           description: 'Stop dispatching; tell every live step (graceful: no more retries; forced: end its process group).',
-          actions: ['recordCancel', 'forwardCancel'],
+          actions: [
+            { type: 'recordCancel', params: ({ event }) => ({ force: event.force }) },
+            { type: 'forwardCancel', params: ({ event }) => ({ force: event.force }) },
+          ],
         },
       },
       states: {
@@ -277,24 +374,67 @@ export const planMachine = setup({
         },
         dispatching: {
           description:
-            'The wave runs: one step actor per ready step, at most max-parallel (and the live window) at once; each sees the results as they stood when the wave began.',
+            'The wave runs: every ready step starts at once as a step actor (at most max-parallel at a time); each sees the results as they stood when the wave began.',
           entry: ['beginWave', 'spawnReadySteps'],
           on: {
-            'xstate.done.actor.*': [
+            'xstate.done.actor.step.*': [
               {
                 guard: 'endsWave',
                 description:
                   'The last step of the wave ended: settle the wave (plan.md §10.5: declaration order, on_error unless canceled, a fail stop discards later siblings), scan again and start the next wave.',
-                actions: ['collectStepOutcome', 'settleCurrentWave', 'emitSettledRecords', 'scanSteps', 'emitSettledRecords', 'beginWave', 'spawnReadySteps'],
+                actions: [
+                  { type: 'collectStepOutcome', params: ({ event }) => ({ output: event.output }) },
+                  'settleCurrentWave',
+                  'emitSettledRecords',
+                  'scanSteps',
+                  'emitSettledRecords',
+                  'beginWave',
+                  'spawnReadySteps',
+                ],
               },
               {
-                description: 'A step ended: keep its outcome, stop its actor, start the next ready step of the wave.',
-                actions: ['collectStepOutcome', 'spawnReadySteps'],
+                description: 'A step ended: keep its outcome, start the next ready step of the wave (max-parallel).',
+                actions: [{ type: 'collectStepOutcome', params: ({ event }) => ({ output: event.output }) }, 'spawnReadySteps'],
               },
             ],
-            'xstate.error.actor.*': {
+            'POOL.STEP_ENDED': [
+              {
+                guard: 'endsWave',
+                description: 'The last step of the wave ended in a pool: settle the wave, scan again and start the next wave.',
+                actions: [
+                  { type: 'collectStepOutcome', params: ({ event }) => ({ output: event.output }) },
+                  'settleCurrentWave',
+                  'emitSettledRecords',
+                  'scanSteps',
+                  'emitSettledRecords',
+                  'beginWave',
+                  'spawnReadySteps',
+                ],
+              },
+              {
+                description: 'A step ended in a pool: keep its outcome, start the next ready step of the wave.',
+                actions: [{ type: 'collectStepOutcome', params: ({ event }) => ({ output: event.output }) }, 'spawnReadySteps'],
+              },
+            ],
+            'xstate.error.actor.step.*': {
               description: 'A step actor crashed (a runtime bug): that step fails with the error text.',
-              actions: ['collectStepCrash', 'spawnReadySteps'],
+              actions: [
+                {
+                  type: 'collectStepCrash',
+                  params: ({ event }) => ({ slot: slotOfStepEvent(event.type), error: errorText(event.error), ownChild: true }),
+                },
+                'spawnReadySteps',
+              ],
+            },
+            'POOL.STEP_CRASHED': {
+              description: 'A step actor in a pool crashed (a runtime bug): that step fails with the error text.',
+              actions: [
+                {
+                  type: 'collectStepCrash',
+                  params: ({ event, context }) => ({ slot: event.node * context.poolSize + event.slot, error: event.error, ownChild: false }),
+                },
+                'spawnReadySteps',
+              ],
             },
           },
           always: [
@@ -313,6 +453,7 @@ export const planMachine = setup({
       description:
         'The last wave has exited. Every process group the plan\'s steps started (and anything they backgrounded) is being ended and verified gone.',
       invoke: {
+        id: 'endProcessGroups',
         src: 'endProcessGroups',
         input: ({ context }) => ({ planId: context.planId }),
         onDone: [
@@ -354,5 +495,15 @@ export const planMachine = setup({
     };
   },
 });
+
+/** The default condition evaluator: every `if` is an error naming what is missing. */
+const conditionsNotProvided: ConditionEvaluator = () => ({
+  ok: false,
+  error: 'conditions are not evaluated here: provide scanSteps with the condition language (src/plan/condition.ts)',
+});
+
+function errorText(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
 
 export { allSettled };

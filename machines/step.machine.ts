@@ -58,7 +58,10 @@ export type AttemptReport =
       readonly type: 'ATTEMPT.FINISHED';
       readonly attempt: number;
       readonly outcome: AttemptOutcome;
-      /** Epoch milliseconds the attempt started and ended (taken by the effect, so replay is exact). */
+      /**
+       * When the attempt started and ended, in whole milliseconds of the session's monotonic clock
+       * (only their difference means anything; taken by the effect, so replay is exact).
+       */
       readonly startedAtMs: number;
       readonly endedAtMs: number;
     };

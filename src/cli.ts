@@ -1,11 +1,13 @@
 #!/usr/bin/env node
 /**
- * `capsule`: the command-line entry point (DESIGN §3). Signals are held from the first
- * instruction (src/cli/early-signals.ts), then the commands are loaded (src/cli/main.ts). An
- * exception no command caught is an internal error (src/cli/internal-error.ts): one line, exit 1.
+ * `capsule`: the command-line entry point (DESIGN §3). From the first instruction SIGUSR1 can no
+ * longer open the inspector and the cancel signals are held (src/cli/early-signals.ts); then the
+ * commands are loaded (src/cli/main.ts). An exception no command caught is an internal error
+ * (src/cli/internal-error.ts): one line, exit 1.
  */
-import { holdEarlySignals } from './cli/early-signals.js';
+import { holdEarlySignals, keepInspectorClosed } from './cli/early-signals.js';
 
+keepInspectorClosed();
 holdEarlySignals();
 const { main } = await import('./cli/main.js');
 const { hadUncaughtError, installUncaughtErrorHandlers } = await import('./cli/internal-error.js');

@@ -3,10 +3,13 @@ import type { PlanFile, PlanStep } from '../../machines/contracts.js';
 
 export type Shape = 'wide' | 'deep' | 'layered';
 
-/** Layer width × layer count of the layered shape for `n` steps (100×100 for 10,000, 32×32 → 1,024 is not 1,000, so 10×100). */
+/**
+ * Layer width × layer count of the layered shape for `n` steps: 100 wide from 1,000 steps up
+ * (10×100 for 1,000, 100×100 for 10,000, 1,000×100 for 100,000), so that the dependency
+ * mentions (100 per step) grow linearly with the plan.
+ */
 export function layers(n: number): { width: number; count: number } {
-  if (n === 10_000) return { width: 100, count: 100 };
-  if (n === 1_000) return { width: 100, count: 10 };
+  if (n >= 1_000 && n % 100 === 0) return { width: 100, count: n / 100 };
   if (n === 500) return { width: 25, count: 20 };
   const width = Math.max(1, Math.round(Math.sqrt(n)));
   return { width, count: Math.ceil(n / width) };
@@ -24,8 +27,9 @@ export function dependencies(shape: Shape, n: number, i: number): number[] {
   return deps;
 }
 
-/** Step ids are `s<i>`. */
-export const stepId = (i: number): string => `s${i}`;
+/** Step ids are `s<i>` (one string per id, shared by every `depends_on` that names it, as a parser's intern table would). */
+const ids: string[] = [];
+export const stepId = (i: number): string => (ids[i] ??= `s${i}`);
 
 /** A plan of `n` steps in `shape`, each step made by `make(id)` (its `depends_on` is filled in). */
 export function makePlan(

@@ -1,17 +1,16 @@
 /**
- * Ctrl-C handling of `capsule run` (DESIGN §3): the first SIGINT or SIGTERM cancels gracefully,
- * the next one forces; signals that arrive in a burst count once; a graceful cancel that has not
- * ended the run within the grace escalates to force on its own. SIGHUP (the terminal went away)
- * forces at once: nobody is left to wait for, and steps lead their own process groups, so the
- * hang-up would not reach them and they would outlive `capsule`.
+ * Signals for `capsule run` (DESIGN §3): a thin adapter over the session's cancel policy
+ * (src/session/cancel-policy.ts), which decides what a request does. SIGINT and SIGTERM are
+ * counted requests (graceful first, forced on the next; bursts count once; a graceful cancel
+ * escalates after the grace). SIGHUP (the terminal went away) forces at once: nobody is left to
+ * wait for, and steps lead their own process groups, so the hang-up would not reach them and
+ * they would outlive `capsule`.
  */
-import type { PlanRun } from '../runtime/run-plan.js';
+import { CancelPolicy, REQUEST_BURST_MS, type Cancelable, type CancelNotice } from '../session/cancel-policy.js';
+import type { SessionClock } from '../session/clock.js';
 
-/**
- * Signals arriving within this many milliseconds of the last counted one are the same request:
- * a terminal's Ctrl-C reaches both `npx`/`npm` and `capsule`, and npm forwards it again.
- */
-export const SIGNAL_BURST_MS = 300;
+/** Signals arriving within this many milliseconds of the last counted one are the same request (the policy's burst window). */
+export const SIGNAL_BURST_MS = REQUEST_BURST_MS;
 
 /** What `capsule run` prints on stderr when it starts a graceful cancel. */
 export const GRACEFUL_CANCEL_NOTICE = 'canceling: waiting for running steps (Ctrl-C again to force)';
@@ -22,6 +21,9 @@ export const FORCED_CANCEL_NOTICE = 'canceling by force: ending the process grou
 /** What it prints when the grace ran out after a graceful cancel. */
 export const escalationNotice = (graceSecs: number): string =>
   `canceling by force: steps still running ${graceSecs} s after the cancel (--cancel-grace)`;
+
+/** What it prints when a SIGHUP forces the cancel. */
+export const HANGUP_NOTICE = 'canceling by force: the terminal hung up (SIGHUP)';
 
 export interface CancelOnSignalsOptions {
   /** Seconds a graceful cancel may take before it is forced (`--cancel-grace`, default 10). */
@@ -34,59 +36,31 @@ export interface CancelOnSignalsOptions {
   readonly early?: readonly NodeJS.Signals[];
   /** Signals that force at once; default SIGHUP. */
   readonly forceSignals?: readonly NodeJS.Signals[];
+  /** The session clock the policy times bursts and the grace on. Default: the system clock. */
+  readonly clock?: SessionClock;
 }
 
-/** Longest delay Node's timers keep (2^31 - 1 ms, about 24.8 days). */
-const MAX_TIMER_MS = 2 ** 31 - 1;
-
-/** What it prints when a SIGHUP forces the cancel. */
-export const HANGUP_NOTICE = 'canceling by force: the terminal hung up (SIGHUP)';
+/** The operator's line for a notice of the policy. */
+export function noticeText(notice: CancelNotice): string {
+  if (notice.kind === 'graceful') return GRACEFUL_CANCEL_NOTICE;
+  if (notice.why === 'grace') return escalationNotice(notice.graceSecs ?? 0);
+  return notice.why === 'immediate' ? HANGUP_NOTICE : FORCED_CANCEL_NOTICE;
+}
 
 /**
- * Installs the handlers for one run and returns the function that removes them (call it when the
- * report has arrived). Removing them also clears the escalation timer.
- *
- * - 1st counted signal: `run.cancel()` (graceful: nothing more is dispatched, no more retries;
- *   running tool and shell steps finish on their own bound), then a timer of `graceSecs` that
- *   forces the cancel if the run is still going.
- * - 2nd counted signal: `run.cancel({ force: true })`: every running step's process group gets
- *   SIGTERM, then SIGKILL after the kill grace.
- * - Later signals: ignored (the forced cancel is already ending everything; the session ends every
- *   group it started before `capsule` exits, so exiting early would only leave processes behind).
+ * Installs the signal handlers for one run and returns the function that removes them (call it
+ * when the report has arrived); removing them also disposes of the policy (its grace timer).
  */
-export function cancelOnSignals(run: PlanRun, options: CancelOnSignalsOptions): () => void {
+export function cancelOnSignals(run: Cancelable, options: CancelOnSignalsOptions): () => void {
   const signals = options.signals ?? ['SIGINT', 'SIGTERM'];
   const forceSignals = options.forceSignals ?? ['SIGHUP'];
-  let stage: 'running' | 'graceful' | 'forced' = 'running';
-  let lastCountedAtMs = Number.NEGATIVE_INFINITY;
-  let escalation: NodeJS.Timeout | undefined;
-
-  const force = (notice: string): void => {
-    if (stage === 'forced') return;
-    stage = 'forced';
-    clearTimeout(escalation);
-    options.note(notice);
-    run.cancel({ force: true });
-  };
-
-  const onSignal = (): void => {
-    const nowMs = Date.now();
-    if (nowMs - lastCountedAtMs < SIGNAL_BURST_MS) return;
-    lastCountedAtMs = nowMs;
-    if (stage === 'running') {
-      stage = 'graceful';
-      options.note(GRACEFUL_CANCEL_NOTICE);
-      run.cancel();
-      // Node fires a timer longer than 2^31-1 ms at once; a grace that long never escalates.
-      const graceMs = options.graceSecs * 1000;
-      if (graceMs <= MAX_TIMER_MS) escalation = setTimeout(() => force(escalationNotice(options.graceSecs)), graceMs);
-    } else if (stage === 'graceful') {
-      force(FORCED_CANCEL_NOTICE);
-    }
-  };
-
-  const onHangup = (): void => force(HANGUP_NOTICE);
-
+  const policy = new CancelPolicy(run, {
+    graceSecs: options.graceSecs,
+    onNotice: (notice) => options.note(noticeText(notice)),
+    ...(options.clock !== undefined ? { clock: options.clock } : {}),
+  });
+  const onSignal = (): void => policy.request();
+  const onHangup = (): void => policy.forceNow();
   for (const signal of signals) process.on(signal, onSignal);
   for (const signal of forceSignals) process.on(signal, onHangup);
   // Signals held while capsule was loading arrived within a moment of each other: one burst.
@@ -95,7 +69,7 @@ export function cancelOnSignals(run: PlanRun, options: CancelOnSignalsOptions): 
     else if (signals.includes(signal)) onSignal();
   }
   return () => {
-    clearTimeout(escalation);
+    policy.dispose();
     for (const signal of signals) process.off(signal, onSignal);
     for (const signal of forceSignals) process.off(signal, onHangup);
   };

@@ -11,6 +11,25 @@ const remember = (signal: NodeJS.Signals): void => {
 };
 let holding = false;
 
+/**
+ * Signals that would open Node's inspector (`SIGUSR1` on Linux): while a listener exists, Node
+ * leaves the inspector closed (issue 15: a step that could `kill -USR1` the runtime could attach
+ * a debugger — unauthenticated — and read its memory and environment). Never removed.
+ */
+const INSPECTOR_SIGNALS: readonly NodeJS.Signals[] = ['SIGUSR1'];
+let inspectorClosed = false;
+
+/**
+ * Keeps the inspector from being opened by a signal for the rest of this process's life, in every
+ * command. Call first thing. Idempotent. A signal that arrives is ignored (nothing is printed:
+ * whoever sent it gets no answer).
+ */
+export function keepInspectorClosed(): void {
+  if (inspectorClosed) return;
+  inspectorClosed = true;
+  for (const signal of INSPECTOR_SIGNALS) process.on(signal, () => {});
+}
+
 /** Starts holding SIGINT, SIGTERM and SIGHUP. Call first thing, before loading anything heavy. */
 export function holdEarlySignals(): void {
   if (holding) return;

@@ -4,12 +4,16 @@
  * the plan ends (0) or on Ctrl-C (130). On a terminal the tree is redrawn in place; otherwise it is
  * printed once, when the plan ends. `--once` prints the tree as the file stands and exits.
  */
-import { closeSync, existsSync, openSync, readdirSync, readSync, statSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { Command } from 'commander';
 import { createLogUpdate } from 'log-update';
+import { actorKind } from '../actors/actor-kinds.js';
 import { EVENT_LOG_FILE, type EventLogRecord } from '../records/event-log.js';
+import { JsonlFollower, type JsonlProblem } from '../records/jsonl-reader.js';
+import { isRecordOf, TraceFollower } from '../records/trace-reader.js';
 import { stateText } from '../replay/replay.js';
+import { printable } from './progress.js';
 import { EXIT, type ExitCode } from './program.js';
 
 /** Options of `capsule inspect`, as commander parses them. */
@@ -73,14 +77,14 @@ export async function inspectCommand(
     return EXIT.USAGE;
   }
   const tree = new ActorTree();
-  const reader = new LineFollower(file);
+  const reader = new RecordsReader(file, (problem) => output.stderr.write(`warning: ${problem.message}\n`));
   if (options.once === true) {
     if (!existsSync(file)) {
       output.stderr.write(`error: no event log at ${file}\n`);
       return EXIT.USAGE;
     }
-    reader.read((record) => tree.apply(record));
-    const lines = sessionEndedWithoutActors(file, tree)
+    reader.read((record) => tree.apply(record), true);
+    const lines = reader.sessionEnded && tree.isEmpty
       ? ['(no actor: the run ended before its plan started, e.g. refused; see report.json)']
       : tree.render(PRINTED_LINES);
     output.stdout.write(lines.join('\n') + '\n');
@@ -91,10 +95,10 @@ export async function inspectCommand(
   if (!existsSync(file)) output.stderr.write(`waiting for ${file} …\n`);
   let first = true;
   for (;;) {
-    const applied = reader.read((record) => tree.apply(record));
+    const applied = reader.read((record) => tree.apply(record), false);
     if (update !== null && (applied > 0 || first)) update(tree.render(Math.max(5, (output.stdout.rows ?? 24) - 2)).join('\n'));
     first = false;
-    if (tree.ended || signal?.aborted === true || (applied === 0 && sessionEndedWithoutActors(file, tree))) break;
+    if (tree.ended || signal?.aborted === true || (applied === 0 && reader.sessionEnded && tree.isEmpty)) break;
     await new Promise<void>((resolve) => {
       const onAbort = (): void => {
         clearTimeout(timer);
@@ -114,7 +118,7 @@ export async function inspectCommand(
   } else {
     output.stdout.write(final + '\n');
   }
-  return tree.ended || sessionEndedWithoutActors(file, tree) ? EXIT.OK : EXIT.CANCELED;
+  return tree.ended || (reader.sessionEnded && tree.isEmpty) ? EXIT.OK : EXIT.CANCELED;
 }
 
 /** Subdirectories of `dir` that hold a session's event log, oldest name first (session ids sort by time). */
@@ -130,46 +134,55 @@ function sessionDirsIn(dir: string): string[] {
 }
 
 /**
- * A run refused before its plan actor started (unreadable plan, validation) logs no event but
- * writes `report.json`: there is nothing more to wait for.
+ * Follows the event log (and, beside it, the trace) as they grow: complete lines only (a torn last
+ * line waits for its newline), every line that is not a record reported with its offset. The
+ * session has ended once the trace holds `session_end` (or, with tracing off, once `report.json`
+ * exists): a run refused before its plan started logs no actor, and then there is nothing more to
+ * wait for.
  */
-function sessionEndedWithoutActors(file: string, tree: ActorTree): boolean {
-  return tree.isEmpty && existsSync(join(dirname(file), 'report.json'));
-}
+class RecordsReader {
+  readonly #events: JsonlFollower;
+  readonly #trace: TraceFollower;
+  readonly #report: string;
+  readonly #onProblem: (problem: JsonlProblem) => void;
+  #sessionEnded = false;
 
-/** Reads the complete lines a file has gained since the last read (a torn last line waits). */
-class LineFollower {
-  #offset = 0;
-  #rest = '';
-  constructor(readonly file: string) {}
+  constructor(file: string, onProblem: (problem: JsonlProblem) => void) {
+    this.#events = new JsonlFollower(file);
+    this.#trace = new TraceFollower(join(dirname(file), 'trace.jsonl'));
+    this.#report = join(dirname(file), 'report.json');
+    this.#onProblem = onProblem;
+  }
 
-  /** Calls `onRecord` for each new record; returns how many there were. */
-  read(onRecord: (record: EventLogRecord) => void): number {
-    if (!existsSync(this.file)) return 0;
-    const size = statSync(this.file).size;
-    if (size <= this.#offset) return 0;
-    const fd = openSync(this.file, 'r');
-    const buffer = Buffer.alloc(size - this.#offset);
-    try {
-      readSync(fd, buffer, 0, buffer.length, this.#offset);
-    } finally {
-      closeSync(fd);
-    }
-    this.#offset = size;
-    const lines = (this.#rest + buffer.toString('utf8')).split('\n');
-    this.#rest = lines.pop() ?? '';
+  /** True once the session is known to have ended. */
+  get sessionEnded(): boolean {
+    return this.#sessionEnded || existsSync(this.#report);
+  }
+
+  /** Calls `onRecord` for each new event-log record; returns how many there were. `last`: the file is read as it stands, a torn tail included. */
+  read(onRecord: (record: EventLogRecord) => void, last: boolean): number {
+    const events = last ? this.#events.finish() : this.#events.read();
+    for (const problem of events.problems) this.#onProblem(problem);
     let count = 0;
-    for (const line of lines) {
-      if (line.trim() === '') continue;
-      try {
-        onRecord(JSON.parse(line) as EventLogRecord);
-        count++;
-      } catch {
-        // Not a record (a hand edit): skip it, the view is best effort.
+    for (const entry of events.entries) {
+      const value = entry.value;
+      if (typeof value['actor'] !== 'string' || (value['kind'] !== 'event' && value['kind'] !== 'snapshot')) {
+        this.#onProblem({ ...problemAt(this.#events.file, entry.line, entry.offset), message: `${this.#events.file}:${entry.line} (byte ${entry.offset}): not an event-log record (no "actor" and "kind")` });
+        continue;
       }
+      onRecord(value as unknown as EventLogRecord);
+      count++;
+    }
+    if (!this.#sessionEnded) {
+      const trace = this.#trace.read();
+      if (trace.records.some((record) => isRecordOf(record, 'session_end'))) this.#sessionEnded = true;
     }
     return count;
   }
+}
+
+function problemAt(file: string, line: number, offset: number): Omit<JsonlProblem, 'message'> {
+  return { code: 'RECORD_LINE_INVALID', file, line, offset, bytes: 0 };
 }
 
 interface ActorView {
@@ -181,16 +194,22 @@ interface ActorView {
   outcome?: string;
 }
 
-/** A settled (or discarded) step result as the plan emits it in `plan.stepSettled` / `plan.stepDiscarded`. */
+/** A settled (or discarded) step result as the plan emits it in `plan.stepsSettled` / `plan.stepsDiscarded`. */
 interface EmittedResult {
   readonly step_id: string;
   readonly status: string;
   readonly error: string | null;
 }
 
-/** The actor tree as the event log tells it: parents from `from` on `xstate.init` lines, states from snapshots. */
+/**
+ * The actor tree as the event log tells it: parents from `from` on `xstate.init` lines, states
+ * from snapshots. An actor of a transparent kind (a plan's step pools, which exist for XState's
+ * sake only) is not shown: its children are shown under its parent.
+ */
 export class ActorTree {
   readonly #actors = new Map<string, ActorView>();
+  /** Transparent actor → the actor its children are shown under. */
+  readonly #shownAs = new Map<string, string>();
   #root: string | null = null;
 
   /** No actor has appeared yet. */
@@ -205,11 +224,16 @@ export class ActorTree {
   }
 
   apply(record: EventLogRecord): void {
+    if (this.#shownAs.has(record.actor)) return;
+    if (record.kind === 'event' && record.type === 'xstate.init' && record.from !== undefined && actorKind(record.machine ?? '')?.transparent === true) {
+      this.#shownAs.set(record.actor, this.#shownAs.get(record.from) ?? record.from);
+      return;
+    }
     const actor = this.#ensure(record.actor);
     if (record.kind === 'event' && record.type === 'xstate.init') {
       if (record.from === undefined) this.#root ??= record.actor;
       else {
-        const parent = this.#ensure(record.from);
+        const parent = this.#ensure(this.#shownAs.get(record.from) ?? record.from);
         if (!parent.children.includes(record.actor)) parent.children.push(record.actor);
       }
     } else if (record.kind === 'snapshot') {
@@ -219,23 +243,30 @@ export class ActorTree {
     }
   }
 
-  /** A step's outcome from the plan's emitted events; a step that never had an actor (a false `if`, a cancel) is added as `not run`. */
+  /**
+   * Steps' outcomes from the plan's emitted batches (`plan.stepsSettled`, `plan.stepsDiscarded`); a
+   * step that never had an actor (a false `if`, a cancel) is added as `not run`.
+   */
   #applyOutcome(planActor: string, emitted: Readonly<Record<string, unknown>>): void {
     const type = emitted['type'];
-    if (type !== 'plan.stepSettled' && type !== 'plan.stepDiscarded') return;
-    const result = (emitted['record'] as { result?: EmittedResult } | undefined)?.result;
-    if (result === undefined) return;
-    const id = `step:${result.step_id}`;
-    let step = this.#actors.get(id);
-    if (step === undefined) {
-      step = this.#ensure(id);
-      step.state = 'not run';
-      step.status = 'done';
-      this.#actors.get(planActor)?.children.push(id);
+    if (type !== 'plan.stepsSettled' && type !== 'plan.stepsDiscarded') return;
+    const records = emitted['records'];
+    if (!Array.isArray(records)) return;
+    for (const record of records as readonly ({ result?: EmittedResult } | null)[]) {
+      const result = record?.result;
+      if (result === undefined || typeof result.step_id !== 'string') continue;
+      const id = `step:${result.step_id}`;
+      let step = this.#actors.get(id);
+      if (step === undefined) {
+        step = this.#ensure(id);
+        step.state = 'not run';
+        step.status = 'done';
+        this.#actors.get(planActor)?.children.push(id);
+      }
+      const line = result.error?.split('\n').find((text) => text.trim() !== '')?.trim() ?? '';
+      const error = result.error === null ? '' : `: ${line.length > 80 ? `${line.slice(0, 79)}…` : line}`;
+      step.outcome = type === 'plan.stepsDiscarded' ? `${result.status}, discarded by a fail stop` : `${result.status}${result.status === 'success' ? '' : error}`;
     }
-    const line = result.error?.split('\n').find((text) => text.trim() !== '')?.trim() ?? '';
-    const error = result.error === null ? '' : `: ${line.length > 80 ? `${line.slice(0, 79)}…` : line}`;
-    step.outcome = type === 'plan.stepDiscarded' ? `${result.status}, discarded by a fail stop` : `${result.status}${result.status === 'success' ? '' : error}`;
   }
 
   /**
@@ -287,8 +318,10 @@ export class ActorTree {
 
 /** `step:a  running.bounded`, `step:b  finished (done) → failed: exit code 2`; a parent also counts its children: `(2 running, 10 ended)`. */
 function label(actor: ActorView, actors: ReadonlyMap<string, ActorView>): string {
-  const status = (actor.status !== 'active' && actor.state !== 'not run' ? ` (${actor.status})` : '') + (actor.outcome === undefined ? '' : ` → ${actor.outcome}`);
-  if (actor.children.length === 0) return `${actor.id}  ${actor.state}${status}`;
+  // Step ids and error texts are any text: a newline or an escape sequence must not redraw the operator's screen.
+  const status = (actor.status !== 'active' && actor.state !== 'not run' ? ` (${actor.status})` : '') + (actor.outcome === undefined ? '' : ` → ${printable(actor.outcome)}`);
+  const id = printable(actor.id);
+  if (actor.children.length === 0) return `${id}  ${actor.state}${status}`;
   const running = actor.children.filter((child) => actors.get(child)?.status === 'active').length;
-  return `${actor.id}  ${actor.state}${status}  [${running} running, ${actor.children.length - running} ended]`;
+  return `${id}  ${actor.state}${status}  [${running} running, ${actor.children.length - running} ended]`;
 }

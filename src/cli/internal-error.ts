@@ -14,7 +14,7 @@
 import { appendFileSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { RunInternalError } from '../runtime/run-plan.js';
+import { RunInternalError } from '../errors.js';
 import { excerpt } from '../plan/text.js';
 import { packageVersion } from './version.js';
 

@@ -1,25 +1,46 @@
 /**
  * The commands of `capsule` (DESIGN §3). Each subcommand lives in its own module under src/cli/
- * and is registered by one `register…(program)` call below.
+ * and is registered by one `register…(program)` call. Only the module of the command being run is
+ * loaded (`capsule validate` pays for neither the process layer nor the SVG renderer); the help
+ * and an unknown command load them all, so they list and suggest every command.
  */
+import type { Command } from 'commander';
 import { releaseEarlySignals } from './early-signals.js';
 import { createProgram, runProgram, EXIT } from './program.js';
-import { registerRun } from './run.js';
-import { registerValidate } from './validate.js';
-import { registerVisualize } from './visualize.js';
-import { registerReplay } from './replay.js';
-import { registerInspect } from './inspect.js';
+
+/** Each command's module and its `register…` function, in the order `--help` lists them. */
+const COMMANDS: Readonly<Record<string, () => Promise<(program: Command) => void>>> = {
+  run: async () => (await import('./run.js')).registerRun,
+  validate: async () => (await import('./validate.js')).registerValidate,
+  visualize: async () => (await import('./visualize.js')).registerVisualize,
+  replay: async () => (await import('./replay.js')).registerReplay,
+  inspect: async () => (await import('./inspect.js')).registerInspect,
+  doctor: async () => (await import('./doctor.js')).registerDoctor,
+};
 
 /** Runs the command line `argv` (as `process.argv`) and returns the exit code. */
 export async function main(argv: readonly string[]): Promise<number> {
   const program = createProgram();
-  registerRun(program);
-  registerValidate(program);
-  registerVisualize(program);
-  registerReplay(program);
-  registerInspect(program);
+  const name = commandName(argv);
+  const only =
+    name === '--version' || name === '-V'
+      ? []
+      : name !== undefined && Object.prototype.hasOwnProperty.call(COMMANDS, name)
+        ? [name]
+        : Object.keys(COMMANDS);
+  for (const command of only) (await (COMMANDS[command] as () => Promise<(program: Command) => void>)())(program);
   // `capsule run` takes over signals that came while loading (a cancel before the first step);
   // any other command ends on them as Node would have.
-  if (argv[2] !== 'run' && releaseEarlySignals().length > 0) return EXIT.CANCELED;
+  if (name !== 'run' && releaseEarlySignals().length > 0) return EXIT.CANCELED;
   return runProgram(program, [...argv]);
+}
+
+/** The first word of the command line that is not a global option (or its value): the command, `--version`, or undefined. */
+function commandName(argv: readonly string[]): string | undefined {
+  for (let i = 2; i < argv.length; i++) {
+    const word = argv[i] as string;
+    if (word === '--log-level' || word === '--log-file') i++;
+    else if (!word.startsWith('--log-')) return word;
+  }
+  return undefined;
 }

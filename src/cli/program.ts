@@ -4,7 +4,8 @@
  * its own module (`src/cli/<name>.ts`) and exports `register<Name>(program)`; `src/cli.ts` calls
  * them one by one.
  */
-import { Command, CommanderError, InvalidArgumentError } from 'commander';
+import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
+import { LOG_LEVELS } from '../session/logger.js';
 import { reportInternalError } from './internal-error.js';
 import { packageVersion } from './version.js';
 
@@ -31,6 +32,12 @@ export function createProgram(): Command {
   return new Command('capsule')
     .description('Runs capsule plans (JSON DAGs of tool, shell and capsule steps) as XState v5 actors.')
     .version(packageVersion(), '-V, --version')
+    .addOption(
+      new Option('--log-level <level>', "the runtime's own structured log (pino JSON lines) from this level up; never on stdout")
+        .choices([...LOG_LEVELS])
+        .default('silent'),
+    )
+    .option('--log-file <file>', 'write the structured log to this file (appended) instead of stderr')
     .exitOverride()
     .showHelpAfterError('(add --help for usage)')
     .configureOutput({ writeErr: (text) => process.stderr.write(text) });
@@ -72,6 +79,12 @@ export function parseNonNegativeNumber(text: string): number {
 /** Option parser for a repeatable option: each use appends its value. */
 export function collect(value: string, previous: readonly string[] | undefined): string[] {
   return [...(previous ?? []), value];
+}
+
+/** The global options every command sees (`command.optsWithGlobals()`). */
+export interface GlobalOptions {
+  readonly logLevel?: (typeof LOG_LEVELS)[number];
+  readonly logFile?: string;
 }
 
 /** Prints a usage-class problem found after parsing (`error: …`, as commander words its own) and returns exit 2. */

@@ -123,6 +123,8 @@ export class Progress {
   #steps: { readonly id: string; readonly kind: StepKind }[] = [];
   /** Running steps: id → start time (insertion order = start order). */
   readonly #running = new Map<string, number>();
+  /** Steps whose end was printed as it happened (`step.ended`): their settlement prints nothing more. */
+  readonly #printedEnds = new Set<string>();
   #settledCount = 0;
   #canceling: 'graceful' | 'forced' | null = null;
 
@@ -155,13 +157,21 @@ export class Progress {
         this.#running.set(event.stepId, this.#now());
         if (this.#mode === 'lines') this.#print(`${this.#paint('cyan', '▶')} ${shownId(event.stepId)} (${event.kind})`);
         break;
+      case 'step.ended':
+        // Shown when the step ends, not when its wave settles (the trace keeps the spec's order).
+        this.#running.delete(event.result.step_id);
+        this.#printedEnds.add(event.result.step_id);
+        this.#print(this.#settledLine(event.result));
+        break;
       case 'step.settled':
         this.#running.delete(event.result.step_id);
         this.#settledCount++;
-        this.#print(this.#settledLine(event.result));
+        if (!this.#printedEnds.delete(event.result.step_id)) this.#print(this.#settledLine(event.result));
         break;
       case 'step.discarded':
+        // Its end was printed as it happened (`step.ended`); this says the wave's fail stop discarded it.
         this.#running.delete(event.result.step_id);
+        this.#printedEnds.delete(event.result.step_id);
         this.#print(this.#discardedLine(event.result));
         break;
       case 'plan.canceling':

@@ -6,17 +6,21 @@ import { statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { DEFAULT_CANCEL_GRACE_SECS, findManifest, loadManifest, MANIFEST_FILE } from '../manifest.js';
-import { ManifestError, RecordsDirInUseError, RunInternalError, startPlan, type PlanReport } from '../runtime/run-plan.js';
+import { ERROR_CODES, isRuntimeError, RunInternalError } from '../errors.js';
+import { startPlan, type PlanReport } from '../runtime/run-plan.js';
 import { explainUnreadPlan } from './validate.js';
 import { releaseEarlySignals } from './early-signals.js';
 import { onUncaughtError } from './internal-error.js';
 import { cancelOnSignals } from './cancel-on-signals.js';
-import { collect, EXIT, parseNonNegativeNumber, parsePositiveInteger, usageError, type ExitCode } from './program.js';
+import { createLogger } from '../session/logger.js';
+import { collect, EXIT, parseNonNegativeNumber, parsePositiveInteger, usageError, type ExitCode, type GlobalOptions } from './program.js';
 import { printable, Progress, progressModeFor, useColor } from './progress.js';
 import { WarningSink } from './warning-sink.js';
+import type { ContainmentInfo } from '../process/containment.js';
+import type { Session } from '../session/session.js';
 
-/** Options of `capsule run`, as commander parses them. */
-export interface RunCommandOptions {
+/** Options of `capsule run`, as commander parses them (the global `--log-level` and `--log-file` included). */
+export interface RunCommandOptions extends GlobalOptions {
   readonly manifest?: string;
   readonly workdir?: string;
   readonly records?: string;
@@ -27,6 +31,10 @@ export interface RunCommandOptions {
   readonly quiet?: boolean;
   /** Seconds a graceful cancel may take before it is forced. */
   readonly cancelGrace?: number;
+  /** Also print how the run's processes are contained and isolated (and why). */
+  readonly verbose?: boolean;
+  /** Run every step's processes as this unprivileged user (the runtime must be root). */
+  readonly runAs?: string;
 }
 
 /** Registers `capsule run` on the program. */
@@ -44,13 +52,15 @@ export function registerRun(program: Command): void {
     .option('--json', 'print exactly the JSON report on stdout')
     .option('--quiet', 'no progress on stderr (warnings and errors still go there)')
     .option('--cancel-grace <secs>', 'seconds a graceful cancel may take before it is forced (default 10)', parseNonNegativeNumber)
+    .option('--run-as <user>', 'run every step as this unprivileged user (the runtime must be root; see capsule doctor)')
+    .option('--verbose', 'also print how steps are contained and isolated, and why (as capsule doctor does)')
     .addHelpText(
       'after',
       '\nExit codes: 0 completed, 1 failed (plan refused, unreadable, or a step stopped it), 2 usage error or bad manifest, 130 canceled.' +
         '\nCtrl-C (or SIGTERM) cancels gracefully; a second Ctrl-C forces. A graceful cancel is forced after --cancel-grace seconds (default 10).',
     )
-    .action(async (plan: string, options: RunCommandOptions) => {
-      process.exitCode = await runCommand(plan, options);
+    .action(async (plan: string, options: RunCommandOptions, command: Command) => {
+      process.exitCode = await runCommand(plan, { ...command.optsWithGlobals<GlobalOptions>(), ...options });
     });
 }
 
@@ -74,6 +84,13 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
     if (!loaded.ok) return usageError(loaded.error);
   }
 
+  // The runtime's structured log: JSON lines on stderr or in --log-file, never on stdout.
+  let log: Awaited<ReturnType<typeof createLogger>>;
+  try {
+    log = await createLogger({ level: options.logLevel ?? 'silent', ...(options.logFile !== undefined ? { file: resolve(options.logFile) } : {}) });
+  } catch (error) {
+    return usageError(`--log-file ${resolve(options.logFile ?? '')} cannot be written: ${error instanceof Error ? error.message : String(error)}`);
+  }
   const stderr = process.stderr;
   const progress = new Progress({
     stream: stderr,
@@ -94,9 +111,12 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
     ...(options.capsules !== undefined ? { capsulesDir: resolve(options.capsules) } : {}),
     shellAllow: options.allow ?? [],
     maxParallel: options.maxParallel ?? null,
+    logger: log.logger,
     onEvent: (event) => progress.onEvent(event),
     onWarning: (warning) => warnings.warn(warning),
     onNotice: (message) => warnings.warn({ kind: 'records', message }),
+    ...(options.runAs !== undefined ? { runAs: options.runAs } : {}),
+    ...(options.verbose === true ? { onSession: (session: Session) => progress.note(containmentLines(session.containment.info)) } : {}),
   });
   const stopHandlingSignals = cancelOnSignals(run, {
     graceSecs,
@@ -117,7 +137,8 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
     report = await run.report;
   } catch (error) {
     progress.dispose();
-    if (error instanceof ManifestError || error instanceof RecordsDirInUseError) return usageError(error.message);
+    // A bad manifest or a records directory that holds a session: a usage error (exit 2), before any step ran.
+    if (isRuntimeError(error, ERROR_CODES.MANIFEST_INVALID, ERROR_CODES.RECORDS_DIR_IN_USE)) return usageError(error.message);
     // A bug inside the session (its trace is closed): the top-level handler reports it.
     if (error instanceof RunInternalError) throw error;
     // No report: the records directory could not be used.
@@ -126,6 +147,7 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
   } finally {
     stopHandlingSignals();
     stopOnUncaughtError();
+    log.flush();
   }
 
   warnings.finish();
@@ -148,6 +170,15 @@ function ignoreStreamErrors(stream: NodeJS.WriteStream): void {
 }
 
 function ignoreError(): void {}
+
+/** What `--verbose` prints about the session's containment (the same facts as `session_start.containment`). */
+export function containmentLines(info: ContainmentInfo): string {
+  return [
+    `containment: ${info.backend} — ${info.reason}`,
+    `isolation: ${info.pidNamespace ? 'PID namespace' : 'none'} — ${info.isolationReason}`,
+    ...(info.runAs !== null ? [`run as: ${info.runAs.name} (uid ${info.runAs.uid}, gid ${info.runAs.gid})`] : []),
+  ].join('\n');
+}
 
 function isDirectory(path: string): boolean {
   try {

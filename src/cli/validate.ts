@@ -15,7 +15,7 @@ import { checkPlan } from '../plan/check.js';
 import { explainParseFailure, explainReadFailure, refusalLines, type Refusal } from '../plan/refusal.js';
 import { parsePlanText, readPlanFile } from '../plan/schema.js';
 import type { PlanWarning } from '../plan/warnings.js';
-import { recordedSessionIn, RecordsDirInUseError } from '../session/session.js';
+import { recordedSessionIn, RecordsDirInUseError } from '../records/records-dir.js';
 import { excerpt } from '../plan/text.js';
 import { collect, EXIT, usageError, type ExitCode } from './program.js';
 import { printable } from './progress.js';

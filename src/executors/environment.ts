@@ -2,8 +2,9 @@
  * The environment of a shell step or command tool, built fresh for every process (`shell.md` §7,
  * newest rule; `plan.md` §1; DESIGN §6: command tools get the same construction).
  */
-import { mkdirSync } from 'node:fs';
-import { join } from 'node:path';
+import { chownSync, mkdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { trustedPath } from '../process/resolve-binary.js';
 
 /** Host variables copied when set (`shell.md` §7 step 1, newest list). */
 export const BASELINE_ENV_NAMES: readonly string[] = [
@@ -69,8 +70,14 @@ export interface ShellEnvInput {
   readonly hostEnv: Readonly<Record<string, string | undefined>>;
   /** Exact names whose host values are passed through (manifest `capabilities.env.allow`). Credential-shaped names are still stripped. */
   readonly allow: readonly string[];
-  /** The session's records directory; `HOME` = `<recordsDir>/home`, `TMPDIR` = `<recordsDir>/tmp`. */
-  readonly recordsDir: string;
+  /**
+   * The session's scratch directory (`Session.scratchDir`): `HOME` = `<scratchDir>/home`,
+   * `TMPDIR` = `<scratchDir>/tmp`. Not in the records directory's tree (issue 15: a step must not
+   * be able to plant files next to the records the runtime writes).
+   */
+  readonly scratchDir: string;
+  /** The user the process runs as (`--run-as`): HOME and TMPDIR are made theirs (mode 0700). Absent: the runtime's own. */
+  readonly owner?: { readonly uid: number; readonly gid: number } | null;
   /** The runtime directory, announced read-only as `MURMUR_RUNTIME_DIR` and `CAPSULE_RUNTIME_DIR`. */
   readonly runtimeDir: string;
   /** Extra strip patterns (policy `shell_strip_env`), same forms as {@link CREDENTIAL_ENV_PATTERNS}. */
@@ -82,8 +89,10 @@ export interface ShellEnvInput {
  * 1. {@link BASELINE_ENV_NAMES} copied from `hostEnv` when set (an empty value counts as set);
  * 2. host values of the names in `allow`;
  * 3. every credential-shaped name removed ({@link isCredentialEnvName}, plus `strip`);
- * 4. `HOME` = `<recordsDir>/home` and `TMPDIR` = `<recordsDir>/tmp` (both created if missing),
- *    `MURMUR_RUNTIME_DIR` = `CAPSULE_RUNTIME_DIR` = `runtimeDir`.
+ * 4. `PATH` reduced to its absolute entries (relative and empty ones would make lookups depend on
+ *    the working directory, `src/process/resolve-binary.ts`);
+ * 5. `HOME` = `<scratchDir>/home` and `TMPDIR` = `<scratchDir>/tmp` (both created if missing,
+ *    owned by `owner` when given), `MURMUR_RUNTIME_DIR` = `CAPSULE_RUNTIME_DIR` = `runtimeDir`.
  * Nothing else from the host leaks in (pass the result with execa's `extendEnv: false`).
  *
  * @throws {Error} when the home or temp directory cannot be created (the call must then be
@@ -99,11 +108,20 @@ export function buildShellEnv(input: ShellEnvInput): Record<string, string> {
   for (const name of [...env.keys()]) {
     if (isCredentialEnvName(name, input.strip)) env.delete(name);
   }
-  const home = join(input.recordsDir, 'home');
-  const tmp = join(input.recordsDir, 'tmp');
+  const path = env.get('PATH');
+  if (path !== undefined) env.set('PATH', trustedPath(path).text);
+  const home = join(input.scratchDir, 'home');
+  const tmp = join(input.scratchDir, 'tmp');
+  const owner = input.owner ?? null;
   for (const dir of [home, tmp]) {
     try {
-      mkdirSync(dir, { recursive: true });
+      if (owner === null) mkdirSync(dir, { recursive: true });
+      else {
+        // The parents stay the runtime's (and traversable); only home/ and tmp/ are the user's.
+        mkdirSync(dirname(dir), { recursive: true });
+        mkdirSync(dir, { recursive: true, mode: 0o700 });
+        chownSync(dir, owner.uid, owner.gid);
+      }
     } catch (error) {
       throw new Error(`cannot create directory '${dir}' for the shell environment: ${(error as Error).message}`, { cause: error });
     }

@@ -1,5 +1,7 @@
 /**
- * Starts one program as the leader of its own process group and watches it until it exits.
+ * Starts one program as the leader of its own process group and watches it until it exits. The
+ * containment layer (`containment.ts`) starts every process through {@link launchLeader}; the
+ * legacy {@link startProcess} registers the group in a {@link ProcessGroupRegistry} itself.
  *
  * The leader's exit (the child's `exit` event) is the end of the command: what it put in the
  * background keeps running, in its group, until someone ends the group through the
@@ -15,6 +17,7 @@ import { constants as osConstants } from 'node:os';
 import type { Readable, Writable } from 'node:stream';
 import { execa } from 'execa';
 import type { GroupEndResult, ProcessGroupRegistry } from './process-groups.js';
+import { parseControl, type ControlReport } from './spawn/helper.js';
 
 /** Default milliseconds to keep reading stdout/stderr after the leader exited. */
 export const DEFAULT_DRAIN_GRACE_MS = 250;
@@ -29,8 +32,8 @@ export interface LeaderExitInfo {
   readonly atMs: number;
 }
 
-/** How to start one process. */
-export interface StartProcessOptions {
+/** How to launch one process ({@link launchLeader}). */
+export interface LaunchOptions {
   /** Program to execute, looked up on `env.PATH` when it has no slash. No shell is involved. */
   readonly file: string;
   readonly args: readonly string[];
@@ -40,10 +43,17 @@ export interface StartProcessOptions {
   readonly env: Readonly<Record<string, string>>;
   /** Text written to the child's stdin, which is then closed. Absent: stdin is `/dev/null` (empty and at EOF). */
   readonly stdin?: string;
-  /** The group (pgid = the child's pid) is registered here at spawn, under `owner`. */
-  readonly groups: ProcessGroupRegistry;
-  /** Owner tag for the registry, e.g. `step:build` or `tool:word-count`. */
-  readonly owner: string;
+  /** `argv[0]` of the program (default `file`): the name as written when `file` is a resolved path. */
+  readonly argv0?: string;
+  /** The name spawn errors call the program by (default `file`). */
+  readonly displayName?: string;
+  /**
+   * Open fd 3 as the spawn helper's control channel (`spawn/helper.ts`): its `E` line turns into
+   * `spawnError`, its `I` line into {@link LaunchedLeader.control}'s `initPid`.
+   */
+  readonly control?: boolean;
+  /** Owner text used in warnings (e.g. a throwing `onLeaderExit`). */
+  readonly label?: string;
   /**
    * Called once, synchronously, when the leader exits (before output is drained). Not called when
    * the program could not be started. An exception it throws is turned into a process warning.
@@ -55,6 +65,14 @@ export interface StartProcessOptions {
    * leader wrote just before exiting may be lost if the pipes are still held open.
    */
   readonly drainGraceMs?: number;
+}
+
+/** How to start one process with {@link startProcess}. */
+export interface StartProcessOptions extends Omit<LaunchOptions, 'control' | 'label'> {
+  /** The group (pgid = the child's pid) is registered here at spawn, under `owner`. */
+  readonly groups: ProcessGroupRegistry;
+  /** Owner tag for the registry, e.g. `step:build` or `tool:word-count`. */
+  readonly owner: string;
 }
 
 /** Everything known about one finished leader. */
@@ -162,7 +180,23 @@ function collect(stream: Readable | null | undefined): () => Buffer {
   return () => Buffer.concat(chunks);
 }
 
-function failedToStart(spawnError: string, startedAtMs: number): ProcessHandle {
+/** A launched (or failed) leader, before anyone registered it. */
+export interface LaunchedLeader {
+  /** The leader's pid (= its pgid: it leads its own session); `null` when it could not be started. */
+  readonly pid: number | null;
+  /** The leader's output streams (also collected into `done`); `null` when it never started. */
+  readonly stdout: Readable | null;
+  readonly stderr: Readable | null;
+  /** Resolves within `drainGraceMs` of the leader's exit (or at once on a spawn error). Never rejects. */
+  readonly done: Promise<ProcessResult>;
+  /** What the spawn helper said on fd 3 (resolves at its end of file); `{initPid: null, failure: null}` without `control`. */
+  readonly control: Promise<ControlReport>;
+}
+
+const NO_CONTROL: ControlReport = { initPid: null, failure: null };
+
+/** A leader that never started. */
+export function failedLaunch(spawnError: string, startedAtMs = Date.now()): LaunchedLeader {
   const result: ProcessResult = {
     spawnError,
     pid: null,
@@ -173,28 +207,44 @@ function failedToStart(spawnError: string, startedAtMs: number): ProcessHandle {
     startedAtMs,
     endedAtMs: Date.now(),
   };
-  return {
-    pid: null,
-    done: Promise.resolve(result),
-    terminate: () => Promise.resolve({ signal: null, survivors: [] }),
-  };
+  return { pid: null, stdout: null, stderr: null, done: Promise.resolve(result), control: Promise.resolve(NO_CONTROL) };
+}
+
+/** Text for a helper stage that failed before the command ran. */
+function describeHelperFailure(name: string, cwd: string, failure: NonNullable<ControlReport['failure']>): string {
+  switch (failure.stage) {
+    case 'exec':
+      return describeSpawnError(name, cwd, { code: failure.code });
+    case 'cgroup':
+      return `failed to start '${name}': could not join its cgroup (${failure.code})`;
+    case 'unshare':
+    case 'mount':
+    case 'fork':
+      return `failed to start '${name}': could not give it its own PID namespace (${failure.stage}: ${failure.code})`;
+    case 'user':
+      return `failed to start '${name}': could not switch to the run-as user (${failure.code})`;
+    default:
+      return `failed to start '${name}': the spawn helper refused its arguments (${failure.code})`;
+  }
 }
 
 /**
  * Starts `options.file` with `options.args` as the leader of a new process group (and session:
- * Node's `detached: true` calls `setsid()`), so its pgid is its pid, and registers the group in
- * `options.groups` under `options.owner`.
+ * Node's `detached: true` calls `setsid()`), so its pgid is its pid. Registers nothing: the
+ * caller owns the group from here on.
  *
- * Failures to execute are reported in `done` (`spawnError`), never thrown. When the leader exits,
- * `onLeaderExit` is called, stdout/stderr are read until EOF or `drainGraceMs`, the pipes are
- * destroyed and `done` resolves. The group is NOT signalled when the leader exits.
+ * Failures to execute are reported in `done` (`spawnError`), never thrown; with `control`, so are
+ * the failures the spawn helper reports (then `pid` in `done` is null although a helper ran). When
+ * the leader exits, `onLeaderExit` is called, stdout/stderr are read until EOF or `drainGraceMs`,
+ * the pipes are destroyed and `done` resolves. The group is NOT signalled when the leader exits.
  *
- * Not guaranteed: output written by a grandchild after the drain is lost; processes that left the
- * group (`setsid`) are not ended by `terminate`.
+ * Not guaranteed: output written by a grandchild after the drain is lost.
  */
-export function startProcess(options: StartProcessOptions): ProcessHandle {
+export function launchLeader(options: LaunchOptions): LaunchedLeader {
   const startedAtMs = Date.now();
   const drainGraceMs = Math.max(0, options.drainGraceMs ?? DEFAULT_DRAIN_GRACE_MS);
+  const name = options.displayName ?? options.file;
+  const stdinSpec = options.stdin === undefined ? ('ignore' as const) : ('pipe' as const);
 
   let subprocess;
   try {
@@ -209,13 +259,15 @@ export function startProcess(options: StartProcessOptions): ProcessHandle {
       shell: false,
       forceKillAfterDelay: false,
       encoding: 'buffer',
-      stdout: 'pipe',
-      stderr: 'pipe',
-      ...(options.stdin === undefined ? { stdin: 'ignore' as const } : { input: options.stdin }),
+      ...(options.argv0 !== undefined ? { argv0: options.argv0 } : {}),
+      ...(options.control === true
+        ? { stdio: [stdinSpec, 'pipe', 'pipe', 'pipe'] as const }
+        : { stdout: 'pipe' as const, stderr: 'pipe' as const, stdin: stdinSpec }),
+      ...(options.stdin === undefined ? {} : { input: options.stdin }),
     });
   } catch (error) {
     // execa validates arguments and options synchronously (e.g. it throws for a NUL byte in an argument).
-    return failedToStart(describeSpawnError(options.file, options.cwd, error), startedAtMs);
+    return failedLaunch(describeSpawnError(name, options.cwd, error), startedAtMs);
   }
   // With reject:false execa resolves even on failure, but destroying the pipes or an early error
   // must never surface as an unhandled rejection.
@@ -240,19 +292,27 @@ export function startProcess(options: StartProcessOptions): ProcessHandle {
   const outputSettled = Promise.all([streamSettled(stdout), streamSettled(stderr)]);
 
   const pid = subprocess.pid ?? null;
-  if (pid !== null) options.groups.register(pid, options.owner);
+  const controlStream = options.control === true ? ((subprocess.stdio as readonly unknown[])[3] as Readable | null | undefined) : null;
+  const control: Promise<ControlReport> =
+    controlStream === null || controlStream === undefined
+      ? Promise.resolve(NO_CONTROL)
+      : (() => {
+          const text = collect(controlStream);
+          return streamSettled(controlStream).then(() => parseControl(text().toString('utf8')));
+        })();
 
   const done = new Promise<ProcessResult>((resolve) => {
     let settled = false;
-    const finish = (fields: Pick<ProcessResult, 'spawnError' | 'exitCode' | 'signal'>): void => {
+    const finish = (fields: Pick<ProcessResult, 'spawnError' | 'exitCode' | 'signal'>, leaderPid: number | null = pid): void => {
       if (settled) return;
       settled = true;
       stdout?.destroy();
       stderr?.destroy();
       stdin?.destroy();
+      controlStream?.destroy();
       resolve({
         ...fields,
-        pid,
+        pid: leaderPid,
         stdout: stdoutBytes(),
         stderr: stderrBytes(),
         startedAtMs,
@@ -265,7 +325,7 @@ export function startProcess(options: StartProcessOptions): ProcessHandle {
       // threw synchronously, execa returns a dummy subprocess that emits nothing and only its
       // promise carries the error (as `cause`).
       const failed = (error: unknown): void =>
-        finish({ spawnError: describeSpawnError(options.file, options.cwd, error), exitCode: -1, signal: null });
+        finish({ spawnError: describeSpawnError(name, options.cwd, error), exitCode: -1, signal: null });
       subprocess.once('error', failed);
       subprocess.then(
         (result) => failed(result.cause ?? result),
@@ -277,10 +337,22 @@ export function startProcess(options: StartProcessOptions): ProcessHandle {
     subprocess.once('exit', (code: number | null, signal: NodeJS.Signals | null) => {
       const exitCode = code ?? (signal === null ? -1 : exitCodeForSignal(signal));
       const atMs = Date.now();
+      // The helper's control channel is at its end by now (its last holder exec'd or exited) but
+      // may not have been read yet: whether the command ran at all is decided by it.
+      void control.then((report) => {
+        if (report.failure !== null) {
+          finish({ spawnError: describeHelperFailure(name, options.cwd, report.failure), exitCode: -1, signal: null }, null);
+          return;
+        }
+        leaderExited(exitCode, signal, atMs);
+      });
+    });
+
+    const leaderExited = (exitCode: number, signal: NodeJS.Signals | null, atMs: number): void => {
       try {
         options.onLeaderExit?.({ pid, exitCode, signal, atMs });
       } catch (error) {
-        process.emitWarning(`onLeaderExit of ${options.owner} threw: ${error instanceof Error ? error.message : String(error)}`);
+        process.emitWarning(`onLeaderExit of ${options.label ?? name} threw: ${error instanceof Error ? error.message : String(error)}`);
       }
       let timer: NodeJS.Timeout | undefined;
       // The grace timer can fire before the poll phase has read what the leader wrote just before
@@ -300,9 +372,25 @@ export function startProcess(options: StartProcessOptions): ProcessHandle {
         clearTimeout(timer);
         finish({ spawnError: null, exitCode, signal });
       });
-    });
+    };
   });
 
+  return { pid, stdout, stderr, done, control };
+}
+
+/**
+ * Starts `options.file` as {@link launchLeader} does and registers its group in `options.groups`
+ * under `options.owner`; the handle's `terminate` ends the group through the registry.
+ *
+ * Not guaranteed: processes that left the group (`setsid`) are not ended by `terminate` (the
+ * cgroup backend of `containment.ts` has no such gap).
+ */
+export function startProcess(options: StartProcessOptions): ProcessHandle {
+  const { groups, owner, ...launch } = options;
+  const leader = launchLeader({ ...launch, label: owner });
+  const pid = leader.pid;
+  if (pid !== null) groups.register(pid, owner);
+  const done = leader.done;
   return {
     pid,
     done,
@@ -314,11 +402,11 @@ export function startProcess(options: StartProcessOptions): ProcessHandle {
         await done;
         return { signal: null, survivors: [] };
       }
-      if (!options.groups.isRegistered(pid)) {
+      if (!groups.isRegistered(pid)) {
         // Already ended (and forgotten) by the registry, or handed off: not ours to signal any more.
         return { signal: null, survivors: [] };
       }
-      const ended = await options.groups.endGroup(pid, graceMs);
+      const ended = await groups.endGroup(pid, graceMs);
       await done;
       return ended;
     },

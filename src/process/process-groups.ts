@@ -12,48 +12,16 @@
  *
  * Linux only (`/proc` must be mounted).
  */
-import { readdirSync, readFileSync } from 'node:fs';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { forEachLiveProcess, isSameLiveProcess, parseProcStat, readProcStat, type ProcessRef } from './proc.js';
+import { assertSignallableGroup, signalProcess, signalProcessGroup, type EndSignal } from './signals.js';
 
-/** Milliseconds between two membership reads while waiting for a signalled group to go. */
+export { parseProcStat, assertSignallableGroup };
+
+/** Milliseconds between two membership reads while waiting for signalled groups to go (one `/proc` walk serves every group waited on). */
 export const GROUP_POLL_INTERVAL_MS = 20;
 
 /** Milliseconds to wait, after SIGKILL, for the group to be verified gone before reporting survivors. */
 export const KILL_VERIFY_TIMEOUT_MS = 2000;
-
-/** Fields of `/proc/<pid>/stat` this module reads. */
-interface ProcStat {
-  /** One-letter state (`R`, `S`, `D`, `Z`, `T`, …), `man 5 proc`. */
-  readonly state: string;
-  readonly ppid: number;
-  readonly pgrp: number;
-}
-
-/**
- * Parses the text of `/proc/<pid>/stat`. The command name (field 2) is in parentheses and may
- * itself contain spaces and parentheses, so the fields are split after the LAST `)`.
- *
- * @returns the parsed fields, or `null` when the text does not have the expected shape.
- */
-export function parseProcStat(text: string): ProcStat | null {
-  const close = text.lastIndexOf(')');
-  if (close < 0) return null;
-  const fields = text.slice(close + 1).trim().split(/\s+/);
-  const [state, ppidText, pgrpText] = fields;
-  if (state === undefined || ppidText === undefined || pgrpText === undefined) return null;
-  const ppid = Number(ppidText);
-  const pgrp = Number(pgrpText);
-  if (!Number.isInteger(ppid) || !Number.isInteger(pgrp)) return null;
-  return { state, ppid, pgrp };
-}
-
-function readProcStat(pid: number | 'self'): ProcStat | null {
-  try {
-    return parseProcStat(readFileSync(`/proc/${pid}/stat`, 'utf8'));
-  } catch {
-    return null; // the process exited between readdir and read, or /proc is not readable
-  }
-}
 
 /**
  * Pids of the live members of process group `pgid`: every process whose `/proc/<pid>/stat` `pgrp`
@@ -64,8 +32,8 @@ function readProcStat(pid: number | 'self'): ProcStat | null {
  */
 export function groupMembers(pgid: number): number[] {
   const members: number[] = [];
-  forEachLiveProcess((pid, pgrp) => {
-    if (pgrp === pgid) members.push(pid);
+  forEachLiveProcess((pid, stat) => {
+    if (stat.pgrp === pgid) members.push(pid);
   });
   return members;
 }
@@ -76,24 +44,8 @@ export function groupMembers(pgid: number): number[] {
  */
 export function liveGroupIds(): Set<number> {
   const live = new Set<number>();
-  forEachLiveProcess((_pid, pgrp) => live.add(pgrp));
+  forEachLiveProcess((_pid, stat) => live.add(stat.pgrp));
   return live;
-}
-
-/** Calls `visit` with the pid and pgrp of every live (non-zombie) process in `/proc`; nothing without `/proc`. */
-function forEachLiveProcess(visit: (pid: number, pgrp: number) => void): void {
-  let entries: string[];
-  try {
-    entries = readdirSync('/proc');
-  } catch {
-    return;
-  }
-  for (const entry of entries) {
-    if (!/^\d+$/.test(entry)) continue;
-    const pid = Number(entry);
-    const stat = readProcStat(pid);
-    if (stat !== null && stat.state !== 'Z') visit(pid, stat.pgrp);
-  }
 }
 
 /** True when group `pgid` has at least one live (non-zombie) member; see {@link groupMembers}. */
@@ -107,22 +59,6 @@ export function isGroupAlive(pgid: number): boolean {
  */
 export function ownProcessGroupId(): number | null {
   return readProcStat('self')?.pgrp ?? null;
-}
-
-/**
- * Throws when `pgid` must never be signalled as a group: not an integer, ≤ 1 (`kill(0, …)` means
- * "my own group", `kill(-1, …)` means "every process I may signal"), or the group of this very
- * process (field report 5: a timeout once killed the agent itself).
- *
- * @throws {RangeError} naming the pgid and the reason.
- */
-export function assertSignallableGroup(pgid: number): void {
-  if (!Number.isSafeInteger(pgid) || pgid <= 1) {
-    throw new RangeError(`refusing to signal process group ${String(pgid)}: a group id must be an integer greater than 1`);
-  }
-  if (pgid === process.pid || pgid === ownProcessGroupId()) {
-    throw new RangeError(`refusing to signal process group ${pgid}: it is the runtime's own process group`);
-  }
 }
 
 /** The signal that ended a group, as reported by {@link ProcessGroupRegistry.endGroup}. */
@@ -143,33 +79,74 @@ export interface GroupEnding extends GroupEndResult {
   readonly owner: string;
 }
 
-/** Sends `signal` to every member of `pgid`. @returns false when no process could be signalled (ESRCH, EPERM). */
-function signalGroup(pgid: number, signal: GroupEndSignal): boolean {
-  try {
-    process.kill(-pgid, signal);
-    return true;
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    if (code === 'ESRCH' || code === 'EPERM') return false;
-    throw error;
+/**
+ * One `/proc` walk per {@link GROUP_POLL_INTERVAL_MS} for every group being waited on, however
+ * many: ending 64 groups at once costs what ending one does (issue 7, forced cancel flat in N).
+ */
+class GroupWaiter {
+  readonly #waits = new Map<number, { deadline: number; resolve: (members: number[]) => void }[]>();
+  #timer: NodeJS.Timeout | null = null;
+
+  /** Resolves with `[]` once group `pgid` has no live member, or with its members once `timeoutMs` passed. */
+  wait(pgid: number, timeoutMs: number): Promise<number[]> {
+    return new Promise((resolve) => {
+      const list = this.#waits.get(pgid) ?? [];
+      // Deadlines on the monotonic clock: a wall-clock jump must not cut a grace short or stretch it.
+      list.push({ deadline: performance.now() + timeoutMs, resolve });
+      this.#waits.set(pgid, list);
+      this.#schedule(Math.min(GROUP_POLL_INTERVAL_MS, Math.max(0, timeoutMs)));
+    });
+  }
+
+  #schedule(delayMs: number): void {
+    if (this.#timer !== null) return;
+    this.#timer = setTimeout(() => {
+      this.#timer = null;
+      this.#tick();
+    }, delayMs);
+  }
+
+  #tick(): void {
+    const members = new Map<number, number[]>();
+    forEachLiveProcess((pid, stat) => {
+      if (!this.#waits.has(stat.pgrp)) return;
+      const list = members.get(stat.pgrp) ?? [];
+      list.push(pid);
+      members.set(stat.pgrp, list);
+    });
+    const now = performance.now();
+    let nextDeadline = Number.POSITIVE_INFINITY;
+    for (const [pgid, waits] of this.#waits) {
+      const live = members.get(pgid) ?? [];
+      const keep = waits.filter((w) => {
+        if (live.length === 0 || now >= w.deadline) {
+          w.resolve(live);
+          return false;
+        }
+        nextDeadline = Math.min(nextDeadline, w.deadline);
+        return true;
+      });
+      if (keep.length === 0) this.#waits.delete(pgid);
+      else this.#waits.set(pgid, keep);
+    }
+    if (this.#waits.size > 0) this.#schedule(Math.max(0, Math.min(GROUP_POLL_INTERVAL_MS, nextDeadline - now)));
   }
 }
 
-/** Polls membership every {@link GROUP_POLL_INTERVAL_MS} until the group is gone or `timeoutMs` passed. @returns the members left. */
-async function waitForGroupGone(pgid: number, timeoutMs: number): Promise<number[]> {
-  const deadline = Date.now() + timeoutMs;
-  let members = groupMembers(pgid);
-  while (members.length > 0 && Date.now() < deadline) {
-    await sleep(Math.min(GROUP_POLL_INTERVAL_MS, Math.max(1, deadline - Date.now())));
-    members = groupMembers(pgid);
-  }
-  return members;
+/** Optional facts about a registered group. */
+export interface GroupOptions {
+  /**
+   * The init of the PID namespace the group's command runs in (spawn helper, `--pidns`), once
+   * known. SIGTERM then goes to it alone: it forwards the signal to every process of the
+   * namespace exactly once (signalling the group as well would deliver it twice).
+   */
+  readonly init?: () => ProcessRef | null;
 }
 
 /**
- * The one owner of the process groups a session started. Every group is registered by pgid with an
- * owner tag (e.g. `step:build`, `wrk_…`) when it is spawned; cleanup ends groups by that pgid,
- * never by process name.
+ * The owner of the process groups a session started on the process-group backend. Every group is
+ * registered by pgid with an owner tag (e.g. `run:1/step:build#1`, see `owner.ts`) when it is
+ * spawned; cleanup ends groups by that pgid, never by process name.
  *
  * Only registered groups can be ended: a pgid from elsewhere (an edited record, a prior session)
  * must be registered first by whoever vouches for it, so a reused pid is not killed by accident.
@@ -178,7 +155,9 @@ async function waitForGroupGone(pgid: number, timeoutMs: number): Promise<number
  */
 export class ProcessGroupRegistry {
   readonly #owners = new Map<number, string>();
+  readonly #options = new Map<number, GroupOptions>();
   readonly #endings = new Map<number, Promise<GroupEndResult>>();
+  readonly #waiter = new GroupWaiter();
 
   /**
    * Takes ownership of group `pgid`. Registering a pgid again replaces its owner (the pid was
@@ -186,13 +165,15 @@ export class ProcessGroupRegistry {
    *
    * @throws {RangeError} for a pgid that may never be signalled ({@link assertSignallableGroup}).
    */
-  register(pgid: number, owner: string): void {
+  register(pgid: number, owner: string, options: GroupOptions = {}): void {
     assertSignallableGroup(pgid);
     this.#owners.set(pgid, owner);
+    this.#options.set(pgid, options);
   }
 
   /** Drops group `pgid` without signalling it. @returns whether it was registered. */
   forget(pgid: number): boolean {
+    this.#options.delete(pgid);
     return this.#owners.delete(pgid);
   }
 
@@ -206,6 +187,16 @@ export class ProcessGroupRegistry {
     return this.#owners.get(pgid);
   }
 
+  /**
+   * Hands group `pgid` to `owner` (e.g. a shell call's command demoted to the background becomes
+   * the session's). @returns false when `pgid` is not registered (nothing changes then).
+   */
+  transfer(pgid: number, owner: string): boolean {
+    if (!this.#owners.has(pgid)) return false;
+    this.#owners.set(pgid, owner);
+    return true;
+  }
+
   /** Registered pgids, in registration order; only those whose owner tag starts with `ownerPrefix` when given. */
   owned(ownerPrefix?: string): number[] {
     const pgids: number[] = [];
@@ -216,11 +207,15 @@ export class ProcessGroupRegistry {
   }
 
   /**
-   * Ends group `pgid`: SIGTERM to the whole group, membership polled every
-   * {@link GROUP_POLL_INTERVAL_MS}; if any member is still alive after `graceMs`, SIGKILL to the
-   * whole group, then waits up to {@link KILL_VERIFY_TIMEOUT_MS} for it to be verified gone.
-   * A second call while one is in progress shares its answer. The group is forgotten when it is
-   * verified gone. See `man 2 kill` (a negative pid addresses a process group).
+   * Ends group `pgid`: SIGTERM to the whole group (to its namespace's init alone when it has one,
+   * {@link GroupOptions.init}), membership read every {@link GROUP_POLL_INTERVAL_MS} (a group whose
+   * members are all zombies gets the SIGTERM, harmlessly, and is then found gone); if any member
+   * is still alive after `graceMs`, SIGKILL to the whole group (an init's death takes its whole
+   * namespace with it), then waits up to {@link KILL_VERIFY_TIMEOUT_MS} for it to be verified gone.
+   * The signals are sent before this returns its promise (so that ending many groups in one loop
+   * turn signals them all before anything is awaited). A second call while one is in progress
+   * shares its answer. The group is forgotten when it is verified gone. See `man 2 kill` (a
+   * negative pid addresses a process group).
    *
    * @param pgid    A registered process-group id.
    * @param graceMs Milliseconds between SIGTERM and SIGKILL; 0 escalates after one membership read.
@@ -229,39 +224,56 @@ export class ProcessGroupRegistry {
    * @throws {RangeError} pgid ≤ 1, not an integer, the runtime's own group, or not registered;
    *   `graceMs` negative or not finite.
    */
-  async endGroup(pgid: number, graceMs: number): Promise<GroupEndResult> {
-    assertSignallableGroup(pgid);
-    if (!Number.isFinite(graceMs) || graceMs < 0) {
-      throw new RangeError(`graceMs must be a finite number of milliseconds ≥ 0, got ${String(graceMs)}`);
+  endGroup(pgid: number, graceMs: number): Promise<GroupEndResult> {
+    try {
+      assertSignallableGroup(pgid);
+      if (!Number.isFinite(graceMs) || graceMs < 0) {
+        throw new RangeError(`graceMs must be a finite number of milliseconds ≥ 0, got ${String(graceMs)}`);
+      }
+    } catch (error) {
+      return Promise.reject(error as Error);
     }
     const pending = this.#endings.get(pgid);
     if (pending !== undefined) return pending;
     if (!this.#owners.has(pgid)) {
-      throw new RangeError(`refusing to signal process group ${pgid}: it is not registered (register() the groups you start)`);
+      return Promise.reject(new RangeError(`refusing to signal process group ${pgid}: it is not registered (register() the groups you start)`));
     }
     const ending = this.#end(pgid, graceMs).finally(() => this.#endings.delete(pgid));
     this.#endings.set(pgid, ending);
     return ending;
   }
 
-  async #end(pgid: number, graceMs: number): Promise<GroupEndResult> {
-    if (!isGroupAlive(pgid)) {
-      this.#owners.delete(pgid);
-      return { signal: null, survivors: [] };
-    }
-    if (!signalGroup(pgid, 'SIGTERM')) {
+  /** SIGTERM as {@link endGroup} sends it. @returns false when nobody could be signalled. */
+  #terminate(pgid: number): boolean {
+    const init = this.#options.get(pgid)?.init?.() ?? null;
+    if (init !== null && isSameLiveProcess(init)) return signalProcess(init.pid, 'SIGTERM');
+    return signalProcessGroup(pgid, 'SIGTERM');
+  }
+
+  #end(pgid: number, graceMs: number): Promise<GroupEndResult> {
+    // Synchronous up to the first await: the group is signalled within this call, without a
+    // /proc walk first (64 groups ended at once used to cost 64 walks before the last SIGTERM).
+    if (!this.#terminate(pgid)) {
+      // Nobody to signal (ESRCH) or not ours (EPERM): gone, unless /proc still shows members.
       const survivors = groupMembers(pgid);
-      if (survivors.length === 0) this.#owners.delete(pgid);
-      return { signal: null, survivors };
+      if (survivors.length === 0) this.forget(pgid);
+      return Promise.resolve({ signal: null, survivors });
     }
-    let members = await waitForGroupGone(pgid, graceMs);
-    let signal: GroupEndSignal = 'SIGTERM';
-    if (members.length > 0) {
-      if (signalGroup(pgid, 'SIGKILL')) signal = 'SIGKILL';
-      members = await waitForGroupGone(pgid, KILL_VERIFY_TIMEOUT_MS);
-    }
-    if (members.length === 0) this.#owners.delete(pgid);
-    return { signal, survivors: members };
+    return (async (): Promise<GroupEndResult> => {
+      let left = await this.#waiter.wait(pgid, graceMs);
+      let signal: EndSignal = 'SIGTERM';
+      if (left.length > 0) {
+        if (signalProcessGroup(pgid, 'SIGKILL')) signal = 'SIGKILL';
+        left = await this.#waiter.wait(pgid, KILL_VERIFY_TIMEOUT_MS);
+      }
+      if (left.length === 0) this.forget(pgid);
+      return { signal, survivors: left };
+    })();
+  }
+
+  /** Resolves with `[]` once group `pgid` has no live member (or with its members after `timeoutMs`); nothing is signalled. */
+  waitGone(pgid: number, timeoutMs: number): Promise<number[]> {
+    return this.#waiter.wait(pgid, timeoutMs);
   }
 
   /**
@@ -284,19 +296,21 @@ export class ProcessGroupRegistry {
   }
 
   /**
-   * Ends every registered group (only those whose owner tag starts with `ownerPrefix` when given),
-   * all concurrently, each as {@link endGroup} does. Never rejects for one group: a group whose
-   * ending throws is reported with its current members as survivors.
+   * Ends every registered group (only those whose owner tag starts with `ownerPrefix` when given)
+   * in one pass: each is signalled as {@link endGroup} does before anything is awaited, then all
+   * are waited for together (one `/proc` walk per poll for all of them). Never rejects for one
+   * group: a group whose ending throws is reported with its current members as survivors.
    *
    * @param graceMs Milliseconds between SIGTERM and SIGKILL, per group.
    * @returns one entry per group, in registration order.
    */
   async endAll(graceMs: number, ownerPrefix?: string): Promise<GroupEnding[]> {
     const targets = this.owned(ownerPrefix).map((pgid) => ({ pgid, owner: this.#owners.get(pgid) ?? '' }));
+    const endings = targets.map(({ pgid }) => this.endGroup(pgid, graceMs));
     return Promise.all(
-      targets.map(async ({ pgid, owner }): Promise<GroupEnding> => {
+      targets.map(async ({ pgid, owner }, i): Promise<GroupEnding> => {
         try {
-          return { pgid, owner, ...(await this.endGroup(pgid, graceMs)) };
+          return { pgid, owner, ...(await (endings[i] as Promise<GroupEndResult>)) };
         } catch {
           return { pgid, owner, signal: null, survivors: groupMembers(pgid) };
         }

@@ -1,4 +1,12 @@
-import { closeSync, fstatSync, ftruncateSync, openSync, readSync, writeSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { closeSync, constants as fsConstants, fstatSync, ftruncateSync, openSync, readSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
+
+/**
+ * Flags of every records file the runtime opens for writing: never through a symlink (issue 15:
+ * a step must not be able to redirect a record by planting a link where it will be written).
+ */
+const NO_FOLLOW = fsConstants.O_NOFOLLOW;
 
 /**
  * What opening an {@link AppendFile} did to a tail left by an earlier crash (field report 13c):
@@ -18,6 +26,9 @@ export interface TailRepair {
  * On open, an unterminated last line is repaired before anything is appended, so the next record
  * never glues onto it: a complete JSON value gets its newline, a torn fragment is cut off.
  * `repair` says which (null when the file ended cleanly); the owner warns about it.
+ *
+ * The file is opened with `O_NOFOLLOW`: a symlink in its place is refused (`ELOOP`), never
+ * written through.
  */
 export class AppendFile {
   readonly path: string;
@@ -26,7 +37,7 @@ export class AppendFile {
 
   constructor(path: string) {
     this.path = path;
-    this.#fd = openSync(path, 'a+');
+    this.#fd = openSync(path, fsConstants.O_RDWR | fsConstants.O_CREAT | fsConstants.O_APPEND | NO_FOLLOW, 0o644);
     this.repair = repairTornTail(this.#fd);
   }
 
@@ -90,5 +101,34 @@ function isJson(text: string): boolean {
     return true;
   } catch {
     return false;
+  }
+}
+
+/**
+ * Replaces `path` with `data`, whole or not at all, so that nothing planted in the directory can
+ * redirect the write (issue 15): the data goes to a new file of an unpredictable name in the same
+ * directory (`.<name>.<random>.tmp`, created with `O_EXCL | O_NOFOLLOW`: it cannot already exist,
+ * as a file or a link), which is then renamed over `path` — a rename replaces a symlink at `path`
+ * itself, never its target.
+ *
+ * @throws the `open`/`write`/`rename` error; the temp file is removed then.
+ */
+export function replaceFile(path: string, data: string | Uint8Array, mode = 0o644): void {
+  const temp = join(dirname(path), `.${basename(path)}.${randomBytes(12).toString('hex')}.tmp`);
+  const fd = openSync(temp, fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_EXCL | NO_FOLLOW, mode);
+  try {
+    const buffer = typeof data === 'string' ? Buffer.from(data, 'utf8') : data;
+    let offset = 0;
+    while (offset < buffer.length) offset += writeSync(fd, buffer, offset);
+    closeSync(fd);
+    renameSync(temp, path);
+  } catch (error) {
+    try {
+      closeSync(fd);
+    } catch {
+      // already closed
+    }
+    rmSync(temp, { force: true });
+    throw error;
   }
 }

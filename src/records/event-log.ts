@@ -1,32 +1,38 @@
 import type { AnyActorRef, InspectionEvent } from 'xstate';
-import { stepActorId } from '../../machines/plan.machine.js';
+import { kindOfActor, readableActorId, type ActorKind } from '../actors/actor-kinds.js';
 import { AppendFile, type TailRepair } from './append-file.js';
 
 /**
- * The actor event log (DESIGN §7, §9): `<records dir>/events.jsonl`, one JSON line per event an
- * actor received (`@xstate.event`) and per snapshot it took (`@xstate.snapshot`), recorded through
- * XState's `inspect` hook. `capsule replay` feeds the external inputs back into rebuilt machines
- * and checks they pass through the same states; `capsule inspect` follows the file to draw the
- * live actor tree.
+ * The actor event log (DESIGN §7, §9; docs/event-log.md): `<records dir>/events.jsonl`, one JSON
+ * line per event an actor received (`@xstate.event`) and per snapshot it took (`@xstate.snapshot`),
+ * recorded through XState's `inspect` hook. `capsule replay` feeds the outside inputs back into
+ * rebuilt machines and checks they pass through the same states; `capsule inspect` follows the
+ * file to draw the live actor tree. Which actors are machines, how they are named and what of
+ * their inputs and events is kept comes from the actor-kind table (src/actors/actor-kinds.ts):
+ * a machine added there is logged with no change here.
  *
  * Every line has `seq` (1, 2, … in the order XState reported them), `ts` (epoch ms), `actor` (the
- * readable id: `plan:<plan_id>`, `step:<step_id>`) and `kind`:
- * - `event`: `type`, the payload in `event` (JSON-safe: actor refs dropped, Maps as objects),
- *   `from` (the sending actor, when another actor sent it), `external: true` for inputs from
- *   outside the machines (the host's `CANCEL`, `ATTEMPT.*` reports from effects, timer firings
- *   `xstate.after.*`, the end of an invoked effect `xstate.done.actor.*`). Replay feeds exactly
- *   these back. An `xstate.init` line carries the actor's `input` instead: the plan's whole
- *   input (replay rebuilds the plan from it); a step's id, index, kind and bounds (the results map
- *   it shares with every step is left out: it would make the log quadratic). The
- *   `xstate.done.actor.*` event a machine child sends its parent carries no payload: its output is
- *   on the child's final snapshot line, named by `from`.
+ * readable id: `plan:<plan_id>`, `step:<step_id>`, …) and `kind`:
+ * - `event`: `type`, the payload in `event` (JSON-safe: actor refs dropped, Maps as objects;
+ *   summarised where the receiving kind says so), `from` (the sending actor, when another actor
+ *   sent it: a machine's readable id, or an effect actor's XState id), and `external: true` for
+ *   inputs from outside the machines: events no actor sent (the host's `CANCEL`, reports an effect
+ *   action sends with `self.send`), events from effect actors (anything that is not a machine of
+ *   the table, e.g. the end of an invoked promise `xstate.done.actor.*`), and timer firings
+ *   (`xstate.after.*`). Replay feeds exactly these back. An `xstate.init` line names the actor's
+ *   `machine` (its kind) and carries its `input`: a root actor's whole (replay rebuilds it from
+ *   it), a child's as its kind keeps it (a step's id, index, kind and bounds: the results map it
+ *   shares with every step would make the log quadratic). The `xstate.done.actor.*` event a
+ *   machine child sends its parent carries no payload: its output is on the child's final
+ *   snapshot line, named by `from`.
  * - `snapshot`: `event` (the type of the event that led to it), `state` (the state value),
  *   `status`, `output` when the status is `done` (`error` when it is `error`), and `emitted`:
- *   the events the actor emitted to its host while taking it (`plan.stepStarted`,
- *   `plan.stepSettled`, with their payloads), in order.
+ *   the events the actor emitted to its host while taking it, in order.
  *
  * An `@xstate.event` line is written when XState relays the event (it may be queued behind the
  * event the actor is processing); its snapshot line follows once the actor has processed it.
+ * Delays must be `after` transitions (an actor's timer on itself): a delayed `sendTo` to another
+ * actor would not be marked external, and a replay would wait for it in vain.
  */
 export type EventLogRecord = EventLine | SnapshotLine;
 
@@ -41,11 +47,13 @@ interface LineBase {
 export interface EventLine extends LineBase {
   readonly kind: 'event';
   readonly type: string;
-  /** Readable id of the sending actor, when another actor (or an invoked effect) sent it. */
+  /** Readable id of the sending actor, when another actor (or an effect actor: its XState id) sent it. */
   readonly from?: string;
   /** An input from outside the machines: replay feeds it in. */
   readonly external?: true;
-  /** `xstate.init` only: the actor's input (a step's without the shared results map). */
+  /** `xstate.init` only: the actor's kind (its machine's id, a name of the actor-kind table). */
+  readonly machine?: string;
+  /** `xstate.init` only: the actor's input (a child's as its kind keeps it). */
   readonly input?: unknown;
   /** The payload (the event without `type`). */
   readonly event?: Readonly<Record<string, unknown>>;
@@ -65,38 +73,42 @@ export interface SnapshotLine extends LineBase {
 }
 
 /** File name of the event log in a records directory. */
-export const EVENT_LOG_FILE = 'events.jsonl';
+export { EVENT_LOG_FILE } from './records-dir.js';
 
 /** Options of {@link createEventRecorder}. */
 export interface EventRecorderOptions {
-  /** Epoch-ms clock for `ts`. Default `Date.now`. */
+  /** Epoch-ms clock for `ts` (the session clock's `epochMs`). Default `Date.now`. */
   readonly now?: () => number;
 }
 
-/** Events whose payload is plain JSON data already: copied, not walked. */
-const PLAIN_EVENT = /^(?:ATTEMPT\.|CANCEL$|plan\.)/;
+interface Named {
+  readonly name: string;
+  readonly kind: ActorKind;
+}
 
 /**
  * Turns XState inspection events into {@link EventLogRecord}s, in the order XState reports them,
- * and hands each to `sink`. Only machine actors are recorded (an invoked promise is an effect:
- * its end is recorded as the external `xstate.done.actor.*` event its parent receives).
+ * and hands each to `sink`. Only actors of the actor-kind table are recorded; an effect actor's
+ * events reach the log as the outside inputs its parent receives.
  */
 export function createEventRecorder(
   sink: (record: EventLogRecord) => void,
   options: EventRecorderOptions = {},
 ): (event: InspectionEvent) => void {
   const now = options.now ?? Date.now;
-  const names = new WeakMap<object, string | null>();
+  const names = new WeakMap<object, Named | null>();
   /** Emitted events waiting for their actor's snapshot line. */
   const emitted = new Map<object, Record<string, unknown>[]>();
   let seq = 0;
 
-  const nameOf = (ref: AnyActorRef): string | null => {
+  const nameOf = (ref: AnyActorRef): Named | null => {
     const known = names.get(ref);
     if (known !== undefined) return known;
-    const name = readableActorId(ref);
-    names.set(ref, name);
-    return name;
+    const kind = kindOfActor(ref);
+    const name = kind === undefined ? null : readableActorId(ref);
+    const named = kind === undefined || name === null ? null : { name, kind };
+    names.set(ref, named);
+    return named;
   };
 
   return (inspection) => {
@@ -107,18 +119,23 @@ export function createEventRecorder(
         const event = inspection.event;
         const type = event.type;
         const source = inspection.sourceRef as AnyActorRef | undefined;
-        const sourceName = source === undefined ? null : nameOf(source);
+        const sourceNamed = source === undefined ? null : nameOf(source);
         const external =
           type !== 'xstate.init' &&
-          (source === undefined || type.startsWith('xstate.after.') || (sourceName === null && type.startsWith('xstate.')));
-        const line: { -readonly [K in keyof EventLine]: EventLine[K] } = { seq: ++seq, ts: now(), actor, kind: 'event', type };
-        if (source !== undefined && source !== inspection.actorRef) line.from = sourceName ?? source.id;
+          (source === undefined || sourceNamed === null || (source === inspection.actorRef && type.startsWith('xstate.after.')));
+        const line: { -readonly [K in keyof EventLine]: EventLine[K] } = { seq: ++seq, ts: now(), actor: actor.name, kind: 'event', type };
+        if (source !== undefined && source !== inspection.actorRef) line.from = sourceNamed?.name ?? source.id;
         if (external) line.external = true;
         if (type === 'xstate.init') {
+          line.machine = actor.kind.name;
           const input = (event as { input?: unknown }).input;
-          if (input !== undefined) line.input = actor.startsWith('step:') ? stepInputSummary(input) : jsonSafe(input);
-        } else if (!(sourceName !== null && type.startsWith('xstate.done.actor.'))) {
-          const payload = payloadOf(event);
+          if (input !== undefined) {
+            const keep = source !== undefined ? (actor.kind.logInput as ((input: unknown) => unknown) | undefined) : undefined;
+            line.input = keep !== undefined ? keep(input) : jsonSafe(input);
+          }
+        } else if (!(sourceNamed !== null && type.startsWith('xstate.done.actor.'))) {
+          const summarize = actor.kind.logEvent?.[type] as ((event: unknown) => unknown) | undefined;
+          const payload = summarize !== undefined ? (summarize(event) as Record<string, unknown>) : payloadOf(event, actor.kind);
           if (payload !== null) line.event = payload;
         }
         sink(line);
@@ -131,14 +148,13 @@ export function createEventRecorder(
         const line: { -readonly [K in keyof SnapshotLine]: SnapshotLine[K] } = {
           seq: ++seq,
           ts: now(),
-          actor,
+          actor: actor.name,
           kind: 'snapshot',
           event: inspection.event.type,
           state: snapshot.value,
           status: snapshot.status ?? 'active',
         };
-        // Plan and step outputs are plain data by contract (machines/contracts.ts): no walk needed.
-        if (line.status === 'done') line.output = actor.startsWith('step:') || actor.startsWith('plan:') ? snapshot.output : jsonSafe(snapshot.output);
+        if (line.status === 'done') line.output = actor.kind.plainOutput === true ? snapshot.output : jsonSafe(snapshot.output);
         else if (line.status === 'error') line.error = errorText(snapshot.error);
         const pending = emitted.get(inspection.actorRef);
         if (pending !== undefined) {
@@ -151,9 +167,10 @@ export function createEventRecorder(
       case '@xstate.action': {
         if (inspection.action.type !== 'xstate.emit') return;
         const event = (inspection.action.params as { event?: { type?: unknown } } | undefined)?.event;
-        if (event === undefined || typeof event.type !== 'string' || nameOf(inspection.actorRef as AnyActorRef) === null) return;
+        const actor = nameOf(inspection.actorRef as AnyActorRef);
+        if (event === undefined || typeof event.type !== 'string' || actor === null) return;
         const list = emitted.get(inspection.actorRef) ?? [];
-        list.push({ type: event.type, ...payloadOf(event as { type: string }) });
+        list.push({ type: event.type, ...payloadOf(event as { type: string }, actor.kind) });
         emitted.set(inspection.actorRef, list);
         return;
       }
@@ -161,19 +178,6 @@ export function createEventRecorder(
         return;
     }
   };
-}
-
-/**
- * Readable id of a machine actor (DESIGN §2): `step:<step_id>` for a step actor, whose XState id
- * is its reused window slot (`slot:<n>`) and whose step comes from its input; the XState id for
- * any other machine (the plan's is `plan:<plan_id>`); null for an actor that is not a machine
- * (an invoked promise or callback).
- */
-export function readableActorId(ref: AnyActorRef): string | null {
-  const snapshot = ref.getSnapshot() as { value?: unknown; context?: { input?: { step?: { id?: unknown } } } } | undefined;
-  if (snapshot === undefined || snapshot === null || !('value' in snapshot)) return null;
-  const stepId = snapshot.context?.input?.step?.id;
-  return typeof stepId === 'string' ? stepActorId(stepId) : ref.id;
 }
 
 /** Options of {@link EventLog}. */
@@ -266,21 +270,9 @@ function escapeLineBreaks(bytes: Buffer): Buffer {
   return Buffer.from(text, 'utf8');
 }
 
-/** What replay needs of a step's input: identity and bounds, not the results map it shares with every step. */
-function stepInputSummary(input: unknown): unknown {
-  const value = input as { step?: { id?: unknown }; index?: unknown; kind?: unknown; timeoutSecs?: unknown; killGraceMs?: unknown };
-  return {
-    step: value.step?.id,
-    index: value.index,
-    kind: value.kind,
-    timeoutSecs: value.timeoutSecs,
-    killGraceMs: value.killGraceMs,
-  };
-}
-
-/** The event without `type`, JSON-safe; null when nothing is left. */
-function payloadOf(event: { readonly type: string }): Record<string, unknown> | null {
-  const plain = PLAIN_EVENT.test(event.type);
+/** The event without `type`, JSON-safe (copied as it is when `kind` says its payload is plain); null when nothing is left. */
+function payloadOf(event: { readonly type: string }, kind: ActorKind): Record<string, unknown> | null {
+  const plain = kind.plainEvents?.test(event.type) === true;
   let payload: Record<string, unknown> | null = null;
   for (const key in event) {
     if (key === 'type') continue;

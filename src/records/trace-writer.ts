@@ -1,19 +1,25 @@
 import { newEventId } from '../ids.js';
 import { AppendFile, type TailRepair } from './append-file.js';
 import { toJsonLine } from './jsonl.js';
+import {
+  OMITS_NULL_PARENT,
+  traceFields,
+  type TraceEventType,
+  type TraceFieldsByType,
+  type TraceNode,
+  type TraceParentType,
+} from './trace-records.js';
 
-/** What `write` returns when tracing is off: parents of records that are never written. */
+/** What `write` returns as the id when tracing is off: parents of records that are never written. */
 export const UNTRACED_EVENT_ID = 'evt_untraced';
 
-/** Fields of a record after the envelope, in the order they are written. */
-export type TraceFields = Readonly<Record<string, unknown>>;
-
 /**
- * Writes trace records (`spec/trace-plan.md` §1, DESIGN §8) to `trace.jsonl`: the envelope
- * `event_type`, `event_id` (`evt_` + UUID v7), `parent_id` (null when none), `session_id`,
- * `timestamp` (epoch ms), in that order, then the record's own fields. One line per record, one
- * write per line. A failed write is reported to `onError` and swallowed: tracing never turns a
- * step that ran into one that failed.
+ * Writes trace records (`trace.jsonl`, DESIGN §8; the types are in `trace-records.ts`): the
+ * envelope `event_type`, `event_id` (`evt_` + UUID v7), `parent_id` (null when none), `session_id`,
+ * `timestamp` (epoch ms, from the session clock), in that order, then the record's own fields in
+ * their written order. One line per record, one `write(2)` per line. A failed write is reported
+ * to `onError` and swallowed: tracing never turns a step that ran into one that failed
+ * (`trace-plan.md` §1).
  *
  * The session owns the one writer of its records directory; plans and steps write through it.
  */
@@ -24,14 +30,20 @@ export class TraceWriter {
   readonly #now: () => number;
 
   /**
-   * @param path     `<records dir>/trace.jsonl`, or null for a run that traces nothing (the report is identical).
+   * @param path      `<records dir>/trace.jsonl`, or null for a run that traces nothing (the report is identical).
    * @param sessionId `ses_…` written into every record.
+   * @param options.now Epoch milliseconds for `timestamp` (the session clock's `epochMs`). Default `Date.now`.
    */
   constructor(path: string | null, sessionId: string, options: { onError?: (error: Error) => void; now?: () => number } = {}) {
     this.sessionId = sessionId;
     this.#file = path === null ? null : new AppendFile(path);
     this.#onError = options.onError ?? (() => {});
     this.#now = options.now ?? Date.now;
+  }
+
+  /** True when records are written (tracing on). */
+  get enabled(): boolean {
+    return this.#file !== null;
   }
 
   /** Bytes of a torn final line cut off when the file was opened (field report 13). */
@@ -45,23 +57,21 @@ export class TraceWriter {
   }
 
   /**
-   * Writes one record and returns its `event_id`. With tracing off nothing is written and no id is
-   * minted (nobody can read one): it returns {@link UNTRACED_EVENT_ID}.
+   * Writes one `type` record hanging off `parent` (a node of a type the record may hang off,
+   * `TRACE_PARENTS`; null only where the record has none) and returns its node. With tracing off
+   * nothing is written and no id is minted (nobody can read one): the node's id is
+   * {@link UNTRACED_EVENT_ID}.
    */
-  write(eventType: string, parentId: string | null, fields: TraceFields): string {
-    if (this.#file === null) return UNTRACED_EVENT_ID;
+  write<T extends TraceEventType>(type: T, parent: TraceNode<TraceParentType<T>> | null, fields: TraceFieldsByType[T]): TraceNode<T> {
+    if (this.#file === null) return { eventId: UNTRACED_EVENT_ID, type };
     const eventId = newEventId();
-    const record = {
-      event_type: eventType,
-      event_id: eventId,
-      parent_id: parentId,
-      session_id: this.sessionId,
-      timestamp: this.#now(),
-      ...fields,
-    };
-    const error = this.#file.append(toJsonLine(record));
+    const envelope: Record<string, unknown> = { event_type: type, event_id: eventId };
+    if (parent !== null || !OMITS_NULL_PARENT.has(type)) envelope['parent_id'] = parent?.eventId ?? null;
+    envelope['session_id'] = this.sessionId;
+    envelope['timestamp'] = this.#now();
+    const error = this.#file.append(toJsonLine(Object.assign(envelope, traceFields(type, fields))));
     if (error !== null) this.#onError(error);
-    return eventId;
+    return { eventId, type };
   }
 
   close(): void {

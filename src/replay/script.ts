@@ -1,6 +1,8 @@
 import { readFileSync } from 'node:fs';
 import type { JsonValue } from '../../machines/contracts.js';
-import type { PlanInput } from '../../machines/plan.machine.js';
+import { planActorId, type PlanInput } from '../../machines/plan.machine.js';
+import { actorKind } from '../actors/actor-kinds.js';
+import { ERROR_CODES, RuntimeError } from '../errors.js';
 import { parsePlanText, stepKind } from '../plan/schema.js';
 import type { EventLine, EventLogRecord } from '../records/event-log.js';
 
@@ -8,20 +10,28 @@ import type { EventLine, EventLogRecord } from '../records/event-log.js';
  * What `capsule replay` replays, read from one JSONL file. Two kinds of lines, never mixed:
  *
  * - a **recorded** event log (`events.jsonl` of a session, DESIGN §9): lines of kind `event` and
- *   `snapshot`. The plan is rebuilt from the input on the plan actor's `xstate.init`
- *   line; the lines marked `external` are fed back in; every line is what the replay must
- *   reproduce.
- * - a **hand-written** script (QA writes JSONL, no TypeScript): a `plan` line, then inputs and
- *   expectations in order (see {@link HandLine}).
+ *   `snapshot`. Every actor no other actor started (a root: a plan, a detached command, …) is
+ *   rebuilt from the input on its `xstate.init` line; the lines marked `external` are fed back
+ *   in; every line is what the replay must reproduce. A session's log may hold several roots.
+ * - a **hand-written** script (QA writes JSONL, no TypeScript): a root line (`plan`, or `machine`
+ *   for any machine of the actor-kind table), then inputs and expectations in order (see
+ *   {@link HandLine}); a later root line starts another root at that point.
  */
 export type ReplayScript = RecordedScript | HandScript;
+
+/** A root actor of a script: its kind (a machine id of the actor-kind table) and its input. */
+export interface ScriptRoot {
+  readonly machine: string;
+  readonly input: unknown;
+}
 
 export interface RecordedScript {
   readonly format: 'recorded';
   readonly file: string;
-  /** Readable id of the plan actor (`plan:<plan_id>`). */
+  /** Readable id of the first root (`plan:<plan_id>` for a plan run). */
   readonly planActor: string;
-  readonly input: PlanInput;
+  /** Per record index of a root's `xstate.init` line: the root to start there. */
+  readonly roots: ReadonlyMap<number, ScriptRoot>;
   /** Every line in file order (`seq` ascending). */
   readonly records: readonly EventLogRecord[];
   /** Per record, its 1-based line number in the file. */
@@ -31,15 +41,19 @@ export interface RecordedScript {
 export interface HandScript {
   readonly format: 'hand';
   readonly file: string;
+  /** Readable id of the first root when it is a plan (`plan:<plan_id>`); for a `machine` root, its `actor` (or the machine's name). */
   readonly planActor: string;
-  readonly input: PlanInput;
-  /** The lines after the `plan` line, in order. */
+  /** The first root, started before the first line after it. */
+  readonly root: ScriptRoot;
+  /** The lines after the first root line, in order. */
   readonly lines: readonly HandLine[];
 }
 
 /**
- * One hand-written line after the `plan` line. `line` is its 1-based line number in the file.
- * Inputs are fed in file order, each once everything the previous one caused has settled.
+ * One hand-written line after the first root line. `line` is its 1-based line number in the file.
+ * Inputs are fed in file order, each once everything the previous one caused has settled. The
+ * step-level lines (`outcome`, `exit`, `timeout`) and `cancel` speak to the first root, a plan;
+ * `send`, `timer`, `expect` and root lines work with any machine.
  */
 export type HandLine = { readonly line: number } & (
   | {
@@ -65,9 +79,28 @@ export type HandLine = { readonly line: number } & (
   | { /** The host cancels the plan (`force: true`: a second Ctrl-C). */ readonly kind: 'cancel'; readonly force: boolean }
   | {
       /**
+       * `event` arrives at `actor` from outside; with `from`, from that effect actor of `actor`
+       * (its XState id, e.g. `command`): a callback effect sends it back, a promise effect settles
+       * with `xstate.done.actor.<from>` (payload `output`) or `xstate.error.actor.<from>` (`error`).
+       */
+      readonly kind: 'send';
+      readonly actor: string;
+      readonly event: { readonly type: string; readonly [key: string]: JsonValue };
+      readonly from?: string;
+    }
+  | {
+      /** The pending delayed transition (`after`) of `actor` fires; `delay` (its name) picks one when several are pending. */
+      readonly kind: 'timer';
+      readonly actor: string;
+      readonly delay?: string;
+    }
+  | { /** Another root actor starts here (a later `plan` or `machine` line). */ readonly kind: 'root'; readonly root: ScriptRoot }
+  | {
+      /**
        * A check at this point: `state` (the actor's current state, e.g. `running.bounded`),
        * `states` (every state the actor has been in so far, one per snapshot), or `output`
-       * (the plan has ended and its output contains these fields; arrays match element by element).
+       * (the actor — the first root by default — has ended and its output contains these fields;
+       * arrays match element by element).
        */
       readonly kind: 'expect';
       readonly actor?: string;
@@ -77,9 +110,12 @@ export type HandLine = { readonly line: number } & (
     }
 );
 
-/** A replay file that cannot be read: names the file and, when it is one line's fault, the line. */
-export class ReplayFileError extends Error {
-  override readonly name = 'ReplayFileError';
+/** A replay file that cannot be read (`REPLAY_FILE_INVALID`): names the file and, when it is one line's fault, the line. */
+export class ReplayFileError extends RuntimeError {
+  override name = 'ReplayFileError';
+  constructor(message: string) {
+    super(ERROR_CODES.REPLAY_FILE_INVALID, message);
+  }
 }
 
 /** Reads and parses a replay file. @throws {ReplayFileError} */
@@ -99,7 +135,7 @@ export function readReplayScript(file: string): ReplayScript {
  * @throws {ReplayFileError} for a line that is not JSON or not a known shape, naming file and line.
  */
 export function parseReplayScript(text: string, file: string): ReplayScript {
-  const parsed: { line: number; value: Record<string, unknown> }[] = [];
+  const parsed: Parsed[] = [];
   const lines = text.split('\n');
   lines.forEach((raw, i) => {
     const trimmed = raw.trim();
@@ -117,25 +153,28 @@ export function parseReplayScript(text: string, file: string): ReplayScript {
   });
   const first = parsed[0];
   if (first === undefined) throw new ReplayFileError(`${file}: the file holds no lines`);
-  if (first.value['kind'] === 'plan') return parseHand(parsed, file);
+  if (first.value['kind'] === 'plan' || first.value['kind'] === 'machine') return parseHand(parsed, file);
   return parseRecorded(parsed, file);
+}
+
+interface Parsed {
+  readonly line: number;
+  readonly value: Record<string, unknown>;
 }
 
 const RECORD_KINDS = new Set(['event', 'snapshot']);
 
-function parseRecorded(parsed: readonly { line: number; value: Record<string, unknown> }[], file: string): RecordedScript {
+function parseRecorded(parsed: readonly Parsed[], file: string): RecordedScript {
   const records: EventLogRecord[] = [];
   const lines: number[] = [];
-  /** The first plan actor and the actors it spawned. */
-  const tree = new Set<string>();
-  let planActor: string | null = null;
-  let input: PlanInput | null = null;
+  const roots = new Map<number, ScriptRoot>();
+  let firstRoot: string | null = null;
   let lastSeq = 0;
   for (const { line, value } of parsed) {
     const where = `${file}:${line}`;
     if (!RECORD_KINDS.has(value['kind'] as string)) {
       throw new ReplayFileError(
-        `${where}: unknown kind ${JSON.stringify(value['kind'])} (a recorded log has event and snapshot lines; a hand-written script starts with a plan line)`,
+        `${where}: unknown kind ${JSON.stringify(value['kind'])} (a recorded log has event and snapshot lines; a hand-written script starts with a plan or machine line)`,
       );
     }
     if (typeof value['seq'] !== 'number' || typeof value['actor'] !== 'string') {
@@ -150,75 +189,69 @@ function parseRecorded(parsed: readonly { line: number; value: Record<string, un
       throw new ReplayFileError(`${where}: a snapshot line needs a string "status"`);
     }
     const record = value as unknown as EventLogRecord;
-    if (input === null && record.kind === 'event' && record.type === 'xstate.init' && record.from === undefined) {
-      planActor = record.actor;
-      input = planInputFrom((record as EventLine).input, where);
-      tree.add(record.actor);
-    } else if (record.kind === 'event' && record.type === 'xstate.init' && record.from !== undefined && tree.has(record.from)) {
-      tree.add(record.actor);
+    if (record.kind === 'event' && record.type === 'xstate.init' && record.from === undefined) {
+      roots.set(records.length, recordedRoot(record, where));
+      firstRoot ??= record.actor;
     }
-    // A session may run several plans: the replay is of the first one, its actor tree only (a step
-    // id that recurs in a later plan of the same session is not told apart).
-    if (!tree.has(record.actor)) continue;
     records.push(record);
     lines.push(line);
   }
-  if (planActor === null || input === null) {
-    throw new ReplayFileError(`${file}: no plan actor's xstate.init line (with its input) was found: not an event log of a plan run`);
+  if (firstRoot === null) {
+    throw new ReplayFileError(`${file}: no plan actor's xstate.init line (with its input) was found: not an event log of a run (no root actor)`);
   }
-  return { format: 'recorded', file, planActor, input, records, lines };
+  return { format: 'recorded', file, planActor: firstRoot, roots, records, lines };
 }
 
-function planInputFrom(value: unknown, where: string): PlanInput {
-  const input = value as Partial<PlanInput> | undefined;
-  if (
-    input === undefined ||
-    typeof input.planId !== 'string' ||
-    !Array.isArray(input.steps) ||
-    !Array.isArray(input.kinds) ||
-    !Array.isArray(input.timeoutsSecs)
-  ) {
-    throw new ReplayFileError(`${where}: the plan actor's xstate.init line has no plan input (planId, steps, kinds, timeoutsSecs)`);
-  }
-  return {
-    planId: input.planId,
-    steps: input.steps,
-    kinds: input.kinds,
-    timeoutsSecs: input.timeoutsSecs,
-    maxParallel: input.maxParallel ?? null,
-    killGraceMs: input.killGraceMs ?? 2000,
-    canceledAtStart: input.canceledAtStart ?? false,
-  };
+/** The root an `xstate.init` line starts: its kind (the line's `machine`; a log without one is a plan run's) and its input. */
+function recordedRoot(line: EventLine, where: string): ScriptRoot {
+  const machine = line.machine ?? (line.actor.startsWith('plan:') ? 'plan' : undefined);
+  return scriptRoot(machine, line.input, where, `${line.actor}'s xstate.init line`);
 }
 
-function parseHand(parsed: readonly { line: number; value: Record<string, unknown> }[], file: string): HandScript {
-  const [head, ...rest] = parsed as [{ line: number; value: Record<string, unknown> }, ...{ line: number; value: Record<string, unknown> }[]];
-  const where = (line: number): string => `${file}:${line}`;
-  const planText = JSON.stringify(head.value['plan'] ?? null);
-  const plan = parsePlanText(planText);
-  if (!plan.ok) throw new ReplayFileError(`${where(head.line)}: "plan" is not a plan: ${plan.error}`);
+/** A root of kind `machine` with `input` rebuilt through its kind's `inputFromLog`. @throws {ReplayFileError} */
+function scriptRoot(machine: string | undefined, logged: unknown, where: string, what: string): ScriptRoot {
+  const kind = machine === undefined ? undefined : actorKind(machine);
+  if (kind === undefined) throw new ReplayFileError(`${where}: ${what} names no machine of the actor-kind table (${String(machine)})`);
+  if (kind.inputFromLog === undefined) throw new ReplayFileError(`${where}: an actor of kind ${kind.name} cannot be a replay's root (it needs its parent)`);
+  const input = kind.inputFromLog(logged);
+  if (isInputError(input)) throw new ReplayFileError(`${where}: ${what}: ${input.error}`);
+  return { machine: kind.name, input };
+}
+
+function isInputError(value: unknown): value is { error: string } {
+  return typeof value === 'object' && value !== null && Object.keys(value).length === 1 && typeof (value as { error?: unknown }).error === 'string';
+}
+
+/** A `plan` root line: the plan (parsed as a run parses it) and the plan actor's bounds. */
+function planRoot(value: Record<string, unknown>, where: string): { root: ScriptRoot; stepIds: Set<string>; planActor: string } {
+  const plan = parsePlanText(JSON.stringify(value['plan'] ?? null));
+  if (!plan.ok) throw new ReplayFileError(`${where}: "plan" is not a plan: ${plan.error}`);
   // The structural rules a run applies before anything starts (plan.md §6 rules 1 and 5); the
   // capability rules (tools installed, binaries allowed) do not apply to a simulated plan.
   const seen = new Set<string>();
   for (const step of plan.plan.steps) {
-    if (seen.has(step.id)) throw new ReplayFileError(`${where(head.line)}: "plan" is refused: duplicate step id '${step.id}'`);
+    if (seen.has(step.id)) throw new ReplayFileError(`${where}: "plan" is refused: duplicate step id '${step.id}'`);
     seen.add(step.id);
   }
   for (const step of plan.plan.steps) {
     const unknown = step.depends_on.find((dep) => !seen.has(dep));
-    if (unknown !== undefined) throw new ReplayFileError(`${where(head.line)}: "plan" is refused: step '${step.id}': unknown dependency '${unknown}'`);
+    if (unknown !== undefined) throw new ReplayFileError(`${where}: "plan" is refused: step '${step.id}': unknown dependency '${unknown}'`);
   }
-  const maxParallel = head.value['maxParallel'];
-  const killGraceMs = head.value['killGraceMs'];
+  const maxParallel = value['maxParallel'];
+  const killGraceMs = value['killGraceMs'];
+  const poolSize = value['poolSize'];
   if (maxParallel !== undefined && maxParallel !== null && (typeof maxParallel !== 'number' || !Number.isInteger(maxParallel) || maxParallel < 1)) {
-    throw new ReplayFileError(`${where(head.line)}: "maxParallel" must be a whole number ≥ 1`);
+    throw new ReplayFileError(`${where}: "maxParallel" must be a whole number ≥ 1`);
   }
   if (killGraceMs !== undefined && (typeof killGraceMs !== 'number' || !(killGraceMs >= 0))) {
-    throw new ReplayFileError(`${where(head.line)}: "killGraceMs" must be a number of milliseconds ≥ 0`);
+    throw new ReplayFileError(`${where}: "killGraceMs" must be a number of milliseconds ≥ 0`);
   }
-  const canceledAtStart = head.value['canceledAtStart'];
+  if (poolSize !== undefined && (typeof poolSize !== 'number' || !Number.isInteger(poolSize) || poolSize < 1)) {
+    throw new ReplayFileError(`${where}: "poolSize" must be a whole number ≥ 1`);
+  }
+  const canceledAtStart = value['canceledAtStart'];
   if (canceledAtStart !== undefined && typeof canceledAtStart !== 'boolean') {
-    throw new ReplayFileError(`${where(head.line)}: "canceledAtStart" must be true or false`);
+    throw new ReplayFileError(`${where}: "canceledAtStart" must be true or false`);
   }
   const input: PlanInput = {
     planId: plan.plan.id,
@@ -227,10 +260,37 @@ function parseHand(parsed: readonly { line: number; value: Record<string, unknow
     timeoutsSecs: plan.plan.steps.map((step) => step.timeout_secs ?? null),
     maxParallel: typeof maxParallel === 'number' ? maxParallel : null,
     killGraceMs: typeof killGraceMs === 'number' ? killGraceMs : 2000,
-    canceledAtStart: head.value['canceledAtStart'] === true,
+    canceledAtStart: canceledAtStart === true,
+    ...(typeof poolSize === 'number' ? { poolSize } : {}),
   };
-  const stepIds = new Set(plan.plan.steps.map((step) => step.id));
-  const planActor = `plan:${plan.plan.id}`;
+  return { root: { machine: 'plan', input }, stepIds: new Set(seen), planActor: planActorId(plan.plan.id) };
+}
+
+/** A `machine` root line: `{"kind":"machine","machine":"<kind>","input":{…}}`. */
+function machineRoot(value: Record<string, unknown>, where: string): ScriptRoot {
+  const machine = value['machine'];
+  if (typeof machine !== 'string') throw new ReplayFileError(`${where}: a machine line needs "machine" (a kind of the actor-kind table, e.g. "step" or "detachedCommand")`);
+  return scriptRoot(machine, value['input'], where, `machine '${machine}'`);
+}
+
+function parseHand(parsed: readonly Parsed[], file: string): HandScript {
+  const [head, ...rest] = parsed as [Parsed, ...Parsed[]];
+  const where = (line: number): string => `${file}:${line}`;
+  // Step-level lines and actor names are checked against the first root when it is a plan.
+  let stepIds: Set<string> | null = null;
+  let planActor: string;
+  let root: ScriptRoot;
+  if (head.value['kind'] === 'plan') {
+    const plan = planRoot(head.value, where(head.line));
+    root = plan.root;
+    stepIds = plan.stepIds;
+    planActor = plan.planActor;
+  } else {
+    root = machineRoot(head.value, where(head.line));
+    const named = head.value['actor'];
+    planActor = typeof named === 'string' ? named : root.machine;
+  }
+  const checked = stepIds;
 
   const lines: HandLine[] = rest.map(({ line, value }) => {
     const fail = (message: string): never => {
@@ -238,8 +298,9 @@ function parseHand(parsed: readonly { line: number; value: Record<string, unknow
     };
     const step = (): string => {
       const id = value['step'];
+      if (checked === null) return fail(`a ${String(value['kind'])} line speaks to a plan's step; the first root here is a ${root.machine} (use send and timer lines)`);
       if (typeof id !== 'string') return fail(`a ${String(value['kind'])} line needs "step" (a step id)`);
-      if (!stepIds.has(id)) return fail(`no step '${id}' in the plan`);
+      if (!checked.has(id)) return fail(`no step '${id}' in the plan`);
       return id;
     };
     const text = (key: string): string | null => {
@@ -247,6 +308,19 @@ function parseHand(parsed: readonly { line: number; value: Record<string, unknow
       if (v === undefined || v === null) return null;
       if (typeof v !== 'string') return fail(`"${key}" must be a string`);
       return v;
+    };
+    const actorName = (optional: boolean): string | undefined => {
+      const actor = value['actor'];
+      if (actor === undefined && optional) return undefined;
+      if (typeof actor !== 'string') return fail('"actor" must be a string (plan, step:<id>, or an actor id such as wrk_…)');
+      const resolved = actor === 'plan' ? planActor : actor;
+      if (checked !== null) {
+        if (resolved.startsWith('step:') && !checked.has(resolved.slice(5))) fail(`no step '${resolved.slice(5)}' in the plan`);
+        if (!resolved.startsWith('step:') && !resolved.startsWith(`${planActor}/`) && resolved !== planActor) {
+          fail(`no actor '${resolved}': name "plan" (or ${planActor}) or step:<id>`);
+        }
+      }
+      return resolved;
     };
     switch (value['kind']) {
       case 'outcome': {
@@ -279,12 +353,24 @@ function parseHand(parsed: readonly { line: number; value: Record<string, unknow
         if (force !== undefined && typeof force !== 'boolean') return fail('"force" must be true or false');
         return { line, kind: 'cancel', force: force === true };
       }
+      case 'send': {
+        const actor = actorName(false) as string;
+        const event = value['event'];
+        if (typeof event !== 'object' || event === null || Array.isArray(event) || typeof (event as { type?: unknown }).type !== 'string') {
+          return fail('a send line needs "event": an object with a string "type"');
+        }
+        const from = value['from'];
+        if (from !== undefined && typeof from !== 'string') return fail('"from" must be the id of an effect actor of the actor (a string)');
+        return { line, kind: 'send', actor, event: event as { type: string; [key: string]: JsonValue }, ...(from !== undefined ? { from } : {}) };
+      }
+      case 'timer': {
+        const actor = actorName(false) as string;
+        const delay = value['delay'];
+        if (delay !== undefined && typeof delay !== 'string') return fail('"delay" must be the name of a delay (a string)');
+        return { line, kind: 'timer', actor, ...(delay !== undefined ? { delay } : {}) };
+      }
       case 'expect': {
-        const actor = value['actor'];
-        if (actor !== undefined && typeof actor !== 'string') return fail('"actor" must be a string (plan, step:<id>)');
-        const resolved = actor === undefined || actor === 'plan' ? planActor : actor;
-        if (resolved.startsWith('step:') && !stepIds.has(resolved.slice(5))) fail(`no step '${resolved.slice(5)}' in the plan`);
-        if (!resolved.startsWith('step:') && resolved !== planActor) fail(`no actor '${resolved}': name "plan" (or ${planActor}) or step:<id>`);
+        const resolved = actorName(true) ?? planActor;
         const state = value['state'];
         const states = value['states'];
         const output = value['output'];
@@ -303,10 +389,12 @@ function parseHand(parsed: readonly { line: number; value: Record<string, unknow
         };
       }
       case 'plan':
-        return fail('only the first line may be a plan line');
+        return { line, kind: 'root', root: planRoot(value, where(line)).root };
+      case 'machine':
+        return { line, kind: 'root', root: machineRoot(value, where(line)) };
       default:
-        return fail(`unknown kind ${JSON.stringify(value['kind'])} (expected outcome, exit, timeout, cancel or expect)`);
+        return fail(`unknown kind ${JSON.stringify(value['kind'])} (expected outcome, exit, timeout, cancel, send, timer, plan, machine or expect)`);
     }
   });
-  return { format: 'hand', file, planActor, input, lines };
+  return { format: 'hand', file, planActor, root, lines };
 }

@@ -1,5 +1,3 @@
-import { accessSync, constants as fsConstants, realpathSync } from 'node:fs';
-import { join } from 'node:path';
 import type { AnyActorRef } from 'xstate';
 import type { JsonValue, PlanStep } from '../../machines/contracts.js';
 import type { AttemptOutcome, StepContext } from '../../machines/step.machine.js';
@@ -10,7 +8,9 @@ import { interpolateInput } from '../plan/interpolate.js';
 import { binaryNotAllowed, SHELL_COMMAND_EMPTY } from '../plan/messages.js';
 import { splitShellWords } from '../plan/shell-words.js';
 import { capsuleTaskText } from '../plan/validate.js';
-import { startProcess, type ProcessHandle } from '../process/leader.js';
+import { processStartFields, type ContainedProcess } from '../process/containment.js';
+import type { ProcessResult } from '../process/leader.js';
+import type { TraceNode } from '../records/trace-records.js';
 import type { Session } from '../session/session.js';
 
 /** What an in-process tool is given besides its input. */
@@ -57,8 +57,10 @@ export interface AttemptEnvironment {
   readonly gate: Gate | null;
   /** Capsule registry directory (DESIGN §3), named by the capsule-step refusal. */
   readonly capsulesDir: string;
-  /** Owner prefix of every process group this run starts, e.g. `run:3/`. */
-  readonly ownerPrefix: string;
+  /** This plan run's id within the session: every process tree it starts is owned by an attempt of run `runId`. */
+  readonly runId: string;
+  /** The node the run's `process_start` records hang off (the plan node). */
+  readonly traceParent: TraceNode<'plan_start'>;
 }
 
 /** Capsule steps until the delegation plane lands (`plan.md` §19.2 step 4, adapted per `spec/README.md`). */
@@ -78,20 +80,37 @@ interface RunningAttempt {
  * The step machine's effects (`startAttempt`, `terminateAttempt`, `tellAttemptOfCancel`) for one
  * plan run. Each attempt reports `ATTEMPT.LEADER_EXITED` (process attempts) and exactly one
  * `ATTEMPT.FINISHED` to its step actor; failures are outcomes, never throws.
+ *
+ * An attempt settles only when its processes are gone (issue 7): an attempt that was told to end
+ * (timeout, forced cancel) reports FINISHED only once its whole tree is proven gone, and a new
+ * attempt starts its process only once the previous attempt's tree is gone (what a failed
+ * attempt left in the background is ended first), so a retry never overlaps its predecessor.
  */
 export function createAttemptEffects(env: AttemptEnvironment) {
   const running = new WeakMap<AnyActorRef, RunningAttempt>();
+  /** The last process tree each step started (any attempt), until the step actor is gone. */
+  const lastTree = new WeakMap<AnyActorRef, ContainedProcess>();
 
   const startAttempt = ({ context, self }: { context: StepContext; self: AnyActorRef }): void => {
     const attempt = context.attempt + 1;
     const { step, kind, results } = context.input;
-    const startedAtMs = Date.now();
+    // Durations are differences of the session clock's monotonic readings (a wall-clock jump must not make one negative).
+    const clock = env.session.time;
+    const startedAtMs = Math.round(clock.monotonicMs());
+    // The previous attempt's tree must be gone before anything of this one runs or settles.
+    const previous = lastTree.get(self);
+    const previousGone: Promise<unknown> | null = previous === undefined ? null : previous.end(context.input.killGraceMs).catch(() => {});
+    /** This attempt's own ending (timeout, forced cancel), once asked for. */
+    let ending: Promise<unknown> | null = null;
     let finished = false;
     const finish = (outcome: AttemptOutcome): void => {
       if (finished) return;
       finished = true;
       if (running.get(self)?.attempt === attempt) running.delete(self);
-      self.send({ type: 'ATTEMPT.FINISHED', attempt, outcome, startedAtMs, endedAtMs: Date.now() });
+      // `endedAtMs` is read when FINISHED is sent: the attempt's duration includes proving its tree gone.
+      const send = (): void => self.send({ type: 'ATTEMPT.FINISHED', attempt, outcome, startedAtMs, endedAtMs: Math.round(clock.monotonicMs()) });
+      if (previousGone === null && ending === null) send();
+      else void Promise.all([previousGone, ending]).then(send);
     };
     const fail = (error: string, extra: Partial<AttemptOutcome> = {}): void =>
       finish({ status: 'failed', output: null, error, ...extra });
@@ -112,7 +131,12 @@ export function createAttemptEffects(env: AttemptEnvironment) {
     // Dispatch one microtask later: `plan_step_start` of every step of the wave is written before
     // any of them runs (`plan.md` §10.2 step 7), and XState starts the first wave's step actors
     // before it delivers the plan's emitted events (and a later wave's interleaved with them).
-    queueMicrotask(() => {
+    // A retry waits for its predecessor's tree to be gone first.
+    const dispatchWhenClear = (dispatch: () => void): void => {
+      if (previousGone === null) queueMicrotask(dispatch);
+      else void previousGone.then(dispatch);
+    };
+    dispatchWhenClear(() => {
       if (stopped) return;
       const interpolated = interpolateInput(step.input, results);
       if (!interpolated.ok) return fail(interpolated.error);
@@ -202,13 +226,13 @@ export function createAttemptEffects(env: AttemptEnvironment) {
       withGate({ kind: 'shell', binary, command, argv }, {}, () => {
         if (!env.shellAllow.includes(binary)) return fail(binaryNotAllowed(binary));
         env.session.countCall('shell');
-        startTracked(binary, argv, stdin, (result) => {
+        startTracked(binary, argv, stdin, (result, executable) => {
           const resourceLimit = resourceLimitOfSignal(result.signal);
           void shellStepOutcome(result, {
             binary,
             args: argv,
             recordsDir: env.session.recordsDir,
-            ...(resourceLimit !== null ? { resourceLimit, resolvedBinary: resolveOnPath(binary, process.env['PATH']) } : {}),
+            ...(resourceLimit !== null ? { resourceLimit, resolvedBinary: executable ?? binary } : {}),
           }).then(
             (o) => finish({ status: o.status, output: o.output, error: o.error, ...(o.truncated !== undefined ? { truncated: o.truncated } : {}) }),
             crash,
@@ -239,32 +263,38 @@ export function createAttemptEffects(env: AttemptEnvironment) {
       file: string,
       args: readonly string[],
       stdin: string | undefined,
-      onDone: (result: Awaited<ProcessHandle['done']>) => void,
+      onDone: (result: ProcessResult, executable: string | null) => void,
     ): void {
       const processEnv = buildShellEnv({
         hostEnv: process.env,
         allow: env.envAllow,
-        recordsDir: env.session.recordsDir,
+        scratchDir: env.session.scratchDir,
         runtimeDir: env.session.runtimeDir,
+        owner: env.session.containment.info.runAs,
       });
-      const handle = startProcess({
+      const tree = env.session.containment.spawn({
+        owner: { kind: 'attempt', run: env.runId, step: step.id, attempt },
         file,
         args,
         cwd: env.session.workdir,
         env: processEnv,
         ...(stdin !== undefined ? { stdin } : {}),
-        groups: env.session.groups,
-        owner: `${env.ownerPrefix}step:${step.id}`,
         onLeaderExit: (info) =>
           self.send({ type: 'ATTEMPT.LEADER_EXITED', attempt, pid: info.pid, exitCode: info.exitCode, signal: info.signal }),
       });
+      const started = processStartFields(tree);
+      if (started !== null) {
+        env.session.trace.write('process_start', env.traceParent, started);
+        lastTree.set(self, tree);
+      }
       running.set(self, {
         attempt,
         terminate: (graceMs) => {
-          void handle.terminate(graceMs).catch(() => {});
+          // FINISHED waits for this: the attempt settles once its tree is proven gone.
+          ending ??= tree.end(graceMs).catch(() => {});
         },
       });
-      void handle.done.then(onDone, crash);
+      void tree.done.then((result) => onDone(result, tree.executable), crash);
     }
   };
 
@@ -288,22 +318,6 @@ export function resourceLimitOfSignal(signal: string | null): string | null {
   if (signal === 'SIGXCPU') return 'cpu_seconds';
   if (signal === 'SIGXFSZ') return 'max_file_size_bytes';
   return null;
-}
-
-/** The canonical absolute path `PATH` finds `binary` at (as `execvp` would), or `binary` as written. */
-function resolveOnPath(binary: string, pathVar: string | undefined): string {
-  if (binary.includes('/')) return binary;
-  for (const dir of (pathVar ?? '').split(':')) {
-    if (dir === '') continue;
-    const candidate = join(dir, binary);
-    try {
-      accessSync(candidate, fsConstants.X_OK);
-      return realpathSync(candidate);
-    } catch {
-      // not here
-    }
-  }
-  return binary;
 }
 
 /** Error of an in-process tool that returned something other than a ToolResult. */

@@ -1,19 +1,23 @@
-import { existsSync, renameSync, writeFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { createActor, enqueueActions, fromPromise, toPromise } from 'xstate';
+import { createActor, fromPromise, toPromise } from 'xstate';
 import type { DiscardedResult, PlanFile, StepKind, StepResult } from '../../machines/contracts.js';
-import { PLAN_CANCELED_REASON } from '../../machines/messages.js';
-import { scan } from '../../machines/plan-schedule.js';
-import { planMachine, type PlanOutput } from '../../machines/plan.machine.js';
-import { stepMachine } from '../../machines/step.machine.js';
-import { describeManifestSource, loadManifest, MANIFEST_FILE, manifestBesidePlan, type Manifest, type ManifestSource } from '../manifest.js';
+import type { DiscardedRecord } from '../../machines/plan-schedule.js';
+import type { PlanInput, PlanOutput } from '../../machines/plan.machine.js';
+import { missingEffects, provideKind } from '../actors/actor-kinds.js';
+import { ERROR_CODES, RunInternalError, RuntimeError } from '../errors.js';
 import { canExecute } from '../executors/on-path.js';
+import { describeManifestSource, loadManifest, MANIFEST_FILE, manifestBesidePlan, type Manifest, type ManifestSource } from '../manifest.js';
 import { checkPlan, runStartWarnings } from '../plan/check.js';
-import { evaluateCondition } from '../plan/condition.js';
 import { explainParseFailure, type Refusal } from '../plan/refusal.js';
 import { parsePlanText, parsePlanValue, readPlanFile, stepKind, type ParsePlanResult, type PlanWarning } from '../plan/schema.js';
-import { RecordsDirInUseError, recordedSessionIn, Session, type SessionExitStatus } from '../session/session.js';
+import { elapsedMs, systemClock, type SessionClock } from '../session/clock.js';
+import type { RuntimeLogger } from '../session/logger.js';
+import { replaceFile } from '../records/append-file.js';
+import { RecordsDirInUseError, recordedSessionIn } from '../records/records-dir.js';
+import { Session, type SessionExitStatus, type SessionOptions } from '../session/session.js';
 import { createAttemptEffects, type CommandTool, type FunctionTool, type Gate } from './attempt.js';
+import { PlanTrace } from './plan-trace.js';
 
 /** The JSON report (DESIGN §4; `plan.md` §13 plus ids, records dir and duration). */
 export interface PlanReport {
@@ -46,6 +50,12 @@ export interface PlanReport {
 export type PlanProgressEvent =
   | { readonly type: 'plan.started'; readonly planId: string; readonly steps: readonly { readonly id: string; readonly kind: StepKind }[] }
   | { readonly type: 'step.started'; readonly stepId: string; readonly kind: StepKind }
+  /**
+   * A dispatched step ended, as it happens (its wave may still run). `result` is what it settles
+   * as, unless an earlier sibling's `fail` stop discards it (then no `step.settled` follows).
+   */
+  | { readonly type: 'step.ended'; readonly result: StepResult; readonly kind: StepKind }
+  /** A step settled (`plan_step`), in the trace's order: a wave's steps once the whole wave ended. */
   | { readonly type: 'step.settled'; readonly result: StepResult; readonly kind: StepKind }
   /** A step that ran, whose outcome a `fail` stop in its wave discarded (`plan.md` §10.5). */
   | { readonly type: 'step.discarded'; readonly result: DiscardedResult; readonly kind: StepKind }
@@ -86,21 +96,40 @@ export interface RunPlanOptions {
   readonly onNotice?: (message: string) => void;
   /** Warnings about the plan or manifest (unknown keys with the closest known key). */
   readonly onWarning?: (warning: PlanWarning) => void;
-  /** Milliseconds between SIGTERM and SIGKILL when a step's group is ended. Default 2000. */
+  /** Milliseconds between SIGTERM and SIGKILL when a step's process tree is ended. Default 2000. */
   readonly killGraceMs?: number;
+  /** The clock of the run's own session (ignored with `session`, whose clock is used). Default: the system clock. */
+  readonly clock?: SessionClock;
+  /** The runtime's structured log for the run's own session (ignored with `session`). Default: silent. */
+  readonly logger?: RuntimeLogger;
+  /**
+   * Live step actors per node of the plan's actor tree (a tuning of the actor tree only; it
+   * changes no outcome). Default 16 (`DEFAULT_POOL_SIZE`).
+   */
+  readonly poolSize?: number;
+  /** Containment backend of the run's own session (`SessionOptions.containment`). Ignored with `session`. */
+  readonly containment?: SessionOptions['containment'];
+  /** Isolation of the run's own session (`SessionOptions.isolation`). Ignored with `session`. */
+  readonly isolation?: SessionOptions['isolation'];
+  /** Run the steps' processes as this user (`SessionOptions.runAs`, `--run-as`). Ignored with `session`. */
+  readonly runAs?: string | null;
+  /** Called with the run's session once it is open, before the plan is read (`capsule run --verbose` shows its containment). */
+  readonly onSession?: (session: Session) => void;
 }
 
 /** A started run: its report, and the cancel door. */
 export interface PlanRun {
   /**
    * Resolves with the report; rejects only for a bug (a {@link RunInternalError} once the session
-   * exists: its trace is closed first) or an unusable records directory.
+   * exists: its trace is closed first), an unusable records directory or a containment that cannot
+   * be had (`ContainmentError`).
    */
   readonly report: Promise<PlanReport>;
   /**
    * Cancels the run. Graceful (`force: false`): nothing more is dispatched, no retries; running
    * tool and shell steps finish on their own bound (`cancel.md` §3.3). Forced: running steps'
-   * process groups get SIGTERM, then SIGKILL after the grace. Safe to call any time, repeatedly.
+   * process trees get SIGTERM, then SIGKILL after the grace, and settle once proven gone. Safe to
+   * call any time, repeatedly.
    */
   cancel(options?: { force?: boolean }): void;
 }
@@ -109,7 +138,7 @@ let runCounter = 0;
 
 /**
  * Runs one plan file to its report (`spec/plan.md` §3): read, parse, trace `plan_start`,
- * validate, run the waves as XState actors, trace `plan_end`, end every process group the plan
+ * validate, run the waves as XState actors, trace `plan_end`, end every process tree the plan
  * started, write `report.json`. Everything a plan author can cause ends up in the report; this
  * never throws for it.
  */
@@ -137,10 +166,13 @@ export function startPlan(options: RunPlanOptions): PlanRun {
   const onAbort = (): void => cancel();
   options.signal?.addEventListener('abort', onAbort, { once: true });
 
-  // What an internal error needs to close the trace: the session, once open, and what was written.
-  const opened: OpenedRun = { session: null, own: false, planNode: null, planId: '', planEnded: false, startedAtMs: Date.now(), stop: null };
+  // What an internal error needs to close the trace: the session and the plan's trace, once open.
+  const opened: OpenedRun = { session: null, own: false, trace: null, clock: null, startedAtMs: 0, stop: null };
   const body = (async (): Promise<PlanReport> => {
-    const startedAtMs = Date.now();
+    const clock = options.session?.time ?? options.clock ?? systemClock;
+    const startedAtMs = clock.monotonicMs();
+    opened.clock = clock;
+    opened.startedAtMs = startedAtMs;
     const workdir = resolve(options.workdir ?? options.session?.workdir ?? process.cwd());
     const manifest = await resolveManifest(options.manifest, workdir, options.onWarning);
     const ownSession = options.session === undefined;
@@ -156,29 +188,39 @@ export function startPlan(options: RunPlanOptions): PlanRun {
         workdir,
         manifest: manifest.manifest,
         runtimeDir: manifest.dir ?? workdir,
+        clock,
+        ...(options.logger !== undefined ? { logger: options.logger } : {}),
         ...(options.recordsDir !== undefined ? { recordsDir: options.recordsDir } : {}),
         ...(options.trace !== undefined ? { trace: options.trace } : {}),
         ...(options.eventLog !== undefined ? { eventLog: options.eventLog } : {}),
         ...(options.onNotice !== undefined ? { onWarning: options.onNotice } : {}),
+        ...(options.containment !== undefined ? { containment: options.containment } : {}),
+        ...(options.isolation !== undefined ? { isolation: options.isolation } : {}),
+        ...(options.runAs !== undefined ? { runAs: options.runAs } : {}),
       });
+    options.onSession?.(session);
+    const log = session.logger;
+    const trace = new PlanTrace(session.trace, session.node);
     opened.session = session;
     opened.own = ownSession;
+    opened.trace = trace;
+    const elapsed = (): number => elapsedMs(startedAtMs, clock.monotonicMs());
     const finish = async (planReport: PlanReport, status: SessionExitStatus): Promise<PlanReport> => {
       writeReport(session.recordsDir, planReport);
+      log.info({ plan_id: planReport.plan_id, completed: planReport.completed, failed_step: planReport.failed_step, canceled: planReport.canceled, duration_ms: planReport.duration_ms }, 'plan ended');
       if (ownSession) await session.end(status);
       options.onEvent?.({ type: 'plan.ended', report: planReport });
       return planReport;
     };
-    const elapsed = (): number => Date.now() - startedAtMs;
 
     // §5: read and parse. A failure is blamed on `plan`, with plan_end under the session node.
     const loaded = await loadPlan(options.plan);
     const parsed = loaded.parsed;
     const located = { file: typeof options.plan === 'string' ? options.plan : null, text: loaded.text };
     if (!parsed.ok) {
-      opened.planEnded = true;
-      writeRefusedPlanEnd(session, session.nodeId, '', 'plan', 0, elapsed(), parsed.error);
+      trace.refused('plan', 0, elapsed(), parsed.error);
       const explained = loaded.text === null && typeof options.plan === 'string' ? undefined : explainParseFailure(parsed.error, parsed.at, located);
+      log.info({ plan_id: '', step_id: 'plan', error: parsed.error }, 'plan refused');
       return finish(refusal(session, '', 'plan', parsed.error, elapsed(), explained), 'failed');
     }
     for (const warning of parsed.warnings) options.onWarning?.(warning);
@@ -186,18 +228,8 @@ export function startPlan(options: RunPlanOptions): PlanRun {
     const kinds = plan.steps.map(stepKind);
 
     // §3 step 3: plan_start with the DAG as authored, before validation.
-    const planNode = session.trace.write('plan_start', session.nodeId, {
-      plan_id: plan.id,
-      step_count: plan.steps.length,
-      steps: plan.steps.map((step, i) => ({
-        step_id: step.id,
-        kind: kinds[i],
-        depends_on: step.depends_on,
-        has_condition: step.if !== undefined,
-      })),
-    });
-    opened.planNode = planNode;
-    opened.planId = plan.id;
+    trace.start(plan, kinds);
+    log.info({ plan_id: plan.id, steps: plan.steps.length, max_parallel: maxParallel }, 'plan started');
     options.onEvent?.({ type: 'plan.started', planId: plan.id, steps: plan.steps.map((s, i) => ({ id: s.id, kind: kinds[i] ?? 'unknown' })) });
 
     const functionTools = new Map(Object.entries(options.tools ?? {}));
@@ -216,14 +248,14 @@ export function startPlan(options: RunPlanOptions): PlanRun {
     }, { refusalOnly: options.onWarning === undefined });
     const refused = check.refusal;
     if (refused !== null) {
-      opened.planEnded = true;
-      writeRefusedPlanEnd(session, planNode, plan.id, refused.step_id, plan.steps.length, elapsed(), refused.error);
+      trace.refused(refused.step_id, plan.steps.length, elapsed(), refused.error);
+      log.info({ plan_id: plan.id, step_id: refused.step_id, error: refused.error, code: refused.code }, 'plan refused');
       return finish(refusal(session, plan.id, refused.step_id, refused.error, elapsed(), refused), 'failed');
     }
     // What `capsule validate` would refuse but a run only meets later, and the other warnings: said before the first step.
     for (const warning of runStartWarnings(check)) options.onWarning?.(warning);
 
-    const ownerPrefix = `run:${++runCounter}/`;
+    const runId = String(++runCounter);
     const effects = createAttemptEffects({
       session,
       functionTools,
@@ -232,95 +264,75 @@ export function startPlan(options: RunPlanOptions): PlanRun {
       envAllow: manifest.manifest?.capabilities?.env?.allow ?? [],
       gate: options.gate ?? null,
       capsulesDir: resolve(options.capsulesDir ?? join(workdir, 'capsules')),
-      ownerPrefix,
+      runId,
+      traceParent: trace.planNode,
     });
     const killGraceMs = options.killGraceMs ?? 2000;
-    const machine = planMachine.provide({
-      actions: {
-        // Changes only the mutable schedule; not an `assign`, which would copy the context and
-        // rebuild the snapshot once per wave (once per step of a chain).
-        scanSteps: enqueueActions(({ context }) => {
-          scan(context.schedule, context.canceled, evaluateCondition);
-        }),
+    // The effects of every machine of the plan's actor tree (src/actors/actor-kinds.ts); their pure
+    // logic (the plan's scan with the condition language) comes with the kinds.
+    const implementations = {
+      step: { actions: effects },
+      plan: {
+        actors: {
+          // Plan end (`plan.md` §21): every tree this run's steps left (a background child of a step
+          // that succeeded) is ended here, in one pass, and proven gone.
+          endProcessGroups: fromPromise(async () => {
+            await session.containment.endAll(killGraceMs, { kind: 'attempt', run: runId });
+          }),
+        },
       },
-      actors: {
-        step: stepMachine.provide({ actions: effects }),
-        endProcessGroups: fromPromise(async () => {
-          session.groups.forgetGone(ownerPrefix);
-          await session.groups.endAll(killGraceMs, ownerPrefix);
-        }),
-      },
-    });
-    const actor = createActor(machine, {
+    };
+    for (const kind of ['plan', 'step'] as const) {
+      const missing = missingEffects(kind, implementations[kind]);
+      if (missing.length > 0) throw new RuntimeError(ERROR_CODES.INTERNAL, `the ${kind} machine's effects are not all provided: ${missing.join(', ')}`);
+    }
+    const input: PlanInput = {
+      planId: plan.id,
+      steps: plan.steps,
+      kinds,
+      timeoutsSecs: plan.steps.map((step) => step.timeout_secs ?? (step.tool !== undefined && !functionTools.has(step.tool) ? commandTools.get(step.tool)?.timeout_secs : undefined) ?? null),
+      maxParallel,
+      killGraceMs,
+      canceledAtStart: cancelRequest !== null,
+      ...(options.poolSize !== undefined ? { poolSize: options.poolSize } : {}),
+    };
+    const actor = createActor(provideKind('plan', implementations), {
       id: `plan:${plan.id}`,
-      input: {
-        planId: plan.id,
-        steps: plan.steps,
-        kinds,
-        timeoutsSecs: plan.steps.map((step) => step.timeout_secs ?? (step.tool !== undefined && !functionTools.has(step.tool) ? commandTools.get(step.tool)?.timeout_secs : undefined) ?? null),
-        maxParallel,
-        killGraceMs,
-        canceledAtStart: cancelRequest !== null,
-      },
+      input,
       // Delays (a step's timeout_secs) run on the session's clock, so replay can fire them itself.
       clock: session.clock,
       ...(session.inspect ? { inspect: session.inspect } : {}),
     });
-    actor.on('plan.stepStarted', (event) => {
-      session.trace.write('plan_step_start', planNode, {
-        plan_id: plan.id,
-        step_id: event.stepId,
-        kind: event.kind,
-        depends_on: event.dependsOn,
-      });
-      options.onEvent?.({ type: 'step.started', stepId: event.stepId, kind: event.kind });
+    actor.on('plan.stepsStarted', ({ steps }) => {
+      trace.stepsStarted(steps);
+      log.debug({ plan_id: plan.id, steps: steps.length }, 'steps started');
+      if (options.onEvent !== undefined) for (const step of steps) options.onEvent({ type: 'step.started', stepId: step.stepId, kind: step.kind });
     });
-    actor.on('plan.stepSettled', ({ record }) => {
-      const { result } = record;
-      session.trace.write('plan_step', planNode, {
-        plan_id: plan.id,
-        step_id: result.step_id,
-        kind: record.kind,
-        status: result.status,
-        attempts: result.attempts,
-        duration_ms: result.duration_ms,
-        ...(result.error !== null ? { error: result.error } : {}),
-        ...(record.kind === 'tool' && record.tracedInput !== undefined ? { input: record.tracedInput } : {}),
-        ...(record.stateEffect !== undefined ? { state_effect: record.stateEffect } : {}),
-        ...(record.resourceId !== undefined ? { resource_id: record.resourceId } : {}),
-        ...(result.truncated !== undefined ? { truncated: result.truncated } : {}),
-      });
-      options.onEvent?.({ type: 'step.settled', result, kind: record.kind });
+    actor.on('plan.stepEnded', ({ result, kind }) => {
+      log.debug({ plan_id: plan.id, step_id: result.step_id, status: result.status, attempts: result.attempts, duration_ms: result.duration_ms }, 'step ended');
+      options.onEvent?.({ type: 'step.ended', result, kind });
     });
-    actor.on('plan.stepDiscarded', ({ record }) => {
-      options.onEvent?.({ type: 'step.discarded', result: record.result, kind: record.kind });
+    actor.on('plan.stepsSettled', ({ records }) => {
+      trace.stepsSettled(records);
+      if (options.onEvent !== undefined) for (const record of records) options.onEvent({ type: 'step.settled', result: record.result, kind: record.kind });
+    });
+    actor.on('plan.stepsDiscarded', ({ records }: { records: readonly DiscardedRecord[] }) => {
+      log.debug({ plan_id: plan.id, steps: records.map((record) => record.result.step_id) }, 'steps discarded by a fail stop');
+      if (options.onEvent !== undefined) for (const record of records) options.onEvent({ type: 'step.discarded', result: record.result, kind: record.kind });
     });
     sendCancel = (force) => actor.send({ type: 'CANCEL', force });
     opened.stop = async () => {
       sendCancel = null;
       actor.stop();
-      await session.groups.endAll(killGraceMs, ownerPrefix);
+      await session.containment.endAll(killGraceMs, { kind: 'attempt', run: runId });
     };
     actor.start();
     if (cancelRequest?.force) actor.send({ type: 'CANCEL', force: true });
-    const output: PlanOutput = await toPromise(actor);
+    const output = (await toPromise(actor)) as PlanOutput;
     sendCancel = null;
 
-    const counts = { success: 0, failed: 0, skipped: 0 };
-    for (const result of output.results) counts[result.status]++;
     const durationMs = elapsed();
-    opened.planEnded = true;
-    session.trace.write('plan_end', planNode, {
-      plan_id: plan.id,
-      outcome: output.canceled ? 'canceled' : output.completed ? 'completed' : 'failed',
-      ...(output.failed_step !== null ? { failed_step: output.failed_step } : {}),
-      steps_total: plan.steps.length,
-      steps_succeeded: counts.success,
-      steps_failed: counts.failed,
-      steps_skipped: counts.skipped,
-      duration_ms: durationMs,
-      ...(output.canceled ? { reason: PLAN_CANCELED_REASON } : {}),
-    });
+    trace.end(output, durationMs);
     const planReport: PlanReport = {
       plan_id: plan.id,
       session_id: session.id,
@@ -359,19 +371,18 @@ interface OpenedRun {
   session: Session | null;
   /** Whether the run opened the session itself (then it ends it). */
   own: boolean;
-  /** `event_id` of `plan_start`, once written. */
-  planNode: string | null;
-  planId: string;
-  planEnded: boolean;
+  /** The plan's trace records, once the session is open. */
+  trace: PlanTrace | null;
+  clock: SessionClock | null;
   startedAtMs: number;
-  /** Stops the plan actor and ends the run's process groups, once the actor exists. */
+  /** Stops the plan actor and ends the run's process trees, once the actor exists. */
   stop: (() => Promise<void>) | null;
 }
 
 /**
  * After an internal error: `plan_end` (outcome `failed`, reason `internal error: …`) unless one
  * was written, under the plan node (under the session node before `plan_start`), once the plan
- * actor is stopped and the run's process groups ended; then, for the run's own session,
+ * actor is stopped and the run's process trees ended; then, for the run's own session,
  * `session_end` with exit status `error`. Best effort: a failure here must not hide the original error.
  */
 async function closeAfterInternalError(opened: OpenedRun, error: unknown): Promise<void> {
@@ -380,22 +391,11 @@ async function closeAfterInternalError(opened: OpenedRun, error: unknown): Promi
   try {
     await opened.stop?.();
   } catch {
-    // Ending the session below still ends every process group it holds.
+    // Ending the session below still ends every process tree it holds.
   }
   try {
-    if (!opened.planEnded) {
-      opened.planEnded = true;
-      session.trace.write('plan_end', opened.planNode ?? session.nodeId, {
-        plan_id: opened.planId,
-        outcome: 'failed',
-        steps_total: 0,
-        steps_succeeded: 0,
-        steps_failed: 0,
-        steps_skipped: 0,
-        duration_ms: Date.now() - opened.startedAtMs,
-        reason: internalErrorReason(error),
-      });
-    }
+    const durationMs = opened.clock === null ? 0 : elapsedMs(opened.startedAtMs, opened.clock.monotonicMs());
+    opened.trace?.internalError(durationMs, internalErrorReason(error));
   } catch {
     // The trace is best effort here; the caller reports the original error.
   }
@@ -413,21 +413,6 @@ function internalErrorReason(error: unknown): string {
   return `internal error: ${first.length > 200 ? `${first.slice(0, 200)}…` : first}`;
 }
 
-/**
- * A bug inside a run (an exception, not anything a plan author can cause), raised once the
- * session's trace is closed (`plan_end`, `session_end` with exit status `error`) and its process
- * groups ended. `cause` is the original error; `recordsDir` the session's records directory.
- */
-export class RunInternalError extends Error {
-  override readonly name = 'RunInternalError';
-  readonly recordsDir: string;
-
-  constructor(cause: unknown, recordsDir: string) {
-    super(cause instanceof Error ? cause.message : String(cause), { cause });
-    this.recordsDir = recordsDir;
-  }
-}
-
 function publicResult(result: StepResult): StepResult {
   return {
     step_id: result.step_id,
@@ -438,33 +423,6 @@ function publicResult(result: StepResult): StepResult {
     duration_ms: result.duration_ms,
     ...(result.truncated !== undefined ? { truncated: result.truncated } : {}),
   };
-}
-
-/**
- * `plan_end` of a run refused before any step ran (`trace-plan.md` §3.4): an unreadable plan
- * (under the session node, `plan_id` "", `steps_total` 0) or a validation refusal (under the plan
- * node); the counts are 0 even though the report has one failed result.
- */
-function writeRefusedPlanEnd(
-  session: Session,
-  parentId: string,
-  planId: string,
-  failedStep: string,
-  stepsTotal: number,
-  durationMs: number,
-  reason: string,
-): void {
-  session.trace.write('plan_end', parentId, {
-    plan_id: planId,
-    outcome: 'failed',
-    failed_step: failedStep,
-    steps_total: stepsTotal,
-    steps_succeeded: 0,
-    steps_failed: 0,
-    steps_skipped: 0,
-    duration_ms: durationMs,
-    reason,
-  });
 }
 
 function refusal(session: Session, planId: string, stepId: string, error: string, durationMs: number, explained?: Refusal): PlanReport {
@@ -498,7 +456,7 @@ async function resolveManifest(
   if (manifest === null) return { manifest: null, dir: null, source: { kind: 'none', looked: null } };
   if (typeof manifest === 'object' && manifest !== undefined) return { manifest, dir: null, source: { kind: 'object' } };
   const path = manifest ?? join(workdir, MANIFEST_FILE);
-  // The default capsule.json is optional; a manifest named by the caller is not.
+  // The default capsule.json is optional: absent means none (decided by the file, never by an error's text); a manifest named by the caller is not.
   if (manifest === undefined && !existsSync(path)) return { manifest: null, dir: null, source: { kind: 'none', looked: resolve(path) } };
   const loaded = await loadManifest(path);
   if (!loaded.ok) throw new ManifestError(loaded.error);
@@ -506,17 +464,21 @@ async function resolveManifest(
   return { manifest: loaded.manifest, dir: loaded.dir, source: { kind: 'file', path: resolve(path), label: path, given: manifest !== undefined } };
 }
 
-/** An unreadable or invalid manifest: a usage-level refusal (exit 2, DESIGN §3), thrown before any session exists. */
-export class ManifestError extends Error {
-  override readonly name = 'ManifestError';
+/** An unreadable or invalid manifest (`MANIFEST_INVALID`): a usage-level refusal (exit 2, DESIGN §3), thrown before any session exists. */
+export class ManifestError extends RuntimeError {
+  override name = 'ManifestError';
+  constructor(message: string) {
+    super(ERROR_CODES.MANIFEST_INVALID, message);
+  }
 }
 
-export { RecordsDirInUseError };
+export { RecordsDirInUseError, RunInternalError };
 
-/** Writes `report.json` whole or not at all (write a temp file, then rename). */
+/**
+ * Writes `report.json` whole or not at all, and never through anything a step planted: a temp file
+ * of an unpredictable name created exclusively without following links, then renamed over it
+ * (`replaceFile`).
+ */
 function writeReport(recordsDir: string, report: PlanReport): void {
-  const path = join(recordsDir, 'report.json');
-  const tmp = `${path}.${process.pid}.tmp`;
-  writeFileSync(tmp, JSON.stringify(report, null, 2) + '\n');
-  renameSync(tmp, path);
+  replaceFile(join(recordsDir, 'report.json'), JSON.stringify(report, null, 2) + '\n');
 }

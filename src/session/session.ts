@@ -1,14 +1,22 @@
-import { closeSync, existsSync, mkdirSync, openSync, readSync } from 'node:fs';
-import { resolve, join } from 'node:path';
-import type { ActorOptions, AnyActorLogic, InspectionEvent } from 'xstate';
+import { mkdirSync } from 'node:fs';
+import { basename, dirname, resolve, join } from 'node:path';
+import type { InspectionEvent } from 'xstate';
+import { ERROR_CODES, messageOf, RuntimeError } from '../errors.js';
 import { newSessionId } from '../ids.js';
-import { ProcessGroupRegistry } from '../process/process-groups.js';
+import { Containment, containmentTraceFields, type BackendChoice, type IsolationChoice } from '../process/containment.js';
+import { abandonedSessionWarning, findAbandonedSessions } from '../process/leftovers.js';
+import { processStartTime } from '../process/proc.js';
+import { droppedPathWarning } from '../process/resolve-binary.js';
 import { EVENT_LOG_FILE, EventLog } from '../records/event-log.js';
+import type { TraceNode } from '../records/trace-records.js';
 import { TraceWriter } from '../records/trace-writer.js';
 import type { Manifest } from '../manifest.js';
+import { CancelPolicy, type Cancelable, type CancelPolicyOptions } from './cancel-policy.js';
+import { elapsedMs, systemClock, type SessionClock, type XStateClock } from './clock.js';
+import { silentLogger, type RuntimeLogger } from './logger.js';
 
-/** XState's timer interface (`createActor({ clock })`; the type itself is not exported by xstate). */
-export type Clock = NonNullable<ActorOptions<AnyActorLogic>['clock']>;
+/** XState's timer interface (`createActor({ clock })`). */
+export type Clock = XStateClock;
 
 /** How a session ended, as `session_end.exit_status`. */
 export type SessionExitStatus = 'ok' | 'failed' | 'canceled' | 'error';
@@ -33,16 +41,18 @@ export interface SessionOptions {
    */
   readonly eventLog?: boolean;
   /**
-   * The clock the session's actors schedule delayed transitions on (XState's `clock` option; the
-   * step's `timeout_secs` bound is one). Default: the real timers. Replay and tests pass a
-   * `SimulatedClock`.
+   * The session's one clock (src/session/clock.ts): epoch time for records, monotonic time for
+   * durations, and the timers of its actors' delayed transitions (the step's `timeout_secs`).
+   * Default: the system clock. Tests and replay pass a `ManualClock`.
    */
-  readonly clock?: Clock;
+  readonly clock?: SessionClock;
   /**
    * Observers of every XState inspection event of every actor this session runs (the event log of
    * DESIGN §9 and `capsule inspect` plug in here).
    */
   readonly inspectors?: readonly ((event: InspectionEvent) => void)[];
+  /** The runtime's structured log (src/session/logger.ts). Default: silent. */
+  readonly logger?: RuntimeLogger;
   /**
    * Called with operational warnings, such as the repair of a torn last line left in
    * `trace.jsonl` or `events.jsonl` by a crashed earlier run (field report 13). Default:
@@ -51,56 +61,115 @@ export interface SessionOptions {
   readonly onWarning?: (message: string) => void;
   /** Called with trace write failures (they never fail the work). */
   readonly onRecordError?: (error: Error) => void;
+  /**
+   * The containment backend (`src/process/containment.ts`). Default: `CAPSULE_CONTAINMENT`, else
+   * `auto` (cgroup v2 where the runtime can create cgroups, else process groups).
+   */
+  readonly containment?: BackendChoice;
+  /** Isolation of every process tree. Default: `CAPSULE_ISOLATION`, else `auto` (a PID namespace where possible). */
+  readonly isolation?: IsolationChoice;
+  /** Run every process as this (unprivileged) user; the runtime must be root (`--run-as`). */
+  readonly runAs?: string | null;
+  /**
+   * Warn (once per dead session, through `onWarning`) about the sessions in the same records root
+   * that ended without `session_end` while their runtime is gone, naming the live processes they
+   * left (`src/process/leftovers.ts`). Default: on when `recordsDir` is the default
+   * `<workdir>/.capsule/records/<session_id>/`, whose parent is the workdir's records root.
+   */
+  readonly noticeAbandoned?: boolean;
 }
 
 /**
- * One runtime session: the single owner of its records directory, its trace writer and every
- * process group its work starts (DESIGN §2, §7). `capsule run` is one session; `capsule serve`
- * will be one too. Plans, background commands and delegations run inside a session and reach
- * these through it, so there is one place that ends every process when the session ends.
+ * One runtime session: the single owner of its records directory, its clock, its trace writer,
+ * its event log, its structured log, its cancel policies and every process tree its work starts
+ * (its {@link Containment}) (DESIGN §2, §7). `capsule run` is one session; `capsule serve` will
+ * be one too. Plans, background commands and delegations run inside a session and reach these
+ * through it, so there is one place that ends every process when the session ends.
  */
 export class Session {
   readonly id: string;
   readonly workdir: string;
   readonly recordsDir: string;
+  /**
+   * HOME and TMPDIR of the session's steps and tools (`home/`, `tmp/`): `.<records dir
+   * name>.scratch/` beside the records directory, e.g.
+   * `<workdir>/.capsule/records/.ses_….scratch/`. Outside the records directory's tree, so that
+   * nothing a step writes there lands next to the records (issue 15), and nowhere the operator
+   * did not point the records at.
+   */
+  readonly scratchDir: string;
   readonly runtimeDir: string;
   readonly manifest: Manifest | null;
   readonly trace: TraceWriter;
-  readonly groups: ProcessGroupRegistry;
+  /** The one registry of every process tree the session starts (and the only place that signals them). */
+  readonly containment: Containment;
   /** The actor event log, or null when it is off. */
   readonly eventLog: EventLog | null;
-  /** Timers of the session's actors (`createActor({ clock })`). */
-  readonly clock: Clock;
-  /** `event_id` of `session_start`: the parent of plan and delegation records. */
-  readonly nodeId: string;
+  /** The session's clock (epoch, monotonic, timers). */
+  readonly time: SessionClock;
+  /** The runtime's structured log, its lines bound to this session's id. */
+  readonly logger: RuntimeLogger;
+  /** `session_start`: the node plan and delegation records hang off. */
+  readonly node: TraceNode<'session_start'>;
   readonly #inspectors: ((event: InspectionEvent) => void)[];
   readonly #openedAtMs: number;
   #counts = { toolCalls: 0, shellCalls: 0 };
   #ended = false;
 
   private constructor(options: SessionOptions) {
-    this.#openedAtMs = Date.now();
+    this.time = options.clock ?? systemClock;
+    this.#openedAtMs = this.time.monotonicMs();
     this.id = options.sessionId ?? newSessionId();
+    this.logger = (options.logger ?? silentLogger).child({ session_id: this.id });
     this.workdir = resolve(options.workdir ?? process.cwd());
     this.recordsDir = resolve(options.recordsDir ?? join(this.workdir, '.capsule', 'records', this.id));
     this.runtimeDir = resolve(options.runtimeDir ?? this.workdir);
+    this.scratchDir = join(dirname(this.recordsDir), `.${basename(this.recordsDir)}.scratch`);
     this.manifest = options.manifest ?? null;
     // Node's recursive mkdir never returns under /proc or /sys (it retries ENOENT forever).
     if (/^\/(proc|sys)(\/|$)/.test(this.recordsDir)) {
-      throw new Error(`cannot create the records directory ${this.recordsDir}: /proc and /sys hold no files`);
+      throw new RuntimeError(ERROR_CODES.RECORDS_DIR_UNUSABLE, `cannot create the records directory ${this.recordsDir}: /proc and /sys hold no files`);
     }
-    mkdirSync(join(this.recordsDir, 'logs'), { recursive: true });
-    this.trace = new TraceWriter(options.trace === false ? null : join(this.recordsDir, 'trace.jsonl'), this.id, {
-      ...(options.onRecordError ? { onError: options.onRecordError } : {}),
+    // Decided before anything is written: a containment that was asked for and cannot be had is a
+    // refusal before any step runs (`CONTAINMENT_UNAVAILABLE`). It creates the session's cgroup on
+    // the cgroup backend.
+    this.containment = Containment.open({
+      sessionId: this.id,
+      ...(options.containment !== undefined ? { backend: options.containment } : {}),
+      ...(options.isolation !== undefined ? { isolation: options.isolation } : {}),
+      ...(options.runAs !== undefined ? { runAs: options.runAs } : {}),
+      // In a step's mount namespace the records directory is read-only: a step (even as root,
+      // short of undoing the mount) cannot forge or redirect records. Not when the records
+      // directory holds the workdir or the scratch directory, which steps must write.
+      readOnlyPaths: isInside(this.workdir, this.recordsDir) || isInside(this.scratchDir, this.recordsDir) ? [] : [this.recordsDir],
     });
-    this.groups = new ProcessGroupRegistry();
-    this.eventLog =
-      options.eventLog === false
-        ? null
-        : new EventLog(join(this.recordsDir, EVENT_LOG_FILE), {
-            ...(options.onRecordError ? { onError: options.onRecordError } : {}),
-          });
-    this.clock = options.clock ?? realClock;
+    // Every failure to open the records is RECORDS_DIR_UNUSABLE, and takes the session's cgroup
+    // with it (nothing ran), e.g. ELOOP: trace.jsonl is a link planted in a reused records dir.
+    const unusable = (error: unknown): RuntimeError => {
+      this.containment.discard();
+      return new RuntimeError(ERROR_CODES.RECORDS_DIR_UNUSABLE, messageOf(error), { cause: error });
+    };
+    try {
+      mkdirSync(join(this.recordsDir, 'logs'), { recursive: true });
+    } catch (error) {
+      throw unusable(error);
+    }
+    const onRecordError = (error: Error): void => {
+      this.logger.error({ err: error.message }, 'a records write failed');
+      options.onRecordError?.(error);
+    };
+    const now = (): number => this.time.epochMs();
+    try {
+      this.trace = new TraceWriter(options.trace === false ? null : join(this.recordsDir, 'trace.jsonl'), this.id, { onError: onRecordError, now });
+    } catch (error) {
+      throw unusable(error);
+    }
+    try {
+      this.eventLog = options.eventLog === false ? null : new EventLog(join(this.recordsDir, EVENT_LOG_FILE), { onError: onRecordError, now });
+    } catch (error) {
+      this.trace.close();
+      throw unusable(error);
+    }
     this.#inspectors = [...(options.inspectors ?? [])];
     if (this.eventLog !== null) this.addInspector(this.eventLog.inspect);
     const warn = options.onWarning ?? ((message: string) => process.emitWarning(message, 'CapsuleRecordsWarning'));
@@ -109,31 +178,64 @@ export class Session {
       [EVENT_LOG_FILE, this.eventLog?.repair ?? null],
     ] as const) {
       if (repair === null) continue;
-      warn(
+      const message =
         repair.kind === 'newline'
           ? `${join(this.recordsDir, file)}: its last record had no newline (a crash?); added one before appending`
-          : `${join(this.recordsDir, file)}: dropped a torn last line of ${repair.bytes} bytes (a crash?) before appending`,
-      );
+          : `${join(this.recordsDir, file)}: dropped a torn last line of ${repair.bytes} bytes (a crash?) before appending`;
+      this.logger.warn({ file: join(this.recordsDir, file), repair: repair.kind, bytes: repair.bytes }, 'repaired a records file');
+      warn(message);
     }
+    if (this.containment.path.dropped.length > 0) warn(droppedPathWarning(this.containment.path));
     const manifest = this.manifest;
-    this.nodeId = this.trace.write('session_start', null, {
+    this.node = this.trace.write('session_start', null, {
       capsule_name: manifest?.name ?? null,
       capsule_version: manifest?.version ?? null,
-      capabilities: manifest?.capabilities ?? {},
+      capabilities: (manifest?.capabilities ?? {}) as never,
       tools_declared: Object.keys(manifest?.tools ?? {}),
       workdir_exec: this.workdir,
       records_dir: this.recordsDir,
       runtime: 'capsule-runtime (TypeScript)',
       pid: process.pid,
+      // Ours: with `pid`, names this runtime process unambiguously (a later run checks whether a
+      // session without `session_end` is still running, `src/process/leftovers.ts`).
+      pid_start_time: processStartTime(process.pid),
+      // Ours: how the session's processes are contained and isolated, and why.
+      containment: containmentTraceFields(this.containment.info),
     });
+    this.logger.info(
+      { records_dir: this.recordsDir, workdir: this.workdir, trace: this.trace.enabled, event_log: this.eventLog !== null, containment: this.containment.info.backend, pid_namespace: this.containment.info.pidNamespace },
+      'session opened',
+    );
+    if (options.noticeAbandoned ?? options.recordsDir === undefined) {
+      for (const abandoned of findAbandonedSessions(dirname(this.recordsDir), { exclude: this.id, noticedBy: this.id, now })) {
+        this.logger.warn({ abandoned_session: abandoned.sessionId, live_processes: abandoned.processes.length }, 'an earlier session ended without session_end');
+        warn(abandonedSessionWarning(abandoned));
+      }
+    }
   }
 
   /**
-   * Opens a session: creates the records directory (and `logs/`) and writes `session_start`.
-   * @throws {Error} when the records directory cannot be created (a refusal before any step runs).
+   * Opens a session: decides its containment (creating its cgroup on the cgroup backend),
+   * creates the records directory (and `logs/`), writes `session_start` and warns about abandoned
+   * sessions beside it. Refusals before any step runs:
+   * @throws {RuntimeError} `RECORDS_DIR_UNUSABLE` when the records directory cannot be created or
+   *   its records opened (e.g. `ELOOP`: `trace.jsonl` is a symbolic link);
+   *   `CONTAINMENT_UNAVAILABLE` (a `ContainmentError`) when a forced backend or isolation, or
+   *   the `runAs` user, cannot be had; `INVALID_ARGUMENT` for a `CAPSULE_CONTAINMENT` or
+   *   `CAPSULE_ISOLATION` value that is not one of the choices.
    */
   static open(options: SessionOptions = {}): Session {
     return new Session(options);
+  }
+
+  /** `event_id` of `session_start` (the session node). */
+  get nodeId(): string {
+    return this.node.eventId;
+  }
+
+  /** Timers of the session's actors (XState's `clock` option for `createActor`). */
+  get clock(): XStateClock {
+    return this.time.timers;
   }
 
   /** Adds an observer of every inspection event of the actors this session runs. */
@@ -150,6 +252,21 @@ export class Session {
     };
   }
 
+  /**
+   * The session's cancel policy for one piece of work (src/session/cancel-policy.ts), timed on the
+   * session clock: `capsule run` feeds it signals, `capsule serve` will feed it `task.cancel`.
+   */
+  cancelPolicy(target: Cancelable, options: Omit<CancelPolicyOptions, 'clock'>): CancelPolicy {
+    return new CancelPolicy(target, {
+      ...options,
+      clock: this.time,
+      onNotice: (notice) => {
+        this.logger.info({ cancel: notice.kind, ...(notice.kind === 'forced' ? { why: notice.why } : {}) }, 'cancel policy');
+        options.onNotice?.(notice);
+      },
+    });
+  }
+
   /** Counts a dispatched tool call or shell command for `session_end`. */
   countCall(kind: 'tool' | 'shell'): void {
     if (kind === 'tool') this.#counts.toolCalls++;
@@ -157,98 +274,35 @@ export class Session {
   }
 
   /**
-   * Ends the session: ends every process group still registered (SIGTERM, SIGKILL after
-   * `graceMs`), then writes `session_end` and closes the trace. Idempotent.
+   * Ends the session: ends every process tree still registered (SIGTERM, SIGKILL after `graceMs`,
+   * proven gone) and removes the session's cgroup, then writes `session_end` and closes the trace.
+   * Idempotent.
    */
   async end(exitStatus: SessionExitStatus, graceMs = 2000): Promise<void> {
     if (this.#ended) return;
     this.#ended = true;
-    await this.groups.endAll(graceMs);
-    this.trace.write('session_end', this.nodeId, {
+    await this.containment.close(graceMs);
+    const durationMs = elapsedMs(this.#openedAtMs, this.time.monotonicMs());
+    this.trace.write('session_end', this.node, {
       total_turns: 0,
       total_input_tokens: 0,
       total_output_tokens: 0,
       total_tool_calls: this.#counts.toolCalls,
       total_shell_calls: this.#counts.shellCalls,
-      duration_ms: Date.now() - this.#openedAtMs,
+      duration_ms: durationMs,
       exit_status: exitStatus,
     });
     this.trace.close();
     this.eventLog?.close();
+    this.logger.info({ exit_status: exitStatus, duration_ms: durationMs }, 'session ended');
   }
 }
 
-/** Files whose presence means a records directory holds a session (DESIGN §7). */
-export const SESSION_RECORD_FILES = ['trace.jsonl', EVENT_LOG_FILE, 'report.json'] as const;
+// A records directory holds one session: found and refused by src/records/records-dir.ts (light, so
+// `capsule validate --records` loads no machines), re-exported here where a session is opened.
+export { freshRecordsDir, RecordsDirInUseError, recordedSessionIn, SESSION_RECORD_FILES, type RecordedSession } from '../records/records-dir.js';
 
-/** A session found in a records directory. */
-export interface RecordedSession {
-  /** Its `session_id`, read from the first trace record; null when the trace is absent or unreadable. */
-  readonly sessionId: string | null;
-  /** Which of {@link SESSION_RECORD_FILES} are there. */
-  readonly files: readonly string[];
+/** Whether `path` is `dir` or inside it (both absolute, normalized). */
+function isInside(path: string, dir: string): boolean {
+  return path === dir || path.startsWith(dir.endsWith('/') ? dir : `${dir}/`);
 }
-
-/**
- * The session a records directory already holds, or null when it holds none (missing, empty, or
- * only other files). A records directory is one session's (DESIGN §7): a second session appending
- * to its trace and event log would make both unreadable (`replay` and `inspect` follow one session).
- */
-export function recordedSessionIn(recordsDir: string): RecordedSession | null {
-  const files = SESSION_RECORD_FILES.filter((file) => existsSync(join(recordsDir, file)));
-  if (files.length === 0) return null;
-  return { sessionId: firstSessionId(join(recordsDir, 'trace.jsonl')), files };
-}
-
-function firstSessionId(tracePath: string): string | null {
-  let fd: number | undefined;
-  try {
-    fd = openSync(tracePath, 'r');
-    const buffer = Buffer.alloc(4096);
-    const length = readSync(fd, buffer, 0, buffer.length, 0);
-    const line = buffer.subarray(0, length).toString('utf8').split('\n')[0] ?? '';
-    return /"session_id":"(ses_[0-9a-f]+)"/.exec(line)?.[1] ?? null;
-  } catch {
-    return null;
-  } finally {
-    if (fd !== undefined) closeSync(fd);
-  }
-}
-
-/**
- * A records directory that already holds a session (`capsule run` exits 2). `--resume` (to come)
- * is what will continue a session in its own directory.
- */
-export class RecordsDirInUseError extends Error {
-  override readonly name = 'RecordsDirInUseError';
-  readonly code = 'RECORDS_DIR_IN_USE';
-  constructor(
-    readonly recordsDir: string,
-    readonly session: RecordedSession,
-  ) {
-    super(recordsDirInUse(recordsDir, session));
-  }
-}
-
-/** A fresh sibling path to suggest instead of a used records directory: `<dir>-2`, `<dir>-3`, … */
-export function freshRecordsDir(recordsDir: string): string {
-  for (let n = 2; ; n++) {
-    const candidate = `${recordsDir}-${n}`;
-    if (!existsSync(candidate)) return candidate;
-  }
-}
-
-function recordsDirInUse(recordsDir: string, session: RecordedSession): string {
-  const which = session.sessionId === null ? 'a session' : `session ${session.sessionId}`;
-  return (
-    `records directory ${recordsDir} already holds ${which} (${session.files.join(', ')}); a records directory is one session's, ` +
-    `and a second run would append to its trace and event log: pass a fresh --records path (e.g. ${freshRecordsDir(recordsDir)}), ` +
-    `or leave --records out for a new directory under <workdir>/.capsule/records/ (--resume, still to come, will continue a session in its own directory)`
-  );
-}
-
-/** The real timers, as XState's `Clock`. */
-const realClock: Clock = {
-  setTimeout: (fn, timeout) => setTimeout(fn, timeout),
-  clearTimeout: (id) => clearTimeout(id as NodeJS.Timeout),
-};

@@ -14,11 +14,14 @@ export function toReadme(machines: readonly { readonly entry: DrawnMachine; read
     'Generated from `machines/` by `capsule visualize` (`npm run viz`); do not edit by hand.',
     '`capsule visualize --check` (run by `test/visualize/visualize.test.ts`) fails when these files',
     'differ from what the machines produce, so regenerate them after changing a machine.',
-    'The machines drawn are listed in `src/visualize/registry.ts`.',
+    'The machines drawn are the kinds of the actor-kind table (`src/actors/actor-kinds.ts`).',
     '',
     'Edge labels read `EVENT [guard] / actions`. `always` is an eventless transition, `after <delay>`',
-    'a delayed one, `done (<actor>)` / `error (<actor>)` the end of an invoked actor. A transition',
-    'without a target is drawn as a self-loop (dashed in the SVG). `[*]` marks initial and final states.',
+    'a delayed one, `done (<actor>)` / `error (<actor>)` the end of an invoked actor. In the Mermaid',
+    'charts a transition without a target is a self-loop and `[*]` marks initial and final states. In',
+    'the SVGs transitions with the same ends share one edge (a label line each), an edge into a',
+    'compound state ends at its initial state, and transitions that stay in their state (or re-enter',
+    'it, `↻`) are listed inside it, under its name.',
     '',
   ];
   for (const { entry } of machines) out.push(`- [${entry.name}](#${entry.name}) — \`${entry.source}\``);

@@ -1,6 +1,5 @@
 import type { AnyStateMachine } from 'xstate';
-import { planMachine } from '../../machines/plan.machine.js';
-import { stepMachine } from '../../machines/step.machine.js';
+import { ACTOR_KINDS } from '../actors/actor-kinds.js';
 
 /** One machine `capsule visualize` draws. */
 export interface DrawnMachine {
@@ -11,8 +10,5 @@ export interface DrawnMachine {
   readonly source: string;
 }
 
-/** The machines drawn, in index order. Adding a machine is one line. */
-export const DRAWN_MACHINES: readonly DrawnMachine[] = [
-  { name: 'plan', machine: planMachine, source: 'machines/plan.machine.ts' },
-  { name: 'step', machine: stepMachine, source: 'machines/step.machine.ts' },
-];
+/** The machines drawn, in index order: every kind of the actor-kind table (src/actors/actor-kinds.ts). */
+export const DRAWN_MACHINES: readonly DrawnMachine[] = ACTOR_KINDS.map((kind) => ({ name: kind.name, machine: kind.machine, source: kind.source }));

@@ -1,6 +1,5 @@
 import { mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { instance } from '@viz-js/viz';
 import { toDot } from './dot.js';
 import { toMermaid } from './mermaid.js';
 import { toReadme } from './readme.js';
@@ -18,6 +17,8 @@ export interface GeneratedFile {
  * (`machine.toJSON()`), `<name>.svg`, then `README.md`. Deterministic: no timestamps, no versions.
  */
 export async function generateVisualizations(machines: readonly DrawnMachine[] = DRAWN_MACHINES): Promise<GeneratedFile[]> {
+  // Graphviz compiled to WASM: loaded here only, so no other command pays for it.
+  const { instance } = await import('@viz-js/viz');
   const viz = await instance();
   const files: GeneratedFile[] = [];
   const models = machines.map((entry) => ({ entry, model: walkMachine(entry.machine) }));

@@ -5,7 +5,7 @@
  * report; trace facts from `trace.jsonl` in the report's records directory.
  */
 import { existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import {
   BLOCKED,
   CANCEL_BEFORE_STEP,
@@ -1213,11 +1213,15 @@ describe('H. shell steps', () => {
     expect(readFileSync(join(run.report.records_dir, 'logs', logs[0] ?? ''), 'utf8').includes('a'.repeat(20000))).toBe(true);
   });
 
-  it('gives a shell step HOME and TMPDIR under the records directory and the runtime directory', async () => {
+  // Deliberately not the spec's `<records>/home` (shell.md §7 step 5, newer rule): issue 15 moves
+  // HOME and TMPDIR out of the records' tree, so a step cannot plant files next to the records.
+  it('gives a shell step HOME and TMPDIR in a scratch directory beside the records directory, and the runtime directory', async () => {
     const run = await runCase(dirs, plan({ id: 's', shell: `bash -c 'printf "%s|%s|%s" "$HOME" "$TMPDIR" "$MURMUR_RUNTIME_DIR"'` }));
     const [home, tmp, runtime] = (run.report.results[0]?.output ?? '').split('|');
-    expect(home).toBe(join(run.report.records_dir, 'home'));
-    expect(tmp).toBe(join(run.report.records_dir, 'tmp'));
+    const scratch = join(dirname(run.report.records_dir), `.${basename(run.report.records_dir)}.scratch`);
+    expect(home).toBe(join(scratch, 'home'));
+    expect(tmp).toBe(join(scratch, 'tmp'));
+    expect(home?.startsWith(`${run.report.records_dir}/`)).toBe(false);
     expect(runtime).toBe(run.workdir);
   });
 

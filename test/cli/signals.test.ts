@@ -21,6 +21,7 @@ import {
   waitForPid,
   writeJson,
 } from './helpers.js';
+import { eachBackend } from '../support/backends.js';
 
 const temp = new TempDirs();
 /** Process groups led by the tests' steps: killed after each test if a failure left them. */
@@ -31,6 +32,13 @@ afterEach(() => {
   stepGroups.clear();
 });
 afterAll(() => temp.removeAll());
+
+/**
+ * The environment forcing the backend under test. These cases read the steps' pids from the steps
+ * themselves, so they run without a PID namespace (test/integration/containment.test.ts covers
+ * namespaced trees).
+ */
+let backendEnv: Record<string, string> = {};
 
 /** A workdir whose plan is `first` (a step-script invocation) followed by a dependent step `second`. */
 function cancelableRun(firstArgs: (string | number)[], manifest: Record<string, unknown> = manifestAllowing(), extraArgs: string[] = []) {
@@ -43,7 +51,7 @@ function cancelableRun(firstArgs: (string | number)[], manifest: Record<string, 
       { id: 'second', shell: stepCommand('second', 'sleep', 0), depends_on: ['first'] },
     ],
   });
-  const cli = startCli(['run', 'plan.json', '--json', ...extraArgs], { cwd: dir });
+  const cli = startCli(['run', 'plan.json', '--json', ...extraArgs], { cwd: dir, env: backendEnv });
   return { dir, cli };
 }
 
@@ -65,6 +73,11 @@ async function firstStepRunning(dir: string): Promise<number> {
   stepGroups.add(pgid);
   return pgid;
 }
+
+eachBackend((backend) => {
+beforeAll(() => {
+  backendEnv = { CAPSULE_CONTAINMENT: backend.containment, CAPSULE_ISOLATION: backend.isolation };
+});
 
 describe('capsule run: cancel by signal', () => {
   it('lets the running step finish after a first SIGINT, skips what was not started, and exits 130', async () => {
@@ -161,7 +174,7 @@ describe('capsule run: cancel by signal', () => {
     const dir = temp.make('early');
     writeJson(dir, 'capsule.json', manifestAllowing());
     writeJson(dir, 'plan.json', { id: 'early', steps: [{ id: 'first', shell: stepCommand('first', 'sleep', 60_000) }] });
-    const cli = startCli(['run', 'plan.json', '--json'], { cwd: dir });
+    const cli = startCli(['run', 'plan.json', '--json'], { cwd: dir, env: backendEnv });
     // The moment the entry point holds signals (it is the first to catch SIGHUP, /proc's SigCgt;
     // Node itself catches SIGINT during bootstrap), the commands are still loading.
     await waitUntilCatches(cli.child.pid as number, 'SIGHUP');
@@ -192,4 +205,5 @@ describe('capsule run: cancel by signal', () => {
     expect(groupMembers(pgid)).toEqual([]);
     expect(isProcessAlive(grandchild)).toBe(false);
   });
+});
 });

@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ActorTree, inspectCommand } from '../../src/cli/inspect.js';
@@ -112,5 +112,41 @@ describe('ActorTree', () => {
       '└─ step:s5  running.bounded',
     ]);
     expect(tree.render(3)).toEqual(['plan:p  running.dispatching  [1 running, 5 ended]', '├─ … 2 more ended (2 finished)', '… 4 more lines']);
+  });
+});
+
+describe('capsule inspect over the actor tree of a wide wave', () => {
+  it('shows every step under its plan, not the step pools the plan spreads them over', async () => {
+    const recordsDir = join(scratch, 'pools');
+    await startPlan({
+      plan: { id: 'wide', steps: Array.from({ length: 7 }, (_, i) => ({ id: `s${i}`, tool: 'ok' })) },
+      manifest: null,
+      workdir: scratch,
+      recordsDir,
+      poolSize: 2,
+      tools: { ok },
+    }).report;
+    const out = capture();
+    expect(await inspectCommand(recordsDir, { once: true }, out)).toBe(0);
+    expect(out.stdout.text).not.toContain('pool');
+    expect(out.stdout.text.split('\n')[0]).toBe('plan:wide  finished (done)  [0 running, 7 ended]');
+    expect(out.stdout.text.match(/step:s\d  finished \(done\)/g)).toHaveLength(7);
+  });
+
+  it('prints step ids with newlines and control bytes escaped', () => {
+    const tree = new ActorTree();
+    tree.apply({ seq: 1, ts: 0, actor: 'plan:p', kind: 'event', type: 'xstate.init' });
+    tree.apply({ seq: 2, ts: 0, actor: 'step:a\nb\u001b[2J', kind: 'event', type: 'xstate.init', from: 'plan:p' });
+    expect(tree.render()).toEqual(['plan:p  …  [1 running, 0 ended]', '└─ step:a\\x0ab\\x1b[2J  …']);
+  });
+
+  it('reports a line of the event log that is not a record, with its offset, instead of skipping it silently', async () => {
+    const dir = join(scratch, 'damaged');
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, 'events.jsonl'), '{"seq":1,"ts":0,"actor":"plan:p","kind":"event","type":"xstate.init"}\ngarbage\n');
+    const out = capture();
+    expect(await inspectCommand(dir, { once: true }, out)).toBe(0);
+    expect(out.stderr.text).toMatch(/^warning: .*events\.jsonl:2 \(byte 70\): not a JSON line/);
+    expect(out.stdout.text).toBe('plan:p  …\n');
   });
 });

@@ -18,12 +18,13 @@ import {
   listProcesses,
   pollUntil,
   processesWithArg,
-  runCase,
+  runCase as runCaseWith,
   TempDirs,
   uniqueSleepArg,
   within,
   type ProcInfo,
 } from '../support/plan-harness.js';
+import { eachBackend } from '../support/backends.js';
 
 const FIXTURES = join(dirname(fileURLToPath(import.meta.url)), '..', 'fixtures', 'process');
 const TRAP_TERM = join(FIXTURES, 'trap-term-grandchild.sh');
@@ -67,6 +68,12 @@ afterAll(async () => {
   expect(leftovers).toEqual([]);
   expect(liveGroups).toEqual([]);
 });
+
+// The cases below run on both backends, without a PID namespace (their pids and groups are read
+// from the steps' own output); test/integration/containment.test.ts covers the namespaced trees.
+eachBackend((backend) => {
+const runCase: typeof runCaseWith = (d, plan, options = {}) =>
+  runCaseWith(d, plan, { containment: backend.containment, isolation: backend.isolation, ...options });
 
 describe('plan cleanup (real processes)', () => {
   it('ends a background process a successful shell step left running, and the step does not wait for it', async () => {
@@ -214,7 +221,7 @@ describe('plan cleanup (real processes)', () => {
 
   it("ends only its own run's groups: another run in the same session keeps its process", async () => {
     const workdir = dirs.make('shared');
-    const session = Session.open({ workdir, recordsDir: join(workdir, 'records') });
+    const session = Session.open({ workdir, recordsDir: join(workdir, 'records'), containment: backend.containment, isolation: backend.isolation });
     const longArg = tag(uniqueSleepArg());
     const shortArg = tag(uniqueSleepArg());
     try {
@@ -243,4 +250,5 @@ describe('plan cleanup (real processes)', () => {
       await session.end('ok', 200);
     }
   });
+});
 });

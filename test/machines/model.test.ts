@@ -11,6 +11,7 @@ import type { PlanStep } from '../../machines/contracts.js';
 import { CANCEL_BEFORE_STEP, CANCEL_FORCED_STEP } from '../../machines/messages.js';
 import { scan } from '../../machines/plan-schedule.js';
 import { planMachine, type PlanInput, type PlanOutput } from '../../machines/plan.machine.js';
+import { stepPoolMachine } from '../../machines/step-pool.machine.js';
 import { stepMachine, type StepContext, type StepEvent, type StepInput, type StepOutput } from '../../machines/step.machine.js';
 import { evaluateCondition } from '../../src/plan/condition.js';
 import { stateText } from '../../src/replay/replay.js';
@@ -195,6 +196,11 @@ const planInputs: Record<string, PlanInput> = {
   // a and b form the first wave, c waits for a (on_error continue lets c run after a failure).
   'a, b; c after a': planInput([{ id: 'a', on_error: 'continue' }, { id: 'b' }, { id: 'c', depends_on: ['a'] }]),
   'canceled before it started': planInput([{ id: 'a' }], { canceledAtStart: true }),
+  // One live step per actor: b lives in a pool, and c is handed to that pool when a slot frees.
+  'a, b; c after a; one step per actor (a tree of pools)': planInput(
+    [{ id: 'a', on_error: 'continue' }, { id: 'b' }, { id: 'c', depends_on: ['a'] }],
+    { poolSize: 1 },
+  ),
 };
 
 /** endProcessGroups as an actor the model ends synchronously: `GROUPS_ENDED` (done) or `GROUPS_FAILED` (error). */
@@ -233,7 +239,7 @@ function runPlanModel(state: PlanModelState, taken?: Set<string>): PlanRun {
         return {};
       }),
     },
-    actors: { step, endProcessGroups: groupsLogic as never },
+    actors: { step, stepPool: stepPoolMachine.provide({ actors: { step } }), endProcessGroups: groupsLogic as never },
   });
   const actor = createActor(machine, {
     id: 'plan:model',
@@ -273,8 +279,12 @@ function runPlanModel(state: PlanModelState, taken?: Set<string>): PlanRun {
   return { actor, startedAttempts };
 }
 
-function children(actor: PlanRun['actor']): AnyActorRef[] {
-  return Object.values(actor.getSnapshot().children as Record<string, AnyActorRef | undefined>).filter((ref): ref is AnyActorRef => ref !== undefined);
+/** The plan's children and, through its pools, theirs (the plan's whole actor tree). */
+function children(actor: AnyActorRef): AnyActorRef[] {
+  const own = Object.values((actor.getSnapshot() as { children?: Record<string, AnyActorRef | undefined> }).children ?? {}).filter(
+    (ref): ref is AnyActorRef => ref !== undefined,
+  );
+  return own.flatMap((ref) => (ref.id.startsWith('pool.') ? [ref, ...children(ref)] : [ref]));
 }
 
 function liveStep(actor: PlanRun['actor'], stepId: string): AnyActorRef | undefined {
@@ -293,7 +303,7 @@ function liveSteps(actor: PlanRun['actor']): string[] {
 }
 
 function groupsActor(actor: PlanRun['actor']): AnyActorRef | undefined {
-  return children(actor).find((ref) => !ref.id.startsWith('slot:') && (ref.getSnapshot() as { status: string }).status === 'active');
+  return children(actor).find((ref) => ref.id === 'endProcessGroups' && (ref.getSnapshot() as { status: string }).status === 'active');
 }
 
 /** The plan model as actor logic for xstate/graph: its state is the input plus the events so far. */
@@ -399,6 +409,12 @@ describe('planMachine (model-based, xstate/graph, small fixed plans)', () => {
   it('reaches every resting state and takes every transition, always and invoke done/error included', () => {
     const model = walkMachine(planMachine);
     expect([...endStates].sort()).toEqual(['canceled', 'finished', 'leaderExited', 'running.dispatching']);
+    expect(model.transitions.map((t) => t.key).filter((key) => !taken.has(key))).toEqual([]);
+  });
+
+  it('takes every transition of the step pool on the way', () => {
+    const model = walkMachine(stepPoolMachine);
+    expect(model.transitions.length).toBeGreaterThan(0);
     expect(model.transitions.map((t) => t.key).filter((key) => !taken.has(key))).toEqual([]);
   });
 });

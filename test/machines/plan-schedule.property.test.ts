@@ -12,7 +12,8 @@ import { assign, createActor, fromPromise, toPromise, type AnyActorRef } from 'x
 import type { PlanStep, StepResult } from '../../machines/contracts.js';
 import { BLOCKED, CANCEL_BEFORE_STEP, CANCEL_FORCED_STEP } from '../../machines/messages.js';
 import { scan, type ConditionEvaluator } from '../../machines/plan-schedule.js';
-import { MAX_LIVE_STEPS, planMachine, type PlanOutput } from '../../machines/plan.machine.js';
+import { planMachine, type PlanOutput } from '../../machines/plan.machine.js';
+import { stepPoolMachine } from '../../machines/step-pool.machine.js';
 import { stepMachine, type AttemptOutcome, type StepContext } from '../../machines/step.machine.js';
 
 // ---------------------------------------------------------------------------------------------
@@ -203,6 +204,11 @@ interface DriveOptions {
   readonly maxParallel: number | null;
   /** Send CANCEL after this many milliseconds (async mode only). */
   readonly cancel?: { readonly afterMs: number; readonly force: boolean };
+  /**
+   * Live steps per node of the plan's actor tree. Default: chosen by the plan's size (1, 2, 3 or
+   * the machine's default), so every property also runs wide waves through trees of step pools.
+   */
+  readonly poolSize?: number;
 }
 
 interface Observed {
@@ -286,9 +292,11 @@ async function drive(specs: readonly StepSpec[], options: DriveOptions): Promise
     },
     actors: {
       step: fakeStep,
+      stepPool: stepPoolMachine.provide({ actors: { step: fakeStep } }),
       endProcessGroups: fromPromise(async () => {}),
     },
   });
+  const poolSize = options.poolSize ?? [1, 2, 3, undefined][specs.length % 4];
   const actor = createActor(machine, {
     input: {
       planId: 'p',
@@ -298,12 +306,14 @@ async function drive(specs: readonly StepSpec[], options: DriveOptions): Promise
       maxParallel: options.maxParallel,
       killGraceMs: 0,
       canceledAtStart: false,
+      ...(poolSize !== undefined ? { poolSize } : {}),
     },
     inspect: (event) => {
-      if (event.type === '@xstate.event' && event.event.type.startsWith('xstate.done.actor.slot:')) live--;
+      // A step actor's end, wherever in the tree it lives (the plan's own slots or a pool's).
+      if (event.type === '@xstate.event' && event.event.type.startsWith('xstate.done.actor.step.')) live--;
     },
   });
-  actor.on('plan.stepStarted', ({ stepId, dependsOn }) => {
+  const onStepStarted = ({ stepId, dependsOn }: { stepId: string; dependsOn: readonly string[] }): void => {
     if (startedAtSettleCount.has(stepId)) violations.push(`${stepId} started twice`);
     for (const dep of dependsOn) if (!settledIds.has(dep)) violations.push(`${stepId} started before its dependency ${dep} settled`);
     for (const [other, at] of startedAtSettleCount) {
@@ -319,15 +329,20 @@ async function drive(specs: readonly StepSpec[], options: DriveOptions): Promise
     started.push(stepId);
     live++;
     maxLive = Math.max(maxLive, live);
-    const cap = Math.min(options.maxParallel ?? MAX_LIVE_STEPS, MAX_LIVE_STEPS);
+    const cap = options.maxParallel ?? Number.POSITIVE_INFINITY;
     if (live > cap) violations.push(`${live} steps live at once, cap ${cap}`);
+  };
+  actor.on('plan.stepsStarted', ({ steps: batch }) => {
+    for (const step of batch) onStepStarted(step);
   });
-  actor.on('plan.stepSettled', ({ record }) => {
-    const id = record.result.step_id;
-    if (settledIds.has(id)) violations.push(`${id} settled twice`);
-    settledIds.add(id);
-    settled.push(record.result);
-    if (cancelSent) settledAfterCancel.add(id);
+  actor.on('plan.stepsSettled', ({ records }) => {
+    for (const record of records) {
+      const id = record.result.step_id;
+      if (settledIds.has(id)) violations.push(`${id} settled twice`);
+      settledIds.add(id);
+      settled.push(record.result);
+      if (cancelSent) settledAfterCancel.add(id);
+    }
   });
 
   let canceledWhileRunning: boolean | null = null;
@@ -470,8 +485,8 @@ describe('planMachine scheduling (property-based, fake step effects)', () => {
     );
   });
 
-  it('runs the steps of a wave wider than the live window, never more than MAX_LIVE_STEPS at once', async () => {
-    const specs: StepSpec[] = Array.from({ length: MAX_LIVE_STEPS * 2 + 3 }, (_, i) => ({
+  it('starts every step of a wave far wider than a pool at once (spec §10.4: no live-step window), through a tree of pools', async () => {
+    const specs: StepSpec[] = Array.from({ length: 16 * 8 + 3 }, (_, i) => ({
       deps: [],
       cond: { kind: 'none' },
       onError: 'continue',
@@ -479,9 +494,15 @@ describe('planMachine scheduling (property-based, fake step effects)', () => {
       outcomes: [i % 3 !== 0, true, true],
       delays: [i % 5, (i * 7) % 5, 0],
     }));
+    for (const poolSize of [2, 16]) {
+      const run = await drive(specs, { mode: 'async', maxParallel: null, poolSize });
+      expect(run.violations).toEqual([]);
+      expect(run.maxLive).toBe(specs.length);
+      expect(comparable({ ...run.output })).toEqual(comparable(reference(specs)));
+    }
     const run = await drive(specs, { mode: 'async', maxParallel: null });
     expect(run.violations).toEqual([]);
-    expect(run.maxLive).toBe(MAX_LIVE_STEPS);
+    expect(run.maxLive).toBe(specs.length);
     expect(comparable({ ...run.output })).toEqual(comparable(reference(specs)));
   });
 

@@ -7,7 +7,7 @@ import type { PlanFile } from '../../machines/contracts.js';
 import { checkPlan, runStartWarnings, type PlanCheck } from '../../src/plan/check.js';
 import { DEFAULT_CTX, planFrom } from './support.js';
 
-const CTX = { ...DEFAULT_CTX, file: null, text: null, manifest: 'manifest /w/capsule.json', manifestPath: '/w/capsule.json', unknownKeys: [] };
+const CTX = { ...DEFAULT_CTX, file: null, text: null, manifest: 'manifest /w/capsule.json', manifestPath: '/w/capsule.json' as string | null, unknownKeys: [] };
 
 /** Checks a plan given as a value, with its JSON text as the file, so locations can be asserted. */
 function check(value: unknown, ctx: Partial<typeof CTX> = {}): PlanCheck {

@@ -32,11 +32,11 @@ const hostEnv = {
 
 describe('buildShellEnv', () => {
   it('copies the baseline, adds allowed names, strips credentials and sets HOME, TMPDIR and the runtime dir last', () => {
-    const recordsDir = makeTempDir('env', dirs);
+    const scratchDir = makeTempDir('env', dirs);
     const env = buildShellEnv({
       hostEnv,
       allow: ['MY_SETTING', 'FOO_API_KEY', 'AWS_REGION', 'GITHUB_TOKEN', 'EMPTY', 'UNSET', 'HOME'],
-      recordsDir,
+      scratchDir,
       runtimeDir: '/opt/runtime',
     });
     expect(env).toEqual({
@@ -46,22 +46,22 @@ describe('buildShellEnv', () => {
       TERM: 'xterm',
       MY_SETTING: 'kept',
       EMPTY: '',
-      HOME: join(recordsDir, 'home'),
-      TMPDIR: join(recordsDir, 'tmp'),
+      HOME: join(scratchDir, 'home'),
+      TMPDIR: join(scratchDir, 'tmp'),
       MURMUR_RUNTIME_DIR: '/opt/runtime',
       CAPSULE_RUNTIME_DIR: '/opt/runtime',
     });
-    expect(statSync(join(recordsDir, 'home')).isDirectory()).toBe(true);
-    expect(statSync(join(recordsDir, 'tmp')).isDirectory()).toBe(true);
+    expect(statSync(join(scratchDir, 'home')).isDirectory()).toBe(true);
+    expect(statSync(join(scratchDir, 'tmp')).isDirectory()).toBe(true);
   });
 
   it('strips extra policy patterns and keeps a name like __proto__ as an ordinary variable', () => {
-    const recordsDir = makeTempDir('env', dirs);
+    const scratchDir = makeTempDir('env', dirs);
     const env = buildShellEnv({
       hostEnv: { PATH: '/bin', SESSION_SECRET_X: 's', ['__proto__']: 'p' },
       allow: ['SESSION_SECRET_X', '__proto__'],
       strip: ['*SECRET*'],
-      recordsDir,
+      scratchDir,
       runtimeDir: '/r',
     });
     expect(Object.hasOwn(env, '__proto__')).toBe(true);
@@ -72,14 +72,21 @@ describe('buildShellEnv', () => {
     // (Not under /proc: Node's recursive mkdirSync loops forever there, retrying ENOENT.)
     const notADir = join(makeTempDir('env', dirs), 'file');
     writeFileSync(notADir, '');
-    expect(() => buildShellEnv({ hostEnv, allow: [], recordsDir: notADir, runtimeDir: '/r' })).toThrow(
+    expect(() => buildShellEnv({ hostEnv, allow: [], scratchDir: notADir, runtimeDir: '/r' })).toThrow(
       `cannot create directory '${notADir}/home' for the shell environment: ENOTDIR`,
     );
   });
 
+  it('keeps only the absolute entries of PATH: relative and empty ones would resolve against the working directory', () => {
+    const scratchDir = makeTempDir('env', dirs);
+    for (const path of [':/usr/bin', '.:/usr/bin', '/usr/local/bin::/usr/bin', 'node_modules/.bin:/usr/bin:']) {
+      expect(buildShellEnv({ hostEnv: { PATH: path }, allow: [], scratchDir, runtimeDir: '/r' })['PATH']).toBe(path.startsWith('/usr/local') ? '/usr/local/bin:/usr/bin' : '/usr/bin');
+    }
+  });
+
   it('gives a real process only the built variables', async () => {
-    const recordsDir = makeTempDir('env', dirs);
-    const env = buildShellEnv({ hostEnv: { ...process.env, ...hostEnv, PATH: process.env['PATH'] }, allow: ['FOO_API_KEY'], recordsDir, runtimeDir: '/r' });
+    const scratchDir = makeTempDir('env', dirs);
+    const env = buildShellEnv({ hostEnv: { ...process.env, ...hostEnv, PATH: process.env['PATH'] }, allow: ['FOO_API_KEY'], scratchDir, runtimeDir: '/r' });
     const result = await starter.start({ file: 'env', args: [], env }).done;
     const names = result.stdout.toString().split('\n').filter(Boolean).map((line) => line.slice(0, line.indexOf('=')));
     expect(names.sort()).toEqual(Object.keys(env).sort());

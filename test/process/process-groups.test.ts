@@ -48,7 +48,12 @@ afterAll(async () => {
 
 describe('parseProcStat', () => {
   it('reads state, ppid and pgrp after the last parenthesis when the command name holds spaces and parens', () => {
-    expect(parseProcStat('4242 (we) ird (x) S 17 4240 4240 0 -1 4194560')).toEqual({ state: 'S', ppid: 17, pgrp: 4240 });
+    expect(parseProcStat('4242 (we) ird (x) S 17 4240 4240 0 -1 4194560')).toEqual({ state: 'S', ppid: 17, pgrp: 4240, session: 4240, startTime: -1 });
+  });
+
+  it('reads the start time (field 22, clock ticks after boot) that names a process together with its pid', () => {
+    const line = '4242 (a) b) S 1 4242 4242 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 987654 1234567 89 18446744073709551615';
+    expect(parseProcStat(line)).toMatchObject({ state: 'S', pgrp: 4242, startTime: 987654 });
   });
 
   it('returns null for text without the expected fields', () => {

@@ -60,7 +60,8 @@ describe('events.jsonl of a run', () => {
     expect(stepA.map((r) => (r as { state: unknown }).state)).toEqual([{ running: 'attempting' }, 'finished']);
     expect(stepA[1]).toMatchObject({ output: { step_id: 'a', status: 'success', output: 'line\u2028break' } });
     const emitted = records.flatMap((r) => (r.kind === 'snapshot' ? (r.emitted ?? []) : [])).map((e) => e['type']);
-    expect(emitted).toEqual(['plan.stepStarted', 'plan.stepSettled', 'plan.stepStarted', 'plan.stepSettled']);
+    // A wave's starts and its settlements are one emitted event each; a step's end is emitted as it happens.
+    expect(emitted).toEqual(['plan.stepsStarted', 'plan.stepEnded', 'plan.stepsSettled', 'plan.stepsStarted', 'plan.stepEnded', 'plan.stepsSettled']);
   });
 
   it('escapes U+2028 so that every reader sees one record per line', () => {
@@ -112,7 +113,7 @@ describe('EventLog', () => {
     log.inspect({
       type: '@xstate.event',
       rootId: 'x',
-      actorRef: { id: 'plan:p', getSnapshot: () => ({ value: 'running', context: {} }) } as never,
+      actorRef: { id: 'plan:p', getSnapshot: () => ({ value: 'running', context: { planId: 'p' }, machine: { id: 'plan' } }) } as never,
       sourceRef: undefined,
       event: { type: 'CANCEL', force: true, note: 'é'.repeat(200) },
     } as never);

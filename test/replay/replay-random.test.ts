@@ -36,7 +36,10 @@ const runSpec = fc.record({
 let runs = 0;
 
 describe('replay of randomly timed runs (in-process tools with random delays, failures, timeouts and cancels)', () => {
-  it('reproduces every recorded run identically', async () => {
+  it.each([
+    ['', null, 20261129],
+    [', their steps in a tree of step pools (one or two live steps per actor)', 'tree', 20261130],
+  ] as const)('reproduces every recorded run identically%s', async (_what, pools, seed) => {
     await fc.assert(
       fc.asyncProperty(runSpec, async (spec) => {
         const calls = new Map<string, number>();
@@ -71,7 +74,7 @@ describe('replay of randomly timed runs (in-process tools with random delays, fa
           })),
         };
         const recordsDir = join(scratch, plan.id);
-        const run = startPlan({ plan, manifest: null, workdir: scratch, recordsDir, tools: { work: tool }, maxParallel: spec.maxParallel, killGraceMs: 50 });
+        const run = startPlan({ plan, manifest: null, workdir: scratch, recordsDir, tools: { work: tool }, maxParallel: spec.maxParallel, killGraceMs: 50, ...(pools === 'tree' ? { poolSize: 1 + (runs % 2) } : {}) });
         if (spec.cancel !== null) {
           const { afterMs, force, again } = spec.cancel;
           setTimeout(() => {
@@ -83,7 +86,7 @@ describe('replay of randomly timed runs (in-process tools with random delays, fa
         const result = await replayFile(join(recordsDir, 'events.jsonl'));
         if (!result.identical) throw new Error(`${plan.id} diverged: ${JSON.stringify(result.divergence)}\nspec ${JSON.stringify(spec)}`);
       }),
-      { numRuns: 40, seed: 20261129 },
+      { numRuns: 40, seed },
     );
   }, 60000);
 });

@@ -20,6 +20,9 @@ export default function globalSetup(_globalConfig: unknown, projectConfig: { rea
     const output = (error as { stdout?: string }).stdout ?? String(error);
     process.stderr.write(`\nglobalSetup: \`tsc -p tsconfig.json\` reported errors (JavaScript was still emitted):\n${output}\n`);
   }
+  // The spawn helper (src/process/spawn/capsule-spawn.c), as `npm run build` compiles it; without a
+  // C compiler the tests of the helper-only behaviours skip with a visible reason.
+  execFileSync(process.execPath, [join(root, 'dist', 'src', 'process', 'spawn', 'build.js')], { cwd: root, stdio: 'inherit' });
   const cli = join(root, 'dist', 'src', 'cli.js');
   if (!existsSync(cli)) throw new Error(`globalSetup: building with \`tsc -p tsconfig.json\` did not produce ${cli}`);
   chmodSync(cli, 0o755);

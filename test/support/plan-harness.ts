@@ -13,6 +13,7 @@ import type { JsonValue } from '../../machines/contracts.js';
 import type { ToolResult } from '../../src/executors/command-tool.js';
 import type { FunctionTool, Gate, GateRequest, ToolCallContext } from '../../src/runtime/attempt.js';
 import { runPlan, startPlan, type PlanProgressEvent, type PlanReport, type PlanRun, type RunPlanOptions } from '../../src/runtime/run-plan.js';
+import { readTrace as readTraceFile } from '../../src/records/trace-reader.js';
 
 /** Tools installed in setup D. */
 export const DEFAULT_TOOLS = ['echo', 'fail', 'slow', 'flaky', 'ok', 'a', 'b'] as const;
@@ -102,18 +103,14 @@ export type TraceRecord = Record<string, unknown> & {
   readonly timestamp: number;
 };
 
-/** Parses `<recordsDir>/trace.jsonl` (every line must be one JSON object). */
+/**
+ * Reads `<recordsDir>/trace.jsonl` with the runtime's one trace reader (src/records/trace-reader.ts);
+ * a line it reports (not JSON, no envelope, a parent rule broken, a torn tail) fails the test.
+ */
 export function readTrace(recordsDir: string): TraceRecord[] {
-  let text: string;
-  try {
-    text = readFileSync(join(recordsDir, 'trace.jsonl'), 'utf8');
-  } catch {
-    return [];
-  }
-  return text
-    .split('\n')
-    .filter((line) => line !== '')
-    .map((line) => JSON.parse(line) as TraceRecord);
+  const { records, problems } = readTraceFile(recordsDir);
+  if (problems.length > 0) throw new Error(`trace.jsonl is not clean:\n${problems.map((p) => p.message).join('\n')}`);
+  return records as unknown as TraceRecord[];
 }
 
 /** Helpers over a parsed trace. */

@@ -1,0 +1,274 @@
+/**
+ * The actor-kind table: every machine the runtime runs, with what the event log, replay, the
+ * visualizer and `capsule inspect` need to know about it. They read this table and nothing else,
+ * so adding a machine is local: a file in `machines/`, one entry here, and its effects in `src/`
+ * (see docs/architecture.md, "Adding a machine").
+ *
+ * Pure (model floor): imports machines, the plan model and xstate only.
+ */
+import { enqueueActions, type AnyActorLogic, type AnyActorRef, type AnyStateMachine } from 'xstate';
+import type { PlanStep, StepKind } from '../../machines/contracts.js';
+import { detachedCommandMachine, type DetachedCommandInput } from '../../machines/detached-command.machine.js';
+import { scan } from '../../machines/plan-schedule.js';
+import { planActorId, planMachine, poolActorId, stepActorId, type PlanContext, type PlanInput } from '../../machines/plan.machine.js';
+import { stepPoolMachine, type PoolBatch, type StepPoolContext } from '../../machines/step-pool.machine.js';
+import { stepMachine, type StepContext, type StepInput } from '../../machines/step.machine.js';
+import { evaluateCondition } from '../plan/condition.js';
+
+/** How an effect actor is faked in replay: a promise settles once, a callback sends events back. */
+export type EffectActorKind = 'promise' | 'callback';
+
+/** Implementations as `machine.provide()` takes them (one level). */
+export interface Implementations {
+  readonly actions?: Readonly<Record<string, unknown>>;
+  readonly actors?: Readonly<Record<string, AnyActorLogic>>;
+  readonly guards?: Readonly<Record<string, unknown>>;
+  readonly delays?: Readonly<Record<string, unknown>>;
+}
+
+/** One kind of actor: a machine and what the records, replay and the charts need to know of it. */
+export interface ActorKind {
+  /** The machine's id (`machine.id`): how an actor's kind is recognised, and the file stem of its charts. */
+  readonly name: string;
+  readonly machine: AnyStateMachine;
+  /** Where it is defined (linked from the charts' index). */
+  readonly source: string;
+  /** Readable actor id (DESIGN §2) from the actor's context (and its XState id): `plan:<plan_id>`, `step:<step_id>`, `wrk_…`. */
+  readonly actorId: (context: never, xstateId: string) => string;
+  /** Implementations from src/ that are not effects (pure computations the machine needs): the runtime and replay both use them. */
+  readonly logic?: Implementations;
+  /**
+   * The machine's effects: named actions, and invoked or spawned actors by how they behave. The
+   * runtime provides them; replay replaces them with fakes and feeds back what they did.
+   * Events from effect actors (any actor that is not a machine of this table) are outside inputs.
+   */
+  readonly effects: {
+    readonly actions?: readonly string[];
+    readonly actors?: Readonly<Record<string, EffectActorKind>>;
+  };
+  /** Children that are machines of this table: `src` name → kind name. */
+  readonly children?: Readonly<Record<string, string>>;
+  /** What the event log keeps of the input of a child actor of this kind (a root's is kept whole). Default: all of it. */
+  readonly logInput?: (input: never) => unknown;
+  /** Payloads of events this kind receives that the log keeps summarized (by event type). Default: all of it. */
+  readonly logEvent?: Readonly<Record<string, (event: never) => unknown>>;
+  /** Event types (received or emitted) whose payload is plain JSON already: copied, not walked. */
+  readonly plainEvents?: RegExp;
+  /** The actor's output is plain JSON already (machines/contracts.ts shapes): copied, not walked. */
+  readonly plainOutput?: boolean;
+  /**
+   * The input of an actor of this kind rebuilt from its logged (or hand-written) input, so that a
+   * replay can start from it; absent: it cannot be a replay's root. Returns an error text for an
+   * input that will not do.
+   */
+  readonly inputFromLog?: (logged: unknown) => unknown | { readonly error: string };
+  /** A recorded outside input this kind cannot take in its current state (replay says so instead of feeding it). */
+  readonly refusesInput?: (context: never, event: { readonly type: string; readonly [key: string]: unknown }) => string | null;
+  /** `capsule inspect` shows its children in its place (an actor that exists for XState's sake only). */
+  readonly transparent?: boolean;
+}
+
+/** Summary of a step input in the log: identity and bounds, not the results map every step shares (that would make the log quadratic). */
+function stepInputSummary(input: StepInput): Record<string, unknown> {
+  return { step: input.step.id, index: input.index, kind: input.kind, timeoutSecs: input.timeoutSecs, killGraceMs: input.killGraceMs };
+}
+
+function batchesSummary(batches: readonly PoolBatch[]): unknown {
+  return batches.map((batch) => ({ node: batch.node, steps: batch.steps.map((start) => ({ slot: start.slot, step: start.input.step.id })) }));
+}
+
+const plan: ActorKind = {
+  name: 'plan',
+  machine: planMachine,
+  source: 'machines/plan.machine.ts',
+  actorId: (context: PlanContext) => planActorId(context.planId),
+  logic: {
+    actions: {
+      // The full scan needs the condition language (src/plan). It changes only the mutable
+      // schedule: not an `assign`, which would copy the context and rebuild the snapshot.
+      scanSteps: enqueueActions(({ context }: { context: PlanContext }) => {
+        scan(context.schedule, context.canceled, evaluateCondition);
+      }),
+    },
+  },
+  effects: { actors: { endProcessGroups: 'promise' } },
+  children: { step: 'step', stepPool: 'stepPool' },
+  logEvent: {
+    // The step's output is on its own final snapshot line.
+    'POOL.STEP_ENDED': (event: { node: number; slot: number; output: { step_id: string } }) => ({ node: event.node, slot: event.slot, step: event.output.step_id }),
+  },
+  plainEvents: /^(?:CANCEL$|POOL\.STEP_CRASHED$|plan\.)/,
+  plainOutput: true,
+  inputFromLog: planInputFromLog,
+};
+
+const step: ActorKind = {
+  name: 'step',
+  machine: stepMachine,
+  source: 'machines/step.machine.ts',
+  actorId: (context: StepContext) => stepActorId(context.input.step.id),
+  effects: { actions: ['startAttempt', 'terminateAttempt', 'tellAttemptOfCancel'] },
+  logInput: stepInputSummary,
+  plainEvents: /^(?:ATTEMPT\.|CANCEL$)/,
+  plainOutput: true,
+  inputFromLog: stepInputFromLog,
+  refusesInput: (context: StepContext, event) => {
+    if (!event.type.startsWith('ATTEMPT.')) return null;
+    const attempt = event['attempt'];
+    return typeof attempt === 'number' && attempt >= 1 && attempt <= context.attempt + 1
+      ? null
+      : `the replayed step never started attempt ${String(attempt)}`;
+  },
+};
+
+const stepPool: ActorKind = {
+  name: 'stepPool',
+  machine: stepPoolMachine,
+  source: 'machines/step-pool.machine.ts',
+  actorId: (context: StepPoolContext) => poolActorId(context.planId, context.node),
+  effects: {},
+  children: { step: 'step' },
+  logInput: (input: { planId: string; node: number; poolSize: number; batches: readonly PoolBatch[] }) => ({
+    planId: input.planId,
+    node: input.node,
+    poolSize: input.poolSize,
+    batches: batchesSummary(input.batches),
+  }),
+  logEvent: {
+    'POOL.START': (event: { batches: readonly PoolBatch[] }) => ({ batches: batchesSummary(event.batches) }),
+  },
+  plainEvents: /^CANCEL$/,
+  transparent: true,
+};
+
+const detachedCommand: ActorKind = {
+  name: 'detachedCommand',
+  machine: detachedCommandMachine,
+  source: 'machines/detached-command.machine.ts',
+  actorId: (context: { input: DetachedCommandInput }) => context.input.workId,
+  effects: { actors: { runCommand: 'callback' } },
+  plainEvents: /^(?:COMMAND\.|STOP$|KILL$)/,
+  inputFromLog: (logged) => {
+    const input = logged as Partial<DetachedCommandInput> | undefined;
+    if (typeof input?.workId !== 'string' || typeof input.binary !== 'string' || typeof input.command !== 'string') {
+      return { error: 'a detachedCommand input needs "workId", "binary" and "command" (strings)' };
+    }
+    return input;
+  },
+};
+
+/** Every kind, in the order their charts are indexed. */
+export const ACTOR_KINDS: readonly ActorKind[] = [plan, step, stepPool, detachedCommand];
+
+const byName = new Map(ACTOR_KINDS.map((kind) => [kind.name, kind]));
+
+/** The kind named `name` (a machine id), or undefined. */
+export function actorKind(name: string): ActorKind | undefined {
+  return byName.get(name);
+}
+
+/** The kind of a running actor (by its machine's id), or undefined for an actor that is not one of these machines (an effect). */
+export function kindOfActor(ref: AnyActorRef): ActorKind | undefined {
+  const snapshot = ref.getSnapshot() as { machine?: { id?: unknown } } | undefined;
+  const id = snapshot?.machine?.id;
+  return typeof id === 'string' ? byName.get(id) : undefined;
+}
+
+/** The readable id of a running actor of a kind of this table, or null for an effect actor. */
+export function readableActorId(ref: AnyActorRef): string | null {
+  const kind = kindOfActor(ref);
+  if (kind === undefined) return null;
+  const context = (ref.getSnapshot() as { context?: unknown }).context;
+  return (kind.actorId as (context: unknown, xstateId: string) => string)(context, ref.id);
+}
+
+/**
+ * The machine of kind `name` with `implementations[kind]` provided for it and, recursively, for
+ * every child kind (`machine.provide()` is one level deep). The kinds' own `logic` is provided
+ * first; `implementations` override it. `machines` replaces a kind's machine (a test proving that
+ * replay notices a changed machine).
+ */
+export function provideKind(
+  name: string,
+  implementations: Readonly<Record<string, Implementations>>,
+  machines: Readonly<Record<string, AnyStateMachine>> = {},
+): AnyStateMachine {
+  const done = new Map<string, AnyStateMachine>();
+  const visit = (kindName: string, path: readonly string[]): AnyStateMachine => {
+    const known = done.get(kindName);
+    if (known !== undefined) return known;
+    const kind = byName.get(kindName);
+    if (kind === undefined) throw new Error(`no actor kind '${kindName}'`);
+    if (path.includes(kindName)) throw new Error(`actor kind '${kindName}' contains itself through ${path.join(' → ')}`);
+    const own = implementations[kindName] ?? {};
+    const children: Record<string, AnyActorLogic> = {};
+    for (const [src, child] of Object.entries(kind.children ?? {})) children[src] = visit(child, [...path, kindName]);
+    const machine = (machines[kindName] ?? kind.machine).provide({
+      actions: { ...kind.logic?.actions, ...own.actions },
+      guards: { ...kind.logic?.guards, ...own.guards },
+      delays: { ...kind.logic?.delays, ...own.delays },
+      actors: { ...children, ...own.actors },
+    } as never) as AnyStateMachine;
+    done.set(kindName, machine);
+    return machine;
+  };
+  return visit(name, []);
+}
+
+/** The effects of kind `name` that `implementations` leaves unprovided (for a runtime's self-check). */
+export function missingEffects(name: string, implementations: Implementations): string[] {
+  const kind = byName.get(name);
+  if (kind === undefined) return [];
+  return [
+    ...(kind.effects.actions ?? []).filter((action) => implementations.actions?.[action] === undefined).map((action) => `action ${action}`),
+    ...Object.keys(kind.effects.actors ?? {}).filter((actor) => implementations.actors?.[actor] === undefined).map((actor) => `actor ${actor}`),
+  ];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Inputs rebuilt from the log
+// ---------------------------------------------------------------------------------------------
+
+function planInputFromLog(logged: unknown): PlanInput | { error: string } {
+  const input = logged as Partial<PlanInput> | undefined;
+  if (
+    input === undefined ||
+    input === null ||
+    typeof input.planId !== 'string' ||
+    !Array.isArray(input.steps) ||
+    !Array.isArray(input.kinds) ||
+    !Array.isArray(input.timeoutsSecs)
+  ) {
+    return { error: 'the plan actor\'s input has no plan (planId, steps, kinds, timeoutsSecs)' };
+  }
+  return {
+    planId: input.planId,
+    steps: input.steps,
+    kinds: input.kinds,
+    timeoutsSecs: input.timeoutsSecs,
+    maxParallel: input.maxParallel ?? null,
+    killGraceMs: input.killGraceMs ?? 2000,
+    canceledAtStart: input.canceledAtStart ?? false,
+    ...(input.poolSize !== undefined ? { poolSize: input.poolSize } : {}),
+  };
+}
+
+/** A step input: `step` (a plan step object), and optionally `results` (by step id), `index`, `kind`, `timeoutSecs`, `killGraceMs`. */
+function stepInputFromLog(logged: unknown): StepInput | { error: string } {
+  const input = logged as { step?: unknown; results?: unknown; index?: unknown; kind?: unknown; timeoutSecs?: unknown; killGraceMs?: unknown } | undefined;
+  const stepValue = input?.step as Partial<PlanStep> | undefined;
+  if (typeof stepValue !== 'object' || stepValue === null || typeof stepValue.id !== 'string') {
+    return { error: 'a step input needs "step": a plan step object with an "id" (a child step\'s logged input names only its id)' };
+  }
+  const planStep: PlanStep = { input: null, depends_on: [], on_error: 'fail', retries: 0, ...stepValue } as PlanStep;
+  const results = new Map(Object.entries((input?.results ?? {}) as Record<string, never>));
+  const kind: StepKind = input?.kind === 'tool' || input?.kind === 'shell' || input?.kind === 'capsule' ? input.kind : planStep.tool !== undefined ? 'tool' : planStep.shell !== undefined ? 'shell' : 'capsule';
+  return {
+    step: planStep,
+    index: typeof input?.index === 'number' ? input.index : 0,
+    kind,
+    results,
+    timeoutSecs: typeof input?.timeoutSecs === 'number' ? input.timeoutSecs : (planStep.timeout_secs ?? null),
+    killGraceMs: typeof input?.killGraceMs === 'number' ? input.killGraceMs : 2000,
+  };
+}

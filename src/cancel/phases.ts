@@ -1,0 +1,52 @@
+/**
+ * Where a cancel landed: the `phase` word of the `task_canceled` record (`cancel.md` §1.1,
+ * `trace-shell.md` §10). The list is open: readers accept any word.
+ */
+
+/** The phase words this runtime writes. The first six are `cancel.md` §1.1's; the others are the newer sources'. */
+export const CANCEL_PHASES = {
+  /** The task had not started. */
+  QUEUED: 'queued',
+  /** At a turn boundary; also the default when no wait claimed the cancel. */
+  TURN: 'turn',
+  /** An inference call was in flight. */
+  INFERENCE: 'inference',
+  /** Waiting for a person's answer to `request-input`. */
+  INPUT: 'input',
+  /** A `delegate-task` call was waiting for its child to come up. */
+  DELEGATION: 'delegation',
+  /** A `transport: process` harness was running the turn. */
+  HARNESS: 'harness',
+  /** A plan run was in progress (`trace-shell.md` §10). */
+  PLAN: 'plan',
+  /** A shell command was in the foreground and the cancel demoted it (`detached.md` §3; the value is the spec's best guess). */
+  SHELL: 'shell',
+  /** A member call was in flight (`trace-shell.md` §10). */
+  MEMBER_CALL: 'member_call',
+} as const;
+
+/** A phase word this runtime writes. */
+export type KnownCancelPhase = (typeof CANCEL_PHASES)[keyof typeof CANCEL_PHASES];
+
+/** A phase word as read from a trace: one of ours, or any other word a newer writer used. */
+export type CancelPhase = KnownCancelPhase | (string & {});
+
+/** The phase reported when no wait claimed the cancel (`cancel.md` §1). */
+export const DEFAULT_CANCEL_PHASE: KnownCancelPhase = CANCEL_PHASES.TURN;
+
+/** The terminal `canceled` status frame's message, whatever transport ran the task (`cancel.md` §1.2). */
+export const TASK_CANCELED_MESSAGE = 'task canceled';
+
+const KNOWN = new Set<string>(Object.values(CANCEL_PHASES));
+
+/** Whether `word` is one of the words this runtime writes (readers accept others too). */
+export const isKnownCancelPhase = (word: string): word is KnownCancelPhase => KNOWN.has(word);
+
+/**
+ * Reads a `task_canceled.phase` (`cancel.md` §1.1: a reader must accept words beyond the known
+ * ones): any non-empty string is a phase; anything else (absent, empty, not a string) reads as
+ * the default `turn`.
+ */
+export function readCancelPhase(value: unknown): CancelPhase {
+  return typeof value === 'string' && value !== '' ? value : DEFAULT_CANCEL_PHASE;
+}

@@ -1,0 +1,148 @@
+/**
+ * `capsule doctor` (DESIGN §3): what `capsule run` would find on this machine, before anything
+ * runs — the Node version, the containment backend and why, the isolation available and why, the
+ * records directory's writability, and what each allow-listed binary resolves to on the trusted
+ * PATH. Nothing is started; the probe cgroup it may create is removed again.
+ */
+import { accessSync, constants as fsConstants, existsSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import type { Command } from 'commander';
+import { findManifest, loadManifest } from '../manifest.js';
+import { removeCgroupTree } from '../process/cgroup-unit.js';
+import { ContainmentError, detectContainment, type ContainmentInfo } from '../process/containment.js';
+import { droppedPathWarning, resolveExecutable, trustedPath } from '../process/resolve-binary.js';
+import { collect, EXIT, usageError, type ExitCode } from './program.js';
+
+/** Options of `capsule doctor`, as commander parses them. */
+export interface DoctorCommandOptions {
+  readonly manifest?: string;
+  readonly workdir?: string;
+  readonly records?: string;
+  readonly allow?: readonly string[];
+  readonly runAs?: string;
+  readonly json?: boolean;
+}
+
+/** Oldest Node the runtime supports (package.json `engines`). */
+const MIN_NODE: readonly [number, number] = [20, 5];
+
+/** What `capsule doctor --json` prints. */
+export interface DoctorReport {
+  readonly node: { readonly version: string; readonly ok: boolean };
+  /** The backend and isolation a run would get, or the refusal (a forced backend that cannot be had). */
+  readonly containment:
+    | { readonly ok: true; readonly backend: string; readonly reason: string; readonly cgroup_kill: boolean; readonly helper: string | null }
+    | { readonly ok: false; readonly error: string };
+  readonly isolation: { readonly pid_namespace: boolean; readonly reason: string; readonly run_as: string | null } | null;
+  readonly records: { readonly dir: string; readonly writable: boolean; readonly detail: string };
+  readonly path: { readonly dirs: readonly string[]; readonly dropped: readonly string[] };
+  /** Each allow-list entry and the absolute path it resolves to (`null`: not found, with `error`). */
+  readonly allow: readonly { readonly entry: string; readonly resolved: string | null; readonly error?: string }[];
+  /** False when something would stop a run (old Node, an unwritable records dir, a refused containment). */
+  readonly ok: boolean;
+}
+
+/** Registers `capsule doctor` on the program. */
+export function registerDoctor(program: Command): void {
+  program
+    .command('doctor')
+    .description('Show what `capsule run` would find here: Node, containment and isolation (and why), records dir, allow-list resolution.')
+    .option('--manifest <file>', 'capsule manifest (default: <workdir>/capsule.json when present)')
+    .option('--workdir <dir>', 'the workdir a run would use (default: the current directory)')
+    .option('--records <dir>', 'the records directory a run would use (default: <workdir>/.capsule/records/)')
+    .option('--allow <bin>', 'also check this binary, as `run --allow` (repeatable)', collect)
+    .option('--run-as <user>', 'check running steps as this user, as `run --run-as`')
+    .option('--json', 'print the findings as one JSON object on stdout')
+    .addHelpText('after', '\nExit codes: 0 a run could start here, 1 something would stop it, 2 usage error or bad manifest.')
+    .action(async (options: DoctorCommandOptions) => {
+      process.exitCode = await doctorCommand(options);
+    });
+}
+
+/** Nearest existing directory at or above `dir`, and whether this process may write there. */
+function writability(dir: string): { writable: boolean; detail: string } {
+  let probe = dir;
+  while (!existsSync(probe)) {
+    const parent = dirname(probe);
+    if (parent === probe) break;
+    probe = parent;
+  }
+  try {
+    accessSync(probe, fsConstants.W_OK);
+    return { writable: true, detail: probe === dir ? 'exists and is writable' : `will be created (${probe} is writable)` };
+  } catch (error) {
+    return { writable: false, detail: `${probe} is not writable (${(error as NodeJS.ErrnoException).code ?? String(error)})` };
+  }
+}
+
+/** Runs `capsule doctor` and returns its exit code. */
+export async function doctorCommand(options: DoctorCommandOptions): Promise<ExitCode> {
+  const workdir = resolve(options.workdir ?? process.cwd());
+  // Found as `capsule run` finds it: --manifest, else <workdir>/capsule.json when it exists.
+  const manifest = findManifest(options.manifest, options.workdir);
+  let allow: string[] = [];
+  if (manifest.kind === 'file') {
+    const loaded = await loadManifest(manifest.label);
+    if (!loaded.ok) return usageError(loaded.error);
+    allow = [...(loaded.manifest.capabilities?.shell?.allow ?? [])];
+  }
+  allow.push(...(options.allow ?? []));
+
+  const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);
+  const nodeOk = major > MIN_NODE[0] || (major === MIN_NODE[0] && minor >= MIN_NODE[1]);
+
+  let info: ContainmentInfo | null = null;
+  let containmentError: string | null = null;
+  try {
+    info = detectContainment({ sessionId: `doctor-${process.pid}-${Date.now()}`, runAs: options.runAs ?? null });
+  } catch (error) {
+    if (!(error instanceof ContainmentError)) throw error;
+    containmentError = error.message;
+  } finally {
+    if (info?.cgroup !== null && info?.cgroup !== undefined) removeCgroupTree(info.cgroup);
+  }
+
+  const recordsDir = resolve(options.records ?? join(workdir, '.capsule', 'records'));
+  const records = { dir: recordsDir, ...writability(recordsDir) };
+  const path = trustedPath(process.env['PATH']);
+  const resolutions = allow.map((entry) => {
+    const found = resolveExecutable(entry, path, workdir);
+    return found.ok ? { entry, resolved: found.path } : { entry, resolved: null, error: found.code === 'EACCES' ? 'found, but not executable (EACCES)' : 'not found on the trusted PATH (ENOENT)' };
+  });
+
+  const report: DoctorReport = {
+    node: { version: process.version, ok: nodeOk },
+    containment:
+      info !== null
+        ? { ok: true, backend: info.backend, reason: info.reason, cgroup_kill: info.cgroupKill, helper: info.helper }
+        : { ok: false, error: containmentError ?? 'unknown' },
+    isolation: info === null ? null : { pid_namespace: info.pidNamespace, reason: info.isolationReason, run_as: info.runAs?.name ?? null },
+    records,
+    path: { dirs: path.dirs, dropped: path.dropped },
+    allow: resolutions,
+    ok: nodeOk && info !== null && records.writable,
+  };
+
+  if (options.json === true) {
+    process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+  } else {
+    const lines = [
+      `node: ${process.version}${nodeOk ? '' : ` (too old: capsule-runtime needs ${MIN_NODE.join('.')} or newer)`}`,
+      info !== null ? `containment: ${info.backend} — ${info.reason}` : `containment: refused — ${containmentError ?? ''}`,
+      ...(info !== null
+        ? [
+            `isolation: ${info.pidNamespace ? 'PID namespace' : 'none'} — ${info.isolationReason}`,
+            `run as: ${info.runAs === null ? 'the runtime\'s own user' : `${info.runAs.name} (uid ${info.runAs.uid}, gid ${info.runAs.gid})`}`,
+            `spawn helper: ${info.helper ?? 'none'}`,
+          ]
+        : []),
+      `records: ${records.dir}: ${records.detail}`,
+      `PATH (absolute entries only): ${path.text === '' ? '(empty)' : path.text}`,
+      ...(path.dropped.length > 0 ? [`warning: ${droppedPathWarning(path)}`] : []),
+      resolutions.length === 0 ? 'allow-list: empty (no manifest allow-list, no --allow)' : 'allow-list:',
+      ...resolutions.map((r) => `  ${r.entry} → ${r.resolved ?? r.error ?? ''}`),
+    ];
+    process.stdout.write(`${lines.join('\n')}\n`);
+  }
+  return report.ok ? EXIT.OK : EXIT.FAILED;
+}

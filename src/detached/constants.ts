@@ -1,0 +1,31 @@
+/**
+ * Constants of demoted ("detached") shell commands and the `background-command` tool
+ * (`detached.md` §1, `background-command.md` §1). One place for each; the texts are in `texts.ts`.
+ */
+import { MAX_SHELL_OUTPUT_BYTES } from '../executors/shell-outcome.js';
+
+/** Size of a demoted command's kept output tail, in bytes (`detached.md` §1, §6.3): the foreground per-stream cap, shared. */
+export { MAX_SHELL_OUTPUT_BYTES };
+
+/** Name of the tool that addresses a demoted command by its work id (`background-command.md` §1). */
+export const BACKGROUND_COMMAND_TOOL = 'background-command';
+
+/** Milliseconds `stop` waits after `SIGTERM` before escalating to `SIGKILL` (`STOP_TERM_GRACE`, `detached.md` §10). */
+export const STOP_TERM_GRACE_MS = 2000;
+
+/** Milliseconds `stop` further waits for the completion after the signals (`STOP_KILL_WAIT`, `detached.md` §10). */
+export const STOP_KILL_WAIT_MS = 3000;
+
+/** Longest single `wait`, in seconds, and its default (`MAX_WAIT_SECS`, `background-command.md` §2.1). */
+export const MAX_WAIT_SECS = 600;
+
+/**
+ * How long one `wait` blocks, in milliseconds (`background-command.md` §2.1):
+ * `min(wait_secs, MAX_WAIT_SECS)` seconds; absent (`undefined` or `null`) gives `MAX_WAIT_SECS`;
+ * `0` gives a zero bound. `wait_secs` must already be a non-negative integer (the input parser
+ * checks it).
+ */
+export function effectiveWaitMs(waitSecs: number | null | undefined): number {
+  const secs = waitSecs === null || waitSecs === undefined ? MAX_WAIT_SECS : Math.min(waitSecs, MAX_WAIT_SECS);
+  return secs * 1000;
+}

@@ -1,0 +1,363 @@
+/**
+ * The session's registry of demoted commands (`detached.md` §5, §9–§12): pure bookkeeping.
+ * Signalling is injected ({@link GroupSignaller}, implemented by the containment layer), and so is
+ * the clock; nothing here starts, reaps or signals a process.
+ *
+ * Node runs this on one thread, so "under the lock" (§5) is "within one synchronous call": every
+ * method below reads and mutates entries without yielding, which makes the claims of §9 and the
+ * ordering rule of §5.4 hold by construction.
+ */
+import type { CancelSignal } from '../cancel/cancel-signal.js';
+import { SYSTEM_CLOCK, type RegistryClock } from './clock.js';
+import { completionStatus, type CompletionStatus, type DetachedCompletion } from './completion.js';
+import { STOP_KILL_WAIT_MS, STOP_TERM_GRACE_MS } from './constants.js';
+
+/** Phases of an entry, totally ordered; never moving back (§5.1). */
+export type Phase = 'Running' | 'LeaderExited' | 'Finished';
+const PHASE_RANK: Readonly<Record<Phase, number>> = { Running: 0, LeaderExited: 1, Finished: 2 };
+
+/** What the tool reports (§5.2). */
+export type CommandState = 'running' | 'exited' | 'stopped';
+
+/** Which path claimed the completion (§5, §9). */
+export type Delivery = 'none' | 'background_command' | 'task';
+
+/** Outcome of {@link DetachedRegistry.wait} (§11). */
+export type WaitOutcome = 'Finished' | 'TimedOut' | 'Canceled' | 'Unknown';
+
+/** The work record (§5): what the trace and residue name a command by. */
+export interface WorkRecord {
+  readonly work_id: string;
+  /** Resolved binary. */
+  readonly binary: string;
+  /** The model's command text. */
+  readonly command: string;
+  /** Epoch ms of the spawn (not the demotion, §4). */
+  readonly started_at_ms: number;
+}
+
+/** The live output an entry reads (an {@link OutputLog}, or any other source of a tail and a count). */
+export interface LiveOutput {
+  /** Bytes appended to the output section so far. */
+  readonly sectionBytes: number;
+  /** The kept tail (at most 16384 bytes), or its newest `lastBytes`. */
+  tail(lastBytes?: number): Buffer;
+  /** Whether `lifecycle.max_log_bytes` cut the file (ours). */
+  readonly capped?: boolean;
+}
+
+/** Signals this registry sends, always to a whole process group. */
+export type GroupSignal = 'SIGTERM' | 'SIGKILL';
+
+/**
+ * Implemented by the containment layer: "signal the group of this entry if its leader is still
+ * unreaped". Returns whether a signal was sent. The registry calls it only while the entry's
+ * leader is marked running (§5.4); the implementation must still refuse when it knows better.
+ */
+export interface GroupSignaller {
+  signalGroup(target: { readonly work_id: string; readonly pgid: number }, signal: GroupSignal): boolean;
+}
+
+/** What {@link DetachedRegistry.register} takes (§4 step 5). */
+export interface Registration {
+  readonly work: WorkRecord;
+  /** The command's process group (its own pid). */
+  readonly pgid: number;
+  /** Absolute log path. */
+  readonly output_path: string;
+  readonly output: LiveOutput;
+  /** Monotonic ms of the spawn; default: the clock's now. */
+  readonly startedMonotonicMs?: number;
+}
+
+/** A read of one entry (§9.2). */
+export interface DetachedSnapshot extends WorkRecord {
+  readonly state: CommandState;
+  readonly phase: Phase;
+  /** The completion's `duration_ms` once finished, else time since spawn. */
+  readonly elapsed_ms: number;
+  /** A copy of the completion, once recorded. */
+  readonly finished: DetachedCompletion | null;
+  /** `ok`/`error` by the completion status rule, once finished. */
+  readonly status: CompletionStatus | null;
+  readonly output_path: string;
+  /** Bytes of the output section so far (not the file's length). */
+  readonly output_bytes: number;
+  /** The kept tail (at most 16384 bytes). */
+  readonly tail: Buffer;
+  /** This read claimed the completion for `background_command` delivery: its caller writes `shell_completed`. */
+  readonly delivered_now: boolean;
+  /** Ours: whether the log was capped. */
+  readonly output_capped: boolean;
+}
+
+/** Internal counters of one entry, for the acceptance suite's test hooks. */
+export interface EntryCounters {
+  readonly phase: Phase;
+  readonly leader_running: boolean;
+  readonly stop_requested: boolean;
+  readonly signals_sent: number;
+  readonly delivery: Delivery;
+}
+
+interface Entry {
+  readonly work: WorkRecord;
+  readonly pgid: number;
+  readonly output_path: string;
+  readonly output: LiveOutput;
+  readonly startedMonotonicMs: number;
+  leader_running: boolean;
+  stop_requested: boolean;
+  signals_sent: number;
+  finished: DetachedCompletion | null;
+  delivery: Delivery;
+  phase: Phase;
+  /** Waiters for a phase, woken (and dropped) when the entry reaches it. */
+  readonly waiters: Set<{ readonly phase: Phase; readonly wake: () => void }>;
+}
+
+/** Options of {@link DetachedRegistry}. */
+export interface RegistryOptions {
+  readonly signaller: GroupSignaller;
+  readonly clock?: RegistryClock;
+  /** The report channel (§7, §16): called with every completion once recorded. Must not throw; a throw is ignored. */
+  readonly onCompleted?: (completion: DetachedCompletion) => void;
+}
+
+/**
+ * One registry per session (§5). Entries are never removed: a work id stays readable, waitable and
+ * stoppable for the rest of the session. Unknown ids answer `null` / `false` / `Unknown`, never
+ * throw. Work ids are not checked for form here (`checkWorkId` does that at the tool's door).
+ */
+export class DetachedRegistry {
+  readonly #entries = new Map<string, Entry>();
+  readonly #signaller: GroupSignaller;
+  readonly #clock: RegistryClock;
+  readonly #onCompleted: ((completion: DetachedCompletion) => void) | undefined;
+
+  constructor(options: RegistryOptions) {
+    this.#signaller = options.signaller;
+    this.#clock = options.clock ?? SYSTEM_CLOCK;
+    this.#onCompleted = options.onCompleted;
+  }
+
+  /**
+   * Registers a demoted command (§4 step 5), phase `Running`, leader running. Done before the
+   * demotion returns, so a session-end sweep never misses it.
+   *
+   * @throws {Error} when the work id is already registered (ids are minted fresh; a repeat is a bug).
+   */
+  register(registration: Registration): void {
+    const id = registration.work.work_id;
+    if (this.#entries.has(id)) throw new Error(`work id ${id} is already registered`);
+    this.#entries.set(id, {
+      work: { ...registration.work },
+      pgid: registration.pgid,
+      output_path: registration.output_path,
+      output: registration.output,
+      startedMonotonicMs: registration.startedMonotonicMs ?? this.#clock.monotonicMs(),
+      leader_running: true,
+      stop_requested: false,
+      signals_sent: 0,
+      finished: null,
+      delivery: 'none',
+      phase: 'Running',
+      waiters: new Set(),
+    });
+  }
+
+  /** Whether this session issued `workId`. */
+  has(workId: string): boolean {
+    return this.#entries.has(workId);
+  }
+
+  /**
+   * The command thread saw the leader exit and has **not yet reaped it** (§5.1, §7 step 1):
+   * `leader_running` becomes false and the phase `LeaderExited`, in one synchronous step, so no
+   * signal can be sent to the group from here on (§5.4). Call it before reaping. A no-op for an
+   * unknown id or an entry already past `Running`. Returns whether it changed the phase.
+   */
+  leaderExited(workId: string): boolean {
+    const entry = this.#entries.get(workId);
+    if (entry === undefined) return false;
+    entry.leader_running = false;
+    return this.#advance(entry, 'LeaderExited');
+  }
+
+  /**
+   * Records the completion (§7 `complete`): when a `stop` reached the command its
+   * `resource_limit` is cleared (the stop is why it ended); `leader_running` becomes false; phase
+   * `Finished`. Then the completion goes to `onCompleted` (the report channel). A second
+   * completion of the same entry is ignored (returns false), as is an unknown id.
+   */
+  complete(workId: string, completion: DetachedCompletion): boolean {
+    const entry = this.#entries.get(workId);
+    if (entry === undefined || entry.finished !== null) return false;
+    const recorded: DetachedCompletion = entry.stop_requested ? { ...completion, resource_limit: null } : { ...completion };
+    entry.finished = recorded;
+    entry.leader_running = false;
+    this.#advance(entry, 'Finished');
+    try {
+      this.#onCompleted?.(recorded);
+    } catch {
+      // A failed send (task loop gone) is ignored (§7).
+    }
+    return true;
+  }
+
+  /** Every entry without a completion, oldest work id first (string order, §5.3). */
+  outstanding(): WorkRecord[] {
+    const out: WorkRecord[] = [];
+    for (const entry of this.#entries.values()) if (entry.finished === null) out.push(entry.work);
+    return out.sort((a, b) => (a.work_id < b.work_id ? -1 : a.work_id > b.work_id ? 1 : 0));
+  }
+
+  /** Every entry, oldest work id first (ours: `status` without a work id lists them). Claims nothing. */
+  list(): DetachedSnapshot[] {
+    return [...this.#entries.keys()].sort().map((id) => this.#snapshot(this.#entries.get(id) as Entry, false));
+  }
+
+  /**
+   * A snapshot (§9.2), or null for an id this session never issued. A finished, unclaimed entry is
+   * claimed for `background_command` by this read (`delivered_now` true); a running entry, or one
+   * already claimed either way, claims nothing.
+   */
+  read(workId: string, options: { readonly tailBytes?: number } = {}): DetachedSnapshot | null {
+    const entry = this.#entries.get(workId);
+    if (entry === undefined) return null;
+    const deliveredNow = entry.finished !== null && entry.delivery === 'none';
+    if (deliveredNow) entry.delivery = 'background_command';
+    return this.#snapshot(entry, deliveredNow, options.tailBytes);
+  }
+
+  /**
+   * The task loop's claim (§9.1): unknown id → true (nothing to race with); already claimed either
+   * way → false (enqueue nothing, write nothing); otherwise records delivery `task` → true.
+   */
+  claimForTask(workId: string): boolean {
+    const entry = this.#entries.get(workId);
+    if (entry === undefined) return true;
+    if (entry.delivery !== 'none') return false;
+    entry.delivery = 'task';
+    return true;
+  }
+
+  /** True only when `background-command` claimed the delivery; false for unknown ids and task delivery (§5.3). */
+  exitReported(workId: string): boolean {
+    return this.#entries.get(workId)?.delivery === 'background_command';
+  }
+
+  /**
+   * `stop` (§10). False only for an id this session never issued. Otherwise: `SIGTERM` to the
+   * group if the leader is unreaped (a sent signal counts in `signals_sent` and sets
+   * `stop_requested`); if sent, waits up to {@link STOP_TERM_GRACE_MS} for `LeaderExited` and
+   * else sends `SIGKILL` the same way; in every case waits up to {@link STOP_KILL_WAIT_MS} for
+   * `Finished`; resolves true whether or not it finished by then. A finished command is sent
+   * nothing and left unchanged.
+   */
+  async stop(workId: string): Promise<boolean> {
+    const entry = this.#entries.get(workId);
+    if (entry === undefined) return false;
+    if (this.#signal(entry, 'SIGTERM')) {
+      entry.stop_requested = true;
+      const exited = await this.#untilPhase(entry, 'LeaderExited', STOP_TERM_GRACE_MS, null);
+      if (exited !== 'reached') this.#signal(entry, 'SIGKILL');
+    }
+    await this.#untilPhase(entry, 'Finished', STOP_KILL_WAIT_MS, null);
+    return true;
+  }
+
+  /**
+   * Session end (§12): `SIGKILL` to the group of every entry whose leader is unreaped; each sent
+   * signal counts in `signals_sent`. `stop_requested` is not set. Returns the number sent.
+   */
+  killRunning(): number {
+    let sent = 0;
+    for (const entry of this.#entries.values()) if (this.#signal(entry, 'SIGKILL')) sent += 1;
+    return sent;
+  }
+
+  /**
+   * `wait` (§11): `Unknown` for an id never issued; else the first of: `Finished` (at once when
+   * already finished, also with a zero bound — the spec's recommendation), `Canceled` (the signal
+   * is or goes up), `TimedOut` (`boundMs` elapsed). Holds only a timer and two listeners, all
+   * dropped when it settles; claims nothing (the `read` that follows does).
+   */
+  async wait(workId: string, boundMs: number, cancel?: CancelSignal | null): Promise<WaitOutcome> {
+    const entry = this.#entries.get(workId);
+    if (entry === undefined) return 'Unknown';
+    const outcome = await this.#untilPhase(entry, 'Finished', boundMs, cancel ?? null);
+    return outcome === 'reached' ? 'Finished' : outcome === 'timeout' ? 'TimedOut' : 'Canceled';
+  }
+
+  /** Resolves when `phase` is reached (`reached`), after `boundMs` (`timeout`) or on cancel (`canceled`), whichever is first. */
+  #untilPhase(entry: Entry, phase: Phase, boundMs: number, cancel: CancelSignal | null): Promise<'reached' | 'timeout' | 'canceled'> {
+    if (PHASE_RANK[entry.phase] >= PHASE_RANK[phase]) return Promise.resolve('reached');
+    if (cancel?.isCanceled()) return Promise.resolve('canceled');
+    if (boundMs <= 0) return Promise.resolve('timeout');
+    return new Promise((resolve) => {
+      let settled = false;
+      let stopTimer = (): void => {};
+      let unsubscribe = (): void => {};
+      const waiter = { phase, wake: () => settle('reached') };
+      const settle = (outcome: 'reached' | 'timeout' | 'canceled'): void => {
+        if (settled) return;
+        settled = true;
+        entry.waiters.delete(waiter);
+        stopTimer();
+        unsubscribe();
+        resolve(outcome);
+      };
+      entry.waiters.add(waiter);
+      stopTimer = this.#clock.setTimer(boundMs, () => settle('timeout'));
+      if (cancel !== null) unsubscribe = cancel.subscribe(() => settle('canceled'));
+    });
+  }
+
+  /** Counters of one entry for test hooks and `inspect`, or null for an unknown id. */
+  counters(workId: string): EntryCounters | null {
+    const entry = this.#entries.get(workId);
+    if (entry === undefined) return null;
+    return { phase: entry.phase, leader_running: entry.leader_running, stop_requested: entry.stop_requested, signals_sent: entry.signals_sent, delivery: entry.delivery };
+  }
+
+  /** Monotonic ms since the spawn of `workId` (StillRunning's `running_ms` at the sweep, §14), or null. */
+  runningMs(workId: string): number | null {
+    const entry = this.#entries.get(workId);
+    return entry === undefined ? null : Math.max(0, Math.round(this.#clock.monotonicMs() - entry.startedMonotonicMs));
+  }
+
+  /** Signals the group only while the leader is unreaped (§5.4); counts a sent signal. */
+  #signal(entry: Entry, signal: GroupSignal): boolean {
+    if (!entry.leader_running) return false;
+    const sent = this.#signaller.signalGroup({ work_id: entry.work.work_id, pgid: entry.pgid }, signal);
+    if (sent) entry.signals_sent += 1;
+    return sent;
+  }
+
+  /** Moves the phase forward (never back) and wakes the waiters it satisfies. */
+  #advance(entry: Entry, to: Phase): boolean {
+    if (PHASE_RANK[to] <= PHASE_RANK[entry.phase]) return false;
+    entry.phase = to;
+    for (const waiter of [...entry.waiters]) if (PHASE_RANK[waiter.phase] <= PHASE_RANK[to]) waiter.wake();
+    return true;
+  }
+
+  #snapshot(entry: Entry, deliveredNow: boolean, tailBytes?: number): DetachedSnapshot {
+    const finished = entry.finished;
+    const state: CommandState = finished === null ? 'running' : entry.stop_requested ? 'stopped' : 'exited';
+    return {
+      ...entry.work,
+      state,
+      phase: entry.phase,
+      elapsed_ms: finished !== null ? finished.duration_ms : Math.max(0, Math.round(this.#clock.monotonicMs() - entry.startedMonotonicMs)),
+      finished: finished === null ? null : { ...finished },
+      status: finished === null ? null : completionStatus(finished),
+      output_path: entry.output_path,
+      output_bytes: entry.output.sectionBytes,
+      tail: entry.output.tail(tailBytes),
+      delivered_now: deliveredNow,
+      output_capped: entry.output.capped === true,
+    };
+  }
+}

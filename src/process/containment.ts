@@ -1,0 +1,624 @@
+/**
+ * The containment layer: the one place that starts a process, contains it, isolates it and ends
+ * it (issues 7 and 15). A session has one {@link Containment}; everything the session runs is
+ * started by {@link Containment.spawn}, which returns a {@link ContainedProcess}.
+ *
+ * ## Backends (chosen once per session, {@link detectContainment})
+ * - **cgroup** (cgroup v2, where the runtime may create cgroups: root with a writable unified
+ *   hierarchy, or a delegated subtree): one cgroup per session under `<own cgroup>/capsule-runtime/`,
+ *   one per process tree inside it. The leader is in its cgroup before its first instruction (the
+ *   spawn helper joins it, then execs), so nothing the command forks can leave: `setsid` and
+ *   double forks stay contained. Ending: freeze, SIGTERM every member, thaw; `cgroup.kill` after
+ *   the grace; proven by `populated 0` in `cgroup.events` (inotify); then the cgroup is removed.
+ * - **process-group** (everywhere else): the leader leads its own process group; the tree is the
+ *   group; proven gone when `/proc` shows no live member. A process that leaves the group
+ *   (`setsid`) escapes — unless the tree runs in a PID namespace (below), which it cannot leave.
+ *
+ * ## Isolation (independent of the backend; needs the spawn helper)
+ * - **PID namespace** (root / CAP_SYS_ADMIN): the tree runs in a PID + mount namespace of its own
+ *   with a private `/proc`, under a minimal init: it sees only its own processes, `$PPID` is not
+ *   the runtime, `/proc/<runtime pid>` does not exist for it, and it can signal nothing outside.
+ *   Named read-only paths (the records directory) are bound read-only in its mount namespace.
+ * - **run as** an unprivileged user (`--run-as`, root only), with `no_new_privs`.
+ *
+ * ## The contract of a {@link ContainedProcess}
+ * identity `{pid, startTime, pgid, cgroup}` (what the trace's `process_start` records), the
+ * leader's streams and exit (`done`), `end(graceMs)` resolving only once the tree is proven gone,
+ * `gone`, and `transfer(owner)`. Ending many trees is one pass ({@link Containment.endAll}).
+ *
+ * MAINTENANCE: a long-lived spawner process (issue 14) slots in behind {@link Containment.spawn}:
+ * it would start the helper on the runtime's behalf; identity, units and ending stay as they are.
+ */
+import type { Readable } from 'node:stream';
+import { dirname, join } from 'node:path';
+import { ERROR_CODES, RuntimeError } from '../errors.js';
+import {
+  canJoinCgroup,
+  createCgroup,
+  hasCgroupKill,
+  locateOwnCgroup,
+  readCgroupEvents,
+} from './cgroups.js';
+import { CgroupSignaller, CgroupUnit, removeCgroupTree } from './cgroup-unit.js';
+import { GroupUnit } from './group-unit.js';
+import { describeSpawnError, failedLaunch, launchLeader, type LaunchedLeader, type LeaderExitInfo, type ProcessResult } from './leader.js';
+import { ownerInScope, ownerText, type Owner, type OwnerScope } from './owner.js';
+import { liveGroupIds, ProcessGroupRegistry } from './process-groups.js';
+import { processStartTime } from './proc.js';
+import { resolveExecutable, trustedPath, type TrustedPath } from './resolve-binary.js';
+import { helperArgs, locateSpawnHelper, probeHelper, type RunAsUser } from './spawn/helper.js';
+import type { EndResult, Unit } from './unit.js';
+import type { ProcessStartFields, SessionContainmentFields } from '../records/trace-records.js';
+
+export type { EndResult } from './unit.js';
+
+/** Environment variable forcing the backend: `cgroup`, `process-group` or `auto` (the default). */
+export const CONTAINMENT_ENV = 'CAPSULE_CONTAINMENT';
+
+/** Environment variable forcing isolation: `pid-namespace`, `none` or `auto` (the default). */
+export const ISOLATION_ENV = 'CAPSULE_ISOLATION';
+
+/** Name of the directory, under the runtime's own cgroup, that holds one cgroup per session. */
+export const CGROUP_ROOT_NAME = 'capsule-runtime';
+
+export type ContainmentBackend = 'cgroup' | 'process-group';
+export type BackendChoice = ContainmentBackend | 'auto';
+export type IsolationChoice = 'pid-namespace' | 'none' | 'auto';
+
+/**
+ * A containment or isolation that was asked for and cannot be had (a refusal before anything
+ * runs): `CONTAINMENT_UNAVAILABLE`, or `INVALID_ARGUMENT` for a `CAPSULE_CONTAINMENT` /
+ * `CAPSULE_ISOLATION` value that is not one of the choices.
+ */
+export class ContainmentError extends RuntimeError {
+  override name = 'ContainmentError';
+  constructor(message: string, code: typeof ERROR_CODES.CONTAINMENT_UNAVAILABLE | typeof ERROR_CODES.INVALID_ARGUMENT = ERROR_CODES.CONTAINMENT_UNAVAILABLE) {
+    super(code, message);
+  }
+}
+
+/** Options of {@link detectContainment}. */
+export interface ContainmentOptions {
+  /** Names the session's cgroup (`<root>/<sessionId>`). */
+  readonly sessionId: string;
+  /** Default: {@link CONTAINMENT_ENV}, else `auto` (cgroup where possible). */
+  readonly backend?: BackendChoice;
+  /** Default: {@link ISOLATION_ENV}, else `auto` (a PID namespace where possible). */
+  readonly isolation?: IsolationChoice;
+  /** Run every contained process as this user (needs root and the spawn helper). */
+  readonly runAs?: string | null;
+  /** Paths bound read-only in the processes' mount namespaces (with a PID namespace only). */
+  readonly readOnlyPaths?: readonly string[];
+  /** Where environment variables are read (default `process.env`): the backend forcing, the helper, `PATH`. */
+  readonly env?: Readonly<Record<string, string | undefined>>;
+}
+
+/** What was chosen and why: `session_start.containment`, `capsule run --verbose`, `capsule doctor`. */
+export interface ContainmentInfo {
+  readonly backend: ContainmentBackend;
+  /** Why this backend (and, for process groups, why not cgroups). */
+  readonly reason: string;
+  /** The session's cgroup directory (cgroup backend), else null. */
+  readonly cgroup: string | null;
+  /** Whether `cgroup.kill` exists (else SIGKILL goes to each member under a freeze). */
+  readonly cgroupKill: boolean;
+  /** The spawn helper in use, or null. */
+  readonly helper: string | null;
+  /** Trees run in a PID + mount namespace of their own. */
+  readonly pidNamespace: boolean;
+  /** Why (or why not) they do. */
+  readonly isolationReason: string;
+  /** The user trees run as, or null (the runtime's own). */
+  readonly runAs: RunAsUser | null;
+}
+
+/** The `containment` field of `session_start` (snake_case, as trace fields are; declared in `src/records/trace-records.ts`). */
+export function containmentTraceFields(info: ContainmentInfo): SessionContainmentFields {
+  return {
+    backend: info.backend,
+    reason: info.reason,
+    cgroup: info.cgroup,
+    cgroup_kill: info.cgroupKill,
+    helper: info.helper,
+    pid_namespace: info.pidNamespace,
+    isolation_reason: info.isolationReason,
+    run_as: info.runAs === null ? null : { user: info.runAs.name, uid: info.runAs.uid, gid: info.runAs.gid },
+  };
+}
+
+function readChoice<T extends string>(value: string | undefined, allowed: readonly T[], name: string): T | undefined {
+  if (value === undefined || value === '') return undefined;
+  if ((allowed as readonly string[]).includes(value)) return value as T;
+  throw new ContainmentError(`${name}=${value} is not one of ${allowed.join(', ')}`, ERROR_CODES.INVALID_ARGUMENT);
+}
+
+/**
+ * Decides the backend and the isolation for one session, creating the session's cgroup on the
+ * cgroup backend. Detection order: a forced choice (option, then environment variable), then what
+ * this machine allows.
+ *
+ * @throws {ContainmentError} when a forced backend or isolation, or `runAs`, cannot be had; the
+ *   message says why (e.g. `CAPSULE_CONTAINMENT=cgroup: … cannot create cgroups under … (EACCES)`).
+ */
+export function detectContainment(options: ContainmentOptions): ContainmentInfo {
+  const env = options.env ?? process.env;
+  const backendChoice =
+    options.backend ?? readChoice<BackendChoice>(env[CONTAINMENT_ENV], ['cgroup', 'process-group', 'auto'], CONTAINMENT_ENV) ?? 'auto';
+  const isolationChoice =
+    options.isolation ?? readChoice<IsolationChoice>(env[ISOLATION_ENV], ['pid-namespace', 'none', 'auto'], ISOLATION_ENV) ?? 'auto';
+  const forcedBy = (choice: string, option: string | undefined, envName: string): string =>
+    option !== undefined ? `${choice} was asked for` : `${envName}=${choice}`;
+  const helper = locateSpawnHelper(env);
+
+  let backend: ContainmentBackend = 'process-group';
+  let reason: string;
+  let cgroup: string | null = null;
+  let cgroupKill = false;
+  if (backendChoice === 'process-group') {
+    reason = `process groups: ${forcedBy('process-group', options.backend, CONTAINMENT_ENV)}`;
+  } else {
+    const found = findSessionCgroup(options.sessionId, helper);
+    if (found.ok) {
+      backend = 'cgroup';
+      cgroup = found.dir;
+      cgroupKill = hasCgroupKill(found.dir);
+      reason = `cgroup v2 (${found.mountPoint}): one cgroup per session under ${dirname(found.dir)}, one per process tree inside it${
+        cgroupKill ? '' : '; no cgroup.kill on this kernel: SIGKILL goes to each member under a freeze'
+      }${backendChoice === 'cgroup' ? ` (${forcedBy('cgroup', options.backend, CONTAINMENT_ENV)})` : ''}`;
+    } else if (backendChoice === 'cgroup') {
+      throw new ContainmentError(`${forcedBy('cgroup', options.backend, CONTAINMENT_ENV)}, but cgroups cannot be used here: ${found.reason}`);
+    } else {
+      reason = `process groups: ${found.reason}`;
+    }
+  }
+
+  let pidNamespace = false;
+  let isolationReason: string;
+  if (isolationChoice === 'none') {
+    isolationReason = `no PID namespace: ${forcedBy('none', options.isolation, ISOLATION_ENV)}`;
+  } else if (!helper.ok) {
+    isolationReason = `no PID namespace: ${helper.reason}`;
+  } else {
+    const probe = probeHelper(helper.path);
+    if (probe.pidNamespace.ok) {
+      pidNamespace = true;
+      isolationReason = 'each process tree runs in a PID + mount namespace of its own (private /proc)';
+    } else {
+      isolationReason = `no PID namespace: ${probe.pidNamespace.reason}`;
+    }
+  }
+  if (isolationChoice === 'pid-namespace' && !pidNamespace) {
+    if (cgroup !== null) removeCgroupTree(cgroup);
+    throw new ContainmentError(`${forcedBy('pid-namespace', options.isolation, ISOLATION_ENV)}, but ${isolationReason.replace(/^no PID namespace: /, 'it cannot be had: ')}`);
+  }
+
+  let runAs: RunAsUser | null = null;
+  const runAsName = options.runAs ?? null;
+  if (runAsName !== null) {
+    const refuse = (why: string): never => {
+      if (cgroup !== null) removeCgroupTree(cgroup);
+      throw new ContainmentError(`--run-as ${runAsName}: ${why}`);
+    };
+    if (!helper.ok) refuse(helper.reason);
+    if (process.getuid?.() !== 0) refuse('the runtime must run as root to start processes as another user');
+    const probe = probeHelper((helper as { path: string }).path, runAsName);
+    if (probe.user === null || probe.user === undefined) refuse(`no such user`);
+    runAs = probe.user ?? null;
+  }
+
+  return {
+    backend,
+    reason,
+    cgroup,
+    cgroupKill,
+    helper: helper.ok ? helper.path : null,
+    pidNamespace,
+    isolationReason,
+    runAs,
+  };
+}
+
+/** Creates `<own cgroup>/capsule-runtime/<sessionId>` and checks that processes can join it. */
+function findSessionCgroup(
+  sessionId: string,
+  helper: ReturnType<typeof locateSpawnHelper>,
+): { ok: true; dir: string; mountPoint: string } | { ok: false; reason: string } {
+  if (!helper.ok) {
+    return { ok: false, reason: `${helper.reason}; a process can join its cgroup before its first instruction only through the helper` };
+  }
+  const own = locateOwnCgroup();
+  if (!own.ok) return own;
+  const root = join(own.dir, CGROUP_ROOT_NAME);
+  const dir = join(root, sessionId);
+  try {
+    createCgroup(dir);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
+    return { ok: false, reason: `cannot create cgroups under ${root} (${code}): run as root, or in a delegated cgroup subtree` };
+  }
+  if (!canJoinCgroup(dir) || readCgroupEvents(dir) === null) {
+    removeCgroupTree(dir);
+    return { ok: false, reason: `cannot move processes into ${dir} (cgroup.procs is not writable)` };
+  }
+  return { ok: true, dir, mountPoint: own.mountPoint };
+}
+
+/** What {@link Containment.spawn} is asked to start. */
+export interface SpawnRequest {
+  /** Who the tree belongs to (cleanup selects by owner). */
+  readonly owner: Owner;
+  /** The program: a name (looked up on the trusted PATH, never relative to `cwd`) or a path. */
+  readonly file: string;
+  readonly args: readonly string[];
+  /** Working directory (absolute). */
+  readonly cwd: string;
+  /** The complete environment; nothing of `process.env` is added. */
+  readonly env: Readonly<Record<string, string>>;
+  /** Text written to stdin, which is then closed. Absent: stdin is `/dev/null`. */
+  readonly stdin?: string;
+  /** Called once when the leader exits (not for a program that could not be started). */
+  readonly onLeaderExit?: (info: LeaderExitInfo) => void;
+  /** Milliseconds to read output after the leader exited (`leader.ts`, default 250). */
+  readonly drainGraceMs?: number;
+}
+
+/** Who a started process is, as the trace records it (`process_start`). */
+export interface ProcessIdentity {
+  /** The leader's pid (the process the runtime spawned; with a PID namespace, the helper outside it). */
+  readonly pid: number;
+  /** Clock ticks after boot (`/proc/<pid>/stat` field 22); with `pid`, names the process unambiguously. */
+  readonly startTime: number;
+  /** The process group the leader leads (= `pid`). */
+  readonly pgid: number;
+  /** The tree's cgroup directory, or null on the process-group backend. */
+  readonly cgroup: string | null;
+  /** Whether the tree runs in a PID namespace of its own. */
+  readonly pidNamespace: boolean;
+}
+
+/** One started process tree. */
+export interface ContainedProcess {
+  /** Null when nothing was started (the program was not found, or could not be spawned). */
+  readonly identity: ProcessIdentity | null;
+  /** The absolute path exec'd (the trusted PATH's answer), or null when it did not resolve. */
+  readonly executable: string | null;
+  /** The command's argv, `argv[0]` as written. */
+  readonly argv: readonly string[];
+  /** The current owner (changes with {@link transfer}). */
+  readonly owner: Owner;
+  /** The leader's output (also collected into `done`); null when nothing started. */
+  readonly stdout: Readable | null;
+  readonly stderr: Readable | null;
+  /** The leader's exit and its drained output (`leader.ts`); never rejects. */
+  readonly done: Promise<ProcessResult>;
+  /** Resolves once the whole tree is proven gone (on its own or by {@link end}); never rejects. */
+  readonly gone: Promise<void>;
+  /**
+   * Ends the whole tree: SIGTERM to every process of it, SIGKILL after `graceMs` to whatever is
+   * left, then resolves once the tree is proven empty and the leader's output is drained — or,
+   * if something survives SIGKILL for 2 s (uninterruptible sleep), with those `survivors` (the
+   * tree stays registered so a later ending retries). Concurrent calls share one ending; after
+   * the tree is gone it resolves `{signal: null, survivors: []}` at once.
+   *
+   * @param graceMs Milliseconds between SIGTERM and SIGKILL (0: SIGKILL at once if anything is left).
+   * @throws {RangeError} (as a rejection) for a negative or non-finite `graceMs`, signalling nothing.
+   */
+  end(graceMs: number): Promise<EndResult>;
+  /** Hands the tree to `owner` (e.g. a shell call → the session); cleanup by scope follows the new owner. */
+  transfer(owner: Owner): void;
+}
+
+/** One entry of {@link Containment.endAll}'s answer. */
+export interface UnitEnding extends EndResult {
+  readonly owner: Owner;
+  readonly pid: number;
+  readonly pgid: number;
+  readonly cgroup: string | null;
+}
+
+let unitCounter = 0;
+
+/** A cgroup name for one tree: a counter (unique in the session), then a readable owner slug. */
+function unitName(owner: Owner): string {
+  const slug =
+    owner.kind === 'attempt' ? `r${owner.run}.${owner.step}.a${owner.attempt}` : owner.kind === 'shell' ? owner.task : owner.kind === 'other' ? owner.label : 'session';
+  return `u${++unitCounter}-${slug.replace(/[^A-Za-z0-9_.-]/g, '_').slice(0, 80)}`;
+}
+
+/** The one registry of every process tree a session started, on the session's backend. */
+export class Containment {
+  readonly info: ContainmentInfo;
+  /** The `PATH` every program is looked up on (absolute entries of the host's). */
+  readonly path: TrustedPath;
+  readonly #readOnly: readonly string[];
+  readonly #groups = new ProcessGroupRegistry();
+  readonly #signaller: CgroupSignaller | null;
+  readonly #live = new Set<Contained>();
+  #closed = false;
+
+  /**
+   * @param info   {@link detectContainment}'s answer.
+   * @param options `pathVar`: the host `PATH` programs are resolved on (default `process.env.PATH`);
+   *   `readOnlyPaths`: bound read-only in the trees' mount namespaces.
+   */
+  constructor(info: ContainmentInfo, options: { pathVar?: string | undefined; readOnlyPaths?: readonly string[] } = {}) {
+    this.info = info;
+    this.path = trustedPath('pathVar' in options ? options.pathVar : process.env['PATH']);
+    this.#readOnly = options.readOnlyPaths ?? [];
+    this.#signaller = info.cgroup === null ? null : new CgroupSignaller(info.cgroup);
+  }
+
+  /** {@link detectContainment} then a containment for it. @throws {ContainmentError} as detection does. */
+  static open(options: ContainmentOptions & { pathVar?: string | undefined }): Containment {
+    const env = options.env ?? process.env;
+    return new Containment(detectContainment(options), {
+      pathVar: 'pathVar' in options ? options.pathVar : env['PATH'],
+      ...(options.readOnlyPaths !== undefined ? { readOnlyPaths: options.readOnlyPaths } : {}),
+    });
+  }
+
+  /**
+   * Starts `request.file` for `request.owner`, contained (in its cgroup before its first
+   * instruction, or leading its own process group) and isolated as the session is. Never throws
+   * for anything about the program: a program that cannot be started is a `ContainedProcess`
+   * whose `identity` is null and whose `done` carries `spawnError` (`failed to start '<file>': …`).
+   */
+  spawn(request: SpawnRequest): ContainedProcess {
+    const startedAtMs = Date.now();
+    const argv = [request.file, ...request.args];
+    const refuse = (spawnError: string): ContainedProcess =>
+      new Contained(this, request.owner, null, null, argv, failedLaunch(spawnError, startedAtMs), null);
+    if (this.#closed) return refuse(`failed to start '${request.file}': the session has ended`);
+    const resolved = resolveExecutable(request.file, this.path, request.cwd);
+    if (!resolved.ok) return refuse(describeSpawnError(request.file, request.cwd, { code: resolved.code }));
+
+    let cgroupDir: string | null = null;
+    if (this.info.backend === 'cgroup' && this.info.cgroup !== null) {
+      cgroupDir = join(this.info.cgroup, unitName(request.owner));
+      try {
+        createCgroup(cgroupDir);
+      } catch (error) {
+        return refuse(`failed to start '${request.file}': could not create its cgroup ${cgroupDir} (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
+      }
+    }
+    const pidNamespace = this.info.pidNamespace;
+    const useHelper = cgroupDir !== null || pidNamespace || this.info.runAs !== null;
+    const leader = launchLeader({
+      file: useHelper ? (this.info.helper as string) : resolved.path,
+      args: useHelper
+        ? helperArgs({ cgroup: cgroupDir, pidNamespace, readOnly: this.#readOnly, user: this.info.runAs }, resolved.path, request.file, request.args)
+        : request.args,
+      ...(useHelper ? {} : { argv0: request.file }),
+      displayName: request.file,
+      control: useHelper,
+      cwd: request.cwd,
+      env: request.env,
+      ...(request.stdin !== undefined ? { stdin: request.stdin } : {}),
+      ...(request.onLeaderExit !== undefined ? { onLeaderExit: request.onLeaderExit } : {}),
+      ...(request.drainGraceMs !== undefined ? { drainGraceMs: request.drainGraceMs } : {}),
+      label: ownerText(request.owner),
+    });
+    if (leader.pid === null) {
+      if (cgroupDir !== null) removeCgroupTree(cgroupDir);
+      return new Contained(this, request.owner, null, resolved.path, argv, leader, null);
+    }
+    const pid = leader.pid;
+    const unit: Unit =
+      cgroupDir !== null
+        ? new CgroupUnit(cgroupDir, pid, this.info.cgroupKill, this.#signaller as CgroupSignaller)
+        : new GroupUnit(this.#groups, pid, ownerText(request.owner));
+    const identity: ProcessIdentity = {
+      pid,
+      startTime: processStartTime(pid) ?? -1,
+      pgid: pid,
+      cgroup: cgroupDir,
+      pidNamespace,
+    };
+    const contained = new Contained(this, request.owner, identity, resolved.path, argv, leader, unit);
+    this.#live.add(contained);
+    return contained;
+  }
+
+  /** The trees still registered (selected by `scope`), in start order. */
+  processes(scope?: OwnerScope): ContainedProcess[] {
+    return [...this.#live].filter((p) => ownerInScope(p.owner, scope));
+  }
+
+  /**
+   * Ends every registered tree selected by `scope` in one pass: every tree is signalled before any
+   * is waited for, and the waits run together (inotify per cgroup; one `/proc` walk per poll for
+   * all process groups), so ending 64 trees takes about what ending one does. Trees already
+   * empty are forgotten without a signal (on the process-group backend from one `/proc` walk).
+   *
+   * @param graceMs Milliseconds between SIGTERM and SIGKILL.
+   * @returns one entry per tree that was still registered, in start order.
+   */
+  async endAll(graceMs: number, scope?: OwnerScope): Promise<UnitEnding[]> {
+    const selected = [...this.#live].filter((p) => ownerInScope(p.owner, scope));
+    if (this.info.backend === 'process-group' && selected.length > 0) {
+      const live = liveGroupIds();
+      for (const p of selected) if (!live.has(p.unitPgid)) p.markGone();
+    }
+    const targets = selected.filter((p) => !p.isReleased);
+    const endings = targets.map((p) => p.end(graceMs));
+    const results = await Promise.all(endings);
+    return targets.map((p, i) => ({
+      owner: p.owner,
+      pid: p.unitPgid,
+      pgid: p.unitPgid,
+      cgroup: p.identity?.cgroup ?? null,
+      ...(results[i] as EndResult),
+    }));
+  }
+
+  /**
+   * Ends every tree (as {@link endAll}) and removes the session's cgroup. Spawns after this are
+   * refused. Idempotent.
+   */
+  async close(graceMs: number): Promise<UnitEnding[]> {
+    this.#closed = true;
+    const endings = await this.endAll(graceMs);
+    if (this.info.cgroup !== null && this.#live.size === 0) removeCgroupTree(this.info.cgroup);
+    return endings;
+  }
+
+  /**
+   * Gives up a containment that started nothing (a session that could not open): spawns are
+   * refused from now on and the session's cgroup is removed at once. Trees already started are
+   * not touched (use {@link close}).
+   */
+  discard(): void {
+    this.#closed = true;
+    if (this.info.cgroup !== null && this.#live.size === 0) removeCgroupTree(this.info.cgroup);
+  }
+
+  /** @internal Called by a tree once it is proven empty. */
+  forgetProcess(process: Contained): void {
+    this.#live.delete(process);
+  }
+}
+
+/** The {@link ContainedProcess} implementation. */
+class Contained implements ContainedProcess {
+  readonly identity: ProcessIdentity | null;
+  readonly executable: string | null;
+  readonly argv: readonly string[];
+  readonly stdout: Readable | null;
+  readonly stderr: Readable | null;
+  readonly done: Promise<ProcessResult>;
+  readonly #containment: Containment;
+  readonly #leader: LaunchedLeader;
+  readonly #unit: Unit | null;
+  #owner: Owner;
+  #ending: Promise<EndResult> | null = null;
+  #released = false;
+  #controlSettled = false;
+  #gone: Promise<void> | null = null;
+
+  constructor(
+    containment: Containment,
+    owner: Owner,
+    identity: ProcessIdentity | null,
+    executable: string | null,
+    argv: readonly string[],
+    leader: LaunchedLeader,
+    unit: Unit | null,
+  ) {
+    this.#containment = containment;
+    this.#owner = owner;
+    this.identity = identity;
+    this.executable = executable;
+    this.argv = argv;
+    this.#leader = leader;
+    this.#unit = unit;
+    this.stdout = leader.stdout;
+    this.stderr = leader.stderr;
+    this.done = leader.done;
+    if (unit === null) {
+      this.#released = true;
+      return;
+    }
+    void leader.control.then(({ initPid }) => {
+      this.#controlSettled = true;
+      if (initPid === null) return;
+      const startTime = processStartTime(initPid);
+      if (startTime !== null) unit.init = { pid: initPid, startTime };
+    });
+    // A cgroup left empty by the leader's exit is removed at once; one a background process still
+    // holds is removed the moment it empties (watched without keeping the runtime up). Process
+    // groups are checked at cleanup instead (one /proc walk for all, not one per step).
+    if (unit.cgroup !== null) {
+      void leader.done.then(() => {
+        if (this.#released) return;
+        if (unit.isEmpty()) this.markGone();
+        else void unit.whenEmpty(false).then(() => this.markGone());
+      });
+    }
+  }
+
+  get owner(): Owner {
+    return this.#owner;
+  }
+
+  /** @internal */
+  get unitPgid(): number {
+    return this.#unit?.pgid ?? -1;
+  }
+
+  /** @internal */
+  get isReleased(): boolean {
+    return this.#released;
+  }
+
+  get gone(): Promise<void> {
+    if (this.#gone === null) {
+      this.#gone = this.#released || this.#unit === null ? Promise.resolve() : this.#unit.whenEmpty(true).then(() => this.markGone());
+    }
+    return this.#gone;
+  }
+
+  /** @internal The tree is proven empty: forget it and remove what held it. */
+  markGone(): void {
+    if (this.#released) return;
+    this.#released = true;
+    this.#unit?.release();
+    this.#containment.forgetProcess(this);
+  }
+
+  end(graceMs: number): Promise<EndResult> {
+    if (!Number.isFinite(graceMs) || graceMs < 0) {
+      return Promise.reject(new RangeError(`graceMs must be a finite number of milliseconds ≥ 0, got ${String(graceMs)}`));
+    }
+    const unit = this.#unit;
+    if (unit === null || this.#released) return this.done.then(() => ({ signal: null, survivors: [] }));
+    if (this.#ending !== null) return this.#ending;
+    const ending = (async (): Promise<EndResult> => {
+      // Until the helper has exec'd the command (its control channel's end), the tree may not be
+      // in its cgroup yet (an empty cgroup would prove nothing) and a PID namespace's init may
+      // not be known yet (it must be signalled alone). This waits only for an ending asked in the
+      // few milliseconds a spawn takes.
+      if (!this.#controlSettled) {
+        const { initPid } = await this.#leader.control;
+        const startTime = initPid === null ? null : processStartTime(initPid);
+        if (initPid !== null && startTime !== null && unit.init === null) unit.init = { pid: initPid, startTime };
+      }
+      const result = await unit.end(graceMs);
+      if (result.survivors.length === 0) this.markGone();
+      await this.done;
+      return result;
+    })();
+    this.#ending = ending;
+    // A later end() after survivors may try again.
+    void ending.then((result) => {
+      if (result.survivors.length > 0) this.#ending = null;
+    });
+    return ending;
+  }
+
+  transfer(owner: Owner): void {
+    this.#owner = owner;
+    this.#unit?.retag(ownerText(owner));
+  }
+}
+
+/**
+ * The fields of the trace record `process_start` (ours) for `process`: what is needed to find
+ * the tree again after a crash. `owner` (its text form), `pid` + `pid_start_time` (clock ticks
+ * after boot; together they name the process, pids being reused), `pgid`, `cgroup` (directory or
+ * null), `pid_namespace`, `executable` (the absolute path exec'd) and `argv` (argv[0] as written).
+ * Null when nothing was started.
+ */
+export function processStartFields(process: ContainedProcess): ProcessStartFields | null {
+  const identity = process.identity;
+  if (identity === null) return null;
+  return {
+    owner: ownerText(process.owner),
+    pid: identity.pid,
+    pid_start_time: identity.startTime,
+    pgid: identity.pgid,
+    cgroup: identity.cgroup,
+    pid_namespace: identity.pidNamespace,
+    executable: process.executable,
+    argv: process.argv,
+  };
+}

@@ -1,0 +1,194 @@
+/**
+ * What a dead session left behind (issue 7: a SIGKILLed `capsule run` is noticed). A session
+ * whose trace has no `session_end` and whose runtime process is gone (pid and start time from
+ * `session_start`) was killed outright; the trace's `process_start` records say which processes
+ * it started and how to find them again — pid and start time must both match (a reused pid is
+ * never mistaken for one of them), or the tree's cgroup (found by the name recorded) is still
+ * populated, or its process group still has members that started no earlier than its leader.
+ *
+ * This module only looks; reaping is the resume issue's (`--resume`, `--reap`).
+ */
+import { closeSync, existsSync, openSync, readdirSync, writeSync } from 'node:fs';
+import { join } from 'node:path';
+import { readTrace } from '../records/trace-reader.js';
+import { readCgroupEvents } from './cgroups.js';
+import { cgroupTreeProcs, removeCgroupTree } from './cgroup-unit.js';
+import { forEachLiveProcess, isSameLiveProcess, processName, processStartTime } from './proc.js';
+
+/** Written (exclusively) into a dead session's records directory once a later session has warned about it. */
+export const NOTICED_FILE = 'abandoned-noticed.json';
+
+/** A live process a dead session left. */
+export interface LeftoverProcess {
+  readonly pid: number;
+  /** Clock ticks after boot. */
+  readonly startTime: number | null;
+  /** `/proc/<pid>/comm`. */
+  readonly name: string | null;
+  /** The owner recorded for the tree it belongs to (`run:1/step:a#1`), when known. */
+  readonly owner: string | null;
+}
+
+/** A session that ended without `session_end` while its runtime is gone. */
+export interface AbandonedSession {
+  readonly sessionId: string;
+  readonly recordsDir: string;
+  /** The dead runtime's pid, as `session_start` recorded it. */
+  readonly runtimePid: number | null;
+  /** Epoch milliseconds of `session_start`. */
+  readonly startedAtMs: number | null;
+  /** The session's cgroup, as `session_start.containment.cgroup` recorded it. */
+  readonly cgroup: string | null;
+  /** Its processes that are still alive (may be empty). */
+  readonly processes: readonly LeftoverProcess[];
+}
+
+interface ProcessStartRecord {
+  readonly pid: number;
+  readonly startTime: number | null;
+  readonly pgid: number | null;
+  readonly cgroup: string | null;
+  readonly owner: string | null;
+}
+
+type Json = Readonly<Record<string, unknown>>;
+
+const num = (value: unknown): number | null => (typeof value === 'number' && Number.isSafeInteger(value) ? value : null);
+const str = (value: unknown): string | null => (typeof value === 'string' ? value : null);
+
+/**
+ * Reads one records directory: null when it is not an abandoned session (no trace, a
+ * `session_end`, its runtime still running, or already noticed). The trace is read with the one
+ * trace reader; a torn or damaged line is skipped (the crash that made the session abandoned may
+ * have torn it), and fields are checked before use (the trace is not ours to trust).
+ */
+export function inspectSessionDir(recordsDir: string): AbandonedSession | null {
+  if (existsSync(join(recordsDir, NOTICED_FILE))) return null;
+  let records: readonly Json[];
+  try {
+    records = readTrace(recordsDir).records as readonly Json[];
+  } catch {
+    return null; // unreadable: nothing to go by
+  }
+  const start = records.find((r) => r['event_type'] === 'session_start');
+  if (start === undefined || records.some((r) => r['event_type'] === 'session_end')) return null;
+  const runtimePid = num(start['pid']);
+  const runtimeStart = num(start['pid_start_time']);
+  if (runtimePid !== null) {
+    // Still running (or, without a recorded start time, possibly still running): not abandoned.
+    if (runtimeStart !== null ? isSameLiveProcess({ pid: runtimePid, startTime: runtimeStart }) : processStartTime(runtimePid) !== null) return null;
+  }
+  const containment = start['containment'];
+  const sessionCgroup = typeof containment === 'object' && containment !== null ? str((containment as Json)['cgroup']) : null;
+  const started: ProcessStartRecord[] = records
+    .filter((r) => r['event_type'] === 'process_start' && num(r['pid']) !== null)
+    .map((r) => ({
+      pid: num(r['pid']) as number,
+      startTime: num(r['pid_start_time']),
+      pgid: num(r['pgid']),
+      cgroup: str(r['cgroup']),
+      owner: str(r['owner']),
+    }));
+  return {
+    sessionId: str(start['session_id']) ?? '?',
+    recordsDir,
+    runtimePid,
+    startedAtMs: num(start['timestamp']),
+    cgroup: sessionCgroup,
+    processes: liveLeftovers(started, sessionCgroup),
+  };
+}
+
+function liveLeftovers(started: readonly ProcessStartRecord[], sessionCgroup: string | null): LeftoverProcess[] {
+  const found = new Map<number, LeftoverProcess>();
+  const add = (pid: number, owner: string | null): void => {
+    if (found.has(pid)) return;
+    found.set(pid, { pid, startTime: processStartTime(pid), name: processName(pid), owner });
+  };
+  const byGroup = new Map<number, ProcessStartRecord>();
+  for (const record of started) {
+    if (record.startTime !== null && isSameLiveProcess({ pid: record.pid, startTime: record.startTime })) add(record.pid, record.owner);
+    if (record.cgroup !== null && readCgroupEvents(record.cgroup)?.populated === true) {
+      for (const pid of cgroupTreeProcs(record.cgroup)) add(pid, record.owner);
+    }
+    if (record.cgroup === null && record.pgid !== null && record.startTime !== null) byGroup.set(record.pgid, record);
+  }
+  // A group outlives its leader; a pgid is never reused while the group has members, and a
+  // member that started before the leader cannot be one of its descendants.
+  if (byGroup.size > 0) {
+    forEachLiveProcess((pid, stat) => {
+      const record = byGroup.get(stat.pgrp);
+      if (record !== undefined && record.startTime !== null && stat.startTime >= record.startTime) add(pid, record.owner);
+    });
+  }
+  if (sessionCgroup !== null && readCgroupEvents(sessionCgroup)?.populated === true) {
+    for (const pid of cgroupTreeProcs(sessionCgroup)) add(pid, null);
+  }
+  return [...found.values()].sort((a, b) => a.pid - b.pid);
+}
+
+/**
+ * The abandoned sessions among the records directories in `recordsRoot` (one level down), in
+ * name order (session ids embed a UUID v7: start order). Unreadable entries are skipped.
+ *
+ * @param options.exclude a session id to leave out (the caller's own).
+ * @param options.noticedBy when given, marks each session found as noticed (an exclusive create
+ *   of {@link NOTICED_FILE} naming this session), so that it is reported once: a session another
+ *   caller marked first is left out. Its cgroup, if it is empty, is removed then.
+ * @param options.now epoch milliseconds for the mark's `noticed_at` (the session clock's
+ *   `epochMs`; default `Date.now`).
+ */
+export function findAbandonedSessions(
+  recordsRoot: string,
+  options: { exclude?: string; noticedBy?: string; now?: () => number } = {},
+): AbandonedSession[] {
+  let names: string[];
+  try {
+    names = readdirSync(recordsRoot, { withFileTypes: true })
+      .filter((entry) => entry.isDirectory() && entry.name !== options.exclude && !entry.name.startsWith('.'))
+      .map((entry) => entry.name)
+      .sort();
+  } catch {
+    return [];
+  }
+  const out: AbandonedSession[] = [];
+  for (const name of names) {
+    const found = inspectSessionDir(join(recordsRoot, name));
+    if (found === null) continue;
+    if (options.noticedBy !== undefined && !markNoticed(found.recordsDir, options.noticedBy, found.processes, (options.now ?? Date.now)())) continue;
+    // An empty cgroup a dead session left is only clutter: removing it ends nothing.
+    if (options.noticedBy !== undefined && found.cgroup !== null && readCgroupEvents(found.cgroup)?.populated === false) removeCgroupTree(found.cgroup);
+    out.push(found);
+  }
+  return out;
+}
+
+/** Creates {@link NOTICED_FILE} exclusively. @returns false when it already existed (someone else noticed first) or cannot be written. */
+function markNoticed(recordsDir: string, noticedBy: string, processes: readonly LeftoverProcess[], noticedAtMs: number): boolean {
+  let fd: number;
+  try {
+    fd = openSync(join(recordsDir, NOTICED_FILE), 'wx', 0o644);
+  } catch {
+    return false;
+  }
+  try {
+    writeSync(fd, `${JSON.stringify({ noticed_by: noticedBy, noticed_at: noticedAtMs, live_processes: processes.map((p) => ({ pid: p.pid, pid_start_time: p.startTime })) })}\n`);
+  } finally {
+    closeSync(fd);
+  }
+  return true;
+}
+
+/** The one-line warning about `session` (DESIGN-style: what, where, what is left, what to do). */
+export function abandonedSessionWarning(session: AbandonedSession): string {
+  const head = `session ${session.sessionId} (records ${session.recordsDir}) ended without session_end: its runtime${
+    session.runtimePid === null ? '' : ` (pid ${session.runtimePid})`
+  } was killed`;
+  if (session.processes.length === 0) return `${head}; it left no live process`;
+  const listed = session.processes
+    .map((p) => `pid ${p.pid}${p.name !== null ? ` (${p.name})` : ''} started at tick ${p.startTime ?? '?'}${p.owner !== null ? ` for ${p.owner}` : ''}`)
+    .join(', ');
+  return `${head}; it left ${session.processes.length} live process${session.processes.length === 1 ? '' : 'es'}: ${listed}${
+    session.cgroup !== null ? ` (cgroup ${session.cgroup})` : ''
+  }`;
+}

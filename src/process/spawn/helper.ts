@@ -1,0 +1,181 @@
+/**
+ * The spawn helper `capsule-spawn` (src/process/spawn/capsule-spawn.c, compiled into
+ * `dist/native/` by `npm run build`): where it is, what it can do on this machine, the command
+ * line that asks it to start a command, and its control channel (fd 3).
+ *
+ * The helper is optional. Without it (no C compiler when dist/ was built) the containment layer
+ * falls back to process groups and no isolation, and `capsule doctor` says why.
+ */
+import { execFileSync } from 'node:child_process';
+import { accessSync, constants as fsConstants, existsSync, readFileSync } from 'node:fs';
+import { constants as osConstants } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** Environment variable naming the helper binary to use instead of the built one ("" or `none`: no helper). */
+export const SPAWN_HELPER_ENV = 'CAPSULE_SPAWN_HELPER';
+
+/** File name of the built helper under `<package>/dist/native/`. */
+export const HELPER_FILE = 'capsule-spawn';
+
+/** The package root: the nearest directory above this module holding capsule-runtime's package.json. */
+export function packageRoot(): string {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  for (;;) {
+    const manifest = join(dir, 'package.json');
+    if (existsSync(manifest)) {
+      try {
+        if ((JSON.parse(readFileSync(manifest, 'utf8')) as { name?: unknown }).name === 'capsule-runtime') return dir;
+      } catch {
+        // not ours; keep climbing
+      }
+    }
+    const parent = dirname(dir);
+    if (parent === dir) return dirname(fileURLToPath(import.meta.url));
+    dir = parent;
+  }
+}
+
+/** Where `npm run build` puts the helper. */
+export function builtHelperPath(): string {
+  return join(packageRoot(), 'dist', 'native', HELPER_FILE);
+}
+
+/** The helper to use, or why there is none. */
+export function locateSpawnHelper(env: Readonly<Record<string, string | undefined>> = process.env): { ok: true; path: string } | { ok: false; reason: string } {
+  const forced = env[SPAWN_HELPER_ENV];
+  if (forced === '' || forced === 'none') return { ok: false, reason: `no spawn helper (${SPAWN_HELPER_ENV}=${forced === '' ? '""' : 'none'})` };
+  const path = forced ?? builtHelperPath();
+  try {
+    accessSync(path, fsConstants.X_OK);
+    return { ok: true, path };
+  } catch {
+    return {
+      ok: false,
+      reason:
+        forced === undefined
+          ? `the spawn helper ${path} is not built (no C compiler when dist/ was built? run \`npm run build\` with cc on PATH)`
+          : `the spawn helper ${path} (${SPAWN_HELPER_ENV}) is not an executable file`,
+    };
+  }
+}
+
+/** An unprivileged user to run steps as (`--run-as`). */
+export interface RunAsUser {
+  readonly name: string;
+  readonly uid: number;
+  readonly gid: number;
+  /** Supplementary groups (from the group database), the primary group included. */
+  readonly groups: readonly number[];
+}
+
+/** What the helper found it can do here (`capsule-spawn --probe`). */
+export interface HelperProbe {
+  /** A PID + mount namespace with a private /proc can be made, or why not. */
+  readonly pidNamespace: { readonly ok: true } | { readonly ok: false; readonly reason: string };
+  /** The user asked about: found, or null when there is no such user. Absent when none was asked. */
+  readonly user?: RunAsUser | null;
+}
+
+const probes = new Map<string, HelperProbe>();
+
+/** The symbolic name of errno number `errno` (`EPERM`), or `errno <n>`. */
+export function errnoName(errno: number): string {
+  for (const [name, value] of Object.entries(osConstants.errno)) if (value === errno) return name;
+  return `errno ${errno}`;
+}
+
+/**
+ * Asks the helper what it can do (once per helper and user in this process: the answer does not
+ * change while the runtime runs). Never throws: a helper that cannot run answers "no namespace".
+ */
+export function probeHelper(path: string, userName?: string): HelperProbe {
+  const key = `${path}\0${userName ?? ''}`;
+  const cached = probes.get(key);
+  if (cached !== undefined) return cached;
+  let output: string;
+  try {
+    output = execFileSync(path, ['--probe', ...(userName !== undefined ? ['--user', userName] : [])], {
+      encoding: 'utf8',
+      timeout: 10_000,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+  } catch (error) {
+    const probe: HelperProbe = { pidNamespace: { ok: false, reason: `the spawn helper did not run: ${(error as Error).message}` } };
+    return probe;
+  }
+  let pidNamespace: HelperProbe['pidNamespace'] = { ok: false, reason: 'the spawn helper gave no answer' };
+  let user: RunAsUser | null | undefined;
+  for (const line of output.split('\n')) {
+    const [key, ...rest] = line.split(' ');
+    if (key === 'pidns') {
+      const value = rest[0] ?? '';
+      pidNamespace =
+        value === 'ok'
+          ? { ok: true }
+          : { ok: false, reason: `unshare(CLONE_NEWPID|CLONE_NEWNS) or mounting /proc failed: ${errnoName(Number(value))} (needs root or CAP_SYS_ADMIN)` };
+    } else if (key === 'user' && userName !== undefined) {
+      if (rest[0] === 'none') user = null;
+      else {
+        const [uid, gid, groups] = rest;
+        user = {
+          name: userName,
+          uid: Number(uid),
+          gid: Number(gid),
+          groups: (groups ?? '').split(',').filter((g) => g !== '').map(Number),
+        };
+      }
+    }
+  }
+  const probe: HelperProbe = user === undefined ? { pidNamespace } : { pidNamespace, user };
+  probes.set(key, probe);
+  return probe;
+}
+
+/** How the helper is to start one command. */
+export interface HelperLaunch {
+  /** cgroup directory to join before the first instruction, or null. */
+  readonly cgroup: string | null;
+  /** Run in a PID + mount namespace of its own, under a minimal init. */
+  readonly pidNamespace: boolean;
+  /** Paths bound read-only in that mount namespace. */
+  readonly readOnly: readonly string[];
+  /** Drop to this user before exec, or null. */
+  readonly user: RunAsUser | null;
+}
+
+/** The helper's arguments for `launch`: options, `--`, the absolute executable, then the command's argv (argv[0] first). */
+export function helperArgs(launch: HelperLaunch, executable: string, argv0: string, args: readonly string[]): string[] {
+  const out: string[] = [];
+  if (launch.cgroup !== null) out.push('--cgroup', launch.cgroup);
+  if (launch.pidNamespace) {
+    out.push('--pidns');
+    for (const path of launch.readOnly) out.push('--ro', path);
+  }
+  if (launch.user !== null) {
+    out.push('--uid', String(launch.user.uid), '--gid', String(launch.user.gid));
+    if (launch.user.groups.length > 0) out.push('--groups', launch.user.groups.join(','));
+  }
+  out.push('--', executable, argv0, ...args);
+  return out;
+}
+
+/** What the helper said on its control channel. */
+export interface ControlReport {
+  /** Host pid of the namespace init (with a PID namespace), else null. */
+  readonly initPid: number | null;
+  /** Setup or exec failed: the stage (`cgroup`, `unshare`, `fork`, `mount`, `user`, `exec`, `usage`) and errno name. */
+  readonly failure: { readonly stage: string; readonly code: string } | null;
+}
+
+/** Parses the control channel's text (`I <pid>` and `E <stage> <errno>` lines). */
+export function parseControl(text: string): ControlReport {
+  let initPid: number | null = null;
+  let failure: ControlReport['failure'] = null;
+  for (const line of text.split('\n')) {
+    const [kind, a, b] = line.split(' ');
+    if (kind === 'I' && a !== undefined && /^\d+$/.test(a)) initPid = Number(a);
+    else if (kind === 'E' && a !== undefined && failure === null) failure = { stage: a, code: errnoName(Number(b)) };
+  }
+  return { initPid, failure };
+}

@@ -1,0 +1,270 @@
+/**
+ * The reconcile scan (`reconcile.md` §3): what a prior session's `trace.jsonl` says about its
+ * demoted commands, as pure functions over the file's bytes. Self-contained on purpose: the
+ * skipping rules are the spec's own (split at `\n`, drop a trailing `\r`, skip what does not
+ * parse), and every skipped line is counted and reported with its byte offset (issue 11 item 3).
+ */
+import type { LostWork } from '../detached/lost-report.js';
+import { lowestTrust, parseTrust, type Trust } from '../detached/provenance.js';
+
+/**
+ * Why a line was skipped. `torn`: the unterminated last line, not JSON (a write cut short).
+ * `nul`: the line holds NUL bytes (a block of zeros left by a crash). `invalid_utf8`: not UTF-8.
+ * `not_json`: does not parse. `blank`: empty or whitespace only (a writer never writes one).
+ * `too_long`: longer than {@link MAX_SCANNED_LINE_BYTES} (not held in memory, not parsed).
+ */
+export type LineDamageKind = 'torn' | 'nul' | 'invalid_utf8' | 'not_json' | 'blank' | 'too_long';
+
+/** Longest line the scan holds and parses, bytes. A trace record is a few hundred bytes; a longer line is damage and is only counted. */
+export const MAX_SCANNED_LINE_BYTES = 16 * 1024 * 1024;
+
+/** One skipped line. */
+export interface LineDamage {
+  readonly kind: LineDamageKind;
+  /** 1-based line number. */
+  readonly line: number;
+  /** Byte offset of the line's first byte in the file. */
+  readonly offset: number;
+  /** Length of the line in bytes, without its `\n`. */
+  readonly bytes: number;
+  /** NUL bytes in the line (0 unless `kind` is `nul`). */
+  readonly nul_bytes: number;
+  /** Offset of the first NUL byte, or null. */
+  readonly first_nul_offset: number | null;
+}
+
+/** A remembered `shell_detached` (§3): its lost-work fields and the task that made the call. */
+export interface DetachedCandidate extends LostWork {
+  /** The record's `task_id` when a string, else null. */
+  readonly task_id: string | null;
+  /** The whole record, for fields beyond the spec (pid, pgid, start time, cgroup: issue 11 item 2). */
+  readonly record: Readonly<Record<string, unknown>>;
+}
+
+/** What one scan found (§3). */
+export interface TraceScan {
+  /** The first `session_start` with a non-empty `session_id`, and its `event_id` (null when not a string). */
+  readonly session: { readonly session_id: string; readonly event_id: string | null } | null;
+  /** `task_id → trust` from `task_start` lines (a later line for a task overwrites). */
+  readonly taskTrust: ReadonlyMap<string, Trust>;
+  /** `shell_detached` by work id (a later line for a work id replaces the earlier). */
+  readonly detached: ReadonlyMap<string, DetachedCandidate>;
+  /** Work ids named by `shell_completed`, `shell_abandoned` or `shell_lost`, wherever they appear. */
+  readonly accounted: ReadonlySet<string>;
+  /** Every skipped line, in file order. */
+  readonly damage: readonly LineDamage[];
+  /** Lines read (skipped ones included; a final empty segment after the last `\n` is not a line). */
+  readonly lines: number;
+  /** Bytes scanned. */
+  readonly bytes: number;
+  /** Whether the file ended with `\n` (an empty file counts as terminated, §4 step 6). */
+  readonly endsWithNewline: boolean;
+}
+
+const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+const ACCOUNTING = new Set(['shell_completed', 'shell_abandoned', 'shell_lost']);
+
+/**
+ * An incremental scan: {@link push} chunks of the file in order, then {@link finish}. Memory is
+ * bounded by the longest line plus the remembered records, whatever the file's size.
+ */
+export class TraceScanner {
+  #session: { session_id: string; event_id: string | null } | null = null;
+  readonly #taskTrust = new Map<string, Trust>();
+  readonly #detached = new Map<string, DetachedCandidate>();
+  readonly #accounted = new Set<string>();
+  readonly #damage: LineDamage[] = [];
+  /** Pieces of the current, not yet terminated line. */
+  #pending: Buffer[] = [];
+  #pendingBytes = 0;
+  /** The current line passed {@link MAX_SCANNED_LINE_BYTES}: its bytes are dropped, its NULs counted. */
+  #overflow: { nul: number; firstNul: number | null } | null = null;
+  /** Offset of the current line's first byte. */
+  #lineOffset = 0;
+  #line = 0;
+  #bytes = 0;
+  #lastByte: number | null = null;
+
+  /** Scans the lines `chunk` completes; an unterminated rest is held (bounded) until the next chunk or {@link finish}. */
+  push(chunk: Uint8Array): void {
+    if (chunk.length === 0) return;
+    const data = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.length);
+    const base = this.#bytes;
+    this.#bytes += data.length;
+    this.#lastByte = data[data.length - 1] ?? null;
+    let start = 0;
+    for (let end = data.indexOf(0x0a, start); end >= 0; end = data.indexOf(0x0a, start)) {
+      this.#hold(data.subarray(start, end), base + start);
+      this.#endLine(false);
+      start = end + 1;
+      this.#lineOffset = base + start;
+    }
+    if (start < data.length) this.#hold(Buffer.from(data.subarray(start)), base + start);
+  }
+
+  /** Scans the unterminated last line, if any, and returns the result. */
+  finish(): TraceScan {
+    if (this.#pendingBytes > 0 || this.#overflow !== null) this.#endLine(true);
+    return {
+      session: this.#session,
+      taskTrust: this.#taskTrust,
+      detached: this.#detached,
+      accounted: this.#accounted,
+      damage: this.#damage,
+      lines: this.#line,
+      bytes: this.#bytes,
+      endsWithNewline: this.#lastByte === null || this.#lastByte === 0x0a,
+    };
+  }
+
+  /** Adds a piece (at file offset `at`) to the current line, or only counts it past the limit. */
+  #hold(piece: Buffer, at: number): void {
+    if (piece.length === 0) return;
+    if (this.#overflow === null && this.#pendingBytes + piece.length <= MAX_SCANNED_LINE_BYTES) {
+      this.#pending.push(piece);
+      this.#pendingBytes += piece.length;
+      return;
+    }
+    if (this.#overflow === null) {
+      this.#overflow = { nul: 0, firstNul: null };
+      let pos = this.#lineOffset;
+      for (const held of this.#pending) {
+        this.#countNuls(held, pos);
+        pos += held.length;
+      }
+      this.#pending = [];
+    }
+    this.#countNuls(piece, at);
+    this.#pendingBytes += piece.length;
+  }
+
+  #countNuls(piece: Buffer, at: number): void {
+    const overflow = this.#overflow as { nul: number; firstNul: number | null };
+    for (let i = piece.indexOf(0); i >= 0; i = piece.indexOf(0, i + 1)) {
+      overflow.nul++;
+      if (overflow.firstNul === null) overflow.firstNul = at + i;
+    }
+  }
+
+  #endLine(unterminated: boolean): void {
+    const offset = this.#lineOffset;
+    const length = this.#pendingBytes;
+    const overflow = this.#overflow;
+    const raw = overflow === null ? (this.#pending.length === 1 ? (this.#pending[0] as Buffer) : Buffer.concat(this.#pending, length)) : null;
+    this.#pending = [];
+    this.#pendingBytes = 0;
+    this.#overflow = null;
+    if (raw === null) {
+      const line = ++this.#line;
+      const o = overflow as { nul: number; firstNul: number | null };
+      this.#damage.push({ kind: o.nul > 0 ? 'nul' : 'too_long', line, offset, bytes: length, nul_bytes: o.nul, first_nul_offset: o.firstNul });
+      return;
+    }
+    this.#take(raw, offset, unterminated);
+  }
+
+  #take(raw: Buffer, offset: number, unterminated: boolean): void {
+    const line = ++this.#line;
+    // A trailing `\r` is dropped (§3).
+    const bytes = raw.length > 0 && raw[raw.length - 1] === 0x0d ? raw.subarray(0, raw.length - 1) : raw;
+    const damage = (kind: LineDamageKind, nul = 0, firstNul: number | null = null): void => {
+      this.#damage.push({ kind, line, offset, bytes: raw.length, nul_bytes: nul, first_nul_offset: firstNul });
+    };
+    const firstNul = bytes.indexOf(0);
+    if (firstNul >= 0) {
+      let nul = 0;
+      for (let i = firstNul; i < bytes.length; i++) if (bytes[i] === 0) nul++;
+      return damage('nul', nul, offset + firstNul);
+    }
+    let text: string;
+    try {
+      text = utf8.decode(bytes);
+    } catch {
+      return damage(unterminated ? 'torn' : 'invalid_utf8');
+    }
+    if (text.trim() === '') return damage(unterminated ? 'torn' : 'blank');
+    let value: unknown;
+    try {
+      value = JSON.parse(text);
+    } catch {
+      return damage(unterminated ? 'torn' : 'not_json');
+    }
+    if (typeof value === 'object' && value !== null && !Array.isArray(value)) this.#dispatch(value as Record<string, unknown>);
+    // Any other JSON value parses and has no event_type: ignored, as the spec's reader does.
+  }
+
+  /** §3 step 3. */
+  #dispatch(record: Record<string, unknown>): void {
+    const type = typeof record['event_type'] === 'string' ? record['event_type'] : '';
+    const workId = record['work_id'];
+    if (type === 'session_start') {
+      const sessionId = record['session_id'];
+      if (this.#session === null && typeof sessionId === 'string' && sessionId !== '') {
+        const eventId = record['event_id'];
+        this.#session = { session_id: sessionId, event_id: typeof eventId === 'string' ? eventId : null };
+      }
+    } else if (type === 'task_start') {
+      const taskId = record['task_id'];
+      const trust = parseTrust(record['trust']);
+      if (typeof taskId === 'string' && trust !== null) this.#taskTrust.set(taskId, trust);
+    } else if (type === 'shell_detached') {
+      if (typeof workId !== 'string') return;
+      const timestamp = record['timestamp'];
+      const taskId = record['task_id'];
+      this.#detached.set(workId, {
+        work_id: workId,
+        binary: typeof record['binary'] === 'string' ? record['binary'] : '',
+        command: typeof record['command'] === 'string' ? record['command'] : '',
+        detached_at_ms: typeof timestamp === 'number' && Number.isInteger(timestamp) && timestamp >= 0 ? timestamp : 0,
+        task_id: typeof taskId === 'string' ? taskId : null,
+        record,
+      });
+    } else if (ACCOUNTING.has(type)) {
+      if (typeof workId === 'string') this.#accounted.add(workId);
+    }
+  }
+}
+
+/** Scans a whole file's bytes (or text) at once. */
+export function scanTrace(content: Uint8Array | string): TraceScan {
+  const scanner = new TraceScanner();
+  scanner.push(typeof content === 'string' ? Buffer.from(content, 'utf8') : content);
+  return scanner.finish();
+}
+
+/** Unaccounted work (§3.1): remembered `shell_detached` minus the accounted set, ascending work-id string order (= demotion order). */
+export function unaccounted(scan: TraceScan): DetachedCandidate[] {
+  return [...scan.detached.values()].filter((work) => !scan.accounted.has(work.work_id)).sort((a, b) => (a.work_id < b.work_id ? -1 : a.work_id > b.work_id ? 1 : 0));
+}
+
+/** One command's trust (§3.1): its `task_start`'s, or `untrusted` when it names no task or the join finds none. */
+export const candidateTrust = (scan: TraceScan, work: DetachedCandidate): Trust => (work.task_id === null ? 'untrusted' : scan.taskTrust.get(work.task_id) ?? 'untrusted');
+
+/** The report's trust (§3.1): the lowest over every unaccounted command (accounted ones do not count). */
+export function reportTrust(scan: TraceScan, work: readonly DetachedCandidate[] = unaccounted(scan)): Trust {
+  return lowestTrust(work.map((w) => candidateTrust(scan, w)));
+}
+
+const DAMAGE_WORDS: Readonly<Record<LineDamageKind, string>> = {
+  torn: 'the last line has no newline and is not a complete record (a write cut short)',
+  nul: 'NUL bytes (a block of zeros, as a crash can leave)',
+  invalid_utf8: 'not UTF-8',
+  not_json: 'not JSON',
+  blank: 'an empty line',
+  too_long: `longer than ${MAX_SCANNED_LINE_BYTES} bytes, not read`,
+};
+
+/**
+ * One line per skipped line, for stderr: `<file>: line <n> at byte <offset> (<bytes> bytes): <why>; skipped`,
+ * plus a first line counting them. Empty when nothing was skipped. At most `max` detail lines
+ * (default 20); the count line says how many more there were.
+ */
+export function describeDamage(file: string, damage: readonly LineDamage[], max = 20): string[] {
+  if (damage.length === 0) return [];
+  const lines = [`${file}: ${damage.length} damaged ${damage.length === 1 ? 'line' : 'lines'} skipped while reconciling${damage.length > max ? ` (first ${max} listed)` : ''}`];
+  for (const d of damage.slice(0, max)) {
+    const nul = d.kind === 'nul' ? `${d.nul_bytes} ${DAMAGE_WORDS.nul} from byte ${d.first_nul_offset}` : DAMAGE_WORDS[d.kind];
+    lines.push(`${file}: line ${d.line} at byte ${d.offset} (${d.bytes} bytes): ${nul}; skipped`);
+  }
+  return lines;
+}

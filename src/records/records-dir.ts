@@ -1,0 +1,94 @@
+/**
+ * Whether a records directory already holds a session (DESIGN §7: a records directory is one
+ * session's), and the refusal when it does. Kept apart from the session and the event log (it
+ * reads file names and the first trace line only), so that `capsule validate --records` checks a
+ * directory without loading the machines or the process layer.
+ */
+import { closeSync, existsSync, lstatSync, openSync, readSync } from 'node:fs';
+import { join } from 'node:path';
+import { ERROR_CODES, RuntimeError } from '../errors.js';
+
+/** File name of the actor event log in a records directory (re-exported by `event-log.ts`). */
+export const EVENT_LOG_FILE = 'events.jsonl';
+
+/** Files whose presence means a records directory holds a session (DESIGN §7). */
+export const SESSION_RECORD_FILES = ['trace.jsonl', EVENT_LOG_FILE, 'report.json'] as const;
+
+/** A session found in a records directory. */
+export interface RecordedSession {
+  /** Its `session_id`, read from the first trace record; null when the trace is absent or unreadable. */
+  readonly sessionId: string | null;
+  /** Which of {@link SESSION_RECORD_FILES} are there. */
+  readonly files: readonly string[];
+}
+
+/**
+ * The session a records directory already holds, or null when it holds none (missing, empty, or
+ * only other files). A records directory is one session's (DESIGN §7): a second session appending
+ * to its trace and event log would make both unreadable (`replay` and `inspect` follow one session).
+ */
+export function recordedSessionIn(recordsDir: string): RecordedSession | null {
+  const files = SESSION_RECORD_FILES.filter((file) => isRecordFile(join(recordsDir, file)));
+  if (files.length === 0) return null;
+  return { sessionId: firstSessionId(join(recordsDir, 'trace.jsonl')), files };
+}
+
+/**
+ * Whether a session's record is at `path`. A symbolic link is not: the runtime never writes one,
+ * and opening the records refuses it (`O_NOFOLLOW`, `ELOOP`: `RECORDS_DIR_UNUSABLE`, exit 1) —
+ * a planted link is an unusable records directory, not a session to continue.
+ */
+function isRecordFile(path: string): boolean {
+  try {
+    return !lstatSync(path).isSymbolicLink();
+  } catch {
+    return false;
+  }
+}
+
+function firstSessionId(tracePath: string): string | null {
+  let fd: number | undefined;
+  try {
+    fd = openSync(tracePath, 'r');
+    const buffer = Buffer.alloc(4096);
+    const length = readSync(fd, buffer, 0, buffer.length, 0);
+    const line = buffer.subarray(0, length).toString('utf8').split('\n')[0] ?? '';
+    return /"session_id":"(ses_[0-9a-f]+)"/.exec(line)?.[1] ?? null;
+  } catch {
+    return null;
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+}
+
+/**
+ * A records directory that already holds a session (`RECORDS_DIR_IN_USE`; `capsule run` and
+ * `capsule validate --records` exit 2). `--resume` (to come)
+ * is what will continue a session in its own directory.
+ */
+export class RecordsDirInUseError extends RuntimeError {
+  override name = 'RecordsDirInUseError';
+  constructor(
+    readonly recordsDir: string,
+    readonly session: RecordedSession,
+  ) {
+    super(ERROR_CODES.RECORDS_DIR_IN_USE, recordsDirInUse(recordsDir, session));
+  }
+}
+
+/** A fresh sibling path to suggest instead of a used records directory: `<dir>-2`, `<dir>-3`, … */
+export function freshRecordsDir(recordsDir: string): string {
+  for (let n = 2; ; n++) {
+    const candidate = `${recordsDir}-${n}`;
+    if (!existsSync(candidate)) return candidate;
+  }
+}
+
+function recordsDirInUse(recordsDir: string, session: RecordedSession): string {
+  const which = session.sessionId === null ? 'a session' : `session ${session.sessionId}`;
+  return (
+    `records directory ${recordsDir} already holds ${which} (${session.files.join(', ')}); a records directory is one session's, ` +
+    `and a second run would append to its trace and event log: pass a fresh --records path (e.g. ${freshRecordsDir(recordsDir)}), ` +
+    `or leave --records out for a new directory under <workdir>/.capsule/records/ (--resume, still to come, will continue a session in its own directory)`
+  );
+}

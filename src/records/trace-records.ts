@@ -1,0 +1,378 @@
+/**
+ * The trace records (`trace.jsonl`, DESIGN §8; docs/trace.md): one type per `event_type`, the
+ * fields of each in the order they are written, and the rule for its `parent_id`. The
+ * {@link TraceWriter} writes only what is built here, and the trace reader returns these types,
+ * so a writer and every reader (tests, `capsule inspect`, the coming reconcile) share one
+ * definition.
+ *
+ * Field names and meanings follow the spec (`spec/trace-plan.md`, `spec/trace-shell.md`), so a
+ * Murmur trace reads the same; fields marked "ours" go beyond it. Optional fields are omitted
+ * when absent (never written as `null`), as the spec says.
+ */
+import type { JsonValue, OutputTruncation, StepKind, StepStatus } from '../../machines/contracts.js';
+
+/** The five keys every record starts with, in this order (`trace-plan.md` §1). */
+export interface TraceEnvelope<T extends string = string> {
+  readonly event_type: T;
+  /** `evt_` + a UUID v7 in simple form; sorts by the time it was minted. */
+  readonly event_id: string;
+  /** The `event_id` of the record this one hangs off (see {@link TRACE_PARENTS}); null when none. */
+  readonly parent_id: string | null;
+  readonly session_id: string;
+  /** Epoch milliseconds of the write (the session clock's `epochMs`). */
+  readonly timestamp: number;
+}
+
+/** `session_start.containment.run_as` (ours): the unprivileged user every process runs as (`--run-as`). */
+export interface RunAsFields {
+  readonly user: string;
+  readonly uid: number;
+  readonly gid: number;
+}
+
+/**
+ * `session_start.containment` (ours): how the session holds and isolates the processes it starts,
+ * and why (the containment layer decides it once per session, src/process/containment.ts; the
+ * same facts `capsule run --verbose` and `capsule doctor` show).
+ */
+export interface SessionContainmentFields {
+  /** `cgroup` (cgroup v2) or `process-group`. */
+  readonly backend: 'cgroup' | 'process-group';
+  /** Why this backend (for process groups: why not cgroups). */
+  readonly reason: string;
+  /** The session's cgroup directory on the cgroup backend (the name a later run finds it by), else null. */
+  readonly cgroup: string | null;
+  /** Whether the kernel has `cgroup.kill` (else SIGKILL goes to each member under a freeze). */
+  readonly cgroup_kill: boolean;
+  /** The spawn helper in use (absolute path), or null. */
+  readonly helper: string | null;
+  /** Whether every process tree runs in a PID + mount namespace of its own. */
+  readonly pid_namespace: boolean;
+  /** Why (or why not) it does. */
+  readonly isolation_reason: string;
+  /** The user processes run as, or null (the runtime's own). */
+  readonly run_as: RunAsFields | null;
+}
+
+/** `session_start` (`trace-shell.md` §2): the session node. */
+export interface SessionStartFields {
+  readonly capsule_name: string | null;
+  readonly capsule_version: string | null;
+  readonly capabilities: JsonValue;
+  readonly tools_declared: readonly string[];
+  readonly workdir_exec: string;
+  /** Ours: the records directory. */
+  readonly records_dir: string;
+  /** Ours: `capsule-runtime (TypeScript)`. */
+  readonly runtime: string;
+  /** Ours: the pid of the runtime process. */
+  readonly pid: number;
+  /**
+   * Ours: the runtime process's start time (`/proc/<pid>/stat` field 22, clock ticks after boot;
+   * null when unreadable). With `pid` it names the runtime unambiguously: a later run tells a
+   * session whose runtime was killed from one still running (src/process/leftovers.ts).
+   */
+  readonly pid_start_time: number | null;
+  /** Ours: how the session's processes are contained and isolated, and why. */
+  readonly containment: SessionContainmentFields;
+}
+
+/** `session_end` (`trace-shell.md` §9). */
+export interface SessionEndFields {
+  readonly total_turns: number;
+  readonly total_input_tokens: number;
+  readonly total_output_tokens: number;
+  readonly total_tool_calls: number;
+  readonly total_shell_calls: number;
+  /** Since the session opened (monotonic). */
+  readonly duration_ms: number;
+  /** `ok`, `failed`, `canceled` or `error`. */
+  readonly exit_status: string;
+}
+
+/**
+ * `process_start` (ours): one per process tree the runtime started, written when it starts, with
+ * what it takes to find it again after a crash (issue 7): the pid and its start time tell a live
+ * process from a recycled pid; the group and cgroup are what the runtime ends. Under the plan node
+ * for a step's process (the session node for work outside a plan, once there is any).
+ */
+export interface ProcessStartFields {
+  /** Who started it: `run:<run>/step:<step_id>#<attempt>` for a step attempt. */
+  readonly owner: string;
+  /** The leader's pid (with a PID namespace: the spawn helper outside it, which leads the tree). */
+  readonly pid: number;
+  /** Field 22 of `/proc/<pid>/stat`: clock ticks after boot (-1 when it could not be read). */
+  readonly pid_start_time: number;
+  /** The process group the leader leads (= `pid`). */
+  readonly pgid: number;
+  /** Absolute cgroup directory of the tree on the cgroup backend; null on the process-group backend. */
+  readonly cgroup: string | null;
+  /** Whether the tree runs in a PID namespace of its own. */
+  readonly pid_namespace: boolean;
+  /** The absolute path exec'd: what the command's first word resolved to on the trusted PATH. */
+  readonly executable: string | null;
+  /** The command's argv, `argv[0]` as written. */
+  readonly argv: readonly string[];
+}
+
+/** One step of `plan_start.steps` (`trace-plan.md` §3.1). */
+export interface PlanStartStep {
+  readonly step_id: string;
+  readonly kind: StepKind;
+  readonly depends_on: readonly string[];
+  readonly has_condition: boolean;
+}
+
+/** `plan_start` (`trace-plan.md` §3.1): the plan node; written right after the file parses, before validation. */
+export interface PlanStartFields {
+  readonly plan_id: string;
+  readonly step_count: number;
+  readonly steps: readonly PlanStartStep[];
+}
+
+/** `plan_step_start` (`trace-plan.md` §3.2): one per dispatched step. */
+export interface PlanStepStartFields {
+  readonly plan_id: string;
+  readonly step_id: string;
+  readonly kind: StepKind;
+  readonly depends_on: readonly string[];
+}
+
+/** `plan_step` (`trace-plan.md` §3.3): one terminal record per settled step, `on_error` applied. */
+export interface PlanStepFields {
+  readonly plan_id: string;
+  readonly step_id: string;
+  readonly kind: StepKind;
+  readonly status: StepStatus;
+  readonly attempts: number;
+  readonly duration_ms: number;
+  readonly error?: string;
+  /** Tool steps only: the interpolated input of the last attempt. */
+  readonly input?: JsonValue;
+  readonly state_effect?: string;
+  readonly resource_id?: string;
+  /**
+   * Ours: the last attempt's stdout or stderr was over the 16 KiB cap; what was kept, the byte
+   * counts and the full-output log (`logs/shell-<epoch ms>.log`), so the step id sits beside it.
+   */
+  readonly truncated?: OutputTruncation;
+}
+
+/** `plan_end` (`trace-plan.md` §3.4): exactly one per run. */
+export interface PlanEndFields {
+  /** `""` when the file could not be read or parsed. */
+  readonly plan_id: string;
+  readonly outcome: 'completed' | 'failed' | 'canceled';
+  readonly failed_step?: string;
+  readonly steps_total: number;
+  readonly steps_succeeded: number;
+  readonly steps_failed: number;
+  readonly steps_skipped: number;
+  readonly duration_ms: number;
+  readonly reason?: string;
+}
+
+/** `task_start` (`trace-shell.md` §3). Reserved: written once tasks exist (`capsule serve`). */
+export interface TaskStartFields {
+  readonly task_id: string;
+  readonly context_id?: string;
+  readonly source: string;
+  readonly origin: string;
+  readonly trust: 'trusted' | 'untrusted';
+  readonly lane: string;
+  readonly delegation_id?: string;
+  readonly message_parts_bytes?: number;
+}
+
+/** `task_canceled` (`trace-shell.md` §10). Reserved. */
+export interface TaskCanceledFields {
+  readonly task_id: string;
+  readonly phase: string;
+  readonly detached_work_ids: readonly string[];
+  readonly delegation_ids: readonly string[];
+}
+
+/** `shell_detached` (`trace-shell.md` §5): a command demoted to the background. Reserved. */
+export interface ShellDetachedFields {
+  readonly turn?: number;
+  readonly task_id: string | null;
+  readonly work_id: string;
+  readonly binary: string;
+  readonly command: string;
+  /** The declared grace; null for a demotion by cancel (no grace declared). */
+  readonly grace_ms: number | null;
+}
+
+/** `shell_completed` (`trace-shell.md` §6). Reserved. */
+export interface ShellCompletedFields {
+  readonly work_id: string;
+  readonly binary: string;
+  readonly command: string;
+  readonly exit_code: number;
+  readonly duration_ms: number;
+  readonly output_path: string;
+  readonly output_bytes: number;
+  readonly resource_limit?: string;
+  readonly status: 'ok' | 'error';
+  readonly completion_task_id?: string;
+  readonly delivered_via?: 'task' | 'background_command';
+}
+
+/** `shell_abandoned` (`trace-shell.md` §7). Reserved. */
+export interface ShellAbandonedFields {
+  readonly work_id: string;
+  readonly binary: string;
+  readonly command: string;
+  readonly running_ms: number;
+  /** A command that finished during teardown: these three together, else none. */
+  readonly exit_code?: number;
+  readonly output_path?: string;
+  readonly output_bytes?: number;
+}
+
+/** `shell_lost` (`trace-shell.md` §8): appended by a resuming session to the prior session's trace. Reserved. */
+export interface ShellLostFields {
+  readonly work_id: string;
+  readonly binary: string;
+  readonly command: string;
+  readonly detached_at_ms: number;
+  readonly reconciled_by_session: string;
+  readonly reconciled_task_id: string;
+}
+
+/** `delegation_start` (`trace-plan.md` §4.1). Reserved. */
+export interface DelegationStartFields {
+  readonly delegation_id: string;
+  readonly capsule: string;
+  readonly version: string;
+  readonly child_session_id: string;
+  readonly child_workdir: string;
+}
+
+/** `delegation` (`trace-plan.md` §4.2). Reserved. */
+export interface DelegationFields {
+  readonly capsule: string;
+  readonly version: string;
+  readonly delegation_id: string | null;
+  readonly child_session_id: string | null;
+  readonly duration_ms: number;
+  readonly outcome: string;
+  readonly reason?: string;
+}
+
+/** The fields of every record type, after the envelope. */
+export interface TraceFieldsByType {
+  readonly session_start: SessionStartFields;
+  readonly session_end: SessionEndFields;
+  readonly process_start: ProcessStartFields;
+  readonly plan_start: PlanStartFields;
+  readonly plan_step_start: PlanStepStartFields;
+  readonly plan_step: PlanStepFields;
+  readonly plan_end: PlanEndFields;
+  readonly task_start: TaskStartFields;
+  readonly task_canceled: TaskCanceledFields;
+  readonly shell_detached: ShellDetachedFields;
+  readonly shell_completed: ShellCompletedFields;
+  readonly shell_abandoned: ShellAbandonedFields;
+  readonly shell_lost: ShellLostFields;
+  readonly delegation_start: DelegationStartFields;
+  readonly delegation: DelegationFields;
+}
+
+export type TraceEventType = keyof TraceFieldsByType;
+
+/** A trace record of type `T` (the union of all of them by default), keyed by `event_type`. */
+export type TraceRecord<T extends TraceEventType = TraceEventType> = {
+  readonly [K in T]: TraceEnvelope<K> & TraceFieldsByType[K];
+}[T];
+
+/**
+ * Which record each record type hangs off (`trace-plan.md` §2, `trace-shell.md` §1): the types its
+ * `parent_id` may name; an empty list means `parent_id` is null. The writer's types enforce it (a
+ * parent is passed as a {@link TraceNode} of one of these types), and the trace reader checks it.
+ */
+export const TRACE_PARENTS = {
+  session_start: [],
+  session_end: ['session_start'],
+  // A step's process hangs off its plan; work outside a plan (to come) off the session.
+  process_start: ['plan_start', 'session_start'],
+  plan_start: ['session_start'],
+  plan_step_start: ['plan_start'],
+  plan_step: ['plan_start'],
+  // Under the session node only when the plan file could not be read or parsed.
+  plan_end: ['plan_start', 'session_start'],
+  task_start: ['session_start'],
+  task_canceled: ['task_start', 'session_start'],
+  // Turn-scoped in the spec; without agent turns here: the task, else the session.
+  shell_detached: ['task_start', 'session_start'],
+  shell_completed: ['session_start'],
+  shell_abandoned: ['session_start'],
+  // The prior session's node; `parent_id` is omitted (not null) when it is unknown.
+  shell_lost: ['session_start'],
+  delegation_start: ['session_start'],
+  delegation: ['session_start'],
+} as const satisfies { readonly [K in TraceEventType]: readonly TraceEventType[] };
+
+/** The record types `T` may hang off. */
+export type TraceParentType<T extends TraceEventType> = (typeof TRACE_PARENTS)[T][number];
+
+/** Record types whose `parent_id` is omitted rather than written as null when there is no parent. */
+export const OMITS_NULL_PARENT: ReadonlySet<TraceEventType> = new Set(['shell_lost']);
+
+/** A written record that others can hang off: its id and type. */
+export interface TraceNode<T extends TraceEventType = TraceEventType> {
+  readonly eventId: string;
+  readonly type: T;
+}
+
+/** Every known record type, in the order of {@link TRACE_PARENTS}. */
+export const TRACE_EVENT_TYPES = Object.keys(TRACE_PARENTS) as TraceEventType[];
+
+/** True for a record type this module defines. */
+export function isTraceEventType(value: unknown): value is TraceEventType {
+  return typeof value === 'string' && Object.prototype.hasOwnProperty.call(TRACE_PARENTS, value);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Builders: each returns the fields in the order they are written, optional ones omitted.
+// ---------------------------------------------------------------------------------------------
+
+type Optional<T> = { -readonly [K in keyof T]?: T[K] };
+
+/** Copies `fields` in `order`, leaving out the keys whose value is undefined. */
+function ordered<T extends object>(fields: T, order: readonly (keyof T)[]): T {
+  const out: Optional<T> = {};
+  for (const key of order) {
+    const value = fields[key];
+    if (value !== undefined) out[key] = value;
+  }
+  return out as T;
+}
+
+const ORDER: { readonly [K in TraceEventType]: readonly (keyof TraceFieldsByType[K])[] } = {
+  session_start: ['capsule_name', 'capsule_version', 'capabilities', 'tools_declared', 'workdir_exec', 'records_dir', 'runtime', 'pid', 'pid_start_time', 'containment'],
+  session_end: ['total_turns', 'total_input_tokens', 'total_output_tokens', 'total_tool_calls', 'total_shell_calls', 'duration_ms', 'exit_status'],
+  process_start: ['owner', 'pid', 'pid_start_time', 'pgid', 'cgroup', 'pid_namespace', 'executable', 'argv'],
+  plan_start: ['plan_id', 'step_count', 'steps'],
+  plan_step_start: ['plan_id', 'step_id', 'kind', 'depends_on'],
+  plan_step: ['plan_id', 'step_id', 'kind', 'status', 'attempts', 'duration_ms', 'error', 'input', 'state_effect', 'resource_id', 'truncated'],
+  plan_end: ['plan_id', 'outcome', 'failed_step', 'steps_total', 'steps_succeeded', 'steps_failed', 'steps_skipped', 'duration_ms', 'reason'],
+  task_start: ['task_id', 'context_id', 'source', 'origin', 'trust', 'lane', 'delegation_id', 'message_parts_bytes'],
+  task_canceled: ['task_id', 'phase', 'detached_work_ids', 'delegation_ids'],
+  shell_detached: ['turn', 'task_id', 'work_id', 'binary', 'command', 'grace_ms'],
+  shell_completed: ['work_id', 'binary', 'command', 'exit_code', 'duration_ms', 'output_path', 'output_bytes', 'resource_limit', 'status', 'completion_task_id', 'delivered_via'],
+  shell_abandoned: ['work_id', 'binary', 'command', 'running_ms', 'exit_code', 'output_path', 'output_bytes'],
+  shell_lost: ['work_id', 'binary', 'command', 'detached_at_ms', 'reconciled_by_session', 'reconciled_task_id'],
+  delegation_start: ['delegation_id', 'capsule', 'version', 'child_session_id', 'child_workdir'],
+  delegation: ['capsule', 'version', 'delegation_id', 'child_session_id', 'duration_ms', 'outcome', 'reason'],
+};
+
+/** The fields of a `type` record in written order, optional ones that are undefined left out. */
+export function traceFields<T extends TraceEventType>(type: T, fields: TraceFieldsByType[T]): TraceFieldsByType[T] {
+  return ordered(fields, ORDER[type] as readonly (keyof TraceFieldsByType[T])[]);
+}
+
+/** The fields of a record type, in written order (what a reader may expect to find). */
+export function traceFieldOrder<T extends TraceEventType>(type: T): readonly string[] {
+  return ORDER[type] as readonly string[];
+}

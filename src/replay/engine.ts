@@ -1,0 +1,246 @@
+/**
+ * The replay engine shared by recorded and hand-written replays: machines rebuilt from the
+ * actor-kind table with fake effects, the replayed records, and the one way outside inputs are
+ * delivered.
+ */
+import { createActor, fromCallback, fromPromise, type AnyActorLogic, type AnyActorRef, type AnyStateMachine, type AnyStateNode, type InspectionEvent } from 'xstate';
+import { ACTOR_KINDS, kindOfActor, provideKind, readableActorId, type Implementations } from '../actors/actor-kinds.js';
+import { createEventRecorder, type EventLogRecord } from '../records/event-log.js';
+import { ManualClock } from '../session/clock.js';
+import { stateText } from './compare.js';
+import type { ReplayScript, ScriptRoot } from './script.js';
+
+/** Options of {@link replay}. */
+export interface ReplayOptions {
+  /** Machines to replay with instead of the actor-kind table's, by kind name (tests pass a changed one to prove replay can fail). */
+  readonly machines?: Readonly<Record<string, AnyStateMachine>>;
+  /** Shorthand for `machines.plan`. */
+  readonly planMachine?: AnyStateMachine;
+  /** Shorthand for `machines.step`. */
+  readonly stepMachine?: AnyStateMachine;
+}
+
+/** Where the replay first differs from the recording (or from a hand-written expectation). */
+export interface Divergence {
+  /** `seq` of the recorded line that was not reproduced; for a hand-written script, the line number. */
+  readonly seq: number;
+  /** 1-based line of the replay file. */
+  readonly line: number;
+  /** Readable actor id (`plan:<plan_id>`, `step:<step_id>`). */
+  readonly actor: string;
+  readonly expected: string;
+  readonly actual: string;
+}
+
+/** What `capsule replay --json` prints. */
+export interface ReplayResult {
+  readonly identical: boolean;
+  readonly divergence?: Divergence;
+  /** Per readable actor id, the states the replayed actor passed through, one per snapshot (`running.bounded`). */
+  readonly actors: Readonly<Record<string, readonly string[]>>;
+  /** Inputs fed to the machines (recorded outside inputs, or hand-written input lines). */
+  readonly events: number;
+}
+
+/** A fake effect actor: how the replay settles it (promise) or speaks through it (callback). */
+export type Fake =
+  | { readonly type: 'promise'; readonly resolve: (output: unknown) => void; readonly reject: (error: Error) => void }
+  | { readonly type: 'callback'; readonly sendBack: (event: { type: string }) => void };
+
+/** Every `after` event type of a machine, by the state node that has it. */
+function afterEvents(machine: AnyStateMachine): { readonly type: string; readonly delay: string }[] {
+  const found: { type: string; delay: string }[] = [];
+  const visit = (node: AnyStateNode): void => {
+    for (const delayed of node.after) {
+      const delay = typeof delayed.delay === 'string' ? delayed.delay : String(delayed.delay);
+      found.push({ type: delayed.eventType as string, delay });
+    }
+    for (const child of Object.values(node.states as Record<string, AnyStateNode>)) visit(child);
+  };
+  visit(machine.root);
+  return found;
+}
+
+/** Shared by both replays: the rebuilt machines, their fake effects, and the replayed records. */
+export abstract class Replay {
+  protected readonly clock = new ManualClock();
+  /** Readable id → the latest actor ref with that id. */
+  protected readonly refs = new Map<string, AnyActorRef>();
+  protected readonly states = new Map<string, string[]>();
+  protected readonly roots: AnyActorRef[] = [];
+  protected divergence: Divergence | null = null;
+  protected fed = 0;
+  /** Replayed records so far (any kind), for "did anything happen" checks. */
+  protected produced = 0;
+  /** Set while the replay stops its actors: what they log then is the replay's own shutdown, not behaviour. */
+  protected stopping = false;
+  readonly #fakes = new WeakMap<object, Fake>();
+  readonly #machines = new Map<string, AnyStateMachine>();
+  readonly #implementations: Record<string, Implementations> = {};
+  readonly #overrides: Record<string, AnyStateMachine>;
+  readonly #inspect: (event: InspectionEvent) => void;
+
+  constructor(
+    protected readonly script: ReplayScript,
+    options: ReplayOptions,
+  ) {
+    this.#overrides = {
+      ...options.machines,
+      ...(options.planMachine !== undefined ? { plan: options.planMachine } : {}),
+      ...(options.stepMachine !== undefined ? { step: options.stepMachine } : {}),
+    };
+    for (const kind of ACTOR_KINDS) {
+      const actions: Record<string, unknown> = {};
+      for (const action of kind.effects.actions ?? []) {
+        actions[action] = (args: { self: AnyActorRef; context: unknown }) => this.onEffect(args.self, kind.name, action, args.context);
+      }
+      const actors: Record<string, AnyActorLogic> = {};
+      for (const [name, type] of Object.entries(kind.effects.actors ?? {})) {
+        actors[name] =
+          type === 'promise'
+            ? fromPromise(({ self }) => new Promise<unknown>((resolve, reject) => this.#fakeStarted(self, { type: 'promise', resolve, reject })))
+            : fromCallback(({ self, sendBack, receive }) => {
+                this.#fakeStarted(self, { type: 'callback', sendBack });
+                // A message to the effect is a point where it may answer at once (as a real one can, synchronously).
+                receive(() => this.onEffect(self, kind.name, name, undefined));
+              });
+      }
+      this.#implementations[kind.name] = { actions, actors };
+    }
+    const recorder = createEventRecorder((record) => this.record(record), { now: () => this.now() });
+    this.#inspect = (event) => {
+      if (event.type === '@xstate.event' && event.event.type === 'xstate.init') {
+        const name = readableActorId(event.actorRef as AnyActorRef);
+        if (name !== null) this.refs.set(name, event.actorRef as AnyActorRef);
+      }
+      recorder(event);
+    };
+  }
+
+  protected now(): number {
+    return this.clock.epochMs();
+  }
+
+  /** Starts a root actor of the script. */
+  protected startRoot(root: ScriptRoot): AnyActorRef {
+    let machine = this.#machines.get(root.machine);
+    if (machine === undefined) {
+      machine = provideKind(root.machine, this.#implementations, this.#overrides);
+      this.#machines.set(root.machine, machine);
+    }
+    const actor = createActor(machine, { input: root.input as never, clock: this.clock.timers, inspect: this.#inspect });
+    this.roots.push(actor);
+    actor.start();
+    return actor;
+  }
+
+  /** Stops every root (what they log then is not compared). */
+  protected stopAll(): void {
+    this.stopping = true;
+    for (const root of this.roots) root.stop();
+  }
+
+  /** A fake effect action of `actor` ran (an input may be due at this very point). */
+  protected abstract onEffect(actor: AnyActorRef, kind: string, effect: string, context: unknown): void;
+
+  /** A fake effect actor started. The default leaves it to the script; a hand-written one settles promises at once. */
+  protected onFakeStarted(_self: AnyActorRef, _fake: Fake): void {}
+
+  #fakeStarted(self: AnyActorRef, fake: Fake): void {
+    this.#fakes.set(self, fake);
+    this.onFakeStarted(self, fake);
+  }
+
+  /**
+   * Delivers an outside input to `actorName`: from an effect actor of it (`from`, its XState id),
+   * a timer firing (`xstate.after.*`), or sent from outside. Returns why it cannot be, or null.
+   */
+  protected deliver(actorName: string, event: { readonly type: string; readonly [key: string]: unknown }, from?: string): string | null {
+    const target = this.refs.get(actorName);
+    if (target === undefined) return `${actorName} was never spawned`;
+    const snapshot = target.getSnapshot() as { status: string; children?: Record<string, AnyActorRef | undefined>; context?: unknown; can?: (event: unknown) => boolean };
+    if (snapshot.status !== 'active') return `${actorName} has ended in ${this.currentState(actorName)}`;
+    const type = event.type;
+    if (from !== undefined) {
+      const child = snapshot.children?.[from];
+      const fake = child === undefined ? undefined : this.#fakes.get(child);
+      if (fake === undefined) return `no effect actor '${from}' of ${actorName} is running; it is in ${this.currentState(actorName)}`;
+      if (fake.type === 'callback') {
+        fake.sendBack({ ...event });
+        return null;
+      }
+      if (type === `xstate.done.actor.${from}`) fake.resolve(event['output']);
+      else if (type === `xstate.error.actor.${from}`) fake.reject(errorFrom(event['error']));
+      else return `${from} is a promise effect: it can only end (xstate.done.actor.${from} or xstate.error.actor.${from}), not send ${type}`;
+      return null;
+    }
+    if (type.startsWith('xstate.after.')) {
+      if (snapshot.can?.({ type }) !== true) return `no such timer is pending; ${actorName} is in ${this.currentState(actorName)}`;
+      target.send({ type });
+      return null;
+    }
+    const kind = kindOfActor(target);
+    const refusal = (kind?.refusesInput as ((context: unknown, event: unknown) => string | null) | undefined)?.(snapshot.context, event) ?? null;
+    if (refusal !== null) return `${refusal}; it is in ${this.currentState(actorName)}`;
+    target.send({ ...event });
+    return null;
+  }
+
+  /** The `after` events `actorName` can take now (its pending timers), optionally of one delay. */
+  protected pendingTimers(actorName: string, delay?: string): string[] {
+    const target = this.refs.get(actorName);
+    if (target === undefined) return [];
+    const snapshot = target.getSnapshot() as { status: string; can?: (event: unknown) => boolean; machine?: AnyStateMachine };
+    if (snapshot.status !== 'active' || snapshot.machine === undefined) return [];
+    return afterEvents(snapshot.machine)
+      .filter((timer) => delay === undefined || timer.delay === delay)
+      .map((timer) => timer.type)
+      .filter((type) => snapshot.can?.({ type }) === true);
+  }
+
+  protected record(raw: EventLogRecord): void {
+    if (this.stopping) return;
+    // The same representation as a line read back from events.jsonl.
+    const record = JSON.parse(JSON.stringify(raw)) as EventLogRecord;
+    this.produced++;
+    if (record.kind === 'snapshot') {
+      const list = this.states.get(record.actor) ?? [];
+      list.push(stateText(record.state));
+      this.states.set(record.actor, list);
+    }
+    this.onRecord(record);
+  }
+
+  protected abstract onRecord(record: EventLogRecord): void;
+
+  protected result(): ReplayResult {
+    return {
+      identical: this.divergence === null,
+      ...(this.divergence !== null ? { divergence: this.divergence } : {}),
+      actors: Object.fromEntries(this.states),
+      events: this.fed,
+    };
+  }
+
+  /** The current state of a replayed actor, as text (`never spawned` when it never ran). */
+  protected currentState(actor: string): string {
+    const list = this.states.get(actor);
+    return list === undefined || list.length === 0 ? 'never spawned' : (list[list.length - 1] as string);
+  }
+
+  /** Lets promises and the inspector's flushes run until nothing more happens. */
+  protected async settle(): Promise<void> {
+    for (let quiet = 0; quiet < 2; ) {
+      const before = this.produced;
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      quiet = this.produced === before ? quiet + 1 : 0;
+    }
+  }
+}
+
+/** An error as a recorded line carries it (`{ name, message }`) made an Error again. */
+export function errorFrom(value: unknown): Error {
+  const message = (value as { message?: unknown } | undefined)?.message;
+  return new Error(typeof message === 'string' ? message : String(value));
+}
+

@@ -1,0 +1,171 @@
+import type { AnyActorRef } from 'xstate';
+import { kindOfActor } from '../actors/actor-kinds.js';
+import { partialMismatch } from './compare.js';
+import { Replay, type Fake, type ReplayOptions, type ReplayResult } from './engine.js';
+import type { HandLine, HandScript, ScriptRoot } from './script.js';
+
+/**
+ * Replays a hand-written script: inputs in file order, each after the previous one settled.
+ * Promise effects settle at once (a plan's cleanup succeeds); callback effects speak through
+ * `send` lines with `from`.
+ */
+export class HandReplay extends Replay {
+  readonly #lines: readonly HandLine[];
+  readonly #root: ScriptRoot;
+  /** Simulated time, ms: advanced by `durationMs` of outcome lines. */
+  #time = 0;
+  /** `<step id>#<attempt>` of every attempt the replayed steps started → simulated start time. */
+  readonly #started = new Map<string, number>();
+
+  constructor(script: HandScript, options: ReplayOptions) {
+    super(script, options);
+    this.#lines = script.lines;
+    this.#root = script.root;
+  }
+
+  protected override now(): number {
+    return this.#time;
+  }
+
+  protected override onFakeStarted(_self: AnyActorRef, fake: Fake): void {
+    if (fake.type === 'promise') fake.resolve(undefined);
+  }
+
+  protected onEffect(_actor: AnyActorRef, kind: string, effect: string, context: unknown): void {
+    if (kind === 'step' && effect === 'startAttempt') {
+      const { input, attempt } = context as { input: { step: { id: string } }; attempt: number };
+      this.#started.set(`${input.step.id}#${attempt + 1}`, this.#time);
+    }
+  }
+
+  protected onRecord(): void {}
+
+  async run(): Promise<ReplayResult> {
+    const first = this.startRoot(this.#root);
+    await this.settle();
+    for (const line of this.#lines) {
+      if (this.divergence !== null) break;
+      this.#apply(line);
+      await this.settle();
+    }
+    const name = this.script.planActor;
+    if (this.divergence === null && first.getSnapshot().status !== 'done') {
+      const waiting = [...this.refs.entries()]
+        .filter(([, ref]) => ref.getSnapshot().status === 'active' && ref !== first && kindOfActor(ref)?.transparent !== true)
+        .map(([id]) => `${id} (${this.currentState(id)})`);
+      const lastLine = this.#lines.length > 0 ? (this.#lines[this.#lines.length - 1] as HandLine).line + 1 : 2;
+      const kindWord = this.#root.machine === 'plan' ? 'plan' : 'first root';
+      this.#diverge(lastLine, name, `the ${kindWord} ends by the end of the script`, `${name} is in ${this.currentState(name)}${waiting.length > 0 ? `; still running: ${waiting.join(', ')}` : ''}`);
+    }
+    this.stopAll();
+    return this.result();
+  }
+
+  #apply(line: HandLine): void {
+    const plan = this.script.planActor;
+    switch (line.kind) {
+      case 'cancel': {
+        this.fed++;
+        const refused = this.deliver(plan, { type: 'CANCEL', force: line.force });
+        if (refused !== null) this.#diverge(line.line, plan, 'the plan running, to cancel', refused);
+        return;
+      }
+      case 'timeout':
+      case 'timer': {
+        const actor = line.kind === 'timeout' ? `step:${line.step}` : line.actor;
+        if (line.kind === 'timeout' && this.#running(line, line.step) === null) return;
+        this.fed++;
+        const pending = this.pendingTimers(actor, line.kind === 'timer' ? line.delay : undefined);
+        if (pending.length === 1) {
+          const refused = this.deliver(actor, { type: pending[0] as string });
+          if (refused !== null) this.#diverge(line.line, actor, 'its timer to fire', refused);
+        } else if (pending.length === 0) {
+          const expected = line.kind === 'timeout' ? 'a running timeout_secs bound to elapse' : 'a pending timer to fire';
+          this.#diverge(line.line, actor, expected, `no timer is pending; ${actor} is in ${this.currentState(actor)}`);
+        } else {
+          this.#diverge(line.line, actor, 'one pending timer', `${pending.length} timers are pending (${pending.join(', ')}): name one with "delay"`);
+        }
+        return;
+      }
+      case 'send': {
+        this.fed++;
+        const refused = this.deliver(line.actor, line.event, line.from);
+        if (refused !== null) this.#diverge(line.line, line.actor, `${line.event.type}${line.from !== undefined ? ` from ${line.from}` : ''} delivered`, refused);
+        return;
+      }
+      case 'root':
+        this.startRoot(line.root);
+        return;
+      case 'exit':
+      case 'outcome': {
+        const ref = this.#running(line, line.step);
+        if (ref === null) return;
+        const context = ref.getSnapshot().context as { attempt: number };
+        const attempt = context.attempt + 1;
+        const startedAtMs = this.#started.get(`${line.step}#${attempt}`);
+        if (startedAtMs === undefined) {
+          this.#diverge(line.line, `step:${line.step}`, `attempt ${attempt} running`, `step:${line.step} never started attempt ${attempt}`);
+          return;
+        }
+        this.fed++;
+        if (line.kind === 'exit' || line.exitCode !== undefined) {
+          ref.send({ type: 'ATTEMPT.LEADER_EXITED', attempt, pid: 0, exitCode: line.exitCode ?? 0, signal: line.signal ?? null });
+        }
+        if (line.kind === 'exit') return;
+        this.#time += line.durationMs;
+        ref.send({
+          type: 'ATTEMPT.FINISHED',
+          attempt,
+          outcome: { status: line.status, output: line.output, error: line.error },
+          startedAtMs,
+          endedAtMs: this.#time,
+        });
+        return;
+      }
+      case 'expect':
+        this.#check(line);
+        return;
+    }
+  }
+
+  #running(line: HandLine, stepId: string): AnyActorRef | null {
+    const id = `step:${stepId}`;
+    const ref = this.refs.get(id);
+    if (ref === undefined || ref.getSnapshot().status !== 'active') {
+      this.#diverge(line.line, id, `${id} running an attempt`, ref === undefined ? `${id} was never spawned` : `${id} has ended in ${this.currentState(id)}`);
+      return null;
+    }
+    return ref;
+  }
+
+  #check(line: Extract<HandLine, { kind: 'expect' }>): void {
+    const actor = line.actor ?? this.script.planActor;
+    if (line.state !== undefined && this.currentState(actor) !== line.state) {
+      this.#diverge(line.line, actor, `state ${line.state}`, `state ${this.currentState(actor)}`);
+      return;
+    }
+    if (line.states !== undefined) {
+      const actual = this.states.get(actor) ?? [];
+      if (JSON.stringify(actual) !== JSON.stringify(line.states)) {
+        this.#diverge(line.line, actor, `states ${line.states.join(' → ')}`, `states ${actual.join(' → ') || '(none)'}`);
+        return;
+      }
+    }
+    if (line.output !== undefined) {
+      const ref = this.refs.get(actor);
+      const snapshot = ref?.getSnapshot() as { status: string; output?: unknown } | undefined;
+      if (snapshot?.status !== 'done') {
+        this.#diverge(line.line, actor, `${actor === this.script.planActor && this.#root.machine === 'plan' ? 'the plan' : actor} has ended`, `${actor} is in ${this.currentState(actor)}`);
+        return;
+      }
+      const output = JSON.parse(JSON.stringify(snapshot.output ?? null)) as unknown;
+      const mismatch = partialMismatch(line.output, output, 'output');
+      if (mismatch !== null) this.#diverge(line.line, actor, mismatch.expected, mismatch.actual);
+    }
+  }
+
+  #diverge(lineNumber: number, actor: string, expected: string, actual: string): void {
+    if (this.divergence === null) this.divergence = { seq: lineNumber, line: lineNumber, actor, expected, actual };
+  }
+}
+

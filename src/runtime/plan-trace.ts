@@ -1,0 +1,140 @@
+/**
+ * The trace records of one plan run (`spec/trace-plan.md` §3), written through the session's
+ * trace writer from the typed records of `src/records/trace-records.ts`: `plan_start` under the
+ * session node, then `plan_step_start`, `plan_step` and `plan_end` under the plan node (or
+ * `plan_end` alone under the session node when the file could not be read or parsed). The
+ * `process_start` records of the run's attempts hang off the plan node too ({@link PlanTrace.planNode}).
+ */
+import type { PlanFile, StepKind } from '../../machines/contracts.js';
+import { PLAN_CANCELED_REASON } from '../../machines/messages.js';
+import type { SettledRecord } from '../../machines/plan-schedule.js';
+import type { PlanOutput, StartedStep } from '../../machines/plan.machine.js';
+import type { PlanEndFields, TraceNode } from '../records/trace-records.js';
+import type { TraceWriter } from '../records/trace-writer.js';
+
+/** Writes the records of one plan run. */
+export class PlanTrace {
+  readonly #trace: TraceWriter;
+  readonly #session: TraceNode<'session_start'>;
+  #plan: TraceNode<'plan_start'> | null = null;
+  #planId = '';
+  #ended = false;
+
+  constructor(trace: TraceWriter, session: TraceNode<'session_start'>) {
+    this.#trace = trace;
+    this.#session = session;
+  }
+
+  /** `plan_start` (§3.1), with the DAG as authored, before validation. */
+  start(plan: PlanFile, kinds: readonly StepKind[]): void {
+    this.#planId = plan.id;
+    this.#plan = this.#trace.write('plan_start', this.#session, {
+      plan_id: plan.id,
+      step_count: plan.steps.length,
+      steps: plan.steps.map((step, i) => ({
+        step_id: step.id,
+        kind: kinds[i] ?? 'unknown',
+        depends_on: step.depends_on,
+        has_condition: step.if !== undefined,
+      })),
+    });
+  }
+
+  /** `plan_step_start` (§3.2) of each dispatched step, in order. */
+  stepsStarted(steps: readonly StartedStep[]): void {
+    const plan = this.#node();
+    for (const step of steps) {
+      this.#trace.write('plan_step_start', plan, { plan_id: this.#planId, step_id: step.stepId, kind: step.kind, depends_on: step.dependsOn });
+    }
+  }
+
+  /** `plan_step` (§3.3) of each settled step, in settlement order. */
+  stepsSettled(records: readonly SettledRecord[]): void {
+    const plan = this.#node();
+    for (const record of records) {
+      const { result } = record;
+      this.#trace.write('plan_step', plan, {
+        plan_id: this.#planId,
+        step_id: result.step_id,
+        kind: record.kind,
+        status: result.status,
+        attempts: result.attempts,
+        duration_ms: result.duration_ms,
+        ...(result.error !== null ? { error: result.error } : {}),
+        ...(record.kind === 'tool' && record.tracedInput !== undefined ? { input: record.tracedInput } : {}),
+        ...(record.stateEffect !== undefined ? { state_effect: record.stateEffect } : {}),
+        ...(record.resourceId !== undefined ? { resource_id: record.resourceId } : {}),
+        ...(result.truncated !== undefined ? { truncated: result.truncated } : {}),
+      });
+    }
+  }
+
+  /** `plan_end` (§3.4) of a run that ran: counts over the report's results. */
+  end(output: PlanOutput, durationMs: number): void {
+    this.#ended = true;
+    const counts = { success: 0, failed: 0, skipped: 0 };
+    for (const result of output.results) counts[result.status]++;
+    this.#trace.write('plan_end', this.#node(), {
+      plan_id: this.#planId,
+      outcome: output.canceled ? 'canceled' : output.completed ? 'completed' : 'failed',
+      ...(output.failed_step !== null ? { failed_step: output.failed_step } : {}),
+      steps_total: output.stepsTotal,
+      steps_succeeded: counts.success,
+      steps_failed: counts.failed,
+      steps_skipped: counts.skipped,
+      duration_ms: durationMs,
+      ...(output.canceled ? { reason: PLAN_CANCELED_REASON } : {}),
+    });
+  }
+
+  /**
+   * `plan_end` of a run refused before any step ran (§3.4): an unreadable plan (no `start`: under
+   * the session node, `plan_id` "", `steps_total` 0) or a validation refusal (under the plan
+   * node); the counts are 0 even though the report has one failed result.
+   */
+  refused(failedStep: string, stepsTotal: number, durationMs: number, reason: string): void {
+    const fields: PlanEndFields = {
+      plan_id: this.#planId,
+      outcome: 'failed',
+      failed_step: failedStep,
+      steps_total: stepsTotal,
+      steps_succeeded: 0,
+      steps_failed: 0,
+      steps_skipped: 0,
+      duration_ms: durationMs,
+      reason,
+    };
+    this.#ended = true;
+    this.#trace.write('plan_end', this.#plan ?? this.#session, fields);
+  }
+
+  /**
+   * `plan_end` after an internal error (a bug, not the plan's doing), unless one was written:
+   * outcome `failed`, `reason` the internal error, counts 0, under the plan node (under the
+   * session node before {@link start}).
+   */
+  internalError(durationMs: number, reason: string): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    this.#trace.write('plan_end', this.#plan ?? this.#session, {
+      plan_id: this.#planId,
+      outcome: 'failed',
+      steps_total: 0,
+      steps_succeeded: 0,
+      steps_failed: 0,
+      steps_skipped: 0,
+      duration_ms: durationMs,
+      reason,
+    });
+  }
+
+  /** The plan node (`plan_start`): what the run's own records hang off, `process_start` included. @throws before {@link start}. */
+  get planNode(): TraceNode<'plan_start'> {
+    return this.#node();
+  }
+
+  #node(): TraceNode<'plan_start'> {
+    if (this.#plan === null) throw new Error('PlanTrace: a step record before plan_start (a runtime bug)');
+    return this.#plan;
+  }
+}

@@ -1,0 +1,84 @@
+/**
+ * `capsule doctor` and `capsule run --verbose` (issue 7): what a run would find here — Node,
+ * the containment backend and why, isolation and why, the records dir, and what each allowed
+ * binary resolves to — and the backend a run actually got.
+ */
+import { killStartedClis, manifestAllowing, runCli, TempDirs, writeJson } from './helpers.js';
+import { cgroupUnavailable } from '../support/backends.js';
+
+const temp = new TempDirs();
+afterEach(() => killStartedClis());
+afterAll(() => temp.removeAll());
+
+describe('capsule doctor', () => {
+  it('prints Node, the backend and why, isolation, the records dir and what each allowed binary resolves to', async () => {
+    const dir = temp.make('doctor');
+    writeJson(dir, 'capsule.json', manifestAllowing('bash', 'no-such-binary-capsule'));
+    const result = await runCli(['doctor'], { cwd: dir });
+    expect(result.code).toBe(0);
+    const lines = result.stdout.split('\n');
+    expect(lines[0]).toBe(`node: ${process.version}`);
+    expect(lines.find((l) => l.startsWith('containment: '))).toMatch(/^containment: (cgroup|process-group) — /);
+    expect(lines.find((l) => l.startsWith('isolation: '))).toMatch(/^isolation: (PID namespace|none) — /);
+    expect(lines).toContain(`records: ${dir}/.capsule/records: will be created (${dir} is writable)`);
+    expect(lines.find((l) => l.startsWith('  node → '))).toMatch(/^ {2}node → \/.*\/node$/);
+    expect(lines.find((l) => l.startsWith('  bash → '))).toMatch(/^ {2}bash → \/.*\/bash$/);
+    expect(lines).toContain('  no-such-binary-capsule → not found on the trusted PATH (ENOENT)');
+  });
+
+  it('follows CAPSULE_CONTAINMENT, says why, and reports as JSON with --json', async () => {
+    const dir = temp.make('doctor-json');
+    const result = await runCli(['doctor', '--json', '--allow', 'bash'], { cwd: dir, env: { CAPSULE_CONTAINMENT: 'process-group' } });
+    expect(result.code).toBe(0);
+    const report = JSON.parse(result.stdout) as Record<string, unknown>;
+    expect(report).toMatchObject({
+      ok: true,
+      node: { version: process.version, ok: true },
+      containment: { ok: true, backend: 'process-group', reason: 'process groups: CAPSULE_CONTAINMENT=process-group' },
+      records: { writable: true },
+      allow: [{ entry: 'bash', resolved: expect.stringMatching(/\/bash$/) }],
+    });
+  });
+
+  it('exits 1 naming the reason when the forced backend cannot be had', async () => {
+    const result = await runCli(['doctor'], { cwd: temp.make('doctor-refused'), env: { CAPSULE_CONTAINMENT: 'cgroup', CAPSULE_SPAWN_HELPER: 'none' } });
+    expect(result.code).toBe(1);
+    expect(result.stdout).toContain('containment: refused — CAPSULE_CONTAINMENT=cgroup, but cgroups cannot be used here: no spawn helper');
+  });
+});
+
+describe('--run-as', () => {
+  it('refuses a user that does not exist, in doctor and in run, before anything runs', async () => {
+    const dir = temp.make('run-as');
+    writeJson(dir, 'capsule.json', manifestAllowing('bash'));
+    writeJson(dir, 'plan.json', { id: 'v', steps: [{ id: 'a', shell: 'bash -c true' }] });
+    const doctor = await runCli(['doctor', '--run-as', 'no-such-user-capsule'], { cwd: dir });
+    expect(doctor.code).toBe(1);
+    expect(doctor.stdout).toMatch(/^containment: refused — --run-as no-such-user-capsule: /m);
+    const run = await runCli(['run', 'plan.json', '--run-as', 'no-such-user-capsule'], { cwd: dir });
+    expect(run.code).toBe(1);
+    expect(run.stderr).toMatch(/^error: the plan could not be run: --run-as no-such-user-capsule: /m);
+    expect(run.stdout).toBe('');
+  });
+});
+
+describe('capsule run --verbose', () => {
+  (cgroupUnavailable === null ? it : it.skip)('says which backend and isolation the run got, and why', async () => {
+    const dir = temp.make('verbose');
+    writeJson(dir, 'capsule.json', manifestAllowing('bash'));
+    writeJson(dir, 'plan.json', { id: 'v', steps: [{ id: 'a', shell: 'bash -c true' }] });
+    const result = await runCli(['run', 'plan.json', '--verbose'], { cwd: dir, env: { CAPSULE_CONTAINMENT: 'cgroup', CAPSULE_ISOLATION: 'none' } });
+    expect(result.code).toBe(0);
+    expect(result.stderr).toMatch(/^containment: cgroup — cgroup v2 \(.*\): one cgroup per session under .*capsule-runtime, one per process tree inside it \(CAPSULE_CONTAINMENT=cgroup\)$/m);
+    expect(result.stderr).toContain('isolation: none — no PID namespace: CAPSULE_ISOLATION=none');
+  });
+
+  it('prints nothing about containment without --verbose', async () => {
+    const dir = temp.make('quiet-containment');
+    writeJson(dir, 'capsule.json', manifestAllowing('bash'));
+    writeJson(dir, 'plan.json', { id: 'v', steps: [{ id: 'a', shell: 'bash -c true' }] });
+    const result = await runCli(['run', 'plan.json'], { cwd: dir });
+    expect(result.code).toBe(0);
+    expect(result.stderr).not.toContain('containment:');
+  });
+});

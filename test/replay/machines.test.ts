@@ -1,0 +1,200 @@
+/**
+ * Replay takes any machine of the actor-kind table: recorded runs of every kind (a plan with its
+ * steps and a tree of step pools, a detached command with its effect actor, a single step) replay
+ * identically, a changed recording diverges, and hand-written scripts can start from any kind.
+ * Nothing in replay or the event log names a machine: the detached command (a skeleton with no
+ * runtime yet) is logged and replayed through its table entry alone.
+ */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createActor, fromCallback, toPromise } from 'xstate';
+import type { CommandReport, CommandSignalRequest, DetachedCommandInput } from '../../machines/detached-command.machine.js';
+import { ACTOR_KINDS, provideKind } from '../../src/actors/actor-kinds.js';
+import { createEventRecorder, type EventLogRecord } from '../../src/records/event-log.js';
+import { parseReplayScript } from '../../src/replay/script.js';
+import { replay, replayFile } from '../../src/replay/replay.js';
+import { startPlan } from '../../src/runtime/run-plan.js';
+import { Session } from '../../src/session/session.js';
+
+const scratch = mkdtempSync(join(tmpdir(), 'capsule-replay-machines-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+/** Kinds whose actors appeared in a replay that came out identical. */
+const replayedKinds = new Set<string>();
+const kindOfName = (name: string): string =>
+  name.includes('/pool.') ? 'stepPool' : name.startsWith('plan:') ? 'plan' : name.startsWith('step:') ? 'step' : name.startsWith('wrk_') ? 'detachedCommand' : name;
+
+function note(result: { identical: boolean; actors: Readonly<Record<string, unknown>> }): void {
+  if (result.identical) for (const name of Object.keys(result.actors)) replayedKinds.add(kindOfName(name));
+}
+
+function writeLog(name: string, records: readonly EventLogRecord[]): string {
+  const file = join(scratch, name);
+  writeFileSync(file, records.map((record) => JSON.stringify(record)).join('\n') + '\n');
+  return file;
+}
+
+/**
+ * A fake `runCommand` effect: answers `COMMAND.SIGNAL` as a process would (SIGTERM ignored when
+ * `ignoresTerm`, else the leader exits 143; SIGKILL: 137); ends on its own after `selfExitMs`.
+ */
+function fakeCommand(options: { ignoresTerm: boolean; selfExitMs: number | null }) {
+  return fromCallback<CommandSignalRequest, DetachedCommandInput>(({ sendBack, receive }) => {
+    let over = false;
+    const exit = (exitCode: number): void => {
+      if (over) return;
+      over = true;
+      const report: CommandReport[] = [
+        { type: 'COMMAND.LEADER_EXITED', exitCode, signal: exitCode > 128 ? 'SIGTERM' : null },
+        { type: 'COMMAND.FINISHED', completion: { exitCode, status: exitCode === 0 ? 'ok' : 'error', outputPath: '/r/logs/wrk_1.log', outputBytes: 12, durationMs: 30 } },
+      ];
+      queueMicrotask(() => report.forEach((event) => sendBack(event)));
+    };
+    receive((request) => {
+      if (over) return;
+      sendBack({ type: 'COMMAND.SIGNAL_SENT', signal: request.signal, by: request.by });
+      if (request.signal === 'SIGKILL') exit(137);
+      else if (!options.ignoresTerm) exit(143);
+    });
+    const timer = options.selfExitMs === null ? undefined : setTimeout(() => exit(0), options.selfExitMs);
+    return () => clearTimeout(timer);
+  });
+}
+
+/** Runs a detached command with the fake effect, recording its event log; `control` may stop it. */
+async function recordDetached(options: { ignoresTerm: boolean; selfExitMs: number | null; stopAfterMs?: number }): Promise<{ records: EventLogRecord[]; output: unknown }> {
+  const records: EventLogRecord[] = [];
+  const machine = provideKind('detachedCommand', { detachedCommand: { actors: { runCommand: fakeCommand(options) } } });
+  const actor = createActor(machine, {
+    input: { workId: 'wrk_01a2', binary: '/bin/sleep', command: 'sleep 60', stopTermGraceMs: 20 },
+    inspect: createEventRecorder((record) => records.push(record)),
+  });
+  actor.start();
+  if (options.stopAfterMs !== undefined) setTimeout(() => actor.send({ type: 'STOP' }), options.stopAfterMs);
+  const output = await toPromise(actor);
+  return { records, output };
+}
+
+describe('replay of recorded runs of every machine', () => {
+  it('reproduces a wide plan whose steps live in a tree of step pools', async () => {
+    const recordsDir = join(scratch, 'wide');
+    const steps = Array.from({ length: 11 }, (_, i) => ({ id: `s${i}`, tool: i % 4 === 0 ? 'flaky' : 'ok', retries: 1, on_error: 'continue' }));
+    let calls = 0;
+    const run = startPlan({
+      plan: { id: 'wide', steps: [...steps, { id: 'last', tool: 'ok', depends_on: steps.map((s) => s.id) }] },
+      manifest: null,
+      workdir: scratch,
+      recordsDir,
+      poolSize: 2,
+      tools: { ok: () => ({ status: 'passed', data: 'x' }), flaky: () => (++calls % 2 === 1 ? { status: 'failed', summary: 'once' } : { status: 'passed', data: 'y' }) },
+    });
+    const report = await run.report;
+    expect(report.completed).toBe(true);
+    const result = await replayFile(join(recordsDir, 'events.jsonl'));
+    expect(result.divergence).toBeUndefined();
+    expect(Object.keys(result.actors).filter((name) => name.includes('/pool.')).length).toBeGreaterThan(2);
+    note(result);
+  });
+
+  it('reproduces a detached command stopped by SIGTERM, and one that outlives the grace and needs SIGKILL (its timer fired at its recorded point)', async () => {
+    const term = await recordDetached({ ignoresTerm: false, selfExitMs: null, stopAfterMs: 5 });
+    expect(term.output).toMatchObject({ state: 'stopped', signalsSent: 1, completion: { exitCode: 143 } });
+    const kill = await recordDetached({ ignoresTerm: true, selfExitMs: null, stopAfterMs: 5 });
+    expect(kill.output).toMatchObject({ state: 'stopped', signalsSent: 2, completion: { exitCode: 137 } });
+    expect(kill.records.some((r) => r.kind === 'event' && r.type.startsWith('xstate.after.') && r.external === true)).toBe(true);
+    for (const [name, recorded] of [['term.jsonl', term], ['kill.jsonl', kill]] as const) {
+      const result = await replayFile(writeLog(name, recorded.records));
+      expect(result.divergence).toBeUndefined();
+      note(result);
+    }
+  });
+
+  it('reproduces a detached command that ends on its own, with its effect actor\'s reports fed back as outside inputs', async () => {
+    const own = await recordDetached({ ignoresTerm: false, selfExitMs: 5 });
+    expect(own.output).toMatchObject({ state: 'exited', signalsSent: 0 });
+    const external = own.records.filter((r) => r.kind === 'event' && r.external === true).map((r) => `${(r as { type: string }).type} from ${String((r as { from?: string }).from)}`);
+    expect(external).toEqual(['COMMAND.LEADER_EXITED from command', 'COMMAND.FINISHED from command']);
+    const result = await replayFile(writeLog('own.jsonl', own.records));
+    expect(result.identical).toBe(true);
+    expect(result.actors['wrk_01a2']).toEqual(['running.active', 'leaderExited', 'finished']);
+  });
+
+  it('fails at the right line when a detached command\'s recording was changed', async () => {
+    const own = await recordDetached({ ignoresTerm: false, selfExitMs: 5 });
+    const tampered = own.records.map((r) =>
+      r.kind === 'event' && r.type === 'COMMAND.FINISHED' ? { ...r, event: { ...r.event, completion: { exitCode: 9, status: 'error', outputPath: '/x', outputBytes: 0, durationMs: 1 } } } : r,
+    );
+    const result = await replayFile(writeLog('tampered-detached.jsonl', tampered));
+    expect(result.identical).toBe(false);
+    expect(result.divergence?.actual).toContain('"exitCode":9');
+  });
+});
+
+describe('replay of a whole session', () => {
+  it('reproduces a session that ran two plans, one root after the other', async () => {
+    const recordsDir = join(scratch, 'session');
+    const session = Session.open({ workdir: scratch, recordsDir });
+    const tools = { ok: () => ({ status: 'passed' as const, data: 'x' }) };
+    await startPlan({ plan: { id: 'first', steps: [{ id: 'a', tool: 'ok' }] }, session, manifest: null, tools }).report;
+    await startPlan({ plan: { id: 'second', steps: [{ id: 'a', tool: 'ok' }, { id: 'b', tool: 'ok', depends_on: ['a'] }] }, session, manifest: null, tools }).report;
+    await session.end('ok');
+    const result = await replayFile(join(recordsDir, 'events.jsonl'));
+    expect(result.divergence).toBeUndefined();
+    expect(result.actors['plan:first']?.at(-1)).toBe('finished');
+    expect(result.actors['plan:second']?.at(-1)).toBe('finished');
+  });
+});
+
+describe('hand-written scripts that start from a single machine', () => {
+  it('replays a step machine on its own: a timeout, a forced stop, a retry', async () => {
+    const script = [
+      '{"kind":"machine","machine":"step","input":{"step":{"id":"build","shell":"make","retries":1,"timeout_secs":5}}}',
+      '{"kind":"expect","actor":"step:build","state":"running.bounded"}',
+      '{"kind":"timer","actor":"step:build"}',
+      '{"kind":"send","actor":"step:build","event":{"type":"ATTEMPT.LEADER_EXITED","attempt":1,"pid":1,"exitCode":143,"signal":"SIGTERM"}}',
+      '{"kind":"send","actor":"step:build","event":{"type":"ATTEMPT.FINISHED","attempt":1,"outcome":{"status":"failed","output":null,"error":"x"},"startedAtMs":0,"endedAtMs":5000}}',
+      '{"kind":"send","actor":"step:build","event":{"type":"ATTEMPT.FINISHED","attempt":2,"outcome":{"status":"success","output":"ok","error":null},"startedAtMs":5000,"endedAtMs":5100}}',
+      '{"kind":"expect","actor":"step:build","states":["running.bounded","running.stopping","leaderExited","running.bounded","finished"]}',
+      '{"kind":"expect","actor":"step:build","output":{"status":"success","attempts":2,"duration_ms":5100}}',
+    ].join('\n');
+    const result = await replay(parseReplayScript(script, 'step.jsonl'));
+    expect(result.divergence).toBeUndefined();
+    note(result);
+  });
+
+  it('replays a detached command on its own, its effect speaking through send lines with "from"', async () => {
+    const script = [
+      '{"kind":"machine","machine":"detachedCommand","input":{"workId":"wrk_9","binary":"/bin/sleep","command":"sleep 60"}}',
+      '{"kind":"send","actor":"wrk_9","event":{"type":"STOP"}}',
+      '{"kind":"send","actor":"wrk_9","from":"command","event":{"type":"COMMAND.SIGNAL_SENT","signal":"SIGTERM","by":"stop"}}',
+      '{"kind":"timer","actor":"wrk_9"}',
+      '{"kind":"expect","actor":"wrk_9","state":"running.killing"}',
+      '{"kind":"send","actor":"wrk_9","from":"command","event":{"type":"COMMAND.LEADER_EXITED","exitCode":137,"signal":"SIGKILL"}}',
+      '{"kind":"send","actor":"wrk_9","from":"command","event":{"type":"COMMAND.FINISHED","completion":{"exitCode":137,"status":"error","outputPath":"/l","outputBytes":0,"durationMs":2000}}}',
+      '{"kind":"expect","actor":"wrk_9","states":["running.active","running.stopping","running.stopping","running.killing","leaderExited","canceled"]}',
+      '{"kind":"expect","actor":"wrk_9","output":{"state":"stopped","signalsSent":1}}',
+    ].join('\n');
+    const result = await replay(parseReplayScript(script, 'wrk.jsonl'));
+    expect(result.divergence).toBeUndefined();
+  });
+
+  it('reports a send from an effect actor that is not running, and a timer that is not pending, as divergences at their lines', async () => {
+    const base = '{"kind":"machine","machine":"detachedCommand","input":{"workId":"wrk_9","binary":"b","command":"c"}}';
+    const noTimer = await replay(parseReplayScript(`${base}\n{"kind":"timer","actor":"wrk_9"}`, 't.jsonl'));
+    expect(noTimer.divergence).toMatchObject({ line: 2, actual: expect.stringContaining('no timer is pending') });
+    const noEffect = await replay(parseReplayScript(`${base}\n{"kind":"send","actor":"wrk_9","from":"nosuch","event":{"type":"X"}}`, 'e.jsonl'));
+    expect(noEffect.divergence).toMatchObject({ line: 2, actual: expect.stringContaining("no effect actor 'nosuch'") });
+  });
+
+  it('refuses a root of a kind that needs its parent, naming it', () => {
+    expect(() => parseReplayScript('{"kind":"machine","machine":"stepPool","input":{}}', 'p.jsonl')).toThrow(/kind stepPool cannot be a replay's root/);
+    expect(() => parseReplayScript('{"kind":"machine","machine":"nosuch","input":{}}', 'p.jsonl')).toThrow(/names no machine of the actor-kind table/);
+  });
+});
+
+describe('the actor-kind table', () => {
+  it('has every kind replayed identically by the tests above', () => {
+    expect([...replayedKinds].sort()).toEqual(ACTOR_KINDS.map((kind) => kind.name).sort());
+  });
+});

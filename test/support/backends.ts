@@ -1,0 +1,44 @@
+/**
+ * Both containment backends in one test run (issue 7: CI runs both). A test file wraps its
+ * real-process cases in {@link eachBackend}; the cgroup backend's cases are skipped, with the
+ * reason in their title, only where this machine cannot create cgroups.
+ */
+import { ContainmentError, detectContainment, type ContainmentBackend, type IsolationChoice } from '../../src/process/containment.js';
+import { removeCgroupTree } from '../../src/process/cgroup-unit.js';
+
+/** Why cgroups cannot be used here, or null when they can (probed once per test file). */
+export const cgroupUnavailable: string | null = (() => {
+  try {
+    const info = detectContainment({ sessionId: `probe-${process.pid}-${Date.now()}`, backend: 'cgroup', isolation: 'none', env: process.env });
+    if (info.cgroup !== null) removeCgroupTree(info.cgroup);
+    return null;
+  } catch (error) {
+    return error instanceof ContainmentError ? error.message : String(error);
+  }
+})();
+
+/** Why a PID namespace cannot be had here, or null when it can. */
+export const pidNamespaceUnavailable: string | null = (() => {
+  try {
+    detectContainment({ sessionId: `probe-${process.pid}`, backend: 'process-group', isolation: 'pid-namespace', env: process.env });
+    return null;
+  } catch (error) {
+    return error instanceof ContainmentError ? error.message : String(error);
+  }
+})();
+
+/** The session options that force one backend (and isolation, default none: the cases that need a namespace ask for it). */
+export interface BackendCase {
+  readonly backend: ContainmentBackend;
+  readonly containment: ContainmentBackend;
+  readonly isolation: IsolationChoice;
+}
+
+/** Runs `body` once per backend, in a describe block named after it (skipped with the reason where it cannot run). */
+export function eachBackend(body: (backend: BackendCase) => void, isolation: IsolationChoice = 'none'): void {
+  for (const backend of ['cgroup', 'process-group'] as const) {
+    const skip = backend === 'cgroup' ? cgroupUnavailable : null;
+    const name = skip === null ? `on the ${backend} backend` : `on the ${backend} backend (skipped: ${skip})`;
+    (skip === null ? describe : describe.skip)(name, () => body({ backend, containment: backend, isolation }));
+  }
+}
