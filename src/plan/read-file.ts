@@ -4,7 +4,7 @@
  * forever (`/dev/zero`). Ours, beyond `spec/plan.md` §5 (which only says the file is read).
  */
 
-import { constants, type Stats } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readSync, statSync, type Stats } from 'node:fs';
 import { open, stat } from 'node:fs/promises';
 import { fileTooLarge, NOT_UTF8, notRegularFile } from './messages.js';
 
@@ -88,6 +88,51 @@ export async function readUtf8File(path: string, options: ReadFileOptions = {}):
       bytes = read;
     } finally {
       await handle.close();
+    }
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException | undefined)?.code;
+    return failed(code === 'ENOENT' ? 'missing' : 'io', errorMessage(error), code === 'EISDIR');
+  }
+  try {
+    return { ok: true, text: new TextDecoder('utf-8', { fatal: true }).decode(bytes) };
+  } catch {
+    return failed('io', NOT_UTF8);
+  }
+}
+
+/**
+ * {@link readUtf8File} for synchronous callers (`capsule replay` reads its file so): the same
+ * checks (a regular file only, opened with `O_NONBLOCK`, at most `maxBytes`), the same results.
+ */
+export function readUtf8FileSync(path: string, options: ReadFileOptions = {}): ReadTextResult {
+  const maxBytes = options.maxBytes ?? MAX_INPUT_FILE_BYTES;
+  let bytes: Buffer;
+  try {
+    const before = kindOf(statSync(path));
+    if (before !== null) return failed('not-regular', notRegularFile(before));
+    const fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
+    try {
+      const stats = fstatSync(fd);
+      const kind = kindOf(stats);
+      if (kind !== null) return failed('not-regular', notRegularFile(kind));
+      if (stats.size > maxBytes) return failed('too-large', fileTooLarge(stats.size, maxBytes));
+      let buffer = Buffer.allocUnsafe(Math.min(maxBytes + 1, Math.max(stats.size + 1, 64 * 1024)));
+      let used = 0;
+      for (;;) {
+        if (used === buffer.length) {
+          if (used > maxBytes) break;
+          const grown = Buffer.allocUnsafe(Math.min(maxBytes + 1, buffer.length * 2));
+          buffer.copy(grown, 0, 0, used);
+          buffer = grown;
+        }
+        const read = readSync(fd, buffer, used, buffer.length - used, used);
+        if (read === 0) break;
+        used += read;
+      }
+      if (used > maxBytes) return failed('too-large', fileTooLarge(null, maxBytes));
+      bytes = buffer.subarray(0, used);
+    } finally {
+      closeSync(fd);
     }
   } catch (error) {
     const code = (error as NodeJS.ErrnoException | undefined)?.code;
