@@ -10,12 +10,9 @@ import * as z from 'zod';
 import { formatIssues, textNestingExceeds } from '../plan/schema.js';
 import { excerpt } from '../plan/text.js';
 import type { EventLine, EventLogRecord, SnapshotLine } from './event-log.js';
+import { MAX_RECORD_DEPTH } from './jsonl-reader.js';
 
-/**
- * Deepest nesting of arrays and objects a records line may have. The event log's writer caps the
- * values it records at 64 levels (`jsonSafe`), so a line it wrote is never near this.
- */
-export const MAX_RECORD_DEPTH = 256;
+export { MAX_RECORD_DEPTH };
 
 const payload = z.record(z.string(), z.unknown());
 

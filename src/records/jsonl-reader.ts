@@ -6,6 +6,15 @@
  */
 import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
 import { ERROR_CODES, RuntimeError } from '../errors.js';
+import { textNestingExceeds } from '../plan/json-bounds.js';
+import { excerpt } from '../plan/text.js';
+
+/**
+ * Deepest nesting of arrays and objects a records line may have: a deeper one is a problem, not
+ * parsed (a reader comparing, describing or stringifying it would recurse that deep). The writers
+ * never come near it (the event log caps what it records at 64 levels).
+ */
+export const MAX_RECORD_DEPTH = 256;
 
 /** One line that is not a record. */
 export interface JsonlProblem {
@@ -89,6 +98,17 @@ export class JsonlFollower {
     const text = bytes.toString('utf8');
     if (text.trim() === '') return;
     const where = `${this.file}:${line} (byte ${offset})`;
+    if (textNestingExceeds(text, MAX_RECORD_DEPTH)) {
+      problems.push({
+        code: ERROR_CODES.RECORD_LINE_INVALID,
+        file: this.file,
+        line,
+        offset,
+        bytes: bytes.length,
+        message: `${where}: nested deeper than ${MAX_RECORD_DEPTH} levels of arrays and objects (no record is)`,
+      });
+      return;
+    }
     let value: unknown;
     try {
       value = JSON.parse(text);
@@ -101,7 +121,7 @@ export class JsonlFollower {
         bytes: bytes.length,
         message: last
           ? `${where}: the last line has no newline and is not JSON (${bytes.length} bytes): a write cut short by a crash`
-          : `${where}: not a JSON line (${(error as Error).message})`,
+          : `${where}: not a JSON line (${excerpt((error as Error).message, 200)})`,
       });
       return;
     }
