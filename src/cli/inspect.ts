@@ -14,6 +14,7 @@ import { eventLogLine } from '../records/event-log-lines.js';
 import { JsonlFollower, type JsonlProblem } from '../records/jsonl-reader.js';
 import { isRecordOf, TraceFollower } from '../records/trace-reader.js';
 import { stateText } from '../replay/replay.js';
+import { excerpt } from '../plan/text.js';
 import { printable } from './progress.js';
 import { EXIT, type ExitCode } from './program.js';
 
@@ -32,6 +33,8 @@ export interface InspectOutput {
 const POLL_MS = 100;
 /** Ended children shown by name under their parent at least, when not all fit (the rest are counted). */
 const ENDED_SHOWN = 3;
+/** Characters of an actor id or a state a line shows before cutting it (see `excerpt`). */
+const LABEL_CHARS = 120;
 /** Lines of the tree printed when the view is not redrawn in place (and of `--once`). */
 const PRINTED_LINES = 40;
 
@@ -357,9 +360,11 @@ export class ActorTree {
 /** `step:a  running.bounded`, `step:b  finished (done) → failed: exit code 2`; a parent also counts its children: `(2 running, 10 ended)`. */
 function label(actor: ActorView, actors: ReadonlyMap<string, ActorView>): string {
   // Step ids and error texts are any text: a newline or an escape sequence must not redraw the operator's screen.
-  const status = (actor.status !== 'active' && actor.state !== 'not run' ? ` (${actor.status})` : '') + (actor.outcome === undefined ? '' : ` → ${printable(actor.outcome)}`);
-  const id = printable(actor.id);
-  if (actor.children.length === 0) return `${id}  ${actor.state}${status}`;
+  const status = (actor.status !== 'active' && actor.state !== 'not run' ? ` (${actor.status})` : '') + (actor.outcome === undefined ? '' : ` → ${printable(excerpt(actor.outcome, LABEL_CHARS))}`);
+  // A line is one actor, whatever the log holds: long ids and states are shown by excerpt.
+  const id = printable(excerpt(actor.id, LABEL_CHARS));
+  const state = printable(excerpt(actor.state, LABEL_CHARS));
+  if (actor.children.length === 0) return `${id}  ${state}${status}`;
   const running = actor.children.filter((child) => actors.get(child)?.status === 'active').length;
-  return `${id}  ${actor.state}${status}  [${running} running, ${actor.children.length - running} ended]`;
+  return `${id}  ${state}${status}  [${running} running, ${actor.children.length - running} ended]`;
 }

@@ -79,7 +79,9 @@ export async function replayCommand(
     throw error;
   }
   if (options.json === true) {
-    output.stdout.write(JSON.stringify(result) + '\n');
+    const d = result.divergence;
+    const clipped = d === undefined ? result : { ...result, divergence: { ...d, actor: excerpt(d.actor), expected: clipMiddle(d.expected), actual: clipMiddle(d.actual) } };
+    output.stdout.write(JSON.stringify(clipped) + '\n');
   } else if (result.divergence === undefined) {
     const actors = Object.keys(result.actors).length;
     output.stdout.write(`identical: ${actors} actor${actors === 1 ? '' : 's'} passed through the recorded states (${result.events} inputs fed) — ${file}\n`);
