@@ -147,3 +147,58 @@ export function detachedCommandInputFromLog(logged: unknown): DetachedCommandInp
   const { workId, binary, command, stopTermGraceMs } = checked.data;
   return { workId, binary, command, ...(stopTermGraceMs !== undefined ? { stopTermGraceMs } : {}) };
 }
+
+// ---------------------------------------------------------------------------------------------
+// Outside inputs a replay feeds back (recorded `external` lines, hand-written `send` lines)
+// ---------------------------------------------------------------------------------------------
+
+const exitCode = z.number();
+const signalName = z.string().nullable();
+
+/** Per kind, per event type: the payload the machine reads. Events not listed are fed as they are (a machine ignores what it does not take). */
+const INPUT_SCHEMAS: Readonly<Record<string, Readonly<Record<string, z.ZodType>>>> = {
+  plan: { CANCEL: z.looseObject({ force: z.boolean() }) },
+  step: {
+    CANCEL: z.looseObject({ force: z.boolean() }),
+    'ATTEMPT.LEADER_EXITED': z.looseObject({ attempt: z.number(), pid: z.number(), exitCode, signal: signalName }),
+    'ATTEMPT.FINISHED': z.looseObject({
+      attempt: z.number(),
+      outcome: z.looseObject({
+        status: z.enum(['success', 'failed']),
+        output: z.string().nullable(),
+        error: z.string().nullable(),
+        stateEffect: z.string().optional(),
+        resourceId: z.string().optional(),
+        truncated: z.looseObject({ log: z.string(), stdout_bytes: z.number(), stderr_bytes: z.number(), kept_bytes: z.number() }).optional(),
+      }),
+      startedAtMs: z.number(),
+      endedAtMs: z.number(),
+    }),
+  },
+  detachedCommand: {
+    'COMMAND.LEADER_EXITED': z.looseObject({ exitCode, signal: signalName }),
+    'COMMAND.FINISHED': z.looseObject({
+      completion: z.looseObject({
+        exitCode,
+        status: z.enum(['ok', 'error']),
+        outputPath: z.string(),
+        outputBytes: z.number(),
+        resourceLimit: z.string().optional(),
+        durationMs: z.number(),
+      }),
+    }),
+    'COMMAND.SIGNAL_SENT': z.looseObject({ signal: z.enum(['SIGTERM', 'SIGKILL']), by: z.enum(['stop', 'kill']) }),
+  },
+};
+
+/**
+ * Why an outside input cannot be fed to an actor of kind `kind` (its payload is not what the
+ * machine reads), or null. A replay reports it as the divergence instead of feeding it: a machine
+ * given `ATTEMPT.FINISHED` without an `outcome` would throw inside a guard.
+ */
+export function inputProblem(kind: string, event: { readonly type: string }): string | null {
+  const schema = INPUT_SCHEMAS[kind]?.[event.type];
+  if (schema === undefined) return null;
+  const checked = schema.safeParse(event);
+  return checked.success ? null : `${excerpt(event.type)} is not a ${kind} input: ${formatIssues(checked.error.issues)}`;
+}
