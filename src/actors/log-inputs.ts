@@ -19,7 +19,7 @@ export interface InputError {
   readonly error: string;
 }
 
-const STEP_KINDS = ['tool', 'shell', 'capsule'] as const;
+const STEP_KINDS = ['tool', 'shell', 'capsule', 'unknown'] as const;
 const positiveInteger = z.number().int().positive();
 const milliseconds = z.number().nonnegative();
 

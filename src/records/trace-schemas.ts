@@ -12,7 +12,7 @@ import type { TraceEventType } from './trace-records.js';
 
 const count = z.number();
 const text = z.string();
-const stepKind = z.enum(['tool', 'shell', 'capsule']);
+const stepKind = z.enum(['tool', 'shell', 'capsule', 'unknown']);
 const strings = z.array(z.string());
 
 const truncation = z.looseObject({
