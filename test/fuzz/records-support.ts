@@ -34,6 +34,8 @@ const PLANS: readonly { readonly plan: Record<string, unknown>; readonly poolSiz
   { plan: { id: 'stop', steps: [{ id: 'x', tool: 'ok' }, { id: 'y', tool: 'bad' }, { id: 'z', tool: 'ok', depends_on: ['x', 'y'] }] } },
   { plan: { id: 'wide', steps: Array.from({ length: 7 }, (_, i) => ({ id: `s${i}`, tool: i === 5 ? 'bad' : 'ok', on_error: 'skip' })) }, poolSize: 2 },
   { plan: { id: 'canceled', steps: [{ id: 'a', tool: 'ok' }] }, canceled: true },
+  // Refused by validation: no actor starts (an empty event log), plan_start names the kind "unknown".
+  { plan: { id: 'refused', steps: [{ id: 'a' }, { id: 'b', tool: 'ok', depends_on: ['a'] }] } },
 ];
 
 /** Runs the sessions above in `dir` and returns their records. */
