@@ -77,7 +77,7 @@ const rootLine = fc.oneof(
         kind: fc.constant('machine'),
         machine: fc.oneof({ weight: 8, arbitrary: fc.constantFrom('step', 'detachedCommand') }, { weight: 1, arbitrary: usually(fc.constantFrom('plan', 'stepPool', 'nope')) }),
         input: fc.oneof(
-          fc.record({ step: usually(fc.oneof(scriptPlan.map((plan) => ((plan as { steps?: unknown[] }).steps ?? [])[0]), stepObject)), results: usually(fc.dictionary(fc.constantFrom('a', 'b'), usually(fc.record({ step_id: fc.constant('a'), status: usually(fc.constantFrom('success', 'failed')), output: usually(fc.constantFrom('x', null)) })), { maxKeys: 2 })), timeoutSecs: usually(fc.constantFrom(1, null, 0)), killGraceMs: usually(fc.constantFrom(0, 10)) }, { requiredKeys: [] }),
+          fc.record({ step: usually(fc.oneof(scriptPlan.map((plan) => ((plan as { steps?: unknown[] } | null)?.steps ?? [])[0]), stepObject)), results: usually(fc.dictionary(fc.constantFrom('a', 'b'), usually(fc.record({ step_id: fc.constant('a'), status: usually(fc.constantFrom('success', 'failed')), output: usually(fc.constantFrom('x', null)) })), { maxKeys: 2 })), timeoutSecs: usually(fc.constantFrom(1, null, 0)), killGraceMs: usually(fc.constantFrom(0, 10)) }, { requiredKeys: [] }),
           fc.record({ workId: usually(fc.constant('wrk_9')), binary: usually(fc.constant('/bin/sleep')), command: usually(fc.constant('sleep 60')), stopTermGraceMs: usually(fc.constantFrom(0, 100)) }, { requiredKeys: [] }),
           jsonValue(2),
         ),
