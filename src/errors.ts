@@ -66,6 +66,23 @@ export function isRuntimeError(value: unknown, ...codes: ErrorCode[]): value is 
   return codes.length === 0 || codes.includes((value as RuntimeError).code);
 }
 
+/**
+ * A bug inside a run (an exception, not anything a plan author can cause; code `INTERNAL`), raised
+ * by `runPlan` once the session's trace is closed (`plan_end`, `session_end` with exit status
+ * `error`) and its process trees ended. `cause` is the original error; `recordsDir` the session's
+ * records directory (the CLI's internal-error handler writes the stack there). It lives here, not
+ * beside `runPlan`, so that handler recognises it without loading the runtime.
+ */
+export class RunInternalError extends RuntimeError {
+  override name = 'RunInternalError';
+  readonly recordsDir: string;
+
+  constructor(cause: unknown, recordsDir: string) {
+    super(ERROR_CODES.INTERNAL, messageOf(cause), { cause });
+    this.recordsDir = recordsDir;
+  }
+}
+
 /** A failure returned as a value. */
 export interface Failure<C extends ErrorCode = ErrorCode> {
   readonly ok: false;

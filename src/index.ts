@@ -7,7 +7,7 @@
  * const report = await runPlan({ plan: 'plan.json', tools: { echo: (input) => ({ status: 'passed', data: JSON.stringify(input) }) } });
  * ```
  */
-export { runPlan, startPlan, ManifestError, RecordsDirInUseError } from './runtime/run-plan.js';
+export { runPlan, startPlan, ManifestError, RecordsDirInUseError, RunInternalError } from './runtime/run-plan.js';
 export type { PlanReport, PlanRun, RunPlanOptions, PlanProgressEvent } from './runtime/run-plan.js';
 export type { FunctionTool, ToolCallContext, Gate, GateRequest, CommandTool } from './runtime/attempt.js';
 export type { ToolResult } from './executors/command-tool.js';
@@ -27,7 +27,7 @@ export type { AbandonedSession, LeftoverProcess } from './process/leftovers.js';
 export type { SessionOptions } from './session/session.js';
 export type { PlanFile, PlanStep, StepResult, StepStatus, StepKind, JsonValue, DiscardedResult, OutputTruncation } from '../machines/contracts.js';
 export { loadManifest, type Manifest } from './manifest.js';
-export { parsePlanText, readPlanFile } from './plan/schema.js';
+export { parsePlanText, parsePlanValue, readPlanFile, MAX_INPUT_FILE_BYTES } from './plan/schema.js';
 export { validatePlan } from './plan/validate.js';
 export { EventLog, EVENT_LOG_FILE } from './records/event-log.js';
 export type { EventLogRecord, EventLine, SnapshotLine } from './records/event-log.js';

@@ -19,10 +19,10 @@ import {
   expecting,
   formatIssues,
   jsonSyntaxDetail,
-  jsonDepthExceeds,
   MAX_JSON_DEPTH,
   planJsonSchema,
   readUtf8File,
+  textNestingExceeds,
   TOO_DEEP,
   type UnknownKeyWarning,
 } from './plan/schema.js';
@@ -232,8 +232,8 @@ export type ManifestResult =
   | { readonly ok: false; readonly error: string };
 
 /**
- * Parses the text of a manifest. Errors (never thrown) are `<label>: <detail>`: `invalid JSON:
- * <parser message>`, the nesting limit, or one to three shape problems `<json path>: <expected>,
+ * Parses the text of a manifest. Errors (never thrown) are `<label>: <detail>`: the nesting limit
+ * (checked on the text first), `invalid JSON: <parser message>`, or one to three shape problems `<json path>: <expected>,
  * got <value>`, e.g. `capsule.json: tools.word-count.command: expected a non-empty array of
  * strings, got an empty array`.
  *
@@ -243,13 +243,14 @@ export type ManifestResult =
  *   `<label>: <path>: unknown key '<key>' (did you mean '<known>'?)`.
  */
 export function parseManifestText(text: string, label: string): ManifestResult {
+  // The nesting limit is checked on the text, before JSON.parse spends time on 60 MB of `[`.
+  if (textNestingExceeds(text, MAX_JSON_DEPTH)) return { ok: false, error: manifestProblem(label, TOO_DEEP) };
   let raw: unknown;
   try {
     raw = JSON.parse(text);
   } catch (error) {
     return { ok: false, error: manifestProblem(label, jsonSyntaxDetail(text, error)) };
   }
-  if (jsonDepthExceeds(raw, MAX_JSON_DEPTH)) return { ok: false, error: manifestProblem(label, TOO_DEEP) };
   const parsed = ManifestSchema.safeParse(raw);
   if (!parsed.success) return { ok: false, error: manifestProblem(label, formatIssues(parsed.error.issues)) };
   const warnings = findUnknownKeys(raw, MANIFEST_KEY_SPEC).map(

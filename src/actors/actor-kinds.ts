@@ -15,6 +15,7 @@ import { planActorId, planMachine, poolActorId, stepActorId, type PlanContext, t
 import { stepPoolMachine, type PoolBatch, type StepPoolContext } from '../../machines/step-pool.machine.js';
 import { stepMachine, type StepContext, type StepInput } from '../../machines/step.machine.js';
 import { evaluateCondition } from '../plan/condition.js';
+import { detachedCommandInputFromLog, planInputFromLog, stepInputFromLog } from './log-inputs.js';
 
 /** How an effect actor is faked in replay: a promise settles once, a callback sends events back. */
 export type EffectActorKind = 'promise' | 'callback';
@@ -149,13 +150,7 @@ const detachedCommand: ActorKind = {
   actorId: (context: { input: DetachedCommandInput }) => context.input.workId,
   effects: { actors: { runCommand: 'callback' } },
   plainEvents: /^(?:COMMAND\.|STOP$|KILL$)/,
-  inputFromLog: (logged) => {
-    const input = logged as Partial<DetachedCommandInput> | undefined;
-    if (typeof input?.workId !== 'string' || typeof input.binary !== 'string' || typeof input.command !== 'string') {
-      return { error: 'a detachedCommand input needs "workId", "binary" and "command" (strings)' };
-    }
-    return input;
-  },
+  inputFromLog: detachedCommandInputFromLog,
 };
 
 const session: ActorKind = {
@@ -242,50 +237,5 @@ export function missingEffects(name: string, implementations: Implementations): 
   ];
 }
 
-// ---------------------------------------------------------------------------------------------
-// Inputs rebuilt from the log
-// ---------------------------------------------------------------------------------------------
+// Inputs rebuilt from the log (zod-checked): src/actors/log-inputs.ts.
 
-function planInputFromLog(logged: unknown): PlanInput | { error: string } {
-  const input = logged as Partial<PlanInput> | undefined;
-  if (
-    input === undefined ||
-    input === null ||
-    typeof input.planId !== 'string' ||
-    !Array.isArray(input.steps) ||
-    !Array.isArray(input.kinds) ||
-    !Array.isArray(input.timeoutsSecs)
-  ) {
-    return { error: 'the plan actor\'s input has no plan (planId, steps, kinds, timeoutsSecs)' };
-  }
-  return {
-    planId: input.planId,
-    steps: input.steps,
-    kinds: input.kinds,
-    timeoutsSecs: input.timeoutsSecs,
-    maxParallel: input.maxParallel ?? null,
-    killGraceMs: input.killGraceMs ?? 2000,
-    canceledAtStart: input.canceledAtStart ?? false,
-    ...(input.poolSize !== undefined ? { poolSize: input.poolSize } : {}),
-  };
-}
-
-/** A step input: `step` (a plan step object), and optionally `results` (by step id), `index`, `kind`, `timeoutSecs`, `killGraceMs`. */
-function stepInputFromLog(logged: unknown): StepInput | { error: string } {
-  const input = logged as { step?: unknown; results?: unknown; index?: unknown; kind?: unknown; timeoutSecs?: unknown; killGraceMs?: unknown } | undefined;
-  const stepValue = input?.step as Partial<PlanStep> | undefined;
-  if (typeof stepValue !== 'object' || stepValue === null || typeof stepValue.id !== 'string') {
-    return { error: 'a step input needs "step": a plan step object with an "id" (a child step\'s logged input names only its id)' };
-  }
-  const planStep: PlanStep = { input: null, depends_on: [], on_error: 'fail', retries: 0, ...stepValue } as PlanStep;
-  const results = new Map(Object.entries((input?.results ?? {}) as Record<string, never>));
-  const kind: StepKind = input?.kind === 'tool' || input?.kind === 'shell' || input?.kind === 'capsule' ? input.kind : planStep.tool !== undefined ? 'tool' : planStep.shell !== undefined ? 'shell' : 'capsule';
-  return {
-    step: planStep,
-    index: typeof input?.index === 'number' ? input.index : 0,
-    kind,
-    results,
-    timeoutSecs: typeof input?.timeoutSecs === 'number' ? input.timeoutSecs : (planStep.timeout_secs ?? null),
-    killGraceMs: typeof input?.killGraceMs === 'number' ? input.killGraceMs : 2000,
-  };
-}

@@ -10,9 +10,11 @@ import type { Command } from 'commander';
 import { createLogUpdate } from 'log-update';
 import { actorKind } from '../actors/actor-kinds.js';
 import { EVENT_LOG_FILE, type EventLogRecord } from '../records/event-log.js';
+import { eventLogLine } from '../records/event-log-lines.js';
 import { JsonlFollower, type JsonlProblem } from '../records/jsonl-reader.js';
 import { isRecordOf, TraceFollower } from '../records/trace-reader.js';
 import { stateText } from '../replay/replay.js';
+import { excerpt } from '../plan/text.js';
 import { printable } from './progress.js';
 import { EXIT, type ExitCode } from './program.js';
 
@@ -31,6 +33,8 @@ export interface InspectOutput {
 const POLL_MS = 100;
 /** Ended children shown by name under their parent at least, when not all fit (the rest are counted). */
 const ENDED_SHOWN = 3;
+/** Characters of an actor id or a state a line shows before cutting it (see `excerpt`). */
+const LABEL_CHARS = 120;
 /** Lines of the tree printed when the view is not redrawn in place (and of `--once`). */
 const PRINTED_LINES = 40;
 
@@ -170,7 +174,13 @@ class RecordsReader {
         this.#onProblem({ ...problemAt(this.#events.file, entry.line, entry.offset), message: `${this.#events.file}:${entry.line} (byte ${entry.offset}): not an event-log record (no "actor" and "kind")` });
         continue;
       }
-      onRecord(value as unknown as EventLogRecord);
+      // The whole shape, at the boundary (src/records/event-log-lines.ts): the tree reads only checked lines.
+      const checked = eventLogLine(value);
+      if (!checked.ok) {
+        this.#onProblem({ ...problemAt(this.#events.file, entry.line, entry.offset), message: `${this.#events.file}:${entry.line} (byte ${entry.offset}): ${checked.error}` });
+        continue;
+      }
+      onRecord(checked.record);
       count++;
     }
     if (!this.#sessionEnded) {
@@ -188,6 +198,8 @@ function problemAt(file: string, line: number, offset: number): Omit<JsonlProble
 interface ActorView {
   readonly id: string;
   readonly children: string[];
+  /** The actor it was spawned by, once known (an actor has one parent: a log that says otherwise is not followed). */
+  parent?: string;
   state: string;
   status: string;
   /** A step's outcome as the plan settled it (`success`, `failed: …`, `skipped`), or as it ran when discarded. */
@@ -233,8 +245,13 @@ export class ActorTree {
     if (record.kind === 'event' && record.type === 'xstate.init') {
       if (record.from === undefined) this.#root ??= record.actor;
       else {
-        const parent = this.#ensure(this.#shownAs.get(record.from) ?? record.from);
-        if (!parent.children.includes(record.actor)) parent.children.push(record.actor);
+        const parentId = this.#shownAs.get(record.from) ?? record.from;
+        // Only a fresh actor joins a parent (one parent each, none for the root, not itself): a
+        // damaged or hand-made log cannot make the tree a cycle that drawing it would never leave.
+        if (actor.parent === undefined && actor.children.length === 0 && record.actor !== this.#root && parentId !== record.actor) {
+          this.#ensure(parentId).children.push(record.actor);
+          actor.parent = parentId;
+        }
       }
     } else if (record.kind === 'snapshot') {
       actor.state = stateText(record.state);
@@ -254,14 +271,20 @@ export class ActorTree {
     if (!Array.isArray(records)) return;
     for (const record of records as readonly ({ result?: EmittedResult } | null)[]) {
       const result = record?.result;
-      if (result === undefined || typeof result.step_id !== 'string') continue;
+      // The emitted payload is not part of the line's schema: each result is checked here.
+      if (typeof result !== 'object' || result === null || typeof result.step_id !== 'string' || typeof result.status !== 'string') continue;
+      if (result.error !== null && typeof result.error !== 'string') continue;
       const id = `step:${result.step_id}`;
       let step = this.#actors.get(id);
       if (step === undefined) {
         step = this.#ensure(id);
         step.state = 'not run';
         step.status = 'done';
-        this.#actors.get(planActor)?.children.push(id);
+        const plan = this.#actors.get(planActor);
+        if (plan !== undefined && id !== planActor) {
+          plan.children.push(id);
+          step.parent = planActor;
+        }
       }
       const line = result.error?.split('\n').find((text) => text.trim() !== '')?.trim() ?? '';
       const error = result.error === null ? '' : `: ${line.length > 80 ? `${line.slice(0, 79)}…` : line}`;
@@ -276,33 +299,51 @@ export class ActorTree {
   render(maxLines = PRINTED_LINES): string[] {
     if (this.#root === null) return ['(no actor yet)'];
     const lines: string[] = [];
-    const walk = (id: string, prefix: string, childPrefix: string): void => {
-      const actor = this.#actors.get(id);
-      if (actor === undefined) return;
-      lines.push(`${prefix}${label(actor, this.#actors)}`);
+    // Lines past `maxLines` are only counted (no text built): with a loop and its own stack, a
+    // tree as deep as the log is long costs its size, not the call stack or its prefixes' squares.
+    let counted = 0;
+    const add = (text: () => string): void => {
+      if (lines.length < maxLines) lines.push(text());
+      else counted++;
+    };
+    type Row = { readonly text: string } | { readonly id: string };
+    const stack: { readonly row: Row; readonly prefix: string; readonly childPrefix: string }[] = [{ row: { id: this.#root }, prefix: '', childPrefix: '' }];
+    while (stack.length > 0) {
+      const { row, prefix, childPrefix } = stack.pop() as (typeof stack)[number];
+      if ('text' in row) {
+        add(() => `${prefix}${row.text}`);
+        continue;
+      }
+      const actor = this.#actors.get(row.id);
+      if (actor === undefined) continue;
+      add(() => `${prefix}${label(actor, this.#actors)}`);
       const ended = actor.children.filter((child) => this.#actors.get(child)?.status !== 'active');
       const active = actor.children.filter((child) => this.#actors.get(child)?.status === 'active');
-      const room = maxLines - lines.length - active.length;
+      const room = maxLines - (lines.length + counted) - active.length;
       const shownEnded = ended.length <= room ? ended : ended.slice(-Math.max(ENDED_SHOWN, room - 1));
       const hidden = ended.length - shownEnded.length;
-      const rows: (string | { id: string })[] = [];
+      const rows: Row[] = [];
       if (hidden > 0) {
         const byState = new Map<string, number>();
         for (const child of ended.slice(0, hidden)) {
           const state = this.#actors.get(child)?.state ?? '?';
           byState.set(state, (byState.get(state) ?? 0) + 1);
         }
-        rows.push(`… ${hidden} more ended (${[...byState].map(([state, n]) => `${n} ${state}`).join(', ')})`);
+        rows.push({ text: `… ${hidden} more ended (${[...byState].map(([state, n]) => `${n} ${state}`).join(', ')})` });
       }
       for (const child of [...shownEnded, ...active]) rows.push({ id: child });
-      rows.forEach((row, i) => {
+      const counting = lines.length >= maxLines;
+      for (let i = rows.length - 1; i >= 0; i--) {
         const last = i === rows.length - 1;
-        if (typeof row === 'string') lines.push(`${childPrefix}${last ? '└─ ' : '├─ '}${row}`);
-        else walk(row.id, `${childPrefix}${last ? '└─ ' : '├─ '}`, `${childPrefix}${last ? '   ' : '│  '}`);
-      });
-    };
-    walk(this.#root, '', '');
-    if (lines.length > maxLines) return [...lines.slice(0, maxLines - 1), `… ${lines.length - maxLines + 1} more lines`];
+        stack.push({
+          row: rows[i] as Row,
+          prefix: counting ? '' : `${childPrefix}${last ? '└─ ' : '├─ '}`,
+          childPrefix: counting ? '' : `${childPrefix}${last ? '   ' : '│  '}`,
+        });
+      }
+    }
+    const total = lines.length + counted;
+    if (total > maxLines) return [...lines.slice(0, maxLines - 1), `… ${total - maxLines + 1} more lines`];
     return lines;
   }
 
@@ -319,9 +360,11 @@ export class ActorTree {
 /** `step:a  running.bounded`, `step:b  finished (done) → failed: exit code 2`; a parent also counts its children: `(2 running, 10 ended)`. */
 function label(actor: ActorView, actors: ReadonlyMap<string, ActorView>): string {
   // Step ids and error texts are any text: a newline or an escape sequence must not redraw the operator's screen.
-  const status = (actor.status !== 'active' && actor.state !== 'not run' ? ` (${actor.status})` : '') + (actor.outcome === undefined ? '' : ` → ${printable(actor.outcome)}`);
-  const id = printable(actor.id);
-  if (actor.children.length === 0) return `${id}  ${actor.state}${status}`;
+  const status = (actor.status !== 'active' && actor.state !== 'not run' ? ` (${actor.status})` : '') + (actor.outcome === undefined ? '' : ` → ${printable(excerpt(actor.outcome, LABEL_CHARS))}`);
+  // A line is one actor, whatever the log holds: long ids and states are shown by excerpt.
+  const id = printable(excerpt(actor.id, LABEL_CHARS));
+  const state = printable(excerpt(actor.state, LABEL_CHARS));
+  if (actor.children.length === 0) return `${id}  ${state}${status}`;
   const running = actor.children.filter((child) => actors.get(child)?.status === 'active').length;
-  return `${id}  ${actor.state}${status}  [${running} running, ${actor.children.length - running} ended]`;
+  return `${id}  ${state}${status}  [${running} running, ${actor.children.length - running} ended]`;
 }

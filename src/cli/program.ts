@@ -4,9 +4,10 @@
  * its own module (`src/cli/<name>.ts`) and exports `register<Name>(program)`; `src/cli.ts` calls
  * them one by one.
  */
-import { readFileSync } from 'node:fs';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { LOG_LEVELS } from '../session/logger.js';
+import { reportInternalError } from './internal-error.js';
+import { packageVersion } from './version.js';
 
 /** Process exit codes of `capsule` (DESIGN §3). */
 export const EXIT = {
@@ -21,17 +22,6 @@ export const EXIT = {
 } as const;
 
 export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
-
-/** The package version, read from package.json (two levels above `dist/src/cli/`). */
-function packageVersion(): string {
-  try {
-    const text = readFileSync(new URL('../../../package.json', import.meta.url), 'utf8');
-    const version: unknown = (JSON.parse(text) as { version?: unknown }).version;
-    return typeof version === 'string' ? version : '0.0.0';
-  } catch {
-    return '0.0.0';
-  }
-}
 
 /**
  * The root command. Usage errors do not exit here: `exitOverride` turns them into a thrown
@@ -57,7 +47,7 @@ export function createProgram(): Command {
  * Parses `argv` and runs the chosen subcommand. Subcommand actions report their exit code through
  * `process.exitCode`; this returns it (0 when unset). `--help`, `help <command>` and `--version`
  * exit 0; every commander usage error (and a bare `capsule`) exits 2; an exception from an action
- * is a bug: it is printed with its stack and exits 1.
+ * is a bug: `reportInternalError` prints one line (the stack goes to a file) and this returns 1.
  */
 export async function runProgram(program: Command, argv: readonly string[]): Promise<number> {
   try {
@@ -66,7 +56,7 @@ export async function runProgram(program: Command, argv: readonly string[]): Pro
     // Commander has printed the help, the version or the usage error already; help asked for
     // (`--help`, `help run`) and `--version` carry exit code 0, everything else is a usage error.
     if (error instanceof CommanderError) return error.exitCode === 0 ? EXIT.OK : EXIT.USAGE;
-    process.stderr.write(`capsule: internal error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+    reportInternalError(error, { argv });
     return EXIT.FAILED;
   }
   return typeof process.exitCode === 'number' ? process.exitCode : EXIT.OK;

@@ -86,6 +86,25 @@ function truncate(text: string, width: number): string {
   return text.length <= width ? text : `${text.slice(0, Math.max(0, width - 1))}…`;
 }
 
+/** Ids a line of the summary lists by name before counting the rest. */
+const MAX_LISTED_IDS = 10;
+
+/** Widest step or plan id progress shows; a longer one is cut with `…`. */
+const MAX_SHOWN_ID_CHARS = 60;
+
+/** A step or plan id as progress shows it: printable, at most `MAX_SHOWN_ID_CHARS` wide. */
+function shownId(id: string): string {
+  // Cut before `printable` (which only lengthens), so a 10 MB id costs nothing.
+  return truncate(printable(id.length > MAX_SHOWN_ID_CHARS * 4 ? id.slice(0, MAX_SHOWN_ID_CHARS * 4) : id), MAX_SHOWN_ID_CHARS);
+}
+
+/** The length of the longest text (0 for none). A loop: `Math.max(...lengths)` overflows the stack on a long list. */
+function widest(texts: readonly string[]): number {
+  let width = 0;
+  for (const text of texts) if (text.length > width) width = text.length;
+  return width;
+}
+
 /**
  * Progress view of one run. Feed it every {@link PlanProgressEvent} (`onEvent`), print side notes
  * through `note` (warnings, cancel notices: shown even when quiet), then call `finish` with the
@@ -131,7 +150,7 @@ export class Progress {
         this.#planId = event.planId;
         this.#planStartedAtMs = this.#now();
         this.#steps = [...event.steps];
-        this.#print(this.#paint('bold', `plan ${event.planId}: ${event.steps.length} step${event.steps.length === 1 ? '' : 's'}`));
+        this.#print(this.#paint('bold', `plan ${shownId(event.planId)}: ${event.steps.length} step${event.steps.length === 1 ? '' : 's'}`));
         if (this.#live !== null && this.#timer === undefined) {
           this.#timer = setInterval(() => this.#render(), LIVE_FRAME_MS);
           this.#timer.unref();
@@ -139,7 +158,7 @@ export class Progress {
         break;
       case 'step.started':
         this.#running.set(event.stepId, this.#now());
-        if (this.#mode === 'lines') this.#print(`${this.#paint('cyan', '▶')} ${printable(event.stepId)} (${event.kind})`);
+        if (this.#mode === 'lines') this.#print(`${this.#paint('cyan', '▶')} ${shownId(event.stepId)} (${event.kind})`);
         break;
       case 'step.ended':
         // Shown when the step ends, not when its wave settles (the trace keeps the spec's order).
@@ -199,7 +218,7 @@ export class Progress {
       } else if (!report.completed && !report.canceled && report.failed_step !== null) {
         const blamed = report.results.find((result) => result.step_id === report.failed_step);
         const where =
-          report.failed_step === 'plan' ? 'plan' : `step '${printable(report.failed_step)}' stopped plan ${printable(report.plan_id)}`;
+          report.failed_step === 'plan' ? 'plan' : `step '${shownId(report.failed_step)}' stopped plan ${shownId(report.plan_id)}`;
         this.#stream.write(`failed: ${where}: ${firstLine(blamed?.error ?? null)}\n`);
       }
       return;
@@ -208,8 +227,9 @@ export class Progress {
   }
 
   #refusalText(refusal: Refusal): string {
-    const where = refusal.step_id === 'plan' ? 'plan' : `step '${printable(refusal.step_id)}'`;
-    return refusalLines(refusal, this.#paint('red', `refused: ${where}: ${firstLine(refusal.error)}`)).join('\n');
+    const where = refusal.step_id === 'plan' ? 'plan' : `step '${shownId(refusal.step_id)}'`;
+    const [first, ...explained] = refusalLines(refusal, this.#paint('red', `refused: ${where}: ${firstLine(refusal.error)}`));
+    return [first, ...explained.map(printable)].join('\n');
   }
 
   /** Stops the live view (idempotent). */
@@ -225,11 +245,11 @@ export class Progress {
     const cut = this.#cutNote(result);
     switch (result.status) {
       case 'success':
-        return `${this.#paint('green', '✔')} ${printable(result.step_id)} success ${formatDuration(result.duration_ms)}${attempts}${cut}`;
+        return `${this.#paint('green', '✔')} ${shownId(result.step_id)} success ${formatDuration(result.duration_ms)}${attempts}${cut}`;
       case 'failed':
-        return `${this.#paint('red', '✖')} ${printable(result.step_id)} failed${reason === '' ? '' : `: ${reason}`}${attempts}${cut}`;
+        return `${this.#paint('red', '✖')} ${shownId(result.step_id)} failed${reason === '' ? '' : `: ${reason}`}${attempts}${cut}`;
       case 'skipped':
-        return `${this.#paint('yellow', '↷')} ${printable(result.step_id)} skipped${reason === '' ? '' : `: ${reason}`}${cut}`;
+        return `${this.#paint('yellow', '↷')} ${shownId(result.step_id)} skipped${reason === '' ? '' : `: ${reason}`}${cut}`;
     }
   }
 
@@ -242,7 +262,7 @@ export class Progress {
 
   #discardedLine(result: DiscardedResult): string {
     const outcome = result.status === 'success' ? `success ${formatDuration(result.duration_ms)}` : `failed${result.error === null ? '' : `: ${firstLine(result.error)}`}`;
-    return `${this.#paint('dim', '⊘')} ${printable(result.step_id)} discarded (ran: ${outcome}): ${result.reason}${this.#cutNote(result)}`;
+    return `${this.#paint('dim', '⊘')} ${shownId(result.step_id)} discarded (ran: ${outcome}): ${result.reason}${this.#cutNote(result)}`;
   }
 
   /** Writes a permanent line: above the live view on a terminal, plain otherwise; nothing when quiet. */
@@ -260,14 +280,15 @@ export class Progress {
     const status =
       this.#canceling === 'forced' ? 'canceling (forced)' : this.#canceling === 'graceful' ? 'canceling' : 'running';
     const header =
-      `${this.#paint('cyan', spinner)} plan ${this.#planId} ${status} · ` +
+      `${this.#paint('cyan', spinner)} plan ${shownId(this.#planId)} ${status} · ` +
       `${this.#settledCount}/${this.#steps.length} settled · ${this.#running.size} running · ${formatDuration(now - this.#planStartedAtMs)}`;
     const room = Math.max(1, (this.#stream.rows ?? 24) - 3);
     const running = [...this.#running];
-    const width = Math.max(0, ...running.map(([id]) => id.length));
-    const lines = running
-      .slice(0, room)
-      .map(([id, startedAtMs]) => `  ${this.#paint('cyan', spinner)} ${printable(id).padEnd(width)}  ${this.#paint('dim', formatDuration(now - startedAtMs))}`);
+    const shown = running.slice(0, room).map(([id, startedAtMs]) => [shownId(id), startedAtMs] as const);
+    const width = widest(shown.map(([id]) => id));
+    const lines = shown.map(
+      ([id, startedAtMs]) => `  ${this.#paint('cyan', spinner)} ${id.padEnd(width)}  ${this.#paint('dim', formatDuration(now - startedAtMs))}`,
+    );
     if (running.length > room) lines.push(this.#paint('dim', `  … and ${running.length - room} more running`));
     this.#live([header, ...lines].join('\n'));
   }
@@ -276,7 +297,7 @@ export class Progress {
     const discarded = report.discarded ?? [];
     const settled = new Set([...report.results, ...discarded].map((result) => result.step_id));
     const rows: string[][] = report.results.map((result) => [
-      printable(result.step_id),
+      shownId(result.step_id),
       result.status,
       String(result.attempts),
       formatDuration(result.duration_ms),
@@ -284,14 +305,14 @@ export class Progress {
     ]);
     // Steps that ran but whose outcome a fail stop discarded (plan.md §10.5): shown as they ran.
     for (const result of discarded) {
-      rows.push([printable(result.step_id), `${result.status} (discarded)`, String(result.attempts), formatDuration(result.duration_ms), firstLine(result.error)]);
+      rows.push([shownId(result.step_id), `${result.status} (discarded)`, String(result.attempts), formatDuration(result.duration_ms), firstLine(result.error)]);
     }
     // Steps that never settled (after a failure stopped the plan): listed so nobody looks for them.
     for (const step of this.#steps) {
-      if (!settled.has(step.id)) rows.push([printable(step.id), 'not run', '0', '-', '']);
+      if (!settled.has(step.id)) rows.push([shownId(step.id), 'not run', '0', '-', '']);
     }
     const header = ['step', 'status', 'attempts', 'duration', 'error'];
-    const widths = header.map((title, column) => Math.max(title.length, ...rows.map((row) => (row[column] ?? '').length)));
+    const widths = header.map((title, column) => Math.max(title.length, widest(rows.map((row) => row[column] ?? ''))));
     const fixed = widths.slice(0, 4).reduce((sum, w) => sum + w + 2, 0);
     const errorWidth = Math.max(20, (this.#stream.columns ?? fixed + DEFAULT_ERROR_COLUMN_CHARS) - fixed - 1);
     const format = (row: readonly string[], paintStatus: boolean): string => {
@@ -301,7 +322,8 @@ export class Progress {
     };
     const lines = ['', this.#paint('bold', format(header, false)), ...rows.map((row) => format(row, true))];
     if (discarded.length > 0) {
-      const ids = discarded.map((result) => `'${printable(result.step_id)}'`).join(', ');
+      const listed = discarded.slice(0, MAX_LISTED_IDS).map((result) => `'${shownId(result.step_id)}'`).join(', ');
+      const ids = discarded.length > MAX_LISTED_IDS ? `${listed} and ${discarded.length - MAX_LISTED_IDS} more` : listed;
       lines.push('', `discarded: ${ids} ran, but ${discarded.length === 1 ? 'its outcome is' : 'their outcomes are'} not in the results: ${discarded[0]?.reason ?? ''} (--json lists ${discarded.length === 1 ? 'it' : 'them'} under "discarded")`);
     }
     const cut = [...report.results, ...discarded].filter((result) => result.truncated !== undefined);
@@ -310,16 +332,17 @@ export class Progress {
       for (const result of cut) {
         const t = result.truncated;
         if (t === undefined) continue;
-        lines.push(`cut: ${printable(result.step_id)}: ${cutStreams(t)} over ${t.kept_bytes / 1024} KiB (stdout ${t.stdout_bytes} bytes, stderr ${t.stderr_bytes} bytes), the first ${t.kept_bytes / 1024} KiB kept; full output: ${printable(t.log)}`);
+        lines.push(`cut: ${shownId(result.step_id)}: ${cutStreams(t)} over ${t.kept_bytes / 1024} KiB (stdout ${t.stdout_bytes} bytes, stderr ${t.stderr_bytes} bytes), the first ${t.kept_bytes / 1024} KiB kept; full output: ${printable(t.log)}`);
       }
     }
     const took = formatDuration(report.duration_ms);
     let outcome: string;
+    const plan = shownId(report.plan_id);
     if (refusal !== undefined) outcome = this.#refusalText(refusal);
-    else if (report.canceled) outcome = this.#paint('yellow', `canceled: plan ${report.plan_id} after ${took}`);
-    else if (report.completed) outcome = this.#paint('green', `completed: plan ${report.plan_id} in ${took}`);
+    else if (report.canceled) outcome = this.#paint('yellow', `canceled: plan ${plan} after ${took}`);
+    else if (report.completed) outcome = this.#paint('green', `completed: plan ${plan} in ${took}`);
     else if (report.plan_id === '') outcome = this.#paint('red', 'failed: the plan file could not be read or parsed');
-    else outcome = this.#paint('red', `failed: step '${report.failed_step ?? ''}' stopped plan ${report.plan_id} after ${took}`);
+    else outcome = this.#paint('red', `failed: step '${shownId(report.failed_step ?? '')}' stopped plan ${plan} after ${took}`);
     lines.push('', outcome);
     if (report.canceled) lines.push(...this.#stoppedLines(report));
     lines.push(`records: ${report.records_dir}`);

@@ -4,9 +4,12 @@
  * through the same states. Exit 0 identical, 1 with the first divergence, 2 for a file that
  * cannot be read as a replay file (the error names the file and line).
  */
-import { readFileSync, statSync } from 'node:fs';
+import { statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { Command } from 'commander';
+import { MAX_INPUT_FILE_BYTES, readUtf8FileSync } from '../plan/read-file.js';
+import { clipMiddle, excerpt } from '../plan/text.js';
+import { printable } from './progress.js';
 import { replay, type ReplayResult } from '../replay/replay.js';
 import { readReplayScript, ReplayFileError } from '../replay/script.js';
 import { EXIT, type ExitCode } from './program.js';
@@ -36,14 +39,17 @@ export function registerReplay(program: Command): void {
  */
 function refusedRunBeside(file: string): string | null {
   try {
-    if (statSync(file).size !== 0) return null;
-    const report = JSON.parse(readFileSync(join(dirname(file), 'report.json'), 'utf8')) as {
+    if (!statSync(file).isFile() || statSync(file).size !== 0) return null;
+    // Only a regular file, and a small one: a FIFO named report.json must not block the command.
+    const read = readUtf8FileSync(join(dirname(file), 'report.json'), { maxBytes: MAX_INPUT_FILE_BYTES });
+    if (!read.ok) return null;
+    const report = JSON.parse(read.text) as {
       failed_step?: unknown;
       results?: { error?: unknown; attempts?: unknown }[];
     };
     // Refused means nothing ran: one result, the blamed step, never attempted.
     if (typeof report.failed_step !== 'string' || report.results?.length !== 1 || report.results[0]?.attempts !== 0) return null;
-    return `report.json: step '${report.failed_step}' refused: ${String(report.results[0]?.error ?? '')}`;
+    return `report.json: step '${excerpt(report.failed_step)}' refused: ${excerpt(String(report.results[0]?.error ?? ''), 200)}`;
   } catch {
     return null;
   }
@@ -73,14 +79,18 @@ export async function replayCommand(
     throw error;
   }
   if (options.json === true) {
-    output.stdout.write(JSON.stringify(result) + '\n');
+    const d = result.divergence;
+    const clipped = d === undefined ? result : { ...result, divergence: { ...d, actor: excerpt(d.actor), expected: clipMiddle(d.expected), actual: clipMiddle(d.actual) } };
+    output.stdout.write(JSON.stringify(clipped) + '\n');
   } else if (result.divergence === undefined) {
     const actors = Object.keys(result.actors).length;
     output.stdout.write(`identical: ${actors} actor${actors === 1 ? '' : 's'} passed through the recorded states (${result.events} inputs fed) — ${file}\n`);
   } else {
     const d = result.divergence;
+    // The texts quote the file (actor ids, states, payloads): bounded, and unable to rewrite the terminal.
+    const shown = (text: string): string => printable(clipMiddle(text));
     output.stdout.write(
-      `diverged at seq ${d.seq} (${file}:${d.line}), actor ${d.actor}\n  expected: ${d.expected}\n  actual:   ${d.actual}\n`,
+      `diverged at seq ${d.seq} (${file}:${d.line}), actor ${printable(excerpt(d.actor))}\n  expected: ${shown(d.expected)}\n  actual:   ${shown(d.actual)}\n`,
     );
   }
   return result.identical ? EXIT.OK : EXIT.FAILED;

@@ -6,14 +6,16 @@ import { statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { DEFAULT_CANCEL_GRACE_SECS, findManifest, loadManifest, MANIFEST_FILE } from '../manifest.js';
-import { ERROR_CODES, isRuntimeError } from '../errors.js';
+import { ERROR_CODES, isRuntimeError, RunInternalError } from '../errors.js';
 import { startPlan, type PlanReport } from '../runtime/run-plan.js';
 import { explainUnreadPlan } from './validate.js';
 import { releaseEarlySignals } from './early-signals.js';
+import { onUncaughtError } from './internal-error.js';
 import { cancelOnSignals, DEFAULT_ON_SIGTERM, signalsFor, type OnSigterm } from './cancel-on-signals.js';
 import { createLogger } from '../session/logger.js';
 import { collect, EXIT, parseNonNegativeNumber, parsePositiveInteger, usageError, type ExitCode, type GlobalOptions } from './program.js';
-import { Progress, progressModeFor, useColor } from './progress.js';
+import { printable, Progress, progressModeFor, useColor } from './progress.js';
+import { WarningSink } from './warning-sink.js';
 import type { ContainmentInfo } from '../process/containment.js';
 import type { Session } from '../session/session.js';
 import { describeResume, type ResumeOutcome } from '../reconcile/resume.js';
@@ -115,6 +117,7 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
     mode: progressModeFor(stderr, options.quiet === true),
     color: useColor(stderr),
   });
+  const warnings = new WarningSink({ write: (line) => progress.note(printable(line)) });
   progress.info(
     manifestSource.kind === 'file'
       ? `manifest: ${manifestSource.path}`
@@ -130,8 +133,8 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
     maxParallel: options.maxParallel ?? null,
     logger: log.logger,
     onEvent: (event) => progress.onEvent(event),
-    onWarning: (warning) => progress.note(`warning: ${warning.message}`),
-    onNotice: (message) => progress.note(`warning: ${message}`),
+    onWarning: (warning) => warnings.warn(warning),
+    onNotice: (message) => warnings.warn({ kind: 'records', message }),
     ...(options.runAs !== undefined ? { runAs: options.runAs } : {}),
     ...(options.verbose === true ? { onSession: (session: Session) => progress.note(containmentLines(session.containment.info)) } : {}),
     ...(options.resume !== undefined
@@ -156,7 +159,12 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
   });
   // A terminal that went away (EIO/EPIPE on stderr) must not crash the run before its process
   // groups are ended: progress is best effort, for the rest of this process's life.
-  stderr.on('error', () => {});
+  ignoreStreamErrors(stderr);
+  // An exception outside this flow (a timer, a listener) ends the run by force before capsule exits.
+  const stopOnUncaughtError = onUncaughtError(
+    () => run.cancel({ force: true }),
+    options.records !== undefined ? resolve(options.records) : join(workdir, '.capsule', 'records'),
+  );
 
   let report: PlanReport;
   try {
@@ -165,18 +173,37 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
     progress.dispose();
     // A bad manifest or a records directory that holds a session: a usage error (exit 2), before any step ran.
     if (isRuntimeError(error, ERROR_CODES.MANIFEST_INVALID, ERROR_CODES.RECORDS_DIR_IN_USE)) return usageError(error.message);
-    // No report: the records directory could not be used (or a runtime bug).
+    // A bug inside the session (its trace is closed): the top-level handler reports it.
+    if (error instanceof RunInternalError) throw error;
+    // No report: the records directory could not be used.
     process.stderr.write(`error: the plan could not be run: ${error instanceof Error ? error.message : String(error)}\n`);
     return EXIT.FAILED;
   } finally {
     stopHandlingSignals();
+    stopOnUncaughtError();
     log.flush();
   }
 
+  warnings.finish();
   progress.finish(report, report.refusal ?? (report.plan_id === '' && report.failed_step === 'plan' ? explainUnreadPlan(planPath, report.results[0]?.error ?? '', options.workdir) : undefined));
   if (options.json === true) process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
   return exitCodeOf(report);
 }
+
+const ignoring = new WeakSet<NodeJS.WriteStream>();
+
+/**
+ * Adds one do-nothing `error` listener to `stream`, once per stream. Defined out here: a closure
+ * made inside `runCommand` would hold on to that run (its session, plan and actors) for as long as
+ * the stream lives, and in-process callers (tests, the CLI fuzz target) run many.
+ */
+function ignoreStreamErrors(stream: NodeJS.WriteStream): void {
+  if (ignoring.has(stream)) return;
+  ignoring.add(stream);
+  stream.on('error', ignoreError);
+}
+
+function ignoreError(): void {}
 
 /** What `--verbose` prints about the session's containment (the same facts as `session_start.containment`). */
 export function containmentLines(info: ContainmentInfo): string {

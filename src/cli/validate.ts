@@ -16,7 +16,13 @@ import { explainParseFailure, explainReadFailure, refusalLines, type Refusal } f
 import { parsePlanText, readPlanFile } from '../plan/schema.js';
 import type { PlanWarning } from '../plan/warnings.js';
 import { recordedSessionIn, RecordsDirInUseError } from '../records/records-dir.js';
+import { excerpt } from '../plan/text.js';
 import { collect, EXIT, usageError, type ExitCode } from './program.js';
+import { printable } from './progress.js';
+import { MAX_WARNINGS_PER_KIND, WarningSink } from './warning-sink.js';
+
+/** The closing line after the further refusals shown. */
+const moreRefusals = (count: number): string => `refused: ${count} more step${count === 1 ? '' : 's'} a run would fail on later, not shown`;
 
 /** Options of `capsule validate`, as commander parses them. */
 export interface ValidateCommandOptions {
@@ -38,7 +44,11 @@ export interface ValidationReport {
   /** `null` when valid; `"plan"` for an unreadable or unparseable file; else the refused step. */
   readonly failed_step: string | null;
   readonly error: string | null;
-  /** Warnings of the manifest and the plan, as printed on stderr (without `warning: `). */
+  /**
+   * Warnings of the manifest and the plan, as printed on stderr (without `warning: `): at most
+   * `MAX_WARNINGS_PER_KIND` of each kind, then one `<n> more '<kind>' warnings not shown (<total>
+   * in all)` line per kind over the cap.
+   */
   readonly warnings: readonly string[];
   /** Ours: the refusal explained; absent when valid and when the plan file could not be read. */
   readonly refusal?: Refusal;
@@ -66,12 +76,10 @@ export function registerValidate(program: Command): void {
 
 /** Runs `capsule validate` and returns its exit code. */
 export async function validateCommand(planPath: string, options: ValidateCommandOptions): Promise<ExitCode> {
-  const warnings: string[] = [];
-  // The one path every warning takes (structured, so a sink can count or cap them by kind).
-  const warn = (warning: PlanWarning): void => {
-    warnings.push(warning.message);
-    process.stderr.write(`warning: ${warning.message}\n`);
-  };
+  // The one path every warning takes, capped per kind (src/cli/warning-sink.ts). The terminal gets
+  // printable lines (a control character in a plan must not rewrite it); --json the texts as they are.
+  const sink = new WarningSink({ write: (line) => process.stderr.write(`${printable(line)}\n`) });
+  const warn = (warning: PlanWarning): void => sink.warn(warning);
 
   const workdir = resolve(options.workdir ?? process.cwd());
   if (!isDirectory(workdir)) return usageError(`--workdir ${workdir} is not a directory`);
@@ -91,6 +99,8 @@ export async function validateCommand(planPath: string, options: ValidateCommand
   }
 
   const report = await validatePlanFile(planPath, workdir, manifest, source, options.allow ?? [], warn);
+  sink.finish();
+  const warnings = sink.shown;
   if (options.json === true) {
     const json: ValidationReport = {
       valid: report.valid,
@@ -102,14 +112,18 @@ export async function validateCommand(planPath: string, options: ValidateCommand
     };
     process.stdout.write(`${JSON.stringify(json, null, 2)}\n`);
   } else if (report.valid) {
-    process.stdout.write(`valid: plan ${report.plan_id}\n`);
+    process.stdout.write(`valid: plan ${printable(excerpt(report.plan_id))}\n`);
   } else {
-    const where = report.failed_step === 'plan' ? 'plan' : `step '${report.failed_step ?? ''}'`;
+    const where = report.failed_step === 'plan' ? 'plan' : `step '${excerpt(report.failed_step ?? '')}'`;
     const first = `refused: ${where}: ${report.error ?? ''}`;
     const explained = report.refusal ?? (report.failed_step === 'plan' ? explainUnreadPlan(planPath, report.error ?? '', options.workdir) : undefined);
     const lines = explained === undefined ? [first] : refusalLines(explained, first);
-    for (const more of report.more) lines.push(...refusalLines(more, `refused: step '${more.step_id}': ${more.error}`));
-    process.stderr.write(`${lines.join('\n')}\n`);
+    // Further refusals are capped like warnings: a plan with a million bad conditions prints a few.
+    for (const more of report.more.slice(0, MAX_WARNINGS_PER_KIND)) {
+      for (const line of refusalLines(more, `refused: step '${excerpt(more.step_id)}': ${more.error}`)) lines.push(line);
+    }
+    if (report.more.length > MAX_WARNINGS_PER_KIND) lines.push(moreRefusals(report.more.length - MAX_WARNINGS_PER_KIND));
+    process.stderr.write(`${lines.map(printable).join('\n')}\n`);
   }
   return report.valid ? EXIT.OK : EXIT.FAILED;
 }

@@ -33,6 +33,7 @@ import {
 import { explainFinding } from './explain-finding.js';
 import { parseReference } from './references.js';
 import { scanShellText } from './shell-text.js';
+import { clipMiddle, MAX_SENTENCE_CHARS } from './text.js';
 import { findValidationFailure, type ValidationContext } from './validate.js';
 import type { StepWarning } from './warnings.js';
 
@@ -84,6 +85,9 @@ export function checkPlan(plan: PlanFile, ctx: PlanCheckContext, options: { read
   if (options.refusalOnly === true) return { refusal: null, failsLater: [], warnings: [] };
 
   const ids = new Set(plan.steps.map((step) => step.id));
+  // Asked once per program, not once per step: a PATH lookup is a dozen system calls.
+  const canExecute = memoized(ctx.canExecute);
+  ctx = canExecute === undefined ? ctx : { ...ctx, canExecute };
   const failing: LaterFailure[] = [];
   const warnings: StepWarning[] = [];
   plan.steps.forEach((step, index) => {
@@ -92,7 +96,8 @@ export function checkPlan(plan: PlanFile, ctx: PlanCheckContext, options: { read
     if (step.shell !== undefined) checkShellStep(step, step.shell, index, warnings);
     checkProgramFound(step, index, ctx, warnings);
   });
-  warnings.push(...unorderedReferences(plan));
+  // A loop, not push(...): a plan can have a million unordered references.
+  for (const warning of unorderedReferences(plan)) warnings.push(warning);
   const blocked = findBlockedPlan(plan.steps);
   if (blocked !== null) {
     const refusal = explainCycle(blocked, plan, ctx);
@@ -106,7 +111,29 @@ export function checkPlan(plan: PlanFile, ctx: PlanCheckContext, options: { read
       },
     });
   }
-  return { refusal: null, failsLater: failing, warnings };
+  return { refusal: null, failsLater: failing.map(boundedLater), warnings: warnings.map(boundedWarning) };
+}
+
+function memoized(found: ((program: string) => boolean) | undefined): ((program: string) => boolean) | undefined {
+  if (found === undefined) return undefined;
+  const answers = new Map<string, boolean>();
+  return (program) => {
+    let answer = answers.get(program);
+    if (answer === undefined) {
+      answer = found(program);
+      answers.set(program, answer);
+    }
+    return answer;
+  };
+}
+
+/** A warning with its sentence bounded (`clipMiddle`): it quotes step ids and commands as written. */
+function boundedWarning(warning: StepWarning): StepWarning {
+  return warning.message.length <= MAX_SENTENCE_CHARS ? warning : { ...warning, message: clipMiddle(warning.message) };
+}
+
+function boundedLater(later: LaterFailure): LaterFailure {
+  return { refusal: later.refusal, warning: boundedWarning(later.warning) };
 }
 
 /**
@@ -114,7 +141,9 @@ export function checkPlan(plan: PlanFile, ctx: PlanCheckContext, options: { read
  * run meets later, worded as a warning (kinds `condition`, `invalid_reference`, `dependency_cycle`).
  */
 export function runStartWarnings(check: PlanCheck): StepWarning[] {
-  return [...check.warnings, ...check.failsLater.map((later) => later.warning)];
+  const all = [...check.warnings];
+  for (const later of check.failsLater) all.push(later.warning);
+  return all;
 }
 
 /** A condition or reference problem as a later failure: the run fails the step with the same error. */

@@ -6,11 +6,15 @@
 import type { PlanFile, PlanStep } from '../../machines/contracts.js';
 import { locateJsonPath } from './json-location.js';
 import { parseReference, REFERENCE_FIELDS } from './references.js';
-import { didYouMean, listValues, located, type ExplainContext, type Refusal } from './refusal.js';
+import { bounded, didYouMean, listValues, located, type ExplainContext, type Refusal } from './refusal.js';
 import { ON_ERROR_POLICIES, PLAN_SUBMISSION_TOOL, type ValidationFinding } from './validate.js';
 
 /** Explains a validation refusal (`plan.md` §6 and our `stdin` rule). */
 export function explainFinding(finding: ValidationFinding, plan: PlanFile, ctx: ExplainContext): Refusal {
+  return bounded(explainUnbounded(finding, plan, ctx));
+}
+
+function explainUnbounded(finding: ValidationFinding, plan: PlanFile, ctx: ExplainContext): Refusal {
   const step = plan.steps[finding.index] as PlanStep;
   const ids = plan.steps.map((s) => s.id);
   const subject = finding.subject ?? '';

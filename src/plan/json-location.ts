@@ -10,16 +10,46 @@ export interface SourcePosition {
   readonly offset: number;
 }
 
+/**
+ * What has been learnt about the last text located in: where its lines start, the members of the
+ * objects and the items of the arrays walked so far (by their offset). Every refusal and warning
+ * of one plan is located in the same text; without this each would walk the text from its start,
+ * and a plan of 100,000 steps that each fail a check would take hours (issue 16). One text at a
+ * time: a new text replaces it.
+ */
+interface TextIndex {
+  readonly text: string;
+  lineStarts: number[] | null;
+  readonly objects: Map<number, Map<string, number>>;
+  readonly arrays: Map<number, { readonly items: number[]; done: boolean }>;
+}
+
+let lastIndex: TextIndex | null = null;
+
+function indexOf(text: string): TextIndex {
+  if (lastIndex === null || lastIndex.text !== text) lastIndex = { text, lineStarts: null, objects: new Map(), arrays: new Map() };
+  return lastIndex;
+}
+
 /** The line and column of `offset` in `text` (an offset past the end is clamped to the end). */
 export function positionAt(text: string, offset: number): SourcePosition {
   const at = Math.max(0, Math.min(offset, text.length));
-  let line = 1;
-  let lineStart = 0;
-  for (let i = text.indexOf('\n'); i !== -1 && i < at; i = text.indexOf('\n', i + 1)) {
-    line++;
-    lineStart = i + 1;
+  const index = indexOf(text);
+  if (index.lineStarts === null) {
+    const starts = [0];
+    for (let i = text.indexOf('\n'); i !== -1; i = text.indexOf('\n', i + 1)) starts.push(i + 1);
+    index.lineStarts = starts;
   }
-  return { line, column: at - lineStart + 1, offset: at };
+  const starts = index.lineStarts;
+  // The last line start at or before `at` (a binary search: the line an offset of `at` is on).
+  let low = 0;
+  let high = starts.length - 1;
+  while (low < high) {
+    const mid = (low + high + 1) >> 1;
+    if ((starts[mid] as number) <= at) low = mid;
+    else high = mid - 1;
+  }
+  return { line: low + 1, column: at - (starts[low] as number) + 1, offset: at };
 }
 
 /**
@@ -83,32 +113,61 @@ function skipWhitespace(text: string, from: number): number {
 /** Offset of the member value (object) or item (array) `segment` of the value at `offset`; null when absent. */
 function childOffset(text: string, offset: number, segment: JsonPathSegment): number | null {
   const open = text[offset];
+  const index = indexOf(text);
   if (open === '{' && typeof segment === 'string') {
-    let found: number | null = null;
-    let i = skipWhitespace(text, offset + 1);
-    if (text[i] === '}') return null;
-    for (;;) {
-      const keyEnd = skipString(text, i);
-      const key = JSON.parse(text.slice(i, keyEnd)) as string;
-      i = skipWhitespace(text, keyEnd);
-      i = skipWhitespace(text, i + 1); // the colon
-      if (key === segment) found = i;
-      i = skipWhitespace(text, skipValue(text, i));
-      if (text[i] !== ',') return found;
-      i = skipWhitespace(text, i + 1);
+    let members = index.objects.get(offset);
+    if (members === undefined) {
+      members = objectMembers(text, offset);
+      index.objects.set(offset, members);
     }
+    return members.get(segment) ?? null;
   }
   if (open === '[' && typeof segment === 'number') {
-    let i = skipWhitespace(text, offset + 1);
-    if (text[i] === ']') return null;
-    for (let index = 0; ; index++) {
-      if (index === segment) return i;
-      i = skipWhitespace(text, skipValue(text, i));
-      if (text[i] !== ',') return null;
-      i = skipWhitespace(text, i + 1);
+    let array = index.arrays.get(offset);
+    if (array === undefined) {
+      array = { items: [], done: false };
+      index.arrays.set(offset, array);
     }
+    // Items are found in order and remembered, so locating steps[0], steps[1], … is one pass.
+    while (!array.done && array.items.length <= segment) {
+      const last = array.items[array.items.length - 1];
+      let i: number;
+      if (last === undefined) {
+        i = skipWhitespace(text, offset + 1);
+        if (text[i] === ']') {
+          array.done = true;
+          break;
+        }
+      } else {
+        i = skipWhitespace(text, skipValue(text, last));
+        if (text[i] !== ',') {
+          array.done = true;
+          break;
+        }
+        i = skipWhitespace(text, i + 1);
+      }
+      array.items.push(i);
+    }
+    return array.items[segment] ?? null;
   }
   return null;
+}
+
+/** The members of the object at `offset`: each key's value offset (for a repeated key the last, as `JSON.parse` keeps). */
+function objectMembers(text: string, offset: number): Map<string, number> {
+  const members = new Map<string, number>();
+  let i = skipWhitespace(text, offset + 1);
+  if (text[i] === '}') return members;
+  for (;;) {
+    const keyEnd = skipString(text, i);
+    const key = JSON.parse(text.slice(i, keyEnd)) as string;
+    i = skipWhitespace(text, keyEnd);
+    i = skipWhitespace(text, i + 1); // the colon
+    members.set(key, i);
+    i = skipWhitespace(text, skipValue(text, i));
+    if (text[i] !== ',') return members;
+    i = skipWhitespace(text, i + 1);
+  }
 }
 
 /** The offset just after the JSON string starting at `offset`. */

@@ -23,6 +23,12 @@ export interface PlanLint {
 const MAX_STEPS_FOR_REFERENCE_CHECK = 5000;
 
 /**
+ * Dependency edges the reference check may walk in all; it stops there (the warnings found so far
+ * are kept). 5,000 steps each depending on 1,000 others would otherwise walk 25 billion edges.
+ */
+const MAX_EDGES_FOR_REFERENCE_CHECK = 20_000_000;
+
+/**
  * Lints a plan that passed validation: a blocked plan is found with the scheduler itself
  * (`machines/plan-schedule.ts`), so the answer is the one a run would give when every step
  * succeeds; references to a step that is not among the referring step's (transitive)
@@ -55,14 +61,16 @@ export function unorderedReferences(plan: PlanFile): StepWarning[] {
   if (plan.steps.length > MAX_STEPS_FOR_REFERENCE_CHECK) return [];
   const byId = new Map(plan.steps.map((step) => [step.id, step]));
   const warnings: StepWarning[] = [];
-  plan.steps.forEach((step, index) => {
+  const budget = { edges: MAX_EDGES_FOR_REFERENCE_CHECK };
+  for (const [index, step] of plan.steps.entries()) {
     const references = [
       ...collectInputReferences(step.input).map((text) => ({ text, key: 'input' })),
       ...(step.stdin?.startsWith('$') === true ? [{ text: step.stdin, key: 'stdin' }] : []),
       ...(step.if === undefined ? [] : conditionReferenceTokens(step.if)).map((text) => ({ text, key: 'if' })),
     ];
-    if (references.length === 0) return;
-    const ancestors = ancestorsOf(step.id, byId);
+    if (references.length === 0) continue;
+    const ancestors = ancestorsOf(step.id, byId, budget);
+    if (ancestors === null) break;
     for (const { text, key } of references) {
       const parsed = parseReference(text);
       if (parsed === null || !byId.has(parsed.stepId) || ancestors.has(parsed.stepId)) continue;
@@ -73,17 +81,26 @@ export function unorderedReferences(plan: PlanFile): StepWarning[] {
         message: unorderedReference(step.id, text, parsed.stepId),
       });
     }
-  });
+  }
   return warnings;
 }
 
-function ancestorsOf(stepId: string, byId: ReadonlyMap<string, { readonly depends_on: readonly string[] }>): Set<string> {
+/** The transitive dependencies of `stepId`, or null once `budget.edges` (shared by all calls) is spent. */
+function ancestorsOf(
+  stepId: string,
+  byId: ReadonlyMap<string, { readonly depends_on: readonly string[] }>,
+  budget: { edges: number },
+): Set<string> | null {
   const seen = new Set<string>();
   const stack = [...(byId.get(stepId)?.depends_on ?? [])];
   for (let id = stack.pop(); id !== undefined; id = stack.pop()) {
     if (seen.has(id)) continue;
     seen.add(id);
-    stack.push(...(byId.get(id)?.depends_on ?? []));
+    // A loop, not `push(...deps)`: a spread of a long depends_on overflows the stack.
+    const deps = byId.get(id)?.depends_on ?? [];
+    budget.edges -= deps.length;
+    if (budget.edges < 0) return null;
+    for (const dep of deps) stack.push(dep);
   }
   return seen;
 }

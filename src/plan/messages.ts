@@ -4,10 +4,15 @@
  * spec gives only a gist and key terms (§0), the wording is ours and the key terms are kept.
  *
  * One rule: no other file in `src/plan/` or `src/manifest.ts` spells an error text inline.
+ * Another: a text quotes input (ids, words, keys, references) through `excerpt`, so a 10 MB step
+ * id makes a short error, not a 10 MB one.
  */
 
-export { invalidOnErrorPolicy } from '../../machines/messages.js';
-import { BLOCKED } from '../../machines/messages.js';
+import { BLOCKED, invalidOnErrorPolicy as invalidOnErrorPolicyText } from '../../machines/messages.js';
+import { excerpt, excerptList } from './text.js';
+
+/** Rule 4 (`plan.md` §12): the machines' text, quoting an excerpt of the value. */
+export const invalidOnErrorPolicy = (value: string): string => invalidOnErrorPolicyText(excerpt(value));
 
 // ---------------------------------------------------------------------------------------------
 // Reading and parsing the plan file (plan.md §5)
@@ -28,6 +33,38 @@ export const lineColumn = (line: number, column: number): string => `(line ${lin
 
 /** The io error text for a plan file whose bytes are not UTF-8 (the source's `read_to_string` wording). */
 export const NOT_UTF8 = 'stream did not contain valid UTF-8';
+
+/**
+ * A plan file refused before reading (ours, beyond `plan.md` §5): `detail` is
+ * {@link notRegularFile} or {@link fileTooLarge}. `path` is shown exactly as given.
+ */
+export const planFileRefused = (path: string, detail: string): string => `failed to read plan file ${path}: ${detail}`;
+
+/** The end of {@link notRegularFile}'s detail (explanations recognise the refusal by it). */
+export const NOT_REGULAR_FILE_TAIL = 'capsule reads plans and manifests only from regular files';
+
+/** Detail for a path that is a FIFO, socket or device: reading it could block forever or never end. */
+export const notRegularFile = (kind: string): string => `it is a ${kind}, not a regular file; ${NOT_REGULAR_FILE_TAIL}`;
+
+/** The words of {@link fileTooLarge}'s detail explanations recognise it by. */
+export const OVER_THE_LIMIT = 'over the limit of';
+
+/** Detail for a file over the size limit; `sizeBytes` is null when it grew past the limit while being read. */
+export const fileTooLarge = (sizeBytes: number | null, limitBytes: number): string => {
+  const mib = limitBytes % (1024 * 1024) === 0 ? ` (${limitBytes / 1024 / 1024} MiB)` : '';
+  return `${sizeBytes === null ? `it holds more than ${limitBytes} bytes` : `it is ${sizeBytes} bytes`}, ${OVER_THE_LIMIT} ${limitBytes} bytes${mib}`;
+};
+
+/** Parse detail for a plan object (library callers) holding something JSON cannot: a bigint, a function, a Map, NaN, … */
+export const notJsonData = (got: string): string =>
+  `expected JSON data (null, a boolean, a finite number, a string, an array or a plain object), got ${got}`;
+
+/** Parse detail for a plan object with more values than the largest plan file could hold (shared objects count once per place). */
+export const tooManyValues = (limit: number): string =>
+  `the plan object holds more than ${limit} values (an object used in several places counts in each)`;
+
+/** Parse detail for a plan object whose properties could not be read (a getter or a proxy threw). */
+export const planObjectUnreadable = (reason: string): string => `the plan object could not be read: ${reason}`;
 
 /** Not JSON, or not the shape of §2 (`plan.md` §5). `detail` names the JSON path and the fix. */
 export const planParseFailed = (detail: string): string => `failed to parse plan JSON: ${detail}`;
@@ -105,18 +142,18 @@ export const unknownKey = (
   knownKeys: readonly string[],
 ): string =>
   suggestion === null
-    ? `${where}: unknown key '${key}' is ignored (known keys: ${knownKeys.join(', ')})`
-    : `${where}: unknown key '${key}' (did you mean '${suggestion}'?)`;
+    ? `${where}: unknown key '${excerpt(key)}' is ignored (known keys: ${knownKeys.join(', ')})`
+    : `${where}: unknown key '${excerpt(key)}' (did you mean '${suggestion}'?)`;
 
 /** How a step is named in a warning: `steps[1] (id 'b')`. */
-export const stepWhere = (path: string, id: string): string => `${path} (id '${id}')`;
+export const stepWhere = (path: string, id: string): string => `${path} (id '${excerpt(id)}')`;
 
 // ---------------------------------------------------------------------------------------------
 // Validation (plan.md §6)
 // ---------------------------------------------------------------------------------------------
 
 /** Rule 1. */
-export const duplicateStepId = (id: string): string => `duplicate step id '${id}'`;
+export const duplicateStepId = (id: string): string => `duplicate step id '${excerpt(id)}'`;
 
 /** Rule 2a. */
 export const NO_STEP_KIND = 'step must declare exactly one of tool, shell, or capsule';
@@ -126,34 +163,34 @@ export const SEVERAL_STEP_KINDS = 'step declares more than one of tool, shell, o
 
 /** Rule 3t-ii, and the tail of 3t-i. */
 export const notCallableInPlan = (tool: string): string =>
-  `'${tool}' is not callable from inside a plan`;
+  `'${excerpt(tool)}' is not callable from inside a plan`;
 
 /** Rule 3t-i (gist; key terms "cannot submit another plan", "is not callable from inside a plan"). */
 export const cannotSubmitPlan = (tool: string): string =>
   `a plan step cannot submit another plan: ${notCallableInPlan(tool)}`;
 
 /** Rule 3t-iii. */
-export const toolNotInstalled = (tool: string): string => `tool '${tool}' is not installed`;
+export const toolNotInstalled = (tool: string): string => `tool '${excerpt(tool)}' is not installed`;
 
 /** Rule 3s-i (and dispatch, §17.2). */
 export const SHELL_COMMAND_EMPTY = 'shell command is empty';
 
 /** Rule 3s-ii (and the executor's re-check, §17.2). */
 export const binaryNotAllowed = (binary: string): string =>
-  `binary '${binary}' is not in capabilities.shell.allow`;
+  `binary '${excerpt(binary)}' is not in capabilities.shell.allow`;
 
 /** Ours: `stdin` on a tool or capsule step (it has a stdin of its own, or none). */
 export const STDIN_NOT_SHELL =
   'stdin is for shell steps: a tool step gets its input as JSON on stdin, and a capsule step gets its input as the task text';
 
 /** Rule 5. */
-export const unknownDependency = (dep: string): string => `unknown dependency '${dep}'`;
+export const unknownDependency = (dep: string): string => `unknown dependency '${excerpt(dep)}'`;
 
 /** Rule 6, step part unknown; `reference` is shown with its `$`. */
-export const unknownReference = (reference: string): string => `unknown reference '${reference}'`;
+export const unknownReference = (reference: string): string => `unknown reference '${excerpt(reference)}'`;
 
 /** Rule 6, field part neither `output` nor `status`. */
-export const unknownReferenceField = (field: string): string => `unknown reference field '${field}'`;
+export const unknownReferenceField = (field: string): string => `unknown reference field '${excerpt(field)}'`;
 
 // ---------------------------------------------------------------------------------------------
 // Capsule step input shapes (plan.md §19.1)
@@ -167,7 +204,7 @@ const CAPSULE_SHAPES = 'a string or { "objective": "<text>" }';
  * <k1>, <k2>` and `"objective"`). `sortedKeys` are the offending keys, already sorted.
  */
 export const capsuleInputExtraKeys = (sortedKeys: readonly string[]): string =>
-  `capsule step input has keys the child cannot receive: ${sortedKeys.join(', ')}; ` +
+  `capsule step input has keys the child cannot receive: ${excerptList(sortedKeys)}; ` +
   `the input is the task text, so put the whole instruction in "objective"`;
 
 /** `objective` present but not a string. */
@@ -190,25 +227,25 @@ export const capsuleInputWrongType = (what: 'a boolean' | 'a number' | 'an array
 
 /** Operand text that does not start with `$` and is not a quoted literal. */
 export const unsupportedConditionOperand = (text: string): string =>
-  `unsupported condition operand '${text}'`;
+  `unsupported condition operand '${excerpt(text)}'`;
 
 /** `$word` with no dot. */
-export const invalidReference = (reference: string): string => `invalid reference '${reference}'`;
+export const invalidReference = (reference: string): string => `invalid reference '${excerpt(reference)}'`;
 
 /** The referenced step has not settled. */
-export const referenceNotReady = (reference: string): string => `reference '${reference}' is not ready`;
+export const referenceNotReady = (reference: string): string => `reference '${excerpt(reference)}' is not ready`;
 
 /** `.output` of a step without output. */
 export const referenceNoOutput = (reference: string): string =>
-  `reference '${reference}' has no output`;
+  `reference '${excerpt(reference)}' has no output`;
 
 /** A field other than `output` or `status`. */
 export const unsupportedReferenceField = (field: string): string =>
-  `unsupported reference field '${field}'`;
+  `unsupported reference field '${excerpt(field)}'`;
 
 /** A condition piece with none of `==`, `!=`, `>`, `<` outside quotes. */
 export const unsupportedConditionExpression = (piece: string): string =>
-  `unsupported condition expression '${piece}'`;
+  `unsupported condition expression '${excerpt(piece)}'`;
 
 // ---------------------------------------------------------------------------------------------
 // The manifest (DESIGN §5)
@@ -249,8 +286,8 @@ export const MANIFEST_SHAPE = {
 
 /** A reference to a step outside the referring step's (transitive) dependencies. */
 export const unorderedReference = (stepId: string, reference: string, target: string): string =>
-  `step '${stepId}': ${reference} names step '${target}', which is not among its dependencies; ` +
-  `unless '${target}' settled in an earlier wave it is not ready (add it to depends_on)`;
+  `step '${excerpt(stepId)}': ${excerpt(reference)} names step '${excerpt(target)}', which is not among its dependencies; ` +
+  `unless '${excerpt(target)}' settled in an earlier wave it is not ready (add it to depends_on)`;
 
 /** `$x.status` compared with a text that is not a status word. */
 export const statusLiteralWarning = (
@@ -261,12 +298,12 @@ export const statusLiteralWarning = (
   closest: string,
   statusWords: readonly string[],
 ): string =>
-  `step '${stepId}': if compares ${reference} ${operator} '${literal}', but '${literal}' is not a status word ` +
+  `step '${excerpt(stepId)}': if compares ${excerpt(reference)} ${operator} '${excerpt(literal)}', but '${excerpt(literal)}' is not a status word ` +
   `(${statusWords.join(', ')}), so the comparison is always ${operator === '==' ? 'false' : 'true'}; did you mean '${closest}'?`;
 
 /** `input` on a shell step: the command never receives it. */
 export const shellInputIgnored = (stepId: string): string =>
-  `step '${stepId}': a shell step does not receive its input (its references are only resolved, for their errors); ` +
+  `step '${excerpt(stepId)}': a shell step does not receive its input (its references are only resolved, for their errors); ` +
   `to hand the command a value write "stdin": "$<step>.output" (the text arrives on its stdin), or use a command tool, which gets the input as JSON on stdin`;
 
 /** Backslashes the splitter drops inside quotes (`plan.md` §17.1), where a POSIX shell keeps them. */
@@ -274,41 +311,47 @@ export const droppedBackslashes = (stepId: string, count: number, first: { quote
   const where = first.quote === "'" ? 'inside single quotes' : first.quote === '"' ? 'inside double quotes' : 'at the end';
   const what = first.next === null ? `a trailing backslash is dropped` : `the backslash before '${first.next}' ${where} is dropped and '${first.next}' kept`;
   const more = count > 1 ? ` (and ${count - 1} more backslash${count === 2 ? '' : 'es'} like it)` : '';
-  const word = first.word === null ? '' : `, so the program gets the argument \`${first.word}\``;
+  const word = first.word === null ? '' : `, so the program gets the argument \`${excerpt(first.word)}\``;
   return (
-    `step '${stepId}': shell: ${what}${more}${word}. A backslash makes the next character literal everywhere, even inside quotes ` +
+    `step '${excerpt(stepId)}': shell: ${what}${more}${word}. A backslash makes the next character literal everywhere, even inside quotes ` +
     `(plan.md §17.1, unlike a POSIX shell); to pass a backslash, write two (\\\\\\\\ in the JSON file)`
   );
 };
 
+/** Words of a command as a warning quotes them: `'a', 'b'`, each an excerpt, at most ten. */
+const quotedList = (words: readonly string[]): string => {
+  const shown = words.slice(0, 10).map((w) => `'${excerpt(w)}'`).join(', ');
+  return words.length > 10 ? `${shown} and ${words.length - 10} more` : shown;
+};
+
 /** Shell syntax a shell step passes to its program as text. */
 export const shellSyntaxAsText = (stepId: string, binary: string, words: readonly string[]): string =>
-  `step '${stepId}': shell: ${words.map((w) => `'${w}'`).join(', ')} ${words.length === 1 ? 'is' : 'are'} passed to ${binary} as text: ` +
+  `step '${excerpt(stepId)}': shell: ${quotedList(words)} ${words.length === 1 ? 'is' : 'are'} passed to ${excerpt(binary)} as text: ` +
   `a shell step runs its program without a shell, so pipes, redirections, ;, &&, $VARIABLES, globs and ~ mean nothing; ` +
   `for those run a shell: bash -c '…' (with bash in capabilities.shell.allow)`;
 
 /** A reference written into a shell command: never substituted. */
 export const referenceInShellCommand = (stepId: string, words: readonly string[]): string =>
-  `step '${stepId}': shell: ${words.map((w) => `'${w}'`).join(', ')} reaches the program as those characters: references are never put into a command; ` +
+  `step '${excerpt(stepId)}': shell: ${quotedList(words)} reaches the program as those characters: references are never put into a command; ` +
   `pass the value with "stdin": "$<step>.output" (the program reads it from stdin) or use a command tool`;
 
 /** A problem `capsule validate` refuses, which a run meets only when it gets there. */
 export const failsLater = (stepId: string, error: string, when: string, fix: string): string =>
-  `step '${stepId}': ${error}: ${when} (capsule validate refuses this plan); fix: ${fix}`;
+  `step '${excerpt(stepId)}': ${error}: ${when} (capsule validate refuses this plan); fix: ${fix}`;
 
 /** A dependency cycle found before the run: the run goes on and stops blocked when it reaches it. */
 export const cycleWarning = (blamed: string, cycle: string, stuck: number): string =>
-  `step '${blamed}': plan is blocked by a dependency cycle, ${cycle} (→ means "depends on"): ${stuck} step${stuck === 1 ? '' : 's'} can never run, ` +
-  `and the run will stop blocked at '${blamed}' once the steps before it have run (capsule validate refuses this plan)`;
+  `step '${excerpt(blamed)}': plan is blocked by a dependency cycle, ${cycle} (→ means "depends on"): ${stuck} step${stuck === 1 ? '' : 's'} can never run, ` +
+  `and the run will stop blocked at '${excerpt(blamed)}' once the steps before it have run (capsule validate refuses this plan)`;
 
 /** A shell step's binary that is allowed but cannot be found. */
 export const binaryNotFound = (stepId: string, binary: string): string =>
-  `step '${stepId}': shell: '${binary}' is not found on PATH${binary.includes('/') ? ' (as a file)' : ''}, so the step will fail to start: ` +
+  `step '${excerpt(stepId)}': shell: '${excerpt(binary)}' is not found on PATH${binary.includes('/') ? ' (as a file)' : ''}, so the step will fail to start: ` +
   `install it, or write the program's path (and allow that path in capabilities.shell.allow)`;
 
 /** A command tool whose program cannot be found. */
 export const toolProgramNotFound = (stepId: string, tool: string, program: string): string =>
-  `step '${stepId}': tool '${tool}' runs '${program}', which is not found on PATH${program.includes('/') ? ' (as a file)' : ''}, so every call will fail to start: ` +
+  `step '${excerpt(stepId)}': tool '${excerpt(tool)}' runs '${excerpt(program)}', which is not found on PATH${program.includes('/') ? ' (as a file)' : ''}, so every call will fail to start: ` +
   `fix the tool's "command" in the manifest`;
 
 /** `capsule validate`'s refusal of a blocked plan: the run's blocked error, then the cycle (`'x' → 'y' → 'x'`). */

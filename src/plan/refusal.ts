@@ -10,8 +10,10 @@ import type { PlanFile, PlanStep } from '../../machines/contracts.js';
 import type { ConditionProblem } from './condition-check.js';
 import type { BlockedPlan } from './cycles.js';
 import { locateJsonPath, type JsonPathSegment, type SourcePosition } from './json-location.js';
-import { blockedByCycle, invalidReference, planFileMissing } from './messages.js';
-import { closestKey, formatJsonPath } from './unknown-keys.js';
+import { blockedByCycle, invalidReference, NOT_REGULAR_FILE_TAIL, OVER_THE_LIMIT, planFileMissing } from './messages.js';
+import { MAX_INPUT_FILE_BYTES } from './read-file.js';
+import { clipMiddle, excerpt } from './text.js';
+import { closestKey, formatJsonPath, MAX_SUGGESTED_CHARS } from './unknown-keys.js';
 import type { ValidationCode } from './validate.js';
 import type { UnknownKeyWarning } from './warnings.js';
 
@@ -70,8 +72,8 @@ export const MAX_ACCEPTED_SHOWN = 20;
 /** `a, b, c` or `a, b, … and N more`, never cut without saying so. */
 export function listValues(values: readonly string[], max = MAX_ACCEPTED_SHOWN): string {
   if (values.length === 0) return '(none)';
-  if (values.length <= max) return values.join(', ');
-  return `${values.slice(0, max).join(', ')}, … and ${values.length - max} more`;
+  if (values.length <= max) return values.map((value) => excerpt(value)).join(', ');
+  return `${values.slice(0, max).map((value) => excerpt(value)).join(', ')}, … and ${values.length - max} more`;
 }
 
 /** The location fields of a refusal about the value at `path` (segments from the document root). */
@@ -85,15 +87,32 @@ export function located(ctx: Pick<ExplainContext, 'file' | 'text'>, path: readon
   };
 }
 
+/**
+ * The refusal with its sentences (error, rule, fix, JSON path) bounded by `clipMiddle`: the
+ * explanations quote step ids, commands and keys as written, and a 10 MB id must not make a 10 MB
+ * refusal. Every explanation this module and `explain-finding.ts` make goes through it.
+ */
+export function bounded(refusal: Refusal): Refusal {
+  return {
+    ...refusal,
+    error: clipMiddle(refusal.error),
+    rule: clipMiddle(refusal.rule),
+    fix: clipMiddle(refusal.fix),
+    json_path: refusal.json_path === null ? null : clipMiddle(refusal.json_path),
+  };
+}
+
 /** `did you mean 'x'? ` or '' */
 export function didYouMean(value: string, known: readonly string[]): string {
-  const close = closestKey(value, known) ?? known.find((k) => k.toLowerCase() === value.toLowerCase()) ?? null;
+  if (value.length > MAX_SUGGESTED_CHARS) return '';
+  const lower = value.toLowerCase();
+  const close = closestKey(value, known) ?? known.find((k) => k.length === value.length && k.toLowerCase() === lower) ?? null;
   return close === null ? '' : `did you mean '${close}'? `;
 }
 
 /** Explains a condition a run would fail on (`condition-check.ts`), for the step at `index`. */
 export function explainCondition(index: number, plan: PlanFile, problem: ConditionProblem, ctx: Pick<ExplainContext, 'file' | 'text'>): Refusal {
-  return {
+  return bounded({
     step_id: (plan.steps[index] as PlanStep).id,
     error: problem.error,
     code: problem.code,
@@ -104,12 +123,12 @@ export function explainCondition(index: number, plan: PlanFile, problem: Conditi
     accepted: null,
     fix: problem.fix,
     ...located(ctx, ['steps', index, 'if']),
-  };
+  });
 }
 
 /** Explains a string in `input` (or `stdin`) that starts with `$` and has no dot: every attempt fails with `invalid reference`. */
 export function explainInvalidReference(index: number, plan: PlanFile, reference: string, path: readonly JsonPathSegment[], ctx: Pick<ExplainContext, 'file' | 'text'>): Refusal {
-  return {
+  return bounded({
     step_id: (plan.steps[index] as PlanStep).id,
     error: invalidReference(reference),
     code: 'invalid_reference',
@@ -117,12 +136,12 @@ export function explainInvalidReference(index: number, plan: PlanFile, reference
     accepted: null,
     fix: `to pass a step's output write $<step id>.output; a text that starts with $ is always taken as a reference, so start ${reference} with another character`,
     ...located(ctx, ['steps', index, ...path]),
-  };
+  });
 }
 
 /** `a → b → c → a` (each depends on the next), shortened in the middle past 12 steps, saying how many are left out. */
 export function cycleText(cycle: readonly string[]): string {
-  const names = cycle.map((id) => `'${id}'`);
+  const names = cycle.map((id) => `'${excerpt(id)}'`);
   const loop = [...names, names[0] ?? ''];
   if (loop.length <= 12) return loop.join(' → ');
   return `${loop.slice(0, 6).join(' → ')} → … ${loop.length - 10} more … → ${loop.slice(-4).join(' → ')}`;
@@ -134,7 +153,7 @@ export function explainCycle(blocked: BlockedPlan, plan: PlanFile, ctx: Pick<Exp
   const inCycle = blocked.cycle.includes(blocked.blamed);
   const first = blocked.cycle[0] ?? blocked.blamed;
   const next = blocked.cycle[1 % blocked.cycle.length] ?? first;
-  return {
+  return bounded({
     step_id: blocked.blamed,
     error: blockedByCycle(cycleText(blocked.cycle)),
     code: 'dependency_cycle',
@@ -142,7 +161,7 @@ export function explainCycle(blocked: BlockedPlan, plan: PlanFile, ctx: Pick<Exp
     accepted: null,
     fix: `break the cycle (→ means "depends on"): remove '${next}' from the depends_on of '${first}', or another link of it`,
     ...located(ctx, ['steps', index, 'depends_on']),
-  };
+  });
 }
 
 /** Explains a plan file that is not JSON or not a plan's shape (`plan.md` §5). */
@@ -152,7 +171,7 @@ export function explainParseFailure(
   ctx: Pick<ExplainContext, 'file' | 'text'>,
 ): Refusal {
   if (at !== undefined && 'path' in at) {
-    return {
+    return bounded({
       step_id: 'plan',
       error,
       code: 'plan_shape',
@@ -160,11 +179,11 @@ export function explainParseFailure(
       accepted: null,
       fix: `change ${formatJsonPath(at.path) || 'the top level'} as the error says`,
       ...located(ctx, at.path),
-    };
+    });
   }
   const position = at !== undefined && 'position' in at ? at.position : null;
   const empty = ctx.text !== null && ctx.text.trim() === '';
-  return {
+  return bounded({
     step_id: 'plan',
     error,
     code: 'invalid_json',
@@ -172,7 +191,7 @@ export function explainParseFailure(
     accepted: null,
     fix: empty ? 'the file is empty: write the plan, { "id": "<plan id>", "steps": [] }' : position === null ? 'fix the JSON syntax' : `fix the JSON at line ${position.line}, column ${position.column}`,
     ...located(ctx, null, position),
-  };
+  });
 }
 
 /**
@@ -195,10 +214,14 @@ export function explainReadFailure(
     fix = `a plan path is relative to the current directory (${cwd}), not to --workdir: did you mean ${inWorkdir}?`;
   } else if (error === planFileMissing(file)) {
     fix = `check the path: a plan path is relative to the current directory (${cwd})`;
+  } else if (error.endsWith(NOT_REGULAR_FILE_TAIL)) {
+    fix = 'write the plan to a file and pass that: a pipe or a device could block or never end';
+  } else if (error.includes(OVER_THE_LIMIT)) {
+    fix = `a plan file holds at most ${MAX_INPUT_FILE_BYTES} bytes: split the plan, or check that this is the file you meant`;
   } else {
     fix = 'make the file readable, as UTF-8 JSON';
   }
-  return { step_id: 'plan', error, code: 'plan_unreadable', rule: 'the plan file is read before anything runs (plan.md §5)', accepted: null, fix, file, json_path: null, line: null, column: null };
+  return bounded({ step_id: 'plan', error, code: 'plan_unreadable', rule: 'the plan file is read before anything runs (plan.md §5)', accepted: null, fix, file, json_path: null, line: null, column: null });
 }
 
 /** The refusal as lines for people: `refused: …`, then where, the rule, the accepted values and the fix, indented. */

@@ -3,7 +3,6 @@
  * and its JSON Schema (`spec/plan.md` §2, §5; unknown keys: `spec/README.md`).
  */
 
-import { readFile } from 'node:fs/promises';
 import * as z from 'zod';
 import type { JsonValue, PlanFile, PlanStep, StepKind } from '../../machines/contracts.js';
 import {
@@ -13,22 +12,29 @@ import {
   lineColumn,
   moreIssues,
   nestedTooDeep,
-  NOT_UTF8,
+  notJsonData,
   PLAN_SHAPE,
   planFileIsDirectory,
   planFileMissing,
+  planFileRefused,
   planFileUnreadable,
+  planObjectUnreadable,
   planParseFailed,
   shapeIssue,
   stepWhere,
   TOP_LEVEL_PATH,
+  tooManyValues,
   unknownKey,
 } from './messages.js';
+import { findNonJsonData, textNestingExceeds } from './json-bounds.js';
 import { syntaxErrorPosition, type SourcePosition } from './json-location.js';
+import { MAX_INPUT_FILE_BYTES, readUtf8File } from './read-file.js';
 import { findUnknownKeys, formatJsonPath, type KeySpec } from './unknown-keys.js';
 import type { UnknownKeyWarning } from './warnings.js';
 
 export type { PlanWarning, UnknownKeyWarning } from './warnings.js';
+export { jsonDepthExceeds, textNestingExceeds } from './json-bounds.js';
+export { MAX_INPUT_FILE_BYTES, readUtf8File, type ReadTextResult } from './read-file.js';
 
 /** Keys a step object may hold (`plan.md` §2.2, plus our `timeout_secs` and `stdin`). Order is the docs' order. */
 export const STEP_KEYS = [
@@ -57,6 +63,14 @@ export const MAX_RETRIES = 4294967295;
  * walk over `input`.
  */
 export const MAX_JSON_DEPTH = 128;
+
+/**
+ * Most values (scalars and containers, counted once per place they appear) a plan object handed
+ * to {@link parsePlanValue} may hold: as many as the largest plan file could (two bytes per value,
+ * as in `[0,0,…]`). Bounds the work on a value whose shared sub-objects would expand to more than
+ * any file (a chain of objects each referencing the next twice doubles per level).
+ */
+export const MAX_PLAN_VALUES = MAX_INPUT_FILE_BYTES / 2;
 
 /** Builds a zod error function: `<expected>, got <the offending value>`. */
 export const expecting =
@@ -198,35 +212,6 @@ export function formatIssues(issues: readonly z.core.$ZodIssue[]): string {
   return lines.length > LISTED_ISSUES ? listed + moreIssues(lines.length - LISTED_ISSUES) : listed;
 }
 
-/**
- * Nesting depth of a parsed JSON value (a scalar is 0, `[]` is 1), counted without recursion and
- * stopping as soon as `limit` is exceeded.
- */
-export function jsonDepthExceeds(value: unknown, limit: number): boolean {
-  // Two parallel stacks holding only containers: a plan of 10,000 steps has ~1,000,000 scalar
-  // dependency entries, and a tuple per scalar was a measurable share of `npm run bench`.
-  const nodes: object[] = [];
-  const depths: number[] = [];
-  if (value !== null && typeof value === 'object') {
-    nodes.push(value);
-    depths.push(1);
-  }
-  while (nodes.length > 0) {
-    const node = nodes.pop() as object;
-    const depth = depths.pop() as number;
-    if (depth > limit) return true;
-    const children: unknown[] = Array.isArray(node) ? node : Object.values(node);
-    for (let i = 0; i < children.length; i++) {
-      const child = children[i];
-      if (child !== null && typeof child === 'object') {
-        nodes.push(child);
-        depths.push(depth + 1);
-      }
-    }
-  }
-  return false;
-}
-
 /** Parse detail for a document nested deeper than `MAX_JSON_DEPTH`. */
 export const TOO_DEEP = nestedTooDeep(MAX_JSON_DEPTH);
 
@@ -244,8 +229,9 @@ export type ParsePlanResult =
  * Parses the text of a plan file (`plan.md` §2, §5).
  *
  * Errors (never thrown), all `failed to parse plan JSON: <detail>`:
+ * - nested deeper than `MAX_JSON_DEPTH`: detail `TOO_DEEP`, found on the text before it is parsed
+ *   (so this comes first, even for text that is not JSON either);
  * - not JSON: detail `invalid JSON: <JSON.parse message>`;
- * - nested deeper than `MAX_JSON_DEPTH`: detail `TOO_DEEP`;
  * - not the shape of §2: detail `<json path>: <what was expected>, got <value>`, e.g.
  *   `steps[0].retries: expected an integer from 0 to 4294967295, got -1` (see `formatIssues`).
  *
@@ -256,6 +242,7 @@ export type ParsePlanResult =
  * @returns The plan, plus one warning per unknown key (top level and steps, document order).
  */
 export function parsePlanText(text: string): ParsePlanResult {
+  if (textNestingExceeds(text, MAX_JSON_DEPTH)) return { ok: false, error: planParseFailed(TOO_DEEP) };
   let raw: unknown;
   try {
     raw = JSON.parse(text);
@@ -263,7 +250,8 @@ export function parsePlanText(text: string): ParsePlanResult {
     const position = text.trim() === '' ? null : syntaxErrorPosition(text, errorText(error));
     return { ok: false, error: planParseFailed(jsonSyntaxDetail(text, error)), ...(position !== null ? { at: { position } } : {}) };
   }
-  return parsePlanValue(raw);
+  // JSON.parse made plain data no deeper than the text: nothing left to bound.
+  return parseJsonValue(raw);
 }
 
 /**
@@ -279,12 +267,34 @@ export function jsonSyntaxDetail(text: string, error: unknown): string {
 }
 
 /**
- * Parses a plan already in memory (a library user's plan object, or what `JSON.parse` made of a
- * file), with the same rules and error texts as {@link parsePlanText} after its JSON step. A
- * cyclic object is refused as too deeply nested.
+ * Parses a plan already in memory (a library user's plan object), with the same rules and error
+ * texts as {@link parsePlanText} after its JSON step. The value must be JSON data (see
+ * `findNonJsonData`): a bigint, symbol, function, non-finite number or an object that is not a
+ * plain object or array is refused, naming its path (`failed to parse plan JSON:
+ * steps[0].input.at: expected JSON data (…), got a Date`), as is a value with more than
+ * `MAX_PLAN_VALUES` values. A cyclic object is refused as too deeply nested; a getter or proxy
+ * that throws is refused with its message. Never throws.
  */
 export function parsePlanValue(raw: unknown): ParsePlanResult {
-  if (jsonDepthExceeds(raw, MAX_JSON_DEPTH)) return { ok: false, error: planParseFailed(TOO_DEEP) };
+  try {
+    const problem = findNonJsonData(raw, MAX_JSON_DEPTH, MAX_PLAN_VALUES);
+    if (problem !== null) {
+      const detail =
+        problem.kind === 'too-deep'
+          ? TOO_DEEP
+          : problem.kind === 'too-many'
+            ? tooManyValues(problem.limit)
+            : shapeIssue(problem.path === '' ? TOP_LEVEL_PATH : problem.path, notJsonData(problem.got));
+      return { ok: false, error: planParseFailed(detail) };
+    }
+    return parseJsonValue(raw);
+  } catch (error) {
+    return { ok: false, error: planParseFailed(planObjectUnreadable(errorText(error))) };
+  }
+}
+
+/** The schema and the unknown-key warnings, for a value known to be bounded JSON data. */
+function parseJsonValue(raw: unknown): ParsePlanResult {
   const parsed = PlanFileSchema.safeParse(raw);
   if (!parsed.success) {
     const first = parsed.error.issues[0];
@@ -320,55 +330,32 @@ export function errorText(error: unknown): string {
   return String(error);
 }
 
-/** Outcome of `readPlanFile` and `readUtf8File`. */
-export type ReadTextResult =
-  | { readonly ok: true; readonly text: string }
-  | {
-      readonly ok: false;
-      readonly error: string;
-      /** ENOENT: nothing at the path. */
-      readonly missing: boolean;
-      /** EISDIR: the path is a directory (Node's message then does not name the path). */
-      readonly directory: boolean;
-    };
-
 /**
- * Reads a whole file as UTF-8. A leading byte-order mark is dropped. Bytes that are not UTF-8 are
- * an error (`NOT_UTF8`), not replaced. Never throws.
- *
- * @returns The text, or the io error text with `missing: true` for ENOENT and `directory: true` for EISDIR.
- */
-export async function readUtf8File(path: string): Promise<ReadTextResult> {
-  let bytes: Buffer;
-  try {
-    bytes = await readFile(path);
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException | undefined)?.code;
-    return { ok: false, error: errorText(error), missing: code === 'ENOENT', directory: code === 'EISDIR' };
-  }
-  try {
-    return { ok: true, text: new TextDecoder('utf-8', { fatal: true }).decode(bytes) };
-  } catch {
-    return { ok: false, error: NOT_UTF8, missing: false, directory: false };
-  }
-}
-
-/**
- * Reads a plan file (`plan.md` §5). Never throws.
+ * Reads a plan file (`plan.md` §5), bounded: at most `MAX_INPUT_FILE_BYTES`, and only a regular
+ * file (see `readUtf8File`). Never throws, never blocks.
  *
  * @param path The path as given by the caller (shown as given in the error).
  * @returns The text; or `failed to read plan file <path>: it does not exist` when the file does
- *   not exist, `failed to read plan file: <io error text>` for any other read error (including
- *   bytes that are not UTF-8; for a directory the text names the path: `EISDIR: <path> is a
- *   directory, not a plan file`).
+ *   not exist; `failed to read plan file <path>: it is a FIFO (named pipe), not a regular file; …`
+ *   for a FIFO, socket or device; `failed to read plan file <path>: it is <n> bytes, over the
+ *   limit of 16777216 bytes (16 MiB)`; `failed to read plan file: <io error text>` for any other
+ *   read error (including bytes that are not UTF-8; for a directory the text names the path:
+ *   `EISDIR: <path> is a directory, not a plan file`).
  */
 export async function readPlanFile(
   path: string,
 ): Promise<{ ok: true; text: string } | { ok: false; error: string }> {
   const read = await readUtf8File(path);
   if (read.ok) return { ok: true, text: read.text };
-  if (read.missing) return { ok: false, error: planFileMissing(path) };
-  return { ok: false, error: planFileUnreadable(read.directory ? planFileIsDirectory(path) : read.error) };
+  switch (read.failure) {
+    case 'missing':
+      return { ok: false, error: planFileMissing(path) };
+    case 'not-regular':
+    case 'too-large':
+      return { ok: false, error: planFileRefused(path, read.error) };
+    case 'io':
+      return { ok: false, error: planFileUnreadable(read.directory ? planFileIsDirectory(path) : read.error) };
+  }
 }
 
 /**

@@ -4,26 +4,36 @@
  */
 
 import { distance } from 'fastest-levenshtein';
+import { excerpt } from './text.js';
 
 export type { UnknownKeyWarning, PlanWarning } from './warnings.js';
 
+/** Longest key (or step id, for "did you mean") a suggestion is looked for. */
+export const MAX_SUGGESTED_CHARS = 256;
+
 /**
  * The known key closest to `key` by Levenshtein distance, or `null` when the best distance exceeds
- * `max(2, floor(key.length / 3))`. Ties go to the key listed first in `known`.
+ * `max(2, floor(key.length / 3))` or `key` is longer than {@link MAX_SUGGESTED_CHARS} (then no
+ * candidate can be within the limit either). Ties go to the key listed first in `known`.
  *
  * @example closestKey('depends-on', STEP_KEYS) // 'depends_on'
  */
 export function closestKey(key: string, known: readonly string[]): string | null {
+  // The distance costs length × length: past this, no suggestion (nobody mistypes 10,000 characters).
+  if (key.length > MAX_SUGGESTED_CHARS) return null;
   let best: string | null = null;
   let bestDistance = Number.POSITIVE_INFINITY;
+  const limit = Math.max(2, Math.floor(key.length / 3));
   for (const candidate of known) {
+    // The distance is at least the difference in length: a far longer key matches nothing.
+    if (Math.abs(key.length - candidate.length) > limit) continue;
     const d = distance(key, candidate);
     if (d < bestDistance) {
       best = candidate;
       bestDistance = d;
     }
   }
-  return bestDistance <= Math.max(2, Math.floor(key.length / 3)) ? best : null;
+  return bestDistance <= limit ? best : null;
 }
 
 /** The known keys of one kind of JSON object, and where to look for more objects below it. */
@@ -58,11 +68,12 @@ const PLAIN_KEY = /^[^.[\]\s"]+$/u;
 /**
  * Appends an object key to a JSON path as people write it: `tools` + `word-count` →
  * `tools.word-count`; keys that are empty or hold dots, brackets, quotes or whitespace are written
- * `["a.b"]`.
+ * `["a.b"]`. A long key is shown as its `excerpt` (paths end up in error texts).
  */
 export function appendKey(path: string, key: string): string {
-  if (!PLAIN_KEY.test(key)) return `${path}[${JSON.stringify(key)}]`;
-  return path === '' ? key : `${path}.${key}`;
+  const shown = excerpt(key);
+  if (!PLAIN_KEY.test(key)) return `${path}[${JSON.stringify(shown)}]`;
+  return path === '' ? shown : `${path}.${shown}`;
 }
 
 /** Appends an array index to a JSON path: `steps` + 1 → `steps[1]`. */

@@ -129,7 +129,7 @@ export interface ValidationFinding extends ValidationFailure {
 type StepFinding = Omit<ValidationFinding, 'step_id' | 'index'>;
 
 /** Rules 2–4 for one step (and our `stdin` rule); the finding, or `null` when it passes. */
-function checkStepShape(step: PlanStep, ctx: ValidationContext): StepFinding | null {
+function checkStepShape(step: PlanStep, ctx: ValidationContext, allowed: ReadonlySet<string>): StepFinding | null {
   const declared = [step.tool, step.shell, step.capsule].filter((kind) => kind !== undefined).length;
   if (declared === 0) return { code: 'no_step_kind', error: NO_STEP_KIND, path: [] };
   if (declared > 1) return { code: 'several_step_kinds', error: SEVERAL_STEP_KINDS, path: [] };
@@ -142,7 +142,7 @@ function checkStepShape(step: PlanStep, ctx: ValidationContext): StepFinding | n
   } else if (step.shell !== undefined) {
     const [binary] = splitShellWords(step.shell);
     if (binary === undefined) return { code: 'shell_command_empty', error: SHELL_COMMAND_EMPTY, path: ['shell'] };
-    if (!ctx.shellAllow.includes(binary)) {
+    if (!allowed.has(binary)) {
       return { code: 'binary_not_allowed', error: binaryNotAllowed(binary), path: ['shell'], subject: binary };
     }
   } else {
@@ -167,7 +167,20 @@ function checkStepShape(step: PlanStep, ctx: ValidationContext): StepFinding | n
 export function conditionReferenceTokens(condition: string): string[] {
   return splitUnicodeWhitespace(condition)
     .filter((token) => token.startsWith('$'))
-    .map((token) => token.replace(/^[()]+|[()]+$/gu, ''));
+    .map(stripParens);
+}
+
+/**
+ * `token` without its leading and trailing `(`/`)`. A loop: `/[()]+$/` backtracks quadratically on
+ * a token holding a long run of parentheses that is not at its end.
+ */
+function stripParens(token: string): string {
+  const isParen = (unit: number): boolean => unit === 0x28 || unit === 0x29;
+  let start = 0;
+  let end = token.length;
+  while (start < end && isParen(token.charCodeAt(start))) start++;
+  while (end > start && isParen(token.charCodeAt(end - 1))) end--;
+  return token.slice(start, end);
 }
 
 /** Rule 6 for one reference text; the finding, or `null` when it passes or has no dot. */
@@ -246,13 +259,15 @@ export function validatePlan(plan: PlanFile, ctx: ValidationContext): Validation
  */
 export function findValidationFailure(plan: PlanFile, ctx: ValidationContext): ValidationFinding | null {
   const ids = new Set<string>();
+  // A Set: a long allow-list checked once per shell step would make validation quadratic.
+  const allowed = new Set(ctx.shellAllow);
   for (let index = 0; index < plan.steps.length; index++) {
     const step = plan.steps[index] as PlanStep;
     if (ids.has(step.id)) {
       return { step_id: step.id, index, code: 'duplicate_step_id', error: duplicateStepId(step.id), path: ['id'], subject: step.id };
     }
     ids.add(step.id);
-    const found = checkStepShape(step, ctx);
+    const found = checkStepShape(step, ctx, allowed);
     if (found !== null) return { step_id: step.id, index, ...found };
   }
   for (let index = 0; index < plan.steps.length; index++) {

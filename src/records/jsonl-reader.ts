@@ -6,6 +6,15 @@
  */
 import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
 import { ERROR_CODES, RuntimeError } from '../errors.js';
+import { textNestingExceeds } from '../plan/json-bounds.js';
+import { excerpt } from '../plan/text.js';
+
+/**
+ * Deepest nesting of arrays and objects a records line may have: a deeper one is a problem, not
+ * parsed (a reader comparing, describing or stringifying it would recurse that deep). The writers
+ * never come near it (the event log caps what it records at 64 levels).
+ */
+export const MAX_RECORD_DEPTH = 256;
 
 /** One line that is not a record. */
 export interface JsonlProblem {
@@ -182,11 +191,12 @@ export class JsonlFollower {
       return problem(torn, last ? `the last line has no newline and is not UTF-8 (${length} bytes): a write cut short by a crash` : `not UTF-8 (${length} bytes)`);
     }
     if (text.trim() === '') return;
+    if (textNestingExceeds(text, MAX_RECORD_DEPTH)) return problem(ERROR_CODES.RECORD_LINE_INVALID, `nested deeper than ${MAX_RECORD_DEPTH} levels of arrays and objects (no record is)`);
     let value: unknown;
     try {
       value = JSON.parse(text);
     } catch (error) {
-      return problem(torn, last ? `the last line has no newline and is not JSON (${length} bytes): a write cut short by a crash` : `not a JSON line (${(error as Error).message})`);
+      return problem(torn, last ? `the last line has no newline and is not JSON (${length} bytes): a write cut short by a crash` : `not a JSON line (${excerpt((error as Error).message, 200)})`);
     }
     if (typeof value !== 'object' || value === null || Array.isArray(value)) return problem(ERROR_CODES.RECORD_LINE_INVALID, `expected a JSON object, got ${clip(text)}`);
     entries.push({ value: value as Record<string, unknown>, line, offset });
@@ -196,7 +206,9 @@ export class JsonlFollower {
 /** A whole JSON object in `bytes` (strict UTF-8), or null. */
 function parseObject(bytes: Uint8Array): Record<string, unknown> | null {
   try {
-    const value: unknown = JSON.parse(utf8.decode(bytes));
+    const text = utf8.decode(bytes);
+    if (textNestingExceeds(text, MAX_RECORD_DEPTH)) return null;
+    const value: unknown = JSON.parse(text);
     return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : null;
   } catch {
     return null;

@@ -2,12 +2,16 @@
  * The one trace reader (tests, `capsule inspect`, the coming reconcile): reads `trace.jsonl`
  * into the typed records of `trace-records.ts` and reports, with line and byte offset, every line
  * that is not a record: a torn tail, a line that is not JSON, an object without the envelope, a
- * `parent_id` that breaks its record type's rule. Nothing is skipped silently.
+ * known record whose fields break its zod schema (`trace-schemas.ts`), a `parent_id` that breaks
+ * its record type's rule. Nothing is skipped silently.
  */
 import { join } from 'node:path';
 import { ERROR_CODES } from '../errors.js';
 import { JsonlFollower, type JsonlProblem, type JsonlRead } from './jsonl-reader.js';
 import { isTraceEventType, OMITS_NULL_PARENT, TRACE_PARENTS, type TraceEnvelope, type TraceEventType, type TraceRecord } from './trace-records.js';
+import { TRACE_FIELD_SCHEMAS } from './trace-schemas.js';
+import { formatIssues } from '../plan/schema.js';
+import { excerpt } from '../plan/text.js';
 
 /** File name of the trace in a records directory. */
 export const TRACE_FILE = 'trace.jsonl';
@@ -66,7 +70,7 @@ export class TraceFollower {
     const problems: TraceProblem[] = [...read.problems];
     for (const entry of read.entries) {
       const value = entry.value;
-      const wrong = envelopeProblem(value) ?? this.#parentProblem(value);
+      const wrong = envelopeProblem(value) ?? fieldsProblem(value) ?? this.#parentProblem(value);
       if (wrong !== null) {
         problems.push({
           code: ERROR_CODES.RECORD_LINE_INVALID,
@@ -94,11 +98,11 @@ export class TraceFollower {
     if (parent === null || parent === undefined) {
       return allowed.length === 0 || OMITS_NULL_PARENT.has(type) ? null : `${type} has no parent_id (it hangs off ${allowed.join(' or ')})`;
     }
-    if (allowed.length === 0) return `${type} has parent_id ${JSON.stringify(parent)} (it hangs off nothing)`;
+    if (allowed.length === 0) return `${type} has parent_id ${JSON.stringify(excerpt(String(parent)))} (it hangs off nothing)`;
     const parentType = this.#types.get(parent as string);
     // A parent this reader has not seen (another session's node, e.g. shell_lost's) is not checked.
     if (parentType === undefined || allowed.includes(parentType)) return null;
-    return `${type} hangs off a ${parentType} record (${String(parent)}); it may hang off ${allowed.join(' or ')}`;
+    return `${type} hangs off a ${excerpt(parentType)} record (${excerpt(String(parent))}); it may hang off ${allowed.join(' or ')}`;
   }
 }
 
@@ -107,12 +111,21 @@ export function readTrace(path: string): TraceRead {
   return new TraceFollower(path).finish();
 }
 
+/** For a known record type: why its fields break its schema, or null. Unknown types are kept unchecked. */
+function fieldsProblem(value: Record<string, unknown>): string | null {
+  const type = value['event_type'];
+  if (!isTraceEventType(type)) return null;
+  const checked = TRACE_FIELD_SCHEMAS[type].safeParse(value);
+  return checked.success ? null : `not a ${type} record: ${formatIssues(checked.error.issues)}`;
+}
+
 function envelopeProblem(value: Record<string, unknown>): string | null {
   if (typeof value['event_type'] !== 'string') return 'not a trace record: no string "event_type"';
-  if (typeof value['event_id'] !== 'string') return `not a trace record: ${String(value['event_type'])} has no string "event_id"`;
-  if (typeof value['session_id'] !== 'string') return `not a trace record: ${String(value['event_type'])} has no string "session_id"`;
-  if (typeof value['timestamp'] !== 'number') return `not a trace record: ${String(value['event_type'])} has no numeric "timestamp"`;
+  const type = excerpt(value['event_type']);
+  if (typeof value['event_id'] !== 'string') return `not a trace record: ${type} has no string "event_id"`;
+  if (typeof value['session_id'] !== 'string') return `not a trace record: ${type} has no string "session_id"`;
+  if (typeof value['timestamp'] !== 'number') return `not a trace record: ${type} has no numeric "timestamp"`;
   const parent = value['parent_id'];
-  if (parent !== null && parent !== undefined && typeof parent !== 'string') return `${String(value['event_type'])}: "parent_id" is neither a string nor null`;
+  if (parent !== null && parent !== undefined && typeof parent !== 'string') return `${type}: "parent_id" is neither a string nor null`;
   return null;
 }

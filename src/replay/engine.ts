@@ -5,6 +5,7 @@
  */
 import { createActor, fromCallback, fromPromise, type AnyActorLogic, type AnyActorRef, type AnyStateMachine, type AnyStateNode, type InspectionEvent } from 'xstate';
 import { ACTOR_KINDS, kindOfActor, provideKind, readableActorId, type Implementations } from '../actors/actor-kinds.js';
+import { inputProblem } from '../actors/log-inputs.js';
 import { createEventRecorder, type EventLogRecord } from '../records/event-log.js';
 import { ManualClock } from '../session/clock.js';
 import { stateText } from './compare.js';
@@ -136,6 +137,10 @@ export abstract class Replay {
     }
     const actor = createActor(machine, { input: root.input as never, clock: this.clock.timers, inspect: this.#inspect });
     this.roots.push(actor);
+    // A root that crashes (a recording of a runtime bug, or an input a hand-written line made up)
+    // ends in its `error` snapshot, which the replay compares; unobserved, XState would rethrow it
+    // later as an uncaught exception, after the verdict was printed.
+    actor.subscribe({ error: () => {} });
     actor.start();
     return actor;
   }
@@ -178,6 +183,10 @@ export abstract class Replay {
     const snapshot = target.getSnapshot() as { status: string; children?: Record<string, AnyActorRef | undefined>; context?: unknown; can?: (event: unknown) => boolean };
     if (snapshot.status !== 'active') return `${actorName} has ended in ${this.currentState(actorName)}`;
     const type = event.type;
+    // The payload at the boundary: what the machine reads must have its shape (src/actors/log-inputs.ts).
+    const kindName = kindOfActor(target)?.name;
+    const malformed = kindName === undefined ? null : inputProblem(kindName, event);
+    if (malformed !== null) return malformed;
     if (from !== undefined) {
       const child = snapshot.children?.[from];
       const fake = child === undefined ? undefined : this.#fakes.get(child);

@@ -1,10 +1,19 @@
-import { readFileSync } from 'node:fs';
 import type { JsonValue } from '../../machines/contracts.js';
 import { planActorId, type PlanInput } from '../../machines/plan.machine.js';
 import { actorKind } from '../actors/actor-kinds.js';
 import { ERROR_CODES, RuntimeError } from '../errors.js';
-import { parsePlanText, stepKind } from '../plan/schema.js';
+import { readUtf8FileSync } from '../plan/read-file.js';
+import { parsePlanValue, stepKind } from '../plan/schema.js';
+import { excerpt } from '../plan/text.js';
 import type { EventLine, EventLogRecord } from '../records/event-log.js';
+import { describeKind, eventLogLine, LINE_TOO_DEEP, lineTooDeep } from '../records/event-log-lines.js';
+import { planStructureProblem } from '../actors/log-inputs.js';
+
+/**
+ * Largest replay file `capsule replay` reads: 256 MiB (268,435,456 bytes), read only from a
+ * regular file (a FIFO or device is refused at once). Ours (issue 16).
+ */
+export const MAX_REPLAY_FILE_BYTES = 256 * 1024 * 1024;
 
 /**
  * What `capsule replay` replays, read from one JSONL file. Two kinds of lines, never mixed:
@@ -118,15 +127,14 @@ export class ReplayFileError extends RuntimeError {
   }
 }
 
-/** Reads and parses a replay file. @throws {ReplayFileError} */
-export function readReplayScript(file: string): ReplayScript {
-  let text: string;
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch (error) {
-    throw new ReplayFileError(`cannot read ${file}: ${(error as Error).message}`);
-  }
-  return parseReplayScript(text, file);
+/**
+ * Reads and parses a replay file: only a regular file of at most {@link MAX_REPLAY_FILE_BYTES}
+ * (never blocks on a FIFO or device). @throws {ReplayFileError}
+ */
+export function readReplayScript(file: string, options: { maxBytes?: number } = {}): ReplayScript {
+  const read = readUtf8FileSync(file, { maxBytes: options.maxBytes ?? MAX_REPLAY_FILE_BYTES });
+  if (!read.ok) throw new ReplayFileError(`cannot read ${file}: ${read.error}`);
+  return parseReplayScript(read.text, file);
 }
 
 /**
@@ -140,14 +148,16 @@ export function parseReplayScript(text: string, file: string): ReplayScript {
   lines.forEach((raw, i) => {
     const trimmed = raw.trim();
     if (trimmed === '' || trimmed.startsWith('//')) return;
+    // Nothing past here may recurse as deep as the input nests (comparing, describing, stringifying).
+    if (lineTooDeep(trimmed)) throw new ReplayFileError(`${file}:${i + 1}: ${LINE_TOO_DEEP}`);
     let value: unknown;
     try {
       value = JSON.parse(trimmed);
     } catch (error) {
-      throw new ReplayFileError(`${file}:${i + 1}: not a JSON line (${(error as Error).message})`);
+      throw new ReplayFileError(`${file}:${i + 1}: not a JSON line (${excerpt((error as Error).message, 200)})`);
     }
     if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-      throw new ReplayFileError(`${file}:${i + 1}: expected a JSON object, got ${JSON.stringify(value)}`);
+      throw new ReplayFileError(`${file}:${i + 1}: expected a JSON object, got ${describeKind(value)}`);
     }
     parsed.push({ line: i + 1, value: value as Record<string, unknown> });
   });
@@ -174,13 +184,13 @@ function parseRecorded(parsed: readonly Parsed[], file: string): RecordedScript 
     const where = `${file}:${line}`;
     if (!RECORD_KINDS.has(value['kind'] as string)) {
       throw new ReplayFileError(
-        `${where}: unknown kind ${JSON.stringify(value['kind'])} (a recorded log has event and snapshot lines; a hand-written script starts with a plan or machine line)`,
+        `${where}: unknown kind ${describeKind(value['kind'])} (a recorded log has event and snapshot lines; a hand-written script starts with a plan or machine line)`,
       );
     }
     if (typeof value['seq'] !== 'number' || typeof value['actor'] !== 'string') {
       throw new ReplayFileError(`${where}: a recorded line needs a numeric "seq" and a string "actor"`);
     }
-    if (value['seq'] <= lastSeq) throw new ReplayFileError(`${where}: seq ${value['seq']} does not follow seq ${lastSeq}`);
+    if (!(value['seq'] > lastSeq)) throw new ReplayFileError(`${where}: seq ${value['seq']} does not follow seq ${lastSeq}`);
     lastSeq = value['seq'];
     if (value['kind'] === 'event' && typeof value['type'] !== 'string') {
       throw new ReplayFileError(`${where}: an event line needs a string "type"`);
@@ -188,7 +198,10 @@ function parseRecorded(parsed: readonly Parsed[], file: string): RecordedScript 
     if (value['kind'] === 'snapshot' && typeof value['status'] !== 'string') {
       throw new ReplayFileError(`${where}: a snapshot line needs a string "status"`);
     }
-    const record = value as unknown as EventLogRecord;
+    // The whole shape, at the boundary: what replay compares and feeds back is then what it expects.
+    const checked = eventLogLine(value);
+    if (!checked.ok) throw new ReplayFileError(`${where}: ${checked.error}`);
+    const record = checked.record;
     if (record.kind === 'event' && record.type === 'xstate.init' && record.from === undefined) {
       roots.set(records.length, recordedRoot(record, where));
       firstRoot ??= record.actor;
@@ -224,19 +237,13 @@ function isInputError(value: unknown): value is { error: string } {
 
 /** A `plan` root line: the plan (parsed as a run parses it) and the plan actor's bounds. */
 function planRoot(value: Record<string, unknown>, where: string): { root: ScriptRoot; stepIds: Set<string>; planActor: string } {
-  const plan = parsePlanText(JSON.stringify(value['plan'] ?? null));
+  const plan = parsePlanValue(value['plan'] ?? null);
   if (!plan.ok) throw new ReplayFileError(`${where}: "plan" is not a plan: ${plan.error}`);
   // The structural rules a run applies before anything starts (plan.md §6 rules 1 and 5); the
   // capability rules (tools installed, binaries allowed) do not apply to a simulated plan.
-  const seen = new Set<string>();
-  for (const step of plan.plan.steps) {
-    if (seen.has(step.id)) throw new ReplayFileError(`${where}: "plan" is refused: duplicate step id '${step.id}'`);
-    seen.add(step.id);
-  }
-  for (const step of plan.plan.steps) {
-    const unknown = step.depends_on.find((dep) => !seen.has(dep));
-    if (unknown !== undefined) throw new ReplayFileError(`${where}: "plan" is refused: step '${step.id}': unknown dependency '${unknown}'`);
-  }
+  const refused = planStructureProblem(plan.plan.steps);
+  if (refused !== null) throw new ReplayFileError(`${where}: "plan" is refused: ${refused}`);
+  const seen = new Set(plan.plan.steps.map((step) => step.id));
   const maxParallel = value['maxParallel'];
   const killGraceMs = value['killGraceMs'];
   const poolSize = value['poolSize'];
@@ -300,7 +307,7 @@ function parseHand(parsed: readonly Parsed[], file: string): HandScript {
       const id = value['step'];
       if (checked === null) return fail(`a ${String(value['kind'])} line speaks to a plan's step; the first root here is a ${root.machine} (use send and timer lines)`);
       if (typeof id !== 'string') return fail(`a ${String(value['kind'])} line needs "step" (a step id)`);
-      if (!checked.has(id)) return fail(`no step '${id}' in the plan`);
+      if (!checked.has(id)) return fail(`no step '${excerpt(id)}' in the plan`);
       return id;
     };
     const text = (key: string): string | null => {
@@ -315,9 +322,9 @@ function parseHand(parsed: readonly Parsed[], file: string): HandScript {
       if (typeof actor !== 'string') return fail('"actor" must be a string (plan, step:<id>, or an actor id such as wrk_…)');
       const resolved = actor === 'plan' ? planActor : actor;
       if (checked !== null) {
-        if (resolved.startsWith('step:') && !checked.has(resolved.slice(5))) fail(`no step '${resolved.slice(5)}' in the plan`);
+        if (resolved.startsWith('step:') && !checked.has(resolved.slice(5))) fail(`no step '${excerpt(resolved.slice(5))}' in the plan`);
         if (!resolved.startsWith('step:') && !resolved.startsWith(`${planActor}/`) && resolved !== planActor) {
-          fail(`no actor '${resolved}': name "plan" (or ${planActor}) or step:<id>`);
+          fail(`no actor '${excerpt(resolved)}': name "plan" (or ${excerpt(planActor)}) or step:<id>`);
         }
       }
       return resolved;
@@ -393,7 +400,7 @@ function parseHand(parsed: readonly Parsed[], file: string): HandScript {
       case 'machine':
         return { line, kind: 'root', root: machineRoot(value, where(line)) };
       default:
-        return fail(`unknown kind ${JSON.stringify(value['kind'])} (expected outcome, exit, timeout, cancel, send, timer, plan, machine or expect)`);
+        return fail(`unknown kind ${describeKind(value['kind'])} (expected outcome, exit, timeout, cancel, send, timer, plan, machine or expect)`);
     }
   });
   return { format: 'hand', file, planActor, root, lines };

@@ -20,6 +20,7 @@ export class PlanTrace {
   readonly #parent: TraceNode<'session_start' | 'task_start'>;
   #plan: TraceNode<'plan_start'> | null = null;
   #planId = '';
+  #ended = false;
 
   constructor(trace: TraceWriter, session: TraceNode<'session_start'>, task: TraceNode<'task_start'> | null = null) {
     this.#trace = trace;
@@ -79,6 +80,7 @@ export class PlanTrace {
 
   /** `plan_end` (§3.4) of a run that ran: counts over the report's results. */
   end(output: PlanOutput, durationMs: number): void {
+    this.#ended = true;
     const counts = { success: 0, failed: 0, skipped: 0 };
     for (const result of output.results) counts[result.status]++;
     this.#trace.write('plan_end', this.#node(), {
@@ -111,7 +113,28 @@ export class PlanTrace {
       duration_ms: durationMs,
       reason,
     };
+    this.#ended = true;
     this.#trace.write('plan_end', this.#plan ?? this.#session, fields);
+  }
+
+  /**
+   * `plan_end` after an internal error (a bug, not the plan's doing), unless one was written:
+   * outcome `failed`, `reason` the internal error, counts 0, under the plan node (under the
+   * session node before {@link start}).
+   */
+  internalError(durationMs: number, reason: string): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    this.#trace.write('plan_end', this.#plan ?? this.#session, {
+      plan_id: this.#planId,
+      outcome: 'failed',
+      steps_total: 0,
+      steps_succeeded: 0,
+      steps_failed: 0,
+      steps_skipped: 0,
+      duration_ms: durationMs,
+      reason,
+    });
   }
 
   /** The plan node (`plan_start`): what the run's own records hang off, `process_start` included. @throws before {@link start}. */

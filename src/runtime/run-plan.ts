@@ -7,7 +7,7 @@ import type { PlanInput, PlanOutput } from '../../machines/plan.machine.js';
 import { missingEffects, provideKind } from '../actors/actor-kinds.js';
 import type { CancelSignal } from '../cancel/cancel-signal.js';
 import { CANCEL_PHASES } from '../cancel/phases.js';
-import { ERROR_CODES, RuntimeError } from '../errors.js';
+import { ERROR_CODES, RunInternalError, RuntimeError } from '../errors.js';
 import { canExecute } from '../executors/on-path.js';
 import { describeManifestSource, loadManifest, MANIFEST_FILE, manifestBesidePlan, type Manifest, type ManifestSource } from '../manifest.js';
 import { checkPlan, runStartWarnings } from '../plan/check.js';
@@ -144,7 +144,11 @@ export interface RunPlanOptions {
 
 /** A started run: its report, and the cancel door. */
 export interface PlanRun {
-  /** Resolves with the report; rejects only for a bug, an unusable records directory or a containment that cannot be had (`ContainmentError`). */
+  /**
+   * Resolves with the report; rejects only for a bug (a {@link RunInternalError} once the session
+   * exists: its trace is closed first), an unusable records directory or a containment that cannot
+   * be had (`ContainmentError`).
+   */
   readonly report: Promise<PlanReport>;
   /**
    * Cancels the run. Graceful (`force: false`): nothing more is dispatched, no retries; running
@@ -194,9 +198,13 @@ export function startPlan(options: RunPlanOptions): PlanRun {
   options.signal?.addEventListener('abort', onAbort, { once: true });
   const unsubscribeTask = task !== null && !task.isCanceled() ? task.subscribe(onAbort) : null;
 
-  const report = (async (): Promise<PlanReport> => {
+  // What an internal error needs to close the trace: the session and the plan's trace, once open.
+  const opened: OpenedRun = { session: null, own: false, trace: null, clock: null, startedAtMs: 0, stop: null };
+  const body = (async (): Promise<PlanReport> => {
     const clock = options.session?.time ?? options.clock ?? systemClock;
     const startedAtMs = clock.monotonicMs();
+    opened.clock = clock;
+    opened.startedAtMs = startedAtMs;
     const workdir = resolve(options.workdir ?? options.session?.workdir ?? process.cwd());
     const manifest = await resolveManifest(options.manifest, workdir, options.onWarning);
     const ownSession = options.session === undefined;
@@ -236,6 +244,9 @@ export function startPlan(options: RunPlanOptions): PlanRun {
     }
     const log = session.logger;
     const trace = new PlanTrace(session.trace, session.node, options.task ?? null);
+    opened.session = session;
+    opened.own = ownSession;
+    opened.trace = trace;
     const elapsed = (): number => elapsedMs(startedAtMs, clock.monotonicMs());
     const finish = async (planReport: PlanReport, status: SessionExitStatus): Promise<PlanReport> => {
       if (session.hasRecords) writeReport(session.recordsDir, planReport);
@@ -361,6 +372,11 @@ export function startPlan(options: RunPlanOptions): PlanRun {
       if (options.onEvent !== undefined) for (const record of records) options.onEvent({ type: 'step.discarded', result: record.result, kind: record.kind });
     });
     sendCancel = (force) => actor.send({ type: 'CANCEL', force });
+    opened.stop = async () => {
+      sendCancel = null;
+      actor.stop();
+      await session.containment.endAll(killGraceMs, { kind: 'attempt', run: runId });
+    };
     actor.start();
     if (cancelRequest?.force) actor.send({ type: 'CANCEL', force: true });
     const output = (await toPromise(actor)) as PlanOutput;
@@ -383,6 +399,13 @@ export function startPlan(options: RunPlanOptions): PlanRun {
     };
     return finish(planReport, output.canceled ? 'canceled' : output.completed ? 'ok' : 'failed');
   })();
+  // A bug, not a plan's doing: once a session exists, its trace is still closed and its process
+  // groups ended, and the caller learns the records directory (the CLI writes the stack there).
+  const report = body.catch(async (error: unknown): Promise<never> => {
+    if (opened.session === null) throw error;
+    await closeAfterInternalError(opened, error);
+    throw new RunInternalError(error, opened.session.recordsDir);
+  });
 
   // Once the run is over, a long-lived signal must not keep it (or call into it) any more.
   const forget = (): void => {
@@ -393,6 +416,53 @@ export function startPlan(options: RunPlanOptions): PlanRun {
   report.then(forget, forget);
 
   return { report, cancel };
+}
+
+/** What {@link closeAfterInternalError} needs to know about a run. */
+interface OpenedRun {
+  session: Session | null;
+  /** Whether the run opened the session itself (then it ends it). */
+  own: boolean;
+  /** The plan's trace records, once the session is open. */
+  trace: PlanTrace | null;
+  clock: SessionClock | null;
+  startedAtMs: number;
+  /** Stops the plan actor and ends the run's process trees, once the actor exists. */
+  stop: (() => Promise<void>) | null;
+}
+
+/**
+ * After an internal error: `plan_end` (outcome `failed`, reason `internal error: …`) unless one
+ * was written, under the plan node (under the session node before `plan_start`), once the plan
+ * actor is stopped and the run's process trees ended; then, for the run's own session,
+ * `session_end` with exit status `error`. Best effort: a failure here must not hide the original error.
+ */
+async function closeAfterInternalError(opened: OpenedRun, error: unknown): Promise<void> {
+  const session = opened.session;
+  if (session === null) return;
+  try {
+    await opened.stop?.();
+  } catch {
+    // Ending the session below still ends every process tree it holds.
+  }
+  try {
+    const durationMs = opened.clock === null ? 0 : elapsedMs(opened.startedAtMs, opened.clock.monotonicMs());
+    opened.trace?.internalError(durationMs, internalErrorReason(error));
+  } catch {
+    // The trace is best effort here; the caller reports the original error.
+  }
+  try {
+    if (opened.own) await session.end('error');
+  } catch {
+    // Nothing more can be done; the caller reports the original error.
+  }
+}
+
+/** `plan_end.reason` after an internal error: `internal error: <first line of the message>`, at most 200 characters of it. */
+function internalErrorReason(error: unknown): string {
+  const message = error instanceof Error ? error.message : String(error);
+  const first = message.split('\n', 1)[0] ?? '';
+  return `internal error: ${first.length > 200 ? `${first.slice(0, 200)}…` : first}`;
 }
 
 function publicResult(result: StepResult): StepResult {
@@ -454,7 +524,7 @@ export class ManifestError extends RuntimeError {
   }
 }
 
-export { RecordsDirInUseError };
+export { RecordsDirInUseError, RunInternalError };
 
 /**
  * Writes `report.json` whole or not at all, and never through anything a step planted: a temp file

@@ -1,0 +1,204 @@
+/**
+ * A root actor's input as replay rebuilds it from a recorded `xstate.init` line or a hand-written
+ * `machine` line: every field checked with zod at the boundary, and a plan's steps through the
+ * plan schema and its structural rules, so a malformed input is a refusal naming the field, never
+ * a machine that throws deep inside XState (issue 16: `step.depends_on is not iterable`).
+ *
+ * Pure (model floor): the plan model and zod only.
+ */
+import * as z from 'zod';
+import type { PlanStep, StepKind, StepResult } from '../../machines/contracts.js';
+import type { DetachedCommandInput } from '../../machines/detached-command.machine.js';
+import type { PlanInput } from '../../machines/plan.machine.js';
+import type { StepInput } from '../../machines/step.machine.js';
+import { formatIssues, parsePlanValue } from '../plan/schema.js';
+import { excerpt } from '../plan/text.js';
+
+/** What an `inputFromLog` returns for an input it cannot rebuild. */
+export interface InputError {
+  readonly error: string;
+}
+
+const STEP_KINDS = ['tool', 'shell', 'capsule', 'unknown'] as const;
+const positiveInteger = z.number().int().positive();
+const milliseconds = z.number().nonnegative();
+
+const PlanInputSchema = z.looseObject({
+  planId: z.string(),
+  steps: z.array(z.unknown()),
+  kinds: z.array(z.enum(STEP_KINDS)),
+  timeoutsSecs: z.array(z.number().positive().nullable()),
+  maxParallel: positiveInteger.nullable().optional(),
+  killGraceMs: milliseconds.optional(),
+  canceledAtStart: z.boolean().optional(),
+  poolSize: positiveInteger.optional(),
+});
+
+/**
+ * The structural rules a run applies before anything starts (plan.md §6 rules 1 and 5) that the
+ * machines rely on: step ids unique, every dependency a step of the plan. Null when they hold.
+ */
+export function planStructureProblem(steps: readonly PlanStep[]): string | null {
+  const seen = new Set<string>();
+  for (const step of steps) {
+    if (seen.has(step.id)) return `duplicate step id '${excerpt(step.id)}'`;
+    seen.add(step.id);
+  }
+  for (const step of steps) {
+    const unknown = step.depends_on.find((dep) => !seen.has(dep));
+    if (unknown !== undefined) return `step '${excerpt(step.id)}': unknown dependency '${excerpt(unknown)}'`;
+  }
+  return null;
+}
+
+/** The steps of a logged input, parsed as a run parses a plan file's. */
+function parsedSteps(steps: readonly unknown[]): readonly PlanStep[] | InputError {
+  const parsed = parsePlanValue({ id: 'replay', steps });
+  if (!parsed.ok) return { error: `"steps" are not plan steps: ${parsed.error}` };
+  const problem = planStructureProblem(parsed.plan.steps);
+  return problem === null ? parsed.plan.steps : { error: `"steps" are refused: ${problem}` };
+}
+
+/** A plan actor's input (`PlanInput`) from its logged form. */
+export function planInputFromLog(logged: unknown): PlanInput | InputError {
+  const checked = PlanInputSchema.safeParse(logged);
+  if (!checked.success) return { error: `the plan actor's input is not a plan input (planId, steps, kinds, timeoutsSecs): ${formatIssues(checked.error.issues)}` };
+  const input = checked.data;
+  const steps = parsedSteps(input.steps);
+  if ('error' in steps) return steps;
+  if (input.kinds.length !== steps.length || input.timeoutsSecs.length !== steps.length) {
+    return { error: `the plan actor's input has ${steps.length} steps but ${input.kinds.length} kinds and ${input.timeoutsSecs.length} timeoutsSecs` };
+  }
+  return {
+    planId: input.planId,
+    steps,
+    kinds: input.kinds,
+    timeoutsSecs: input.timeoutsSecs,
+    maxParallel: input.maxParallel ?? null,
+    killGraceMs: input.killGraceMs ?? 2000,
+    canceledAtStart: input.canceledAtStart ?? false,
+    ...(input.poolSize !== undefined ? { poolSize: input.poolSize } : {}),
+  };
+}
+
+const StepResultSchema = z.looseObject({
+  step_id: z.string(),
+  status: z.enum(['success', 'failed', 'skipped']),
+  output: z.unknown().optional(),
+  error: z.string().nullable().optional(),
+  attempts: z.number().optional(),
+  duration_ms: z.number().optional(),
+});
+
+const StepInputSchema = z.looseObject({
+  step: z.looseObject({ id: z.string() }),
+  results: z.record(z.string(), StepResultSchema).optional(),
+  index: z.number().int().nonnegative().optional(),
+  kind: z.enum(STEP_KINDS).optional(),
+  timeoutSecs: z.number().positive().nullable().optional(),
+  killGraceMs: milliseconds.optional(),
+});
+
+/** A step input: `step` (a plan step object), and optionally `results` (by step id), `index`, `kind`, `timeoutSecs`, `killGraceMs`. */
+export function stepInputFromLog(logged: unknown): StepInput | InputError {
+  const checked = StepInputSchema.safeParse(logged);
+  if (!checked.success) {
+    return { error: `a step input needs "step": a plan step object with an "id" (a child step's logged input names only its id): ${formatIssues(checked.error.issues)}` };
+  }
+  const input = checked.data;
+  const steps = parsedSteps([input.step]);
+  if ('error' in steps) return { error: `"step" is not a plan step: ${steps.error.replace(/^"steps" are not plan steps: /, '')}` };
+  const planStep = steps[0] as PlanStep;
+  const results = new Map<string, StepResult>();
+  for (const [id, result] of Object.entries(input.results ?? {})) {
+    results.set(id, {
+      step_id: result.step_id,
+      status: result.status,
+      output: (result.output ?? null) as StepResult['output'],
+      error: result.error ?? null,
+      attempts: result.attempts ?? 1,
+      duration_ms: result.duration_ms ?? 0,
+    });
+  }
+  const kind: StepKind = input.kind ?? (planStep.tool !== undefined ? 'tool' : planStep.shell !== undefined ? 'shell' : 'capsule');
+  return {
+    step: planStep,
+    index: input.index ?? 0,
+    kind,
+    results,
+    timeoutSecs: input.timeoutSecs !== undefined ? input.timeoutSecs : (planStep.timeout_secs ?? null),
+    killGraceMs: input.killGraceMs ?? 2000,
+  };
+}
+
+const DetachedCommandInputSchema = z.looseObject({
+  workId: z.string(),
+  binary: z.string(),
+  command: z.string(),
+  stopTermGraceMs: milliseconds.optional(),
+});
+
+/** A detached command's input: `workId`, `binary` and `command` (strings), optionally `stopTermGraceMs`. */
+export function detachedCommandInputFromLog(logged: unknown): DetachedCommandInput | InputError {
+  const checked = DetachedCommandInputSchema.safeParse(logged);
+  if (!checked.success) {
+    return { error: `a detachedCommand input needs "workId", "binary" and "command" (strings): ${formatIssues(checked.error.issues)}` };
+  }
+  const { workId, binary, command, stopTermGraceMs } = checked.data;
+  return { workId, binary, command, ...(stopTermGraceMs !== undefined ? { stopTermGraceMs } : {}) };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Outside inputs a replay feeds back (recorded `external` lines, hand-written `send` lines)
+// ---------------------------------------------------------------------------------------------
+
+const exitCode = z.number();
+const signalName = z.string().nullable();
+
+/** Per kind, per event type: the payload the machine reads. Events not listed are fed as they are (a machine ignores what it does not take). */
+const INPUT_SCHEMAS: Readonly<Record<string, Readonly<Record<string, z.ZodType>>>> = {
+  plan: { CANCEL: z.looseObject({ force: z.boolean() }) },
+  step: {
+    CANCEL: z.looseObject({ force: z.boolean() }),
+    'ATTEMPT.LEADER_EXITED': z.looseObject({ attempt: z.number(), pid: z.number(), exitCode, signal: signalName }),
+    'ATTEMPT.FINISHED': z.looseObject({
+      attempt: z.number(),
+      outcome: z.looseObject({
+        status: z.enum(['success', 'failed']),
+        output: z.string().nullable(),
+        error: z.string().nullable(),
+        stateEffect: z.string().optional(),
+        resourceId: z.string().optional(),
+        truncated: z.looseObject({ log: z.string(), stdout_bytes: z.number(), stderr_bytes: z.number(), kept_bytes: z.number() }).optional(),
+      }),
+      startedAtMs: z.number(),
+      endedAtMs: z.number(),
+    }),
+  },
+  detachedCommand: {
+    'COMMAND.LEADER_EXITED': z.looseObject({ exitCode, signal: signalName }),
+    'COMMAND.FINISHED': z.looseObject({
+      completion: z.looseObject({
+        exitCode,
+        status: z.enum(['ok', 'error']),
+        outputPath: z.string(),
+        outputBytes: z.number(),
+        resourceLimit: z.string().optional(),
+        durationMs: z.number(),
+      }),
+    }),
+    'COMMAND.SIGNAL_SENT': z.looseObject({ signal: z.enum(['SIGTERM', 'SIGKILL']), by: z.enum(['stop', 'kill']) }),
+  },
+};
+
+/**
+ * Why an outside input cannot be fed to an actor of kind `kind` (its payload is not what the
+ * machine reads), or null. A replay reports it as the divergence instead of feeding it: a machine
+ * given `ATTEMPT.FINISHED` without an `outcome` would throw inside a guard.
+ */
+export function inputProblem(kind: string, event: { readonly type: string }): string | null {
+  const schema = INPUT_SCHEMAS[kind]?.[event.type];
+  if (schema === undefined) return null;
+  const checked = schema.safeParse(event);
+  return checked.success ? null : `${excerpt(event.type)} is not a ${kind} input: ${formatIssues(checked.error.issues)}`;
+}
