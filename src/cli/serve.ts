@@ -14,7 +14,7 @@ import { ERROR_CODES, isRuntimeError } from '../errors.js';
 import { RecordsDirInUseError, recordedSessionIn } from '../records/records-dir.js';
 import { createLogger } from '../session/logger.js';
 import { Session } from '../session/session.js';
-import { createRpcServer, SERVE_ERRORS } from '../runtime/json-rpc.js';
+import { createRpcServer, receiveMessage, SERVE_ERRORS } from '../runtime/json-rpc.js';
 import { SessionApi } from '../runtime/session-api.js';
 import { releaseEarlySignals } from './early-signals.js';
 import { collect, EXIT, usageError, type ExitCode, type GlobalOptions } from './program.js';
@@ -173,7 +173,7 @@ export async function serveCommand(options: ServeCommandOptions): Promise<ExitCo
     const key = String(nextKey++);
     const id = typeof message === 'object' && message !== null && !Array.isArray(message) ? (message as { id?: JSONRPCRequest['id'] }).id : undefined;
     if (id !== undefined) pending.set(key, id);
-    const answered = Promise.resolve(server.receive(message as JSONRPCRequest)).then(
+    const answered = receiveMessage(server, message).then(
       (response) => {
         if (!pending.delete(key) && id !== undefined) return; // answered at the end already
         if (response !== null) out.write(response);

@@ -5,7 +5,7 @@
  * in -32000…-32099 with a `data.code` word. Dispatch and error shapes are the `json-rpc-2.0`
  * package's; the framing (one message a line) is the transport's (src/cli/serve.ts).
  */
-import { JSONRPCErrorCode, JSONRPCErrorException, JSONRPCServer } from 'json-rpc-2.0';
+import { createJSONRPCErrorResponse, JSONRPCErrorCode, JSONRPCErrorException, JSONRPCServer, type JSONRPCRequest } from 'json-rpc-2.0';
 import type { BackgroundCommandAnswer } from '../session/background/background-command.js';
 import type { ShellRunRequest } from '../session/background/shell-call.js';
 import { UnknownTaskError, type SessionApi } from './session-api.js';
@@ -93,9 +93,29 @@ export interface RpcServerOptions {
  * `task.cancel`, `session.stop`. Every method runs concurrently with the others (a long `wait` never holds up
  * a `status`).
  */
+/**
+ * One parsed message through `server`, answered as JSON-RPC 2.0 §6 says: a non-empty batch gets
+ * an array (the package answers a batch with one reply as that reply alone), an empty batch one
+ * Invalid Request, notifications nothing (null).
+ */
+export async function receiveMessage(server: JSONRPCServer, message: unknown): Promise<unknown> {
+  // The package reads `.method` of whatever it is given: `null`, `3` or `"x"` must not reach it.
+  const invalid = createJSONRPCErrorResponse(null, JSONRPCErrorCode.InvalidRequest, 'Invalid Request: a request is a JSON object');
+  const one = async (item: unknown): Promise<unknown> =>
+    typeof item === 'object' && item !== null && !Array.isArray(item) ? server.receive(item as JSONRPCRequest) : invalid;
+  if (!Array.isArray(message)) return one(message);
+  if (message.length === 0) return createJSONRPCErrorResponse(null, JSONRPCErrorCode.InvalidRequest, 'Invalid Request: an empty batch');
+  const responses = (await Promise.all(message.map(one))).filter((r) => r !== null && r !== undefined);
+  return responses.length === 0 ? null : responses;
+}
+
 export function createRpcServer(api: SessionApi, options: RpcServerOptions = {}): JSONRPCServer {
   const server = new JSONRPCServer({
-    errorListener: (message, data) => options.onInternalError?.(message, data),
+    // The library reports every error a method throws here; a refusal (a JSONRPCErrorException:
+    // wrong params, unknown work id, …) is an answer, not a bug, so only the others are passed on.
+    errorListener: (message, data) => {
+      if (!(data instanceof JSONRPCErrorException)) options.onInternalError?.(message, data);
+    },
   });
   // Expected refusals are JSONRPCErrorExceptions (passed through); anything else is a bug.
   server.mapErrorToJSONRPCErrorResponse = (id, error: unknown) => {

@@ -1,0 +1,33 @@
+/**
+ * `capsule serve` answers every line as JSON-RPC 2.0 says, whatever JSON it holds (found by the
+ * serve-requests fuzz target): a value that is not a request object (`null`, `3`, `"x"`) gets one
+ * Invalid Request answer with id null (it used to get no answer at all, and a "request failed"
+ * log line), and a batch is answered with an array even when it holds one request (the package
+ * answered a batch of one with that reply alone). Real stdio, the built CLI.
+ */
+import { endServes, exitOf, startServe } from './serve-client.js';
+
+afterEach(endServes);
+
+describe('capsule serve framing', () => {
+  it('answers a line that is not a request object with Invalid Request, and a batch of one with an array', async () => {
+    const serve = startServe();
+    serve.writeLine('null');
+    serve.writeLine('3');
+    serve.writeLine('[{"jsonrpc":"2.0","id":"b1","method":"no.such.method"}]');
+    serve.writeLine('[null, {"jsonrpc":"2.0","id":"b2","method":"task.cancel","params":{"task_id":"tsk_0190a1b2c3d47e8f9a0b1c2d3e4f5a6b"}}]');
+    // A request after them is answered as usual: the session kept serving.
+    expect(await serve.call('session.stop')).toEqual({ residue: [] });
+    expect(await exitOf(serve)).toEqual({ code: 0, signal: null });
+    const lines = serve.messages as unknown[];
+    const invalid = lines.filter((m) => !Array.isArray(m) && (m as { error?: { code: number } }).error?.code === -32600);
+    expect(invalid).toHaveLength(2);
+    for (const m of invalid) expect(m).toMatchObject({ jsonrpc: '2.0', id: null });
+    const batches = lines.filter((m) => Array.isArray(m)) as { id: unknown; error?: { code: number } }[][];
+    expect(batches).toHaveLength(2);
+    // Answers come as they are ready (requests are served concurrently): find each batch by its ids.
+    const pairs = batches.map((batch) => batch.map((r) => [r.id, r.error?.code]));
+    expect(pairs).toContainEqual([['b1', -32601]]);
+    expect(pairs.find((batch) => batch.length === 2)).toEqual(expect.arrayContaining([[null, -32600], ['b2', -32007]]));
+  });
+});
