@@ -54,4 +54,15 @@ describe('capsule serve against a hostile harness', () => {
     expect(serve.messages.every((m) => m.jsonrpc === '2.0' && m.method !== '<not json>')).toBe(true);
     expect(terminalsByWorkId(serve)).toEqual({ [command.work_id]: ['shell_abandoned'] });
   });
+
+  it('ends with exit 0 and its whole teardown when the harness closed its stderr (the abandonment report meets EPIPE)', async () => {
+    const serve = startServe();
+    const command = await demote(serve, 'sleep 60');
+    // The harness stops reading stderr: the abandonment report the sweep writes there gets EPIPE.
+    serve.child.stderr?.destroy();
+    await serve.call('session.stop');
+    expect(await exitOf(serve)).toEqual({ code: 0, signal: null });
+    expect(terminalsByWorkId(serve)).toEqual({ [command.work_id]: ['shell_abandoned'] });
+    expect(serve.trace().at(-1)).toMatchObject({ event_type: 'session_end', exit_status: 'ok' });
+  });
 });
