@@ -3,7 +3,8 @@
  * under the workdir, where records live): the resume reads only a regular file, so a FIFO planted
  * as `trace.jsonl` never hangs the launch (its open would block until a writer came, Ctrl-C
  * included) and a symbolic link is never read nor appended to. Either way the resume fails open
- * with one line and the run goes on.
+ * with one line and the run goes on. The abandoned-session check of every run reads the records
+ * root's traces the same way.
  */
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
@@ -52,5 +53,16 @@ describe('capsule run --resume on a tampered records directory', () => {
     expect(out.stderr).toContain(`resume: cannot read ${join(prior, 'trace.jsonl')}: it is a symbolic link`);
     expect(out.stderr).toContain('completed: plan quick');
     expect(readFileSync(target, 'utf8')).toBe(before);
+  });
+
+  it('runs the plan when a FIFO sits as a session trace.jsonl in the default records root (the abandoned-session check reads it)', async () => {
+    const workdir = temp.make('records-fifo');
+    quickPlan(workdir);
+    const planted = join(workdir, '.capsule', 'records', 'ses_0190aaaabbbb');
+    mkdirSync(planted, { recursive: true });
+    execFileSync('mkfifo', [join(planted, 'trace.jsonl')]);
+    const out = await runCli(['run', 'plan.json'], { cwd: workdir });
+    expect(out.code).toBe(0);
+    expect(out.stderr).toContain('completed: plan quick');
   });
 });
