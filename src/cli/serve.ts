@@ -116,6 +116,10 @@ export async function serveCommand(options: ServeCommandOptions): Promise<ExitCo
     return EXIT.FAILED;
   }
 
+  // A harness that stopped reading stderr (EPIPE) must not crash the session before its sweep
+  // and session_end: the abandonment report and the log are best effort there, as in `capsule run`.
+  process.stderr.on('error', () => {});
+
   const api = new SessionApi(session, {
     capsulesDir: resolve(options.capsules ?? join(workdir, 'capsules')),
     shellAllow: allow,

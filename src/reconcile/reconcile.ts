@@ -4,7 +4,7 @@
  * never refuses the launch: every failure is one line on `warn` and no report (fail open, §4.1).
  * No processes: liveness and reaping (issue 11 item 2) are the caller's, from each candidate's record.
  */
-import { closeSync, openSync, readSync } from 'node:fs';
+import { closeSync, constants as fsConstants, fstatSync, openSync, readSync } from 'node:fs';
 import { join } from 'node:path';
 import { newEventId, uuidV7Simple } from '../ids.js';
 import type { LostReport, LostWork } from '../detached/lost-report.js';
@@ -147,10 +147,24 @@ const lostWork = (candidate: DetachedCandidate): LostWork => ({
   detached_at_ms: candidate.detached_at_ms,
 });
 
-/** Scans a file chunk by chunk. @throws the OS error of the open or a read. */
+/**
+ * Scans a file chunk by chunk. Only a regular file is read: the prior trace is opened with
+ * `O_NOFOLLOW | O_NONBLOCK`, so a link planted in its place is refused (the resume appends its
+ * markers there, and records are never written through a link, docs/security.md) and a FIFO or a
+ * device never blocks the launch on its open or its reads.
+ * @throws the OS error of the open or a read; an Error naming what the path is when it is not a regular file.
+ */
 export function scanFile(path: string): TraceScan {
-  const fd = openSync(path, 'r');
+  let fd: number;
   try {
+    fd = openSync(path, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ELOOP') throw new Error('it is a symbolic link (a trace is never read or appended to through a link)', { cause: error });
+    throw error;
+  }
+  try {
+    const stat = fstatSync(fd);
+    if (!stat.isFile()) throw new Error(`it is not a regular file (${stat.isFIFO() ? 'a FIFO' : stat.isDirectory() ? 'a directory' : stat.isSocket() ? 'a socket' : 'a device'})`);
     const scanner = new TraceScanner();
     const buffer = Buffer.alloc(READ_CHUNK_BYTES);
     for (;;) {

@@ -4,7 +4,7 @@
  * the line and its byte offset, instead of skipping it silently. The same reader serves a whole
  * file ({@link readJsonlFile}) and a file that is still growing ({@link JsonlFollower}).
  */
-import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
+import { closeSync, constants as fsConstants, fstatSync, openSync, readSync } from 'node:fs';
 import { ERROR_CODES, RuntimeError } from '../errors.js';
 import { textNestingExceeds } from '../plan/json-bounds.js';
 import { excerpt } from '../plan/text.js';
@@ -88,13 +88,16 @@ export class JsonlFollower {
     const problems: JsonlProblem[] = [];
     let fd: number;
     try {
-      fd = openSync(this.file, 'r');
+      // O_NONBLOCK: a FIFO in a record's place (left or planted) must not block its reader forever.
+      fd = openSync(this.file, fsConstants.O_RDONLY | fsConstants.O_NONBLOCK);
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { entries, problems };
       throw new RuntimeError(ERROR_CODES.RECORDS_FILE_UNREADABLE, `cannot read ${this.file}: ${(error as Error).message}`, { cause: error });
     }
     try {
-      const size = fstatSync(fd).size;
+      const stat = fstatSync(fd);
+      if (!stat.isFile()) throw new Error('it is not a regular file');
+      const size = stat.size;
       const buffer = Buffer.allocUnsafe(READ_CHUNK_BYTES);
       for (let from = this.#offset + this.#pendingBytes; from < size; ) {
         const n = readSync(fd, buffer, 0, Math.min(buffer.length, size - from), from);

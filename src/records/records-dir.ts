@@ -4,7 +4,7 @@
  * reads file names and the first trace line only), so that `capsule validate --records` checks a
  * directory without loading the machines or the process layer.
  */
-import { closeSync, existsSync, lstatSync, openSync, readSync } from 'node:fs';
+import { closeSync, constants as fsConstants, existsSync, lstatSync, openSync, readSync } from 'node:fs';
 import { join } from 'node:path';
 import { ERROR_CODES, RuntimeError } from '../errors.js';
 
@@ -49,7 +49,8 @@ function isRecordFile(path: string): boolean {
 function firstSessionId(tracePath: string): string | null {
   let fd: number | undefined;
   try {
-    fd = openSync(tracePath, 'r');
+    // O_NONBLOCK: a FIFO in the trace's place must not block the check forever (a FIFO reads as empty).
+    fd = openSync(tracePath, fsConstants.O_RDONLY | fsConstants.O_NONBLOCK);
     const buffer = Buffer.alloc(4096);
     const length = readSync(fd, buffer, 0, buffer.length, 0);
     const line = buffer.subarray(0, length).toString('utf8').split('\n')[0] ?? '';

@@ -13,6 +13,7 @@ import { effectiveWaitMs } from '../../detached/constants.js';
 import type { DetachedSnapshot } from '../../detached/registry.js';
 import { refusedInputResult, renderBackgroundCommand, unknownWorkIdResult, type BackgroundCommandResult } from '../../detached/texts.js';
 import { parseBackgroundCommandInput } from '../../detached/tool-input.js';
+import { BoundedPattern, PatternTooSlowError } from '../../detached/bounded-pattern.js';
 import type { BackgroundCommands } from './background-commands.js';
 
 /** One command of a listing (`status` without a work id): nothing cut, nothing claimed. */
@@ -95,8 +96,11 @@ export async function runBackgroundCommand(
     if (until !== null && registry.counters(workId)?.phase === 'Running') {
       const matcher = matchNewOutput(command.log, until);
       const waited = registry.wait(workId, boundMs, options.cancel ?? null);
-      const first = await Promise.race([waited, matcher.matched.then((line) => ({ line }))]);
+      const first = await Promise.race([waited, matcher.matched]);
       matcher.stop();
+      if (typeof first === 'object' && 'tooSlow' in first) {
+        return { ok: false, code: 'invalid_input', error: first.tooSlow.message, result: refusedInputResult(first.tooSlow.message) };
+      }
       if (typeof first === 'object') {
         matched = first.line;
         outcome = 'Matched';
@@ -173,31 +177,40 @@ export function listCommands(service: BackgroundCommands): CommandListing[] {
 /**
  * Watches the output appended from now on for a line matching `pattern` (the partial last line
  * is tried too, so a prompt without a newline matches). `matched` resolves with the line, without
- * its line break.
+ * its line break, or with `tooSlow` when the pattern ran past its time bound on some output
+ * (src/detached/bounded-pattern.ts: a catastrophic pattern must not hold the session's thread).
  */
-function matchNewOutput(log: { subscribe(listener: (chunk: Uint8Array) => void): () => void }, pattern: RegExp): { matched: Promise<string>; stop: () => void } {
+function matchNewOutput(
+  log: { subscribe(listener: (chunk: Uint8Array) => void): () => void },
+  pattern: RegExp,
+): { matched: Promise<{ line: string } | { tooSlow: PatternTooSlowError }>; stop: () => void } {
   const decoder = new StringDecoder('utf8');
+  const bounded = new BoundedPattern(pattern);
   let pending = '';
+  let done = false;
   let unsubscribe: () => void = () => {};
-  const matched = new Promise<string>((resolve) => {
+  const matched = new Promise<{ line: string } | { tooSlow: PatternTooSlowError }>((resolve) => {
+    const finish = (outcome: { line: string } | { tooSlow: PatternTooSlowError }): void => {
+      done = true;
+      unsubscribe();
+      resolve(outcome);
+    };
     unsubscribe = log.subscribe((chunk) => {
+      if (done) return;
       pending += decoder.write(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength));
-      let newline = pending.indexOf('\n');
-      while (newline >= 0) {
-        const line = pending.slice(0, newline).replace(/\r$/, '');
-        pending = pending.slice(newline + 1);
-        if (pattern.test(line)) {
-          unsubscribe();
-          resolve(line);
-          return;
-        }
-        newline = pending.indexOf('\n');
+      const parts = pending.split('\n');
+      pending = parts.pop() as string;
+      // Every whole line of the chunk, then the partial last line, in one bounded run.
+      const candidates = parts.map((line) => line.replace(/\r$/, ''));
+      if (pending !== '') candidates.push(pending);
+      let index: number;
+      try {
+        index = bounded.firstMatch(candidates);
+      } catch (error) {
+        if (error instanceof PatternTooSlowError) return finish({ tooSlow: error });
+        throw error;
       }
-      if (pending !== '' && pattern.test(pending)) {
-        unsubscribe();
-        resolve(pending);
-        return;
-      }
+      if (index >= 0) return finish({ line: candidates[index] as string });
       if (pending.length > MAX_PENDING_LINE_CHARS) pending = pending.slice(-MAX_PENDING_LINE_CHARS);
     });
   });

@@ -1,0 +1,68 @@
+/**
+ * `capsule serve` against a hostile or careless harness, on the built CLI over its real stdio:
+ * requests that would hold the session's only thread, and ends of the session at awkward
+ * moments. Each case checks what an operator would: the answer, the exit, stdout carrying only
+ * JSON-RPC, and that the trace accounts for every work id with exactly one terminal record.
+ * Every serve a test starts is ended in afterEach (serve-client.ts).
+ */
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { endServes, exitOf, startServe, type ServeClient } from './serve-client.js';
+
+afterEach(endServes);
+
+interface Detached {
+  readonly status: string;
+  readonly work_id: string;
+}
+
+const demote = async (client: ServeClient, command: string): Promise<Detached> => {
+  const result = await client.call<Detached>('shell.run', { binary: 'bash', command, grace_secs: 0 });
+  if (result.status !== 'detached') throw new Error(`expected a demotion, got ${JSON.stringify(result)}`);
+  return result;
+};
+
+/** Terminal records (`shell_completed`, `shell_abandoned`, `shell_lost`) of each work id a `shell_detached` names. */
+const terminalsByWorkId = (client: ServeClient): Record<string, string[]> => {
+  const out: Record<string, string[]> = {};
+  const trace = client.trace();
+  for (const r of trace) if (r['event_type'] === 'shell_detached') out[String(r['work_id'])] = [];
+  for (const r of trace) {
+    const type = String(r['event_type']);
+    if (type === 'shell_completed' || type === 'shell_abandoned' || type === 'shell_lost') (out[String(r['work_id'])] ??= []).push(type);
+  }
+  return out;
+};
+
+describe('capsule serve against a hostile harness', () => {
+  it('answers a wait whose until pattern backtracks catastrophically with INVALID_PARAMS instead of freezing the session, and keeps serving', async () => {
+    const serve = startServe();
+    // Prints, once the test lets it, a line on which ^(a+)+$ backtracks for hours (2^40 ways).
+    const line = `${'a'.repeat(40)}b`;
+    const command = await demote(serve, `while [ ! -e go ]; do sleep 0.05; done; echo ${line}; sleep 30`);
+    const waiting = serve.request('backgroundCommand', { operation: 'wait', work_id: command.work_id, until: '^(a+)+$', wait_secs: 120 });
+    // Read after the wait (one line after the other), so the wait watches already.
+    await serve.call('backgroundCommand', { operation: 'status', work_id: command.work_id });
+    writeFileSync(join(serve.W, 'go'), '');
+    const refused = await waiting;
+    expect(refused).toMatchObject({ error: { code: -32602, data: { code: 'INVALID_PARAMS' } } });
+    expect((refused as { error: { message: string } }).error.message).toMatch(/until took more than \d+ ms/);
+    // The session still answers, and the command was left running (a refused wait changes nothing).
+    expect(await serve.call('backgroundCommand', { operation: 'status', work_id: command.work_id })).toMatchObject({ state: 'running' });
+    await serve.call('session.stop');
+    expect(await exitOf(serve)).toEqual({ code: 0, signal: null });
+    expect(serve.messages.every((m) => m.jsonrpc === '2.0' && m.method !== '<not json>')).toBe(true);
+    expect(terminalsByWorkId(serve)).toEqual({ [command.work_id]: ['shell_abandoned'] });
+  });
+
+  it('ends with exit 0 and its whole teardown when the harness closed its stderr (the abandonment report meets EPIPE)', async () => {
+    const serve = startServe();
+    const command = await demote(serve, 'sleep 60');
+    // The harness stops reading stderr: the abandonment report the sweep writes there gets EPIPE.
+    serve.child.stderr?.destroy();
+    await serve.call('session.stop');
+    expect(await exitOf(serve)).toEqual({ code: 0, signal: null });
+    expect(terminalsByWorkId(serve)).toEqual({ [command.work_id]: ['shell_abandoned'] });
+    expect(serve.trace().at(-1)).toMatchObject({ event_type: 'session_end', exit_status: 'ok' });
+  });
+});
