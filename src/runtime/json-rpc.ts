@@ -6,6 +6,8 @@
  * package's; the framing (one message a line) is the transport's (src/cli/serve.ts).
  */
 import { createJSONRPCErrorResponse, JSONRPCErrorCode, JSONRPCErrorException, JSONRPCServer, type JSONRPCRequest } from 'json-rpc-2.0';
+import { realpathSync } from 'node:fs';
+import { isAbsolute, relative, resolve } from 'node:path';
 import type { BackgroundCommandAnswer } from '../session/background/background-command.js';
 import type { ShellRunRequest } from '../session/background/shell-call.js';
 import { UnknownTaskError, type SessionApi } from './session-api.js';
@@ -174,9 +176,10 @@ export function createRpcServer(api: SessionApi, options: RpcServerOptions = {})
     if (maxParallel !== undefined && maxParallel !== null && !(Number.isSafeInteger(maxParallel) && (maxParallel as number) >= 1)) {
       invalidParams('plan.submit: max_parallel must be a whole number ≥ 1');
     }
+    const file = path !== undefined ? planPathInWorkdir(api.session.workdir, path as string) : undefined;
     return api.planSubmit({
       ...(plan !== undefined ? { plan: plan as Record<string, unknown> } : {}),
-      ...(path !== undefined ? { path: path as string } : {}),
+      ...(file !== undefined ? { path: file } : {}),
       ...(wait !== undefined ? { wait: wait as boolean } : {}),
       ...(maxParallel !== undefined ? { maxParallel: maxParallel as number | null } : {}),
     });
@@ -190,4 +193,30 @@ export function createRpcServer(api: SessionApi, options: RpcServerOptions = {})
   });
 
   return server;
+}
+
+/**
+ * `plan.submit`'s `path`, resolved against the session's workdir (docs/serve.md), as an absolute
+ * path. Refused (INVALID_PARAMS) when it names a file outside the workdir, links followed: the
+ * caller is an agent, and a plan file's parse error quotes the file, so any path would be a way to
+ * read any file the runtime can (`/etc/shadow` as root). A missing file is left to the plan
+ * reader, whose refusal names it.
+ */
+function planPathInWorkdir(workdir: string, path: string): string {
+  const file = resolve(workdir, path);
+  let real = file;
+  let root = workdir;
+  try {
+    root = realpathSync(workdir);
+    real = realpathSync(file);
+  } catch {
+    // a missing file: judged by the path as given
+  }
+  const inside = (base: string, p: string): boolean => {
+    const rel = relative(base, p);
+    return rel !== '' && !rel.startsWith('..') && !isAbsolute(rel);
+  };
+  if (!inside(workdir, file) && !inside(root, file)) invalidParams(`plan.submit: path must name a file inside the workdir ${workdir}; got ${JSON.stringify(path.slice(0, 200))} (send the plan itself as "plan" instead)`);
+  if (real !== file && !inside(root, real)) invalidParams(`plan.submit: path ${JSON.stringify(path.slice(0, 200))} leads outside the workdir ${workdir} (a link); send the plan itself as "plan" instead`);
+  return file;
 }

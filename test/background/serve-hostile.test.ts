@@ -5,7 +5,7 @@
  * JSON-RPC, and that the trace accounts for every work id with exactly one terminal record.
  * Every serve a test starts is ended in afterEach (serve-client.ts).
  */
-import { writeFileSync } from 'node:fs';
+import { symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { endServes, exitOf, startServe, type ServeClient } from './serve-client.js';
 
@@ -64,5 +64,27 @@ describe('capsule serve against a hostile harness', () => {
     expect(await exitOf(serve)).toEqual({ code: 0, signal: null });
     expect(terminalsByWorkId(serve)).toEqual({ [command.work_id]: ['shell_abandoned'] });
     expect(serve.trace().at(-1)).toMatchObject({ event_type: 'session_end', exit_status: 'ok' });
+  });
+});
+
+describe('plan.submit of a path', () => {
+  it('refuses a path outside the workdir, or a link leading out of it, without reading the file', async () => {
+    const serve = startServe({
+      setup: (W) => {
+        writeFileSync(join(W, 'ok.json'), JSON.stringify({ id: 'ok', steps: [] }));
+        symlinkSync('/etc/passwd', join(W, 'linked.json'));
+      },
+    });
+    for (const path of ['/etc/passwd', '../../../../../etc/passwd', 'linked.json']) {
+      const answer = await serve.request('plan.submit', { path });
+      expect(answer.error).toMatchObject({ code: -32602, data: { code: 'INVALID_PARAMS' } });
+      expect(answer.error?.message).toContain('workdir');
+      expect(answer.error?.message).not.toContain('root:');
+    }
+    // A file inside the workdir, by a relative path, still runs (resolved against the workdir, not serve's cwd).
+    const ok = await serve.call<{ report: { completed: boolean } }>('plan.submit', { path: 'ok.json' });
+    expect(ok.report.completed).toBe(true);
+    expect(await serve.call('session.stop')).toEqual({ residue: [] });
+    expect(await exitOf(serve)).toEqual({ code: 0, signal: null });
   });
 });
