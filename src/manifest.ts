@@ -185,6 +185,17 @@ export const ManifestSchema = z
               .enum(['continue', 'stop'], { error: expecting(MANIFEST_SHAPE.onLogCap) })
               .optional()
               .meta({ description: 'What a background command whose log reached max_log_bytes does: continue (default) or stop (it is stopped as by backgroundCommand stop).' }),
+            // Murmur's words for a session that outlives its task (detached.md §14): accepted so a
+            // manifest written for Murmur (and the abandonment report's advice) is not an unknown
+            // key; capsule serve behaves this way whatever they say.
+            task_acceptance: z
+              .string({ error: expecting('a word (Murmur: queue)') })
+              .optional()
+              .meta({ description: 'Murmur compatibility: how a session takes tasks (queue). capsule serve always keeps its session open and delivers completions as notifications until it is stopped.' }),
+            after_task: z
+              .string({ error: expecting('a word (Murmur: sleep)') })
+              .optional()
+              .meta({ description: 'Murmur compatibility: what a session does after a task (sleep). capsule serve always waits for the next request.' }),
             delegation_deadline_secs: z
               .number({ error: expecting(MANIFEST_SHAPE.positiveSecs) })
               .positive({ error: expecting(MANIFEST_SHAPE.positiveSecs) })
@@ -220,7 +231,7 @@ const MANIFEST_KEY_SPEC: KeySpec = {
         env: { keys: ['allow'] },
       },
     },
-    lifecycle: { keys: ['shell_grace_secs', 'max_log_bytes', 'on_log_cap', 'delegation_deadline_secs'] },
+    lifecycle: { keys: ['shell_grace_secs', 'max_log_bytes', 'on_log_cap', 'task_acceptance', 'after_task', 'delegation_deadline_secs'] },
     tools: { keys: [], members: { keys: ['command', 'timeout_secs'] } },
     entry: { keys: ['plan', 'command'] },
   },

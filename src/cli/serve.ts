@@ -138,8 +138,10 @@ export async function serveCommand(options: ServeCommandOptions): Promise<ExitCo
     ending = (async () => {
       // The caller is gone or leaving: calls in the foreground demote and answer; the answers
       // already on their way get a moment to be written before the session ends.
-      api.callerGone();
+      // At the end of input, the requests in flight (a short shell call among them) get their
+      // moment first; then the calls still in the foreground demote and answer, and are swept.
       if (options.letAnswer === true) await settlesWithin(Promise.allSettled([...inFlight]), END_OF_INPUT_ANSWER_MS);
+      api.callerGone();
       void api.stop();
       await api.end('ok');
       // What is still unanswered can no longer be served.

@@ -191,7 +191,8 @@ export function abandonmentReport(sessionId: string, entries: readonly Abandoned
   lines.push(
     '',
     "A session's end kills every command it demoted and every process its shell calls started in the background. " +
-      'For a session that should outlive its task and be told results, declare lifecycle.task_acceptance: queue with lifecycle.after_task: sleep.',
+      'For a session that should outlive its task and be told results, declare lifecycle.task_acceptance: queue with lifecycle.after_task: sleep ' +
+      '(capsule serve always keeps its session that way: end it, by session.stop or end of input, only once its commands have finished).',
   );
   return `${lines.join('\n')}\n`;
 }

@@ -21,10 +21,17 @@ const SCRIPT = [
   "trap '' INT TERM HUP QUIT",
   'IFS= read -r word',
   '[ "$word" = done ] && exit 0',
-  'if [ -e "$1/cgroup.kill" ]; then echo 1 > "$1/cgroup.kill"; exit 0; fi',
-  'echo 1 > "$1/cgroup.freeze" 2>/dev/null',
-  'for procs in $(find "$1" -name cgroup.procs 2>/dev/null); do for pid in $(cat "$procs" 2>/dev/null); do kill -9 "$pid" 2>/dev/null; done; done',
-  'echo 0 > "$1/cgroup.freeze" 2>/dev/null',
+  'if [ -e "$1/cgroup.kill" ]; then echo 1 > "$1/cgroup.kill"; else',
+  '  echo 1 > "$1/cgroup.freeze" 2>/dev/null',
+  '  for procs in $(find "$1" -name cgroup.procs 2>/dev/null); do for pid in $(cat "$procs" 2>/dev/null); do kill -9 "$pid" 2>/dev/null; done; done',
+  '  echo 0 > "$1/cgroup.freeze" 2>/dev/null',
+  'fi',
+  // Then the emptied cgroups go too (deepest first), as an ordinary end removes them: up to 5 s
+  // for the kernel to report the tree empty. A cgroup still populated then is left for the next
+  // run's abandoned-session warning, which names what is in it.
+  'n=0; while [ $n -lt 50 ] && ! grep -q "^populated 0" "$1/cgroup.events" 2>/dev/null; do sleep 0.1; n=$((n+1)); done',
+  'find "$1" -depth -type d -exec rmdir {} \\; 2>/dev/null',
+  'exit 0',
 ].join('\n');
 
 /** A running watchdog for one session's cgroup. */

@@ -142,7 +142,7 @@ export class SessionApi {
     const warn = options.warn ?? (() => {});
     let outcome: ResumeOutcome;
     try {
-      outcome = await resumeSession(this.session, priorDir, { reap: options.reap === true, contextId: `ctx_${this.session.id}`, warn });
+      outcome = await resumeSession(this.session, priorDir, { reap: options.reap === true, contextId: this.session.tasks.defaultContextId, warn });
     } catch (error) {
       warn(`resume: ${priorDir} could not be reconciled: ${error instanceof Error ? error.message : String(error)}`);
       return null;

@@ -79,6 +79,11 @@ export class TaskTable {
   /** What was still running, for `task_canceled` (`cancel.md` §5.2); set by the session. */
   #residue: (() => Residue) | null = null;
 
+  /** The session's conversation (`ctx_…`): the context of a task that names none. */
+  get defaultContextId(): string {
+    return this.#defaultContext;
+  }
+
   constructor(trace: TraceWriter, sessionNode: TraceNode<'session_start'>, options: { readonly contextId: string; readonly now: () => number }) {
     this.#trace = trace;
     this.#sessionNode = sessionNode;

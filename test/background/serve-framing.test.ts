@@ -30,4 +30,14 @@ describe('capsule serve framing', () => {
     expect(pairs).toContainEqual([['b1', -32601]]);
     expect(pairs.find((batch) => batch.length === 2)).toEqual(expect.arrayContaining([[null, -32600], ['b2', -32007]]));
   });
+
+  it('lets a short shell call piped in before the end of input finish and answer, instead of demoting it at once', async () => {
+    const serve = startServe();
+    serve.writeLine(JSON.stringify({ jsonrpc: '2.0', id: 'short', method: 'shell.run', params: { binary: 'bash', command: 'sleep 0.3; echo done' } }));
+    serve.closeStdin();
+    expect(await exitOf(serve)).toEqual({ code: 0, signal: null });
+    const answer = serve.messages.find((m) => m.id === 'short');
+    expect(answer?.result).toMatchObject({ status: 'finished', exit_code: 0, stdout: 'done\n' });
+    expect(serve.trace().filter((r) => r['event_type'] === 'shell_abandoned')).toEqual([]);
+  });
 });

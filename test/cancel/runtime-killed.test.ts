@@ -4,7 +4,7 @@
  * (a step and the grandchild it backgrounded); an ordinary end releases the watchdog, which then
  * exits without killing anything.
  */
-import { readdirSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { cgroupUnavailable } from '../support/backends.js';
 import { processesWithArg, uniqueSleepArg } from '../support/plan-harness.js';
@@ -53,6 +53,11 @@ const watchdogsOf = (sessionCgroupPart: string): number[] =>
     await waitFor(() => !isProcessAlive(leader) && !isProcessAlive(grandchild) && processesWithArg(tag).length === 0, 10_000, 'the watchdog to kill the session cgroup');
     expect(processesWithArg(tag)).toEqual([]);
     expect(isProcessAlive(grandchild)).toBe(false);
+    // And the emptied cgroups are removed, as an ordinary end removes them.
+    const start = JSON.parse(readFileSync(join(dir, '.capsule', 'records', records ?? '', 'trace.jsonl'), 'utf8').split('\n')[0] ?? '{}') as { containment: { cgroup: string | null } };
+    const cgroup = start.containment.cgroup ?? '';
+    expect(cgroup).not.toBe('');
+    await waitFor(() => !existsSync(cgroup), 10_000, 'the watchdog to remove the session cgroup');
   });
 
   it('exits without killing anything once the session closed in order', async () => {
