@@ -116,9 +116,12 @@ export async function serveCommand(options: ServeCommandOptions): Promise<ExitCo
     return EXIT.FAILED;
   }
 
+  const capsulesDir = resolve(options.capsules ?? join(workdir, 'capsules'));
   const api = new SessionApi(session, {
-    capsulesDir: resolve(options.capsules ?? join(workdir, 'capsules')),
+    capsulesDir,
     shellAllow: allow,
+    // A delegated child (issue 12) runs its manifest's entry for `message/send`.
+    entry: manifest?.entry !== undefined && manifestDir !== null ? { entry: manifest.entry, dir: manifestDir, manifestPath: source.kind === 'file' ? source.path : join(manifestDir, MANIFEST_FILE), envAllow: manifest.capabilities?.env?.allow ?? [], capsulesDir } : null,
   });
   const out = new MessageWriter();
   let resolveExit: (code: ExitCode) => void = () => {};
