@@ -257,10 +257,11 @@ async function delegate(request: DelegationRequest, setTree: (tree: ContainedPro
     await child.end(CHILD_KILL_GRACE_MS);
   };
   const crashed = async (): Promise<DelegationResult> => {
+    // What is left of the tree goes first: a child still ending could otherwise write over the launcher's completion.
+    await child.end(CHILD_KILL_GRACE_MS);
     const done = await exit;
     const status = done.signal !== null ? `signal ${done.signal}` : `exit code ${done.exitCode}`;
     completion('crashed', `${status}${stderrTail.trim() === '' ? '' : `: ${stderrTail.trim()}`}`);
-    await child.end(CHILD_KILL_GRACE_MS);
     return none('failed', `capsule '${capsule.name}' stopped answering: its process ended (${status}) without completing its task`, ids());
   };
 
@@ -283,6 +284,8 @@ async function delegate(request: DelegationRequest, setTree: (tree: ContainedPro
       completion('terminated', PARENT_ENDED_DETAIL);
       return none('canceled', PARENT_ENDED_DETAIL, ids());
     }
+    // A request that failed because the child's end of the pipe is gone: the child died (its exit may still be draining).
+    if (!stdin.writable || exited) return crashed();
     await endChild();
     const message = step.kind === 'error' ? (step.error instanceof Error ? step.error.message : String(step.error)) : 'no answer';
     return none('failed', `capsule '${capsule.name}' stopped answering: ${message}`, ids());
