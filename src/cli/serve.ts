@@ -51,7 +51,7 @@ export function registerServe(program: Command): void {
     .option('--reap', 'with --resume: stop the process trees the prior session left running (SIGTERM, SIGKILL after 2 s)')
     .addHelpText(
       'after',
-      '\nMethods: shell.run, backgroundCommand, plan.submit, task.cancel, session.stop; notifications: completion, task.started, task.finished (docs/serve.md).' +
+      '\nMethods: shell.run, backgroundCommand, plan.submit, task.cancel, session.stop; for a delegated child capsule: session.info, message/send, tasks/get, tasks/cancel; notifications: completion, task.started, task.finished (docs/serve.md).' +
         '\nThe session ends, with its teardown sweep, on session.stop or end of input (exit 0), or on SIGINT/SIGTERM/SIGHUP (exit 130).' +
         '\nLogs: JSON lines on stderr (--log-level; off by default); stdout carries only JSON-RPC messages.',
     )
