@@ -11,13 +11,15 @@
  * a canceled delegation's row is left for the run's task, which closes it after its
  * `task_canceled` ({@link closeCanceledRows}).
  */
+import { createActor, fromCallback, type AnyActorRef } from 'xstate';
+import { delegationMachine, type DelegationInput, type DelegationOutcome, type DelegationReport, type PlaneRequest } from '../../../machines/delegation.machine.js';
 import { CANCEL_CAPSULE_STEP } from '../../../machines/messages.js';
 import { capsuleTaskText } from '../../plan/validate.js';
 import { interpolateInput } from '../../plan/interpolate.js';
 import type { ContainedProcess } from '../../process/containment.js';
 import type { Session } from '../../session/session.js';
 import type { AttemptEnvironment } from '../attempt.js';
-import { delegationTimeoutSecs, startDelegation, type Delegation, type DelegationResult } from '../delegation/plane.js';
+import { delegationTimeoutSecs, PARENT_ENDED_DETAIL, startDelegation, type Delegation } from '../delegation/plane.js';
 import { resolveCapsule, spawnTarget, DEFAULT_CAPSULE_VERSION } from '../delegation/registry.js';
 import { attemptActor, type LastTrees } from './attempt-run.js';
 import { trackTree } from './tool-attempt.js';
@@ -26,10 +28,11 @@ import { trackTree } from './tool-attempt.js';
 export const noRecordsDirectory = (capsule: string): string =>
   `capsule step '${capsule}' cannot be delegated: the plan runs outside a session's records directory, where the child's work folder would be created; run it with a records directory (capsule run writes one by default; do not pass records: false)`;
 
-/** The `delegation` actor logic for one plan run. */
+/** The `delegation` actor logic for one plan run: each attempt runs one `delegation` machine (machines/delegation.machine.ts). */
 export function delegationActor(env: AttemptEnvironment, lastTrees: LastTrees) {
   return attemptActor(env, lastTrees, (run) => {
     let delegation: Delegation | null = null;
+    let machine: AnyActorRef | null = null;
     let canceled = false;
     run.dispatchWhenClear(() => {
       const { step, results } = run.input.step;
@@ -42,7 +45,7 @@ export function delegationActor(env: AttemptEnvironment, lastTrees: LastTrees) {
       const target = spawnTarget(name, env.spawnAllow ?? []);
       const version = DEFAULT_CAPSULE_VERSION;
       const startedMs = session.time.monotonicMs();
-      const terminal = (result: DelegationResult): void => {
+      const terminal = (result: DelegationOutcome): void => {
         session.trace.write('delegation', session.node, {
           capsule: target,
           version,
@@ -53,43 +56,73 @@ export function delegationActor(env: AttemptEnvironment, lastTrees: LastTrees) {
           ...(result.status !== 'completed' && result.reason !== null ? { reason: result.reason } : {}),
         });
       };
-      const refuse = (status: 'refused' | 'failed', reason: string): void => {
-        terminal({ status, answer: null, reason, delegation_id: null, child_session_id: null });
-        run.fail(reason);
-      };
-      if (!session.hasRecords) return refuse('failed', noRecordsDirectory(name));
-      void resolveCapsule({ capsule: name, version, spawnAllow: env.spawnAllow, capsulesDir: env.capsulesDir }).then((resolved) => {
-        if (run.stopped || run.finished) return;
-        if (!resolved.ok) return refuse(resolved.refusal.status, resolved.refusal.reason);
-        delegation = startDelegation({
-          session,
-          capsule: resolved.capsule,
-          task: task.text,
-          owner: { kind: 'attempt', run: env.runId, step: step.id, attempt: run.attempt },
-          parentEnvAllow: env.envAllow,
-          timeoutSecs: delegationTimeoutSecs(env.delegationDeadlineSecs),
-          capsulesDir: env.capsulesDir,
-          onLaunched: (child) => {
-            trackTree(run, child.tree);
-            session.delegations.register(child.delegation_id, {
-              workdir: child.workdir,
-              capsule: child.capsule,
-              version: child.version,
-              child_session_id: child.child_session_id,
-              child_workdir: child.child_workdir,
-              started: startedMs,
+      const noChild = (status: DelegationOutcome['status'], reason: string): DelegationOutcome => ({ status, answer: null, reason, delegation_id: null, child_session_id: null });
+      const logic = delegationMachine.provide({
+        actors: {
+          plane: fromCallback<PlaneRequest, DelegationInput>(({ sendBack, receive }) => {
+            let over = false;
+            const report = (event: DelegationReport): void => {
+              if (!over) sendBack(event);
+            };
+            receive(() => {
+              canceled = true;
+              (delegation as Delegation | null)?.cancel();
             });
-            session.trace.write('delegation_start', session.node, {
-              delegation_id: child.delegation_id,
-              capsule: child.capsule,
-              version: child.version,
-              child_session_id: child.child_session_id,
-              child_workdir: child.child_workdir,
-            });
-          },
-        });
-        if (canceled) delegation.cancel();
-        void delegation.result.then((result) => {
+            void (async (): Promise<void> => {
+              if (!session.hasRecords) return report({ type: 'DELEGATION.ENDED', outcome: noChild('failed', noRecordsDirectory(name)) });
+              const resolved = await resolveCapsule({ capsule: name, version, spawnAllow: env.spawnAllow, capsulesDir: env.capsulesDir });
+              if (!resolved.ok) return report({ type: 'DELEGATION.ENDED', outcome: noChild(resolved.refusal.status, resolved.refusal.reason) });
+              report({ type: 'DELEGATION.APPROVED' });
+              if (canceled || run.stopped) return report({ type: 'DELEGATION.ENDED', outcome: noChild('canceled', PARENT_ENDED_DETAIL) });
+              let up = false;
+              delegation = startDelegation({
+                session,
+                capsule: resolved.capsule,
+                task: task.text,
+                owner: { kind: 'attempt', run: env.runId, step: step.id, attempt: run.attempt },
+                parentEnvAllow: env.envAllow,
+                timeoutSecs: delegationTimeoutSecs(env.delegationDeadlineSecs),
+                capsulesDir: env.capsulesDir,
+                onLaunched: (child) => {
+                  up = true;
+                  trackTree(run, child.tree);
+                  // Live from the moment the child is up (`cancel.md` §4.2), before it is handed its task.
+                  session.delegations.register(child.delegation_id, {
+                    workdir: child.workdir,
+                    capsule: child.capsule,
+                    version: child.version,
+                    child_session_id: child.child_session_id,
+                    child_workdir: child.child_workdir,
+                    started: startedMs,
+                  });
+                  session.trace.write('delegation_start', session.node, {
+                    delegation_id: child.delegation_id,
+                    capsule: child.capsule,
+                    version: child.version,
+                    child_session_id: child.child_session_id,
+                    child_workdir: child.child_workdir,
+                  });
+                  report({ type: 'DELEGATION.LAUNCHED', delegationId: child.delegation_id, childSessionId: child.child_session_id });
+                },
+              });
+              if (canceled) delegation.cancel();
+              const result = await delegation.result;
+              // A child that never came up ends the delegation at once; otherwise the child has been ended and exited.
+              if (!up) return report({ type: 'DELEGATION.ENDED', outcome: result });
+              report({ type: 'DELEGATION.ANSWERED', outcome: result });
+              report({ type: 'DELEGATION.ENDED', outcome: result });
+            })().catch((error: unknown) => report({ type: 'DELEGATION.ENDED', outcome: noChild('failed', error instanceof Error ? error.message : String(error)) }));
+            return () => {
+              over = true;
+            };
+          }),
+        },
+      });
+      const actor = createActor(logic, { input: { capsule: name, task: task.text } });
+      machine = actor;
+      actor.subscribe({
+        complete: () => {
+          const result = actor.getSnapshot().output as DelegationOutcome;
           if (result.status === 'canceled') {
             // One writer per row: the task that was canceled closes it after its task_canceled.
             if (result.delegation_id !== null) env.canceledRows?.push({ delegation_id: result.delegation_id, capsule: target, version, child_session_id: result.child_session_id, startedMs });
@@ -100,15 +133,20 @@ export function delegationActor(env: AttemptEnvironment, lastTrees: LastTrees) {
           if (result.delegation_id === null || session.delegations.finish(result.delegation_id) !== null) terminal(result);
           if (result.status === 'completed') run.finish({ status: 'success', output: result.answer ?? '', error: null });
           else run.fail(result.reason ?? `capsule step '${name}' failed`);
-        }, (error: unknown) => run.crash(error));
-      }, (error: unknown) => run.crash(error));
+        },
+        error: (error: unknown) => run.crash(error),
+      });
+      actor.start();
     });
     return {
-      tree: (): ContainedProcess | null => (delegation as Delegation | null)?.tree() ?? null,
+      tree: (): ContainedProcess | null => {
+        (machine as AnyActorRef | null)?.stop();
+        return (delegation as Delegation | null)?.tree() ?? null;
+      },
       // A graceful cancel ends a delegation's child (`cancel.md` §3.3).
       onCancel: () => {
         canceled = true;
-        (delegation as Delegation | null)?.cancel();
+        (machine as AnyActorRef | null)?.send({ type: 'CANCEL' });
       },
     };
   });
