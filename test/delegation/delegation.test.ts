@@ -11,6 +11,7 @@ import { capDelegationText, CUT_MARKER, DELEGATION_TEXT_CAP_BYTES, delegationTim
 import { spawnTarget } from '../../src/runtime/delegation/registry.js';
 import { rows, TempDirs, Trace, readTrace, type TraceRecord } from '../support/plan-harness.js';
 import { waitFor } from '../support/wait.js';
+import { eachBackend } from '../support/backends.js';
 
 const dirs = new TempDirs();
 afterAll(() => dirs.removeAll());
@@ -43,11 +44,15 @@ function setup(steps: unknown[], capsules: Capsule[], parent: Record<string, unk
 
 const command = (name: string, script: string, extra: Record<string, unknown> = {}): Capsule => ({ name, manifest: { entry: { command: ['bash', '-c', script] }, ...extra } });
 
+/** The backend of the running describe block (the child capsule is contained as its parent is). */
+let contained: Pick<RunPlanOptions, 'containment' | 'isolation'> = {};
+
 const options = (workdir: string, extra: Partial<RunPlanOptions> = {}): RunPlanOptions => ({
   plan: join(workdir, 'plan.json'),
   workdir,
   recordsDir: join(workdir, 'records'),
   manifest: join(workdir, 'capsule.json'),
+  ...contained,
   ...extra,
 });
 
@@ -79,7 +84,12 @@ function processesWith(marker: string): number[] {
 
 const childPids = (trace: Trace): number[] => trace.ofType('process_start').map((r) => r['pid'] as number);
 
+eachBackend((backend) => {
 describe('a capsule step delegates to a child capsule', () => {
+  beforeAll(() => {
+    contained = { containment: backend.containment, isolation: backend.isolation };
+  });
+
   it('gets the answer of a command entry that reads the task on stdin, with one delegation_start and one delegation sharing a dlg_ id under the session node', async () => {
     const workdir = setup([{ id: 'w', capsule: 'worker', input: { objective: 'Echo this task' } }], [command('worker', 'read -r task; printf "worker-output:%s" "$task"')]);
     const report = await runPlan(options(workdir));
@@ -197,6 +207,8 @@ describe('a capsule step delegates to a child capsule', () => {
     for (const pid of childPids(trace)) expect(alive(pid)).toBe(false);
   });
 });
+
+}, 'auto');
 
 describe('a capsule step the plane refuses starts nothing', () => {
   it('refuses a capsule the parent manifest does not allow (a plan cannot grant itself spawn rights)', async () => {

@@ -19,7 +19,7 @@ import { existsSync } from 'node:fs';
 import { JSONRPCClient, type JSONRPCResponse } from 'json-rpc-2.0';
 import { uuidV7Simple } from '../../ids.js';
 import { buildShellEnv } from '../../executors/environment.js';
-import type { ContainedProcess } from '../../process/containment.js';
+import { CONTAINMENT_ENV, ISOLATION_ENV, type ContainedProcess } from '../../process/containment.js';
 import type { Owner } from '../../process/owner.js';
 import type { Session } from '../../session/session.js';
 import { SPAWNER_ENV, type ChildTask } from './child-entry.js';
@@ -191,6 +191,9 @@ async function delegate(request: DelegationRequest, setTree: (tree: ContainedPro
   }
   // The runtime-owned tail (`delegation.md` §7): the child cannot override it.
   env[SPAWNER_ENV] = JSON.stringify({ session_id: session.id, delegation_id: delegationId, capsule: capsule.name, version: capsule.version });
+  // The child is contained as its parent is (its own steps on the same backend and isolation).
+  env[CONTAINMENT_ENV] = session.containment.info.backend;
+  env[ISOLATION_ENV] = session.containment.info.pidNamespace ? 'pid-namespace' : 'none';
   const child = session.containment.spawn({
     owner: request.owner,
     file: process.execPath,
