@@ -259,3 +259,40 @@ describe('delegation rules', () => {
     expect(Buffer.byteLength(cut.slice(0, -CUT_MARKER.length), 'utf8')).toBe(DELEGATION_TEXT_CAP_BYTES);
   });
 });
+
+describe('a delegation under a serve task', () => {
+  it('is named by the residue of a task.cancel while its child works; the task closes its row after task_canceled', async () => {
+    const sleep = `984.${process.pid}4`;
+    const workdir = setup([], [command('worker', `sleep ${sleep}`)]);
+    const { Session } = await import('../../src/session/session.js');
+    const { SessionApi } = await import('../../src/runtime/session-api.js');
+    const session = Session.open({ workdir, recordsDir: join(workdir, 'records') });
+    const api = new SessionApi(session, { capsulesDir: join(workdir, 'capsules') });
+    try {
+      const finished = new Promise<PlanReport>((resolve) =>
+        api.onNotification((n) => {
+          if (n.method === 'task.finished') resolve(n.params.report);
+        }),
+      );
+      const submitted = await api.planSubmit({ plan: { id: 'p', steps: [{ id: 'w', capsule: 'worker', input: 'x' }] }, wait: false });
+      await waitFor(() => session.delegations.size === 1, 30_000, 'the child to be live');
+      const dlg = session.delegations.live()[0]?.delegation_id as string;
+      const answer = api.taskCancel({ task_id: submitted.task_id });
+      expect(answer.artifacts?.[0]?.parts.map((p) => JSON.parse(p.text) as Record<string, unknown>)).toEqual([
+        expect.objectContaining({ kind: 'delegation', delegation_id: dlg, capsule: 'local/worker', version: '0.1.0' }),
+      ]);
+      const report = await finished;
+      expect(rows(report)).toEqual([`w:failed:${CANCEL_CAPSULE_STEP}`]);
+      const records = readTrace(join(workdir, 'records'));
+      const canceledAt = records.findIndex((r) => r.event_type === 'task_canceled');
+      expect(records[canceledAt]).toMatchObject({ delegation_ids: [dlg] });
+      const terminal = records.filter((r) => r.event_type === 'delegation');
+      expect(terminal).toMatchObject([{ delegation_id: dlg, outcome: 'canceled' }]);
+      expect(records.indexOf(terminal[0] as TraceRecord)).toBeGreaterThan(canceledAt);
+      expect(session.delegations.size).toBe(0);
+      expect(processesWith(sleep)).toEqual([]);
+    } finally {
+      await api.end();
+    }
+  });
+});
