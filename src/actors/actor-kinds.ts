@@ -8,6 +8,7 @@
  */
 import { enqueueActions, type AnyActorLogic, type AnyActorRef, type AnyStateMachine } from 'xstate';
 import type { PlanStep, StepKind } from '../../machines/contracts.js';
+import { delegationActorId, delegationMachine, type DelegationContext, type DelegationInput } from '../../machines/delegation.machine.js';
 import { detachedCommandMachine, type DetachedCommandInput } from '../../machines/detached-command.machine.js';
 import { sessionActorId, sessionMachine, type SessionActorContext, type SessionActorInput } from '../../machines/session.machine.js';
 import { scan } from '../../machines/plan-schedule.js';
@@ -153,6 +154,21 @@ const detachedCommand: ActorKind = {
   inputFromLog: detachedCommandInputFromLog,
 };
 
+const delegation: ActorKind = {
+  name: 'delegation',
+  machine: delegationMachine,
+  source: 'machines/delegation.machine.ts',
+  actorId: (context: DelegationContext) => delegationActorId(context),
+  effects: { actors: { plane: 'callback' } },
+  plainEvents: /^(?:CANCEL$|DELEGATION\.)/,
+  plainOutput: true,
+  inputFromLog: (logged) => {
+    const input = logged as Partial<DelegationInput> | undefined;
+    if (typeof input?.capsule !== 'string' || typeof input.task !== 'string') return { error: 'a delegation input needs "capsule" and "task" (strings)' };
+    return { capsule: input.capsule, task: input.task };
+  },
+};
+
 const session: ActorKind = {
   name: 'session',
   machine: sessionMachine,
@@ -170,7 +186,7 @@ const session: ActorKind = {
 };
 
 /** Every kind, in the order their charts are indexed. */
-export const ACTOR_KINDS: readonly ActorKind[] = [plan, step, stepPool, detachedCommand, session];
+export const ACTOR_KINDS: readonly ActorKind[] = [plan, step, stepPool, detachedCommand, session, delegation];
 
 const byName = new Map(ACTOR_KINDS.map((kind) => [kind.name, kind]));
 

@@ -51,7 +51,7 @@ export function registerServe(program: Command): void {
     .option('--reap', 'with --resume: stop the process trees the prior session left running (SIGTERM, SIGKILL after 2 s)')
     .addHelpText(
       'after',
-      '\nMethods: shell.run, backgroundCommand, plan.submit, task.cancel, session.stop; notifications: completion, task.started, task.finished (docs/serve.md).' +
+      '\nMethods: shell.run, backgroundCommand, plan.submit, task.cancel, session.stop; for a delegated child capsule: session.info, message/send, tasks/get, tasks/cancel; notifications: completion, task.started, task.finished (docs/serve.md).' +
         '\nThe session ends, with its teardown sweep, on session.stop or end of input (exit 0), or on SIGINT/SIGTERM/SIGHUP (exit 130).' +
         '\nLogs: JSON lines on stderr (--log-level; off by default); stdout carries only JSON-RPC messages.',
     )
@@ -120,9 +120,12 @@ export async function serveCommand(options: ServeCommandOptions): Promise<ExitCo
   // and session_end: the abandonment report and the log are best effort there, as in `capsule run`.
   process.stderr.on('error', () => {});
 
+  const capsulesDir = resolve(options.capsules ?? join(workdir, 'capsules'));
   const api = new SessionApi(session, {
-    capsulesDir: resolve(options.capsules ?? join(workdir, 'capsules')),
+    capsulesDir,
     shellAllow: allow,
+    // A delegated child (issue 12) runs its manifest's entry for `message/send`.
+    entry: manifest?.entry !== undefined && manifestDir !== null ? { entry: manifest.entry, dir: manifestDir, manifestPath: source.kind === 'file' ? source.path : join(manifestDir, MANIFEST_FILE), envAllow: manifest.capabilities?.env?.allow ?? [], capsulesDir } : null,
   });
   const out = new MessageWriter();
   let resolveExit: (code: ExitCode) => void = () => {};

@@ -29,7 +29,7 @@
  * MAINTENANCE: a long-lived spawner process (issue 14) slots in behind {@link Containment.spawn}:
  * it would start the helper on the runtime's behalf; identity, units and ending stay as they are.
  */
-import type { Readable } from 'node:stream';
+import type { Readable, Writable } from 'node:stream';
 import { dirname, join } from 'node:path';
 import { ERROR_CODES, RuntimeError } from '../errors.js';
 import { CgroupWatchdog } from './watchdog.js';
@@ -258,6 +258,14 @@ export interface SpawnRequest {
   readonly env: Readonly<Record<string, string>>;
   /** Text written to stdin, which is then closed. Absent: stdin is `/dev/null`. */
   readonly stdin?: string;
+  /** Keep stdin open as a pipe ({@link ContainedProcess.stdin}); ignored when `stdin` text is given. */
+  readonly stdinPipe?: boolean;
+  /**
+   * Paths bound read-only in this tree's mount namespace instead of the session's (`readOnlyPaths`).
+   * A delegated child capsule (a runtime of ours) gets `[]`: it writes its records beneath the
+   * parent's records directory (`children/<dlg_id>/`).
+   */
+  readonly readOnlyPaths?: readonly string[];
   /** Called once when the leader exits (not for a program that could not be started). */
   readonly onLeaderExit?: (info: LeaderExitInfo) => void;
   /** Milliseconds to read output after the leader exited (`leader.ts`, default 250). */
@@ -293,6 +301,8 @@ export interface ContainedProcess {
   /** The leader's output (also collected into `done`); null when nothing started. */
   readonly stdout: Readable | null;
   readonly stderr: Readable | null;
+  /** The leader's stdin when it was asked for as a pipe (`stdinPipe`), else null. */
+  readonly stdin: Writable | null;
   /** The leader's exit and its drained output (`leader.ts`); never rejects. */
   readonly done: Promise<ProcessResult>;
   /** Resolves once the whole tree is proven gone (on its own or by {@link end}); never rejects. */
@@ -412,7 +422,7 @@ export class Containment {
     const leader = launchLeader({
       file: useHelper ? (this.info.helper as string) : resolved.path,
       args: useHelper
-        ? helperArgs({ cgroup: cgroupDir, pidNamespace, readOnly: this.#readOnly, user: this.info.runAs }, resolved.path, request.file, request.args)
+        ? helperArgs({ cgroup: cgroupDir, pidNamespace, readOnly: request.readOnlyPaths ?? this.#readOnly, user: this.info.runAs }, resolved.path, request.file, request.args)
         : request.args,
       ...(useHelper ? {} : { argv0: request.file }),
       displayName: request.file,
@@ -420,6 +430,7 @@ export class Containment {
       cwd: request.cwd,
       env: request.env,
       ...(request.stdin !== undefined ? { stdin: request.stdin } : {}),
+      ...(request.stdinPipe === true ? { stdinPipe: true } : {}),
       ...(request.onLeaderExit !== undefined ? { onLeaderExit: request.onLeaderExit } : {}),
       ...(request.drainGraceMs !== undefined ? { drainGraceMs: request.drainGraceMs } : {}),
       ...(request.collectOutput !== undefined ? { collectOutput: request.collectOutput } : {}),
@@ -519,6 +530,7 @@ class Contained implements ContainedProcess {
   readonly argv: readonly string[];
   readonly stdout: Readable | null;
   readonly stderr: Readable | null;
+  readonly stdin: Writable | null;
   readonly done: Promise<ProcessResult>;
   readonly #containment: Containment;
   readonly #leader: LaunchedLeader;
@@ -547,6 +559,7 @@ class Contained implements ContainedProcess {
     this.#unit = unit;
     this.stdout = leader.stdout;
     this.stderr = leader.stderr;
+    this.stdin = leader.stdin;
     this.done = leader.done;
     if (unit === null) {
       this.#released = true;

@@ -43,6 +43,8 @@ export interface LaunchOptions {
   readonly env: Readonly<Record<string, string>>;
   /** Text written to the child's stdin, which is then closed. Absent: stdin is `/dev/null` (empty and at EOF). */
   readonly stdin?: string;
+  /** Keep stdin open as a pipe the caller writes ({@link LaunchedLeader.stdin}; a `capsule serve` child's JSON-RPC). Ignored when `stdin` text is given. */
+  readonly stdinPipe?: boolean;
   /** `argv[0]` of the program (default `file`): the name as written when `file` is a resolved path. */
   readonly argv0?: string;
   /** The name spawn errors call the program by (default `file`). */
@@ -212,6 +214,8 @@ export interface LaunchedLeader {
   /** The leader's output streams (also collected into `done`); `null` when it never started. */
   readonly stdout: Readable | null;
   readonly stderr: Readable | null;
+  /** The leader's stdin when it was asked for as a pipe (`stdinPipe`), else null. */
+  readonly stdin: Writable | null;
   /** Resolves within `drainGraceMs` of the leader's exit (or at once on a spawn error). Never rejects. */
   readonly done: Promise<ProcessResult>;
   /** What the spawn helper said on fd 3 (resolves at its end of file); `{initPid: null, failure: null}` without `control`. */
@@ -232,7 +236,7 @@ export function failedLaunch(spawnError: string, startedAtMs = Date.now()): Laun
     startedAtMs,
     endedAtMs: Date.now(),
   };
-  return { pid: null, stdout: null, stderr: null, done: Promise.resolve(result), control: Promise.resolve(NO_CONTROL) };
+  return { pid: null, stdout: null, stderr: null, stdin: null, done: Promise.resolve(result), control: Promise.resolve(NO_CONTROL) };
 }
 
 /** Text for a helper stage that failed before the command ran. */
@@ -269,7 +273,7 @@ export function launchLeader(options: LaunchOptions): LaunchedLeader {
   const startedAtMs = Date.now();
   const drainGraceMs = Math.max(0, options.drainGraceMs ?? DEFAULT_DRAIN_GRACE_MS);
   const name = options.displayName ?? options.file;
-  const stdinSpec = options.stdin === undefined ? ('ignore' as const) : ('pipe' as const);
+  const stdinSpec = options.stdin === undefined && options.stdinPipe !== true ? ('ignore' as const) : ('pipe' as const);
 
   let subprocess;
   try {
@@ -408,7 +412,7 @@ export function launchLeader(options: LaunchOptions): LaunchedLeader {
     };
   });
 
-  return { pid, stdout, stderr, done, control };
+  return { pid, stdout, stderr, stdin: options.stdin === undefined && options.stdinPipe === true ? stdin : null, done, control };
 }
 
 /**

@@ -8,6 +8,7 @@ import type { ToolResult } from '../executors/command-tool.js';
 import type { TraceNode } from '../records/trace-records.js';
 import type { Session } from '../session/session.js';
 import type { IgnoredResult } from './attempts/attempt-run.js';
+import type { CanceledRow } from './attempts/delegation-attempt.js';
 import { delegationActor } from './attempts/delegation-attempt.js';
 import { shellAttemptActor } from './attempts/shell-attempt.js';
 import { toolAttemptActor } from './attempts/tool-attempt.js';
@@ -54,8 +55,14 @@ export interface AttemptEnvironment {
   /** `capabilities.env.allow`. */
   readonly envAllow: readonly string[];
   readonly gate: Gate | null;
-  /** Capsule registry directory (DESIGN §3), named by the capsule-step refusal. */
+  /** Capsule registry directory (DESIGN §3), where capsule steps' capsules are resolved. */
   readonly capsulesDir: string;
+  /** The parent's `capabilities.spawn.allow` (only its manifest grants spawn rights), or null when it runs without a manifest. */
+  readonly spawnAllow: readonly string[] | null;
+  /** The manifest's `lifecycle.delegation_deadline_secs` (the bound on one delegation; env overrides it). */
+  readonly delegationDeadlineSecs?: number;
+  /** Canceled delegations whose rows the run's task closes after its `task_canceled` (`cancel.md` §4.3). */
+  readonly canceledRows?: CanceledRow[];
   /** This plan run's id within the session: every process tree it starts is owned by an attempt of run `runId`. */
   readonly runId: string;
   /** The node the run's `process_start` records hang off (the plan node). */
@@ -64,7 +71,7 @@ export interface AttemptEnvironment {
   readonly onIgnoredResult?: (ignored: IgnoredResult) => void;
 }
 
-export { noDelegationPlane } from './attempts/delegation-attempt.js';
+export { noRecordsDirectory, closeCanceledRows, type CanceledRow } from './attempts/delegation-attempt.js';
 export { invalidFunctionToolResult } from './attempts/tool-attempt.js';
 
 /** The attempt actors of the step machine, by the names `machines/step.machine.ts` gives them. */

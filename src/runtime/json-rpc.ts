@@ -185,6 +185,45 @@ export function createRpcServer(api: SessionApi, options: RpcServerOptions = {})
     });
   });
 
+  // The child side of a delegation (issue 12): A2A-shaped methods a parent's delegation plane calls.
+  server.addMethod('session.info', () => api.info());
+
+  server.addMethod('message/send', (params) => {
+    open('message/send');
+    const p = objectParams(params, 'message/send');
+    const message = p['message'] as { parts?: unknown } | undefined;
+    const parts = typeof message === 'object' && message !== null && Array.isArray(message.parts) ? (message.parts as unknown[]) : null;
+    const text = parts?.[0] !== undefined && typeof (parts[0] as { text?: unknown }).text === 'string' ? ((parts[0] as { text: string }).text) : null;
+    if (text === null) invalidParams('message/send: message must be {role, messageId, parts: [{text}]} with one text part');
+    try {
+      return api.messageSend(text as string);
+    } catch (error) {
+      return invalidParams(error instanceof Error ? error.message : String(error));
+    }
+  });
+
+  server.addMethod('tasks/get', (params) => {
+    const id = objectParams(params, 'tasks/get')['id'];
+    if (typeof id !== 'string') invalidParams('tasks/get: id must be a string (the id message/send answered with)');
+    try {
+      return api.tasksGet(id as string);
+    } catch (error) {
+      if (error instanceof UnknownTaskError) return fail(SERVE_ERRORS.UNKNOWN_TASK_ID, error.message);
+      throw error;
+    }
+  });
+
+  server.addMethod('tasks/cancel', (params) => {
+    const id = objectParams(params, 'tasks/cancel')['id'];
+    if (typeof id !== 'string') invalidParams('tasks/cancel: id must be a string');
+    try {
+      return api.taskCancel({ task_id: id as string, force: true });
+    } catch (error) {
+      if (error instanceof UnknownTaskError) return fail(SERVE_ERRORS.UNKNOWN_TASK_ID, error.message);
+      throw error;
+    }
+  });
+
   server.addMethod('session.stop', async () => {
     const answer = await api.stop();
     // The answer goes out first; then the transport ends the session.

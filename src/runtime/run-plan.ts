@@ -20,7 +20,7 @@ import { RecordsDirInUseError, recordedSessionIn } from '../records/records-dir.
 import { resumeSession, type ResumeOutcome } from '../reconcile/resume.js';
 import type { TraceNode } from '../records/trace-records.js';
 import { Session, type SessionExitStatus, type SessionOptions } from '../session/session.js';
-import { createAttemptActors, type CommandTool, type FunctionTool, type Gate } from './attempt.js';
+import { closeCanceledRows, createAttemptActors, type CanceledRow, type CommandTool, type FunctionTool, type Gate } from './attempt.js';
 import { PlanTrace } from './plan-trace.js';
 
 /** The JSON report (DESIGN §4; `plan.md` §13 plus ids, records dir and duration). */
@@ -157,6 +157,12 @@ export interface PlanRun {
    * call any time, repeatedly.
    */
   cancel(options?: { force?: boolean }): void;
+  /**
+   * Closes the rows of delegations this run's cancel ended (`cancel.md` §4.3: their terminal
+   * `delegation` records, outcome `canceled`): the run's task calls it after its `task_canceled`.
+   * A run without a task closes them itself, after `plan_end`.
+   */
+  closeDelegationRows(): void;
 }
 
 let runCounter = 0;
@@ -200,6 +206,9 @@ export function startPlan(options: RunPlanOptions): PlanRun {
 
   // What an internal error needs to close the trace: the session and the plan's trace, once open.
   const opened: OpenedRun = { session: null, own: false, trace: null, clock: null, startedAtMs: 0, stop: null };
+  // Canceled delegations' rows (`cancel.md` §4.3): closed by the run's task after its task_canceled, or by the run itself when it has no task.
+  const canceledRows: CanceledRow[] = [];
+  let runSession: Session | null = null;
   const body = (async (): Promise<PlanReport> => {
     const clock = options.session?.time ?? options.clock ?? systemClock;
     const startedAtMs = clock.monotonicMs();
@@ -231,6 +240,7 @@ export function startPlan(options: RunPlanOptions): PlanRun {
         ...(options.runAs !== undefined ? { runAs: options.runAs } : {}),
         ...(options.resume !== undefined ? { resumeFrom: options.resume.priorDir } : {}),
       });
+    runSession = session;
     options.onSession?.(session);
     if (ownSession && options.resume !== undefined) {
       const { priorDir, reap, warn, onOutcome } = options.resume;
@@ -249,6 +259,7 @@ export function startPlan(options: RunPlanOptions): PlanRun {
     opened.trace = trace;
     const elapsed = (): number => elapsedMs(startedAtMs, clock.monotonicMs());
     const finish = async (planReport: PlanReport, status: SessionExitStatus): Promise<PlanReport> => {
+      if (options.task === undefined) closeCanceledRows(session, canceledRows);
       if (session.hasRecords) writeReport(session.recordsDir, planReport);
       log.info({ plan_id: planReport.plan_id, completed: planReport.completed, failed_step: planReport.failed_step, canceled: planReport.canceled, duration_ms: planReport.duration_ms }, 'plan ended');
       if (ownSession) await session.end(status);
@@ -307,6 +318,9 @@ export function startPlan(options: RunPlanOptions): PlanRun {
       envAllow: manifest.manifest?.capabilities?.env?.allow ?? [],
       gate: options.gate ?? null,
       capsulesDir: resolve(options.capsulesDir ?? join(workdir, 'capsules')),
+      spawnAllow: manifest.manifest === null ? null : (manifest.manifest.capabilities?.spawn?.allow ?? []),
+      ...(manifest.manifest?.lifecycle?.delegation_deadline_secs !== undefined ? { delegationDeadlineSecs: manifest.manifest.lifecycle.delegation_deadline_secs } : {}),
+      canceledRows,
       runId,
       traceParent: trace.planNode,
       onIgnoredResult: (ignored) => {
@@ -415,7 +429,13 @@ export function startPlan(options: RunPlanOptions): PlanRun {
   };
   report.then(forget, forget);
 
-  return { report, cancel };
+  return {
+    report,
+    cancel,
+    closeDelegationRows: () => {
+      if (runSession !== null) closeCanceledRows(runSession, canceledRows);
+    },
+  };
 }
 
 /** What {@link closeAfterInternalError} needs to know about a run. */

@@ -16,6 +16,7 @@ import type { CancelPolicy } from '../session/cancel-policy.js';
 import { DEFAULT_CANCEL_GRACE_SECS } from '../manifest.js';
 import type { FunctionTool } from './attempt.js';
 import { startPlan, type PlanReport } from './run-plan.js';
+import { ChildTasks, type ChildEntry, type ChildTask } from './delegation/child-entry.js';
 import { describeResume, lostNotification, LOST_NOTIFICATION_METHOD, LOST_TASK_SOURCE, resumeSession, type LostNotification, type ResumeOutcome } from '../reconcile/resume.js';
 
 /** A notification the session sends its host on its own (DESIGN §10). */
@@ -106,6 +107,8 @@ export interface SessionApiOptions {
   readonly shellAllow?: readonly string[];
   /** Seconds a graceful `task.cancel` of a plan may take before it is forced (the cancel policy's grace). Default 10. */
   readonly cancelGraceSecs?: number;
+  /** The capsule entry a delegated child runs for `message/send` (issue 12; `src/runtime/delegation/child-entry.ts`). */
+  readonly entry?: ChildEntry | null;
 }
 
 /** One session driven by a harness. */
@@ -119,10 +122,12 @@ export class SessionApi {
   #stopping: Promise<{ residue: ResidueItem[] }> | null = null;
   /** Raised when the caller went away (serve's stdin closed): shell calls still in the foreground demote at once. */
   readonly #callerGone = new CancelSignal();
+  readonly #childTasks: ChildTasks;
 
   constructor(session: Session, options: SessionApiOptions = {}) {
     this.session = session;
     this.#options = options;
+    this.#childTasks = new ChildTasks(session, options.entry ?? null);
     // Completions are delivered as notifications: the demotion result says they come back as a task.
     session.background.onCompletion((delivery) => this.#notify({ method: 'completion', params: completionNotice(delivery) }));
     // The session actor runs for the whole session (it owns the demoted commands).
@@ -270,11 +275,13 @@ export class SessionApi {
       (report) => {
         this.#policies.get(task.id)?.dispose();
         this.session.tasks.settle(task.id, report.canceled ? 'canceled' : 'finished');
+        run.closeDelegationRows();
         return report;
       },
       (error: unknown) => {
         this.#policies.get(task.id)?.dispose();
         this.session.tasks.settle(task.id, 'finished');
+        run.closeDelegationRows();
         throw error;
       },
     );
@@ -288,6 +295,34 @@ export class SessionApi {
       return { task_id: task.id };
     }
     return { task_id: task.id, report: await settled };
+  }
+
+  /** `session.info`: who this session is (a delegating parent reads the child's session id from it). */
+  info(): { readonly session_id: string; readonly records_dir: string | null; readonly workdir: string } {
+    return { session_id: this.session.id, records_dir: this.session.hasRecords ? this.session.recordsDir : null, workdir: this.session.workdir };
+  }
+
+  /**
+   * `message/send` (A2A-shaped, `delegation.md` §1 step 4): a task running this session's capsule
+   * entry for the message's text (`src/runtime/delegation/child-entry.ts`); answers at once with
+   * the task (`working`), polled with {@link tasksGet}. @throws {Error} without an entry.
+   */
+  messageSend(text: string): ChildTask {
+    const task = this.session.tasks.start({ kind: 'plan', source: 'serve', method: 'message/send' });
+    this.session.tasks.setCancelDoor(task.id, () => this.#childTasks.cancel(task.id));
+    try {
+      return this.#childTasks.send(task, text, (state) => this.session.tasks.settle(task.id, state));
+    } catch (error) {
+      this.session.tasks.settle(task.id, 'finished');
+      throw error;
+    }
+  }
+
+  /** `tasks/get`: a `message/send` task's state; throws {@link UnknownTaskError} for any other id. */
+  tasksGet(id: string): ChildTask {
+    const task = this.#childTasks.get(id);
+    if (task === null) throw new UnknownTaskError(id);
+    return task;
   }
 
   /**

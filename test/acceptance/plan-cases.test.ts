@@ -53,7 +53,10 @@ function sessionNode(run: CaseRun): string {
   return run.trace.one('session_start').event_id;
 }
 
-const MISSING_DELEGATION = ['MURMUR_ROOST_URL', 'no delegation plane configured'];
+// Issue 12 changed this deliberately: the local delegation plane replaced "no delegation plane
+// configured"; a capsule step of a session whose manifest does not allow the capsule (these runs
+// have no manifest) is refused at dispatch, starting nothing (spec/README.md's adapted refusals).
+const CAPSULE_NOT_ALLOWED = ['not allowed', 'capabilities.spawn.allow'];
 
 // ---------------------------------------------------------------------------------------------
 // A. Reading and parsing
@@ -354,7 +357,7 @@ describe('C. capsule step input shapes (validation)', () => {
   });
 
   it.each([[{ objective: '$analyse.output' }], ['$analyse.output'], [''], [{ objective: '' }]])(
-    '29: lets the accepted shape %j reach dispatch, where the missing delegation plane fails it',
+    '29: lets the accepted shape %j reach dispatch, where the spawn allow list refuses it',
     async (input) => {
       const run = await runCase(
         dirs,
@@ -362,7 +365,7 @@ describe('C. capsule step input shapes (validation)', () => {
       );
       expect(rows(run.report)[0]).toBe('analyse:success:ok');
       expect(run.report.results[1]).toMatchObject({ step_id: 'w', status: 'failed', output: null, attempts: 1 });
-      for (const term of MISSING_DELEGATION) expect(run.report.results[1]?.error).toContain(term);
+      for (const term of CAPSULE_NOT_ALLOWED) expect(run.report.results[1]?.error).toContain(term);
       expect(facts(run.report)).toMatchObject({ completed: false, failed_step: 'w', canceled: false });
       expect(run.trace.started()).toEqual(['analyse', 'w']);
     },
@@ -1648,20 +1651,22 @@ describe('J. cancellation', () => {
 });
 
 // ---------------------------------------------------------------------------------------------
-// K. Capsule steps (no delegation plane yet)
+// K. Capsule steps refused by the local delegation plane (the delegating cases: test/delegation/)
 // ---------------------------------------------------------------------------------------------
 
-describe('K. capsule steps without a delegation plane', () => {
-  it.each([['Echo this task'], [{ objective: 'Echo this task' }]])('fails a capsule step with valid input %j, naming MURMUR_ROOST_URL', async (input) => {
+describe('K. capsule steps the session may not delegate', () => {
+  it.each([['Echo this task'], [{ objective: 'Echo this task' }]])('fails a capsule step with valid input %j, naming capabilities.spawn.allow (refused, nothing started)', async (input) => {
     const run = await runCase(dirs, plan({ id: 'w', capsule: 'worker', input }));
     expect(run.report.results).toHaveLength(1);
     expect(run.report.results[0]).toMatchObject({ step_id: 'w', status: 'failed', output: null, attempts: 1 });
-    for (const term of MISSING_DELEGATION) expect(run.report.results[0]?.error).toContain(term);
+    for (const term of CAPSULE_NOT_ALLOWED) expect(run.report.results[0]?.error).toContain(term);
     expect(facts(run.report)).toMatchObject({ completed: false, failed_step: 'w', canceled: false });
     expect(run.trace.started()).toEqual(['w']);
     expect(run.trace.step('w')).toMatchObject({ kind: 'capsule', status: 'failed', attempts: 1 });
     expect(run.trace.step('w')).not.toHaveProperty('input');
     expect(run.trace.ofType('delegation_start')).toEqual([]);
+    expect(run.trace.ofType('delegation')).toMatchObject([{ capsule: 'worker', version: '0.1.0', delegation_id: null, child_session_id: null, outcome: 'refused' }]);
+    expect(run.trace.ofType('process_start')).toEqual([]);
   });
 
   it('makes a new attempt per retry', async () => {

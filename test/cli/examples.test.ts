@@ -72,6 +72,20 @@ describe('examples/', () => {
     expectOnlyRecordsAndBuildWritten(dir, before);
   });
 
+  it('fanout: hands one text to two child capsules (a plan entry and a command entry) at once and joins their answers', async () => {
+    const { dir, report, before } = await runExample('fanout');
+
+    expect(report).toMatchObject({ plan_id: 'fanout', completed: true, failed_step: null });
+    expect(resultOf(report, 'headline').output).toBe('RELEASE NOTES FOR UNITS 1.2.0\n');
+    expect(resultOf(report, 'count').output?.trim()).toBe('27');
+    expect(readFileSync(join(dir, 'build', 'summary.md'), 'utf8')).toBe('# RELEASE NOTES FOR UNITS 1.2.0\n\n27 words\n');
+    // Each child's records under children/<dlg_id>/ of the run's records directory.
+    const children = readdirSync(join(report.records_dir, 'children')).filter((name) => /^dlg_[0-9a-f]+$/.test(name));
+    expect(children).toHaveLength(2);
+    for (const child of children) expect(JSON.parse(readFileSync(join(report.records_dir, 'children', child, 'completion.json'), 'utf8'))).toMatchObject({ status: 'ok' });
+    expectOnlyRecordsAndBuildWritten(dir, before);
+  });
+
   it('logs: greps, summarises with a command tool, alerts on a blown error budget, archives and checksums', async () => {
     const { dir, report, before } = await runExample('logs');
 

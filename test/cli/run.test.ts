@@ -275,7 +275,8 @@ describe('capsule run: options', () => {
   });
 
   it('fails a capsule step with an error naming the capsule registry given by --capsules', async () => {
-    const dir = workdirWith([{ id: 'delegate', capsule: 'worker', input: 'do it' }]);
+    // Issue 12: the capsule must be allowed first (else the refusal names capabilities.spawn.allow); then the missing registry is named.
+    const dir = workdirWith([{ id: 'delegate', capsule: 'worker', input: 'do it' }], { name: 'cli-test', capabilities: { shell: { allow: ['node'] }, spawn: { allow: ['local/worker'] } } });
     const result = await runCli(['run', 'plan.json', '--capsules', 'my-capsules', '--json'], { cwd: dir });
 
     expect(result.code).toBe(1);

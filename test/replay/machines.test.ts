@@ -23,7 +23,7 @@ afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 /** Kinds whose actors appeared in a replay that came out identical. */
 const replayedKinds = new Set<string>();
 const kindOfName = (name: string): string =>
-  name.includes('/pool.') ? 'stepPool' : name.startsWith('plan:') ? 'plan' : name.startsWith('step:') ? 'step' : name.startsWith('wrk_') ? 'detachedCommand' : name.startsWith('session:') ? 'session' : name;
+  name.includes('/pool.') ? 'stepPool' : name.startsWith('plan:') ? 'plan' : name.startsWith('step:') ? 'step' : name.startsWith('wrk_') ? 'detachedCommand' : name.startsWith('session:') ? 'session' : name.startsWith('delegation:') ? 'delegation' : name;
 
 function note(result: { identical: boolean; actors: Readonly<Record<string, unknown>> }): void {
   if (result.identical) for (const name of Object.keys(result.actors)) replayedKinds.add(kindOfName(name));
@@ -181,6 +181,39 @@ describe('hand-written scripts that start from a single machine', () => {
     const result = await replay(parseReplayScript(script, 'step.jsonl'));
     expect(result.divergence).toBeUndefined();
     note(result);
+  });
+
+  it('replays a delegation on its own, its plane speaking through send lines: approved, launched, answered, ended; and one cancelled while it awaits', async () => {
+    const base = '{"kind":"machine","machine":"delegation","input":{"capsule":"worker","task":"do it"}}';
+    const done = (status: string, id: string) => `{"status":"${status}","answer":${status === 'completed' ? '"done"' : 'null'},"reason":null,"delegation_id":"${id}","child_session_id":"ses_1"}`;
+    const answered = [
+      base,
+      '{"kind":"expect","actor":"delegation:worker","state":"running.approving"}',
+      '{"kind":"send","actor":"delegation:worker","from":"plane","event":{"type":"DELEGATION.APPROVED"}}',
+      '{"kind":"expect","actor":"delegation:worker","state":"running.launching"}',
+      '{"kind":"send","actor":"delegation:worker","from":"plane","event":{"type":"DELEGATION.LAUNCHED","delegationId":"dlg_1","childSessionId":"ses_1"}}',
+      `{"kind":"send","actor":"delegation:worker","from":"plane","event":{"type":"DELEGATION.ANSWERED","outcome":${done('completed', 'dlg_1')}}}`,
+      '{"kind":"expect","actor":"delegation:worker","state":"leaderExited"}',
+      `{"kind":"send","actor":"delegation:worker","from":"plane","event":{"type":"DELEGATION.ENDED","outcome":${done('completed', 'dlg_1')}}}`,
+      '{"kind":"expect","actor":"delegation:worker","states":["running.approving","running.launching","running.awaiting","leaderExited","finished"]}',
+      '{"kind":"expect","actor":"delegation:worker","output":{"status":"completed","answer":"done"}}',
+    ].join('\n');
+    const first = await replay(parseReplayScript(answered, 'delegation.jsonl'));
+    expect(first.divergence).toBeUndefined();
+    note(first);
+    const canceled = [
+      base,
+      '{"kind":"send","actor":"delegation:worker","from":"plane","event":{"type":"DELEGATION.APPROVED"}}',
+      '{"kind":"send","actor":"delegation:worker","from":"plane","event":{"type":"DELEGATION.LAUNCHED","delegationId":"dlg_2","childSessionId":"ses_1"}}',
+      '{"kind":"send","actor":"delegation:worker","event":{"type":"CANCEL"}}',
+      `{"kind":"send","actor":"delegation:worker","from":"plane","event":{"type":"DELEGATION.ANSWERED","outcome":${done('canceled', 'dlg_2')}}}`,
+      `{"kind":"send","actor":"delegation:worker","from":"plane","event":{"type":"DELEGATION.ENDED","outcome":${done('canceled', 'dlg_2')}}}`,
+      '{"kind":"expect","actor":"delegation:worker","states":["running.approving","running.launching","running.awaiting","running.awaiting","leaderExited","canceled"]}',
+    ].join('\n');
+    const second = await replay(parseReplayScript(canceled, 'delegation-cancel.jsonl'));
+    expect(second.divergence).toBeUndefined();
+    const refused = [base, `{"kind":"send","actor":"delegation:worker","from":"plane","event":{"type":"DELEGATION.ENDED","outcome":{"status":"refused","answer":null,"reason":"not allowed","delegation_id":null,"child_session_id":null}}}`, '{"kind":"expect","actor":"delegation:worker","states":["running.approving","finished"]}'].join('\n');
+    expect((await replay(parseReplayScript(refused, 'delegation-refused.jsonl'))).divergence).toBeUndefined();
   });
 
   it('replays a detached command on its own, its effect speaking through send lines with "from"', async () => {

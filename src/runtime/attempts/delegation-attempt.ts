@@ -1,30 +1,182 @@
 /**
- * The `delegation` effect actor: one attempt of a capsule step. The slot the delegation plane
- * (issue 12) fills: until it lands, the attempt checks the task text and fails with the refusal
- * `plan.md` §19.2 step 4 gives when no delegation plane is configured.
+ * The `delegation` effect actor: one attempt of a capsule step (`plan.md` §19.2), through the
+ * local delegation plane (`src/runtime/delegation/`, issue 12). Per attempt: interpolate the
+ * input, compute the task text (§19.1), refuse without a records directory, resolve the capsule
+ * in the registry against the parent's `capabilities.spawn.allow` (a refusal starts nothing),
+ * then delegate: the child is a separate `capsule serve` process owned by this attempt.
+ *
+ * Records (`trace-plan.md` §4): `delegation_start` once the child is up (it is registered in the
+ * session's live delegations first, so a cancel's residue names it); the terminal `delegation`
+ * record by exactly one writer (`cancel.md` §4.3): the attempt for every outcome but `canceled`;
+ * a canceled delegation's row is left for the run's task, which closes it after its
+ * `task_canceled` ({@link closeCanceledRows}).
  */
+import { createActor, fromCallback, type AnyActorRef } from 'xstate';
+import { delegationMachine, type DelegationInput, type DelegationOutcome, type DelegationReport, type PlaneRequest } from '../../../machines/delegation.machine.js';
+import { CANCEL_CAPSULE_STEP } from '../../../machines/messages.js';
 import { capsuleTaskText } from '../../plan/validate.js';
 import { interpolateInput } from '../../plan/interpolate.js';
+import type { ContainedProcess } from '../../process/containment.js';
+import type { Session } from '../../session/session.js';
 import type { AttemptEnvironment } from '../attempt.js';
+import { delegationTimeoutSecs, PARENT_ENDED_DETAIL, startDelegation, type Delegation } from '../delegation/plane.js';
+import { resolveCapsule, spawnTarget, DEFAULT_CAPSULE_VERSION } from '../delegation/registry.js';
 import { attemptActor, type LastTrees } from './attempt-run.js';
+import { trackTree } from './tool-attempt.js';
 
-/** Capsule steps until the delegation plane lands (`plan.md` §19.2 step 4, adapted per `spec/README.md`). */
-export const noDelegationPlane = (capsule: string, capsulesDir: string): string =>
-  `no delegation plane configured: capsule step '${capsule}' cannot be delegated (capsule registry ${capsulesDir}); ` +
-  'MURMUR_ROOST_URL is not set; capsule steps require mur-roost';
+/** A capsule step of a run that has no records directory (`plan.md` §19.2 step 6). */
+export const noRecordsDirectory = (capsule: string): string =>
+  `capsule step '${capsule}' cannot be delegated: the plan runs outside a session's records directory, where the child's work folder would be created; run it with a records directory (capsule run writes one by default; do not pass records: false)`;
 
-/** The `delegation` actor logic for one plan run. */
+/** The `delegation` actor logic for one plan run: each attempt runs one `delegation` machine (machines/delegation.machine.ts). */
 export function delegationActor(env: AttemptEnvironment, lastTrees: LastTrees) {
   return attemptActor(env, lastTrees, (run) => {
+    let delegation: Delegation | null = null;
+    let machine: AnyActorRef | null = null;
+    let canceled = false;
     run.dispatchWhenClear(() => {
       const { step, results } = run.input.step;
       const interpolated = interpolateInput(step.input, results);
       if (!interpolated.ok) return run.fail(interpolated.error);
       const task = capsuleTaskText(interpolated.value);
       if (!task.ok) return run.fail(task.error);
-      run.fail(noDelegationPlane(step.capsule as string, env.capsulesDir));
+      const session = env.session;
+      const name = step.capsule as string;
+      const target = spawnTarget(name, env.spawnAllow ?? []);
+      const version = DEFAULT_CAPSULE_VERSION;
+      const startedMs = session.time.monotonicMs();
+      const terminal = (result: DelegationOutcome): void => {
+        session.trace.write('delegation', session.node, {
+          capsule: target,
+          version,
+          delegation_id: result.delegation_id,
+          child_session_id: result.child_session_id,
+          duration_ms: Math.max(0, Math.round(session.time.monotonicMs() - startedMs)),
+          outcome: result.status,
+          ...(result.status !== 'completed' && result.reason !== null ? { reason: result.reason } : {}),
+        });
+      };
+      const noChild = (status: DelegationOutcome['status'], reason: string): DelegationOutcome => ({ status, answer: null, reason, delegation_id: null, child_session_id: null });
+      const logic = delegationMachine.provide({
+        actors: {
+          plane: fromCallback<PlaneRequest, DelegationInput>(({ sendBack, receive }) => {
+            let over = false;
+            const report = (event: DelegationReport): void => {
+              if (!over) sendBack(event);
+            };
+            receive(() => {
+              canceled = true;
+              (delegation as Delegation | null)?.cancel();
+            });
+            void (async (): Promise<void> => {
+              if (!session.hasRecords) return report({ type: 'DELEGATION.ENDED', outcome: noChild('failed', noRecordsDirectory(name)) });
+              const resolved = await resolveCapsule({ capsule: name, version, spawnAllow: env.spawnAllow, capsulesDir: env.capsulesDir });
+              if (!resolved.ok) return report({ type: 'DELEGATION.ENDED', outcome: noChild(resolved.refusal.status, resolved.refusal.reason) });
+              report({ type: 'DELEGATION.APPROVED' });
+              if (canceled || run.stopped) return report({ type: 'DELEGATION.ENDED', outcome: noChild('canceled', PARENT_ENDED_DETAIL) });
+              let up = false;
+              delegation = startDelegation({
+                session,
+                capsule: resolved.capsule,
+                task: task.text,
+                owner: { kind: 'attempt', run: env.runId, step: step.id, attempt: run.attempt },
+                parentEnvAllow: env.envAllow,
+                timeoutSecs: delegationTimeoutSecs(env.delegationDeadlineSecs),
+                capsulesDir: env.capsulesDir,
+                onLaunched: (child) => {
+                  up = true;
+                  trackTree(run, child.tree);
+                  // Live from the moment the child is up (`cancel.md` §4.2), before it is handed its task.
+                  session.delegations.register(child.delegation_id, {
+                    workdir: child.workdir,
+                    capsule: child.capsule,
+                    version: child.version,
+                    child_session_id: child.child_session_id,
+                    child_workdir: child.child_workdir,
+                    started: startedMs,
+                  });
+                  session.trace.write('delegation_start', session.node, {
+                    delegation_id: child.delegation_id,
+                    capsule: child.capsule,
+                    version: child.version,
+                    child_session_id: child.child_session_id,
+                    child_workdir: child.child_workdir,
+                  });
+                  report({ type: 'DELEGATION.LAUNCHED', delegationId: child.delegation_id, childSessionId: child.child_session_id });
+                },
+              });
+              if (canceled) delegation.cancel();
+              const result = await delegation.result;
+              // A child that never came up ends the delegation at once; otherwise the child has been ended and exited.
+              if (!up) return report({ type: 'DELEGATION.ENDED', outcome: result });
+              report({ type: 'DELEGATION.ANSWERED', outcome: result });
+              report({ type: 'DELEGATION.ENDED', outcome: result });
+            })().catch((error: unknown) => report({ type: 'DELEGATION.ENDED', outcome: noChild('failed', error instanceof Error ? error.message : String(error)) }));
+            return () => {
+              over = true;
+            };
+          }),
+        },
+      });
+      const actor = createActor(logic, { input: { capsule: name, task: task.text } });
+      machine = actor;
+      actor.subscribe({
+        complete: () => {
+          const result = actor.getSnapshot().output as DelegationOutcome;
+          if (result.status === 'canceled') {
+            // One writer per row: the task that was canceled closes it after its task_canceled.
+            if (result.delegation_id !== null) env.canceledRows?.push({ delegation_id: result.delegation_id, capsule: target, version, child_session_id: result.child_session_id, startedMs });
+            else terminal(result);
+            return run.fail(CANCEL_CAPSULE_STEP);
+          }
+          // The row is the step's when it still holds it (or there never was one): the step writes the record.
+          if (result.delegation_id === null || session.delegations.finish(result.delegation_id) !== null) terminal(result);
+          if (result.status === 'completed') run.finish({ status: 'success', output: result.answer ?? '', error: null });
+          else run.fail(result.reason ?? `capsule step '${name}' failed`);
+        },
+        error: (error: unknown) => run.crash(error),
+      });
+      actor.start();
     });
-    // A graceful cancel ends a delegation's child (`cancel.md` §3.3): nothing to end until the plane lands.
-    return { tree: () => null, onCancel: () => {} };
+    return {
+      tree: (): ContainedProcess | null => {
+        (machine as AnyActorRef | null)?.stop();
+        return (delegation as Delegation | null)?.tree() ?? null;
+      },
+      // A graceful cancel ends a delegation's child (`cancel.md` §3.3).
+      onCancel: () => {
+        canceled = true;
+        (machine as AnyActorRef | null)?.send({ type: 'CANCEL' });
+      },
+    };
   });
+}
+
+/** A canceled delegation's row, left for the run's task to close (`cancel.md` §4.3). */
+export interface CanceledRow {
+  readonly delegation_id: string;
+  readonly capsule: string;
+  readonly version: string;
+  readonly child_session_id: string | null;
+  readonly startedMs: number;
+}
+
+/**
+ * Closes the rows a canceled run's delegations left (after the task's `task_canceled`): each row
+ * still live is taken out of the session's live delegations and its terminal `delegation` record
+ * written, outcome `canceled`, reason {@link CANCEL_CAPSULE_STEP}'s child-side detail.
+ */
+export function closeCanceledRows(session: Session, rows: CanceledRow[]): void {
+  for (const row of rows.splice(0)) {
+    if (session.delegations.finish(row.delegation_id) === null) continue;
+    session.trace.write('delegation', session.node, {
+      capsule: row.capsule,
+      version: row.version,
+      delegation_id: row.delegation_id,
+      child_session_id: row.child_session_id,
+      duration_ms: Math.max(0, Math.round(session.time.monotonicMs() - row.startedMs)),
+      outcome: 'canceled',
+      reason: 'the parent ended this delegation: the task running the plan was cancelled',
+    });
+  }
 }

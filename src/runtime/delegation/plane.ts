@@ -1,0 +1,343 @@
+/**
+ * The local delegation plane (issue 12 item 2; `delegation.md`, adapted per `spec/README.md`: no
+ * `mur-roost`, the parent runtime launches the child itself). One {@link Delegation} is one child
+ * capsule started as a separate `capsule serve` process, contained like any other command (its
+ * tree is owned by the attempt that delegates), handed one task text over its stdio as JSON-RPC
+ * (`session.info`, `message/send`, `tasks/get` every {@link POLL_INTERVAL_MS}), and waited for:
+ * until its task is terminal (`completed` / `failed`), the bound expires (`timed_out`, the child is
+ * stopped), the child dies without an answer (`failed`; its completion is `crashed`), or the
+ * delegation is canceled (`canceled`; the child is ended and proven gone).
+ *
+ * Layout (DESIGN §7): the child's records directory is `<records>/children/<dlg_id>/` (its
+ * `completion.json` is there) and its work folder `<records>/children/<dlg_id>.work/`.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { existsSync } from 'node:fs';
+import { JSONRPCClient, type JSONRPCResponse } from 'json-rpc-2.0';
+import { uuidV7Simple } from '../../ids.js';
+import { buildShellEnv } from '../../executors/environment.js';
+import { CONTAINMENT_ENV, ISOLATION_ENV, type ContainedProcess } from '../../process/containment.js';
+import type { Owner } from '../../process/owner.js';
+import type { Session } from '../../session/session.js';
+import { SPAWNER_ENV, type ChildTask } from './child-entry.js';
+import type { RegisteredCapsule } from './registry.js';
+
+/** Default bound on one delegation, seconds (`delegation.md` §5; = `lifecycle.delegation_deadline_secs`'s default). */
+export const DEFAULT_DELEGATION_TIMEOUT_SECS = 600;
+
+/** Environment variables overriding the bound (ours first, then the original's), when they hold a positive whole number of seconds. */
+export const DELEGATION_TIMEOUT_ENV = ['CAPSULE_DELEGATION_TIMEOUT_SECS', 'MURMUR_DELEGATION_TIMEOUT_SECS'] as const;
+
+/** Milliseconds between two `tasks/get` polls (`delegation.md` §2). */
+export const POLL_INTERVAL_MS = 500;
+
+/** Cap of an answer or explanation text, bytes (`delegation.md` §2), cut at a character boundary. */
+export const DELEGATION_TEXT_CAP_BYTES = 65_536;
+
+/** Marker appended to a cut answer or explanation. */
+export const CUT_MARKER = ' […]';
+
+/** Milliseconds a child gets to come up and say who it is (`session.info`). */
+export const CHILD_START_TIMEOUT_MS = 30_000;
+
+/** Milliseconds between SIGTERM and SIGKILL when a child is ended. */
+export const CHILD_KILL_GRACE_MS = 2000;
+
+/** Detail of a completion the launcher writes for a child the parent ended (`cancel.md` §4.3). */
+export const PARENT_ENDED_DETAIL = 'the parent ended this delegation';
+
+/** Plane status of one delegation (`delegation.md` §4). */
+export type DelegationStatus = 'completed' | 'failed' | 'timed_out' | 'refused' | 'canceled';
+
+/** How one delegation ended. `answer` for `completed`, `reason` otherwise. */
+export interface DelegationResult {
+  readonly status: DelegationStatus;
+  readonly answer: string | null;
+  readonly reason: string | null;
+  /** Null when no child was launched. */
+  readonly delegation_id: string | null;
+  readonly child_session_id: string | null;
+}
+
+/** What a child is when it is up (the `delegation_start` record's fields and the live-delegation entry). */
+export interface LaunchedChild {
+  readonly delegation_id: string;
+  readonly capsule: string;
+  readonly version: string;
+  readonly child_session_id: string;
+  /** The child's records directory, absolute. */
+  readonly records_dir: string;
+  /** The child's work folder, absolute. */
+  readonly workdir: string;
+  /** The work folder relative to the parent's workdir (`/` separators), or absolute when outside it. */
+  readonly child_workdir: string;
+  readonly tree: ContainedProcess;
+}
+
+/** What {@link startDelegation} needs. */
+export interface DelegationRequest {
+  readonly session: Session;
+  readonly capsule: RegisteredCapsule;
+  readonly task: string;
+  /** Owner of the child's process tree (the attempt that delegates). */
+  readonly owner: Owner;
+  /** The parent's `capabilities.env.allow` (the child gets the names both declare, `delegation.md` §7). */
+  readonly parentEnvAllow: readonly string[];
+  /** The bound, seconds. */
+  readonly timeoutSecs: number;
+  /** The registry directory (the child's own capsule steps resolve there too). */
+  readonly capsulesDir: string;
+  /** Called once the child is up, before it is handed its task. */
+  readonly onLaunched?: (child: LaunchedChild) => void;
+}
+
+/** The bound of one delegation (`delegation.md` §5): a positive whole number in an override variable, else the manifest's `lifecycle.delegation_deadline_secs`, else 600. */
+export function delegationTimeoutSecs(manifestSecs: number | undefined, env: Readonly<Record<string, string | undefined>> = process.env): number {
+  for (const name of DELEGATION_TIMEOUT_ENV) {
+    const text = env[name]?.trim();
+    if (text !== undefined && /^[0-9]+$/.test(text) && Number(text) > 0) return Number(text);
+  }
+  return manifestSecs ?? DEFAULT_DELEGATION_TIMEOUT_SECS;
+}
+
+/** `text` cut to {@link DELEGATION_TEXT_CAP_BYTES} at a character boundary, with {@link CUT_MARKER} when cut. */
+export function capDelegationText(text: string): string {
+  if (Buffer.byteLength(text, 'utf8') <= DELEGATION_TEXT_CAP_BYTES) return text;
+  let bytes = 0;
+  let end = 0;
+  for (const char of text) {
+    const size = Buffer.byteLength(char, 'utf8');
+    if (bytes + size > DELEGATION_TEXT_CAP_BYTES) break;
+    bytes += size;
+    end += char.length;
+  }
+  return `${text.slice(0, end)}${CUT_MARKER}`;
+}
+
+/** The `capsule` CLI a child is started with (the built one: `dist/src/cli.js` of this package). */
+export function capsuleCliPath(): string {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  for (;;) {
+    if (existsSync(join(dir, 'package.json'))) return join(dir, 'dist', 'src', 'cli.js');
+    const up = dirname(dir);
+    if (up === dir) throw new Error('the capsule CLI cannot be found (no package.json above the runtime)');
+    dir = up;
+  }
+}
+
+/** One running delegation: its result, and the cancel door. */
+export interface Delegation {
+  readonly result: Promise<DelegationResult>;
+  /** The child's tree once it was started (ATTEMPT.END ends it), else null. */
+  tree(): ContainedProcess | null;
+  /** Ends the child (a cancel of the delegating task): the result becomes `canceled` once its tree is proven gone. */
+  cancel(): void;
+}
+
+/** Starts one delegation. Never throws: every failure is a result. */
+export function startDelegation(request: DelegationRequest): Delegation {
+  let tree: ContainedProcess | null = null;
+  let cancelRequested = false;
+  let onCancel: () => void = () => {};
+  const result = delegate(request, (t) => (tree = t), (handler) => {
+    onCancel = handler;
+    if (cancelRequested) handler();
+  });
+  return {
+    result,
+    tree: () => tree,
+    cancel: () => {
+      if (cancelRequested) return;
+      cancelRequested = true;
+      onCancel();
+    },
+  };
+}
+
+async function delegate(request: DelegationRequest, setTree: (tree: ContainedProcess) => void, setCancel: (handler: () => void) => void): Promise<DelegationResult> {
+  const { session, capsule } = request;
+  const none = (status: DelegationStatus, reason: string, ids: Partial<Pick<DelegationResult, 'delegation_id' | 'child_session_id'>> = {}): DelegationResult => ({
+    status,
+    answer: null,
+    reason: capDelegationText(reason),
+    delegation_id: ids.delegation_id ?? null,
+    child_session_id: ids.child_session_id ?? null,
+  });
+  const delegationId = `dlg_${uuidV7Simple()}`;
+  const childRecords = join(session.recordsDir, 'children', delegationId);
+  const childWork = join(session.recordsDir, 'children', `${delegationId}.work`);
+  const started = Date.now();
+  try {
+    mkdirSync(childRecords, { recursive: true, mode: 0o700 });
+    mkdirSync(childWork, { recursive: true, mode: 0o700 });
+  } catch (error) {
+    return none('failed', `capsule '${capsule.name}' was not started: its directories under ${join(session.recordsDir, 'children')} cannot be created (${error instanceof Error ? error.message : String(error)})`);
+  }
+  const childAllow = capsule.manifest.capabilities?.env?.allow ?? [];
+  let env: Record<string, string>;
+  try {
+    env = buildShellEnv({
+      hostEnv: process.env,
+      allow: childAllow.filter((name, i) => request.parentEnvAllow.includes(name) && childAllow.indexOf(name) === i),
+      scratchDir: session.scratchDir,
+      runtimeDir: session.runtimeDir,
+      owner: session.containment.info.runAs,
+    });
+  } catch (error) {
+    return none('failed', `capsule '${capsule.name}' was not started: ${error instanceof Error ? error.message : String(error)}`);
+  }
+  // The runtime-owned tail (`delegation.md` §7): the child cannot override it.
+  env[SPAWNER_ENV] = JSON.stringify({ session_id: session.id, delegation_id: delegationId, capsule: capsule.name, version: capsule.version });
+  // The child is contained as its parent is (its own steps on the same backend and isolation).
+  env[CONTAINMENT_ENV] = session.containment.info.backend;
+  env[ISOLATION_ENV] = session.containment.info.pidNamespace ? 'pid-namespace' : 'none';
+  const child = session.containment.spawn({
+    owner: request.owner,
+    file: process.execPath,
+    args: [capsuleCliPath(), 'serve', '--workdir', childWork, '--records', childRecords, '--manifest', capsule.manifestPath, '--capsules', request.capsulesDir],
+    cwd: childWork,
+    env,
+    stdinPipe: true,
+    collectOutput: false,
+    readOnlyPaths: [],
+  });
+  setTree(child);
+  if (child.identity === null || child.stdin === null || child.stdout === null) {
+    const spawned = await child.done;
+    return none('failed', `capsule '${capsule.name}' was not started: ${spawned.spawnError ?? 'its process could not be spawned'}`);
+  }
+  const stdin = child.stdin;
+  let stderrTail = '';
+  child.stderr?.on('data', (chunk: Buffer) => {
+    stderrTail = (stderrTail + chunk.toString('utf8')).slice(-2000);
+  });
+  const client = new JSONRPCClient((payload) => {
+    if (!stdin.writable) throw new Error('the child capsule is gone');
+    stdin.write(`${JSON.stringify(payload)}\n`);
+  });
+  const lines = createInterface({ input: child.stdout });
+  lines.on('line', (line) => {
+    let message: unknown;
+    try {
+      message = JSON.parse(line);
+    } catch {
+      return; // not ours to read: stdout carries only JSON-RPC
+    }
+    if (typeof message === 'object' && message !== null && 'id' in message && ('result' in message || 'error' in message)) client.receive(message as JSONRPCResponse);
+  });
+
+  // The three ways a wait ends besides an answer: the child's death, the bound, a cancel.
+  let exited = false;
+  const exit = child.done.then((done) => {
+    exited = true;
+    client.rejectAllPendingRequests('the child capsule exited');
+    return done;
+  });
+  let settleOther: (why: 'timeout' | 'canceled') => void = () => {};
+  const other = new Promise<'timeout' | 'canceled'>((resolveOther) => (settleOther = resolveOther));
+  setCancel(() => settleOther('canceled'));
+  const bound = setTimeout(() => settleOther('timeout'), Math.min(request.timeoutSecs * 1000, 2_147_483_647));
+
+  let childSessionId: string | null = null;
+  let launched: LaunchedChild | null = null;
+  const ids = (): Partial<Pick<DelegationResult, 'delegation_id' | 'child_session_id'>> => ({ delegation_id: launched === null ? null : delegationId, child_session_id: childSessionId });
+
+  const completion = (status: 'crashed' | 'terminated', detail: string): void => {
+    try {
+      writeFileSync(
+        join(childRecords, 'completion.json'),
+        `${JSON.stringify({ delegation_id: delegationId, capsule_name: capsule.name, capsule_version: capsule.version, session_id: childSessionId ?? '', status, workdir: childWork, duration_ms: Date.now() - started, detail: detail.slice(0, 2000), reported_by: 'launcher', delivered: false })}\n`,
+      );
+    } catch {
+      // the records say it another way: the terminal `delegation` record
+    }
+  };
+  const endChild = async (): Promise<void> => {
+    stdin.end();
+    await child.end(CHILD_KILL_GRACE_MS);
+  };
+  const crashed = async (): Promise<DelegationResult> => {
+    // What is left of the tree goes first: a child still ending could otherwise write over the launcher's completion.
+    await child.end(CHILD_KILL_GRACE_MS);
+    const done = await exit;
+    const status = done.signal !== null ? `signal ${done.signal}` : `exit code ${done.exitCode}`;
+    completion('crashed', `${status}${stderrTail.trim() === '' ? '' : `: ${stderrTail.trim()}`}`);
+    return none('failed', `capsule '${capsule.name}' stopped answering: its process ended (${status}) without completing its task`, ids());
+  };
+
+  type Step<T> = { kind: 'value'; value: T } | { kind: 'exit' } | { kind: 'timeout' } | { kind: 'canceled' } | { kind: 'error'; error: unknown };
+  const race = <T>(work: PromiseLike<T>): Promise<Step<T>> =>
+    Promise.race([
+      Promise.resolve(work).then((value): Step<T> => ({ kind: 'value', value }), (error: unknown): Step<T> => (exited ? { kind: 'exit' } : { kind: 'error', error })),
+      exit.then((): Step<T> => ({ kind: 'exit' })),
+      other.then((why): Step<T> => ({ kind: why })),
+    ]);
+  const ended = async (step: Step<unknown>): Promise<DelegationResult> => {
+    if (step.kind === 'exit') return crashed();
+    if (step.kind === 'timeout') {
+      await endChild();
+      completion('terminated', `the delegation bound of ${request.timeoutSecs} s expired`);
+      return none('timed_out', `capsule '${capsule.name}' did not answer within ${request.timeoutSecs} s and was stopped`, ids());
+    }
+    if (step.kind === 'canceled') {
+      await endChild();
+      completion('terminated', PARENT_ENDED_DETAIL);
+      return none('canceled', PARENT_ENDED_DETAIL, ids());
+    }
+    // A request that failed because the child's end of the pipe is gone: the child died (its exit may still be draining).
+    if (!stdin.writable || exited) return crashed();
+    await endChild();
+    const message = step.kind === 'error' ? (step.error instanceof Error ? step.error.message : String(step.error)) : 'no answer';
+    return none('failed', `capsule '${capsule.name}' stopped answering: ${message}`, ids());
+  };
+
+  try {
+    const info = await race(client.timeout(CHILD_START_TIMEOUT_MS).request('session.info', {}));
+    if (info.kind !== 'value') return await ended(info);
+    childSessionId = String((info.value as { session_id?: unknown }).session_id ?? '');
+    const relativeWork = relative(resolve(session.workdir), childWork);
+    launched = {
+      delegation_id: delegationId,
+      capsule: capsule.name,
+      version: capsule.version,
+      child_session_id: childSessionId,
+      records_dir: childRecords,
+      workdir: childWork,
+      child_workdir: relativeWork.startsWith('..') ? childWork : relativeWork.split('\\').join('/'),
+      tree: child,
+    };
+    request.onLaunched?.(launched);
+
+    const sent = await race(client.request('message/send', { message: { role: 'user', messageId: `msg_${delegationId}`, parts: [{ text: request.task }] } }));
+    if (sent.kind !== 'value') return await ended(sent);
+    const taskId = (sent.value as ChildTask).id;
+    for (;;) {
+      const polled = await race(client.request('tasks/get', { id: taskId }));
+      if (polled.kind !== 'value') return await ended(polled);
+      const task = polled.value as ChildTask;
+      const state = task.status?.state as string | undefined;
+      if (state === 'completed') {
+        const answer = task.artifacts?.[0]?.parts?.[0]?.text ?? '';
+        await endChild();
+        return { status: 'completed', answer: capDelegationText(answer), reason: null, ...{ delegation_id: delegationId, child_session_id: childSessionId } };
+      }
+      if (state === 'failed' || state === 'rejected') {
+        const text = task.status.message?.parts?.[0]?.text;
+        await endChild();
+        return none('failed', text !== undefined && text !== '' ? text : `the task delegated to capsule '${capsule.name}' failed`, ids());
+      }
+      if (state !== 'submitted' && state !== 'working' && state !== 'input-required') {
+        await endChild();
+        return none('failed', `capsule '${capsule.name}' reported the unknown task state '${String(state)}'`, ids());
+      }
+      const waited = await race(new Promise<void>((r) => setTimeout(r, POLL_INTERVAL_MS)));
+      if (waited.kind !== 'value') return await ended(waited);
+    }
+  } finally {
+    clearTimeout(bound);
+    lines.close();
+  }
+}

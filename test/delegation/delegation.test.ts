@@ -1,0 +1,298 @@
+/**
+ * Capsule steps through the local delegation plane (issue 12): real child capsules, each a
+ * separate `capsule serve` process started through the containment layer, with real entries
+ * (a command reading the task on stdin, a plan reading `$task.output`).
+ */
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { CANCEL_CAPSULE_STEP } from '../../machines/messages.js';
+import { runPlan, startPlan, type PlanReport, type RunPlanOptions } from '../../src/runtime/run-plan.js';
+import { capDelegationText, CUT_MARKER, DELEGATION_TEXT_CAP_BYTES, delegationTimeoutSecs } from '../../src/runtime/delegation/plane.js';
+import { spawnTarget } from '../../src/runtime/delegation/registry.js';
+import { rows, TempDirs, Trace, readTrace, type TraceRecord } from '../support/plan-harness.js';
+import { waitFor } from '../support/wait.js';
+import { eachBackend } from '../support/backends.js';
+
+const dirs = new TempDirs();
+afterAll(() => dirs.removeAll());
+
+interface Capsule {
+  readonly name: string;
+  readonly manifest: Record<string, unknown>;
+  readonly files?: Readonly<Record<string, unknown>>;
+}
+
+/** A workdir with the parent's manifest (spawn allow list), a registry of `capsules` and `plan.json`. */
+function setup(steps: unknown[], capsules: Capsule[], parent: Record<string, unknown> = {}): string {
+  const workdir = dirs.make('w');
+  writeFileSync(
+    join(workdir, 'capsule.json'),
+    JSON.stringify({ name: 'parent', capabilities: { spawn: { allow: capsules.map((c) => `local/${c.name}`) } }, ...parent }),
+  );
+  for (const capsule of capsules) {
+    const dir = join(workdir, 'capsules', capsule.name);
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, 'capsule.json'), JSON.stringify({ name: capsule.name, ...capsule.manifest }));
+    for (const [file, content] of Object.entries(capsule.files ?? {})) {
+      mkdirSync(join(dir, file, '..'), { recursive: true });
+      writeFileSync(join(dir, file), typeof content === 'string' ? content : JSON.stringify(content));
+    }
+  }
+  writeFileSync(join(workdir, 'plan.json'), JSON.stringify({ id: 'p', steps }));
+  return workdir;
+}
+
+const command = (name: string, script: string, extra: Record<string, unknown> = {}): Capsule => ({ name, manifest: { entry: { command: ['bash', '-c', script] }, ...extra } });
+
+/** The backend of the running describe block (the child capsule is contained as its parent is). */
+let contained: Pick<RunPlanOptions, 'containment' | 'isolation'> = {};
+
+const options = (workdir: string, extra: Partial<RunPlanOptions> = {}): RunPlanOptions => ({
+  plan: join(workdir, 'plan.json'),
+  workdir,
+  recordsDir: join(workdir, 'records'),
+  manifest: join(workdir, 'capsule.json'),
+  ...contained,
+  ...extra,
+});
+
+const traceOf = (report: PlanReport): Trace => new Trace(readTrace(report.records_dir));
+
+/** Whether a process with this pid and start time still exists (a zombie counts as gone). */
+function alive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return !/^\d+ \(.*\) Z /.test(stat);
+  } catch {
+    return false;
+  }
+}
+
+/** Every process whose command line contains `marker` (the test's own unique sleep). */
+function processesWith(marker: string): number[] {
+  const found: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0').includes(marker) && alive(Number(entry))) found.push(Number(entry));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return found;
+}
+
+const childPids = (trace: Trace): number[] => trace.ofType('process_start').map((r) => r['pid'] as number);
+
+eachBackend((backend) => {
+describe('a capsule step delegates to a child capsule', () => {
+  beforeAll(() => {
+    contained = { containment: backend.containment, isolation: backend.isolation };
+  });
+
+  it('gets the answer of a command entry that reads the task on stdin, with one delegation_start and one delegation sharing a dlg_ id under the session node', async () => {
+    const workdir = setup([{ id: 'w', capsule: 'worker', input: { objective: 'Echo this task' } }], [command('worker', 'read -r task; printf "worker-output:%s" "$task"')]);
+    const report = await runPlan(options(workdir));
+    expect(rows(report)).toEqual(['w:success:worker-output:Echo this task']);
+    expect(report.completed).toBe(true);
+    const trace = traceOf(report);
+    const session = trace.one('session_start');
+    const start = trace.one('delegation_start');
+    const end = trace.one('delegation');
+    expect(start).toMatchObject({ parent_id: session.event_id, capsule: 'local/worker', version: '0.1.0' });
+    expect(start['delegation_id']).toMatch(/^dlg_[0-9a-f]+$/);
+    expect(start['child_session_id']).toMatch(/^ses_[0-9a-f]+$/);
+    expect(end).toMatchObject({ parent_id: session.event_id, capsule: 'local/worker', version: '0.1.0', delegation_id: start['delegation_id'], child_session_id: start['child_session_id'], outcome: 'completed' });
+    expect(end).not.toHaveProperty('reason');
+    // The child's own records, under children/<dlg_id>/, with its completion.
+    const childRecords = join(report.records_dir, 'children', start['delegation_id'] as string);
+    const completion = JSON.parse(readFileSync(join(childRecords, 'completion.json'), 'utf8')) as Record<string, unknown>;
+    expect(completion).toMatchObject({ delegation_id: start['delegation_id'], session_id: start['child_session_id'], status: 'ok', reported_by: 'child' });
+    expect(new Trace(readTrace(childRecords)).one('session_start')['session_id']).toBe(start['child_session_id']);
+    // Nothing of the child outlives its step.
+    for (const pid of childPids(trace)) expect(alive(pid)).toBe(false);
+  });
+
+  it('gives a plan entry the task text as $task.output; the answer is the output of its last step', async () => {
+    const planner: Capsule = {
+      name: 'planner',
+      manifest: { capabilities: { shell: { allow: ['bash'] } }, entry: { plan: 'plans/main.json' } },
+      files: {
+        'plans/main.json': { id: 'child', steps: [{ id: 'upper', shell: "bash -c 'tr a-z A-Z'", stdin: '$task.output' }] },
+      },
+    };
+    const workdir = setup([{ id: 'q', capsule: 'planner', input: 'hello child' }], [planner]);
+    const report = await runPlan(options(workdir));
+    expect(rows(report)).toEqual(['q:success:HELLO CHILD']);
+    const start = traceOf(report).one('delegation_start');
+    const child = readTrace(join(report.records_dir, 'children', start['delegation_id'] as string));
+    expect(child.filter((r: TraceRecord) => r.event_type === 'plan_end')).toMatchObject([{ outcome: 'completed' }]);
+  });
+
+  it('fails the step with the child failure text when the child fails its task (delegation outcome failed)', async () => {
+    const workdir = setup([{ id: 'w', capsule: 'worker', input: 'x' }], [command('worker', 'printf "child failed" >&2; exit 1')]);
+    const report = await runPlan(options(workdir));
+    expect(rows(report)).toEqual(['w:failed:child failed']);
+    expect(traceOf(report).one('delegation')).toMatchObject({ outcome: 'failed', reason: 'child failed' });
+  });
+
+  it('makes each attempt a delegation of its own: a retried step is one plan step and two delegations', async () => {
+    const marker = join(dirs.make('m'), 'tried');
+    const workdir = setup(
+      [{ id: 'w', capsule: 'worker', input: 'x', retries: 1 }],
+      [command('worker', `if [ -e ${marker} ]; then printf done; else : > ${marker}; printf "child failed" >&2; exit 1; fi`)],
+    );
+    const report = await runPlan(options(workdir));
+    expect(rows(report)).toEqual(['w:success:done']);
+    const trace = traceOf(report);
+    const starts = trace.ofType('delegation_start');
+    const ends = trace.ofType('delegation');
+    expect(starts).toHaveLength(2);
+    expect(ends.map((r) => r['outcome'])).toEqual(['failed', 'completed']);
+    expect(new Set(ends.map((r) => r['delegation_id'])).size).toBe(2);
+    expect(trace.ofType('plan_step_start').filter((r) => r['step_id'] === 'w')).toHaveLength(1);
+    expect(trace.step('w')).toMatchObject({ attempts: 2 });
+  });
+
+  it('stops a child that never answers within the bound (lifecycle.delegation_deadline_secs): timed_out, the child tree gone', async () => {
+    const sleep = `987.${process.pid}1`;
+    const workdir = setup([{ id: 'w', capsule: 'worker', input: 'x' }], [command('worker', `sleep ${sleep}`)], { lifecycle: { delegation_deadline_secs: 1 } });
+    const report = await runPlan(options(workdir));
+    expect(report.results[0]).toMatchObject({ status: 'failed' });
+    expect(report.results[0]?.error).toContain('did not answer within 1 s and was stopped');
+    const trace = traceOf(report);
+    expect(trace.one('delegation')).toMatchObject({ outcome: 'timed_out' });
+    const completion = JSON.parse(readFileSync(join(report.records_dir, 'children', trace.one('delegation_start')['delegation_id'] as string, 'completion.json'), 'utf8')) as Record<string, unknown>;
+    expect(completion).toMatchObject({ status: 'terminated', reported_by: 'launcher' });
+    expect(processesWith(sleep)).toEqual([]);
+    for (const pid of childPids(trace)) expect(alive(pid)).toBe(false);
+  });
+
+  it('fails a step whose child dies without a completion (crashed, "stopped answering")', async () => {
+    const sleep = `986.${process.pid}2`;
+    const workdir = setup([{ id: 'w', capsule: 'worker', input: 'x' }], [command('worker', `sleep ${sleep}`)]);
+    const records = join(workdir, 'records');
+    const run = runPlan(options(workdir));
+    await waitFor(() => existsSync(join(records, 'trace.jsonl')) && readFileSync(join(records, 'trace.jsonl'), 'utf8').includes('"delegation_start"'), 30_000, 'the child to be up');
+    const pid = new Trace(readTrace(records)).one('process_start')['pid'] as number;
+    process.kill(pid, 'SIGKILL'); // the test kills the child serve itself: a real crash
+    const report = await run;
+    expect(report.results[0]?.error).toContain('stopped answering');
+    const trace = traceOf(report);
+    expect(trace.one('delegation')).toMatchObject({ outcome: 'failed' });
+    const completion = JSON.parse(readFileSync(join(records, 'children', trace.one('delegation_start')['delegation_id'] as string, 'completion.json'), 'utf8')) as Record<string, unknown>;
+    expect(completion).toMatchObject({ status: 'crashed', reported_by: 'launcher' });
+    expect(processesWith(sleep)).toEqual([]);
+  });
+
+  it('76: ends the child when the plan is cancelled while it works; the step fails with the cancel error and does not write the delegation record itself', async () => {
+    const sleep = `985.${process.pid}3`;
+    const workdir = setup([{ id: 'w', capsule: 'worker', input: 'x' }], [command('worker', `sleep ${sleep}`)]);
+    const records = join(workdir, 'records');
+    const abort = new AbortController();
+    const run = startPlan(options(workdir, { signal: abort.signal }));
+    await waitFor(() => existsSync(join(records, 'trace.jsonl')) && readFileSync(join(records, 'trace.jsonl'), 'utf8').includes('"delegation_start"'), 30_000, 'the child to be up');
+    abort.abort();
+    const report = await run.report;
+    expect(rows(report)).toEqual([`w:failed:${CANCEL_CAPSULE_STEP}`]);
+    expect(report).toMatchObject({ completed: false, failed_step: null, canceled: true });
+    const trace = traceOf(report);
+    expect(trace.one('plan_end')).toMatchObject({ outcome: 'canceled' });
+    // One terminal record, closed by the run after plan_end (the step wrote none).
+    const types = trace.records.map((r) => r.event_type);
+    expect(types.filter((t) => t === 'delegation')).toHaveLength(1);
+    expect(types.indexOf('delegation')).toBeGreaterThan(types.indexOf('plan_end'));
+    expect(trace.one('delegation')).toMatchObject({ outcome: 'canceled', delegation_id: trace.one('delegation_start')['delegation_id'] });
+    expect(processesWith(sleep)).toEqual([]);
+    for (const pid of childPids(trace)) expect(alive(pid)).toBe(false);
+  });
+});
+
+}, 'auto');
+
+describe('a capsule step the plane refuses starts nothing', () => {
+  it('refuses a capsule the parent manifest does not allow (a plan cannot grant itself spawn rights)', async () => {
+    const workdir = setup([{ id: 'w', capsule: 'worker', input: 'x' }], [command('worker', 'printf never')], { capabilities: { spawn: { allow: ['local/other'] } } });
+    const report = await runPlan(options(workdir));
+    expect(report.results[0]?.error).toContain("capsule 'worker' is not allowed");
+    expect(report.results[0]?.error).toContain('capabilities.spawn.allow');
+    const trace = traceOf(report);
+    expect(trace.one('delegation')).toMatchObject({ outcome: 'refused', delegation_id: null, child_session_id: null });
+    expect(trace.ofType('delegation_start')).toEqual([]);
+    expect(trace.ofType('process_start')).toEqual([]);
+    expect(existsSync(join(report.records_dir, 'children'))).toBe(false);
+  });
+
+  it('names the missing registry, then the missing capsule, each with its fix', async () => {
+    const workdir = setup([{ id: 'w', capsule: 'worker', input: 'x' }], []);
+    writeFileSync(join(workdir, 'capsule.json'), JSON.stringify({ capabilities: { spawn: { allow: ['local/worker'] } } }));
+    const noRegistry = await runPlan(options(workdir, { recordsDir: join(workdir, 'r1') }));
+    expect(noRegistry.results[0]?.error).toContain(`no capsule registry: ${join(workdir, 'capsules')} is not a directory`);
+    mkdirSync(join(workdir, 'capsules'));
+    const notFound = await runPlan(options(workdir, { recordsDir: join(workdir, 'r2') }));
+    expect(notFound.results[0]?.error).toContain("capsule 'local/worker' not found");
+    expect(notFound.results[0]?.error).toContain(join(workdir, 'capsules', 'worker', 'capsule.json'));
+    expect(traceOf(notFound).one('delegation')).toMatchObject({ outcome: 'failed', delegation_id: null });
+  });
+});
+
+describe('delegation rules', () => {
+  it('maps a bare name to its allow-list entry, else keeps it as given', () => {
+    expect(spawnTarget('worker', ['murmur/other', 'local/worker'])).toBe('local/worker');
+    expect(spawnTarget('worker', ['worker'])).toBe('worker');
+    expect(spawnTarget('worker', ['local/other'])).toBe('worker');
+  });
+
+  it('bounds a delegation by an override variable holding a positive whole number, else the manifest, else 600 s', () => {
+    expect(delegationTimeoutSecs(undefined, {})).toBe(600);
+    expect(delegationTimeoutSecs(30, {})).toBe(30);
+    expect(delegationTimeoutSecs(30, { MURMUR_DELEGATION_TIMEOUT_SECS: ' 5 ' })).toBe(5);
+    expect(delegationTimeoutSecs(30, { CAPSULE_DELEGATION_TIMEOUT_SECS: '7', MURMUR_DELEGATION_TIMEOUT_SECS: '5' })).toBe(7);
+    expect(delegationTimeoutSecs(30, { MURMUR_DELEGATION_TIMEOUT_SECS: '0' })).toBe(30);
+    expect(delegationTimeoutSecs(30, { MURMUR_DELEGATION_TIMEOUT_SECS: '1.5' })).toBe(30);
+  });
+
+  it('caps answers at 64 KiB at a character boundary, marking the cut', () => {
+    expect(capDelegationText('short')).toBe('short');
+    const cut = capDelegationText('é'.repeat(DELEGATION_TEXT_CAP_BYTES));
+    expect(cut.endsWith(CUT_MARKER)).toBe(true);
+    expect(Buffer.byteLength(cut.slice(0, -CUT_MARKER.length), 'utf8')).toBe(DELEGATION_TEXT_CAP_BYTES);
+  });
+});
+
+describe('a delegation under a serve task', () => {
+  it('is named by the residue of a task.cancel while its child works; the task closes its row after task_canceled', async () => {
+    const sleep = `984.${process.pid}4`;
+    const workdir = setup([], [command('worker', `sleep ${sleep}`)]);
+    const { Session } = await import('../../src/session/session.js');
+    const { SessionApi } = await import('../../src/runtime/session-api.js');
+    const session = Session.open({ workdir, recordsDir: join(workdir, 'records') });
+    const api = new SessionApi(session, { capsulesDir: join(workdir, 'capsules') });
+    try {
+      const finished = new Promise<PlanReport>((resolve) =>
+        api.onNotification((n) => {
+          if (n.method === 'task.finished') resolve(n.params.report);
+        }),
+      );
+      const submitted = await api.planSubmit({ plan: { id: 'p', steps: [{ id: 'w', capsule: 'worker', input: 'x' }] }, wait: false });
+      await waitFor(() => session.delegations.size === 1, 30_000, 'the child to be live');
+      const dlg = session.delegations.live()[0]?.delegation_id as string;
+      const answer = api.taskCancel({ task_id: submitted.task_id });
+      expect(answer.artifacts?.[0]?.parts.map((p) => JSON.parse(p.text) as Record<string, unknown>)).toEqual([
+        expect.objectContaining({ kind: 'delegation', delegation_id: dlg, capsule: 'local/worker', version: '0.1.0' }),
+      ]);
+      const report = await finished;
+      expect(rows(report)).toEqual([`w:failed:${CANCEL_CAPSULE_STEP}`]);
+      const records = readTrace(join(workdir, 'records'));
+      const canceledAt = records.findIndex((r) => r.event_type === 'task_canceled');
+      expect(records[canceledAt]).toMatchObject({ delegation_ids: [dlg] });
+      const terminal = records.filter((r) => r.event_type === 'delegation');
+      expect(terminal).toMatchObject([{ delegation_id: dlg, outcome: 'canceled' }]);
+      expect(records.indexOf(terminal[0] as TraceRecord)).toBeGreaterThan(canceledAt);
+      expect(session.delegations.size).toBe(0);
+      expect(processesWith(sleep)).toEqual([]);
+    } finally {
+      await api.end();
+    }
+  });
+});
