@@ -5,6 +5,7 @@
  * parse), and every skipped line is counted and reported with its byte offset (issue 11 item 3).
  */
 import type { LostWork } from '../detached/lost-report.js';
+import { readBesideNuls } from '../records/jsonl-reader.js';
 import { lowestTrust, parseTrust, type Trust } from '../detached/provenance.js';
 
 /**
@@ -233,21 +234,7 @@ export class TraceScanner {
     if (firstNul >= 0) {
       // JSON never holds a raw NUL, so no record spans one: the NUL runs are skipped (loudly), and
       // a whole record between them is still read.
-      let nul = 0;
-      let recovered = 0;
-      let start = 0;
-      for (let i = 0; i <= bytes.length; i++) {
-        if (i < bytes.length && bytes[i] !== 0) continue;
-        if (i < bytes.length) nul++;
-        if (i > start) {
-          const record = parseRecord(bytes.subarray(start, i));
-          if (record !== null) {
-            recovered++;
-            this.#dispatch(record);
-          }
-        }
-        start = i + 1;
-      }
+      const { nul, recovered } = readBesideNuls(bytes, parseRecord, (record) => this.#dispatch(record));
       return damage('nul', nul, offset + firstNul, recovered);
     }
     const parsed = parseLine(bytes);

@@ -166,21 +166,7 @@ export class JsonlFollower {
     if (bytes === null) return problem(torn, `longer than ${MAX_RECORD_LINE_BYTES} bytes (${length} bytes); not read${tornNote}`);
     const firstNul = bytes.indexOf(0);
     if (firstNul >= 0) {
-      let nul = 0;
-      let recovered = 0;
-      let start = 0;
-      for (let i = 0; i <= bytes.length; i++) {
-        if (i < bytes.length && bytes[i] !== 0) continue;
-        if (i < bytes.length) nul++;
-        if (i > start) {
-          const value = parseObject(bytes.subarray(start, i));
-          if (value !== null) {
-            recovered++;
-            entries.push({ value, line, offset: offset + start });
-          }
-        }
-        start = i + 1;
-      }
+      const { nul, recovered } = readBesideNuls(bytes, parseObject, (value, start) => entries.push({ value, line, offset: offset + start }));
       const kept = recovered === 0 ? '' : `; ${recovered} whole ${recovered === 1 ? 'record' : 'records'} beside them read`;
       return problem(
         recovered > 0 ? ERROR_CODES.RECORD_LINE_INVALID : torn,
@@ -204,6 +190,31 @@ export class JsonlFollower {
     if (typeof value !== 'object' || value === null || Array.isArray(value)) return problem(ERROR_CODES.RECORD_LINE_INVALID, `expected a JSON object, got ${clip(text)}`);
     entries.push({ value: value as Record<string, unknown>, line, offset });
   }
+}
+
+/**
+ * The parts of a line holding NUL bytes (a block of zeros, as a crash can leave) read one by one:
+ * JSON never holds a raw NUL, so no record spans one, and each part between them that `parse`
+ * accepts is handed to `take` with its byte offset in the line. Returns the NUL count and how
+ * many parts were taken. Shared by the records reader and the reconcile scan.
+ */
+export function readBesideNuls<T>(bytes: Uint8Array, parse: (part: Uint8Array) => T | null, take: (value: T, start: number) => void): { nul: number; recovered: number } {
+  let nul = 0;
+  let recovered = 0;
+  let start = 0;
+  for (let i = 0; i <= bytes.length; i++) {
+    if (i < bytes.length && bytes[i] !== 0) continue;
+    if (i < bytes.length) nul++;
+    if (i > start) {
+      const value = parse(bytes.subarray(start, i));
+      if (value !== null) {
+        recovered++;
+        take(value, start);
+      }
+    }
+    start = i + 1;
+  }
+  return { nul, recovered };
 }
 
 /** A whole JSON object in `bytes` (strict UTF-8), or null. */

@@ -6,6 +6,7 @@
  * output log, its registry entry, its `detachedCommand` actor, `shell_detached`, and the
  * constant-size demotion result. The exit wins over a trigger seen at the same moment.
  */
+import { excerpt } from '../../plan/text.js';
 import { join } from 'node:path';
 import { CANCEL_PHASES } from '../../cancel/phases.js';
 import type { OutputHolders } from '../../detached/completion.js';
@@ -40,7 +41,7 @@ export async function runShellCall(service: BackgroundCommands, request: ShellRu
   }
   if (!service.allows(parsed.binary)) {
     settle('finished');
-    return { status: 'refused', task_id: task.id, code: 'binary_not_allowed', error: `binary '${parsed.binary}' is not in capabilities.shell.allow` };
+    return { status: 'refused', task_id: task.id, code: 'binary_not_allowed', error: `binary '${excerpt(parsed.binary)}' is not in capabilities.shell.allow (${service.session.manifest === null ? 'no manifest was loaded' : 'the manifest does not list it'}): add it to the manifest's capabilities.shell.allow, or start capsule serve with --allow ${excerpt(parsed.binary)}` };
   }
   if (service.ending) {
     settle('finished');
