@@ -205,7 +205,9 @@ export function readBesideNuls<T>(bytes: Uint8Array, parse: (part: Uint8Array) =
   for (let i = 0; i <= bytes.length; i++) {
     if (i < bytes.length && bytes[i] !== 0) continue;
     if (i < bytes.length) nul++;
-    if (i > start) {
+    // Only a part that could be an object is parsed (a record is a JSON object): a line of a
+    // million tiny parts between NULs must not cost a million failed parses.
+    if (i > start && couldBeObject(bytes, start, i)) {
       const value = parse(bytes.subarray(start, i));
       if (value !== null) {
         recovered++;
@@ -215,6 +217,16 @@ export function readBesideNuls<T>(bytes: Uint8Array, parse: (part: Uint8Array) =
     start = i + 1;
   }
   return { nul, recovered };
+}
+
+/** Whether `bytes[start, end)` begins with `{` and ends with `}`, JSON whitespace aside. */
+function couldBeObject(bytes: Uint8Array, start: number, end: number): boolean {
+  const blank = (b: number | undefined): boolean => b === 0x20 || b === 0x09 || b === 0x0a || b === 0x0d;
+  let a = start;
+  let z = end - 1;
+  while (a <= z && blank(bytes[a])) a++;
+  while (z >= a && blank(bytes[z])) z--;
+  return a < z && bytes[a] === 0x7b && bytes[z] === 0x7d;
 }
 
 /** A whole JSON object in `bytes` (strict UTF-8), or null. */
