@@ -297,13 +297,8 @@ export async function resumeSession(session: ResumingSession, priorDir: string, 
           session_id: priorId,
           timestamp: now(),
           fields: {
-            owner: t.owner,
-            work_id: t.work_id,
-            pid: t.pid,
-            pid_start_time: t.pid_start_time,
-            pgid: t.pgid,
-            cgroup: t.cgroup,
-            live_pids: t.live.map((p) => p.pid),
+            ...treeIdentity(t),
+            live_pids: livePids(t),
             reconciled_by_session: session.id,
             reconciled_task_id: report?.task_id ?? null,
           },
@@ -381,7 +376,7 @@ export function lostNotification(outcome: ResumeOutcome): LostNotification | nul
       pid_start_time: c.tree?.pid_start_time ?? null,
       pgid: c.tree?.pgid ?? null,
       cgroup: c.tree?.cgroup ?? null,
-      live_pids: c.tree?.live.map((p) => p.pid) ?? [],
+      live_pids: c.tree === null ? [] : livePids(c.tree),
     })),
   };
 }
@@ -474,17 +469,25 @@ function outputLog(dir: string, workId: string): string | null {
   }
 }
 
+/** The identity fields every record about a leftover tree carries (`process_lost`, `session_resume.processes`, `process_reaped`; reconcile.md §3). */
+const treeIdentity = (t: LeftoverTree): Pick<LeftoverTree, 'owner' | 'work_id' | 'pid' | 'pid_start_time' | 'pgid' | 'cgroup'> => ({
+  owner: t.owner,
+  work_id: t.work_id,
+  pid: t.pid,
+  pid_start_time: t.pid_start_time,
+  pgid: t.pgid,
+  cgroup: t.cgroup,
+});
+
+/** The pids of a tree found alive, in scan order. */
+const livePids = (t: LeftoverTree): number[] => t.live.map((p) => p.pid);
+
 /** The resuming session's `session_resume` record and a `process_reaped` per tree reaped. */
 function writeResumeRecord(session: ResumingSession, outcome: ResumeOutcome): void {
   const lost = lostEntries(outcome);
   const processes: ResumeProcessEntry[] = outcome.trees.map((t) => ({
-    owner: t.owner,
-    work_id: t.work_id,
-    pid: t.pid,
-    pid_start_time: t.pid_start_time,
-    pgid: t.pgid,
-    cgroup: t.cgroup,
-    live_pids: t.live.map((p) => p.pid),
+    ...treeIdentity(t),
+    live_pids: livePids(t),
     reported_before: t.reported_before,
   }));
   const node = session.trace.write('session_resume', session.node, {
@@ -505,12 +508,7 @@ function writeResumeRecord(session: ResumingSession, outcome: ResumeOutcome): vo
     if (t.reaped === null || outcome.priorSession === null) continue;
     session.trace.write('process_reaped', node, {
       prior_session_id: outcome.priorSession,
-      owner: t.owner,
-      work_id: t.work_id,
-      pid: t.pid,
-      pid_start_time: t.pid_start_time,
-      pgid: t.pgid,
-      cgroup: t.cgroup,
+      ...treeIdentity(t),
       via: t.reaped.via,
       signal: t.reaped.signal,
       survivors: t.reaped.survivors,

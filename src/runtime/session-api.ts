@@ -181,15 +181,21 @@ export class SessionApi {
   }
 
   /**
-   * `shell.run`: a task (announced by a `task.started` notification before its command runs); its
+   * `shell.run`: a task (announced by a `task.started` notification before its command runs; a
+   * refused call sends none); its
    * command in the foreground until a demotion trigger (`detached.md` §3) — a `task.cancel` of it
    * demotes it, and the task ends `canceled` with its `task_canceled` record (phase `shell`).
    */
-  async shellRun(request: Omit<ShellRunRequest, 'task' | 'source' | 'abandoned'>): Promise<ShellRunResult> {
+  async shellRun(request: Omit<ShellRunRequest, 'task' | 'source' | 'abandoned' | 'onAccepted'>): Promise<ShellRunResult> {
     const task = this.session.tasks.start({ kind: 'shell', source: 'serve', method: 'shell.run' });
-    this.#notify({ method: 'task.started', params: { task_id: task.id, method: 'shell.run' } });
     try {
-      const result = await this.session.background.run({ ...request, task, source: 'serve', abandoned: this.#callerGone });
+      const result = await this.session.background.run({
+        ...request,
+        task,
+        source: 'serve',
+        abandoned: this.#callerGone,
+        onAccepted: () => this.#notify({ method: 'task.started', params: { task_id: task.id, method: 'shell.run' } }),
+      });
       const canceled = result.status === 'canceled' || (result.status === 'detached' && task.cancel.phaseClaimed && task.cancel.phase() === CANCEL_PHASES.SHELL);
       this.session.tasks.settle(task.id, canceled ? 'canceled' : 'finished');
       return result;

@@ -108,8 +108,10 @@ describe('capsule serve over real stdio', () => {
       error: { code: -32001, data: { code: 'UNKNOWN_WORK_ID' } },
     });
     expect(await serve.request('shell.run', { binary: 'rm', command: '-rf /' })).toMatchObject({ error: { code: -32004, data: { code: 'BINARY_NOT_ALLOWED' } } });
-    const echoed = await serve.call<{ status: string; stdout: string; exit_code: number }>('shell.run', { binary: 'bash', command: 'echo still-serving' });
+    const echoed = await serve.call<{ status: string; stdout: string; exit_code: number; task_id: string }>('shell.run', { binary: 'bash', command: 'echo still-serving' });
     expect(echoed).toMatchObject({ status: 'finished', exit_code: 0, stdout: 'still-serving\n' });
+    // Only the accepted call announced a task: the refused ones sent no task.started.
+    expect(serve.notifications('task.started').map((m) => m.params?.['task_id'])).toEqual([echoed.task_id]);
     // End of input ends the session: exit 0 with its sweep and session_end.
     serve.closeStdin();
     expect(await exitOf(serve)).toEqual({ code: 0, signal: null });

@@ -39,6 +39,11 @@ export interface ShellRunRequest {
   readonly source?: string;
   /** The conversation a task of its own joins (`context_id`; its completion task runs under it). Default: the session's. */
   readonly contextId?: string;
+  /**
+   * Called once the call is accepted (allowed, well formed, the session not ending) and before its
+   * command starts — not for a refused call. serve's `task.started` notification is sent here.
+   */
+  readonly onAccepted?: (task: Task) => void;
 }
 
 /** A request turned into what runs. */

@@ -47,6 +47,7 @@ export async function runShellCall(service: BackgroundCommands, request: ShellRu
     settle('finished');
     return { status: 'refused', task_id: task.id, code: 'session_ending', error: 'the session is ending: no new command is started' };
   }
+  request.onAccepted?.(task);
   if (task.cancel.isCanceled()) {
     // Cancel raised before the spawn: the command is not run (`detached.md` §3).
     settle('canceled');
