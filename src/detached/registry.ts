@@ -99,6 +99,11 @@ export interface DetachedSnapshot extends WorkRecord {
   readonly delivered_now: boolean;
   /** Ours: whether the log was capped. */
   readonly output_capped: boolean;
+  /**
+   * Ours: who ended it, once finished — `stop` (a `backgroundCommand` stop), `session_end` (killed
+   * by the session's end, `detached.md` §12), or null (it exited on its own, or still runs).
+   */
+  readonly ended_by: 'stop' | 'session_end' | null;
 }
 
 /** Internal counters of one entry, for the acceptance suite's test hooks. */
@@ -118,6 +123,8 @@ interface Entry {
   readonly startedMonotonicMs: number;
   leader_running: boolean;
   stop_requested: boolean;
+  /** The session's end sent it SIGKILL while its leader ran (`killRunning`). */
+  killed_at_session_end: boolean;
   signals_sent: number;
   finished: DetachedCompletion | null;
   delivery: Delivery;
@@ -168,6 +175,7 @@ export class DetachedRegistry {
       startedMonotonicMs: registration.startedMonotonicMs ?? this.#clock.monotonicMs(),
       leader_running: true,
       stop_requested: false,
+      killed_at_session_end: false,
       signals_sent: 0,
       finished: null,
       delivery: 'none',
@@ -298,7 +306,10 @@ export class DetachedRegistry {
     let sent = 0;
     for (const entry of this.#entries.values()) {
       try {
-        if (this.#signal(entry, 'SIGKILL', 'kill')) sent += 1;
+        if (this.#signal(entry, 'SIGKILL', 'kill')) {
+          sent += 1;
+          entry.killed_at_session_end = true;
+        }
       } catch {
         // A group the signaller refuses (field report 5) is skipped; the containment's own ending covers the tree.
       }
@@ -404,6 +415,7 @@ export class DetachedRegistry {
       tail: entry.output.tail(tailBytes),
       delivered_now: deliveredNow,
       output_capped: entry.output.capped === true,
+      ended_by: finished === null ? null : entry.stop_requested ? 'stop' : entry.killed_at_session_end ? 'session_end' : null,
     };
   }
 }

@@ -305,6 +305,7 @@ export function renderBackgroundCommand(snapshot: DetachedSnapshot, options: Ren
     if (done.resource_limit !== null) header.push(`resource_limit: ${oneLine(done.resource_limit)}`);
     if (done.output_holders !== 'Closed') header.push(`output_holders: ${done.output_holders === 'Killed' ? 'killed' : 'left running'}`);
     if (done.error !== null) header.push(`wait_error: ${oneLine(done.error)}`);
+    if (snapshot.ended_by === 'session_end') header.push('ended_by: session_end (the session ended while it ran and killed it)');
   }
   header.push(`output: ${oneLine(snapshot.output_path)}`);
   if (snapshot.output_capped) header.push('output_capped: true');
@@ -317,7 +318,9 @@ export function renderBackgroundCommand(snapshot: DetachedSnapshot, options: Ren
   const summary =
     done === null
       ? `${snapshot.work_id} is running (${snapshot.output_bytes} bytes of output so far).`
-      : `${snapshot.work_id} ${snapshot.state} with exit code ${done.exit_code}.`;
+      : snapshot.ended_by === 'session_end'
+        ? `${snapshot.work_id} was killed at session end (exit code ${done.exit_code}).`
+        : `${snapshot.work_id} ${snapshot.state} with exit code ${done.exit_code}.`;
   return {
     result: { status: 'passed', summary, data, data_path: null, truncated: !all, metadata: [['work_id', snapshot.work_id]] },
     delivered_now: snapshot.delivered_now,

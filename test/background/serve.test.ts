@@ -26,6 +26,7 @@ interface Answer {
   readonly state?: string;
   readonly exit_code?: number | null;
   readonly delivered_now?: boolean;
+  readonly ended_by?: string | null;
   readonly wait?: string;
   readonly matched?: string | null;
   readonly stop?: { signal: string | null; survivors: number[] };
@@ -63,7 +64,7 @@ describe('capsule serve over real stdio', () => {
     const polled = await serve.call<Answer>('backgroundCommand', { operation: 'status', work_id: server.work_id });
     expect(polled.result?.data).toContain('listening on 4242');
     const exit = await serve.call<Answer>('backgroundCommand', { operation: 'wait', work_id: server.work_id, wait_secs: 30 });
-    expect(exit).toMatchObject({ ok: true, wait: 'Finished', state: 'exited', exit_code: 3, delivered_now: true });
+    expect(exit).toMatchObject({ ok: true, wait: 'Finished', state: 'exited', exit_code: 3, delivered_now: true, ended_by: null });
 
     // One nobody reads: its completion comes as a notification.
     const quiet = await demote(serve, 'sleep 0.5; echo quiet-done');
@@ -77,7 +78,7 @@ describe('capsule serve over real stdio', () => {
     // One that is stopped.
     const long = await demote(serve, 'sleep 300 & sleep 300');
     const stop = await serve.call<Answer>('backgroundCommand', { operation: 'stop', work_id: long.work_id });
-    expect(stop).toMatchObject({ ok: true, state: 'stopped', stop: { survivors: [] } });
+    expect(stop).toMatchObject({ ok: true, state: 'stopped', ended_by: 'stop', stop: { survivors: [] } });
     const pid = (await serve.call<Answer>('backgroundCommand', { operation: 'status' })).commands?.find((c) => c.work_id === long.work_id)?.pid ?? 0;
     expect(isProcessAlive(pid)).toBe(false);
 
@@ -116,6 +117,18 @@ describe('capsule serve over real stdio', () => {
     serve.closeStdin();
     expect(await exitOf(serve)).toEqual({ code: 0, signal: null });
     expect(serve.trace().at(-1)).toMatchObject({ event_type: 'session_end', exit_status: 'ok' });
+  });
+
+  it('answers a wait still in flight when the session ends with the command killed at session end, and says so', async () => {
+    const serve = startServe();
+    const long = await demote(serve, 'sleep 300');
+    const waiting = serve.call<Answer>('backgroundCommand', { operation: 'wait', work_id: long.work_id, wait_secs: 60 });
+    // The wait is read before the stop (one line after the other).
+    await serve.call('session.stop');
+    const answered = await waiting;
+    expect(answered).toMatchObject({ ok: true, wait: 'Finished', state: 'exited', exit_code: 137, ended_by: 'session_end' });
+    expect(answered.result?.data).toContain('ended_by: session_end');
+    expect(await exitOf(serve)).toEqual({ code: 0, signal: null });
   });
 
   it('never shows the work of one session to another in a different workdir', async () => {

@@ -52,6 +52,8 @@ export type BackgroundCommandAnswer =
       readonly work_id: string;
       readonly state: 'running' | 'exited' | 'stopped';
       readonly exit_code: number | null;
+      /** Ours: who ended it, once finished — `stop`, `session_end` (killed by the session's end), or null (it exited on its own, or runs). */
+      readonly ended_by: 'stop' | 'session_end' | null;
       /** This read claimed the completion (its `shell_completed` was written with `delivered_via: "background_command"`). */
       readonly delivered_now: boolean;
       /** `wait` only: `Finished`, `TimedOut` or `Canceled` (`detached.md` §11), or `Matched` (`until`). */
@@ -142,6 +144,7 @@ function answer(
     work_id: snapshot.work_id,
     state: snapshot.state,
     exit_code: snapshot.finished?.exit_code ?? null,
+    ended_by: snapshot.ended_by,
     delivered_now: rendered.delivered_now,
     ...(extra.wait !== undefined ? { wait: extra.wait } : {}),
     ...(extra.matched !== undefined ? { matched: extra.matched } : {}),
