@@ -17,14 +17,33 @@
  * 1-step plan to its step's command starting (the step is `date +%s%N`; its epoch against the
  * epoch read just before the spawn), against the whole of `node -e 0`.
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type { Row, Suite, SuiteContext } from '../harness.js';
 import { interleave } from '../harness.js';
 import { count, dependencies, layers, makePlan, stepId, type Shape } from '../lib/plans.js';
 import { CLI, hasBinary, RAW_SPAWN, timeProcess, TRUE_BIN } from '../lib/processes.js';
 
 const PARALLEL = [2, 8] as const;
+const MODULE_LIST = fileURLToPath(new URL('../module-list.js', import.meta.url));
+
+/** The modules `capsule run` of `planFile` loads (one run under loader hooks), by package (`ours` for the runtime's own). */
+async function modulesLoaded(cwd: string, planFile: string, allow: string): Promise<{ total: number; byPackage: [string, number][] }> {
+  const list = join(cwd, `modules-${Date.now()}.txt`);
+  writeFileSync(list, '');
+  await timeProcess(process.execPath, ['--import', MODULE_LIST, CLI, 'run', planFile, '--allow', allow, '--workdir', cwd], {
+    cwd,
+    env: { ...process.env, CAPSULE_BENCH_MODULE_LIST: list },
+  });
+  const urls = new Set(readFileSync(list, 'utf8').split('\n').filter((url) => url !== '' && !url.includes('/bench/module-list')));
+  const counts = new Map<string, number>();
+  for (const url of urls) {
+    const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(url)?.[1] ?? 'ours';
+    counts.set(pkg, (counts.get(pkg) ?? 0) + 1);
+  }
+  return { total: urls.size, byPackage: [...counts].sort((a, b) => b[1] - a[1]) };
+}
 
 /** A Makefile with one phony target per step, its prerequisites the step's dependencies. */
 function writeMakefile(dir: string, shape: Shape, n: number): string {
@@ -173,6 +192,18 @@ async function startup(ctx: SuiteContext, cwd: string, rows: Row[]): Promise<voi
   });
   rows.push({ case: name, subject: 'node -e 0', unit: 'ms', samples: samples.get('node -e 0') ?? [], note: 'the whole process, spawn to exit' });
   rows.push({ case: name, subject: 'capsule run, spawn to exit', unit: 'ms', samples: exits.slice(exits.length - (samples.get('node -e 0')?.length ?? 0)), compare: ['node -e 0'] });
+  const modules = await modulesLoaded(cwd, planFile, 'date');
+  rows.push({
+    case: name,
+    subject: 'capsule run, modules loaded',
+    unit: 'modules',
+    samples: [modules.total],
+    digits: 0,
+    note: `ES modules loaded by the run (one run under loader hooks; no timing), by package: ${modules.byPackage
+      .slice(0, 8)
+      .map(([pkg, n]) => `${pkg} ${n}`)
+      .join(', ')}${modules.byPackage.length > 8 ? `, ${modules.byPackage.length - 8} more packages` : ''}`,
+  });
 }
 
 export const shellSuite: Suite = {
