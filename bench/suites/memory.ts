@@ -2,13 +2,17 @@
  * Suite 5, memory: peak RSS (`VmHWM`) of one suite-1 run in a fresh child process, at 1,000 and
  * 10,000 steps per shape, the growth from 1,000 to 10,000 run by run, and baselines in the same
  * kind of child: the runtime loaded with nothing run, the plan object alone, the ready-queue
- * scheduler and one bare XState actor per step (which starts every ready step at once: a wide
- * plan has all its actors alive together, where the runtime keeps at most 64).
+ * scheduler and one bare XState actor per step (which starts every ready step at once, as the
+ * runtime does since round 2). "ours" is the runtime's peak less the plan-object-only child's, run
+ * by run. And the peak RSS of `capsule run` of a 10,000-step shell plan (the CLI process, records on).
  */
 import { execFile } from 'node:child_process';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Row, Suite } from '../harness.js';
-import { count } from '../lib/plans.js';
+import { count, makePlan } from '../lib/plans.js';
+import { CLI, hasBinary, timeProcess } from '../lib/processes.js';
 import { SHAPES, shapeLabel } from './scheduler.js';
 
 const CHILD = fileURLToPath(new URL('../memory-child.js', import.meta.url));
@@ -25,6 +29,19 @@ function peakRss(subject: string, shape: string, steps: number): Promise<number>
       }
     });
   });
+}
+
+/**
+ * Peak RSS of `capsule run` of an `n`-step flat shell plan of `true` (max-parallel 2, records on,
+ * as a user runs it), MiB: GNU time's maximum resident set size of the process it waited for.
+ */
+async function cliShellPeak(dir: string, n: number): Promise<number> {
+  mkdirSync(dir, { recursive: true });
+  const planFile = join(dir, `plan.shell-${n}.json`);
+  writeFileSync(planFile, JSON.stringify(makePlan(`shell-wide-${n}`, 'wide', n, () => ({ shell: 'true' }))));
+  const out = join(dir, `time-${n}.txt`);
+  await timeProcess('/usr/bin/time', ['-f', '%M', '-o', out, process.execPath, CLI, 'run', planFile, '--allow', 'true', '--max-parallel', '2', '--workdir', dir], { cwd: dir });
+  return Number(readFileSync(out, 'utf8').trim().split('\n').pop()) / 1024;
 }
 
 export const memorySuite: Suite = {
@@ -49,6 +66,13 @@ export const memorySuite: Suite = {
         add(`ready-queue ${shape} ${large}`, await peakRss('ready-queue', shape, large));
       }
     }
+    // 10,000 shell steps through the CLI take ~30 s: one sample (peak RSS moves by ~1 % run to run).
+    const shellSteps = ctx.quick ? 1_000 : 10_000;
+    const timeBin = hasBinary('time');
+    if (timeBin) {
+      ctx.log(`memory: capsule run of ${count(shellSteps)} shell steps`);
+      add('cli shell', await cliShellPeak(join(ctx.tmpDir, 'memory-shell'), shellSteps));
+    }
     const get = (key: string): number[] => samples.get(key) ?? [];
     const rows: Row[] = [{ case: 'runtime loaded, nothing run', subject: 'node', unit: 'MiB', samples: get('idle') }];
     for (const shape of SHAPES) {
@@ -65,6 +89,14 @@ export const memorySuite: Suite = {
       rows.push({ case: label, subject: 'bare actor', unit: 'MiB', samples: get(`bare-actor ${shape} ${large}`) });
       rows.push({ case: label, subject: 'ready-queue', unit: 'MiB', samples: get(`ready-queue ${shape} ${large}`) });
       rows.push({ case: label, subject: 'plan object only', unit: 'MiB', samples: get(`plan-only ${shape} ${large}`) });
+      const planOnly = get(`plan-only ${shape} ${large}`);
+      rows.push({
+        case: label,
+        subject: 'ours: runPlan − plan object only',
+        unit: 'MiB',
+        samples: get(`runPlan ${shape} ${large}`).map((peak, i) => peak - (planOnly[i] ?? Number.NaN)),
+        note: 'the peak above the child that only builds the plan object (which includes Node and the loaded runtime): what parsing, validating and running the plan add',
+      });
       const smallPeaks = get(`runPlan ${shape} ${small}`);
       const growth = get(`runPlan ${shape} ${large}`).map((peak, i) => peak - (smallPeaks[i] ?? Number.NaN));
       const mean = growth.reduce((a, b) => a + b, 0) / Math.max(1, growth.length);
@@ -76,6 +108,18 @@ export const memorySuite: Suite = {
         note: `${((mean * 1024) / (large - small)).toFixed(1)} KiB per added step (mean)`,
       });
     }
+    rows.push(
+      timeBin
+        ? {
+            case: `capsule run, ${count(shellSteps)} shell steps (flat, N = 2, records on)`,
+            subject: 'capsule run',
+            unit: 'MiB',
+            samples: get('cli shell'),
+            ...(!ctx.quick ? { target: { max: 200, on: 'median' as const, text: '≤ 200 MiB' } } : {}),
+            note: 'maximum resident set size of the CLI process (`/usr/bin/time -f %M`), one sample',
+          }
+        : { case: 'capsule run, shell steps', subject: 'capsule run', unit: '', samples: [Number.NaN], note: '/usr/bin/time is not installed: no CLI peak' },
+    );
     return rows;
   },
 };

@@ -77,7 +77,7 @@ export const schedulerSuite: Suite = {
           unit: 'µs/step',
           samples: samples.get(`runPlan ${n}`) ?? [],
           compare: ['ready-queue', 'bare actor'],
-          ...(n >= large && !ctx.quick ? { target: { max: 40, on: 'median' as const, text: '≤ 40 µs/step' } } : {}),
+          ...(n === 10_000 && !ctx.quick ? { target: { max: 25, on: 'median' as const, text: '≤ 25 µs/step' } } : {}),
         });
         const cpuSamples = cpu.get(n) ?? [];
         rows.push({

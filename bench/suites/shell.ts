@@ -1,30 +1,48 @@
 /**
- * Suite 2, shell steps: 500 `true` steps, flat and as a 20×25 layered DAG, at max-parallel 2,
- * through `runPlan`, against raw `child_process.spawn` of `/usr/bin/true` scheduled the same way
- * at the same concurrency, and against `make -j2` on the equivalent Makefile.
+ * Suite 2, shell steps, as whole fresh processes — what a user's alternative costs:
+ *
+ * - `capsule run` of the plan file (`node dist/src/cli.js run plan.json --allow true
+ *   --max-parallel N`, records on, progress to a non-terminal stderr, as a user runs it);
+ * - raw `child_process.spawn` of `/usr/bin/true` (pipes read) from a FRESH small Node process at the
+ *   same concurrency, in the same dependency order (`dist/bench/raw-spawn.js`: no runtime loaded);
+ * - `make -jN` on the equivalent Makefile (one phony target per step, its prerequisites the step's
+ *   dependencies);
+ * - `xargs -PN` on the equivalent work (one `xargs` per layer for the layered plan: each layer
+ *   depends on the whole previous one, so a barrier between layers is the same DAG).
+ *
+ * Every subject is timed from outside, from just before its spawn to its exit (its start-up
+ * included), interleaved run by run, and each ratio is taken pair by pair. 500 `true` steps, flat
+ * and 20×25 layered, at N = 2 and 8. Then the flatness row (per-step cost of 10,000 shell steps
+ * against 100, both through `capsule run`), and the startup row: from the exec of `capsule run` of a
+ * 1-step plan to its step's command starting (the step is `date +%s%N`; its epoch against the
+ * epoch read just before the spawn), against the whole of `node -e 0`.
  */
-import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type { Row, Suite, SuiteContext } from '../harness.js';
-import { interleave, now } from '../harness.js';
+import { interleave } from '../harness.js';
 import { count, dependencies, layers, makePlan, stepId, type Shape } from '../lib/plans.js';
-import { runReadyQueue } from '../lib/ready-queue.js';
-import { runChecked } from '../lib/runtime.js';
+import { CLI, hasBinary, RAW_SPAWN, timeProcess, TRUE_BIN } from '../lib/processes.js';
 
-const TRUE_BIN = existsSync('/usr/bin/true') ? '/usr/bin/true' : '/bin/true';
-const MAX_PARALLEL = 2;
+const PARALLEL = [2, 8] as const;
+const MODULE_LIST = fileURLToPath(new URL('../module-list.js', import.meta.url));
 
-/** One raw spawn of `true` with piped stdout/stderr (as the runtime reads them), resolved at `close`. */
-function spawnTrue(cwd: string): Promise<string | null> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(TRUE_BIN, [], { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
-    const out: Buffer[] = [];
-    child.stdout.on('data', (chunk: Buffer) => out.push(chunk));
-    child.stderr.on('data', () => undefined);
-    child.on('error', reject);
-    child.on('close', (code) => (code === 0 ? resolve(Buffer.concat(out).toString()) : reject(new Error(`exit ${String(code)}`))));
+/** The modules `capsule run` of `planFile` loads (one run under loader hooks), by package (`ours` for the runtime's own). */
+async function modulesLoaded(cwd: string, planFile: string, allow: string): Promise<{ total: number; byPackage: [string, number][] }> {
+  const list = join(cwd, `modules-${Date.now()}.txt`);
+  writeFileSync(list, '');
+  await timeProcess(process.execPath, ['--import', MODULE_LIST, CLI, 'run', planFile, '--allow', allow, '--workdir', cwd], {
+    cwd,
+    env: { ...process.env, CAPSULE_BENCH_MODULE_LIST: list },
   });
+  const urls = new Set(readFileSync(list, 'utf8').split('\n').filter((url) => url !== '' && !url.includes('/bench/module-list')));
+  const counts = new Map<string, number>();
+  for (const url of urls) {
+    const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(url)?.[1] ?? 'ours';
+    counts.set(pkg, (counts.get(pkg) ?? 0) + 1);
+  }
+  return { total: urls.size, byPackage: [...counts].sort((a, b) => b[1] - a[1]) };
 }
 
 /** A Makefile with one phony target per step, its prerequisites the step's dependencies. */
@@ -38,76 +56,166 @@ function writeMakefile(dir: string, shape: Shape, n: number): string {
   return file;
 }
 
-function runMake(makefile: string, cwd: string): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const child = spawn('make', ['-s', `-j${MAX_PARALLEL}`, '-f', makefile, 'all'], { cwd, stdio: ['ignore', 'ignore', 'pipe'] });
-    let err = '';
-    child.stderr.on('data', (chunk: Buffer) => (err += chunk.toString()));
-    child.on('error', reject);
-    child.on('close', (code) => (code === 0 ? resolve() : reject(new Error(`make exited ${String(code)}: ${err}`))));
-  });
+/** One argument file per layer (the flat plan is one layer) and the `sh` script running one `xargs -P` per file in order. */
+function writeXargs(dir: string, shape: Shape, n: number, parallel: number): string {
+  const width = shape === 'wide' ? n : layers(n).width;
+  const script: string[] = ['set -e'];
+  for (let start = 0, k = 0; start < n; start += width, k++) {
+    const file = join(dir, `xargs.${shape}-${n}.${k}`);
+    writeFileSync(file, Array.from({ length: Math.min(width, n - start) }, (_, i) => stepId(start + i)).join('\n') + '\n');
+    script.push(`xargs -P ${parallel} -n 1 -a ${file} ${TRUE_BIN}`);
+  }
+  const file = join(dir, `xargs.${shape}-${n}-P${parallel}.sh`);
+  writeFileSync(file, script.join('\n') + '\n');
+  return file;
 }
 
-function hasMake(): boolean {
-  return ['/usr/bin/make', '/bin/make', '/usr/local/bin/make'].some((p) => existsSync(p));
+/** The plan as a file (the shell plan of `n` `true` steps in `shape`). */
+function writePlan(dir: string, shape: Shape, n: number): string {
+  const file = join(dir, `plan.${shape}-${n}.json`);
+  writeFileSync(file, JSON.stringify(makePlan(`shell-${shape}-${n}`, shape, n, () => ({ shell: 'true' }))));
+  return file;
+}
+
+/** `capsule run` of `planFile` as a user runs it (records on, progress to a non-terminal), timed spawn to exit, ms. */
+const capsuleRun = (cwd: string, planFile: string, parallel: number) => async (): Promise<number> =>
+  (await timeProcess(process.execPath, [CLI, 'run', planFile, '--allow', 'true', '--max-parallel', String(parallel), '--workdir', cwd], { cwd })).ms;
+
+function label(shape: Shape, n: number, parallel: number): string {
+  const { width, count: layerCount } = layers(n);
+  return `${shape === 'wide' ? `flat ${count(n)}` : `layered ${count(n)} (${layerCount}×${width})`}, N = ${parallel}`;
+}
+
+async function pairs(ctx: SuiteContext, cwd: string, rows: Row[]): Promise<void> {
+  const n = ctx.quick ? 50 : 500;
+  const make = hasBinary('make');
+  const xargs = hasBinary('xargs');
+  for (const shape of ['wide', 'layered'] as const) {
+    const planFile = writePlan(cwd, shape, n);
+    const makefile = writeMakefile(cwd, shape, n);
+    for (const parallel of PARALLEL) {
+      ctx.log(`shell: ${shape}, N = ${parallel}`);
+      const perStep = (fn: () => Promise<number>) => async (): Promise<number> => ((await fn()) * 1000) / n;
+      const subjects: [string, () => Promise<number>][] = [
+        ['capsule run', perStep(capsuleRun(cwd, planFile, parallel))],
+        ['raw spawn (fresh node)', perStep(async () => (await timeProcess(process.execPath, [RAW_SPAWN, planFile, String(parallel)], { cwd })).ms)],
+      ];
+      if (make) subjects.push([`make -j${parallel}`, perStep(async () => (await timeProcess('make', ['-s', `-j${parallel}`, '-f', makefile, 'all'], { cwd })).ms)]);
+      if (xargs) {
+        const script = writeXargs(cwd, shape, n, parallel);
+        subjects.push([`xargs -P${parallel}`, perStep(async () => (await timeProcess('/bin/sh', [script], { cwd })).ms)]);
+      }
+      const samples = await interleave(ctx, subjects, ctx.runs, 1);
+      const name = label(shape, n, parallel);
+      rows.push({
+        case: name,
+        subject: 'capsule run',
+        unit: 'µs/step',
+        samples: samples.get('capsule run') ?? [],
+        compare: subjects.slice(1).map(([s]) => s),
+        target: { max: 1.3, on: 'ratio', against: 'raw spawn (fresh node)', text: '≤ 1.3× raw spawn' },
+      });
+      for (const [subject] of subjects.slice(1)) rows.push({ case: name, subject, unit: 'µs/step', samples: samples.get(subject) ?? [] });
+    }
+  }
+  if (!make) rows.push({ case: 'make', subject: 'make', unit: '', samples: [Number.NaN], note: 'make is not installed: no make baseline' });
+  if (!xargs) rows.push({ case: 'xargs', subject: 'xargs', unit: '', samples: [Number.NaN], note: 'xargs is not installed: no xargs baseline' });
+}
+
+/**
+ * Per-step cost of a large shell plan against a small one, both through `capsule run` (flat,
+ * N = 2), each without the start-up: a 1-step run of the same plan kind is measured next to them
+ * and taken off pair by pair, `(T(n) − T(1)) / (n − 1)`.
+ */
+async function flatness(ctx: SuiteContext, cwd: string, rows: Row[]): Promise<void> {
+  const [small, large] = (ctx.quick ? [50, 500] : [100, 10_000]) as [number, number];
+  const parallel = 2;
+  ctx.log(`shell: flatness ${count(small)} vs ${count(large)}`);
+  const files = new Map([1, small, large].map((n) => [n, writePlan(cwd, 'wide', n)]));
+  const runs = Math.min(ctx.runs, 3); // 10,000 shell steps take ~30 s a run
+  const samples = await interleave(
+    ctx,
+    [large, small, 1].map((n) => [String(n), capsuleRun(cwd, files.get(n) as string, parallel)] as [string, () => Promise<number>]),
+    runs,
+    0,
+  );
+  const one = samples.get('1') ?? [];
+  const perStep = (n: number): number[] => (samples.get(String(n)) ?? []).map((ms, i) => ((ms - (one[i] ?? Number.NaN)) * 1000) / (n - 1));
+  const name = `flatness: flat, N = ${parallel}, per step beyond the 1-step run`;
+  rows.push({
+    case: name,
+    subject: `${count(large)} steps`,
+    unit: 'µs/step',
+    samples: perStep(large),
+    compare: [`${count(small)} steps`],
+    target: { max: 1.1, on: 'ratio', against: `${count(small)} steps`, text: `≤ 1.1× the ${count(small)}-step cost (flat)` },
+    note: `(T(n) − T(1-step plan)) / (n − 1), each run against the 1-step run next to it; all three through capsule run as whole processes`,
+  });
+  rows.push({ case: name, subject: `${count(small)} steps`, unit: 'µs/step', samples: perStep(small) });
+  rows.push({ case: name, subject: '1-step plan, whole run', unit: 'ms', samples: one });
+}
+
+/** Exec of `capsule run` of a 1-step plan to its step's command starting, against `node -e 0`. */
+async function startup(ctx: SuiteContext, cwd: string, rows: Row[]): Promise<void> {
+  ctx.log('shell: startup');
+  const planFile = join(cwd, 'plan.startup.json');
+  writeFileSync(planFile, JSON.stringify({ id: 'startup', steps: [{ id: 'stamp', shell: 'date +%s%N' }] }));
+  const exits: number[] = [];
+  const samples = await interleave(
+    ctx,
+    [
+      [
+        'capsule run → first step',
+        async () => {
+          const done = await timeProcess(process.execPath, [CLI, 'run', planFile, '--allow', 'date', '--json', '--workdir', cwd], { cwd, keepStdout: true });
+          const report = JSON.parse(done.stdout) as { results: { output: string | null }[] };
+          const stampNs = BigInt((report.results[0]?.output ?? '').trim());
+          exits.push(done.ms);
+          // Epoch ns of the step's `date` against the epoch ms just before the spawn (both from CLOCK_REALTIME).
+          return Number(stampNs / 1000n) / 1000 - done.startedEpochMs;
+        },
+      ],
+      ['node -e 0', async () => (await timeProcess(process.execPath, ['-e', '0'], { cwd })).ms],
+    ],
+    ctx.quick ? ctx.runs : Math.max(ctx.runs, 11),
+    ctx.warmups,
+  );
+  const name = 'startup: 1-step plan';
+  rows.push({
+    case: name,
+    subject: 'capsule run → first step',
+    unit: 'ms',
+    samples: samples.get('capsule run → first step') ?? [],
+    compare: ['node -e 0'],
+    target: { max: 120, on: 'median', text: '≤ 120 ms' },
+    note: 'from just before the spawn of `node dist/src/cli.js run` (its fork and exec included) to the step\'s `date +%s%N` reading the clock',
+  });
+  rows.push({ case: name, subject: 'node -e 0', unit: 'ms', samples: samples.get('node -e 0') ?? [], note: 'the whole process, spawn to exit' });
+  rows.push({ case: name, subject: 'capsule run, spawn to exit', unit: 'ms', samples: exits.slice(exits.length - (samples.get('node -e 0')?.length ?? 0)), compare: ['node -e 0'] });
+  const modules = await modulesLoaded(cwd, planFile, 'date');
+  rows.push({
+    case: name,
+    subject: 'capsule run, modules loaded',
+    unit: 'modules',
+    samples: [modules.total],
+    digits: 0,
+    note: `ES modules loaded by the run (one run under loader hooks; no timing), by package: ${modules.byPackage
+      .slice(0, 8)
+      .map(([pkg, n]) => `${pkg} ${n}`)
+      .join(', ')}${modules.byPackage.length > 8 ? `, ${modules.byPackage.length - 8} more packages` : ''}`,
+  });
 }
 
 export const shellSuite: Suite = {
   name: 'shell',
-  title: `Suite 2 — shell steps (\`true\`, max-parallel ${MAX_PARALLEL})`,
+  title: 'Suite 2 — shell steps (`true`), whole processes: capsule run against a fresh raw spawn, make, xargs',
   async run(ctx: SuiteContext) {
-    const n = ctx.quick ? 50 : 500;
     const cwd = join(ctx.tmpDir, 'shell');
     mkdirSync(cwd, { recursive: true });
-    const make = hasMake();
     const rows: Row[] = [];
-    for (const shape of ['wide', 'layered'] as const) {
-      ctx.log(`shell: ${shape}`);
-      const plan = makePlan(`shell-${shape}-${n}`, shape, n, () => ({ shell: 'true' }));
-      const makefile = writeMakefile(cwd, shape, n);
-      const subjects: [string, () => Promise<number>][] = [
-        [
-          'runPlan',
-          async () => {
-            const t0 = now();
-            await runChecked(plan, { tmpDir: cwd, shellAllow: ['true'], maxParallel: MAX_PARALLEL });
-            return ((now() - t0) * 1000) / n;
-          },
-        ],
-        [
-          'raw spawn',
-          async () => {
-            const t0 = now();
-            await runReadyQueue(plan, () => spawnTrue(cwd), MAX_PARALLEL);
-            return ((now() - t0) * 1000) / n;
-          },
-        ],
-      ];
-      if (make) {
-        subjects.push([
-          `make -j${MAX_PARALLEL}`,
-          async () => {
-            const t0 = now();
-            await runMake(makefile, cwd);
-            return ((now() - t0) * 1000) / n;
-          },
-        ]);
-      }
-      const samples = await interleave(ctx, subjects, ctx.runs, 1);
-      const { width, count: layerCount } = layers(n);
-      const label = shape === 'wide' ? `flat ${count(n)}` : `layered ${count(n)} (${layerCount}×${width})`;
-      rows.push({
-        case: label,
-        subject: 'runPlan',
-        unit: 'µs/step',
-        samples: samples.get('runPlan') ?? [],
-        compare: make ? ['raw spawn', `make -j${MAX_PARALLEL}`] : ['raw spawn'],
-        target: { max: 1.3, on: 'ratio', against: 'raw spawn', text: '≤ 1.3× raw spawn' },
-      });
-      rows.push({ case: label, subject: 'raw spawn', unit: 'µs/step', samples: samples.get('raw spawn') ?? [] });
-      if (make) rows.push({ case: label, subject: `make -j${MAX_PARALLEL}`, unit: 'µs/step', samples: samples.get(`make -j${MAX_PARALLEL}`) ?? [] });
-    }
-    if (!make) rows.push({ case: 'make', subject: 'make', unit: '', samples: [Number.NaN], note: 'make is not installed: no make baseline' });
+    await startup(ctx, cwd, rows);
+    await pairs(ctx, cwd, rows);
+    await flatness(ctx, cwd, rows);
     return rows;
   },
 };

@@ -4,7 +4,7 @@
  * only on a terminal, and never with `NO_COLOR` set. Nothing here writes to stdout: stdout belongs
  * to `--json`.
  */
-import { createLogUpdate } from 'log-update';
+import type { createLogUpdate } from 'log-update';
 import type { DiscardedResult, StepKind, StepResult } from '../../machines/contracts.js';
 import { CANCEL_BEFORE_STEP, CANCEL_FORCED_STEP } from '../../machines/messages.js';
 import { refusalLines, type Refusal } from '../plan/refusal.js';
@@ -105,6 +105,14 @@ function widest(texts: readonly string[]): number {
   return width;
 }
 
+/** log-update's factory, once {@link loadLiveView} loaded it (only a terminal needs it: 22 modules `capsule run` to a pipe or file never loads). */
+let liveViewFactory: typeof createLogUpdate | null = null;
+
+/** Loads the live view (log-update) when `mode` is `live`; a `Progress` in live mode needs it loaded first. */
+export async function loadLiveView(mode: ProgressMode): Promise<void> {
+  if (mode === 'live' && liveViewFactory === null) liveViewFactory = (await import('log-update')).createLogUpdate;
+}
+
 /**
  * Progress view of one run. Feed it every {@link PlanProgressEvent} (`onEvent`), print side notes
  * through `note` (warnings, cancel notices: shown even when quiet), then call `finish` with the
@@ -137,9 +145,10 @@ export class Progress {
     this.#color = options.color;
     this.#now = options.now ?? Date.now;
     this.#planStartedAtMs = this.#now();
+    if (this.#mode === 'live' && liveViewFactory === null) throw new Error('Progress in live mode: await loadLiveView(mode) first');
     this.#live =
-      this.#mode === 'live'
-        ? createLogUpdate(this.#stream as unknown as NodeJS.WritableStream, { showCursor: true })
+      this.#mode === 'live' && liveViewFactory !== null
+        ? liveViewFactory(this.#stream as unknown as NodeJS.WritableStream, { showCursor: true })
         : null;
   }
 

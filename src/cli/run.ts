@@ -14,7 +14,7 @@ import { onUncaughtError } from './internal-error.js';
 import { cancelOnSignals, DEFAULT_ON_SIGTERM, signalsFor, type OnSigterm } from './cancel-on-signals.js';
 import { createLogger } from '../session/logger.js';
 import { collect, EXIT, parseNonNegativeNumber, parsePositiveInteger, usageError, type ExitCode, type GlobalOptions } from './program.js';
-import { printable, Progress, progressModeFor, useColor } from './progress.js';
+import { loadLiveView, printable, Progress, progressModeFor, useColor } from './progress.js';
 import { WarningSink } from './warning-sink.js';
 import type { ContainmentInfo } from '../process/containment.js';
 import type { Session } from '../session/session.js';
@@ -112,9 +112,11 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
     return usageError(`--log-file ${resolve(options.logFile ?? '')} cannot be written: ${error instanceof Error ? error.message : String(error)}`);
   }
   const stderr = process.stderr;
+  const progressMode = progressModeFor(stderr, options.quiet === true);
+  await loadLiveView(progressMode);
   const progress = new Progress({
     stream: stderr,
-    mode: progressModeFor(stderr, options.quiet === true),
+    mode: progressMode,
     color: useColor(stderr),
   });
   const warnings = new WarningSink({ write: (line) => progress.note(printable(line)) });

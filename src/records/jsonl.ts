@@ -4,5 +4,13 @@
  * line breaks (field report 14). Escaping them keeps "one record, one line" true for every reader.
  */
 export function toJsonLine(value: unknown): string {
-  return JSON.stringify(value).replace(/[\u0085\u2028\u2029]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`) + '\n';
+  return `${escapeLineBreaks(JSON.stringify(value))}\n`;
+}
+
+const LINE_BREAKS = /[\u0085\u2028\u2029]/g;
+const HAS_LINE_BREAK = /[\u0085\u2028\u2029]/;
+
+/** JSON text with U+0085, U+2028 and U+2029 escaped (`\u2028`); the text itself when it has none (the common case: one scan, no copy). */
+export function escapeLineBreaks(json: string): string {
+  return HAS_LINE_BREAK.test(json) ? json.replace(LINE_BREAKS, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`) : json;
 }

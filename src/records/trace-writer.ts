@@ -1,9 +1,9 @@
 import { newEventId } from '../ids.js';
 import { AppendFile, type TailRepair } from './append-file.js';
-import { toJsonLine } from './jsonl.js';
+import { escapeLineBreaks } from './jsonl.js';
 import {
   OMITS_NULL_PARENT,
-  traceFields,
+  traceFieldOrder,
   type TraceEventType,
   type TraceFieldsByType,
   type TraceNode,
@@ -28,6 +28,7 @@ export class TraceWriter {
   readonly #file: AppendFile | null;
   readonly #onError: (error: Error) => void;
   readonly #now: () => number;
+  readonly #sessionIdJson: string;
 
   /**
    * @param path      `<records dir>/trace.jsonl`, or null for a run that traces nothing (the report is identical).
@@ -36,6 +37,7 @@ export class TraceWriter {
    */
   constructor(path: string | null, sessionId: string, options: { onError?: (error: Error) => void; now?: () => number } = {}) {
     this.sessionId = sessionId;
+    this.#sessionIdJson = JSON.stringify(sessionId);
     this.#file = path === null ? null : new AppendFile(path);
     this.#onError = options.onError ?? (() => {});
     this.#now = options.now ?? Date.now;
@@ -65,11 +67,21 @@ export class TraceWriter {
   write<T extends TraceEventType>(type: T, parent: TraceNode<TraceParentType<T>> | null, fields: TraceFieldsByType[T]): TraceNode<T> {
     if (this.#file === null) return { eventId: UNTRACED_EVENT_ID, type };
     const eventId = newEventId();
-    const envelope: Record<string, unknown> = { event_type: type, event_id: eventId };
-    if (parent !== null || !OMITS_NULL_PARENT.has(type)) envelope['parent_id'] = parent?.eventId ?? null;
-    envelope['session_id'] = this.sessionId;
-    envelope['timestamp'] = this.#now();
-    const error = this.#file.append(toJsonLine(Object.assign(envelope, traceFields(type, fields))));
+    // The line is built as text, field by field in the written order: the same JSON as stringifying
+    // the envelope and the ordered fields as one object (a field whose value is undefined, or
+    // stringifies to nothing, is left out), without building either object. The keys (record types
+    // and field names) are plain snake_case, written as they are.
+    let line = `{"event_type":"${type}","event_id":"${eventId}"`;
+    if (parent !== null || !OMITS_NULL_PARENT.has(type)) line += `,"parent_id":${parent === null ? 'null' : JSON.stringify(parent.eventId)}`;
+    line += `,"session_id":${this.#sessionIdJson},"timestamp":${JSON.stringify(this.#now())}`;
+    const values = fields as unknown as Readonly<Record<string, unknown>>;
+    for (const key of traceFieldOrder(type)) {
+      const value = values[key];
+      if (value === undefined) continue;
+      const json = JSON.stringify(value) as string | undefined;
+      if (json !== undefined) line += `,"${key}":${json}`;
+    }
+    const error = this.#file.append(`${escapeLineBreaks(line)}}\n`);
     if (error !== null) this.#onError(error);
     return { eventId, type };
   }

@@ -114,6 +114,34 @@ describe('layering (blueprint: machines → model → effects → session → ru
     expect([...packages].filter((pkg) => pkg === 'xstate' || pkg === 'execa')).toEqual([]);
   });
 
+  it('keeps capsule run free of the SVG renderer, serve, replay, inspect, fast-check and the live view (startup, issue 14)', () => {
+    const valueImports = (file: string): { local: string[]; packages: string[] } => {
+      const text = readFileSync(join(root, `${file}.ts`), 'utf8').replace(/^\s*(?:import|export)\s+type\s[^;]*;/gm, '');
+      const local: string[] = [];
+      const packages: string[] = [];
+      for (const match of text.matchAll(/^\s*(?:import|export)\s[^'"]*?from\s+['"]([^'"]+)['"]|^\s*import\s+['"]([^'"]+)['"]/gm)) {
+        const spec = match[1] ?? match[2] ?? '';
+        if (spec.startsWith('.')) local.push(relative(root, resolve(root, dirname(file), spec)).replace(/\.js$/, ''));
+        else packages.push(spec);
+      }
+      return { local, packages };
+    };
+    const loaded = new Set<string>();
+    const packages = new Set<string>();
+    const visit = (file: string): void => {
+      if (loaded.has(file)) return;
+      loaded.add(file);
+      const found = valueImports(file);
+      for (const pkg of found.packages) packages.add(pkg);
+      for (const target of found.local) visit(target);
+    };
+    // What `capsule run` loads before its first step: the entry point, the command table and the run command (each loaded with import()).
+    for (const entry of ['src/cli', 'src/cli/main', 'src/cli/run']) visit(entry);
+    expect([...loaded].filter((file) => /^src\/(visualize|replay)\/|^src\/cli\/(serve|inspect|replay|visualize|doctor)$/.test(file))).toEqual([]);
+    // log-update draws the live view on a terminal only; capsule run to a pipe or a file never loads it.
+    expect([...packages].filter((pkg) => pkg === '@viz-js/viz' || pkg === 'fast-check' || pkg === 'log-update')).toEqual([]);
+  });
+
   it('loads pino and the SVG renderer only where they are used (dynamic imports)', () => {
     const statically = (pkg: string): string[] => files.filter((file) => new RegExp(`^\\s*import[^(]*from\\s+['"]${pkg}['"]`, 'm').test(readFileSync(join(root, `${file}.ts`), 'utf8')));
     expect(statically('@viz-js/viz')).toEqual([]);
