@@ -3,86 +3,26 @@
  * separate `capsule serve` process started through the containment layer, with real entries
  * (a command reading the task on stdin, a plan reading `$task.output`).
  */
-import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { CANCEL_CAPSULE_STEP } from '../../machines/messages.js';
 import { runPlan, startPlan, type PlanReport, type RunPlanOptions } from '../../src/runtime/run-plan.js';
 import { capDelegationText, CUT_MARKER, DELEGATION_TEXT_CAP_BYTES, delegationTimeoutSecs } from '../../src/runtime/delegation/plane.js';
 import { spawnTarget } from '../../src/runtime/delegation/registry.js';
 import { rows, TempDirs, Trace, readTrace, type TraceRecord } from '../support/plan-harness.js';
+import { alive, childPids, commandCapsule, delegationOptions, processesWith, setupDelegation, traceOf, type Capsule } from '../support/delegation-harness.js';
 import { waitFor } from '../support/wait.js';
 import { eachBackend } from '../support/backends.js';
 
 const dirs = new TempDirs();
 afterAll(() => dirs.removeAll());
 
-interface Capsule {
-  readonly name: string;
-  readonly manifest: Record<string, unknown>;
-  readonly files?: Readonly<Record<string, unknown>>;
-}
-
-/** A workdir with the parent's manifest (spawn allow list), a registry of `capsules` and `plan.json`. */
-function setup(steps: unknown[], capsules: Capsule[], parent: Record<string, unknown> = {}): string {
-  const workdir = dirs.make('w');
-  writeFileSync(
-    join(workdir, 'capsule.json'),
-    JSON.stringify({ name: 'parent', capabilities: { spawn: { allow: capsules.map((c) => `local/${c.name}`) } }, ...parent }),
-  );
-  for (const capsule of capsules) {
-    const dir = join(workdir, 'capsules', capsule.name);
-    mkdirSync(dir, { recursive: true });
-    writeFileSync(join(dir, 'capsule.json'), JSON.stringify({ name: capsule.name, ...capsule.manifest }));
-    for (const [file, content] of Object.entries(capsule.files ?? {})) {
-      mkdirSync(join(dir, file, '..'), { recursive: true });
-      writeFileSync(join(dir, file), typeof content === 'string' ? content : JSON.stringify(content));
-    }
-  }
-  writeFileSync(join(workdir, 'plan.json'), JSON.stringify({ id: 'p', steps }));
-  return workdir;
-}
-
-const command = (name: string, script: string, extra: Record<string, unknown> = {}): Capsule => ({ name, manifest: { entry: { command: ['bash', '-c', script] }, ...extra } });
-
 /** The backend of the running describe block (the child capsule is contained as its parent is). */
 let contained: Pick<RunPlanOptions, 'containment' | 'isolation'> = {};
 
-const options = (workdir: string, extra: Partial<RunPlanOptions> = {}): RunPlanOptions => ({
-  plan: join(workdir, 'plan.json'),
-  workdir,
-  recordsDir: join(workdir, 'records'),
-  manifest: join(workdir, 'capsule.json'),
-  ...contained,
-  ...extra,
-});
-
-const traceOf = (report: PlanReport): Trace => new Trace(readTrace(report.records_dir));
-
-/** Whether a process with this pid and start time still exists (a zombie counts as gone). */
-function alive(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return !/^\d+ \(.*\) Z /.test(stat);
-  } catch {
-    return false;
-  }
-}
-
-/** Every process whose command line contains `marker` (the test's own unique sleep). */
-function processesWith(marker: string): number[] {
-  const found: number[] = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      if (readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0').includes(marker) && alive(Number(entry))) found.push(Number(entry));
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return found;
-}
-
-const childPids = (trace: Trace): number[] => trace.ofType('process_start').map((r) => r['pid'] as number);
+const setup = (steps: unknown[], capsules: Capsule[], parent: Record<string, unknown> = {}): string => setupDelegation(dirs, steps, capsules, parent);
+const command = commandCapsule;
+const options = (workdir: string, extra: Partial<RunPlanOptions> = {}): RunPlanOptions => delegationOptions(workdir, { ...contained, ...extra });
 
 eachBackend((backend) => {
 describe('a capsule step delegates to a child capsule', () => {

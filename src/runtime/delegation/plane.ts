@@ -12,7 +12,7 @@
  * `completion.json` is there) and its work folder `<records>/children/<dlg_id>.work/`.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { dirname, join, relative, resolve } from 'node:path';
+import { basename, dirname, join, relative, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { existsSync } from 'node:fs';
@@ -137,6 +137,11 @@ export interface Delegation {
   cancel(): void;
 }
 
+/** The scratch directory a child session whose records are `childRecords` uses (`Session.scratchDir`: `.<name>.scratch` beside its records). */
+export function childScratchDir(childRecords: string): string {
+  return join(dirname(childRecords), `.${basename(childRecords)}.scratch`);
+}
+
 /** Starts one delegation. Never throws: every failure is a result. */
 export function startDelegation(request: DelegationRequest): Delegation {
   let tree: ContainedProcess | null = null;
@@ -169,10 +174,13 @@ async function delegate(request: DelegationRequest, setTree: (tree: ContainedPro
   const delegationId = `dlg_${uuidV7Simple()}`;
   const childRecords = join(session.recordsDir, 'children', delegationId);
   const childWork = join(session.recordsDir, 'children', `${delegationId}.work`);
+  // The child session's scratch directory (HOME, TMPDIR of its steps), where its Session puts it.
+  const childScratch = childScratchDir(childRecords);
   const started = Date.now();
   try {
     mkdirSync(childRecords, { recursive: true, mode: 0o700 });
     mkdirSync(childWork, { recursive: true, mode: 0o700 });
+    mkdirSync(childScratch, { recursive: true, mode: 0o700 });
   } catch (error) {
     return none('failed', `capsule '${capsule.name}' was not started: its directories under ${join(session.recordsDir, 'children')} cannot be created (${error instanceof Error ? error.message : String(error)})`);
   }
@@ -202,7 +210,9 @@ async function delegate(request: DelegationRequest, setTree: (tree: ContainedPro
     env,
     stdinPipe: true,
     collectOutput: false,
-    readOnlyPaths: [],
+    // Steps' read-only records (with a PID namespace): the child sees the parent's records
+    // read-only, as any step does, and may write only its own directories beneath them.
+    writablePaths: [childRecords, childWork, childScratch],
   });
   setTree(child);
   if (child.identity === null || child.stdin === null || child.stdout === null) {
