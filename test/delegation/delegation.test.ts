@@ -200,6 +200,39 @@ describe('delegation rules', () => {
   });
 });
 
+/** The lines of a records directory's event log. */
+const eventLog = (records: string): Record<string, unknown>[] =>
+  readFileSync(join(records, 'events.jsonl'), 'utf8').split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as Record<string, unknown>);
+
+describe('the delegation actor in the event log', () => {
+  it('logs each attempt as its own delegation actor, named by capsule, step and attempt, ending finished with the outcome', async () => {
+    const workdir = setup([{ id: 'w', capsule: 'worker', input: 'x' }], [command('worker', 'printf done')]);
+    const report = await runPlan(options(workdir));
+    expect(rows(report)).toEqual(['w:success:done']);
+    const lines = eventLog(report.records_dir).filter((l) => l['actor'] === 'delegation:worker@w#1');
+    expect(lines[0]).toMatchObject({ kind: 'event', type: 'xstate.init', machine: 'delegation', input: { capsule: 'worker', task: 'x', step: 'w', attempt: 1 } });
+    expect(lines.filter((l) => l['kind'] === 'snapshot').map((l) => l['state'])).toEqual([{ running: 'approving' }, { running: 'launching' }, { running: 'awaiting' }, 'leaderExited', 'finished']);
+    expect(lines.at(-1)).toMatchObject({ status: 'done', output: { status: 'completed', answer: 'done' } });
+  });
+
+  it('ends canceled, not finished, when the task is cancelled before the delegation machine starts; the step fails with the cancel error, no child starts', async () => {
+    const sleep = `983.${process.pid}5`;
+    const workdir = setup([{ id: 'w', capsule: 'worker', input: 'x' }], [command('worker', `sleep ${sleep}`)]);
+    let cancel: () => void = () => {};
+    // step.started is told while the step actor starts, before its attempt dispatches (one microtask later).
+    const run = startPlan(options(workdir, { onEvent: (event) => event.type === 'step.started' && cancel() }));
+    cancel = () => run.cancel();
+    const report = await run.report;
+    expect(rows(report)).toEqual([`w:failed:${CANCEL_CAPSULE_STEP}`]);
+    const lines = eventLog(report.records_dir).filter((l) => l['actor'] === 'delegation:worker@w#1');
+    expect(lines.filter((l) => l['kind'] === 'snapshot').map((l) => l['state'])).toEqual([{ running: 'approving' }, { running: 'approving' }, { running: 'launching' }, 'canceled']);
+    expect(lines.at(-1)).toMatchObject({ status: 'done', output: { status: 'canceled', delegation_id: null } });
+    expect(traceOf(report).ofType('delegation_start')).toEqual([]);
+    expect(traceOf(report).ofType('process_start')).toEqual([]);
+    expect(processesWith(sleep)).toEqual([]);
+  });
+});
+
 describe('a delegation under a serve task', () => {
   it('is named by the residue of a task.cancel while its child works; the task closes its row after task_canceled', async () => {
     const sleep = `984.${process.pid}4`;

@@ -82,6 +82,7 @@ export function delegationActor(env: AttemptEnvironment, lastTrees: LastTrees) {
                 owner: { kind: 'attempt', run: env.runId, step: step.id, attempt: run.attempt },
                 parentEnvAllow: env.envAllow,
                 timeoutSecs: delegationTimeoutSecs(env.delegationDeadlineSecs),
+                deadlineMs: env.deadlineMs ?? null,
                 capsulesDir: env.capsulesDir,
                 onLaunched: (child) => {
                   up = true;
@@ -101,6 +102,7 @@ export function delegationActor(env: AttemptEnvironment, lastTrees: LastTrees) {
                     version: child.version,
                     child_session_id: child.child_session_id,
                     child_workdir: child.child_workdir,
+                    deadline_ms: child.deadline_ms,
                   });
                   report({ type: 'DELEGATION.LAUNCHED', delegationId: child.delegation_id, childSessionId: child.child_session_id });
                 },
@@ -118,7 +120,8 @@ export function delegationActor(env: AttemptEnvironment, lastTrees: LastTrees) {
           }),
         },
       });
-      const actor = createActor(logic, { input: { capsule: name, task: task.text } });
+      // In the session's event log beside the plan (a root of its own: `capsule replay` replays it, `capsule inspect` nests it under its step).
+      const actor = createActor(logic, { input: { capsule: name, task: task.text, step: step.id, attempt: run.attempt }, ...(session.inspect ? { inspect: session.inspect } : {}) });
       machine = actor;
       actor.subscribe({
         complete: () => {
@@ -137,6 +140,8 @@ export function delegationActor(env: AttemptEnvironment, lastTrees: LastTrees) {
         error: (error: unknown) => run.crash(error),
       });
       actor.start();
+      // A cancel that came before the machine existed (between the attempt's start and its dispatch).
+      if (canceled) actor.send({ type: 'CANCEL' });
     });
     return {
       tree: (): ContainedProcess | null => {

@@ -70,7 +70,7 @@ export class ChildTasks {
   }
 
   /** `message/send`: starts the entry for `text` as task `task`. @throws {Error} when the session has no entry (a serve not started from a capsule). */
-  send(task: Task, text: string, onSettled: (state: 'finished' | 'canceled') => void): ChildTask {
+  send(task: Task, text: string, onSettled: (state: 'finished' | 'canceled') => void, deadlineMs: number | null = null): ChildTask {
     const entry = this.#entry;
     if (entry === null) throw new Error('message/send: this session runs no capsule entry (capsule serve was started without a manifest that declares "entry")');
     const running: Running = { state: 'working', answer: null, error: null, cancel: () => {} };
@@ -85,7 +85,7 @@ export class ChildTasks {
     };
     const onCancel = (cancel: () => void): void => void (running.cancel = cancel);
     const what = entry.entry;
-    const run = 'plan' in what ? this.#runPlan(task, entry, what.plan, text, onCancel) : this.#runCommand(task, entry, what.command, text, onCancel);
+    const run = 'plan' in what ? this.#runPlan(task, entry, what.plan, text, onCancel, deadlineMs) : this.#runCommand(task, entry, what.command, text, onCancel);
     void run.then(
       (outcome) => settle(task.cancel.isCanceled() ? 'canceled' : outcome.ok ? 'completed' : 'failed', outcome.ok ? outcome.answer : null, outcome.ok ? null : outcome.error),
       (error: unknown) => settle('failed', null, error instanceof Error ? error.message : String(error)),
@@ -110,7 +110,7 @@ export class ChildTasks {
     return true;
   }
 
-  async #runPlan(task: Task, entry: ChildEntry, planFile: string, text: string, onCancel: (cancel: () => void) => void): Promise<{ ok: true; answer: string } | { ok: false; error: string }> {
+  async #runPlan(task: Task, entry: ChildEntry, planFile: string, text: string, onCancel: (cancel: () => void) => void, deadlineMs: number | null): Promise<{ ok: true; answer: string } | { ok: false; error: string }> {
     const path = resolve(entry.dir, planFile);
     let plan: unknown;
     try {
@@ -125,6 +125,8 @@ export class ChildTasks {
       cancelSignal: task.cancel,
       manifest: entry.manifestPath,
       ...(entry.capsulesDir !== undefined ? { capsulesDir: entry.capsulesDir } : {}),
+      // Deadline inheritance (`delegation.md` §5): the child plan's delegations end by the parent's deadline.
+      deadlineMs,
     });
     onCancel(() => run.cancel({ force: true }));
     const report: PlanReport = await run.report;

@@ -74,6 +74,8 @@ export interface LaunchedChild {
   readonly workdir: string;
   /** The work folder relative to the parent's workdir (`/` separators), or absolute when outside it. */
   readonly child_workdir: string;
+  /** Epoch ms by which this delegation ends: the earlier of its bound (from the moment the child is up) and the inherited deadline. */
+  readonly deadline_ms: number;
   readonly tree: ContainedProcess;
 }
 
@@ -86,8 +88,14 @@ export interface DelegationRequest {
   readonly owner: Owner;
   /** The parent's `capabilities.env.allow` (the child gets the names both declare, `delegation.md` §7). */
   readonly parentEnvAllow: readonly string[];
-  /** The bound, seconds. */
+  /** The bound, seconds, counted from the moment the child is up (its start has {@link CHILD_START_TIMEOUT_MS}). */
   readonly timeoutSecs: number;
+  /**
+   * The deadline the delegating session inherited (epoch ms), or null (`delegation.md` §5): the
+   * delegation ends by it whatever its own bound, and the child's task inherits the earlier of
+   * the two, so a grandchild ends by it too.
+   */
+  readonly deadlineMs?: number | null;
   /** The registry directory (the child's own capsule steps resolve there too). */
   readonly capsulesDir: string;
   /** Called once the child is up, before it is handed its task. */
@@ -246,10 +254,14 @@ async function delegate(request: DelegationRequest, setTree: (tree: ContainedPro
     client.rejectAllPendingRequests('the child capsule exited');
     return done;
   });
-  let settleOther: (why: 'timeout' | 'canceled') => void = () => {};
-  const other = new Promise<'timeout' | 'canceled'>((resolveOther) => (settleOther = resolveOther));
+  let settleOther: (why: 'timeout' | 'deadline' | 'canceled') => void = () => {};
+  const other = new Promise<'timeout' | 'deadline' | 'canceled'>((resolveOther) => (settleOther = resolveOther));
   setCancel(() => settleOther('canceled'));
-  const bound = setTimeout(() => settleOther('timeout'), Math.min(request.timeoutSecs * 1000, 2_147_483_647));
+  // The inherited deadline runs from the start (the child's launch counts against it); the own bound from the moment the child is up.
+  const inherited = request.deadlineMs ?? null;
+  const timer = (ms: number, why: 'timeout' | 'deadline'): NodeJS.Timeout => setTimeout(() => settleOther(why), Math.min(Math.max(0, ms), 2_147_483_647));
+  const deadlineTimer = inherited === null ? null : timer(inherited - Date.now(), 'deadline');
+  let bound: NodeJS.Timeout | null = null;
 
   let childSessionId: string | null = null;
   let launched: LaunchedChild | null = null;
@@ -278,7 +290,7 @@ async function delegate(request: DelegationRequest, setTree: (tree: ContainedPro
     return none('failed', `capsule '${capsule.name}' stopped answering: its process ended (${status}) without completing its task`, ids());
   };
 
-  type Step<T> = { kind: 'value'; value: T } | { kind: 'exit' } | { kind: 'timeout' } | { kind: 'canceled' } | { kind: 'error'; error: unknown };
+  type Step<T> = { kind: 'value'; value: T } | { kind: 'exit' } | { kind: 'timeout' } | { kind: 'deadline' } | { kind: 'canceled' } | { kind: 'error'; error: unknown };
   const race = <T>(work: PromiseLike<T>): Promise<Step<T>> =>
     Promise.race([
       Promise.resolve(work).then((value): Step<T> => ({ kind: 'value', value }), (error: unknown): Step<T> => (exited ? { kind: 'exit' } : { kind: 'error', error })),
@@ -291,6 +303,11 @@ async function delegate(request: DelegationRequest, setTree: (tree: ContainedPro
       await endChild();
       completion('terminated', `the delegation bound of ${request.timeoutSecs} s expired`);
       return none('timed_out', `capsule '${capsule.name}' did not answer within ${request.timeoutSecs} s and was stopped`, ids());
+    }
+    if (step.kind === 'deadline') {
+      await endChild();
+      completion('terminated', 'the deadline the delegating session inherited passed');
+      return none('timed_out', `capsule '${capsule.name}' did not answer by the deadline this session inherited from its own parent (${new Date(inherited ?? 0).toISOString()}) and was stopped`, ids());
     }
     if (step.kind === 'canceled') {
       await endChild();
@@ -308,6 +325,9 @@ async function delegate(request: DelegationRequest, setTree: (tree: ContainedPro
     const info = await race(client.timeout(CHILD_START_TIMEOUT_MS).request('session.info', {}));
     if (info.kind !== 'value') return await ended(info);
     childSessionId = String((info.value as { session_id?: unknown }).session_id ?? '');
+    // Up: the own bound starts now; the child inherits the earlier of it and the inherited deadline.
+    bound = timer(request.timeoutSecs * 1000, 'timeout');
+    const deadlineMs = Math.min(Date.now() + request.timeoutSecs * 1000, inherited ?? Number.POSITIVE_INFINITY);
     const relativeWork = relative(resolve(session.workdir), childWork);
     launched = {
       delegation_id: delegationId,
@@ -317,11 +337,14 @@ async function delegate(request: DelegationRequest, setTree: (tree: ContainedPro
       records_dir: childRecords,
       workdir: childWork,
       child_workdir: relativeWork.startsWith('..') ? childWork : relativeWork.split('\\').join('/'),
+      deadline_ms: deadlineMs,
       tree: child,
     };
     request.onLaunched?.(launched);
 
-    const sent = await race(client.request('message/send', { message: { role: 'user', messageId: `msg_${delegationId}`, parts: [{ text: request.task }] } }));
+    const sent = await race(
+      client.request('message/send', { message: { role: 'user', messageId: `msg_${delegationId}`, parts: [{ text: request.task }] }, metadata: { deadline_ms: deadlineMs } }),
+    );
     if (sent.kind !== 'value') return await ended(sent);
     const taskId = (sent.value as ChildTask).id;
     for (;;) {
@@ -347,7 +370,8 @@ async function delegate(request: DelegationRequest, setTree: (tree: ContainedPro
       if (waited.kind !== 'value') return await ended(waited);
     }
   } finally {
-    clearTimeout(bound);
+    if (bound !== null) clearTimeout(bound);
+    if (deadlineTimer !== null) clearTimeout(deadlineTimer);
     lines.close();
   }
 }
