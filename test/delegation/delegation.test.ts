@@ -9,6 +9,7 @@ import { CANCEL_CAPSULE_STEP } from '../../machines/messages.js';
 import { runPlan, startPlan, type PlanReport, type RunPlanOptions } from '../../src/runtime/run-plan.js';
 import { capDelegationText, CUT_MARKER, DELEGATION_TEXT_CAP_BYTES, delegationTimeoutSecs } from '../../src/runtime/delegation/plane.js';
 import { spawnTarget } from '../../src/runtime/delegation/registry.js';
+import { replayFile } from '../../src/replay/replay.js';
 import { rows, TempDirs, Trace, readTrace, type TraceRecord } from '../support/plan-harness.js';
 import { alive, childPids, commandCapsule, delegationOptions, processesWith, setupDelegation, traceOf, type Capsule } from '../support/delegation-harness.js';
 import { waitFor } from '../support/wait.js';
@@ -213,6 +214,20 @@ describe('the delegation actor in the event log', () => {
     expect(lines[0]).toMatchObject({ kind: 'event', type: 'xstate.init', machine: 'delegation', input: { capsule: 'worker', task: 'x', step: 'w', attempt: 1 } });
     expect(lines.filter((l) => l['kind'] === 'snapshot').map((l) => l['state'])).toEqual([{ running: 'approving' }, { running: 'launching' }, { running: 'awaiting' }, 'leaderExited', 'finished']);
     expect(lines.at(-1)).toMatchObject({ status: 'done', output: { status: 'completed', answer: 'done' } });
+  });
+
+  it('replays: capsule replay of a run with a capsule step (retried: two delegation actors) passes through the recorded states', async () => {
+    const marker = join(dirs.make('m'), 'tried');
+    const workdir = setup(
+      [{ id: 'w', capsule: 'worker', input: 'x', retries: 1 }],
+      [command('worker', `if [ -e ${marker} ]; then printf done; else : > ${marker}; printf "child failed" >&2; exit 1; fi`)],
+    );
+    const report = await runPlan(options(workdir));
+    expect(rows(report)).toEqual(['w:success:done']);
+    const result = await replayFile(join(report.records_dir, 'events.jsonl'));
+    expect(result.divergence).toBeUndefined();
+    expect(result.identical).toBe(true);
+    expect(Object.keys(result.actors)).toEqual(expect.arrayContaining(['plan:p', 'step:w', 'delegation:worker@w#1', 'delegation:worker@w#2']));
   });
 
   it('ends canceled, not finished, when the task is cancelled before the delegation machine starts; the step fails with the cancel error, no child starts', async () => {

@@ -21,6 +21,7 @@ import type { ManifestEntry } from '../../manifest.js';
 import type { Session } from '../../session/session.js';
 import type { Task } from '../../session/tasks.js';
 import { buildShellEnv } from '../../executors/environment.js';
+import { processStartFields } from '../../process/containment.js';
 import { startPlan, type PlanReport } from '../run-plan.js';
 
 /** The reference a child's plan reads its task text with (DESIGN §5). */
@@ -143,6 +144,9 @@ export class ChildTasks {
     const [file, ...args] = command as [string, ...string[]];
     const env = buildShellEnv({ hostEnv: process.env, allow: entry.envAllow, scratchDir: session.scratchDir, runtimeDir: session.runtimeDir, owner: session.containment.info.runAs });
     const tree = session.containment.spawn({ owner: { kind: 'other', label: `entry:${task.id}` }, file, args, cwd: session.workdir, env, stdin: text });
+    // Recorded like every tree a session starts: a parent that finds this child killed outright ends what it left from here.
+    const started = processStartFields(tree);
+    if (started !== null) session.trace.write('process_start', task.node, started);
     onCancel(() => void tree.end(2000));
     const result = await tree.done;
     await tree.end(2000);

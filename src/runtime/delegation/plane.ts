@@ -20,6 +20,8 @@ import { JSONRPCClient, type JSONRPCResponse } from 'json-rpc-2.0';
 import { uuidV7Simple } from '../../ids.js';
 import { buildShellEnv } from '../../executors/environment.js';
 import { CONTAINMENT_ENV, ISOLATION_ENV, type ContainedProcess } from '../../process/containment.js';
+import { reap, type RecordedTree } from '../../process/reap.js';
+import { isRecordOf, readTrace } from '../../records/trace-reader.js';
 import type { Owner } from '../../process/owner.js';
 import type { Session } from '../../session/session.js';
 import { SPAWNER_ENV, type ChildTask } from './child-entry.js';
@@ -150,6 +152,26 @@ export function childScratchDir(childRecords: string): string {
   return join(dirname(childRecords), `.${basename(childRecords)}.scratch`);
 }
 
+/**
+ * The process trees a child capsule's own trace says it started (`process_start`), for ending
+ * what a child killed outright left: on the process-group backend without a PID namespace its
+ * steps lead process groups of their own, which the child's death does not end. Each is believed
+ * only as `reap` believes a dead session's records (pid and start time, or live members of its
+ * group that started no earlier than its leader, none older than the child itself).
+ */
+function recordedChildTrees(childRecords: string): { sessionId: string | null; trees: RecordedTree[] } {
+  const { records } = readTrace(childRecords);
+  let sessionId: string | null = null;
+  const trees: RecordedTree[] = [];
+  for (const record of records) {
+    if (isRecordOf(record, 'session_start')) sessionId ??= record.session_id;
+    else if (isRecordOf(record, 'process_start')) {
+      trees.push({ pid: record.pid, startTime: record.pid_start_time ?? null, pgid: record.pgid ?? null, cgroup: record.cgroup ?? null, pidNamespace: record.pid_namespace === true });
+    }
+  }
+  return { sessionId, trees };
+}
+
 /** Starts one delegation. Never throws: every failure is a result. */
 export function startDelegation(request: DelegationRequest): Delegation {
   let tree: ContainedProcess | null = null;
@@ -277,13 +299,29 @@ async function delegate(request: DelegationRequest, setTree: (tree: ContainedPro
       // the records say it another way: the terminal `delegation` record
     }
   };
+  // Where the child's tree is not all of it (process groups, no PID namespace: its steps lead
+  // groups of their own), what its records say it started is ended too once the child is gone.
+  const groupsOnly = session.containment.info.backend === 'process-group' && !session.containment.info.pidNamespace;
+  const childStartTime = child.identity.startTime;
+  const endLeftovers = async (): Promise<void> => {
+    if (!groupsOnly) return;
+    try {
+      const recorded = recordedChildTrees(childRecords);
+      if (recorded.trees.length === 0 || recorded.sessionId === null) return;
+      await reap(recorded.trees, recorded.sessionId, CHILD_KILL_GRACE_MS, { notBefore: childStartTime >= 0 ? childStartTime : null });
+    } catch {
+      // best effort: the child's records may be unreadable; its groups are then reported by nobody
+    }
+  };
   const endChild = async (): Promise<void> => {
     stdin.end();
     await child.end(CHILD_KILL_GRACE_MS);
+    await endLeftovers();
   };
   const crashed = async (): Promise<DelegationResult> => {
     // What is left of the tree goes first: a child still ending could otherwise write over the launcher's completion.
     await child.end(CHILD_KILL_GRACE_MS);
+    await endLeftovers();
     const done = await exit;
     const status = done.signal !== null ? `signal ${done.signal}` : `exit code ${done.exitCode}`;
     completion('crashed', `${status}${stderrTail.trim() === '' ? '' : `: ${stderrTail.trim()}`}`);
