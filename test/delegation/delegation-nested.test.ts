@@ -7,6 +7,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { runPlan, type RunPlanOptions } from '../../src/runtime/run-plan.js';
+import { inspectCommand } from '../../src/cli/inspect.js';
 import { rows, TempDirs, Trace, readTrace } from '../support/plan-harness.js';
 import { alive, childPids, commandCapsule, delegationOptions, processesWith, setupDelegation, traceOf, type Capsule } from '../support/delegation-harness.js';
 import { eachBackend } from '../support/backends.js';
@@ -63,6 +64,21 @@ eachBackend((backend) => {
       expect(inner['deadline_ms']).toBe(top['deadline_ms']);
       for (const pid of childPids(traceOf(report))) expect(alive(pid)).toBe(false);
       expect(leftOf(report.records_dir, d1, d2)).toEqual([]);
+      // capsule inspect nests each child's actor tree under its delegation, under its step, at any depth.
+      let printed = '';
+      const out = { stdout: { write: (text: string) => ((printed += text), true) }, stderr: { write: (text: string) => ((printed += `stderr: ${text}`), true) } };
+      expect(await inspectCommand(report.records_dir, { once: true }, out)).toBe(0);
+      const lines = printed.trimEnd().split('\n').map((line) => line.replace(/(\S) {2}.*$/, '$1'));
+      expect(lines).toEqual([
+        'plan:p',
+        '└─ step:m',
+        '   └─ delegation:middle@m#1',
+        `      ├─ session:${top['child_session_id'] as string}`,
+        '      └─ plan:mid',
+        '         └─ step:g',
+        '            └─ delegation:leaf@g#1',
+        `               └─ session:${inner['child_session_id'] as string}`,
+      ]);
     });
 
     it("stops a grandchild that would outlive the parent's deadline at that deadline: the parent's step times out, nothing of the three levels is left", async () => {
