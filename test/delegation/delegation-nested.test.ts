@@ -84,10 +84,11 @@ eachBackend((backend) => {
     it("stops a grandchild that would outlive the parent's deadline at that deadline: the parent's step times out, nothing of the three levels is left", async () => {
       const sleep = `982.${process.pid}${backend.backend === 'cgroup' ? 1 : 2}`;
       const workdir = setupDelegation(dirs, [{ id: 'm', capsule: 'middle', input: 'x' }], [middle({ delegation_deadline_secs: 600 }), commandCapsule('leaf', `sleep ${sleep}`)], {
-        lifecycle: { delegation_deadline_secs: 3 },
+        // Long enough for the middle capsule to start the grandchild (two process starts on a loaded machine) before the deadline.
+        lifecycle: { delegation_deadline_secs: 8 },
       });
       const report = await runPlan(delegationOptions(workdir, contained));
-      expect(report.results[0]?.error).toContain("capsule 'local/middle' did not answer within 3 s and was stopped");
+      expect(report.results[0]?.error).toContain("capsule 'local/middle' did not answer within 8 s and was stopped");
       const trace = traceOf(report);
       expect(trace.one('delegation')).toMatchObject({ outcome: 'timed_out' });
       const top = trace.one('delegation_start');
