@@ -26,6 +26,7 @@ import type { Owner } from '../../process/owner.js';
 import type { Session } from '../../session/session.js';
 import { SPAWNER_ENV, type ChildTask } from './child-entry.js';
 import type { RegisteredCapsule } from './registry.js';
+import { copyWorkdir, type WorkdirSnapshot } from './snapshot.js';
 
 /** Default bound on one delegation, seconds (`delegation.md` §5; = `lifecycle.delegation_deadline_secs`'s default). */
 export const DEFAULT_DELEGATION_TIMEOUT_SECS = 600;
@@ -78,6 +79,8 @@ export interface LaunchedChild {
   readonly child_workdir: string;
   /** Epoch ms by which this delegation ends: the earlier of its bound (from the moment the child is up) and the inherited deadline. */
   readonly deadline_ms: number;
+  /** What was copied into the work folder (`capabilities.spawn.workdir_snapshot`), or null when nothing was. */
+  readonly workdir_snapshot: WorkdirSnapshot | null;
   readonly tree: ContainedProcess;
 }
 
@@ -98,6 +101,8 @@ export interface DelegationRequest {
    * the two, so a grandchild ends by it too.
    */
   readonly deadlineMs?: number | null;
+  /** Start the child with a copy of the parent's work folder (`capabilities.spawn.workdir_snapshot`, `delegation.md` §6). */
+  readonly snapshot?: boolean;
   /** The registry directory (the child's own capsule steps resolve there too). */
   readonly capsulesDir: string;
   /** Called once the child is up, before it is handed its task. */
@@ -214,6 +219,8 @@ async function delegate(request: DelegationRequest, setTree: (tree: ContainedPro
   } catch (error) {
     return none('failed', `capsule '${capsule.name}' was not started: its directories under ${join(session.recordsDir, 'children')} cannot be created (${error instanceof Error ? error.message : String(error)})`);
   }
+  // Never the runtime's own directories: the records (the child's own folders are in them), the scratch directory, <workdir>/.capsule/.
+  const snapshot = request.snapshot === true ? copyWorkdir(session.workdir, childWork, [session.recordsDir, session.scratchDir, join(session.workdir, '.capsule')]) : null;
   const childAllow = capsule.manifest.capabilities?.env?.allow ?? [];
   let env: Record<string, string>;
   try {
@@ -376,6 +383,7 @@ async function delegate(request: DelegationRequest, setTree: (tree: ContainedPro
       workdir: childWork,
       child_workdir: relativeWork.startsWith('..') ? childWork : relativeWork.split('\\').join('/'),
       deadline_ms: deadlineMs,
+      workdir_snapshot: snapshot,
       tree: child,
     };
     request.onLaunched?.(launched);
