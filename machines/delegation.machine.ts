@@ -25,6 +25,9 @@ export interface DelegationInput {
   readonly capsule: string;
   /** The task text (the step's input, `plan.md` §19.1). */
   readonly task: string;
+  /** The capsule step delegating, and its attempt (1-based): they make the actor's readable id unique in a session's log. */
+  readonly step?: string;
+  readonly attempt?: number;
 }
 
 /** What the plane (the machine's one effect, `src/`) reports back as the delegation goes. */
@@ -60,8 +63,13 @@ export interface DelegationCancelEvent {
 
 export type DelegationEvent = DelegationCancelEvent | DelegationReport;
 
-/** The readable actor id of a delegation, `delegation:<capsule>` (stable over its life; its `dlg_` id is in its context once minted). */
-export const delegationActorId = (context: DelegationContext): string => `delegation:${context.input.capsule}`;
+/**
+ * The readable actor id of a delegation: `delegation:<capsule>@<step_id>#<attempt>` for a capsule
+ * step's attempt, `delegation:<capsule>` for one started without a step (a hand-written replay).
+ * Stable over its life; its `dlg_` id is in its context once minted.
+ */
+export const delegationActorId = (context: DelegationContext): string =>
+  `delegation:${context.input.capsule}${context.input.step === undefined ? '' : `@${context.input.step}#${context.input.attempt ?? 1}`}`;
 
 /**
  * `running` (`approving`: the parent's spawn allow list and the registry; `launching`: the child
@@ -105,11 +113,19 @@ export const delegationMachine = setup({
           description: 'The delegating task was cancelled: the plane ends the child (cancel.md §3.3).',
           actions: [assign({ cancelRequested: true }), sendTo('plane', { type: 'DELEGATION.CANCEL' } satisfies PlaneRequest)],
         },
-        'DELEGATION.ENDED': {
-          description: 'Refused, or the child never came up: nothing was started or nothing is left.',
-          target: '#delegation.finished',
-          actions: assign({ outcome: ({ event }) => event.outcome }),
-        },
+        'DELEGATION.ENDED': [
+          {
+            description: 'Cancelled before a child was up (before or while it was approved or launched): nothing is left.',
+            guard: 'wasCanceled',
+            target: '#delegation.canceled',
+            actions: assign({ outcome: ({ event }) => event.outcome }),
+          },
+          {
+            description: 'Refused, or the child never came up: nothing was started or nothing is left.',
+            target: '#delegation.finished',
+            actions: assign({ outcome: ({ event }) => event.outcome }),
+          },
+        ],
       },
       states: {
         approving: {

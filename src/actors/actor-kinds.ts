@@ -165,7 +165,12 @@ const delegation: ActorKind = {
   inputFromLog: (logged) => {
     const input = logged as Partial<DelegationInput> | undefined;
     if (typeof input?.capsule !== 'string' || typeof input.task !== 'string') return { error: 'a delegation input needs "capsule" and "task" (strings)' };
-    return { capsule: input.capsule, task: input.task };
+    return {
+      capsule: input.capsule,
+      task: input.task,
+      ...(typeof input.step === 'string' ? { step: input.step } : {}),
+      ...(typeof input.attempt === 'number' ? { attempt: input.attempt } : {}),
+    };
   },
 };
 

@@ -3,6 +3,10 @@
  * `events.jsonl` as it grows and draws the actor tree with each actor's current state; exits when
  * the plan ends (0) or on Ctrl-C (130). On a terminal the tree is redrawn in place; otherwise it is
  * printed once, when the plan ends. `--once` prints the tree as the file stands and exits.
+ *
+ * A capsule step's delegation actors are shown under their step, and each launched child's own
+ * actor tree (its records' `children/<dlg_id>/events.jsonl`, followed as it grows, at any depth)
+ * under its delegation actor.
  */
 import { existsSync, readdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -81,13 +85,29 @@ export async function inspectCommand(
     return EXIT.USAGE;
   }
   const tree = new ActorTree();
-  const reader = new RecordsReader(file, (problem) => output.stderr.write(`warning: ${problem.message}\n`));
+  const warn = (problem: JsonlProblem): void => void output.stderr.write(`warning: ${problem.message}\n`);
+  const reader = new RecordsReader(file, warn);
+  // The children's event logs, in the order their delegations were launched (a child's own children join as they are found).
+  const children: { readonly reader: RecordsReader; readonly scope: TreeScope }[] = [];
+  const top: TreeScope = { prefix: '', parent: null, dir: reader.dir };
+  tree.onDelegation = (scope, delegationActor, delegationId) => {
+    const dir = join(scope.dir, 'children', delegationId);
+    children.push({ reader: new RecordsReader(join(dir, EVENT_LOG_FILE), warn), scope: { prefix: `${scope.prefix}${delegationId}/`, parent: delegationActor, dir } });
+  };
+  const readAll = (last: boolean): number => {
+    let applied = reader.read((record) => tree.apply(record, top), last);
+    for (let i = 0; i < children.length; i++) {
+      const child = children[i] as (typeof children)[number];
+      applied += child.reader.read((record) => tree.apply(record, child.scope), last);
+    }
+    return applied;
+  };
   if (options.once === true) {
     if (!existsSync(file)) {
       output.stderr.write(`error: no event log at ${file}\n`);
       return EXIT.USAGE;
     }
-    reader.read((record) => tree.apply(record), true);
+    readAll(true);
     const lines = reader.sessionEnded && tree.isEmpty
       ? ['(no actor: the run ended before its plan started, e.g. refused; see report.json)']
       : tree.render(PRINTED_LINES);
@@ -99,7 +119,7 @@ export async function inspectCommand(
   if (!existsSync(file)) output.stderr.write(`waiting for ${file} …\n`);
   let first = true;
   for (;;) {
-    const applied = reader.read((record) => tree.apply(record), false);
+    const applied = readAll(false);
     if (update !== null && (applied > 0 || first)) update(tree.render(Math.max(5, (output.stdout.rows ?? 24) - 2)).join('\n'));
     first = false;
     if (tree.ended || signal?.aborted === true || (applied === 0 && reader.sessionEnded && tree.isEmpty)) break;
@@ -146,6 +166,8 @@ function sessionDirsIn(dir: string): string[] {
  */
 class RecordsReader {
   readonly #events: JsonlFollower;
+  /** The records directory followed. */
+  readonly dir: string;
   readonly #trace: TraceFollower;
   readonly #report: string;
   readonly #onProblem: (problem: JsonlProblem) => void;
@@ -153,6 +175,7 @@ class RecordsReader {
 
   constructor(file: string, onProblem: (problem: JsonlProblem) => void) {
     this.#events = new JsonlFollower(file);
+    this.dir = dirname(file);
     this.#trace = new TraceFollower(join(dirname(file), 'trace.jsonl'));
     this.#report = join(dirname(file), 'report.json');
     this.#onProblem = onProblem;
@@ -195,8 +218,25 @@ function problemAt(file: string, line: number, offset: number): Omit<JsonlProble
   return { code: 'RECORD_LINE_INVALID', file, line, offset, bytes: 0 };
 }
 
+/**
+ * Where the records an {@link ActorTree} is given come from: the session's own (`prefix` empty, no
+ * parent), or a delegated child's (`children/<dlg_id>/`): its actors are keyed under `prefix`
+ * (its `dlg_` path) and its root actors are shown under `parent` (the delegation actor).
+ */
+export interface TreeScope {
+  readonly prefix: string;
+  readonly parent: string | null;
+  /** The records directory (its `children/` holds the delegations' records). */
+  readonly dir: string;
+}
+
+const TOP: TreeScope = { prefix: '', parent: null, dir: '.' };
+
 interface ActorView {
+  /** Key in the tree: the readable id, under its scope's prefix. */
   readonly id: string;
+  /** The readable id shown. */
+  readonly name: string;
   readonly children: string[];
   /** The actor it was spawned by, once known (an actor has one parent: a log that says otherwise is not followed). */
   parent?: string;
@@ -204,6 +244,8 @@ interface ActorView {
   status: string;
   /** A step's outcome as the plan settled it (`success`, `failed: …`, `skipped`), or as it ran when discarded. */
   outcome?: string;
+  /** A delegation actor's `dlg_` id once its child was launched (its records are followed). */
+  delegation?: string;
 }
 
 /** A settled (or discarded) step result as the plan emits it in `plan.stepsSettled` / `plan.stepsDiscarded`. */
@@ -223,6 +265,8 @@ export class ActorTree {
   /** Transparent actor → the actor its children are shown under. */
   readonly #shownAs = new Map<string, string>();
   #root: string | null = null;
+  /** Told when a delegation actor's child is up (`DELEGATION.LAUNCHED`): the child's records can be followed. */
+  onDelegation: ((scope: TreeScope, delegationActor: string, delegationId: string) => void) | null = null;
 
   /** No actor has appeared yet. */
   get isEmpty(): boolean {
@@ -235,28 +279,43 @@ export class ActorTree {
     return root !== undefined && root.status !== 'active';
   }
 
-  apply(record: EventLogRecord): void {
-    if (this.#shownAs.has(record.actor)) return;
-    if (record.kind === 'event' && record.type === 'xstate.init' && record.from !== undefined && actorKind(record.machine ?? '')?.transparent === true) {
-      this.#shownAs.set(record.actor, this.#shownAs.get(record.from) ?? record.from);
+  /** Applies one event-log record of `scope` (default: the session's own records). */
+  apply(record: EventLogRecord, scope: TreeScope = TOP): void {
+    const key = `${scope.prefix}${record.actor}`;
+    if (this.#shownAs.has(key)) return;
+    const from = record.kind !== 'event' || record.from === undefined ? undefined : `${scope.prefix}${record.from}`;
+    if (record.kind === 'event' && record.type === 'xstate.init' && from !== undefined && actorKind(record.machine ?? '')?.transparent === true) {
+      this.#shownAs.set(key, this.#shownAs.get(from) ?? from);
       return;
     }
-    const actor = this.#ensure(record.actor);
+    const actor = this.#ensure(key, record.actor);
+    if (record.kind === 'event' && record.type === 'DELEGATION.LAUNCHED') {
+      const id = record.event?.['delegationId'];
+      // A `dlg_` id names a directory: nothing else is followed.
+      if (typeof id === 'string' && /^dlg_[0-9a-f]{1,64}$/.test(id) && actor.delegation === undefined) {
+        actor.delegation = id;
+        this.onDelegation?.(scope, key, id);
+      }
+    }
     if (record.kind === 'event' && record.type === 'xstate.init') {
-      if (record.from === undefined) this.#root ??= record.actor;
+      // A root of its own in the log: a capsule step's delegation sits under its step; a child's roots under their delegation.
+      const input = record.input as { step?: unknown } | undefined;
+      const stepOf = record.machine === 'delegation' && typeof input?.step === 'string' ? `${scope.prefix}step:${input.step}` : undefined;
+      const parentOf = from ?? stepOf ?? scope.parent ?? undefined;
+      if (parentOf === undefined) this.#root ??= key;
       else {
-        const parentId = this.#shownAs.get(record.from) ?? record.from;
+        const parentId = this.#shownAs.get(parentOf) ?? parentOf;
         // Only a fresh actor joins a parent (one parent each, none for the root, not itself): a
         // damaged or hand-made log cannot make the tree a cycle that drawing it would never leave.
-        if (actor.parent === undefined && actor.children.length === 0 && record.actor !== this.#root && parentId !== record.actor) {
-          this.#ensure(parentId).children.push(record.actor);
+        if (actor.parent === undefined && actor.children.length === 0 && key !== this.#root && parentId !== key) {
+          this.#ensure(parentId, parentId.slice(scope.prefix.length)).children.push(key);
           actor.parent = parentId;
         }
       }
     } else if (record.kind === 'snapshot') {
       actor.state = stateText(record.state);
       actor.status = record.status;
-      for (const emitted of record.emitted ?? []) this.#applyOutcome(record.actor, emitted);
+      for (const emitted of record.emitted ?? []) this.#applyOutcome(key, emitted, scope.prefix);
     }
   }
 
@@ -264,7 +323,7 @@ export class ActorTree {
    * Steps' outcomes from the plan's emitted batches (`plan.stepsSettled`, `plan.stepsDiscarded`); a
    * step that never had an actor (a false `if`, a cancel) is added as `not run`.
    */
-  #applyOutcome(planActor: string, emitted: Readonly<Record<string, unknown>>): void {
+  #applyOutcome(planActor: string, emitted: Readonly<Record<string, unknown>>, prefix: string): void {
     const type = emitted['type'];
     if (type !== 'plan.stepsSettled' && type !== 'plan.stepsDiscarded') return;
     const records = emitted['records'];
@@ -274,10 +333,10 @@ export class ActorTree {
       // The emitted payload is not part of the line's schema: each result is checked here.
       if (typeof result !== 'object' || result === null || typeof result.step_id !== 'string' || typeof result.status !== 'string') continue;
       if (result.error !== null && typeof result.error !== 'string') continue;
-      const id = `step:${result.step_id}`;
+      const id = `${prefix}step:${result.step_id}`;
       let step = this.#actors.get(id);
       if (step === undefined) {
-        step = this.#ensure(id);
+        step = this.#ensure(id, `step:${result.step_id}`);
         step.state = 'not run';
         step.status = 'done';
         const plan = this.#actors.get(planActor);
@@ -347,10 +406,10 @@ export class ActorTree {
     return lines;
   }
 
-  #ensure(id: string): ActorView {
+  #ensure(id: string, name: string = id): ActorView {
     let actor = this.#actors.get(id);
     if (actor === undefined) {
-      actor = { id, children: [], state: '…', status: 'active' };
+      actor = { id, name, children: [], state: '…', status: 'active' };
       this.#actors.set(id, actor);
     }
     return actor;
@@ -362,7 +421,7 @@ function label(actor: ActorView, actors: ReadonlyMap<string, ActorView>): string
   // Step ids and error texts are any text: a newline or an escape sequence must not redraw the operator's screen.
   const status = (actor.status !== 'active' && actor.state !== 'not run' ? ` (${actor.status})` : '') + (actor.outcome === undefined ? '' : ` → ${printable(excerpt(actor.outcome, LABEL_CHARS))}`);
   // A line is one actor, whatever the log holds: long ids and states are shown by excerpt.
-  const id = printable(excerpt(actor.id, LABEL_CHARS));
+  const id = printable(excerpt(actor.name, LABEL_CHARS));
   const state = printable(excerpt(actor.state, LABEL_CHARS));
   if (actor.children.length === 0) return `${id}  ${state}${status}`;
   const running = actor.children.filter((child) => actors.get(child)?.status === 'active').length;

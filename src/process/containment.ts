@@ -260,12 +260,16 @@ export interface SpawnRequest {
   readonly stdin?: string;
   /** Keep stdin open as a pipe ({@link ContainedProcess.stdin}); ignored when `stdin` text is given. */
   readonly stdinPipe?: boolean;
-  /**
-   * Paths bound read-only in this tree's mount namespace instead of the session's (`readOnlyPaths`).
-   * A delegated child capsule (a runtime of ours) gets `[]`: it writes its records beneath the
-   * parent's records directory (`children/<dlg_id>/`).
-   */
+  /** Paths bound read-only in this tree's mount namespace instead of the session's (`readOnlyPaths`). */
   readonly readOnlyPaths?: readonly string[];
+  /**
+   * Writable exceptions beneath the read-only paths (with a PID namespace only; elsewhere there is
+   * no mount namespace and nothing is read-only): each is bound writable over the read-only bind.
+   * A delegated child capsule gets the parent's records read-only and writes only its own
+   * `children/<dlg_id>/`, its work folder and its scratch directory. Each must exist at spawn
+   * (a missing one fails the spawn at the helper's `mount` stage).
+   */
+  readonly writablePaths?: readonly string[];
   /** Called once when the leader exits (not for a program that could not be started). */
   readonly onLeaderExit?: (info: LeaderExitInfo) => void;
   /** Milliseconds to read output after the leader exited (`leader.ts`, default 250). */
@@ -418,11 +422,19 @@ export class Containment {
       }
     }
     const pidNamespace = this.info.pidNamespace;
+    const readOnly = request.readOnlyPaths ?? this.#readOnly;
+    // An exception only means something beneath a read-only bind.
+    const writable = (request.writablePaths ?? []).filter((path) => readOnly.some((ro) => path === ro || path.startsWith(ro.endsWith('/') ? ro : `${ro}/`)));
     const useHelper = cgroupDir !== null || pidNamespace || this.info.runAs !== null;
     const leader = launchLeader({
       file: useHelper ? (this.info.helper as string) : resolved.path,
       args: useHelper
-        ? helperArgs({ cgroup: cgroupDir, pidNamespace, readOnly: request.readOnlyPaths ?? this.#readOnly, user: this.info.runAs }, resolved.path, request.file, request.args)
+        ? helperArgs(
+            { cgroup: cgroupDir, pidNamespace, readOnly, writable, user: this.info.runAs },
+            resolved.path,
+            request.file,
+            request.args,
+          )
         : request.args,
       ...(useHelper ? {} : { argv0: request.file }),
       displayName: request.file,

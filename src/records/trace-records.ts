@@ -420,6 +420,14 @@ export interface DelegationStartFields {
   readonly version: string;
   readonly child_session_id: string;
   readonly child_workdir: string;
+  /**
+   * Ours: epoch milliseconds by which this delegation ends — the earlier of its own bound (counted
+   * from now, the child being up) and the deadline the delegating session inherited; the child's
+   * task carries it on as its own deadline (`delegation.md` §5).
+   */
+  readonly deadline_ms: number;
+  /** Ours, present only when the parent's work folder was copied for the child (`capabilities.spawn.workdir_snapshot`): what was copied. */
+  readonly workdir_snapshot?: { readonly source: string; readonly files: number; readonly bytes: number; readonly links: number; readonly skipped: number };
 }
 
 /** `delegation` (`trace-plan.md` §4.2). Reserved. */
@@ -554,7 +562,7 @@ const ORDER: { readonly [K in TraceEventType]: readonly (keyof TraceFieldsByType
   process_lost: ['owner', 'work_id', 'pid', 'pid_start_time', 'pgid', 'cgroup', 'live_pids', 'reconciled_by_session', 'reconciled_task_id'],
   session_resume: ['prior_records_dir', 'prior_session_id', 'skipped', 'report_task_id', 'context_id', 'trust', 'message', 'lost', 'processes', 'damaged_lines', 'repaired_torn_tail', 'reap'],
   process_reaped: ['prior_session_id', 'owner', 'work_id', 'pid', 'pid_start_time', 'pgid', 'cgroup', 'via', 'signal', 'survivors', 'gone'],
-  delegation_start: ['delegation_id', 'capsule', 'version', 'child_session_id', 'child_workdir'],
+  delegation_start: ['delegation_id', 'capsule', 'version', 'child_session_id', 'child_workdir', 'deadline_ms', 'workdir_snapshot'],
   delegation: ['capsule', 'version', 'delegation_id', 'child_session_id', 'duration_ms', 'outcome', 'reason'],
 };
 

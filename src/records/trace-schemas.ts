@@ -227,7 +227,7 @@ export const TRACE_WRITTEN_SCHEMAS = {
     survivors: z.array(count),
     gone: z.boolean(),
   }),
-  delegation_start: z.looseObject({ delegation_id: text, capsule: text, version: text, child_session_id: text, child_workdir: text }),
+  delegation_start: z.looseObject({ delegation_id: text, capsule: text, version: text, child_session_id: text, child_workdir: text, deadline_ms: count.optional(), workdir_snapshot: z.looseObject({ source: text, files: count, bytes: count }).optional() }),
   delegation: z.looseObject({
     capsule: text,
     version: text,

@@ -61,6 +61,12 @@ export interface AttemptEnvironment {
   readonly spawnAllow: readonly string[] | null;
   /** The manifest's `lifecycle.delegation_deadline_secs` (the bound on one delegation; env overrides it). */
   readonly delegationDeadlineSecs?: number;
+  /** The parent's `capabilities.spawn.workdir_snapshot`: capsules whose child starts with a copy of the work folder (`delegation.md` §6). */
+  readonly spawnSnapshot?: readonly string[];
+  /** The capsule-version map (`plan.md` §19.2 step 7): the version a capsule step asks for, by the name as the step writes it; default `0.1.0`. */
+  readonly capsuleVersions?: Readonly<Record<string, string>>;
+  /** The deadline the run inherited (epoch ms), or null: every delegation ends by it (`delegation.md` §5). */
+  readonly deadlineMs?: number | null;
   /** Canceled delegations whose rows the run's task closes after its `task_canceled` (`cancel.md` §4.3). */
   readonly canceledRows?: CanceledRow[];
   /** This plan run's id within the session: every process tree it starts is owned by an attempt of run `runId`. */

@@ -195,8 +195,12 @@ export function createRpcServer(api: SessionApi, options: RpcServerOptions = {})
     const parts = typeof message === 'object' && message !== null && Array.isArray(message.parts) ? (message.parts as unknown[]) : null;
     const text = parts?.[0] !== undefined && typeof (parts[0] as { text?: unknown }).text === 'string' ? ((parts[0] as { text: string }).text) : null;
     if (text === null) invalidParams('message/send: message must be {role, messageId, parts: [{text}]} with one text part');
+    // The deadline a delegating parent hands its child (ours, `delegation.md` §5): epoch ms.
+    const metadata = p['metadata'];
+    const deadline = typeof metadata === 'object' && metadata !== null ? (metadata as { deadline_ms?: unknown }).deadline_ms : undefined;
+    if (deadline !== undefined && (typeof deadline !== 'number' || !Number.isSafeInteger(deadline) || deadline < 0)) invalidParams('message/send: metadata.deadline_ms must be a whole number of epoch milliseconds');
     try {
-      return api.messageSend(text as string);
+      return api.messageSend(text as string, typeof deadline === 'number' ? deadline : null);
     } catch (error) {
       return invalidParams(error instanceof Error ? error.message : String(error));
     }

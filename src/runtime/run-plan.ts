@@ -86,6 +86,16 @@ export interface RunPlanOptions {
   readonly gate?: Gate | null;
   /** Capsule registry directory (DESIGN §3); default `<workdir>/capsules/`. */
   readonly capsulesDir?: string;
+  /**
+   * The deadline this run inherited (epoch milliseconds; a delegated child's task carries its
+   * parent's, `delegation.md` §5): every capsule step's delegation ends by it. Default: none.
+   */
+  readonly deadlineMs?: number | null;
+  /**
+   * The capsule-version map (`plan.md` §19.2 step 7): the exact version each capsule step asks
+   * for, by the capsule's name as the step writes it. Default: every step asks for `0.1.0`.
+   */
+  readonly capsuleVersions?: Readonly<Record<string, string>>;
   /** Run inside this session (not ended by the run). Default: a session of its own, ended at the end. */
   readonly session?: Session;
   /** Write `trace.jsonl` (default true). */
@@ -321,6 +331,9 @@ export function startPlan(options: RunPlanOptions): PlanRun {
       spawnAllow: manifest.manifest === null ? null : (manifest.manifest.capabilities?.spawn?.allow ?? []),
       ...(manifest.manifest?.lifecycle?.delegation_deadline_secs !== undefined ? { delegationDeadlineSecs: manifest.manifest.lifecycle.delegation_deadline_secs } : {}),
       canceledRows,
+      deadlineMs: options.deadlineMs ?? null,
+      spawnSnapshot: manifest.manifest?.capabilities?.spawn?.workdir_snapshot ?? [],
+      ...(options.capsuleVersions !== undefined ? { capsuleVersions: options.capsuleVersions } : {}),
       runId,
       traceParent: trace.planNode,
       onIgnoredResult: (ignored) => {

@@ -311,13 +311,14 @@ export class SessionApi {
   /**
    * `message/send` (A2A-shaped, `delegation.md` §1 step 4): a task running this session's capsule
    * entry for the message's text (`src/runtime/delegation/child-entry.ts`); answers at once with
-   * the task (`working`), polled with {@link tasksGet}. @throws {Error} without an entry.
+   * the task (`working`), polled with {@link tasksGet}. `deadlineMs` (epoch ms, from the
+   * parent): the deadline the task inherits, by which its own delegations end. @throws {Error} without an entry.
    */
-  messageSend(text: string): ChildTask {
+  messageSend(text: string, deadlineMs: number | null = null): ChildTask {
     const task = this.session.tasks.start({ kind: 'plan', source: 'serve', method: 'message/send' });
     this.session.tasks.setCancelDoor(task.id, () => this.#childTasks.cancel(task.id));
     try {
-      return this.#childTasks.send(task, text, (state) => this.session.tasks.settle(task.id, state));
+      return this.#childTasks.send(task, text, (state) => this.session.tasks.settle(task.id, state), deadlineMs);
     } catch (error) {
       this.session.tasks.settle(task.id, 'finished');
       throw error;

@@ -3,86 +3,27 @@
  * separate `capsule serve` process started through the containment layer, with real entries
  * (a command reading the task on stdin, a plan reading `$task.output`).
  */
-import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { CANCEL_CAPSULE_STEP } from '../../machines/messages.js';
 import { runPlan, startPlan, type PlanReport, type RunPlanOptions } from '../../src/runtime/run-plan.js';
 import { capDelegationText, CUT_MARKER, DELEGATION_TEXT_CAP_BYTES, delegationTimeoutSecs } from '../../src/runtime/delegation/plane.js';
 import { spawnTarget } from '../../src/runtime/delegation/registry.js';
+import { replayFile } from '../../src/replay/replay.js';
 import { rows, TempDirs, Trace, readTrace, type TraceRecord } from '../support/plan-harness.js';
+import { alive, childPids, commandCapsule, delegationOptions, processesWith, setupDelegation, traceOf, type Capsule } from '../support/delegation-harness.js';
 import { waitFor } from '../support/wait.js';
 import { eachBackend } from '../support/backends.js';
 
 const dirs = new TempDirs();
 afterAll(() => dirs.removeAll());
 
-interface Capsule {
-  readonly name: string;
-  readonly manifest: Record<string, unknown>;
-  readonly files?: Readonly<Record<string, unknown>>;
-}
-
-/** A workdir with the parent's manifest (spawn allow list), a registry of `capsules` and `plan.json`. */
-function setup(steps: unknown[], capsules: Capsule[], parent: Record<string, unknown> = {}): string {
-  const workdir = dirs.make('w');
-  writeFileSync(
-    join(workdir, 'capsule.json'),
-    JSON.stringify({ name: 'parent', capabilities: { spawn: { allow: capsules.map((c) => `local/${c.name}`) } }, ...parent }),
-  );
-  for (const capsule of capsules) {
-    const dir = join(workdir, 'capsules', capsule.name);
-    mkdirSync(dir, { recursive: true });
-    writeFileSync(join(dir, 'capsule.json'), JSON.stringify({ name: capsule.name, ...capsule.manifest }));
-    for (const [file, content] of Object.entries(capsule.files ?? {})) {
-      mkdirSync(join(dir, file, '..'), { recursive: true });
-      writeFileSync(join(dir, file), typeof content === 'string' ? content : JSON.stringify(content));
-    }
-  }
-  writeFileSync(join(workdir, 'plan.json'), JSON.stringify({ id: 'p', steps }));
-  return workdir;
-}
-
-const command = (name: string, script: string, extra: Record<string, unknown> = {}): Capsule => ({ name, manifest: { entry: { command: ['bash', '-c', script] }, ...extra } });
-
 /** The backend of the running describe block (the child capsule is contained as its parent is). */
 let contained: Pick<RunPlanOptions, 'containment' | 'isolation'> = {};
 
-const options = (workdir: string, extra: Partial<RunPlanOptions> = {}): RunPlanOptions => ({
-  plan: join(workdir, 'plan.json'),
-  workdir,
-  recordsDir: join(workdir, 'records'),
-  manifest: join(workdir, 'capsule.json'),
-  ...contained,
-  ...extra,
-});
-
-const traceOf = (report: PlanReport): Trace => new Trace(readTrace(report.records_dir));
-
-/** Whether a process with this pid and start time still exists (a zombie counts as gone). */
-function alive(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return !/^\d+ \(.*\) Z /.test(stat);
-  } catch {
-    return false;
-  }
-}
-
-/** Every process whose command line contains `marker` (the test's own unique sleep). */
-function processesWith(marker: string): number[] {
-  const found: number[] = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      if (readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0').includes(marker) && alive(Number(entry))) found.push(Number(entry));
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return found;
-}
-
-const childPids = (trace: Trace): number[] => trace.ofType('process_start').map((r) => r['pid'] as number);
+const setup = (steps: unknown[], capsules: Capsule[], parent: Record<string, unknown> = {}): string => setupDelegation(dirs, steps, capsules, parent);
+const command = commandCapsule;
+const options = (workdir: string, extra: Partial<RunPlanOptions> = {}): RunPlanOptions => delegationOptions(workdir, { ...contained, ...extra });
 
 eachBackend((backend) => {
 describe('a capsule step delegates to a child capsule', () => {
@@ -257,6 +198,53 @@ describe('delegation rules', () => {
     const cut = capDelegationText('é'.repeat(DELEGATION_TEXT_CAP_BYTES));
     expect(cut.endsWith(CUT_MARKER)).toBe(true);
     expect(Buffer.byteLength(cut.slice(0, -CUT_MARKER.length), 'utf8')).toBe(DELEGATION_TEXT_CAP_BYTES);
+  });
+});
+
+/** The lines of a records directory's event log. */
+const eventLog = (records: string): Record<string, unknown>[] =>
+  readFileSync(join(records, 'events.jsonl'), 'utf8').split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as Record<string, unknown>);
+
+describe('the delegation actor in the event log', () => {
+  it('logs each attempt as its own delegation actor, named by capsule, step and attempt, ending finished with the outcome', async () => {
+    const workdir = setup([{ id: 'w', capsule: 'worker', input: 'x' }], [command('worker', 'printf done')]);
+    const report = await runPlan(options(workdir));
+    expect(rows(report)).toEqual(['w:success:done']);
+    const lines = eventLog(report.records_dir).filter((l) => l['actor'] === 'delegation:worker@w#1');
+    expect(lines[0]).toMatchObject({ kind: 'event', type: 'xstate.init', machine: 'delegation', input: { capsule: 'worker', task: 'x', step: 'w', attempt: 1 } });
+    expect(lines.filter((l) => l['kind'] === 'snapshot').map((l) => l['state'])).toEqual([{ running: 'approving' }, { running: 'launching' }, { running: 'awaiting' }, 'leaderExited', 'finished']);
+    expect(lines.at(-1)).toMatchObject({ status: 'done', output: { status: 'completed', answer: 'done' } });
+  });
+
+  it('replays: capsule replay of a run with a capsule step (retried: two delegation actors) passes through the recorded states', async () => {
+    const marker = join(dirs.make('m'), 'tried');
+    const workdir = setup(
+      [{ id: 'w', capsule: 'worker', input: 'x', retries: 1 }],
+      [command('worker', `if [ -e ${marker} ]; then printf done; else : > ${marker}; printf "child failed" >&2; exit 1; fi`)],
+    );
+    const report = await runPlan(options(workdir));
+    expect(rows(report)).toEqual(['w:success:done']);
+    const result = await replayFile(join(report.records_dir, 'events.jsonl'));
+    expect(result.divergence).toBeUndefined();
+    expect(result.identical).toBe(true);
+    expect(Object.keys(result.actors)).toEqual(expect.arrayContaining(['plan:p', 'step:w', 'delegation:worker@w#1', 'delegation:worker@w#2']));
+  });
+
+  it('ends canceled, not finished, when the task is cancelled before the delegation machine starts; the step fails with the cancel error, no child starts', async () => {
+    const sleep = `983.${process.pid}5`;
+    const workdir = setup([{ id: 'w', capsule: 'worker', input: 'x' }], [command('worker', `sleep ${sleep}`)]);
+    let cancel: () => void = () => {};
+    // step.started is told while the step actor starts, before its attempt dispatches (one microtask later).
+    const run = startPlan(options(workdir, { onEvent: (event) => event.type === 'step.started' && cancel() }));
+    cancel = () => run.cancel();
+    const report = await run.report;
+    expect(rows(report)).toEqual([`w:failed:${CANCEL_CAPSULE_STEP}`]);
+    const lines = eventLog(report.records_dir).filter((l) => l['actor'] === 'delegation:worker@w#1');
+    expect(lines.filter((l) => l['kind'] === 'snapshot').map((l) => l['state'])).toEqual([{ running: 'approving' }, { running: 'approving' }, { running: 'launching' }, 'canceled']);
+    expect(lines.at(-1)).toMatchObject({ status: 'done', output: { status: 'canceled', delegation_id: null } });
+    expect(traceOf(report).ofType('delegation_start')).toEqual([]);
+    expect(traceOf(report).ofType('process_start')).toEqual([]);
+    expect(processesWith(sleep)).toEqual([]);
   });
 });
 

@@ -6,7 +6,7 @@
  * that itself (libuv forks and execs in one call), so Node execs this helper, which joins the
  * cgroup, optionally isolates itself, and then execs the command in place.
  *
- *   capsule-spawn [--cgroup DIR] [--pidns] [--ro PATH]... [--uid N --gid N [--groups G,G…]]
+ *   capsule-spawn [--cgroup DIR] [--pidns] [--ro PATH]... [--rw PATH]... [--uid N --gid N [--groups G,G…]]
  *                 -- FILE ARGV0 [ARG…]
  *   capsule-spawn --probe [--user NAME]
  *
@@ -21,6 +21,10 @@
  *                behind while anything of the namespace is alive, and when the init dies the
  *                kernel kills everything left in the namespace.
  * --ro PATH      (with --pidns) bind PATH read-only in the step's mount namespace.
+ * --rw PATH      (with --pidns) a writable exception beneath a --ro path: PATH is bound onto itself
+ *                again after every --ro bind and made writable (a bind mount copies its source
+ *                mount's read-only flag, so it is remounted without it). A delegated child capsule
+ *                gets the parent's records read-only and its own children/<dlg_id>/ writable.
  * --uid/--gid/--groups  drop to this uid/gid/supplementary groups (and set no_new_privs) just
  *                before exec.
  *
@@ -52,6 +56,7 @@
 
 #define CONTROL_FD 3
 #define MAX_RO 16
+#define MAX_RW 16
 #define MAX_GROUPS 256
 
 static const int FORWARDED[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
@@ -184,16 +189,21 @@ static void exec_command(char *const argv[], const char *file) {
 }
 
 /* Runs as pid 1 of the new namespace: private /proc, read-only binds, the command, the reaper. */
-static void run_init(char *const argv[], const char *file, char *ro[], int nro, const struct user_spec *user,
-                     int status_fd) __attribute__((noreturn));
-static void run_init(char *const argv[], const char *file, char *ro[], int nro, const struct user_spec *user,
-                     int status_fd) {
+static void run_init(char *const argv[], const char *file, char *ro[], int nro, char *rw[], int nrw,
+                     const struct user_spec *user, int status_fd) __attribute__((noreturn));
+static void run_init(char *const argv[], const char *file, char *ro[], int nro, char *rw[], int nrw,
+                     const struct user_spec *user, int status_fd) {
   /* Mounts made here must never propagate back to the host's namespace. */
   if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) fail("mount", errno);
   if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0) fail("mount", errno);
   for (int i = 0; i < nro; i++) {
     if (mount(ro[i], ro[i], NULL, MS_BIND | MS_REC, NULL) != 0) fail("mount", errno);
     if (mount(NULL, ro[i], NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) != 0) fail("mount", errno);
+  }
+  /* After the read-only binds, so that an exception beneath one is mounted on top of it. */
+  for (int i = 0; i < nrw; i++) {
+    if (mount(rw[i], rw[i], NULL, MS_BIND | MS_REC, NULL) != 0) fail("mount", errno);
+    if (mount(NULL, rw[i], NULL, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV, NULL) != 0) fail("mount", errno);
   }
   sigset_t forwarded, none;
   forwarded_mask(&forwarded);
@@ -306,8 +316,9 @@ int main(int argc, char *argv[]) {
 
   const char *cgroup = NULL;
   const char *probe_user = NULL;
-  int pidns = 0, want_probe = 0, nro = 0;
+  int pidns = 0, want_probe = 0, nro = 0, nrw = 0;
   char *ro[MAX_RO];
+  char *rw[MAX_RW];
   struct user_spec user;
   memset(&user, 0, sizeof user);
   int have_uid = 0, have_gid = 0;
@@ -322,6 +333,7 @@ int main(int argc, char *argv[]) {
     if (strcmp(arg, "--cgroup") == 0 && i + 1 < argc) cgroup = argv[++i];
     else if (strcmp(arg, "--pidns") == 0) pidns = 1;
     else if (strcmp(arg, "--ro") == 0 && i + 1 < argc && nro < MAX_RO) ro[nro++] = argv[++i];
+    else if (strcmp(arg, "--rw") == 0 && i + 1 < argc && nrw < MAX_RW) rw[nrw++] = argv[++i];
     else if (strcmp(arg, "--probe") == 0) want_probe = 1;
     else if (strcmp(arg, "--user") == 0 && i + 1 < argc) probe_user = argv[++i];
     else if (strcmp(arg, "--uid") == 0 && i + 1 < argc && parse_id(argv[++i], &value) == 0) {
@@ -373,7 +385,7 @@ int main(int argc, char *argv[]) {
   if (init == 0) {
     close(status_pipe[0]);
     /* The status pipe must survive into the init but not into the command (closed there). */
-    run_init(command_argv, file, ro, nro, &user, status_pipe[1]);
+    run_init(command_argv, file, ro, nro, rw, nrw, &user, status_pipe[1]);
   }
   close(status_pipe[1]);
   forward_target = init;

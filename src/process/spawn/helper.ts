@@ -140,6 +140,8 @@ export interface HelperLaunch {
   readonly pidNamespace: boolean;
   /** Paths bound read-only in that mount namespace. */
   readonly readOnly: readonly string[];
+  /** Writable exceptions beneath the read-only paths (bound after them, writable). Absent: none. */
+  readonly writable?: readonly string[];
   /** Drop to this user before exec, or null. */
   readonly user: RunAsUser | null;
 }
@@ -151,6 +153,7 @@ export function helperArgs(launch: HelperLaunch, executable: string, argv0: stri
   if (launch.pidNamespace) {
     out.push('--pidns');
     for (const path of launch.readOnly) out.push('--ro', path);
+    for (const path of launch.writable ?? []) out.push('--rw', path);
   }
   if (launch.user !== null) {
     out.push('--uid', String(launch.user.uid), '--gid', String(launch.user.gid));

@@ -21,6 +21,7 @@ import type { Session } from '../../session/session.js';
 import type { AttemptEnvironment } from '../attempt.js';
 import { delegationTimeoutSecs, PARENT_ENDED_DETAIL, startDelegation, type Delegation } from '../delegation/plane.js';
 import { resolveCapsule, spawnTarget, DEFAULT_CAPSULE_VERSION } from '../delegation/registry.js';
+import { snapshotGranted } from '../delegation/snapshot.js';
 import { attemptActor, type LastTrees } from './attempt-run.js';
 import { trackTree } from './tool-attempt.js';
 
@@ -43,7 +44,8 @@ export function delegationActor(env: AttemptEnvironment, lastTrees: LastTrees) {
       const session = env.session;
       const name = step.capsule as string;
       const target = spawnTarget(name, env.spawnAllow ?? []);
-      const version = DEFAULT_CAPSULE_VERSION;
+      // The version map is keyed by the name as the step writes it (`plan.md` §19.2 step 7).
+      const version = env.capsuleVersions !== undefined && Object.hasOwn(env.capsuleVersions, name) ? (env.capsuleVersions[name] as string) : DEFAULT_CAPSULE_VERSION;
       const startedMs = session.time.monotonicMs();
       const terminal = (result: DelegationOutcome): void => {
         session.trace.write('delegation', session.node, {
@@ -82,6 +84,8 @@ export function delegationActor(env: AttemptEnvironment, lastTrees: LastTrees) {
                 owner: { kind: 'attempt', run: env.runId, step: step.id, attempt: run.attempt },
                 parentEnvAllow: env.envAllow,
                 timeoutSecs: delegationTimeoutSecs(env.delegationDeadlineSecs),
+                deadlineMs: env.deadlineMs ?? null,
+                snapshot: snapshotGranted(env.spawnSnapshot, name, target),
                 capsulesDir: env.capsulesDir,
                 onLaunched: (child) => {
                   up = true;
@@ -101,6 +105,8 @@ export function delegationActor(env: AttemptEnvironment, lastTrees: LastTrees) {
                     version: child.version,
                     child_session_id: child.child_session_id,
                     child_workdir: child.child_workdir,
+                    deadline_ms: child.deadline_ms,
+                    ...(child.workdir_snapshot !== null ? { workdir_snapshot: child.workdir_snapshot } : {}),
                   });
                   report({ type: 'DELEGATION.LAUNCHED', delegationId: child.delegation_id, childSessionId: child.child_session_id });
                 },
@@ -118,7 +124,8 @@ export function delegationActor(env: AttemptEnvironment, lastTrees: LastTrees) {
           }),
         },
       });
-      const actor = createActor(logic, { input: { capsule: name, task: task.text } });
+      // In the session's event log beside the plan (a root of its own: `capsule replay` replays it, `capsule inspect` nests it under its step).
+      const actor = createActor(logic, { input: { capsule: name, task: task.text, step: step.id, attempt: run.attempt }, ...(session.inspect ? { inspect: session.inspect } : {}) });
       machine = actor;
       actor.subscribe({
         complete: () => {
@@ -137,6 +144,8 @@ export function delegationActor(env: AttemptEnvironment, lastTrees: LastTrees) {
         error: (error: unknown) => run.crash(error),
       });
       actor.start();
+      // A cancel that came before the machine existed (between the attempt's start and its dispatch).
+      if (canceled) actor.send({ type: 'CANCEL' });
     });
     return {
       tree: (): ContainedProcess | null => {

@@ -21,6 +21,7 @@ import type { ManifestEntry } from '../../manifest.js';
 import type { Session } from '../../session/session.js';
 import type { Task } from '../../session/tasks.js';
 import { buildShellEnv } from '../../executors/environment.js';
+import { processStartFields } from '../../process/containment.js';
 import { startPlan, type PlanReport } from '../run-plan.js';
 
 /** The reference a child's plan reads its task text with (DESIGN §5). */
@@ -70,7 +71,7 @@ export class ChildTasks {
   }
 
   /** `message/send`: starts the entry for `text` as task `task`. @throws {Error} when the session has no entry (a serve not started from a capsule). */
-  send(task: Task, text: string, onSettled: (state: 'finished' | 'canceled') => void): ChildTask {
+  send(task: Task, text: string, onSettled: (state: 'finished' | 'canceled') => void, deadlineMs: number | null = null): ChildTask {
     const entry = this.#entry;
     if (entry === null) throw new Error('message/send: this session runs no capsule entry (capsule serve was started without a manifest that declares "entry")');
     const running: Running = { state: 'working', answer: null, error: null, cancel: () => {} };
@@ -85,7 +86,7 @@ export class ChildTasks {
     };
     const onCancel = (cancel: () => void): void => void (running.cancel = cancel);
     const what = entry.entry;
-    const run = 'plan' in what ? this.#runPlan(task, entry, what.plan, text, onCancel) : this.#runCommand(task, entry, what.command, text, onCancel);
+    const run = 'plan' in what ? this.#runPlan(task, entry, what.plan, text, onCancel, deadlineMs) : this.#runCommand(task, entry, what.command, text, onCancel);
     void run.then(
       (outcome) => settle(task.cancel.isCanceled() ? 'canceled' : outcome.ok ? 'completed' : 'failed', outcome.ok ? outcome.answer : null, outcome.ok ? null : outcome.error),
       (error: unknown) => settle('failed', null, error instanceof Error ? error.message : String(error)),
@@ -110,7 +111,7 @@ export class ChildTasks {
     return true;
   }
 
-  async #runPlan(task: Task, entry: ChildEntry, planFile: string, text: string, onCancel: (cancel: () => void) => void): Promise<{ ok: true; answer: string } | { ok: false; error: string }> {
+  async #runPlan(task: Task, entry: ChildEntry, planFile: string, text: string, onCancel: (cancel: () => void) => void, deadlineMs: number | null): Promise<{ ok: true; answer: string } | { ok: false; error: string }> {
     const path = resolve(entry.dir, planFile);
     let plan: unknown;
     try {
@@ -125,6 +126,8 @@ export class ChildTasks {
       cancelSignal: task.cancel,
       manifest: entry.manifestPath,
       ...(entry.capsulesDir !== undefined ? { capsulesDir: entry.capsulesDir } : {}),
+      // Deadline inheritance (`delegation.md` §5): the child plan's delegations end by the parent's deadline.
+      deadlineMs,
     });
     onCancel(() => run.cancel({ force: true }));
     const report: PlanReport = await run.report;
@@ -141,6 +144,9 @@ export class ChildTasks {
     const [file, ...args] = command as [string, ...string[]];
     const env = buildShellEnv({ hostEnv: process.env, allow: entry.envAllow, scratchDir: session.scratchDir, runtimeDir: session.runtimeDir, owner: session.containment.info.runAs });
     const tree = session.containment.spawn({ owner: { kind: 'other', label: `entry:${task.id}` }, file, args, cwd: session.workdir, env, stdin: text });
+    // Recorded like every tree a session starts: a parent that finds this child killed outright ends what it left from here.
+    const started = processStartFields(tree);
+    if (started !== null) session.trace.write('process_start', task.node, started);
     onCancel(() => void tree.end(2000));
     const result = await tree.done;
     await tree.end(2000);

@@ -12,7 +12,7 @@
  * `completion.json` is there) and its work folder `<records>/children/<dlg_id>.work/`.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { dirname, join, relative, resolve } from 'node:path';
+import { basename, dirname, join, relative, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { existsSync } from 'node:fs';
@@ -20,10 +20,13 @@ import { JSONRPCClient, type JSONRPCResponse } from 'json-rpc-2.0';
 import { uuidV7Simple } from '../../ids.js';
 import { buildShellEnv } from '../../executors/environment.js';
 import { CONTAINMENT_ENV, ISOLATION_ENV, type ContainedProcess } from '../../process/containment.js';
+import { reap, type RecordedTree } from '../../process/reap.js';
+import { isRecordOf, readTrace } from '../../records/trace-reader.js';
 import type { Owner } from '../../process/owner.js';
 import type { Session } from '../../session/session.js';
 import { SPAWNER_ENV, type ChildTask } from './child-entry.js';
 import type { RegisteredCapsule } from './registry.js';
+import { copyWorkdir, type WorkdirSnapshot } from './snapshot.js';
 
 /** Default bound on one delegation, seconds (`delegation.md` §5; = `lifecycle.delegation_deadline_secs`'s default). */
 export const DEFAULT_DELEGATION_TIMEOUT_SECS = 600;
@@ -74,6 +77,10 @@ export interface LaunchedChild {
   readonly workdir: string;
   /** The work folder relative to the parent's workdir (`/` separators), or absolute when outside it. */
   readonly child_workdir: string;
+  /** Epoch ms by which this delegation ends: the earlier of its bound (from the moment the child is up) and the inherited deadline. */
+  readonly deadline_ms: number;
+  /** What was copied into the work folder (`capabilities.spawn.workdir_snapshot`), or null when nothing was. */
+  readonly workdir_snapshot: WorkdirSnapshot | null;
   readonly tree: ContainedProcess;
 }
 
@@ -86,8 +93,16 @@ export interface DelegationRequest {
   readonly owner: Owner;
   /** The parent's `capabilities.env.allow` (the child gets the names both declare, `delegation.md` §7). */
   readonly parentEnvAllow: readonly string[];
-  /** The bound, seconds. */
+  /** The bound, seconds, counted from the moment the child is up (its start has {@link CHILD_START_TIMEOUT_MS}). */
   readonly timeoutSecs: number;
+  /**
+   * The deadline the delegating session inherited (epoch ms), or null (`delegation.md` §5): the
+   * delegation ends by it whatever its own bound, and the child's task inherits the earlier of
+   * the two, so a grandchild ends by it too.
+   */
+  readonly deadlineMs?: number | null;
+  /** Start the child with a copy of the parent's work folder (`capabilities.spawn.workdir_snapshot`, `delegation.md` §6). */
+  readonly snapshot?: boolean;
   /** The registry directory (the child's own capsule steps resolve there too). */
   readonly capsulesDir: string;
   /** Called once the child is up, before it is handed its task. */
@@ -137,6 +152,31 @@ export interface Delegation {
   cancel(): void;
 }
 
+/** The scratch directory a child session whose records are `childRecords` uses (`Session.scratchDir`: `.<name>.scratch` beside its records). */
+export function childScratchDir(childRecords: string): string {
+  return join(dirname(childRecords), `.${basename(childRecords)}.scratch`);
+}
+
+/**
+ * The process trees a child capsule's own trace says it started (`process_start`), for ending
+ * what a child killed outright left: on the process-group backend without a PID namespace its
+ * steps lead process groups of their own, which the child's death does not end. Each is believed
+ * only as `reap` believes a dead session's records (pid and start time, or live members of its
+ * group that started no earlier than its leader, none older than the child itself).
+ */
+function recordedChildTrees(childRecords: string): { sessionId: string | null; trees: RecordedTree[] } {
+  const { records } = readTrace(childRecords);
+  let sessionId: string | null = null;
+  const trees: RecordedTree[] = [];
+  for (const record of records) {
+    if (isRecordOf(record, 'session_start')) sessionId ??= record.session_id;
+    else if (isRecordOf(record, 'process_start')) {
+      trees.push({ pid: record.pid, startTime: record.pid_start_time ?? null, pgid: record.pgid ?? null, cgroup: record.cgroup ?? null, pidNamespace: record.pid_namespace === true });
+    }
+  }
+  return { sessionId, trees };
+}
+
 /** Starts one delegation. Never throws: every failure is a result. */
 export function startDelegation(request: DelegationRequest): Delegation {
   let tree: ContainedProcess | null = null;
@@ -169,13 +209,18 @@ async function delegate(request: DelegationRequest, setTree: (tree: ContainedPro
   const delegationId = `dlg_${uuidV7Simple()}`;
   const childRecords = join(session.recordsDir, 'children', delegationId);
   const childWork = join(session.recordsDir, 'children', `${delegationId}.work`);
+  // The child session's scratch directory (HOME, TMPDIR of its steps), where its Session puts it.
+  const childScratch = childScratchDir(childRecords);
   const started = Date.now();
   try {
     mkdirSync(childRecords, { recursive: true, mode: 0o700 });
     mkdirSync(childWork, { recursive: true, mode: 0o700 });
+    mkdirSync(childScratch, { recursive: true, mode: 0o700 });
   } catch (error) {
     return none('failed', `capsule '${capsule.name}' was not started: its directories under ${join(session.recordsDir, 'children')} cannot be created (${error instanceof Error ? error.message : String(error)})`);
   }
+  // Never the runtime's own directories: the records (the child's own folders are in them), the scratch directory, <workdir>/.capsule/.
+  const snapshot = request.snapshot === true ? copyWorkdir(session.workdir, childWork, [session.recordsDir, session.scratchDir, join(session.workdir, '.capsule')]) : null;
   const childAllow = capsule.manifest.capabilities?.env?.allow ?? [];
   let env: Record<string, string>;
   try {
@@ -202,7 +247,9 @@ async function delegate(request: DelegationRequest, setTree: (tree: ContainedPro
     env,
     stdinPipe: true,
     collectOutput: false,
-    readOnlyPaths: [],
+    // Steps' read-only records (with a PID namespace): the child sees the parent's records
+    // read-only, as any step does, and may write only its own directories beneath them.
+    writablePaths: [childRecords, childWork, childScratch],
   });
   setTree(child);
   if (child.identity === null || child.stdin === null || child.stdout === null) {
@@ -236,10 +283,14 @@ async function delegate(request: DelegationRequest, setTree: (tree: ContainedPro
     client.rejectAllPendingRequests('the child capsule exited');
     return done;
   });
-  let settleOther: (why: 'timeout' | 'canceled') => void = () => {};
-  const other = new Promise<'timeout' | 'canceled'>((resolveOther) => (settleOther = resolveOther));
+  let settleOther: (why: 'timeout' | 'deadline' | 'canceled') => void = () => {};
+  const other = new Promise<'timeout' | 'deadline' | 'canceled'>((resolveOther) => (settleOther = resolveOther));
   setCancel(() => settleOther('canceled'));
-  const bound = setTimeout(() => settleOther('timeout'), Math.min(request.timeoutSecs * 1000, 2_147_483_647));
+  // The inherited deadline runs from the start (the child's launch counts against it); the own bound from the moment the child is up.
+  const inherited = request.deadlineMs ?? null;
+  const timer = (ms: number, why: 'timeout' | 'deadline'): NodeJS.Timeout => setTimeout(() => settleOther(why), Math.min(Math.max(0, ms), 2_147_483_647));
+  const deadlineTimer = inherited === null ? null : timer(inherited - Date.now(), 'deadline');
+  let bound: NodeJS.Timeout | null = null;
 
   let childSessionId: string | null = null;
   let launched: LaunchedChild | null = null;
@@ -255,20 +306,36 @@ async function delegate(request: DelegationRequest, setTree: (tree: ContainedPro
       // the records say it another way: the terminal `delegation` record
     }
   };
+  // Where the child's tree is not all of it (process groups, no PID namespace: its steps lead
+  // groups of their own), what its records say it started is ended too once the child is gone.
+  const groupsOnly = session.containment.info.backend === 'process-group' && !session.containment.info.pidNamespace;
+  const childStartTime = child.identity.startTime;
+  const endLeftovers = async (): Promise<void> => {
+    if (!groupsOnly) return;
+    try {
+      const recorded = recordedChildTrees(childRecords);
+      if (recorded.trees.length === 0 || recorded.sessionId === null) return;
+      await reap(recorded.trees, recorded.sessionId, CHILD_KILL_GRACE_MS, { notBefore: childStartTime >= 0 ? childStartTime : null });
+    } catch {
+      // best effort: the child's records may be unreadable; its groups are then reported by nobody
+    }
+  };
   const endChild = async (): Promise<void> => {
     stdin.end();
     await child.end(CHILD_KILL_GRACE_MS);
+    await endLeftovers();
   };
   const crashed = async (): Promise<DelegationResult> => {
     // What is left of the tree goes first: a child still ending could otherwise write over the launcher's completion.
     await child.end(CHILD_KILL_GRACE_MS);
+    await endLeftovers();
     const done = await exit;
     const status = done.signal !== null ? `signal ${done.signal}` : `exit code ${done.exitCode}`;
     completion('crashed', `${status}${stderrTail.trim() === '' ? '' : `: ${stderrTail.trim()}`}`);
     return none('failed', `capsule '${capsule.name}' stopped answering: its process ended (${status}) without completing its task`, ids());
   };
 
-  type Step<T> = { kind: 'value'; value: T } | { kind: 'exit' } | { kind: 'timeout' } | { kind: 'canceled' } | { kind: 'error'; error: unknown };
+  type Step<T> = { kind: 'value'; value: T } | { kind: 'exit' } | { kind: 'timeout' } | { kind: 'deadline' } | { kind: 'canceled' } | { kind: 'error'; error: unknown };
   const race = <T>(work: PromiseLike<T>): Promise<Step<T>> =>
     Promise.race([
       Promise.resolve(work).then((value): Step<T> => ({ kind: 'value', value }), (error: unknown): Step<T> => (exited ? { kind: 'exit' } : { kind: 'error', error })),
@@ -281,6 +348,11 @@ async function delegate(request: DelegationRequest, setTree: (tree: ContainedPro
       await endChild();
       completion('terminated', `the delegation bound of ${request.timeoutSecs} s expired`);
       return none('timed_out', `capsule '${capsule.name}' did not answer within ${request.timeoutSecs} s and was stopped`, ids());
+    }
+    if (step.kind === 'deadline') {
+      await endChild();
+      completion('terminated', 'the deadline the delegating session inherited passed');
+      return none('timed_out', `capsule '${capsule.name}' did not answer by the deadline this session inherited from its own parent (${new Date(inherited ?? 0).toISOString()}) and was stopped`, ids());
     }
     if (step.kind === 'canceled') {
       await endChild();
@@ -298,6 +370,9 @@ async function delegate(request: DelegationRequest, setTree: (tree: ContainedPro
     const info = await race(client.timeout(CHILD_START_TIMEOUT_MS).request('session.info', {}));
     if (info.kind !== 'value') return await ended(info);
     childSessionId = String((info.value as { session_id?: unknown }).session_id ?? '');
+    // Up: the own bound starts now; the child inherits the earlier of it and the inherited deadline.
+    bound = timer(request.timeoutSecs * 1000, 'timeout');
+    const deadlineMs = Math.min(Date.now() + request.timeoutSecs * 1000, inherited ?? Number.POSITIVE_INFINITY);
     const relativeWork = relative(resolve(session.workdir), childWork);
     launched = {
       delegation_id: delegationId,
@@ -307,11 +382,15 @@ async function delegate(request: DelegationRequest, setTree: (tree: ContainedPro
       records_dir: childRecords,
       workdir: childWork,
       child_workdir: relativeWork.startsWith('..') ? childWork : relativeWork.split('\\').join('/'),
+      deadline_ms: deadlineMs,
+      workdir_snapshot: snapshot,
       tree: child,
     };
     request.onLaunched?.(launched);
 
-    const sent = await race(client.request('message/send', { message: { role: 'user', messageId: `msg_${delegationId}`, parts: [{ text: request.task }] } }));
+    const sent = await race(
+      client.request('message/send', { message: { role: 'user', messageId: `msg_${delegationId}`, parts: [{ text: request.task }] }, metadata: { deadline_ms: deadlineMs } }),
+    );
     if (sent.kind !== 'value') return await ended(sent);
     const taskId = (sent.value as ChildTask).id;
     for (;;) {
@@ -337,7 +416,8 @@ async function delegate(request: DelegationRequest, setTree: (tree: ContainedPro
       if (waited.kind !== 'value') return await ended(waited);
     }
   } finally {
-    clearTimeout(bound);
+    if (bound !== null) clearTimeout(bound);
+    if (deadlineTimer !== null) clearTimeout(deadlineTimer);
     lines.close();
   }
 }
