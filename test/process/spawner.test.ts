@@ -75,7 +75,11 @@ eachBackend((backend) => {
 
   it('loses no output of commands that exit before their pipes were handed over (many at once)', async () => {
     const containment = open();
-    const trees = await Promise.all(Array.from({ length: 40 }, (_, i) => start(containment, 'echo', [`line-${i}`])));
+    await (await start(containment, 'true', [])).done; // the spawner is up
+    const starting = Array.from({ length: 40 }, (_, i) => start(containment, 'echo', [`line-${i}`]));
+    // The runtime busy for a moment: the spawner's hand-overs queue up while the commands exit.
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 300);
+    const trees = await Promise.all(starting);
     const results = await Promise.all(trees.map((tree) => tree.done));
     expect(results.map((r) => r.stdout.toString())).toEqual(Array.from({ length: 40 }, (_, i) => `line-${i}\n`));
   });
