@@ -107,6 +107,9 @@ function running(tree: ContainedProcess, request: RunCommandRequest, exited: { v
   };
   pipe(tree.stdout, 1);
   pipe(tree.stderr, 2);
+  // Through the spawner the pipes arrive paused (`Containment.start`): they flow from here.
+  tree.stdout?.resume();
+  tree.stderr?.resume();
   const done = tree.done.then(
     (result): CommandEnd => ({
       spawnError: result.spawnError,

@@ -431,7 +431,8 @@ export class Containment {
    * session's spawner process (issue 14, `spawner/client.ts`) unless `CAPSULE_SPAWNER=direct`, so
    * that the runtime's memory does not decide the price of the fork. The containment, isolation,
    * identity and ending are {@link spawn}'s. A request with `stdinPipe` is started directly.
-   * Never rejects for anything about the program.
+   * The caller puts its listeners on `stdout`/`stderr` in the same turn as the promise resolves
+   * (no byte is emitted before the next turn). Never rejects for anything about the program.
    */
   async start(request: SpawnRequest): Promise<ContainedProcess> {
     const spawner = request.stdinPipe === true ? null : this.#ensureSpawner();
@@ -442,10 +443,26 @@ export class Containment {
     this.#starting.add(starting);
     try {
       const leader = await starting;
-      return this.#adopt(prepared, leader, leader.startTime >= 0 ? leader.startTime : null);
+      const contained = this.#adopt(prepared, leader, leader.startTime >= 0 ? leader.startTime : null);
+      // The spawner's pipes arrive paused: they flow once the caller, resumed before this
+      // callback runs, has put its listeners on (it may also resume them itself).
+      setImmediate(() => {
+        contained.stdout?.resume();
+        contained.stderr?.resume();
+      });
+      return contained;
     } finally {
       this.#starting.delete(starting);
     }
+  }
+
+  /**
+   * Starts the session's spawner now (when {@link start} would use one) rather than at the first
+   * {@link start}: a plan with shell steps calls this before it checks the plan, so that the
+   * spawner's boot (a Node process, tens of milliseconds) is not in the first step's time.
+   */
+  prepareSpawner(): void {
+    this.#ensureSpawner()?.boot();
   }
 
   /** Whether {@link start} goes through the session's spawner process. */

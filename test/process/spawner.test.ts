@@ -84,6 +84,21 @@ eachBackend((backend) => {
     expect(results.map((r) => r.stdout.toString())).toEqual(Array.from({ length: 40 }, (_, i) => `line-${i}\n`));
   });
 
+  it('gives a caller that reads the streams itself every byte, its listeners put on once start resolved', async () => {
+    const containment = open();
+    const read = await Promise.all(
+      Array.from({ length: 20 }, async (_, i) => {
+        const tree = await containment.start({ owner: { kind: 'other', label: 'echo' }, file: 'sh', args: ['-c', `echo out-${i}; echo err-${i} >&2`], cwd: '/tmp', env: TEST_ENV, collectOutput: false });
+        const text = { out: '', err: '' };
+        tree.stdout?.on('data', (chunk: Buffer) => (text.out += chunk.toString()));
+        tree.stderr?.on('data', (chunk: Buffer) => (text.err += chunk.toString()));
+        await tree.done;
+        return text;
+      }),
+    );
+    expect(read).toEqual(Array.from({ length: 20 }, (_, i) => ({ out: `out-${i}\n`, err: `err-${i}\n` })));
+  });
+
   it('reports a program that cannot be started as a spawn error, as spawn does', async () => {
     const containment = open();
     const tree = await start(containment, 'nosuchbin-capsule', []);

@@ -142,6 +142,17 @@ export class Spawner {
     });
   }
 
+  /** Starts the spawner process now if it is not running (a failure is left for the next launch to report). */
+  boot(): void {
+    if (this.#closed) return;
+    try {
+      this.#ensure();
+      this.#refresh();
+    } catch {
+      // the next launch tries again and reports why
+    }
+  }
+
   /** Disconnects the spawner (it exits) and resolves once it has. Idempotent; later launches are refused. */
   async close(): Promise<void> {
     this.#closed = true;
@@ -267,6 +278,11 @@ export class Spawner {
       else if (pending.options.control !== true) resolve(NO_CONTROL);
       else pending.onControl = resolve;
     });
+    // Paused until the caller has its listeners on (`Containment.start` resumes them a turn later):
+    // the watcher's own listeners would otherwise start the flow before the caller's, and the
+    // caller would miss the first chunks.
+    pending.stdout?.pause();
+    pending.stderr?.pause();
     const leader = superviseLeader(pending.options, pending.startedAtMs, {
       pid: pending.pid as number,
       stdout: pending.stdout,
