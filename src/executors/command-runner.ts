@@ -8,7 +8,7 @@
  * stays flat whatever the command prints and no byte is lost across the switch.
  */
 import type { Readable } from 'node:stream';
-import type { ContainedProcess, Containment } from '../process/containment.js';
+import type { ContainedProcess, Containment, SpawnRequest } from '../process/containment.js';
 import type { LeaderExitInfo } from '../process/leader.js';
 import type { Owner } from '../process/owner.js';
 import type { OutputSink } from './output-capture.js';
@@ -65,12 +65,26 @@ export interface RunningCommand {
 
 /**
  * Starts one command, contained, and streams its output into `request.sink`. Never throws for
- * anything about the program: a program that cannot start ends with `spawnError`.
+ * anything about the program: a program that cannot start ends with `spawnError`. The runtime
+ * forks it itself; {@link startCommand} goes through the session's spawner.
  */
 export function runCommand(request: RunCommandRequest): RunningCommand {
-  let sink = request.sink;
-  let exited = false;
-  const tree = request.containment.spawn({
+  const exited = { value: false };
+  return running(request.containment.spawn(spawnRequest(request, exited)), request, exited);
+}
+
+/**
+ * As {@link runCommand}, resolving once the command has started (its identity known), through
+ * the session's spawner process unless `CAPSULE_SPAWNER=direct` (`Containment.start`, issue 14).
+ * Never rejects for anything about the program.
+ */
+export async function startCommand(request: RunCommandRequest): Promise<RunningCommand> {
+  const exited = { value: false };
+  return running(await request.containment.start(spawnRequest(request, exited)), request, exited);
+}
+
+function spawnRequest(request: RunCommandRequest, exited: { value: boolean }): SpawnRequest {
+  return {
     owner: request.owner,
     file: request.file,
     args: request.args,
@@ -80,15 +94,22 @@ export function runCommand(request: RunCommandRequest): RunningCommand {
     ...(request.stdin !== undefined ? { stdin: request.stdin } : {}),
     ...(request.drainGraceMs !== undefined ? { drainGraceMs: request.drainGraceMs } : {}),
     onLeaderExit: (info) => {
-      exited = true;
+      exited.value = true;
       request.onLeaderExit?.(info);
     },
-  });
+  };
+}
+
+function running(tree: ContainedProcess, request: RunCommandRequest, exited: { value: boolean }): RunningCommand {
+  let sink = request.sink;
   const pipe = (stream: Readable | null, index: 1 | 2): void => {
     stream?.on('data', (chunk: Buffer | string) => sink.write(index, typeof chunk === 'string' ? Buffer.from(chunk) : chunk));
   };
   pipe(tree.stdout, 1);
   pipe(tree.stderr, 2);
+  // Through the spawner the pipes arrive paused (`Containment.start`): they flow from here.
+  tree.stdout?.resume();
+  tree.stderr?.resume();
   const done = tree.done.then(
     (result): CommandEnd => ({
       spawnError: result.spawnError,
@@ -104,7 +125,7 @@ export function runCommand(request: RunCommandRequest): RunningCommand {
     process: tree,
     done,
     get leaderExited() {
-      return exited;
+      return exited.value;
     },
     setSink(next: OutputSink): void {
       sink = next;

@@ -42,7 +42,8 @@ import {
 } from './cgroups.js';
 import { CgroupSignaller, CgroupUnit, removeCgroupTree } from './cgroup-unit.js';
 import { GroupUnit } from './group-unit.js';
-import { describeSpawnError, failedLaunch, launchLeader, type LaunchedLeader, type LeaderExitInfo, type ProcessResult } from './leader.js';
+import { describeSpawnError, failedLaunch, launchLeader, type LaunchedLeader, type LaunchOptions, type LeaderExitInfo, type ProcessResult } from './leader.js';
+import { Spawner, SPAWNER_ENV, spawnerWanted } from './spawner/client.js';
 import { ownerInScope, ownerText, type Owner, type OwnerScope } from './owner.js';
 import { liveGroupIds, ProcessGroupRegistry } from './process-groups.js';
 import { processStartTime } from './proc.js';
@@ -150,6 +151,7 @@ export function detectContainment(options: ContainmentOptions): ContainmentInfo 
     options.isolation ?? readChoice<IsolationChoice>(env[ISOLATION_ENV], ['pid-namespace', 'none', 'auto'], ISOLATION_ENV) ?? 'auto';
   const forcedBy = (choice: string, option: string | undefined, envName: string): string =>
     option !== undefined ? `${choice} was asked for` : `${envName}=${choice}`;
+  readChoice(env[SPAWNER_ENV], ['spawner', 'direct'], SPAWNER_ENV);
   const helper = locateSpawnHelper(env);
 
   let backend: ContainmentBackend = 'process-group';
@@ -345,6 +347,19 @@ export interface UnitEnding extends EndResult {
   readonly cgroup: string | null;
 }
 
+/** The cgroup, inside the session's, that holds the session's spawner process. */
+const SPAWNER_CGROUP = 'spawner';
+
+/** What {@link Containment.spawn} has decided before it launches. */
+interface Prepared {
+  readonly owner: Owner;
+  readonly argv: readonly string[];
+  readonly executable: string;
+  readonly cgroupDir: string | null;
+  readonly pidNamespace: boolean;
+  readonly launch: LaunchOptions;
+}
+
 let unitCounter = 0;
 
 /** A cgroup name for one tree: a counter (unique in the session), then a readable owner slug. */
@@ -372,6 +387,11 @@ export class Containment {
   readonly #signaller: CgroupSignaller | null;
   readonly #live = new Set<Contained>();
   #closed = false;
+  /** The session's spawner process (issue 14), created at the first {@link start}; null before, or with `CAPSULE_SPAWNER=direct`. */
+  #spawner: Spawner | null = null;
+  #useSpawner: boolean;
+  /** Launches in flight through the spawner ({@link close} waits for them). */
+  readonly #starting = new Set<Promise<unknown>>();
   /** Kills the session's cgroup if the runtime dies without closing (src/process/watchdog.ts); started with the first cgroup. */
   #watchdog: CgroupWatchdog | null = null;
 
@@ -380,8 +400,9 @@ export class Containment {
    * @param options `pathVar`: the host `PATH` programs are resolved on (default `process.env.PATH`);
    *   `readOnlyPaths`: bound read-only in the trees' mount namespaces.
    */
-  constructor(info: ContainmentInfo, options: { pathVar?: string | undefined; readOnlyPaths?: readonly string[] } = {}) {
+  constructor(info: ContainmentInfo, options: { pathVar?: string | undefined; readOnlyPaths?: readonly string[]; spawner?: boolean } = {}) {
     this.info = info;
+    this.#useSpawner = options.spawner ?? spawnerWanted();
     this.path = trustedPath('pathVar' in options ? options.pathVar : process.env['PATH']);
     this.#readOnly = options.readOnlyPaths ?? [];
     this.#signaller = info.cgroup === null ? null : new CgroupSignaller(info.cgroup);
@@ -392,6 +413,7 @@ export class Containment {
     const env = options.env ?? process.env;
     return new Containment(detectContainment(options), {
       pathVar: 'pathVar' in options ? options.pathVar : env['PATH'],
+      spawner: spawnerWanted(env),
       ...(options.readOnlyPaths !== undefined ? { readOnlyPaths: options.readOnlyPaths } : {}),
     });
   }
@@ -403,9 +425,92 @@ export class Containment {
    * whose `identity` is null and whose `done` carries `spawnError` (`failed to start '<file>': …`).
    */
   spawn(request: SpawnRequest): ContainedProcess {
+    const prepared = this.#prepare(request);
+    if (prepared instanceof Contained) return prepared;
+    return this.#adopt(prepared, launchLeader(prepared.launch), null);
+  }
+
+  /**
+   * As {@link spawn}, resolving once the process has started (its identity known): through the
+   * session's spawner process (issue 14, `spawner/client.ts`) unless `CAPSULE_SPAWNER=direct`, so
+   * that the runtime's memory does not decide the price of the fork. The containment, isolation,
+   * identity and ending are {@link spawn}'s. A request with `stdinPipe` is started directly.
+   * The caller puts its listeners on `stdout`/`stderr` in the same turn as the promise resolves
+   * (no byte is emitted before the next turn). Never rejects for anything about the program.
+   */
+  async start(request: SpawnRequest): Promise<ContainedProcess> {
+    const spawner = request.stdinPipe === true ? null : this.#ensureSpawner();
+    if (spawner === null) return this.spawn(request);
+    const prepared = this.#prepare(request);
+    if (prepared instanceof Contained) return prepared;
+    const starting = spawner.launch(prepared.launch);
+    this.#starting.add(starting);
+    try {
+      const leader = await starting;
+      const contained = this.#adopt(prepared, leader, leader.startTime >= 0 ? leader.startTime : null);
+      // The spawner's pipes arrive paused: they flow once the caller, resumed before this
+      // callback runs, has put its listeners on (it may also resume them itself).
+      setImmediate(() => {
+        contained.stdout?.resume();
+        contained.stderr?.resume();
+      });
+      return contained;
+    } finally {
+      this.#starting.delete(starting);
+    }
+  }
+
+  /**
+   * Starts the session's spawner now (when {@link start} would use one) rather than at the first
+   * {@link start}: a plan with shell steps calls this before it checks the plan, so that the
+   * spawner's boot (a Node process, tens of milliseconds) is not in the first step's time.
+   */
+  prepareSpawner(): void {
+    this.#ensureSpawner()?.boot();
+  }
+
+  /** Whether {@link start} goes through the session's spawner process. */
+  get usesSpawner(): boolean {
+    return this.#useSpawner;
+  }
+
+  /** The pid of the session's spawner process, or null (not started yet, or `CAPSULE_SPAWNER=direct`). */
+  get spawnerPid(): number | null {
+    return this.#spawner?.pid ?? null;
+  }
+
+  #ensureSpawner(): Spawner | null {
+    if (!this.#useSpawner || this.#closed) return null;
+    if (this.#spawner !== null) return this.#spawner;
+    let cgroup: string | null = null;
+    if (this.info.backend === 'cgroup' && this.info.cgroup !== null) {
+      cgroup = join(this.info.cgroup, SPAWNER_CGROUP);
+      try {
+        createCgroup(cgroup);
+      } catch {
+        this.#useSpawner = false; // the direct path keeps every guarantee
+        return null;
+      }
+    }
+    this.#spawner = new Spawner({
+      cgroup,
+      onStarted: () => {
+        if (this.info.cgroup !== null) this.#watchdog ??= CgroupWatchdog.start(this.info.cgroup);
+      },
+      // Every tree the dead spawner started is ended (proven gone) before its attempt hears it was lost.
+      onDeath: (pids) => {
+        const lost = new Set(pids);
+        return Promise.all([...this.#live].filter((p) => p.identity !== null && lost.has(p.identity.pid)).map((p) => p.endTree(0).catch(() => undefined)));
+      },
+    });
+    return this.#spawner;
+  }
+
+  /** Resolves the program and creates its cgroup; a refusal is a started-nothing {@link Contained}. */
+  #prepare(request: SpawnRequest): Contained | Prepared {
     const startedAtMs = Date.now();
     const argv = [request.file, ...request.args];
-    const refuse = (spawnError: string): ContainedProcess =>
+    const refuse = (spawnError: string): Contained =>
       new Contained(this, request.owner, null, null, argv, failedLaunch(spawnError, startedAtMs), null);
     if (this.#closed) return refuse(`failed to start '${request.file}': the session has ended`);
     const resolved = resolveExecutable(request.file, this.path, request.cwd);
@@ -426,7 +531,7 @@ export class Containment {
     // An exception only means something beneath a read-only bind.
     const writable = (request.writablePaths ?? []).filter((path) => readOnly.some((ro) => path === ro || path.startsWith(ro.endsWith('/') ? ro : `${ro}/`)));
     const useHelper = cgroupDir !== null || pidNamespace || this.info.runAs !== null;
-    const leader = launchLeader({
+    const launch: LaunchOptions = {
       file: useHelper ? (this.info.helper as string) : resolved.path,
       args: useHelper
         ? helperArgs(
@@ -447,24 +552,30 @@ export class Containment {
       ...(request.drainGraceMs !== undefined ? { drainGraceMs: request.drainGraceMs } : {}),
       ...(request.collectOutput !== undefined ? { collectOutput: request.collectOutput } : {}),
       label: ownerText(request.owner),
-    });
+    };
+    return { owner: request.owner, argv, executable: resolved.path, cgroupDir, pidNamespace, launch };
+  }
+
+  /** Registers a launched leader as a tree (or a started-nothing process when it failed). */
+  #adopt(prepared: Prepared, leader: LaunchedLeader, startTime: number | null): Contained {
+    const { owner, argv, executable, cgroupDir, pidNamespace } = prepared;
     if (leader.pid === null) {
       if (cgroupDir !== null) removeCgroupTree(cgroupDir);
-      return new Contained(this, request.owner, null, resolved.path, argv, leader, null);
+      return new Contained(this, owner, null, executable, argv, leader, null);
     }
     const pid = leader.pid;
     const unit: Unit =
       cgroupDir !== null
         ? new CgroupUnit(cgroupDir, pid, this.info.cgroupKill, this.#signaller as CgroupSignaller)
-        : new GroupUnit(this.#groups, pid, ownerText(request.owner));
+        : new GroupUnit(this.#groups, pid, ownerText(owner));
     const identity: ProcessIdentity = {
       pid,
-      startTime: processStartTime(pid) ?? -1,
+      startTime: startTime ?? processStartTime(pid) ?? -1,
       pgid: pid,
       cgroup: cgroupDir,
       pidNamespace,
     };
-    const contained = new Contained(this, request.owner, identity, resolved.path, argv, leader, unit);
+    const contained = new Contained(this, owner, identity, executable, argv, leader, unit);
     this.#live.add(contained);
     return contained;
   }
@@ -507,7 +618,10 @@ export class Containment {
    */
   async close(graceMs: number): Promise<UnitEnding[]> {
     this.#closed = true;
+    // A start in flight registers its tree first, so that this ending reaches it.
+    await Promise.allSettled([...this.#starting]);
     const endings = await this.endAll(graceMs);
+    await this.#spawner?.close();
     this.#watchdog?.release();
     if (this.info.cgroup !== null && this.#live.size === 0) removeCgroupTree(this.info.cgroup);
     return endings;
@@ -520,6 +634,7 @@ export class Containment {
    */
   discard(): void {
     this.#closed = true;
+    void this.#spawner?.close();
     this.#watchdog?.release();
     if (this.info.cgroup !== null && this.#live.size === 0) removeCgroupTree(this.info.cgroup);
   }
@@ -631,7 +746,23 @@ class Contained implements ContainedProcess {
     const unit = this.#unit;
     if (unit === null || this.#released) return this.done.then(() => ({ signal: null, survivors: [] }));
     if (this.#ending !== null) return this.#ending;
-    const ending = (async (): Promise<EndResult> => {
+    const ending = this.endTree(graceMs).then(async (result) => {
+      await this.done;
+      return result;
+    });
+    this.#ending = ending;
+    // A later end() after survivors may try again.
+    void ending.then((result) => {
+      if (result.survivors.length > 0) this.#ending = null;
+    });
+    return ending;
+  }
+
+  /** @internal {@link end} without waiting for `done` (the spawner died: `done` settles only once the tree is gone). */
+  endTree(graceMs: number): Promise<EndResult> {
+    const unit = this.#unit;
+    if (unit === null || this.#released) return Promise.resolve({ signal: null, survivors: [] });
+    return (async (): Promise<EndResult> => {
       // Until the helper has exec'd the command (its control channel's end), the tree may not be
       // in its cgroup yet (an empty cgroup would prove nothing) and a PID namespace's init may
       // not be known yet (it must be signalled alone). This waits only for an ending asked in the
@@ -643,15 +774,8 @@ class Contained implements ContainedProcess {
       }
       const result = await unit.end(graceMs);
       if (result.survivors.length === 0) this.markGone();
-      await this.done;
       return result;
     })();
-    this.#ending = ending;
-    // A later end() after survivors may try again.
-    void ending.then((result) => {
-      if (result.survivors.length > 0) this.#ending = null;
-    });
-    return ending;
   }
 
   transfer(owner: Owner): void {

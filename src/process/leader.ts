@@ -222,7 +222,8 @@ export interface LaunchedLeader {
   readonly control: Promise<ControlReport>;
 }
 
-const NO_CONTROL: ControlReport = { initPid: null, failure: null };
+/** The control report of a leader started without the helper's control channel. */
+export const NO_CONTROL: ControlReport = { initPid: null, failure: null };
 
 /** A leader that never started. */
 export function failedLaunch(spawnError: string, startedAtMs = Date.now()): LaunchedLeader {
@@ -271,7 +272,6 @@ function describeHelperFailure(name: string, cwd: string, failure: NonNullable<C
  */
 export function launchLeader(options: LaunchOptions): LaunchedLeader {
   const startedAtMs = Date.now();
-  const drainGraceMs = Math.max(0, options.drainGraceMs ?? DEFAULT_DRAIN_GRACE_MS);
   const name = options.displayName ?? options.file;
   const stdinSpec = options.stdin === undefined && options.stdinPipe !== true ? ('ignore' as const) : ('pipe' as const);
 
@@ -305,9 +305,90 @@ export function launchLeader(options: LaunchOptions): LaunchedLeader {
     () => undefined,
   );
 
+  const pid = subprocess.pid ?? null;
   const stdout: Readable | null = subprocess.stdout;
   const stderr: Readable | null = subprocess.stderr;
   const stdin: Writable | null = subprocess.stdin;
+  if (pid === null) {
+    // Node emits `error` (and never `exit`) when the program could not be executed; when spawn()
+    // threw synchronously, execa returns a dummy subprocess that emits nothing and only its
+    // promise carries the error (as `cause`).
+    stdout?.on('error', () => undefined);
+    stderr?.on('error', () => undefined);
+    stdin?.on('error', () => undefined);
+    const done = new Promise<ProcessResult>((resolve) => {
+      let settled = false;
+      const failed = (error: unknown): void => {
+        if (settled) return;
+        settled = true;
+        stdout?.destroy();
+        stderr?.destroy();
+        stdin?.destroy();
+        resolve({ ...failedResult(describeSpawnError(name, options.cwd, error), startedAtMs) });
+      };
+      subprocess.once('error', failed);
+      subprocess.then(
+        (result) => failed(result.cause ?? result),
+        (error: unknown) => failed(error),
+      );
+    });
+    return { pid: null, stdout, stderr, stdin: null, done, control: Promise.resolve(NO_CONTROL) };
+  }
+  subprocess.on('error', () => undefined); // e.g. a failed kill(); `exit` still follows
+  const controlStream = options.control === true ? ((subprocess.stdio as readonly unknown[])[3] as Readable | null | undefined) ?? null : null;
+  const control: Promise<ControlReport> =
+    controlStream === null
+      ? Promise.resolve(NO_CONTROL)
+      : (() => {
+          const text = collect(controlStream);
+          return streamSettled(controlStream).then(() => parseControl(text().toString('utf8')));
+        })();
+  return superviseLeader(options, startedAtMs, {
+    pid,
+    stdout,
+    stderr,
+    stdin,
+    control,
+    controlStream,
+    onExit: (listener) => subprocess.once('exit', listener),
+  });
+}
+
+/** The parts of a started leader {@link superviseLeader} watches (from execa, or from the session's spawner). */
+export interface LeaderParts {
+  readonly pid: number;
+  readonly stdout: Readable | null;
+  readonly stderr: Readable | null;
+  readonly stdin: Writable | null;
+  /** The helper's control report (at its end of file), or {@link NO_CONTROL}. */
+  readonly control: Promise<ControlReport>;
+  /** Destroyed with the pipes once `done` settles (execa's fd 3), or null. */
+  readonly controlStream?: Readable | null;
+  /** Registers the one listener of the leader's exit. */
+  onExit(listener: (code: number | null, signal: NodeJS.Signals | null) => void): void;
+  /**
+   * Registers the one listener told that the leader's exit will never be known (the session's
+   * spawner died): `done` then settles with `why` as `spawnError`, the pid kept.
+   */
+  onLost?(listener: (why: string) => void): void;
+}
+
+/** A {@link ProcessResult} for a program that never ran. */
+function failedResult(spawnError: string, startedAtMs: number): ProcessResult {
+  return { spawnError, pid: null, exitCode: -1, signal: null, stdout: EMPTY, stderr: EMPTY, startedAtMs, endedAtMs: Date.now() };
+}
+
+/**
+ * Watches a started leader ({@link launchLeader}; `spawner/client.ts` for the session's spawner):
+ * collects or forwards its output, settles `done` on its exit once output is drained (EOF, or
+ * `drainGraceMs` and a quiet loop turn), and turns a failure the helper reported on its control
+ * channel into `spawnError`.
+ */
+export function superviseLeader(options: LaunchOptions, startedAtMs: number, parts: LeaderParts): LaunchedLeader {
+  const drainGraceMs = Math.max(0, options.drainGraceMs ?? DEFAULT_DRAIN_GRACE_MS);
+  const name = options.displayName ?? options.file;
+  const { pid, stdout, stderr, stdin, control } = parts;
+  const controlStream = parts.controlStream ?? null;
   stdin?.on('error', () => undefined); // EPIPE when the child exits without reading its input
   const keep = options.collectOutput !== false;
   const stdoutBytes = keep ? collect(stdout) : ignoreErrors(stdout);
@@ -321,21 +402,11 @@ export function launchLeader(options: LaunchOptions): LaunchedLeader {
   const bytesRead = (): number => byteCount;
   const outputSettled = Promise.all([streamSettled(stdout), streamSettled(stderr)]);
 
-  const pid = subprocess.pid ?? null;
-  const controlStream = options.control === true ? ((subprocess.stdio as readonly unknown[])[3] as Readable | null | undefined) : null;
-  const control: Promise<ControlReport> =
-    controlStream === null || controlStream === undefined
-      ? Promise.resolve(NO_CONTROL)
-      : (() => {
-          const text = collect(controlStream);
-          return streamSettled(controlStream).then(() => parseControl(text().toString('utf8')));
-        })();
-
   const done = new Promise<ProcessResult>((resolve) => {
     let settled = false;
     const finish = (
       fields: Pick<ProcessResult, 'spawnError' | 'exitCode' | 'signal'> & { readonly leaderExitedAtMs?: number; readonly outputHeld?: boolean },
-      leaderPid: number | null = pid,
+      leaderPid: number | null = pid as number | null,
     ): void => {
       if (settled) return;
       settled = true;
@@ -353,21 +424,8 @@ export function launchLeader(options: LaunchOptions): LaunchedLeader {
       });
     };
 
-    if (pid === null) {
-      // Node emits `error` (and never `exit`) when the program could not be executed; when spawn()
-      // threw synchronously, execa returns a dummy subprocess that emits nothing and only its
-      // promise carries the error (as `cause`).
-      const failed = (error: unknown): void =>
-        finish({ spawnError: describeSpawnError(name, options.cwd, error), exitCode: -1, signal: null });
-      subprocess.once('error', failed);
-      subprocess.then(
-        (result) => failed(result.cause ?? result),
-        (error: unknown) => failed(error),
-      );
-      return;
-    }
-    subprocess.on('error', () => undefined); // e.g. a failed kill(); `exit` still follows
-    subprocess.once('exit', (code: number | null, signal: NodeJS.Signals | null) => {
+    parts.onLost?.((why) => finish({ spawnError: why, exitCode: -1, signal: null }));
+    parts.onExit((code: number | null, signal: NodeJS.Signals | null) => {
       const exitCode = code ?? (signal === null ? -1 : exitCodeForSignal(signal));
       const atMs = Date.now();
       // The helper's control channel is at its end by now (its last holder exec'd or exited) but

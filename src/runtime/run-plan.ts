@@ -290,6 +290,8 @@ export function startPlan(options: RunPlanOptions): PlanRun {
     for (const warning of parsed.warnings) options.onWarning?.(warning);
     const plan = parsed.plan;
     const kinds = plan.steps.map(stepKind);
+    // The spawner boots while the plan is checked, not in the first shell step's time (issue 14).
+    if (kinds.includes('shell')) session.containment.prepareSpawner();
 
     // §3 step 3: plan_start with the DAG as authored, before validation.
     trace.start(plan, kinds);

@@ -44,7 +44,9 @@ eachBackend((backend) => {
     writeJson(workdir, 'long.json', { id: 'long', steps: [{ id: 's', shell: `sleep ${sleepArg}` }] });
     writeJson(workdir, 'quick.json', { id: 'quick', steps: [{ id: 'q', shell: 'bash -c true' }] });
 
-    const killed = startCli(['run', 'long.json', '--quiet'], { cwd: workdir, env });
+    // Spawned directly: the session's spawner would end the step's tree when the runtime dies
+    // (docs/containment.md, the spawner process), and this case needs a tree that outlived its run.
+    const killed = startCli(['run', 'long.json', '--quiet'], { cwd: workdir, env: { ...env, CAPSULE_SPAWNER: 'direct' } });
     await waitFor(() => processesWithArg(sleepArg).length === 1, 10_000, 'the step to run');
     const [deadDir] = sessionDirs(workdir);
     await waitFor(() => existsSync(join(deadDir ?? '', 'trace.jsonl')) && readFileSync(join(deadDir ?? '', 'trace.jsonl'), 'utf8').includes('"process_start"'), 10_000, 'process_start in the trace');
@@ -86,7 +88,9 @@ eachBackend((backend) => {
     writeJson(workdir, 'capsule.json', manifestAllowing('bash', 'sleep'));
     writeJson(workdir, 'long.json', { id: 'long', steps: [{ id: 's', shell: `sleep ${sleepArg}` }] });
     writeJson(workdir, 'quick.json', { id: 'quick', steps: [{ id: 'q', shell: 'bash -c true' }] });
-    const killed = startCli(['run', 'long.json', '--quiet'], { cwd: workdir, env });
+    // Spawned directly: the session's spawner would end the step's tree when the runtime dies
+    // (docs/containment.md, the spawner process), and this case needs a tree that outlived its run.
+    const killed = startCli(['run', 'long.json', '--quiet'], { cwd: workdir, env: { ...env, CAPSULE_SPAWNER: 'direct' } });
     await waitFor(() => processesWithArg(sleepArg).length === 1, 10_000, 'the step to run');
     const [deadDir] = sessionDirs(workdir);
     const sessionStart = JSON.parse(readFileSync(join(deadDir ?? '', 'trace.jsonl'), 'utf8').split('\n')[0] ?? '{}') as { containment: { cgroup: string | null } };

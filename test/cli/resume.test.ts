@@ -48,7 +48,9 @@ async function crashedRun(
   writeJson(workdir, 'capsule.json', manifestAllowing('bash', 'sleep'));
   writeJson(workdir, 'long.json', { id: 'long', steps: [{ id: 's', shell: shell(sleepArg) }] });
   writeJson(workdir, 'quick.json', { id: 'quick', steps: [{ id: 'q', shell: 'bash -c true' }] });
-  const killed = startCli(['run', 'long.json', '--quiet'], { cwd: workdir, env });
+  // Spawned directly: the session's spawner would end the step's tree when the runtime dies
+  // (docs/containment.md, the spawner process), and these cases need a tree that outlived its run.
+  const killed = startCli(['run', 'long.json', '--quiet'], { cwd: workdir, env: { ...env, CAPSULE_SPAWNER: 'direct' } });
   await waitFor(() => processesWithArg(sleepArg).length === 1, 10_000, 'the step to run');
   const [deadDir = ''] = sessionDirs(workdir);
   await waitFor(() => existsSync(join(deadDir, 'trace.jsonl')) && readFileSync(join(deadDir, 'trace.jsonl'), 'utf8').includes('"process_start"'), 10_000, 'process_start in the trace');

@@ -24,7 +24,7 @@ import {
   within,
   type ProcInfo,
 } from '../support/plan-harness.js';
-import { eachBackend } from '../support/backends.js';
+import { eachBackend, eachSpawnPath } from '../support/backends.js';
 
 const FIXTURES = join(dirname(fileURLToPath(import.meta.url)), '..', 'fixtures', 'process');
 const TRAP_TERM = join(FIXTURES, 'trap-term-grandchild.sh');
@@ -71,7 +71,7 @@ afterAll(async () => {
 
 // The cases below run on both backends, without a PID namespace (their pids and groups are read
 // from the steps' own output); test/integration/containment.test.ts covers the namespaced trees.
-eachBackend((backend) => {
+eachBackend((backend) => eachSpawnPath(() => {
 const runCase: typeof runCaseWith = (d, plan, options = {}) =>
   runCaseWith(d, plan, { containment: backend.containment, isolation: backend.isolation, ...options });
 
@@ -251,4 +251,4 @@ describe('plan cleanup (real processes)', () => {
     }
   });
 });
-});
+}));

@@ -7,7 +7,7 @@
  */
 import { chmodSync, existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { pidNamespaceUnavailable } from '../support/backends.js';
+import { pidNamespaceUnavailable, useSpawnPath } from '../support/backends.js';
 import { runCase, TempDirs } from '../support/plan-harness.js';
 
 const dirs = new TempDirs();
@@ -82,12 +82,28 @@ const nobodyWorkdir = (): string => {
 );
 
 describe('on the fallback without a namespace (what the README says remains possible)', () => {
-  it('a step sees the runtime as its parent and can read /proc/$PPID (same user); its environment is the scrubbed one only for its own', async () => {
-    const out = await step('test "$PPID" = "' + String(process.pid) + '" && echo parent-is-runtime; test -r /proc/$PPID/environ && echo environ-readable', {
-      isolation: 'none',
+  describe('spawned directly (CAPSULE_SPAWNER=direct)', () => {
+    useSpawnPath('direct');
+    it('a step sees the runtime as its parent and can read /proc/$PPID (same user); its environment is the scrubbed one only for its own', async () => {
+      const out = await step('test "$PPID" = "' + String(process.pid) + '" && echo parent-is-runtime; test -r /proc/$PPID/environ && echo environ-readable', {
+        isolation: 'none',
+      });
+      expect(out.text).toContain('parent-is-runtime');
+      expect(out.text).toContain('environ-readable');
     });
-    expect(out.text).toContain('parent-is-runtime');
-    expect(out.text).toContain('environ-readable');
+  });
+
+  describe("through the session's spawner (the default)", () => {
+    useSpawnPath('spawner');
+    it("a step sees the session's spawner as its parent (whose parent is the runtime) and can read /proc/$PPID (same user), which holds none of the runtime's environment", async () => {
+      const out = await step(
+        'test "$(cut -d\" \" -f4 /proc/$PPID/stat)" = "' + String(process.pid) + '" && echo grandparent-is-runtime; test -r /proc/$PPID/environ && echo environ-readable; grep -c ' + SECRET + ' /proc/$PPID/environ; true',
+        { isolation: 'none' },
+      );
+      expect(out.text).toContain('grandparent-is-runtime');
+      expect(out.text).toContain('environ-readable');
+      expect(out.text.trim().split('\n').at(-1)).toBe('0');
+    });
   });
 });
 

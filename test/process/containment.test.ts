@@ -7,11 +7,11 @@
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Containment, ContainmentError, detectContainment, type ContainedProcess } from '../../src/process/containment.js';
+import { Containment, ContainmentError, detectContainment, type ContainedProcess, type SpawnRequest } from '../../src/process/containment.js';
 import { readCgroupProcs } from '../../src/process/cgroups.js';
 import { groupMembers } from '../../src/process/process-groups.js';
 import { processStartTime } from '../../src/process/proc.js';
-import { eachBackend } from '../support/backends.js';
+import { eachBackend, eachSpawnPath } from '../support/backends.js';
 import { TEST_ENV, waitFor } from './helpers.js';
 
 const opened: Containment[] = [];
@@ -20,21 +20,25 @@ afterAll(async () => {
   for (const containment of opened) await containment.close(200);
 });
 
-eachBackend((backend) => {
+eachBackend((backend) => eachSpawnPath((path) => {
   const open = (): Containment => {
     const containment = Containment.open({ sessionId: `test-${process.pid}-${++sessionCounter}`, backend: backend.containment, isolation: 'none' });
     opened.push(containment);
+    expect(containment.usesSpawner).toBe(path === 'spawner');
     return containment;
   };
-  const sleeper = (containment: Containment, label: string, seconds = '30'): ContainedProcess =>
-    containment.spawn({ owner: { kind: 'other', label }, file: 'sleep', args: [seconds], cwd: '/tmp', env: TEST_ENV });
+  /** `spawn` directly, or `start` through the session's spawner: the same contract. */
+  const launch = (containment: Containment, request: SpawnRequest): Promise<ContainedProcess> =>
+    path === 'spawner' ? containment.start(request) : Promise.resolve(containment.spawn(request));
+  const sleeper = (containment: Containment, label: string, seconds = '30'): Promise<ContainedProcess> =>
+    launch(containment, { owner: { kind: 'other', label }, file: 'sleep', args: [seconds], cwd: '/tmp', env: TEST_ENV });
   /** Live pids of the tree, as the backend holds it. */
   const membersOf = (tree: ContainedProcess): number[] =>
     tree.identity?.cgroup != null ? readCgroupProcs(tree.identity.cgroup) : groupMembers(tree.identity?.pgid ?? -1);
 
   it('starts a program with an identity: pid, its start time, its own process group, and its cgroup on the cgroup backend', async () => {
     const containment = open();
-    const tree = sleeper(containment, 'identity');
+    const tree = await sleeper(containment, 'identity');
     const identity = tree.identity;
     expect(identity).not.toBeNull();
     expect(identity?.startTime).toBe(processStartTime(identity?.pid ?? -1));
@@ -58,7 +62,7 @@ eachBackend((backend) => {
 
   it('reports a program that is not on the trusted PATH as a spawn error, starting nothing', async () => {
     const containment = open();
-    const tree = containment.spawn({ owner: { kind: 'other', label: 'missing' }, file: 'nosuchbin-capsule', args: [], cwd: '/tmp', env: TEST_ENV });
+    const tree = await launch(containment, { owner: { kind: 'other', label: 'missing' }, file: 'nosuchbin-capsule', args: [], cwd: '/tmp', env: TEST_ENV });
     expect(tree.identity).toBeNull();
     await expect(tree.done).resolves.toMatchObject({ spawnError: "failed to start 'nosuchbin-capsule': not found (ENOENT)", pid: null, exitCode: -1 });
     expect(containment.processes()).toEqual([]);
@@ -70,7 +74,7 @@ eachBackend((backend) => {
     const file = join(dir, 'plain-script');
     writeFileSync(file, 'echo "from sh: $1"\n');
     chmodSync(file, 0o755);
-    const tree = containment.spawn({ owner: { kind: 'other', label: 'script' }, file, args: ['arg'], cwd: '/tmp', env: TEST_ENV });
+    const tree = await launch(containment, { owner: { kind: 'other', label: 'script' }, file, args: ['arg'], cwd: '/tmp', env: TEST_ENV });
     const result = await tree.done;
     rmSync(dir, { recursive: true, force: true });
     expect(result).toMatchObject({ spawnError: null, exitCode: 0 });
@@ -79,9 +83,9 @@ eachBackend((backend) => {
 
   it('ends only the trees of the scope it is given, in one pass, and a transferred tree follows its new owner', async () => {
     const containment = open();
-    const a = containment.spawn({ owner: { kind: 'attempt', run: '1', step: 'a', attempt: 1 }, file: 'sleep', args: ['30'], cwd: '/tmp', env: TEST_ENV });
-    const b = containment.spawn({ owner: { kind: 'attempt', run: '1', step: 'b', attempt: 1 }, file: 'sleep', args: ['30'], cwd: '/tmp', env: TEST_ENV });
-    const other = containment.spawn({ owner: { kind: 'attempt', run: '2', step: 'a', attempt: 1 }, file: 'sleep', args: ['30'], cwd: '/tmp', env: TEST_ENV });
+    const a = await launch(containment, { owner: { kind: 'attempt', run: '1', step: 'a', attempt: 1 }, file: 'sleep', args: ['30'], cwd: '/tmp', env: TEST_ENV });
+    const b = await launch(containment, { owner: { kind: 'attempt', run: '1', step: 'b', attempt: 1 }, file: 'sleep', args: ['30'], cwd: '/tmp', env: TEST_ENV });
+    const other = await launch(containment, { owner: { kind: 'attempt', run: '2', step: 'a', attempt: 1 }, file: 'sleep', args: ['30'], cwd: '/tmp', env: TEST_ENV });
     b.transfer({ kind: 'session' });
     expect(b.owner).toEqual({ kind: 'session' });
 
@@ -99,15 +103,15 @@ eachBackend((backend) => {
 
   it('refuses to spawn after close, and close removes the session cgroup', async () => {
     const containment = open();
-    const tree = sleeper(containment, 'closing');
+    const tree = await sleeper(containment, 'closing');
     await containment.close(1000);
     expect(membersOf(tree)).toEqual([]);
     if (containment.info.cgroup !== null) expect(existsSync(containment.info.cgroup)).toBe(false);
-    const late = sleeper(containment, 'late');
+    const late = await sleeper(containment, 'late');
     expect(late.identity).toBeNull();
     expect((await late.done).spawnError).toBe("failed to start 'sleep': the session has ended");
   });
-});
+}));
 
 describe('choosing the backend', () => {
   it('follows CAPSULE_CONTAINMENT, and says so', () => {

@@ -42,3 +42,29 @@ export function eachBackend(body: (backend: BackendCase) => void, isolation: Iso
     (skip === null ? describe : describe.skip)(name, () => body({ backend, containment: backend, isolation }));
   }
 }
+
+/** The two ways a session starts commands (issue 14): through its spawner process (the default), or `CAPSULE_SPAWNER=direct`. */
+export type SpawnPath = 'spawner' | 'direct';
+
+/** Sets `CAPSULE_SPAWNER` for the sessions the enclosing describe block opens, and restores it after. */
+export function useSpawnPath(path: SpawnPath): void {
+  let saved: string | undefined;
+  beforeAll(() => {
+    saved = process.env['CAPSULE_SPAWNER'];
+    process.env['CAPSULE_SPAWNER'] = path;
+  });
+  afterAll(() => {
+    if (saved === undefined) delete process.env['CAPSULE_SPAWNER'];
+    else process.env['CAPSULE_SPAWNER'] = saved;
+  });
+}
+
+/** Runs `body` once per {@link SpawnPath}, in a describe block named after it. */
+export function eachSpawnPath(body: (path: SpawnPath) => void): void {
+  for (const path of ['spawner', 'direct'] as const) {
+    describe(path === 'spawner' ? "through the session's spawner" : 'spawned directly (CAPSULE_SPAWNER=direct)', () => {
+      useSpawnPath(path);
+      body(path);
+    });
+  }
+}

@@ -5,7 +5,7 @@
  * step never demotes (`detached.md` §2). Output is captured with the 16 KiB cap per stream and
  * the full log (`shell.md` §4.1).
  */
-import { runCommand } from '../../executors/command-runner.js';
+import { startCommand } from '../../executors/command-runner.js';
 import { OutputCapture } from '../../executors/output-capture.js';
 import { shellStepOutcomeOf } from '../../executors/shell-outcome.js';
 import { interpolateInput } from '../../plan/interpolate.js';
@@ -41,7 +41,12 @@ export function shellAttemptActor(env: AttemptEnvironment, lastTrees: LastTrees)
         if (!env.shellAllow.includes(binary)) return run.fail(binaryNotAllowed(binary));
         env.session.countCall('shell');
         const capture = new OutputCapture(join(env.session.recordsDir, 'logs'));
-        const running = runCommand({
+        // An ATTEMPT.END while the spawner starts the command ends the tree once it is there.
+        let endAsked: number | null = null;
+        run.onEnd((graceMs) => {
+          endAsked ??= graceMs;
+        });
+        void startCommand({
           containment: env.session.containment,
           owner: { kind: 'attempt', run: env.runId, step: step.id, attempt: run.attempt },
           file: binary,
@@ -51,19 +56,23 @@ export function shellAttemptActor(env: AttemptEnvironment, lastTrees: LastTrees)
           ...(stdin !== undefined ? { stdin } : {}),
           sink: capture,
           onLeaderExit: (info) => run.leaderExited(info.pid, info.exitCode, info.signal),
-        });
-        tree = running.process;
-        trackTree(run, running.process);
-        void running.done.then((end) => {
-          const resourceLimit = resourceLimitOfSignal(end.signal);
-          return shellStepOutcomeOf(end, capture, {
-            binary,
-            args: argv,
-            recordsDir: env.session.recordsDir,
-            ...(resourceLimit !== null ? { resourceLimit, resolvedBinary: running.process.executable ?? binary } : {}),
-          }).then((o) => {
-            capture.dispose();
-            run.finish({ status: o.status, output: o.output, error: o.error, ...(o.truncated !== undefined ? { truncated: o.truncated } : {}) });
+        }).then((running) => {
+          tree = running.process;
+          const abandoned = run.finished;
+          trackTree(run, running.process);
+          if (abandoned) void running.process.end(run.input.step.killGraceMs).catch(() => {});
+          else if (endAsked !== null) run.endTree(running.process, endAsked);
+          return running.done.then((end) => {
+            const resourceLimit = resourceLimitOfSignal(end.signal);
+            return shellStepOutcomeOf(end, capture, {
+              binary,
+              args: argv,
+              recordsDir: env.session.recordsDir,
+              ...(resourceLimit !== null ? { resourceLimit, resolvedBinary: running.process.executable ?? binary } : {}),
+            }).then((o) => {
+              capture.dispose();
+              run.finish({ status: o.status, output: o.output, error: o.error, ...(o.truncated !== undefined ? { truncated: o.truncated } : {}) });
+            });
           });
         }).catch((error: unknown) => {
           capture.dispose();

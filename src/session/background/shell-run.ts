@@ -14,7 +14,7 @@ import { STOP_TERM_GRACE_MS } from '../../detached/constants.js';
 import { OutputLog } from '../../detached/output-log.js';
 import { demotionResult, outputHoldersNote } from '../../detached/texts.js';
 import { newWorkId } from '../../detached/work-id.js';
-import { runCommand, type CommandEnd, type RunningCommand } from '../../executors/command-runner.js';
+import { startCommand, type CommandEnd, type RunningCommand } from '../../executors/command-runner.js';
 import { buildShellEnv } from '../../executors/environment.js';
 import { OutputCapture } from '../../executors/output-capture.js';
 import { resourceLimitOfSignal } from '../../executors/resource-limit.js';
@@ -67,7 +67,7 @@ export async function runShellCall(service: BackgroundCommands, request: ShellRu
   const capture = new OutputCapture(session.hasRecords ? join(session.recordsDir, 'logs') : null);
   // Who hears the leader's exit: the call while in the foreground, the demoted command after.
   let onLeaderExit: (exitCode: number, signal: string | null) => void = () => {};
-  const running = runCommand({
+  const running = await startCommand({
     containment: session.containment,
     owner: { kind: 'shell', task: task.id },
     file: parsed.binary,

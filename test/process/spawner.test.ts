@@ -1,0 +1,146 @@
+/**
+ * The session's spawner process (issue 14, src/process/spawner/): `Containment.start` starts
+ * commands in a small long-lived process that hands back their pipes and exits, keeping every
+ * guarantee of `spawn` — identity, cgroup before the first instruction, output, ending — and
+ * what happens when either side dies: a dead spawner's trees are ended and reported lost; a dead
+ * runtime's spawner exits and leaves nothing running.
+ */
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { createInterface } from 'node:readline';
+import { Containment, type ContainedProcess } from '../../src/process/containment.js';
+import { readCgroupProcs } from '../../src/process/cgroups.js';
+import { groupMembers } from '../../src/process/process-groups.js';
+import { processStartTime, readProcStat } from '../../src/process/proc.js';
+import { spawnerProgram } from '../../src/process/spawner/client.js';
+import { eachBackend } from '../support/backends.js';
+import { TEST_ENV, waitFor } from './helpers.js';
+
+const opened: Containment[] = [];
+let sessionCounter = 0;
+afterAll(async () => {
+  for (const containment of opened) await containment.close(200);
+});
+
+const alive = (pid: number): boolean => readProcStat(pid) !== null && readProcStat(pid)?.state !== 'Z';
+
+eachBackend((backend) => {
+  const open = (): Containment => {
+    const containment = Containment.open({ sessionId: `spawner-${process.pid}-${++sessionCounter}`, backend: backend.containment, isolation: 'none', env: { ...process.env, CAPSULE_SPAWNER: 'spawner' } });
+    expect(containment.usesSpawner).toBe(true);
+    opened.push(containment);
+    return containment;
+  };
+  const start = (containment: Containment, file: string, args: string[], stdin?: string): Promise<ContainedProcess> =>
+    containment.start({ owner: { kind: 'other', label: file }, file, args, cwd: '/tmp', env: TEST_ENV, ...(stdin !== undefined ? { stdin } : {}) });
+
+  it('starts a command in the spawner, not the runtime, with the identity spawn gives, and the spawner contained with the session', async () => {
+    const containment = open();
+    expect(containment.spawnerPid).toBeNull(); // started lazily
+    const tree = await start(containment, 'sleep', ['30']);
+    const identity = tree.identity;
+    const spawnerPid = containment.spawnerPid;
+    expect(spawnerPid).not.toBeNull();
+    expect(identity).not.toBeNull();
+    expect(identity?.startTime).toBe(processStartTime(identity?.pid ?? -1));
+    expect(identity?.pgid).toBe(identity?.pid);
+    expect(readProcStat(identity?.pid ?? -1)?.ppid).toBe(spawnerPid);
+    // The spawner leads its own process group: a signal to the runtime's group does not reach it.
+    expect(readProcStat(spawnerPid ?? -1)?.pgrp).toBe(spawnerPid);
+    if (backend.containment === 'cgroup') {
+      await waitFor(() => readFileSync(`/proc/${identity?.pid}/comm`, 'utf8').trim() === 'sleep', 5000, 'the helper to exec sleep');
+      expect(readCgroupProcs(`${containment.info.cgroup ?? '?'}/spawner`)).toEqual([spawnerPid]);
+      expect(readCgroupProcs(identity?.cgroup ?? '')).toEqual([identity?.pid]);
+    }
+    await expect(tree.end(1000)).resolves.toEqual({ signal: 'SIGTERM', survivors: [] });
+    expect(groupMembers(identity?.pgid ?? -1)).toEqual([]);
+    await containment.close(200);
+    expect(alive(spawnerPid ?? -1)).toBe(false);
+  });
+
+  it('hands back every byte of stdout and stderr, writes stdin text, and reports exit codes and signals', async () => {
+    const containment = open();
+    const big = await start(containment, 'sh', ['-c', 'head -c 1000000 /dev/zero; echo to-err >&2; exit 3']);
+    const piped = await start(containment, 'cat', [], 'some input\n');
+    const killed = await start(containment, 'sh', ['-c', 'kill -TERM $$']);
+    const [a, b, c] = await Promise.all([big.done, piped.done, killed.done]);
+    expect(a.stdout.length).toBe(1000000);
+    expect(a.stderr.toString()).toBe('to-err\n');
+    expect(a.exitCode).toBe(3);
+    expect(b.stdout.toString()).toBe('some input\n');
+    expect(b.exitCode).toBe(0);
+    expect(c.signal).toBe('SIGTERM');
+    expect(c.exitCode).toBe(143);
+  });
+
+  it('loses no output of commands that exit before their pipes were handed over (many at once)', async () => {
+    const containment = open();
+    await (await start(containment, 'true', [])).done; // the spawner is up
+    const starting = Array.from({ length: 40 }, (_, i) => start(containment, 'echo', [`line-${i}`]));
+    // The runtime busy for a moment: the spawner's hand-overs queue up while the commands exit.
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 300);
+    const trees = await Promise.all(starting);
+    const results = await Promise.all(trees.map((tree) => tree.done));
+    expect(results.map((r) => r.stdout.toString())).toEqual(Array.from({ length: 40 }, (_, i) => `line-${i}\n`));
+  });
+
+  it('gives a caller that reads the streams itself every byte, its listeners put on once start resolved', async () => {
+    const containment = open();
+    const read = await Promise.all(
+      Array.from({ length: 20 }, async (_, i) => {
+        const tree = await containment.start({ owner: { kind: 'other', label: 'echo' }, file: 'sh', args: ['-c', `echo out-${i}; echo err-${i} >&2`], cwd: '/tmp', env: TEST_ENV, collectOutput: false });
+        const text = { out: '', err: '' };
+        tree.stdout?.on('data', (chunk: Buffer) => (text.out += chunk.toString()));
+        tree.stderr?.on('data', (chunk: Buffer) => (text.err += chunk.toString()));
+        await tree.done;
+        return text;
+      }),
+    );
+    expect(read).toEqual(Array.from({ length: 20 }, (_, i) => ({ out: `out-${i}\n`, err: `err-${i}\n` })));
+  });
+
+  it('reports a program that cannot be started as a spawn error, as spawn does', async () => {
+    const containment = open();
+    const tree = await start(containment, 'nosuchbin-capsule', []);
+    expect(tree.identity).toBeNull();
+    await expect(tree.done).resolves.toMatchObject({ spawnError: "failed to start 'nosuchbin-capsule': not found (ENOENT)", exitCode: -1 });
+  });
+
+  it('when the spawner dies, ends every tree it started and reports each lost; the next start has a new spawner', async () => {
+    const containment = open();
+    const a = await start(containment, 'sleep', ['30']);
+    const b = await start(containment, 'sh', ['-c', 'sleep 30 & sleep 30']);
+    const first = containment.spawnerPid as number;
+    process.kill(first, 'SIGKILL');
+    const [ra, rb] = await Promise.all([a.done, b.done]);
+    expect(ra.spawnError).toMatch(/^'sleep' was lost: the session's spawner process \(pid \d+\) exited \(killed by SIGKILL\) while it ran; its process tree was ended$/);
+    expect(rb.spawnError).toMatch(/^'sh' was lost: /);
+    // Proven gone before the loss was reported.
+    expect(a.members()).toEqual([]);
+    expect(b.members()).toEqual([]);
+    expect(containment.processes()).toEqual([]);
+    const c = await start(containment, 'echo', ['again']);
+    expect(containment.spawnerPid).not.toBe(first);
+    await expect(c.done).resolves.toMatchObject({ exitCode: 0, spawnError: null });
+    expect((await c.done).stdout.toString()).toBe('again\n');
+  });
+
+  it('when the runtime dies, the spawner exits and nothing it started is left running', async () => {
+    const script = `
+      import { Containment } from ${JSON.stringify(spawnerProgram().replace(/spawner\/main\.js$/, 'containment.js'))};
+      const c = Containment.open({ sessionId: 'spawner-rt-${process.pid}-${++sessionCounter}', backend: ${JSON.stringify(backend.containment)}, isolation: 'none', env: { ...process.env, CAPSULE_SPAWNER: 'spawner' } });
+      const t = await c.start({ owner: { kind: 'other', label: 'x' }, file: 'sh', args: ['-c', 'sleep 30 & exec sleep 30'], cwd: '/tmp', env: ${JSON.stringify(TEST_ENV)} });
+      console.log(JSON.stringify({ spawner: c.spawnerPid, pgid: t.identity.pgid }));
+      setInterval(() => {}, 1000);
+    `;
+    const runtime = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const line = await new Promise<string>((resolve) => createInterface({ input: runtime.stdout }).once('line', resolve));
+    const { spawner, pgid } = JSON.parse(line) as { spawner: number; pgid: number };
+    await waitFor(() => groupMembers(pgid).length === 2, 5000, 'both sleeps to run');
+    const exited = new Promise((resolve) => runtime.once('exit', resolve));
+    runtime.kill('SIGKILL');
+    await exited;
+    await waitFor(() => !alive(spawner), 5000, 'the spawner to exit');
+    await waitFor(() => groupMembers(pgid).length === 0, 5000, 'the tree to be ended');
+  });
+});
