@@ -88,55 +88,14 @@ describe('layering (blueprint: machines → model → effects → session → ru
   });
 
   it('keeps capsule validate free of the machines, xstate and the process layer (it runs nothing; startup stays short)', () => {
-    // Static value imports only: `import type` is erased, a dynamic `import()` is loaded when used.
-    const valueImports = (file: string): { local: string[]; packages: string[] } => {
-      const text = readFileSync(join(root, `${file}.ts`), 'utf8').replace(/^\s*(?:import|export)\s+type\s[^;]*;/gm, '');
-      const local: string[] = [];
-      const packages: string[] = [];
-      for (const match of text.matchAll(/^\s*(?:import|export)\s[^'"]*?from\s+['"]([^'"]+)['"]|^\s*import\s+['"]([^'"]+)['"]/gm)) {
-        const spec = match[1] ?? match[2] ?? '';
-        if (spec.startsWith('.')) local.push(relative(root, resolve(root, dirname(file), spec)).replace(/\.js$/, ''));
-        else packages.push(spec);
-      }
-      return { local, packages };
-    };
-    const loaded = new Set<string>();
-    const packages = new Set<string>();
-    const visit = (file: string): void => {
-      if (loaded.has(file)) return;
-      loaded.add(file);
-      const found = valueImports(file);
-      for (const pkg of found.packages) packages.add(pkg);
-      for (const target of found.local) visit(target);
-    };
-    visit('src/cli/validate');
+    const { loaded, packages } = staticImportGraph(['src/cli/validate']);
     expect([...loaded].filter((file) => /\.machine$|^src\/(process|actors)\/|^src\/session\/session$/.test(file))).toEqual([]);
     expect([...packages].filter((pkg) => pkg === 'xstate' || pkg === 'execa')).toEqual([]);
   });
 
   it('keeps capsule run free of the SVG renderer, serve, replay, inspect, fast-check and the live view (startup, issue 14)', () => {
-    const valueImports = (file: string): { local: string[]; packages: string[] } => {
-      const text = readFileSync(join(root, `${file}.ts`), 'utf8').replace(/^\s*(?:import|export)\s+type\s[^;]*;/gm, '');
-      const local: string[] = [];
-      const packages: string[] = [];
-      for (const match of text.matchAll(/^\s*(?:import|export)\s[^'"]*?from\s+['"]([^'"]+)['"]|^\s*import\s+['"]([^'"]+)['"]/gm)) {
-        const spec = match[1] ?? match[2] ?? '';
-        if (spec.startsWith('.')) local.push(relative(root, resolve(root, dirname(file), spec)).replace(/\.js$/, ''));
-        else packages.push(spec);
-      }
-      return { local, packages };
-    };
-    const loaded = new Set<string>();
-    const packages = new Set<string>();
-    const visit = (file: string): void => {
-      if (loaded.has(file)) return;
-      loaded.add(file);
-      const found = valueImports(file);
-      for (const pkg of found.packages) packages.add(pkg);
-      for (const target of found.local) visit(target);
-    };
     // What `capsule run` loads before its first step: the entry point, the command table and the run command (each loaded with import()).
-    for (const entry of ['src/cli', 'src/cli/main', 'src/cli/run']) visit(entry);
+    const { loaded, packages } = staticImportGraph(['src/cli', 'src/cli/main', 'src/cli/run']);
     expect([...loaded].filter((file) => /^src\/(visualize|replay)\/|^src\/cli\/(serve|inspect|replay|visualize|doctor)$/.test(file))).toEqual([]);
     // log-update draws the live view on a terminal only; capsule run to a pipe or a file never loads it.
     expect([...packages].filter((pkg) => pkg === '@viz-js/viz' || pkg === 'fast-check' || pkg === 'log-update')).toEqual([]);
@@ -148,3 +107,33 @@ describe('layering (blueprint: machines → model → effects → session → ru
     expect(statically('pino')).toEqual([]);
   });
 });
+
+/**
+ * The modules reached from `entries` (repository paths without `.ts`) by static value imports
+ * only: `import type` is erased, a dynamic `import()` is loaded when used. Returns the local
+ * files and the package specifiers.
+ */
+function staticImportGraph(entries: readonly string[]): { loaded: Set<string>; packages: Set<string> } {
+  const valueImports = (file: string): { local: string[]; packages: string[] } => {
+    const text = readFileSync(join(root, `${file}.ts`), 'utf8').replace(/^\s*(?:import|export)\s+type\s[^;]*;/gm, '');
+    const local: string[] = [];
+    const found: string[] = [];
+    for (const match of text.matchAll(/^\s*(?:import|export)\s[^'"]*?from\s+['"]([^'"]+)['"]|^\s*import\s+['"]([^'"]+)['"]/gm)) {
+      const spec = match[1] ?? match[2] ?? '';
+      if (spec.startsWith('.')) local.push(relative(root, resolve(root, dirname(file), spec)).replace(/\.js$/, ''));
+      else found.push(spec);
+    }
+    return { local, packages: found };
+  };
+  const loaded = new Set<string>();
+  const packages = new Set<string>();
+  const visit = (file: string): void => {
+    if (loaded.has(file)) return;
+    loaded.add(file);
+    const found = valueImports(file);
+    for (const pkg of found.packages) packages.add(pkg);
+    for (const target of found.local) visit(target);
+  };
+  for (const entry of entries) visit(entry);
+  return { loaded, packages };
+}

@@ -22,6 +22,15 @@ afterAll(() => dirs.removeAll());
 let contained: Pick<RunPlanOptions, 'containment' | 'isolation'> = {};
 
 const setup = (steps: unknown[], capsules: Capsule[], parent: Record<string, unknown> = {}): string => setupDelegation(dirs, steps, capsules, parent);
+
+/** A workdir whose step `w` (one retry) delegates to a command worker that fails its first task and answers `done` to the next. */
+const failsOnceThenAnswers = (): string => {
+  const marker = join(dirs.make('m'), 'tried');
+  return setup(
+    [{ id: 'w', capsule: 'worker', input: 'x', retries: 1 }],
+    [command('worker', `if [ -e ${marker} ]; then printf done; else : > ${marker}; printf "child failed" >&2; exit 1; fi`)],
+  );
+};
 const command = commandCapsule;
 const options = (workdir: string, extra: Partial<RunPlanOptions> = {}): RunPlanOptions => delegationOptions(workdir, { ...contained, ...extra });
 
@@ -78,11 +87,7 @@ describe('a capsule step delegates to a child capsule', () => {
   });
 
   it('makes each attempt a delegation of its own: a retried step is one plan step and two delegations', async () => {
-    const marker = join(dirs.make('m'), 'tried');
-    const workdir = setup(
-      [{ id: 'w', capsule: 'worker', input: 'x', retries: 1 }],
-      [command('worker', `if [ -e ${marker} ]; then printf done; else : > ${marker}; printf "child failed" >&2; exit 1; fi`)],
-    );
+    const workdir = failsOnceThenAnswers();
     const report = await runPlan(options(workdir));
     expect(rows(report)).toEqual(['w:success:done']);
     const trace = traceOf(report);
@@ -217,11 +222,7 @@ describe('the delegation actor in the event log', () => {
   });
 
   it('replays: capsule replay of a run with a capsule step (retried: two delegation actors) passes through the recorded states', async () => {
-    const marker = join(dirs.make('m'), 'tried');
-    const workdir = setup(
-      [{ id: 'w', capsule: 'worker', input: 'x', retries: 1 }],
-      [command('worker', `if [ -e ${marker} ]; then printf done; else : > ${marker}; printf "child failed" >&2; exit 1; fi`)],
-    );
+    const workdir = failsOnceThenAnswers();
     const report = await runPlan(options(workdir));
     expect(rows(report)).toEqual(['w:success:done']);
     const result = await replayFile(join(report.records_dir, 'events.jsonl'));
