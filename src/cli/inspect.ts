@@ -116,7 +116,11 @@ export async function inspectCommand(
   }
   const live = output.stdout.isTTY === true && output.stdout.rows !== 0;
   const update = live ? createLogUpdate(output.stdout as NodeJS.WriteStream, { showCursor: false }) : null;
-  if (!existsSync(file)) output.stderr.write(`waiting for ${file} …\n`);
+  if (!existsSync(file)) {
+    // A run started with `--records DIR` creates it later; say so, since a mistyped path waits too.
+    const where = existsSync(dirname(file)) ? 'the directory exists, its event log not yet' : 'no such directory yet';
+    output.stderr.write(`waiting for ${file} … (${where}: a run started with --records ${dirname(file)} creates it; Ctrl-C to stop, --once not to wait)\n`);
+  }
   let first = true;
   for (;;) {
     const applied = readAll(false);
