@@ -11,6 +11,7 @@ import { findManifest, loadManifest } from '../manifest.js';
 import { removeCgroupTree } from '../process/cgroup-unit.js';
 import { ContainmentError, detectContainment, type ContainmentInfo } from '../process/containment.js';
 import { droppedPathWarning, resolveExecutable, trustedPath } from '../process/resolve-binary.js';
+import { SPAWNER_ENV, spawnerWanted } from '../process/spawner/client.js';
 import { collect, EXIT, usageError, type ExitCode } from './program.js';
 
 /** Options of `capsule doctor`, as commander parses them. */
@@ -34,6 +35,8 @@ export interface DoctorReport {
     | { readonly ok: true; readonly backend: string; readonly reason: string; readonly cgroup_kill: boolean; readonly helper: string | null }
     | { readonly ok: false; readonly error: string };
   readonly isolation: { readonly pid_namespace: boolean; readonly reason: string; readonly run_as: string | null } | null;
+  /** Whether shell steps start in the session's spawner process (issue 14; docs/containment.md), and why. */
+  readonly spawner: { readonly used: boolean; readonly reason: string };
   readonly records: { readonly dir: string; readonly writable: boolean; readonly detail: string };
   readonly path: { readonly dirs: readonly string[]; readonly dropped: readonly string[] };
   /** Each allow-list entry and the absolute path it resolves to (`null`: not found, with `error`). */
@@ -110,6 +113,15 @@ export async function doctorCommand(options: DoctorCommandOptions): Promise<Exit
     return found.ok ? { entry, resolved: found.path } : { entry, resolved: null, error: found.code === 'EACCES' ? 'found, but not executable (EACCES)' : 'not found on the trusted PATH (ENOENT)' };
   });
 
+  const spawnerUsed = spawnerWanted();
+  const spawner = {
+    used: spawnerUsed,
+    reason: spawnerUsed
+      ? 'shell steps start in the session\'s spawner process (a small process started once per session, contained with it)'
+      : process.env[SPAWNER_ENV] === 'direct'
+        ? `${SPAWNER_ENV}=direct: shell steps start from the runtime`
+        : 'the spawner program is not built (run `npm run build`): shell steps start from the runtime',
+  };
   const report: DoctorReport = {
     node: { version: process.version, ok: nodeOk },
     containment:
@@ -117,6 +129,7 @@ export async function doctorCommand(options: DoctorCommandOptions): Promise<Exit
         ? { ok: true, backend: info.backend, reason: info.reason, cgroup_kill: info.cgroupKill, helper: info.helper }
         : { ok: false, error: containmentError ?? 'unknown' },
     isolation: info === null ? null : { pid_namespace: info.pidNamespace, reason: info.isolationReason, run_as: info.runAs?.name ?? null },
+    spawner,
     records,
     path: { dirs: path.dirs, dropped: path.dropped },
     allow: resolutions,
@@ -134,6 +147,7 @@ export async function doctorCommand(options: DoctorCommandOptions): Promise<Exit
             `isolation: ${info.pidNamespace ? 'PID namespace' : 'none'} — ${info.isolationReason}`,
             `run as: ${info.runAs === null ? 'the runtime\'s own user' : `${info.runAs.name} (uid ${info.runAs.uid}, gid ${info.runAs.gid})`}`,
             `spawn helper: ${info.helper ?? 'none'}`,
+            `spawner: ${spawner.used ? 'yes' : 'no'} — ${spawner.reason}`,
           ]
         : []),
       `records: ${records.dir}: ${records.detail}`,

@@ -40,6 +40,14 @@ describe('capsule doctor', () => {
     });
   });
 
+  it('says whether shell steps start in the session spawner, and CAPSULE_SPAWNER=direct turns it off', async () => {
+    const dir = temp.make('doctor-spawner');
+    const used = JSON.parse((await runCli(['doctor', '--json'], { cwd: dir })).stdout) as Record<string, unknown>;
+    expect(used).toMatchObject({ spawner: { used: true } });
+    const direct = await runCli(['doctor'], { cwd: dir, env: { CAPSULE_SPAWNER: 'direct' } });
+    expect(direct.stdout).toContain('spawner: no — CAPSULE_SPAWNER=direct: shell steps start from the runtime');
+  });
+
   it('exits 1 naming the reason when the forced backend cannot be had', async () => {
     const result = await runCli(['doctor'], { cwd: temp.make('doctor-refused'), env: { CAPSULE_CONTAINMENT: 'cgroup', CAPSULE_SPAWN_HELPER: 'none' } });
     expect(result.code).toBe(1);
