@@ -6,7 +6,7 @@
  */
 import type { createLogUpdate } from 'log-update';
 import type { DiscardedResult, StepKind, StepResult } from '../../machines/contracts.js';
-import { CANCEL_BEFORE_STEP, CANCEL_FORCED_STEP } from '../../machines/messages.js';
+import { CANCEL_BEFORE_STEP, CANCEL_CAPSULE_STEP, CANCEL_FORCED_STEP } from '../../machines/messages.js';
 import { refusalLines, type Refusal } from '../plan/refusal.js';
 import type { PlanProgressEvent, PlanReport } from '../runtime/run-plan.js';
 
@@ -360,7 +360,8 @@ export class Progress {
 
   /**
    * What a cancel stopped (issue 10): the steps that were running when it came and how each
-   * ended (its tree ended by force, or finished on its own bound), the steps it kept from
+   * ended (its tree ended by force, a capsule step's child ended by the cancel, or finished on
+   * its own bound), the steps it kept from
    * starting, and that nothing of the run is left running (the plan and the session end every
    * tree they started, proven gone, before the report exists).
    */
@@ -371,6 +372,7 @@ export class Progress {
       const result = byId.get(id);
       if (result === undefined) return `'${printable(id)}'`;
       if (result.error === CANCEL_FORCED_STEP) return `'${printable(id)}' (its process tree was ended by force)`;
+      if (result.error === CANCEL_CAPSULE_STEP) return `'${printable(id)}' (its child capsule was ended by the cancel)`;
       return `'${printable(id)}' (finished on its own: ${result.status})`;
     });
     const skipped = report.results.filter((result) => result.status === 'skipped' && result.error === CANCEL_BEFORE_STEP).map((result) => `'${printable(result.step_id)}'`);
