@@ -4,7 +4,8 @@
  * the cancel — not that the step "finished on its own". Real CLI, real child capsule.
  */
 import { join } from 'node:path';
-import { killStartedClis, startCli, TempDirs, waitFor } from '../cli/helpers.js';
+import { killStartedClis, startCli, waitFor } from '../cli/helpers.js';
+import { TempDirs } from '../support/plan-harness.js';
 import { commandCapsule, processesWith, setupDelegation } from '../support/delegation-harness.js';
 
 const dirs = new TempDirs();
