@@ -139,9 +139,20 @@ export function killCgroup(dir: string): boolean {
   }
 }
 
-/** Creates cgroup `dir` (and missing parents). @throws the `mkdir` error (EACCES, EROFS, ENOENT…). */
+/**
+ * Creates cgroup `dir` (and missing parents). A parent removed between the two `mkdir`s (the
+ * last session leaving removes the shared `capsule-runtime` cgroup) is created again.
+ * @throws the `mkdir` error (EACCES, EROFS, ENOENT…).
+ */
 export function createCgroup(dir: string): void {
-  mkdirSync(dir, { recursive: true });
+  for (let attempt = 1; ; attempt++) {
+    try {
+      mkdirSync(dir, { recursive: true });
+      return;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT' || attempt >= 5) throw error;
+    }
+  }
 }
 
 /** Whether this process may move processes into `dir` (write access to its `cgroup.procs`). */

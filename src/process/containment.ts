@@ -30,7 +30,7 @@
  * it would start the helper on the runtime's behalf; identity, units and ending stay as they are.
  */
 import type { Readable, Writable } from 'node:stream';
-import { dirname, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { ERROR_CODES, RuntimeError } from '../errors.js';
 import { CgroupWatchdog } from './watchdog.js';
 import {
@@ -39,6 +39,7 @@ import {
   hasCgroupKill,
   locateOwnCgroup,
   readCgroupEvents,
+  removeCgroup,
 } from './cgroups.js';
 import { CgroupSignaller, CgroupUnit, removeCgroupTree } from './cgroup-unit.js';
 import { GroupUnit } from './group-unit.js';
@@ -192,7 +193,7 @@ export function detectContainment(options: ContainmentOptions): ContainmentInfo 
     }
   }
   if (isolationChoice === 'pid-namespace' && !pidNamespace) {
-    if (cgroup !== null) removeCgroupTree(cgroup);
+    if (cgroup !== null) removeSessionCgroup(cgroup);
     throw new ContainmentError(`${forcedBy('pid-namespace', options.isolation, ISOLATION_ENV)}, but ${isolationReason.replace(/^no PID namespace: /, 'it cannot be had: ')}`);
   }
 
@@ -200,7 +201,7 @@ export function detectContainment(options: ContainmentOptions): ContainmentInfo 
   const runAsName = options.runAs ?? null;
   if (runAsName !== null) {
     const refuse = (why: string): never => {
-      if (cgroup !== null) removeCgroupTree(cgroup);
+      if (cgroup !== null) removeSessionCgroup(cgroup);
       throw new ContainmentError(`--run-as ${runAsName}: ${why}`);
     };
     if (!helper.ok) refuse(helper.reason);
@@ -222,6 +223,17 @@ export function detectContainment(options: ContainmentOptions): ContainmentInfo 
   };
 }
 
+/**
+ * Removes a session's cgroup tree, then the shared `capsule-runtime` parent when no other
+ * session has a cgroup in it (the kernel refuses to remove a cgroup with children, so this never
+ * takes another session's; a session creating its cgroup meanwhile retries, {@link createCgroup}).
+ */
+function removeSessionCgroup(dir: string): void {
+  removeCgroupTree(dir);
+  const parent = dirname(dir);
+  if (basename(parent) === CGROUP_ROOT_NAME) removeCgroup(parent);
+}
+
 /** Creates `<own cgroup>/capsule-runtime/<sessionId>` and checks that processes can join it. */
 function findSessionCgroup(
   sessionId: string,
@@ -241,7 +253,7 @@ function findSessionCgroup(
     return { ok: false, reason: `cannot create cgroups under ${root} (${code}): run as root, or in a delegated cgroup subtree` };
   }
   if (!canJoinCgroup(dir) || readCgroupEvents(dir) === null) {
-    removeCgroupTree(dir);
+    removeSessionCgroup(dir);
     return { ok: false, reason: `cannot move processes into ${dir} (cgroup.procs is not writable)` };
   }
   return { ok: true, dir, mountPoint: own.mountPoint };
@@ -623,7 +635,7 @@ export class Containment {
     const endings = await this.endAll(graceMs);
     await this.#spawner?.close();
     this.#watchdog?.release();
-    if (this.info.cgroup !== null && this.#live.size === 0) removeCgroupTree(this.info.cgroup);
+    if (this.info.cgroup !== null && this.#live.size === 0) removeSessionCgroup(this.info.cgroup);
     return endings;
   }
 
@@ -636,7 +648,7 @@ export class Containment {
     this.#closed = true;
     void this.#spawner?.close();
     this.#watchdog?.release();
-    if (this.info.cgroup !== null && this.#live.size === 0) removeCgroupTree(this.info.cgroup);
+    if (this.info.cgroup !== null && this.#live.size === 0) removeSessionCgroup(this.info.cgroup);
   }
 
   /** The pid of the session's cgroup watchdog, or null (process-group backend, or nothing contained yet). */

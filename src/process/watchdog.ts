@@ -31,6 +31,8 @@ const SCRIPT = [
   // run's abandoned-session warning, which names what is in it.
   'n=0; while [ $n -lt 50 ] && ! grep -q "^populated 0" "$1/cgroup.events" 2>/dev/null; do sleep 0.1; n=$((n+1)); done',
   'find "$1" -depth -type d -exec rmdir {} \\; 2>/dev/null',
+  // And the shared capsule-runtime parent when no other session is in it (the kernel refuses otherwise).
+  'rmdir "${1%/*}" 2>/dev/null',
   'exit 0',
 ].join('\n');
 

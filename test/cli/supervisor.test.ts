@@ -6,7 +6,7 @@
  * The "supervisor" here is a cgroup the test makes and starts `capsule run` in.
  */
 import { spawn } from 'node:child_process';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { removeCgroupTree } from '../../src/process/cgroup-unit.js';
 import { locateOwnCgroup, readCgroupEvents } from '../../src/process/cgroups.js';
@@ -91,5 +91,7 @@ function superviseRun(dir: string, plan: string): { pid: number; cgroup: string;
     expect(await run.exit).toBe(0);
     // The run ended what its step left in the background: the supervisor's cgroup holds nothing.
     expect(readCgroupEvents(run.cgroup)?.populated).toBe(false);
+    // And removed its cgroups, the shared capsule-runtime parent too (no other session was in it).
+    expect(existsSync(join(run.cgroup, 'capsule-runtime'))).toBe(false);
   });
 });
