@@ -369,6 +369,8 @@ export class ActorTree {
       if (lines.length < maxLines) lines.push(text());
       else counted++;
     };
+    const cut = this.#cutOff();
+    const live = (id: string): boolean => this.#actors.get(id)?.status === 'active' && !cut.has(id);
     type Row = { readonly text: string } | { readonly id: string };
     const stack: { readonly row: Row; readonly prefix: string; readonly childPrefix: string }[] = [{ row: { id: this.#root }, prefix: '', childPrefix: '' }];
     while (stack.length > 0) {
@@ -379,9 +381,9 @@ export class ActorTree {
       }
       const actor = this.#actors.get(row.id);
       if (actor === undefined) continue;
-      add(() => `${prefix}${label(actor, this.#actors)}`);
-      const ended = actor.children.filter((child) => this.#actors.get(child)?.status !== 'active');
-      const active = actor.children.filter((child) => this.#actors.get(child)?.status === 'active');
+      add(() => `${prefix}${label(actor, live, cut.has(actor.id))}`);
+      const ended = actor.children.filter((child) => !live(child));
+      const active = actor.children.filter(live);
       const room = maxLines - (lines.length + counted) - active.length;
       const shownEnded = ended.length <= room ? ended : ended.slice(-Math.max(ENDED_SHOWN, room - 1));
       const hidden = ended.length - shownEnded.length;
@@ -410,6 +412,26 @@ export class ActorTree {
     return lines;
   }
 
+  /**
+   * The actors still `active` in their log under a delegation that has ended: a child capsule is
+   * ended with its delegation (a cancel, a bound), so its event log stops mid-run — its plan would
+   * otherwise be drawn as still `running.canceling` for ever. One walk from the root.
+   */
+  #cutOff(): Set<string> {
+    const cut = new Set<string>();
+    if (this.#root === null) return cut;
+    const stack: { readonly id: string; readonly under: boolean }[] = [{ id: this.#root, under: false }];
+    while (stack.length > 0) {
+      const { id, under } = stack.pop() as (typeof stack)[number];
+      const actor = this.#actors.get(id);
+      if (actor === undefined) continue;
+      if (under && actor.status === 'active') cut.add(id);
+      const below = under || (actor.delegation !== undefined && actor.status !== 'active');
+      for (const child of actor.children) stack.push({ id: child, under: below });
+    }
+    return cut;
+  }
+
   #ensure(id: string, name: string = id): ActorView {
     let actor = this.#actors.get(id);
     if (actor === undefined) {
@@ -420,14 +442,18 @@ export class ActorTree {
   }
 }
 
-/** `step:a  running.bounded`, `step:b  finished (done) → failed: exit code 2`; a parent also counts its children: `(2 running, 10 ended)`. */
-function label(actor: ActorView, actors: ReadonlyMap<string, ActorView>): string {
+/**
+ * `step:a  running.bounded`, `step:b  finished (done) → failed: exit code 2`; a parent also counts its children: `(2 running, 10 ended)`.
+ * An actor whose log was cut off by its delegation's end (`cut`) shows its last state and says so.
+ */
+function label(actor: ActorView, live: (id: string) => boolean, cut: boolean): string {
   // Step ids and error texts are any text: a newline or an escape sequence must not redraw the operator's screen.
-  const status = (actor.status !== 'active' && actor.state !== 'not run' ? ` (${actor.status})` : '') + (actor.outcome === undefined ? '' : ` → ${printable(excerpt(actor.outcome, LABEL_CHARS))}`);
+  const ended = cut ? ' (log cut off: ended with its delegation)' : actor.status !== 'active' && actor.state !== 'not run' ? ` (${actor.status})` : '';
+  const status = ended + (actor.outcome === undefined ? '' : ` → ${printable(excerpt(actor.outcome, LABEL_CHARS))}`);
   // A line is one actor, whatever the log holds: long ids and states are shown by excerpt.
   const id = printable(excerpt(actor.name, LABEL_CHARS));
   const state = printable(excerpt(actor.state, LABEL_CHARS));
   if (actor.children.length === 0) return `${id}  ${state}${status}`;
-  const running = actor.children.filter((child) => actors.get(child)?.status === 'active').length;
+  const running = actor.children.filter(live).length;
   return `${id}  ${state}${status}  [${running} running, ${actor.children.length - running} ended]`;
 }

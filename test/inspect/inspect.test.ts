@@ -133,6 +133,39 @@ describe('capsule inspect over the actor tree of a wide wave', () => {
     expect(out.stdout.text.match(/step:s\d  finished \(done\)/g)).toHaveLength(7);
   });
 
+  it("draws a child capsule's actors still running in their log as cut off once their delegation has ended, and counts them as ended", () => {
+    const tree = new ActorTree();
+    const launched: string[] = [];
+    tree.onDelegation = (_scope, _actor, id) => void launched.push(id);
+    let seq = 0;
+    const init = (actor: string, extra: Partial<EventLogRecord> = {}): EventLogRecord => ({ seq: ++seq, ts: 0, actor, kind: 'event', type: 'xstate.init', ...extra }) as EventLogRecord;
+    const snap = (actor: string, state: unknown, status: 'active' | 'done' = 'active'): EventLogRecord => ({ seq: ++seq, ts: 0, actor, kind: 'snapshot', event: 'x', state, status });
+    const dlg = 'delegation:kid@m#1';
+    tree.apply(init('plan:p'));
+    tree.apply(snap('plan:p', { running: 'canceling' }));
+    tree.apply(init('step:m', { from: 'plan:p' }));
+    tree.apply(snap('step:m', { running: 'attempting' }));
+    tree.apply(init(dlg, { machine: 'delegation', input: { step: 'm' } }));
+    tree.apply({ seq: ++seq, ts: 0, actor: dlg, kind: 'event', type: 'DELEGATION.LAUNCHED', event: { delegationId: 'dlg_ab12' } });
+    tree.apply(snap(dlg, 'running'));
+    expect(launched).toEqual(['dlg_ab12']);
+    // The child's own log, under its delegation: it was killed mid-cancel, so its plan never ends in it.
+    const child = { prefix: 'dlg_ab12/', parent: dlg, dir: '.' };
+    tree.apply(init('plan:kid'), child);
+    tree.apply(snap('plan:kid', { running: 'canceling' }), child);
+    tree.apply(init('step:k', { from: 'plan:kid' }), child);
+    tree.apply(snap('step:k', { running: 'attempting' }), child);
+    expect(tree.render()[3]).toBe('      └─ plan:kid  running.canceling  [1 running, 0 ended]');
+    tree.apply(snap(dlg, 'canceled', 'done'));
+    expect(tree.render()).toEqual([
+      'plan:p  running.canceling  [1 running, 0 ended]',
+      '└─ step:m  running.attempting  [0 running, 1 ended]',
+      '   └─ delegation:kid@m#1  canceled (done)  [0 running, 1 ended]',
+      '      └─ plan:kid  running.canceling (log cut off: ended with its delegation)  [0 running, 1 ended]',
+      '         └─ step:k  running.attempting (log cut off: ended with its delegation)',
+    ]);
+  });
+
   it('prints step ids with newlines and control bytes escaped', () => {
     const tree = new ActorTree();
     tree.apply({ seq: 1, ts: 0, actor: 'plan:p', kind: 'event', type: 'xstate.init' });
