@@ -15,7 +15,7 @@ export const PLAN_CANCELED_REASON = 'the task running this plan was cancelled';
 
 /** A running step ended by a forced cancel (second Ctrl-C, `force: true`); ours, beyond the spec. */
 export const CANCEL_FORCED_STEP =
-  "the task running this plan was cancelled by force, and this step's process group was ended";
+  "the task running this plan was cancelled by force, and this step's process tree was ended";
 
 /** The step blamed when nothing can run (`plan.md` §10.3). Key terms: "blocked", "dependency cycle". */
 export const BLOCKED =
@@ -27,8 +27,8 @@ export const invalidOnErrorPolicy = (value: string): string => `invalid on_error
 /** A step's attempt ended by its `timeout_secs` bound (ours, `spec/README.md`). Names the bound and, for tools, the tool. */
 export const stepTimedOut = (timeoutSecs: number, tool?: string): string =>
   tool === undefined
-    ? `timed out after ${timeoutSecs} s (timeout_secs): the process group was ended`
-    : `tool '${tool}' timed out after ${timeoutSecs} s (timeout_secs): the process group was ended`;
+    ? `timed out after ${timeoutSecs} s (timeout_secs): its process tree was ended`
+    : `tool '${tool}' timed out after ${timeoutSecs} s (timeout_secs): its process tree was ended`;
 
 /** A step actor that crashed (a runtime bug, `plan.md` §10.5 last paragraph). */
 export const stepCrashed = (detail: string): string => `step crashed inside the runtime: ${detail}`;

@@ -16,7 +16,7 @@ export const SIGNAL_BURST_MS = REQUEST_BURST_MS;
 export const GRACEFUL_CANCEL_NOTICE = 'canceling: waiting for running steps (Ctrl-C again to force)';
 
 /** What it prints when a second Ctrl-C forces the cancel. */
-export const FORCED_CANCEL_NOTICE = 'canceling by force: ending the process group of every running step (SIGTERM, then SIGKILL)';
+export const FORCED_CANCEL_NOTICE = 'canceling by force: ending the process tree of every running step (SIGTERM, then SIGKILL)';
 
 /** What it prints when the grace ran out after a graceful cancel. */
 export const escalationNotice = (graceSecs: number): string =>
@@ -27,7 +27,7 @@ export const HANGUP_NOTICE = 'canceling by force: the terminal hung up (SIGHUP)'
 
 /** What it prints when a SIGTERM forces the cancel (`--on-sigterm force`, the default). */
 export const SIGTERM_FORCE_NOTICE =
-  'canceling by force: SIGTERM (--on-sigterm force): ending the process group of every running step (SIGTERM, then SIGKILL)';
+  'canceling by force: SIGTERM (--on-sigterm force): ending the process tree of every running step (SIGTERM, then SIGKILL)';
 
 /** What `capsule run` does on SIGTERM (`--on-sigterm`). */
 export type OnSigterm = 'graceful' | 'force';

@@ -133,7 +133,7 @@ for (const variant of VARIANTS) {
       // Both attempts ran (the sampler saw two different trees), never both at once…
       expect(seen.size).toBe(2);
       expect(mostAtOnce).toBe(1);
-      // …and the settle message ("the process group was ended") was true when it was written.
+      // …and the settle message ("its process tree was ended") was true when it was written.
       expect(aliveAtSettle).toEqual([]);
     });
 
