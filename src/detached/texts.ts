@@ -191,8 +191,9 @@ export function abandonmentReport(sessionId: string, entries: readonly Abandoned
   lines.push(
     '',
     "A session's end kills every command it demoted and every process its shell calls started in the background. " +
-      'For a session that should outlive its task and be told results, declare lifecycle.task_acceptance: queue with lifecycle.after_task: sleep ' +
-      '(capsule serve always keeps its session that way: end it, by session.stop or end of input, only once its commands have finished).',
+      'To keep a result, end the session (session.stop, or the end of its input) only once its commands have finished: ' +
+      'backgroundCommand wait returns when one exits. ' +
+      '(A Murmur capsule declares lifecycle.task_acceptance: queue with lifecycle.after_task: sleep for this; capsule serve accepts them and needs neither, since it always keeps its session until it is stopped.)',
   );
   return `${lines.join('\n')}\n`;
 }
