@@ -22,7 +22,7 @@
  * The cgroup code is inline (not the runtime's) so that nothing of the runtime is loaded.
  */
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, rmdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, watch } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { PlanFile } from '../machines/contracts.js';
@@ -57,16 +57,47 @@ function ownCgroupDir(): string {
   throw new Error('no cgroup2 mount holds this process');
 }
 
-/** rmdir, retried while the kernel still counts the exited tree (EBUSY) for a moment. */
-async function removeCgroup(dir: string): Promise<void> {
-  for (let attempt = 0; ; attempt++) {
+/**
+ * Removes a step's cgroup as the runtime does: at once when it is empty, else once the kernel
+ * says `populated 0` (inotify on `cgroup.events`: a PID namespace's init may outlive the leader by
+ * a moment), then `rmdir`.
+ */
+function removeCgroup(dir: string): Promise<void> {
+  const tryRemove = (): boolean => {
     try {
       rmdirSync(dir);
-      return;
+      return true;
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'EBUSY' || attempt >= 1000) throw error;
-      await new Promise((r) => setImmediate(r));
+      if ((error as NodeJS.ErrnoException).code === 'EBUSY') return false;
+      throw error;
     }
+  };
+  if (tryRemove()) return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    const events = join(dir, 'cgroup.events');
+    const check = (): void => {
+      try {
+        if (!readFileSync(events, 'utf8').includes('populated 0')) return;
+        watcher.close();
+        if (tryRemove()) resolve();
+        else reject(new Error(`${dir}: still busy after populated 0`));
+      } catch (error) {
+        watcher.close();
+        reject(error as Error);
+      }
+    };
+    const watcher = watch(events, check);
+    check();
+  });
+}
+
+/** Removes what is left under `dir` (after a failure), deepest first. */
+function removeTree(dir: string): void {
+  for (const entry of readdirSync(dir, { withFileTypes: true })) if (entry.isDirectory()) removeTree(join(dir, entry.name));
+  try {
+    rmdirSync(dir);
+  } catch {
+    // still populated: reported by the exit status
   }
 }
 
@@ -120,5 +151,5 @@ try {
     if (failed !== undefined) process.stderr.write(`raw-spawn: ${failed.step_id}: ${String(failed.output)}\n`);
   }
 } finally {
-  if (benchCgroup !== null) await removeCgroup(benchCgroup);
+  if (benchCgroup !== null) removeTree(benchCgroup);
 }
