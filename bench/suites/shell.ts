@@ -5,6 +5,11 @@
  *   --max-parallel N`, records on, progress to a non-terminal stderr, as a user runs it);
  * - raw `child_process.spawn` of `/usr/bin/true` (pipes read) from a FRESH small Node process at the
  *   same concurrency, in the same dependency order (`dist/bench/raw-spawn.js`: no runtime loaded);
+ * - the contained floor (`raw-spawn.js --contained`): the same, plus exactly the kernel work of the
+ *   default containment per step (a cgroup made and removed, the spawn helper joining it, a PID +
+ *   mount namespace with its private /proc and one read-only bind); `capsule run` is compared with
+ *   it too, and `capsule run` with the bare containment (process groups, no helper, no namespace)
+ *   with the plain raw spawn;
  * - `make -jN` on the equivalent Makefile (one phony target per step, its prerequisites the step's
  *   dependencies);
  * - `xargs -PN` on the equivalent work (one `xargs` per layer for the layered plan: each layer
@@ -26,6 +31,8 @@ import { count, dependencies, layers, makePlan, stepId, type Shape } from '../li
 import { CLI, hasBinary, RAW_SPAWN, timeProcess, TRUE_BIN } from '../lib/processes.js';
 
 const PARALLEL = [2, 8] as const;
+/** The contained floor (`raw-spawn.js --contained`): the default containment's kernel work per step, nothing of ours. */
+const CONTAINED = 'contained floor (fresh node)';
 const MODULE_LIST = fileURLToPath(new URL('../module-list.js', import.meta.url));
 
 /** The modules `capsule run` of `planFile` loads (one run under loader hooks), by package (`ours` for the runtime's own). */
@@ -78,8 +85,26 @@ function writePlan(dir: string, shape: Shape, n: number): string {
 }
 
 /** `capsule run` of `planFile` as a user runs it (records on, progress to a non-terminal), timed spawn to exit, ms. */
-const capsuleRun = (cwd: string, planFile: string, parallel: number) => async (): Promise<number> =>
-  (await timeProcess(process.execPath, [CLI, 'run', planFile, '--allow', 'true', '--max-parallel', String(parallel), '--workdir', cwd], { cwd })).ms;
+const capsuleRun = (cwd: string, planFile: string, parallel: number, env?: NodeJS.ProcessEnv) => async (): Promise<number> =>
+  (await timeProcess(process.execPath, [CLI, 'run', planFile, '--allow', 'true', '--max-parallel', String(parallel), '--workdir', cwd], { cwd, ...(env !== undefined ? { env } : {}) })).ms;
+
+/** The bare containment: process groups, no spawn helper, no PID namespace (what the raw spawn is a floor of). */
+const BARE_ENV: NodeJS.ProcessEnv = { ...process.env, CAPSULE_CONTAINMENT: 'process-group', CAPSULE_ISOLATION: 'none', CAPSULE_SPAWN_HELPER: 'none' };
+
+/**
+ * Whether the contained floor can run here (a cgroup v2 this process may create cgroups in, the
+ * built spawn helper, PID namespaces): one 1-step run of it. Null when it can, else why not.
+ */
+async function containedFloorProblem(cwd: string, readOnly: string): Promise<string | null> {
+  const planFile = join(cwd, 'plan.contained-probe.json');
+  writeFileSync(planFile, JSON.stringify({ id: 'probe', steps: [{ id: 's1', shell: 'true', depends_on: [] }] }));
+  try {
+    await timeProcess(process.execPath, [RAW_SPAWN, planFile, '1', '--contained', '--ro', readOnly], { cwd });
+    return null;
+  } catch (error) {
+    return (error as Error).message.slice(0, 300);
+  }
+}
 
 function label(shape: Shape, n: number, parallel: number): string {
   const { width, count: layerCount } = layers(n);
@@ -90,6 +115,9 @@ async function pairs(ctx: SuiteContext, cwd: string, rows: Row[]): Promise<void>
   const n = ctx.quick ? 50 : 500;
   const make = hasBinary('make');
   const xargs = hasBinary('xargs');
+  const readOnly = join(cwd, 'raw-contained-ro');
+  mkdirSync(readOnly, { recursive: true });
+  const containedProblem = await containedFloorProblem(cwd, readOnly);
   for (const shape of ['wide', 'layered'] as const) {
     const planFile = writePlan(cwd, shape, n);
     const makefile = writeMakefile(cwd, shape, n);
@@ -99,7 +127,14 @@ async function pairs(ctx: SuiteContext, cwd: string, rows: Row[]): Promise<void>
       const subjects: [string, () => Promise<number>][] = [
         ['capsule run', perStep(capsuleRun(cwd, planFile, parallel))],
         ['raw spawn (fresh node)', perStep(async () => (await timeProcess(process.execPath, [RAW_SPAWN, planFile, String(parallel)], { cwd })).ms)],
+        ['capsule run, bare containment', perStep(capsuleRun(cwd, planFile, parallel, BARE_ENV))],
       ];
+      if (containedProblem === null) {
+        subjects.push([
+          CONTAINED,
+          perStep(async () => (await timeProcess(process.execPath, [RAW_SPAWN, planFile, String(parallel), '--contained', '--ro', readOnly], { cwd })).ms),
+        ]);
+      }
       if (make) subjects.push([`make -j${parallel}`, perStep(async () => (await timeProcess('make', ['-s', `-j${parallel}`, '-f', makefile, 'all'], { cwd })).ms)]);
       if (xargs) {
         const script = writeXargs(cwd, shape, n, parallel);
@@ -115,9 +150,40 @@ async function pairs(ctx: SuiteContext, cwd: string, rows: Row[]): Promise<void>
         compare: subjects.slice(1).map(([s]) => s),
         target: { max: 1.3, on: 'ratio', against: 'raw spawn (fresh node)', text: '≤ 1.3× raw spawn' },
       });
-      for (const [subject] of subjects.slice(1)) rows.push({ case: name, subject, unit: 'µs/step', samples: samples.get(subject) ?? [] });
+      if (containedProblem === null) {
+        // The same runs against the floor with the containment's own kernel work in it.
+        rows.push({
+          case: name,
+          subject: 'capsule run (÷ contained floor)',
+          unit: 'µs/step',
+          samples: samples.get('capsule run') ?? [],
+          compare: [CONTAINED],
+          target: { max: 1.3, on: 'ratio', against: CONTAINED, text: '≤ 1.3× the contained floor' },
+          note: 'the capsule run row again, its ratio taken against the contained floor (default containment on both sides)',
+        });
+      }
+      rows.push({
+        case: name,
+        subject: 'capsule run, bare containment',
+        unit: 'µs/step',
+        samples: samples.get('capsule run, bare containment') ?? [],
+        compare: ['raw spawn (fresh node)'],
+        target: { max: 1.3, on: 'ratio', against: 'raw spawn (fresh node)', text: '≤ 1.3× raw spawn' },
+        note: 'CAPSULE_CONTAINMENT=process-group CAPSULE_ISOLATION=none CAPSULE_SPAWN_HELPER=none: no cgroup, no PID namespace, no helper',
+      });
+      for (const [subject] of subjects.slice(1)) {
+        if (subject === 'capsule run, bare containment') continue;
+        rows.push({
+          case: name,
+          subject,
+          unit: 'µs/step',
+          samples: samples.get(subject) ?? [],
+          ...(subject === CONTAINED ? { compare: ['raw spawn (fresh node)'], note: 'per step: a cgroup made, `true` through the spawn helper (cgroup joined, PID + mount namespace, private /proc, one read-only bind), the cgroup removed' } : {}),
+        });
+      }
     }
   }
+  if (containedProblem !== null) rows.push({ case: 'contained floor', subject: CONTAINED, unit: '', samples: [Number.NaN], note: `the contained floor cannot run here: ${containedProblem}` });
   if (!make) rows.push({ case: 'make', subject: 'make', unit: '', samples: [Number.NaN], note: 'make is not installed: no make baseline' });
   if (!xargs) rows.push({ case: 'xargs', subject: 'xargs', unit: '', samples: [Number.NaN], note: 'xargs is not installed: no xargs baseline' });
 }

@@ -57,6 +57,10 @@ export function cgroupTreeProcs(dir: string): number[] {
 
 /** Removes `dir` and the (empty) cgroups below it. @returns whether `dir` is gone. */
 export function removeCgroupTree(dir: string): boolean {
+  // A tree's cgroup rarely has children (the command would have to make them): one rmdir is then
+  // the whole removal, without reading the directory first. With children the kernel refuses it
+  // (EBUSY) and the walk below removes them, deepest first.
+  if (removeCgroup(dir)) return true;
   let ok = true;
   for (const path of cgroupTree(dir)) ok = removeCgroup(path) && ok;
   return ok;

@@ -145,6 +145,15 @@ export function killCgroup(dir: string): boolean {
  * @throws the `mkdir` error (EACCES, EROFS, ENOENT…).
  */
 export function createCgroup(dir: string): void {
+  // Usually the parent exists (a tree's cgroup under the session's): one plain mkdir. The
+  // recursive form below makes missing parents.
+  try {
+    mkdirSync(dir);
+    return;
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code !== 'ENOENT' && code !== 'EEXIST') throw error;
+  }
   for (let attempt = 1; ; attempt++) {
     try {
       mkdirSync(dir, { recursive: true });

@@ -44,7 +44,9 @@ export type Resolution =
 
 function isExecutableFile(path: string): 'yes' | 'no' | 'not-executable' {
   try {
-    if (!statSync(path).isFile()) return 'no';
+    // No exception for a missing file (the common case: every PATH entry before the match):
+    // building one is most of a lookup's cost. Any other error still answers 'no'.
+    if (statSync(path, { throwIfNoEntry: false })?.isFile() !== true) return 'no';
   } catch {
     return 'no';
   }

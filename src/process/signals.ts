@@ -46,9 +46,20 @@ export function assertSignallableGroup(pgid: number): void {
   if (!Number.isSafeInteger(pgid) || pgid <= 1) {
     throw new RangeError(`refusing to signal process group ${String(pgid)}: a group id must be an integer greater than 1`);
   }
-  if (pgid === process.pid || pgid === readProcStat('self')?.pgrp) {
+  if (pgid === process.pid || pgid === ownProcessGroup()) {
     throw new RangeError(`refusing to signal process group ${pgid}: it is the runtime's own process group`);
   }
+}
+
+/**
+ * The runtime's own process group. Read once: only the process itself could change it after its
+ * exec (`setsid`/`setpgid` on itself; a parent's `setpgid` fails after the child's exec), and the
+ * runtime never does. Not cached while unread (a failed read is retried).
+ */
+let ownGroup: number | undefined;
+function ownProcessGroup(): number | undefined {
+  ownGroup ??= readProcStat('self')?.pgrp;
+  return ownGroup;
 }
 
 function send(target: number, signal: EndSignal): boolean {
