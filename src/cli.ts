@@ -2,13 +2,17 @@
 /**
  * `capsule`: the command-line entry point (DESIGN §3). From the first instruction SIGUSR1 can no
  * longer open the inspector and the cancel signals are held (src/cli/early-signals.ts); then the
- * commands are loaded (src/cli/main.ts). An exception no command caught is an internal error
- * (src/cli/internal-error.ts): one line, exit 1.
+ * commands are loaded (src/cli/main.ts). `capsule run` forks the session's spawner first, so that
+ * its Node boots while this one loads the runtime (src/process/spawner/early.ts; issue 14). An
+ * exception no command caught is an internal error (src/cli/internal-error.ts): one line, exit 1.
  */
+import { commandName } from './cli/argv.js';
 import { holdEarlySignals, keepInspectorClosed } from './cli/early-signals.js';
+import { forkSpawnerEarly } from './process/spawner/early.js';
 
 keepInspectorClosed();
 holdEarlySignals();
+if (commandName(process.argv) === 'run' && !process.argv.includes('--help') && !process.argv.includes('-h')) forkSpawnerEarly();
 const { main } = await import('./cli/main.js');
 const { hadUncaughtError, installUncaughtErrorHandlers } = await import('./cli/internal-error.js');
 installUncaughtErrorHandlers();

@@ -2,9 +2,10 @@
 import { spawn, type StdioOptions } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { cliProgram } from '../../src/process/programs.js';
 
-/** `dist/src/cli.js`: the `capsule` command as installed. */
-export const CLI = fileURLToPath(new URL('../../src/cli.js', import.meta.url));
+/** `dist/bundle/capsule.js`: the `capsule` command as installed (package.json `bin`). */
+export const CLI = cliProgram();
 /** `dist/bench/raw-spawn.js`: the fresh small Node process of the raw-spawn baseline. */
 export const RAW_SPAWN = fileURLToPath(new URL('../raw-spawn.js', import.meta.url));
 export const TRUE_BIN = existsSync('/usr/bin/true') ? '/usr/bin/true' : '/bin/true';

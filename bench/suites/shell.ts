@@ -1,7 +1,7 @@
 /**
  * Suite 2, shell steps, as whole fresh processes — what a user's alternative costs:
  *
- * - `capsule run` of the plan file (`node dist/src/cli.js run plan.json --allow true
+ * - `capsule run` of the plan file (`node dist/bundle/capsule.js run plan.json --allow true
  *   --max-parallel N`, records on, progress to a non-terminal stderr, as a user runs it);
  * - raw `child_process.spawn` of `/usr/bin/true` (pipes read) from a FRESH small Node process at the
  *   same concurrency, in the same dependency order (`dist/bench/raw-spawn.js`: no runtime loaded);
@@ -20,11 +20,14 @@
  * and 20×25 layered, at N = 2 and 8. Then the flatness row (per-step cost of 10,000 shell steps
  * against 100, both through `capsule run`), and the startup row: from the exec of `capsule run` of a
  * 1-step plan to its step's command starting (the step is `date +%s%N`; its epoch against the
- * epoch read just before the spawn), against the whole of `node -e 0`.
+ * epoch read just before the spawn), against its floors, pair by pair: the whole of `node -e 0`
+ * (Node's own start), and a fresh Node that only imports the bundle's chunks `capsule run` loads
+ * (Node's start, reading, compiling and evaluating our code and the packages': no command parsed,
+ * no session, no plan).
  */
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { dirname, join, relative } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { Row, Suite, SuiteContext } from '../harness.js';
 import { interleave } from '../harness.js';
 import { count, dependencies, layers, makePlan, stepId, type Shape } from '../lib/plans.js';
@@ -35,8 +38,44 @@ const PARALLEL = [2, 8] as const;
 const CONTAINED = 'contained floor (fresh node)';
 const MODULE_LIST = fileURLToPath(new URL('../module-list.js', import.meta.url));
 
-/** The modules `capsule run` of `planFile` loads (one run under loader hooks), by package (`ours` for the runtime's own). */
-async function modulesLoaded(cwd: string, planFile: string, allow: string): Promise<{ total: number; byPackage: [string, number][] }> {
+/** esbuild's metafile of the bundle (scripts/bundle.js): each output file's source modules, and how outputs import each other. */
+interface BundleMeta {
+  readonly outputs: Readonly<Record<string, { readonly entryPoint?: string; readonly inputs: Readonly<Record<string, unknown>> }>>;
+}
+
+/** The package root (`CLI` is `<root>/dist/bundle/capsule.js`). */
+const PACKAGE_ROOT = join(dirname(CLI), '..', '..');
+
+function bundleMeta(): BundleMeta {
+  return JSON.parse(readFileSync(join(PACKAGE_ROOT, 'dist', 'bundle', 'meta.json'), 'utf8')) as BundleMeta;
+}
+
+/** The package a source path belongs to (`ours` for the runtime's own). */
+function packageOf(path: string): string {
+  return /node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(path)?.[1] ?? 'ours';
+}
+
+/**
+ * A script for `node --input-type=module -e` that imports, in a fresh Node, the chunks `capsule
+ * run` loads before its first step (the command table, the internal-error handler, the run
+ * command: each chunk pulls in the chunks it imports statically) and does nothing else.
+ */
+function loadOnlyScript(): string {
+  const meta = bundleMeta();
+  const chunk = (entry: string): string => {
+    const found = Object.entries(meta.outputs).find(([path, output]) => path.endsWith('.js') && output.entryPoint === entry);
+    if (found === undefined) throw new Error(`dist/bundle/meta.json has no chunk for ${entry}`);
+    return pathToFileURL(join(PACKAGE_ROOT, found[0])).href;
+  };
+  return ['dist/src/cli/main.js', 'dist/src/cli/internal-error.js', 'dist/src/cli/run.js'].map((entry) => `await import(${JSON.stringify(chunk(entry))});`).join(' ');
+}
+
+/**
+ * The modules `capsule run` of `planFile` loads (one run under loader hooks): the files Node loads
+ * (the bundle's chunks and any package outside it) and, by package, the source modules those files
+ * hold (from the bundle's metafile; a file outside the bundle is one module).
+ */
+async function modulesLoaded(cwd: string, planFile: string, allow: string): Promise<{ files: number; total: number; byPackage: [string, number][] }> {
   const list = join(cwd, `modules-${Date.now()}.txt`);
   writeFileSync(list, '');
   await timeProcess(process.execPath, ['--import', MODULE_LIST, CLI, 'run', planFile, '--allow', allow, '--workdir', cwd], {
@@ -44,12 +83,18 @@ async function modulesLoaded(cwd: string, planFile: string, allow: string): Prom
     env: { ...process.env, CAPSULE_BENCH_MODULE_LIST: list },
   });
   const urls = new Set(readFileSync(list, 'utf8').split('\n').filter((url) => url !== '' && !url.includes('/bench/module-list')));
+  const meta = bundleMeta();
   const counts = new Map<string, number>();
+  let total = 0;
   for (const url of urls) {
-    const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(url)?.[1] ?? 'ours';
-    counts.set(pkg, (counts.get(pkg) ?? 0) + 1);
+    const path = url.startsWith('file:') ? relative(PACKAGE_ROOT, fileURLToPath(url)) : url;
+    const inputs = meta.outputs[path] !== undefined ? Object.keys(meta.outputs[path].inputs) : [path];
+    for (const input of inputs) {
+      counts.set(packageOf(input), (counts.get(packageOf(input)) ?? 0) + 1);
+      total++;
+    }
   }
-  return { total: urls.size, byPackage: [...counts].sort((a, b) => b[1] - a[1]) };
+  return { files: urls.size, total, byPackage: [...counts].sort((a, b) => b[1] - a[1]) };
 }
 
 /** A Makefile with one phony target per step, its prerequisites the step's dependencies. */
@@ -227,6 +272,7 @@ async function startup(ctx: SuiteContext, cwd: string, rows: Row[]): Promise<voi
   const planFile = join(cwd, 'plan.startup.json');
   writeFileSync(planFile, JSON.stringify({ id: 'startup', steps: [{ id: 'stamp', shell: 'date +%s%N' }] }));
   const exits: number[] = [];
+  const loadOnly = loadOnlyScript();
   const samples = await interleave(
     ctx,
     [
@@ -242,6 +288,7 @@ async function startup(ctx: SuiteContext, cwd: string, rows: Row[]): Promise<voi
         },
       ],
       ['node -e 0', async () => (await timeProcess(process.execPath, ['-e', '0'], { cwd })).ms],
+      ['node, loading the bundle only', async () => (await timeProcess(process.execPath, ['--input-type=module', '-e', loadOnly], { cwd })).ms],
     ],
     ctx.quick ? ctx.runs : Math.max(ctx.runs, 11),
     ctx.warmups,
@@ -252,11 +299,19 @@ async function startup(ctx: SuiteContext, cwd: string, rows: Row[]): Promise<voi
     subject: 'capsule run → first step',
     unit: 'ms',
     samples: samples.get('capsule run → first step') ?? [],
-    compare: ['node -e 0'],
+    compare: ['node -e 0', 'node, loading the bundle only'],
     target: { max: 120, on: 'median', text: '≤ 120 ms' },
-    note: 'from just before the spawn of `node dist/src/cli.js run` (its fork and exec included) to the step\'s `date +%s%N` reading the clock',
+    note: 'from just before the spawn of `node dist/bundle/capsule.js run` (its fork and exec included) to the step\'s `date +%s%N` reading the clock',
   });
-  rows.push({ case: name, subject: 'node -e 0', unit: 'ms', samples: samples.get('node -e 0') ?? [], note: 'the whole process, spawn to exit' });
+  rows.push({ case: name, subject: 'node -e 0', unit: 'ms', samples: samples.get('node -e 0') ?? [], note: 'the whole process, spawn to exit: Node\'s own start' });
+  rows.push({
+    case: name,
+    subject: 'node, loading the bundle only',
+    unit: 'ms',
+    samples: samples.get('node, loading the bundle only') ?? [],
+    compare: ['node -e 0'],
+    note: 'a fresh Node importing the chunks `capsule run` loads (the command table, the internal-error handler, the run command and what they import), then exiting: Node\'s start plus reading, compiling and evaluating the code; no command, session or plan',
+  });
   rows.push({ case: name, subject: 'capsule run, spawn to exit', unit: 'ms', samples: exits.slice(exits.length - (samples.get('node -e 0')?.length ?? 0)), compare: ['node -e 0'] });
   const modules = await modulesLoaded(cwd, planFile, 'date');
   rows.push({
@@ -265,7 +320,7 @@ async function startup(ctx: SuiteContext, cwd: string, rows: Row[]): Promise<voi
     unit: 'modules',
     samples: [modules.total],
     digits: 0,
-    note: `ES modules loaded by the run (one run under loader hooks; no timing), by package: ${modules.byPackage
+    note: `source modules loaded by the run (one run under loader hooks; no timing), in ${modules.files} files (the bundle's chunks, and any module outside it), by package: ${modules.byPackage
       .slice(0, 8)
       .map(([pkg, n]) => `${pkg} ${n}`)
       .join(', ')}${modules.byPackage.length > 8 ? `, ${modules.byPackage.length - 8} more packages` : ''}`,

@@ -5,6 +5,7 @@
  * and an unknown command load them all, so they list and suggest every command.
  */
 import type { Command } from 'commander';
+import { commandName } from './argv.js';
 import { releaseEarlySignals } from './early-signals.js';
 import { createProgram, runProgram, EXIT } from './program.js';
 
@@ -34,14 +35,4 @@ export async function main(argv: readonly string[]): Promise<number> {
   // the first step; a session ending at once); any other command ends on them as Node would have.
   if (name !== 'run' && name !== 'serve' && releaseEarlySignals().length > 0) return EXIT.CANCELED;
   return runProgram(program, [...argv]);
-}
-
-/** The first word of the command line that is not a global option (or its value): the command, `--version`, or undefined. */
-function commandName(argv: readonly string[]): string | undefined {
-  for (let i = 2; i < argv.length; i++) {
-    const word = argv[i] as string;
-    if (word === '--log-level' || word === '--log-file') i++;
-    else if (!word.startsWith('--log-')) return word;
-  }
-  return undefined;
 }

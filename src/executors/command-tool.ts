@@ -3,7 +3,7 @@
  * prints ONE ToolResult JSON object on stdout. This module reads that object from a finished
  * {@link ProcessResult} and turns a ToolResult into the step outcome (`plan.md` §16 steps 5–6).
  */
-import { z } from 'zod';
+import * as z from 'zod';
 import type { ProcessResult } from '../process/leader.js';
 import { readDataPath } from './data-path.js';
 import { decodeUtf8Lossy } from './utf8.js';

@@ -43,7 +43,7 @@ import {
 } from './cgroups.js';
 import { CgroupSignaller, CgroupUnit, removeCgroupTree } from './cgroup-unit.js';
 import { GroupUnit } from './group-unit.js';
-import { describeSpawnError, failedLaunch, launchLeader, type LaunchedLeader, type LaunchOptions, type LeaderExitInfo, type ProcessResult } from './leader.js';
+import { describeSpawnError, failedLaunch, launchLeader, loadLauncher, type LaunchedLeader, type LaunchOptions, type LeaderExitInfo, type ProcessResult } from './leader.js';
 import { Spawner, SPAWNER_ENV, spawnerWanted } from './spawner/client.js';
 import { ownerInScope, ownerText, type Owner, type OwnerScope } from './owner.js';
 import { liveGroupIds, ProcessGroupRegistry } from './process-groups.js';
@@ -435,6 +435,7 @@ export class Containment {
    * instruction, or leading its own process group) and isolated as the session is. Never throws
    * for anything about the program: a program that cannot be started is a `ContainedProcess`
    * whose `identity` is null and whose `done` carries `spawnError` (`failed to start '<file>': …`).
+   * Await {@link readyToSpawn} once before the first call (it loads execa).
    */
   spawn(request: SpawnRequest): ContainedProcess {
     const prepared = this.#prepare(request);
@@ -452,7 +453,10 @@ export class Containment {
    */
   async start(request: SpawnRequest): Promise<ContainedProcess> {
     const spawner = request.stdinPipe === true ? null : this.#ensureSpawner();
-    if (spawner === null) return this.spawn(request);
+    if (spawner === null) {
+      await loadLauncher();
+      return this.spawn(request);
+    }
     const prepared = this.#prepare(request);
     if (prepared instanceof Contained) return prepared;
     const starting = spawner.launch(prepared.launch);
@@ -479,6 +483,14 @@ export class Containment {
    */
   prepareSpawner(): void {
     this.#ensureSpawner()?.boot();
+  }
+
+  /**
+   * Resolves once {@link spawn} can start programs: it loads execa, which a session whose commands
+   * all go through the spawner never needs (issue 14, startup). Idempotent.
+   */
+  readyToSpawn(): Promise<void> {
+    return loadLauncher();
   }
 
   /** Whether {@link start} goes through the session's spawner process. */

@@ -15,7 +15,7 @@
 import { existsSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import type { Readable, Writable } from 'node:stream';
-import { execa } from 'execa';
+import type { execa as Execa } from 'execa';
 import type { GroupEndResult, ProcessGroupRegistry } from './process-groups.js';
 import { parseControl, type ControlReport } from './spawn/helper.js';
 
@@ -222,6 +222,23 @@ export interface LaunchedLeader {
   readonly control: Promise<ControlReport>;
 }
 
+let execa: typeof Execa | null = null;
+let loadingExeca: Promise<void> | null = null;
+
+/**
+ * Loads execa, which {@link launchLeader} (and so {@link startProcess} and `Containment.spawn`)
+ * starts programs with. It is imported at its first need, not with this module: shell steps go
+ * through the session's spawner and never need it, and its ~100 modules were a good part of
+ * `capsule run`'s start (issue 14). Idempotent; every caller of the synchronous direct path awaits
+ * it first (`Containment.start` does, run-plan does for plans with tools or capsules).
+ */
+export function loadLauncher(): Promise<void> {
+  loadingExeca ??= import('execa').then((module) => {
+    execa = module.execa;
+  });
+  return loadingExeca;
+}
+
 /** The control report of a leader started without the helper's control channel. */
 export const NO_CONTROL: ControlReport = { initPid: null, failure: null };
 
@@ -271,13 +288,15 @@ function describeHelperFailure(name: string, cwd: string, failure: NonNullable<C
  * Not guaranteed: output written by a grandchild after the drain is lost.
  */
 export function launchLeader(options: LaunchOptions): LaunchedLeader {
+  const launch = execa;
+  if (launch === null) throw new Error('launchLeader: execa is not loaded (await loadLauncher() before the first direct spawn)');
   const startedAtMs = Date.now();
   const name = options.displayName ?? options.file;
   const stdinSpec = options.stdin === undefined && options.stdinPipe !== true ? ('ignore' as const) : ('pipe' as const);
 
   let subprocess;
   try {
-    subprocess = execa(options.file, [...options.args], {
+    subprocess = launch(options.file, [...options.args], {
       cwd: options.cwd,
       env: { ...options.env },
       extendEnv: false,

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { ERROR_CODES } from '../errors.js';
 import { JsonlFollower, type JsonlProblem, type JsonlRead } from './jsonl-reader.js';
 import { isTraceEventType, OMITS_NULL_PARENT, TRACE_PARENTS, type TraceEnvelope, type TraceEventType, type TraceRecord } from './trace-records.js';
-import { TRACE_FIELD_SCHEMAS } from './trace-schemas.js';
+import { traceFieldSchemas } from './trace-schemas.js';
 import { formatIssues } from '../plan/schema.js';
 import { excerpt } from '../plan/text.js';
 
@@ -115,7 +115,7 @@ export function readTrace(path: string): TraceRead {
 function fieldsProblem(value: Record<string, unknown>): string | null {
   const type = value['event_type'];
   if (!isTraceEventType(type)) return null;
-  const checked = TRACE_FIELD_SCHEMAS[type].safeParse(value);
+  const checked = traceFieldSchemas()[type].safeParse(value);
   return checked.success ? null : `not a ${type} record: ${formatIssues(checked.error.issues)}`;
 }
 

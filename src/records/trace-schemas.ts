@@ -10,236 +10,258 @@
 import * as z from 'zod';
 import type { TraceEventType } from './trace-records.js';
 
-const count = z.number();
-const text = z.string();
-const stepKind = z.enum(['tool', 'shell', 'capsule', 'unknown']);
-const strings = z.array(z.string());
+/**
+ * The schemas are built at their first use, not when this module loads: building ~60 zod schemas
+ * and their partial copies is a few milliseconds that `capsule run` would pay at every start
+ * (issue 14) although it reads a trace only when an earlier session left one to look at.
+ */
+function buildWrittenSchemas() {
+  const count = z.number();
+  const text = z.string();
+  const stepKind = z.enum(['tool', 'shell', 'capsule', 'unknown']);
+  const strings = z.array(z.string());
 
-const truncation = z.looseObject({
-  log: text,
-  stdout_bytes: z.number(),
-  stderr_bytes: z.number(),
-  kept_bytes: z.number(),
-});
+  const truncation = z.looseObject({
+    log: text,
+    stdout_bytes: z.number(),
+    stderr_bytes: z.number(),
+    kept_bytes: z.number(),
+  });
 
-const containment = z.looseObject({
-  backend: z.enum(['cgroup', 'process-group']),
-  reason: text,
-  cgroup: text.nullable(),
-  cgroup_kill: z.boolean(),
-  helper: text.nullable(),
-  pid_namespace: z.boolean(),
-  isolation_reason: text,
-  run_as: z.looseObject({ user: text, uid: count, gid: count }).nullable(),
-});
+  const containment = z.looseObject({
+    backend: z.enum(['cgroup', 'process-group']),
+    reason: text,
+    cgroup: text.nullable(),
+    cgroup_kill: z.boolean(),
+    helper: text.nullable(),
+    pid_namespace: z.boolean(),
+    isolation_reason: text,
+    run_as: z.looseObject({ user: text, uid: count, gid: count }).nullable(),
+  });
+
+
+  return {
+    session_start: z.looseObject({
+      capsule_name: text.nullable(),
+      capsule_version: text.nullable(),
+      capabilities: z.unknown(),
+      tools_declared: strings,
+      workdir_exec: text,
+      records_dir: text,
+      runtime: text,
+      pid: count,
+      pid_start_time: count.nullable(),
+      containment,
+    }),
+    session_end: z.looseObject({
+      total_turns: count,
+      total_input_tokens: count,
+      total_output_tokens: count,
+      total_tool_calls: count,
+      total_shell_calls: count,
+      duration_ms: count,
+      exit_status: text,
+    }),
+    process_start: z.looseObject({
+      owner: text,
+      pid: count,
+      pid_start_time: count,
+      pgid: count,
+      cgroup: text.nullable(),
+      pid_namespace: z.boolean(),
+      executable: text.nullable(),
+      argv: strings,
+    }),
+    plan_start: z.looseObject({
+      plan_id: text,
+      step_count: count,
+      steps: z.array(z.looseObject({ step_id: text, kind: stepKind, depends_on: strings, has_condition: z.boolean() })),
+    }),
+    plan_step_start: z.looseObject({ plan_id: text, step_id: text, kind: stepKind, depends_on: strings }),
+    plan_step: z.looseObject({
+      plan_id: text,
+      step_id: text,
+      kind: stepKind,
+      status: z.enum(['success', 'failed', 'skipped']),
+      attempts: count,
+      duration_ms: count,
+      error: text.optional(),
+      input: z.unknown().optional(),
+      state_effect: text.optional(),
+      resource_id: text.optional(),
+      truncated: truncation.optional(),
+    }),
+    plan_end: z.looseObject({
+      plan_id: text,
+      outcome: z.enum(['completed', 'failed', 'canceled']),
+      failed_step: text.optional(),
+      steps_total: count,
+      steps_succeeded: count,
+      steps_failed: count,
+      steps_skipped: count,
+      duration_ms: count,
+      reason: text.optional(),
+    }),
+    task_start: z.looseObject({
+      task_id: text,
+      context_id: text.optional(),
+      source: text,
+      origin: text,
+      trust: z.enum(['trusted', 'untrusted']),
+      lane: text,
+      delegation_id: text.optional(),
+      message_parts_bytes: count.optional(),
+      method: text.optional(),
+    }),
+    plan_step_late: z.looseObject({
+      plan_id: text,
+      step_id: text,
+      attempt: count,
+      status: z.enum(['success', 'failed']),
+      error: text.nullable(),
+      disposition: z.literal('ignored'),
+      reason: z.literal('canceled'),
+    }),
+    shell: z.looseObject({
+      turn: count.optional(),
+      task_id: text.nullable(),
+      binary: text,
+      command: text,
+      exit_code: count,
+      stdout_bytes: count,
+      stderr_bytes: count,
+      duration_ms: count,
+      resource_limit: text.optional(),
+      full_output_path: text.optional(),
+      output_holders: z.enum(['Killed', 'LeftRunning']).optional(),
+    }),
+    task_canceled: z.looseObject({ task_id: text, phase: text, detached_work_ids: strings, delegation_ids: strings }),
+    shell_detached: z.looseObject({
+      turn: count.optional(),
+      task_id: text.nullable(),
+      work_id: text,
+      binary: text,
+      command: text,
+      grace_ms: count.nullable(),
+      pid: count,
+      pid_start_time: count,
+      pgid: count,
+      cgroup: text.nullable(),
+      output_path: text,
+    }),
+    shell_completed: z.looseObject({
+      work_id: text,
+      binary: text,
+      command: text,
+      exit_code: count,
+      duration_ms: count,
+      output_path: text,
+      output_bytes: count,
+      resource_limit: text.optional(),
+      status: z.enum(['ok', 'error']),
+      completion_task_id: text.optional(),
+      delivered_via: z.enum(['task', 'background_command']).optional(),
+    }),
+    shell_abandoned: z.looseObject({
+      work_id: text,
+      binary: text,
+      command: text,
+      running_ms: count,
+      exit_code: count.optional(),
+      output_path: text.optional(),
+      output_bytes: count.optional(),
+      reason: z.enum(['killed_at_session_end', 'finished_during_teardown']).optional(),
+      pid: count.optional(),
+      pgid: count.optional(),
+    }),
+    shell_lost: z.looseObject({
+      work_id: text,
+      binary: text,
+      command: text,
+      detached_at_ms: count,
+      reconciled_by_session: text,
+      reconciled_task_id: text,
+    }),
+    process_lost: z.looseObject({
+      owner: text.nullable(),
+      work_id: text.nullable(),
+      pid: count,
+      pid_start_time: count.nullable(),
+      pgid: count.nullable(),
+      cgroup: text.nullable(),
+      live_pids: z.array(count),
+      reconciled_by_session: text,
+      reconciled_task_id: text.nullable(),
+    }),
+    session_resume: z.looseObject({
+      prior_records_dir: text,
+      prior_session_id: text.nullable(),
+      skipped: text.nullable(),
+      report_task_id: text.nullable(),
+      context_id: text.nullable(),
+      trust: z.enum(['trusted', 'untrusted']).nullable(),
+      message: text.nullable(),
+      lost: z.array(
+        z.looseObject({ work_id: text, detached_at_ms: count, alive: z.boolean().nullable(), stopped: z.boolean(), pid: count.nullable(), output_log: text.nullable() }),
+      ),
+      processes: z.array(
+        z.looseObject({
+          owner: text.nullable(),
+          work_id: text.nullable(),
+          pid: count,
+          pid_start_time: count.nullable(),
+          pgid: count.nullable(),
+          cgroup: text.nullable(),
+          live_pids: z.array(count),
+          reported_before: z.boolean(),
+        }),
+      ),
+      damaged_lines: count,
+      repaired_torn_tail: z.boolean(),
+      reap: z.boolean(),
+    }),
+    process_reaped: z.looseObject({
+      prior_session_id: text,
+      owner: text.nullable(),
+      work_id: text.nullable(),
+      pid: count,
+      pid_start_time: count.nullable(),
+      pgid: count.nullable(),
+      cgroup: text.nullable(),
+      via: z.enum(['cgroup', 'group', 'leader']).nullable(),
+      signal: z.enum(['SIGTERM', 'SIGKILL']).nullable(),
+      survivors: z.array(count),
+      gone: z.boolean(),
+    }),
+    delegation_start: z.looseObject({ delegation_id: text, capsule: text, version: text, child_session_id: text, child_workdir: text, deadline_ms: count.optional(), workdir_snapshot: z.looseObject({ source: text, files: count, bytes: count }).optional() }),
+    delegation: z.looseObject({
+      capsule: text,
+      version: text,
+      delegation_id: text.nullable(),
+      child_session_id: text.nullable(),
+      duration_ms: count,
+      outcome: text,
+      reason: text.optional(),
+    }),
+  } as const satisfies { readonly [K in TraceEventType]: z.ZodObject };
+}
 
 /** The fields of each record type after the envelope, as written (the envelope itself is checked by the reader). */
-export const TRACE_WRITTEN_SCHEMAS = {
-  session_start: z.looseObject({
-    capsule_name: text.nullable(),
-    capsule_version: text.nullable(),
-    capabilities: z.unknown(),
-    tools_declared: strings,
-    workdir_exec: text,
-    records_dir: text,
-    runtime: text,
-    pid: count,
-    pid_start_time: count.nullable(),
-    containment,
-  }),
-  session_end: z.looseObject({
-    total_turns: count,
-    total_input_tokens: count,
-    total_output_tokens: count,
-    total_tool_calls: count,
-    total_shell_calls: count,
-    duration_ms: count,
-    exit_status: text,
-  }),
-  process_start: z.looseObject({
-    owner: text,
-    pid: count,
-    pid_start_time: count,
-    pgid: count,
-    cgroup: text.nullable(),
-    pid_namespace: z.boolean(),
-    executable: text.nullable(),
-    argv: strings,
-  }),
-  plan_start: z.looseObject({
-    plan_id: text,
-    step_count: count,
-    steps: z.array(z.looseObject({ step_id: text, kind: stepKind, depends_on: strings, has_condition: z.boolean() })),
-  }),
-  plan_step_start: z.looseObject({ plan_id: text, step_id: text, kind: stepKind, depends_on: strings }),
-  plan_step: z.looseObject({
-    plan_id: text,
-    step_id: text,
-    kind: stepKind,
-    status: z.enum(['success', 'failed', 'skipped']),
-    attempts: count,
-    duration_ms: count,
-    error: text.optional(),
-    input: z.unknown().optional(),
-    state_effect: text.optional(),
-    resource_id: text.optional(),
-    truncated: truncation.optional(),
-  }),
-  plan_end: z.looseObject({
-    plan_id: text,
-    outcome: z.enum(['completed', 'failed', 'canceled']),
-    failed_step: text.optional(),
-    steps_total: count,
-    steps_succeeded: count,
-    steps_failed: count,
-    steps_skipped: count,
-    duration_ms: count,
-    reason: text.optional(),
-  }),
-  task_start: z.looseObject({
-    task_id: text,
-    context_id: text.optional(),
-    source: text,
-    origin: text,
-    trust: z.enum(['trusted', 'untrusted']),
-    lane: text,
-    delegation_id: text.optional(),
-    message_parts_bytes: count.optional(),
-    method: text.optional(),
-  }),
-  plan_step_late: z.looseObject({
-    plan_id: text,
-    step_id: text,
-    attempt: count,
-    status: z.enum(['success', 'failed']),
-    error: text.nullable(),
-    disposition: z.literal('ignored'),
-    reason: z.literal('canceled'),
-  }),
-  shell: z.looseObject({
-    turn: count.optional(),
-    task_id: text.nullable(),
-    binary: text,
-    command: text,
-    exit_code: count,
-    stdout_bytes: count,
-    stderr_bytes: count,
-    duration_ms: count,
-    resource_limit: text.optional(),
-    full_output_path: text.optional(),
-    output_holders: z.enum(['Killed', 'LeftRunning']).optional(),
-  }),
-  task_canceled: z.looseObject({ task_id: text, phase: text, detached_work_ids: strings, delegation_ids: strings }),
-  shell_detached: z.looseObject({
-    turn: count.optional(),
-    task_id: text.nullable(),
-    work_id: text,
-    binary: text,
-    command: text,
-    grace_ms: count.nullable(),
-    pid: count,
-    pid_start_time: count,
-    pgid: count,
-    cgroup: text.nullable(),
-    output_path: text,
-  }),
-  shell_completed: z.looseObject({
-    work_id: text,
-    binary: text,
-    command: text,
-    exit_code: count,
-    duration_ms: count,
-    output_path: text,
-    output_bytes: count,
-    resource_limit: text.optional(),
-    status: z.enum(['ok', 'error']),
-    completion_task_id: text.optional(),
-    delivered_via: z.enum(['task', 'background_command']).optional(),
-  }),
-  shell_abandoned: z.looseObject({
-    work_id: text,
-    binary: text,
-    command: text,
-    running_ms: count,
-    exit_code: count.optional(),
-    output_path: text.optional(),
-    output_bytes: count.optional(),
-    reason: z.enum(['killed_at_session_end', 'finished_during_teardown']).optional(),
-    pid: count.optional(),
-    pgid: count.optional(),
-  }),
-  shell_lost: z.looseObject({
-    work_id: text,
-    binary: text,
-    command: text,
-    detached_at_ms: count,
-    reconciled_by_session: text,
-    reconciled_task_id: text,
-  }),
-  process_lost: z.looseObject({
-    owner: text.nullable(),
-    work_id: text.nullable(),
-    pid: count,
-    pid_start_time: count.nullable(),
-    pgid: count.nullable(),
-    cgroup: text.nullable(),
-    live_pids: z.array(count),
-    reconciled_by_session: text,
-    reconciled_task_id: text.nullable(),
-  }),
-  session_resume: z.looseObject({
-    prior_records_dir: text,
-    prior_session_id: text.nullable(),
-    skipped: text.nullable(),
-    report_task_id: text.nullable(),
-    context_id: text.nullable(),
-    trust: z.enum(['trusted', 'untrusted']).nullable(),
-    message: text.nullable(),
-    lost: z.array(
-      z.looseObject({ work_id: text, detached_at_ms: count, alive: z.boolean().nullable(), stopped: z.boolean(), pid: count.nullable(), output_log: text.nullable() }),
-    ),
-    processes: z.array(
-      z.looseObject({
-        owner: text.nullable(),
-        work_id: text.nullable(),
-        pid: count,
-        pid_start_time: count.nullable(),
-        pgid: count.nullable(),
-        cgroup: text.nullable(),
-        live_pids: z.array(count),
-        reported_before: z.boolean(),
-      }),
-    ),
-    damaged_lines: count,
-    repaired_torn_tail: z.boolean(),
-    reap: z.boolean(),
-  }),
-  process_reaped: z.looseObject({
-    prior_session_id: text,
-    owner: text.nullable(),
-    work_id: text.nullable(),
-    pid: count,
-    pid_start_time: count.nullable(),
-    pgid: count.nullable(),
-    cgroup: text.nullable(),
-    via: z.enum(['cgroup', 'group', 'leader']).nullable(),
-    signal: z.enum(['SIGTERM', 'SIGKILL']).nullable(),
-    survivors: z.array(count),
-    gone: z.boolean(),
-  }),
-  delegation_start: z.looseObject({ delegation_id: text, capsule: text, version: text, child_session_id: text, child_workdir: text, deadline_ms: count.optional(), workdir_snapshot: z.looseObject({ source: text, files: count, bytes: count }).optional() }),
-  delegation: z.looseObject({
-    capsule: text,
-    version: text,
-    delegation_id: text.nullable(),
-    child_session_id: text.nullable(),
-    duration_ms: count,
-    outcome: text,
-    reason: text.optional(),
-  }),
-} as const satisfies { readonly [K in TraceEventType]: z.ZodObject };
+export type TraceWrittenSchemas = ReturnType<typeof buildWrittenSchemas>;
 
 /** The fields of each record type as read: each as written when present, any of them absent. */
-export const TRACE_FIELD_SCHEMAS: { readonly [K in TraceEventType]: z.ZodType } = Object.fromEntries(
-  Object.entries(TRACE_WRITTEN_SCHEMAS).map(([type, schema]) => [type, schema.partial()]),
-) as unknown as { readonly [K in TraceEventType]: z.ZodType };
+export type TraceFieldSchemas = { readonly [K in TraceEventType]: z.ZodType };
+
+let written: TraceWrittenSchemas | null = null;
+let fields: TraceFieldSchemas | null = null;
+
+/** The fields of each record type after the envelope, as written (the envelope itself is checked by the reader); built once, at the first call. */
+export function traceWrittenSchemas(): TraceWrittenSchemas {
+  return (written ??= buildWrittenSchemas());
+}
+
+/** The fields of each record type as read: each as written when present, any of them absent; built once, at the first call. */
+export function traceFieldSchemas(): TraceFieldSchemas {
+  return (fields ??= Object.fromEntries(Object.entries(traceWrittenSchemas()).map(([type, schema]) => [type, schema.partial()])) as unknown as TraceFieldSchemas);
+}
+

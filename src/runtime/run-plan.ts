@@ -15,6 +15,7 @@ import { explainParseFailure, type Refusal } from '../plan/refusal.js';
 import { parsePlanText, parsePlanValue, readPlanFile, stepKind, type ParsePlanResult, type PlanWarning } from '../plan/schema.js';
 import { elapsedMs, systemClock, type SessionClock } from '../session/clock.js';
 import type { RuntimeLogger } from '../session/logger.js';
+import { releaseEarlySpawner } from '../process/spawner/early.js';
 import { replaceFile } from '../records/append-file.js';
 import { RecordsDirInUseError, recordedSessionIn } from '../records/records-dir.js';
 import { resumeSession, type ResumeOutcome } from '../reconcile/resume.js';
@@ -291,7 +292,12 @@ export function startPlan(options: RunPlanOptions): PlanRun {
     const plan = parsed.plan;
     const kinds = plan.steps.map(stepKind);
     // The spawner boots while the plan is checked, not in the first shell step's time (issue 14).
+    // Without shell steps, the spawner `capsule run` forked at its start (if any) is let go.
     if (kinds.includes('shell')) session.containment.prepareSpawner();
+    else releaseEarlySpawner();
+    // Command tools and delegations start their processes directly (`Containment.spawn`): its
+    // launcher (execa) is loaded now, and only then — a plan of shell steps alone never loads it.
+    if (kinds.some((kind) => kind !== 'shell') || !session.containment.usesSpawner) await session.containment.readyToSpawn();
 
     // §3 step 3: plan_start with the DAG as authored, before validation.
     trace.start(plan, kinds);

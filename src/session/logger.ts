@@ -58,7 +58,9 @@ export interface OpenLogger {
  */
 export async function createLogger(options: LoggerOptions): Promise<OpenLogger> {
   if (options.level === 'silent') return { logger: silentLogger, flush: () => {} };
-  const { pino } = await import('pino');
+  // pino is CommonJS: its `module.exports` (the `pino` function) is the default export both for
+  // Node's own loader and in the bundle (scripts/bundle.js), where a named `pino` is not.
+  const pino = (await import('pino')).default;
   const destination =
     options.stream !== undefined
       ? options.stream

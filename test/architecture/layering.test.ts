@@ -37,7 +37,7 @@ function importsOf(file: string): { local: string[]; packages: string[] } {
  */
 function floorOf(path: string): number {
   if (path.startsWith('machines/')) return 0;
-  if (/^src\/(errors|ids)$/.test(path)) return 0;
+  if (/^src\/(errors|ids|package-root)$/.test(path)) return 0;
   if (path.startsWith('src/plan/') || path.startsWith('src/actors/') || path === 'src/manifest') return 1;
   if (/^src\/(process|executors|records|detached|cancel|reconcile)\//.test(path)) return 2;
   if (path.startsWith('src/session/')) return 3;
@@ -93,12 +93,14 @@ describe('layering (blueprint: machines → model → effects → session → ru
     expect([...packages].filter((pkg) => pkg === 'xstate' || pkg === 'execa')).toEqual([]);
   });
 
-  it('keeps capsule run free of the SVG renderer, serve, replay, inspect, fast-check and the live view (startup, issue 14)', () => {
+  it('keeps capsule run free of the SVG renderer, serve, replay, inspect, fast-check, the live view and execa (startup, issue 14)', () => {
     // What `capsule run` loads before its first step: the entry point, the command table and the run command (each loaded with import()).
     const { loaded, packages } = staticImportGraph(['src/cli', 'src/cli/main', 'src/cli/run']);
     expect([...loaded].filter((file) => /^src\/(visualize|replay)\/|^src\/cli\/(serve|inspect|replay|visualize|doctor)$/.test(file))).toEqual([]);
     // log-update draws the live view on a terminal only; capsule run to a pipe or a file never loads it.
     expect([...packages].filter((pkg) => pkg === '@viz-js/viz' || pkg === 'fast-check' || pkg === 'log-update')).toEqual([]);
+    // Shell steps start through the session's spawner; execa (the direct path's launcher) is imported at its first use.
+    expect([...packages].filter((pkg) => pkg === 'execa')).toEqual([]);
   });
 
   it('loads pino and the SVG renderer only where they are used (dynamic imports)', () => {

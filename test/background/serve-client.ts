@@ -1,5 +1,5 @@
 /**
- * A test client of `capsule serve`: starts the BUILT CLI (`dist/src/cli.js serve`, jest's
+ * A test client of `capsule serve`: starts the BUILT CLI (`dist/bundle/capsule.js serve`, jest's
  * globalSetup builds it) as a real child process and talks newline-delimited JSON-RPC 2.0 to it
  * over its real stdin/stdout, with the `json-rpc-2.0` client for ids and matching. Every message
  * read is kept in order (responses and notifications), stderr too. {@link endServes} ends every

@@ -108,8 +108,11 @@ describe('examples/', () => {
   });
 
   it('`npm start` runs an example plan with its directory as the workdir', () => {
-    const start = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts['start'];
-    const match = /^node dist\/src\/cli\.js run (examples\/[\w-]+)\/plan\.json --workdir (examples\/[\w-]+)$/.exec(start ?? '');
+    const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string>; bin: Record<string, string> };
+    const start = pkg.scripts['start'];
+    // The program `npm start` runs is the `capsule` users run (package.json `bin`: dist/bundle/capsule.js).
+    expect(pkg.bin['capsule']).toBe('dist/bundle/capsule.js');
+    const match = /^node dist\/bundle\/capsule\.js run (examples\/[\w-]+)\/plan\.json --workdir (examples\/[\w-]+)$/.exec(start ?? '');
 
     expect(match?.[1]).toBeDefined();
     expect(match?.[2]).toBe(match?.[1]);

@@ -1,5 +1,6 @@
 /**
- * Helpers for the CLI tests: run the BUILT `dist/src/cli.js` (jest's globalSetup builds it) as a
+ * Helpers for the CLI tests: run the BUILT `capsule` (`dist/bundle/capsule.js`, what package.json's
+ * `bin` names; jest's globalSetup builds it) as a
  * real child process, temporary workdirs with plans and manifests, polling waits, and `/proc`
  * checks that a step's process group is gone. Every CLI process a test starts is remembered and
  * killed in {@link killStartedClis} if it is still running.
@@ -11,6 +12,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { groupMembers } from '../../src/process/process-groups.js';
+import { CLI_PROGRAM } from '../../src/process/programs.js';
 import { waitFor } from '../support/wait.js';
 
 export { waitFor };
@@ -18,8 +20,8 @@ export { waitFor };
 /** The repository root. */
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
-/** The built CLI. */
-export const CLI = join(ROOT, 'dist', 'src', 'cli.js');
+/** The built CLI, as users run it (src/process/programs.ts). */
+export const CLI = join(ROOT, CLI_PROGRAM);
 
 /** The step stand-in script (test/fixtures/cli/step.mjs), quoted for a plan's `shell` string. */
 export const STEP_SCRIPT = join(ROOT, 'test', 'fixtures', 'cli', 'step.mjs');
@@ -52,7 +54,7 @@ function cliEnv(extra: Readonly<Record<string, string>>): NodeJS.ProcessEnv {
   return env;
 }
 
-/** Starts `node dist/src/cli.js <args>` in `cwd` with stdin closed and stdout/stderr piped. */
+/** Starts `node dist/bundle/capsule.js <args>` in `cwd` with stdin closed and stdout/stderr piped. */
 export function startCli(args: readonly string[], options: { cwd?: string; env?: Record<string, string> } = {}): StartedCli {
   const child = spawn(process.execPath, [CLI, ...args], {
     cwd: options.cwd ?? ROOT,

@@ -76,7 +76,8 @@ function superviseRun(dir: string, plan: string): { pid: number; cgroup: string;
 
   it('finishes and cleans up as usual when the supervisor continues a stopped runtime', async () => {
     const dir = temp.make('supervised-cont');
-    const sleepArg = `0.${String(Date.now() % 1e6).padStart(6, '0')}7`;
+    // 1–2 s: long enough to be seen running (a sleep of a few ms could end between two looks at /proc), short enough to end on its own.
+    const sleepArg = `1.${String(Date.now() % 1e6).padStart(6, '0')}7`;
     tags.push(sleepArg);
     writeJson(dir, 'capsule.json', manifestAllowing('bash', 'sleep'));
     writeJson(dir, 'plan.json', {

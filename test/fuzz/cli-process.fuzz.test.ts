@@ -1,5 +1,5 @@
 /**
- * Fuzz target: a handful of whole `capsule` processes (the built `dist/src/cli.js`, as a user runs
+ * Fuzz target: a handful of whole `capsule` processes (the built `dist/bundle/capsule.js`, as a user runs
  * it): `validate` and `run` of fuzzed plans whose only allowed binaries are `true` and `echo`, and
  * whose plan path is sometimes a FIFO or a directory. Each exits 0, 1 or 2 within its bound, with
  * no stack trace and no `internal error` on either stream and bounded output — the entry point's

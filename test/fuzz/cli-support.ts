@@ -1,6 +1,6 @@
 /**
  * Running `capsule` for the CLI fuzz targets: in-process through `main()` with stdout and stderr
- * captured, or as the built `dist/src/cli.js` in a child process; and the verdict on what it
+ * captured, or as the built `dist/bundle/capsule.js` in a child process; and the verdict on what it
  * printed: an exit code of 0, 1 or 2, no stack trace, no `internal error`, bounded output.
  */
 import { main } from '../../src/cli/main.js';

@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { scanTrace } from '../../src/reconcile/scan.js';
 import { readTrace, TraceFollower, type TraceRead } from '../../src/records/trace-reader.js';
 import { isTraceEventType } from '../../src/records/trace-records.js';
-import { TRACE_FIELD_SCHEMAS } from '../../src/records/trace-schemas.js';
+import { traceFieldSchemas } from '../../src/records/trace-schemas.js';
 import { fuzzTarget } from './harness.js';
 import { editedText, lineMutation, mutateLines, recordSessions, recordsEdit, type RecordedSession } from './records-support.js';
 import { tempDirForTests } from './support.js';
@@ -58,7 +58,7 @@ function expectRead(read: TraceRead, file: string): void {
   for (const record of read.records) {
     must(typeof record.event_type === 'string' && typeof record.event_id === 'string' && typeof record.session_id === 'string' && typeof record.timestamp === 'number', `a record without its envelope: ${JSON.stringify(record).slice(0, 300)}`);
     if (isTraceEventType(record.event_type)) {
-      const checked = TRACE_FIELD_SCHEMAS[record.event_type].safeParse(record);
+      const checked = traceFieldSchemas()[record.event_type].safeParse(record);
       must(checked.success, `a ${record.event_type} record with fields of the wrong type was returned: ${JSON.stringify(record).slice(0, 300)}`);
     }
   }

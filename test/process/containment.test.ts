@@ -29,7 +29,7 @@ eachBackend((backend) => eachSpawnPath((path) => {
   };
   /** `spawn` directly, or `start` through the session's spawner: the same contract. */
   const launch = (containment: Containment, request: SpawnRequest): Promise<ContainedProcess> =>
-    path === 'spawner' ? containment.start(request) : Promise.resolve(containment.spawn(request));
+    path === 'spawner' ? containment.start(request) : containment.readyToSpawn().then(() => containment.spawn(request));
   const sleeper = (containment: Containment, label: string, seconds = '30'): Promise<ContainedProcess> =>
     launch(containment, { owner: { kind: 'other', label }, file: 'sleep', args: [seconds], cwd: '/tmp', env: TEST_ENV });
   /** Live pids of the tree, as the backend holds it. */

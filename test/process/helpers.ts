@@ -9,11 +9,14 @@ import { rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { startProcess, type ProcessHandle, type ProcessResult, type StartProcessOptions } from '../../src/process/leader.js';
+import { loadLauncher, startProcess, type ProcessHandle, type ProcessResult, type StartProcessOptions } from '../../src/process/leader.js';
 import { groupMembers, type ProcessGroupRegistry } from '../../src/process/process-groups.js';
 import { waitFor } from '../support/wait.js';
 
 export { waitFor };
+
+// startProcess (the direct path) needs its launcher, execa, loaded first (leader.ts `loadLauncher`).
+beforeAll(() => loadLauncher());
 
 /** Absolute path of test/fixtures/process/. */
 export const FIXTURES_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', 'fixtures', 'process');

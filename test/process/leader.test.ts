@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { startProcess, type LeaderExitInfo } from '../../src/process/leader.js';
+import { loadLauncher, startProcess, type LeaderExitInfo } from '../../src/process/leader.js';
 import { groupMembers, ownProcessGroupId, ProcessGroupRegistry } from '../../src/process/process-groups.js';
 import { FIXTURES_DIR, TEST_ENV, TrackedStarter, makeTempDir, removeDirs, waitFor, waitForFile } from './helpers.js';
 
@@ -17,6 +17,8 @@ function isLive(pid: number): boolean {
 const registry = new ProcessGroupRegistry();
 const starter = new TrackedStarter(registry);
 const dirs: string[] = [];
+
+beforeAll(() => loadLauncher());
 
 afterAll(async () => {
   const left = await starter.cleanUp();

@@ -7,12 +7,13 @@
  */
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { Containment, type ContainedProcess } from '../../src/process/containment.js';
 import { readCgroupProcs } from '../../src/process/cgroups.js';
 import { groupMembers } from '../../src/process/process-groups.js';
 import { processStartTime, readProcStat } from '../../src/process/proc.js';
-import { spawnerProgram } from '../../src/process/spawner/client.js';
+import { packageRoot } from '../../src/process/spawn/helper.js';
 import { eachBackend } from '../support/backends.js';
 import { TEST_ENV, waitFor } from './helpers.js';
 
@@ -127,7 +128,7 @@ eachBackend((backend) => {
 
   it('when the runtime dies, the spawner exits and nothing it started is left running', async () => {
     const script = `
-      import { Containment } from ${JSON.stringify(spawnerProgram().replace(/spawner\/main\.js$/, 'containment.js'))};
+      import { Containment } from ${JSON.stringify(join(packageRoot(), 'dist', 'src', 'process', 'containment.js'))};
       const c = Containment.open({ sessionId: 'spawner-rt-${process.pid}-${++sessionCounter}', backend: ${JSON.stringify(backend.containment)}, isolation: 'none', env: { ...process.env, CAPSULE_SPAWNER: 'spawner' } });
       const t = await c.start({ owner: { kind: 'other', label: 'x' }, file: 'sh', args: ['-c', 'sleep 30 & exec sleep 30'], cwd: '/tmp', env: ${JSON.stringify(TEST_ENV)} });
       console.log(JSON.stringify({ spawner: c.spawnerPid, pgid: t.identity.pgid }));

@@ -64,6 +64,7 @@ async function crashedRuntime(containment: string): Promise<{ root: string; prio
      const trace = ${JSON.stringify(join(priorDir, 'trace.jsonl'))};
      const line = (record) => appendFileSync(trace, JSON.stringify({ event_id: 'evt_' + record.event_type, session_id: session.id, timestamp: Date.now(), ...record }) + '\\n');
      line({ event_type: 'task_start', parent_id: session.nodeId, task_id: 'tsk_1', context_id: 'ctx_1', source: 'serve', origin: 'user', trust: 'trusted', lane: 'user' });
+     await session.containment.readyToSpawn();
      const p = session.containment.spawn({ owner: { kind: 'shell', task: 'tsk_1' }, file: 'sleep', args: [${JSON.stringify(sleepArg)}], cwd: ${JSON.stringify(root)}, env: { PATH: ${JSON.stringify(process.env['PATH'] ?? '/usr/bin:/bin')} } });
      const f = processStartFields(p);
      // The background branch's shell_detached: the spec's fields, then the process identity.

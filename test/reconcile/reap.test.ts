@@ -203,6 +203,7 @@ describe.each(adoptCases)('adopting a tree by %s', (_, isolation, unavailable) =
       script,
       `import { Containment, detectContainment, processStartFields } from ${JSON.stringify(join(ROOT, 'dist', 'src', 'process', 'containment.js'))};
        const c = new Containment(detectContainment({ sessionId: ${JSON.stringify(sessionId)}, backend: 'cgroup', isolation: ${JSON.stringify(isolation)} }), {});
+       await c.readyToSpawn();
        const p = c.spawn({ owner: { kind: 'other', label: 'left' }, file: 'bash', args: ['-c', 'setsid sleep 300 & sleep 300 & wait'], cwd: '/tmp', env: { PATH: ${JSON.stringify(process.env['PATH'] ?? '/usr/bin:/bin')} } });
        console.log(JSON.stringify({ fields: processStartFields(p), sessionCgroup: c.info.cgroup }));
        setInterval(() => {}, 1000);`,

@@ -9,7 +9,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isTraceEventType } from '../../src/records/trace-records.js';
-import { TRACE_WRITTEN_SCHEMAS } from '../../src/records/trace-schemas.js';
+import { traceWrittenSchemas } from '../../src/records/trace-schemas.js';
 import { readTrace } from '../../src/records/trace-reader.js';
 import { runPlan } from '../../src/runtime/run-plan.js';
 
@@ -38,7 +38,7 @@ it('accepts, field for field, every record the writer writes in completed, faile
       expect(isTraceEventType(type)).toBe(true);
       if (!isTraceEventType(type)) continue;
       seen.add(type);
-      const checked = TRACE_WRITTEN_SCHEMAS[type].safeParse(record);
+      const checked = traceWrittenSchemas()[type].safeParse(record);
       expect(checked.success ? null : { type, issues: checked.error.issues }).toBeNull();
     }
     expect(readTrace(recordsDir).problems).toEqual([]);

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runPlan } from '../../src/runtime/run-plan.js';
 import { createLogger, silentLogger } from '../../src/session/logger.js';
+import { CLI } from '../cli/helpers.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'capsule-logger-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -35,7 +36,7 @@ describe('the runtime\'s structured log (pino)', () => {
     const dir = mkdtempSync(join(scratch, 'cli-'));
     const plan = join(dir, 'plan.json');
     writeFileSync(plan, JSON.stringify({ id: 'p', steps: [{ id: 'a', shell: 'true' }] }));
-    const run = spawnSync(process.execPath, [join(process.cwd(), 'dist', 'src', 'cli.js'), '--log-level', 'debug', 'run', plan, '--json', '--allow', 'true', '--workdir', dir], {
+    const run = spawnSync(process.execPath, [CLI, '--log-level', 'debug', 'run', plan, '--json', '--allow', 'true', '--workdir', dir], {
       encoding: 'utf8',
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -50,7 +51,7 @@ describe('the runtime\'s structured log (pino)', () => {
     const plan = join(dir, 'plan.json');
     writeFileSync(plan, JSON.stringify({ id: 'p', steps: [{ id: 'a', shell: 'true' }] }));
     const logFile = join(dir, 'logs', 'capsule.log');
-    execFileSync(process.execPath, [join(process.cwd(), 'dist', 'src', 'cli.js'), 'run', plan, '--quiet', '--allow', 'true', '--workdir', dir, '--log-level', 'info', '--log-file', logFile], { stdio: 'ignore' });
+    execFileSync(process.execPath, [CLI, 'run', plan, '--quiet', '--allow', 'true', '--workdir', dir, '--log-level', 'info', '--log-file', logFile], { stdio: 'ignore' });
     const lines = readFileSync(logFile, 'utf8').trim().split('\n').map((line) => JSON.parse(line) as { msg: string });
     expect(lines.map((line) => line.msg)).toEqual(['session opened', 'plan started', 'plan ended', 'session ended']);
   });

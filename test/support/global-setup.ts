@@ -1,13 +1,15 @@
 /**
- * Jest globalSetup: builds the project once (`tsc -p tsconfig.json`) before any test file runs, so
- * the CLI tests in test/cli/ run the built `dist/src/cli.js` as a user would.
+ * Jest globalSetup: builds the project once before any test file runs, as `npm run build` does
+ * (`tsc -p tsconfig.json`, the spawn helper, then the bundle of scripts/bundle.js), so the CLI
+ * tests in test/cli/ run the built `dist/bundle/capsule.js` as a user would, and sessions start
+ * the bundled spawner (`dist/bundle/spawner.js`).
  *
  * Type errors do not stop the tests: tsc still emits JavaScript, and type checking is the job of
  * `npm run build` (which `npm ci` runs through `prepare`) and `tsc --noEmit`. They are printed, and
  * the run fails only when the CLI entry point was not emitted.
  */
 import { execFileSync } from 'node:child_process';
-import { chmodSync, existsSync } from 'node:fs';
+import { chmodSync, existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 
@@ -23,7 +25,11 @@ export default function globalSetup(_globalConfig: unknown, projectConfig: { rea
   // The spawn helper (src/process/spawn/capsule-spawn.c), as `npm run build` compiles it; without a
   // C compiler the tests of the helper-only behaviours skip with a visible reason.
   execFileSync(process.execPath, [join(root, 'dist', 'src', 'process', 'spawn', 'build.js')], { cwd: root, stdio: 'inherit' });
-  const cli = join(root, 'dist', 'src', 'cli.js');
-  if (!existsSync(cli)) throw new Error(`globalSetup: building with \`tsc -p tsconfig.json\` did not produce ${cli}`);
+  // The programs that ship (src/process/programs.ts): a bundle error fails the run here.
+  execFileSync(process.execPath, [join(root, 'scripts', 'bundle.js')], { cwd: root, stdio: 'inherit' });
+  // package.json's `bin` (the same file as src/process/programs.ts CLI_PROGRAM: test/architecture/bundle.test.ts).
+  const bin = (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { bin: { capsule: string } }).bin.capsule;
+  const cli = join(root, bin);
+  if (!existsSync(cli)) throw new Error(`globalSetup: building with \`tsc -p tsconfig.json\` and scripts/bundle.js did not produce ${cli}`);
   chmodSync(cli, 0o755);
 }

@@ -9,8 +9,8 @@
 import { execFileSync } from 'node:child_process';
 import { accessSync, constants as fsConstants, existsSync, readFileSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
+import { packageRoot } from '../../package-root.js';
 
 /** Environment variable naming the helper binary to use instead of the built one ("" or `none`: no helper). */
 export const SPAWN_HELPER_ENV = 'CAPSULE_SPAWN_HELPER';
@@ -18,23 +18,7 @@ export const SPAWN_HELPER_ENV = 'CAPSULE_SPAWN_HELPER';
 /** File name of the built helper under `<package>/dist/native/`. */
 export const HELPER_FILE = 'capsule-spawn';
 
-/** The package root: the nearest directory above this module holding capsule-runtime's package.json. */
-export function packageRoot(): string {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  for (;;) {
-    const manifest = join(dir, 'package.json');
-    if (existsSync(manifest)) {
-      try {
-        if ((JSON.parse(readFileSync(manifest, 'utf8')) as { name?: unknown }).name === 'capsule-runtime') return dir;
-      } catch {
-        // not ours; keep climbing
-      }
-    }
-    const parent = dirname(dir);
-    if (parent === dir) return dirname(fileURLToPath(import.meta.url));
-    dir = parent;
-  }
-}
+export { packageRoot };
 
 /** Where `npm run build` puts the helper. */
 export function builtHelperPath(): string {

@@ -6,7 +6,8 @@
  * (the kernel's pipes themselves, passed over the IPC channel: no byte is copied through it) and
  * its exit; identity, cgroups, PID namespaces and ending stay in `containment.ts`.
  *
- * Lifetimes: started lazily at the first spawn; on the cgroup backend moved into
+ * Lifetimes: started lazily at the first spawn (or taken over from the one `capsule run` forked at
+ * its first instruction, early.ts); on the cgroup backend moved into
  * `<session cgroup>/spawner` before it is sent anything (so the watchdog's kill reaches it); on
  * process groups it leads its own. {@link Spawner.close} disconnects it (it exits). When the
  * runtime dies the channel disconnects and the spawner SIGKILLs the groups of the leaders still
@@ -14,31 +15,17 @@
  * (`onLost`: `done` settles with a `spawnError` saying so) and {@link SpawnerOptions.onDeath}
  * lets the containment end their trees; the next spawn starts a new spawner.
  */
-import { fork, type ChildProcess } from 'node:child_process';
-import { existsSync, writeFileSync } from 'node:fs';
+import type { ChildProcess } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Readable, Writable } from 'node:stream';
 import { describeSpawnError, failedLaunch, NO_CONTROL, superviseLeader, type LaunchedLeader, type LaunchOptions } from '../leader.js';
 import { signalProcess } from '../signals.js';
-import { parseControl, packageRoot, type ControlReport } from '../spawn/helper.js';
+import { parseControl, type ControlReport } from '../spawn/helper.js';
+import { spawnerProgram } from '../programs.js';
+import { forkSpawner, spawnerWanted, SPAWNER_ENV, takeEarlySpawner } from './early.js';
 
-/** Environment variable choosing how commands are started: `spawner` (the default) or `direct` (the runtime forks them itself, as before issue 14). */
-export const SPAWNER_ENV = 'CAPSULE_SPAWNER';
-
-/** The spawner's program, built by `npm run build` (`dist/src/process/spawner/main.js`). */
-export function spawnerProgram(): string {
-  return join(packageRoot(), 'dist', 'src', 'process', 'spawner', 'main.js');
-}
-
-/**
- * Whether commands go through a spawner: not with `CAPSULE_SPAWNER=direct`, nor when the built
- * program is missing (a source checkout before `npm run build`). The value is checked by
- * `detectContainment` (`spawner`, `direct` or empty).
- */
-export function spawnerWanted(env: Readonly<Record<string, string | undefined>> = process.env): boolean {
-  if (env[SPAWNER_ENV] === 'direct') return false;
-  return existsSync(spawnerProgram());
-}
+export { spawnerProgram, spawnerWanted, SPAWNER_ENV };
 
 /** Options of {@link Spawner}. */
 export interface SpawnerOptions {
@@ -167,16 +154,8 @@ export class Spawner {
   /** The running spawner, started (and placed) now if there is none. */
   #ensure(): ChildProcess {
     if (this.#child !== null) return this.#child;
-    const child = fork(spawnerProgram(), [], {
-      // Not the runtime's flags (a test runner's --experimental-vm-modules, an inspector): a bare, small Node.
-      execArgv: ['--max-old-space-size=64'],
-      stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
-      detached: true,
-      // Nothing of the runtime's environment (its credentials): every command gets its own, complete.
-      env: {},
-      cwd: '/',
-      serialization: 'json',
-    });
+    // The one `capsule run` forked at its first instruction (early.ts), booted meanwhile; else a new one.
+    const child = takeEarlySpawner() ?? forkSpawner();
     const pid = child.pid;
     if (pid === undefined) {
       child.on('error', () => undefined);

@@ -143,6 +143,9 @@ export class ChildTasks {
     const session = this.#session;
     const [file, ...args] = command as [string, ...string[]];
     const env = buildShellEnv({ hostEnv: process.env, allow: entry.envAllow, scratchDir: session.scratchDir, runtimeDir: session.runtimeDir, owner: session.containment.info.runAs });
+    // The direct launcher is loaded at its first use (issue 14); a cancel meanwhile starts nothing.
+    await session.containment.readyToSpawn();
+    if (task.cancel.isCanceled()) return { ok: false, error: 'canceled before the entry command started' };
     const tree = session.containment.spawn({ owner: { kind: 'other', label: `entry:${task.id}` }, file, args, cwd: session.workdir, env, stdin: text });
     // Recorded like every tree a session starts: a parent that finds this child killed outright ends what it left from here.
     const started = processStartFields(tree);

@@ -14,12 +14,11 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, relative, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
-import { existsSync } from 'node:fs';
 import { JSONRPCClient, type JSONRPCResponse } from 'json-rpc-2.0';
 import { uuidV7Simple } from '../../ids.js';
 import { buildShellEnv } from '../../executors/environment.js';
 import { CONTAINMENT_ENV, ISOLATION_ENV, type ContainedProcess } from '../../process/containment.js';
+import { cliProgram } from '../../process/programs.js';
 import { reap, type RecordedTree } from '../../process/reap.js';
 import { isRecordOf, readTrace } from '../../records/trace-reader.js';
 import type { Owner } from '../../process/owner.js';
@@ -132,15 +131,9 @@ export function capDelegationText(text: string): string {
   return `${text.slice(0, end)}${CUT_MARKER}`;
 }
 
-/** The `capsule` CLI a child is started with (the built one: `dist/src/cli.js` of this package). */
+/** The `capsule` CLI a child is started with: the built one of this package (`dist/bundle/capsule.js`, src/process/programs.ts). */
 export function capsuleCliPath(): string {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  for (;;) {
-    if (existsSync(join(dir, 'package.json'))) return join(dir, 'dist', 'src', 'cli.js');
-    const up = dirname(dir);
-    if (up === dir) throw new Error('the capsule CLI cannot be found (no package.json above the runtime)');
-    dir = up;
-  }
+  return cliProgram();
 }
 
 /** One running delegation: its result, and the cancel door. */
