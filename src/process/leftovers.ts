@@ -11,7 +11,7 @@
  */
 import { closeSync, existsSync, openSync, readdirSync, writeSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { readTrace } from '../records/trace-reader.js';
+import { endedTrace, readTrace } from '../records/trace-reader.js';
 import { readCgroupEvents } from './cgroups.js';
 import { cgroupTreeProcs, removeCgroupTree } from './cgroup-unit.js';
 import { isSameLiveProcess, processName, processStartTime } from './proc.js';
@@ -66,6 +66,9 @@ const str = (value: unknown): string | null => (typeof value === 'string' ? valu
  */
 export function inspectSessionDir(recordsDir: string): AbandonedSession | null {
   if (existsSync(join(recordsDir, NOTICED_FILE))) return null;
+  // A session that ended says so in its last line: its trace, however long, need not be read
+  // (every start scans every earlier session of the records root).
+  if (endedTrace(recordsDir)) return null;
   let records: readonly Json[];
   try {
     records = readTrace(recordsDir).records as readonly Json[];

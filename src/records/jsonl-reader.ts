@@ -229,8 +229,8 @@ function couldBeObject(bytes: Uint8Array, start: number, end: number): boolean {
   return a < z && bytes[a] === 0x7b && bytes[z] === 0x7d;
 }
 
-/** A whole JSON object in `bytes` (strict UTF-8), or null. */
-function parseObject(bytes: Uint8Array): Record<string, unknown> | null {
+/** A whole JSON object in `bytes` (strict UTF-8, at most {@link MAX_RECORD_DEPTH} deep), as a line is read, or null. */
+export function parseObject(bytes: Uint8Array): Record<string, unknown> | null {
   try {
     const text = utf8.decode(bytes);
     if (textNestingExceeds(text, MAX_RECORD_DEPTH)) return null;

@@ -5,9 +5,10 @@
  * known record whose fields break its zod schema (`trace-schemas.ts`), a `parent_id` that breaks
  * its record type's rule. Nothing is skipped silently.
  */
+import { closeSync, constants as fsConstants, fstatSync, openSync, readSync } from 'node:fs';
 import { join } from 'node:path';
 import { ERROR_CODES } from '../errors.js';
-import { JsonlFollower, type JsonlProblem, type JsonlRead } from './jsonl-reader.js';
+import { JsonlFollower, parseObject, type JsonlProblem, type JsonlRead } from './jsonl-reader.js';
 import { isTraceEventType, OMITS_NULL_PARENT, TRACE_PARENTS, type TraceEnvelope, type TraceEventType, type TraceRecord } from './trace-records.js';
 import { traceFieldSchemas } from './trace-schemas.js';
 import { formatIssues } from '../plan/schema.js';
@@ -109,6 +110,67 @@ export class TraceFollower {
 /** Reads a whole trace (`trace.jsonl` or a records directory); a missing file reads as empty. */
 export function readTrace(path: string): TraceRead {
   return new TraceFollower(path).finish();
+}
+
+/** How much of each end of a trace {@link endedTrace} looks at for its first and last lines. */
+const END_LINE_BYTES = 64 * 1024;
+
+/**
+ * Whether the trace (`trace.jsonl` or a records directory) is one of a session that ended, told
+ * from its two ends alone: its first line is a `session_start` and its last (newline-terminated)
+ * line a `session_end` hanging off it, of the same session, both records {@link readTrace} accepts
+ * (UTF-8, the envelope and the type's fields). Then a whole read would find that `session_end`
+ * too, so a caller asking "did it end?" may skip reading the rest. False whenever that is not
+ * plain from the ends (no file, a FIFO, a torn tail, a line longer than 64 KiB, any doubt): read
+ * it whole. Costs two reads of at most 64 KiB, whatever the trace's length.
+ */
+export function endedTrace(path: string): boolean {
+  const file = path.endsWith('.jsonl') ? path : join(path, TRACE_FILE);
+  let fd: number;
+  try {
+    // O_NONBLOCK: a FIFO in the trace's place must not block (it is refused below).
+    fd = openSync(file, fsConstants.O_RDONLY | fsConstants.O_NONBLOCK);
+  } catch {
+    return false;
+  }
+  try {
+    const stat = fstatSync(fd);
+    if (!stat.isFile() || stat.size < 2) return false;
+    const read = (from: number, length: number): Buffer => {
+      const buffer = Buffer.allocUnsafe(length);
+      return buffer.subarray(0, readSync(fd, buffer, 0, length, from));
+    };
+    const head = read(0, Math.min(END_LINE_BYTES, stat.size));
+    const firstEnd = head.indexOf(0x0a);
+    if (firstEnd < 0) return false;
+    const tailFrom = Math.max(0, stat.size - END_LINE_BYTES);
+    const tail = read(tailFrom, stat.size - tailFrom);
+    if (tail.length !== stat.size - tailFrom || tail[tail.length - 1] !== 0x0a) return false;
+    const lastStart = tail.lastIndexOf(0x0a, tail.length - 2) + 1;
+    // The last line must be whole within the tail read (or the file's first byte starts it).
+    if (lastStart === 0 && tailFrom !== 0) return false;
+    if (tailFrom + lastStart <= firstEnd) return false; // one line only
+    const start = recordOf(head.subarray(0, firstEnd));
+    const end = recordOf(tail.subarray(lastStart, tail.length - 1));
+    return (
+      start !== null &&
+      end !== null &&
+      start['event_type'] === 'session_start' &&
+      end['event_type'] === 'session_end' &&
+      end['parent_id'] === start['event_id'] &&
+      end['session_id'] === start['session_id']
+    );
+  } catch {
+    return false;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** One line as a record the reader accepts (a JSON object as a line is read, its envelope and fields), or null. */
+function recordOf(line: Buffer): Record<string, unknown> | null {
+  const record = parseObject(line);
+  return record !== null && envelopeProblem(record) === null && fieldsProblem(record) === null ? record : null;
 }
 
 /** For a known record type: why its fields break its schema, or null. Unknown types are kept unchecked. */

@@ -2,7 +2,7 @@ import { appendFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { JsonlFollower } from '../../src/records/jsonl-reader.js';
-import { isRecordOf, readTrace, TraceFollower } from '../../src/records/trace-reader.js';
+import { endedTrace, isRecordOf, readTrace, TraceFollower } from '../../src/records/trace-reader.js';
 import { TRACE_EVENT_TYPES, TRACE_PARENTS, traceFieldOrder, traceFields } from '../../src/records/trace-records.js';
 import { TraceWriter, UNTRACED_EVENT_ID } from '../../src/records/trace-writer.js';
 import { runPlan } from '../../src/runtime/run-plan.js';
@@ -68,6 +68,36 @@ describe('the trace reader (src/records/trace-reader.ts)', () => {
     expect(records.map((r) => r.event_type)).toEqual(['session_start', 'plan_start', 'plan_step_start', 'plan_step', 'plan_step_start', 'plan_step', 'plan_end', 'session_end']);
     const end = records.find((r) => isRecordOf(r, 'plan_end'));
     expect(end !== undefined && isRecordOf(end, 'plan_end') ? end.outcome : null).toBe('completed');
+  });
+
+  it("tells a session that ended from its trace's two ends alone, and answers no (read it whole) whenever the ends leave a doubt", async () => {
+    const recordsDir = join(scratch, 'ended');
+    await runPlan({ plan: { id: 'p', steps: [{ id: 'a', tool: 'ok' }] }, manifest: null, workdir: scratch, recordsDir, tools: { ok: () => ({ status: 'passed', data: 'x' }) } });
+    const text = readFileSync(join(recordsDir, 'trace.jsonl'), 'utf8');
+    expect(endedTrace(recordsDir)).toBe(true);
+    const lines = text.trimEnd().split('\n');
+    const [first, last] = [lines[0] as string, lines.at(-1) as string];
+    const variant = (name: string, body: string): string => {
+      const path = file().replace(/\.jsonl$/, `-${name}.jsonl`);
+      writeFileSync(path, body);
+      return path;
+    };
+    // Only the ends are read: a long, damaged middle changes nothing (the whole read finds the same session_end).
+    const middle = `${'x'.repeat(100_000)}\n`;
+    expect(endedTrace(variant('long', `${first}\n${middle}${lines.slice(1).join('\n')}\n`))).toBe(true);
+    expect(readTrace(variant('long-whole', `${first}\n${middle}${lines.slice(1).join('\n')}\n`)).records.some((r) => r.event_type === 'session_end')).toBe(true);
+    // A killed session: no session_end.
+    expect(endedTrace(variant('killed', `${lines.slice(0, -1).join('\n')}\n`))).toBe(false);
+    // A torn tail, a trailing blank line, a session_end of another session or hanging off another record, a broken one.
+    expect(endedTrace(variant('torn', `${text}{"event_type":"plan_st`))).toBe(false);
+    expect(endedTrace(variant('blank', `${text}\n`))).toBe(false);
+    const end = JSON.parse(last) as Record<string, unknown>;
+    expect(endedTrace(variant('other', `${lines.slice(0, -1).join('\n')}\n${JSON.stringify({ ...end, session_id: 'ses_other' })}\n`))).toBe(false);
+    expect(endedTrace(variant('parent', `${lines.slice(0, -1).join('\n')}\n${JSON.stringify({ ...end, parent_id: 'evt_nope' })}\n`))).toBe(false);
+    expect(endedTrace(variant('fields', `${lines.slice(0, -1).join('\n')}\n${JSON.stringify({ ...end, duration_ms: 'soon' })}\n`))).toBe(false);
+    // Nothing there, one line only.
+    expect(endedTrace(join(scratch, 'nothing-here'))).toBe(false);
+    expect(endedTrace(variant('one', `${first}\n`))).toBe(false);
   });
 
   it('reports a line that is not JSON, an object that is not a record and a broken parent rule, each with its line and byte offset, and keeps the good records', () => {
