@@ -63,6 +63,7 @@ export const memorySuite: Suite = {
         for (const n of [small, large]) add(`runPlan ${shape} ${n}`, await peakRss('runPlan', shape, n));
         add(`plan-only ${shape} ${large}`, await peakRss('plan-only', shape, large));
         add(`bare-actor ${shape} ${large}`, await peakRss('bare-actor', shape, large));
+        add(`design-floor ${shape} ${large}`, await peakRss('design-floor', shape, large));
         add(`ready-queue ${shape} ${large}`, await peakRss('ready-queue', shape, large));
       }
     }
@@ -83,10 +84,11 @@ export const memorySuite: Suite = {
         subject: 'runPlan',
         unit: 'MiB',
         samples: get(`runPlan ${shape} ${large}`),
-        compare: ['bare actor', 'ready-queue'],
+        compare: ['bare actor', 'design floor', 'ready-queue'],
         ...(!ctx.quick ? { target: { max: 200, on: 'median' as const, text: '≤ 200 MiB' } } : {}),
       });
       rows.push({ case: label, subject: 'bare actor', unit: 'MiB', samples: get(`bare-actor ${shape} ${large}`) });
+      rows.push({ case: label, subject: 'design floor', unit: 'MiB', samples: get(`design-floor ${shape} ${large}`) });
       rows.push({ case: label, subject: 'ready-queue', unit: 'MiB', samples: get(`ready-queue ${shape} ${large}`) });
       rows.push({ case: label, subject: 'plan object only', unit: 'MiB', samples: get(`plan-only ${shape} ${large}`) });
       const planOnly = get(`plan-only ${shape} ${large}`);

@@ -7,6 +7,7 @@
 import type { Row, Suite, SuiteContext } from '../harness.js';
 import { interleave, now, pairwise } from '../harness.js';
 import { runBareActors } from '../lib/bare-actor.js';
+import { runDesignFloor } from '../lib/design-floor.js';
 import { count, layers, noopPlan, type Shape } from '../lib/plans.js';
 import { runReadyQueue } from '../lib/ready-queue.js';
 import { runChecked } from '../lib/runtime.js';
@@ -64,6 +65,14 @@ export const schedulerSuite: Suite = {
           },
         ]);
         subjects.push([
+          `design floor ${n}`,
+          async () => {
+            const t0 = now();
+            await runDesignFloor(plan, noop);
+            return ((now() - t0) * 1000) / n;
+          },
+        ]);
+        subjects.push([
           `bare actor ${n}`,
           async () => {
             const t0 = now();
@@ -80,7 +89,7 @@ export const schedulerSuite: Suite = {
           subject: 'runPlan',
           unit: 'µs/step',
           samples: samples.get(`runPlan ${n}`) ?? [],
-          compare: ['ready-queue', 'bare actor'],
+          compare: ['ready-queue', 'bare actor', 'design floor'],
           ...(n === 10_000 && !ctx.quick ? { target: { max: 25, on: 'median' as const, text: '≤ 25 µs/step' } } : {}),
           ...(n === 10_000 && !ctx.quick && shape === 'layered'
             ? { note: 'no layered 100,000 row: its 10 million dependency mentions are over the plan-object limit of 8,388,608 values (docs/input-limits.md)' }
@@ -96,6 +105,13 @@ export const schedulerSuite: Suite = {
         });
         rows.push({ case: label, subject: 'ready-queue', unit: 'µs/step', samples: samples.get(`ready-queue ${n}`) ?? [] });
         rows.push({ case: label, subject: 'bare actor', unit: 'µs/step', samples: samples.get(`bare actor ${n}`) ?? [] });
+        rows.push({
+          case: label,
+          subject: 'design floor',
+          unit: 'µs/step',
+          samples: samples.get(`design floor ${n}`) ?? [],
+          ...(n === large ? { note: "the design's actor structure with none of our code: a plan actor spawning a step actor per step, wave by wave (16 per node, as the runtime's pools), each step's attempt an invoked promise actor (bench/lib/design-floor.ts)" } : {}),
+        });
       }
       // Linearity: total time of each size over the size ten times smaller, run by run.
       for (let k = 1; k < sizes.length; k++) {

@@ -184,7 +184,34 @@ export const PlanFileSchema = z
     title: 'capsule-runtime plan file',
     description: 'A DAG of tool, shell and capsule steps (spec/plan.md §2).',
   })
-  .transform((raw): PlanFile => ({ id: raw.id, steps: raw.steps })) satisfies z.ZodType<PlanFile>;
+  .transform((raw): PlanFile => ({ id: raw.id, steps: shareEqualDependencies(raw.steps) })) satisfies z.ZodType<PlanFile>;
+
+/**
+ * The parsed steps with a `depends_on` equal to the previous step's sharing that one (readonly)
+ * array. A fan-in layer names the whole previous layer in every step: the 10,000-step layered
+ * plan of `npm run bench` holds 990,000 mentions in 10,000 copies parsing made, kept for the whole
+ * run, and V8 lets the heap grow with what a collection finds alive (peak RSS 245 → 205 MiB,
+ * suite 5). The steps are parsing's own new objects, so they are finished here, before anyone
+ * sees them; the order and content of every list stay as written.
+ */
+function shareEqualDependencies(steps: PlanStep[]): PlanStep[] {
+  let previous: readonly string[] | null = null;
+  for (const step of steps) {
+    const deps = step.depends_on;
+    if (previous !== null && deps.length > 0 && sameStrings(previous, deps)) {
+      (step as { depends_on: readonly string[] }).depends_on = previous;
+    } else {
+      previous = deps;
+    }
+  }
+  return steps;
+}
+
+function sameStrings(a: readonly string[], b: readonly string[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
 
 /** Where unknown keys are looked for in a plan file: the top level and every step. */
 const PLAN_KEY_SPEC: KeySpec = {

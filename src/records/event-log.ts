@@ -184,15 +184,15 @@ export function createEventRecorder(
 export interface EventLogOptions extends EventRecorderOptions {
   /** Called with write failures (they never fail the work). */
   readonly onError?: (error: Error) => void;
-  /** Bytes buffered before a flush is forced ahead of the microtask. Default 1 MiB. */
+  /** Bytes buffered before a flush is forced ahead of the end of the turn. Default 1 MiB. */
   readonly bufferBytes?: number;
 }
 
 /**
  * The session's `events.jsonl` writer. Lines are encoded straight into a byte buffer and appended
  * in whole-line batches, one `AppendFile.append` (one `write(2)`) per flush: at the end of the
- * current macrostep (a microtask queued by the first line of a batch), when the buffer is full,
- * and on {@link close}. A crash can lose at most the lines of the batch being built.
+ * current turn of the event loop (a `setImmediate` queued by the first line of a batch), when the
+ * buffer is full, and on {@link close}. A crash can lose at most the lines of the batch being built.
  */
 export class EventLog {
   readonly path: string;
@@ -248,7 +248,9 @@ export class EventLog {
     this.#buffer[this.#used++] = 0x0a;
     if (!this.#scheduled) {
       this.#scheduled = true;
-      queueMicrotask(() => {
+      // Once per turn of the event loop, not per microtask checkpoint: a chain of steps that
+      // settle one after another (a deep plan) made a checkpoint, and a write(2), per step.
+      setImmediate(() => {
         if (this.#scheduled) this.flush();
       });
     }

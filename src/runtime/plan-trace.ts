@@ -31,10 +31,11 @@ export class PlanTrace {
   /** `plan_start` (§3.1), with the DAG as authored, before validation. */
   start(plan: PlanFile, kinds: readonly StepKind[]): void {
     this.#planId = plan.id;
+    // With tracing off nothing is written (the node is the untraced one): the DAG is not copied for it.
     this.#plan = this.#trace.write('plan_start', this.#parent, {
       plan_id: plan.id,
       step_count: plan.steps.length,
-      steps: plan.steps.map((step, i) => ({
+      steps: !this.#trace.enabled ? [] : plan.steps.map((step, i) => ({
         step_id: step.id,
         kind: kinds[i] ?? 'unknown',
         depends_on: step.depends_on,
@@ -52,6 +53,7 @@ export class PlanTrace {
   /** `plan_step_start` (§3.2) of each dispatched step, in order. */
   stepsStarted(steps: readonly StartedStep[]): void {
     const plan = this.#node();
+    if (!this.#trace.enabled) return; // nothing is written: no fields are built for it
     for (const step of steps) {
       this.#trace.write('plan_step_start', plan, { plan_id: this.#planId, step_id: step.stepId, kind: step.kind, depends_on: step.dependsOn });
     }
@@ -60,6 +62,7 @@ export class PlanTrace {
   /** `plan_step` (§3.3) of each settled step, in settlement order. */
   stepsSettled(records: readonly SettledRecord[]): void {
     const plan = this.#node();
+    if (!this.#trace.enabled) return; // nothing is written: no fields are built for it
     for (const record of records) {
       const { result } = record;
       this.#trace.write('plan_step', plan, {
