@@ -164,6 +164,19 @@ export function hadUncaughtError(): boolean {
 }
 
 /**
+ * A reader that went away (`capsule replay --help | head -1`, a closed terminal) is not a bug:
+ * what `capsule` writes to that stream from then on is dropped (EPIPE), the command goes on and
+ * exits with its own code. Any other error of the stream is still an internal error.
+ */
+export function dropOutputToClosedPipes(): void {
+  for (const stream of [process.stdout, process.stderr]) {
+    stream.on('error', (error: NodeJS.ErrnoException) => {
+      if (error.code !== 'EPIPE') throw error;
+    });
+  }
+}
+
+/**
  * Installs the process handlers of `uncaughtException` and `unhandledRejection` (the entry point
  * calls this once; tests that run commands in-process do not). Each such error is reported as
  * above; then the registered commands stop (see {@link onUncaughtError}), and the process exits 1

@@ -130,3 +130,18 @@ describe('internal errors', () => {
     expect(existsSync(join(dir, 'records', 'report.json'))).toBe(true);
   });
 });
+
+describe('a reader that went away', () => {
+  it("is not an internal error: `capsule replay --help` into a closed pipe exits 0, prints no internal-error line and writes no file", async () => {
+    const cwd = tempDir('closed-pipe');
+    const child = spawn(process.execPath, [CLI, 'replay', '--help'], { cwd, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NODE_OPTIONS: '' } });
+    // The read end is closed before the CLI writes its help: every write of it meets EPIPE.
+    child.stdout.destroy();
+    let stderr = '';
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+    const code = await new Promise<number | null>((resolve) => child.on('close', (c) => resolve(c)));
+    expect(stderr).not.toContain('internal error');
+    expect(code).toBe(0);
+    expect(existsSync(join(cwd, '.capsule'))).toBe(false);
+  });
+});
