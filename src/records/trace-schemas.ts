@@ -28,6 +28,17 @@ function buildWrittenSchemas() {
     kept_bytes: z.number(),
   });
 
+  // A process tree a killed session left, as `process_lost` and `session_resume.processes` record it.
+  const recordedTree = {
+    owner: text.nullable(),
+    work_id: text.nullable(),
+    pid: count,
+    pid_start_time: count.nullable(),
+    pgid: count.nullable(),
+    cgroup: text.nullable(),
+    live_pids: z.array(count),
+  };
+
   const containment = z.looseObject({
     backend: z.enum(['cgroup', 'process-group']),
     reason: text,
@@ -183,13 +194,7 @@ function buildWrittenSchemas() {
       reconciled_task_id: text,
     }),
     process_lost: z.looseObject({
-      owner: text.nullable(),
-      work_id: text.nullable(),
-      pid: count,
-      pid_start_time: count.nullable(),
-      pgid: count.nullable(),
-      cgroup: text.nullable(),
-      live_pids: z.array(count),
+      ...recordedTree,
       reconciled_by_session: text,
       reconciled_task_id: text.nullable(),
     }),
@@ -206,13 +211,7 @@ function buildWrittenSchemas() {
       ),
       processes: z.array(
         z.looseObject({
-          owner: text.nullable(),
-          work_id: text.nullable(),
-          pid: count,
-          pid_start_time: count.nullable(),
-          pgid: count.nullable(),
-          cgroup: text.nullable(),
-          live_pids: z.array(count),
+          ...recordedTree,
           reported_before: z.boolean(),
         }),
       ),
