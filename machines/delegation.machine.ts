@@ -32,8 +32,12 @@ export interface DelegationInput {
 
 /** What the plane (the machine's one effect, `src/`) reports back as the delegation goes. */
 export type DelegationReport =
-  /** The parent may delegate to the capsule and the registry holds it. */
-  | { readonly type: 'DELEGATION.APPROVED' }
+  /**
+   * The parent may delegate to the capsule and the registry holds it. `delegationId`: the `dlg_` id
+   * the child is about to be started under (its records: `children/<dlg_id>/`), known before the
+   * launch so the event log links a child that is ended before it is up; absent in older logs.
+   */
+  | { readonly type: 'DELEGATION.APPROVED'; readonly delegationId?: string }
   /** The child is up: it said who it is; it is live (registered) and `delegation_start` is written. */
   | { readonly type: 'DELEGATION.LAUNCHED'; readonly delegationId: string; readonly childSessionId: string }
   /** The wait is over (an answer, a failure, the bound, a death or the cancel); the child has been ended and exited. */
@@ -49,6 +53,7 @@ export interface PlaneRequest {
 
 export interface DelegationContext {
   readonly input: DelegationInput;
+  /** The child's `dlg_` id: from the approval on (the launch may still fail or be canceled), null before it or in an older log. */
   readonly delegationId: string | null;
   readonly childSessionId: string | null;
   /** The delegating task was cancelled: the child is being ended. */
@@ -66,7 +71,7 @@ export type DelegationEvent = DelegationCancelEvent | DelegationReport;
 /**
  * The readable actor id of a delegation: `delegation:<capsule>@<step_id>#<attempt>` for a capsule
  * step's attempt, `delegation:<capsule>` for one started without a step (a hand-written replay).
- * Stable over its life; its `dlg_` id is in its context once minted.
+ * Stable over its life; its `dlg_` id is in its context once minted (at the approval).
  */
 export const delegationActorId = (context: DelegationContext): string =>
   `delegation:${context.input.capsule}${context.input.step === undefined ? '' : `@${context.input.step}#${context.input.attempt ?? 1}`}`;
@@ -130,7 +135,13 @@ export const delegationMachine = setup({
       states: {
         approving: {
           description: "The parent's capabilities.spawn.allow and the capsule registry decide; a refusal starts nothing.",
-          on: { 'DELEGATION.APPROVED': { description: 'Allowed, and the registry holds the capsule.', target: 'launching' } },
+          on: {
+            'DELEGATION.APPROVED': {
+              description: 'Allowed, and the registry holds the capsule; the dlg_ id the child is started under is known from here.',
+              target: 'launching',
+              actions: assign({ delegationId: ({ event, context }) => event.delegationId ?? context.delegationId }),
+            },
+          },
         },
         launching: {
           description: 'The child capsule starts as a separate capsule serve process, contained; up once it names its session.',

@@ -4,9 +4,10 @@
  * the plan ends (0) or on Ctrl-C (130). On a terminal the tree is redrawn in place; otherwise it is
  * printed once, when the plan ends. `--once` prints the tree as the file stands and exits.
  *
- * A capsule step's delegation actors are shown under their step, and each launched child's own
- * actor tree (its records' `children/<dlg_id>/events.jsonl`, followed as it grows, at any depth)
- * under its delegation actor.
+ * A capsule step's delegation actors are shown under their step, and each child's own actor tree
+ * (its records' `children/<dlg_id>/events.jsonl`, followed as it grows from the delegation's
+ * approval on, at any depth) under its delegation actor; an ended delegation whose child logged
+ * nothing says its child never started.
  */
 import { existsSync, readdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -248,8 +249,10 @@ interface ActorView {
   status: string;
   /** A step's outcome as the plan settled it (`success`, `failed: …`, `skipped`), or as it ran when discarded. */
   outcome?: string;
-  /** A delegation actor's `dlg_` id once its child was launched (its records are followed). */
+  /** A delegation actor's `dlg_` id once it is known (approved, or launched in an older log): its child's records are followed. */
   delegation?: string;
+  /** A delegation actor whose child's event log has given a record. */
+  childLogged?: boolean;
 }
 
 /** A settled (or discarded) step result as the plan emits it in `plan.stepsSettled` / `plan.stepsDiscarded`. */
@@ -269,7 +272,7 @@ export class ActorTree {
   /** Transparent actor → the actor its children are shown under. */
   readonly #shownAs = new Map<string, string>();
   #root: string | null = null;
-  /** Told when a delegation actor's child is up (`DELEGATION.LAUNCHED`): the child's records can be followed. */
+  /** Told when a delegation actor's `dlg_` id is known (`DELEGATION.APPROVED`, or `DELEGATION.LAUNCHED` in an older log): the child's records can be followed. */
   onDelegation: ((scope: TreeScope, delegationActor: string, delegationId: string) => void) | null = null;
 
   /** No actor has appeared yet. */
@@ -293,7 +296,14 @@ export class ActorTree {
       return;
     }
     const actor = this.#ensure(key, record.actor);
-    if (record.kind === 'event' && record.type === 'DELEGATION.LAUNCHED') {
+    // A record from a child's own log: its delegation's child did start.
+    if (scope.parent !== null) {
+      const delegation = this.#actors.get(scope.parent);
+      if (delegation !== undefined) delegation.childLogged = true;
+    }
+    // The child's `dlg_` id comes with the approval (before the launch: a child ended while it was
+    // starting is linked too) or, in an older log, only once it is up.
+    if (record.kind === 'event' && (record.type === 'DELEGATION.APPROVED' || record.type === 'DELEGATION.LAUNCHED')) {
       const id = record.event?.['delegationId'];
       // A `dlg_` id names a directory: nothing else is followed.
       if (typeof id === 'string' && /^dlg_[0-9a-f]{1,64}$/.test(id) && actor.delegation === undefined) {
@@ -449,7 +459,12 @@ export class ActorTree {
 function label(actor: ActorView, live: (id: string) => boolean, cut: boolean): string {
   // Step ids and error texts are any text: a newline or an escape sequence must not redraw the operator's screen.
   const ended = cut ? ' (log cut off: ended with its delegation)' : actor.status !== 'active' && actor.state !== 'not run' ? ` (${actor.status})` : '';
-  const status = ended + (actor.outcome === undefined ? '' : ` → ${printable(excerpt(actor.outcome, LABEL_CHARS))}`);
+  // An ended delegation whose child's log holds nothing (refused, or ended while it was starting): said, not left blank.
+  const unborn =
+    actor.delegation !== undefined && actor.status !== 'active' && actor.childLogged !== true
+      ? ` — its child capsule never started (no record in children/${actor.delegation}/events.jsonl)`
+      : '';
+  const status = ended + unborn + (actor.outcome === undefined ? '' : ` → ${printable(excerpt(actor.outcome, LABEL_CHARS))}`);
   // A line is one actor, whatever the log holds: long ids and states are shown by excerpt.
   const id = printable(excerpt(actor.name, LABEL_CHARS));
   const state = printable(excerpt(actor.state, LABEL_CHARS));

@@ -249,6 +249,30 @@ describe('the delegation actor in the event log', () => {
   });
 });
 
+describe('a delegation ended before its child is up', () => {
+  it("names its dlg_ id in the event log with the approval, and capsule inspect says its child never started", async () => {
+    const sleep = `985.${process.pid}3`;
+    const workdir = setup([{ id: 'w', capsule: 'worker', input: 'x' }], [command('worker', `sleep ${sleep}`)]);
+    let cancel: () => void = () => {};
+    const run = startPlan(options(workdir, { onEvent: (event) => event.type === 'step.started' && cancel() }));
+    cancel = () => run.cancel();
+    const report = await run.report;
+    expect(rows(report)).toEqual([`w:failed:${CANCEL_CAPSULE_STEP}`]);
+    const lines = eventLog(report.records_dir).filter((l) => l['actor'] === 'delegation:worker@w#1');
+    // No DELEGATION.LAUNCHED: the id comes with the approval, before the launch.
+    expect(lines.filter((l) => l['type'] === 'DELEGATION.LAUNCHED')).toEqual([]);
+    const approved = lines.find((l) => l['type'] === 'DELEGATION.APPROVED') as { event?: { delegationId?: string } } | undefined;
+    const id = approved?.event?.delegationId;
+    expect(id).toMatch(/^dlg_[0-9a-f]+$/);
+    const { inspectCommand } = await import('../../src/cli/inspect.js');
+    let text = '';
+    const sink = { write: (chunk: string): boolean => ((text += chunk), true) };
+    expect(await inspectCommand(report.records_dir, { once: true }, { stdout: sink, stderr: sink })).toBe(0);
+    expect(text).toContain(`delegation:worker@w#1  canceled (done) — its child capsule never started (no record in children/${id as string}/events.jsonl)`);
+    expect(processesWith(sleep)).toEqual([]);
+  });
+});
+
 describe('a delegation under a serve task', () => {
   it('is named by the residue of a task.cancel while its child works; the task closes its row after task_canceled', async () => {
     const sleep = `984.${process.pid}4`;

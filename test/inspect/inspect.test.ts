@@ -166,6 +166,34 @@ describe('capsule inspect over the actor tree of a wide wave', () => {
     ]);
   });
 
+  it("follows a child capsule's records from its delegation's approval, so a child ended before it was up is drawn; one that logged nothing is said never to have started", () => {
+    const tree = new ActorTree();
+    const followed: string[] = [];
+    tree.onDelegation = (_scope, _actor, id) => void followed.push(id);
+    let seq = 0;
+    const init = (actor: string, extra: Partial<EventLogRecord> = {}): EventLogRecord => ({ seq: ++seq, ts: 0, actor, kind: 'event', type: 'xstate.init', ...extra }) as EventLogRecord;
+    const snap = (actor: string, state: unknown, status: 'active' | 'done' = 'active'): EventLogRecord => ({ seq: ++seq, ts: 0, actor, kind: 'snapshot', event: 'x', state, status });
+    const approved = (actor: string, id: string): EventLogRecord => ({ seq: ++seq, ts: 0, actor, kind: 'event', type: 'DELEGATION.APPROVED', event: { delegationId: id } });
+    tree.apply(init('plan:p'));
+    tree.apply(init('step:a', { from: 'plan:p' }));
+    tree.apply(init('step:b', { from: 'plan:p' }));
+    // Both canceled while launching: no DELEGATION.LAUNCHED in the parent's log.
+    tree.apply(init('delegation:kid@a#1', { machine: 'delegation', input: { step: 'a' } }));
+    tree.apply(approved('delegation:kid@a#1', 'dlg_aa'));
+    tree.apply(init('delegation:kid@b#1', { machine: 'delegation', input: { step: 'b' } }));
+    tree.apply(approved('delegation:kid@b#1', 'dlg_bb'));
+    expect(followed).toEqual(['dlg_aa', 'dlg_bb']);
+    // The first child had opened its session (its log exists); the second logged nothing.
+    tree.apply(init('session:ses_1'), { prefix: 'dlg_aa/', parent: 'delegation:kid@a#1', dir: '.' });
+    tree.apply(snap('session:ses_1', 'running'), { prefix: 'dlg_aa/', parent: 'delegation:kid@a#1', dir: '.' });
+    tree.apply(snap('delegation:kid@a#1', 'canceled', 'done'));
+    tree.apply(snap('delegation:kid@b#1', 'canceled', 'done'));
+    const lines = tree.render();
+    expect(lines).toContain('│  └─ delegation:kid@a#1  canceled (done)  [0 running, 1 ended]');
+    expect(lines).toContain('│     └─ session:ses_1  running (log cut off: ended with its delegation)');
+    expect(lines).toContain('   └─ delegation:kid@b#1  canceled (done) — its child capsule never started (no record in children/dlg_bb/events.jsonl)');
+  });
+
   it('prints step ids with newlines and control bytes escaped', () => {
     const tree = new ActorTree();
     tree.apply({ seq: 1, ts: 0, actor: 'plan:p', kind: 'event', type: 'xstate.init' });

@@ -19,7 +19,7 @@ import { interpolateInput } from '../../plan/interpolate.js';
 import type { ContainedProcess } from '../../process/containment.js';
 import type { Session } from '../../session/session.js';
 import type { AttemptEnvironment } from '../attempt.js';
-import { delegationTimeoutSecs, PARENT_ENDED_DETAIL, startDelegation, type Delegation } from '../delegation/plane.js';
+import { delegationTimeoutSecs, newDelegationId, PARENT_ENDED_DETAIL, startDelegation, type Delegation } from '../delegation/plane.js';
 import { resolveCapsule, spawnTarget, DEFAULT_CAPSULE_VERSION } from '../delegation/registry.js';
 import { snapshotGranted } from '../delegation/snapshot.js';
 import { attemptActor, type LastTrees } from './attempt-run.js';
@@ -74,11 +74,15 @@ export function delegationActor(env: AttemptEnvironment, lastTrees: LastTrees) {
               if (!session.hasRecords) return report({ type: 'DELEGATION.ENDED', outcome: noChild('failed', noRecordsDirectory(name)) });
               const resolved = await resolveCapsule({ capsule: name, version, spawnAllow: env.spawnAllow, capsulesDir: env.capsulesDir });
               if (!resolved.ok) return report({ type: 'DELEGATION.ENDED', outcome: noChild(resolved.refusal.status, resolved.refusal.reason) });
-              report({ type: 'DELEGATION.APPROVED' });
+              // The id is minted before the launch and logged with the approval: a child ended while it
+              // is still starting (a cancel) is then linked to its records all the same.
+              const delegationId = newDelegationId();
+              report({ type: 'DELEGATION.APPROVED', delegationId });
               if (canceled || run.stopped) return report({ type: 'DELEGATION.ENDED', outcome: noChild('canceled', PARENT_ENDED_DETAIL) });
               let up = false;
               delegation = startDelegation({
                 session,
+                delegationId,
                 capsule: resolved.capsule,
                 task: task.text,
                 owner: { kind: 'attempt', run: env.runId, step: step.id, attempt: run.attempt },

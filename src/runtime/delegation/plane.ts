@@ -83,9 +83,20 @@ export interface LaunchedChild {
   readonly tree: ContainedProcess;
 }
 
+/** A fresh delegation id, `dlg_` + uuid v7 (simple form): it names the child's directories under `children/`. */
+export function newDelegationId(): string {
+  return `dlg_${uuidV7Simple()}`;
+}
+
 /** What {@link startDelegation} needs. */
 export interface DelegationRequest {
   readonly session: Session;
+  /**
+   * The id the child is started under ({@link newDelegationId}; a fresh one when absent). The
+   * caller mints it first when it must name the child before the child is up (the event log's
+   * `DELEGATION.APPROVED`, so `capsule inspect` finds a child ended while it was starting).
+   */
+  readonly delegationId?: string;
   readonly capsule: RegisteredCapsule;
   readonly task: string;
   /** Owner of the child's process tree (the attempt that delegates). */
@@ -199,7 +210,7 @@ async function delegate(request: DelegationRequest, setTree: (tree: ContainedPro
     delegation_id: ids.delegation_id ?? null,
     child_session_id: ids.child_session_id ?? null,
   });
-  const delegationId = `dlg_${uuidV7Simple()}`;
+  const delegationId = request.delegationId ?? newDelegationId();
   const childRecords = join(session.recordsDir, 'children', delegationId);
   const childWork = join(session.recordsDir, 'children', `${delegationId}.work`);
   // The child session's scratch directory (HOME, TMPDIR of its steps), where its Session puts it.
