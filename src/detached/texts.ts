@@ -296,7 +296,8 @@ export interface RenderOptions {
  * `exit_code`, `status` (right after it), `resource_limit` / `output_holders` / `wait_error` when
  * set; then `output` (the absolute log path), `output_capped: true` when capped, `output_bytes`,
  * `output_shown` (`all`, or `last <n> bytes`), and `waited_secs` (whole seconds, rounded down) only
- * for a wait. The tail is decoded as lossy UTF-8; `output_shown` counts bytes.
+ * for a wait. The tail is decoded as lossy UTF-8; `output_shown` counts bytes. `result.status` is
+ * `passed`, or `failed` for a command the session's end killed (`ended_by: session_end`).
  */
 export function renderBackgroundCommand(snapshot: DetachedSnapshot, options: RenderOptions = {}): RenderedBackgroundCommand {
   const done = snapshot.finished;
@@ -322,8 +323,13 @@ export function renderBackgroundCommand(snapshot: DetachedSnapshot, options: Ren
       : snapshot.ended_by === 'session_end'
         ? `${snapshot.work_id} was killed at session end (exit code ${done.exit_code}).`
         : `${snapshot.work_id} ${snapshot.state} with exit code ${done.exit_code}.`;
+  // `passed` reports a found command whatever its own exit status (background-command.md §4.2); a
+  // command the session's end killed has no result of its own — it is abandoned, never delivered,
+  // "no task carries an exit code" (detached.md §14.1) — so the answer is `failed`, the status of a
+  // call that could not give what it was asked.
+  const status = snapshot.ended_by === 'session_end' ? 'failed' : 'passed';
   return {
-    result: { status: 'passed', summary, data, data_path: null, truncated: !all, metadata: [['work_id', snapshot.work_id]] },
+    result: { status, summary, data, data_path: null, truncated: !all, metadata: [['work_id', snapshot.work_id]] },
     delivered_now: snapshot.delivered_now,
     completion: done,
   };

@@ -31,7 +31,7 @@ interface Answer {
   readonly matched?: string | null;
   readonly stop?: { signal: string | null; survivors: number[] };
   readonly commands?: { work_id: string; state: string; pid: number | null; argv: string[] }[];
-  readonly result?: { data: string };
+  readonly result?: { data: string; status?: string; summary?: string };
 }
 
 const demote = async (client: ServeClient, command: string, graceSecs = 0): Promise<Detached> => {
@@ -119,7 +119,7 @@ describe('capsule serve over real stdio', () => {
     expect(serve.trace().at(-1)).toMatchObject({ event_type: 'session_end', exit_status: 'ok' });
   });
 
-  it('answers a wait still in flight when the session ends with the command killed at session end, and says so', async () => {
+  it('answers a wait still in flight when the session ends with the command killed at session end, and says so (result status failed: it has no result of its own)', async () => {
     const serve = startServe();
     const long = await demote(serve, 'sleep 300');
     const waiting = serve.call<Answer>('backgroundCommand', { operation: 'wait', work_id: long.work_id, wait_secs: 60 });
@@ -128,6 +128,8 @@ describe('capsule serve over real stdio', () => {
     const answered = await waiting;
     expect(answered).toMatchObject({ ok: true, wait: 'Finished', state: 'exited', exit_code: 137, ended_by: 'session_end' });
     expect(answered.result?.data).toContain('ended_by: session_end');
+    expect(answered.result?.status).toBe('failed');
+    expect(answered.result?.summary).toContain('was killed at session end');
     expect(await exitOf(serve)).toEqual({ code: 0, signal: null });
   });
 

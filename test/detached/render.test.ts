@@ -130,6 +130,19 @@ describe('rendering finished commands (cases 25, 29)', () => {
     expect(data).toContain('wait_error: failed to write shell log: a\\n\\nb\n');
   });
 
+  it("answers failed, not passed, for a command the session's end killed (it has no result of its own), and passed for one that exited by itself with the same code", () => {
+    const { registry } = setup();
+    registry.killRunning();
+    registry.complete('wrk_0001', completionOf('wrk_0001', { exit_code: 137 }));
+    const killed = renderBackgroundCommand(read(registry), { waitedMs: 1000 }).result;
+    expect(killed.status).toBe('failed');
+    expect(killed.data).toContain('ended_by: session_end');
+    expect(killed.summary).toBe('wrk_0001 was killed at session end (exit code 137).');
+    const own = setup();
+    own.registry.complete('wrk_0001', completionOf('wrk_0001', { exit_code: 137 }));
+    expect(renderBackgroundCommand(read(own.registry)).result.status).toBe('passed');
+  });
+
   it('says when the log was capped', () => {
     const registry = new DetachedRegistry({ signaller: new RecordingSignaller(), clock: new ManualClock() });
     const tail = new OutputTail();
