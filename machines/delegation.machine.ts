@@ -47,7 +47,7 @@ export type DelegationReport =
 
 /** What the machine tells the plane. */
 export interface PlaneRequest {
-  /** The delegating task was cancelled: end the child. */
+  /** The delegating task was canceled: end the child. */
   readonly type: 'DELEGATION.CANCEL';
 }
 
@@ -56,12 +56,12 @@ export interface DelegationContext {
   /** The child's `dlg_` id: from the approval on (the launch may still fail or be canceled), null before it or in an older log. */
   readonly delegationId: string | null;
   readonly childSessionId: string | null;
-  /** The delegating task was cancelled: the child is being ended. */
+  /** The delegating task was canceled: the child is being ended. */
   readonly cancelRequested: boolean;
   readonly outcome: DelegationOutcome | null;
 }
 
-/** The delegating task was cancelled: end the child (`cancel.md` §3.3). */
+/** The delegating task was canceled: end the child (`cancel.md` §3.3). */
 export interface DelegationCancelEvent {
   readonly type: 'CANCEL';
 }
@@ -81,7 +81,7 @@ export const delegationActorId = (context: DelegationContext): string =>
  * process starting until it says who it is; `awaiting`: the task handed over, polled until an
  * answer, the bound or a cancel) → `leaderExited` (the child has been ended and exited; its
  * completion is being read) → `finished` with the outcome, or `canceled` when the delegating task
- * was cancelled (the child's tree ended and proven gone). A refusal or a launch that never came
+ * was canceled (the child's tree ended and proven gone). A refusal or a launch that never came
  * up goes straight to `finished`.
  */
 export const delegationMachine = setup({
@@ -115,12 +115,12 @@ export const delegationMachine = setup({
       initial: 'approving',
       on: {
         CANCEL: {
-          description: 'The delegating task was cancelled: the plane ends the child (cancel.md §3.3).',
+          description: 'The delegating task was canceled: the plane ends the child (cancel.md §3.3).',
           actions: [assign({ cancelRequested: true }), sendTo('plane', { type: 'DELEGATION.CANCEL' } satisfies PlaneRequest)],
         },
         'DELEGATION.ENDED': [
           {
-            description: 'Cancelled before a child was up (before or while it was approved or launched): nothing is left.',
+            description: 'Canceled before a child was up (before or while it was approved or launched): nothing is left.',
             guard: 'wasCanceled',
             target: '#delegation.canceled',
             actions: assign({ outcome: ({ event }) => event.outcome }),
@@ -154,7 +154,7 @@ export const delegationMachine = setup({
           },
         },
         awaiting: {
-          description: 'The task is handed over and polled until the child answers, the bound expires, the child dies or the task is cancelled.',
+          description: 'The task is handed over and polled until the child answers, the bound expires, the child dies or the task is canceled.',
           on: {
             'DELEGATION.ANSWERED': {
               description: 'The wait is over; the child has been ended and has exited.',
@@ -169,13 +169,13 @@ export const delegationMachine = setup({
       description: 'The child has exited (ended and proven gone); what it left (its completion) is read.',
       on: {
         'DELEGATION.ENDED': [
-          { description: 'The delegating task was cancelled: the child was ended with it.', guard: 'wasCanceled', target: 'canceled', actions: assign({ outcome: ({ event }) => event.outcome }) },
+          { description: 'The delegating task was canceled: the child was ended with it.', guard: 'wasCanceled', target: 'canceled', actions: assign({ outcome: ({ event }) => event.outcome }) },
           { description: 'The outcome is final.', target: 'finished', actions: assign({ outcome: ({ event }) => event.outcome }) },
         ],
       },
     },
     finished: { description: 'The delegation ended with its outcome (completed, failed, timed_out or refused).', type: 'final' },
-    canceled: { description: 'The delegating task was cancelled; the child was ended and proven gone.', type: 'final' },
+    canceled: { description: 'The delegating task was canceled; the child was ended and proven gone.', type: 'final' },
   },
   output: ({ context }) => context.outcome ?? { status: 'failed', answer: null, reason: 'the delegation ended without an outcome', delegation_id: null, child_session_id: null },
 });

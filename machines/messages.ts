@@ -1,7 +1,9 @@
 /**
  * Error and reason texts the machines themselves produce. Gists and key terms come from
  * `spec/cancel.md` §3 and `spec/plan.md` §10.3; the acceptance cases match on the key terms.
- * The spelling "cancelled" inside these texts is kept because the spec's key terms use it.
+ * The spelling "cancelled" and the word "sub-capsule" inside these texts are kept, though our prose
+ * says "canceled" and "child capsule": the spec's key terms (normative, `cancel.md` §3 and §7) use them,
+ * and they are JSON values of the report, the trace and `capsule serve` that scripts may match.
  */
 
 /** A step that never ran because the plan was canceled first (`cancel.md` §3.2). Key terms: "cancelled", "before this step ran". */

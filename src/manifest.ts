@@ -141,7 +141,7 @@ export const ManifestSchema = z
                 SECTION,
               )
               .prefault({})
-              .meta({ description: 'Delegation to sub-capsules.' }),
+              .meta({ description: 'Delegation to child capsules.' }),
             env: z
               .object(
                 {

@@ -7,7 +7,7 @@
 import { accessSync, constants as fsConstants, existsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import type { Command } from 'commander';
-import { findManifest, loadManifest } from '../manifest.js';
+import { findManifest, loadManifest, MANIFEST_FILE } from '../manifest.js';
 import { removeCgroupTree } from '../process/cgroup-unit.js';
 import { ContainmentError, detectContainment, type ContainmentInfo } from '../process/containment.js';
 import { droppedPathWarning, resolveExecutable, trustedPath } from '../process/resolve-binary.js';
@@ -30,6 +30,11 @@ const MIN_NODE: readonly [number, number] = [20, 5];
 /** What `capsule doctor --json` prints. */
 export interface DoctorReport {
   readonly node: { readonly version: string; readonly ok: boolean };
+  /**
+   * The manifest read, found as `capsule run` finds it: `path` absolute, or null when there is
+   * none, `looked` then naming where it was looked for (`<workdir>/capsule.json`).
+   */
+  readonly manifest: { readonly path: string } | { readonly path: null; readonly looked: string };
   /** The backend and isolation a run would get, or the refusal (a forced backend that cannot be had). */
   readonly containment:
     | { readonly ok: true; readonly backend: string; readonly reason: string; readonly cgroup_kill: boolean; readonly helper: string | null }
@@ -124,6 +129,7 @@ export async function doctorCommand(options: DoctorCommandOptions): Promise<Exit
   };
   const report: DoctorReport = {
     node: { version: process.version, ok: nodeOk },
+    manifest: manifest.kind === 'file' ? { path: manifest.path } : { path: null, looked: (manifest.kind === 'none' ? manifest.looked : null) ?? join(workdir, MANIFEST_FILE) },
     containment:
       info !== null
         ? { ok: true, backend: info.backend, reason: info.reason, cgroup_kill: info.cgroupKill, helper: info.helper }
@@ -141,6 +147,8 @@ export async function doctorCommand(options: DoctorCommandOptions): Promise<Exit
   } else {
     const lines = [
       `node: ${process.version}${nodeOk ? '' : ` (too old: capsule-runtime needs ${MIN_NODE.join('.')} or newer)`}`,
+      // The same words as `capsule run`'s first line.
+      report.manifest.path !== null ? `manifest: ${report.manifest.path}` : `manifest: none (there is no ${report.manifest.looked}; --manifest FILE names one)`,
       info !== null ? `containment: ${info.backend} — ${info.reason}` : `containment: refused — ${containmentError ?? ''}`,
       ...(info !== null
         ? [

@@ -7,6 +7,7 @@ import type { PlanFile, PlanStep } from '../../machines/contracts.js';
 import { locateJsonPath } from './json-location.js';
 import { parseReference, REFERENCE_FIELDS } from './references.js';
 import { bounded, didYouMean, listValues, located, type ExplainContext, type Refusal } from './refusal.js';
+import { excerpt } from './text.js';
 import { ON_ERROR_POLICIES, PLAN_SUBMISSION_TOOL, type ValidationFinding } from './validate.js';
 
 /** Explains a validation refusal (`plan.md` §6 and our `stdin` rule). */
@@ -100,13 +101,19 @@ function explainUnbounded(finding: ValidationFinding, plan: PlanFile, ctx: Expla
         accepted: null,
         fix: step.tool !== undefined ? 'remove "stdin": the tool already gets "input" as JSON on its stdin' : 'remove "stdin": a capsule step gets "input" as its task text',
       };
-    case 'unknown_dependency':
+    case 'unknown_dependency': {
+      // A step cannot depend on itself (that is a cycle): its own id is no candidate.
+      const others = ids.filter((id) => id !== step.id);
       return {
         ...base,
         rule: 'every depends_on entry is the id of a step of this plan (plan.md §6 rule 5)',
-        accepted: ids,
-        fix: `${didYouMean(subject, ids)}the step ids are: ${listValues(ids)}`,
+        accepted: others,
+        fix:
+          others.length === 0
+            ? `this plan has no other step: remove '${excerpt(subject)}' from the depends_on of '${excerpt(step.id)}'`
+            : `${didYouMean(subject, others)}the other step ids are: ${listValues(others)}`,
       };
+    }
     case 'unknown_reference': {
       const parsed = parseReference(subject);
       const id = parsed?.stepId ?? '';

@@ -69,6 +69,12 @@ export const planObjectUnreadable = (reason: string): string => `the plan object
 /** Not JSON, or not the shape of §2 (`plan.md` §5). `detail` names the JSON path and the fix. */
 export const planParseFailed = (detail: string): string => `failed to parse plan JSON: ${detail}`;
 
+/**
+ * Parse detail for a plan that is JSON data but not the shape of §2 (a missing `id`, a wrong
+ * type): says so first, so it is not read as a JSON syntax error. `issues` names the JSON paths.
+ */
+export const planShapeError = (issues: string): string => `plan shape error (valid JSON, not a plan): ${issues}`;
+
 /** Parse detail for text that is not JSON at all; `parserMessage` is `JSON.parse`'s message. */
 export const invalidJson = (parserMessage: string): string => `invalid JSON: ${parserMessage}`;
 

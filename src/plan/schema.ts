@@ -20,6 +20,7 @@ import {
   planFileUnreadable,
   planObjectUnreadable,
   planParseFailed,
+  planShapeError,
   shapeIssue,
   stepWhere,
   TOP_LEVEL_PATH,
@@ -96,7 +97,7 @@ const RawStepSchema = z
       shell: optionalText(
         'Makes this a shell step: a command line split into words without a shell. null = absent.',
       ),
-      capsule: optionalText('Makes this a capsule step naming a sub-capsule. null = absent.'),
+      capsule: optionalText('Makes this a capsule step naming a child capsule. null = absent.'),
       input: z
         .unknown()
         .optional()
@@ -259,8 +260,9 @@ export type ParsePlanResult =
  * - nested deeper than `MAX_JSON_DEPTH`: detail `TOO_DEEP`, found on the text before it is parsed
  *   (so this comes first, even for text that is not JSON either);
  * - not JSON: detail `invalid JSON: <JSON.parse message>`;
- * - not the shape of §2: detail `<json path>: <what was expected>, got <value>`, e.g.
- *   `steps[0].retries: expected an integer from 0 to 4294967295, got -1` (see `formatIssues`).
+ * - not the shape of §2: detail `plan shape error (valid JSON, not a plan): <json path>: <what was
+ *   expected>, got <value>`, e.g. `… steps[0].retries: expected an integer from 0 to 4294967295,
+ *   got -1` (see `formatIssues`).
  *
  * A JSON object with the same key twice keeps the last one (`JSON.parse`; unspecified in §2.2);
  * `retries: 2.0` is read as 2 (an accepted divergence, §2.2).
@@ -327,7 +329,7 @@ function parseJsonValue(raw: unknown): ParsePlanResult {
     const first = parsed.error.issues[0];
     return {
       ok: false,
-      error: planParseFailed(formatIssues(parsed.error.issues)),
+      error: planParseFailed(planShapeError(formatIssues(parsed.error.issues))),
       ...(first !== undefined ? { at: { path: first.path.filter((segment) => typeof segment !== 'symbol') } } : {}),
     };
   }

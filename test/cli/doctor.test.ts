@@ -26,6 +26,19 @@ describe('capsule doctor', () => {
     expect(lines).toContain('  no-such-binary-capsule → not found on the trusted PATH (ENOENT)');
   });
 
+  it('says which manifest it read, or that there is none and where it looked, as run does (text and --json)', async () => {
+    const withManifest = temp.make('doctor-manifest');
+    writeJson(withManifest, 'capsule.json', manifestAllowing('bash'));
+    const found = await runCli(['doctor'], { cwd: withManifest });
+    expect(found.stdout.split('\n')[1]).toBe(`manifest: ${withManifest}/capsule.json`);
+    const given = await runCli(['doctor', '--json', '--manifest', `${withManifest}/capsule.json`], { cwd: temp.make('doctor-elsewhere') });
+    expect(JSON.parse(given.stdout)).toMatchObject({ manifest: { path: `${withManifest}/capsule.json` } });
+    const without = temp.make('doctor-no-manifest');
+    const none = await runCli(['doctor'], { cwd: without });
+    expect(none.stdout.split('\n')[1]).toBe(`manifest: none (there is no ${without}/capsule.json; --manifest FILE names one)`);
+    expect(JSON.parse((await runCli(['doctor', '--json'], { cwd: without })).stdout)).toMatchObject({ manifest: { path: null, looked: `${without}/capsule.json` } });
+  });
+
   it('follows CAPSULE_CONTAINMENT, says why, and reports as JSON with --json', async () => {
     const dir = temp.make('doctor-json');
     const result = await runCli(['doctor', '--json', '--allow', 'bash'], { cwd: dir, env: { CAPSULE_CONTAINMENT: 'process-group' } });

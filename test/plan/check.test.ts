@@ -216,6 +216,16 @@ describe('checkPlan: the refusal a run makes too, explained', () => {
     expect(check(plan(echo('a'), echo('b', { if: "$a.status=='success'" }))).refusal?.fix).toBe("put spaces around the operator: $a.status == 'success'");
   });
 
+  it("leaves the step's own id out of the candidates for its unknown dependency (depending on itself is never the fix)", () => {
+    const refusal = check(plan(echo('build'), echo('test', { depends_on: ['tset'] }))).refusal;
+    expect(refusal).toMatchObject({ code: 'unknown_dependency', accepted: ['build'], fix: 'the other step ids are: build' });
+    expect(refusal?.fix).not.toContain("'test'");
+    expect(check(plan(echo('solo', { depends_on: ['sol'] }))).refusal).toMatchObject({
+      accepted: [],
+      fix: "this plan has no other step: remove 'sol' from the depends_on of 'solo'",
+    });
+  });
+
   it('blames a misspelt kind key for a step without a kind', () => {
     const value = plan({ id: 'a', shel: 'printf x' });
     const text = JSON.stringify(value);

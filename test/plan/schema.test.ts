@@ -7,6 +7,8 @@ import { parsePlanText, planJsonSchema, readPlanFile, stepKind } from '../../src
 import { planOf } from './support.js';
 
 const PARSE_PREFIX = 'failed to parse plan JSON: ';
+/** A plan that is JSON but not a plan's shape says so (changed from the bare `PARSE_PREFIX`: it read like a JSON syntax error). */
+const SHAPE_PREFIX = `${PARSE_PREFIX}plan shape error (valid JSON, not a plan): `;
 
 /** The parse error of `text`, failing the test when it parses. */
 function parseError(text: string): string {
@@ -67,6 +69,8 @@ describe('parsePlanText', () => {
   describe('plan-cases A', () => {
     it('refuses text that is not JSON (A2)', () => {
       expect(parseError('{"id": "p", "steps": [')).toMatch(/^failed to parse plan JSON: invalid JSON: /);
+      // A JSON syntax error is never called a shape error (and the other way round, below).
+      expect(parseError('{"id": "p", "steps": [')).not.toContain('plan shape error');
     });
 
     it.each([
@@ -76,12 +80,12 @@ describe('parsePlanText', () => {
       ['{"id":"p","steps":[{"id":"a","tool":7}]}', 'steps[0].tool'],
     ])('refuses the bad field types of A4: %s', (text, path) => {
       const error = parseError(text);
-      expect(error.startsWith(`${PARSE_PREFIX}${path}: `)).toBe(true);
+      expect(error.startsWith(`${SHAPE_PREFIX}${path}: `)).toBe(true);
     });
 
     it('names the path, the allowed range and the value for a negative retries', () => {
       expect(parseError('{"id":"p","steps":[{"id":"a","tool":"echo","retries":-1}]}')).toBe(
-        'failed to parse plan JSON: steps[0].retries: expected an integer from 0 to 4294967295, got -1',
+        'failed to parse plan JSON: plan shape error (valid JSON, not a plan): steps[0].retries: expected an integer from 0 to 4294967295, got -1',
       );
     });
 
@@ -202,13 +206,13 @@ describe('parsePlanText', () => {
       ['{"id":"p","steps":[{"id":"a","timeout_secs":0}]}', 'steps[0].timeout_secs: expected a positive number of seconds (leave the key out for no bound), got 0'],
       ['{"id":"p","steps":[{"id":"a","timeout_secs":null}]}', 'steps[0].timeout_secs: expected a positive number of seconds (leave the key out for no bound), got null'],
     ])('refuses %s', (text, detail) => {
-      expect(parseError(text)).toBe(PARSE_PREFIX + detail);
+      expect(parseError(text)).toBe(SHAPE_PREFIX + detail);
     });
 
     it('lists at most three problems, one per path, then counts the rest', () => {
       const error = parseError('{"id":"p","steps":[{"tool":7,"shell":7,"capsule":7,"if":7,"retries":-1.5}]}');
       expect(error).toBe(
-        PARSE_PREFIX +
+        SHAPE_PREFIX +
           'steps[0].id: expected the step id as a string, got nothing (the key is missing); ' +
           'steps[0].tool: expected a string, or null (the same as leaving the key out), got 7; ' +
           'steps[0].shell: expected a string, or null (the same as leaving the key out), got 7; and 3 more problems',
