@@ -1,6 +1,7 @@
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { PlanFile } from '../../machines/contracts.js';
 import { AppendFile } from '../../src/records/append-file.js';
 import { createEventLineRecorder, createEventRecorder, EventLog, jsonSafe, type EventLogRecord } from '../../src/records/event-log.js';
 import { runPlan, startPlan } from '../../src/runtime/run-plan.js';
@@ -124,7 +125,7 @@ describe('EventLog', () => {
 
 describe('the event log\'s text lines', () => {
   /** Runs `plan` with both recorders inspecting it (the same clock) and returns what each made. */
-  async function bothRecorders(plan: Parameters<typeof runPlan>[0]['plan'], cancel?: { force: boolean }): Promise<{ records: string[]; lines: string[] }> {
+  async function bothRecorders(plan: PlanFile, cancel?: { force: boolean }): Promise<{ records: string[]; lines: string[] }> {
     const records: string[] = [];
     const lines: string[] = [];
     let tick = 0;
