@@ -84,6 +84,42 @@ export interface EventRecorderOptions {
 interface Named {
   readonly name: string;
   readonly kind: ActorKind;
+  /** The name as JSON (text lines). */
+  readonly nameJson: string;
+  /** `,"actor":<name as JSON>`: the part of every line of this actor after `ts` (text lines). */
+  readonly actorJson: string;
+}
+
+/**
+ * What a line is made of, computed once by the recorder and handed to one of two writers: the
+ * record object ({@link createEventRecorder}: replay compares those) or its JSON text
+ * ({@link createEventLineRecorder}: the event log writes that). Field by field in the written
+ * order; an undefined field is left out of both.
+ */
+interface LineWriter {
+  event(
+    seq: number,
+    ts: number,
+    actor: Named,
+    type: string,
+    from: Named | null,
+    fromId: string | undefined,
+    external: boolean,
+    machine: string | undefined,
+    input: unknown,
+    payload: Record<string, unknown> | undefined,
+  ): void;
+  snapshot(
+    seq: number,
+    ts: number,
+    actor: Named,
+    event: string,
+    state: unknown,
+    status: SnapshotLine['status'],
+    output: unknown,
+    error: string | undefined,
+    emitted: Record<string, unknown>[] | undefined,
+  ): void;
 }
 
 /**
@@ -95,6 +131,116 @@ export function createEventRecorder(
   sink: (record: EventLogRecord) => void,
   options: EventRecorderOptions = {},
 ): (event: InspectionEvent) => void {
+  return recorder(
+    {
+      event(seq, ts, actor, type, from, fromId, external, machine, input, payload) {
+        const line: { -readonly [K in keyof EventLine]: EventLine[K] } = { seq, ts, actor: actor.name, kind: 'event', type };
+        if (fromId !== undefined) line.from = from?.name ?? fromId;
+        if (external) line.external = true;
+        if (machine !== undefined) {
+          line.machine = machine;
+          if (input !== undefined) line.input = input;
+        } else if (payload !== undefined) line.event = payload;
+        sink(line);
+      },
+      snapshot(seq, ts, actor, event, state, status, output, error, emitted) {
+        const line: { -readonly [K in keyof SnapshotLine]: SnapshotLine[K] } = { seq, ts, actor: actor.name, kind: 'snapshot', event, state, status };
+        if (status === 'done') line.output = output;
+        else if (status === 'error' && error !== undefined) line.error = error;
+        if (emitted !== undefined) line.emitted = emitted;
+        sink(line);
+      },
+    },
+    options,
+  );
+}
+
+/**
+ * The same lines as {@link createEventRecorder}, as their JSON text (`JSON.stringify` of the
+ * record, byte for byte, no newline), handed to `sink`. The envelope (`seq`, `ts`, `actor`,
+ * `kind`, the type, the state value, `status`) is written from strings kept per actor and per
+ * value instead of building a record object and walking it: it is a third of the log's bytes, and
+ * most of what `JSON.stringify` of the record spent its time on. Payloads are stringified as they are.
+ */
+export function createEventLineRecorder(sink: (line: string) => void, options: EventRecorderOptions = {}): (event: InspectionEvent) => void {
+  /** JSON of short strings that recur (event types, state values), at most {@link JSON_CACHE_MAX} of them. */
+  const cache = new Map<string, string>();
+  /** JSON of `{ parent: child }` state values, keyed `parent` NUL `child`. */
+  const nested = new Map<string, string>();
+  const quoted = (text: string): string => {
+    let json = cache.get(text);
+    if (json === undefined) {
+      json = JSON.stringify(text);
+      if (cache.size < JSON_CACHE_MAX) cache.set(text, json);
+    }
+    return json;
+  };
+  /** JSON of a state value: a string, or `{ parent: child }` (the common nested value), from the cache; anything else stringified. */
+  const stateJson = (value: unknown): string | undefined => {
+    if (typeof value === 'string') return quoted(value);
+    if (typeof value === 'object' && value !== null && !Array.isArray(value)) {
+      let only: string | undefined;
+      for (const key in value) {
+        if (only !== undefined || !Object.prototype.hasOwnProperty.call(value, key)) return JSON.stringify(value);
+        only = key;
+      }
+      const child = only === undefined ? undefined : (value as Record<string, unknown>)[only];
+      if (only !== undefined && typeof child === 'string') {
+        const key = `${only}\u0000${child}`;
+        let json = nested.get(key);
+        if (json === undefined) {
+          json = JSON.stringify(value);
+          if (nested.size < JSON_CACHE_MAX) nested.set(key, json);
+        }
+        return json;
+      }
+    }
+    return JSON.stringify(value) as string | undefined;
+  };
+  return recorder(
+    {
+      event(seq, ts, actor, type, from, fromId, external, machine, input, payload) {
+        let line = `{"seq":${seq},"ts":${numberJson(ts)}${actor.actorJson},"kind":"event","type":${quoted(type)}`;
+        if (fromId !== undefined) line += `,"from":${from !== null ? from.nameJson : JSON.stringify(fromId)}`;
+        if (external) line += ',"external":true';
+        if (machine !== undefined) {
+          line += `,"machine":${quoted(machine)}`;
+          const json = input === undefined ? undefined : (JSON.stringify(input) as string | undefined);
+          if (json !== undefined) line += `,"input":${json}`;
+        } else if (payload !== undefined) {
+          line += `,"event":${JSON.stringify(payload)}`;
+        }
+        sink(`${line}}`);
+      },
+      snapshot(seq, ts, actor, event, state, status, output, error, emitted) {
+        let line = `{"seq":${seq},"ts":${numberJson(ts)}${actor.actorJson},"kind":"snapshot","event":${quoted(event)}`;
+        const stateText = stateJson(state);
+        if (stateText !== undefined) line += `,"state":${stateText}`;
+        line += `,"status":${quoted(status)}`;
+        if (status === 'done') {
+          const json = JSON.stringify(output) as string | undefined;
+          if (json !== undefined) line += `,"output":${json}`;
+        } else if (status === 'error' && error !== undefined) {
+          line += `,"error":${JSON.stringify(error)}`;
+        }
+        if (emitted !== undefined) line += `,"emitted":${JSON.stringify(emitted)}`;
+        sink(`${line}}`);
+      },
+    },
+    options,
+  );
+}
+
+const ACTOR_KEY = ',"actor":';
+const JSON_CACHE_MAX = 4096;
+
+/** A number as `JSON.stringify` writes it (finite: its shortest text; otherwise `null`). */
+function numberJson(value: number): string {
+  return Number.isFinite(value) ? String(value) : 'null';
+}
+
+/** The recorder's decisions (which actors and events are recorded, what of them is kept), written through `writer`. */
+function recorder(writer: LineWriter, options: EventRecorderOptions): (event: InspectionEvent) => void {
   const now = options.now ?? Date.now;
   const names = new WeakMap<object, Named | null>();
   /** Emitted events waiting for their actor's snapshot line. */
@@ -106,7 +252,8 @@ export function createEventRecorder(
     if (known !== undefined) return known;
     const kind = kindOfActor(ref);
     const name = kind === undefined ? null : readableActorId(ref);
-    const named = kind === undefined || name === null ? null : { name, kind };
+    const nameJson = JSON.stringify(name);
+    const named = kind === undefined || name === null ? null : { name, kind, nameJson, actorJson: `${ACTOR_KEY}${nameJson}` };
     names.set(ref, named);
     return named;
   };
@@ -123,45 +270,35 @@ export function createEventRecorder(
         const external =
           type !== 'xstate.init' &&
           (source === undefined || sourceNamed === null || (source === inspection.actorRef && type.startsWith('xstate.after.')));
-        const line: { -readonly [K in keyof EventLine]: EventLine[K] } = { seq: ++seq, ts: now(), actor: actor.name, kind: 'event', type };
-        if (source !== undefined && source !== inspection.actorRef) line.from = sourceNamed?.name ?? source.id;
-        if (external) line.external = true;
+        const fromId = source !== undefined && source !== inspection.actorRef ? source.id : undefined;
+        let machine: string | undefined;
+        let input: unknown;
+        let payload: Record<string, unknown> | undefined;
         if (type === 'xstate.init') {
-          line.machine = actor.kind.name;
-          const input = (event as { input?: unknown }).input;
-          if (input !== undefined) {
+          machine = actor.kind.name;
+          const raw = (event as { input?: unknown }).input;
+          if (raw !== undefined) {
             const keep = source !== undefined ? (actor.kind.logInput as ((input: unknown) => unknown) | undefined) : undefined;
-            line.input = keep !== undefined ? keep(input) : jsonSafe(input);
+            input = keep !== undefined ? keep(raw) : jsonSafe(raw);
           }
         } else if (!(sourceNamed !== null && type.startsWith('xstate.done.actor.'))) {
           const summarize = actor.kind.logEvent?.[type] as ((event: unknown) => unknown) | undefined;
-          const payload = summarize !== undefined ? (summarize(event) as Record<string, unknown>) : payloadOf(event, actor.kind);
-          if (payload !== null) line.event = payload;
+          const kept = summarize !== undefined ? (summarize(event) as Record<string, unknown>) : payloadOf(event, actor.kind);
+          if (kept !== null) payload = kept;
         }
-        sink(line);
+        writer.event(++seq, now(), actor, type, sourceNamed, fromId, external, machine, input, payload);
         return;
       }
       case '@xstate.snapshot': {
         const actor = nameOf(inspection.actorRef as AnyActorRef);
         if (actor === null) return;
         const snapshot = inspection.snapshot as { value?: unknown; status?: SnapshotLine['status']; output?: unknown; error?: unknown };
-        const line: { -readonly [K in keyof SnapshotLine]: SnapshotLine[K] } = {
-          seq: ++seq,
-          ts: now(),
-          actor: actor.name,
-          kind: 'snapshot',
-          event: inspection.event.type,
-          state: snapshot.value,
-          status: snapshot.status ?? 'active',
-        };
-        if (line.status === 'done') line.output = actor.kind.plainOutput === true ? snapshot.output : jsonSafe(snapshot.output);
-        else if (line.status === 'error') line.error = errorText(snapshot.error);
+        const status = snapshot.status ?? 'active';
+        const output = status === 'done' ? (actor.kind.plainOutput === true ? snapshot.output : jsonSafe(snapshot.output)) : undefined;
+        const error = status === 'error' ? errorText(snapshot.error) : undefined;
         const pending = emitted.get(inspection.actorRef);
-        if (pending !== undefined) {
-          line.emitted = pending;
-          emitted.delete(inspection.actorRef);
-        }
-        sink(line);
+        if (pending !== undefined) emitted.delete(inspection.actorRef);
+        writer.snapshot(++seq, now(), actor, inspection.event.type, snapshot.value, status, output, error, pending);
         return;
       }
       case '@xstate.action': {
@@ -210,7 +347,7 @@ export class EventLog {
     this.#file = new AppendFile(path);
     this.#onError = options.onError ?? (() => {});
     this.#buffer = Buffer.allocUnsafe(options.bufferBytes ?? 1024 * 1024);
-    this.inspect = createEventRecorder((record) => this.#push(JSON.stringify(record)), options);
+    this.inspect = createEventLineRecorder((line) => this.#push(line), options);
   }
 
   /** What opening the file did to an unterminated last line, if it had one. */

@@ -29,6 +29,8 @@ export class TraceWriter {
   readonly #onError: (error: Error) => void;
   readonly #now: () => number;
   readonly #sessionIdJson: string;
+  /** Where a line is encoded before its write (see {@link #encode}). */
+  readonly #scratch = Buffer.allocUnsafe(64 * 1024);
 
   /**
    * @param path      `<records dir>/trace.jsonl`, or null for a run that traces nothing (the report is identical).
@@ -73,20 +75,40 @@ export class TraceWriter {
     // and field names) are plain snake_case, written as they are.
     let line = `{"event_type":"${type}","event_id":"${eventId}"`;
     if (parent !== null || !OMITS_NULL_PARENT.has(type)) line += `,"parent_id":${parent === null ? 'null' : JSON.stringify(parent.eventId)}`;
-    line += `,"session_id":${this.#sessionIdJson},"timestamp":${JSON.stringify(this.#now())}`;
+    line += `,"session_id":${this.#sessionIdJson},"timestamp":${numberJson(this.#now())}`;
     const values = fields as unknown as Readonly<Record<string, unknown>>;
     for (const key of traceFieldOrder(type)) {
       const value = values[key];
       if (value === undefined) continue;
-      const json = JSON.stringify(value) as string | undefined;
+      // Numbers (counts, durations, pids) as JSON writes them, without a call into the serializer.
+      const json = typeof value === 'number' ? numberJson(value) : (JSON.stringify(value) as string | undefined);
       if (json !== undefined) line += `,"${key}":${json}`;
     }
-    const error = this.#file.append(`${escapeLineBreaks(line)}}\n`);
+    const error = this.#file.append(this.#encode(`${line}}\n`));
     if (error !== null) this.#onError(error);
     return { eventId, type };
+  }
+
+  /**
+   * The line's UTF-8 bytes, with U+0085, U+2028 and U+2029 escaped (`escapeLineBreaks`). Encoded
+   * into a buffer kept for the next line (the write is synchronous); a line whose byte count is
+   * its length in UTF-16 units is ASCII, and so has none of the three: the common case skips the
+   * search. A line longer than the buffer (a large `plan_start`) is encoded on its own.
+   */
+  #encode(line: string): Uint8Array {
+    if (line.length * 3 > this.#scratch.length) return Buffer.from(escapeLineBreaks(line), 'utf8');
+    const bytes = this.#scratch.write(line, 0, 'utf8');
+    if (bytes === line.length) return this.#scratch.subarray(0, bytes);
+    const escaped = escapeLineBreaks(line);
+    return escaped === line ? this.#scratch.subarray(0, bytes) : Buffer.from(escaped, 'utf8');
   }
 
   close(): void {
     this.#file?.close();
   }
+}
+
+/** A number as `JSON.stringify` writes it (finite: its shortest text; otherwise `null`). */
+function numberJson(value: number): string {
+  return Number.isFinite(value) ? String(value) : 'null';
 }

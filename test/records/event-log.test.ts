@@ -1,9 +1,10 @@
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { PlanFile } from '../../machines/contracts.js';
 import { AppendFile } from '../../src/records/append-file.js';
-import { EventLog, jsonSafe, type EventLogRecord } from '../../src/records/event-log.js';
-import { runPlan } from '../../src/runtime/run-plan.js';
+import { createEventLineRecorder, createEventRecorder, EventLog, jsonSafe, type EventLogRecord } from '../../src/records/event-log.js';
+import { runPlan, startPlan } from '../../src/runtime/run-plan.js';
 import { Session } from '../../src/session/session.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'capsule-event-log-'));
@@ -119,6 +120,99 @@ describe('EventLog', () => {
     } as never);
     log.close();
     expect(read(file)).toEqual([expect.objectContaining({ actor: 'plan:p', type: 'CANCEL', external: true, event: { force: true, note: 'é'.repeat(200) } })]);
+  });
+});
+
+describe('the event log\'s text lines', () => {
+  /** Runs `plan` with both recorders inspecting it (the same clock) and returns what each made. */
+  async function bothRecorders(plan: PlanFile, cancel?: { force: boolean }): Promise<{ records: string[]; lines: string[] }> {
+    const records: string[] = [];
+    const lines: string[] = [];
+    let tick = 0;
+    const now = (): number => 1_700_000_000_000 + (tick++ >> 1); // each inspection event asks once per recorder
+    const session = Session.open({
+      workdir: scratch,
+      recordsDir: join(scratch, `both-${plan.id}`),
+      trace: false,
+      eventLog: false,
+      inspectors: [createEventRecorder((record) => records.push(JSON.stringify(record)), { now }), createEventLineRecorder((line) => lines.push(line), { now })],
+    });
+    const tools = {
+      ok: (input: unknown) => ({ status: 'passed' as const, data: JSON.stringify(input) }),
+      bad: () => ({ status: 'failed' as const, error: 'no \u2028 way "quoted"' }),
+      slow: (_input: unknown, ctx: { signal: AbortSignal }) =>
+        new Promise<{ status: 'passed'; data: string }>((resolve) => {
+          // Ends when its attempt is ended (forced cancel), or a little after a graceful one.
+          const timer = setTimeout(() => resolve({ status: 'passed', data: 'done' }), 200);
+          ctx.signal.addEventListener('abort', () => {
+            clearTimeout(timer);
+            resolve({ status: 'passed', data: 'late' });
+          });
+        }),
+    };
+    const run = startPlan({ plan, manifest: null, workdir: scratch, session, tools: tools as never });
+    if (cancel !== undefined) setTimeout(() => run.cancel(cancel), 50);
+    await run.report;
+    await session.end('ok');
+    return { records, lines };
+  }
+
+  it('are the JSON of the records replay compares, byte for byte (successes, failures, retries, skips, a wide wave in pools)', async () => {
+    const wide = Array.from({ length: 40 }, (_, i) => ({ id: `w${i}`, tool: 'ok', input: { i, text: 'é\u0085' }, depends_on: ['a'] }));
+    const { records, lines } = await bothRecorders({
+      id: 'mixed',
+      steps: [
+        { id: 'a', tool: 'ok', input: { nested: { list: [1, 2.5, null, true] } } },
+        { id: 'b', tool: 'bad', depends_on: ['a'], retries: 2, on_error: 'continue' },
+        { id: 'c', tool: 'ok', depends_on: ['b'], if: '$b.status == "success"' },
+        ...wide,
+      ],
+    } as never);
+    expect(records.length).toBeGreaterThan(300);
+    expect(lines).toEqual(records);
+  });
+
+  it('are the JSON of the records for a plan stopped by a failure', async () => {
+    const { records, lines } = await bothRecorders({
+      id: 'stop',
+      steps: [
+        { id: 'a', tool: 'ok', input: null },
+        { id: 'b', tool: 'bad', depends_on: ['a'] },
+        { id: 'c', tool: 'ok', depends_on: ['b'], input: null },
+      ],
+    } as never);
+    expect(lines).toEqual(records);
+  });
+
+  it('are the JSON of the records for a canceled plan, graceful and forced', async () => {
+    for (const force of [false, true]) {
+      const { records, lines } = await bothRecorders(
+        { id: `cancel-${force}`, steps: [{ id: 'a', tool: 'slow', input: null }, { id: 'b', tool: 'ok', depends_on: ['a'], input: null }] } as never,
+        { force },
+      );
+      expect(records.some((record) => record.includes('"CANCEL"'))).toBe(true);
+      expect(lines).toEqual(records);
+    }
+  });
+
+  it('are the JSON of the records for odd values: no state, a clock that is not finite, an error, an effect sender', () => {
+    const records: string[] = [];
+    const lines: string[] = [];
+    const options = { now: () => Number.NaN };
+    const inspectors = [createEventRecorder((record) => records.push(JSON.stringify(record)), options), createEventLineRecorder((line) => lines.push(line), options)];
+    const plan = { id: 'plan:p', getSnapshot: () => ({ context: { planId: 'p' }, machine: { id: 'plan' }, status: 'error', error: new Error('boom') }) };
+    const effect = { id: 'endProcessGroups', getSnapshot: () => ({}) };
+    const events = [
+      { type: '@xstate.event', rootId: 'x', actorRef: plan, sourceRef: effect, event: { type: 'xstate.done.actor.endProcessGroups', output: { n: -0, big: 1e21, inf: Infinity, f: () => 1 } } },
+      { type: '@xstate.event', rootId: 'x', actorRef: plan, sourceRef: undefined, event: { type: 'weird "type"\u2028', x: undefined } },
+      { type: '@xstate.snapshot', rootId: 'x', actorRef: plan, event: { type: 'CANCEL' }, snapshot: plan.getSnapshot() },
+      { type: '@xstate.snapshot', rootId: 'x', actorRef: plan, event: { type: 'CANCEL' }, snapshot: { value: { a: 'b', c: { d: 'e' } }, status: 'active' } },
+      { type: '@xstate.snapshot', rootId: 'x', actorRef: plan, event: { type: 'CANCEL' }, snapshot: { value: { running: 'x' }, status: 'done', output: undefined } },
+      { type: '@xstate.snapshot', rootId: 'x', actorRef: plan, event: { type: 'CANCEL' }, snapshot: { value: { running: 'x' }, status: 'done', output: { results: [] } } },
+    ];
+    for (const event of events) for (const inspect of inspectors) inspect(event as never);
+    expect(records).toHaveLength(events.length);
+    expect(lines).toEqual(records);
   });
 });
 
