@@ -3,22 +3,16 @@
  * `capsule`: the command-line entry point (DESIGN §3). From the first instruction SIGUSR1 can no
  * longer open the inspector and the cancel signals are held (src/cli/early-signals.ts); then the
  * commands are loaded (src/cli/main.ts). `capsule run` forks the session's spawner first, so that
- * its Node boots while this one loads the runtime (src/process/spawner/early.ts; issue 14), and
- * starts the spawn helper's probe (src/process/spawn/helper.ts). An
+ * its Node boots while this one loads the runtime (src/process/spawner/early.ts; issue 14). An
  * exception no command caught is an internal error (src/cli/internal-error.ts): one line, exit 1.
  */
 import { commandName } from './cli/argv.js';
 import { holdEarlySignals, keepInspectorClosed } from './cli/early-signals.js';
-import { probeHelperEarly } from './process/spawn/helper.js';
 import { forkSpawnerEarly } from './process/spawner/early.js';
 
 keepInspectorClosed();
 holdEarlySignals();
-if (commandName(process.argv) === 'run' && !process.argv.includes('--help') && !process.argv.includes('-h')) {
-  forkSpawnerEarly();
-  // The helper's probe (does a PID namespace work here?) runs while the runtime loads, not in the session's set-up.
-  if (process.env['CAPSULE_ISOLATION'] !== 'none') probeHelperEarly();
-}
+if (commandName(process.argv) === 'run' && !process.argv.includes('--help') && !process.argv.includes('-h')) forkSpawnerEarly();
 const { main } = await import('./cli/main.js');
 const { dropOutputToClosedPipes, hadUncaughtError, installUncaughtErrorHandlers } = await import('./cli/internal-error.js');
 installUncaughtErrorHandlers();

@@ -6,7 +6,7 @@
  * The helper is optional. Without it (no C compiler when dist/ was built) the containment layer
  * falls back to process groups and no isolation, and `capsule doctor` says why.
  */
-import { execFile, execFileSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { accessSync, constants as fsConstants, existsSync, readFileSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import { join } from 'node:path';
@@ -88,13 +88,6 @@ export function probeHelper(path: string, userName?: string): HelperProbe {
     const probe: HelperProbe = { pidNamespace: { ok: false, reason: `the spawn helper did not run: ${(error as Error).message}` } };
     return probe;
   }
-  const probe = parseProbe(output, userName);
-  probes.set(key, probe);
-  return probe;
-}
-
-/** The helper's `--probe` answer (`pidns ok|<errno>`, `user <uid> <gid> <groups>|none`). */
-function parseProbe(output: string, userName: string | undefined): HelperProbe {
   let pidNamespace: HelperProbe['pidNamespace'] = { ok: false, reason: 'the spawn helper gave no answer' };
   let user: RunAsUser | null | undefined;
   for (const line of output.split('\n')) {
@@ -118,30 +111,9 @@ function parseProbe(output: string, userName: string | undefined): HelperProbe {
       }
     }
   }
-  return user === undefined ? { pidNamespace } : { pidNamespace, user };
-}
-
-/**
- * Starts the probe {@link probeHelper} would make (no user) without waiting for it: `capsule run`
- * calls this at its first instruction, so that the probe runs while the runtime loads (issue 14,
- * startup) instead of as a synchronous spawn in the session's set-up. Its answer is kept only when
- * the helper ran and exited 0 (what {@link probeHelper} keeps); otherwise, or while it is still
- * running, {@link probeHelper} probes as before. Never throws; keeps nothing of the process alive.
- */
-export function probeHelperEarly(env: Readonly<Record<string, string | undefined>> = process.env): void {
-  const helper = locateSpawnHelper(env);
-  if (!helper.ok) return;
-  const key = `${helper.path}\0`;
-  if (probes.has(key)) return;
-  try {
-    const child = execFile(helper.path, ['--probe'], { encoding: 'utf8', timeout: 10_000 }, (error, stdout) => {
-      if (error === null && !probes.has(key)) probes.set(key, parseProbe(stdout, undefined));
-    });
-    child.unref();
-    for (const stream of [child.stdout, child.stderr]) (stream as unknown as { unref?: () => void } | null)?.unref?.();
-  } catch {
-    // probeHelper probes synchronously when it is needed
-  }
+  const probe: HelperProbe = user === undefined ? { pidNamespace } : { pidNamespace, user };
+  probes.set(key, probe);
+  return probe;
 }
 
 /** How the helper is to start one command. */
