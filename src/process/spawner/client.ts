@@ -16,7 +16,7 @@
  * lets the containment end their trees; the next spawn starts a new spawner.
  */
 import type { ChildProcess } from 'node:child_process';
-import { writeFile } from 'node:fs/promises';
+import { closeSync, openSync, write } from 'node:fs';
 import { join } from 'node:path';
 import type { Readable, Writable } from 'node:stream';
 import { describeSpawnError, failedLaunch, NO_CONTROL, superviseLeader, type LaunchedLeader, type LaunchOptions } from '../leader.js';
@@ -198,8 +198,9 @@ export class Spawner {
     if (cgroup !== null) {
       // Before the spawner is sent anything (it forks only on request, and `launch` waits for
       // this), so every command it starts is born inside the session's cgroup and joins its own
-      // through the helper. Written off the main thread: the runtime checks the plan meanwhile.
-      this.#placement = writeFile(join(cgroup, 'cgroup.procs'), `${pid}\n`).then(
+      // through the helper. The write (the kernel's cgroup migration: milliseconds) runs off the
+      // main thread, in one thread-pool job: the runtime checks the plan meanwhile.
+      this.#placement = writeWhole(join(cgroup, 'cgroup.procs'), `${pid}\n`).then(
         () => {
           if (this.#child === child && !this.#closed) this.#options.onStarted?.(pid);
         },
@@ -350,3 +351,29 @@ type SpawnerMessage =
   | { t: 'ctl'; id: number; text: string }
   | { t: 'exit'; id: number; code: number | null; signal: NodeJS.Signals | null }
   | { t: 'fail'; id: number; code: string | null; message: string };
+
+/**
+ * Writes `text` to `path` as `writeFileSync` does (opened `w`, one write, closed), the write itself
+ * in the thread pool: opening and closing a cgroup file take microseconds, the write to
+ * `cgroup.procs` waits for the kernel's migration of the process.
+ */
+function writeWhole(path: string, text: string): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    let fd: number;
+    try {
+      fd = openSync(path, 'w');
+    } catch (error) {
+      reject(error as Error);
+      return;
+    }
+    write(fd, text, (error) => {
+      try {
+        closeSync(fd);
+      } catch {
+        // the write's outcome decides
+      }
+      if (error !== null) reject(error);
+      else resolve();
+    });
+  });
+}
