@@ -60,44 +60,6 @@ const argvSchema = (description: string) =>
     .min(1, { error: expecting(MANIFEST_SHAPE.command) })
     .meta({ description });
 
-/** One command tool (DESIGN §6). */
-const ToolSchema = z
-  .object(
-    {
-      command: argvSchema('The argv that runs the tool: program first, then its arguments.'),
-      timeout_secs: z
-        .number({ error: expecting(MANIFEST_SHAPE.positiveSecs) })
-        .positive({ error: expecting(MANIFEST_SHAPE.positiveSecs) })
-        .default(DEFAULT_TOOL_TIMEOUT_SECS)
-        .meta({ description: 'Seconds one call may run before its process group is ended.' }),
-    },
-    { error: expecting(MANIFEST_SHAPE.tool) },
-  )
-  .meta({ description: 'A command tool: reads the input JSON on stdin, prints one ToolResult on stdout.' });
-
-/** What a delegated child runs: exactly one of `plan` or `command` (DESIGN §5). */
-const EntrySchema = z
-  .object(
-    {
-      plan: z
-        .string({ error: expecting(MANIFEST_SHAPE.string) })
-        .optional()
-        .meta({ description: 'Plan file to run; the task text is available as $task.output.' }),
-      command: argvSchema('Command to run; the task text arrives on stdin, stdout is the answer.').optional(),
-    },
-    { error: expecting(MANIFEST_SHAPE.entry) },
-  )
-  .refine((entry) => (entry.plan === undefined) !== (entry.command === undefined), {
-    error: MANIFEST_SHAPE.entryOneOf,
-  })
-  .meta({
-    description: 'What a delegated child runs: { "plan": FILE } or { "command": [ARGV...] }.',
-    oneOf: [{ required: ['plan'] }, { required: ['command'] }],
-  })
-  .transform((entry): ManifestEntry =>
-    entry.plan !== undefined ? { plan: entry.plan } : { command: entry.command ?? [] },
-  );
-
 /** A manifest's `entry`, after parsing: exactly one of the two forms. */
 export type ManifestEntry = { readonly plan: string } | { readonly command: readonly string[] };
 
@@ -113,111 +75,163 @@ export type ManifestEntry = { readonly plan: string } | { readonly command: read
  *   `timeout_secs` defaults to 600 (positive);
  * - `entry`, when present, is exactly one of `{ plan }` or `{ command }` (non-empty argv).
  * Unknown keys are accepted and dropped (`loadManifest` warns about them).
+ *
+ * Built at its first use ({@link manifestSchema}): a run without a manifest never builds it
+ * (issue 14, startup).
  */
-export const ManifestSchema = z
-  .object(
-    {
-      name: z
-        .string({ error: expecting(MANIFEST_SHAPE.string) })
-        .optional()
-        .meta({ description: "The capsule's name." }),
-      version: z
-        .string({ error: expecting(MANIFEST_SHAPE.string) })
-        .optional()
-        .meta({ description: "The capsule's version, e.g. 0.1.0." }),
-      capabilities: z
-        .object(
-          {
-            shell: z
-              .object({ allow: stringList('Binary names shell steps and shell tools may start.') }, SECTION)
-              .prefault({})
-              .meta({ description: 'Shell commands.' }),
-            spawn: z
-              .object(
-                {
-                  allow: stringList('Capsules this one may delegate to, e.g. local/worker.'),
-                  workdir_snapshot: stringList('Capsules whose child gets a copy of the work folder.'),
-                },
-                SECTION,
-              )
-              .prefault({})
-              .meta({ description: 'Delegation to child capsules.' }),
-            env: z
-              .object(
-                {
-                  allow: z
-                    .array(z.string({ error: expecting(MANIFEST_SHAPE.listEntry) }), {
-                      error: expecting(MANIFEST_SHAPE.stringList),
-                    })
-                    .optional()
-                    .meta({ description: 'Environment variables passed to commands.' }),
-                },
-                SECTION,
-              )
-              .prefault({})
-              .meta({ description: 'Environment of started commands.' }),
-          },
-          SECTION,
-        )
-        .prefault({})
-        .meta({ description: 'What the capsule may do.' }),
-      lifecycle: z
-        .object(
-          {
-            shell_grace_secs: z
-              .number({ error: expecting(MANIFEST_SHAPE.graceSecs) })
-              .min(0, { error: expecting(MANIFEST_SHAPE.graceSecs) })
-              .optional()
-              .meta({
-                description:
-                  'Seconds a shell.run command may run in the foreground before it is demoted to the background (capsule serve; 0: at once); absent: never demoted by the clock. Plan shell steps always run in the foreground.',
-              }),
-            max_log_bytes: z
-              .number({ error: expecting(MANIFEST_SHAPE.positiveBytes) })
-              .int({ error: expecting(MANIFEST_SHAPE.positiveBytes) })
-              .positive({ error: expecting(MANIFEST_SHAPE.positiveBytes) })
-              .optional()
-              .meta({
-                description:
-                  'Largest size of a background command\'s output log (logs/<work_id>.log), in bytes: past it one marker line is written and later output only counts; absent: no cap.',
-              }),
-            on_log_cap: z
-              .enum(['continue', 'stop'], { error: expecting(MANIFEST_SHAPE.onLogCap) })
-              .optional()
-              .meta({ description: 'What a background command whose log reached max_log_bytes does: continue (default) or stop (it is stopped as by backgroundCommand stop).' }),
-            // Murmur's words for a session that outlives its task (detached.md §14): accepted so a
-            // manifest written for Murmur (and the abandonment report's advice) is not an unknown
-            // key; capsule serve behaves this way whatever they say.
-            task_acceptance: z
-              .string({ error: expecting('a word (Murmur: queue)') })
-              .optional()
-              .meta({ description: 'Murmur compatibility: how a session takes tasks (queue). capsule serve always keeps its session open and delivers completions as notifications until it is stopped.' }),
-            after_task: z
-              .string({ error: expecting('a word (Murmur: sleep)') })
-              .optional()
-              .meta({ description: 'Murmur compatibility: what a session does after a task (sleep). capsule serve always waits for the next request.' }),
-            delegation_deadline_secs: z
-              .number({ error: expecting(MANIFEST_SHAPE.positiveSecs) })
-              .positive({ error: expecting(MANIFEST_SHAPE.positiveSecs) })
-              .default(DEFAULT_DELEGATION_DEADLINE_SECS)
-              .meta({ description: 'Bound on one delegation, in seconds.' }),
-          },
-          SECTION,
-        )
-        .prefault({})
-        .meta({ description: 'Timing bounds.' }),
-      tools: z
-        .record(z.string(), ToolSchema, { error: expecting(MANIFEST_SHAPE.tools) })
-        .default(() => ({}))
-        .meta({ description: 'Command tools by name.' }),
-      entry: EntrySchema.optional(),
-    },
-    { error: expecting(MANIFEST_SHAPE.topLevel) },
-  )
-  .meta({ title: 'capsule-runtime manifest (capsule.json)', description: 'See DESIGN.md §5.' });
+function buildManifestSchema() {
+  /** One command tool (DESIGN §6). */
+  const ToolSchema = z
+    .object(
+      {
+        command: argvSchema('The argv that runs the tool: program first, then its arguments.'),
+        timeout_secs: z
+          .number({ error: expecting(MANIFEST_SHAPE.positiveSecs) })
+          .positive({ error: expecting(MANIFEST_SHAPE.positiveSecs) })
+          .default(DEFAULT_TOOL_TIMEOUT_SECS)
+          .meta({ description: 'Seconds one call may run before its process group is ended.' }),
+      },
+      { error: expecting(MANIFEST_SHAPE.tool) },
+    )
+    .meta({ description: 'A command tool: reads the input JSON on stdin, prints one ToolResult on stdout.' });
+
+  /** What a delegated child runs: exactly one of `plan` or `command` (DESIGN §5). */
+  const EntrySchema = z
+    .object(
+      {
+        plan: z
+          .string({ error: expecting(MANIFEST_SHAPE.string) })
+          .optional()
+          .meta({ description: 'Plan file to run; the task text is available as $task.output.' }),
+        command: argvSchema('Command to run; the task text arrives on stdin, stdout is the answer.').optional(),
+      },
+      { error: expecting(MANIFEST_SHAPE.entry) },
+    )
+    .refine((entry) => (entry.plan === undefined) !== (entry.command === undefined), {
+      error: MANIFEST_SHAPE.entryOneOf,
+    })
+    .meta({
+      description: 'What a delegated child runs: { "plan": FILE } or { "command": [ARGV...] }.',
+      oneOf: [{ required: ['plan'] }, { required: ['command'] }],
+    })
+    .transform((entry): ManifestEntry =>
+      entry.plan !== undefined ? { plan: entry.plan } : { command: entry.command ?? [] },
+    );
+
+  const ManifestSchema = z
+    .object(
+      {
+        name: z
+          .string({ error: expecting(MANIFEST_SHAPE.string) })
+          .optional()
+          .meta({ description: "The capsule's name." }),
+        version: z
+          .string({ error: expecting(MANIFEST_SHAPE.string) })
+          .optional()
+          .meta({ description: "The capsule's version, e.g. 0.1.0." }),
+        capabilities: z
+          .object(
+            {
+              shell: z
+                .object({ allow: stringList('Binary names shell steps and shell tools may start.') }, SECTION)
+                .prefault({})
+                .meta({ description: 'Shell commands.' }),
+              spawn: z
+                .object(
+                  {
+                    allow: stringList('Capsules this one may delegate to, e.g. local/worker.'),
+                    workdir_snapshot: stringList('Capsules whose child gets a copy of the work folder.'),
+                  },
+                  SECTION,
+                )
+                .prefault({})
+                .meta({ description: 'Delegation to child capsules.' }),
+              env: z
+                .object(
+                  {
+                    allow: z
+                      .array(z.string({ error: expecting(MANIFEST_SHAPE.listEntry) }), {
+                        error: expecting(MANIFEST_SHAPE.stringList),
+                      })
+                      .optional()
+                      .meta({ description: 'Environment variables passed to commands.' }),
+                  },
+                  SECTION,
+                )
+                .prefault({})
+                .meta({ description: 'Environment of started commands.' }),
+            },
+            SECTION,
+          )
+          .prefault({})
+          .meta({ description: 'What the capsule may do.' }),
+        lifecycle: z
+          .object(
+            {
+              shell_grace_secs: z
+                .number({ error: expecting(MANIFEST_SHAPE.graceSecs) })
+                .min(0, { error: expecting(MANIFEST_SHAPE.graceSecs) })
+                .optional()
+                .meta({
+                  description:
+                    'Seconds a shell.run command may run in the foreground before it is demoted to the background (capsule serve; 0: at once); absent: never demoted by the clock. Plan shell steps always run in the foreground.',
+                }),
+              max_log_bytes: z
+                .number({ error: expecting(MANIFEST_SHAPE.positiveBytes) })
+                .int({ error: expecting(MANIFEST_SHAPE.positiveBytes) })
+                .positive({ error: expecting(MANIFEST_SHAPE.positiveBytes) })
+                .optional()
+                .meta({
+                  description:
+                    'Largest size of a background command\'s output log (logs/<work_id>.log), in bytes: past it one marker line is written and later output only counts; absent: no cap.',
+                }),
+              on_log_cap: z
+                .enum(['continue', 'stop'], { error: expecting(MANIFEST_SHAPE.onLogCap) })
+                .optional()
+                .meta({ description: 'What a background command whose log reached max_log_bytes does: continue (default) or stop (it is stopped as by backgroundCommand stop).' }),
+              // Murmur's words for a session that outlives its task (detached.md §14): accepted so a
+              // manifest written for Murmur (and the abandonment report's advice) is not an unknown
+              // key; capsule serve behaves this way whatever they say.
+              task_acceptance: z
+                .string({ error: expecting('a word (Murmur: queue)') })
+                .optional()
+                .meta({ description: 'Murmur compatibility: how a session takes tasks (queue). capsule serve always keeps its session open and delivers completions as notifications until it is stopped.' }),
+              after_task: z
+                .string({ error: expecting('a word (Murmur: sleep)') })
+                .optional()
+                .meta({ description: 'Murmur compatibility: what a session does after a task (sleep). capsule serve always waits for the next request.' }),
+              delegation_deadline_secs: z
+                .number({ error: expecting(MANIFEST_SHAPE.positiveSecs) })
+                .positive({ error: expecting(MANIFEST_SHAPE.positiveSecs) })
+                .default(DEFAULT_DELEGATION_DEADLINE_SECS)
+                .meta({ description: 'Bound on one delegation, in seconds.' }),
+            },
+            SECTION,
+          )
+          .prefault({})
+          .meta({ description: 'Timing bounds.' }),
+        tools: z
+          .record(z.string(), ToolSchema, { error: expecting(MANIFEST_SHAPE.tools) })
+          .default(() => ({}))
+          .meta({ description: 'Command tools by name.' }),
+        entry: EntrySchema.optional(),
+      },
+      { error: expecting(MANIFEST_SHAPE.topLevel) },
+    )
+    .meta({ title: 'capsule-runtime manifest (capsule.json)', description: 'See DESIGN.md §5.' });
+  return ManifestSchema;
+}
+
+let builtManifestSchema: ReturnType<typeof buildManifestSchema> | null = null;
+
+/** The zod schema of `capsule.json` (built once, at the first call). */
+export function manifestSchema(): ReturnType<typeof buildManifestSchema> {
+  builtManifestSchema ??= buildManifestSchema();
+  return builtManifestSchema;
+}
 
 /** A parsed, normalised manifest. */
-export type Manifest = z.output<typeof ManifestSchema>;
+export type Manifest = z.output<ReturnType<typeof buildManifestSchema>>;
 
 /** Where unknown keys are looked for in a manifest. */
 const MANIFEST_KEY_SPEC: KeySpec = {
@@ -262,7 +276,7 @@ export function parseManifestText(text: string, label: string): ManifestResult {
   } catch (error) {
     return { ok: false, error: manifestProblem(label, jsonSyntaxDetail(text, error)) };
   }
-  const parsed = ManifestSchema.safeParse(raw);
+  const parsed = manifestSchema().safeParse(raw);
   if (!parsed.success) return { ok: false, error: manifestProblem(label, formatIssues(parsed.error.issues)) };
   const warnings = findUnknownKeys(raw, MANIFEST_KEY_SPEC).map(
     (found): UnknownKeyWarning => ({
@@ -373,7 +387,7 @@ export function manifestBesidePlan(planPath: string | null, source: ManifestSour
 
 /** The JSON Schema (draft 2020-12) of `capsule.json` as authors write it (defaults shown). */
 export function manifestJsonSchema(): Record<string, unknown> {
-  return z.toJSONSchema(ManifestSchema, { io: 'input' }) as Record<string, unknown>;
+  return z.toJSONSchema(manifestSchema(), { io: 'input' }) as Record<string, unknown>;
 }
 
 /** File names `writeSchemas` writes. */

@@ -20,19 +20,99 @@ export interface InputError {
 }
 
 const STEP_KINDS = ['tool', 'shell', 'capsule', 'unknown'] as const;
-const positiveInteger = z.number().int().positive();
-const milliseconds = z.number().nonnegative();
 
-const PlanInputSchema = z.looseObject({
-  planId: z.string(),
-  steps: z.array(z.unknown()),
-  kinds: z.array(z.enum(STEP_KINDS)),
-  timeoutsSecs: z.array(z.number().positive().nullable()),
-  maxParallel: positiveInteger.nullable().optional(),
-  killGraceMs: milliseconds.optional(),
-  canceledAtStart: z.boolean().optional(),
-  poolSize: positiveInteger.optional(),
-});
+/**
+ * The decoders' zod schemas, built at their first use: `capsule run` loads this module with the
+ * actor kinds but decodes no logged input (only `capsule replay` and `capsule inspect` do), and
+ * building ~40 zod schemas is start-up time (issue 14).
+ */
+function buildSchemas() {
+  const positiveInteger = z.number().int().positive();
+  const milliseconds = z.number().nonnegative();
+
+  const PlanInputSchema = z.looseObject({
+    planId: z.string(),
+    steps: z.array(z.unknown()),
+    kinds: z.array(z.enum(STEP_KINDS)),
+    timeoutsSecs: z.array(z.number().positive().nullable()),
+    maxParallel: positiveInteger.nullable().optional(),
+    killGraceMs: milliseconds.optional(),
+    canceledAtStart: z.boolean().optional(),
+    poolSize: positiveInteger.optional(),
+  });
+
+  const StepResultSchema = z.looseObject({
+    step_id: z.string(),
+    status: z.enum(['success', 'failed', 'skipped']),
+    output: z.unknown().optional(),
+    error: z.string().nullable().optional(),
+    attempts: z.number().optional(),
+    duration_ms: z.number().optional(),
+  });
+
+  const StepInputSchema = z.looseObject({
+    step: z.looseObject({ id: z.string() }),
+    results: z.record(z.string(), StepResultSchema).optional(),
+    index: z.number().int().nonnegative().optional(),
+    kind: z.enum(STEP_KINDS).optional(),
+    timeoutSecs: z.number().positive().nullable().optional(),
+    killGraceMs: milliseconds.optional(),
+  });
+
+  const DetachedCommandInputSchema = z.looseObject({
+    workId: z.string(),
+    binary: z.string(),
+    command: z.string(),
+    stopTermGraceMs: milliseconds.optional(),
+  });
+
+  const exitCode = z.number();
+  const signalName = z.string().nullable();
+
+  /** Per kind, per event type: the payload the machine reads. Events not listed are fed as they are (a machine ignores what it does not take). */
+  const INPUT_SCHEMAS: Readonly<Record<string, Readonly<Record<string, z.ZodType>>>> = {
+    plan: { CANCEL: z.looseObject({ force: z.boolean() }) },
+    step: {
+      CANCEL: z.looseObject({ force: z.boolean() }),
+      'ATTEMPT.LEADER_EXITED': z.looseObject({ attempt: z.number(), pid: z.number(), exitCode, signal: signalName }),
+      'ATTEMPT.FINISHED': z.looseObject({
+        attempt: z.number(),
+        outcome: z.looseObject({
+          status: z.enum(['success', 'failed']),
+          output: z.string().nullable(),
+          error: z.string().nullable(),
+          stateEffect: z.string().optional(),
+          resourceId: z.string().optional(),
+          truncated: z.looseObject({ log: z.string(), stdout_bytes: z.number(), stderr_bytes: z.number(), kept_bytes: z.number() }).optional(),
+        }),
+        startedAtMs: z.number(),
+        endedAtMs: z.number(),
+      }),
+    },
+    detachedCommand: {
+      'COMMAND.LEADER_EXITED': z.looseObject({ exitCode, signal: signalName }),
+      'COMMAND.FINISHED': z.looseObject({
+        completion: z.looseObject({
+          exitCode,
+          status: z.enum(['ok', 'error']),
+          outputPath: z.string(),
+          outputBytes: z.number(),
+          resourceLimit: z.string().optional(),
+          durationMs: z.number(),
+        }),
+      }),
+      'COMMAND.SIGNAL_SENT': z.looseObject({ signal: z.enum(['SIGTERM', 'SIGKILL']), by: z.enum(['stop', 'kill']) }),
+    },
+  };
+  return { PlanInputSchema, StepInputSchema, DetachedCommandInputSchema, INPUT_SCHEMAS };
+}
+
+let schemas: ReturnType<typeof buildSchemas> | null = null;
+
+function decoders(): ReturnType<typeof buildSchemas> {
+  schemas ??= buildSchemas();
+  return schemas;
+}
 
 /**
  * The structural rules a run applies before anything starts (plan.md §6 rules 1 and 5) that the
@@ -61,7 +141,7 @@ function parsedSteps(steps: readonly unknown[]): readonly PlanStep[] | InputErro
 
 /** A plan actor's input (`PlanInput`) from its logged form. */
 export function planInputFromLog(logged: unknown): PlanInput | InputError {
-  const checked = PlanInputSchema.safeParse(logged);
+  const checked = decoders().PlanInputSchema.safeParse(logged);
   if (!checked.success) return { error: `the plan actor's input is not a plan input (planId, steps, kinds, timeoutsSecs): ${formatIssues(checked.error.issues)}` };
   const input = checked.data;
   const steps = parsedSteps(input.steps);
@@ -81,27 +161,9 @@ export function planInputFromLog(logged: unknown): PlanInput | InputError {
   };
 }
 
-const StepResultSchema = z.looseObject({
-  step_id: z.string(),
-  status: z.enum(['success', 'failed', 'skipped']),
-  output: z.unknown().optional(),
-  error: z.string().nullable().optional(),
-  attempts: z.number().optional(),
-  duration_ms: z.number().optional(),
-});
-
-const StepInputSchema = z.looseObject({
-  step: z.looseObject({ id: z.string() }),
-  results: z.record(z.string(), StepResultSchema).optional(),
-  index: z.number().int().nonnegative().optional(),
-  kind: z.enum(STEP_KINDS).optional(),
-  timeoutSecs: z.number().positive().nullable().optional(),
-  killGraceMs: milliseconds.optional(),
-});
-
 /** A step input: `step` (a plan step object), and optionally `results` (by step id), `index`, `kind`, `timeoutSecs`, `killGraceMs`. */
 export function stepInputFromLog(logged: unknown): StepInput | InputError {
-  const checked = StepInputSchema.safeParse(logged);
+  const checked = decoders().StepInputSchema.safeParse(logged);
   if (!checked.success) {
     return { error: `a step input needs "step": a plan step object with an "id" (a child step's logged input names only its id): ${formatIssues(checked.error.issues)}` };
   }
@@ -131,16 +193,9 @@ export function stepInputFromLog(logged: unknown): StepInput | InputError {
   };
 }
 
-const DetachedCommandInputSchema = z.looseObject({
-  workId: z.string(),
-  binary: z.string(),
-  command: z.string(),
-  stopTermGraceMs: milliseconds.optional(),
-});
-
 /** A detached command's input: `workId`, `binary` and `command` (strings), optionally `stopTermGraceMs`. */
 export function detachedCommandInputFromLog(logged: unknown): DetachedCommandInput | InputError {
-  const checked = DetachedCommandInputSchema.safeParse(logged);
+  const checked = decoders().DetachedCommandInputSchema.safeParse(logged);
   if (!checked.success) {
     return { error: `a detachedCommand input needs "workId", "binary" and "command" (strings): ${formatIssues(checked.error.issues)}` };
   }
@@ -152,52 +207,13 @@ export function detachedCommandInputFromLog(logged: unknown): DetachedCommandInp
 // Outside inputs a replay feeds back (recorded `external` lines, hand-written `send` lines)
 // ---------------------------------------------------------------------------------------------
 
-const exitCode = z.number();
-const signalName = z.string().nullable();
-
-/** Per kind, per event type: the payload the machine reads. Events not listed are fed as they are (a machine ignores what it does not take). */
-const INPUT_SCHEMAS: Readonly<Record<string, Readonly<Record<string, z.ZodType>>>> = {
-  plan: { CANCEL: z.looseObject({ force: z.boolean() }) },
-  step: {
-    CANCEL: z.looseObject({ force: z.boolean() }),
-    'ATTEMPT.LEADER_EXITED': z.looseObject({ attempt: z.number(), pid: z.number(), exitCode, signal: signalName }),
-    'ATTEMPT.FINISHED': z.looseObject({
-      attempt: z.number(),
-      outcome: z.looseObject({
-        status: z.enum(['success', 'failed']),
-        output: z.string().nullable(),
-        error: z.string().nullable(),
-        stateEffect: z.string().optional(),
-        resourceId: z.string().optional(),
-        truncated: z.looseObject({ log: z.string(), stdout_bytes: z.number(), stderr_bytes: z.number(), kept_bytes: z.number() }).optional(),
-      }),
-      startedAtMs: z.number(),
-      endedAtMs: z.number(),
-    }),
-  },
-  detachedCommand: {
-    'COMMAND.LEADER_EXITED': z.looseObject({ exitCode, signal: signalName }),
-    'COMMAND.FINISHED': z.looseObject({
-      completion: z.looseObject({
-        exitCode,
-        status: z.enum(['ok', 'error']),
-        outputPath: z.string(),
-        outputBytes: z.number(),
-        resourceLimit: z.string().optional(),
-        durationMs: z.number(),
-      }),
-    }),
-    'COMMAND.SIGNAL_SENT': z.looseObject({ signal: z.enum(['SIGTERM', 'SIGKILL']), by: z.enum(['stop', 'kill']) }),
-  },
-};
-
 /**
  * Why an outside input cannot be fed to an actor of kind `kind` (its payload is not what the
  * machine reads), or null. A replay reports it as the divergence instead of feeding it: a machine
  * given `ATTEMPT.FINISHED` without an `outcome` would throw inside a guard.
  */
 export function inputProblem(kind: string, event: { readonly type: string }): string | null {
-  const schema = INPUT_SCHEMAS[kind]?.[event.type];
+  const schema = decoders().INPUT_SCHEMAS[kind]?.[event.type];
   if (schema === undefined) return null;
   const checked = schema.safeParse(event);
   return checked.success ? null : `${excerpt(event.type)} is not a ${kind} input: ${formatIssues(checked.error.issues)}`;

@@ -18,7 +18,7 @@ import { loadLiveView, printable, Progress, progressModeFor, useColor } from './
 import { WarningSink } from './warning-sink.js';
 import type { ContainmentInfo } from '../process/containment.js';
 import type { Session } from '../session/session.js';
-import { describeResume, type ResumeOutcome } from '../reconcile/resume.js';
+import type { ResumeOutcome } from '../reconcile/resume.js';
 
 /** Options of `capsule run`, as commander parses them (the global `--log-level` and `--log-file` included). */
 export interface RunCommandOptions extends GlobalOptions {
@@ -125,6 +125,8 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
       ? `manifest: ${manifestSource.path}`
       : `manifest: none (there is no ${join(workdir, MANIFEST_FILE)}; --manifest FILE names one)`,
   );
+  // Only a resume reads the prior session's records (src/reconcile/): loaded for --resume alone (issue 14, startup).
+  const describeResume = options.resume !== undefined ? (await import('../reconcile/resume.js')).describeResume : null;
   const run = startPlan({
     plan: planPath,
     workdir,
@@ -147,7 +149,7 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
             // The resume's lines are the operator's, like warnings: shown with --quiet too.
             warn: (line: string) => progress.note(line),
             onOutcome: (outcome: ResumeOutcome) => {
-              for (const line of describeResume(outcome)) progress.note(line);
+              for (const line of describeResume?.(outcome) ?? []) progress.note(line);
             },
           },
         }

@@ -18,7 +18,7 @@ import type { RuntimeLogger } from '../session/logger.js';
 import { releaseEarlySpawner } from '../process/spawner/early.js';
 import { replaceFile } from '../records/append-file.js';
 import { RecordsDirInUseError, recordedSessionIn } from '../records/records-dir.js';
-import { resumeSession, type ResumeOutcome } from '../reconcile/resume.js';
+import type { ResumeOutcome } from '../reconcile/resume.js';
 import type { TraceNode } from '../records/trace-records.js';
 import { Session, type SessionExitStatus, type SessionOptions } from '../session/session.js';
 import { closeCanceledRows, createAttemptActors, type CanceledRow, type CommandTool, type FunctionTool, type Gate } from './attempt.js';
@@ -256,6 +256,8 @@ export function startPlan(options: RunPlanOptions): PlanRun {
     if (ownSession && options.resume !== undefined) {
       const { priorDir, reap, warn, onOutcome } = options.resume;
       try {
+        // Loaded for a resume only (issue 14, startup: a plain run never reads a prior session's records).
+        const { resumeSession } = await import('../reconcile/resume.js');
         onOutcome?.(await resumeSession(session, priorDir, { reap: reap === true, ...(warn !== undefined ? { warn } : {}) }));
       } catch (error) {
         // A resume never refuses the launch (reconcile.md §4.1), not even for a bug of its own.

@@ -62,6 +62,14 @@ describe('the bundle that ships (dist/bundle/, issue 14 startup)', () => {
     expect([...run].filter((input) => lazy.test(input))).toEqual([]);
   });
 
+  it('keeps out of capsule run the delegation plane (json-rpc-2.0 included) and the resume: a plan of shell steps never uses them', () => {
+    const lazy = /^dist\/src\/runtime\/delegation\/(plane|snapshot|child-entry)\.js$|^dist\/src\/runtime\/json-rpc\.js$|^dist\/src\/reconcile\/|^node_modules\/json-rpc-2\.0\//;
+    expect([...run].filter((input) => lazy.test(input))).toEqual([]);
+    // Each is a chunk of its own, loaded by the first capsule step or by --resume.
+    expect(outputOf('dist/src/runtime/delegation/plane.js')).toMatch(/^dist\/bundle\/chunks\//);
+    expect(outputOf('dist/src/reconcile/resume.js')).toMatch(/^dist\/bundle\/chunks\//);
+  });
+
   it('keeps the spawner to its own few modules (no package, no runtime)', () => {
     const spawner = loadedInputs([outputOf(SPAWNER_PROGRAM)]);
     expect([...spawner].filter((input) => !/^dist\/src\/process\/(spawner\/main|proc|signals)\.js$/.test(input))).toEqual([]);

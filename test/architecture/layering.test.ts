@@ -93,7 +93,7 @@ describe('layering (blueprint: machines → model → effects → session → ru
     expect([...packages].filter((pkg) => pkg === 'xstate' || pkg === 'execa')).toEqual([]);
   });
 
-  it('keeps capsule run free of the SVG renderer, serve, replay, inspect, fast-check, the live view and execa (startup, issue 14)', () => {
+  it('keeps capsule run free of the SVG renderer, serve, replay, inspect, fast-check, the live view, execa, the delegation plane and the resume (startup, issue 14)', () => {
     // What `capsule run` loads before its first step: the entry point, the command table and the run command (each loaded with import()).
     const { loaded, packages } = staticImportGraph(['src/cli', 'src/cli/main', 'src/cli/run']);
     expect([...loaded].filter((file) => /^src\/(visualize|replay)\/|^src\/cli\/(serve|inspect|replay|visualize|doctor)$/.test(file))).toEqual([]);
@@ -101,6 +101,10 @@ describe('layering (blueprint: machines → model → effects → session → ru
     expect([...packages].filter((pkg) => pkg === '@viz-js/viz' || pkg === 'fast-check' || pkg === 'log-update')).toEqual([]);
     // Shell steps start through the session's spawner; execa (the direct path's launcher) is imported at its first use.
     expect([...packages].filter((pkg) => pkg === 'execa')).toEqual([]);
+    // The delegation plane (its JSON-RPC client, the child's work folder and snapshot) is imported by the first capsule
+    // step; the resume (src/reconcile/) by --resume alone.
+    expect([...packages].filter((pkg) => pkg === 'json-rpc-2.0')).toEqual([]);
+    expect([...loaded].filter((file) => /^src\/runtime\/delegation\/(plane|snapshot|child-entry)$|^src\/runtime\/json-rpc$|^src\/reconcile\//.test(file))).toEqual([]);
   });
 
   it('loads pino and the SVG renderer only where they are used (dynamic imports)', () => {

@@ -16,7 +16,7 @@
  * lets the containment end their trees; the next spawn starts a new spawner.
  */
 import type { ChildProcess } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { closeSync, openSync, write } from 'node:fs';
 import { join } from 'node:path';
 import type { Readable, Writable } from 'node:stream';
 import { describeSpawnError, failedLaunch, NO_CONTROL, superviseLeader, type LaunchedLeader, type LaunchOptions } from '../leader.js';
@@ -70,6 +70,8 @@ export class Spawner {
   #nextId = 0;
   #closed = false;
   #exited: Promise<void> = Promise.resolve();
+  /** The running spawner's placement (its move into the cgroup, then `onStarted`); rejects when it could not be placed. */
+  #placement: Promise<void> = Promise.resolve();
 
   constructor(options: SpawnerOptions) {
     this.#options = options;
@@ -88,13 +90,40 @@ export class Spawner {
   launch(options: LaunchOptions): Promise<StartedLeader> {
     const startedAtMs = Date.now();
     const name = options.displayName ?? options.file;
-    if (this.#closed) return Promise.resolve({ ...failedLaunch(`failed to start '${name}': the session has ended`, startedAtMs), startTime: -1 });
-    let child: ChildProcess;
+    const failed = (why: string): StartedLeader => ({ ...failedLaunch(`failed to start '${name}': ${why}`, startedAtMs), startTime: -1 });
+    if (this.#closed) return Promise.resolve(failed('the session has ended'));
+    return this.#placedChild().then(
+      (child) => {
+        if (this.#closed) return failed('the session has ended');
+        return this.#send(child, options, startedAtMs);
+      },
+      (error: unknown) => failed(`could not start the session's spawner (${(error as Error).message})`),
+    );
+  }
+
+  /**
+   * The running spawner once it is placed (in the session's cgroup, on the cgroup backend): its
+   * placement runs off the main thread (a write to `cgroup.procs` waits for the kernel's cgroup
+   * migration, milliseconds), and nothing is sent to it before it is done. A spawner that
+   * {@link boot} started and that could not be placed is replaced once, as a launch's own would
+   * have been. Rejects with why the spawner cannot be had.
+   */
+  async #placedChild(): Promise<ChildProcess> {
+    const booted = this.#child !== null;
     try {
-      child = this.#ensure();
+      const child = this.#ensure();
+      await this.#placement;
+      return child;
     } catch (error) {
-      return Promise.resolve({ ...failedLaunch(`failed to start '${name}': could not start the session's spawner (${(error as Error).message})`, startedAtMs), startTime: -1 });
+      if (!booted) throw error;
+      const child = this.#ensure();
+      await this.#placement;
+      return child;
     }
+  }
+
+  /** Sends one spawn request; resolves once the leader's pid and pipes are here. */
+  #send(child: ChildProcess, options: LaunchOptions, startedAtMs: number): Promise<StartedLeader> {
     const id = ++this.#nextId;
     return new Promise<StartedLeader>((resolve) => {
       this.#pending.set(id, {
@@ -134,6 +163,7 @@ export class Spawner {
     if (this.#closed) return;
     try {
       this.#ensure();
+      this.#placement.catch(() => undefined); // the next launch tries again and reports why
       this.#refresh();
     } catch {
       // the next launch tries again and reports why
@@ -143,6 +173,8 @@ export class Spawner {
   /** Disconnects the spawner (it exits) and resolves once it has. Idempotent; later launches are refused. */
   async close(): Promise<void> {
     this.#closed = true;
+    // No write to cgroup.procs may still be in flight once the spawner is gone (its pid could be reused).
+    await this.#placement.catch(() => undefined);
     const child = this.#child;
     if (child !== null) {
       child.ref(); // its exit is what this waits for
@@ -162,18 +194,27 @@ export class Spawner {
       throw new Error('fork failed');
     }
     this.#child = child;
-    if (this.#options.cgroup !== null) {
-      // Before the spawner is sent anything (it forks only on request), so every command it starts
-      // is born inside the session's cgroup and joins its own through the helper.
-      try {
-        writeFileSync(join(this.#options.cgroup, 'cgroup.procs'), `${pid}\n`);
-      } catch (error) {
-        signalProcess(pid, 'SIGKILL');
-        this.#child = null;
-        throw new Error(`could not move it into ${this.#options.cgroup}: ${(error as NodeJS.ErrnoException).code ?? String(error)}`);
-      }
+    const cgroup = this.#options.cgroup;
+    if (cgroup !== null) {
+      // Before the spawner is sent anything (it forks only on request, and `launch` waits for
+      // this), so every command it starts is born inside the session's cgroup and joins its own
+      // through the helper. The write (the kernel's cgroup migration: milliseconds) runs off the
+      // main thread, in one thread-pool job: the runtime checks the plan meanwhile.
+      this.#placement = writeWhole(join(cgroup, 'cgroup.procs'), `${pid}\n`).then(
+        () => {
+          if (this.#child === child && !this.#closed) this.#options.onStarted?.(pid);
+        },
+        (error: unknown) => {
+          // Not yet seen exiting, so not reaped: the pid is still this spawner's.
+          if (child.exitCode === null && child.signalCode === null) signalProcess(pid, 'SIGKILL');
+          if (this.#child === child) this.#child = null;
+          throw new Error(`could not move it into ${cgroup}: ${(error as NodeJS.ErrnoException).code ?? String(error)}`);
+        },
+      );
+    } else {
+      this.#options.onStarted?.(pid);
+      this.#placement = Promise.resolve();
     }
-    this.#options.onStarted?.(pid);
     this.#exited = new Promise<void>((resolve) => {
       child.once('exit', (code, signal) => {
         this.#died(child, code, signal);
@@ -310,3 +351,29 @@ type SpawnerMessage =
   | { t: 'ctl'; id: number; text: string }
   | { t: 'exit'; id: number; code: number | null; signal: NodeJS.Signals | null }
   | { t: 'fail'; id: number; code: string | null; message: string };
+
+/**
+ * Writes `text` to `path` as `writeFileSync` does (opened `w`, one write, closed), the write itself
+ * in the thread pool: opening and closing a cgroup file take microseconds, the write to
+ * `cgroup.procs` waits for the kernel's migration of the process.
+ */
+function writeWhole(path: string, text: string): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    let fd: number;
+    try {
+      fd = openSync(path, 'w');
+    } catch (error) {
+      reject(error as Error);
+      return;
+    }
+    write(fd, text, (error) => {
+      try {
+        closeSync(fd);
+      } catch {
+        // the write's outcome decides
+      }
+      if (error !== null) reject(error);
+      else resolve();
+    });
+  });
+}

@@ -19,9 +19,8 @@ import { interpolateInput } from '../../plan/interpolate.js';
 import type { ContainedProcess } from '../../process/containment.js';
 import type { Session } from '../../session/session.js';
 import type { AttemptEnvironment } from '../attempt.js';
-import { delegationTimeoutSecs, newDelegationId, PARENT_ENDED_DETAIL, startDelegation, type Delegation } from '../delegation/plane.js';
+import type { Delegation } from '../delegation/plane.js';
 import { resolveCapsule, spawnTarget, DEFAULT_CAPSULE_VERSION } from '../delegation/registry.js';
-import { snapshotGranted } from '../delegation/snapshot.js';
 import { attemptActor, type LastTrees } from './attempt-run.js';
 import { trackTree } from './tool-attempt.js';
 
@@ -72,7 +71,13 @@ export function delegationActor(env: AttemptEnvironment, lastTrees: LastTrees) {
             });
             void (async (): Promise<void> => {
               if (!session.hasRecords) return report({ type: 'DELEGATION.ENDED', outcome: noChild('failed', noRecordsDirectory(name)) });
-              const resolved = await resolveCapsule({ capsule: name, version, spawnAllow: env.spawnAllow, capsulesDir: env.capsulesDir });
+              // The delegation plane (its JSON-RPC client, the child's work folder and snapshot) is
+              // loaded by the first capsule step, not by every plan (issue 14, startup).
+              const [resolved, { delegationTimeoutSecs, newDelegationId, PARENT_ENDED_DETAIL, startDelegation }, { snapshotGranted }] = await Promise.all([
+                resolveCapsule({ capsule: name, version, spawnAllow: env.spawnAllow, capsulesDir: env.capsulesDir }),
+                import('../delegation/plane.js'),
+                import('../delegation/snapshot.js'),
+              ]);
               if (!resolved.ok) return report({ type: 'DELEGATION.ENDED', outcome: noChild(resolved.refusal.status, resolved.refusal.reason) });
               // The id is minted before the launch and logged with the approval: a child ended while it
               // is still starting (a cancel) is then linked to its records all the same.
