@@ -263,16 +263,39 @@ describe("the session's spawner, its memory", () => {
   it('hands a stream that prints much over as a pipe: a command whose reader stops is held by the kernel, not buffered', async () => {
     const spawner = new Spawner({ cgroup: null });
     try {
-      const leader = await spawner.launch({ file: 'head', args: ['-c', String(16 * 1024 * 1024), '/dev/zero'], cwd: '/tmp', env: TEST_ENV, collectOutput: false, drainGraceMs: 60_000 });
-      const pid = leader.pid as number;
       let exited = false;
-      void leader.done.then(() => (exited = true));
+      const leader = await spawner.launch({
+        file: 'head',
+        args: ['-c', String(16 * 1024 * 1024), '/dev/zero'],
+        cwd: '/tmp',
+        env: TEST_ENV,
+        collectOutput: false,
+        drainGraceMs: 60_000,
+        onLeaderExit: () => (exited = true),
+      });
+      const pid = leader.pid as number;
       // Nobody reads stdout (it arrives paused): once the spawner handed the pipe over, the
-      // command blocks in write(2) on a full pipe (Node's stdio pipes are socket pairs: the kernel
-      // names the wait after the socket's send). Were its bytes forwarded whatever the reader
-      // does, it would run to its exit with 16 MiB in some process's memory.
-      await waitFor(() => exited || /pipe_write|sock_alloc_send|unix_stream_sendmsg/.test(readFileSync(`/proc/${pid}/wchan`, 'utf8')), 10_000, 'head to block writing, or to exit');
+      // command blocks in write(2) on a full pipe and stays there (Node's stdio pipes are socket
+      // pairs: the kernel names the wait after the socket's send). Were its bytes forwarded whatever
+      // the reader does, it would block only for moments and run to its exit with 16 MiB in some
+      // process's memory.
+      const written = (): number => Number(/^wchar: (\d+)$/m.exec(readFileSync(`/proc/${pid}/io`, 'utf8'))?.[1] ?? -1);
+      let last = -1;
+      let still = 0;
+      await waitFor(
+        () => {
+          if (exited) return true;
+          const blocked = /pipe_write|sock_alloc_send|unix_stream_sendmsg/.test(readFileSync(`/proc/${pid}/wchan`, 'utf8'));
+          const now = written();
+          still = blocked && now === last ? still + 1 : 0;
+          last = now;
+          return still >= 10;
+        },
+        20_000,
+        'head to stay blocked writing, or to exit',
+      );
       expect(exited).toBe(false);
+      expect(last).toBeLessThan(4 * 1024 * 1024);
       const stdout = leader.stdout as NonNullable<typeof leader.stdout>;
       expect(stdout.readableLength).toBeLessThan(1024 * 1024);
       let bytes = 0;
