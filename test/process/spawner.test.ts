@@ -124,6 +124,19 @@ eachBackend((backend) => {
     expect(result.stderr.toString()).toBe(lines(100000));
   });
 
+  it('delivers every byte of many commands printing at once while the runtime is too busy to read the channel', async () => {
+    const containment = open();
+    await (await start(containment, 'true', [])).done; // the spawner is up
+    // Each below the per-stream limit, together far past what the channel holds unread: the
+    // spawner hands pipes over when the channel backs up, and nothing may be lost or reordered.
+    const starting = Array.from({ length: 8 }, (_, i) => start(containment, 'sh', ['-c', `seq ${i * 100000 + 1} ${i * 100000 + 9000}; seq 1 5000 >&2`]));
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 300);
+    const results = await Promise.all((await Promise.all(starting)).map((tree) => tree.done));
+    const lines = (from: number, to: number): string => Array.from({ length: to - from + 1 }, (_, k) => `${from + k}\n`).join('');
+    expect(results.map((r) => r.stdout.toString())).toEqual(Array.from({ length: 8 }, (_, i) => lines(i * 100000 + 1, i * 100000 + 9000)));
+    expect(results.map((r) => r.stderr.toString())).toEqual(Array.from({ length: 8 }, () => lines(1, 5000)));
+  });
+
   it('delivers binary output byte for byte, below and above the hand-over threshold', async () => {
     const containment = open();
     const dir = tempDir();

@@ -18,7 +18,7 @@
  * Output: a quiet or small command costs no pipe handover (each is a message the runtime must
  * acknowledge before anything else can be sent, and a socket built on both sides): this process
  * reads both pipes and forwards the bytes as they come, so live output stays live. A stream that
- * passes {@link FORWARD_LIMIT} bytes, or any once the channel is backed up ({@link BACKLOG_LIMIT}),
+ * passes {@link FORWARD_LIMIT} bytes, or any once the channel is backed up ({@link send}),
  * is handed over instead — read-stopped first, every byte read before it sent before it — so bulk
  * output goes to the runtime directly, the command gets the kernel's back-pressure, and this
  * process's memory stays bounded. The runtime's containment ends the trees; this process signals only
@@ -60,27 +60,23 @@ interface CloseMessage {
  */
 const FORWARD_LIMIT = 64 * 1024;
 
-/** Leaders started and not yet seen exiting, by pid (= pgid). */
+/** Leaders started and not yet seen exiting (each leads its own process group), by request id. */
 const running = new Map<number, ChildProcess>();
 
 /** The output pipes still read here, by request id and stream (0 stdout, 1 stderr). */
 const reading = new Map<number, [Forwarded | null, Forwarded | null]>();
 
 /**
- * Bytes the channel may hold unwritten (the runtime slow to read it) before every stream still
- * forwarded is handed over at its next chunk instead: with {@link FORWARD_LIMIT}, what keeps this
- * process's memory bounded whatever the commands print.
+ * Sends `message` (with `handle`, closed here once the runtime has it: keepOpen false). Returns
+ * Node's own back-pressure signal: false once the channel holds 128 KiB unwritten (the runtime is
+ * slow to read it), or while messages wait behind a handover's acknowledgement. A stream forwarded
+ * when it says so is handed over instead: with {@link FORWARD_LIMIT}, what keeps this process's
+ * memory bounded whatever the commands print.
  */
-const BACKLOG_LIMIT = 1024 * 1024;
-
-const send = (message: object, handle?: unknown): void => {
-  if (process.connected !== true) return;
-  // The handle is closed here once the runtime has it (keepOpen false).
-  process.send?.(message, handle as never, undefined, () => undefined);
+const send = (message: object, handle?: unknown): boolean => {
+  if (process.connected !== true) return true;
+  return process.send?.(message, handle as never, undefined, () => undefined) ?? true;
 };
-
-/** Whether the channel to the runtime is backed up ({@link BACKLOG_LIMIT}). */
-const backedUp = (): boolean => ((process.channel as unknown as { writeQueueSize?: number } | undefined)?.writeQueueSize ?? 0) > BACKLOG_LIMIT;
 
 /** Stops reading a pipe this process will hand over (the Socket started reading when it was made). */
 function holdPipe(stream: Readable | null | undefined): void {
@@ -102,13 +98,14 @@ class Forwarded {
   ) {
     stream.on('data', this.#data);
     stream.once('end', this.#end);
-    stream.on('error', () => undefined);
+    // A read error ends the stream (as it would a handed pipe): the runtime's reader is not left waiting.
+    stream.on('error', this.#end);
   }
 
   readonly #data = (chunk: Buffer): void => {
     this.#sent += chunk.length;
-    send({ t: 'd', id: this.id, s: this.which, b: chunk.toString('base64') });
-    if (!this.#done && (this.#sent >= FORWARD_LIMIT || backedUp())) this.handOver();
+    const roomy = send({ t: 'd', id: this.id, s: this.which, b: chunk.toString('base64') });
+    if (!this.#done && (this.#sent >= FORWARD_LIMIT || !roomy)) this.handOver();
   };
 
   readonly #end = (): void => {
