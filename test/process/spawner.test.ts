@@ -6,7 +6,9 @@
  * runtime's spawner exits and leaves nothing running.
  */
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { Containment, type ContainedProcess } from '../../src/process/containment.js';
@@ -14,14 +16,24 @@ import { readCgroupProcs } from '../../src/process/cgroups.js';
 import { groupMembers } from '../../src/process/process-groups.js';
 import { processStartTime, readProcStat } from '../../src/process/proc.js';
 import { packageRoot } from '../../src/process/spawn/helper.js';
+import { Spawner } from '../../src/process/spawner/client.js';
 import { eachBackend } from '../support/backends.js';
 import { TEST_ENV, waitFor } from './helpers.js';
 
 const opened: Containment[] = [];
 let sessionCounter = 0;
+const dirs: string[] = [];
 afterAll(async () => {
   for (const containment of opened) await containment.close(200);
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 });
+
+/** A fresh temporary directory, removed after the file's tests. */
+const tempDir = (): string => {
+  const dir = mkdtempSync(join(tmpdir(), 'capsule-spawner-'));
+  dirs.push(dir);
+  return dir;
+};
 
 const alive = (pid: number): boolean => readProcStat(pid) !== null && readProcStat(pid)?.state !== 'Z';
 
@@ -100,6 +112,120 @@ eachBackend((backend) => {
     expect(read).toEqual(Array.from({ length: 20 }, (_, i) => ({ out: `out-${i}\n`, err: `err-${i}\n` })));
   });
 
+  it('delivers output that crosses the hand-over threshold complete and in order, stdout and stderr apart', async () => {
+    const containment = open();
+    // Both streams far past the spawner's forwarding limit, written at once: the bytes forwarded
+    // as messages and those read from the handed pipe must join without a gap, a repeat or a swap.
+    const tree = await start(containment, 'sh', ['-c', 'seq 1 200000 & seq 1 100000 >&2; wait']);
+    const result = await tree.done;
+    const lines = (n: number): string => Array.from({ length: n }, (_, i) => `${i + 1}\n`).join('');
+    expect(result.exitCode).toBe(0);
+    expect(result.stdout.toString()).toBe(lines(200000));
+    expect(result.stderr.toString()).toBe(lines(100000));
+  });
+
+  it('delivers every byte of many commands printing at once while the runtime is too busy to read the channel', async () => {
+    const containment = open();
+    await (await start(containment, 'true', [])).done; // the spawner is up
+    // Each below the per-stream limit, together far past what the channel holds unread: the
+    // spawner hands pipes over when the channel backs up, and nothing may be lost or reordered.
+    const starting = Array.from({ length: 8 }, (_, i) => start(containment, 'sh', ['-c', `seq ${i * 100000 + 1} ${i * 100000 + 9000}; seq 1 5000 >&2`]));
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 300);
+    const results = await Promise.all((await Promise.all(starting)).map((tree) => tree.done));
+    const lines = (from: number, to: number): string => Array.from({ length: to - from + 1 }, (_, k) => `${from + k}\n`).join('');
+    expect(results.map((r) => r.stdout.toString())).toEqual(Array.from({ length: 8 }, (_, i) => lines(i * 100000 + 1, i * 100000 + 9000)));
+    expect(results.map((r) => r.stderr.toString())).toEqual(Array.from({ length: 8 }, () => lines(1, 5000)));
+  });
+
+  it('delivers binary output byte for byte, below and above the hand-over threshold', async () => {
+    const containment = open();
+    const dir = tempDir();
+    const small = Buffer.from(Array.from({ length: 512 }, (_, i) => i % 256));
+    const large = randomBytes(300_000);
+    writeFileSync(join(dir, 'small'), small);
+    writeFileSync(join(dir, 'large'), large);
+    const trees = await Promise.all([start(containment, 'cat', [join(dir, 'small')]), start(containment, 'sh', ['-c', `cat ${join(dir, 'large')} >&2`])]);
+    const [a, b] = await Promise.all(trees.map((tree) => tree.done));
+    expect(a?.stdout.equals(small)).toBe(true);
+    expect(b?.stderr.equals(large)).toBe(true);
+    expect(b?.stdout.length).toBe(0);
+  });
+
+  it("shows a chatty command's output while it runs, before its exit", async () => {
+    const containment = open();
+    const flag = join(tempDir(), 'go');
+    let exited = false;
+    const tree = await containment.start({
+      owner: { kind: 'other', label: 'sh' },
+      file: 'sh',
+      args: ['-c', `echo first; while [ ! -e ${flag} ]; do sleep 0.01; done; echo second`],
+      cwd: '/tmp',
+      env: TEST_ENV,
+      collectOutput: false,
+      onLeaderExit: () => (exited = true),
+    });
+    let text = '';
+    // The command waits for the flag, written only once its first line has arrived here.
+    const first = new Promise<void>((resolve) =>
+      tree.stdout?.on('data', (chunk: Buffer) => {
+        text += chunk.toString();
+        if (text === 'first\n') resolve();
+      }),
+    );
+    await first;
+    expect(exited).toBe(false);
+    writeFileSync(flag, '');
+    await expect(tree.done).resolves.toMatchObject({ exitCode: 0, outputHeld: false });
+    expect(text).toBe('first\nsecond\n');
+  });
+
+  it("reports the leader's exit at once and keeps reading what a background process prints after it, to its end of file", async () => {
+    const containment = open();
+    const flag = join(tempDir(), 'go');
+    let exitedAt: number | null = null;
+    const tree = await containment.start({
+      owner: { kind: 'other', label: 'sh' },
+      file: 'sh',
+      args: ['-c', `(while [ ! -e ${flag} ]; do sleep 0.01; done; echo late; echo late-err >&2) & echo early`],
+      cwd: '/tmp',
+      env: TEST_ENV,
+      drainGraceMs: 60_000,
+      // The background process prints only once the leader's exit is known here.
+      onLeaderExit: ({ atMs }) => {
+        exitedAt = atMs;
+        writeFileSync(flag, '');
+      },
+    });
+    const result = await tree.done;
+    expect(exitedAt).not.toBeNull();
+    expect(result.stdout.toString()).toBe('early\nlate\n');
+    expect(result.stderr.toString()).toBe('late-err\n');
+    expect(result.outputHeld).toBe(false);
+    expect(result.leaderExitedAtMs).toBe(exitedAt);
+  });
+
+  it('cuts output a background process still holds open at the drain, so its writes fail as with a pipe the runtime held', async () => {
+    const containment = open();
+    const flag = join(tempDir(), 'go');
+    const tree = await containment.start({
+      owner: { kind: 'other', label: 'sh' },
+      file: 'sh',
+      args: ['-c', `(while [ ! -e ${flag} ]; do sleep 0.01; done; while echo late; do sleep 0.01; done; exec sleep 30) & echo early`],
+      cwd: '/tmp',
+      env: TEST_ENV,
+      drainGraceMs: 50,
+    });
+    const result = await tree.done;
+    expect(result.outputHeld).toBe(true);
+    expect(result.stdout.toString()).toBe('early\n');
+    expect(tree.members().length).toBeGreaterThan(0);
+    writeFileSync(flag, '');
+    // Nobody reads the pipe any more (the spawner closes its end a message after the cut): a write
+    // fails (EPIPE, or SIGPIPE) and the background process never reaches `sleep 30`.
+    await waitFor(() => tree.members().length === 0, 10_000, 'the background process to die writing to its cut stdout');
+    await tree.end(200);
+  });
+
   it('reports a program that cannot be started as a spawn error, as spawn does', async () => {
     const containment = open();
     const tree = await start(containment, 'nosuchbin-capsule', []);
@@ -143,5 +269,56 @@ eachBackend((backend) => {
     await exited;
     await waitFor(() => !alive(spawner), 5000, 'the spawner to exit');
     await waitFor(() => groupMembers(pgid).length === 0, 5000, 'the tree to be ended');
+  });
+});
+
+describe("the session's spawner, its memory", () => {
+  it('hands a stream that prints much over as a pipe: a command whose reader stops is held by the kernel, not buffered', async () => {
+    const spawner = new Spawner({ cgroup: null });
+    try {
+      let exited = false;
+      const leader = await spawner.launch({
+        file: 'head',
+        args: ['-c', String(16 * 1024 * 1024), '/dev/zero'],
+        cwd: '/tmp',
+        env: TEST_ENV,
+        collectOutput: false,
+        drainGraceMs: 60_000,
+        onLeaderExit: () => (exited = true),
+      });
+      const pid = leader.pid as number;
+      // Nobody reads stdout (it arrives paused): once the spawner handed the pipe over, the
+      // command blocks in write(2) on a full pipe and stays there (Node's stdio pipes are socket
+      // pairs: the kernel names the wait after the socket's send). Were its bytes forwarded whatever
+      // the reader does, it would block only for moments and run to its exit with 16 MiB in some
+      // process's memory.
+      const written = (): number => Number(/^wchar: (\d+)$/m.exec(readFileSync(`/proc/${pid}/io`, 'utf8'))?.[1] ?? -1);
+      let last = -1;
+      let still = 0;
+      await waitFor(
+        () => {
+          if (exited) return true;
+          const blocked = /pipe_write|sock_alloc_send|unix_stream_sendmsg/.test(readFileSync(`/proc/${pid}/wchan`, 'utf8'));
+          const now = written();
+          still = blocked && now === last ? still + 1 : 0;
+          last = now;
+          return still >= 10;
+        },
+        20_000,
+        'head to stay blocked writing, or to exit',
+      );
+      expect(exited).toBe(false);
+      expect(last).toBeLessThan(4 * 1024 * 1024);
+      const stdout = leader.stdout as NonNullable<typeof leader.stdout>;
+      expect(stdout.readableLength).toBeLessThan(1024 * 1024);
+      let bytes = 0;
+      stdout.on('data', (chunk: Buffer) => (bytes += chunk.length));
+      stdout.resume();
+      leader.stderr?.resume();
+      await expect(leader.done).resolves.toMatchObject({ exitCode: 0, outputHeld: false });
+      expect(bytes).toBe(16 * 1024 * 1024);
+    } finally {
+      await spawner.close();
+    }
   });
 });

@@ -2,9 +2,14 @@
  * The runtime's side of the session's spawner (issue 14, `main.ts` is the other side): one small,
  * long-lived Node process per session that `fork()`s the commands, so that a spawn costs what a
  * fork of a ~45 MiB process costs, whatever the runtime holds (a fork's price grows with the
- * parent's memory: 0.70 ms from 49 MiB, 5.47 ms from 200 MiB). It hands back each command's pipes
- * (the kernel's pipes themselves, passed over the IPC channel: no byte is copied through it) and
- * its exit; identity, cgroups, PID namespaces and ending stay in `containment.ts`.
+ * parent's memory: 0.70 ms from 49 MiB, 5.47 ms from 200 MiB). It tells back each command's pid,
+ * output and exit; identity, cgroups, PID namespaces and ending stay in `containment.ts`.
+ *
+ * Output: the spawner forwards what a command prints as data messages as it comes (a quiet step
+ * costs no pipe handover: each is a message Node makes the sender wait on an acknowledgement for),
+ * and hands the pipe itself over once a stream has printed much (or the channel is backed up), so
+ * bulk output is read here directly with the kernel's back-pressure. Either way the caller gets one
+ * `Readable` per stream ({@link OutputStream}): every byte once, in order, then its end of file.
  *
  * Lifetimes: started lazily at the first spawn (or taken over from the one `capsule run` forked at
  * its first instruction, early.ts); on the cgroup backend moved into
@@ -18,7 +23,8 @@
 import type { ChildProcess } from 'node:child_process';
 import { closeSync, openSync, write } from 'node:fs';
 import { join } from 'node:path';
-import type { Readable, Writable } from 'node:stream';
+import type { Socket } from 'node:net';
+import { PassThrough, type Readable, type Writable } from 'node:stream';
 import { describeSpawnError, failedLaunch, NO_CONTROL, superviseLeader, type LaunchedLeader, type LaunchOptions } from '../leader.js';
 import { signalProcess } from '../signals.js';
 import { parseControl, type ControlReport } from '../spawn/helper.js';
@@ -44,10 +50,9 @@ interface Pending {
   readonly options: LaunchOptions;
   readonly startedAtMs: number;
   readonly resolve: (leader: StartedLeader) => void;
+  readonly output: Output;
   pid: number | null;
   startTime: number;
-  stdout: Readable | null;
-  stderr: Readable | null;
   stdin: Writable | null;
   control: ControlReport | null;
   exit: { code: number | null; signal: NodeJS.Signals | null } | null;
@@ -67,6 +72,8 @@ export class Spawner {
   readonly #options: SpawnerOptions;
   #child: ChildProcess | null = null;
   readonly #pending = new Map<number, Pending>();
+  /** The output of every leader whose stdout or stderr has not ended or been closed yet, by request id. */
+  readonly #outputs = new Map<number, Output>();
   #nextId = 0;
   #closed = false;
   #exited: Promise<void> = Promise.resolve();
@@ -125,15 +132,16 @@ export class Spawner {
   /** Sends one spawn request; resolves once the leader's pid and pipes are here. */
   #send(child: ChildProcess, options: LaunchOptions, startedAtMs: number): Promise<StartedLeader> {
     const id = ++this.#nextId;
+    const output = new Output(id, (message) => this.#tell(child, message), () => this.#outputs.delete(id));
+    this.#outputs.set(id, output);
     return new Promise<StartedLeader>((resolve) => {
       this.#pending.set(id, {
         options,
         startedAtMs,
         resolve,
+        output,
         pid: null,
         startTime: -1,
-        stdout: null,
-        stderr: null,
         stdin: null,
         control: null,
         exit: null,
@@ -239,39 +247,59 @@ export class Spawner {
     }
   }
 
+  /** Sends `message` to the spawner `child`, if it is still the one running and connected. */
+  #tell(child: ChildProcess, message: object): void {
+    if (this.#child === child && child.connected) child.send(message, undefined, undefined, () => undefined);
+  }
+
   #message(message: SpawnerMessage, handle: unknown): void {
+    switch (message.t) {
+      case 'd':
+        this.#outputs.get(message.id)?.data(message.s, message.b);
+        return;
+      case 'e':
+        this.#outputs.get(message.id)?.end(message.s);
+        return;
+      case 'h': {
+        const output = this.#outputs.get(message.id);
+        if (output === undefined) (handle as Socket | undefined)?.destroy();
+        else output.handOver(message.s, handle as Socket | undefined);
+        return;
+      }
+    }
     const pending = this.#pending.get(message.id);
     if (pending === undefined) {
       (handle as { destroy?: () => void } | undefined)?.destroy?.();
       return;
     }
     switch (message.t) {
-      case 'out':
+      case 'started':
         pending.pid = message.pid;
         pending.startTime = message.startTime;
-        pending.stdout = (handle as Readable | undefined) ?? null;
-        break;
-      case 'err':
-        pending.stderr = (handle as Readable | undefined) ?? null;
-        break;
+        if (!(pending.options.stdin === undefined && pending.options.stdinPipe === true)) this.#resolve(pending);
+        return;
       case 'in':
         pending.stdin = (handle as Writable | undefined) ?? null;
-        break;
+        if (!pending.resolved && pending.pid !== null) this.#resolve(pending);
+        return;
       case 'ctl': {
         const report = parseControl(message.text);
         pending.control = report;
         pending.onControl?.(report);
         this.#settleIfDone(message.id, pending);
-        break;
+        return;
       }
       case 'exit':
         pending.exit = { code: message.code, signal: message.signal };
+        if (message.ended[0]) pending.output.end(0);
+        if (message.ended[1]) pending.output.end(1);
         this.#settleIfDone(message.id, pending);
-        if (!pending.resolved) this.#resolve(pending); // only with a leader that never sent its pipes
+        if (!pending.resolved) this.#resolve(pending); // only with a leader that never sent its stdin
         pending.onExit?.(message.code, message.signal);
         return;
       case 'fail': {
         this.#pending.delete(message.id);
+        pending.output.discard();
         this.#refresh();
         const name = pending.options.displayName ?? pending.options.file;
         pending.resolved = true;
@@ -279,8 +307,6 @@ export class Spawner {
         return;
       }
     }
-    const wantsStdin = pending.options.stdin === undefined && pending.options.stdinPipe === true;
-    if (!pending.resolved && pending.pid !== null && message.t !== 'out' && (message.t === 'in' || (message.t === 'err' && !wantsStdin))) this.#resolve(pending);
   }
 
   /** Forgets a leader once its exit and (with a control channel) its control report are in. */
@@ -290,7 +316,7 @@ export class Spawner {
     this.#refresh();
   }
 
-  /** Hands the caller its leader: pipes here, exit and control to come. */
+  /** Hands the caller its leader: pid here, output, exit and control to come. */
   #resolve(pending: Pending): void {
     pending.resolved = true;
     const control = new Promise<ControlReport>((resolve) => {
@@ -301,12 +327,13 @@ export class Spawner {
     // Paused until the caller has its listeners on (`Containment.start` resumes them a turn later):
     // the watcher's own listeners would otherwise start the flow before the caller's, and the
     // caller would miss the first chunks.
-    pending.stdout?.pause();
-    pending.stderr?.pause();
+    const [stdout, stderr] = pending.output.streams;
+    stdout.pause();
+    stderr.pause();
     const leader = superviseLeader(pending.options, pending.startedAtMs, {
       pid: pending.pid as number,
-      stdout: pending.stdout,
-      stderr: pending.stderr,
+      stdout,
+      stderr,
       stdin: pending.stdin,
       control,
       onExit: (listener) => {
@@ -326,6 +353,9 @@ export class Spawner {
     const how = signal !== null ? `killed by ${signal}` : `exit status ${String(code)}`;
     const entries = [...this.#pending.values()];
     this.#pending.clear();
+    // No more bytes will be forwarded: what a command's background left holding its output ends
+    // here (handed-over pipes are the runtime's own and go on).
+    for (const output of [...this.#outputs.values()]) output.spawnerGone();
     const lost = entries.flatMap((pending) => (pending.pid === null ? [] : [pending.pid]));
     // No control report will come: an ending waiting for one may proceed.
     for (const pending of entries) pending.onControl?.(pending.control ?? NO_CONTROL);
@@ -345,11 +375,13 @@ export class Spawner {
 }
 
 type SpawnerMessage =
-  | { t: 'out'; id: number; pid: number; startTime: number }
-  | { t: 'err'; id: number }
+  | { t: 'started'; id: number; pid: number; startTime: number }
+  | { t: 'd'; id: number; s: 0 | 1; b: string }
+  | { t: 'e'; id: number; s: 0 | 1 }
+  | { t: 'h'; id: number; s: 0 | 1 }
   | { t: 'in'; id: number }
   | { t: 'ctl'; id: number; text: string }
-  | { t: 'exit'; id: number; code: number | null; signal: NodeJS.Signals | null }
+  | { t: 'exit'; id: number; code: number | null; signal: NodeJS.Signals | null; ended: [boolean, boolean] }
   | { t: 'fail'; id: number; code: string | null; message: string };
 
 /**
@@ -376,4 +408,92 @@ function writeWhole(path: string, text: string): Promise<void> {
       else resolve();
     });
   });
+}
+
+/** One stream of a leader's output, as the spawner delivers it. */
+interface StreamState {
+  /** What the caller reads. */
+  readonly stream: PassThrough;
+  /** The pipe itself, once the spawner handed it over. */
+  socket: Socket | null;
+  /** No more bytes come from the spawner (its end of file there, a handover, or the caller stopped reading). */
+  settled: boolean;
+}
+
+/**
+ * A leader's stdout and stderr on this side: each a `PassThrough` the spawner's data messages are
+ * written to, in the channel's order, and — after a handover — the handed pipe piped into it (so
+ * back-pressure reaches the command). Destroying a stream the spawner still reads (a held-open
+ * pipe the drain cut) tells the spawner to close its end, as closing a handed pipe would.
+ */
+class Output {
+  readonly streams: readonly [PassThrough, PassThrough];
+  readonly #states: [StreamState, StreamState];
+
+  constructor(
+    readonly id: number,
+    readonly tell: (message: object) => void,
+    readonly forget: () => void,
+  ) {
+    const make = (which: 0 | 1): StreamState => {
+      const stream = new PassThrough();
+      const state: StreamState = { stream, socket: null, settled: false };
+      stream.once('close', () => {
+        if (state.socket !== null) state.socket.destroy();
+        else if (!state.settled) this.tell({ t: 'close', id: this.id, s: which });
+        state.settled = true;
+        this.#check();
+      });
+      return state;
+    };
+    this.#states = [make(0), make(1)];
+    this.streams = [this.#states[0].stream, this.#states[1].stream];
+  }
+
+  /** Bytes forwarded by the spawner (base64). */
+  data(which: 0 | 1, base64: string): void {
+    const state = this.#states[which];
+    if (!state.settled) state.stream.write(Buffer.from(base64, 'base64'));
+  }
+
+  /** The stream's end of file, read by the spawner. */
+  end(which: 0 | 1): void {
+    const state = this.#states[which];
+    if (state.settled) return;
+    state.settled = true;
+    state.stream.end();
+    this.#check();
+  }
+
+  /** The spawner handed the pipe over: every byte it read before was forwarded before this. */
+  handOver(which: 0 | 1, socket: Socket | undefined): void {
+    const state = this.#states[which];
+    if (socket === undefined || state.stream.destroyed) {
+      socket?.destroy();
+      if (!state.settled) this.end(which);
+      return;
+    }
+    state.settled = true;
+    state.socket = socket;
+    socket.on('error', (error) => state.stream.destroy(error));
+    socket.pipe(state.stream);
+    this.#check();
+  }
+
+  /** The spawner is gone: streams it still read end here. */
+  spawnerGone(): void {
+    this.end(0);
+    this.end(1);
+  }
+
+  /** The launch failed: nothing was started. */
+  discard(): void {
+    this.#states[0].settled = true;
+    this.#states[1].settled = true;
+    this.#check();
+  }
+
+  #check(): void {
+    if (this.#states[0].settled && this.#states[1].settled) this.forget();
+  }
 }

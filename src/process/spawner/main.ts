@@ -5,21 +5,29 @@
  * once per session by `client.ts` (`child_process.fork`, an IPC channel); imports nothing but
  * Node's own modules, `../proc.js` and `../signals.js`.
  *
- * Protocol (JSON over the IPC channel; `client.ts` is the other side):
- * - in  `{t:'spawn', id, file, args, argv0?, cwd, env, input, stdinPipe, control}`
- * - out `{t:'out', id, pid, startTime}` with the child's stdout pipe as the handle, then
- *   `{t:'err', id}` with stderr, then `{t:'in', id}` with stdin (only with `stdinPipe`);
- *   `{t:'ctl', id, text}` the helper's control channel (fd 3) at its end of file; `{t:'exit', id,
- *   code, signal}` the leader's exit; `{t:'fail', id, code, message}` when it could not be spawned.
+ * Protocol (JSON over the IPC channel; `client.ts` is the other side; `s` is 0 for stdout, 1 for stderr):
+ * - in  `{t:'spawn', id, file, args, argv0?, cwd, env, input, stdinPipe, control}`;
+ *   `{t:'close', id, s}` the runtime stopped reading that stream (a held-open pipe it cut).
+ * - out `{t:'started', id, pid, startTime}` at the spawn; `{t:'d', id, s, b}` bytes of a stream
+ *   as they are read (`b` base64); `{t:'h', id, s}` with the stream's pipe itself as the handle;
+ *   `{t:'in', id}` with stdin (only with `stdinPipe`); `{t:'ctl', id, text}` the helper's control
+ *   channel (fd 3) at its end of file; `{t:'exit', id, code, signal, ended}` the leader's exit,
+ *   `ended` saying which streams had reached their end of file here; `{t:'e', id, s}` a stream's
+ *   end of file after the exit; `{t:'fail', id, code, message}` when it could not be spawned.
  *
- * A handed pipe is read-stopped before it is sent: the runtime is its only reader, so no byte can
- * be read (and lost) here. The runtime's containment ends the trees; this process signals only
+ * Output: a quiet or small command costs no pipe handover (each is a message the runtime must
+ * acknowledge before anything else can be sent, and a socket built on both sides): this process
+ * reads both pipes and forwards the bytes as they come, so live output stays live. A stream that
+ * passes {@link FORWARD_LIMIT} bytes, or any once the channel is backed up ({@link send}),
+ * is handed over instead — read-stopped first, every byte read before it sent before it — so bulk
+ * output goes to the runtime directly, the command gets the kernel's back-pressure, and this
+ * process's memory stays bounded. The runtime's containment ends the trees; this process signals only
  * when the runtime is gone (the channel disconnected): every leader still running gets SIGKILL to
  * its process group, then this process exits. It is placed in the session's cgroup (cgroup
  * backend) before it receives its first request, so the cgroup watchdog's kill reaches it too.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import type { Readable, Writable } from 'node:stream';
+import type { Readable } from 'node:stream';
 import { processStartTime } from '../proc.js';
 import { signalProcessGroup } from '../signals.js';
 
@@ -40,19 +48,107 @@ interface SpawnMessage {
   readonly control: boolean;
 }
 
-/** Leaders started and not yet seen exiting, by pid (= pgid). */
+interface CloseMessage {
+  readonly t: 'close';
+  readonly id: number;
+  readonly s: 0 | 1;
+}
+
+/**
+ * Bytes of one stream forwarded as data messages before its pipe is handed over instead (the
+ * runtime then reads it directly, and the command gets the kernel's back-pressure).
+ */
+const FORWARD_LIMIT = 64 * 1024;
+
+/** Leaders started and not yet seen exiting (each leads its own process group), by request id. */
 const running = new Map<number, ChildProcess>();
 
-const send = (message: object, handle?: unknown): void => {
-  if (process.connected !== true) return;
-  // The handle is closed here once the runtime has it (keepOpen false).
-  process.send?.(message, handle as never, undefined, () => undefined);
+/** The output pipes still read here, by request id and stream (0 stdout, 1 stderr). */
+const reading = new Map<number, [Forwarded | null, Forwarded | null]>();
+
+/**
+ * Sends `message` (with `handle`, closed here once the runtime has it: keepOpen false). Returns
+ * Node's own back-pressure signal: false once the channel holds 128 KiB unwritten (the runtime is
+ * slow to read it), or while messages wait behind a handover's acknowledgement. A stream forwarded
+ * when it says so is handed over instead: with {@link FORWARD_LIMIT}, what keeps this process's
+ * memory bounded whatever the commands print.
+ */
+const send = (message: object, handle?: unknown): boolean => {
+  if (process.connected !== true) return true;
+  return process.send?.(message, handle as never, undefined, () => undefined) ?? true;
 };
 
 /** Stops reading a pipe this process will hand over (the Socket started reading when it was made). */
-function holdPipe(stream: Readable | Writable | null | undefined): void {
+function holdPipe(stream: Readable | null | undefined): void {
   const handle = (stream as unknown as { _handle?: { readStop?: () => number } } | null | undefined)?._handle;
   handle?.readStop?.();
+}
+
+/** One output pipe of a command, read here and forwarded until it ends or is handed over. */
+class Forwarded {
+  /** Bytes forwarded so far. */
+  #sent = 0;
+  ended = false;
+  #done = false;
+
+  constructor(
+    readonly id: number,
+    readonly which: 0 | 1,
+    readonly stream: Readable,
+  ) {
+    stream.on('data', this.#data);
+    stream.once('end', this.#end);
+    // A read error ends the stream (as it would a handed pipe): the runtime's reader is not left waiting.
+    stream.on('error', this.#end);
+  }
+
+  readonly #data = (chunk: Buffer): void => {
+    this.#sent += chunk.length;
+    const roomy = send({ t: 'd', id: this.id, s: this.which, b: chunk.toString('base64') });
+    if (!this.#done && (this.#sent >= FORWARD_LIMIT || !roomy)) this.handOver();
+  };
+
+  readonly #end = (): void => {
+    if (this.#done) return;
+    this.#done = true;
+    this.ended = true;
+    forget(this);
+    // At the leader's exit the `exit` message says which streams had ended; after it, this does.
+    if (!running.has(this.id)) send({ t: 'e', id: this.id, s: this.which });
+  };
+
+  /**
+   * Gives the runtime the pipe itself: reading stopped first, every byte already read forwarded
+   * before it (the channel keeps the order), so none is lost, duplicated or reordered.
+   */
+  handOver(): void {
+    if (this.#done) return;
+    this.#done = true;
+    // Bytes the stream had read but not emitted yet go first (`read` emits them as `data`; it may
+    // restart the pipe's reading, which the hold below stops again before anything more is read).
+    while (this.stream.readableLength > 0 && this.stream.read() !== null);
+    holdPipe(this.stream);
+    this.stream.off('data', this.#data);
+    this.stream.off('end', this.#end);
+    forget(this);
+    send({ t: 'h', id: this.id, s: this.which }, this.stream);
+  }
+
+  /** The runtime stopped reading: close the pipe here (a grandchild writing to it then gets EPIPE, as with a pipe the runtime held). */
+  close(): void {
+    if (this.#done) return;
+    this.#done = true;
+    forget(this);
+    this.stream.destroy();
+  }
+}
+
+/** Drops a stream that ended, was handed over or closed from its id's entry. */
+function forget(stream: Forwarded): void {
+  const entry = reading.get(stream.id);
+  if (entry === undefined) return;
+  entry[stream.which] = null;
+  if (entry[0] === null && entry[1] === null) reading.delete(stream.id);
 }
 
 function start(message: SpawnMessage): void {
@@ -76,45 +172,53 @@ function start(message: SpawnMessage): void {
     child.once('error', (error: NodeJS.ErrnoException) => send({ t: 'fail', id: message.id, code: error.code ?? null, message: error.message }));
     return;
   }
-  running.set(pid, child);
+  const id = message.id;
+  running.set(id, child);
   child.on('error', () => undefined);
-  const { stdout, stderr } = child;
-  holdPipe(stdout);
-  holdPipe(stderr);
+  const stdout = child.stdout as Readable;
+  const stderr = child.stderr as Readable;
   // At the child's exit Node resumes every stdio stream nobody listens to (`flushStdio`): one
-  // whose handle is still queued for sending would be read here and its bytes lost.
+  // handed over (or queued to be) would be read here and its bytes lost.
   const stdio = child.stdio as unknown as unknown[];
   stdio[1] = null;
   stdio[2] = null;
-  send({ t: 'out', id: message.id, pid, startTime: processStartTime(pid) ?? -1 }, stdout);
-  send({ t: 'err', id: message.id }, stderr);
+  // Read here until it ends, or is handed over (FORWARD_LIMIT, a backed-up channel).
+  const out = new Forwarded(id, 0, stdout);
+  const err = new Forwarded(id, 1, stderr);
+  reading.set(id, [out, err]);
+  send({ t: 'started', id, pid, startTime: processStartTime(pid) ?? -1 });
   if (child.stdin !== null) {
     child.stdin.on('error', () => undefined); // EPIPE when the command does not read its input
     if (message.input !== null) child.stdin.end(message.input);
-    else send({ t: 'in', id: message.id }, child.stdin);
+    else send({ t: 'in', id }, child.stdin);
   }
   const control = message.control ? (child.stdio[3] as Readable | null) : null;
   if (control !== null) {
     const chunks: Buffer[] = [];
     control.on('data', (chunk: Buffer) => chunks.push(chunk));
     control.on('error', () => undefined);
-    control.once('close', () => send({ t: 'ctl', id: message.id, text: Buffer.concat(chunks).toString('utf8') }));
+    // Sent at once, not with the exit: an ending of a running tree waits for it.
+    control.once('close', () => send({ t: 'ctl', id, text: Buffer.concat(chunks).toString('utf8') }));
   }
   child.once('exit', (code, signal) => {
-    running.delete(pid);
-    send({ t: 'exit', id: message.id, code, signal });
+    running.delete(id);
+    // Which streams had already ended here: no `e` message follows for those.
+    send({ t: 'exit', id, code, signal, ended: [out.ended, err.ended] });
   });
 }
 
-process.on('message', (message: SpawnMessage) => {
+process.on('message', (message: SpawnMessage | CloseMessage) => {
   if (message?.t === 'spawn') start(message);
+  else if (message?.t === 'close') {
+    reading.get(message.id)?.[message.s]?.close();
+  }
 });
 
 // The runtime is gone (it exited or crashed): nothing it started may outlive it.
 process.on('disconnect', () => {
-  for (const pid of running.keys()) {
+  for (const child of running.values()) {
     try {
-      signalProcessGroup(pid, 'SIGKILL');
+      if (child.pid !== undefined) signalProcessGroup(child.pid, 'SIGKILL');
     } catch {
       // not a group we may signal
     }
