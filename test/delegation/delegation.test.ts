@@ -3,11 +3,11 @@
  * separate `capsule serve` process started through the containment layer, with real entries
  * (a command reading the task on stdin, a plan reading `$task.output`).
  */
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { CANCEL_CAPSULE_STEP } from '../../machines/messages.js';
+import { CANCEL_CAPSULE_STEP, CANCEL_FORCED_STEP } from '../../machines/messages.js';
 import { runPlan, startPlan, type PlanReport, type RunPlanOptions } from '../../src/runtime/run-plan.js';
-import { capDelegationText, CUT_MARKER, DELEGATION_TEXT_CAP_BYTES, delegationTimeoutSecs } from '../../src/runtime/delegation/plane.js';
+import { capDelegationText, CUT_MARKER, DELEGATION_TEXT_CAP_BYTES, delegationTimeoutSecs, PARENT_ENDED_DETAIL } from '../../src/runtime/delegation/plane.js';
 import { spawnTarget } from '../../src/runtime/delegation/registry.js';
 import { replayFile } from '../../src/replay/replay.js';
 import { rows, TempDirs, Trace, readTrace, type TraceRecord } from '../support/plan-harness.js';
@@ -270,6 +270,31 @@ describe('a delegation ended before its child is up', () => {
     expect(await inspectCommand(report.records_dir, { once: true }, { stdout: sink, stderr: sink })).toBe(0);
     expect(text).toContain(`delegation:worker@w#1  canceled (done) — its child capsule never started (no record in children/${id as string}/events.jsonl)`);
     expect(processesWith(sleep)).toEqual([]);
+  });
+});
+
+describe('a delegation whose step a forced cancel stops while the child starts', () => {
+  it('ends the child, closes the delegation once in the trace as canceled, and reports the forced cancel (no internal error)', async () => {
+    const sleep = `986.${process.pid}6`;
+    const workdir = setup([{ id: 'w', capsule: 'worker', input: 'x' }], [command('worker', `sleep ${sleep}`)]);
+    const children = join(workdir, 'records', 'children');
+    const run = startPlan(options(workdir));
+    // The child's work folder is made just before its process starts: the machine is in running.launching.
+    await waitFor(() => existsSync(children) && readdirSync(children).length > 0, 30_000, "the child capsule's folder");
+    run.cancel({ force: true });
+    const report = await run.report;
+    expect(report.canceled).toBe(true);
+    expect(rows(report)).toEqual([`w:failed:${CANCEL_FORCED_STEP}`]);
+    const trace = traceOf(report);
+    // The delegation is closed once, as canceled: with its dlg_ id when its child came up, else without one.
+    const started = trace.ofType('delegation_start').map((r) => r['delegation_id']);
+    const ended = trace.one('delegation');
+    expect(ended['delegation_id']).toBe(started[0] ?? null);
+    expect(ended['outcome']).toBe('canceled');
+    expect(ended['reason']).toContain(PARENT_ENDED_DETAIL);
+    // The run's report comes once every process it started is gone.
+    expect(processesWith(sleep)).toEqual([]);
+    for (const pid of childPids(trace)) expect(alive(pid)).toBe(false);
   });
 });
 

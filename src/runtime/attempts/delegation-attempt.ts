@@ -34,6 +34,10 @@ export function delegationActor(env: AttemptEnvironment, lastTrees: LastTrees) {
     let delegation: Delegation | null = null;
     let machine: AnyActorRef | null = null;
     let canceled = false;
+    /** The step was stopped (a forced cancel) while the delegation ran: its machine is stopped, not done. */
+    let abandoned = false;
+    /** The child's row once it is up (registered in the session's live delegations), else null. */
+    let launched: { readonly delegation_id: string; readonly child_session_id: string | null } | null = null;
     run.dispatchWhenClear(() => {
       const { step, results } = run.input.step;
       const interpolated = interpolateInput(step.input, results);
@@ -58,6 +62,30 @@ export function delegationActor(env: AttemptEnvironment, lastTrees: LastTrees) {
         });
       };
       const noChild = (status: DelegationOutcome['status'], reason: string): DelegationOutcome => ({ status, answer: null, reason, delegation_id: null, child_session_id: null });
+      /**
+       * Closes the row of a child that is up when the step was stopped (`cancel.md` §4.3): left for
+       * the run's task while the run has not ended (`late` false: called at the stop), else closed
+       * here (`late`: the child came up after the stop, once its delegation ended). With no child
+       * up at the stop, writes the terminal record of a delegation canceled without one.
+       */
+      let rowLeft = false;
+      const closeAbandoned = (late: boolean): void => {
+        const row = launched as { readonly delegation_id: string; readonly child_session_id: string | null } | null;
+        // No child up at the stop: the delegation ends canceled without one, as a graceful cancel's does.
+        if (row === null) {
+          if (!late) terminal({ status: 'canceled', answer: null, reason: PARENT_ENDED_BEFORE_UP, delegation_id: null, child_session_id: null });
+          return;
+        }
+        if (rowLeft || !session.delegations.has(row.delegation_id)) return;
+        if (!late && env.canceledRows !== undefined) {
+          rowLeft = true;
+          env.canceledRows.push({ delegation_id: row.delegation_id, capsule: target, version, child_session_id: row.child_session_id, startedMs });
+          return;
+        }
+        if (session.delegations.finish(row.delegation_id) !== null) {
+          terminal({ status: 'canceled', answer: null, reason: CANCELED_ROW_REASON, delegation_id: row.delegation_id, child_session_id: row.child_session_id });
+        }
+      };
       const logic = delegationMachine.provide({
         actors: {
           plane: fromCallback<PlaneRequest, DelegationInput>(({ sendBack, receive }) => {
@@ -83,7 +111,7 @@ export function delegationActor(env: AttemptEnvironment, lastTrees: LastTrees) {
               // is still starting (a cancel) is then linked to its records all the same.
               const delegationId = newDelegationId();
               report({ type: 'DELEGATION.APPROVED', delegationId });
-              if (canceled || run.stopped) return report({ type: 'DELEGATION.ENDED', outcome: noChild('canceled', PARENT_ENDED_DETAIL) });
+              if (canceled || abandoned || run.stopped) return report({ type: 'DELEGATION.ENDED', outcome: noChild('canceled', PARENT_ENDED_DETAIL) });
               let up = false;
               delegation = startDelegation({
                 session,
@@ -98,6 +126,7 @@ export function delegationActor(env: AttemptEnvironment, lastTrees: LastTrees) {
                 capsulesDir: env.capsulesDir,
                 onLaunched: (child) => {
                   up = true;
+                  launched = { delegation_id: child.delegation_id, child_session_id: child.child_session_id };
                   trackTree(run, child.tree);
                   // Live from the moment the child is up (`cancel.md` §4.2), before it is handed its task.
                   session.delegations.register(child.delegation_id, {
@@ -122,6 +151,8 @@ export function delegationActor(env: AttemptEnvironment, lastTrees: LastTrees) {
               });
               if (canceled) delegation.cancel();
               const result = await delegation.result;
+              // A child that came up after the stop (its answer to session.info was already on its way): nobody else closes its row.
+              if (abandoned) return closeAbandoned(true);
               // A child that never came up ends the delegation at once; otherwise the child has been ended and exited.
               if (!up) return report({ type: 'DELEGATION.ENDED', outcome: result });
               report({ type: 'DELEGATION.ANSWERED', outcome: result });
@@ -138,7 +169,14 @@ export function delegationActor(env: AttemptEnvironment, lastTrees: LastTrees) {
       machine = actor;
       actor.subscribe({
         complete: () => {
-          const result = actor.getSnapshot().output as DelegationOutcome;
+          const snapshot = actor.getSnapshot();
+          if (snapshot.status !== 'done') {
+            // Stopped, not done: the step was stopped (a forced cancel) while the delegation ran; the
+            // machine has no outcome. A child that is up still holds its row, closed as canceled.
+            closeAbandoned(false);
+            return run.fail(CANCEL_CAPSULE_STEP);
+          }
+          const result = snapshot.output as DelegationOutcome;
           if (result.status === 'canceled') {
             // One writer per row: the task that was canceled closes it after its task_canceled.
             if (result.delegation_id !== null) env.canceledRows?.push({ delegation_id: result.delegation_id, capsule: target, version, child_session_id: result.child_session_id, startedMs });
@@ -158,6 +196,9 @@ export function delegationActor(env: AttemptEnvironment, lastTrees: LastTrees) {
     });
     return {
       tree: (): ContainedProcess | null => {
+        // The step was stopped (a forced cancel): the plane ends the child, even one still starting.
+        abandoned = true;
+        (delegation as Delegation | null)?.cancel();
         (machine as AnyActorRef | null)?.stop();
         return (delegation as Delegation | null)?.tree() ?? null;
       },
@@ -169,6 +210,12 @@ export function delegationActor(env: AttemptEnvironment, lastTrees: LastTrees) {
     };
   });
 }
+
+/** The reason a canceled delegation's terminal record gives (`cancel.md` §4.3: the parent's cancel, child-side detail). */
+const CANCELED_ROW_REASON = 'the parent ended this delegation: the task running the plan was cancelled';
+
+/** The reason of a delegation canceled before its child was up (the plane's `PARENT_ENDED_DETAIL`; the plane loads lazily). */
+const PARENT_ENDED_BEFORE_UP = 'the parent ended this delegation';
 
 /** A canceled delegation's row, left for the run's task to close (`cancel.md` §4.3). */
 export interface CanceledRow {
@@ -194,7 +241,7 @@ export function closeCanceledRows(session: Session, rows: CanceledRow[]): void {
       child_session_id: row.child_session_id,
       duration_ms: Math.max(0, Math.round(session.time.monotonicMs() - row.startedMs)),
       outcome: 'canceled',
-      reason: 'the parent ended this delegation: the task running the plan was cancelled',
+      reason: CANCELED_ROW_REASON,
     });
   }
 }
