@@ -390,6 +390,12 @@ export interface LeaderParts {
    * spawner died): `done` then settles with `why` as `spawnError`, the pid kept.
    */
   onLost?(listener: (why: string) => void): void;
+  /**
+   * Resolves once output another process reads for us (the session's spawner) has been delivered
+   * up to now: called when the drain's grace ends, before the pipes are cut, so that a reader
+   * stalled through the grace costs no byte written within it. Never rejects.
+   */
+  flush?(): Promise<void>;
 }
 
 /** A {@link ProcessResult} for a program that never ran. */
@@ -469,7 +475,7 @@ export function superviseLeader(options: LaunchOptions, startedAtMs: number, par
       // it exited (a busy event loop runs expired timers first). So the pipes are cut only after a
       // whole loop turn has read nothing new: output already in the pipe is never lost.
       const drained = new Promise<void>((resolveDrain) => {
-        timer = setTimeout(() => void quiescent().then(resolveDrain), drainGraceMs);
+        timer = setTimeout(() => void (parts.flush?.() ?? Promise.resolve()).then(quiescent).then(resolveDrain), drainGraceMs);
       });
       const quiescent = async (): Promise<void> => {
         for (let turns = 0; turns < MAX_QUIESCENCE_TURNS; turns++) {

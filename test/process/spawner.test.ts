@@ -226,6 +226,44 @@ eachBackend((backend) => {
     await tree.end(200);
   });
 
+  it('keeps what a background process printed within the drain grace while the spawner was stalled through it', async () => {
+    const containment = open();
+    const flag = join(tempDir(), 'go');
+    let spawner: number | null = null;
+    let resumed: Promise<void> = Promise.resolve();
+    const tree = await containment.start({
+      owner: { kind: 'other', label: 'sh' },
+      file: 'sh',
+      // Prints at once when told, then holds the pipes open: the drain cuts them at its grace.
+      args: ['-c', `(while [ ! -e ${flag} ]; do sleep 0.005; done; echo late; echo late-err >&2; exec sleep 30) & echo early`],
+      cwd: '/tmp',
+      env: TEST_ENV,
+      drainGraceMs: 200,
+      // The spawner is stopped before the background process prints, and resumed well after the grace.
+      onLeaderExit: () => {
+        spawner = containment.spawnerPid;
+        process.kill(spawner as number, 'SIGSTOP');
+        writeFileSync(flag, '');
+        resumed = new Promise((resolve) =>
+          setTimeout(() => {
+            process.kill(spawner as number, 'SIGCONT');
+            resolve();
+          }, 600),
+        );
+      },
+    });
+    try {
+      const result = await tree.done;
+      expect(spawner).not.toBeNull();
+      expect(result.outputHeld).toBe(true);
+      expect(result.stdout.toString()).toBe('early\nlate\n');
+      expect(result.stderr.toString()).toBe('late-err\n');
+    } finally {
+      await resumed;
+      await tree.end(200);
+    }
+  });
+
   it('reports a program that cannot be started as a spawn error, as spawn does', async () => {
     const containment = open();
     const tree = await start(containment, 'nosuchbin-capsule', []);

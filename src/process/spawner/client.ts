@@ -260,6 +260,9 @@ export class Spawner {
       case 'e':
         this.#outputs.get(message.id)?.end(message.s);
         return;
+      case 'flushed':
+        this.#outputs.get(message.id)?.flushed();
+        return;
       case 'h': {
         const output = this.#outputs.get(message.id);
         if (output === undefined) (handle as Socket | undefined)?.destroy();
@@ -343,6 +346,7 @@ export class Spawner {
       onLost: (listener) => {
         pending.onLost = listener;
       },
+      flush: () => pending.output.flush(),
     });
     pending.resolve({ ...leader, startTime: pending.startTime });
   }
@@ -378,6 +382,7 @@ type SpawnerMessage =
   | { t: 'started'; id: number; pid: number; startTime: number }
   | { t: 'd'; id: number; s: 0 | 1; b: string }
   | { t: 'e'; id: number; s: 0 | 1 }
+  | { t: 'flushed'; id: number }
   | { t: 'h'; id: number; s: 0 | 1 }
   | { t: 'in'; id: number }
   | { t: 'ctl'; id: number; text: string }
@@ -429,6 +434,8 @@ interface StreamState {
 class Output {
   readonly streams: readonly [PassThrough, PassThrough];
   readonly #states: [StreamState, StreamState];
+  /** Callers of {@link flush} waiting for the spawner's answer. */
+  #flushing: Array<() => void> = [];
 
   constructor(
     readonly id: number,
@@ -480,6 +487,23 @@ class Output {
     this.#check();
   }
 
+  /**
+   * Resolves once the spawner has delivered what the streams it still reads held when this was
+   * called (its `flushed` answer comes after every byte it read), or at once when it reads none:
+   * the drain's grace is the runtime's clock, the reading is the spawner's, which may lag.
+   */
+  flush(): Promise<void> {
+    if (this.#states[0].settled && this.#states[1].settled) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      if (this.#flushing.push(resolve) === 1) this.tell({ t: 'flush', id: this.id });
+    });
+  }
+
+  /** The spawner's answer to a flush. */
+  flushed(): void {
+    for (const resolve of this.#flushing.splice(0)) resolve();
+  }
+
   /** The spawner is gone: streams it still read end here. */
   spawnerGone(): void {
     this.end(0);
@@ -494,6 +518,9 @@ class Output {
   }
 
   #check(): void {
-    if (this.#states[0].settled && this.#states[1].settled) this.forget();
+    if (this.#states[0].settled && this.#states[1].settled) {
+      this.flushed();
+      this.forget();
+    }
   }
 }

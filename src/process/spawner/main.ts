@@ -7,13 +7,18 @@
  *
  * Protocol (JSON over the IPC channel; `client.ts` is the other side; `s` is 0 for stdout, 1 for stderr):
  * - in  `{t:'spawn', id, file, args, argv0?, cwd, env, input, stdinPipe, control}`;
- *   `{t:'close', id, s}` the runtime stopped reading that stream (a held-open pipe it cut).
+ *   `{t:'close', id, s}` the runtime stopped reading that stream (a held-open pipe it cut);
+ *   `{t:'flush', id}` the runtime's drain grace ended while a stream is still read here.
  * - out `{t:'started', id, pid, startTime}` at the spawn; `{t:'d', id, s, b}` bytes of a stream
  *   as they are read (`b` base64); `{t:'h', id, s}` with the stream's pipe itself as the handle;
  *   `{t:'in', id}` with stdin (only with `stdinPipe`); `{t:'ctl', id, text}` the helper's control
  *   channel (fd 3) at its end of file; `{t:'exit', id, code, signal, ended}` the leader's exit,
  *   `ended` saying which streams had reached their end of file here; `{t:'e', id, s}` a stream's
- *   end of file after the exit; `{t:'fail', id, code, message}` when it could not be spawned.
+ *   end of file after the exit; `{t:'fail', id, code, message}` when it could not be spawned;
+ *   `{t:'flushed', id}` the answer to a flush, once the streams still read here have read nothing
+ *   new for a whole loop turn (every byte read is sent before it): a held-open pipe is cut only
+ *   after what it held when the grace ended has reached the runtime, even if this process was
+ *   stalled (descheduled, stopped) through the grace.
  *
  * Output: a quiet or small command costs no pipe handover (each is a message the runtime must
  * acknowledge before anything else can be sent, and a socket built on both sides): this process
@@ -54,6 +59,14 @@ interface CloseMessage {
   readonly s: 0 | 1;
 }
 
+interface FlushMessage {
+  readonly t: 'flush';
+  readonly id: number;
+}
+
+/** Loop turns a flush may wait while output is still arriving (as the runtime's drain does). */
+const MAX_QUIESCENCE_TURNS = 64;
+
 /**
  * Bytes of one stream forwarded as data messages before its pipe is handed over instead (the
  * runtime then reads it directly, and the command gets the kernel's back-pressure).
@@ -88,6 +101,9 @@ function holdPipe(stream: Readable | null | undefined): void {
 class Forwarded {
   /** Bytes forwarded so far. */
   #sent = 0;
+  get sent(): number {
+    return this.#sent;
+  }
   ended = false;
   #done = false;
 
@@ -207,11 +223,27 @@ function start(message: SpawnMessage): void {
   });
 }
 
-process.on('message', (message: SpawnMessage | CloseMessage) => {
+/** Bytes read so far from the streams of request `id` still read here. */
+function readSoFar(id: number): number {
+  const entry = reading.get(id);
+  return (entry?.[0]?.sent ?? 0) + (entry?.[1]?.sent ?? 0);
+}
+
+/** Answers a flush once `id`'s streams still read here have read nothing new for a whole loop turn (or there are none). */
+async function flush(id: number): Promise<void> {
+  for (let turns = 0; turns < MAX_QUIESCENCE_TURNS && reading.has(id); turns++) {
+    const before = readSoFar(id);
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    if (readSoFar(id) === before) break;
+  }
+  send({ t: 'flushed', id });
+}
+
+process.on('message', (message: SpawnMessage | CloseMessage | FlushMessage) => {
   if (message?.t === 'spawn') start(message);
   else if (message?.t === 'close') {
     reading.get(message.id)?.[message.s]?.close();
-  }
+  } else if (message?.t === 'flush') void flush(message.id);
 });
 
 // The runtime is gone (it exited or crashed): nothing it started may outlive it.
