@@ -51,6 +51,12 @@ export async function bundle(root = join(dirname(fileURLToPath(import.meta.url))
     chunkNames: 'chunks/[name]-[hash]',
     banner: { js: REQUIRE_BANNER },
     sourcemap: 'linked',
+    // Less to parse at every start (issue 14, startup: Node 20 compiles every module afresh):
+    // whitespace and syntax minified, 936 KB → 630 KB of what `capsule run` loads. Identifiers are
+    // kept (no `minifyIdentifiers`), so stack traces and error messages name our functions and
+    // classes as written; the source maps map positions back to src/*.ts.
+    minifyWhitespace: true,
+    minifySyntax: true,
     metafile: true,
     logLevel: 'warning',
   });

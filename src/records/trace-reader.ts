@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { ERROR_CODES } from '../errors.js';
 import { JsonlFollower, parseObject, type JsonlProblem, type JsonlRead } from './jsonl-reader.js';
 import { isTraceEventType, OMITS_NULL_PARENT, TRACE_PARENTS, type TraceEnvelope, type TraceEventType, type TraceRecord } from './trace-records.js';
-import { traceFieldSchemas } from './trace-schemas.js';
+import { traceFieldSchema } from './trace-schemas.js';
 import { formatIssues } from '../plan/schema.js';
 import { excerpt } from '../plan/text.js';
 
@@ -170,14 +170,14 @@ export function endedTrace(path: string): boolean {
 /** One line as a record the reader accepts (a JSON object as a line is read, its envelope and fields), or null. */
 function recordOf(line: Buffer): Record<string, unknown> | null {
   const record = parseObject(line);
-  return record !== null && envelopeProblem(record) === null && fieldsProblem(record) === null ? record : null;
+  return record !== null && envelopeProblem(record) === null && fieldsProblem(record, { jitless: true }) === null ? record : null;
 }
 
 /** For a known record type: why its fields break its schema, or null. Unknown types are kept unchecked. */
-function fieldsProblem(value: Record<string, unknown>): string | null {
+function fieldsProblem(value: Record<string, unknown>, context?: { jitless: boolean }): string | null {
   const type = value['event_type'];
   if (!isTraceEventType(type)) return null;
-  const checked = traceFieldSchemas()[type].safeParse(value);
+  const checked = traceFieldSchema(type).safeParse(value, context);
   return checked.success ? null : `not a ${type} record: ${formatIssues(checked.error.issues)}`;
 }
 

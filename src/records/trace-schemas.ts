@@ -11,11 +11,13 @@ import * as z from 'zod';
 import type { TraceEventType } from './trace-records.js';
 
 /**
- * The schemas are built at their first use, not when this module loads: building ~60 zod schemas
- * and their partial copies is a few milliseconds that `capsule run` would pay at every start
- * (issue 14) although it reads a trace only when an earlier session left one to look at.
+ * The schemas are built at their first use, one record type at a time, not when this module
+ * loads: building all 21 record types' zod objects (26 with the nested ones) and their partial copies is ~10-20 ms that `capsule run`
+ * would pay at every start (issue 14), and the start only reads a trace when an earlier session
+ * left one — then only its two ends, a `session_start` and a `session_end` (`endedTrace`), so it
+ * builds those two. The pieces several types share are built with the first of them.
  */
-function buildWrittenSchemas() {
+function buildSchemaTable() {
   const count = z.number();
   const text = z.string();
   const stepKind = z.enum(['tool', 'shell', 'capsule', 'unknown']);
@@ -52,7 +54,7 @@ function buildWrittenSchemas() {
 
 
   return {
-    session_start: z.looseObject({
+    session_start: () => z.looseObject({
       capsule_name: text.nullable(),
       capsule_version: text.nullable(),
       capabilities: z.unknown(),
@@ -64,7 +66,7 @@ function buildWrittenSchemas() {
       pid_start_time: count.nullable(),
       containment,
     }),
-    session_end: z.looseObject({
+    session_end: () => z.looseObject({
       total_turns: count,
       total_input_tokens: count,
       total_output_tokens: count,
@@ -73,7 +75,7 @@ function buildWrittenSchemas() {
       duration_ms: count,
       exit_status: text,
     }),
-    process_start: z.looseObject({
+    process_start: () => z.looseObject({
       owner: text,
       pid: count,
       pid_start_time: count,
@@ -83,13 +85,13 @@ function buildWrittenSchemas() {
       executable: text.nullable(),
       argv: strings,
     }),
-    plan_start: z.looseObject({
+    plan_start: () => z.looseObject({
       plan_id: text,
       step_count: count,
       steps: z.array(z.looseObject({ step_id: text, kind: stepKind, depends_on: strings, has_condition: z.boolean() })),
     }),
-    plan_step_start: z.looseObject({ plan_id: text, step_id: text, kind: stepKind, depends_on: strings }),
-    plan_step: z.looseObject({
+    plan_step_start: () => z.looseObject({ plan_id: text, step_id: text, kind: stepKind, depends_on: strings }),
+    plan_step: () => z.looseObject({
       plan_id: text,
       step_id: text,
       kind: stepKind,
@@ -102,7 +104,7 @@ function buildWrittenSchemas() {
       resource_id: text.optional(),
       truncated: truncation.optional(),
     }),
-    plan_end: z.looseObject({
+    plan_end: () => z.looseObject({
       plan_id: text,
       outcome: z.enum(['completed', 'failed', 'canceled']),
       failed_step: text.optional(),
@@ -113,7 +115,7 @@ function buildWrittenSchemas() {
       duration_ms: count,
       reason: text.optional(),
     }),
-    task_start: z.looseObject({
+    task_start: () => z.looseObject({
       task_id: text,
       context_id: text.optional(),
       source: text,
@@ -124,7 +126,7 @@ function buildWrittenSchemas() {
       message_parts_bytes: count.optional(),
       method: text.optional(),
     }),
-    plan_step_late: z.looseObject({
+    plan_step_late: () => z.looseObject({
       plan_id: text,
       step_id: text,
       attempt: count,
@@ -133,7 +135,7 @@ function buildWrittenSchemas() {
       disposition: z.literal('ignored'),
       reason: z.literal('canceled'),
     }),
-    shell: z.looseObject({
+    shell: () => z.looseObject({
       turn: count.optional(),
       task_id: text.nullable(),
       binary: text,
@@ -146,8 +148,8 @@ function buildWrittenSchemas() {
       full_output_path: text.optional(),
       output_holders: z.enum(['Killed', 'LeftRunning']).optional(),
     }),
-    task_canceled: z.looseObject({ task_id: text, phase: text, detached_work_ids: strings, delegation_ids: strings }),
-    shell_detached: z.looseObject({
+    task_canceled: () => z.looseObject({ task_id: text, phase: text, detached_work_ids: strings, delegation_ids: strings }),
+    shell_detached: () => z.looseObject({
       turn: count.optional(),
       task_id: text.nullable(),
       work_id: text,
@@ -160,7 +162,7 @@ function buildWrittenSchemas() {
       cgroup: text.nullable(),
       output_path: text,
     }),
-    shell_completed: z.looseObject({
+    shell_completed: () => z.looseObject({
       work_id: text,
       binary: text,
       command: text,
@@ -173,7 +175,7 @@ function buildWrittenSchemas() {
       completion_task_id: text.optional(),
       delivered_via: z.enum(['task', 'background_command']).optional(),
     }),
-    shell_abandoned: z.looseObject({
+    shell_abandoned: () => z.looseObject({
       work_id: text,
       binary: text,
       command: text,
@@ -185,7 +187,7 @@ function buildWrittenSchemas() {
       pid: count.optional(),
       pgid: count.optional(),
     }),
-    shell_lost: z.looseObject({
+    shell_lost: () => z.looseObject({
       work_id: text,
       binary: text,
       command: text,
@@ -193,12 +195,12 @@ function buildWrittenSchemas() {
       reconciled_by_session: text,
       reconciled_task_id: text,
     }),
-    process_lost: z.looseObject({
+    process_lost: () => z.looseObject({
       ...recordedTree,
       reconciled_by_session: text,
       reconciled_task_id: text.nullable(),
     }),
-    session_resume: z.looseObject({
+    session_resume: () => z.looseObject({
       prior_records_dir: text,
       prior_session_id: text.nullable(),
       skipped: text.nullable(),
@@ -219,7 +221,7 @@ function buildWrittenSchemas() {
       repaired_torn_tail: z.boolean(),
       reap: z.boolean(),
     }),
-    process_reaped: z.looseObject({
+    process_reaped: () => z.looseObject({
       prior_session_id: text,
       owner: text.nullable(),
       work_id: text.nullable(),
@@ -232,8 +234,8 @@ function buildWrittenSchemas() {
       survivors: z.array(count),
       gone: z.boolean(),
     }),
-    delegation_start: z.looseObject({ delegation_id: text, capsule: text, version: text, child_session_id: text, child_workdir: text, deadline_ms: count.optional(), workdir_snapshot: z.looseObject({ source: text, files: count, bytes: count }).optional() }),
-    delegation: z.looseObject({
+    delegation_start: () => z.looseObject({ delegation_id: text, capsule: text, version: text, child_session_id: text, child_workdir: text, deadline_ms: count.optional(), workdir_snapshot: z.looseObject({ source: text, files: count, bytes: count }).optional() }),
+    delegation: () => z.looseObject({
       capsule: text,
       version: text,
       delegation_id: text.nullable(),
@@ -242,25 +244,45 @@ function buildWrittenSchemas() {
       outcome: text,
       reason: text.optional(),
     }),
-  } as const satisfies { readonly [K in TraceEventType]: z.ZodObject };
+  } as const satisfies { readonly [K in TraceEventType]: () => z.ZodObject };
 }
 
+/** One builder per record type (each called once, at its type's first use). */
+type TraceSchemaTable = ReturnType<typeof buildSchemaTable>;
+
 /** The fields of each record type after the envelope, as written (the envelope itself is checked by the reader). */
-export type TraceWrittenSchemas = ReturnType<typeof buildWrittenSchemas>;
+export type TraceWrittenSchemas = { readonly [K in TraceEventType]: ReturnType<TraceSchemaTable[K]> };
 
 /** The fields of each record type as read: each as written when present, any of them absent. */
 export type TraceFieldSchemas = { readonly [K in TraceEventType]: z.ZodType };
 
+let table: TraceSchemaTable | null = null;
+const writtenByType: { -readonly [K in TraceEventType]?: TraceWrittenSchemas[K] } = {};
+const fieldsByType: { -readonly [K in TraceEventType]?: z.ZodType } = {};
 let written: TraceWrittenSchemas | null = null;
 let fields: TraceFieldSchemas | null = null;
 
-/** The fields of each record type after the envelope, as written (the envelope itself is checked by the reader); built once, at the first call. */
+/** The fields of records of `type` after the envelope, as written; built once, at the first call for that type. */
+export function traceWrittenSchema<K extends TraceEventType>(type: K): TraceWrittenSchemas[K] {
+  return (writtenByType[type] ??= (table ??= buildSchemaTable())[type]() as TraceWrittenSchemas[K]) as TraceWrittenSchemas[K];
+}
+
+/** The fields of records of `type` as read: each as written when present, any of them absent; built once, at the first call for that type. */
+export function traceFieldSchema(type: TraceEventType): z.ZodType {
+  return (fieldsByType[type] ??= traceWrittenSchema(type).partial());
+}
+
+/** Every record type's {@link traceWrittenSchema}. */
 export function traceWrittenSchemas(): TraceWrittenSchemas {
-  return (written ??= buildWrittenSchemas());
+  return (written ??= Object.fromEntries(Object.keys((table ??= buildSchemaTable())).map((type) => [type, traceWrittenSchema(type as TraceEventType)])) as unknown as TraceWrittenSchemas);
 }
 
-/** The fields of each record type as read: each as written when present, any of them absent; built once, at the first call. */
+/** Every record type's {@link traceFieldSchema}. */
 export function traceFieldSchemas(): TraceFieldSchemas {
-  return (fields ??= Object.fromEntries(Object.entries(traceWrittenSchemas()).map(([type, schema]) => [type, schema.partial()])) as unknown as TraceFieldSchemas);
+  return (fields ??= Object.fromEntries(Object.keys((table ??= buildSchemaTable())).map((type) => [type, traceFieldSchema(type as TraceEventType)])) as unknown as TraceFieldSchemas);
 }
 
+/** The record types whose schema is built so far, in build order (tests: what a reader made it build). */
+export function builtTraceSchemaTypes(): TraceEventType[] {
+  return Object.keys(writtenByType) as TraceEventType[];
+}

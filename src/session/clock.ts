@@ -32,10 +32,21 @@ export interface SessionClock {
   readonly timers: XStateClock;
 }
 
-/** The real clock: `Date.now`, `performance.now` and Node's timers. */
+/**
+ * Milliseconds (fractional) on the process's monotonic clock, from an arbitrary origin. Read
+ * through `process.hrtime` rather than `performance.now()`: the first use of the global
+ * `performance` loads Node's `perf_hooks` family of modules (~1–2 ms CPU), which every
+ * `capsule run` would pay before its first step (issue 14, startup).
+ */
+export function hrtimeMs(): number {
+  const [secs, nanos] = process.hrtime();
+  return secs * 1000 + nanos / 1e6;
+}
+
+/** The real clock: `Date.now`, the process's monotonic clock ({@link hrtimeMs}) and Node's timers. */
 export const systemClock: SessionClock = {
   epochMs: () => Date.now(),
-  monotonicMs: () => performance.now(),
+  monotonicMs: hrtimeMs,
   timers: {
     setTimeout: (fn, ms) => setTimeout(fn, ms),
     clearTimeout: (id) => clearTimeout(id as NodeJS.Timeout),

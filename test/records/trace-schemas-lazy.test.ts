@@ -1,0 +1,48 @@
+/**
+ * The trace schemas are built one record type at a time, at their first use (issue 14, startup):
+ * every `capsule run` asks of each earlier session in the records root whether it ended, from the
+ * two ends of its trace (`endedTrace`), and that must not build the schemas of the ~20 record
+ * types it never meets. Its own file, so that no other test has built any schema first.
+ */
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { endedTrace, readTrace } from '../../src/records/trace-reader.js';
+import { builtTraceSchemaTypes } from '../../src/records/trace-schemas.js';
+import { TraceWriter } from '../../src/records/trace-writer.js';
+
+let dir = '';
+beforeAll(() => {
+  dir = mkdtempSync(join(tmpdir(), 'capsule-trace-lazy-'));
+});
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+it("tells an ended session from its trace's ends building only the session_start and session_end schemas, and builds another type's when a whole read meets one", () => {
+  const path = join(dir, 'trace.jsonl');
+  const writer = new TraceWriter(path, 'ses_lazy');
+  const start = writer.write('session_start', null, {
+    capsule_name: null,
+    capsule_version: null,
+    capabilities: {},
+    tools_declared: [],
+    workdir_exec: dir,
+    records_dir: dir,
+    runtime: 'capsule-runtime (TypeScript)',
+    pid: 1,
+    pid_start_time: null,
+    containment: { backend: 'process-group', reason: 'test', cgroup: null, cgroup_kill: false, helper: null, pid_namespace: false, isolation_reason: 'test', run_as: null },
+  });
+  writer.write('plan_start', start, { plan_id: 'p', step_count: 0, steps: [] });
+  writer.write('session_end', start, { total_turns: 0, total_input_tokens: 0, total_output_tokens: 0, total_tool_calls: 0, total_shell_calls: 0, duration_ms: 1, exit_status: 'ok' });
+  writer.close();
+  expect(builtTraceSchemaTypes()).toEqual([]);
+  expect(endedTrace(path)).toBe(true);
+  expect(builtTraceSchemaTypes().sort()).toEqual(['session_end', 'session_start']);
+  expect(readTrace(path).problems).toEqual([]);
+  expect(builtTraceSchemaTypes().sort()).toEqual(['plan_start', 'session_end', 'session_start']);
+  // The verdict of the ends is the schemas': a session_start whose fields break its schema is no ended session.
+  const lines = readFileSync(path, 'utf8').trimEnd().split('\n');
+  const broken = join(dir, 'broken.jsonl');
+  writeFileSync(broken, [JSON.stringify({ ...(JSON.parse(lines[0] as string) as object), pid: 'one' }), ...lines.slice(1)].join('\n') + '\n');
+  expect(endedTrace(broken)).toBe(false);
+});
