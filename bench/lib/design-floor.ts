@@ -10,7 +10,9 @@
  * XState copies a parent's children map on every spawn and stop, so one parent of a 10,000-step
  * wave is quadratic (the runtime measured 35 s): like the runtime's step pools, a node of the
  * tree (the plan, or a pool actor) holds at most `FANOUT` steps and `FANOUT` sub-pools, and a pool
- * tells the plan of each of its steps' ends directly. What it leaves out is ours: parsing and
+ * tells the plan of each of its steps' ends directly. With a cap on live steps (`--max-parallel`
+ * N, the shell suite's design floor) the plan holds at most N step actors, as the runtime's does,
+ * starting a wave's steps as slots free up. What it leaves out is ours: parsing and
  * validating the plan, the schedule's `if` / `on_error` / cancel rules, the session, records,
  * the attempt's gate, interpolation and result checks, and the report.
  */
@@ -41,12 +43,13 @@ interface FloorStepInput {
   readonly index: number;
 }
 
-type Tool = (stepId: string) => Promise<string | null>;
+/** A step's attempt: the tool called with the step's id and declaration index. */
+export type Tool = (stepId: string, index: number) => Promise<string | null>;
 
 function floorMachines(tool: Tool) {
   const step = setup({
     types: { input: {} as FloorStepInput, context: {} as { input: FloorStepInput; output: string | null }, output: {} as { index: number; output: string | null } },
-    actors: { attempt: fromPromise<string | null, FloorStepInput>(({ input }) => tool(input.stepId)) },
+    actors: { attempt: fromPromise<string | null, FloorStepInput>(({ input }) => tool(input.stepId, input.index)) },
   }).createMachine({
     id: 'floorStep',
     context: ({ input }) => ({ input, output: null }),
@@ -192,12 +195,102 @@ function floorMachines(tool: Tool) {
     },
     output: ({ context }) => ({ ended: context.ended }),
   });
-  return planMachine;
+
+  interface CappedContext {
+    readonly plan: PlanFile;
+    readonly waves: number[][];
+    readonly maxParallel: number;
+    wave: number;
+    /** Next position in the current wave to start. */
+    next: number;
+    /** Live step actors: declaration index → slot (`step.<slot>`, reused once free). */
+    readonly live: Map<number, number>;
+    readonly freeSlots: number[];
+    slotCount: number;
+    ended: number;
+  }
+  /**
+   * The plan actor with a cap of `maxParallel` (≤ FANOUT) live steps, as the runtime's plan runs
+   * `--max-parallel N`: it starts a wave's steps as slots free up (at most N step actors alive,
+   * all its own children, so no pool), and the next wave once the last step of this one ended.
+   */
+  const cappedPlanMachine = setup({
+    types: { input: {} as { plan: PlanFile; maxParallel: number }, context: {} as CappedContext, output: {} as { ended: number } },
+    actors: { step },
+    actions: {
+      spawnReady: enqueueActions(({ context, enqueue }) => {
+        const indices = context.waves[context.wave] ?? [];
+        while (context.next < indices.length && context.live.size < context.maxParallel) {
+          const index = indices[context.next++] as number;
+          const slot = context.freeSlots.pop() ?? context.slotCount++;
+          context.live.set(index, slot);
+          // A finished step is not stopped: the next step started in its slot takes its id (as the runtime's plan does).
+          enqueue.spawnChild('step', { id: `step.${slot}`, input: { stepId: (context.plan.steps[index] as PlanFile['steps'][number]).id, index } });
+        }
+      }),
+      countEnded: enqueueActions(({ context, event }) => {
+        const { index } = (event as unknown as { output: { index: number } }).output;
+        const slot = context.live.get(index);
+        if (slot === undefined) return;
+        context.live.delete(index);
+        context.freeSlots.push(slot);
+        context.ended++;
+        if (context.live.size === 0 && context.next >= (context.waves[context.wave] ?? []).length) {
+          context.wave++;
+          context.next = 0;
+        }
+      }),
+    },
+    guards: {
+      runOver: ({ context }) => context.live.size === 0 && context.wave >= context.waves.length,
+    },
+  }).createMachine({
+    id: 'floorPlan',
+    context: ({ input }) => ({
+      plan: input.plan,
+      waves: wavesOf(input.plan),
+      maxParallel: input.maxParallel,
+      wave: 0,
+      next: 0,
+      live: new Map<number, number>(),
+      freeSlots: [],
+      slotCount: 0,
+      ended: 0,
+    }),
+    initial: 'running',
+    states: {
+      running: {
+        initial: 'dispatching',
+        states: {
+          dispatching: {
+            entry: 'spawnReady',
+            on: { 'xstate.done.actor.step.*': { actions: ['countEnded', 'spawnReady'] } },
+            always: { guard: 'runOver', target: '#floorPlan.leaderExited' },
+          },
+        },
+      },
+      leaderExited: { always: 'finished' },
+      finished: { type: 'final' },
+      canceled: { type: 'final' },
+    },
+    output: ({ context }) => ({ ended: context.ended }),
+  });
+  return { planMachine, cappedPlanMachine };
 }
 
-/** Runs `plan` as the design's actor structure (see the top of the file); resolves with the number of steps that ended. */
-export async function runDesignFloor(plan: PlanFile, tool: Tool): Promise<number> {
-  const actor = createActor(floorMachines(tool), { input: { plan } });
+/**
+ * Runs `plan` as the design's actor structure (see the top of the file), each step's attempt
+ * calling `tool`; resolves with the number of steps that ended. With `maxParallel` (1 … FANOUT),
+ * at most that many step actors are alive at once, as with the runtime's `--max-parallel`: a
+ * wave's steps start as slots free up. Above FANOUT the runtime would pool the live steps, which
+ * this floor does not model (an error).
+ */
+export async function runDesignFloor(plan: PlanFile, tool: Tool, maxParallel?: number): Promise<number> {
+  const { planMachine, cappedPlanMachine } = floorMachines(tool);
+  let actor;
+  if (maxParallel === undefined || maxParallel === Number.POSITIVE_INFINITY) actor = createActor(planMachine, { input: { plan } });
+  else if (Number.isInteger(maxParallel) && maxParallel >= 1 && maxParallel <= FANOUT) actor = createActor(cappedPlanMachine, { input: { plan, maxParallel } });
+  else throw new Error(`design floor: max-parallel ${maxParallel} is not modelled (1 … ${FANOUT}: above it the runtime pools the live steps)`);
   actor.start();
   const { ended } = await toPromise(actor);
   if (ended !== plan.steps.length) throw new Error(`design floor: ${ended} of ${plan.steps.length} steps ended`);

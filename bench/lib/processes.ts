@@ -8,6 +8,8 @@ import { cliProgram } from '../../src/process/programs.js';
 export const CLI = cliProgram();
 /** `dist/bench/raw-spawn.js`: the fresh small Node process of the raw-spawn baseline. */
 export const RAW_SPAWN = fileURLToPath(new URL('../raw-spawn.js', import.meta.url));
+/** `dist/bench/design-floor-spawn.js`: the fresh small Node process of the shell suite's design floor. */
+export const DESIGN_FLOOR_SPAWN = fileURLToPath(new URL('../design-floor-spawn.js', import.meta.url));
 export const TRUE_BIN = existsSync('/usr/bin/true') ? '/usr/bin/true' : '/bin/true';
 
 export interface Finished {

@@ -10,6 +10,12 @@
  *   mount namespace with its private /proc and one read-only bind); `capsule run` is compared with
  *   it too, and `capsule run` with the bare containment (process groups, no helper, no namespace)
  *   with the plain raw spawn;
+ * - the design floor (`design-floor-spawn.js`): the contained floor's per-step work as the invoked
+ *   attempt of one step actor per step, in the actor structure the design card asks for
+ *   (bench/lib/design-floor.ts, at most N step actors alive), in a fresh small Node; and the same
+ *   with the commands started by a small spawner process over IPC (`--spawner`), as the runtime
+ *   does. No target: `capsule run` over it says what of its time is neither the kernel's nor the
+ *   design's actors, the floor over the contained floor what those actors cost per step;
  * - `make -jN` on the equivalent Makefile (one phony target per step, its prerequisites the step's
  *   dependencies);
  * - `xargs -PN` on the equivalent work (one `xargs` per layer for the layered plan: each layer
@@ -31,11 +37,15 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { Row, Suite, SuiteContext } from '../harness.js';
 import { interleave } from '../harness.js';
 import { count, dependencies, layers, makePlan, stepId, type Shape } from '../lib/plans.js';
-import { CLI, hasBinary, RAW_SPAWN, timeProcess, TRUE_BIN } from '../lib/processes.js';
+import { CLI, DESIGN_FLOOR_SPAWN, hasBinary, RAW_SPAWN, timeProcess, TRUE_BIN } from '../lib/processes.js';
 
 const PARALLEL = [2, 8] as const;
 /** The contained floor (`raw-spawn.js --contained`): the default containment's kernel work per step, nothing of ours. */
 const CONTAINED = 'contained floor (fresh node)';
+/** The design floor (`design-floor-spawn.js`): the contained floor's per-step work run through the design card's actor structure. */
+const DESIGN = 'design floor (fresh node)';
+/** The design floor with its commands started by a small spawner process over IPC (`design-floor-spawn.js --spawner`), as the runtime starts them. */
+const DESIGN_SPAWNER = 'design floor, spawner (fresh node)';
 const MODULE_LIST = fileURLToPath(new URL('../module-list.js', import.meta.url));
 
 /** esbuild's metafile of the bundle (scripts/bundle.js): each output file's source modules, and how outputs import each other. */
@@ -179,6 +189,11 @@ async function pairs(ctx: SuiteContext, cwd: string, rows: Row[]): Promise<void>
           CONTAINED,
           perStep(async () => (await timeProcess(process.execPath, [RAW_SPAWN, planFile, String(parallel), '--contained', '--ro', readOnly], { cwd })).ms),
         ]);
+        subjects.push([DESIGN, perStep(async () => (await timeProcess(process.execPath, [DESIGN_FLOOR_SPAWN, planFile, String(parallel), '--ro', readOnly], { cwd })).ms)]);
+        subjects.push([
+          DESIGN_SPAWNER,
+          perStep(async () => (await timeProcess(process.execPath, [DESIGN_FLOOR_SPAWN, planFile, String(parallel), '--ro', readOnly, '--spawner'], { cwd })).ms),
+        ]);
       }
       if (make) subjects.push([`make -j${parallel}`, perStep(async () => (await timeProcess('make', ['-s', `-j${parallel}`, '-f', makefile, 'all'], { cwd })).ms)]);
       if (xargs) {
@@ -206,6 +221,15 @@ async function pairs(ctx: SuiteContext, cwd: string, rows: Row[]): Promise<void>
           target: { max: 1.3, on: 'ratio', against: CONTAINED, text: '≤ 1.3× the contained floor' },
           note: 'the capsule run row again, its ratio taken against the contained floor (default containment on both sides)',
         });
+        // And against the design floor: what is left once the design card's actors are on the floor's side too (no target: an explanation).
+        rows.push({
+          case: name,
+          subject: 'capsule run (÷ design floor)',
+          unit: 'µs/step',
+          samples: samples.get('capsule run') ?? [],
+          compare: [DESIGN, DESIGN_SPAWNER],
+          note: 'the capsule run row again, its ratios taken against the design floor, forking from its own process and through a spawner (default containment on both sides; no target: the targets stay against the raw spawn and the contained floor)',
+        });
       }
       rows.push({
         case: name,
@@ -224,6 +248,18 @@ async function pairs(ctx: SuiteContext, cwd: string, rows: Row[]): Promise<void>
           unit: 'µs/step',
           samples: samples.get(subject) ?? [],
           ...(subject === CONTAINED ? { compare: ['raw spawn (fresh node)'], note: 'per step: a cgroup made, `true` through the spawn helper (cgroup joined, PID + mount namespace, private /proc, one read-only bind), the cgroup removed' } : {}),
+          ...(subject === DESIGN
+            ? {
+                compare: [CONTAINED],
+                note: "the contained floor's per-step work as each step's invoked attempt in the design card's actor structure (a plan actor spawning one step actor per step, wave by wave, at most N alive; bench/lib/design-floor.ts); its ratio to the contained floor is the price of those actors per step, on the same cores as the steps",
+              }
+            : {}),
+          ...(subject === DESIGN_SPAWNER
+            ? {
+                compare: [DESIGN, CONTAINED],
+                note: 'the design floor with each command started by a small spawner process (dist/bench/floor-spawner.js, forked at the start; one IPC request and one answer per step; the cgroups made and removed in the floor process), as the runtime starts its commands through its spawner',
+              }
+            : {}),
         });
       }
     }
