@@ -20,12 +20,15 @@ export interface Schedule {
   readonly kinds: readonly StepKind[];
   /**
    * For each step `i`, the indices of the steps whose `depends_on` names it (once per mention):
-   * `dependants[dependantsFrom[i]]` … `dependants[dependantsFrom[i + 1] - 1]`. One flat table,
-   * not an array per step: a layered plan's 990,000 mentions held as arrays per step kept
-   * ~10 MB more alive for the whole run, and V8 lets the heap grow with what a collection finds
-   * alive (a higher peak RSS; `npm run bench`, suite 5).
+   * `dependants[dependantsFrom[i]]` … `dependants[dependantsTo[i] - 1]`. One flat table, not an
+   * array per step: a layered plan's 990,000 mentions held as arrays per step kept ~10 MB more
+   * alive for the whole run, and V8 lets the heap grow with what a collection finds alive (a
+   * higher peak RSS; `npm run bench`, suite 5). A step whose list equals the previous step's
+   * shares its range: every step of a layer has the same dependants (the whole next layer), so
+   * the layered plan's table holds 10,000 entries, not 990,000 (4 MB).
    */
   readonly dependantsFrom: Int32Array;
+  readonly dependantsTo: Int32Array;
   readonly dependants: Int32Array;
   /** For each step, how many `depends_on` mentions have not settled yet. */
   readonly unsettledDeps: number[];
@@ -103,11 +106,13 @@ export function createSchedule(steps: readonly PlanStep[], kinds: readonly StepK
       placed[depIndex] = at + 1;
     }
   });
+  const shared = shareEqualRanges(dependantsFrom, dependants);
   const schedule: Schedule = {
     steps,
     kinds,
-    dependantsFrom,
-    dependants,
+    dependantsFrom: shared.from,
+    dependantsTo: shared.to,
+    dependants: shared.table,
     unsettledDeps,
     results: new Map(),
     settled: [],
@@ -328,8 +333,8 @@ function record(
     ...(extra?.resourceId !== undefined ? { resourceId: extra.resourceId } : {}),
   });
   advanceFirstUnsettled(schedule);
-  const { dependants, dependantsFrom } = schedule;
-  for (let k = dependantsFrom[index] as number, end = dependantsFrom[index + 1] as number; k < end; k++) {
+  const { dependants, dependantsFrom, dependantsTo } = schedule;
+  for (let k = dependantsFrom[index] as number, end = dependantsTo[index] as number; k < end; k++) {
     const dependant = dependants[k] as number;
     const left = (schedule.unsettledDeps[dependant] ?? 0) - 1;
     schedule.unsettledDeps[dependant] = left;
@@ -337,6 +342,38 @@ function record(
     if (nextScan !== null && dependant < scanIndex) nextScan.push(dependant);
     else heapPush(schedule.candidates, dependant);
   }
+}
+
+/**
+ * The table of {@link Schedule.dependants} with each run of equal consecutive lists stored once:
+ * `from[i]`…`to[i]` is step `i`'s range (`offsets` as built: step `i`'s list is
+ * `table[offsets[i]]`…`table[offsets[i + 1] - 1]`). Lists and their order are unchanged.
+ */
+function shareEqualRanges(offsets: Int32Array, table: Int32Array): { from: Int32Array; to: Int32Array; table: Int32Array } {
+  const n = offsets.length - 1;
+  const from = new Int32Array(n);
+  const to = new Int32Array(n);
+  let used = 0;
+  for (let i = 0; i < n; i++) {
+    const start = offsets[i] as number;
+    const length = (offsets[i + 1] as number) - start;
+    if (i > 0 && length > 0 && (to[i - 1] as number) - (from[i - 1] as number) === length && sameRange(table, from[i - 1] as number, start, length)) {
+      from[i] = from[i - 1] as number;
+      to[i] = to[i - 1] as number;
+      continue;
+    }
+    // In place: the compacted part never overtakes what is still to be read (used <= start).
+    table.copyWithin(used, start, start + length);
+    from[i] = used;
+    used += length;
+    to[i] = used;
+  }
+  return { from, to, table: used === table.length ? table : table.slice(0, used) };
+}
+
+function sameRange(table: Int32Array, a: number, b: number, length: number): boolean {
+  for (let k = 0; k < length; k++) if (table[a + k] !== table[b + k]) return false;
+  return true;
 }
 
 function advanceFirstUnsettled(schedule: Schedule): void {

@@ -74,14 +74,16 @@ export class TraceWriter {
     // stringifies to nothing, is left out), without building either object. The keys (record types
     // and field names) are plain snake_case, written as they are.
     let line = `{"event_type":"${type}","event_id":"${eventId}"`;
-    if (parent !== null || !OMITS_NULL_PARENT.has(type)) line += `,"parent_id":${parent === null ? 'null' : JSON.stringify(parent.eventId)}`;
+    if (parent !== null || !OMITS_NULL_PARENT.has(type)) line += `,"parent_id":${parent === null ? 'null' : stringJson(parent.eventId)}`;
     line += `,"session_id":${this.#sessionIdJson},"timestamp":${numberJson(this.#now())}`;
     const values = fields as unknown as Readonly<Record<string, unknown>>;
     for (const key of traceFieldOrder(type)) {
       const value = values[key];
       if (value === undefined) continue;
-      // Numbers (counts, durations, pids) as JSON writes them, without a call into the serializer.
-      const json = typeof value === 'number' ? numberJson(value) : (JSON.stringify(value) as string | undefined);
+      // Numbers (counts, durations, pids) and strings (ids, names, statuses) as JSON writes them,
+      // without a call into the serializer.
+      const json =
+        typeof value === 'number' ? numberJson(value) : typeof value === 'string' ? stringJson(value) : (JSON.stringify(value) as string | undefined);
       if (json !== undefined) line += `,"${key}":${json}`;
     }
     const error = this.#file.append(this.#encode(`${line}}\n`));
@@ -111,4 +113,15 @@ export class TraceWriter {
 /** A number as `JSON.stringify` writes it (finite: its shortest text; otherwise `null`). */
 function numberJson(value: number): string {
   return Number.isFinite(value) ? String(value) : 'null';
+}
+
+/** What `JSON.stringify` escapes in a string: `"`, `\\`, control characters and (lone) surrogates. */
+const NEEDS_ESCAPE = /["\\\u0000-\u001f\ud800-\udfff]/;
+
+/**
+ * A string as `JSON.stringify` writes it: between quotes as it is when nothing in it is escaped
+ * (ids, step ids, kinds, statuses: nearly every string field), else through the serializer.
+ */
+function stringJson(value: string): string {
+  return NEEDS_ESCAPE.test(value) ? JSON.stringify(value) : `"${value}"`;
 }

@@ -11,7 +11,7 @@ import fc from 'fast-check';
 import { assign, createActor, fromPromise, toPromise, type AnyActorRef } from 'xstate';
 import type { PlanStep, StepResult } from '../../machines/contracts.js';
 import { BLOCKED, CANCEL_BEFORE_STEP, CANCEL_FORCED_STEP } from '../../machines/messages.js';
-import { scan, type ConditionEvaluator } from '../../machines/plan-schedule.js';
+import { createSchedule, scan, type ConditionEvaluator } from '../../machines/plan-schedule.js';
 import { planMachine, type PlanOutput } from '../../machines/plan.machine.js';
 import { stepPoolMachine } from '../../machines/step-pool.machine.js';
 import { stepMachine, type AttemptOutcome, type StepContext } from '../../machines/step.machine.js';
@@ -575,5 +575,36 @@ describe('reference implementation sanity', () => {
     expect(expected.results.map((r) => `${r.step_id}:${r.status}`)).toEqual(['s1:success', "s0:failed"]);
     const run = await drive(specs, { mode: 'sync', maxParallel: null });
     expect(comparable({ ...run.output })).toEqual(comparable(expected));
+  });
+});
+
+describe('the schedule tables (machines/plan-schedule.ts)', () => {
+  const stepsOf = (deps: readonly (readonly number[])[]): PlanStep[] =>
+    deps.map((d, i) => ({ id: `s${i}`, tool: 'noop', input: null, depends_on: d.map((k) => `s${k}`), on_error: 'fail', retries: 0 }));
+  const dependantsOf = (schedule: ReturnType<typeof createSchedule>, i: number): number[] =>
+    Array.from(schedule.dependants.subarray(schedule.dependantsFrom[i], schedule.dependantsTo[i]));
+
+  it("stores a layer's dependants once: every step of a layer shares the range of the next layer's steps", () => {
+    // 3 layers of 4, each step depending on the whole previous layer: 32 mentions, 2 distinct lists of 4.
+    const deps = Array.from({ length: 12 }, (_, i) => (i < 4 ? [] : Array.from({ length: 4 }, (_, k) => Math.floor(i / 4) * 4 - 4 + k)));
+    const schedule = createSchedule(stepsOf(deps), deps.map(() => 'tool'));
+    expect(schedule.dependants).toHaveLength(8);
+    for (let i = 0; i < 4; i++) expect(dependantsOf(schedule, i)).toEqual([4, 5, 6, 7]);
+    for (let i = 4; i < 8; i++) expect(dependantsOf(schedule, i)).toEqual([8, 9, 10, 11]);
+    for (let i = 8; i < 12; i++) expect(dependantsOf(schedule, i)).toEqual([]);
+  });
+
+  it('gives every step the steps that name it, once per mention, in declaration order, on random DAGs', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 30 }).chain((n) => fc.array(fc.array(fc.nat(n - 1), { maxLength: 6 }), { minLength: n, maxLength: n })), (deps) => {
+        const schedule = createSchedule(stepsOf(deps), deps.map(() => 'tool'));
+        deps.forEach((_, i) => {
+          const naive: number[] = [];
+          deps.forEach((d, j) => d.forEach((k) => { if (k === i) naive.push(j); }));
+          expect(dependantsOf(schedule, i)).toEqual(naive);
+        });
+      }),
+      { numRuns: 300 },
+    );
   });
 });

@@ -1,6 +1,8 @@
 import { appendFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import fc from 'fast-check';
+import { toJsonLine } from '../../src/records/jsonl.js';
 import { JsonlFollower } from '../../src/records/jsonl-reader.js';
 import { endedTrace, isRecordOf, readTrace, TraceFollower } from '../../src/records/trace-reader.js';
 import { TRACE_EVENT_TYPES, TRACE_PARENTS, traceFieldOrder, traceFields } from '../../src/records/trace-records.js';
@@ -41,6 +43,22 @@ describe('trace records (src/records/trace-records.ts)', () => {
     expect(traceFieldOrder('session_start').slice(-2)).toEqual(['pid_start_time', 'containment']);
     expect(proc).toEqual(['event_type', 'event_id', 'parent_id', 'session_id', 'timestamp', 'owner', 'pid', 'pid_start_time', 'pgid', 'cgroup', 'pid_namespace', 'executable', 'argv']);
     expect(traceFields('plan_step', { plan_id: 'p', step_id: 'a', kind: 'tool', status: 'success', attempts: 1, duration_ms: 3, error: undefined as never })).not.toHaveProperty('error');
+  });
+
+  it('writes each record as the JSON of its envelope and fields, line breaks escaped, whatever its strings hold (quotes, backslashes, control characters, lone surrogates, U+2028)', () => {
+    const text = fc.oneof(fc.string(), fc.string({ unit: 'binary' }), fc.constantFrom('', 'a"b', 'a\\b', '\u0000', '\u001f', '\ud800', 'x\udfffy', '\u2028', '\u0085', 'é', '😀'));
+    fc.assert(
+      fc.property(text, text, text, (planId, stepId, error) => {
+        const path = file();
+        const writer = new TraceWriter(path, 'ses_x', { now: () => 42 });
+        const plan = { eventId: 'evt_plan', type: 'plan_start' } as const;
+        const node = writer.write('plan_step', plan, { plan_id: planId, step_id: stepId, kind: 'tool', status: 'failed', attempts: 2, duration_ms: 3, error });
+        writer.close();
+        const expected = { event_type: 'plan_step', event_id: node.eventId, parent_id: 'evt_plan', session_id: 'ses_x', timestamp: 42, plan_id: planId, step_id: stepId, kind: 'tool', status: 'failed', attempts: 2, duration_ms: 3, error };
+        expect(readFileSync(path, 'utf8')).toBe(toJsonLine(expected));
+      }),
+      { numRuns: 300 },
+    );
   });
 
   it('mints no id and writes nothing with tracing off', () => {
