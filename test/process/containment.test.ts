@@ -88,6 +88,10 @@ eachBackend((backend) => eachSpawnPath((path) => {
     const other = await launch(containment, { owner: { kind: 'attempt', run: '2', step: 'a', attempt: 1 }, file: 'sleep', args: ['30'], cwd: '/tmp', env: TEST_ENV });
     b.transfer({ kind: 'session' });
     expect(b.owner).toEqual({ kind: 'session' });
+    // Each in its tree (a spawned helper joins its cgroup, then execs `sleep`: under load, later than the spawn returns).
+    for (const tree of [a, b, other]) {
+      await waitFor(() => readFileSync(`/proc/${tree.identity?.pid ?? -1}/comm`, 'utf8').trim() === 'sleep', 10_000, 'the tree to exec sleep');
+    }
 
     const ended = await containment.endAll(1000, { kind: 'attempt', run: '1' });
     expect(ended.map((e) => [e.owner, e.signal, e.survivors])).toEqual([[{ kind: 'attempt', run: '1', step: 'a', attempt: 1 }, 'SIGTERM', []]]);
