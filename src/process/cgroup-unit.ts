@@ -20,7 +20,6 @@ import {
   readCgroupEvents,
   readCgroupProcs,
   removeCgroup,
-  removeCgroupInPool,
   setCgroupFrozen,
   watchCgroupEmpty,
 } from './cgroups.js';
@@ -195,27 +194,7 @@ export class CgroupUnit implements Unit {
   release(): void {
     if (this.#released) return;
     if (!removeCgroupTree(this.cgroup)) return;
-    this.#markReleased();
-  }
-
-  /**
-   * After the leader's exit: removes the cgroup if the tree is empty, with one `rmdir` in the
-   * thread pool (the kernel's teardown of a cgroup is the largest per-step cost of this backend
-   * on the event loop). The kernel removes only an empty cgroup without children, so a removal is
-   * the proof; the unit is then released. Resolves true once it is released; false when
-   * something still runs in it or it has child cgroups ({@link whenEmpty}, then {@link release}).
-   */
-  async removeIfEmpty(): Promise<boolean> {
-    if (this.#released) return true;
-    if (!(await removeCgroupInPool(this.cgroup))) return this.#released;
-    this.#markReleased();
-    return true;
-  }
-
-  #markReleased(): void {
-    if (this.#released) return;
     this.#released = true;
-    // Removing the cgroup raises no inotify event: waiters are told here.
     for (const notify of [...this.#onRelease]) notify();
   }
 

@@ -2,13 +2,9 @@
  * cgroup v2 primitives: where the unified hierarchy is mounted, which cgroup this process is in,
  * and the files of one cgroup (`cgroup.procs`, `cgroup.events`, `cgroup.freeze`, `cgroup.kill`).
  * See the kernel's `Documentation/admin-guide/cgroup-v2.rst`. Synchronous on purpose: each call is
- * one small read or write of a kernel file, and the ending of a tree must happen in one pass. The
- * two exceptions are a step's own cgroup made before its spawn and removed after its exit
- * ({@link createCgroupInPool}, {@link removeCgroupInPool}): the kernel takes 0.1–1.5 ms for each
- * (cgroup creation and teardown under the cgroup mutex), once per step, so they run in the thread
- * pool while the event loop goes on.
+ * one small read or write of a kernel file, and the ending of a tree must happen in one pass.
  */
-import { accessSync, constants as fsConstants, existsSync, mkdir, mkdirSync, readFileSync, rmdir, rmdirSync, watch, writeFileSync, type FSWatcher } from 'node:fs';
+import { accessSync, constants as fsConstants, existsSync, mkdirSync, readFileSync, rmdirSync, watch, writeFileSync, type FSWatcher } from 'node:fs';
 import { join } from 'node:path';
 
 /** A mounted cgroup v2 hierarchy. */
@@ -168,25 +164,6 @@ export function createCgroup(dir: string): void {
   }
 }
 
-/**
- * {@link createCgroup} with its `mkdir` in the thread pool (the usual case: the parent exists).
- * A missing parent is made as {@link createCgroup} does. Rejects with the `mkdir` error.
- */
-export function createCgroupInPool(dir: string): Promise<void> {
-  return new Promise<void>((resolve, reject) => {
-    mkdir(dir, (error) => {
-      if (error === null) return resolve();
-      if (error.code !== 'ENOENT' && error.code !== 'EEXIST') return reject(error);
-      try {
-        createCgroup(dir);
-        resolve();
-      } catch (again) {
-        reject(again as Error);
-      }
-    });
-  });
-}
-
 /** Whether this process may move processes into `dir` (write access to its `cgroup.procs`). */
 export function canJoinCgroup(dir: string): boolean {
   try {
@@ -205,19 +182,6 @@ export function removeCgroup(dir: string): boolean {
   } catch (error) {
     return (error as NodeJS.ErrnoException).code === 'ENOENT';
   }
-}
-
-/**
- * Removes cgroup `dir` with one `rmdir` in the thread pool. The kernel removes only a cgroup with
- * no live process and no child cgroup (`EBUSY` otherwise; a zombie does not count), so a removal
- * is itself the proof that the tree is empty.
- * @returns whether it is gone (true also when it was already gone); false when it is still
- *   populated or has children (or could not be removed).
- */
-export function removeCgroupInPool(dir: string): Promise<boolean> {
-  return new Promise<boolean>((resolve) => {
-    rmdir(dir, (error) => resolve(error === null || error.code === 'ENOENT'));
-  });
 }
 
 /**

@@ -36,7 +36,6 @@ import { CgroupWatchdog } from './watchdog.js';
 import {
   canJoinCgroup,
   createCgroup,
-  createCgroupInPool,
   hasCgroupKill,
   locateOwnCgroup,
   readCgroupEvents,
@@ -458,69 +457,22 @@ export class Containment {
       await loadLauncher();
       return this.spawn(request);
     }
-    // The tree's cgroup is made below, in the thread pool (a cgroup's creation takes the kernel
-    // a fraction of a millisecond, once per step): not on the event loop.
-    const prepared = this.#prepare(request, false);
+    const prepared = this.#prepare(request);
     if (prepared instanceof Contained) return prepared;
-    const starting = this.#startPrepared(spawner, request, prepared);
+    const starting = spawner.launch(prepared.launch);
     this.#starting.add(starting);
     try {
-      return await starting;
+      const leader = await starting;
+      const contained = this.#adopt(prepared, leader, leader.startTime >= 0 ? leader.startTime : null);
+      // The spawner's pipes arrive paused: they flow once the caller, resumed before this
+      // callback runs, has put its listeners on (it may also resume them itself).
+      setImmediate(() => {
+        contained.stdout?.resume();
+        contained.stderr?.resume();
+      });
+      return contained;
     } finally {
       this.#starting.delete(starting);
-    }
-  }
-
-  /** {@link start} once prepared: the tree's cgroup made, then the launch through the spawner, then the tree registered. */
-  async #startPrepared(spawner: Spawner, request: SpawnRequest, prepared: Prepared): Promise<ContainedProcess> {
-    const dir = prepared.cgroupDir;
-    if (dir !== null) {
-      const made = await this.#makeUnitCgroup(request, dir);
-      if (made !== null) return made;
-      // Closed while the cgroup was made: nothing may start after the close's ending.
-      if (this.#closed) {
-        removeCgroupTree(dir);
-        return new Contained(this, request.owner, null, null, prepared.argv, failedLaunch(`failed to start '${request.file}': the session has ended`, Date.now()), null);
-      }
-    }
-    const leader = await spawner.launch(prepared.launch);
-    const contained = this.#adopt(prepared, leader, leader.startTime >= 0 ? leader.startTime : null);
-    // The spawner's pipes arrive paused: they flow once the caller, resumed before this
-    // callback runs, has put its listeners on (it may also resume them itself).
-    setImmediate(() => {
-      contained.stdout?.resume();
-      contained.stderr?.resume();
-    });
-    return contained;
-  }
-
-  /**
-   * Creates a tree's cgroup `dir` ({@link createCgroupInPool} when `inPool`, else now) and makes sure
-   * the session's watchdog runs. @returns null when it was made, else the started-nothing refusal.
-   */
-  #makeUnitCgroup(request: SpawnRequest, dir: string): Promise<Contained | null>;
-  #makeUnitCgroup(request: SpawnRequest, dir: string, now: true): Contained | null;
-  #makeUnitCgroup(request: SpawnRequest, dir: string, now = false): Promise<Contained | null> | Contained | null {
-    const made = (): null => {
-      this.#watchdog ??= CgroupWatchdog.start(this.info.cgroup as string);
-      return null;
-    };
-    const refused = (error: unknown): Contained =>
-      new Contained(
-        this,
-        request.owner,
-        null,
-        null,
-        [request.file, ...request.args],
-        failedLaunch(`failed to start '${request.file}': could not create its cgroup ${dir} (${(error as NodeJS.ErrnoException).code ?? String(error)})`, Date.now()),
-        null,
-      );
-    if (!now) return createCgroupInPool(dir).then(made, refused);
-    try {
-      createCgroup(dir);
-      return made();
-    } catch (error) {
-      return refused(error);
     }
   }
 
@@ -578,11 +530,8 @@ export class Containment {
     return this.#spawner;
   }
 
-  /**
-   * Resolves the program and names its cgroup, creating it when `makeCgroup` (else the caller
-   * does); a refusal is a started-nothing {@link Contained}.
-   */
-  #prepare(request: SpawnRequest, makeCgroup = true): Contained | Prepared {
+  /** Resolves the program and creates its cgroup; a refusal is a started-nothing {@link Contained}. */
+  #prepare(request: SpawnRequest): Contained | Prepared {
     const startedAtMs = Date.now();
     const argv = [request.file, ...request.args];
     const refuse = (spawnError: string): Contained =>
@@ -594,9 +543,11 @@ export class Containment {
     let cgroupDir: string | null = null;
     if (this.info.backend === 'cgroup' && this.info.cgroup !== null) {
       cgroupDir = join(this.info.cgroup, unitName(request.owner));
-      if (makeCgroup) {
-        const refused = this.#makeUnitCgroup(request, cgroupDir, true);
-        if (refused !== null) return refused;
+      try {
+        createCgroup(cgroupDir);
+        this.#watchdog ??= CgroupWatchdog.start(this.info.cgroup);
+      } catch (error) {
+        return refuse(`failed to start '${request.file}': could not create its cgroup ${cgroupDir} (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
       }
     }
     const pidNamespace = this.info.pidNamespace;
@@ -775,13 +726,11 @@ class Contained implements ContainedProcess {
     // A cgroup left empty by the leader's exit is removed at once; one a background process still
     // holds is removed the moment it empties (watched without keeping the runtime up). Process
     // groups are checked at cleanup instead (one /proc walk for all, not one per step).
-    if (unit instanceof CgroupUnit) {
-      void leader.done.then(async () => {
+    if (unit.cgroup !== null) {
+      void leader.done.then(() => {
         if (this.#released) return;
-        // One rmdir in the thread pool: it succeeds only on an empty cgroup (the proof), and
-        // neither it nor a read of `cgroup.events` first runs on the event loop.
-        if (await unit.removeIfEmpty()) this.markGone();
-        else if (!this.#released) void unit.whenEmpty(false).then(() => unit.removeIfEmpty()).then(() => this.markGone());
+        if (unit.isEmpty()) this.markGone();
+        else void unit.whenEmpty(false).then(() => this.markGone());
       });
     }
   }
