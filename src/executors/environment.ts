@@ -46,21 +46,48 @@ export const CREDENTIAL_ENV_PATTERNS: readonly string[] = [
  * (a lone `*` matches every name). Case-insensitive.
  */
 export function matchesEnvPattern(name: string, pattern: string): boolean {
-  const n = name.toUpperCase();
+  return matchesCompiled(name.toUpperCase(), compileEnvPattern(pattern));
+}
+
+/** A pattern of {@link matchesEnvPattern}, upper-cased and taken apart once. */
+interface EnvPattern {
+  readonly kind: 'exact' | 'prefix' | 'suffix' | 'middle';
+  readonly text: string;
+}
+
+function compileEnvPattern(pattern: string): EnvPattern {
   const p = pattern.toUpperCase();
   const starts = p.startsWith('*');
   const ends = p.endsWith('*') && p.length > 1;
-  if (starts && ends) return n.includes(p.slice(1, -1));
-  if (starts) return n.endsWith(p.slice(1));
-  if (ends) return n.startsWith(p.slice(0, -1));
-  return n === p;
+  if (starts && ends) return { kind: 'middle', text: p.slice(1, -1) };
+  if (starts) return { kind: 'suffix', text: p.slice(1) };
+  if (ends) return { kind: 'prefix', text: p.slice(0, -1) };
+  return { kind: 'exact', text: p };
 }
+
+/** {@link matchesEnvPattern} with `name` already upper-cased and the pattern compiled. */
+function matchesCompiled(upperName: string, pattern: EnvPattern): boolean {
+  switch (pattern.kind) {
+    case 'middle':
+      return upperName.includes(pattern.text);
+    case 'suffix':
+      return upperName.endsWith(pattern.text);
+    case 'prefix':
+      return upperName.startsWith(pattern.text);
+    case 'exact':
+      return upperName === pattern.text;
+  }
+}
+
+// Compiled once: every step's environment checks each of its names against all of them.
+const CREDENTIAL_PATTERNS_COMPILED: readonly EnvPattern[] = CREDENTIAL_ENV_PATTERNS.map(compileEnvPattern);
 
 /** Whether `name` is credential-shaped: matches {@link CREDENTIAL_ENV_PATTERNS} or one of `extraPatterns`. */
 export function isCredentialEnvName(name: string, extraPatterns: readonly string[] = []): boolean {
+  const upper = name.toUpperCase();
   return (
-    CREDENTIAL_ENV_PATTERNS.some((pattern) => matchesEnvPattern(name, pattern)) ||
-    extraPatterns.some((pattern) => matchesEnvPattern(name, pattern))
+    CREDENTIAL_PATTERNS_COMPILED.some((pattern) => matchesCompiled(upper, pattern)) ||
+    extraPatterns.some((pattern) => matchesCompiled(upper, compileEnvPattern(pattern)))
   );
 }
 

@@ -716,10 +716,11 @@ class Contained implements ContainedProcess {
       this.#released = true;
       return;
     }
-    void leader.control.then(({ initPid }) => {
+    void leader.control.then(({ initPid, initStartTime }) => {
       this.#controlSettled = true;
       if (initPid === null) return;
-      const startTime = processStartTime(initPid);
+      // Read by the spawner as the report was made (one /proc read per step off the event loop).
+      const startTime = initStartTime !== undefined ? initStartTime : processStartTime(initPid);
       if (startTime !== null) unit.init = { pid: initPid, startTime };
     });
     // A cgroup left empty by the leader's exit is removed at once; one a background process still
@@ -792,8 +793,8 @@ class Contained implements ContainedProcess {
       // not be known yet (it must be signalled alone). This waits only for an ending asked in the
       // few milliseconds a spawn takes.
       if (!this.#controlSettled) {
-        const { initPid } = await this.#leader.control;
-        const startTime = initPid === null ? null : processStartTime(initPid);
+        const { initPid, initStartTime } = await this.#leader.control;
+        const startTime = initPid === null ? null : initStartTime !== undefined ? initStartTime : processStartTime(initPid);
         if (initPid !== null && startTime !== null && unit.init === null) unit.init = { pid: initPid, startTime };
       }
       const result = await unit.end(graceMs);

@@ -88,6 +88,10 @@ eachBackend((backend) => eachSpawnPath((path) => {
     const other = await launch(containment, { owner: { kind: 'attempt', run: '2', step: 'a', attempt: 1 }, file: 'sleep', args: ['30'], cwd: '/tmp', env: TEST_ENV });
     b.transfer({ kind: 'session' });
     expect(b.owner).toEqual({ kind: 'session' });
+    // Each in its tree (a spawned helper joins its cgroup, then execs `sleep`: under load, later than the spawn returns).
+    for (const tree of [a, b, other]) {
+      await waitFor(() => readFileSync(`/proc/${tree.identity?.pid ?? -1}/comm`, 'utf8').trim() === 'sleep', 10_000, 'the tree to exec sleep');
+    }
 
     const ended = await containment.endAll(1000, { kind: 'attempt', run: '1' });
     expect(ended.map((e) => [e.owner, e.signal, e.survivors])).toEqual([[{ kind: 'attempt', run: '1', step: 'a', attempt: 1 }, 'SIGTERM', []]]);
@@ -99,6 +103,59 @@ eachBackend((backend) => eachSpawnPath((path) => {
     const rest = await containment.endAll(1000);
     expect(rest.map((e) => e.signal)).toEqual(['SIGTERM', 'SIGTERM']);
     expect([...membersOf(b), ...membersOf(other)]).toEqual([]);
+  });
+
+  it('removes the tree once its leader exits, and not before a process it left behind has exited', async () => {
+    const containment = open();
+    const dir = mkdtempSync(join(tmpdir(), 'capsule-leftbehind-'));
+    const release = join(dir, 'release');
+    // The leader exits at once; its background child holds the tree until the file appears (or 20 s).
+    const tree = await launch(containment, {
+      owner: { kind: 'other', label: 'left-behind' },
+      file: 'sh',
+      args: ['-c', `(i=0; while [ ! -e ${release} ] && [ $i -lt 1000 ]; do sleep 0.02; i=$((i+1)); done) >/dev/null 2>&1 & exit 0`],
+      cwd: '/tmp',
+      env: TEST_ENV,
+    });
+    try {
+      await expect(tree.done).resolves.toMatchObject({ exitCode: 0 });
+      // The leader's exit is no proof: the tree stays registered (and its cgroup stays) while a member runs.
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      expect(membersOf(tree).length).toBeGreaterThan(0);
+      expect(containment.processes()).toEqual([tree]);
+      if (tree.identity?.cgroup != null) expect(existsSync(tree.identity.cgroup)).toBe(true);
+    } finally {
+      writeFileSync(release, '');
+    }
+    await tree.gone;
+    expect(membersOf(tree)).toEqual([]);
+    expect(containment.processes()).toEqual([]);
+    if (tree.identity?.cgroup != null) await waitFor(() => !existsSync(tree.identity?.cgroup ?? ''), 5000, 'the tree cgroup to be removed');
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('forgets every quick command once it is gone, and its cgroup is removed', async () => {
+    const containment = open();
+    const trees = await Promise.all(
+      Array.from({ length: 16 }, (_, i) => launch(containment, { owner: { kind: 'other', label: `quick-${i}` }, file: 'true', args: [], cwd: '/tmp', env: TEST_ENV })),
+    );
+    await Promise.all(trees.map((tree) => tree.gone));
+    await waitFor(() => containment.processes().length === 0, 5000, 'every quick tree to be forgotten');
+    for (const tree of trees) if (tree.identity?.cgroup != null) expect(existsSync(tree.identity.cgroup)).toBe(false);
+  });
+
+  it('leaves no tree and no cgroup behind when it is closed while commands are still being started', async () => {
+    const containment = open();
+    // Not awaited: their cgroups and launches are in flight when the close begins.
+    const starting = Array.from({ length: 12 }, (_, i) => launch(containment, { owner: { kind: 'other', label: `racing-${i}` }, file: 'sleep', args: ['30'], cwd: '/tmp', env: TEST_ENV }));
+    await containment.close(200);
+    const trees = await Promise.all(starting);
+    for (const tree of trees) {
+      expect(membersOf(tree)).toEqual([]);
+      if (tree.identity?.cgroup != null) expect(existsSync(tree.identity.cgroup)).toBe(false);
+      await tree.done;
+    }
+    if (containment.info.cgroup !== null) expect(existsSync(containment.info.cgroup)).toBe(false);
   });
 
   it('refuses to spawn after close, and close removes the session cgroup', async () => {

@@ -15,9 +15,10 @@ import { Containment, type ContainedProcess } from '../../src/process/containmen
 import { readCgroupProcs } from '../../src/process/cgroups.js';
 import { groupMembers } from '../../src/process/process-groups.js';
 import { processStartTime, readProcStat } from '../../src/process/proc.js';
-import { packageRoot } from '../../src/process/spawn/helper.js';
+import { helperArgs, locateSpawnHelper, packageRoot } from '../../src/process/spawn/helper.js';
+import { resolveExecutable, trustedPath } from '../../src/process/resolve-binary.js';
 import { Spawner } from '../../src/process/spawner/client.js';
-import { eachBackend } from '../support/backends.js';
+import { eachBackend, pidNamespaceUnavailable } from '../support/backends.js';
 import { TEST_ENV, waitFor } from './helpers.js';
 
 const opened: Containment[] = [];
@@ -355,6 +356,36 @@ describe("the session's spawner, its memory", () => {
       leader.stderr?.resume();
       await expect(leader.done).resolves.toMatchObject({ exitCode: 0, outputHeld: false });
       expect(bytes).toBe(16 * 1024 * 1024);
+    } finally {
+      await spawner.close();
+    }
+  });
+});
+
+describe('a PID namespace through the spawner', () => {
+  (pidNamespaceUnavailable === null ? it : it.skip)('names the namespace init by its pid and the start time the spawner read as the helper reported it', async () => {
+    const helper = locateSpawnHelper(process.env);
+    if (!helper.ok) throw new Error(helper.reason);
+    const sleep = resolveExecutable('sleep', trustedPath(TEST_ENV['PATH']), '/tmp');
+    if (!sleep.ok) throw new Error('no sleep on PATH');
+    const spawner = new Spawner({ cgroup: null });
+    try {
+      const leader = await spawner.launch({
+        file: helper.path,
+        args: helperArgs({ cgroup: null, pidNamespace: true, readOnly: [], writable: [], user: null }, sleep.path, 'sleep', ['1']),
+        displayName: 'sleep',
+        control: true,
+        cwd: '/tmp',
+        env: TEST_ENV,
+      });
+      const report = await leader.control;
+      expect(report.failure).toBeNull();
+      const initPid = report.initPid as number;
+      expect(initPid).not.toBe(leader.pid);
+      // The init lives as long as its namespace (the `sleep`): the identity read now is the same one.
+      expect(report.initStartTime).toBe(processStartTime(initPid));
+      expect(readProcStat(initPid)?.ppid).toBe(leader.pid);
+      await expect(leader.done).resolves.toMatchObject({ exitCode: 0 });
     } finally {
       await spawner.close();
     }

@@ -151,6 +151,13 @@ export function helperArgs(launch: HelperLaunch, executable: string, argv0: stri
 export interface ControlReport {
   /** Host pid of the namespace init (with a PID namespace), else null. */
   readonly initPid: number | null;
+  /**
+   * The init's start time (clock ticks after boot), read by the session's spawner the moment the
+   * channel reached its end of file (the init is then alive: it outlives every process of its
+   * namespace), or null when it could not be read; absent when nobody read it yet (the reader
+   * of the report reads it then).
+   */
+  readonly initStartTime?: number | null;
   /** Setup or exec failed: the stage (`cgroup`, `unshare`, `fork`, `mount`, `user`, `exec`, `usage`) and errno name. */
   readonly failure: { readonly stage: string; readonly code: string } | null;
 }

@@ -286,7 +286,8 @@ export class Spawner {
         if (!pending.resolved && pending.pid !== null) this.#resolve(pending);
         return;
       case 'ctl': {
-        const report = parseControl(message.text);
+        const parsed = parseControl(message.text);
+        const report = parsed.initPid !== null && message.initStart !== undefined ? { ...parsed, initStartTime: message.initStart } : parsed;
         pending.control = report;
         pending.onControl?.(report);
         this.#settleIfDone(message.id, pending);
@@ -385,7 +386,7 @@ type SpawnerMessage =
   | { t: 'flushed'; id: number }
   | { t: 'h'; id: number; s: 0 | 1 }
   | { t: 'in'; id: number }
-  | { t: 'ctl'; id: number; text: string }
+  | { t: 'ctl'; id: number; text: string; initStart?: number | null }
   | { t: 'exit'; id: number; code: number | null; signal: NodeJS.Signals | null; ended: [boolean, boolean] }
   | { t: 'fail'; id: number; code: string | null; message: string };
 

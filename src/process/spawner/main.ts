@@ -11,8 +11,9 @@
  *   `{t:'flush', id}` the runtime's drain grace ended while a stream is still read here.
  * - out `{t:'started', id, pid, startTime}` at the spawn; `{t:'d', id, s, b}` bytes of a stream
  *   as they are read (`b` base64); `{t:'h', id, s}` with the stream's pipe itself as the handle;
- *   `{t:'in', id}` with stdin (only with `stdinPipe`); `{t:'ctl', id, text}` the helper's control
- *   channel (fd 3) at its end of file; `{t:'exit', id, code, signal, ended}` the leader's exit,
+ *   `{t:'in', id}` with stdin (only with `stdinPipe`); `{t:'ctl', id, text, initStart?}` the helper's
+ *   control channel (fd 3) at its end of file, with the start time of the PID namespace's init it
+ *   names (null: not readable); `{t:'exit', id, code, signal, ended}` the leader's exit,
  *   `ended` saying which streams had reached their end of file here; `{t:'e', id, s}` a stream's
  *   end of file after the exit; `{t:'fail', id, code, message}` when it could not be spawned;
  *   `{t:'flushed', id}` the answer to a flush, once the streams still read here have read nothing
@@ -214,7 +215,13 @@ function start(message: SpawnMessage): void {
     control.on('data', (chunk: Buffer) => chunks.push(chunk));
     control.on('error', () => undefined);
     // Sent at once, not with the exit: an ending of a running tree waits for it.
-    control.once('close', () => send({ t: 'ctl', id, text: Buffer.concat(chunks).toString('utf8') }));
+    control.once('close', () => {
+      const text = Buffer.concat(chunks).toString('utf8');
+      // The namespace init's start time, read here and now (it names the init with its pid) rather
+      // than by the runtime on its event loop when the report arrives.
+      const init = /^I (\d+)$/m.exec(text);
+      send({ t: 'ctl', id, text, ...(init !== null ? { initStart: processStartTime(Number(init[1])) } : {}) });
+    });
   }
   child.once('exit', (code, signal) => {
     running.delete(id);
