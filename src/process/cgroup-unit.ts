@@ -27,6 +27,10 @@ import { isSameLiveProcess, type ProcessRef } from './proc.js';
 import { signalProcess, type EndSignal } from './signals.js';
 import type { EndResult, Unit } from './unit.js';
 
+/** Retries of a tree cgroup's removal the kernel refused just after it emptied, {@link RELEASE_RETRY_MS} apart. */
+const RELEASE_RETRIES = 20;
+const RELEASE_RETRY_MS = 10;
+
 /** Milliseconds to wait, after SIGKILL, for `populated 0` before reporting survivors. */
 export const CGROUP_KILL_VERIFY_TIMEOUT_MS = 2000;
 
@@ -193,9 +197,25 @@ export class CgroupUnit implements Unit {
 
   release(): void {
     if (this.#released) return;
-    if (!removeCgroupTree(this.cgroup)) return;
+    if (!removeCgroupTree(this.cgroup)) return this.#retryRelease(0);
     this.#released = true;
     for (const notify of [...this.#onRelease]) notify();
+  }
+
+  /**
+   * Tries the removal again a little later: just after `populated 0` the kernel may still refuse
+   * the rmdir (EBUSY) while it finishes with the exited process. Bounded (about 0.2 s); what is
+   * left then goes with the session's cgroup when it closes. The timer keeps nothing alive.
+   */
+  #retryRelease(attempt: number): void {
+    if (attempt >= RELEASE_RETRIES) return;
+    setTimeout(() => {
+      if (this.#released) return;
+      if (removeCgroupTree(this.cgroup)) {
+        this.#released = true;
+        for (const notify of [...this.#onRelease]) notify();
+      } else this.#retryRelease(attempt + 1);
+    }, RELEASE_RETRY_MS).unref();
   }
 
   retag(): void {

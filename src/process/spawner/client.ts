@@ -74,6 +74,8 @@ export class Spawner {
   readonly #pending = new Map<number, Pending>();
   /** The output of every leader whose stdout or stderr has not ended or been closed yet, by request id. */
   readonly #outputs = new Map<number, Output>();
+  /** Flushes asked of the spawner and not answered yet (a drain waits for each). */
+  #flushes = 0;
   #nextId = 0;
   #closed = false;
   #exited: Promise<void> = Promise.resolve();
@@ -132,7 +134,15 @@ export class Spawner {
   /** Sends one spawn request; resolves once the leader's pid and pipes are here. */
   #send(child: ChildProcess, options: LaunchOptions, startedAtMs: number): Promise<StartedLeader> {
     const id = ++this.#nextId;
-    const output = new Output(id, (message) => this.#tell(child, message), () => this.#outputs.delete(id));
+    const output = new Output(
+      id,
+      (message) => this.#tell(child, message),
+      () => this.#outputs.delete(id),
+      (delta) => {
+        this.#flushes += delta;
+        this.#refresh();
+      },
+    );
     this.#outputs.set(id, output);
     return new Promise<StartedLeader>((resolve) => {
       this.#pending.set(id, {
@@ -234,11 +244,11 @@ export class Spawner {
     return child;
   }
 
-  /** Keeps the runtime's loop alive only while a launch or a leader's exit is outstanding. */
+  /** Keeps the runtime's loop alive only while a launch, a leader's exit or a flush is outstanding. */
   #refresh(): void {
     const child = this.#child;
     if (child === null) return;
-    if (this.#pending.size > 0) {
+    if (this.#pending.size > 0 || this.#flushes > 0) {
       child.ref();
       child.channel?.ref();
     } else {
@@ -442,6 +452,8 @@ class Output {
     readonly id: number,
     readonly tell: (message: object) => void,
     readonly forget: () => void,
+    /** +1 when a flush is asked of the spawner, -1 when it is answered: the runtime's loop waits for the answer. */
+    readonly hold: (delta: 1 | -1) => void,
   ) {
     const make = (which: 0 | 1): StreamState => {
       const stream = new PassThrough();
@@ -496,13 +508,18 @@ class Output {
   flush(): Promise<void> {
     if (this.#states[0].settled && this.#states[1].settled) return Promise.resolve();
     return new Promise<void>((resolve) => {
-      if (this.#flushing.push(resolve) === 1) this.tell({ t: 'flush', id: this.id });
+      if (this.#flushing.push(resolve) === 1) {
+        this.hold(1);
+        this.tell({ t: 'flush', id: this.id });
+      }
     });
   }
 
   /** The spawner's answer to a flush. */
   flushed(): void {
+    if (this.#flushing.length === 0) return;
     for (const resolve of this.#flushing.splice(0)) resolve();
+    this.hold(-1);
   }
 
   /** The spawner is gone: streams it still read end here. */
