@@ -41,3 +41,6 @@ export const stepCrashed = (detail: string): string => `step crashed inside the 
  */
 export const discardedByStop = (stoppedBy: string): string =>
   `ran in the same wave as '${stoppedBy}', whose failure stopped the plan (on_error: fail); plan.md §10.5 keeps no result for the rest of that wave`;
+
+/** Detail of a delegation the parent ended (`cancel.md` §4.3): the launcher's completion, and the reason of one ended before its child was up. */
+export const PARENT_ENDED_DETAIL = 'the parent ended this delegation';

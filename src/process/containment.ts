@@ -720,7 +720,7 @@ class Contained implements ContainedProcess {
       this.#controlSettled = true;
       if (initPid === null) return;
       // Read by the spawner as the report was made (one /proc read per step off the event loop).
-      const startTime = initStartTime !== undefined ? initStartTime : processStartTime(initPid);
+      const startTime = initStartOf(initPid, initStartTime);
       if (startTime !== null) unit.init = { pid: initPid, startTime };
     });
     // A cgroup left empty by the leader's exit is removed at once; one a background process still
@@ -794,7 +794,7 @@ class Contained implements ContainedProcess {
       // few milliseconds a spawn takes.
       if (!this.#controlSettled) {
         const { initPid, initStartTime } = await this.#leader.control;
-        const startTime = initPid === null ? null : initStartTime !== undefined ? initStartTime : processStartTime(initPid);
+        const startTime = initPid === null ? null : initStartOf(initPid, initStartTime);
         if (initPid !== null && startTime !== null && unit.init === null) unit.init = { pid: initPid, startTime };
       }
       const result = await unit.end(graceMs);
@@ -851,4 +851,9 @@ export function processStartFields(process: ContainedProcess): ProcessStartField
     executable: process.executable,
     argv: process.argv,
   };
+}
+
+/** The namespace init's start time: as the spawner read it with the report, else read now (the direct path). */
+function initStartOf(initPid: number, read: number | null | undefined): number | null {
+  return read !== undefined ? read : processStartTime(initPid);
 }

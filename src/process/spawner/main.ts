@@ -218,7 +218,8 @@ function start(message: SpawnMessage): void {
     control.once('close', () => {
       const text = Buffer.concat(chunks).toString('utf8');
       // The namespace init's start time, read here and now (it names the init with its pid) rather
-      // than by the runtime on its event loop when the report arrives.
+      // than by the runtime on its event loop when the report arrives. The `I <pid>` line is the one
+      // `parseControl` (spawn/helper.ts) reads; not imported: the spawner keeps to its own few modules.
       const init = /^I (\d+)$/m.exec(text);
       send({ t: 'ctl', id, text, ...(init !== null ? { initStart: processStartTime(Number(init[1])) } : {}) });
     });

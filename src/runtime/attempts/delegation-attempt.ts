@@ -13,7 +13,7 @@
  */
 import { createActor, fromCallback, type AnyActorRef } from 'xstate';
 import { delegationMachine, type DelegationInput, type DelegationOutcome, type DelegationReport, type PlaneRequest } from '../../../machines/delegation.machine.js';
-import { CANCEL_CAPSULE_STEP } from '../../../machines/messages.js';
+import { CANCEL_CAPSULE_STEP, PARENT_ENDED_DETAIL } from '../../../machines/messages.js';
 import { capsuleTaskText } from '../../plan/validate.js';
 import { interpolateInput } from '../../plan/interpolate.js';
 import type { ContainedProcess } from '../../process/containment.js';
@@ -73,7 +73,7 @@ export function delegationActor(env: AttemptEnvironment, lastTrees: LastTrees) {
         const row = launched as { readonly delegation_id: string; readonly child_session_id: string | null } | null;
         // No child up at the stop: the delegation ends canceled without one, as a graceful cancel's does.
         if (row === null) {
-          if (!late) terminal({ status: 'canceled', answer: null, reason: PARENT_ENDED_BEFORE_UP, delegation_id: null, child_session_id: null });
+          if (!late) terminal({ status: 'canceled', answer: null, reason: PARENT_ENDED_DETAIL, delegation_id: null, child_session_id: null });
           return;
         }
         if (rowLeft || !session.delegations.has(row.delegation_id)) return;
@@ -101,7 +101,7 @@ export function delegationActor(env: AttemptEnvironment, lastTrees: LastTrees) {
               if (!session.hasRecords) return report({ type: 'DELEGATION.ENDED', outcome: noChild('failed', noRecordsDirectory(name)) });
               // The delegation plane (its JSON-RPC client, the child's work folder and snapshot) is
               // loaded by the first capsule step, not by every plan (issue 14, startup).
-              const [resolved, { delegationTimeoutSecs, newDelegationId, PARENT_ENDED_DETAIL, startDelegation }, { snapshotGranted }] = await Promise.all([
+              const [resolved, { delegationTimeoutSecs, newDelegationId, startDelegation }, { snapshotGranted }] = await Promise.all([
                 resolveCapsule({ capsule: name, version, spawnAllow: env.spawnAllow, capsulesDir: env.capsulesDir }),
                 import('../delegation/plane.js'),
                 import('../delegation/snapshot.js'),
@@ -212,10 +212,7 @@ export function delegationActor(env: AttemptEnvironment, lastTrees: LastTrees) {
 }
 
 /** The reason a canceled delegation's terminal record gives (`cancel.md` §4.3: the parent's cancel, child-side detail). */
-const CANCELED_ROW_REASON = 'the parent ended this delegation: the task running the plan was cancelled';
-
-/** The reason of a delegation canceled before its child was up (the plane's `PARENT_ENDED_DETAIL`; the plane loads lazily). */
-const PARENT_ENDED_BEFORE_UP = 'the parent ended this delegation';
+const CANCELED_ROW_REASON = `${PARENT_ENDED_DETAIL}: the task running the plan was cancelled`;
 
 /** A canceled delegation's row, left for the run's task to close (`cancel.md` §4.3). */
 export interface CanceledRow {

@@ -15,6 +15,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, relative, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { JSONRPCClient, type JSONRPCResponse } from 'json-rpc-2.0';
+import { PARENT_ENDED_DETAIL } from '../../../machines/messages.js';
 import { uuidV7Simple } from '../../ids.js';
 import { buildShellEnv } from '../../executors/environment.js';
 import { CONTAINMENT_ENV, ISOLATION_ENV, type ContainedProcess } from '../../process/containment.js';
@@ -49,7 +50,7 @@ export const CHILD_START_TIMEOUT_MS = 30_000;
 export const CHILD_KILL_GRACE_MS = 2000;
 
 /** Detail of a completion the launcher writes for a child the parent ended (`cancel.md` §4.3). */
-export const PARENT_ENDED_DETAIL = 'the parent ended this delegation';
+export { PARENT_ENDED_DETAIL };
 
 /** Plane status of one delegation (`delegation.md` §4). */
 export type DelegationStatus = 'completed' | 'failed' | 'timed_out' | 'refused' | 'canceled';
