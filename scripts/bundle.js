@@ -16,8 +16,8 @@
  * output, not bundled.
  */
 import { build } from 'esbuild';
-import { chmodSync, rmSync, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { chmodSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
 /** Where the bundle goes, relative to the package root (src/process/programs.ts names the same files). */
@@ -27,6 +27,31 @@ export const BUNDLE_DIR = join('dist', 'bundle');
 const ENTRIES = {
   capsule: join('dist', 'src', 'cli.js'),
   spawner: join('dist', 'src', 'process', 'spawner', 'main.js'),
+  // The entry point's state from its first instruction (the held signals, the early spawner):
+  // files of their own, so that `capsule run`'s program (below) uses these same modules.
+  'early-signals': join('dist', 'src', 'cli', 'early-signals.js'),
+  'early-spawner': join('dist', 'src', 'process', 'spawner', 'early.js'),
+};
+
+/**
+ * `capsule run`'s program (src/cli/run-main.ts), bundled on its own into `dist/bundle/run/` (issue
+ * 14, startup): code splitting put what `capsule run` loads before its first step in ~30 files, as
+ * the command table, the internal-error handler and the run command were each a chunk loaded with
+ * `import()` and shared their modules with other commands' chunks in every combination; each file
+ * is one more module for Node to resolve, read, compile and link. Here they are in one chunk:
+ * every chunk this program loads later with `import()` (the resume, the delegation plane, the
+ * background commands' doors) also imports the program's entry, so that esbuild finds every
+ * module of the program used by all of them alike and keeps them together. Those chunks are still
+ * loaded only when used. The modules of the entry point's first instruction are the entry point's
+ * own files (`EARLY`), and the other commands (never loaded by `capsule run`) are the first build's
+ * chunks, so no module is ever loaded twice in one process.
+ */
+const RUN_PROGRAM = { entry: join('dist', 'src', 'cli', 'run-main.js'), dir: join('dist', 'bundle', 'run') };
+
+/** Modules `capsule run`'s program takes from the entry point's own files (tsc's output → the file beside `run/`). */
+const EARLY = {
+  [join('dist', 'src', 'cli', 'early-signals.js')]: '../early-signals.js',
+  [join('dist', 'src', 'process', 'spawner', 'early.js')]: '../early-spawner.js',
 };
 
 /**
@@ -39,16 +64,13 @@ const REQUIRE_BANNER = "import { createRequire as __capsuleCreateRequire } from 
 export async function bundle(root = join(dirname(fileURLToPath(import.meta.url)), '..')) {
   const outdir = join(root, BUNDLE_DIR);
   rmSync(outdir, { recursive: true, force: true });
-  const result = await build({
+  const common = {
     absWorkingDir: root,
-    entryPoints: ENTRIES,
-    outdir,
     bundle: true,
     splitting: true,
     format: 'esm',
     platform: 'node',
     target: 'node20',
-    chunkNames: 'chunks/[name]-[hash]',
     banner: { js: REQUIRE_BANNER },
     sourcemap: 'linked',
     // Less to parse at every start (issue 14, startup: Node 20 compiles every module afresh):
@@ -59,9 +81,72 @@ export async function bundle(root = join(dirname(fileURLToPath(import.meta.url))
     minifySyntax: true,
     metafile: true,
     logLevel: 'warning',
+  };
+  const programPath = toPosix(RUN_PROGRAM.entry);
+  const result = await build({
+    ...common,
+    entryPoints: ENTRIES,
+    outdir,
+    chunkNames: 'chunks/[name]-[hash]',
+    plugins: [
+      {
+        // The entry point's `import()` of run-main.js is `capsule run`'s program, built below.
+        name: 'capsule-run-program',
+        setup(b) {
+          b.onResolve({ filter: /\/run-main\.js$/ }, () => ({ path: './run/run-main.js', external: true }));
+        },
+      },
+    ],
   });
-  writeFileSync(join(outdir, 'meta.json'), JSON.stringify(result.metafile));
+  // The first build's chunk of each module loaded with `import()` (the other commands' modules).
+  const chunkOf = new Map(Object.entries(result.metafile.outputs).filter(([, output]) => output.entryPoint !== undefined).map(([path, output]) => [output.entryPoint, path]));
+  const programDir = join(root, RUN_PROGRAM.dir);
+  /** Another command's module (the command table names every command): never loaded by `capsule run`. */
+  const otherCommand = (target) => /^dist\/src\/cli\/[^/]+\.js$/.test(target) && target !== 'dist/src/cli/run.js' && target !== programPath;
+  // Our modules the program loads with `import()` (the same as the first build's, less the other commands').
+  const lazy = new Set([...chunkOf.keys()].filter((target) => target.startsWith('dist/src/') && !otherCommand(target) && EARLY[target] === undefined && target !== programPath && !Object.values(ENTRIES).includes(target)));
+  const program = await build({
+    ...common,
+    entryPoints: { 'run-main': RUN_PROGRAM.entry },
+    outdir: programDir,
+    // One directory: a path to the entry point's files (`EARLY`) is the same from every file.
+    chunkNames: '[name]-[hash]',
+    plugins: [
+      {
+        name: 'capsule-run-program',
+        setup(b) {
+          b.onResolve({ filter: /^\.\.?\// }, (args) => {
+            const target = toPosix(relative(root, resolve(args.resolveDir, args.path)));
+            const early = EARLY[target];
+            if (early !== undefined) return { path: early, external: true };
+            if (args.kind !== 'dynamic-import' || !otherCommand(target)) return undefined;
+            // Never loaded by `capsule run`: the first build's chunk.
+            const chunk = chunkOf.get(target);
+            if (chunk === undefined) throw new Error(`scripts/bundle.js: no chunk of ${target} in the first build`);
+            return { path: toPosix(relative(programDir, join(root, chunk))), external: true };
+          });
+          // Each chunk the program loads later imports the program's entry (see RUN_PROGRAM).
+          b.onLoad({ filter: /\.js$/ }, (args) => {
+            const target = toPosix(relative(root, args.path));
+            if (!lazy.has(target)) return undefined;
+            const source = readFileSync(args.path, 'utf8');
+            return { contents: `${source}\nimport ${JSON.stringify(`./${toPosix(relative(dirname(args.path), join(root, programPath)))}`)};\n`, loader: 'js', resolveDir: dirname(args.path) };
+          });
+        },
+      },
+    ],
+  });
+  // One metafile for both (test/architecture/bundle.test.ts, the bench): the inputs are the same files.
+  writeFileSync(
+    join(outdir, 'meta.json'),
+    JSON.stringify({ inputs: { ...result.metafile.inputs, ...program.metafile.inputs }, outputs: { ...result.metafile.outputs, ...program.metafile.outputs } }),
+  );
   chmodSync(join(outdir, 'capsule.js'), 0o755);
+}
+
+/** `path` with `/` separators (esbuild's metafile and import paths). */
+function toPosix(path) {
+  return path.split(sep).join('/');
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) await bundle();

@@ -5,6 +5,7 @@
  * commands are loaded (src/cli/main.ts). `capsule run` forks the session's spawner first, so that
  * its Node boots while this one loads the runtime (src/process/spawner/early.ts; issue 14). An
  * exception no command caught is an internal error (src/cli/internal-error.ts): one line, exit 1.
+ * `capsule run` goes on in src/cli/run-main.ts (one program of its own in the bundle).
  */
 import { commandName } from './cli/argv.js';
 import { holdEarlySignals, keepInspectorClosed } from './cli/early-signals.js';
@@ -12,10 +13,17 @@ import { forkSpawnerEarly } from './process/spawner/early.js';
 
 keepInspectorClosed();
 holdEarlySignals();
-if (commandName(process.argv) === 'run' && !process.argv.includes('--help') && !process.argv.includes('-h')) forkSpawnerEarly();
-const { main } = await import('./cli/main.js');
-const { dropOutputToClosedPipes, hadUncaughtError, installUncaughtErrorHandlers } = await import('./cli/internal-error.js');
-installUncaughtErrorHandlers();
-dropOutputToClosedPipes();
-const code = await main(process.argv);
-process.exitCode = hadUncaughtError() ? 1 : code;
+const command = commandName(process.argv);
+if (command === 'run' && !process.argv.includes('--help') && !process.argv.includes('-h')) forkSpawnerEarly();
+if (command === 'run') {
+  // `capsule run` is a program of its own in the bundle (src/cli/run-main.ts): a few files, not ~30.
+  const { runMain } = await import('./cli/run-main.js');
+  process.exitCode = await runMain(process.argv);
+} else {
+  const { main } = await import('./cli/main.js');
+  const { dropOutputToClosedPipes, hadUncaughtError, installUncaughtErrorHandlers } = await import('./cli/internal-error.js');
+  installUncaughtErrorHandlers();
+  dropOutputToClosedPipes();
+  const code = await main(process.argv);
+  process.exitCode = hadUncaughtError() ? 1 : code;
+}

@@ -15,17 +15,38 @@ import { createActor, fromCallback, fromPromise, toPromise, type Actor, type Any
 import type { SweepOutput } from '../../../machines/session.machine.js';
 import { sessionActorId } from '../../../machines/session.machine.js';
 import { provideKind } from '../../actors/actor-kinds.js';
-import { finishedTooLate, type AbandonedCommand, type StillRunning } from '../../detached/abandonment.js';
+import type { AbandonedCommand, StillRunning } from '../../detached/abandonment.js';
 import { completionStatus, type DetachedCompletion } from '../../detached/completion.js';
 import { DetachedRegistry, type GroupSignal, type GroupSignaller, type SignalReason } from '../../detached/registry.js';
 import type { RegistryClock } from '../../detached/clock.js';
-import { abandonmentReport, completionMessage } from '../../detached/texts.js';
 import { assertSignallableGroup } from '../../process/signals.js';
 import type { Session } from '../session.js';
-import { runBackgroundCommand, type BackgroundCommandAnswer } from './background-command.js';
+import type { BackgroundCommandAnswer } from './background-command.js';
 import type { DetachedCommand } from './detached-command.js';
-import { runShellCall } from './shell-run.js';
 import type { ShellRunRequest, ShellRunResult } from './shell-call.js';
+
+/** The doors and texts of `doors.ts`, once loaded. */
+type Doors = typeof import('./doors.js');
+let doors: Doors | null = null;
+let loadingDoors: Promise<Doors> | null = null;
+
+/**
+ * Loads `doors.ts` (once per process): `shell.run`, `backgroundCommand`, the completion and
+ * abandonment texts (issue 14, startup: `capsule run` of a plan never loads them).
+ */
+function loadDoors(): Promise<Doors> {
+  loadingDoors ??= import('./doors.js').then((loaded) => (doors = loaded));
+  return loadingDoors;
+}
+
+/**
+ * The loaded doors. Everything that reaches here comes after a door was called (a completion, a
+ * command to sweep exist only once `shell.run` demoted one), so they are loaded.
+ */
+function loadedDoors(): Doors {
+  if (doors === null) throw new Error('the background commands were used before they were loaded (BackgroundCommands.load)');
+  return doors;
+}
 
 /** Milliseconds the sweep waits for the commands it killed to complete (their trailers written) before it records them. */
 export const SWEEP_COMPLETION_WAIT_MS = 5000;
@@ -153,14 +174,24 @@ export class BackgroundCommands implements GroupSignaller {
   // The doors
   // -------------------------------------------------------------------------------------------
 
-  /** `shell.run` (`shell-run.ts`). */
+  /**
+   * Loads the doors (`doors.ts`: `shell.run`, `backgroundCommand` and their texts), once per
+   * process. `capsule serve` awaits it when its session opens, so that its first `shell.run` starts
+   * as at once as every later one; without it the first door called loads them first (one module
+   * load more before that call's first step). Rejects only if the module cannot be loaded.
+   */
+  async load(): Promise<void> {
+    await loadDoors();
+  }
+
+  /** `shell.run` (`shell-run.ts`). Loaded ({@link load}): its first part runs at once, in this call. */
   run(request: ShellRunRequest): Promise<ShellRunResult> {
-    return runShellCall(this, request);
+    return doors !== null ? doors.runShellCall(this, request) : loadDoors().then((loaded) => loaded.runShellCall(this, request));
   }
 
   /** `backgroundCommand` status / wait / stop (`background-command.ts`); `extended`: serve's additions. */
   operate(input: unknown, options: { readonly extended?: boolean; readonly cancel?: import('../../cancel/cancel-signal.js').CancelSignal } = {}): Promise<BackgroundCommandAnswer> {
-    return runBackgroundCommand(this, input, options);
+    return doors !== null ? doors.runBackgroundCommand(this, input, options) : loadDoors().then((loaded) => loaded.runBackgroundCommand(this, input, options));
   }
 
   /**
@@ -344,7 +375,7 @@ export class BackgroundCommands implements GroupSignaller {
     });
     session.tasks.settle(task.id, 'finished');
     this.writeCompleted(completion, 'task', task.id);
-    return { task_id: task.id, work_id: completion.work_id, message: completionMessage(completion), status: completionStatus(completion), completion };
+    return { task_id: task.id, work_id: completion.work_id, message: loadedDoors().completionMessage(completion), status: completionStatus(completion), completion };
   }
 
   /** The work id's one `shell_completed` (`trace-shell.md` §6). */
@@ -405,7 +436,7 @@ export class BackgroundCommands implements GroupSignaller {
       const identity = command?.running.process.identity;
       if (identity) processes.set(work.work_id, { pid: identity.pid, pgid: identity.pgid });
     }
-    const late = this.#channel.splice(0).filter((completion) => this.registry.claimForTask(completion.work_id)).map(finishedTooLate);
+    const late = this.#channel.splice(0).filter((completion) => this.registry.claimForTask(completion.work_id)).map((completion) => loadedDoors().finishedTooLate(completion));
     this.registry.killRunning();
     const killed = stillRunning.map((entry) => this.#commands.get(entry.work_id)?.completion).filter((p) => p !== undefined);
     await settlesWithin(Promise.all(killed), SWEEP_COMPLETION_WAIT_MS);
@@ -427,7 +458,8 @@ export class BackgroundCommands implements GroupSignaller {
         ...(proc !== undefined ? { pid: proc.pid, pgid: proc.pgid } : {}),
       });
     }
-    const report = abandonmentReport(session.id, entries.map((entry) => withProcess(entry, processes.get(entry.work_id))));
+    // Nothing swept (every `capsule run`): no report, and the texts are never loaded.
+    const report = entries.length === 0 ? null : loadedDoors().abandonmentReport(session.id, entries.map((entry) => withProcess(entry, processes.get(entry.work_id))));
     if (report !== null) {
       if (session.hasRecords) {
         try {

@@ -1,0 +1,25 @@
+/**
+ * `capsule run` after its first instruction (src/cli.ts): the internal-error handler, the command
+ * table and the run command, imported statically so that the bundle ships what `capsule run` loads
+ * as one program of its own (scripts/bundle.js: `dist/bundle/run/`, issue 14, startup). Every
+ * module Node loads is a file to resolve, read, compile and link (~0.3 ms each here), and esbuild's
+ * code splitting spread these over ~30 files; as one program they are a few. Every other command
+ * loads only what it uses, through the command table, as before.
+ *
+ * The early signals and the early spawner (`early-signals.ts`, `spawner/early.ts`) are the entry
+ * point's, from its first instruction: this program uses those same modules (the bundle links them
+ * to the entry's copies), never copies of its own.
+ */
+import { dropOutputToClosedPipes, hadUncaughtError, installUncaughtErrorHandlers } from './internal-error.js';
+import { main } from './main.js';
+// The run command is loaded by the command table with `import()`; imported here too so that it is
+// part of this program, not a file of its own.
+import './run.js';
+
+/** Runs `capsule run` (`argv` as `process.argv`) and returns its exit code: 1 after an uncaught error. */
+export async function runMain(argv: readonly string[]): Promise<number> {
+  installUncaughtErrorHandlers();
+  dropOutputToClosedPipes();
+  const code = await main(argv);
+  return hadUncaughtError() ? 1 : code;
+}
