@@ -66,18 +66,20 @@ function packageOf(path: string): string {
 }
 
 /**
- * A script for `node --input-type=module -e` that imports, in a fresh Node, the chunks `capsule
- * run` loads before its first step (the command table, the internal-error handler, the run
- * command: each chunk pulls in the chunks it imports statically) and does nothing else.
+ * A script for `node --input-type=module -e` that imports, in a fresh Node, the files `capsule
+ * run` loads before its first step (its program, `dist/bundle/run/`: the internal-error handler,
+ * the command table and the run command, with the entry point's first-instruction files it
+ * imports; then the run command's own file, which the command table imports: each file pulls in
+ * the files it imports statically) and does nothing else.
  */
 function loadOnlyScript(): string {
   const meta = bundleMeta();
   const chunk = (entry: string): string => {
-    const found = Object.entries(meta.outputs).find(([path, output]) => path.endsWith('.js') && output.entryPoint === entry);
-    if (found === undefined) throw new Error(`dist/bundle/meta.json has no chunk for ${entry}`);
+    const found = Object.entries(meta.outputs).find(([path, output]) => path.endsWith('.js') && path.startsWith('dist/bundle/run/') && output.entryPoint === entry);
+    if (found === undefined) throw new Error(`dist/bundle/meta.json has no file of capsule run's program for ${entry}`);
     return pathToFileURL(join(PACKAGE_ROOT, found[0])).href;
   };
-  return ['dist/src/cli/main.js', 'dist/src/cli/internal-error.js', 'dist/src/cli/run.js'].map((entry) => `await import(${JSON.stringify(chunk(entry))});`).join(' ');
+  return ['dist/src/cli/run-main.js', 'dist/src/cli/run.js'].map((entry) => `await import(${JSON.stringify(chunk(entry))});`).join(' ');
 }
 
 /**
@@ -346,7 +348,7 @@ async function startup(ctx: SuiteContext, cwd: string, rows: Row[]): Promise<voi
     unit: 'ms',
     samples: samples.get('node, loading the bundle only') ?? [],
     compare: ['node -e 0'],
-    note: 'a fresh Node importing the chunks `capsule run` loads (the command table, the internal-error handler, the run command and what they import), then exiting: Node\'s start plus reading, compiling and evaluating the code; no command, session or plan',
+    note: 'a fresh Node importing the files `capsule run` loads (its program, dist/bundle/run/: the internal-error handler, the command table, the run command, and what they import), then exiting: Node\'s start plus reading, compiling and evaluating the code; no command, session or plan',
   });
   rows.push({ case: name, subject: 'capsule run, spawn to exit', unit: 'ms', samples: exits.slice(exits.length - (samples.get('node -e 0')?.length ?? 0)), compare: ['node -e 0'] });
   const modules = await modulesLoaded(cwd, planFile, 'date');

@@ -94,8 +94,9 @@ describe('layering (blueprint: machines → model → effects → session → ru
   });
 
   it('keeps capsule run free of the SVG renderer, serve, replay, inspect, fast-check, the live view, execa, the delegation plane and the resume (startup, issue 14)', () => {
-    // What `capsule run` loads before its first step: the entry point, the command table and the run command (each loaded with import()).
-    const { loaded, packages } = staticImportGraph(['src/cli', 'src/cli/main', 'src/cli/run']);
+    // What `capsule run` loads before its first step: the entry point, its program (src/cli/run-main: the
+    // internal-error handler, the command table, the run command), the run command (loaded with import()).
+    const { loaded, packages } = staticImportGraph(['src/cli', 'src/cli/run-main', 'src/cli/main', 'src/cli/run']);
     expect([...loaded].filter((file) => /^src\/(visualize|replay)\/|^src\/cli\/(serve|inspect|replay|visualize|doctor)$/.test(file))).toEqual([]);
     // log-update draws the live view on a terminal only; capsule run to a pipe or a file never loads it.
     expect([...packages].filter((pkg) => pkg === '@viz-js/viz' || pkg === 'fast-check' || pkg === 'log-update')).toEqual([]);
@@ -105,6 +106,8 @@ describe('layering (blueprint: machines → model → effects → session → ru
     // step; the resume (src/reconcile/) by --resume alone.
     expect([...packages].filter((pkg) => pkg === 'json-rpc-2.0')).toEqual([]);
     expect([...loaded].filter((file) => /^src\/runtime\/delegation\/(plane|snapshot|child-entry)$|^src\/runtime\/json-rpc$|^src\/reconcile\//.test(file))).toEqual([]);
+    // A plan's shell steps are never demoted: the background commands' doors load at their first use.
+    expect([...loaded].filter((file) => /^src\/session\/background\/(shell-run|shell-call|background-command|detached-command|doors)$|^src\/detached\/(texts|abandonment|output-log|tool-input|bounded-pattern|work-id)$/.test(file))).toEqual([]);
   });
 
   it('loads pino and the SVG renderer only where they are used (dynamic imports)', () => {

@@ -1,12 +1,15 @@
 /**
- * What `capsule run` of a shell plan loads of Node itself before it is done (issue 14, startup):
- * every built-in module is compiled at its first use, at every start. The session's clock reads
- * the monotonic time with `process.hrtime`, so Node's `perf_hooks` family (loaded by the first use
- * of the global `performance`) is never loaded by such a run.
+ * What `capsule run` of a shell plan loads before it is done (issue 14, startup): every built-in
+ * module is compiled at its first use, at every start, and so is every module of ours. The
+ * session's clock reads the monotonic time with `process.hrtime`, so Node's `perf_hooks` family
+ * (loaded by the first use of the global `performance`) is never loaded by such a run; a plan's
+ * shell steps are never demoted, so the background commands' doors (`shell.run`,
+ * `backgroundCommand`, their texts) are never loaded either.
  */
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { CLI, ROOT, TempDirs, writeJson } from './helpers.js';
 
 const temp = new TempDirs();
@@ -35,4 +38,38 @@ it("runs a shell plan to its end without loading Node's perf_hooks modules", asy
   expect(code).toBe(0);
   expect(builtins).toContain('NativeModule child_process'); // the list is real
   expect(builtins.filter((name) => /perf_hooks|internal\/perf\/(performance|timerify|usertiming|nodetiming)$/.test(name))).toEqual([]);
+});
+
+/** Runs `capsule run PLAN --allow true --json` under loader hooks; returns the source modules (tsc's output paths) in the files Node loaded. */
+function modulesOfRun(dir: string, plan: string): Promise<{ code: number | null; modules: string[] }> {
+  const list = join(dir, 'modules.txt');
+  writeFileSync(list, '');
+  const env: NodeJS.ProcessEnv = { ...process.env, CAPSULE_TEST_MODULES: list };
+  delete env['NODE_OPTIONS'];
+  const child = spawn(process.execPath, ['--import', join(ROOT, 'test', 'fixtures', 'cli', 'module-list.mjs'), CLI, 'run', plan, '--allow', 'true', '--json', '--workdir', dir], {
+    cwd: dir,
+    env,
+    stdio: ['ignore', 'ignore', 'ignore'],
+  });
+  // The bundle's metafile says which source modules each file holds.
+  const meta = JSON.parse(readFileSync(join(ROOT, 'dist', 'bundle', 'meta.json'), 'utf8')) as { outputs: Record<string, { inputs: Record<string, unknown> }> };
+  return new Promise((resolve, reject) => {
+    child.on('error', reject);
+    child.on('close', (code) => {
+      const files = readFileSync(list, 'utf8').split('\n').filter((url) => url.startsWith('file:') && !url.includes('/test/fixtures/'));
+      const modules = files.flatMap((url) => Object.keys(meta.outputs[relative(ROOT, fileURLToPath(url))]?.inputs ?? {}));
+      resolve({ code, modules });
+    });
+  });
+}
+
+it("runs a shell plan to its end without loading the background commands' doors (shell.run, backgroundCommand, their texts)", async () => {
+  const dir = temp.make('startup-modules');
+  const plan = writeJson(dir, 'plan.json', { id: 'p', steps: [{ id: 'a', shell: 'true' }] });
+  const { code, modules } = await modulesOfRun(dir, plan);
+  expect(code).toBe(0);
+  expect(modules).toContain('dist/src/runtime/run-plan.js'); // the list is real
+  expect(modules).toContain('dist/src/session/background/background-commands.js'); // the session's registry of them is
+  const doors = /^dist\/src\/session\/background\/(shell-run|shell-call|background-command|detached-command|doors)\.js$|^dist\/src\/detached\/(texts|abandonment|output-log|tool-input|bounded-pattern|work-id)\.js$/;
+  expect(modules.filter((module) => doors.test(module))).toEqual([]);
 });

@@ -1,0 +1,27 @@
+/**
+ * The background commands' doors (`shell.run`, `backgroundCommand`, their texts:
+ * src/session/background/doors.ts) are loaded at their first use, so that `capsule run` of a plan
+ * never compiles them (issue 14, startup). `capsule serve` loads them when its session opens
+ * (`BackgroundCommands.load`): from then on a call's first part runs at once, in the call, as it
+ * always did.
+ */
+import { endSessions, policyB } from './helpers.js';
+
+afterEach(async () => {
+  await endSessions();
+});
+
+it('answers the first shell.run of a session whose doors are not loaded yet, as any other', async () => {
+  const b = policyB({ graceMs: null });
+  expect(await b.session.background.run({ binary: 'bash', command: 'echo first' })).toMatchObject({ status: 'finished', exit_code: 0 });
+  expect(await b.session.background.run({ binary: 'nope', command: 'x' })).toMatchObject({ status: 'refused', code: 'binary_not_allowed' });
+});
+
+it("starts a shell.run's task in the call itself once the doors are loaded (capsule serve loads them at its start)", async () => {
+  const b = policyB({ graceMs: null });
+  await b.session.background.load();
+  const call = b.session.background.run({ binary: 'bash', command: 'true' });
+  // Before the call's promise is awaited: its task is already in the table.
+  expect(b.session.tasks.running().map((task) => task.kind)).toContain('shell');
+  expect(await call).toMatchObject({ status: 'finished', exit_code: 0 });
+});
