@@ -5,6 +5,7 @@
  * by one (resolve, read, parse, link each) was most of `capsule run`'s start; a bundle is a few
  * files. Code splitting keeps every lazy `import()` lazy: serve, inspect, replay, the SVG renderer,
  * the live view and pino are chunks under `dist/bundle/chunks/`, loaded only by what uses them.
+ * `capsule run` is a program of its own, `dist/bundle/run/` (a second build, see RUN_PROGRAM).
  *
  * Also writes `dist/bundle/meta.json` (esbuild's metafile: which source file went into which
  * chunk, and how chunks import each other; test/architecture/layering.test.ts reads it) and a
@@ -120,7 +121,12 @@ export async function bundle(root = join(dirname(fileURLToPath(import.meta.url))
             const early = EARLY[target];
             if (early !== undefined) return { path: early, external: true };
             if (args.kind !== 'dynamic-import' || !otherCommand(target)) return undefined;
-            // Never loaded by `capsule run`: the first build's chunk.
+            // Never loaded by `capsule run` (the command table registers the run command alone): the
+            // first build's chunk. Anything else importing another command's module would load that
+            // chunk, and with it second copies of modules the program has: refused.
+            if (toPosix(relative(root, args.importer)) !== 'dist/src/cli/main.js') {
+              throw new Error(`scripts/bundle.js: ${toPosix(relative(root, args.importer))} imports ${target}, another command's module, into capsule run's program: only the command table may`);
+            }
             const chunk = chunkOf.get(target);
             if (chunk === undefined) throw new Error(`scripts/bundle.js: no chunk of ${target} in the first build`);
             return { path: toPosix(relative(programDir, join(root, chunk))), external: true };
