@@ -67,6 +67,20 @@ describe('capsule serve against a hostile harness', () => {
   });
 });
 
+describe('shell.run with a grace longer than a timer holds', () => {
+  it('keeps the command in the foreground until it exits when grace_secs is days long (past 2^31 - 1 ms) or overflows to infinity, instead of demoting it at once', async () => {
+    const serve = startServe();
+    // 3,000,000 s is about 35 days (more than a Node timer's 24.8); 1e308 s is Infinity in ms.
+    for (const grace_secs of [3_000_000, 1e308]) {
+      const answer = await serve.call<Record<string, unknown>>('shell.run', { binary: 'bash', command: 'sleep 0.3; echo done', grace_secs });
+      expect(answer).toMatchObject({ status: 'finished', exit_code: 0, stdout: 'done\n' });
+    }
+    await serve.call('session.stop');
+    expect(await exitOf(serve)).toEqual({ code: 0, signal: null });
+    expect(serve.trace().some((r) => r['event_type'] === 'shell_detached')).toBe(false);
+  });
+});
+
 describe('plan.submit of a path', () => {
   it('refuses a path outside the workdir, or a link leading out of it, without reading the file', async () => {
     const serve = startServe({
