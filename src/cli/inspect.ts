@@ -253,6 +253,8 @@ interface ActorView {
   delegation?: string;
   /** A delegation actor whose child's event log has given a record. */
   childLogged?: boolean;
+  /** The machine its `xstate.init` line names (`session`, `plan`, …), once known. */
+  machine?: string;
 }
 
 /** A settled (or discarded) step result as the plan emits it in `plan.stepsSettled` / `plan.stepsDiscarded`. */
@@ -315,7 +317,11 @@ export class ActorTree {
       // A root of its own in the log: a capsule step's delegation sits under its step; a child's roots under their delegation.
       const input = record.input as { step?: unknown } | undefined;
       const stepOf = record.machine === 'delegation' && typeof input?.step === 'string' ? `${scope.prefix}step:${input.step}` : undefined;
-      const parentOf = from ?? stepOf ?? scope.parent ?? undefined;
+      if (record.machine !== undefined) actor.machine ??= record.machine;
+      // A `capsule serve` session's tasks (each `plan.submit`'s plan) are roots of their own in
+      // the log, after the session's: they are drawn under the session, whose tasks they are.
+      const sessionRoot = this.#root !== null && this.#actors.get(this.#root)?.machine === 'session' ? this.#root : undefined;
+      const parentOf = from ?? stepOf ?? scope.parent ?? (key === this.#root ? undefined : sessionRoot);
       if (parentOf === undefined) this.#root ??= key;
       else {
         const parentId = this.#shownAs.get(parentOf) ?? parentOf;
