@@ -70,7 +70,7 @@ export async function replayCommand(
   }
   let result: ReplayResult;
   try {
-    result = await replay(readReplayScript(file));
+    result = await replay(readReplayScript(file, { onTornTail: (warning) => void output.stderr.write(`warning: ${printable(warning)}\n`) }));
   } catch (error) {
     if (error instanceof ReplayFileError) {
       output.stderr.write(`error: ${error.message}\n`);
