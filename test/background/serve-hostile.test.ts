@@ -81,6 +81,22 @@ describe('shell.run with a grace longer than a timer holds', () => {
   });
 });
 
+describe('session.stop while a shell.run is still in the foreground', () => {
+  it('demotes the command first, so the stop answer names it in its residue instead of saying nothing was running, and the call answers detached', async () => {
+    const serve = startServe();
+    // No grace: the command stays in the foreground until something demotes it.
+    const call = serve.request('shell.run', { binary: 'bash', command: 'sleep 30' });
+    await serve.awaitNotification('task.started', () => true);
+    const stopped = await serve.call<{ residue: { kind: string; work_id: string }[] }>('session.stop');
+    const answer = await call;
+    expect(answer.result).toMatchObject({ status: 'detached' });
+    const workId = (answer.result as { work_id: string }).work_id;
+    expect(stopped.residue).toEqual([expect.objectContaining({ kind: 'detached_shell', work_id: workId })]);
+    expect(await exitOf(serve)).toEqual({ code: 0, signal: null });
+    expect(terminalsByWorkId(serve)).toEqual({ [workId]: ['shell_abandoned'] });
+  });
+});
+
 describe('plan.submit of a path', () => {
   it('refuses a path outside the workdir, or a link leading out of it, without reading the file', async () => {
     const serve = startServe({
