@@ -178,15 +178,15 @@ export function parseReplayScript(text: string, file: string, options: { onTornT
   });
   const first = parsed[0];
   const tail = torn as { readonly line: number; readonly offset: number; readonly bytes: number; readonly error: string } | null;
-  if (tail !== null) {
-    if (first === undefined || !RECORD_KINDS.has(first.value['kind'] as string)) throw new ReplayFileError(tail.error);
-    options.onTornTail?.(
-      `${file}:${tail.line} (byte ${tail.offset}): the last line has no newline and is not JSON (${tail.bytes} bytes): a write cut short by a crash; replayed without it`,
-    );
-  }
+  if (tail !== null && (first === undefined || !RECORD_KINDS.has(first.value['kind'] as string))) throw new ReplayFileError(tail.error);
   if (first === undefined) throw new ReplayFileError(`${file}: the file holds no lines`);
   if (first.value['kind'] === 'plan' || first.value['kind'] === 'machine') return parseHand(parsed, file);
-  return parseRecorded(parsed, file);
+  const script = parseRecorded(parsed, file);
+  // Told only once the rest was accepted: a refusal is the refusal alone.
+  if (tail !== null) {
+    options.onTornTail?.(`${file}:${tail.line} (byte ${tail.offset}): the last line has no newline and is not JSON (${tail.bytes} bytes): a write cut short by a crash; replayed without it`);
+  }
+  return script;
 }
 
 interface Parsed {

@@ -62,9 +62,13 @@ describe('capsule replay', () => {
     const out = capture();
     expect(await replayCommand(file, {}, out)).toBe(0);
     expect(out.stdout.text).toMatch(/^identical: 3 actors passed through the recorded states/);
-    expect(out.stderr.text).toBe(
-      `warning: ${file}:${lines} (byte ${Buffer.byteLength(whole)}): the last line has no newline and is not JSON (49 bytes): a write cut short by a crash; replayed without it\n`,
-    );
+    const note = `${file}:${lines} (byte ${Buffer.byteLength(whole)}): the last line has no newline and is not JSON (49 bytes): a write cut short by a crash; replayed without it`;
+    // Said with the verdict, on stdout: stderr stays for refusals.
+    expect(out.stdout.text.split('\n').at(-2)).toBe(`note: ${note}`);
+    expect(out.stderr.text).toBe('');
+    const json = capture();
+    expect(await replayCommand(file, { json: true }, json)).toBe(0);
+    expect(JSON.parse(json.stdout.text)).toMatchObject({ identical: true, torn_tail: note });
   });
 
   it('still refuses a hand-written script whose unterminated last line is not JSON (a typo, not a crash)', async () => {
