@@ -10,7 +10,7 @@
  * nothing says its child never started.
  */
 import { existsSync, readdirSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import type { Command } from 'commander';
 import { createLogUpdate } from 'log-update';
 import { actorKind } from '../actors/actor-kinds.js';
@@ -18,6 +18,7 @@ import { EVENT_LOG_FILE, type EventLogRecord } from '../records/event-log.js';
 import { eventLogLine } from '../records/event-log-lines.js';
 import { JsonlFollower, type JsonlProblem } from '../records/jsonl-reader.js';
 import { isRecordOf, TraceFollower } from '../records/trace-reader.js';
+import { isSameLiveProcess, processStartTime } from '../process/proc.js';
 import { stateText } from '../replay/replay.js';
 import { excerpt } from '../plan/text.js';
 import { printable } from './progress.js';
@@ -112,6 +113,8 @@ export async function inspectCommand(
     const lines = reader.sessionEnded && tree.isEmpty
       ? ['(no actor: the run ended before its plan started, e.g. refused; see report.json)']
       : tree.render(PRINTED_LINES);
+    const gone = tree.ended ? null : reader.runtimeGone();
+    if (gone !== null) lines.push(killedLine(gone));
     output.stdout.write(lines.join('\n') + '\n');
     return EXIT.OK;
   }
@@ -123,11 +126,19 @@ export async function inspectCommand(
     output.stderr.write(`waiting for ${file} … (${where}: a run started with --records ${dirname(file)} creates it; Ctrl-C to stop, --once not to wait)\n`);
   }
   let first = true;
+  // The pid of a runtime found gone without ending its session: the logs will not grow again.
+  let gone: number | null = null;
   for (;;) {
-    const applied = readAll(false);
+    let applied = readAll(false);
+    if (!tree.ended && !reader.sessionEnded) {
+      gone = reader.runtimeGone();
+      // Gone: what it wrote before it went is read whole (a torn last line included), then checked again.
+      if (gone !== null) applied += readAll(true);
+      if (tree.ended || reader.sessionEnded) gone = null;
+    }
     if (update !== null && (applied > 0 || first)) update(tree.render(Math.max(5, (output.stdout.rows ?? 24) - 2)).join('\n'));
     first = false;
-    if (tree.ended || signal?.aborted === true || (applied === 0 && reader.sessionEnded && tree.isEmpty)) break;
+    if (gone !== null || tree.ended || signal?.aborted === true || (applied === 0 && reader.sessionEnded && tree.isEmpty)) break;
     await new Promise<void>((resolve) => {
       const onAbort = (): void => {
         clearTimeout(timer);
@@ -140,13 +151,14 @@ export async function inspectCommand(
       signal?.addEventListener('abort', onAbort, { once: true });
     });
   }
-  const final = tree.render(update !== null ? Math.max(5, (output.stdout.rows ?? 24) - 2) : PRINTED_LINES).join('\n');
+  const final = [...tree.render(update !== null ? Math.max(5, (output.stdout.rows ?? 24) - 2) : PRINTED_LINES), ...(gone !== null ? [killedLine(gone)] : [])].join('\n');
   if (update !== null) {
     update(final);
     update.done();
   } else {
     output.stdout.write(final + '\n');
   }
+  if (gone !== null) return EXIT.FAILED;
   return tree.ended || (reader.sessionEnded && tree.isEmpty) ? EXIT.OK : EXIT.CANCELED;
 }
 
@@ -177,6 +189,8 @@ class RecordsReader {
   readonly #report: string;
   readonly #onProblem: (problem: JsonlProblem) => void;
   #sessionEnded = false;
+  /** The session's runtime as `session_start` names it (pid, and its start time when recorded). */
+  #runtime: { readonly pid: number; readonly startTime: number | null } | null = null;
 
   constructor(file: string, onProblem: (problem: JsonlProblem) => void) {
     this.#events = new JsonlFollower(file);
@@ -213,10 +227,39 @@ class RecordsReader {
     }
     if (!this.#sessionEnded) {
       const trace = this.#trace.read();
-      if (trace.records.some((record) => isRecordOf(record, 'session_end'))) this.#sessionEnded = true;
+      for (const record of trace.records) {
+        if (isRecordOf(record, 'session_end')) this.#sessionEnded = true;
+        const fields = record as unknown as Readonly<Record<string, unknown>>;
+        if (this.#runtime === null && fields['event_type'] === 'session_start' && Number.isSafeInteger(fields['pid']) && (fields['pid'] as number) > 0) {
+          const startTime = fields['pid_start_time'];
+          this.#runtime = { pid: fields['pid'] as number, startTime: Number.isSafeInteger(startTime) ? (startTime as number) : null };
+        }
+      }
     }
     return count;
   }
+
+  /**
+   * The pid of the session's runtime when it is gone without the session having ended (it was
+   * SIGKILLed, or crashed): its logs will not grow again. Null while it runs, once the session
+   * ended, or when the trace names no runtime. A pid is taken for the runtime only with the start
+   * time `session_start` recorded (a reused pid is not the runtime); without one, any process of
+   * that pid counts as still running. Not checked for a child capsule's records.
+   */
+  runtimeGone(): number | null {
+    const runtime = this.#runtime;
+    // A child capsule's records (`children/<dlg_id>/`): its runtime ran in a PID namespace of its
+    // own, so the pid its trace names is not one of ours; its delegation in the parent's log says
+    // how it ended.
+    if (runtime === null || this.sessionEnded || basename(dirname(this.dir)) === 'children') return null;
+    const alive = runtime.startTime !== null ? isSameLiveProcess({ pid: runtime.pid, startTime: runtime.startTime }) : processStartTime(runtime.pid) !== null;
+    return alive ? null : runtime.pid;
+  }
+}
+
+/** The line that says a session's logs stop because its runtime was killed. */
+function killedLine(pid: number): string {
+  return `(the session's runtime, pid ${pid}, is gone without ending the session — killed or crashed —: its log stops here, and what is drawn as running was left so; --resume accounts for what it left)`;
 }
 
 function problemAt(file: string, line: number, offset: number): Omit<JsonlProblem, 'message'> {
@@ -253,6 +296,8 @@ interface ActorView {
   delegation?: string;
   /** A delegation actor whose child's event log has given a record. */
   childLogged?: boolean;
+  /** The machine its `xstate.init` line names (`session`, `plan`, …), once known. */
+  machine?: string;
 }
 
 /** A settled (or discarded) step result as the plan emits it in `plan.stepsSettled` / `plan.stepsDiscarded`. */
@@ -315,7 +360,11 @@ export class ActorTree {
       // A root of its own in the log: a capsule step's delegation sits under its step; a child's roots under their delegation.
       const input = record.input as { step?: unknown } | undefined;
       const stepOf = record.machine === 'delegation' && typeof input?.step === 'string' ? `${scope.prefix}step:${input.step}` : undefined;
-      const parentOf = from ?? stepOf ?? scope.parent ?? undefined;
+      if (record.machine !== undefined) actor.machine ??= record.machine;
+      // A `capsule serve` session's tasks (each `plan.submit`'s plan) are roots of their own in
+      // the log, after the session's: they are drawn under the session, whose tasks they are.
+      const sessionRoot = this.#root !== null && this.#actors.get(this.#root)?.machine === 'session' ? this.#root : undefined;
+      const parentOf = from ?? stepOf ?? scope.parent ?? (key === this.#root ? undefined : sessionRoot);
       if (parentOf === undefined) this.#root ??= key;
       else {
         const parentId = this.#shownAs.get(parentOf) ?? parentOf;

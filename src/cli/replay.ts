@@ -69,8 +69,10 @@ export async function replayCommand(
     return EXIT.OK;
   }
   let result: ReplayResult;
+  // A recorded log's torn last line, left out: said with the verdict, on stdout (stderr is for refusals).
+  let torn: string | null = null;
   try {
-    result = await replay(readReplayScript(file));
+    result = await replay(readReplayScript(file, { onTornTail: (note) => (torn = note) }));
   } catch (error) {
     if (error instanceof ReplayFileError) {
       output.stderr.write(`error: ${error.message}\n`);
@@ -81,7 +83,7 @@ export async function replayCommand(
   if (options.json === true) {
     const d = result.divergence;
     const clipped = d === undefined ? result : { ...result, divergence: { ...d, actor: excerpt(d.actor), expected: clipMiddle(d.expected), actual: clipMiddle(d.actual) } };
-    output.stdout.write(JSON.stringify(clipped) + '\n');
+    output.stdout.write(JSON.stringify(torn === null ? clipped : { ...clipped, torn_tail: torn }) + '\n');
   } else if (result.divergence === undefined) {
     const actors = Object.keys(result.actors).length;
     output.stdout.write(`identical: ${actors} actor${actors === 1 ? '' : 's'} passed through the recorded states (${result.events} inputs fed) — ${file}\n`);
@@ -93,5 +95,6 @@ export async function replayCommand(
       `diverged at seq ${d.seq} (${file}:${d.line}), actor ${printable(excerpt(d.actor))}\n  expected: ${shown(d.expected)}\n  actual:   ${shown(d.actual)}\n`,
     );
   }
+  if (torn !== null && options.json !== true) output.stdout.write(`note: ${printable(torn)}\n`);
   return result.identical ? EXIT.OK : EXIT.FAILED;
 }

@@ -5,7 +5,7 @@
  */
 import * as z from 'zod';
 import type { ProcessResult } from '../process/leader.js';
-import { readDataPath } from './data-path.js';
+import { MAX_DATA_PATH_BYTES, readDataPath } from './data-path.js';
 import { decodeUtf8Lossy } from './utf8.js';
 
 /**
@@ -50,6 +50,14 @@ export const ToolResultSchema = z
 /** How to print a valid result; appended to every protocol error. */
 const TOOL_RESULT_HINT = 'print one JSON object like {"status":"passed","data":"…"}';
 
+/**
+ * Bytes of a command tool's stdout (and of its stderr) kept at most: 16 MiB, as for a plan file.
+ * One ToolResult is all a tool prints, and a tool printing without end must not cost the runtime
+ * its memory (200 MB printed cost 3 GB); a longer stdout is refused, not cut — a cut result could
+ * be taken for the whole answer (as with `data_path`, {@link MAX_DATA_PATH_BYTES}).
+ */
+export const MAX_TOOL_STDOUT_BYTES = 16 * 1024 * 1024;
+
 /** Characters of stdout quoted in a "not JSON" error. */
 const STDOUT_EXCERPT_CHARS = 80;
 
@@ -83,7 +91,7 @@ function excerpt(text: string): string {
  * @returns `{ ok: true, result }`, or `{ ok: false, error }` naming the tool and the cause:
  *   could not start ({@link toolStartError}); non-zero exit ({@link toolExitError}, with the first
  *   non-blank stderr line; a valid ToolResult printed before a non-zero exit is ignored); stdout
- *   empty, not one JSON document, or not a valid ToolResult ({@link toolProtocolError}). Surrounding
+ *   empty, over {@link MAX_TOOL_STDOUT_BYTES}, not one JSON document, or not a valid ToolResult ({@link toolProtocolError}). Surrounding
  *   whitespace and a leading BOM are allowed. Never throws.
  */
 export function toolResultFromProcess(
@@ -97,6 +105,16 @@ export function toolResultFromProcess(
       .map((line) => line.trim())
       .find((line) => line !== '');
     return { ok: false, error: toolExitError(toolName, result.exitCode, result.signal, firstLine ?? null) };
+  }
+  const printed = result.outputCapped?.stdout ?? result.stdout.length;
+  if (printed > MAX_TOOL_STDOUT_BYTES) {
+    return {
+      ok: false,
+      error: toolProtocolError(
+        toolName,
+        `stdout was ${printed} bytes, over the limit of ${MAX_TOOL_STDOUT_BYTES} bytes (16 MiB) for one ToolResult (the rest was not kept); write a large answer to a file in the workdir and return its "data_path" (read up to ${MAX_DATA_PATH_BYTES} bytes)`,
+      ),
+    };
   }
   const text = decodeUtf8Lossy(result.stdout).replace(/^\uFEFF/, '').trim();
   if (text === '') return { ok: false, error: toolProtocolError(toolName, 'stdout was empty') };

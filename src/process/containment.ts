@@ -290,6 +290,8 @@ export interface SpawnRequest {
   readonly drainGraceMs?: number;
   /** Keep all output in `done` (default true); false when the caller reads the streams (`leader.ts`). */
   readonly collectOutput?: boolean;
+  /** Bytes of each stream `done` keeps at most; the rest is counted (`ProcessResult.outputCapped`, `leader.ts`). */
+  readonly maxCollectBytes?: number;
 }
 
 /** Who a started process is, as the trace records it (`process_start`). */
@@ -575,6 +577,7 @@ export class Containment {
       ...(request.onLeaderExit !== undefined ? { onLeaderExit: request.onLeaderExit } : {}),
       ...(request.drainGraceMs !== undefined ? { drainGraceMs: request.drainGraceMs } : {}),
       ...(request.collectOutput !== undefined ? { collectOutput: request.collectOutput } : {}),
+      ...(request.maxCollectBytes !== undefined ? { maxCollectBytes: request.maxCollectBytes } : {}),
       label: ownerText(request.owner),
     };
     return { owner: request.owner, argv, executable: resolved.path, cgroupDir, pidNamespace, launch };

@@ -73,6 +73,12 @@ export interface LaunchOptions {
    * sinks keep memory flat whatever a command prints).
    */
   readonly collectOutput?: boolean;
+  /**
+   * With `collectOutput`: bytes of each stream kept at most (default: all). Past it the rest is
+   * read and counted, not kept, and {@link ProcessResult.outputCapped} says how much there was, so
+   * that a process printing without end costs bounded memory (a command tool's stdout).
+   */
+  readonly maxCollectBytes?: number;
 }
 
 /** How to start one process with {@link startProcess}. */
@@ -112,6 +118,11 @@ export interface ProcessResult {
    * on our side; false when both reached end-of-file.
    */
   readonly outputHeld?: boolean;
+  /**
+   * Present when a stream printed more than `maxCollectBytes`: the bytes each stream printed in
+   * all (`stdout`/`stderr` then hold only the first `maxCollectBytes` of it).
+   */
+  readonly outputCapped?: { readonly stdout: number; readonly stderr: number };
 }
 
 /** A started process. */
@@ -190,19 +201,35 @@ function streamSettled(stream: Readable | null | undefined): Promise<void> {
 }
 
 /** Collects every chunk of `stream`; an `error` listener keeps a broken pipe from becoming an uncaught exception. */
-function collect(stream: Readable | null | undefined): () => Buffer {
+interface Collected {
+  (): Buffer;
+  /** Bytes the stream gave in all, kept or not. */
+  readonly total: () => number;
+}
+
+/** Keeps the first `max` bytes of `stream` (default: all) and counts the rest. */
+function collect(stream: Readable | null | undefined, max = Number.POSITIVE_INFINITY): Collected {
   const chunks: Buffer[] = [];
+  let kept = 0;
+  let total = 0;
   if (stream !== null && stream !== undefined) {
-    stream.on('data', (chunk: Buffer | string) => chunks.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk));
+    stream.on('data', (data: Buffer | string) => {
+      const chunk = typeof data === 'string' ? Buffer.from(data) : data;
+      total += chunk.length;
+      if (kept >= max) return;
+      const part = kept + chunk.length <= max ? chunk : chunk.subarray(0, max - kept);
+      chunks.push(part);
+      kept += part.length;
+    });
     stream.on('error', () => undefined);
   }
-  return () => Buffer.concat(chunks);
+  return Object.assign(() => Buffer.concat(chunks), { total: () => total });
 }
 
 /** Keeps a broken pipe from becoming an uncaught exception, collecting nothing (the caller reads the stream). */
-function ignoreErrors(stream: Readable | null | undefined): () => Buffer {
+function ignoreErrors(stream: Readable | null | undefined): Collected {
   stream?.on('error', () => undefined);
-  return () => EMPTY;
+  return Object.assign(() => EMPTY, { total: () => 0 });
 }
 
 const EMPTY = Buffer.alloc(0);
@@ -416,8 +443,9 @@ export function superviseLeader(options: LaunchOptions, startedAtMs: number, par
   const controlStream = parts.controlStream ?? null;
   stdin?.on('error', () => undefined); // EPIPE when the child exits without reading its input
   const keep = options.collectOutput !== false;
-  const stdoutBytes = keep ? collect(stdout) : ignoreErrors(stdout);
-  const stderrBytes = keep ? collect(stderr) : ignoreErrors(stderr);
+  const max = options.maxCollectBytes ?? Number.POSITIVE_INFINITY;
+  const stdoutBytes = keep ? collect(stdout, max) : ignoreErrors(stdout);
+  const stderrBytes = keep ? collect(stderr, max) : ignoreErrors(stderr);
   let byteCount = 0;
   const countBytes = (chunk: Buffer | string): void => {
     byteCount += chunk.length;
@@ -439,8 +467,10 @@ export function superviseLeader(options: LaunchOptions, startedAtMs: number, par
       stderr?.destroy();
       stdin?.destroy();
       controlStream?.destroy();
+      const capped = stdoutBytes.total() > max || stderrBytes.total() > max;
       resolve({
         ...fields,
+        ...(capped ? { outputCapped: { stdout: stdoutBytes.total(), stderr: stderrBytes.total() } } : {}),
         pid: leaderPid,
         stdout: stdoutBytes(),
         stderr: stderrBytes(),

@@ -131,21 +131,31 @@ export class ReplayFileError extends RuntimeError {
  * Reads and parses a replay file: only a regular file of at most {@link MAX_REPLAY_FILE_BYTES}
  * (never blocks on a FIFO or device). @throws {ReplayFileError}
  */
-export function readReplayScript(file: string, options: { maxBytes?: number } = {}): ReplayScript {
+export function readReplayScript(file: string, options: { maxBytes?: number; onTornTail?: (warning: string) => void } = {}): ReplayScript {
   const read = readUtf8FileSync(file, { maxBytes: options.maxBytes ?? MAX_REPLAY_FILE_BYTES });
   if (!read.ok) throw new ReplayFileError(`cannot read ${file}: ${read.error}`);
-  return parseReplayScript(read.text, file);
+  return parseReplayScript(read.text, file, options.onTornTail === undefined ? {} : { onTornTail: options.onTornTail });
 }
 
 /**
  * Parses the text of a replay file. Blank lines and lines starting with `//` are skipped (so a
  * hand-written script can carry comments).
+ *
+ * A recorded log whose last line has no newline and is not JSON — a write a crash cut short (the
+ * writers never glue a record onto such a fragment) — is replayed without that line: `onTornTail`
+ * is told (file, line, byte offset, length), as `capsule inspect` and the trace reader say it. In a
+ * hand-written script it is refused like any other line.
  * @throws {ReplayFileError} for a line that is not JSON or not a known shape, naming file and line.
  */
-export function parseReplayScript(text: string, file: string): ReplayScript {
+export function parseReplayScript(text: string, file: string, options: { onTornTail?: (warning: string) => void } = {}): ReplayScript {
   const parsed: Parsed[] = [];
   const lines = text.split('\n');
+  // The torn tail: the last line, unterminated, that does not parse (decided once the first line says whether the log is recorded).
+  let torn: { readonly line: number; readonly offset: number; readonly bytes: number; readonly error: string } | null = null;
+  let offset = 0;
   lines.forEach((raw, i) => {
+    const lineOffset = offset;
+    offset += Buffer.byteLength(raw) + 1;
     const trimmed = raw.trim();
     if (trimmed === '' || trimmed.startsWith('//')) return;
     // Nothing past here may recurse as deep as the input nests (comparing, describing, stringifying).
@@ -154,7 +164,12 @@ export function parseReplayScript(text: string, file: string): ReplayScript {
     try {
       value = JSON.parse(trimmed);
     } catch (error) {
-      throw new ReplayFileError(`${file}:${i + 1}: not a JSON line (${excerpt((error as Error).message, 200)})`);
+      const message = `${file}:${i + 1}: not a JSON line (${excerpt((error as Error).message, 200)})`;
+      if (i === lines.length - 1) {
+        torn = { line: i + 1, offset: lineOffset, bytes: Buffer.byteLength(raw), error: message };
+        return;
+      }
+      throw new ReplayFileError(message);
     }
     if (typeof value !== 'object' || value === null || Array.isArray(value)) {
       throw new ReplayFileError(`${file}:${i + 1}: expected a JSON object, got ${describeKind(value)}`);
@@ -162,9 +177,16 @@ export function parseReplayScript(text: string, file: string): ReplayScript {
     parsed.push({ line: i + 1, value: value as Record<string, unknown> });
   });
   const first = parsed[0];
+  const tail = torn as { readonly line: number; readonly offset: number; readonly bytes: number; readonly error: string } | null;
+  if (tail !== null && (first === undefined || !RECORD_KINDS.has(first.value['kind'] as string))) throw new ReplayFileError(tail.error);
   if (first === undefined) throw new ReplayFileError(`${file}: the file holds no lines`);
   if (first.value['kind'] === 'plan' || first.value['kind'] === 'machine') return parseHand(parsed, file);
-  return parseRecorded(parsed, file);
+  const script = parseRecorded(parsed, file);
+  // Told only once the rest was accepted: a refusal is the refusal alone.
+  if (tail !== null) {
+    options.onTornTail?.(`${file}:${tail.line} (byte ${tail.offset}): the last line has no newline and is not JSON (${tail.bytes} bytes): a write cut short by a crash; replayed without it`);
+  }
+  return script;
 }
 
 interface Parsed {

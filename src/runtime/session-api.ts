@@ -112,11 +112,16 @@ export interface SessionApiOptions {
 }
 
 /** One session driven by a harness. */
+/** Longest `session.stop` waits for the shell calls still in the foreground to demote, ms. */
+const STOP_DEMOTION_WAIT_MS = 2000;
+
 export class SessionApi {
   readonly session: Session;
   readonly #options: SessionApiOptions;
   readonly #listeners = new Set<(notification: SessionNotification) => void>();
   readonly #plans = new Set<Promise<unknown>>();
+  /** `shell.run` calls not yet answered (a command in the foreground, or starting). */
+  readonly #shellCalls = new Set<Promise<unknown>>();
   /** The cancel policy of each plan task a `task.cancel` reached (graceful first, forced on the next or after the grace). */
   readonly #policies = new Map<string, CancelPolicy>();
   #stopping: Promise<{ residue: ResidueItem[] }> | null = null;
@@ -188,6 +193,10 @@ export class SessionApi {
    */
   async shellRun(request: Omit<ShellRunRequest, 'task' | 'source' | 'abandoned' | 'onAccepted'>): Promise<ShellRunResult> {
     const task = this.session.tasks.start({ kind: 'shell', source: 'serve', method: 'shell.run' });
+    let answered = (): void => {};
+    const call = new Promise<void>((resolve) => (answered = resolve));
+    this.#shellCalls.add(call);
+    void call.then(() => this.#shellCalls.delete(call));
     try {
       const result = await this.session.background.run({
         ...request,
@@ -202,6 +211,8 @@ export class SessionApi {
     } catch (error) {
       this.session.tasks.settle(task.id, 'finished');
       throw error;
+    } finally {
+      answered();
     }
   }
 
@@ -338,11 +349,27 @@ export class SessionApi {
    * ({@link ended}). Idempotent.
    */
   stop(): Promise<{ residue: ResidueItem[] }> {
-    if (this.#stopping === null) {
-      const residue = this.session.residue().toSessionStop();
-      this.#stopping = Promise.resolve({ residue: [...residue.residue] });
-    }
+    if (this.#stopping === null) this.#stopping = this.#stopResidue();
     return this.#stopping;
+  }
+
+  /**
+   * The residue of `session.stop`. A `shell.run` still in the foreground is demoted first (the
+   * abandon signal: the stop ends the session, whose end would demote and sweep it anyway), so
+   * that it is in the residue under its `wrk_` id rather than missing from an answer that says
+   * nothing else was running. Its call answers `detached` first. Bounded: a call that has not
+   * answered {@link STOP_DEMOTION_WAIT_MS} later (a session without records never demotes) is
+   * left to the sweep.
+   */
+  async #stopResidue(): Promise<{ residue: ResidueItem[] }> {
+    if (this.#shellCalls.size > 0 && this.session.hasRecords) {
+      this.#callerGone.cancel();
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([Promise.allSettled([...this.#shellCalls]), new Promise<void>((resolve) => (timer = setTimeout(resolve, STOP_DEMOTION_WAIT_MS)))]);
+      clearTimeout(timer);
+    }
+    const residue = this.session.residue().toSessionStop();
+    return { residue: [...residue.residue] };
   }
 
   /**

@@ -67,6 +67,36 @@ describe('capsule serve against a hostile harness', () => {
   });
 });
 
+describe('shell.run with a grace longer than a timer holds', () => {
+  it('keeps the command in the foreground until it exits when grace_secs is days long (past 2^31 - 1 ms) or overflows to infinity, instead of demoting it at once', async () => {
+    const serve = startServe();
+    // 3,000,000 s is about 35 days (more than a Node timer's 24.8); 1e308 s is Infinity in ms.
+    for (const grace_secs of [3_000_000, 1e308]) {
+      const answer = await serve.call<Record<string, unknown>>('shell.run', { binary: 'bash', command: 'sleep 0.3; echo done', grace_secs });
+      expect(answer).toMatchObject({ status: 'finished', exit_code: 0, stdout: 'done\n' });
+    }
+    await serve.call('session.stop');
+    expect(await exitOf(serve)).toEqual({ code: 0, signal: null });
+    expect(serve.trace().some((r) => r['event_type'] === 'shell_detached')).toBe(false);
+  });
+});
+
+describe('session.stop while a shell.run is still in the foreground', () => {
+  it('demotes the command first, so the stop answer names it in its residue instead of saying nothing was running, and the call answers detached', async () => {
+    const serve = startServe();
+    // No grace: the command stays in the foreground until something demotes it.
+    const call = serve.request('shell.run', { binary: 'bash', command: 'sleep 30' });
+    await serve.awaitNotification('task.started', () => true);
+    const stopped = await serve.call<{ residue: { kind: string; work_id: string }[] }>('session.stop');
+    const answer = await call;
+    expect(answer.result).toMatchObject({ status: 'detached' });
+    const workId = (answer.result as { work_id: string }).work_id;
+    expect(stopped.residue).toEqual([expect.objectContaining({ kind: 'detached_shell', work_id: workId })]);
+    expect(await exitOf(serve)).toEqual({ code: 0, signal: null });
+    expect(terminalsByWorkId(serve)).toEqual({ [workId]: ['shell_abandoned'] });
+  });
+});
+
 describe('plan.submit of a path', () => {
   it('refuses a path outside the workdir, or a link leading out of it, without reading the file', async () => {
     const serve = startServe({

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { ActorTree, inspectCommand } from '../../src/cli/inspect.js';
 import { startPlan } from '../../src/runtime/run-plan.js';
 import type { EventLogRecord } from '../../src/records/event-log.js';
+import { endServes, exitOf, startServe } from '../background/serve-client.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'capsule-inspect-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -209,5 +210,28 @@ describe('capsule inspect over the actor tree of a wide wave', () => {
     expect(await inspectCommand(dir, { once: true }, out)).toBe(0);
     expect(out.stderr.text).toMatch(/^warning: .*events\.jsonl:2 \(byte 70\): not a JSON line/);
     expect(out.stdout.text).toBe('plan:p  …\n');
+  });
+});
+
+describe('capsule inspect on a capsule serve session', () => {
+  afterEach(endServes);
+
+  it('draws each plan submitted to the session under the session, with its steps and their outcomes, beside its background commands', async () => {
+    const serve = startServe();
+    const demoted = await serve.call<{ work_id: string }>('shell.run', { binary: 'bash', command: 'sleep 30', grace_secs: 0 });
+    await serve.call('plan.submit', { plan: { id: 'p', steps: [{ id: 'a', shell: 'bash -c "exit 0"' }, { id: 'b', shell: 'bash -c "exit 3"', depends_on: ['a'], on_error: 'continue' }] } });
+    await serve.call('session.stop');
+    expect(await exitOf(serve)).toEqual({ code: 0, signal: null });
+    const out = capture();
+    expect(await inspectCommand(serve.R, { once: true }, out)).toBe(0);
+    const lines = out.stdout.text.split('\n');
+    expect(lines[0]).toMatch(/^session:ses_[0-9a-f]+  finished \(done\)  \[0 running, 2 ended\]$/);
+    expect(lines.slice(1)).toEqual([
+      `├─ ${demoted.work_id}  canceled (done)`,
+      '└─ plan:p  finished (done)  [0 running, 2 ended]',
+      '   ├─ step:a  finished (done) → success',
+      '   └─ step:b  finished (done) → failed: exit code 3',
+      '',
+    ]);
   });
 });

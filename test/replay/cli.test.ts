@@ -1,7 +1,8 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { replayCommand } from '../../src/cli/replay.js';
+import { startPlan } from '../../src/runtime/run-plan.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'capsule-replay-cli-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -42,6 +43,40 @@ describe('capsule replay', () => {
     expect(await replayCommand(file, {}, out)).toBe(2);
     expect(out.stderr.text).toMatch(new RegExp(`^error: ${file.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}:2: not a JSON line`));
     expect(out.stdout.text).toBe('');
+  });
+
+  it("replays a recorded log whose last line a crash cut short without that line, warning with its line and byte offset, instead of refusing the whole log", async () => {
+    const recordsDir = join(scratch, 'torn-run');
+    await startPlan({
+      plan: { id: 'p', steps: [{ id: 'a', tool: 'ok' }, { id: 'b', tool: 'ok', depends_on: ['a'] }] },
+      manifest: null,
+      workdir: scratch,
+      recordsDir,
+      tools: { ok: () => ({ status: 'passed', data: 'fine' }) },
+    }).report;
+    const whole = readFileSync(join(recordsDir, 'events.jsonl'), 'utf8');
+    const file = join(scratch, 'torn.jsonl');
+    // A record whose append was cut short: no newline, not JSON.
+    writeFileSync(file, `${whole}{"seq":9999,"ts":1,"actor":"plan:p","kind":"snaps`);
+    const lines = whole.split('\n').length;
+    const out = capture();
+    expect(await replayCommand(file, {}, out)).toBe(0);
+    expect(out.stdout.text).toMatch(/^identical: 3 actors passed through the recorded states/);
+    const note = `${file}:${lines} (byte ${Buffer.byteLength(whole)}): the last line has no newline and is not JSON (49 bytes): a write cut short by a crash; replayed without it`;
+    // Said with the verdict, on stdout: stderr stays for refusals.
+    expect(out.stdout.text.split('\n').at(-2)).toBe(`note: ${note}`);
+    expect(out.stderr.text).toBe('');
+    const json = capture();
+    expect(await replayCommand(file, { json: true }, json)).toBe(0);
+    expect(JSON.parse(json.stdout.text)).toMatchObject({ identical: true, torn_tail: note });
+  });
+
+  it('still refuses a hand-written script whose unterminated last line is not JSON (a typo, not a crash)', async () => {
+    const file = join(scratch, 'hand-torn.jsonl');
+    writeFileSync(file, '{"kind":"plan","plan":{"id":"p","steps":[{"id":"a","tool":"t"}]}}\n{"kind":"outcome",');
+    const out = capture();
+    expect(await replayCommand(file, {}, out)).toBe(2);
+    expect(out.stderr.text).toMatch(/:2: not a JSON line/);
   });
 
   it.each([

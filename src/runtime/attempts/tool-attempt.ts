@@ -5,7 +5,7 @@
  */
 import type { JsonValue, PlanStep } from '../../../machines/contracts.js';
 import type { AttemptOutcome } from '../../../machines/step.machine.js';
-import { toolResultFromProcess, toolStepOutcome, type ToolResult } from '../../executors/command-tool.js';
+import { MAX_TOOL_STDOUT_BYTES, toolResultFromProcess, toolStepOutcome, type ToolResult } from '../../executors/command-tool.js';
 import { buildShellEnv } from '../../executors/environment.js';
 import { interpolateInput } from '../../plan/interpolate.js';
 import { processStartFields, type ContainedProcess } from '../../process/containment.js';
@@ -52,6 +52,8 @@ function runTool(run: AttemptRun, step: PlanStep, input: JsonValue, onTree: (tre
       cwd: env.session.workdir,
       env: stepEnvironment(env),
       stdin: inputJson,
+      // One byte past the limit is enough to refuse; the rest is only counted.
+      maxCollectBytes: MAX_TOOL_STDOUT_BYTES + 1,
       onLeaderExit: (info) => run.leaderExited(info.pid, info.exitCode, info.signal),
     });
     trackTree(run, tree);

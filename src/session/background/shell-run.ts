@@ -8,6 +8,7 @@
  */
 import { excerpt } from '../../plan/text.js';
 import { join } from 'node:path';
+import { MAX_TIMER_DELAY_MS as MAX_TIMER_MS } from '../../../machines/step.machine.js';
 import { CANCEL_PHASES } from '../../cancel/phases.js';
 import type { OutputHolders } from '../../detached/completion.js';
 import { STOP_TERM_GRACE_MS } from '../../detached/constants.js';
@@ -118,8 +119,11 @@ function foreground(
       resolve(trigger);
     };
     void running.done.then(() => finish(null));
-    if (options.graceMs !== null) {
-      const id = options.clock.setTimeout(() => finish('grace'), Math.max(0, options.graceMs));
+    // A grace past what a timer holds (2^31 - 1 ms, about 24.8 days) would fire at once (Node
+    // clamps it to 1 ms): it waits that long instead; an infinite one (a `grace_secs` whose ms
+    // overflow a double) is no clock at all.
+    if (options.graceMs !== null && Number.isFinite(options.graceMs)) {
+      const id = options.clock.setTimeout(() => finish('grace'), Math.min(Math.max(0, options.graceMs), MAX_TIMER_MS));
       cleanups.push(() => options.clock.clearTimeout(id));
     }
     if (options.abandoned !== undefined) cleanups.push(options.abandoned.subscribe(() => finish('abandoned')));
