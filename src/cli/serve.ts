@@ -120,8 +120,8 @@ export async function serveCommand(options: ServeCommandOptions): Promise<ExitCo
   // and session_end: the abandonment report and the log are best effort there, as in `capsule run`.
   process.stderr.on('error', () => {});
 
-  // The background commands are serve's from its first request (its first `shell.run` starts as at
-  // once as every later one): loaded now, while the session opens (`capsule run` never loads them).
+  // The background commands are serve's from its first request (its first `shell.run` starts at
+  // once, as every later one does): loaded now, while the session opens (`capsule run` never loads them).
   await session.background.load();
 
   const capsulesDir = resolve(options.capsules ?? join(workdir, 'capsules'));

@@ -111,10 +111,10 @@ export interface SessionApiOptions {
   readonly entry?: ChildEntry | null;
 }
 
-/** One session driven by a harness. */
 /** Longest `session.stop` waits for the shell calls still in the foreground to demote, ms. */
 const STOP_DEMOTION_WAIT_MS = 2000;
 
+/** One session driven by a harness. */
 export class SessionApi {
   readonly session: Session;
   readonly #options: SessionApiOptions;

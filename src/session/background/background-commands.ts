@@ -177,7 +177,7 @@ export class BackgroundCommands implements GroupSignaller {
   /**
    * Loads the doors (`doors.ts`: `shell.run`, `backgroundCommand` and their texts), once per
    * process. `capsule serve` awaits it when its session opens, so that its first `shell.run` starts
-   * as at once as every later one; without it the first door called loads them first (one module
+   * at once, as every later one does; without it the first door called loads them first (one module
    * load more before that call's first step). Rejects only if the module cannot be loaded.
    */
   async load(): Promise<void> {
