@@ -15,20 +15,30 @@ import { CLI, ROOT, TempDirs, writeJson } from './helpers.js';
 const temp = new TempDirs();
 afterAll(() => temp.removeAll());
 
-/** Runs `capsule run PLAN --allow true --json` under the fixture that lists the built-ins at exit; returns them. */
-function builtinsOfRun(dir: string, plan: string): Promise<{ code: number | null; builtins: string[] }> {
-  const list = join(dir, 'builtins.txt');
-  const env: NodeJS.ProcessEnv = { ...process.env, CAPSULE_TEST_BUILTINS: list };
+/**
+ * Runs `capsule run PLAN --allow true --json` under `--import` of the fixture `fixture`
+ * (test/fixtures/cli/), which writes what it lists to the file named by the variable `listVar`;
+ * resolves with the exit code once the run closed.
+ */
+function runUnderFixture(fixture: string, listVar: string, list: string, dir: string, plan: string): Promise<number | null> {
+  const env: NodeJS.ProcessEnv = { ...process.env, [listVar]: list };
   delete env['NODE_OPTIONS'];
-  const child = spawn(process.execPath, ['--import', join(ROOT, 'test', 'fixtures', 'cli', 'builtins-at-exit.mjs'), CLI, 'run', plan, '--allow', 'true', '--json', '--workdir', dir], {
+  const child = spawn(process.execPath, ['--import', join(ROOT, 'test', 'fixtures', 'cli', fixture), CLI, 'run', plan, '--allow', 'true', '--json', '--workdir', dir], {
     cwd: dir,
     env,
     stdio: ['ignore', 'ignore', 'ignore'],
   });
   return new Promise((resolve, reject) => {
     child.on('error', reject);
-    child.on('close', (code) => resolve({ code, builtins: readFileSync(list, 'utf8').split('\n').filter((line) => line !== '') }));
+    child.on('close', resolve);
   });
+}
+
+/** Runs `capsule run PLAN --allow true --json` under the fixture that lists the built-ins at exit; returns them. */
+async function builtinsOfRun(dir: string, plan: string): Promise<{ code: number | null; builtins: string[] }> {
+  const list = join(dir, 'builtins.txt');
+  const code = await runUnderFixture('builtins-at-exit.mjs', 'CAPSULE_TEST_BUILTINS', list, dir, plan);
+  return { code, builtins: readFileSync(list, 'utf8').split('\n').filter((line) => line !== '') };
 }
 
 it("runs a shell plan to its end without loading Node's perf_hooks modules", async () => {
@@ -41,26 +51,14 @@ it("runs a shell plan to its end without loading Node's perf_hooks modules", asy
 });
 
 /** Runs `capsule run PLAN --allow true --json` under loader hooks; returns the source modules (tsc's output paths) in the files Node loaded. */
-function modulesOfRun(dir: string, plan: string): Promise<{ code: number | null; modules: string[] }> {
+async function modulesOfRun(dir: string, plan: string): Promise<{ code: number | null; modules: string[] }> {
   const list = join(dir, 'modules.txt');
   writeFileSync(list, '');
-  const env: NodeJS.ProcessEnv = { ...process.env, CAPSULE_TEST_MODULES: list };
-  delete env['NODE_OPTIONS'];
-  const child = spawn(process.execPath, ['--import', join(ROOT, 'test', 'fixtures', 'cli', 'module-list.mjs'), CLI, 'run', plan, '--allow', 'true', '--json', '--workdir', dir], {
-    cwd: dir,
-    env,
-    stdio: ['ignore', 'ignore', 'ignore'],
-  });
+  const code = await runUnderFixture('module-list.mjs', 'CAPSULE_TEST_MODULES', list, dir, plan);
   // The bundle's metafile says which source modules each file holds.
   const meta = JSON.parse(readFileSync(join(ROOT, 'dist', 'bundle', 'meta.json'), 'utf8')) as { outputs: Record<string, { inputs: Record<string, unknown> }> };
-  return new Promise((resolve, reject) => {
-    child.on('error', reject);
-    child.on('close', (code) => {
-      const files = readFileSync(list, 'utf8').split('\n').filter((url) => url.startsWith('file:') && !url.includes('/test/fixtures/'));
-      const modules = files.flatMap((url) => Object.keys(meta.outputs[relative(ROOT, fileURLToPath(url))]?.inputs ?? {}));
-      resolve({ code, modules });
-    });
-  });
+  const files = readFileSync(list, 'utf8').split('\n').filter((url) => url.startsWith('file:') && !url.includes('/test/fixtures/'));
+  return { code, modules: files.flatMap((url) => Object.keys(meta.outputs[relative(ROOT, fileURLToPath(url))]?.inputs ?? {})) };
 }
 
 it("runs a shell plan to its end without loading the background commands' doors (shell.run, backgroundCommand, their texts)", async () => {
