@@ -18,7 +18,7 @@ import { EVENT_LOG_FILE, type EventLogRecord } from '../records/event-log.js';
 import { eventLogLine } from '../records/event-log-lines.js';
 import { JsonlFollower, type JsonlProblem } from '../records/jsonl-reader.js';
 import { isRecordOf, TraceFollower } from '../records/trace-reader.js';
-import { isSameLiveProcess, processStartTime } from '../process/proc.js';
+import { sessionRuntimeMayRun } from '../process/leftovers.js';
 import { stateText } from '../replay/replay.js';
 import { excerpt } from '../plan/text.js';
 import { printable } from './progress.js';
@@ -252,8 +252,7 @@ class RecordsReader {
     // own, so the pid its trace names is not one of ours; its delegation in the parent's log says
     // how it ended.
     if (runtime === null || this.sessionEnded || basename(dirname(this.dir)) === 'children') return null;
-    const alive = runtime.startTime !== null ? isSameLiveProcess({ pid: runtime.pid, startTime: runtime.startTime }) : processStartTime(runtime.pid) !== null;
-    return alive ? null : runtime.pid;
+    return sessionRuntimeMayRun(runtime.pid, runtime.startTime) ? null : runtime.pid;
   }
 }
 

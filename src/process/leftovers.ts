@@ -59,6 +59,16 @@ const num = (value: unknown): number | null => (typeof value === 'number' && Num
 const str = (value: unknown): string | null => (typeof value === 'string' ? value : null);
 
 /**
+ * Whether the runtime a `session_start` names (`pid`, and `pid_start_time` in clock ticks when
+ * recorded) may still be running: the same live process by pid and start time; without a start
+ * time, any live process of that pid (a reused pid cannot be told apart, so it counts as running).
+ * Shared by the abandoned-session scan and `capsule inspect`.
+ */
+export function sessionRuntimeMayRun(pid: number, startTime: number | null): boolean {
+  return startTime !== null ? isSameLiveProcess({ pid, startTime }) : processStartTime(pid) !== null;
+}
+
+/**
  * Reads one records directory: null when it is not an abandoned session (no trace, a
  * `session_end`, its runtime still running, or already noticed). The trace is read with the one
  * trace reader; a torn or damaged line is skipped (the crash that made the session abandoned may
@@ -79,10 +89,8 @@ export function inspectSessionDir(recordsDir: string): AbandonedSession | null {
   if (start === undefined || records.some((r) => r['event_type'] === 'session_end')) return null;
   const runtimePid = num(start['pid']);
   const runtimeStart = num(start['pid_start_time']);
-  if (runtimePid !== null) {
-    // Still running (or, without a recorded start time, possibly still running): not abandoned.
-    if (runtimeStart !== null ? isSameLiveProcess({ pid: runtimePid, startTime: runtimeStart }) : processStartTime(runtimePid) !== null) return null;
-  }
+  // Still running (or, without a recorded start time, possibly still running): not abandoned.
+  if (runtimePid !== null && sessionRuntimeMayRun(runtimePid, runtimeStart)) return null;
   const containment = start['containment'];
   const sessionCgroup = typeof containment === 'object' && containment !== null ? str((containment as Json)['cgroup']) : null;
   const started: ProcessStartRecord[] = records
