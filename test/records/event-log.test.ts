@@ -214,6 +214,35 @@ describe('the event log\'s text lines', () => {
     expect(records).toHaveLength(events.length);
     expect(lines).toEqual(records);
   });
+  it('are the JSON of the records for plain events of every shape: type not first, a toJSON, a prototype, an undefined member, nothing but a type', () => {
+    const records: string[] = [];
+    const lines: string[] = [];
+    let tick = 0;
+    const options = { now: () => 1_700_000_000_000 + (tick++ >> 1) };
+    const inspectors = [createEventRecorder((record) => records.push(JSON.stringify(record)), options), createEventLineRecorder((line) => lines.push(line), options)];
+    const step = { id: 'step.0', getSnapshot: () => ({ context: { input: { step: { id: 's' } } }, machine: { id: 'step' }, status: 'active' }) };
+    const plan = { id: 'plan:p', getSnapshot: () => ({ context: { planId: 'p' }, machine: { id: 'plan' }, status: 'active' }) };
+    const inherited = Object.assign(Object.create({ inheritedKey: 1 }) as object, { type: 'ATTEMPT.FINISHED', attempt: 3 });
+    const plainEvents: Record<string, unknown>[] = [
+      { type: 'ATTEMPT.FINISHED', attempt: 1, outcome: { status: 'success', output: 'é\u2028', error: null } },
+      { attempt: 2, type: 'ATTEMPT.FINISHED', outcome: null },
+      { type: 'ATTEMPT.FINISHED', toJSON: () => ({ replaced: true }), attempt: 4 },
+      inherited as Record<string, unknown>,
+      { type: 'ATTEMPT.FINISHED', attempt: undefined, f: () => 1, n: Number.NaN },
+      { type: 'ATTEMPT.FINISHED' },
+      { 0: 'first', type: 'ATTEMPT.FINISHED' },
+    ];
+    const events: unknown[] = [];
+    for (const event of plainEvents) {
+      events.push({ type: '@xstate.event', rootId: 'x', actorRef: step, sourceRef: undefined, event });
+      events.push({ type: '@xstate.action', rootId: 'x', actorRef: plan, action: { type: 'xstate.emit', params: { event: { ...event, type: 'plan.stepEnded' } } } });
+      events.push({ type: '@xstate.action', rootId: 'x', actorRef: plan, action: { type: 'xstate.emit', params: { event: Object.assign(Object.create(Object.getPrototypeOf(event) as object) as object, event, { type: 'plan.stepsSettled' }) } } });
+      events.push({ type: '@xstate.snapshot', rootId: 'x', actorRef: plan, event: { type: 'CANCEL' }, snapshot: { value: { running: 'dispatching' }, status: 'active' } });
+    }
+    for (const event of events) for (const inspect of inspectors) inspect(event as never);
+    expect(records).toHaveLength(plainEvents.length * 2);
+    expect(lines).toEqual(records);
+  });
 });
 
 describe('jsonSafe', () => {
