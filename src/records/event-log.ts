@@ -108,7 +108,6 @@ interface LineWriter {
     machine: string | undefined,
     input: unknown,
     payload: Record<string, unknown> | undefined,
-    plain: PlainEvent | undefined,
   ): void;
   snapshot(
     seq: number,
@@ -124,13 +123,6 @@ interface LineWriter {
 }
 
 /**
- * An event whose payload is plain JSON (its kind's `plainEvents`) and whose JSON is the JSON of its
- * payload with `type` first (see {@link plainAsIs}): the writers copy or stringify it themselves,
- * instead of the recorder copying it first.
- */
-type PlainEvent = { readonly type: string } & Readonly<Record<string, unknown>>;
-
-/**
  * Turns XState inspection events into {@link EventLogRecord}s, in the order XState reports them,
  * and hands each to `sink`. Only actors of the actor-kind table are recorded; an effect actor's
  * events reach the log as the outside inputs its parent receives.
@@ -141,25 +133,21 @@ export function createEventRecorder(
 ): (event: InspectionEvent) => void {
   return recorder(
     {
-      event(seq, ts, actor, type, from, fromId, external, machine, input, payload, plain) {
+      event(seq, ts, actor, type, from, fromId, external, machine, input, payload) {
         const line: { -readonly [K in keyof EventLine]: EventLine[K] } = { seq, ts, actor: actor.name, kind: 'event', type };
         if (fromId !== undefined) line.from = from?.name ?? fromId;
         if (external) line.external = true;
         if (machine !== undefined) {
           line.machine = machine;
           if (input !== undefined) line.input = input;
-        } else {
-          const kept = plain !== undefined ? payloadOf(plain, actor.kind) : payload;
-          if (kept !== undefined && kept !== null) line.event = kept;
-        }
+        } else if (payload !== undefined) line.event = payload;
         sink(line);
       },
       snapshot(seq, ts, actor, event, state, status, output, error, emitted) {
         const line: { -readonly [K in keyof SnapshotLine]: SnapshotLine[K] } = { seq, ts, actor: actor.name, kind: 'snapshot', event, state, status };
         if (status === 'done') line.output = output;
         else if (status === 'error' && error !== undefined) line.error = error;
-        // Plain emitted events are held as they were emitted: the record holds copies, as before.
-        if (emitted !== undefined) line.emitted = emitted.map((item) => ({ type: item['type'], ...payloadOf(item as PlainEvent, actor.kind) }));
+        if (emitted !== undefined) line.emitted = emitted;
         sink(line);
       },
     },
@@ -177,9 +165,8 @@ export function createEventRecorder(
 export function createEventLineRecorder(sink: (line: string) => void, options: EventRecorderOptions = {}): (event: InspectionEvent) => void {
   /** JSON of short strings that recur (event types, state values), at most {@link JSON_CACHE_MAX} of them. */
   const cache = new Map<string, string>();
-  /** JSON of `{ parent: child }` state values, by parent, then child (state names: no key string to build). */
-  const nested = new Map<string, Map<string, string>>();
-  let nestedSize = 0;
+  /** JSON of `{ parent: child }` state values, keyed `parent` NUL `child`. */
+  const nested = new Map<string, string>();
   const quoted = (text: string): string => {
     let json = cache.get(text);
     if (json === undefined) {
@@ -199,15 +186,11 @@ export function createEventLineRecorder(sink: (line: string) => void, options: E
       }
       const child = only === undefined ? undefined : (value as Record<string, unknown>)[only];
       if (only !== undefined && typeof child === 'string') {
-        let children = nested.get(only);
-        let json = children?.get(child);
+        const key = `${only}\u0000${child}`;
+        let json = nested.get(key);
         if (json === undefined) {
           json = JSON.stringify(value);
-          if (nestedSize < JSON_CACHE_MAX) {
-            if (children === undefined) nested.set(only, (children = new Map()));
-            children.set(child, json);
-            nestedSize++;
-          }
+          if (nested.size < JSON_CACHE_MAX) nested.set(key, json);
         }
         return json;
       }
@@ -216,7 +199,7 @@ export function createEventLineRecorder(sink: (line: string) => void, options: E
   };
   return recorder(
     {
-      event(seq, ts, actor, type, from, fromId, external, machine, input, payload, plain) {
+      event(seq, ts, actor, type, from, fromId, external, machine, input, payload) {
         let line = `{"seq":${seq},"ts":${numberJson(ts)}${actor.actorJson},"kind":"event","type":${quoted(type)}`;
         if (fromId !== undefined) line += `,"from":${from !== null ? from.nameJson : JSON.stringify(fromId)}`;
         if (external) line += ',"external":true';
@@ -224,11 +207,6 @@ export function createEventLineRecorder(sink: (line: string) => void, options: E
           line += `,"machine":${quoted(machine)}`;
           const json = input === undefined ? undefined : (JSON.stringify(input) as string | undefined);
           if (json !== undefined) line += `,"input":${json}`;
-        } else if (plain !== undefined) {
-          // `{"type":<type>,<payload's members>}`: the payload is what follows the type, if anything does.
-          const json = JSON.stringify(plain);
-          const at = TYPE_KEY.length + quoted(type).length;
-          if (json.length > at + 1) line += `,"event":{${json.slice(at + 1)}`;
         } else if (payload !== undefined) {
           line += `,"event":${JSON.stringify(payload)}`;
         }
@@ -254,7 +232,6 @@ export function createEventLineRecorder(sink: (line: string) => void, options: E
 }
 
 const ACTOR_KEY = ',"actor":';
-const TYPE_KEY = '{"type":';
 const JSON_CACHE_MAX = 4096;
 
 /** A number as `JSON.stringify` writes it (finite: its shortest text; otherwise `null`). */
@@ -297,7 +274,6 @@ function recorder(writer: LineWriter, options: EventRecorderOptions): (event: In
         let machine: string | undefined;
         let input: unknown;
         let payload: Record<string, unknown> | undefined;
-        let plain: PlainEvent | undefined;
         if (type === 'xstate.init') {
           machine = actor.kind.name;
           const raw = (event as { input?: unknown }).input;
@@ -307,13 +283,10 @@ function recorder(writer: LineWriter, options: EventRecorderOptions): (event: In
           }
         } else if (!(sourceNamed !== null && type.startsWith('xstate.done.actor.'))) {
           const summarize = actor.kind.logEvent?.[type] as ((event: unknown) => unknown) | undefined;
-          if (summarize === undefined && plainAsIs(event, actor.kind)) plain = event as PlainEvent;
-          else {
-            const kept = summarize !== undefined ? (summarize(event) as Record<string, unknown>) : payloadOf(event, actor.kind);
-            if (kept !== null) payload = kept;
-          }
+          const kept = summarize !== undefined ? (summarize(event) as Record<string, unknown>) : payloadOf(event, actor.kind);
+          if (kept !== null) payload = kept;
         }
-        writer.event(++seq, now(), actor, type, sourceNamed, fromId, external, machine, input, payload, plain);
+        writer.event(++seq, now(), actor, type, sourceNamed, fromId, external, machine, input, payload);
         return;
       }
       case '@xstate.snapshot': {
@@ -334,8 +307,7 @@ function recorder(writer: LineWriter, options: EventRecorderOptions): (event: In
         const actor = nameOf(inspection.actorRef as AnyActorRef);
         if (event === undefined || typeof event.type !== 'string' || actor === null) return;
         const list = emitted.get(inspection.actorRef) ?? [];
-        // A plain event is its own JSON (`{ type, …payload }`): kept as it is, not copied.
-        list.push(plainAsIs(event as { type: string }, actor.kind) ? (event as PlainEvent) : { type: event.type, ...payloadOf(event as { type: string }, actor.kind) });
+        list.push({ type: event.type, ...payloadOf(event as { type: string }, actor.kind) });
         emitted.set(inspection.actorRef, list);
         return;
       }
@@ -435,18 +407,6 @@ function escapeLineBreaks(bytes: Buffer): Buffer {
   if (LINE_BREAK_BYTES.every((pattern) => bytes.indexOf(pattern) < 0)) return bytes;
   const text = bytes.toString('utf8').replace(LINE_BREAKS, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
   return Buffer.from(text, 'utf8');
-}
-
-/**
- * Whether `event`'s payload is plain JSON (its kind's `plainEvents`) and `JSON.stringify(event)`
- * is the JSON of `{ type, …payloadOf(event) }`: a plain object (no `toJSON`, nothing inherited)
- * whose first key is `type` (so no key sorts before it).
- */
-function plainAsIs(event: { readonly type: unknown }, kind: ActorKind): boolean {
-  if (typeof event.type !== 'string' || kind.plainEvents?.test(event.type) !== true || Object.getPrototypeOf(event) !== Object.prototype) return false;
-  if (Object.prototype.hasOwnProperty.call(event, 'toJSON')) return false;
-  for (const key in event) return key === 'type';
-  return false;
 }
 
 /** The event without `type`, JSON-safe (copied as it is when `kind` says its payload is plain); null when nothing is left. */
