@@ -142,12 +142,178 @@ export async function bundle(root = join(dirname(fileURLToPath(import.meta.url))
       },
     ],
   });
+  const cached = await codeCachedChunks(root, program.metafile, common);
   // One metafile for both (test/architecture/bundle.test.ts, the bench): the inputs are the same files.
   writeFileSync(
     join(outdir, 'meta.json'),
-    JSON.stringify({ inputs: { ...result.metafile.inputs, ...program.metafile.inputs }, outputs: { ...result.metafile.outputs, ...program.metafile.outputs } }),
+    JSON.stringify({
+      inputs: { ...result.metafile.inputs, ...program.metafile.inputs, ...cached.inputs },
+      outputs: { ...result.metafile.outputs, ...program.metafile.outputs, ...cached.outputs },
+      codeCached: cached.scripts,
+    }),
   );
   chmodSync(join(outdir, 'capsule.js'), 0o755);
+}
+
+/**
+ * `capsule run`'s program chunks compiled through a V8 code cache (issue 14, startup; the loader is
+ * src/cli/code-cache.ts): Node 20 compiles every ES module afresh at every start, and the program's
+ * one chunk of our code is most of what a run compiles. Each such chunk's code is written a second
+ * time as a script (`<chunk>.script.cjs`: esbuild's CommonJS form of the chunk wrapped in one
+ * function of `exports, require, module`, `import.meta.url` and `import()`, source-mapped back to
+ * src/), and the chunk itself becomes a small ES module (same file, same exports) that imports what
+ * the code imported, runs the script through the code cache and exports what it exported. Other
+ * chunks import it as before; what it holds and imports is the same (the metafile keeps its inputs,
+ * and `codeCached` names its script).
+ */
+const CODE_CACHE_LOADER = join('dist', 'src', 'cli', 'code-cache.js');
+
+/** The wrapper's parameters: CommonJS's three, the chunk's `import.meta.url`, its `import()`. */
+const SCRIPT_PARAMS = ['exports', 'require', 'module', '__capsuleImportMetaUrl', '__cimp'];
+
+/** `import(` in the script becomes a call of this parameter (the same length, so the source map's columns hold). */
+const SCRIPT_IMPORT = SCRIPT_PARAMS[4];
+
+/**
+ * The script's first characters: it is a CommonJS module whose export is the wrapper function, so
+ * that Node's own loader can load it where the code cache is not used (`--enable-source-maps`: Node
+ * maps the stacks of what its loader compiled, not of `vm.Script`); the code cache compiles the
+ * text after it (src/cli/code-cache.ts).
+ */
+const SCRIPT_EXPORT = 'module.exports=';
+
+/** A program chunk this size or larger, loaded before the first step, goes through the code cache. */
+const CODE_CACHE_MIN_BYTES = 64 * 1024;
+
+async function codeCachedChunks(root, metafile, common) {
+  const programRun = toPosix(join(RUN_PROGRAM.dir, 'run-main.js'));
+  const statically = new Set();
+  const visit = (path) => {
+    if (statically.has(path) || metafile.outputs[path] === undefined) return;
+    statically.add(path);
+    for (const next of metafile.outputs[path].imports) if (next.kind === 'import-statement' && !next.external) visit(next.path);
+  };
+  visit(programRun);
+  const chosen = [...statically].filter((path) => path !== programRun && metafile.outputs[path].bytes >= CODE_CACHE_MIN_BYTES);
+  const cached = { inputs: {}, outputs: {}, scripts: {} };
+  for (const chunk of chosen) {
+    const file = join(root, chunk);
+    const output = metafile.outputs[chunk];
+    const scriptFile = file.replace(/\.js$/, '.script.cjs');
+    const banner = `${SCRIPT_EXPORT}(function(${SCRIPT_PARAMS.join(',')}){"use strict";`;
+    const script = await build({
+      ...common,
+      entryPoints: [file],
+      outfile: scriptFile,
+      bundle: false,
+      splitting: false,
+      format: 'cjs',
+      metafile: false,
+      banner: { js: banner },
+      footer: { js: '})' },
+      define: { 'import.meta.url': SCRIPT_PARAMS[3] },
+      write: false,
+      plugins: [
+        {
+          // The chunk's own `require` (REQUIRE_BANNER) is the wrapper's parameter in the script; its
+          // line is left empty, so that the chunk's source map (which esbuild follows) still holds.
+          name: 'capsule-code-cache-script',
+          setup(b) {
+            b.onLoad({ filter: /\.js$/ }, (args) => {
+              const source = readFileSync(args.path, 'utf8');
+              if (!source.startsWith(`${REQUIRE_BANNER}\n`)) throw new Error(`scripts/bundle.js: ${chunk} does not start with the require banner`);
+              return { contents: source.slice(REQUIRE_BANNER.length), loader: 'js', resolveDir: dirname(args.path) };
+            });
+          },
+        },
+      ],
+    });
+    for (const out of script.outputFiles) {
+      if (!out.path.endsWith('.script.cjs')) {
+        writeFileSync(out.path, out.contents);
+        continue;
+      }
+      let code = out.text;
+      if (!code.startsWith(banner)) throw new Error(`scripts/bundle.js: ${chunk}'s script does not start with its wrapper`);
+      if (code.slice(banner.length).includes(SCRIPT_IMPORT)) throw new Error(`scripts/bundle.js: ${chunk} already uses the name ${SCRIPT_IMPORT}`);
+      const dynamic = output.imports.filter((next) => next.kind === 'dynamic-import').length;
+      const calls = code.split('import(').length - 1;
+      if (calls !== dynamic) throw new Error(`scripts/bundle.js: ${chunk} has ${calls} \`import(\` in its text and ${dynamic} dynamic imports: cannot rewrite them for its script`);
+      code = code.replaceAll('import(', `${SCRIPT_IMPORT}(`);
+      writeFileSync(out.path, code);
+    }
+    const scriptCode = readFileSync(scriptFile, 'utf8');
+    const required = [...new Set([...scriptCode.matchAll(/\brequire\("([^"]+)"\)/g)].map((match) => match[1]))];
+    const imported = required.filter((id) => id.startsWith('.'));
+    const foreign = required.filter((id) => !id.startsWith('.') && !id.startsWith('node:'));
+    if (foreign.length > 0) throw new Error(`scripts/bundle.js: ${chunk} requires ${foreign.join(', ')}: only chunks and Node's built-ins can be passed to its script`);
+    checkExportsNeverReassigned(root, chunk, readFileSync(file, 'utf8'), output);
+    const shimSource = [
+      `import { compileWithCodeCache } from ${JSON.stringify(join(root, CODE_CACHE_LOADER))};`,
+      `import { createRequire } from 'node:module';`,
+      `import { fileURLToPath } from 'node:url';`,
+      ...imported.map((id, i) => `import * as imported${i} from ${JSON.stringify(id)};`),
+      `const imports = new Map([${imported.map((id, i) => `[${JSON.stringify(id)}, imported${i}]`).join(', ')}]);`,
+      `const builtin = createRequire(import.meta.url);`,
+      `const module = { exports: {} };`,
+      `compileWithCodeCache(fileURLToPath(new URL(${JSON.stringify(`./${toPosix(relative(dirname(file), scriptFile))}`)}, import.meta.url)))(module.exports, (id) => imports.get(id) ?? builtin(id), module, import.meta.url, (id) => import(id));`,
+      `export const { ${output.exports.join(', ')} } = module.exports;`,
+    ].join('\n');
+    const shim = await build({
+      ...common,
+      banner: {},
+      stdin: { contents: shimSource, resolveDir: dirname(file), sourcefile: toPosix(relative(root, file)), loader: 'js' },
+      outfile: file,
+      splitting: false,
+      plugins: [
+        {
+          name: 'capsule-code-cache-shim',
+          setup(b) {
+            // The chunks the code imports stay the program's files (the same modules as before).
+            b.onResolve({ filter: /^\.\.?\// }, () => ({ external: true }));
+          },
+        },
+      ],
+    });
+    const shimOutput = shim.metafile.outputs[chunk];
+    if (shimOutput === undefined) throw new Error(`scripts/bundle.js: no metafile output for ${chunk}'s module`);
+    Object.assign(cached.inputs, shim.metafile.inputs);
+    delete cached.inputs[toPosix(relative(root, file))];
+    cached.outputs[chunk] = { ...output, bytes: shimOutput.bytes, inputs: { ...output.inputs, ...Object.fromEntries(Object.entries(shimOutput.inputs).filter(([input]) => input !== chunk)) } };
+    cached.scripts[chunk] = toPosix(relative(root, scriptFile));
+  }
+  return cached;
+}
+
+/**
+ * The chunk's module exports a snapshot of its script's exports (an ES module cannot re-export a
+ * getter), which is the same as a live binding only for a binding never assigned again. Refuses to
+ * build unless each export is an exported `const`, function or class of one of our modules in the
+ * chunk (tsc's output): TypeScript refuses any assignment to those, so only `export let`/`var`
+ * could go stale, and our sources have none.
+ */
+function checkExportsNeverReassigned(root, chunk, source, output) {
+  const list = source.match(/export\{([^}]*)\};?\s*(?:\/\/# sourceMappingURL=\S*\s*)?$/);
+  if (list === null) throw new Error(`scripts/bundle.js: ${chunk} does not end with its export list`);
+  const locals = list[1].split(',').map((entry) => entry.trim().split(/\s+as\s+/));
+  const names = locals.map(([local, as]) => as ?? local).sort();
+  if (JSON.stringify(names) !== JSON.stringify([...output.exports].sort())) throw new Error(`scripts/bundle.js: ${chunk}'s export list is not its metafile's`);
+  const ours = Object.keys(output.inputs)
+    .filter((input) => input.startsWith('dist/src/') || input.startsWith('dist/machines/'))
+    .map((input) => readFileSync(join(root, input), 'utf8'));
+  const escape = (name) => name.replace(/[$]/g, '\\$');
+  const immutable = (name) =>
+    ours.some(
+      (text) =>
+        new RegExp(`^export (?:async )?(?:function\\*?|class|const) ${escape(name)}\\b`, 'm').test(text) ||
+        (new RegExp(`^export \\{[^}]*\\b${escape(name)}\\b[^}]*\\};?$`, 'm').test(text) && new RegExp(`^(?:import \\{[^}]*\\b${escape(name)}\\b|(?:const|class|(?:async )?function\\*?) ${escape(name)}\\b)`, 'm').test(text)),
+    );
+  for (const [local] of locals) {
+    // esbuild renames a top-level name that two modules share by appending a number.
+    if (!immutable(local) && !immutable(local.replace(/\d+$/, ''))) {
+      throw new Error(`scripts/bundle.js: ${chunk} exports ${local}, which is not an exported const, function or class of our modules: its code-cached module could export a stale value`);
+    }
+  }
 }
 
 /** `path` with `/` separators (esbuild's metafile and import paths). */
