@@ -9,6 +9,7 @@ export default {
   reporters: ['default', '<rootDir>/test/support/summary-reporter.cjs'],
   // Builds dist/ once per run: the CLI tests (test/cli/) run the built `dist/src/cli.js`.
   globalSetup: '<rootDir>/test/support/global-setup.ts',
+  globalTeardown: '<rootDir>/test/support/global-teardown.ts',
   // The example plans build into examples/<name>/build/ (package.json copies would collide in the haste map).
   modulePathIgnorePatterns: ['<rootDir>/examples/'],
 };

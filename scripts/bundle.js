@@ -174,18 +174,13 @@ const SCRIPT_PARAMS = ['exports', 'require', 'module', '__capsuleImportMetaUrl',
 /** `import(` in the script becomes a call of this parameter (the same length, so the source map's columns hold). */
 const SCRIPT_IMPORT = SCRIPT_PARAMS[4];
 
-/**
- * The script's first characters: it is a CommonJS module whose export is the wrapper function, so
- * that Node's own loader can load it where the code cache is not used (`--enable-source-maps`: Node
- * maps the stacks of what its loader compiled, not of `vm.Script`); the code cache compiles the
- * text after it (src/cli/code-cache.ts).
- */
-const SCRIPT_EXPORT = 'module.exports=';
 
 /** A program chunk this size or larger, loaded before the first step, goes through the code cache. */
 const CODE_CACHE_MIN_BYTES = 64 * 1024;
 
 async function codeCachedChunks(root, metafile, common) {
+  // The script's first characters, from the loader that reads them (tsc's output, built before this).
+  const { SCRIPT_EXPORT } = await import(pathToFileURL(join(root, CODE_CACHE_LOADER)).href);
   const programRun = toPosix(join(RUN_PROGRAM.dir, 'run-main.js'));
   const statically = new Set();
   const visit = (path) => {

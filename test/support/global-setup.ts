@@ -9,8 +9,9 @@
  * the run fails only when the CLI entry point was not emitted.
  */
 import { execFileSync } from 'node:child_process';
-import { chmodSync, existsSync, readFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 export default function globalSetup(_globalConfig: unknown, projectConfig: { readonly rootDir: string }): void {
@@ -32,4 +33,8 @@ export default function globalSetup(_globalConfig: unknown, projectConfig: { rea
   const cli = join(root, bin);
   if (!existsSync(cli)) throw new Error(`globalSetup: building with \`tsc -p tsconfig.json\` and scripts/bundle.js did not produce ${cli}`);
   chmodSync(cli, 0o755);
+  // `capsule run`'s code cache (src/cli/code-cache.ts) goes to a directory of this test run, not the
+  // user's ~/.cache (test/support/global-teardown.ts removes it); the workers inherit the variable.
+  // Tests of where the cache lives by default set their own.
+  process.env['CAPSULE_CODE_CACHE'] = mkdtempSync(join(tmpdir(), 'capsule-test-code-cache-'));
 }
