@@ -103,8 +103,17 @@ export interface RpcServerOptions {
 export async function receiveMessage(server: JSONRPCServer, message: unknown): Promise<unknown> {
   // The package reads `.method` of whatever it is given: `null`, `3` or `"x"` must not reach it.
   const invalid = createJSONRPCErrorResponse(null, JSONRPCErrorCode.InvalidRequest, 'Invalid Request: a request is a JSON object');
-  const one = async (item: unknown): Promise<unknown> =>
-    typeof item === 'object' && item !== null && !Array.isArray(item) ? server.receive(item as JSONRPCRequest) : invalid;
+  // §4: an id, when present, is a string, a number or null; an object or `true` is not one (the
+  // package would echo it back), so such a request is refused before it runs.
+  const badId = createJSONRPCErrorResponse(null, JSONRPCErrorCode.InvalidRequest, 'Invalid Request: "id" must be a string, a number or null');
+  const one = async (item: unknown): Promise<unknown> => {
+    if (typeof item !== 'object' || item === null || Array.isArray(item)) return invalid;
+    if ('id' in item) {
+      const id = (item as { id: unknown }).id;
+      if (id !== null && typeof id !== 'string' && !(typeof id === 'number' && Number.isFinite(id))) return badId;
+    }
+    return server.receive(item as JSONRPCRequest);
+  };
   if (!Array.isArray(message)) return one(message);
   if (message.length === 0) return createJSONRPCErrorResponse(null, JSONRPCErrorCode.InvalidRequest, 'Invalid Request: an empty batch');
   const responses = (await Promise.all(message.map(one))).filter((r) => r !== null && r !== undefined);

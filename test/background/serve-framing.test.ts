@@ -31,6 +31,20 @@ describe('capsule serve framing', () => {
     expect(pairs.find((batch) => batch.length === 2)).toEqual(expect.arrayContaining([[null, -32600], ['b2', -32007]]));
   });
 
+  it('refuses a request whose id is an object, an array or true, without running it', async () => {
+    const serve = startServe();
+    serve.writeLine('{"jsonrpc":"2.0","id":{"a":1},"method":"session.stop"}');
+    serve.writeLine('{"jsonrpc":"2.0","id":[1],"method":"session.stop"}');
+    serve.writeLine('{"jsonrpc":"2.0","id":true,"method":"session.stop"}');
+    // Still serving: none of the three stopped the session.
+    expect(await serve.call('session.info')).toMatchObject({});
+    expect(await serve.call('session.stop')).toEqual({ residue: [] });
+    expect(await exitOf(serve)).toEqual({ code: 0, signal: null });
+    const refused = (serve.messages as unknown[]).filter((m) => (m as { error?: { code: number } }).error?.code === -32600);
+    expect(refused).toHaveLength(3);
+    for (const m of refused) expect(m).toMatchObject({ jsonrpc: '2.0', id: null, error: { message: expect.stringContaining('"id" must be a string, a number or null') } });
+  });
+
   it('lets a short shell call piped in before the end of input finish and answer, instead of demoting it at once', async () => {
     const serve = startServe();
     serve.writeLine(JSON.stringify({ jsonrpc: '2.0', id: 'short', method: 'shell.run', params: { binary: 'bash', command: 'sleep 0.3; echo done' } }));
