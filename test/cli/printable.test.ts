@@ -9,4 +9,11 @@ describe('progress text from steps', () => {
     expect(printable('build\tstep é')).toBe('build\tstep é');
     expect(printable('a\u0000b\u009bc')).toBe('a\\x00b\\x9bc');
   });
+
+  it('shows bidirectional controls and line separators of a step id as escapes, so a line reads in the order it is stored', () => {
+    expect(printable('deploy\u202e\u2066txt.exe\u2069\u202c')).toBe('deploy\\u{202e}\\u{2066}txt.exe\\u{2069}\\u{202c}');
+    expect(printable('one\u2028two\u2029three')).toBe('one\\u{2028}two\\u{2029}three');
+    // Other non-ASCII text stays as it is.
+    expect(printable('étape — 構築 ✔')).toBe('étape — 構築 ✔');
+  });
 });
