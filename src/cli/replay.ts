@@ -4,7 +4,7 @@
  * through the same states. Exit 0 identical, 1 with the first divergence, 2 for a file that
  * cannot be read as a replay file (the error names the file and line).
  */
-import { statSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { Command } from 'commander';
 import { MAX_INPUT_FILE_BYTES, readUtf8FileSync } from '../plan/read-file.js';
@@ -25,7 +25,7 @@ export function registerReplay(program: Command): void {
   program
     .command('replay')
     .description('Replay a recorded events.jsonl (or a hand-written replay script) and check the machines reproduce it.')
-    .argument('<events-file>', 'events.jsonl of a records directory, or a hand-written script')
+    .argument('<events-file>', 'events.jsonl of a records directory (or the directory itself), or a hand-written script')
     .option('--json', 'print {identical, divergence?, actors, events} on stdout')
     .addHelpText('after', '\nExit codes: 0 identical, 1 diverged (the first divergence is printed), 2 unreadable or malformed file.')
     .action(async (file: string, options: ReplayCommandOptions) => {
@@ -55,12 +55,29 @@ function refusedRunBeside(file: string): string | null {
   }
 }
 
-/** Runs `capsule replay` and returns its exit code. */
+function isDirectory(path: string): boolean {
+  try {
+    return statSync(path).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
+/** Runs `capsule replay` and returns its exit code. `file` may be a records directory (its events.jsonl is replayed). */
 export async function replayCommand(
   file: string,
   options: ReplayCommandOptions,
   output: CommandOutput = { stdout: process.stdout, stderr: process.stderr },
 ): Promise<ExitCode> {
+  // A records directory stands for its events.jsonl (as `capsule inspect` takes the directory).
+  if (isDirectory(file)) {
+    const inside = join(file, 'events.jsonl');
+    if (!existsSync(inside)) {
+      output.stderr.write(`error: ${file} is a directory with no events.jsonl in it; give a records directory or an events.jsonl file\n`);
+      return EXIT.USAGE;
+    }
+    file = inside;
+  }
   const refused = refusedRunBeside(file);
   if (refused !== null) {
     // A run refused before its plan actor started (unreadable plan, validation) logs no event.
@@ -86,7 +103,7 @@ export async function replayCommand(
     output.stdout.write(JSON.stringify(torn === null ? clipped : { ...clipped, torn_tail: torn }) + '\n');
   } else if (result.divergence === undefined) {
     const actors = Object.keys(result.actors).length;
-    output.stdout.write(`identical: ${actors} actor${actors === 1 ? '' : 's'} passed through the recorded states (${result.events} inputs fed) — ${file}\n`);
+    output.stdout.write(`identical: ${actors} actor${actors === 1 ? '' : 's'} passed through the recorded states (${result.events} input${result.events === 1 ? '' : 's'} fed) — ${file}\n`);
   } else {
     const d = result.divergence;
     // The texts quote the file (actor ids, states, payloads): bounded, and unable to rewrite the terminal.

@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { replayCommand } from '../../src/cli/replay.js';
@@ -19,6 +19,20 @@ describe('capsule replay', () => {
     const out = capture();
     expect(await replayCommand(join(scripts, 'retry-then-success.jsonl'), {}, out)).toBe(0);
     expect(out.stdout.text).toMatch(/^identical: 3 actors passed through the recorded states \(\d+ inputs fed\)/);
+  });
+
+  it('replays the events.jsonl of a records directory given in its place, and refuses a directory without one', async () => {
+    const dir = join(scratch, 'records-dir');
+    const empty = join(scratch, 'no-events');
+    mkdirSync(dir);
+    mkdirSync(empty);
+    writeFileSync(join(dir, 'events.jsonl'), readFileSync(join(scripts, 'retry-then-success.jsonl')));
+    const out = capture();
+    expect(await replayCommand(dir, {}, out)).toBe(0);
+    expect(out.stdout.text).toMatch(/^identical: 3 actors passed through the recorded states \(\d+ inputs fed\) — .*records-dir\/events\.jsonl\n$/);
+    const refused = capture();
+    expect(await replayCommand(empty, {}, refused)).toBe(2);
+    expect(refused.stderr.text).toBe(`error: ${empty} is a directory with no events.jsonl in it; give a records directory or an events.jsonl file\n`);
   });
 
   it('exits 1 and prints the first divergence (seq, actor, expected vs actual)', async () => {
