@@ -23,6 +23,7 @@ import { stateText } from '../replay/replay.js';
 import { excerpt } from '../plan/text.js';
 import { printable } from './progress.js';
 import { EXIT, type ExitCode } from './program.js';
+import { ERROR_CODES, RuntimeError } from '../errors.js';
 
 /** Options of `capsule inspect`, as commander parses them. */
 export interface InspectCommandOptions {
@@ -69,7 +70,8 @@ export function registerInspect(program: Command): void {
 
 /**
  * Runs `capsule inspect`: follows the event log until the plan ends or `signal` aborts.
- * @returns 0 when the plan ended (or `--once`), 130 when aborted, 2 when `--once` finds no event log.
+ * @returns 0 when the plan ended (or `--once`), 130 when aborted, 2 when `--once` finds no event
+ * log or a log cannot be read (a FIFO, a directory or an unreadable file in its place: said on stderr).
  */
 export async function inspectCommand(
   target: string,
@@ -77,6 +79,19 @@ export async function inspectCommand(
   output: InspectOutput = { stdout: process.stdout, stderr: process.stderr },
   signal?: AbortSignal,
 ): Promise<ExitCode> {
+  try {
+    return await followRecords(target, options, output, signal);
+  } catch (error) {
+    // What is in a log's place is the operator's to fix, not a bug of ours.
+    if (error instanceof RuntimeError && error.code === ERROR_CODES.RECORDS_FILE_UNREADABLE) {
+      output.stderr.write(`error: ${printable(error.message)}\n`);
+      return EXIT.USAGE;
+    }
+    throw error;
+  }
+}
+
+async function followRecords(target: string, options: InspectCommandOptions, output: InspectOutput, signal: AbortSignal | undefined): Promise<ExitCode> {
   const file = target.endsWith('.jsonl') ? target : join(target, EVENT_LOG_FILE);
   const sessions = existsSync(file) ? [] : sessionDirsIn(target);
   if (sessions.length > 0) {

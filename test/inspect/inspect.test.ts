@@ -1,4 +1,5 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ActorTree, inspectCommand } from '../../src/cli/inspect.js';
@@ -17,6 +18,19 @@ function capture(isTTY = false) {
 const ok = () => ({ status: 'passed' as const, data: 'fine' });
 
 describe('capsule inspect', () => {
+  it('refuses, exit 2, an event log that is a FIFO or a directory, naming it, instead of an internal error', async () => {
+    for (const [name, make] of [['fifo', (f: string) => execFileSync('mkfifo', [f])], ['dir', (f: string) => mkdirSync(f)]] as const) {
+      const recordsDir = join(scratch, `not-a-file-${name}`);
+      mkdirSync(recordsDir);
+      make(join(recordsDir, 'events.jsonl'));
+      for (const options of [{ once: true }, {}]) {
+        const out = capture();
+        expect(await inspectCommand(recordsDir, options, out)).toBe(2);
+        expect(out.stderr.text).toBe(`error: cannot read ${join(recordsDir, 'events.jsonl')}: it is not a regular file\n`);
+      }
+    }
+  });
+
   it('--once prints the actor tree of a finished run with each final state', async () => {
     const recordsDir = join(scratch, 'once');
     await startPlan({
