@@ -66,7 +66,7 @@ export function registerRun(program: Command): void {
     .option('--reap', 'with --resume: stop the live processes the resumed session left (SIGTERM, SIGKILL after 2 s, proven gone)')
     .addHelpText(
       'after',
-      '\nExit codes: 0 completed, 1 failed (plan refused, unreadable, or a step stopped it), 2 usage error or bad manifest, 130 canceled.' +
+      '\nExit codes: 0 completed; 1 failed (plan refused or unreadable, a step stopped it, the records directory unusable, a forced containment, isolation or --run-as unavailable); 2 usage error, bad manifest, unwritable --log-file, or --records DIR already holding a session; 130 canceled. All: docs/exit-codes.md.' +
         '\nCtrl-C cancels gracefully; a second Ctrl-C forces. A graceful cancel is forced after --cancel-grace seconds (default 10).' +
         '\nSIGTERM forces at once (--on-sigterm force, the default, for systemd, Kubernetes and timeout), or cancels like Ctrl-C (--on-sigterm graceful).' +
         '\n--resume DIR (with --reap) accounts for a session that was killed outright before this run starts its plan: docs/resume.md.',
