@@ -25,7 +25,10 @@ export interface DelegationInput {
   readonly capsule: string;
   /** The task text (the step's input, `plan.md` §19.1). */
   readonly task: string;
-  /** The capsule step delegating, and its attempt (1-based): they make the actor's readable id unique in a session's log. */
+  /**
+   * The capsule step delegating (its actor's id without `step:`: the step id, or the session's tag
+   * of it, `a~2`), and its attempt (1-based): they make the actor's readable id unique in a session's log.
+   */
   readonly step?: string;
   readonly attempt?: number;
 }

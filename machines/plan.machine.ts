@@ -40,6 +40,17 @@ export const DEFAULT_POOL_SIZE = 16;
 /** Input of a plan actor (`plan:<plan_id>`). The plan is already parsed and validated. */
 export interface PlanInput {
   readonly planId: string;
+  /**
+   * The plan actor's readable id; default `plan:<plan_id>`. A session that already ran a plan of
+   * this id tags it (`plan:<plan_id>~2`, docs/event-log.md "Actor ids"): the id is the actor's, the
+   * plan id in the report and the trace stays the user's.
+   */
+  readonly actorId?: string;
+  /**
+   * Per step (declaration order): its actor's readable id when the session tags it (`step:<step_id>~2`:
+   * that id is taken in the session already), null when it is `step:<step_id>`. Absent: no step is tagged.
+   */
+  readonly stepActorIds?: readonly (string | null)[];
   readonly steps: readonly PlanStep[];
   /** Kind of each step, declaration order. */
   readonly kinds: readonly StepKind[];
@@ -135,6 +146,10 @@ export interface PlanOutput {
 
 export interface PlanContext {
   readonly planId: string;
+  /** The plan actor's readable id (`PlanInput.actorId`). */
+  readonly actorId: string;
+  /** Tagged step actor ids by declaration index (`PlanInput.stepActorIds`), or null: none. */
+  readonly stepActorIds: readonly (string | null)[] | null;
   readonly timeoutsSecs: readonly (number | null)[];
   readonly maxParallel: number | null;
   readonly killGraceMs: number;
@@ -162,14 +177,17 @@ export interface PlanContext {
   readonly outcomes: Map<number, WaveOutcome>;
 }
 
-/** Readable, stable actor id of a step (DESIGN §2): what the event log, replay and inspect show. */
+/**
+ * Readable, stable actor id of a step (DESIGN §2): what the event log, replay and inspect show.
+ * A session tags one whose id it has used already (`step:<step_id>~2`, see `StepInput.actorId`).
+ */
 export const stepActorId = (stepId: string): string => `step:${stepId}`;
 
-/** Readable, stable actor id of a plan (DESIGN §2). */
+/** Readable, stable actor id of a plan (DESIGN §2); a session tags a repeated one (`plan:<plan_id>~2`, `PlanInput.actorId`). */
 export const planActorId = (planId: string): string => `plan:${planId}`;
 
-/** Readable actor id of a plan's pool: `plan:<plan_id>/pool.<node>`. */
-export const poolActorId = (planId: string, node: number): string => `${planActorId(planId)}/${poolChildId(node)}`;
+/** Readable actor id of a plan's pool: `<plan actor id>/pool.<node>` (`plan:<plan_id>/pool.1`). */
+export const poolActorId = (planActor: string, node: number): string => `${planActor}/${poolChildId(node)}`;
 
 /**
  * The plan supervisor (`spec/plan.md` §10). Scans for ready steps in declaration order, starts
@@ -229,6 +247,7 @@ export const planMachine = setup({
         context.live.set(index, slot);
         context.slotIndex[slot] = index;
         started.push({ stepId: step.id, kind, dependsOn: step.depends_on });
+        const actorId = context.stepActorIds?.[index] ?? null;
         const input: StepInput = {
           step,
           index,
@@ -236,6 +255,7 @@ export const planMachine = setup({
           results: schedule.results,
           timeoutSecs: context.timeoutsSecs[index] ?? null,
           killGraceMs: context.killGraceMs,
+          ...(actorId !== null ? { actorId } : {}),
         };
         const node = Math.floor(slot / poolSize);
         if (node === 0) own.push({ slot, input });
@@ -265,7 +285,7 @@ export const planMachine = setup({
           context.pools.push(pool);
           enqueue.spawnChild('stepPool', {
             id: poolChildId(pool),
-            input: ({ self }) => ({ planId: context.planId, node: pool, poolSize, plan: self, batches }),
+            input: ({ self }) => ({ planId: context.planId, planActor: context.actorId, node: pool, poolSize, plan: self, batches }),
           });
         }
       }
@@ -333,6 +353,8 @@ export const planMachine = setup({
     'A plan run (spec/plan.md §10): scan for ready steps, start them all as one wave of step actors (--max-parallel the only cap), settle the wave with on_error, repeat; then end every process group the steps started.',
   context: ({ input }) => ({
     planId: input.planId,
+    actorId: input.actorId ?? planActorId(input.planId),
+    stepActorIds: input.stepActorIds ?? null,
     timeoutsSecs: input.timeoutsSecs,
     maxParallel: input.maxParallel,
     killGraceMs: input.killGraceMs,

@@ -40,6 +40,8 @@ export interface PoolBatch {
 /** Input of a step pool (XState id `pool.<node>`). */
 export interface StepPoolInput {
   readonly planId: string;
+  /** The plan actor's readable id (its pools' ids start with it); default `plan:<plan_id>`. */
+  readonly planActor?: string;
   /** This pool's node number (≥ 1). */
   readonly node: number;
   /** Step slots per node, and sub-pools per node (the plan's pool size). */
@@ -93,6 +95,8 @@ export type StepPoolReport =
 
 export interface StepPoolContext {
   readonly planId: string;
+  /** The plan actor's readable id (`StepPoolInput.planActor`). */
+  readonly planActor: string;
   readonly node: number;
   readonly poolSize: number;
   readonly plan: AnyActorRef;
@@ -161,7 +165,7 @@ export const stepPoolMachine = setup({
         const spawn = enqueue.spawnChild as unknown as (src: AnyActorLogic, options: { id: string; input: StepPoolInput }) => void;
         spawn(logic, {
           id: poolChildId(child),
-          input: { planId: context.planId, node: child, poolSize: context.poolSize, plan: context.plan, batches },
+          input: { planId: context.planId, planActor: context.planActor, node: child, poolSize: context.poolSize, plan: context.plan, batches },
         });
       }
     }),
@@ -198,6 +202,7 @@ export const stepPoolMachine = setup({
     "A node of the plan's tree of live steps, so that no actor's children map grows with the width of a wave: starts the steps it is handed (or passes them down to its sub-pools), forwards CANCEL down, reports each step's end to the plan as it happens.",
   context: ({ input }) => ({
     planId: input.planId,
+    planActor: input.planActor ?? `plan:${input.planId}`,
     node: input.node,
     poolSize: input.poolSize,
     plan: input.plan,

@@ -40,6 +40,11 @@ export interface StepInput {
   readonly timeoutSecs: number | null;
   /** Milliseconds between SIGTERM and SIGKILL when an attempt is ended (timeout or forced cancel). */
   readonly killGraceMs: number;
+  /**
+   * The step actor's readable id when the session tags it (`step:<step_id>~2`: `step:<step_id>` is
+   * taken in the session already, docs/event-log.md "Actor ids"); absent: `step:<step_id>`.
+   */
+  readonly actorId?: string;
 }
 
 /** Reports an attempt actor (`toolAttempt`, `shellAttempt`, `delegation`) sends back to its step actor. */

@@ -73,7 +73,14 @@ export interface ActorKind {
 
 /** Summary of a step input in the log: identity and bounds, not the results map every step shares (that would make the log quadratic). */
 function stepInputSummary(input: StepInput): Record<string, unknown> {
-  return { step: input.step.id, index: input.index, kind: input.kind, timeoutSecs: input.timeoutSecs, killGraceMs: input.killGraceMs };
+  return {
+    step: input.step.id,
+    index: input.index,
+    kind: input.kind,
+    timeoutSecs: input.timeoutSecs,
+    killGraceMs: input.killGraceMs,
+    ...(input.actorId !== undefined ? { actorId: input.actorId } : {}),
+  };
 }
 
 function batchesSummary(batches: readonly PoolBatch[]): unknown {
@@ -84,7 +91,8 @@ const plan: ActorKind = {
   name: 'plan',
   machine: planMachine,
   source: 'machines/plan.machine.ts',
-  actorId: (context: PlanContext) => planActorId(context.planId),
+  // A context without `actorId` (a snapshot made by hand) names the plan by its id.
+  actorId: (context: PlanContext) => (context.actorId as string | undefined) ?? planActorId(context.planId),
   logic: {
     actions: {
       // The full scan needs the condition language (src/plan). It changes only the mutable
@@ -109,7 +117,7 @@ const step: ActorKind = {
   name: 'step',
   machine: stepMachine,
   source: 'machines/step.machine.ts',
-  actorId: (context: StepContext) => stepActorId(context.input.step.id),
+  actorId: (context: StepContext) => context.input.actorId ?? stepActorId(context.input.step.id),
   effects: { actors: { toolAttempt: 'callback', shellAttempt: 'callback', delegation: 'callback' } },
   logInput: stepInputSummary,
   plainEvents: /^(?:ATTEMPT\.|CANCEL$)/,
@@ -128,11 +136,12 @@ const stepPool: ActorKind = {
   name: 'stepPool',
   machine: stepPoolMachine,
   source: 'machines/step-pool.machine.ts',
-  actorId: (context: StepPoolContext) => poolActorId(context.planId, context.node),
+  actorId: (context: StepPoolContext) => poolActorId((context.planActor as string | undefined) ?? planActorId(context.planId), context.node),
   effects: {},
   children: { step: 'step' },
-  logInput: (input: { planId: string; node: number; poolSize: number; batches: readonly PoolBatch[] }) => ({
+  logInput: (input: { planId: string; planActor?: string; node: number; poolSize: number; batches: readonly PoolBatch[] }) => ({
     planId: input.planId,
+    ...(input.planActor !== undefined ? { planActor: input.planActor } : {}),
     node: input.node,
     poolSize: input.poolSize,
     batches: batchesSummary(input.batches),

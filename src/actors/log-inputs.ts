@@ -32,6 +32,8 @@ function buildSchemas() {
 
   const PlanInputSchema = z.looseObject({
     planId: z.string(),
+    actorId: z.string().optional(),
+    stepActorIds: z.array(z.string().nullable()).optional(),
     steps: z.array(z.unknown()),
     kinds: z.array(z.enum(STEP_KINDS)),
     timeoutsSecs: z.array(z.number().positive().nullable()),
@@ -57,6 +59,7 @@ function buildSchemas() {
     kind: z.enum(STEP_KINDS).optional(),
     timeoutSecs: z.number().positive().nullable().optional(),
     killGraceMs: milliseconds.optional(),
+    actorId: z.string().optional(),
   });
 
   const DetachedCommandInputSchema = z.looseObject({
@@ -149,8 +152,13 @@ export function planInputFromLog(logged: unknown): PlanInput | InputError {
   if (input.kinds.length !== steps.length || input.timeoutsSecs.length !== steps.length) {
     return { error: `the plan actor's input has ${steps.length} steps but ${input.kinds.length} kinds and ${input.timeoutsSecs.length} timeoutsSecs` };
   }
+  if (input.stepActorIds !== undefined && input.stepActorIds.length !== steps.length) {
+    return { error: `the plan actor's input has ${steps.length} steps but ${input.stepActorIds.length} stepActorIds` };
+  }
   return {
     planId: input.planId,
+    ...(input.actorId !== undefined ? { actorId: input.actorId } : {}),
+    ...(input.stepActorIds !== undefined ? { stepActorIds: input.stepActorIds } : {}),
     steps,
     kinds: input.kinds,
     timeoutsSecs: input.timeoutsSecs,
@@ -190,6 +198,7 @@ export function stepInputFromLog(logged: unknown): StepInput | InputError {
     results,
     timeoutSecs: input.timeoutSecs !== undefined ? input.timeoutSecs : (planStep.timeout_secs ?? null),
     killGraceMs: input.killGraceMs ?? 2000,
+    ...(input.actorId !== undefined ? { actorId: input.actorId } : {}),
   };
 }
 

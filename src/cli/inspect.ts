@@ -312,6 +312,8 @@ interface ActorView {
   childLogged?: boolean;
   /** The machine its `xstate.init` line names (`session`, `plan`, …), once known. */
   machine?: string;
+  /** A plan's step actors: step id → key (a step's actor id may be tagged, `step:a~2`: docs/event-log.md "Actor ids"). */
+  steps?: Map<string, string>;
 }
 
 /** A settled (or discarded) step result as the plan emits it in `plan.stepsSettled` / `plan.stepsDiscarded`. */
@@ -385,8 +387,11 @@ export class ActorTree {
         // Only a fresh actor joins a parent (one parent each, none for the root, not itself): a
         // damaged or hand-made log cannot make the tree a cycle that drawing it would never leave.
         if (actor.parent === undefined && actor.children.length === 0 && key !== this.#root && parentId !== key) {
-          this.#ensure(parentId, parentId.slice(scope.prefix.length)).children.push(key);
+          const parent = this.#ensure(parentId, parentId.slice(scope.prefix.length));
+          parent.children.push(key);
           actor.parent = parentId;
+          // The plan's outcomes name steps by step id: which actor each is (its id may carry the session's tag).
+          if (record.machine === 'step' && typeof input?.step === 'string') (parent.steps ??= new Map()).set(input.step, key);
         }
       }
     } else if (record.kind === 'snapshot') {
@@ -410,7 +415,7 @@ export class ActorTree {
       // The emitted payload is not part of the line's schema: each result is checked here.
       if (typeof result !== 'object' || result === null || typeof result.step_id !== 'string' || typeof result.status !== 'string') continue;
       if (result.error !== null && typeof result.error !== 'string') continue;
-      const id = `${prefix}step:${result.step_id}`;
+      const id = this.#stepKey(planActor, result.step_id, prefix);
       let step = this.#actors.get(id);
       if (step === undefined) {
         step = this.#ensure(id, `step:${result.step_id}`);
@@ -426,6 +431,19 @@ export class ActorTree {
       const error = result.error === null ? '' : `: ${line.length > 80 ? `${line.slice(0, 79)}…` : line}`;
       step.outcome = type === 'plan.stepsDiscarded' ? `${result.status}, discarded by a fail stop` : `${result.status}${result.status === 'success' ? '' : error}`;
     }
+  }
+
+  /**
+   * The key of step `stepId` of the plan `planActor`: its actor's (as its `xstate.init` line said),
+   * else `step:<step_id>` unless another plan's actor has that id (a step that never had an actor
+   * in a session that ran the id before: a key of its own under its plan).
+   */
+  #stepKey(planActor: string, stepId: string, prefix: string): string {
+    const known = this.#actors.get(planActor)?.steps?.get(stepId);
+    if (known !== undefined) return known;
+    const plain = `${prefix}step:${stepId}`;
+    const existing = this.#actors.get(plain);
+    return existing === undefined || existing.parent === planActor ? plain : `${planActor}/step:${stepId}`;
   }
 
   /**

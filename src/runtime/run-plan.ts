@@ -3,7 +3,7 @@ import { join, resolve } from 'node:path';
 import { createActor, fromPromise, toPromise } from 'xstate';
 import type { DiscardedResult, PlanFile, StepKind, StepResult } from '../../machines/contracts.js';
 import type { DiscardedRecord } from '../../machines/plan-schedule.js';
-import type { PlanInput, PlanOutput } from '../../machines/plan.machine.js';
+import { planActorId, type PlanInput, type PlanOutput } from '../../machines/plan.machine.js';
 import { missingEffects, provideKind } from '../actors/actor-kinds.js';
 import type { CancelSignal } from '../cancel/cancel-signal.js';
 import { CANCEL_PHASES } from '../cancel/phases.js';
@@ -374,8 +374,14 @@ export function startPlan(options: RunPlanOptions): PlanRun {
       const missing = missingEffects(kind, implementations[kind]);
       if (missing.length > 0) throw new RuntimeError(ERROR_CODES.INTERNAL, `the ${kind} machine's effects are not all provided: ${missing.join(', ')}`);
     }
+    // In a session that ran a plan of this id (or a step of one of these ids) already, the new
+    // actors are tagged (`plan:<id>~2`): the event log, replay and inspect tell them apart.
+    const actorIds = session.actorNames.claimPlan(plan.id, plan.steps.map((step) => step.id));
     const input: PlanInput = {
       planId: plan.id,
+      // Only a tag is logged: a plan with the plain ids logs the input it always did.
+      ...(actorIds.actorId !== planActorId(plan.id) ? { actorId: actorIds.actorId } : {}),
+      ...(actorIds.stepActorIds !== undefined ? { stepActorIds: actorIds.stepActorIds } : {}),
       steps: plan.steps,
       kinds,
       timeoutsSecs: plan.steps.map((step) => step.timeout_secs ?? (step.tool !== undefined && !functionTools.has(step.tool) ? commandTools.get(step.tool)?.timeout_secs : undefined) ?? null),
@@ -385,7 +391,7 @@ export function startPlan(options: RunPlanOptions): PlanRun {
       ...(options.poolSize !== undefined ? { poolSize: options.poolSize } : {}),
     };
     const actor = createActor(provideKind('plan', implementations), {
-      id: `plan:${plan.id}`,
+      id: actorIds.actorId,
       input,
       // Delays (a step's timeout_secs) run on the session's clock, so replay can fire them itself.
       clock: session.clock,

@@ -16,6 +16,7 @@ import { CancelPolicy, type Cancelable, type CancelPolicyOptions } from './cance
 import { elapsedMs, systemClock, type SessionClock, type XStateClock } from './clock.js';
 import { silentLogger, type RuntimeLogger } from './logger.js';
 import { BackgroundCommands, type BackgroundOptions } from './background/background-commands.js';
+import { ActorNames } from './actor-names.js';
 import { TaskTable } from './tasks.js';
 import { LiveDelegations } from '../cancel/live-delegations.js';
 import { Residue } from '../cancel/residue.js';
@@ -135,6 +136,8 @@ export class Session {
   readonly tasks: TaskTable;
   /** The session's live delegations by `dlg_` id (`cancel.md` §4): named in a cancel's residue. */
   readonly delegations = new LiveDelegations();
+  /** The readable actor ids its plans and steps got (a repeated one is tagged `~2`, `~3`, …: docs/event-log.md "Actor ids"). */
+  readonly actorNames = new ActorNames();
   /** The session's background commands: `shell.run`, `backgroundCommand`, completions, the sweep. */
   readonly background: BackgroundCommands;
   readonly #inspectors: ((event: InspectionEvent) => void)[];

@@ -165,7 +165,9 @@ export function delegationActor(env: AttemptEnvironment, lastTrees: LastTrees) {
         },
       });
       // In the session's event log beside the plan (a root of its own: `capsule replay` replays it, `capsule inspect` nests it under its step).
-      const actor = createActor(logic, { input: { capsule: name, task: task.text, step: step.id, attempt: run.attempt }, ...(session.inspect ? { inspect: session.inspect } : {}) });
+      // `step` names the step's actor (`step:<step>`): its id, or its tag when the session tagged it (`a~2`).
+      const stepActor = run.input.step.actorId?.replace(/^step:/, '') ?? step.id;
+      const actor = createActor(logic, { input: { capsule: name, task: task.text, step: stepActor, attempt: run.attempt }, ...(session.inspect ? { inspect: session.inspect } : {}) });
       machine = actor;
       actor.subscribe({
         complete: () => {

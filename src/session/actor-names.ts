@@ -1,0 +1,42 @@
+import { planActorId, stepActorId } from '../../machines/plan.machine.js';
+
+/** The readable ids a plan's actors get in a session ({@link ActorNames.claimPlan}). */
+export interface PlanActorIds {
+  /** The plan actor's id: `plan:<plan_id>`, or tagged `plan:<plan_id>~<n>`. */
+  readonly actorId: string;
+  /** Per step (declaration order): its tagged actor id, or null for `step:<step_id>`. Absent: none is tagged. */
+  readonly stepActorIds?: readonly (string | null)[];
+}
+
+/**
+ * The readable actor ids a session has handed out to plans and their steps (docs/event-log.md,
+ * "Actor ids"). The event log, replay and `capsule inspect` tell actors apart by these ids, so
+ * in one session no two plan actors and no two step actors share one: `capsule serve` can run
+ * the same plan (or two plans with a step id in common) twice, one after the other or at once.
+ * An id already handed out gets the smallest tag `~<n>` (n ≥ 2) that makes it new: the second
+ * run of plan `p` is `plan:p~2`, the third `plan:p~3`; a step only when its own id is taken.
+ */
+export class ActorNames {
+  readonly #taken = new Set<string>();
+
+  /** Claims the ids of a plan about to start (its plan actor and every step's). */
+  claimPlan(planId: string, stepIds: readonly string[]): PlanActorIds {
+    const actorId = this.#claim(planActorId(planId));
+    let stepActorIds: (string | null)[] | undefined;
+    stepIds.forEach((stepId, index) => {
+      const base = stepActorId(stepId);
+      const id = this.#claim(base);
+      if (id === base) return;
+      stepActorIds ??= stepIds.map(() => null);
+      stepActorIds[index] = id;
+    });
+    return stepActorIds === undefined ? { actorId } : { actorId, stepActorIds };
+  }
+
+  #claim(base: string): string {
+    let id = base;
+    for (let n = 2; this.#taken.has(id); n++) id = `${base}~${n}`;
+    this.#taken.add(id);
+    return id;
+  }
+}
