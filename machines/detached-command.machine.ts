@@ -72,7 +72,10 @@ export interface DetachedCommandOutput {
   readonly completion: CommandCompletion | null;
   /** Signals actually sent by stop and by the session's end. */
   readonly signalsSent: number;
-  /** The session's end killed it (`detached.md` §12; it then reads `exited`, and its actor ends `canceled`). */
+  /**
+   * The session's end sent it SIGKILL (`detached.md` §12; it then reads `exited`, and its actor
+   * ends `canceled` — `finished` when the leader had exited by itself, no signal, the kill too late).
+   */
   readonly killedBySessionEnd: boolean;
 }
 
@@ -112,8 +115,12 @@ export const detachedCommandMachine = setup({
     recordCompletion: assign((_, params: { completion: CommandCompletion }) => ({ completion: params.completion })),
   },
   guards: {
-    /** A stop or the session's end ended it (the completion came after a signal of theirs). */
-    wasEnded: ({ context }) => context.stopRequested || context.killedBySessionEnd,
+    /**
+     * A stop or the session's end ended it (the completion came after a signal of theirs). The
+     * session's end's SIGKILL did not when the leader had exited by itself (no signal): it reached
+     * a leader already exiting, whose exit had not been seen yet.
+     */
+    wasEnded: ({ context }) => context.stopRequested || (context.killedBySessionEnd && context.leaderExit?.signal !== null),
     isTerm: (_, params: { signal: CommandSignal }) => params.signal === 'SIGTERM',
   },
 }).createMachine({

@@ -207,10 +207,14 @@ export class DetachedRegistry {
    * `resource_limit` is cleared (the stop is why it ended); `leader_running` becomes false; phase
    * `Finished`. Then the completion goes to `onCompleted` (the report channel). A second
    * completion of the same entry is ignored (returns false), as is an unknown id.
+   * `exitedOnItsOwn`: the leader exited by itself (no signal ended it), so a SIGKILL the session's
+   * end sent meanwhile did not end it (it reached a leader already exiting, unreaped): the
+   * command is not `ended_by: session_end`.
    */
-  complete(workId: string, completion: DetachedCompletion): boolean {
+  complete(workId: string, completion: DetachedCompletion, options: { readonly exitedOnItsOwn?: boolean } = {}): boolean {
     const entry = this.#entries.get(workId);
     if (entry === undefined || entry.finished !== null) return false;
+    if (options.exitedOnItsOwn === true) entry.killed_at_session_end = false;
     const recorded: DetachedCompletion = entry.stop_requested ? { ...completion, resource_limit: null } : { ...completion };
     entry.finished = recorded;
     entry.leader_running = false;

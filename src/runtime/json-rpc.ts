@@ -160,13 +160,13 @@ export function createRpcServer(api: SessionApi, options: RpcServerOptions = {})
     }
   });
 
-  server.addMethod('task.cancel', (params) => {
+  server.addMethod('task.cancel', async (params) => {
     const p = objectParams(params, 'task.cancel');
     const { task_id: taskId, force } = p;
     if (typeof taskId !== 'string' || taskId === '') invalidParams('task.cancel: task_id must be a non-empty string (a tsk_ id from shell.run or plan.submit)');
     if (force !== undefined && typeof force !== 'boolean') invalidParams('task.cancel: force must be true or false');
     try {
-      return api.taskCancel({ task_id: taskId as string, ...(force !== undefined ? { force: force as boolean } : {}) });
+      return await api.taskCancel({ task_id: taskId as string, ...(force !== undefined ? { force: force as boolean } : {}) });
     } catch (error) {
       if (error instanceof UnknownTaskError) return fail(SERVE_ERRORS.UNKNOWN_TASK_ID, error.message);
       throw error;
@@ -226,11 +226,11 @@ export function createRpcServer(api: SessionApi, options: RpcServerOptions = {})
     }
   });
 
-  server.addMethod('tasks/cancel', (params) => {
+  server.addMethod('tasks/cancel', async (params) => {
     const id = objectParams(params, 'tasks/cancel')['id'];
     if (typeof id !== 'string') invalidParams('tasks/cancel: id must be a string');
     try {
-      return api.taskCancel({ task_id: id as string, force: true });
+      return await api.taskCancel({ task_id: id as string, force: true });
     } catch (error) {
       if (error instanceof UnknownTaskError) return fail(SERVE_ERRORS.UNKNOWN_TASK_ID, error.message);
       throw error;

@@ -111,7 +111,7 @@ export interface SessionApiOptions {
   readonly entry?: ChildEntry | null;
 }
 
-/** Longest `session.stop` waits for the shell calls still in the foreground to demote, ms. */
+/** Longest `session.stop` (and a `task.cancel` of a `shell.run`) waits for the shell calls still in the foreground to demote, ms. */
 const STOP_DEMOTION_WAIT_MS = 2000;
 
 /** One session driven by a harness. */
@@ -120,8 +120,8 @@ export class SessionApi {
   readonly #options: SessionApiOptions;
   readonly #listeners = new Set<(notification: SessionNotification) => void>();
   readonly #plans = new Set<Promise<unknown>>();
-  /** `shell.run` calls not yet answered (a command in the foreground, or starting). */
-  readonly #shellCalls = new Set<Promise<unknown>>();
+  /** `shell.run` calls not yet answered (a command in the foreground, or starting), by task id; each resolves once its call answered. */
+  readonly #shellCalls = new Map<string, Promise<void>>();
   /** The cancel policy of each plan task a `task.cancel` reached (graceful first, forced on the next or after the grace). */
   readonly #policies = new Map<string, CancelPolicy>();
   #stopping: Promise<{ residue: ResidueItem[] }> | null = null;
@@ -195,8 +195,8 @@ export class SessionApi {
     const task = this.session.tasks.start({ kind: 'shell', source: 'serve', method: 'shell.run' });
     let answered = (): void => {};
     const call = new Promise<void>((resolve) => (answered = resolve));
-    this.#shellCalls.add(call);
-    void call.then(() => this.#shellCalls.delete(call));
+    this.#shellCalls.set(task.id, call);
+    void call.then(() => this.#shellCalls.delete(task.id));
     try {
       const result = await this.session.background.run({
         ...request,
@@ -242,13 +242,17 @@ export class SessionApi {
    * (`cancel.md` §3: nothing more dispatched, no retries; a running tool or shell step finishes on
    * its own bound), or by force (`force: true`, or a second cancel: every live step's tree gets
    * SIGTERM, SIGKILL after the grace, and the step settles canceled); a `shell.run` still in the
-   * foreground is demoted (`detached.md` §3). Answers at once with the residue taken now
-   * (`cancel.md` §5.3: the `residue` artifact, `artifacts` omitted when nothing else runs); the
-   * task's `task_canceled` record is written when it has stopped, with its own snapshot. A task
-   * that already ended is answered with its state and no residue (`already: true`). Throws
+   * foreground is demoted (`detached.md` §3). Answers with the residue (`cancel.md` §5.3: the
+   * `residue` artifact, `artifacts` omitted when nothing else runs): a plan's at once; a
+   * `shell.run`'s once its call has answered — its command demoted, so that the residue names
+   * it under its `wrk_` id —, at most {@link STOP_DEMOTION_WAIT_MS} later (a session without
+   * records never demotes). A command whose exit won over the cancel (it was ending already,
+   * `shell-run.ts`) leaves its task `finished`: the answer then says `finished`. The task's
+   * `task_canceled` record is written when it has stopped, with its own snapshot. A task that
+   * already ended is answered with its state and no residue (`already: true`). Rejects with
    * {@link UnknownTaskError} for an id this session never issued.
    */
-  taskCancel(params: { readonly task_id: string; readonly force?: boolean }): TaskCancelResult {
+  async taskCancel(params: { readonly task_id: string; readonly force?: boolean }): Promise<TaskCancelResult> {
     const task = this.session.tasks.get(params.task_id);
     if (task === undefined) throw new UnknownTaskError(params.task_id);
     if (task.state !== 'running') return { task_id: task.id, status: task.state, already: true };
@@ -266,8 +270,12 @@ export class SessionApi {
       else policy.request();
     } else {
       this.session.tasks.cancel(task.id, params.force === true);
+      const call = this.#shellCalls.get(task.id);
+      if (call !== undefined && this.session.hasRecords) await settlesWithin([call], STOP_DEMOTION_WAIT_MS);
     }
-    return { task_id: task.id, status: 'canceled', ...this.session.residue().artifactsField() };
+    // The call may have settled the task meanwhile: its state now.
+    const status = this.session.tasks.get(task.id)?.state === 'finished' ? 'finished' : 'canceled';
+    return { task_id: task.id, status, ...this.session.residue().artifactsField() };
   }
 
   /**
@@ -364,9 +372,7 @@ export class SessionApi {
   async #stopResidue(): Promise<{ residue: ResidueItem[] }> {
     if (this.#shellCalls.size > 0 && this.session.hasRecords) {
       this.#callerGone.cancel();
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([Promise.allSettled([...this.#shellCalls]), new Promise<void>((resolve) => (timer = setTimeout(resolve, STOP_DEMOTION_WAIT_MS)))]);
-      clearTimeout(timer);
+      await settlesWithin([...this.#shellCalls.values()], STOP_DEMOTION_WAIT_MS);
     }
     const residue = this.session.residue().toSessionStop();
     return { residue: [...residue.residue] };
@@ -392,6 +398,13 @@ export class SessionApi {
       }
     }
   }
+}
+
+/** Resolves once every one of `calls` settled, or after `ms`, whichever is first (the timer is cleared). */
+async function settlesWithin(calls: readonly Promise<unknown>[], ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([Promise.allSettled(calls), new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)))]);
+  clearTimeout(timer);
 }
 
 function completionNotice(delivery: CompletionDelivery): CompletionNotice {

@@ -5,8 +5,10 @@
  * JSON-RPC, and that the trace accounts for every work id with exactly one terminal record.
  * Every serve a test starts is ended in afterEach (serve-client.ts).
  */
-import { symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { processesWithArg, uniqueSleepArg } from '../support/plan-harness.js';
+import { waitFor } from '../support/wait.js';
 import { endServes, exitOf, startServe, type ServeClient } from './serve-client.js';
 
 afterEach(endServes);
@@ -94,6 +96,55 @@ describe('session.stop while a shell.run is still in the foreground', () => {
     expect(stopped.residue).toEqual([expect.objectContaining({ kind: 'detached_shell', work_id: workId })]);
     expect(await exitOf(serve)).toEqual({ code: 0, signal: null });
     expect(terminalsByWorkId(serve)).toEqual({ [workId]: ['shell_abandoned'] });
+  });
+});
+
+describe('session.stop right after a quick shell.run', () => {
+  /** The records of the command of `call`: its foreground `shell` record, or the terminal record of the work id it was demoted under. */
+  const recordsOfCall = (client: ServeClient, answer: Record<string, unknown>): Record<string, unknown>[] =>
+    answer['status'] === 'detached'
+      ? client.trace().filter((r) => ['shell_completed', 'shell_abandoned'].includes(String(r['event_type'])) && r['work_id'] === answer['work_id'])
+      : client.trace().filter((r) => r['event_type'] === 'shell' && r['task_id'] === answer['task_id']);
+
+  it('records an echo that exited 0 as finished with exit code 0, never killed_at_session_end, however the exit and the stop race (20 sessions)', async () => {
+    for (let i = 0; i < 20; i++) {
+      const serve = startServe({ args: ['--allow', 'echo'] });
+      // Both lines are written at once: the stop is read while the call is starting its command.
+      const call = serve.request('shell.run', { command: 'echo hi' });
+      const stopped = serve.request('session.stop');
+      const answer = (await call).result as Record<string, unknown>;
+      // The stop names what it found running: the demoted command, or nothing.
+      const residue = ((await stopped).result as { residue: { work_id: string }[] }).residue;
+      expect(residue.map((item) => item.work_id)).toEqual(answer['status'] === 'detached' ? [answer['work_id']] : []);
+      expect(await exitOf(serve)).toEqual({ code: 0, signal: null });
+      expect(serve.trace().filter((r) => r['reason'] === 'killed_at_session_end')).toEqual([]);
+      // Finished in the foreground (its answer and its `shell` record), or — had the stop demoted it
+      // first — its one terminal record carries the exit code it exited with.
+      if (answer['status'] === 'finished') expect(answer).toMatchObject({ exit_code: 0, stdout: 'hi\n' });
+      else expect(answer).toMatchObject({ status: 'detached' });
+      expect(recordsOfCall(serve, answer)).toEqual([expect.objectContaining({ exit_code: 0 })]);
+    }
+  }, 120_000);
+
+  it('records a demoted command whose leader had exited 0 before the stop, its output still held, as finished during teardown with exit code 0, not killed', async () => {
+    const serve = startServe();
+    const tag = uniqueSleepArg();
+    // The leader exits 0 once told (the file `go`); a background child that ignores SIGTERM keeps
+    // its output open, so its completion waits for that child's end (2 s, then SIGKILL).
+    const command = await demote(serve, `(trap '' TERM; sleep ${tag}) & while [ ! -e go ]; do sleep 0.05; done; exit 0`);
+    writeFileSync(join(serve.W, 'go'), '');
+    const events = join(serve.R, 'events.jsonl');
+    await waitFor(() => existsSync(events) && readFileSync(events, 'utf8').split('\n').some((line) => line.includes('COMMAND.LEADER_EXITED') && line.includes(command.work_id)), 10_000, 'the leader to exit');
+    const stopped = await serve.call<{ residue: { work_id: string }[] }>('session.stop');
+    expect(stopped.residue.map((item) => item.work_id)).toEqual([command.work_id]);
+    expect(await exitOf(serve)).toEqual({ code: 0, signal: null });
+    const abandoned = serve.trace().filter((r) => r['event_type'] === 'shell_abandoned');
+    expect(abandoned).toEqual([expect.objectContaining({ work_id: command.work_id, reason: 'finished_during_teardown', exit_code: 0 })]);
+    expect(terminalsByWorkId(serve)).toEqual({ [command.work_id]: ['shell_abandoned'] });
+    // The operator's report says what happened to it, and no kill.
+    expect(serve.stderr()).toContain('state: finished during teardown after');
+    expect(serve.stderr()).not.toContain('killed at session end');
+    expect(processesWithArg(tag)).toEqual([]);
   });
 });
 

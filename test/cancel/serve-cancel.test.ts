@@ -156,7 +156,7 @@ eachBackend((backend) => {
       expect(processesWithArg(bg2)).toEqual([]);
     });
 
-    it('cancels a shell.run still in the foreground: its command is demoted and keeps running, and the task ends canceled (phase shell)', async () => {
+    it('cancels a shell.run still in the foreground: its command is demoted and keeps running, the cancel answer names it as residue, and the task ends canceled (phase shell)', async () => {
       const dir = temp.make('serve-cancel-shell');
       const tag = uniqueSleepArg();
       tags.push(tag);
@@ -173,9 +173,13 @@ eachBackend((backend) => {
       const answered = await call;
       expect(answered.result).toMatchObject({ status: 'detached', task_id: taskId, grace_ms: null });
       const workId = answered.result?.['work_id'] as string;
-      // The door's snapshot may be taken a moment before the demotion registers the command: what it names is honest either way.
-      const named = ((canceled.result?.['artifacts'] as { parts: { text: string }[] }[] | undefined)?.[0]?.parts ?? []).map((part) => (JSON.parse(part.text) as { work_id: string }).work_id);
-      expect(named.every((id) => id === workId)).toBe(true);
+      // The cancel answers once the call has demoted the command: its residue names it under its work id.
+      expect(canceled.result).toMatchObject({ task_id: taskId, status: 'canceled' });
+      const artifacts = canceled.result?.['artifacts'] as { name: string; parts: { text: string }[] }[] | undefined;
+      expect(artifacts?.map((artifact) => artifact.name)).toEqual(['residue']);
+      expect(artifacts?.[0]?.parts.map((part) => JSON.parse(part.text) as Record<string, unknown>)).toEqual([
+        { kind: 'detached_shell', work_id: workId, binary: expect.stringMatching(/(^|\/)sleep$/), command: tag, started_at_ms: expect.any(Number) },
+      ]);
       expect(processesWithArg(tag).length).toBeGreaterThan(0);
       const record = traceOf(dir).find((r) => r['event_type'] === 'task_canceled');
       expect(record).toMatchObject({ task_id: taskId, phase: 'shell', detached_work_ids: [workId], delegation_ids: [] });
@@ -183,6 +187,10 @@ eachBackend((backend) => {
       const stopped = await serve.call('session.stop', {});
       expect((stopped.result?.['residue'] as { work_id: string }[]).map((item) => item.work_id)).toEqual([workId]);
       expect(await serve.exit).toBe(0);
+      // Still running at the session's end: killed by it, and recorded so (its one terminal record).
+      expect(traceOf(dir).filter((r) => ['shell_completed', 'shell_abandoned'].includes(String(r['event_type'])))).toEqual([
+        expect.objectContaining({ event_type: 'shell_abandoned', work_id: workId, reason: 'killed_at_session_end' }),
+      ]);
       expect(processesWithArg(tag)).toEqual([]);
     });
 

@@ -315,7 +315,7 @@ describe('a delegation under a serve task', () => {
       const submitted = await api.planSubmit({ plan: { id: 'p', steps: [{ id: 'w', capsule: 'worker', input: 'x' }] }, wait: false });
       await waitFor(() => session.delegations.size === 1, 30_000, 'the child to be live');
       const dlg = session.delegations.live()[0]?.delegation_id as string;
-      const answer = api.taskCancel({ task_id: submitted.task_id });
+      const answer = await api.taskCancel({ task_id: submitted.task_id });
       expect(answer.artifacts?.[0]?.parts.map((p) => JSON.parse(p.text) as Record<string, unknown>)).toEqual([
         expect.objectContaining({ kind: 'delegation', delegation_id: dlg, capsule: 'local/worker', version: '0.1.0' }),
       ]);

@@ -258,6 +258,17 @@ describe('kill_running at session end (detached.md §12)', () => {
     expect(registry.read('wrk_run')?.state).toBe('exited');
   });
 
+  it('reads a command killed at session end as ended_by session_end, and one whose leader exited by itself after the SIGKILL was sent (it met a leader already exiting) as ended by nobody', () => {
+    const { registry } = setup();
+    registry.register(fakeRegistration('wrk_kill'));
+    registry.register(fakeRegistration('wrk_self'));
+    expect(registry.killRunning()).toBe(2);
+    registry.complete('wrk_kill', completionOf('wrk_kill', { exit_code: 137 }));
+    registry.complete('wrk_self', completionOf('wrk_self', { exit_code: 0 }), { exitedOnItsOwn: true });
+    expect(registry.read('wrk_kill', { peek: true })?.ended_by).toBe('session_end');
+    expect(registry.read('wrk_self', { peek: true })).toMatchObject({ state: 'exited', ended_by: null });
+  });
+
   it('skips finished commands and leaves their completion unchanged (case 28)', () => {
     const { registry, signaller } = setup();
     registry.register(fakeRegistration('wrk_done'));

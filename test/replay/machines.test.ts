@@ -232,6 +232,19 @@ describe('hand-written scripts that start from a single machine', () => {
     expect(result.divergence).toBeUndefined();
   });
 
+  it("ends a detached command the session's end killed canceled, and one whose leader exited by itself (no signal) though the session's end had sent SIGKILL finished", async () => {
+    const run = (exitCode: number, signal: string | null): string =>
+      [
+        '{"kind":"machine","machine":"detachedCommand","input":{"workId":"wrk_9","binary":"/bin/echo","command":"hi"}}',
+        '{"kind":"send","actor":"wrk_9","from":"command","event":{"type":"COMMAND.SIGNAL_SENT","signal":"SIGKILL","by":"kill"}}',
+        `{"kind":"send","actor":"wrk_9","from":"command","event":{"type":"COMMAND.LEADER_EXITED","exitCode":${exitCode},"signal":${JSON.stringify(signal)}}}`,
+        `{"kind":"send","actor":"wrk_9","from":"command","event":{"type":"COMMAND.FINISHED","completion":{"exitCode":${exitCode},"status":"${exitCode === 0 ? 'ok' : 'error'}","outputPath":"/l","outputBytes":3,"durationMs":20}}}`,
+        `{"kind":"expect","actor":"wrk_9","states":["running.active","running.killing","leaderExited","${signal === null ? 'finished' : 'canceled'}"]}`,
+      ].join('\n');
+    expect((await replay(parseReplayScript(run(137, 'SIGKILL'), 'killed.jsonl'))).divergence).toBeUndefined();
+    expect((await replay(parseReplayScript(run(0, null), 'exited.jsonl'))).divergence).toBeUndefined();
+  });
+
   it('reports a send from an effect actor that is not running, and a timer that is not pending, as divergences at their lines', async () => {
     const base = '{"kind":"machine","machine":"detachedCommand","input":{"workId":"wrk_9","binary":"b","command":"c"}}';
     const noTimer = await replay(parseReplayScript(`${base}\n{"kind":"timer","actor":"wrk_9"}`, 't.jsonl'));

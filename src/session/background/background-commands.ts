@@ -402,7 +402,9 @@ export class BackgroundCommands implements GroupSignaller {
   /**
    * The sweep, once: no new command starts and no completion is delivered from here on; every
    * command still outstanding is StillRunning (killed: SIGKILL to its tree, then up to
-   * {@link SWEEP_COMPLETION_WAIT_MS} for its completion so its log gets its trailer), every
+   * {@link SWEEP_COMPLETION_WAIT_MS} for its completion so its log gets its trailer) — unless the
+   * kill did not end it (its leader exited by itself meanwhile: no signal sent, or none that
+   * ended it), then FinishedTooLate with its completion —, every
    * completion still waiting on the channel is FinishedTooLate; each gets one `shell_abandoned`,
    * and all of them one abandonment report (stderr and `logs/bootstrap.log`). The records come
    * before `session_end` (docs/serve.md). Nothing swept: nothing written.
@@ -440,8 +442,15 @@ export class BackgroundCommands implements GroupSignaller {
     this.registry.killRunning();
     const killed = stillRunning.map((entry) => this.#commands.get(entry.work_id)?.completion).filter((p) => p !== undefined);
     await settlesWithin(Promise.all(killed), SWEEP_COMPLETION_WAIT_MS);
+    // One the kill did not end — its leader was exiting already (its exit not seen yet, so no
+    // signal was sent, or the SIGKILL met a leader exiting by itself) — finished during the
+    // teardown: recorded with its own result, never as killed.
+    const swept = stillRunning.map((entry): AbandonedCommand => {
+      const read = this.registry.read(entry.work_id, { peek: true });
+      return read?.finished != null && read.ended_by !== 'session_end' ? loadedDoors().finishedTooLate(read.finished) : entry;
+    });
 
-    const entries: AbandonedCommand[] = [...stillRunning, ...late].sort((a, b) => (a.work_id < b.work_id ? -1 : a.work_id > b.work_id ? 1 : 0));
+    const entries: AbandonedCommand[] = [...swept, ...late].sort((a, b) => (a.work_id < b.work_id ? -1 : a.work_id > b.work_id ? 1 : 0));
     const session = this.session;
     for (const entry of entries) {
       const proc = processes.get(entry.work_id) ?? (() => {

@@ -136,7 +136,8 @@ export class DetachedCommand {
       error: end.spawnError ?? summary.error,
       ...(summary.capped ? { output_capped: true } : {}),
     };
-    this.#registry.complete(workId, completion);
+    // A leader that exited without a signal ended on its own, whatever was sent to it meanwhile.
+    this.#registry.complete(workId, completion, { exitedOnItsOwn: end.spawnError === null && end.signal === null });
     // The registry cleared the limit of a stopped command: report what it recorded.
     const recorded = this.#registry.read(workId, { peek: true })?.finished ?? completion;
     this.#report({ type: 'COMMAND.FINISHED', completion: commandCompletion(recorded) });

@@ -67,7 +67,9 @@ export async function runShellCall(service: BackgroundCommands, request: ShellRu
   const startedAtMs = clock.epochMs();
   const capture = new OutputCapture(session.hasRecords ? join(session.recordsDir, 'logs') : null);
   // Who hears the leader's exit: the call while in the foreground, the demoted command after.
-  let onLeaderExit: (exitCode: number, signal: string | null) => void = () => {};
+  let leaderExitSeen = (): void => {};
+  const leaderExit = new Promise<void>((resolve) => (leaderExitSeen = resolve));
+  let onLeaderExit: (exitCode: number, signal: string | null) => void = () => leaderExitSeen();
   const running = await startCommand({
     containment: session.containment,
     owner: { kind: 'shell', task: task.id },
@@ -86,7 +88,8 @@ export async function runShellCall(service: BackgroundCommands, request: ShellRu
   // A spawn failure is always a foreground error (`detached.md` §3), and without a records
   // directory a command is never demoted (its output would have no place to go).
   const graceMs = request.graceMs !== undefined ? request.graceMs : service.graceMs;
-  const trigger = started === null || !session.hasRecords ? null : await foreground(running, { graceMs, abandoned: request.abandoned, task, clock: session.time.timers });
+  let trigger = started === null || !session.hasRecords ? null : await foreground(running, { graceMs, abandoned: request.abandoned, task, clock: session.time.timers });
+  if ((trigger === 'abandoned' || trigger === 'canceled') && !running.leaderExited && (await exitsWithin(Promise.race([leaderExit, running.done]), EXIT_IN_FLIGHT_WAIT_MS))) trigger = null;
   if (trigger !== null && !running.leaderExited && !service.ending) {
     if (trigger === 'canceled') task.cancel.notePhase(CANCEL_PHASES.SHELL);
     const demoted = demote(service, { task, parsed, resolved, running, capture, startedAtMs, startedMonotonicMs, graceMs, setLeaderExit: (handler) => (onLeaderExit = handler) });
@@ -100,6 +103,32 @@ export async function runShellCall(service: BackgroundCommands, request: ShellRu
 }
 
 type Trigger = 'grace' | 'abandoned' | 'canceled';
+
+/**
+ * Longest a call waits, ms, after an abandon or a cancel, for the exit of a command that is
+ * already ending (it exited, or is about to, and its exit has not reached us yet: through the
+ * session's spawner it is a message away). The exit wins over a trigger seen at the same moment
+ * (`detached.md` §3); without this wait a quick command (`echo hi`) called just before a
+ * `session.stop` was demoted an instant before its exit arrived, and the stop's sweep then
+ * recorded it `killed_at_session_end` though it had exited 0 on its own. A command still running
+ * after the wait is demoted as before (a `sleep 30` demotes this much later). Not applied to the
+ * grace (a zero grace demotes at the first poll, `detached.md` §3).
+ */
+export const EXIT_IN_FLIGHT_WAIT_MS = 100;
+
+/**
+ * Whether `exit` settles within `ms`. A wait on a real process, so on real time, not the
+ * session's clock (a manual clock cannot make a process exit, `clock.ts`).
+ */
+function exitsWithin(exit: Promise<unknown>, ms: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve(false), ms);
+    void exit.then(() => {
+      clearTimeout(timer);
+      resolve(true);
+    });
+  });
+}
 
 /**
  * Waits for the first of: the command's end (null), the grace (`graceMs` null: no clock; 0: the
