@@ -117,12 +117,17 @@ describe('session.stop right after a quick shell.run', () => {
       const residue = ((await stopped).result as { residue: { work_id: string }[] }).residue;
       expect(residue.map((item) => item.work_id)).toEqual(answer['status'] === 'detached' ? [answer['work_id']] : []);
       expect(await exitOf(serve)).toEqual({ code: 0, signal: null });
-      expect(serve.trace().filter((r) => r['reason'] === 'killed_at_session_end')).toEqual([]);
       // Finished in the foreground (its answer and its `shell` record), or — had the stop demoted it
       // first — its one terminal record carries the exit code it exited with.
       if (answer['status'] === 'finished') expect(answer).toMatchObject({ exit_code: 0, stdout: 'hi\n' });
       else expect(answer).toMatchObject({ status: 'detached' });
-      expect(recordsOfCall(serve, answer)).toEqual([expect.objectContaining({ exit_code: 0 })]);
+      const records = recordsOfCall(serve, answer);
+      expect(records).toHaveLength(1);
+      const record = records[0] as Record<string, unknown>;
+      // The record says what happened: an exit 0 is never called a kill. (On a machine so loaded
+      // that the stop's kill reached the echo before it ran, it was killed, and says so.)
+      if (record['reason'] === 'killed_at_session_end') expect(record['exit_code']).not.toBe(0);
+      else expect(record).toMatchObject({ exit_code: 0 });
     }
   }, 120_000);
 
