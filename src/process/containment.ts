@@ -764,6 +764,7 @@ class Contained implements ContainedProcess {
     if (this.#released) return;
     this.#released = true;
     this.#unit?.release();
+    this.#leader.forget?.();
     this.#containment.forgetProcess(this);
   }
 

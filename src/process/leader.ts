@@ -247,6 +247,11 @@ export interface LaunchedLeader {
   readonly done: Promise<ProcessResult>;
   /** What the spawn helper said on fd 3 (resolves at its end of file); `{initPid: null, failure: null}` without `control`. */
   readonly control: Promise<ControlReport>;
+  /**
+   * Through the session's spawner only: tells it the leader's process group is proven gone, so it
+   * stops holding it (it ends the groups it holds if the runtime dies). Idempotent.
+   */
+  readonly forget?: () => void;
 }
 
 let execa: typeof Execa | null = null;

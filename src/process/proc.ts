@@ -96,3 +96,39 @@ export function processName(pid: number): string | null {
     return null;
   }
 }
+
+/**
+ * Whether the number `pgid` now names another process than the leader that made the group (its pid
+ * is `pgid`, started at `leaderStartTime`): a process with that pid and another start time, zombie
+ * or not. The kernel keeps a group's number from being reused while the group has a member, so a
+ * reused number means the leader's group emptied and a group of that number is not the leader's.
+ */
+export function groupNumberReused(pgid: number, leaderStartTime: number): boolean {
+  const stat = readProcStat(pgid);
+  return stat !== null && stat.startTime !== leaderStartTime;
+}
+
+/**
+ * The one rule by which a live process is taken for a member of the process group a leader made
+ * (the leader's pid is the group's number `pgid`; it started at `leaderStartTime`) once the leader
+ * may be gone: it is in group `pgid` and did not start before the leader did (a process older than
+ * the leader cannot descend from it). With {@link groupNumberReused}, what {@link provenGroupMembers},
+ * `reap.ts` (`probeTrees`, a dead session's trees) and the spawner (the runtime gone) believe.
+ */
+export function isProvenGroupMember(stat: ProcStat, pgid: number, leaderStartTime: number): boolean {
+  return stat.state !== 'Z' && stat.pgrp === pgid && stat.startTime >= leaderStartTime;
+}
+
+/**
+ * Pids of the live members of process group `pgid` proven to be the group its leader (pid `pgid`,
+ * started at `leaderStartTime`) made, from one `/proc` walk: none when the number now names another
+ * process ({@link groupNumberReused}), else those {@link isProvenGroupMember} accepts.
+ */
+export function provenGroupMembers(pgid: number, leaderStartTime: number): number[] {
+  if (leaderStartTime < 0 || groupNumberReused(pgid, leaderStartTime)) return [];
+  const members: number[] = [];
+  forEachLiveProcess((pid, stat) => {
+    if (isProvenGroupMember(stat, pgid, leaderStartTime)) members.push(pid);
+  });
+  return members;
+}

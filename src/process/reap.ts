@@ -33,7 +33,7 @@ import { normalize, sep } from 'node:path';
 import { hasCgroupKill, parseCgroup2Mounts, readCgroupEvents } from './cgroups.js';
 import { CgroupSignaller, CgroupUnit, cgroupTreeProcs, removeCgroupTree, settlesWithin } from './cgroup-unit.js';
 import { CGROUP_ROOT_NAME } from './containment.js';
-import { forEachLiveProcess, isSameLiveProcess, processName, readProcStat, type ProcessRef } from './proc.js';
+import { forEachLiveProcess, groupNumberReused as groupNumberReusedSince, isProvenGroupMember, isSameLiveProcess, processName, readProcStat, type ProcessRef } from './proc.js';
 import { groupMembers, KILL_VERIFY_TIMEOUT_MS, ProcessGroupRegistry } from './process-groups.js';
 import { signalProcess, type EndSignal } from './signals.js';
 
@@ -166,7 +166,7 @@ export function probeTrees(trees: readonly RecordedTree[], sessionId: string, op
       else if (readCgroupEvents(vetted.dir) !== null) cgroup = vetted.dir;
     }
     // Without a cgroup the group is the tree: believed when its number still names the leader, or nobody.
-    const groupNumberReused = tree.pgid !== null && tree.pgid === tree.pid && pidReused;
+    const groupNumberReused = tree.pgid !== null && tree.pgid === tree.pid && isTick(tree.startTime) && groupNumberReusedSince(tree.pgid, tree.startTime);
     const byGroup = recordRefused === null && cgroup === null && tree.cgroup === null && isPid(tree.pgid) && isTick(tree.startTime) && !groupNumberReused;
     return { tree, leaderAlive, pidReused, cgroup, cgroupRefused, recordRefused, byGroup };
   });
@@ -176,8 +176,8 @@ export function probeTrees(trees: readonly RecordedTree[], sessionId: string, op
   if (wanted.size > 0) {
     forEachLiveProcess((pid, stat) => {
       const leaderStart = wanted.get(stat.pgrp);
-      // A member that started before the leader cannot be one of its descendants.
-      if (leaderStart === undefined || stat.startTime < leaderStart) return;
+      // A member that started before the leader cannot be one of its descendants (the rule the spawner keeps too).
+      if (leaderStart === undefined || !isProvenGroupMember(stat, stat.pgrp, leaderStart)) return;
       const list = groupMembersOf.get(stat.pgrp) ?? [];
       list.push({ pid, startTime: stat.startTime, name: processName(pid) });
       groupMembersOf.set(stat.pgrp, list);

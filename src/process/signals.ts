@@ -36,6 +36,22 @@ export function signalProcessGroup(pgid: number, signal: EndSignal): boolean {
 }
 
 /**
+ * Whether process group `pgid` has any process left, zombies included (`kill(-pgid, 0)`: no signal
+ * is sent). A cheap probe for "certainly empty" (ESRCH); `/proc` decides what counts as alive.
+ *
+ * @throws {RangeError} as {@link signalProcessGroup}.
+ */
+export function processGroupExists(pgid: number): boolean {
+  assertSignallableGroup(pgid);
+  try {
+    process.kill(-pgid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code !== 'ESRCH';
+  }
+}
+
+/**
  * Throws when `pgid` must never be signalled as a group: not an integer, ≤ 1 (`kill(0, …)` means
  * "my own group", `kill(-1, …)` means "every process I may signal"), or the group of this very
  * process (field report 5: a timeout once killed the agent itself).

@@ -9,6 +9,7 @@ import {
   parseProcStat,
   ProcessGroupRegistry,
 } from '../../src/process/process-groups.js';
+import { groupNumberReused, isProvenGroupMember, processStartTime, provenGroupMembers, readProcStat } from '../../src/process/proc.js';
 import { FIXTURES_DIR, TrackedStarter, makeTempDir, removeDirs, waitFor, waitForFile } from './helpers.js';
 
 /** Pids in group `pgid` that are zombies (state Z), read from /proc. */
@@ -93,6 +94,32 @@ describe('groupMembers', () => {
     const zombies = zombiesOf(pgid);
     expect(probeAnswers(pgid)).toBe(zombies.length > 0);
     registry.forget(pgid);
+  });
+});
+
+describe('provenGroupMembers (src/process/proc.ts: what a leader no longer reaped may still vouch for)', () => {
+  it("lists a finished leader's background members, and none when the group's number names another process now", async () => {
+    const handle = starter.start({ file: 'sh', args: ['-c', 'sleep 30 >/dev/null 2>&1 & echo $!'], drainGraceMs: 50 });
+    const pgid = handle.pid as number;
+    const leaderStart = processStartTime(pgid) as number;
+    const result = await handle.done;
+    const background = Number(result.stdout.toString().trim());
+    await waitFor(() => readProcStat(pgid) === null, 5000, 'the leader to be reaped');
+    expect(provenGroupMembers(pgid, leaderStart)).toEqual([background]);
+    // As if the number were now another process's (another start time): nothing of the group is believed.
+    const other = { pid: background, startTime: processStartTime(background) as number };
+    expect(groupNumberReused(other.pid, other.startTime + 1)).toBe(true);
+    expect(provenGroupMembers(other.pid, other.startTime + 1)).toEqual([]);
+    expect(groupNumberReused(pgid, leaderStart)).toBe(false);
+    await expect(registry.endGroup(pgid, 1000)).resolves.toEqual({ signal: 'SIGTERM', survivors: [] });
+  });
+
+  it('never takes a process that started before the leader for a member', () => {
+    const stat = readProcStat('self') as NonNullable<ReturnType<typeof readProcStat>>;
+    expect(isProvenGroupMember(stat, stat.pgrp, stat.startTime)).toBe(true);
+    expect(isProvenGroupMember(stat, stat.pgrp, stat.startTime + 1)).toBe(false);
+    expect(isProvenGroupMember(stat, stat.pgrp + 1, stat.startTime)).toBe(false);
+    expect(isProvenGroupMember({ ...stat, state: 'Z' }, stat.pgrp, stat.startTime)).toBe(false);
   });
 });
 

@@ -362,6 +362,48 @@ describe("the session's spawner, its memory", () => {
   });
 });
 
+describe("the session's spawner, the groups it holds", () => {
+  /** Starts `sh` that leaves a `sleep` in its group and exits; resolves with the sleep's pid and the leader's group once the exit is in. */
+  const leaveBackground = async (spawner: Spawner): Promise<{ leader: Awaited<ReturnType<Spawner['launch']>>; background: number }> => {
+    const leader = await spawner.launch({ file: 'sh', args: ['-c', 'sleep 30 >/dev/null 2>&1 & echo $!'], cwd: '/tmp', env: TEST_ENV });
+    // They arrive paused (Containment.start resumes them once its caller listens).
+    leader.stdout?.resume();
+    leader.stderr?.resume();
+    const result = await leader.done;
+    expect(result.exitCode).toBe(0);
+    const background = Number(result.stdout.toString().trim());
+    expect(readProcStat(background)?.pgrp).toBe(leader.pid);
+    return { leader, background };
+  };
+  const started: number[] = [];
+  afterAll(() => {
+    for (const pid of started) if (alive(pid)) process.kill(pid, 'SIGKILL');
+  });
+
+  it("ends a finished leader's background process when the runtime's channel closes", async () => {
+    const spawner = new Spawner({ cgroup: null });
+    const { background } = await leaveBackground(spawner);
+    started.push(background);
+    expect(alive(background)).toBe(true);
+    await spawner.close(); // the channel closes, as when the runtime dies
+    await waitFor(() => !alive(background), 5000, 'the spawner to end the group it still held');
+  });
+
+  it('stops holding a group once the runtime says it is gone: the channel closing then leaves it alone', async () => {
+    const spawner = new Spawner({ cgroup: null });
+    const { leader, background } = await leaveBackground(spawner);
+    started.push(background);
+    // The containment calls this once it has proven the tree gone; here it is told early, so that
+    // what the spawner still holds shows: nothing of this group.
+    expect(leader.forget).toBeInstanceOf(Function);
+    leader.forget?.();
+    await spawner.close();
+    expect(alive(background)).toBe(true);
+    process.kill(background, 'SIGKILL');
+    await waitFor(() => !alive(background), 5000, 'the test to end its sleep');
+  });
+});
+
 describe('a PID namespace through the spawner', () => {
   (pidNamespaceUnavailable === null ? it : it.skip)('names the namespace init by its pid and the start time the spawner read as the helper reported it', async () => {
     const helper = locateSpawnHelper(process.env);

@@ -14,11 +14,14 @@
  * Lifetimes: started lazily at the first spawn (or taken over from the one `capsule run` forked at
  * its first instruction, early.ts); on the cgroup backend moved into
  * `<session cgroup>/spawner` before it is sent anything (so the watchdog's kill reaches it); on
- * process groups it leads its own. {@link Spawner.close} disconnects it (it exits). When the
- * runtime dies the channel disconnects and the spawner SIGKILLs the groups of the leaders still
- * running, then exits. When the spawner dies, every leader it started is reported lost
- * (`onLost`: `done` settles with a `spawnError` saying so) and {@link SpawnerOptions.onDeath}
- * lets the containment end their trees; the next spawn starts a new spawner.
+ * process groups it leads its own. {@link Spawner.close} disconnects it (it exits). The spawner
+ * holds every process group it started until it is told the group is gone (the leader's `forget`,
+ * called by the containment once the tree is proven gone) or finds it empty itself; when the
+ * runtime dies the channel disconnects and the spawner SIGKILLs each held group it can prove is
+ * still its own, a finished step's background included, then exits. When the spawner dies, every
+ * leader it started is reported lost (`onLost`: `done` settles with a `spawnError` saying so) and
+ * {@link SpawnerOptions.onDeath} lets the containment end their trees; the next spawn starts a new
+ * spawner.
  */
 import type { ChildProcess } from 'node:child_process';
 import { closeSync, openSync, write } from 'node:fs';
@@ -359,7 +362,13 @@ export class Spawner {
       },
       flush: () => pending.output.flush(),
     });
-    pending.resolve({ ...leader, startTime: pending.startTime });
+    let forgotten = false;
+    const forget = (): void => {
+      if (forgotten) return;
+      forgotten = true;
+      pending.output.tell({ t: 'forget', id: pending.output.id });
+    };
+    pending.resolve({ ...leader, startTime: pending.startTime, forget });
   }
 
   /** The spawner exited: closed by us, or died. Every leader not seen exiting is lost. */

@@ -8,7 +8,9 @@
  * Protocol (JSON over the IPC channel; `client.ts` is the other side; `s` is 0 for stdout, 1 for stderr):
  * - in  `{t:'spawn', id, file, args, argv0?, cwd, env, input, stdinPipe, control}`;
  *   `{t:'close', id, s}` the runtime stopped reading that stream (a held-open pipe it cut);
- *   `{t:'flush', id}` the runtime's drain grace ended while a stream is still read here.
+ *   `{t:'flush', id}` the runtime's drain grace ended while a stream is still read here;
+ *   `{t:'forget', id}` the runtime has proven the process group of request `id` gone (its tree
+ *   settled): this process stops holding it.
  * - out `{t:'started', id, pid, startTime}` at the spawn; `{t:'d', id, s, b}` bytes of a stream
  *   as they are read (`b` base64); `{t:'h', id, s}` with the stream's pipe itself as the handle;
  *   `{t:'in', id}` with stdin (only with `stdinPipe`); `{t:'ctl', id, text, initStart?}` the helper's
@@ -28,14 +30,17 @@
  * is handed over instead — read-stopped first, every byte read before it sent before it — so bulk
  * output goes to the runtime directly, the command gets the kernel's back-pressure, and this
  * process's memory stays bounded. The runtime's containment ends the trees; this process signals only
- * when the runtime is gone (the channel disconnected): every leader still running gets SIGKILL to
- * its process group, then this process exits. It is placed in the session's cgroup (cgroup
- * backend) before it receives its first request, so the cgroup watchdog's kill reaches it too.
+ * when the runtime is gone (the channel disconnected), then exits. It holds every process group it
+ * started ({@link held}) until the runtime says the group is gone (`forget`), or until the leader's
+ * exit (or a later one's) finds the group empty: a step that finished and left a process in the
+ * background is still held. At the disconnect it SIGKILLs each group it can prove is still its own
+ * ({@link endIfOurs}). It is placed in the session's cgroup (cgroup backend) before it receives its
+ * first request, so the cgroup watchdog's kill reaches it too.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { Readable } from 'node:stream';
-import { processStartTime } from '../proc.js';
-import { signalProcessGroup } from '../signals.js';
+import { isSameLiveProcess, processStartTime, provenGroupMembers, type ProcessRef } from '../proc.js';
+import { processGroupExists, signalProcess, signalProcessGroup } from '../signals.js';
 
 // As `capsule` does from its first instruction (docs/security.md): a step that may signal this
 // process (same uid, no PID namespace) must not open Node's inspector in it with SIGUSR1.
@@ -65,6 +70,11 @@ interface FlushMessage {
   readonly id: number;
 }
 
+interface ForgetMessage {
+  readonly t: 'forget';
+  readonly id: number;
+}
+
 /** Loop turns a flush may wait while output is still arriving (as the runtime's drain does). */
 const MAX_QUIESCENCE_TURNS = 64;
 
@@ -76,6 +86,26 @@ const FORWARD_LIMIT = 64 * 1024;
 
 /** Leaders started and not yet seen exiting (each leads its own process group), by request id. */
 const running = new Map<number, ChildProcess>();
+
+/** A process group this process started (its leader's pid is its number), while it is held. */
+interface Held {
+  readonly pgid: number;
+  /** The leader's start time (clock ticks after boot), read at the spawn; -1 when it could not be read. */
+  readonly startTime: number;
+  /** The leader was reaped here: from then on its pid, and the group's number, may be reused once the group empties. */
+  exited: boolean;
+  /** The runtime said the group is gone before its leader was reaped here: dropped at the leader's exit. */
+  forgotten: boolean;
+  /** The init of the tree's PID namespace (pid and start time, from the helper's control report), or null. */
+  init: ProcessRef | null;
+}
+
+/**
+ * Every process group started here and not yet known to be gone, by request id: dropped when the
+ * runtime sends `forget`, or when a leader's exit finds the group without a process (`kill(-pgid, 0)`
+ * fails with ESRCH). So it holds no more than the runtime itself still holds.
+ */
+const held = new Map<number, Held>();
 
 /** The output pipes still read here, by request id and stream (0 stdout, 1 stderr). */
 const reading = new Map<number, [Forwarded | null, Forwarded | null]>();
@@ -203,7 +233,10 @@ function start(message: SpawnMessage): void {
   const out = new Forwarded(id, 0, stdout);
   const err = new Forwarded(id, 1, stderr);
   reading.set(id, [out, err]);
-  send({ t: 'started', id, pid, startTime: processStartTime(pid) ?? -1 });
+  // Read before anything returns to the loop: the leader is not reaped before its `exit` event.
+  const startTime = processStartTime(pid) ?? -1;
+  held.set(id, { pgid: pid, startTime, exited: false, forgotten: false, init: null });
+  send({ t: 'started', id, pid, startTime });
   if (child.stdin !== null) {
     child.stdin.on('error', () => undefined); // EPIPE when the command does not read its input
     if (message.input !== null) child.stdin.end(message.input);
@@ -221,14 +254,69 @@ function start(message: SpawnMessage): void {
       // than by the runtime on its event loop when the report arrives. The `I <pid>` line is the one
       // `parseControl` (spawn/helper.ts) reads; not imported: the spawner keeps to its own few modules.
       const init = /^I (\d+)$/m.exec(text);
-      send({ t: 'ctl', id, text, ...(init !== null ? { initStart: processStartTime(Number(init[1])) } : {}) });
+      const initStart = init !== null ? processStartTime(Number(init[1])) : null;
+      const group = held.get(id);
+      if (group !== undefined && init !== null && initStart !== null) group.init = { pid: Number(init[1]), startTime: initStart };
+      send({ t: 'ctl', id, text, ...(init !== null ? { initStart } : {}) });
     });
   }
   child.once('exit', (code, signal) => {
     running.delete(id);
+    const group = held.get(id);
+    if (group !== undefined) {
+      group.exited = true;
+      if (group.forgotten) held.delete(id);
+    }
+    releaseEmptied();
     // Which streams had already ended here: no `e` message follows for those.
     send({ t: 'exit', id, code, signal, ended: [out.ended, err.ended] });
   });
+}
+
+/** Whether group `pgid` has a process left (zombies included); false for a number that may not be signalled. */
+function groupExists(pgid: number): boolean {
+  try {
+    return processGroupExists(pgid);
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Drops every held group whose leader was reaped and that has no process left (one `kill(-pgid, 0)`
+ * each, at each leader's exit): a group with no process cannot gain one, and the runtime may be
+ * slow to say so (the process-group backend looks at a finished step's group only at the plan's end).
+ */
+function releaseEmptied(): void {
+  for (const [id, group] of held) if (group.exited && !groupExists(group.pgid)) held.delete(id);
+}
+
+/** The runtime proved request `id`'s group gone: stop holding it (at once, or at its leader's exit). */
+function release(id: number): void {
+  const group = held.get(id);
+  if (group === undefined) return;
+  if (group.exited) held.delete(id);
+  else group.forgotten = true;
+}
+
+/**
+ * SIGKILL to a held group, only when it is provably still the one started here: its leader not yet
+ * reaped (the group's number cannot have been reused); or its PID namespace's init, the same pid
+ * with the same start time, still runs (its death takes the whole namespace); or
+ * {@link provenGroupMembers} finds members (the group's number does not name another process, and
+ * they started no earlier than the leader). A number reused since is left alone.
+ */
+function endIfOurs(group: Held): void {
+  try {
+    if (!group.exited) {
+      signalProcessGroup(group.pgid, 'SIGKILL');
+      return;
+    }
+    if (group.init !== null && isSameLiveProcess(group.init)) signalProcess(group.init.pid, 'SIGKILL');
+    if (group.startTime >= 0 && provenGroupMembers(group.pgid, group.startTime).length > 0) signalProcessGroup(group.pgid, 'SIGKILL');
+  } catch {
+    // not a group we may signal
+  }
 }
 
 /** Bytes read so far from the streams of request `id` still read here. */
@@ -247,21 +335,17 @@ async function flush(id: number): Promise<void> {
   send({ t: 'flushed', id });
 }
 
-process.on('message', (message: SpawnMessage | CloseMessage | FlushMessage) => {
+process.on('message', (message: SpawnMessage | CloseMessage | FlushMessage | ForgetMessage) => {
   if (message?.t === 'spawn') start(message);
   else if (message?.t === 'close') {
     reading.get(message.id)?.[message.s]?.close();
   } else if (message?.t === 'flush') void flush(message.id);
+  else if (message?.t === 'forget') release(message.id);
 });
 
-// The runtime is gone (it exited or crashed): nothing it started may outlive it.
+// The runtime is gone (it exited or crashed): nothing it started may outlive it — including what
+// a finished step left in the background. After a session's ordinary end nothing is held any more.
 process.on('disconnect', () => {
-  for (const child of running.values()) {
-    try {
-      if (child.pid !== undefined) signalProcessGroup(child.pid, 'SIGKILL');
-    } catch {
-      // not a group we may signal
-    }
-  }
+  for (const group of held.values()) endIfOurs(group);
   process.exit(0);
 });
