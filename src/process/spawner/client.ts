@@ -63,6 +63,8 @@ interface Pending {
   onExit: ((code: number | null, signal: NodeJS.Signals | null) => void) | null;
   onControl: ((report: ControlReport) => void) | null;
   onLost: ((why: string) => void) | null;
+  /** The spawner said at the leader's exit that it no longer holds the group (it found it empty): no `forget` is needed. */
+  released: boolean;
 }
 
 /** A leader started through the spawner, with its start time as the spawner read it (`-1`: not read). */
@@ -162,6 +164,7 @@ export class Spawner {
         onExit: null,
         onControl: null,
         onLost: null,
+        released: false,
       });
       this.#refresh();
       child.send({
@@ -308,6 +311,7 @@ export class Spawner {
       }
       case 'exit':
         pending.exit = { code: message.code, signal: message.signal };
+        if (message.kept !== true) pending.released = true;
         if (message.ended[0]) pending.output.end(0);
         if (message.ended[1]) pending.output.end(1);
         this.#settleIfDone(message.id, pending);
@@ -364,7 +368,8 @@ export class Spawner {
     });
     let forgotten = false;
     const forget = (): void => {
-      if (forgotten) return;
+      // A quiet step's group is found empty at its leader's exit: nothing to tell then.
+      if (forgotten || pending.released) return;
       forgotten = true;
       pending.output.tell({ t: 'forget', id: pending.output.id });
     };
@@ -406,7 +411,7 @@ type SpawnerMessage =
   | { t: 'h'; id: number; s: 0 | 1 }
   | { t: 'in'; id: number }
   | { t: 'ctl'; id: number; text: string; initStart?: number | null }
-  | { t: 'exit'; id: number; code: number | null; signal: NodeJS.Signals | null; ended: [boolean, boolean] }
+  | { t: 'exit'; id: number; code: number | null; signal: NodeJS.Signals | null; ended: [boolean, boolean]; kept?: true }
   | { t: 'fail'; id: number; code: string | null; message: string };
 
 /**

@@ -15,8 +15,9 @@
  *   as they are read (`b` base64); `{t:'h', id, s}` with the stream's pipe itself as the handle;
  *   `{t:'in', id}` with stdin (only with `stdinPipe`); `{t:'ctl', id, text, initStart?}` the helper's
  *   control channel (fd 3) at its end of file, with the start time of the PID namespace's init it
- *   names (null: not readable); `{t:'exit', id, code, signal, ended}` the leader's exit,
- *   `ended` saying which streams had reached their end of file here; `{t:'e', id, s}` a stream's
+ *   names (null: not readable); `{t:'exit', id, code, signal, ended, kept?}` the leader's exit,
+ *   `ended` saying which streams had reached their end of file here, `kept: true` when the group
+ *   still has a process (it stays held until `forget`; without it, no `forget` is needed); `{t:'e', id, s}` a stream's
  *   end of file after the exit; `{t:'fail', id, code, message}` when it could not be spawned;
  *   `{t:'flushed', id}` the answer to a flush, once the streams still read here have read nothing
  *   new for a whole loop turn (every byte read is sent before it): a held-open pipe is cut only
@@ -268,8 +269,9 @@ function start(message: SpawnMessage): void {
       if (group.forgotten) held.delete(id);
     }
     releaseEmptied();
-    // Which streams had already ended here: no `e` message follows for those.
-    send({ t: 'exit', id, code, signal, ended: [out.ended, err.ended] });
+    // Which streams had already ended here: no `e` message follows for those. `kept`: the group
+    // is still held (a process is left in it), so the runtime's `forget` is awaited.
+    send({ t: 'exit', id, code, signal, ended: [out.ended, err.ended], ...(held.has(id) ? { kept: true } : {}) });
   });
 }
 
