@@ -7,6 +7,7 @@
 import { closeSync, constants as fsConstants, existsSync, lstatSync, openSync, readSync } from 'node:fs';
 import { join } from 'node:path';
 import { ERROR_CODES, RuntimeError } from '../errors.js';
+import type { DirectoryError } from './directories.js';
 
 /** File name of the actor event log in a records directory (re-exported by `event-log.ts`). */
 export const EVENT_LOG_FILE = 'events.jsonl';
@@ -93,5 +94,17 @@ function recordsDirInUse(recordsDir: string, session: RecordedSession): string {
     `and a second run would append to its trace and event log: pass a fresh --records path (e.g. ${freshRecordsDir(recordsDir)}), ` +
     `or leave --records out for a new directory under <workdir>/.capsule/records/; to account for what that session left behind, pass it to --resume ` +
     `(${recordsDir}), and the new session writes its records in a directory of its own`
+  );
+}
+
+/**
+ * A records directory that cannot be created or written (`RECORDS_DIR_UNUSABLE`: `capsule run`
+ * exits 1 before any step ran, `capsule validate --records` exits 2): its path, why, and the fix.
+ */
+export function recordsDirUnusable(recordsDir: string, problem: DirectoryError): RuntimeError {
+  return new RuntimeError(
+    ERROR_CODES.RECORDS_DIR_UNUSABLE,
+    `the records directory ${recordsDir} cannot be written: ${problem.reason}; name a directory on a writable filesystem with --records DIR`,
+    { cause: problem },
   );
 }
