@@ -7,7 +7,7 @@ import { Containment, containmentTraceFields, type BackendChoice, type Isolation
 import { abandonedSessionWarning, findAbandonedSessions } from '../process/leftovers.js';
 import { processStartTime } from '../process/proc.js';
 import { droppedPathWarning } from '../process/resolve-binary.js';
-import { DirectoryError, directoryProblem, makeDirectory } from '../records/directories.js';
+import { directoryProblem, makeDirectory } from '../records/directories.js';
 import { recordsDirUnusable } from '../records/records-dir.js';
 import { EVENT_LOG_FILE, EventLog } from '../records/event-log.js';
 import type { TraceNode } from '../records/trace-records.js';
@@ -73,7 +73,7 @@ export interface SessionOptions {
    * `process.emitWarning`.
    */
   readonly onWarning?: (message: string) => void;
-  /** Called with trace write failures (they never fail the work). */
+  /** Called with trace and event-log write failures (they never fail the work; the first is also {@link Session.recordsFailure}). */
   readonly onRecordError?: (error: Error) => void;
   /**
    * The containment backend (`src/process/containment.ts`). Default: `CAPSULE_CONTAINMENT`, else
@@ -143,6 +143,7 @@ export class Session {
   #counts = { toolCalls: 0, shellCalls: 0 };
   #ended = false;
   #ending: Promise<void> | null = null;
+  #recordsFailure: Error | null = null;
 
   private constructor(options: SessionOptions) {
     this.time = options.clock ?? systemClock;
@@ -176,7 +177,7 @@ export class Session {
     // with it (nothing ran), e.g. ELOOP: trace.jsonl is a link planted in a reused records dir.
     const unusable = (error: unknown): RuntimeError => {
       this.containment.discard();
-      return error instanceof DirectoryError ? recordsDirUnusable(this.recordsDir, error) : new RuntimeError(ERROR_CODES.RECORDS_DIR_UNUSABLE, messageOf(error), { cause: error });
+      return recordsDirUnusable(this.recordsDir, error);
     };
     try {
       if (this.hasRecords) makeDirectory(join(this.recordsDir, 'logs'));
@@ -184,6 +185,7 @@ export class Session {
       throw unusable(error);
     }
     const onRecordError = (error: Error): void => {
+      this.#recordsFailure ??= error;
       this.logger.error({ err: error.message }, 'a records write failed');
       options.onRecordError?.(error);
     };
@@ -329,6 +331,14 @@ export class Session {
   }
 
   /** Whether {@link end} was called. */
+  /**
+   * The first write to `trace.jsonl` or `events.jsonl` that failed (ENOSPC, EROFS, EIO; its `path`
+   * the file), or null: the records are then incomplete, though the work they record went on.
+   */
+  get recordsFailure(): Error | null {
+    return this.#recordsFailure;
+  }
+
   get ended(): boolean {
     return this.#ending !== null;
   }

@@ -42,7 +42,7 @@ describe('a directory capsule cannot create under /proc', () => {
 
     expect(result.code).toBe(2);
     expect(result.stderr).toBe('error: cannot write to /proc/nope: /proc and /sys hold no files; name a directory on a writable filesystem with --out DIR\n');
-  });
+  }, 90_000); // the charts are drawn (Graphviz in WASM) before --out is written
 
   it('as validate --records: exits 2 with the refusal run would make, instead of calling the plan valid', async () => {
     const result = await runCli(['validate', 'plan.json', '--records', '/proc/nope'], { cwd: workdir() });
