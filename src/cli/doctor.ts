@@ -4,10 +4,10 @@
  * records directory's writability, and what each allow-listed binary resolves to on the trusted
  * PATH. Nothing is started; the probe cgroup it may create is removed again.
  */
-import { accessSync, constants as fsConstants, existsSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { findManifest, loadManifest, MANIFEST_FILE } from '../manifest.js';
+import { directoryProblem, nearestExisting } from '../records/directories.js';
 import { removeCgroupTree } from '../process/cgroup-unit.js';
 import { ContainmentError, detectContainment, type ContainmentInfo } from '../process/containment.js';
 import { droppedPathWarning, resolveExecutable, trustedPath } from '../process/resolve-binary.js';
@@ -67,20 +67,12 @@ export function registerDoctor(program: Command): void {
     });
 }
 
-/** Nearest existing directory at or above `dir`, and whether this process may write there. */
+/** Whether a run could create and write `dir` (`directoryProblem`: also refuses /proc and /sys), and why. */
 function writability(dir: string): { writable: boolean; detail: string } {
-  let probe = dir;
-  while (!existsSync(probe)) {
-    const parent = dirname(probe);
-    if (parent === probe) break;
-    probe = parent;
-  }
-  try {
-    accessSync(probe, fsConstants.W_OK);
-    return { writable: true, detail: probe === dir ? 'exists and is writable' : `will be created (${probe} is writable)` };
-  } catch (error) {
-    return { writable: false, detail: `${probe} is not writable (${(error as NodeJS.ErrnoException).code ?? String(error)})` };
-  }
+  const problem = directoryProblem(dir);
+  if (problem !== null) return { writable: false, detail: `not writable: ${problem.reason}` };
+  const probe = nearestExisting(dir);
+  return { writable: true, detail: probe === dir ? 'exists and is writable' : `will be created (${probe} is writable)` };
 }
 
 /** Runs `capsule doctor` and returns its exit code. */

@@ -11,11 +11,12 @@
  * and when that directory cannot be written, the system's temp directory. Exit code 1 (README,
  * "Exit codes").
  */
-import { appendFileSync, mkdirSync } from 'node:fs';
+import { appendFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { RunInternalError } from '../errors.js';
 import { excerpt } from '../plan/text.js';
+import { makeDirectory } from '../records/directories.js';
 import { packageVersion } from './version.js';
 
 /** Where to report a bug. */
@@ -96,7 +97,7 @@ function writeDetails(error: unknown, version: string, argv: readonly string[], 
   candidates.push(join(resolve(recordsRoot ?? join('.capsule', 'records')), name), join(tmpdir(), name));
   for (const path of candidates) {
     try {
-      mkdirSync(join(path, '..'), { recursive: true });
+      makeDirectory(dirname(path));
       appendFileSync(path, text);
       return path;
     } catch {

@@ -5,6 +5,7 @@
  * them one by one.
  */
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
+import { DirectoryError, describeFsError } from '../records/directories.js';
 import { LOG_LEVELS } from '../session/logger.js';
 import { reportInternalError } from './internal-error.js';
 import { packageVersion } from './version.js';
@@ -85,6 +86,12 @@ export function collect(value: string, previous: readonly string[] | undefined):
 export interface GlobalOptions {
   readonly logLevel?: (typeof LOG_LEVELS)[number];
   readonly logFile?: string;
+}
+
+/** The refusal of a `--log-file` that cannot be opened (`capsule run` and `capsule serve` exit 2 with it). */
+export function logFileRefusal(file: string, error: unknown): string {
+  const reason = error instanceof DirectoryError ? error.reason : describeFsError(error);
+  return `--log-file ${file} cannot be written: ${reason}; name a file on a writable filesystem, or leave --log-file out to log to stderr`;
 }
 
 /** Prints a usage-class problem found after parsing (`error: …`, as commander words its own) and returns exit 2. */

@@ -13,7 +13,8 @@ import { releaseEarlySignals } from './early-signals.js';
 import { onUncaughtError } from './internal-error.js';
 import { cancelOnSignals, DEFAULT_ON_SIGTERM, signalsFor, type OnSigterm } from './cancel-on-signals.js';
 import { createLogger } from '../session/logger.js';
-import { collect, EXIT, parseNonNegativeNumber, parsePositiveInteger, usageError, type ExitCode, type GlobalOptions } from './program.js';
+import { recordsIncomplete } from '../records/records-dir.js';
+import { collect, EXIT, logFileRefusal, parseNonNegativeNumber, parsePositiveInteger, usageError, type ExitCode, type GlobalOptions } from './program.js';
 import { loadLiveView, printable, Progress, progressModeFor, useColor } from './progress.js';
 import { WarningSink } from './warning-sink.js';
 import type { ContainmentInfo } from '../process/containment.js';
@@ -109,7 +110,7 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
   try {
     log = await createLogger({ level: options.logLevel ?? 'silent', ...(options.logFile !== undefined ? { file: resolve(options.logFile) } : {}) });
   } catch (error) {
-    return usageError(`--log-file ${resolve(options.logFile ?? '')} cannot be written: ${error instanceof Error ? error.message : String(error)}`);
+    return usageError(logFileRefusal(resolve(options.logFile ?? ''), error));
   }
   const stderr = process.stderr;
   const progressMode = progressModeFor(stderr, options.quiet === true);
@@ -125,6 +126,8 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
       ? `manifest: ${manifestSource.path}`
       : `manifest: none (there is no ${join(workdir, MANIFEST_FILE)}; --manifest FILE names one)`,
   );
+  // The first records write that failed (a full or read-only filesystem): said after the report.
+  let recordsFailure: Error | null = null;
   // Only a resume reads the prior session's records (src/reconcile/): loaded for --resume alone (issue 14, startup).
   const describeResume = options.resume !== undefined ? (await import('../reconcile/resume.js')).describeResume : null;
   const run = startPlan({
@@ -139,6 +142,7 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
     onEvent: (event) => progress.onEvent(event),
     onWarning: (warning) => warnings.warn(warning),
     onNotice: (message) => warnings.warn({ kind: 'records', message }),
+    onRecordsFailure: (error) => (recordsFailure = error),
     ...(options.runAs !== undefined ? { runAs: options.runAs } : {}),
     ...(options.verbose === true ? { onSession: (session: Session) => progress.note(containmentLines(session.containment.info)) } : {}),
     ...(options.resume !== undefined
@@ -191,6 +195,11 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
   warnings.finish();
   progress.finish(report, report.refusal ?? (report.plan_id === '' && report.failed_step === 'plan' ? explainUnreadPlan(planPath, report.results[0]?.error ?? '', options.workdir) : undefined));
   if (options.json === true) process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+  // A full or read-only records filesystem: the report stands, but a run without its records did not succeed.
+  if (recordsFailure !== null) {
+    process.stderr.write(`error: ${printable(recordsIncomplete(recordsFailure))}\n`);
+    return exitCodeOf(report) === EXIT.OK ? EXIT.FAILED : exitCodeOf(report);
+  }
   return exitCodeOf(report);
 }
 

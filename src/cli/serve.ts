@@ -17,7 +17,7 @@ import { Session } from '../session/session.js';
 import { createRpcServer, receiveMessage, SERVE_ERRORS } from '../runtime/json-rpc.js';
 import { SessionApi } from '../runtime/session-api.js';
 import { releaseEarlySignals } from './early-signals.js';
-import { collect, EXIT, usageError, type ExitCode, type GlobalOptions } from './program.js';
+import { collect, EXIT, logFileRefusal, usageError, type ExitCode, type GlobalOptions } from './program.js';
 import { LineSplitter } from './line-splitter.js';
 
 /** Longest request line read, bytes (a longer one is answered with -32600 `REQUEST_TOO_LARGE` and skipped). */
@@ -82,7 +82,7 @@ export async function serveCommand(options: ServeCommandOptions): Promise<ExitCo
   try {
     log = await createLogger({ level: options.logLevel ?? 'info', ...(options.logFile !== undefined ? { file: resolve(options.logFile) } : {}) });
   } catch (error) {
-    return usageError(`--log-file ${resolve(options.logFile ?? '')} cannot be written: ${error instanceof Error ? error.message : String(error)}`);
+    return usageError(logFileRefusal(resolve(options.logFile ?? ''), error));
   }
   const logger = log.logger;
   logger.info(source.kind === 'file' ? { manifest: source.path } : { manifest: null, looked: join(workdir, MANIFEST_FILE) }, 'manifest');

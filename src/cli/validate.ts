@@ -15,7 +15,8 @@ import { checkPlan } from '../plan/check.js';
 import { explainParseFailure, explainReadFailure, refusalLines, type Refusal } from '../plan/refusal.js';
 import { parsePlanText, readPlanFile } from '../plan/schema.js';
 import type { PlanWarning } from '../plan/warnings.js';
-import { recordedSessionIn, RecordsDirInUseError } from '../records/records-dir.js';
+import { directoryProblem } from '../records/directories.js';
+import { recordedSessionIn, RecordsDirInUseError, recordsDirUnusable } from '../records/records-dir.js';
 import { excerpt } from '../plan/text.js';
 import { collect, EXIT, usageError, type ExitCode } from './program.js';
 import { printable } from './progress.js';
@@ -29,7 +30,7 @@ export interface ValidateCommandOptions {
   readonly manifest?: string;
   /** As `capsule run --workdir`: where `capsule.json` is looked for when `--manifest` is not given. */
   readonly workdir?: string;
-  /** As `capsule run --records`: refused (exit 2) when it already holds a session. */
+  /** As `capsule run --records`: refused (exit 2) when it already holds a session, or could not be created or written. */
   readonly records?: string;
   readonly json?: boolean;
   /** Binaries allowed in shell steps on top of the manifest's, as `capsule run --allow`. */
@@ -62,12 +63,12 @@ export function registerValidate(program: Command): void {
     .argument('<plan>', 'plan file (JSON), relative to the current directory')
     .option('--manifest <file>', 'capsule manifest (default: <workdir>/capsule.json when present)')
     .option('--workdir <dir>', 'the workdir `run` would use: where capsule.json is looked for (default: the current directory)')
-    .option('--records <dir>', 'the records directory `run` would use: refused when it already holds a session')
+    .option('--records <dir>', 'the records directory `run` would use: refused when it already holds a session or cannot be written')
     .option('--allow <bin>', 'also allow this binary in shell steps, as `run --allow` (repeatable)', collect)
     .option('--json', 'print {valid, plan_id, failed_step, error, warnings, refusal?} on stdout')
     .addHelpText(
       'after',
-      '\nExit codes: 0 valid, 1 refused (or unreadable/unparseable), 2 usage error, bad manifest, or a --records directory that holds a session.',
+      '\nExit codes: 0 valid, 1 refused (or unreadable/unparseable), 2 usage error, bad manifest, or a --records directory that holds a session or cannot be written.',
     )
     .action(async (plan: string, options: ValidateCommandOptions) => {
       process.exitCode = await validateCommand(plan, options);
@@ -88,6 +89,9 @@ export async function validateCommand(planPath: string, options: ValidateCommand
     const existing = recordedSessionIn(recordsDir);
     // The refusal `capsule run --records` would make, word for word.
     if (existing !== null) return usageError(new RecordsDirInUseError(recordsDir, existing).message);
+    // One `capsule run --records` could not create or write (e.g. under /proc): the same refusal's words.
+    const problem = directoryProblem(recordsDir);
+    if (problem !== null) return usageError(recordsDirUnusable(recordsDir, problem).message);
   }
   const source = findManifest(options.manifest, options.workdir);
   let manifest: Manifest | null = null;

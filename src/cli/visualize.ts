@@ -5,6 +5,7 @@
  */
 import { resolve } from 'node:path';
 import type { Command } from 'commander';
+import { DirectoryError, describeFsError } from '../records/directories.js';
 import { checkVisualizations, generateVisualizations, writeVisualizations } from '../visualize/render.js';
 import { EXIT, type ExitCode } from './program.js';
 
@@ -57,7 +58,8 @@ export async function visualizeCommand(
   try {
     writeVisualizations(outDir, files);
   } catch (error) {
-    output.stderr.write(`error: cannot write to ${outDir}: ${error instanceof Error ? error.message : String(error)}\n`);
+    const reason = error instanceof DirectoryError ? error.reason : describeFsError(error);
+    output.stderr.write(`error: cannot write to ${outDir}: ${reason}; name a directory on a writable filesystem with --out DIR\n`);
     return EXIT.USAGE;
   }
   output.stdout.write(`wrote ${files.map((file) => file.name).join(', ')} to ${outDir}\n`);

@@ -80,6 +80,13 @@ function explainUnbounded(finding: ValidationFinding, plan: PlanFile, ctx: Expla
       return { ...base, rule: 'a shell command has at least one word: the program to run (plan.md §6 rule 3s-i)', accepted: null, fix: 'write the command line, e.g. "shell": "make test"' };
     case 'binary_not_allowed':
       return { ...base, rule: 'the first word of a shell command is a binary in capabilities.shell.allow, matched exactly (plan.md §6 rule 3s-ii)', accepted: [...ctx.shellAllow], fix: binaryFix(subject, ctx) };
+    case 'shell_command_nul':
+      return {
+        ...base,
+        rule: 'a shell command holds no NUL character: a program\'s arguments end at the first NUL (execve(2)), so the step could never start (ours, after plan.md §6 rule 3s-ii)',
+        accepted: null,
+        fix: 'remove the \\u0000 from "shell"; to give a program bytes with NULs, write them with the step\'s "stdin", or have the program make them (e.g. "shell": "printf a\\\\0b")',
+      };
     case 'capsule_input':
       return {
         ...base,

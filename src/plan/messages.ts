@@ -185,6 +185,12 @@ export const SHELL_COMMAND_EMPTY = 'shell command is empty';
 export const binaryNotAllowed = (binary: string): string =>
   `binary '${excerpt(binary)}' is not in capabilities.shell.allow`;
 
+/**
+ * Ours, after rule 3s-ii: a NUL character in a shell command. No program can get one in its
+ * arguments (`execve(2)` ends each at the first NUL), so the step could never start.
+ */
+export const SHELL_COMMAND_NUL = 'shell command holds a NUL character (\\u0000), which no program can receive in its arguments';
+
 /** Ours: `stdin` on a tool or capsule step (it has a stdin of its own, or none). */
 export const STDIN_NOT_SHELL =
   'stdin is for shell steps: a tool step gets its input as JSON on stdin, and a capsule step gets its input as the task text';

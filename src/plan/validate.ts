@@ -19,6 +19,7 @@ import {
   notCallableInPlan,
   SEVERAL_STEP_KINDS,
   SHELL_COMMAND_EMPTY,
+  SHELL_COMMAND_NUL,
   STDIN_NOT_SHELL,
   toolNotInstalled,
   unknownDependency,
@@ -106,6 +107,7 @@ export type ValidationCode =
   | 'tool_not_installed'
   | 'shell_command_empty'
   | 'binary_not_allowed'
+  | 'shell_command_nul'
   | 'capsule_input'
   | 'on_error_policy'
   | 'stdin_not_shell'
@@ -145,6 +147,7 @@ function checkStepShape(step: PlanStep, ctx: ValidationContext, allowed: Readonl
     if (!allowed.has(binary)) {
       return { code: 'binary_not_allowed', error: binaryNotAllowed(binary), path: ['shell'], subject: binary };
     }
+    if (step.shell.includes('\u0000')) return { code: 'shell_command_nul', error: SHELL_COMMAND_NUL, path: ['shell'] };
   } else {
     const task = capsuleTaskText(step.input);
     if (!task.ok) return { code: 'capsule_input', error: task.error, path: ['input'] };
@@ -230,7 +233,8 @@ function checkStepLinks(step: PlanStep, ids: ReadonlySet<string>): StepFinding |
  *    (`'<tool>' is not callable from inside a plan`); iii. installed (`tool '<tool>' is not
  *    installed`) — so a forbidden tool gets the forbidden text even when not installed;
  *    shell: i. splits into at least one word (`shell command is empty`); ii. the first word is in
- *    `shellAllow` (`binary '<word>' is not in capabilities.shell.allow`);
+ *    `shellAllow` (`binary '<word>' is not in capabilities.shell.allow`); then ours: iii. holds no
+ *    NUL character (`SHELL_COMMAND_NUL`: no program can receive one in its arguments);
  *    capsule: the input shape of §19.1 (`capsuleTaskText`);
  * 4. `on_error` is `fail`, `skip` or `continue` → else `invalid on_error policy '<value>'`;
  *    then ours: `stdin` only on a shell step (`STDIN_NOT_SHELL`).

@@ -74,7 +74,8 @@ export class AppendFile {
       return null;
     } catch (error) {
       if (offset > 0) this.#midLine = !cutFragment(fd, offset) && buffer[offset - 1] !== 0x0a;
-      return error as Error;
+      // write(2)'s errors name no file: the records failure reported to the operator names this one.
+      return withPath(error as Error, this.path);
     }
   }
 
@@ -83,6 +84,13 @@ export class AppendFile {
     closeSync(this.#fd);
     this.#fd = null;
   }
+}
+
+/** `error` with `path` set (when it has none), as Node sets it for `open(2)`'s errors. */
+function withPath(error: Error, path: string): Error {
+  const errno = error as NodeJS.ErrnoException;
+  if (typeof errno === 'object' && errno !== null && errno.path === undefined) errno.path = path;
+  return error;
 }
 
 /** Cuts the last `bytes` bytes (a fragment this writer just left) off the file. @returns whether it did. */
@@ -152,11 +160,16 @@ function isJsonObject(bytes: Uint8Array): boolean {
  * as a file or a link), which is then renamed over `path` — a rename replaces a symlink at `path`
  * itself, never its target.
  *
- * @throws the `open`/`write`/`rename` error; the temp file is removed then.
+ * @throws the `open`/`write`/`rename` error, its `path` being `path`; the temp file is removed then.
  */
 export function replaceFile(path: string, data: string | Uint8Array, mode = 0o644): void {
   const temp = join(dirname(path), `.${basename(path)}.${randomBytes(12).toString('hex')}.tmp`);
-  const fd = openSync(temp, fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_EXCL | NO_FOLLOW, mode);
+  let fd: number;
+  try {
+    fd = openSync(temp, fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_EXCL | NO_FOLLOW, mode);
+  } catch (error) {
+    throw Object.assign(error as Error, { path });
+  }
   try {
     const buffer = typeof data === 'string' ? Buffer.from(data, 'utf8') : data;
     let offset = 0;
@@ -170,6 +183,6 @@ export function replaceFile(path: string, data: string | Uint8Array, mode = 0o64
       // already closed
     }
     rmSync(temp, { force: true });
-    throw error;
+    throw Object.assign(error as Error, { path });
   }
 }

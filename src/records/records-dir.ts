@@ -7,6 +7,7 @@
 import { closeSync, constants as fsConstants, existsSync, lstatSync, openSync, readSync } from 'node:fs';
 import { join } from 'node:path';
 import { ERROR_CODES, RuntimeError } from '../errors.js';
+import { DirectoryError, describeFsError } from './directories.js';
 
 /** File name of the actor event log in a records directory (re-exported by `event-log.ts`). */
 export const EVENT_LOG_FILE = 'events.jsonl';
@@ -94,4 +95,39 @@ function recordsDirInUse(recordsDir: string, session: RecordedSession): string {
     `or leave --records out for a new directory under <workdir>/.capsule/records/; to account for what that session left behind, pass it to --resume ` +
     `(${recordsDir}), and the new session writes its records in a directory of its own`
   );
+}
+
+/**
+ * A records directory that cannot be created or written (`RECORDS_DIR_UNUSABLE`: `capsule run`
+ * exits 1 before any step ran, `capsule validate --records` exits 2): its path, why, and the fix.
+ */
+export function recordsDirUnusable(recordsDir: string, problem: unknown): RuntimeError {
+  const reason = problem instanceof DirectoryError ? problem.reason : withFile(problem);
+  return new RuntimeError(
+    ERROR_CODES.RECORDS_DIR_UNUSABLE,
+    `the records directory ${recordsDir} cannot be written: ${reason}; name a directory on a writable filesystem with --records DIR`,
+    { cause: problem },
+  );
+}
+
+/**
+ * The error line of a run whose records could not all be written (`capsule run` exits 1 with it,
+ * after the report): which file, why in plain words, and what to do.
+ */
+export function recordsIncomplete(failure: unknown): string {
+  const code = (failure as NodeJS.ErrnoException | null)?.code;
+  const fix =
+    code === 'ENOSPC' || code === 'EDQUOT'
+      ? 'free space on that filesystem, or name a records directory on another with --records DIR'
+      : code === 'EROFS'
+        ? 'make that filesystem writable again, or name a records directory on another with --records DIR'
+        : 'name a records directory on a writable filesystem with --records DIR';
+  return `the records of this run are incomplete: ${withFile(failure)}; ${fix}`;
+}
+
+/** A filesystem error in words (`describeFsError`), after the file it names. */
+function withFile(error: unknown): string {
+  const path = (error as NodeJS.ErrnoException | null)?.path;
+  const reason = describeFsError(error);
+  return typeof path === 'string' && !reason.includes(path) ? `${path}: ${reason}` : reason;
 }

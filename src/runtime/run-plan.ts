@@ -116,6 +116,13 @@ export interface RunPlanOptions {
   readonly onEvent?: (event: PlanProgressEvent) => void;
   /** Operational warnings of the run's own session (e.g. a torn records file repaired). Default: `process.emitWarning`. */
   readonly onNotice?: (message: string) => void;
+  /**
+   * Called once, before the report resolves, when the run's records could not all be written:
+   * `report.json` (the report is resolved all the same), or a line of the own session's trace or
+   * event log (ENOSPC, EROFS, EIO; the error's `path` names the file). Default: nothing (the
+   * structured log says it).
+   */
+  readonly onRecordsFailure?: (error: Error) => void;
   /** Warnings about the plan or manifest (unknown keys with the closest known key). */
   readonly onWarning?: (warning: PlanWarning) => void;
   /** Milliseconds between SIGTERM and SIGKILL when a step's process tree is ended. Default 2000. */
@@ -273,9 +280,18 @@ export function startPlan(options: RunPlanOptions): PlanRun {
     const elapsed = (): number => elapsedMs(startedAtMs, clock.monotonicMs());
     const finish = async (planReport: PlanReport, status: SessionExitStatus): Promise<PlanReport> => {
       if (options.task === undefined) closeCanceledRows(session, canceledRows);
-      if (session.hasRecords) writeReport(session.recordsDir, planReport);
+      let reportFailure: Error | null = null;
+      try {
+        if (session.hasRecords) writeReport(session.recordsDir, planReport);
+      } catch (error) {
+        // The filesystem's doing (full, read-only), not a bug: the report is still the run's answer.
+        reportFailure = error as Error;
+        log.error({ err: reportFailure.message }, 'a records write failed');
+      }
       log.info({ plan_id: planReport.plan_id, completed: planReport.completed, failed_step: planReport.failed_step, canceled: planReport.canceled, duration_ms: planReport.duration_ms }, 'plan ended');
       if (ownSession) await session.end(status);
+      const recordsFailure = reportFailure ?? (ownSession ? session.recordsFailure : null);
+      if (recordsFailure !== null) options.onRecordsFailure?.(recordsFailure);
       options.onEvent?.({ type: 'plan.ended', report: planReport });
       return planReport;
     };

@@ -4,6 +4,9 @@
  * logger and pino is not even loaded. With a level, one JSON object a line goes to stderr or to a
  * file — never to stdout, which belongs to `--json`.
  */
+import { openSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { makeDirectory } from '../records/directories.js';
 
 /** pino's levels, plus `silent` (nothing). */
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
@@ -40,7 +43,11 @@ export const silentLogger: RuntimeLogger = {
 export interface LoggerOptions {
   /** Lowest level written; `silent` writes nothing. */
   readonly level: LogLevel;
-  /** A file to append the lines to (created, with its directory, when missing). Default: stderr. */
+  /**
+   * A file to append the lines to (created, with its directory, when missing). Default: stderr.
+   * Opened before the logger is returned: a file that cannot be is thrown (a `DirectoryError` for
+   * its directory, e.g. under /proc, else the `open(2)` error).
+   */
   readonly file?: string;
   /** A stream to write to instead (tests: a capture sink). */
   readonly stream?: { write(line: string): unknown };
@@ -64,7 +71,7 @@ export async function createLogger(options: LoggerOptions): Promise<OpenLogger> 
   const destination =
     options.stream !== undefined
       ? options.stream
-      : pino.destination(options.file !== undefined ? { dest: options.file, sync: true, mkdir: true, append: true } : { fd: 2, sync: true });
+      : pino.destination({ fd: options.file !== undefined ? openLogFile(options.file) : 2, sync: true });
   const logger = pino({ level: options.level, base: { pid: process.pid, name: 'capsule' } }, destination as never);
   return {
     logger: logger as unknown as RuntimeLogger,
@@ -77,4 +84,10 @@ export async function createLogger(options: LoggerOptions): Promise<OpenLogger> 
       }
     },
   };
+}
+
+/** Opens `file` for appending, creating it and its directory (pino's own `mkdir` loops under /proc, and reports an open failure only as an event). */
+function openLogFile(file: string): number {
+  makeDirectory(dirname(file));
+  return openSync(file, 'a', 0o644);
 }

@@ -1,4 +1,3 @@
-import { mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, dirname, resolve, join } from 'node:path';
 import type { InspectionEvent } from 'xstate';
@@ -8,6 +7,8 @@ import { Containment, containmentTraceFields, type BackendChoice, type Isolation
 import { abandonedSessionWarning, findAbandonedSessions } from '../process/leftovers.js';
 import { processStartTime } from '../process/proc.js';
 import { droppedPathWarning } from '../process/resolve-binary.js';
+import { directoryProblem, makeDirectory } from '../records/directories.js';
+import { recordsDirUnusable } from '../records/records-dir.js';
 import { EVENT_LOG_FILE, EventLog } from '../records/event-log.js';
 import type { TraceNode } from '../records/trace-records.js';
 import { TraceWriter } from '../records/trace-writer.js';
@@ -73,7 +74,7 @@ export interface SessionOptions {
    * `process.emitWarning`.
    */
   readonly onWarning?: (message: string) => void;
-  /** Called with trace write failures (they never fail the work). */
+  /** Called with trace and event-log write failures (they never fail the work; the first is also {@link Session.recordsFailure}). */
   readonly onRecordError?: (error: Error) => void;
   /**
    * The containment backend (`src/process/containment.ts`). Default: `CAPSULE_CONTAINMENT`, else
@@ -145,6 +146,7 @@ export class Session {
   #counts = { toolCalls: 0, shellCalls: 0 };
   #ended = false;
   #ending: Promise<void> | null = null;
+  #recordsFailure: Error | null = null;
 
   private constructor(options: SessionOptions) {
     this.time = options.clock ?? systemClock;
@@ -158,10 +160,9 @@ export class Session {
     // Without a records directory the steps' HOME and TMPDIR go under the system's temp directory.
     this.scratchDir = this.hasRecords ? join(dirname(this.recordsDir), `.${basename(this.recordsDir)}.scratch`) : join(tmpdir(), `.capsule-${this.id}.scratch`);
     this.manifest = options.manifest ?? null;
-    // Node's recursive mkdir never returns under /proc or /sys (it retries ENOENT forever).
-    if (/^\/(proc|sys)(\/|$)/.test(this.recordsDir)) {
-      throw new RuntimeError(ERROR_CODES.RECORDS_DIR_UNUSABLE, `cannot create the records directory ${this.recordsDir}: /proc and /sys hold no files`);
-    }
+    // Refused before the containment exists: nothing to take down (e.g. /proc or /sys, where Node's recursive mkdir would never return).
+    const problem = this.hasRecords ? directoryProblem(this.recordsDir) : null;
+    if (problem !== null) throw recordsDirUnusable(this.recordsDir, problem);
     // Decided before anything is written: a containment that was asked for and cannot be had is a
     // refusal before any step runs (`CONTAINMENT_UNAVAILABLE`). It creates the session's cgroup on
     // the cgroup backend.
@@ -179,14 +180,15 @@ export class Session {
     // with it (nothing ran), e.g. ELOOP: trace.jsonl is a link planted in a reused records dir.
     const unusable = (error: unknown): RuntimeError => {
       this.containment.discard();
-      return new RuntimeError(ERROR_CODES.RECORDS_DIR_UNUSABLE, messageOf(error), { cause: error });
+      return recordsDirUnusable(this.recordsDir, error);
     };
     try {
-      if (this.hasRecords) mkdirSync(join(this.recordsDir, 'logs'), { recursive: true });
+      if (this.hasRecords) makeDirectory(join(this.recordsDir, 'logs'));
     } catch (error) {
       throw unusable(error);
     }
     const onRecordError = (error: Error): void => {
+      this.#recordsFailure ??= error;
       this.logger.error({ err: error.message }, 'a records write failed');
       options.onRecordError?.(error);
     };
@@ -332,6 +334,14 @@ export class Session {
   }
 
   /** Whether {@link end} was called. */
+  /**
+   * The first write to `trace.jsonl` or `events.jsonl` that failed (ENOSPC, EROFS, EIO; its `path`
+   * the file), or null: the records are then incomplete, though the work they record went on.
+   */
+  get recordsFailure(): Error | null {
+    return this.#recordsFailure;
+  }
+
   get ended(): boolean {
     return this.#ending !== null;
   }

@@ -1,5 +1,6 @@
-import { mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { makeDirectory } from '../records/directories.js';
 import { toDot } from './dot.js';
 import { toMermaid } from './mermaid.js';
 import { toReadme } from './readme.js';
@@ -31,9 +32,13 @@ export async function generateVisualizations(machines: readonly DrawnMachine[] =
   return files;
 }
 
-/** Writes the files into `outDir` (created if missing). */
+/**
+ * Writes the files into `outDir` (created if missing).
+ *
+ * @throws {DirectoryError} when `outDir` cannot be created (e.g. under /proc), else the write's error.
+ */
 export function writeVisualizations(outDir: string, files: readonly GeneratedFile[]): void {
-  mkdirSync(outDir, { recursive: true });
+  makeDirectory(outDir);
   for (const file of files) writeFileSync(join(outDir, file.name), file.content);
 }
 

@@ -174,3 +174,24 @@ describe('plan.submit of a path', () => {
     expect(await exitOf(serve)).toEqual({ code: 0, signal: null });
   });
 });
+
+describe('shell.run of a command holding a NUL character', () => {
+  it('refuses it with INVALID_PARAMS naming the field, in command, binary and argv, starting nothing, and keeps serving', async () => {
+    const serve = startServe();
+    const asked = [
+      { params: { command: 'bash -c "echo a\u0000b"' }, field: 'command' },
+      { params: { binary: 'bash', command: 'echo a\u0000b' }, field: 'command' },
+      { params: { binary: 'ba\u0000sh', command: 'true' }, field: 'binary' },
+      { params: { argv: ['bash', '-c', 'echo a\u0000b'] }, field: 'argv[2]' },
+    ];
+    for (const { params, field } of asked) {
+      const answer = await serve.request('shell.run', params);
+      expect(answer.error).toMatchObject({ code: -32602, data: { code: 'INVALID_PARAMS' } });
+      expect(answer.error?.message).toBe(`shell.run: ${field} holds a NUL character (\\u0000), which no program can receive in its arguments: remove it (to pass bytes with NULs, send them on stdin)`);
+    }
+    expect(serve.trace().filter((r) => r['event_type'] === 'process_start' || r['event_type'] === 'shell_completed')).toEqual([]);
+    expect(await serve.call('shell.run', { argv: ['bash', '-c', 'echo ok'] })).toMatchObject({ status: 'finished', exit_code: 0, stdout: 'ok\n' });
+    expect(await serve.call('session.stop')).toEqual({ residue: [] });
+    expect(await exitOf(serve)).toEqual({ code: 0, signal: null });
+  });
+});

@@ -189,4 +189,18 @@ describe('capsule validate', () => {
     expect(refused.code).toBe(1);
     expect(allowed.code).toBe(0);
   });
+
+  it('refuses a shell step whose command holds a NUL character, as run does before any step starts', async () => {
+    const dir = dirWith({ id: 'p', steps: [{ id: 'a', shell: 'true a\u0000b' }] }, manifestAllowing('true'));
+    const validated = await runCli(['validate', 'plan.json'], { cwd: dir });
+
+    expect(validated.code).toBe(1);
+    expect(validated.stderr.split('\n')[0]).toBe("refused: step 'a': shell command holds a NUL character (\\u0000), which no program can receive in its arguments");
+    expect(validated.stderr).toContain('remove the \\u0000 from "shell"');
+
+    const run = await runCli(['run', 'plan.json', '--json'], { cwd: dir });
+    expect(run.code).toBe(1);
+    expect(parseReport(run.stdout)).toMatchObject({ failed_step: 'a', results: [{ step_id: 'a', status: 'failed', attempts: 0 }] });
+    expect(run.stdout).not.toContain('[object Object]');
+  });
 });

@@ -239,6 +239,16 @@ describe('checkPlan: the refusal a run makes too, explained', () => {
     expect(refusal).toMatchObject({ code: 'no_step_kind', fix: "rename its key 'shel' to 'shell'", line: 1 });
   });
 
+  it('refuses a NUL character in a shell command, naming the step, where it is and the fix', () => {
+    expect(check(plan({ id: 'a', shell: 'printf a\u0000b' })).refusal).toMatchObject({
+      step_id: 'a',
+      code: 'shell_command_nul',
+      error: 'shell command holds a NUL character (\\u0000), which no program can receive in its arguments',
+      json_path: 'steps[0].shell',
+      fix: expect.stringMatching(/^remove the \\u0000 from "shell"/),
+    });
+  });
+
   it('refuses stdin on a step that is not a shell step', () => {
     expect(check(plan(echo('a', { stdin: 'x' }))).refusal).toMatchObject({ code: 'stdin_not_shell', json_path: 'steps[0].stdin' });
   });

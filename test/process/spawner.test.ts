@@ -272,6 +272,15 @@ eachBackend((backend) => {
     await expect(tree.done).resolves.toMatchObject({ spawnError: "failed to start 'nosuchbin-capsule': not found (ENOENT)", exitCode: -1 });
   });
 
+  it("reports a launch the spawner's spawn refuses with that refusal's message, not an object's name", async () => {
+    const containment = open();
+    const tree = await start(containment, 'echo', ['a\u0000b']);
+    expect(tree.identity).toBeNull();
+    const done = await tree.done;
+    expect(done.spawnError).toMatch(/^failed to start 'echo': .*null bytes.* \(ERR_INVALID_ARG_VALUE\)$/);
+    expect(done.spawnError).not.toContain('[object Object]');
+  });
+
   it('when the spawner dies, ends every tree it started and reports each lost; the next start has a new spawner', async () => {
     const containment = open();
     const a = await start(containment, 'sleep', ['30']);

@@ -324,7 +324,7 @@ export class Spawner {
         this.#refresh();
         const name = pending.options.displayName ?? pending.options.file;
         pending.resolved = true;
-        pending.resolve({ ...failedLaunch(describeSpawnError(name, pending.options.cwd, message.code === null ? new Error(message.message) : { code: message.code }), pending.startedAtMs), startTime: -1 });
+        pending.resolve({ ...failedLaunch(describeSpawnError(name, pending.options.cwd, message.code === null ? new Error(message.message) : Object.assign(new Error(message.message), { code: message.code })), pending.startedAtMs), startTime: -1 });
         return;
       }
     }

@@ -55,17 +55,24 @@ export interface ParsedShellCommand {
   readonly command: string;
 }
 
-/** Turns a request into its argv and command text, or says what is wrong with it. */
+/**
+ * Turns a request into its argv and command text, or says what is wrong with it (a NUL character
+ * in `command`, `binary` or `argv` too: no program can receive one, `execve(2)`).
+ */
 export function parseShellCommand(request: ShellRunRequest): ParsedShellCommand | { readonly error: string } {
   if (request.argv !== undefined) {
     if (!Array.isArray(request.argv) || request.argv.length === 0 || !request.argv.every((word) => typeof word === 'string')) {
       return { error: 'argv must be a non-empty array of strings' };
     }
+    const at = request.argv.findIndex((word) => word.includes('\u0000'));
+    if (at >= 0) return { error: nulIn(`argv[${at}]`) };
     const [binary, ...args] = request.argv as [string, ...string[]];
     if (binary === '') return { error: 'shell command is empty' };
     return { binary, args, command: args.join(' ') };
   }
   if (typeof request.command !== 'string') return { error: 'give the command: "command" (a string), or "argv" (an array of strings)' };
+  if (request.command.includes('\u0000')) return { error: nulIn('command') };
+  if (typeof request.binary === 'string' && request.binary.includes('\u0000')) return { error: nulIn('binary') };
   if (request.binary !== undefined) {
     if (typeof request.binary !== 'string' || request.binary === '') return { error: 'binary must be a non-empty string' };
     const args = INTERPRETERS.includes(request.binary) ? ['-c', request.command] : splitShellWords(request.command);
@@ -76,6 +83,9 @@ export function parseShellCommand(request: ShellRunRequest): ParsedShellCommand 
   if (binary === undefined) return { error: 'shell command is empty' };
   return { binary, args, command: textAfterBinary(request.command, args) };
 }
+
+/** The refusal of a NUL character in a field of the request. */
+const nulIn = (field: string): string => `${field} holds a NUL character (\\u0000), which no program can receive in its arguments: remove it (to pass bytes with NULs, send them on stdin)`;
 
 /** The caller's text after its first word, when it can be told apart; else the arguments joined by spaces. */
 function textAfterBinary(text: string, args: readonly string[]): string {
