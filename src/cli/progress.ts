@@ -62,14 +62,16 @@ export function formatDuration(ms: number): string {
 }
 
 /**
- * `text` with every control character (C0 but tab, DEL, C1) shown as a `\xNN` escape, and every
- * bidirectional control (U+202A–U+202E, U+2066–U+2069) and line/paragraph separator
- * (U+2028, U+2029) as a `\u{NNNN}` escape: a step's stderr or id must not clear the operator's
- * screen, retitle the terminal, rewrite a line with a carriage return, or show its text in an
- * order other than the one it has ("Trojan Source", CVE-2021-42574).
+ * `text` with every control character (C0 but tab, DEL, C1) shown as a `\xNN` escape, and as a
+ * `\u{NNNN}` escape every bidirectional control (U+061C, U+200E, U+200F, U+202A–U+202E,
+ * U+2066–U+2069), line/paragraph separator (U+2028, U+2029) and invisible zero-width space or
+ * byte-order mark (U+200B, U+FEFF): a step's stderr or id must not clear the operator's screen,
+ * retitle the terminal, rewrite a line with a carriage return, show its text in an order other
+ * than the one it has ("Trojan Source", CVE-2021-42574), or hide characters. The zero-width
+ * (non-)joiners U+200C and U+200D stay: scripts and emoji need them.
  */
 export function printable(text: string): string {
-  return text.replace(/[\u0000-\u0008\u000a-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g, (c) => {
+  return text.replace(/[\u0000-\u0008\u000a-\u001f\u007f-\u009f\u061c\u200b\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff]/g, (c) => {
     const code = c.charCodeAt(0);
     return code <= 0xff ? `\\x${code.toString(16).padStart(2, '0')}` : `\\u{${code.toString(16)}}`;
   });

@@ -4,7 +4,7 @@
  * through the same states. Exit 0 identical, 1 with the first divergence, 2 for a file that
  * cannot be read as a replay file (the error names the file and line).
  */
-import { existsSync, statSync } from 'node:fs';
+import { existsSync, lstatSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { Command } from 'commander';
 import { MAX_INPUT_FILE_BYTES, readUtf8FileSync } from '../plan/read-file.js';
@@ -55,6 +55,15 @@ function refusedRunBeside(file: string): string | null {
   }
 }
 
+function isEntry(path: string): boolean {
+  try {
+    lstatSync(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 function isDirectory(path: string): boolean {
   try {
     return statSync(path).isDirectory();
@@ -72,7 +81,8 @@ export async function replayCommand(
   // A records directory stands for its events.jsonl (as `capsule inspect` takes the directory).
   if (isDirectory(file)) {
     const inside = join(file, 'events.jsonl');
-    if (!existsSync(inside)) {
+    // Missing only when there is no entry at all: a link that cannot be followed is read, and its error said.
+    if (!existsSync(inside) && !isEntry(inside)) {
       output.stderr.write(`error: ${file} is a directory with no events.jsonl in it; give a records directory or an events.jsonl file\n`);
       return EXIT.USAGE;
     }

@@ -133,7 +133,10 @@ export class ReplayFileError extends RuntimeError {
  */
 export function readReplayScript(file: string, options: { maxBytes?: number; onTornTail?: (warning: string) => void } = {}): ReplayScript {
   const read = readUtf8FileSync(file, { maxBytes: options.maxBytes ?? MAX_REPLAY_FILE_BYTES });
-  if (!read.ok) throw new ReplayFileError(`cannot read ${file}: ${read.error}`);
+  if (!read.ok) {
+    const why = read.directory ? 'it is a directory, not a file' : read.error;
+    throw new ReplayFileError(`cannot read ${file}: ${why}`);
+  }
   return parseReplayScript(read.text, file, options.onTornTail === undefined ? {} : { onTornTail: options.onTornTail });
 }
 

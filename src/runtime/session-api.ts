@@ -122,6 +122,8 @@ export class SessionApi {
   readonly #plans = new Set<Promise<unknown>>();
   /** `shell.run` calls not yet answered (a command in the foreground, or starting), by task id; each resolves once its call answered. */
   readonly #shellCalls = new Map<string, Promise<void>>();
+  /** `shell.run` tasks whose command was demoted by something other than their cancel (the session's stop, the grace). */
+  readonly #demotedWithoutCancel = new Set<string>();
   /** The cancel policy of each plan task a `task.cancel` reached (graceful first, forced on the next or after the grace). */
   readonly #policies = new Map<string, CancelPolicy>();
   #stopping: Promise<{ residue: ResidueItem[] }> | null = null;
@@ -206,6 +208,7 @@ export class SessionApi {
         onAccepted: () => this.#notify({ method: 'task.started', params: { task_id: task.id, method: 'shell.run' } }),
       });
       const canceled = result.status === 'canceled' || (result.status === 'detached' && task.cancel.phaseClaimed && task.cancel.phase() === CANCEL_PHASES.SHELL);
+      if (result.status === 'detached' && !canceled) this.#demotedWithoutCancel.add(task.id);
       this.session.tasks.settle(task.id, canceled ? 'canceled' : 'finished');
       return result;
     } catch (error) {
@@ -275,7 +278,10 @@ export class SessionApi {
     }
     // The call may have settled the task meanwhile: its state now.
     const status = this.session.tasks.get(task.id)?.state === 'finished' ? 'finished' : 'canceled';
-    return { task_id: task.id, status, ...this.session.residue().artifactsField() };
+    // Demoted by the session's stop (or its grace) while this cancel waited: the cancel did
+    // nothing, the task had ended already (its command runs on under its `wrk_` id, in the residue).
+    const already = status === 'finished' && this.#demotedWithoutCancel.has(task.id);
+    return { task_id: task.id, status, ...(already ? { already: true } : {}), ...this.session.residue().artifactsField() };
   }
 
   /**

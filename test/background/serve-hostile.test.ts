@@ -153,6 +153,25 @@ describe('session.stop right after a quick shell.run', () => {
   });
 });
 
+describe('task.cancel of a shell.run that session.stop is demoting', () => {
+  it('answers that the task had ended already (the stop demoted it), not that its command finished', async () => {
+    const serve = startServe({ args: ['--allow', 'sleep'] });
+    const tag = uniqueSleepArg();
+    const call = serve.request('shell.run', { command: `sleep ${tag}` });
+    const started = await serve.awaitNotification('task.started', () => true);
+    // One after the other on stdin: the stop demotes the command, the cancel arrives while it does.
+    const stopped = serve.request('session.stop');
+    const canceled = serve.request('task.cancel', { task_id: started['task_id'] });
+    const answer = (await call).result as { status: string; work_id: string };
+    expect(answer.status).toBe('detached');
+    expect((await canceled).result).toMatchObject({ task_id: started['task_id'], status: 'finished', already: true });
+    expect(((await stopped).result as { residue: { work_id: string }[] }).residue.map((item) => item.work_id)).toEqual([answer.work_id]);
+    expect(await exitOf(serve)).toEqual({ code: 0, signal: null });
+    expect(serve.trace().filter((r) => r['event_type'] === 'shell_abandoned')).toEqual([expect.objectContaining({ work_id: answer.work_id, reason: 'killed_at_session_end' })]);
+    expect(processesWithArg(tag)).toEqual([]);
+  });
+});
+
 describe('plan.submit of a path', () => {
   it('refuses a path outside the workdir, or a link leading out of it, without reading the file', async () => {
     const serve = startServe({

@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { replayCommand } from '../../src/cli/replay.js';
@@ -33,6 +33,20 @@ describe('capsule replay', () => {
     const refused = capture();
     expect(await replayCommand(empty, {}, refused)).toBe(2);
     expect(refused.stderr.text).toBe(`error: ${empty} is a directory with no events.jsonl in it; give a records directory or an events.jsonl file\n`);
+  });
+
+  it('refuses, naming why, a records directory whose events.jsonl is a directory or a link that cannot be followed', async () => {
+    const inner = join(scratch, 'events-is-dir');
+    mkdirSync(join(inner, 'events.jsonl'), { recursive: true });
+    const out = capture();
+    expect(await replayCommand(inner, {}, out)).toBe(2);
+    expect(out.stderr.text).toBe(`error: cannot read ${join(inner, 'events.jsonl')}: it is a directory, not a file\n`);
+    const loop = join(scratch, 'events-loop');
+    mkdirSync(loop);
+    symlinkSync('events.jsonl', join(loop, 'events.jsonl'));
+    const looped = capture();
+    expect(await replayCommand(loop, {}, looped)).toBe(2);
+    expect(looped.stderr.text).toMatch(/^error: cannot read .*events-loop\/events\.jsonl: .*ELOOP/);
   });
 
   it('exits 1 and prints the first divergence (seq, actor, expected vs actual)', async () => {
