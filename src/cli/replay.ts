@@ -10,6 +10,7 @@ import type { Command } from 'commander';
 import { MAX_INPUT_FILE_BYTES, readUtf8FileSync } from '../plan/read-file.js';
 import { clipMiddle, excerpt } from '../plan/text.js';
 import { printable } from './progress.js';
+import { isDirectory } from '../records/directories.js';
 import { replay, type ReplayResult } from '../replay/replay.js';
 import { readReplayScript, ReplayFileError } from '../replay/script.js';
 import { EXIT, type ExitCode } from './program.js';
@@ -59,14 +60,6 @@ function isEntry(path: string): boolean {
   try {
     lstatSync(path);
     return true;
-  } catch {
-    return false;
-  }
-}
-
-function isDirectory(path: string): boolean {
-  try {
-    return statSync(path).isDirectory();
   } catch {
     return false;
   }

@@ -140,7 +140,8 @@ function exists(path: string): boolean {
   }
 }
 
-function isDirectory(path: string): boolean {
+/** Whether `path` is a directory (links followed); false when it cannot be looked at. */
+export function isDirectory(path: string): boolean {
   try {
     return statSync(path).isDirectory();
   } catch {
