@@ -123,10 +123,12 @@ export const EXIT_IN_FLIGHT_WAIT_MS = 100;
 function exitsWithin(exit: Promise<unknown>, ms: number): Promise<boolean> {
   return new Promise((resolve) => {
     const timer = setTimeout(() => resolve(false), ms);
-    void exit.then(() => {
+    // A rejected end is an end too (and must not become an unhandled rejection).
+    const ended = (): void => {
       clearTimeout(timer);
       resolve(true);
-    });
+    };
+    void exit.then(ended, ended);
   });
 }
 
