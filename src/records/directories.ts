@@ -5,7 +5,7 @@
  * through a symbolic link into them), so directories are created one level at a time here and a
  * pseudo filesystem is refused before anything is tried.
  */
-import { accessSync, constants as fsConstants, mkdirSync, realpathSync, statfsSync, statSync } from 'node:fs';
+import { accessSync, constants as fsConstants, existsSync, mkdirSync, realpathSync, statfsSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 
 /** `statfs(2)` `f_type` of procfs and sysfs (`linux/magic.h`). */
@@ -101,7 +101,7 @@ export function makeDirectory(dir: string, mode?: number): void {
 /** `path` or the nearest path above it that exists (`/` at the last); `path` is resolved first. */
 export function nearestExisting(path: string): string {
   let at = resolve(path);
-  while (!exists(at)) {
+  while (!existsSync(at)) {
     const parent = dirname(at);
     if (parent === at) break;
     at = parent;
@@ -129,15 +129,6 @@ function asDirectoryError(target: string, at: string, error: unknown): Directory
   const code = (error as NodeJS.ErrnoException | null)?.code ?? 'EUNKNOWN';
   const reason = describeFsError(error);
   return new DirectoryError(target, code, at === target ? reason : `${at}: ${reason}`, { cause: error });
-}
-
-function exists(path: string): boolean {
-  try {
-    statSync(path);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /** Whether `path` is a directory (links followed); false when it cannot be looked at. */

@@ -11,15 +11,14 @@ import { CANCEL_BEFORE_STEP, CANCEL_FORCED_STEP, PLAN_CANCELED_REASON } from '..
 import { CancelSignal } from '../../src/cancel/cancel-signal.js';
 import type { PlanRun } from '../../src/runtime/run-plan.js';
 import { Session } from '../../src/session/session.js';
-import { deferred, facts, passed, pollUntil, processesWithArg, runCase, StubTools, TempDirs, uniqueSleepArg, within } from '../support/plan-harness.js';
+import { deferred, facts, killTaggedLeftovers, passed, pollUntil, processesWithArg, runCase, StubTools, TempDirs, uniqueSleepArg, within } from '../support/plan-harness.js';
 
 const dirs = new TempDirs();
 const tags: string[] = [];
 const afterEnd: (() => Promise<void>)[] = [];
 afterAll(async () => {
   for (const end of afterEnd) await end();
-  const left = tags.flatMap((tag) => processesWithArg(tag));
-  for (const p of left) process.kill(p.pid, 'SIGKILL');
+  const left = killTaggedLeftovers(tags);
   await dirs.removeAll();
   expect(left).toEqual([]);
 });

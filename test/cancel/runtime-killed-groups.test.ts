@@ -7,15 +7,14 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { pidNamespaceUnavailable } from '../support/backends.js';
-import { processesWithArg, uniqueSleepArg } from '../support/plan-harness.js';
+import { killTaggedLeftovers, processesWithArg, uniqueSleepArg } from '../support/plan-harness.js';
 import { killStartedClis, manifestAllowing, startCli, stepCommand, TempDirs, waitFor, waitForPid, writeJson } from '../cli/helpers.js';
 
 const temp = new TempDirs();
 const tags: string[] = [];
 afterAll(async () => {
   killStartedClis();
-  const left = tags.flatMap((tag) => processesWithArg(tag));
-  for (const p of left) process.kill(p.pid, 'SIGKILL');
+  const left = killTaggedLeftovers(tags);
   await temp.removeAll();
   expect(left).toEqual([]);
 });

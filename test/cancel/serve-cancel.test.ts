@@ -9,7 +9,7 @@ import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { CANCEL_BEFORE_STEP, CANCEL_FORCED_STEP } from '../../machines/messages.js';
-import { processesWithArg, uniqueSleepArg } from '../support/plan-harness.js';
+import { killTaggedLeftovers, processesWithArg, uniqueSleepArg } from '../support/plan-harness.js';
 import { CLI, TempDirs, waitFor, writeJson } from '../cli/helpers.js';
 import { eachBackend } from '../support/backends.js';
 
@@ -21,8 +21,7 @@ afterEach(() => {
   servers.clear();
 });
 afterAll(async () => {
-  const left = tags.flatMap((tag) => processesWithArg(tag));
-  for (const p of left) process.kill(p.pid, 'SIGKILL');
+  const left = killTaggedLeftovers(tags);
   await temp.removeAll();
   expect(left).toEqual([]);
 });

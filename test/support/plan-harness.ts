@@ -297,6 +297,16 @@ export function processesWithArg(arg: string): ProcInfo[] {
   return listProcesses().filter((p) => p.state !== 'Z' && p.argv.includes(arg));
 }
 
+/**
+ * The live processes still carrying one of a test file's unique `tags` (its `uniqueSleepArg`s),
+ * each SIGKILLed so that a failing test leaves nothing behind: for its `afterAll` to expect none.
+ */
+export function killTaggedLeftovers(tags: readonly string[]): ProcInfo[] {
+  const left = tags.flatMap((tag) => processesWithArg(tag));
+  for (const p of left) process.kill(p.pid, 'SIGKILL');
+  return left;
+}
+
 /** Live (non-zombie) members of process group `pgrp`. */
 export function liveGroupMembers(pgrp: number): ProcInfo[] {
   return listProcesses().filter((p) => p.pgrp === pgrp && p.state !== 'Z');
