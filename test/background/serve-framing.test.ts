@@ -45,6 +45,30 @@ describe('capsule serve framing', () => {
     for (const m of refused) expect(m).toMatchObject({ jsonrpc: '2.0', id: null, error: { message: expect.stringContaining('"id" must be a string, a number or null') } });
   });
 
+  it('refuses a number id beyond 2^53 − 1 (it cannot be echoed exactly) and echoes a safe integer or a fraction as sent', async () => {
+    const serve = startServe();
+    // JSON.parse reads 12345678901234567890 as 12345678901234567000: echoed, it would match nothing.
+    serve.writeLine('{"jsonrpc":"2.0","id":12345678901234567890,"method":"session.info"}');
+    serve.writeLine('{"jsonrpc":"2.0","id":-9007199254740993,"method":"session.info"}');
+    serve.writeLine('{"jsonrpc":"2.0","id":1e400,"method":"session.info"}');
+    serve.writeLine('[{"jsonrpc":"2.0","id":9007199254740992,"method":"session.info"}]');
+    serve.writeLine('{"jsonrpc":"2.0","id":9007199254740991,"method":"session.info"}');
+    serve.writeLine('{"jsonrpc":"2.0","id":-2.5,"method":"session.info"}');
+    expect(await serve.call('session.stop')).toEqual({ residue: [] });
+    expect(await exitOf(serve)).toEqual({ code: 0, signal: null });
+    const messages = serve.messages as unknown[];
+    const refused = messages.flat().filter((m) => (m as { error?: { code: number } }).error?.code === -32600);
+    expect(refused).toHaveLength(4);
+    for (const m of refused) {
+      expect(m).toMatchObject({ jsonrpc: '2.0', id: null, error: { message: expect.stringContaining('beyond 2^53 − 1') } });
+      expect((m as { error: { message: string } }).error.message).toContain('send it as a string');
+    }
+    expect(messages.filter((m) => Array.isArray(m))).toEqual([[expect.objectContaining({ id: null, error: expect.objectContaining({ code: -32600 }) })]]);
+    // None of them ran (no answer carries a rounded id); a safe integer and a fraction are answered under the id as sent.
+    expect(messages.flat().filter((m) => typeof (m as { id?: unknown }).id === 'number' && !Number.isSafeInteger((m as { id: number }).id) && (m as { id: number }).id !== -2.5)).toEqual([]);
+    for (const id of [9007199254740991, -2.5]) expect(messages).toContainEqual(expect.objectContaining({ id, result: expect.any(Object) }));
+  });
+
   it('lets a short shell call piped in before the end of input finish and answer, instead of demoting it at once', async () => {
     const serve = startServe();
     serve.writeLine(JSON.stringify({ jsonrpc: '2.0', id: 'short', method: 'shell.run', params: { binary: 'bash', command: 'sleep 0.3; echo done' } }));
