@@ -5,7 +5,7 @@
  * in -32000…-32099 with a `data.code` word. Dispatch and error shapes are the `json-rpc-2.0`
  * package's; the framing (one message a line) is the transport's (src/cli/serve.ts).
  */
-import { createJSONRPCErrorResponse, JSONRPCErrorCode, JSONRPCErrorException, JSONRPCServer, type JSONRPCRequest } from 'json-rpc-2.0';
+import { createJSONRPCErrorResponse, JSONRPCErrorCode, JSONRPCErrorException, JSONRPCServer, type JSONRPCID, type JSONRPCRequest } from 'json-rpc-2.0';
 import { realpathSync } from 'node:fs';
 import { isAbsolute, relative, resolve } from 'node:path';
 import type { BackgroundCommandAnswer } from '../session/background/background-command.js';
@@ -120,6 +120,18 @@ export async function receiveMessage(server: JSONRPCServer, message: unknown): P
       const id = (item as { id: unknown }).id;
       if (typeof id === 'number' && (!Number.isFinite(id) || (Number.isInteger(id) && !Number.isSafeInteger(id)))) return unsafeId;
       if (id !== null && typeof id !== 'string' && typeof id !== 'number') return badId;
+    }
+    // §4: `method` is a string and `params`, when present, a structured value (an object or an
+    // array). The package looked any `method` up (`5` was "Method not found") and handed any
+    // `params` to the method (`session.stop` with `"params": 3` stopped the session). `null` is
+    // taken as no params, as before.
+    const request = item as { id?: JSONRPCID; method?: unknown; params?: unknown };
+    const echo = request.id ?? null;
+    if ('method' in item && typeof request.method !== 'string') {
+      return createJSONRPCErrorResponse(echo, JSONRPCErrorCode.InvalidRequest, 'Invalid Request: "method" must be a string');
+    }
+    if (request.params !== undefined && request.params !== null && typeof request.params !== 'object') {
+      return createJSONRPCErrorResponse(echo, JSONRPCErrorCode.InvalidRequest, 'Invalid Request: "params", when given, must be an object (or an array)');
     }
     return server.receive(item as JSONRPCRequest);
   };
