@@ -9,7 +9,7 @@
  * approval on, at any depth) under its delegation actor; an ended delegation whose child logged
  * nothing says its child never started.
  */
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, readdirSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import type { Command } from 'commander';
 import { createLogUpdate } from 'log-update';
@@ -54,7 +54,7 @@ export function registerInspect(program: Command): void {
     .option('--once', 'print the tree as the file stands now and exit')
     .addHelpText(
       'after',
-      '\nExit codes: 0 when the plan ends (or --once printed the tree), 130 on Ctrl-C, 2 when --once finds no event log or RECORDS_DIR holds records directories rather than one session\'s.',
+      '\nExit codes: 0 when the plan ends (or --once printed the tree), 130 on Ctrl-C, 2 when --once finds no event log, RECORDS_DIR is not a directory (a file, a device such as /dev/null) or holds records directories rather than one session\'s, or the event log is not a regular file.',
     )
     .action(async (target: string, options: InspectCommandOptions) => {
       const controller = new AbortController();
@@ -93,6 +93,12 @@ export async function inspectCommand(
 
 async function followRecords(target: string, options: InspectCommandOptions, output: InspectOutput, signal: AbortSignal | undefined): Promise<ExitCode> {
   const file = target.endsWith('.jsonl') ? target : join(target, EVENT_LOG_FILE);
+  const notRecords = target.endsWith('.jsonl') ? null : notARecordsDir(target);
+  if (notRecords !== null) {
+    // `/dev/null` (or `report.json`) would be followed as `/dev/null/events.jsonl`, which can never appear.
+    output.stderr.write(`error: ${printable(notRecords)}\n`);
+    return EXIT.USAGE;
+  }
   const sessions = existsSync(file) ? [] : sessionDirsIn(target);
   if (sessions.length > 0) {
     // A parent of records directories (`.capsule/records`) would be waited on forever.
@@ -175,6 +181,25 @@ async function followRecords(target: string, options: InspectCommandOptions, out
   }
   if (gone !== null) return EXIT.FAILED;
   return tree.ended || (reader.sessionEnded && tree.isEmpty) ? EXIT.OK : EXIT.CANCELED;
+}
+
+/**
+ * Why `target` (not named `….jsonl`) cannot be a records directory: it exists and is not a
+ * directory (a character device such as `/dev/null`, a FIFO, a socket, a regular file), or a part
+ * of its path is not a directory. Null when it is a directory, or missing (a run may create it).
+ */
+function notARecordsDir(target: string): string | null {
+  const instead = "give a session's records directory (e.g. .capsule/records/ses_…) or its events.jsonl";
+  try {
+    const stats = statSync(target);
+    if (stats.isDirectory()) return null;
+    if (stats.isFile()) return `cannot read ${target}: it is a regular file, not a records directory, and its name does not end in .jsonl; ${instead}`;
+    const kind = stats.isFIFO() ? 'FIFO (named pipe)' : stats.isSocket() ? 'socket' : stats.isCharacterDevice() ? 'character device' : stats.isBlockDevice() ? 'block device' : 'special file';
+    return `cannot read ${target}: it is a ${kind}, not a regular file or a records directory; ${instead}`;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOTDIR') return `cannot read ${target}: a part of its path is not a directory; ${instead}`;
+    return null;
+  }
 }
 
 /** Subdirectories of `dir` that hold a session's event log, oldest name first (session ids sort by time). */

@@ -5,7 +5,7 @@
  * in -32000…-32099 with a `data.code` word. Dispatch and error shapes are the `json-rpc-2.0`
  * package's; the framing (one message a line) is the transport's (src/cli/serve.ts).
  */
-import { createJSONRPCErrorResponse, JSONRPCErrorCode, JSONRPCErrorException, JSONRPCServer, type JSONRPCRequest } from 'json-rpc-2.0';
+import { createJSONRPCErrorResponse, JSONRPCErrorCode, JSONRPCErrorException, JSONRPCServer, type JSONRPCID, type JSONRPCRequest } from 'json-rpc-2.0';
 import { realpathSync } from 'node:fs';
 import { isAbsolute, relative, resolve } from 'node:path';
 import type { BackgroundCommandAnswer } from '../session/background/background-command.js';
@@ -106,11 +106,32 @@ export async function receiveMessage(server: JSONRPCServer, message: unknown): P
   // §4: an id, when present, is a string, a number or null; an object or `true` is not one (the
   // package would echo it back), so such a request is refused before it runs.
   const badId = createJSONRPCErrorResponse(null, JSONRPCErrorCode.InvalidRequest, 'Invalid Request: "id" must be a string, a number or null');
+  // A number id is echoed as JSON.parse read it: an integer beyond 2^53 − 1 (12345678901234567890)
+  // was already rounded to another number (12345678901234567000), and the caller could not match
+  // the answer. Such an id (or one too large for a double, read as ±Infinity) is refused instead.
+  const unsafeId = createJSONRPCErrorResponse(
+    null,
+    JSONRPCErrorCode.InvalidRequest,
+    'Invalid Request: a number "id" beyond 2^53 − 1 (9007199254740991) in magnitude cannot be echoed exactly (JSON numbers are read as doubles); send it as a string',
+  );
   const one = async (item: unknown): Promise<unknown> => {
     if (typeof item !== 'object' || item === null || Array.isArray(item)) return invalid;
     if ('id' in item) {
       const id = (item as { id: unknown }).id;
-      if (id !== null && typeof id !== 'string' && !(typeof id === 'number' && Number.isFinite(id))) return badId;
+      if (typeof id === 'number' && (!Number.isFinite(id) || (Number.isInteger(id) && !Number.isSafeInteger(id)))) return unsafeId;
+      if (id !== null && typeof id !== 'string' && typeof id !== 'number') return badId;
+    }
+    // §4: `method` is a string and `params`, when present, a structured value (an object or an
+    // array). The package looked any `method` up (`5` was "Method not found") and handed any
+    // `params` to the method (`session.stop` with `"params": 3` stopped the session). `null` is
+    // taken as no params, as before.
+    const request = item as { id?: JSONRPCID; method?: unknown; params?: unknown };
+    const echo = request.id ?? null;
+    if ('method' in item && typeof request.method !== 'string') {
+      return createJSONRPCErrorResponse(echo, JSONRPCErrorCode.InvalidRequest, 'Invalid Request: "method" must be a string');
+    }
+    if (request.params !== undefined && request.params !== null && typeof request.params !== 'object') {
+      return createJSONRPCErrorResponse(echo, JSONRPCErrorCode.InvalidRequest, 'Invalid Request: "params", when given, must be an object (or an array)');
     }
     return server.receive(item as JSONRPCRequest);
   };

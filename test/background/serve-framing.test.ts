@@ -45,6 +45,53 @@ describe('capsule serve framing', () => {
     for (const m of refused) expect(m).toMatchObject({ jsonrpc: '2.0', id: null, error: { message: expect.stringContaining('"id" must be a string, a number or null') } });
   });
 
+  it('refuses a number id beyond 2^53 − 1 (it cannot be echoed exactly) and echoes a safe integer or a fraction as sent', async () => {
+    const serve = startServe();
+    // JSON.parse reads 12345678901234567890 as 12345678901234567000: echoed, it would match nothing.
+    serve.writeLine('{"jsonrpc":"2.0","id":12345678901234567890,"method":"session.info"}');
+    serve.writeLine('{"jsonrpc":"2.0","id":-9007199254740993,"method":"session.info"}');
+    serve.writeLine('{"jsonrpc":"2.0","id":1e400,"method":"session.info"}');
+    serve.writeLine('[{"jsonrpc":"2.0","id":9007199254740992,"method":"session.info"}]');
+    serve.writeLine('{"jsonrpc":"2.0","id":9007199254740991,"method":"session.info"}');
+    serve.writeLine('{"jsonrpc":"2.0","id":-2.5,"method":"session.info"}');
+    expect(await serve.call('session.stop')).toEqual({ residue: [] });
+    expect(await exitOf(serve)).toEqual({ code: 0, signal: null });
+    const messages = serve.messages as unknown[];
+    const refused = messages.flat().filter((m) => (m as { error?: { code: number } }).error?.code === -32600);
+    expect(refused).toHaveLength(4);
+    for (const m of refused) {
+      expect(m).toMatchObject({ jsonrpc: '2.0', id: null, error: { message: expect.stringContaining('beyond 2^53 − 1') } });
+      expect((m as { error: { message: string } }).error.message).toContain('send it as a string');
+    }
+    expect(messages.filter((m) => Array.isArray(m))).toEqual([[expect.objectContaining({ id: null, error: expect.objectContaining({ code: -32600 }) })]]);
+    // None of them ran (no answer carries a rounded id); a safe integer and a fraction are answered under the id as sent.
+    expect(messages.flat().filter((m) => typeof (m as { id?: unknown }).id === 'number' && !Number.isSafeInteger((m as { id: number }).id) && (m as { id: number }).id !== -2.5)).toEqual([]);
+    for (const id of [9007199254740991, -2.5]) expect(messages).toContainEqual(expect.objectContaining({ id, result: expect.any(Object) }));
+  });
+
+  it('refuses a request whose method is not a string or whose params are a scalar (Invalid Request), without running it', async () => {
+    const serve = startServe();
+    // The spec's own example (JSON-RPC 2.0 §7): a method that is a number, a notification.
+    serve.writeLine('{"jsonrpc":"2.0","method":1,"params":"bar"}');
+    serve.writeLine('{"jsonrpc":"2.0","id":"m1","method":["session.stop"]}');
+    serve.writeLine('{"jsonrpc":"2.0","id":"p1","method":"session.stop","params":3}');
+    serve.writeLine('{"jsonrpc":"2.0","id":"p2","method":"session.stop","params":"now"}');
+    serve.writeLine('{"jsonrpc":"2.0","id":"p3","method":"session.stop","params":true}');
+    // Null params stay "no params"; an array is handed to the method (which wants named params).
+    serve.writeLine('{"jsonrpc":"2.0","id":"ok1","method":"session.info","params":null}');
+    serve.writeLine('{"jsonrpc":"2.0","id":"arr","method":"task.cancel","params":["tsk_0190a1b2c3d47e8f9a0b1c2d3e4f5a6b"]}');
+    // Still serving: none of the scalar-params stops stopped the session.
+    expect(await serve.call('session.info')).toMatchObject({});
+    expect(await serve.call('session.stop')).toEqual({ residue: [] });
+    expect(await exitOf(serve)).toEqual({ code: 0, signal: null });
+    const byId = (id: unknown) => serve.messages.filter((m) => m.id === id && m.method === undefined);
+    expect(byId(null)).toEqual([{ jsonrpc: '2.0', id: null, error: { code: -32600, message: 'Invalid Request: "method" must be a string' } }]);
+    expect(byId('m1')).toEqual([{ jsonrpc: '2.0', id: 'm1', error: { code: -32600, message: 'Invalid Request: "method" must be a string' } }]);
+    for (const id of ['p1', 'p2', 'p3']) expect(byId(id)).toEqual([{ jsonrpc: '2.0', id, error: { code: -32600, message: expect.stringContaining('"params", when given, must be an object (or an array)') } }]);
+    expect(byId('ok1')).toEqual([expect.objectContaining({ result: expect.any(Object) })]);
+    expect(byId('arr')).toEqual([expect.objectContaining({ error: expect.objectContaining({ code: -32602 }) })]);
+  });
+
   it('lets a short shell call piped in before the end of input finish and answer, instead of demoting it at once', async () => {
     const serve = startServe();
     serve.writeLine(JSON.stringify({ jsonrpc: '2.0', id: 'short', method: 'shell.run', params: { binary: 'bash', command: 'sleep 0.3; echo done' } }));

@@ -16,6 +16,7 @@ import {
   resultOf,
   sleep,
   startCli,
+  type StartedCli,
   stepCommand,
   TempDirs,
   waitForPid,
@@ -67,12 +68,26 @@ async function waitUntilCatches(pid: number, signal: NodeJS.Signals): Promise<vo
   throw new Error(`process ${pid} never caught ${signal}`);
 }
 
-/** Waits until step `first` runs and returns its pid (= the pgid of its group). */
-async function firstStepRunning(dir: string): Promise<number> {
-  const pgid = await waitForPid(join(dir, 'first.pid'));
+/** Waits until step `first` of `cli`'s run runs and returns its pid (= the pgid of its group); fails at once if the run ended first. */
+async function firstStepRunning(dir: string, cli: StartedCli): Promise<number> {
+  const pgid = await waitForPid(join(dir, 'first.pid'), { cli });
   stepGroups.add(pgid);
   return pgid;
 }
+
+describe('waitForPid with the CLI that writes the file', () => {
+  it('fails at once, with the exit code and stderr, when that CLI ended before the pid file appeared', async () => {
+    const { dir, cli } = cancelableRun(['sleep', 0], manifestAllowing(), ['--on-sigterm', 'later']);
+    const startedAtMs = Date.now();
+    const error = await waitForPid(join(dir, 'first.pid'), { cli }).then(
+      () => null,
+      (e: unknown) => e as Error,
+    );
+    expect(error?.message).toContain('the CLI ended (exit code 2) before pid file');
+    expect(error?.message).toContain('--on-sigterm later is not one of force, graceful');
+    expect(Date.now() - startedAtMs).toBeLessThan(8000);
+  });
+});
 
 eachBackend((backend) => {
 beforeAll(() => {
@@ -82,7 +97,7 @@ beforeAll(() => {
 describe('capsule run: cancel by signal', () => {
   it('lets the running step finish after a first SIGINT, skips what was not started, and exits 130', async () => {
     const { dir, cli } = cancelableRun(['sleep', 1500]);
-    const pgid = await firstStepRunning(dir);
+    const pgid = await firstStepRunning(dir, cli);
 
     cli.child.kill('SIGINT');
     const result = await cli.done;
@@ -101,7 +116,7 @@ describe('capsule run: cancel by signal', () => {
 
   it('treats SIGTERM as a graceful cancel too with --on-sigterm graceful', async () => {
     const { dir, cli } = cancelableRun(['sleep', 800], manifestAllowing(), ['--on-sigterm', 'graceful']);
-    await firstStepRunning(dir);
+    await firstStepRunning(dir, cli);
 
     cli.child.kill('SIGTERM');
     const result = await cli.done;
@@ -114,8 +129,8 @@ describe('capsule run: cancel by signal', () => {
 
   it("forces on a single SIGTERM by default (a supervisor's stop): the step's tree is ended, exit 130, and the summary says what was stopped", async () => {
     const { dir, cli } = cancelableRun(['tree', 60_000]);
-    const pgid = await firstStepRunning(dir);
-    const grandchild = await waitForPid(join(dir, 'first.child'));
+    const pgid = await firstStepRunning(dir, cli);
+    const grandchild = await waitForPid(join(dir, 'first.child'), { cli });
 
     cli.child.kill('SIGTERM');
     const result = await cli.done;
@@ -140,7 +155,7 @@ describe('capsule run: cancel by signal', () => {
 
   it('counts SIGINTs that arrive within 300 ms of each other as one graceful cancel', async () => {
     const { dir, cli } = cancelableRun(['sleep', 1500]);
-    await firstStepRunning(dir);
+    await firstStepRunning(dir, cli);
 
     cli.child.kill('SIGINT');
     await sleep(50);
@@ -157,8 +172,8 @@ describe('capsule run: cancel by signal', () => {
 
   it("forces on a second SIGINT: the step's whole process group is ended and nothing is left", async () => {
     const { dir, cli } = cancelableRun(['tree', 60_000]);
-    const pgid = await firstStepRunning(dir);
-    const grandchild = await waitForPid(join(dir, 'first.child'));
+    const pgid = await firstStepRunning(dir, cli);
+    const grandchild = await waitForPid(join(dir, 'first.child'), { cli });
     expect(groupMembers(pgid)).toEqual(expect.arrayContaining([pgid, grandchild]));
 
     cli.child.kill('SIGINT');
@@ -183,8 +198,8 @@ describe('capsule run: cancel by signal', () => {
 
   it('forces at once on SIGHUP, so a closed terminal leaves no step running', async () => {
     const { dir, cli } = cancelableRun(['tree', 60_000]);
-    const pgid = await firstStepRunning(dir);
-    const grandchild = await waitForPid(join(dir, 'first.child'));
+    const pgid = await firstStepRunning(dir, cli);
+    const grandchild = await waitForPid(join(dir, 'first.child'), { cli });
 
     cli.child.kill('SIGHUP');
     const result = await cli.done;
@@ -215,8 +230,8 @@ describe('capsule run: cancel by signal', () => {
 
   it('forces a graceful cancel on its own once --cancel-grace seconds have passed', async () => {
     const { dir, cli } = cancelableRun(['tree', 60_000], manifestAllowing(), ['--cancel-grace', '1']);
-    const pgid = await firstStepRunning(dir);
-    const grandchild = await waitForPid(join(dir, 'first.child'));
+    const pgid = await firstStepRunning(dir, cli);
+    const grandchild = await waitForPid(join(dir, 'first.child'), { cli });
 
     const canceledAtMs = Date.now();
     cli.child.kill('SIGINT');

@@ -31,6 +31,36 @@ describe('capsule inspect', () => {
     }
   });
 
+  it('refuses, exit 2, a records directory that is a character device, a FIFO or a regular file, naming it and what to give instead', async () => {
+    const fifo = join(scratch, 'records-fifo');
+    execFileSync('mkfifo', [fifo]);
+    const file = join(scratch, 'report.json');
+    writeFileSync(file, '{}\n');
+    const instead = "give a session's records directory (e.g. .capsule/records/ses_…) or its events.jsonl";
+    const cases: [string, string][] = [
+      ['/dev/null', 'cannot read /dev/null: it is a character device, not a regular file or a records directory'],
+      [fifo, `cannot read ${fifo}: it is a FIFO (named pipe), not a regular file or a records directory`],
+      [file, `cannot read ${file}: it is a regular file, not a records directory, and its name does not end in .jsonl`],
+      ['/dev/null/records', 'cannot read /dev/null/records: a part of its path is not a directory'],
+    ];
+    for (const [target, why] of cases) {
+      for (const options of [{ once: true }, {}]) {
+        // Before: `error: no event log at /dev/null/events.jsonl` (--once), or `waiting for … (the directory
+        // exists …)` then an ENOTDIR error. The safety abort (130) keeps a follow that waits from hanging the test.
+        const safety = new AbortController();
+        const timer = setTimeout(() => safety.abort(), 5000);
+        const out = capture();
+        try {
+          expect(await inspectCommand(target, options, out, safety.signal)).toBe(2);
+        } finally {
+          clearTimeout(timer);
+        }
+        expect(out.stderr.text).toBe(`error: ${why}; ${instead}\n`);
+        expect(out.stdout.text).toBe('');
+      }
+    }
+  });
+
   it('--once prints the actor tree of a finished run with each final state', async () => {
     const recordsDir = join(scratch, 'once');
     await startPlan({
