@@ -100,7 +100,7 @@ export async function serveCommand(options: ServeCommandOptions): Promise<ExitCo
       runtimeDir: manifestDir ?? workdir,
       logger,
       onWarning: (message) => logger.warn({ warning: message }, 'warning'),
-      ...(options.records !== undefined ? { recordsDir: resolve(options.records) } : {}),
+      ...(options.records !== undefined ? { recordsDir: resolve(options.records), exclusiveRecords: true } : {}),
       ...(resumeDir !== undefined ? { resumeFrom: resumeDir } : {}),
       background: {
         allow,

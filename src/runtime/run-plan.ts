@@ -249,7 +249,8 @@ export function startPlan(options: RunPlanOptions): PlanRun {
         runtimeDir: manifest.dir ?? workdir,
         clock,
         ...(options.logger !== undefined ? { logger: options.logger } : {}),
-        ...(options.recordsDir !== undefined ? { recordsDir: options.recordsDir } : {}),
+        // Claimed atomically too: a run started at the same moment on the same directory is refused (exit 2), not merged into this one's records.
+        ...(options.recordsDir !== undefined ? { recordsDir: options.recordsDir, exclusiveRecords: true } : {}),
         ...(options.trace !== undefined ? { trace: options.trace } : {}),
         ...(options.eventLog !== undefined ? { eventLog: options.eventLog } : {}),
         ...(options.onNotice !== undefined ? { onWarning: options.onNotice } : {}),

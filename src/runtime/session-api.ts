@@ -385,11 +385,19 @@ export class SessionApi {
   }
 
   /**
-   * Ends the session (every ordinary end): running plans are canceled by force and awaited, then
-   * the sweep, the trees proven gone (a shell call still in the foreground ends with them),
-   * `session_end`. Idempotent.
+   * Ends the session (every ordinary end): as {@link stop}, a shell call still in the foreground
+   * is demoted first (at most {@link STOP_DEMOTION_WAIT_MS}; without records it ends with the
+   * trees), then running plans are canceled by force and awaited, then the sweep, the trees
+   * proven gone, `session_end`. Idempotent.
    */
   async end(status: SessionExitStatus = 'ok'): Promise<void> {
+    // Every end demotes the shell calls still in the foreground first, as `session.stop` does
+    // (bounded, and only with records), so that the sweep ends each one as a background command
+    // and accounts for it (`shell_abandoned`, the abandonment report). Without this wait the
+    // session's end began while a call gave its command its moment to exit (shell-run.ts), the
+    // call no longer demoted, and the command was killed in the foreground: it answered
+    // `finished` with exit 143 and left no work id and no record of the kill (end of input, a signal).
+    await this.stop();
     for (const task of this.session.tasks.running()) if (task.kind === 'plan') this.session.tasks.cancel(task.id, true);
     await Promise.allSettled([...this.#plans]);
     await this.session.end(status);

@@ -1,5 +1,8 @@
 import { planActorId, stepActorId } from '../../machines/plan.machine.js';
 
+/** A step pool's actor id: `<plan actor id>/pool.<n>` (`poolActorId` in machines/plan.machine.ts). */
+const POOL_OF = /^(.*)\/pool\.\d+$/;
+
 /** The readable ids a plan's actors get in a session ({@link ActorNames.claimPlan}). */
 export interface PlanActorIds {
   /** The plan actor's id: `plan:<plan_id>`, or tagged `plan:<plan_id>~<n>`. */
@@ -21,7 +24,7 @@ export class ActorNames {
 
   /** Claims the ids of a plan about to start (its plan actor and every step's). */
   claimPlan(planId: string, stepIds: readonly string[]): PlanActorIds {
-    const actorId = this.#claim(planActorId(planId));
+    const actorId = this.#claim(planActorId(planId), (id) => this.#poolClash(id));
     let stepActorIds: (string | null)[] | undefined;
     stepIds.forEach((stepId, index) => {
       const base = stepActorId(stepId);
@@ -33,10 +36,25 @@ export class ActorNames {
     return stepActorIds === undefined ? { actorId } : { actorId, stepActorIds };
   }
 
-  #claim(base: string): string {
+  #claim(base: string, clashes: (id: string) => boolean = () => false): string {
     let id = base;
-    for (let n = 2; this.#taken.has(id); n++) id = `${base}~${n}`;
+    for (let n = 2; this.#taken.has(id) || clashes(id); n++) id = `${base}~${n}`;
     this.#taken.add(id);
     return id;
+  }
+
+  /**
+   * Whether a plan actor id would share an id with a step pool (`<plan actor id>/pool.<n>`,
+   * `poolActorId`): it names a pool of a plan actor handed out already (plan id `p/pool.1` after a
+   * plan `p`), or a plan actor handed out already names one of its pools (a plan `p` after a plan
+   * `p/pool.1`). Such a plan's actor is tagged like a repeated one: sharing an id with a pool,
+   * `capsule inspect` drew the plan's steps under the other plan and left the plan out.
+   */
+  #poolClash(id: string): boolean {
+    const pool = POOL_OF.exec(id);
+    if (pool !== null && this.#taken.has(pool[1] as string)) return true;
+    const prefix = `${id}/pool.`;
+    for (const taken of this.#taken) if (taken.startsWith(prefix) && /^\d+$/.test(taken.slice(prefix.length))) return true;
+    return false;
   }
 }

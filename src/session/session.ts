@@ -1,3 +1,4 @@
+import { closeSync, constants as fsConstants, openSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, dirname, resolve, join } from 'node:path';
 import type { InspectionEvent } from 'xstate';
@@ -8,7 +9,7 @@ import { abandonedSessionWarning, findAbandonedSessions } from '../process/lefto
 import { processStartTime } from '../process/proc.js';
 import { droppedPathWarning } from '../process/resolve-binary.js';
 import { directoryProblem, makeDirectory } from '../records/directories.js';
-import { recordsDirUnusable } from '../records/records-dir.js';
+import { RecordsDirInUseError, recordedSessionIn, recordsDirUnusable } from '../records/records-dir.js';
 import { EVENT_LOG_FILE, EventLog } from '../records/event-log.js';
 import type { TraceNode } from '../records/trace-records.js';
 import { TraceWriter } from '../records/trace-writer.js';
@@ -97,6 +98,14 @@ export interface SessionOptions {
    * out of the abandoned-session warning, since the resume reports it (one story, not two).
    */
   readonly resumeFrom?: string;
+  /**
+   * Claim the records directory for this session alone (`capsule run --records`, `capsule serve
+   * --records`): its first record file is created exclusively, so that of two sessions opened on
+   * one directory at the same moment (both found it empty) the second is refused with
+   * {@link RecordsDirInUseError} instead of appending to the first's trace and event log. Default
+   * false (a library caller may reopen a directory).
+   */
+  readonly exclusiveRecords?: boolean;
 }
 
 /**
@@ -186,6 +195,22 @@ export class Session {
       if (this.hasRecords) makeDirectory(join(this.recordsDir, 'logs'));
     } catch (error) {
       throw unusable(error);
+    }
+    // Claimed before any record is opened: a session another process opened here a moment ago
+    // (after this one found the directory empty) has created the file first.
+    const claimed = options.exclusiveRecords === true && this.hasRecords ? (options.trace === false ? (options.eventLog === false ? null : EVENT_LOG_FILE) : 'trace.jsonl') : null;
+    if (claimed !== null) {
+      try {
+        closeSync(openSync(join(this.recordsDir, claimed), fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_EXCL | fsConstants.O_NOFOLLOW, 0o644));
+      } catch (error) {
+        const existing = (error as NodeJS.ErrnoException).code === 'EEXIST' ? recordedSessionIn(this.recordsDir) : null;
+        // Anything else there (a planted link) is refused by the opening below, as before.
+        if (existing !== null) {
+          this.containment.discard();
+          throw new RecordsDirInUseError(this.recordsDir, existing);
+        }
+        if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw unusable(error);
+      }
     }
     const onRecordError = (error: Error): void => {
       this.#recordsFailure ??= error;

@@ -101,4 +101,29 @@ describe('capsule serve framing', () => {
     expect(answer?.result).toMatchObject({ status: 'finished', exit_code: 0, stdout: 'done\n' });
     expect(serve.trace().filter((r) => r['event_type'] === 'shell_abandoned')).toEqual([]);
   });
+
+  // Round 10: the end of input (and a signal) demotes a call still in the foreground, as the docs
+  // say, so the sweep kills it as a background command and accounts for it. Since the exit-wins
+  // wait (round 9) the session's end began during that 100 ms, the call was no longer demoted,
+  // and the command was killed as a foreground one: no work id, no shell_abandoned, no report.
+  it.each([
+    ['the end of input', 'stdin', 0],
+    ['SIGTERM', 'SIGTERM', 130],
+  ] as const)('demotes a shell call still in the foreground at %s and sweeps it as a background command (killed_at_session_end)', async (_what, how, code) => {
+    const serve = startServe();
+    serve.writeLine(JSON.stringify({ jsonrpc: '2.0', id: 'long', method: 'shell.run', params: { binary: 'bash', command: 'sleep 300' } }));
+    await serve.awaitNotification('task.started', () => true);
+    if (how === 'stdin') serve.closeStdin();
+    else serve.child.kill('SIGTERM');
+    expect(await exitOf(serve)).toEqual({ code, signal: null });
+    const answer = serve.messages.find((m) => m.id === 'long');
+    expect(answer?.result).toMatchObject({ status: 'detached', work_id: expect.stringMatching(/^wrk_[0-9a-f]+$/) });
+    const workId = (answer?.result as { work_id: string }).work_id;
+    const trace = serve.trace();
+    expect(trace.filter((r) => r['event_type'] === 'shell_detached').map((r) => r['work_id'])).toEqual([workId]);
+    expect(trace.filter((r) => r['event_type'] === 'shell_abandoned')).toEqual([expect.objectContaining({ work_id: workId, reason: 'killed_at_session_end' })]);
+    expect(trace.filter((r) => r['event_type'] === 'shell')).toEqual([]);
+    expect(trace.at(-1)).toMatchObject({ event_type: 'session_end' });
+    expect(serve.stderr()).toContain(workId);
+  });
 });

@@ -214,3 +214,22 @@ describe('shell.run of a command holding a NUL character', () => {
     expect(await exitOf(serve)).toEqual({ code: 0, signal: null });
   });
 });
+
+// Round 10: `binary` beside `argv` was silently dropped, so `{"binary": "bash", "argv": ["-c",
+// "echo hi"]}` ran `-c` as the program (refused as not allowed, naming `-c`), and
+// `{"binary": "bash", "argv": ["echo", "hi"]}` ran echo: docs/serve.md allows exactly one way.
+describe('shell.run given both binary and argv', () => {
+  it('refuses it with INVALID_PARAMS saying which to give, starting nothing (no task.started), and keeps serving', async () => {
+    const serve = startServe({ args: ['--allow', 'echo'] });
+    for (const argv of [['-c', 'echo hi'], ['echo', 'hi']]) {
+      const answer = await serve.request('shell.run', { binary: 'bash', argv });
+      expect(answer.error).toMatchObject({ code: -32602, data: { code: 'INVALID_PARAMS' } });
+      expect(answer.error?.message).toBe('shell.run: give "binary" with "command", or "argv" alone (its first word is the binary), not "binary" and "argv"');
+    }
+    expect(serve.notifications('task.started')).toEqual([]);
+    expect(serve.trace().filter((r) => r['event_type'] === 'process_start')).toEqual([]);
+    expect(await serve.call('shell.run', { argv: ['echo', 'ok'] })).toMatchObject({ status: 'finished', exit_code: 0, stdout: 'ok\n' });
+    expect(await serve.call('session.stop')).toEqual({ residue: [] });
+    expect(await exitOf(serve)).toEqual({ code: 0, signal: null });
+  });
+});

@@ -102,6 +102,21 @@ describe('records directories (item 3)', () => {
     expect(validate.stderr).toContain('already holds');
   });
 
+  // Round 10: the check and the first record were two steps, so two runs started at the same
+  // moment on one --records directory both found it empty and both ran, interleaving two sessions
+  // in one trace and event log (replay then refused it: "seq 1 does not follow seq 4").
+  it('refuses all but one of several runs started at the same moment on one --records directory, exit 2, one session recorded', async () => {
+    const dir = workdirWith([ok('a')]);
+    for (let round = 0; round < 4; round++) {
+      const records = join(dir, `records-${round}`);
+      const runs = await Promise.all([0, 1, 2].map(() => runCli(['run', 'plan.json', '--records', records, '--quiet'], { cwd: dir, timeoutMs: 60_000 })));
+      expect(runs.map((run) => run.code).sort()).toEqual([0, 2, 2]);
+      for (const run of runs.filter((r) => r.code === 2)) expect(run.stderr).toContain(`records directory ${records} already holds`);
+      const sessions = readFileSync(join(records, 'trace.jsonl'), 'utf8').split('\n').filter((line) => line.includes('"event_type":"session_start"'));
+      expect(sessions).toHaveLength(1);
+    }
+  });
+
   it('accepts an existing directory that holds no session', async () => {
     const dir = workdirWith([ok('a')]);
     mkdirSync(join(dir, 'empty'));

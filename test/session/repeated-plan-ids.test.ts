@@ -175,4 +175,30 @@ describe('ActorNames', () => {
     expect(names.claimPlan('p~2', ['a~2', 'a'])).toEqual({ actorId: 'plan:p~2~2', stepActorIds: ['step:a~2~2', 'step:a~3'] });
     expect(names.claimPlan('p', [])).toEqual({ actorId: 'plan:p~3' });
   });
+
+  // Round 10: a plan id that spells another plan's step pool (`plan:p/pool.1`) shared that pool's
+  // actor id, and `capsule inspect` drew its steps under the other plan and left the plan out.
+  it('never hands out a plan actor id that is a step pool of another plan actor (`<plan actor>/pool.<n>`), in either order', () => {
+    const names = new ActorNames();
+    expect(names.claimPlan('p', ['a'])).toEqual({ actorId: 'plan:p' });
+    expect(names.claimPlan('p/pool.1', ['x'])).toEqual({ actorId: 'plan:p/pool.1~2' });
+    expect(names.claimPlan('p/pool.x', ['y'])).toEqual({ actorId: 'plan:p/pool.x' });
+    const other = new ActorNames();
+    expect(other.claimPlan('q/pool.3', [])).toEqual({ actorId: 'plan:q/pool.3' });
+    expect(other.claimPlan('q', [])).toEqual({ actorId: 'plan:q~2' });
+    expect(other.claimPlan('q/pool', [])).toEqual({ actorId: 'plan:q/pool' });
+  });
+
+  it('keeps a serve session whose second plan id names the first plan\'s step pool drawn as two plans, replaying identically', async () => {
+    const serve = startServe();
+    const wide = { id: 'p', steps: Array.from({ length: 20 }, (_, i) => ({ id: `s${i}`, shell: 'bash -c "exit 0"' })) };
+    expect((await serve.call<{ report: Report }>('plan.submit', { plan: wide })).report.completed).toBe(true);
+    expect((await serve.call<{ report: Report }>('plan.submit', { plan: { id: 'p/pool.1', steps: [{ id: 'x', shell: 'bash -c "exit 0"' }] } })).report.completed).toBe(true);
+    const { replay, planIds, tree } = await stopAndRead(serve);
+    expect(replay.identical).toBe(true);
+    expect(planIds).toEqual(['p', 'p/pool.1']);
+    expect(tree[0]).toBe('├─ plan:p  finished (done)  [0 running, 20 ended]');
+    expect(tree).toContain('└─ plan:p/pool.1~2  finished (done)  [0 running, 1 ended]');
+    expect(tree).toContain('   └─ step:x  finished (done) → success');
+  });
 });

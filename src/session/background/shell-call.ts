@@ -61,6 +61,8 @@ export interface ParsedShellCommand {
  */
 export function parseShellCommand(request: ShellRunRequest): ParsedShellCommand | { readonly error: string } {
   if (request.argv !== undefined) {
+    // Exactly one way of giving the command (docs/serve.md): a `binary` beside `argv` used to be dropped without a word.
+    if (request.binary !== undefined) return { error: 'give "binary" with "command", or "argv" alone (its first word is the binary), not "binary" and "argv"' };
     if (!Array.isArray(request.argv) || request.argv.length === 0 || !request.argv.every((word) => typeof word === 'string')) {
       return { error: 'argv must be a non-empty array of strings' };
     }
