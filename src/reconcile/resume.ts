@@ -26,7 +26,7 @@
  * Nothing is adopted, re-run or forgotten: a live tree is reported (and stopped only on request),
  * never taken over; no result of a lost command is ever claimed.
  */
-import { closeSync, existsSync, lstatSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, linkSync, lstatSync, openSync, readFileSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { newEventId, uuidV7Simple } from '../ids.js';
 import type { LostReport, LostWork } from '../detached/lost-report.js';
@@ -217,7 +217,7 @@ export async function resumeSession(session: ResumingSession, priorDir: string, 
 
   if (dir === resolve(session.recordsDir)) return finish(skip(`${dir} is this session's own records directory; a resumed session writes its records in a directory of its own`));
   const lock = takeLock(dir, session.id);
-  if (lock.held !== null) return finish(skip(`${dir} is being resumed right now by session ${lock.held}; nothing is reconciled here`));
+  if (lock.held !== null) return finish(skip(`${dir} is being resumed right now by ${lock.held}; nothing is reconciled here`));
   try {
     const lines: string[] = [];
     const prior = readPriorTrace(dir, (line) => {
@@ -530,39 +530,80 @@ function takeLock(dir: string, sessionId: string): { held: string | null; releas
   if (!existsSync(join(dir, TRACE_FILE))) return free;
   const body = `${JSON.stringify({ session_id: sessionId, pid: process.pid, pid_start_time: processStartTime(process.pid) })}\n`;
   for (let attempt = 0; attempt < 2; attempt++) {
-    let fd: number;
-    try {
-      fd = openSync(path, 'wx', 0o644);
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') return free;
-      const holder = lockHolder(path);
-      if (holder !== null) return { held: holder, release: () => {} };
-      rmSync(path, { force: true }); // stale: its runtime is gone
-      continue;
-    }
-    try {
-      writeSync(fd, body);
-    } catch {
-      // An empty lock still excludes; its holder is then unknown and treated as gone.
-    } finally {
-      closeSync(fd);
-    }
-    return { held: null, release: () => rmSync(path, { force: true }) };
+    const taken = publishLock(path, body);
+    if (taken === 'taken') return { held: null, release: () => rmSync(path, { force: true }) };
+    if (taken === 'failed') return free;
+    const holder = lockHolder(path);
+    if (holder !== null) return { held: holder, release: () => {} };
+    rmSync(path, { force: true }); // stale: its runtime is gone
   }
   return free;
 }
 
-/** The session holding the lock at `path` while its runtime runs, else null (stale or unreadable). */
-function lockHolder(path: string): string | null {
+/** How long a lock with no readable holder (empty, or torn) counts as another resume still writing it, ms. */
+const UNREAD_LOCK_FRESH_MS = 10_000;
+
+/**
+ * Creates the lock at `path` holding `body`, atomically: the body is written to a file of this
+ * process's own and hard-linked into place (`link(2)` fails with `EEXIST` when a lock is there),
+ * so another resume never sees this lock empty. Where that cannot be done (the directory refuses
+ * the extra file), the lock is created exclusively and then written, as before.
+ */
+function publishLock(path: string, body: string): 'taken' | 'exists' | 'failed' {
+  const own = `${path}.${process.pid}.${Date.now()}`;
   try {
-    const held = JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>;
-    const pid = int(held['pid']);
-    const startTime = int(held['pid_start_time']);
-    if (pid === null || startTime === null || !isSameLiveProcess({ pid, startTime })) return null;
-    return typeof held['session_id'] === 'string' ? held['session_id'] : `pid ${pid}`;
+    writeFileSync(own, body, { flag: 'wx', mode: 0o644 });
   } catch {
-    return null;
+    rmSync(own, { force: true });
+    return publishLockInPlace(path, body);
   }
+  try {
+    linkSync(own, path);
+    return 'taken';
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EEXIST' ? 'exists' : publishLockInPlace(path, body);
+  } finally {
+    rmSync(own, { force: true });
+  }
+}
+
+function publishLockInPlace(path: string, body: string): 'taken' | 'exists' | 'failed' {
+  let fd: number;
+  try {
+    fd = openSync(path, 'wx', 0o644);
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EEXIST' ? 'exists' : 'failed';
+  }
+  try {
+    writeSync(fd, body);
+  } catch {
+    // An empty lock still excludes (for UNREAD_LOCK_FRESH_MS; then its holder is taken as gone).
+  } finally {
+    closeSync(fd);
+  }
+  return 'taken';
+}
+
+/**
+ * Who holds the lock (`session <id>`, `pid <n>`) at `path` while its runtime runs, else null (stale). A lock that
+ * cannot be read as a holder (empty or torn: a resume of an older build still writing it, or one
+ * whose write failed) is held for {@link UNREAD_LOCK_FRESH_MS} after it was made, then stale.
+ */
+function lockHolder(path: string): string | null {
+  let held: Record<string, unknown>;
+  try {
+    held = JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>;
+  } catch {
+    try {
+      return Date.now() - statSync(path).mtimeMs < UNREAD_LOCK_FRESH_MS ? 'another resume, whose lock is still being written' : null;
+    } catch {
+      return null;
+    }
+  }
+  const pid = int(held['pid']);
+  const startTime = int(held['pid_start_time']);
+  if (pid === null || startTime === null || !isSameLiveProcess({ pid, startTime })) return null;
+  return typeof held['session_id'] === 'string' ? `session ${held['session_id']}` : `pid ${pid}`;
 }
 
 /**

@@ -5,7 +5,7 @@
  * command is reported alive and stopped only with `reap`, and every fail-open case says why.
  */
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { lostReportText, LOST_HEADING } from '../../src/detached/texts.js';
@@ -347,6 +347,31 @@ describe('failing open', () => {
     const taken = await resume();
     expect(taken.outcome.report?.lost.map((w) => w.work_id)).toEqual(['wrk_one']);
     expect(existsSync(join(prior, RESUME_LOCK_FILE))).toBe(false);
+  });
+
+  it('takes a lock it cannot read (empty: another resume still writing it) as held for 10 s, then as stale', async () => {
+    writePrior([SESSION_START, TASK_START, detached('wrk_one', 1750)]);
+    const lock = join(prior, RESUME_LOCK_FILE);
+    writeFileSync(lock, '');
+    const busy = await resume();
+    expect(busy.outcome.skipped).toMatch(/being resumed right now by another resume, whose lock is still being written/);
+    expect(priorRecords().filter((r) => r['event_type'] === 'shell_lost')).toEqual([]);
+    expect(existsSync(lock)).toBe(true);
+
+    const old = new Date(Date.now() - 11_000);
+    utimesSync(lock, old, old);
+    const taken = await resume();
+    expect(taken.outcome.report?.lost.map((w) => w.work_id)).toEqual(['wrk_one']);
+    expect(existsSync(lock)).toBe(false);
+  });
+
+  it('never leaves its own lock or a file of its own behind in the records directory', async () => {
+    writePrior([SESSION_START, TASK_START, detached('wrk_one', 1750)]);
+    const before = readdirSync(prior).sort();
+    const taken = await resume();
+    expect(taken.outcome.report?.lost.map((w) => w.work_id)).toEqual(['wrk_one']);
+    expect(readdirSync(prior).filter((name) => name.startsWith(RESUME_LOCK_FILE))).toEqual([]);
+    expect(readdirSync(prior).filter((name) => !before.includes(name) && name.startsWith('.'))).toEqual([]);
   });
 
   it('drops a work id whose marker could not be written, and its process too (a later resume reports both)', async () => {
