@@ -9,7 +9,7 @@
  * approval on, at any depth) under its delegation actor; an ended delegation whose child logged
  * nothing says its child never started.
  */
-import { existsSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import type { Command } from 'commander';
 import { createLogUpdate } from 'log-update';
@@ -19,6 +19,7 @@ import { eventLogLine } from '../records/event-log-lines.js';
 import { JsonlFollower, type JsonlProblem } from '../records/jsonl-reader.js';
 import { isRecordOf, TraceFollower } from '../records/trace-reader.js';
 import { sessionRuntimeMayRun } from '../process/leftovers.js';
+import { recordsRootText, sessionDirsIn } from '../reconcile/records-root.js';
 import { stateText } from '../replay/replay.js';
 import { excerpt } from '../plan/text.js';
 import { printable } from './progress.js';
@@ -99,12 +100,10 @@ async function followRecords(target: string, options: InspectCommandOptions, out
     output.stderr.write(`error: ${printable(notRecords)}\n`);
     return EXIT.USAGE;
   }
-  const sessions = existsSync(file) ? [] : sessionDirsIn(target);
+  const sessions = existsSync(file) ? [] : sessionDirsIn(target, EVENT_LOG_FILE);
   if (sessions.length > 0) {
     // A parent of records directories (`.capsule/records`) would be waited on forever.
-    output.stderr.write(
-      `error: ${target} holds records directories, not one session's records: inspect one of them, e.g. ${join(target, sessions.at(-1) ?? '')} (${sessions.length} in all)\n`,
-    );
+    output.stderr.write(`error: ${recordsRootText(target, sessions, 'inspect')}\n`);
     return EXIT.USAGE;
   }
   const tree = new ActorTree();
@@ -199,18 +198,6 @@ function notARecordsDir(target: string): string | null {
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOTDIR') return `cannot read ${target}: a part of its path is not a directory; ${instead}`;
     return null;
-  }
-}
-
-/** Subdirectories of `dir` that hold a session's event log, oldest name first (session ids sort by time). */
-function sessionDirsIn(dir: string): string[] {
-  try {
-    return readdirSync(dir, { withFileTypes: true })
-      .filter((entry) => entry.isDirectory() && existsSync(join(dir, entry.name, EVENT_LOG_FILE)))
-      .map((entry) => entry.name)
-      .sort();
-  } catch {
-    return [];
   }
 }
 

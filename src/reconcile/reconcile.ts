@@ -11,6 +11,7 @@ import type { LostReport, LostWork } from '../detached/lost-report.js';
 import { errorMessage } from '../detached/output-log.js';
 import { provenanceOf } from '../detached/provenance.js';
 import { appendMarkers, lostMarker, MARKER_FS, type MarkerFs } from './markers.js';
+import { recordsRootText, sessionDirsIn } from './records-root.js';
 import { describeDamage, reportTrust, TraceScanner, unaccounted, type DetachedCandidate, type TraceScan } from './scan.js';
 
 /** The trace file's name in a records directory. */
@@ -56,17 +57,24 @@ export interface PriorTrace {
 
 /**
  * `reconcile.md` §4 steps 1–2: reads and scans `<traceDir>/trace.jsonl`. Missing: one line saying
- * so (nothing is created); any other read error: one line naming it; either way null. Every
+ * so (nothing is created), and when `traceDir` is a records root (session directories with a
+ * trace, other than `ownDirs`), the newest of them to resume instead; any other read error: one
+ * line naming it; either way null. Every
  * damaged line skipped is named on `warn` with its line and byte offset (ours, issue 11 item 3).
  */
-export function readPriorTrace(traceDir: string, warn: (line: string) => void = () => {}): PriorTrace | null {
+export function readPriorTrace(traceDir: string, warn: (line: string) => void = () => {}, ownDirs: readonly string[] = []): PriorTrace | null {
   const path = join(traceDir, TRACE_FILE);
   let scan: TraceScan;
   try {
     scan = scanFile(path);
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
-    if (code === 'ENOENT') warn(`resume: cannot read ${path}: it does not exist, so background work the resumed session left unaccounted is not reported`);
+    if (code === 'ENOENT') {
+      // A records root given for a session (an easy mistake): name the newest session in it, as `capsule inspect` does.
+      const sessions = sessionDirsIn(traceDir, TRACE_FILE, ownDirs);
+      const hint = sessions.length > 0 ? `; ${recordsRootText(traceDir, sessions, 'resume')}` : '';
+      warn(`resume: cannot read ${path}: it does not exist, so background work the resumed session left unaccounted is not reported${hint}`);
+    }
     else warn(`resume: cannot read ${path}: ${errorMessage(error)}; background work the resumed session left unaccounted is not reported`);
     return null;
   }

@@ -220,10 +220,14 @@ export async function resumeSession(session: ResumingSession, priorDir: string, 
   if (lock.held !== null) return finish(skip(`${dir} is being resumed right now by ${lock.held}; nothing is reconciled here`));
   try {
     const lines: string[] = [];
-    const prior = readPriorTrace(dir, (line) => {
-      lines.push(line);
-      warn(line);
-    });
+    const prior = readPriorTrace(
+      dir,
+      (line) => {
+        lines.push(line);
+        warn(line);
+      },
+      [session.recordsDir],
+    );
     // (The line saying why was just written.)
     if (prior === null) return finish(skip((lines[lines.length - 1] ?? `cannot read ${join(dir, TRACE_FILE)}`).replace(/^resume: /, ''), false));
     const scan = prior.scan;

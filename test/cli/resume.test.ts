@@ -194,4 +194,19 @@ describe('capsule run --resume usage', () => {
     ]);
     expect(existsSync(join(workdir, 'nothing-here'))).toBe(false);
   });
+
+  it('given the records root instead of a session, says so on its one line and names the newest session to resume (not its own), then runs', async () => {
+    const workdir = temp.make('resume-root');
+    writeJson(workdir, 'quick.json', { id: 'quick', steps: [] });
+    for (let i = 0; i < 2; i++) expect((await runCli(['run', 'quick.json', '--quiet'], { cwd: workdir })).code).toBe(0);
+    const [, newest] = sessionDirs(workdir);
+    const root = join(workdir, '.capsule', 'records');
+    const result = await runCli(['run', 'quick.json', '--quiet', '--resume', join('.capsule', 'records')], { cwd: workdir });
+    expect(result.code).toBe(0);
+    expect(result.stderr.split('\n').filter((l) => l.startsWith('resume:'))).toEqual([
+      `resume: cannot read ${join(root, 'trace.jsonl')}: it does not exist, so background work the resumed session left unaccounted is not reported; ${root} holds records directories, not one session's records: resume one of them, e.g. ${newest} (2 in all)`,
+    ]);
+    expect(sessionDirs(workdir)).toHaveLength(3);
+    expect(existsSync(join(root, 'trace.jsonl'))).toBe(false);
+  });
 });
