@@ -150,7 +150,8 @@ export async function serveCommand(options: ServeCommandOptions): Promise<ExitCo
       if (options.letAnswer === true) await settlesWithin(Promise.allSettled([...inFlight]), END_OF_INPUT_ANSWER_MS);
       api.callerGone();
       void api.stop();
-      await api.end('ok');
+      // A signal is a cancel (exit 130): recorded as `canceled`, as `capsule run` records it; every other end is `ok` (exit 0).
+      await api.end(code === EXIT.CANCELED ? 'canceled' : 'ok');
       // What is still unanswered can no longer be served.
       for (const id of pending.values()) {
         out.write(createJSONRPCErrorResponse(id ?? null, SERVE_ERRORS.SESSION_ENDING.code, 'the session ended before this request was answered', { code: SERVE_ERRORS.SESSION_ENDING.word }));

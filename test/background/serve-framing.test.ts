@@ -126,4 +126,20 @@ describe('capsule serve framing', () => {
     expect(trace.at(-1)).toMatchObject({ event_type: 'session_end' });
     expect(serve.stderr()).toContain(workId);
   });
+
+  // Round 10 (breaker2): a session a signal ended (exit 130) recorded `session_end.exit_status: "ok"`,
+  // as a clean end of input does; `capsule run` records `canceled` for the same signal.
+  it.each([
+    ['the end of input', 'stdin', 0, 'ok'],
+    ['SIGINT', 'SIGINT', 130, 'canceled'],
+    ['SIGTERM', 'SIGTERM', 130, 'canceled'],
+    ['SIGHUP', 'SIGHUP', 130, 'canceled'],
+  ] as const)('records session_end.exit_status as the exit code says at %s (ok at the end of input, canceled on a signal)', async (_what, how, code, status) => {
+    const serve = startServe();
+    expect(await serve.request('session.info', {})).toMatchObject({ result: { records_dir: expect.any(String) } });
+    if (how === 'stdin') serve.closeStdin();
+    else serve.child.kill(how);
+    expect(await exitOf(serve)).toEqual({ code, signal: null });
+    expect(serve.trace().at(-1)).toMatchObject({ event_type: 'session_end', exit_status: status });
+  });
 });
