@@ -590,14 +590,19 @@ function publishLockInPlace(path: string, body: string): 'taken' | 'exists' | 'f
 
 /**
  * Who holds the lock (`session <id>`, `pid <n>`) at `path` while its runtime runs, else null (stale). A lock that
- * cannot be read as a holder (empty or torn: a resume of an older build still writing it, or one
+ * cannot be read as a holder (empty, torn, or JSON that is not an object: a resume of an older build still writing it, or one
  * whose write failed) is held for {@link UNREAD_LOCK_FRESH_MS} after it was made, then stale.
  */
 function lockHolder(path: string): string | null {
-  let held: Record<string, unknown>;
+  let held: Record<string, unknown> | null = null;
   try {
-    held = JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>;
+    const parsed: unknown = JSON.parse(readFileSync(path, 'utf8'));
+    // JSON that is not an object (`null`, a number) names no holder: unreadable, as a torn lock is (`null['pid']` threw out of the check).
+    if (typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed)) held = parsed as Record<string, unknown>;
   } catch {
+    // unreadable: below
+  }
+  if (held === null) {
     try {
       return Date.now() - statSync(path).mtimeMs < UNREAD_LOCK_FRESH_MS ? 'another resume, whose lock is still being written' : null;
     } catch {

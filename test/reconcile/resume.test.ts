@@ -365,6 +365,20 @@ describe('failing open', () => {
     expect(existsSync(lock)).toBe(false);
   });
 
+  // Round 10 (breaker2): a lock holding JSON that is not an object (`null`) threw out of the lock
+  // check ("Cannot read properties of null"), so the resume reported nothing, and every later one too.
+  it.each(['null', '[]', '7', '"ses_x"'])('takes a stale lock holding %s (JSON, not an object) over, as a stale unreadable one', async (body) => {
+    writePrior([SESSION_START, TASK_START, detached('wrk_one', 1750)]);
+    const lock = join(prior, RESUME_LOCK_FILE);
+    writeFileSync(lock, body);
+    const old = new Date(Date.now() - 11_000);
+    utimesSync(lock, old, old);
+    const taken = await resume();
+    expect(taken.outcome.skipped).toBeNull();
+    expect(taken.outcome.report?.lost.map((w) => w.work_id)).toEqual(['wrk_one']);
+    expect(existsSync(lock)).toBe(false);
+  });
+
   it('never leaves its own lock or a file of its own behind in the records directory', async () => {
     writePrior([SESSION_START, TASK_START, detached('wrk_one', 1750)]);
     const before = readdirSync(prior).sort();
