@@ -17,10 +17,11 @@ import { actorKind } from '../actors/actor-kinds.js';
 import { EVENT_LOG_FILE, type EventLogRecord } from '../records/event-log.js';
 import { eventLogLine } from '../records/event-log-lines.js';
 import { JsonlFollower, type JsonlProblem } from '../records/jsonl-reader.js';
+import { recordsRootText, sessionDirsIn } from '../records/records-dir.js';
 import { isRecordOf, TraceFollower } from '../records/trace-reader.js';
 import { sessionRuntimeMayRun } from '../process/leftovers.js';
-import { recordsRootText, sessionDirsIn } from '../reconcile/records-root.js';
 import { stateText } from '../replay/replay.js';
+import { specialFileKind } from '../plan/read-file.js';
 import { excerpt } from '../plan/text.js';
 import { printable } from './progress.js';
 import { EXIT, type ExitCode } from './program.js';
@@ -193,8 +194,7 @@ function notARecordsDir(target: string): string | null {
     const stats = statSync(target);
     if (stats.isDirectory()) return null;
     if (stats.isFile()) return `cannot read ${target}: it is a regular file, not a records directory, and its name does not end in .jsonl; ${instead}`;
-    const kind = stats.isFIFO() ? 'FIFO (named pipe)' : stats.isSocket() ? 'socket' : stats.isCharacterDevice() ? 'character device' : stats.isBlockDevice() ? 'block device' : 'special file';
-    return `cannot read ${target}: it is a ${kind}, not a regular file or a records directory; ${instead}`;
+    return `cannot read ${target}: it is a ${specialFileKind(stats) ?? 'special file'}, not a regular file or a records directory; ${instead}`;
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOTDIR') return `cannot read ${target}: a part of its path is not a directory; ${instead}`;
     return null;

@@ -47,8 +47,8 @@ const failed = (failure: ReadFailure, error: string, directory = false): ReadTex
   failure,
 });
 
-/** What a file that is neither regular nor a directory is, for {@link notRegularFile}. */
-function kindOf(stats: Stats): string | null {
+/** What a file that is neither regular nor a directory is (`FIFO (named pipe)`, `socket`, `character device`, …), else null; for {@link notRegularFile} and `capsule inspect`. */
+export function specialFileKind(stats: Stats): string | null {
   if (stats.isFile() || stats.isDirectory()) return null; // a directory fails at read with EISDIR, as before
   if (stats.isFIFO()) return 'FIFO (named pipe)';
   if (stats.isSocket()) return 'socket';
@@ -75,12 +75,12 @@ export async function readUtf8File(path: string, options: ReadFileOptions = {}):
   const maxBytes = options.maxBytes ?? MAX_INPUT_FILE_BYTES;
   let bytes: Buffer;
   try {
-    const before = kindOf(await stat(path));
+    const before = specialFileKind(await stat(path));
     if (before !== null) return failed('not-regular', notRegularFile(before));
     const handle = await open(path, constants.O_RDONLY | constants.O_NONBLOCK);
     try {
       const stats = await handle.stat();
-      const kind = kindOf(stats);
+      const kind = specialFileKind(stats);
       if (kind !== null) return failed('not-regular', notRegularFile(kind));
       if (stats.size > maxBytes) return failed('too-large', fileTooLarge(stats.size, maxBytes));
       const read = await readAtMost(handle, stats.size, maxBytes + 1);
@@ -108,12 +108,12 @@ export function readUtf8FileSync(path: string, options: ReadFileOptions = {}): R
   const maxBytes = options.maxBytes ?? MAX_INPUT_FILE_BYTES;
   let bytes: Buffer;
   try {
-    const before = kindOf(statSync(path));
+    const before = specialFileKind(statSync(path));
     if (before !== null) return failed('not-regular', notRegularFile(before));
     const fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
     try {
       const stats = fstatSync(fd);
-      const kind = kindOf(stats);
+      const kind = specialFileKind(stats);
       if (kind !== null) return failed('not-regular', notRegularFile(kind));
       if (stats.size > maxBytes) return failed('too-large', fileTooLarge(stats.size, maxBytes));
       let buffer = Buffer.allocUnsafe(Math.min(maxBytes + 1, Math.max(stats.size + 1, 64 * 1024)));

@@ -11,7 +11,7 @@ import type { LostReport, LostWork } from '../detached/lost-report.js';
 import { errorMessage } from '../detached/output-log.js';
 import { provenanceOf } from '../detached/provenance.js';
 import { appendMarkers, lostMarker, MARKER_FS, type MarkerFs } from './markers.js';
-import { recordsRootText, sessionDirsIn } from './records-root.js';
+import { recordsRootText, sessionDirsIn } from '../records/records-dir.js';
 import { describeDamage, reportTrust, TraceScanner, unaccounted, type DetachedCandidate, type TraceScan } from './scan.js';
 
 /** The trace file's name in a records directory. */
