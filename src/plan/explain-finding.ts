@@ -7,6 +7,7 @@ import type { PlanFile, PlanStep } from '../../machines/contracts.js';
 import { locateJsonPath } from './json-location.js';
 import { parseReference, REFERENCE_FIELDS } from './references.js';
 import { bounded, didYouMean, listValues, located, type ExplainContext, type Refusal } from './refusal.js';
+import { splitShellWords } from './shell-words.js';
 import { excerpt } from './text.js';
 import { ON_ERROR_POLICIES, PLAN_SUBMISSION_TOOL, type ValidationFinding } from './validate.js';
 
@@ -79,7 +80,7 @@ function explainUnbounded(finding: ValidationFinding, plan: PlanFile, ctx: Expla
     case 'shell_command_empty':
       return { ...base, rule: 'a shell command has at least one word: the program to run (plan.md §6 rule 3s-i)', accepted: null, fix: 'write the command line, e.g. "shell": "make test"' };
     case 'binary_not_allowed':
-      return { ...base, rule: 'the first word of a shell command is a binary in capabilities.shell.allow, matched exactly (plan.md §6 rule 3s-ii)', accepted: [...ctx.shellAllow], fix: binaryFix(subject, ctx) };
+      return { ...base, rule: 'the first word of a shell command is a binary in capabilities.shell.allow, matched exactly (plan.md §6 rule 3s-ii)', accepted: [...ctx.shellAllow], fix: binaryFix(subject, plan, ctx) };
     case 'shell_command_nul':
       return {
         ...base,
@@ -147,13 +148,68 @@ function explainUnbounded(finding: ValidationFinding, plan: PlanFile, ctx: Expla
   }
 }
 
-function binaryFix(binary: string, ctx: ExplainContext): string {
+function binaryFix(binary: string, plan: PlanFile, ctx: ExplainContext): string {
+  const serve = ctx.surface === 'serve';
+  const others = otherRefusedBinaries(binary, plan, ctx.shellAllow);
   const base = binary.split('/').pop() ?? binary;
+  const allowedPath = binary.includes('/') ? null : ctx.shellAllow.find((entry) => entry.includes('/') && entry.split('/').pop() === binary);
   if (binary.includes('/') && ctx.shellAllow.includes(base)) {
-    return `entries match exactly: '${base}' is allowed but '${binary}' is not; write the command as ${base} …, or add "${binary}" to capabilities.shell.allow`;
+    // The step is rewritten, or its path allowed in the manifest: only the other binaries need a flag.
+    return `entries match exactly: '${base}' is allowed but '${binary}' is not; write the command as ${base} …, or add ${JSON.stringify(binary)} to capabilities.shell.allow${othersHint(others, [], serve)}`;
   }
-  if (ctx.manifestPath !== null) return `add "${binary}" to capabilities.shell.allow in ${ctx.manifestPath}, or allow it for one run with --allow ${binary}`;
-  return `${noManifestFix(ctx)}, or allow it for one run with --allow ${binary}`;
+  if (allowedPath !== undefined && allowedPath !== null) {
+    return `entries match exactly: '${allowedPath}' is allowed but '${binary}' is not; write the command as ${allowedPath} …, or add ${JSON.stringify(binary)} to capabilities.shell.allow${othersHint(others, [], serve)}`;
+  }
+  // serve's allow list is fixed when it starts: a plan.submit cannot widen it for one plan.
+  const flag = serve ? `add ${allowFlag(binary)} to capsule serve's start flags (for the whole session)` : `allow it for one run with ${allowFlag(binary)}`;
+  const hint = othersHint(others, [binary], serve);
+  if (ctx.manifestPath !== null) return `add ${JSON.stringify(binary)} to capabilities.shell.allow in ${ctx.manifestPath}, or ${flag}${hint}`;
+  return `${noManifestFix(ctx)}, or ${flag}${hint}`;
+}
+
+/** Most `--allow` flags a fix writes out; the rest are counted. */
+export const MAX_ALLOW_FLAGS_SHOWN = 10;
+
+/**
+ * `--allow <value>`, the value quoted for a POSIX shell when it needs it (single quotes, a quote
+ * inside written `'\''`), so the flag can be pasted as it is.
+ *
+ * @example allowFlag('make') // "--allow make"; allowFlag("my tool") // "--allow 'my tool'"
+ */
+export function allowFlag(value: string): string {
+  if (/^[A-Za-z0-9_@%+=:,./-]+$/u.test(value)) return `--allow ${value}`;
+  return `--allow '${value.replace(/'/gu, "'\\''")}'`;
+}
+
+/** The first words of the plan's other shell steps that are not allowed either: distinct, in step order. */
+function otherRefusedBinaries(refused: string, plan: PlanFile, shellAllow: readonly string[]): string[] {
+  const allowed = new Set(shellAllow);
+  const seen = new Set<string>([refused]);
+  const others: string[] = [];
+  for (const step of plan.steps) {
+    if (step.shell === undefined) continue;
+    const [binary] = splitShellWords(step.shell);
+    if (binary === undefined || allowed.has(binary) || seen.has(binary)) continue;
+    seen.add(binary);
+    others.push(binary);
+  }
+  return others;
+}
+
+/**
+ * `; the plan also starts b and c, not allowed either (for one run: --allow a --allow b --allow c)`
+ * (serve: `(for the session, add to capsule serve's start flags: …)`), or '' when no other binary is
+ * refused. `first` are the binaries flagged before the others. At most {@link MAX_ALLOW_FLAGS_SHOWN}
+ * flags, then `… and N more`.
+ */
+function othersHint(others: readonly string[], first: readonly string[], serve: boolean): string {
+  if (others.length === 0) return '';
+  const all = [...first, ...others];
+  const flags = all.slice(0, MAX_ALLOW_FLAGS_SHOWN).map(allowFlag).join(' ');
+  const more = all.length > MAX_ALLOW_FLAGS_SHOWN ? ` … and ${all.length - MAX_ALLOW_FLAGS_SHOWN} more` : '';
+  const shown = others.slice(0, MAX_ALLOW_FLAGS_SHOWN).map((name) => `'${excerpt(name)}'`).join(', ');
+  const names = others.length > MAX_ALLOW_FLAGS_SHOWN ? `${shown}, … and ${others.length - MAX_ALLOW_FLAGS_SHOWN} more` : shown;
+  return `; the plan also starts ${names}, not allowed either (${serve ? "for the session, add to capsule serve's start flags" : 'for one run'}: ${flags}${more})`;
 }
 
 /** What to do when no manifest was loaded: use the one beside the plan, or name one. */

@@ -64,6 +64,12 @@ export interface ExplainContext {
   readonly manifestBesidePlan?: string | null;
   /** Unknown-key warnings of the plan: a refused step's misspelt key is the likely cause. */
   readonly unknownKeys: readonly UnknownKeyWarning[];
+  /**
+   * Where the plan was submitted, for the fix of a refused binary: `run` (default; also
+   * `validate`), where `--allow X` widens the allow list for one run, or `serve` (`plan.submit`),
+   * whose allow list is fixed by `capsule serve`'s own `--allow` flags when it starts.
+   */
+  readonly surface?: 'run' | 'serve';
 }
 
 /** Longest list of accepted values shown; the rest are counted ("… and 12 more"). */

@@ -81,6 +81,12 @@ export interface RunPlanOptions {
   readonly tools?: Readonly<Record<string, FunctionTool>>;
   /** Binaries allowed for shell steps in addition to the manifest's `capabilities.shell.allow`. */
   readonly shellAllow?: readonly string[];
+  /**
+   * Who submitted the plan, for the fix of a refused binary (`ExplainContext.surface`): `run`
+   * (default) advises `--allow X` for one run; `serve` (`plan.submit`) advises adding it to
+   * `capsule serve`'s start flags, since a session's allow list is fixed when it starts.
+   */
+  readonly refusalSurface?: 'run' | 'serve';
   /** Cap on concurrently running steps of a wave (`--max-parallel`); default no cap. */
   readonly maxParallel?: number | null;
   /** The pre-dispatch gate (`plan.md` §18); default allows everything. */
@@ -336,6 +342,7 @@ export function startPlan(options: RunPlanOptions): PlanRun {
       canExecute: (program) => canExecute(program, process.env['PATH'], workdir),
       toolProgram: (tool) => (functionTools.has(tool) ? null : (commandTools.get(tool)?.command[0] ?? null)),
       unknownKeys: parsed.warnings,
+      ...(options.refusalSurface !== undefined ? { surface: options.refusalSurface } : {}),
     }, { refusalOnly: options.onWarning === undefined });
     const refused = check.refusal;
     if (refused !== null) {

@@ -296,6 +296,8 @@ export class SessionApi {
       session: this.session,
       task: task.node,
       cancelSignal: task.cancel,
+      // The session's allow list is fixed at serve's start: a refused binary's fix says so.
+      refusalSurface: 'serve',
       ...(this.#options.tools !== undefined ? { tools: this.#options.tools } : {}),
       ...(this.#options.capsulesDir !== undefined ? { capsulesDir: this.#options.capsulesDir } : {}),
       ...(this.#options.shellAllow !== undefined ? { shellAllow: this.#options.shellAllow } : {}),

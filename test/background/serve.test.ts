@@ -188,6 +188,24 @@ describe('capsule run and capsule serve share the session', () => {
   });
 });
 
+describe('capsule serve refusing a plan', () => {
+  it("says a refused binary is allowed by adding --allow to serve's start flags, for the session, naming every refused binary of the plan", async () => {
+    const setup = (W: string): void => {
+      writeFileSync(join(W, 'plan.json'), JSON.stringify({ id: 'p', steps: [{ id: 'a', shell: 'tar x' }, { id: 'b', shell: 'bash -c true' }, { id: 'c', shell: "'my tool' y" }] }));
+    };
+    const serve = startServe({ setup });
+    const submitted = await serve.call<{ report: { completed: boolean; refusal?: { code: string; fix: string } } }>('plan.submit', { path: 'plan.json' });
+
+    expect(submitted.report.completed).toBe(false);
+    expect(submitted.report.refusal?.code).toBe('binary_not_allowed');
+    expect(submitted.report.refusal?.fix).toContain("or add --allow tar to capsule serve's start flags (for the whole session)");
+    expect(submitted.report.refusal?.fix).toMatch(/the plan also starts 'my tool', not allowed either \(for the session, add to capsule serve's start flags: --allow tar --allow 'my tool'\)$/u);
+    expect(submitted.report.refusal?.fix).not.toContain('for one run');
+    await serve.call('session.stop');
+    expect(await exitOf(serve)).toEqual({ code: 0, signal: null });
+  });
+});
+
 describe.each([
   ['cgroup', cgroupUnavailable],
   ['process-group', null],

@@ -4,7 +4,9 @@
  * and the warnings a run prints before its first step.
  */
 import type { PlanFile } from '../../machines/contracts.js';
+import { execFileSync } from 'node:child_process';
 import { checkPlan, runStartWarnings, type PlanCheck } from '../../src/plan/check.js';
+import { allowFlag } from '../../src/plan/explain-finding.js';
 import { DEFAULT_CTX, planFrom } from './support.js';
 
 const CTX = { ...DEFAULT_CTX, file: null, text: null, manifest: 'manifest /w/capsule.json', manifestPath: '/w/capsule.json' as string | null, unknownKeys: [] };
@@ -196,6 +198,60 @@ describe('checkPlan: the refusal a run makes too, explained', () => {
 
   it('says that allow-list entries match exactly when the binary is written as a path', () => {
     expect(check(plan({ id: 'a', shell: '/bin/bash -c x' })).refusal?.fix).toContain("'bash' is allowed but '/bin/bash' is not");
+  });
+
+  it('says that entries match exactly the other way round too: a path allowed, its bare name used', () => {
+    const fix = check(plan({ id: 'a', shell: 'make all' }), { shellAllow: ['/usr/bin/make'] } as Partial<typeof CTX>).refusal?.fix;
+    expect(fix).toBe(`entries match exactly: '/usr/bin/make' is allowed but 'make' is not; write the command as /usr/bin/make …, or add "make" to capabilities.shell.allow`);
+  });
+
+  it("over capsule serve, a refused binary's fix says to add --allow to serve's start flags, not to rerun with it", () => {
+    const run = check(plan({ id: 'a', shell: 'tar x' })).refusal?.fix;
+    const serve = check(plan({ id: 'a', shell: 'tar x' }), { surface: 'serve' } as Partial<typeof CTX>).refusal?.fix;
+
+    expect(run).toBe('add "tar" to capabilities.shell.allow in /w/capsule.json, or allow it for one run with --allow tar');
+    expect(serve).toBe(`add "tar" to capabilities.shell.allow in /w/capsule.json, or add --allow tar to capsule serve's start flags (for the whole session)`);
+    expect(serve).not.toContain('for one run');
+  });
+
+  it("names the plan's other refused binaries with every flag needed, for one run or for serve's session", () => {
+    const value = plan({ id: 'a', shell: 'tar x' }, { id: 'b', shell: 'printf ok' }, { id: 'c', shell: 'make' }, { id: 'd', shell: 'tar y' }, { id: 'e', shell: 'curl -s x' });
+
+    expect(check(value).refusal?.fix).toBe(
+      "add \"tar\" to capabilities.shell.allow in /w/capsule.json, or allow it for one run with --allow tar; the plan also starts 'make', 'curl', not allowed either (for one run: --allow tar --allow make --allow curl)",
+    );
+    expect(check(value, { surface: 'serve' } as Partial<typeof CTX>).refusal?.fix).toBe(
+      "add \"tar\" to capabilities.shell.allow in /w/capsule.json, or add --allow tar to capsule serve's start flags (for the whole session); the plan also starts 'make', 'curl', not allowed either (for the session, add to capsule serve's start flags: --allow tar --allow make --allow curl)",
+    );
+    // A plan with one refused binary (in two steps) says nothing more.
+    expect(check(plan({ id: 'a', shell: 'tar x' }, { id: 'b', shell: 'tar y' })).refusal?.fix).not.toContain('also starts');
+  });
+
+  it('names the other refused binaries after the exact-match hint too, flagging only them', () => {
+    const fix = check(plan({ id: 'a', shell: '/bin/bash -c x' }, { id: 'b', shell: 'make' })).refusal?.fix;
+    expect(fix).toBe(
+      `entries match exactly: 'bash' is allowed but '/bin/bash' is not; write the command as bash …, or add "/bin/bash" to capabilities.shell.allow; the plan also starts 'make', not allowed either (for one run: --allow make)`,
+    );
+  });
+
+  it('writes at most 10 flags, then counts the rest', () => {
+    const steps = Array.from({ length: 14 }, (_, i) => ({ id: `s${i}`, shell: `tool${i} x` }));
+    const fix = check(plan(...steps)).refusal?.fix ?? '';
+    expect(fix).toContain('(for one run: --allow tool0 --allow tool1 --allow tool2 --allow tool3 --allow tool4 --allow tool5 --allow tool6 --allow tool7 --allow tool8 --allow tool9 … and 4 more)');
+    expect(fix).toContain("the plan also starts 'tool1', 'tool2', 'tool3', 'tool4', 'tool5', 'tool6', 'tool7', 'tool8', 'tool9', 'tool10', … and 3 more, not allowed either");
+  });
+
+  it('quotes a binary with a space or a quote in its --allow flag so that a shell gives the binary back exactly', () => {
+    const names = ['my tool', "it's", 'a"b', '$HOME', 'plain-1.2/x'];
+    const value = plan(...names.map((name, i) => ({ id: `s${i}`, shell: JSON.stringify(name) })));
+    const fix = check(value).refusal?.fix ?? '';
+    const flags = /\(for one run: (.*)\)$/u.exec(fix)?.[1] ?? '';
+    expect(allowFlag('my tool')).toBe("--allow 'my tool'");
+    expect(allowFlag("it's")).toBe("--allow 'it'\\''s'");
+    expect(allowFlag('plain-1.2/x')).toBe('--allow plain-1.2/x');
+    // A real shell reads the flags back as the binaries, each one word.
+    const words = execFileSync('bash', ['-c', `printf '%s\\0' ${flags}`], { encoding: 'utf8' }).split('\0').slice(0, -1);
+    expect(words).toEqual(names.flatMap((name) => ['--allow', name]));
   });
 
   it('says no manifest was loaded and points at the one beside the plan', () => {
