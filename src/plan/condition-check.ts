@@ -76,6 +76,26 @@ export function closestStatus(text: string): StepStatus {
   return (closestKey(lower, STATUS_WORDS) as StepStatus | null) ?? nearest(lower);
 }
 
+/** Shortest bare word a misspelling is looked for in: `on` or `do` is not a misspelt status. */
+const MIN_MISSPELT_CHARS = 4;
+
+/**
+ * The status word `text` (a bare word in a condition) was probably meant to be, or null when none
+ * is close: a status word in another case, a synonym (`ok`, `failure`), or within
+ * {@link closestKey}'s edit distance of a status word or synonym (`succes`, `failrue`). Unlike
+ * {@link closestStatus}, never a guess.
+ */
+export function closeStatusWord(text: string): StepStatus | null {
+  const lower = text.toLowerCase();
+  if ((STATUS_WORDS as readonly string[]).includes(lower)) return lower as StepStatus;
+  const synonym = STATUS_SYNONYMS[lower];
+  if (synonym !== undefined) return synonym;
+  if (lower.length < MIN_MISSPELT_CHARS) return null;
+  const close = closestKey(lower, [...STATUS_WORDS, ...Object.keys(STATUS_SYNONYMS)]);
+  if (close === null) return null;
+  return (STATUS_WORDS as readonly string[]).includes(close) ? (close as StepStatus) : (STATUS_SYNONYMS[close] ?? null);
+}
+
 function nearest(text: string): StepStatus {
   // closestKey gives up past its distance bound; a status comparison always has a nearest word.
   let best: StepStatus = 'success';
@@ -122,7 +142,7 @@ export function checkCondition(condition: string, ids: ReadonlySet<string>): Con
       }
       const { left, operator, right } = comparison;
       // One problem per comparison, the one a run would give (it resolves the left operand first).
-      const problem = operandProblem(left, ids) ?? operandProblem(right, ids);
+      const problem = operandProblem(left, right, ids) ?? operandProblem(right, left, ids);
       if (problem !== null) problems.push(problem);
       if (operator === '==' || operator === '!=') {
         const literal = statusLiteral(left, right) ?? statusLiteral(right, left);
@@ -153,10 +173,11 @@ function statusLiteral(reference: string, other: string): Omit<StatusLiteral, 'o
 
 const FIELDS_FIX = 'a reference is $<step id>.output or $<step id>.status';
 
-function operandProblem(operand: string, ids: ReadonlySet<string>): ConditionProblem | null {
+/** `other`: the comparison's other operand (a bare word compared with `$x.status` is most likely a status word). */
+function operandProblem(operand: string, other: string, ids: ReadonlySet<string>): ConditionProblem | null {
   if (isQuotedLiteral(operand)) return null;
   if (!operand.startsWith('$')) {
-    return { code: 'condition', error: unsupportedConditionOperand(operand), fix: operandFix(operand) };
+    return { code: 'condition', error: unsupportedConditionOperand(operand), fix: operandFix(operand, parseReference(other)?.field === 'status') };
   }
   const parsed = parseReference(operand);
   if (parsed === null) return { code: 'invalid_reference', error: invalidReference(operand), fix: `${FIELDS_FIX}: write ${operand}.status or ${operand}.output` };
@@ -171,7 +192,8 @@ function operandProblem(operand: string, ids: ReadonlySet<string>): ConditionPro
 
 const OPERATORS_TEXT = '==, !=, < or >';
 
-function operandFix(operand: string): string {
+/** How to fix a bare operand; `againstStatus`: the other side is a `$x.status` reference, so a misspelt status word is named. */
+function operandFix(operand: string, againstStatus: boolean): string {
   if (operand === '') return `an operator needs an operand on both sides: <operand> ${OPERATORS_TEXT} <operand>`;
   if (operand.startsWith('=')) return `there is no >=, <= or ===: compare with ${OPERATORS_TEXT} (text order, not numbers)`;
   if (operand.startsWith('(') || operand.endsWith(')')) {
@@ -179,6 +201,10 @@ function operandFix(operand: string): string {
   }
   if (operand.startsWith('!')) return 'there is no negation: compare with != instead';
   if (operand.startsWith("'") || operand.startsWith('"')) return `close the quote: ${operand}${operand[0] ?? ''}`;
+  const meant = againstStatus ? closeStatusWord(operand) : null;
+  if (meant !== null && meant !== operand) {
+    return `did you mean '${meant}'? quote the status word: '${meant}' (a bare word is not a value; the status words are ${STATUS_WORDS.join(', ')})`;
+  }
   return `quote the text: '${operand}' (a bare word is not a value; an operand is a quoted text or a reference such as $a.status)`;
 }
 

@@ -40,6 +40,25 @@ describe('checkPlan: conditions a run would fail on', () => {
     expect(found.failsLater[0]?.refusal.fix).toMatch(fix);
   });
 
+  it.each([
+    ['$a.status == succes', 'success'],
+    ['$a.status != failrue', 'failed'],
+    ['skiped == $a.status', 'skipped'],
+    ['$a.status == Success', 'success'],
+    ['$a.status == ok', 'success'],
+  ])('names the status word a bare misspelt word compared with a status most likely meant: %j → %s', (condition, meant) => {
+    const fix = check(plan(echo('a'), echo('b', { depends_on: ['a'], if: condition }))).failsLater[0]?.refusal.fix;
+    expect(fix).toBe(`did you mean '${meant}'? quote the status word: '${meant}' (a bare word is not a value; the status words are success, failed, skipped)`);
+  });
+
+  it('suggests no status word when nothing is close, when the word is short, or when the other side is not a status', () => {
+    for (const condition of ['$a.status == banana', '$a.status == on', '$a.output == succes', '$a.status == failed']) {
+      const fix = check(plan(echo('a'), echo('b', { depends_on: ['a'], if: condition }))).failsLater[0]?.refusal.fix;
+      expect(fix).toMatch(/^quote the text: '/u);
+      expect(fix).not.toContain('did you mean');
+    }
+  });
+
   it('checks every piece, including those a true first piece would never let a run evaluate', () => {
     const found = check(plan(echo('a'), echo('b', { depends_on: ['a'], if: "$a.status == 'success' || bare == 'x' || $a.output == word" })));
 
