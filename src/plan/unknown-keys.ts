@@ -1,6 +1,7 @@
 /**
  * Unknown-key warnings for plan files and manifests (`spec/README.md`, "Where we go beyond"):
- * unknown keys are accepted, as in the original, but reported with the closest known key.
+ * unknown keys are accepted, as in the original, but reported with the closest known key (or the
+ * one they are a truncation of), else with the keys known there.
  */
 
 import { distance } from 'fastest-levenshtein';
@@ -34,6 +35,30 @@ export function closestKey(key: string, known: readonly string[]): string | null
     }
   }
   return bestDistance <= limit ? best : null;
+}
+
+/** Shortest unknown key that is matched as a truncation of a known key (`inp` → `input`; `in` is not). */
+export const MIN_PREFIX_CHARS = 3;
+
+/**
+ * The key to suggest for an unknown `key`: {@link closestKey}, or else the known key `key` is a
+ * truncation of, compared case-blind, when exactly one known key fits — `key` a prefix of it
+ * (`timeout` → `timeout_secs`, `dep` → `depends_on`), or, from 4 characters, `key` without its last
+ * character a prefix of it (`retry` → `retries`). Edit distance alone misses these: a truncated key
+ * is many edits from the whole. `null` when nothing fits or more than one key does (`key` shorter
+ * than {@link MIN_PREFIX_CHARS} never fits).
+ *
+ * @example suggestKey('retry', STEP_KEYS) // 'retries'
+ */
+export function suggestKey(key: string, known: readonly string[]): string | null {
+  const close = closestKey(key, known);
+  if (close !== null || key.length < MIN_PREFIX_CHARS || key.length > MAX_SUGGESTED_CHARS) return close;
+  const lower = key.toLowerCase();
+  const onlyOne = (prefix: string): string | null => {
+    const fits = known.filter((candidate) => candidate.length > prefix.length && candidate.toLowerCase().startsWith(prefix));
+    return fits.length === 1 ? (fits[0] ?? null) : null;
+  };
+  return onlyOne(lower) ?? (lower.length > MIN_PREFIX_CHARS ? onlyOne(lower.slice(0, -1)) : null);
 }
 
 /** The known keys of one kind of JSON object, and where to look for more objects below it. */
@@ -118,7 +143,7 @@ export function findUnknownKeys(value: unknown, spec: KeySpec, path = ''): Unkno
         found.push({
           path: nodePath,
           key,
-          suggestion: closestKey(key, nodeSpec.keys),
+          suggestion: suggestKey(key, nodeSpec.keys),
           known: nodeSpec.keys,
           holder: node,
         });

@@ -123,9 +123,17 @@ describe('parseManifestText', () => {
         ['', 'nmae', 'name'],
         ['capabilities', 'shel', 'shell'],
         ['capabilities.spawn', 'alow', 'allow'],
-        ['lifecycle', 'shell_grace', null],
+        ['lifecycle', 'shell_grace', 'shell_grace_secs'],
         ['tools.t', 'timout_secs', 'timeout_secs'],
         ['entry', 'plans', 'plan'],
+      ]);
+    });
+
+    it('suggests the key an unknown manifest key is a truncation of: timeout → timeout_secs, max_log → max_log_bytes', () => {
+      const parsed = parseManifestText(JSON.stringify({ lifecycle: { max_log: 1 }, tools: { t: { command: ['x'], timeout: 3 } } }), 'capsule.json');
+      expect(parsed.ok && parsed.warnings.map((w) => w.message)).toEqual([
+        "capsule.json: lifecycle: unknown key 'max_log' (did you mean 'max_log_bytes'?)",
+        "capsule.json: tools.t: unknown key 'timeout' (did you mean 'timeout_secs'?)",
       ]);
     });
 

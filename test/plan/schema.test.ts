@@ -269,14 +269,36 @@ describe('parsePlanText', () => {
       });
     });
 
-    it('suggests within max(2, length/3) edits: retires → retries, dependsOn → depends_on, retry and timeout → nothing', () => {
-      const parsed = parsePlanText('{"id":"p","steps":[{"id":"a","retires":1,"dependsOn":[],"retry":1,"timeout":5}]}');
+    it('suggests within max(2, length/3) edits: retires → retries, dependsOn → depends_on (retry and timeout: by prefix, below)', () => {
+      const parsed = parsePlanText('{"id":"p","steps":[{"id":"a","retires":1,"dependsOn":[]}]}');
       expect(parsed.ok && parsed.warnings.map((w) => [w.key, w.suggestion])).toEqual([
         ['retires', 'retries'],
         ['dependsOn', 'depends_on'],
-        ['retry', null],
-        ['timeout', null],
       ]);
+    });
+
+    it('suggests the key an unknown key is a truncation of: retry → retries, timeout → timeout_secs, dep → depends_on, Inp → input', () => {
+      const parsed = parsePlanText('{"id":"p","steps":[{"id":"a","tool":"x","retry":1,"timeout":5,"dep":[],"Inp":1,"retri":2}]}');
+      expect(parsed.ok && parsed.warnings.map((w) => [w.key, w.suggestion])).toEqual([
+        ['retry', 'retries'],
+        ['timeout', 'timeout_secs'],
+        ['dep', 'depends_on'],
+        ['Inp', 'input'],
+        ['retri', 'retries'],
+      ]);
+      expect(parsed.ok && parsed.warnings[1]?.message).toBe("steps[0] (id 'a'): unknown key 'timeout' (did you mean 'timeout_secs'?)");
+    });
+
+    it('suggests no key by prefix when the key is a truncation of none, and lists the known keys instead', () => {
+      const parsed = parsePlanText('{"id":"p","steps":[{"id":"a","tool":"x","env":1,"stdout":1,"dependencies":[]}]}');
+      expect(parsed.ok && parsed.warnings.map((w) => [w.key, w.suggestion])).toEqual([
+        ['env', null],
+        ['stdout', null],
+        ['dependencies', null],
+      ]);
+      expect(parsed.ok && parsed.warnings[1]?.message).toBe(
+        "steps[0] (id 'a'): unknown key 'stdout' is ignored (known keys: id, tool, shell, capsule, input, depends_on, if, on_error, retries, timeout_secs, stdin)",
+      );
     });
 
     it('does not look for unknown keys inside input', () => {
