@@ -123,8 +123,16 @@ const END_LINE_BYTES = 64 * 1024;
  * too, so a caller asking "did it end?" may skip reading the rest. False whenever that is not
  * plain from the ends (no file, a FIFO, a torn tail, a line longer than 64 KiB, any doubt): read
  * it whole. Costs two reads of at most 64 KiB, whatever the trace's length.
+ *
+ * With `options.startFields` false, the first line's `session_start` fields are not checked
+ * against their schema (its UTF-8, JSON object, envelope, type and ids still are): true then also
+ * for a trace whose `session_start` {@link readTrace} refuses. A whole read of such a trace still
+ * finds the `session_end` (its parent is a record the reader did not accept, which it does not
+ * check) and no `session_start` from that line. For a caller to whom both mean "not abandoned"
+ * (the abandoned-session scan, src/process/leftovers.ts), the verdict is the same without building
+ * and running the largest of the trace's schemas at every start (issue 14, startup: ~4 ms of CPU).
  */
-export function endedTrace(path: string): boolean {
+export function endedTrace(path: string, options: { readonly startFields?: boolean } = {}): boolean {
   const file = path.endsWith('.jsonl') ? path : join(path, TRACE_FILE);
   let fd: number;
   try {
@@ -150,7 +158,7 @@ export function endedTrace(path: string): boolean {
     // The last line must be whole within the tail read (or the file's first byte starts it).
     if (lastStart === 0 && tailFrom !== 0) return false;
     if (tailFrom + lastStart <= firstEnd) return false; // one line only
-    const start = recordOf(head.subarray(0, firstEnd));
+    const start = options.startFields === false ? enveloped(head.subarray(0, firstEnd)) : recordOf(head.subarray(0, firstEnd));
     const end = recordOf(tail.subarray(lastStart, tail.length - 1));
     return (
       start !== null &&
@@ -165,6 +173,12 @@ export function endedTrace(path: string): boolean {
   } finally {
     closeSync(fd);
   }
+}
+
+/** One line as a JSON object (as a line is read) with a trace record's envelope, its fields unchecked, or null. */
+function enveloped(line: Buffer): Record<string, unknown> | null {
+  const record = parseObject(line);
+  return record !== null && envelopeProblem(record) === null ? record : null;
 }
 
 /** One line as a record the reader accepts (a JSON object as a line is read, its envelope and fields), or null. */

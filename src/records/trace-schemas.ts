@@ -14,8 +14,9 @@ import type { TraceEventType } from './trace-records.js';
  * The schemas are built at their first use, one record type at a time, not when this module
  * loads: building all 21 record types' zod objects (26 with the nested ones) and their partial copies is ~10-20 ms that `capsule run`
  * would pay at every start (issue 14), and the start only reads a trace when an earlier session
- * left one — then only its two ends, a `session_start` and a `session_end` (`endedTrace`), so it
- * builds those two. The pieces several types share are built with the first of them.
+ * left one — then only its two ends (`endedTrace`), and of an ended session's only the
+ * `session_end`'s fields (the abandoned-session scan, src/process/leftovers.ts), so it builds that
+ * one. The pieces several types share are built with the first of them.
  */
 function buildSchemaTable() {
   const count = z.number();
