@@ -7,7 +7,7 @@
  * (EISDIR) is refused before a session opens: `error: stdin cannot be read: …`, exit 1.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, existsSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { CLI, manifestAllowing, TempDirs, writeJson } from './helpers.js';
 
@@ -28,14 +28,16 @@ interface Ended {
  * Runs the built CLI in `cwd` with stdout (and stdin, when given) opened on `stdoutPath` /
  * `stdinPath`, stderr piped; `input` is written to a piped stdin and closed.
  */
-function runWith(args: readonly string[], cwd: string, io: { stdoutPath?: string; stdinPath?: string; input?: string }): Promise<Ended> {
+function runWith(args: readonly string[], cwd: string, io: { stdoutPath?: string; stderrPath?: string; stdinPath?: string; input?: string }): Promise<Ended> {
   const stdout = openSync(io.stdoutPath ?? '/dev/null', 'w');
+  const stderrFd = io.stderrPath !== undefined ? openSync(io.stderrPath, 'w') : 'pipe';
   const stdin = io.stdinPath !== undefined ? openSync(io.stdinPath, 'r') : 'pipe';
   const env = { ...process.env };
   delete env['NODE_OPTIONS'];
-  const child = spawn(process.execPath, [CLI, ...args], { cwd, env, stdio: [stdin, stdout, 'pipe'] });
+  const child = spawn(process.execPath, [CLI, ...args], { cwd, env, stdio: [stdin, stdout, stderrFd] });
   children.add(child);
   closeSync(stdout);
+  if (typeof stderrFd === 'number') closeSync(stderrFd);
   if (typeof stdin === 'number') closeSync(stdin);
   if (child.stdin !== null) child.stdin.end(io.input ?? '');
   let stderr = '';
@@ -94,6 +96,17 @@ describe('a stdout that cannot be written (> /dev/full, ENOSPC)', () => {
     expect(result.stderr).toBe(ENOSPC_LINE);
     expect(result.code).toBe(1);
     expect(lastRecord(records)).toMatchObject({ event_type: 'session_end', exit_status: 'error' });
+  });
+});
+
+describe('a stderr that cannot be written (2> /dev/full, ENOSPC)', () => {
+  it('capsule run: the run goes on and prints its report on stdout, no internal-error file is written, exit 1', async () => {
+    const dir = workdir();
+    const report = join(dir, 'report.out');
+    const result = await runWith(['run', 'plan.json', '--json'], dir, { stdoutPath: report, stderrPath: '/dev/full' });
+    expect(result.code).toBe(1);
+    expect(JSON.parse(readFileSync(report, 'utf8'))).toMatchObject({ plan_id: 'p', completed: true });
+    expect(readdirSync(join(dir, '.capsule', 'records')).filter((name) => name.startsWith('internal-error'))).toEqual([]);
   });
 });
 
