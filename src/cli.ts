@@ -4,7 +4,9 @@
  * longer open the inspector and the cancel signals are held (src/cli/early-signals.ts); then the
  * commands are loaded (src/cli/main.ts). `capsule run` forks the session's spawner first, so that
  * its Node boots while this one loads the runtime (src/process/spawner/early.ts; issue 14). An
- * exception no command caught is an internal error (src/cli/internal-error.ts): one line, exit 1.
+ * exception no command caught is an internal error (src/cli/internal-error.ts): one line, exit 1;
+ * a stdout or stderr that cannot be written (ENOSPC, EIO; EPIPE is dropped) is not one: one line,
+ * `error: stdout cannot be written: …`, exit 1 unless the command's own code is non-zero.
  * `capsule run` goes on in src/cli/run-main.ts (one program of its own in the bundle).
  */
 import { commandName } from './cli/argv.js';
@@ -21,9 +23,9 @@ if (command === 'run') {
   process.exitCode = await runMain(process.argv);
 } else {
   const { main } = await import('./cli/main.js');
-  const { dropOutputToClosedPipes, hadUncaughtError, installUncaughtErrorHandlers } = await import('./cli/internal-error.js');
+  const { exitCodeAfterOutput, handleOutputErrors, hadUncaughtError, installUncaughtErrorHandlers } = await import('./cli/internal-error.js');
   installUncaughtErrorHandlers();
-  dropOutputToClosedPipes();
+  handleOutputErrors();
   const code = await main(process.argv);
-  process.exitCode = hadUncaughtError() ? 1 : code;
+  process.exitCode = hadUncaughtError() ? 1 : exitCodeAfterOutput(code);
 }

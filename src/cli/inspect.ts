@@ -127,7 +127,9 @@ async function followRecords(target: string, options: InspectCommandOptions, out
   };
   if (options.once === true) {
     if (!existsSync(file)) {
-      output.stderr.write(`error: no event log at ${file}\n`);
+      // A mistyped path is the likely cause: say which part is missing.
+      const why = target.endsWith('.jsonl') ? ': it does not exist' : existsSync(target) ? '' : `: the records directory ${target} does not exist`;
+      output.stderr.write(`error: no event log at ${printable(file)}${printable(why)}\n`);
       return EXIT.USAGE;
     }
     readAll(true);

@@ -11,7 +11,7 @@
  * and when that directory cannot be written, the system's temp directory. Exit code 1 (README,
  * "Exit codes").
  */
-import { appendFileSync } from 'node:fs';
+import { appendFileSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { RunInternalError } from '../errors.js';
@@ -164,15 +164,55 @@ export function hadUncaughtError(): boolean {
   return uncaught;
 }
 
+/** The streams whose writes failed with an error other than EPIPE (see {@link handleOutputErrors}). */
+const unwritable = new Set<'stdout' | 'stderr'>();
+
 /**
- * A reader that went away (`capsule replay --help | head -1`, a closed terminal) is not a bug:
- * what `capsule` writes to that stream from then on is dropped (EPIPE), the command goes on and
- * exits with its own code. Any other error of the stream is still an internal error.
+ * The one line saying `stream` cannot be written: `error: stdout cannot be written: ENOSPC: no
+ * space left on device, write`.
  */
-export function dropOutputToClosedPipes(): void {
-  for (const stream of [process.stdout, process.stderr]) {
+export function unwritableLine(stream: 'stdout' | 'stderr', error: unknown): string {
+  const message = error instanceof Error ? error.message : String(error);
+  return `error: ${stream} cannot be written: ${message.split('\n', 1)[0] ?? ''}`;
+}
+
+/** Whether a write to stdout or stderr failed with an error other than EPIPE: the exit code is then at least 1. */
+export function hadUnwritableOutput(): boolean {
+  return unwritable.size > 0;
+}
+
+/**
+ * `code`, or 1 when it is 0 and stdout or stderr could not be written (a non-zero code is the
+ * command's own and is kept).
+ */
+export function exitCodeAfterOutput(code: number): number {
+  return code === 0 && hadUnwritableOutput() ? 1 : code;
+}
+
+/**
+ * Errors of stdout and stderr are not bugs:
+ * - a reader that went away (`capsule replay --help | head -1`, a closed terminal): what `capsule`
+ *   writes to that stream from then on is dropped (EPIPE), the command goes on and exits with its
+ *   own code;
+ * - any other write error (ENOSPC from `> /dev/full`, EIO from a terminal that went bad): one line,
+ *   `error: stdout cannot be written: <message>` (or `stderr`), on stderr (best effort: when
+ *   stderr is the stream that failed, it is tried once and usually lost), what is written to that
+ *   stream from then on is dropped, the command goes on, and it exits 1 unless its own exit code
+ *   is already non-zero (docs/exit-codes.md).
+ */
+export function handleOutputErrors(): void {
+  for (const [name, stream] of [['stdout', process.stdout], ['stderr', process.stderr]] as const) {
     stream.on('error', (error: NodeJS.ErrnoException) => {
-      if (error.code !== 'EPIPE') throw error;
+      if (error.code === 'EPIPE' || unwritable.has(name)) return;
+      unwritable.add(name);
+      // Set now too: the error may come after the command's code was set (a last write's callback).
+      if (process.exitCode === undefined || process.exitCode === 0) process.exitCode = 1;
+      try {
+        // The fd, not the stream: a stream that failed is destroyed and writes nothing more.
+        writeSync(2, `${unwritableLine(name, error)}\n`);
+      } catch {
+        // stderr cannot be written either: the exit code is all that is left
+      }
     });
   }
 }

@@ -223,8 +223,9 @@ export class Progress {
   /**
    * Ends the live view and prints the summary table, the outcome and the records directory; for a
    * plan refused before any step ran, the refusal explained (`report.refusal`, or `refusal` for a
-   * file that could not be read). Quiet: only the error of a failed run, one line, or the refusal
-   * explained (`--quiet` keeps errors on stderr).
+   * file that could not be read). Quiet: only the error of a failed run, one line, the
+   * `canceled: plan <id> after <duration>` line of a canceled one, or the refusal explained
+   * (`--quiet` keeps errors on stderr).
    */
   finish(report: PlanReport, refusal: Refusal | undefined = report.refusal): void {
     this.dispose();
@@ -236,10 +237,18 @@ export class Progress {
         const where =
           report.failed_step === 'plan' ? 'plan' : `step '${shownId(report.failed_step)}' stopped plan ${shownId(report.plan_id)}`;
         this.#stream.write(`failed: ${where}: ${firstLine(blamed?.error ?? null)}\n`);
+      } else if (report.canceled) {
+        // Exit 130 alone does not say the run was canceled rather than killed: the summary's line, alone.
+        this.#stream.write(`${this.#canceledLine(report)}\n`);
       }
       return;
     }
     this.#stream.write(this.#summary(report, refusal));
+  }
+
+  /** `canceled: plan <id> after <duration>`: the outcome of a canceled run, with or without --quiet. */
+  #canceledLine(report: PlanReport): string {
+    return this.#paint('yellow', `canceled: plan ${shownId(report.plan_id)} after ${formatDuration(report.duration_ms)}`);
   }
 
   #refusalText(refusal: Refusal): string {
@@ -355,7 +364,7 @@ export class Progress {
     let outcome: string;
     const plan = shownId(report.plan_id);
     if (refusal !== undefined) outcome = this.#refusalText(refusal);
-    else if (report.canceled) outcome = this.#paint('yellow', `canceled: plan ${plan} after ${took}`);
+    else if (report.canceled) outcome = this.#canceledLine(report);
     else if (report.completed) outcome = this.#paint('green', `completed: plan ${plan} in ${took}`);
     else if (report.plan_id === '') outcome = this.#paint('red', 'failed: the plan file could not be read or parsed');
     else outcome = this.#paint('red', `failed: step '${shownId(report.failed_step ?? '')}' stopped plan ${plan} after ${took}`);

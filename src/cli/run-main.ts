@@ -10,16 +10,16 @@
  * point's, from its first instruction: this program uses those same modules (the bundle links them
  * to the entry's copies), never copies of its own.
  */
-import { dropOutputToClosedPipes, hadUncaughtError, installUncaughtErrorHandlers } from './internal-error.js';
+import { exitCodeAfterOutput, handleOutputErrors, hadUncaughtError, installUncaughtErrorHandlers } from './internal-error.js';
 import { main } from './main.js';
 // The run command is loaded by the command table with `import()`; imported here too so that it is
 // part of this program, not a file of its own.
 import './run.js';
 
-/** Runs `capsule run` (`argv` as `process.argv`) and returns its exit code: 1 after an uncaught error. */
+/** Runs `capsule run` (`argv` as `process.argv`) and returns its exit code: 1 after an uncaught error, at least 1 after stdout or stderr could not be written. */
 export async function runMain(argv: readonly string[]): Promise<number> {
   installUncaughtErrorHandlers();
-  dropOutputToClosedPipes();
+  handleOutputErrors();
   const code = await main(argv);
-  return hadUncaughtError() ? 1 : code;
+  return hadUncaughtError() ? 1 : exitCodeAfterOutput(code);
 }

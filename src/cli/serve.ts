@@ -3,9 +3,11 @@
  * newline-delimited JSON-RPC 2.0 — one request per line on stdin, one response or notification
  * per line on stdout, nothing else on stdout (the runtime's log is pino JSON on stderr). Requests
  * are served concurrently. The session ends, with its teardown sweep, on `session.stop` (exit 0),
- * at the end of stdin (exit 0), or on SIGINT / SIGTERM / SIGHUP (exit 130).
+ * at the end of stdin or when its reader closed stdout (exit 0), when stdin cannot be read or stdout
+ * cannot be written (ENOSPC, EIO: exit 1, one line on stderr; a directory as stdin is refused
+ * before the session opens, exit 1), or on SIGINT / SIGTERM / SIGHUP (exit 130).
  */
-import { statSync } from 'node:fs';
+import { fstatSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { createJSONRPCErrorResponse, JSONRPCErrorCode, type JSONRPCRequest } from 'json-rpc-2.0';
@@ -52,7 +54,7 @@ export function registerServe(program: Command): void {
     .addHelpText(
       'after',
       '\nMethods: shell.run, backgroundCommand, plan.submit, task.cancel, session.stop; for a delegated child capsule: session.info, message/send, tasks/get, tasks/cancel; notifications: completion, task.started, task.finished (docs/serve.md).' +
-        '\nThe session ends, with its teardown sweep, on session.stop or end of input (exit 0), or on SIGINT/SIGTERM/SIGHUP (exit 130).' +
+        '\nThe session ends, with its teardown sweep, on session.stop or end of input (exit 0), when stdout cannot be written or stdin read (exit 1), or on SIGINT/SIGTERM/SIGHUP (exit 130).' +
         '\nLogs: JSON lines on stderr (--log-level; off by default); stdout carries only JSON-RPC messages.',
     )
     .action(async (options: ServeCommandOptions, command: Command) => {
@@ -68,6 +70,12 @@ export async function serveCommand(options: ServeCommandOptions): Promise<ExitCo
   const resumeDir = options.resume !== undefined ? resolve(options.resume) : undefined;
   if (resumeDir !== undefined && options.records !== undefined && resolve(options.records) === resumeDir) {
     return usageError(`--records ${resumeDir} and --resume ${resumeDir} name the same directory: the resuming session writes its own records elsewhere`);
+  }
+  // Node reads a directory given as stdin (`capsule serve < /tmp`) as an input that ends at once,
+  // with no error: the session would open and end with exit 0, as at a harness's end of input.
+  if (stdinIsDirectory()) {
+    process.stderr.write('error: stdin cannot be read: it is a directory (EISDIR); give capsule serve its JSON-RPC requests on stdin (a pipe, a file)\n');
+    return EXIT.FAILED;
   }
   const source = findManifest(options.manifest, options.workdir);
   let manifest = null;
@@ -150,8 +158,9 @@ export async function serveCommand(options: ServeCommandOptions): Promise<ExitCo
       if (options.letAnswer === true) await settlesWithin(Promise.allSettled([...inFlight]), END_OF_INPUT_ANSWER_MS);
       api.callerGone();
       void api.stop();
-      // A signal is a cancel (exit 130): recorded as `canceled`, as `capsule run` records it; every other end is `ok` (exit 0).
-      await api.end(code === EXIT.CANCELED ? 'canceled' : 'ok');
+      // A signal is a cancel (exit 130): recorded as `canceled`, as `capsule run` records it; a stdin
+      // or stdout that failed (exit 1) is an `error`; every other end is `ok` (exit 0).
+      await api.end(code === EXIT.CANCELED ? 'canceled' : code === EXIT.FAILED ? 'error' : 'ok');
       // What is still unanswered can no longer be served.
       for (const id of pending.values()) {
         out.write(createJSONRPCErrorResponse(id ?? null, SERVE_ERRORS.SESSION_ENDING.code, 'the session ended before this request was answered', { code: SERVE_ERRORS.SESSION_ENDING.word }));
@@ -216,8 +225,18 @@ export async function serveCommand(options: ServeCommandOptions): Promise<ExitCo
     splitter.end();
     void end(EXIT.OK, 'stdin closed', { letAnswer: true });
   });
-  stdin.on('error', () => void end(EXIT.OK, 'stdin failed'));
-  out.onBroken(() => void end(EXIT.OK, 'stdout closed'));
+  // stdin that cannot be read (a directory: EISDIR; EIO) is no end of input: nothing more can be
+  // served, so the session ends, but with exit 1 and one line saying why.
+  stdin.on('error', (error: Error) => {
+    process.stderr.write(`error: stdin cannot be read: ${error.message.split('\n', 1)[0] ?? ''}\n`);
+    void end(EXIT.FAILED, 'stdin cannot be read');
+  });
+  // A reader that went away (EPIPE) is an ordinary end (exit 0); any other write error (ENOSPC,
+  // EIO) ends the session with exit 1, the line saying so printed by handleOutputErrors
+  // (src/cli/internal-error.ts).
+  out.onBroken((error) =>
+    void (error.code === 'EPIPE' ? end(EXIT.OK, 'stdout closed') : end(EXIT.FAILED, 'stdout cannot be written')),
+  );
 
   const onSignal = (signal: NodeJS.Signals): void => void end(EXIT.CANCELED, signal);
   const signals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
@@ -235,15 +254,15 @@ export async function serveCommand(options: ServeCommandOptions): Promise<ExitCo
   return code;
 }
 
-/** Writes one JSON message a line to stdout, in order; notes a closed pipe. */
+/** Writes one JSON message a line to stdout, in order; notes a stdout that failed (a closed pipe, a full disk) and why. */
 class MessageWriter {
   #broken = false;
-  #onBroken: (() => void) | null = null;
+  #onBroken: ((error: NodeJS.ErrnoException) => void) | null = null;
   #inFlight = 0;
   #drainWaiters: (() => void)[] = [];
 
   constructor() {
-    process.stdout.on('error', () => this.#break());
+    process.stdout.on('error', (error: NodeJS.ErrnoException) => this.#break(error));
   }
 
   write(message: unknown): void {
@@ -255,7 +274,7 @@ class MessageWriter {
     });
   }
 
-  onBroken(listener: () => void): void {
+  onBroken(listener: (error: NodeJS.ErrnoException) => void): void {
     this.#onBroken = listener;
   }
 
@@ -265,11 +284,11 @@ class MessageWriter {
     return new Promise((resolve) => this.#drainWaiters.push(resolve));
   }
 
-  #break(): void {
+  #break(error: NodeJS.ErrnoException): void {
     if (this.#broken) return;
     this.#broken = true;
     for (const wake of this.#drainWaiters.splice(0)) wake();
-    this.#onBroken?.();
+    this.#onBroken?.(error);
   }
 }
 
@@ -287,6 +306,15 @@ function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> 
 function isDirectory(path: string): boolean {
   try {
     return statSync(path).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
+/** Whether fd 0 is a directory (false when it cannot be stat'ed: reading it then says why). */
+function stdinIsDirectory(): boolean {
+  try {
+    return fstatSync(0).isDirectory();
   } catch {
     return false;
   }

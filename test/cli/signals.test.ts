@@ -89,6 +89,23 @@ describe('waitForPid with the CLI that writes the file', () => {
   });
 });
 
+describe('capsule run --quiet: a canceled run', () => {
+  it('prints one line saying the plan was canceled and after how long, as the summary does, and exits 130', async () => {
+    const dir = temp.make('signals-quiet');
+    writeJson(dir, 'capsule.json', manifestAllowing());
+    writeJson(dir, 'plan.json', { id: 'long', steps: [{ id: 'first', shell: stepCommand('first', 'sleep', 60_000) }] });
+    const cli = startCli(['run', 'plan.json', '--quiet'], { cwd: dir });
+    await firstStepRunning(dir, cli);
+
+    cli.child.kill('SIGTERM');
+    const result = await cli.done;
+
+    expect(result.code).toBe(130);
+    expect(result.stdout).toBe('');
+    expect(result.stderr).toMatch(/^canceling by force: SIGTERM \(--on-sigterm force\)[^\n]*\ncanceled: plan long after \d+(ms|\.\ds)\n$/);
+  });
+});
+
 eachBackend((backend) => {
 beforeAll(() => {
   backendEnv = { CAPSULE_CONTAINMENT: backend.containment, CAPSULE_ISOLATION: backend.isolation };

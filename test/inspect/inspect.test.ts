@@ -132,6 +132,20 @@ describe('capsule inspect', () => {
     expect(await inspectCommand(join(scratch, 'missing'), { once: true }, out)).toBe(2);
     expect(out.stderr.text).toContain('no event log at');
   });
+
+  it('--once on a records directory that does not exist says that directory does not exist (exit 2)', async () => {
+    const out = capture();
+    const dir = join(scratch, 'no-such-records');
+    expect(await inspectCommand(dir, { once: true }, out)).toBe(2);
+    expect(out.stderr.text).toBe(`error: no event log at ${join(dir, 'events.jsonl')}: the records directory ${dir} does not exist\n`);
+  });
+
+  it('--once on an event log file that does not exist says it does not exist (exit 2)', async () => {
+    const out = capture();
+    const file = join(scratch, 'no-such.jsonl');
+    expect(await inspectCommand(file, { once: true }, out)).toBe(2);
+    expect(out.stderr.text).toBe(`error: no event log at ${file}: it does not exist\n`);
+  });
 });
 
 describe('ActorTree', () => {

@@ -152,4 +152,19 @@ describe('capsule replay', () => {
     expect(await replayCommand(join(scratch, 'none.jsonl'), {}, out)).toBe(2);
     expect(out.stderr.text).toContain('cannot read');
   });
+
+  it('says in one line that a file which does not exist does not exist, naming it, without the system error text (exit 2)', async () => {
+    const out = capture();
+    const file = join(scratch, 'nope.jsonl');
+    expect(await replayCommand(file, {}, out)).toBe(2);
+    expect(out.stderr.text).toBe(`error: cannot read ${file}: it does not exist\n`);
+  });
+
+  it('says a link whose target does not exist is such a link (exit 2)', async () => {
+    const out = capture();
+    const file = join(scratch, 'dangling.jsonl');
+    symlinkSync(join(scratch, 'gone.jsonl'), file);
+    expect(await replayCommand(file, {}, out)).toBe(2);
+    expect(out.stderr.text).toBe(`error: cannot read ${file}: it is a symbolic link to ${join(scratch, 'gone.jsonl')}, which does not exist\n`);
+  });
 });
