@@ -64,6 +64,8 @@ export interface CompletionNotice {
   readonly resource_limit: string | null;
   readonly output_holders: string;
   readonly output_capped: boolean;
+  /** Ours: the stop that ended it — `stop`, `log_cap` (its log reached `lifecycle.max_log_bytes` under `on_log_cap: "stop"`) — or null. */
+  readonly ended_by: 'stop' | 'log_cap' | null;
   readonly error: string | null;
   readonly context_id: string;
   readonly provenance: { readonly origin: string; readonly trust: string };
@@ -436,6 +438,7 @@ function completionNotice(delivery: CompletionDelivery): CompletionNotice {
     resource_limit: c.resource_limit,
     output_holders: c.output_holders,
     output_capped: c.output_capped === true,
+    ended_by: c.ended_by ?? null,
     error: c.error,
     context_id: c.context_id,
     provenance: { origin: c.provenance.origin, trust: c.provenance.trust },

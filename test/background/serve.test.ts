@@ -30,7 +30,7 @@ interface Answer {
   readonly wait?: string;
   readonly matched?: string | null;
   readonly stop?: { signal: string | null; survivors: number[] };
-  readonly commands?: { work_id: string; state: string; pid: number | null; argv: string[] }[];
+  readonly commands?: { work_id: string; state: string; pid: number | null; argv: string[]; ended_by?: string | null }[];
   readonly result?: { data: string; status?: string; summary?: string };
 }
 
@@ -153,6 +153,46 @@ describe('capsule serve over real stdio', () => {
     expect(readFileSync(`${b.R}/trace.jsonl`, 'utf8')).not.toContain(fromA.work_id);
     expect(readFileSync(`${a.R}/trace.jsonl`, 'utf8')).not.toContain(fromB.work_id);
     expect(existsSync(`${a.W}/logs`) || existsSync(`${b.W}/logs`)).toBe(false);
+  });
+});
+
+describe('the log cap under capsule serve (lifecycle.on_log_cap: stop)', () => {
+  it('answers a command the runtime stopped for its log cap with state stopped and ended_by log_cap, also when its own exit races the SIGTERM, and says so in the completion notification', async () => {
+    const setup = (W: string): void => {
+      writeFileSync(join(W, 'capsule.json'), JSON.stringify({ name: 'capped', lifecycle: { max_log_bytes: 65536, on_log_cap: 'stop' } }));
+    };
+    const serve = startServe({ setup });
+    // `head -c N` writes past the cap and exits 0 on its own, so its exit races the cap's
+    // SIGTERM: just past it (70000) the exit nearly always wins, further on (300000) either side
+    // may (before the fix such runs read exited / ended_by null, or stopped / exit 0 / ended_by
+    // stop); `yes` never ends by itself. Each is released by a file once demoted, so that its
+    // whole output goes to the log. Several runs, to meet both sides of the race.
+    const writers = ['head -c 70000 /dev/zero', 'head -c 300000 /dev/zero', 'yes'];
+    const answers: Answer[] = [];
+    for (let i = 0; i < 9; i++) {
+      const writer = writers[i % 3] as string;
+      const command = await demote(serve, `while [ ! -e go${i} ]; do sleep 0.01; done; ${writer}`);
+      writeFileSync(join(serve.W, `go${i}`), '');
+      answers.push(await serve.call<Answer>('backgroundCommand', { operation: 'wait', work_id: command.work_id, wait_secs: 30 }));
+    }
+    for (const answer of answers) {
+      expect(answer).toMatchObject({ ok: true, wait: 'Finished', state: 'stopped', ended_by: 'log_cap', delivered_now: true });
+      expect(answer.result?.data).toContain('output_capped: true');
+      expect(answer.result?.data).toContain('ended_by: log_cap');
+    }
+    // `yes` cannot exit 0 by itself: the cap's SIGTERM ended it.
+    expect(answers.filter((_, i) => i % 3 === 2).map((a) => a.exit_code)).toEqual([143, 143, 143]);
+    const listed = await serve.call<Answer>('backgroundCommand', { operation: 'status' });
+    expect(listed.commands?.map((c) => c.ended_by)).toEqual(Array(9).fill('log_cap'));
+
+    // One nobody reads: its completion notification carries the cause.
+    const unread = await demote(serve, 'while [ ! -e go-unread ]; do sleep 0.01; done; yes');
+    writeFileSync(join(serve.W, 'go-unread'), '');
+    const notice = await serve.awaitNotification('completion', (p) => p['work_id'] === unread.work_id);
+    expect(notice).toMatchObject({ ended_by: 'log_cap', output_capped: true, exit_code: 143 });
+    expect(String(notice['message'])).toContain('ended_by: log_cap');
+    await serve.call('session.stop');
+    expect(await exitOf(serve)).toEqual({ code: 0, signal: null });
   });
 });
 
