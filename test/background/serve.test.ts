@@ -6,7 +6,7 @@
  * never see each other's work; SIGTERM with three commands running leaves nothing (checked in
  * /proc and in the cgroup). Every serve a test starts is ended in afterEach (serve-client.ts).
  */
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { groupMembers, isProcessAlive, runCli } from '../cli/helpers.js';
 import { waitFor } from '../support/wait.js';
@@ -225,6 +225,29 @@ describe('capsule run and capsule serve share the session', () => {
       expect(types).not.toContain('shell_detached');
     }
     expect(JSON.parse(readFileSync(join(submitted.report.records_dir, 'report.json'), 'utf8'))).toMatchObject({ plan_id: 'p', completed: true });
+  });
+});
+
+describe('plan.submit under capsule serve --manifest FILE', () => {
+  it('resolves tool and shell steps against the manifest serve was started with, as capsule run --manifest does, not against <workdir>/capsule.json', async () => {
+    const greet = { command: ['node', '-e', 'process.stdout.write(JSON.stringify({ status: "passed", data: "hello from the manifest" }))'] };
+    const setup = (W: string): void => {
+      mkdirSync(join(W, 'conf'));
+      writeFileSync(join(W, 'conf', 'serve.json'), JSON.stringify({ name: 'given', capabilities: { shell: { allow: ['echo'] } }, tools: { greet } }));
+      // The workdir's own capsule.json allows and installs neither: a plan resolved against it is refused.
+      writeFileSync(join(W, 'capsule.json'), JSON.stringify({ name: 'default' }));
+      writeFileSync(join(W, 'plan.json'), JSON.stringify({ id: 'm', steps: [{ id: 't', tool: 'greet' }, { id: 's', shell: 'echo from-shell' }] }));
+    };
+    const serve = startServe({ setup, args: ['--manifest', 'conf/serve.json'] });
+    const submitted = await serve.call<{ report: { completed: boolean; results: { step_id: string; status: string; output: string; error?: string }[] } }>('plan.submit', { path: 'plan.json' });
+    expect(submitted.report.results.map((r) => [r.step_id, r.status, r.output])).toEqual([
+      ['t', 'success', 'hello from the manifest'],
+      ['s', 'success', 'from-shell\n'],
+    ]);
+    await serve.call('session.stop');
+    expect(await exitOf(serve)).toEqual({ code: 0, signal: null });
+    const run = await runCli(['run', 'plan.json', '--json', '--manifest', 'conf/serve.json'], { cwd: serve.W });
+    expect(JSON.parse(run.stdout)).toMatchObject({ completed: true });
   });
 });
 
