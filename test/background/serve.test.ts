@@ -228,6 +228,23 @@ describe('capsule run and capsule serve share the session', () => {
   });
 });
 
+describe("shell.run's refusal of a binary not allowed", () => {
+  it("tells the harness to add --allow BIN to capsule serve's start flags (for the whole session), in the words of the plan refusals", async () => {
+    const setup = (W: string): void => {
+      writeFileSync(join(W, 'capsule.json'), JSON.stringify({ name: 'listed', capabilities: { shell: { allow: ['echo'] } } }));
+    };
+    const serve = startServe({ setup });
+    const refused = await serve.request('shell.run', { binary: 'tar', command: 'tar --version' });
+    expect('error' in refused ? refused.error : null).toMatchObject({
+      code: -32004,
+      message: "binary 'tar' is not in capabilities.shell.allow (the manifest does not list it): add it to the manifest's capabilities.shell.allow, or add --allow tar to capsule serve's start flags (for the whole session)",
+      data: { code: 'BINARY_NOT_ALLOWED' },
+    });
+    await serve.call('session.stop');
+    expect(await exitOf(serve)).toEqual({ code: 0, signal: null });
+  });
+});
+
 describe('plan.submit under capsule serve --manifest FILE', () => {
   it('resolves tool and shell steps against the manifest serve was started with, as capsule run --manifest does, not against <workdir>/capsule.json', async () => {
     const greet = { command: ['node', '-e', 'process.stdout.write(JSON.stringify({ status: "passed", data: "hello from the manifest" }))'] };
