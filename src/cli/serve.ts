@@ -136,6 +136,8 @@ export async function serveCommand(options: ServeCommandOptions): Promise<ExitCo
   const api = new SessionApi(session, {
     capsulesDir,
     shellAllow: allow,
+    // plan.submit runs against the manifest loaded here (`--manifest FILE`), as `capsule run --manifest` does.
+    manifest: { manifest, dir: manifestDir, source },
     // A delegated child (issue 12) runs its manifest's entry for `message/send`.
     entry: manifest?.entry !== undefined && manifestDir !== null ? { entry: manifest.entry, dir: manifestDir, manifestPath: source.kind === 'file' ? source.path : join(manifestDir, MANIFEST_FILE), envAllow: manifest.capabilities?.env?.allow ?? [], capsulesDir } : null,
   });

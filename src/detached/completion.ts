@@ -40,6 +40,11 @@ export interface DetachedCompletion {
   readonly error: string | null;
   /** Ours (issue 9): whether `lifecycle.max_log_bytes` cut the log. Absent means false. */
   readonly output_capped?: boolean;
+  /**
+   * Ours: the stop that ended it, set by the registry when one did — `stop` (a `backgroundCommand`
+   * stop) or `log_cap` (the runtime's, `lifecycle.on_log_cap: "stop"`). Absent: no stop ended it.
+   */
+  readonly ended_by?: 'stop' | 'log_cap';
 }
 
 /** `ok` or `error` (the completion status rule). */

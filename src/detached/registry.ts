@@ -57,6 +57,19 @@ export type GroupSignal = 'SIGTERM' | 'SIGKILL';
 export type SignalReason = 'stop' | 'kill';
 
 /**
+ * Who asked for a {@link DetachedRegistry.stop} (ours): `stop`, a `backgroundCommand` stop;
+ * `log_cap`, the runtime itself, because the command's log reached `lifecycle.max_log_bytes`
+ * under `lifecycle.on_log_cap: "stop"`. Both stop the same way; only `ended_by` tells them apart.
+ */
+export type StopCause = 'stop' | 'log_cap';
+
+/**
+ * Ours: who ended a finished command — a stop ({@link StopCause}), `session_end` (killed by the
+ * session's end, `detached.md` §12) — or null (it exited on its own, or still runs).
+ */
+export type EndedBy = StopCause | 'session_end' | null;
+
+/**
  * Implemented by the containment layer: "signal the group of this entry if its leader is still
  * unreaped". Returns whether a signal was sent. The registry calls it only while the entry's
  * leader is marked running (§5.4); the implementation must still refuse when it knows better,
@@ -100,10 +113,12 @@ export interface DetachedSnapshot extends WorkRecord {
   /** Ours: whether the log was capped. */
   readonly output_capped: boolean;
   /**
-   * Ours: who ended it, once finished — `stop` (a `backgroundCommand` stop), `session_end` (killed
-   * by the session's end, `detached.md` §12), or null (it exited on its own, or still runs).
+   * Ours: who ended it, once finished — `stop` (a `backgroundCommand` stop), `log_cap` (the
+   * runtime stopped it: its log reached `lifecycle.max_log_bytes` under `on_log_cap: "stop"`),
+   * `session_end` (killed by the session's end, `detached.md` §12), or null (it exited on its
+   * own, or still runs).
    */
-  readonly ended_by: 'stop' | 'session_end' | null;
+  readonly ended_by: EndedBy;
 }
 
 /** Internal counters of one entry, for the acceptance suite's test hooks. */
@@ -123,6 +138,8 @@ interface Entry {
   readonly startedMonotonicMs: number;
   leader_running: boolean;
   stop_requested: boolean;
+  /** The first stop that applied: a user stop that sent a signal, or a log-cap stop asked for before the completion. */
+  stop_cause: StopCause | null;
   /** The session's end sent it SIGKILL while its leader ran (`killRunning`). */
   killed_at_session_end: boolean;
   signals_sent: number;
@@ -175,6 +192,7 @@ export class DetachedRegistry {
       startedMonotonicMs: registration.startedMonotonicMs ?? this.#clock.monotonicMs(),
       leader_running: true,
       stop_requested: false,
+      stop_cause: null,
       killed_at_session_end: false,
       signals_sent: 0,
       finished: null,
@@ -215,7 +233,9 @@ export class DetachedRegistry {
     const entry = this.#entries.get(workId);
     if (entry === undefined || entry.finished !== null) return false;
     if (options.exitedOnItsOwn === true) entry.killed_at_session_end = false;
-    const recorded: DetachedCompletion = entry.stop_requested ? { ...completion, resource_limit: null } : { ...completion };
+    const recorded: DetachedCompletion = entry.stop_requested
+      ? { ...completion, resource_limit: null, ...(entry.stop_cause !== null ? { ended_by: entry.stop_cause } : {}) }
+      : { ...completion };
     entry.finished = recorded;
     entry.leader_running = false;
     this.#advance(entry, 'Finished');
@@ -289,12 +309,24 @@ export class DetachedRegistry {
    * else sends `SIGKILL` the same way; in every case waits up to {@link STOP_KILL_WAIT_MS} for
    * `Finished`; resolves true whether or not it finished by then. A finished command is sent
    * nothing and left unchanged.
+   *
+   * `by` (ours) is recorded as the command's `ended_by` by the first stop that applies: a `stop`
+   * that sent a signal, or a `log_cap` stop asked for before the completion — the latter also
+   * when no signal was sent or the SIGTERM met a leader already exiting by itself (its exit not
+   * yet seen), since the runtime decided to stop it for its cap either way, and a harness must
+   * be able to tell that from its own stop whichever side of that race the exit fell on
+   * (`state: stopped`, `ended_by: log_cap`; the exit code stays the command's own).
    */
-  async stop(workId: string): Promise<boolean> {
+  async stop(workId: string, by: StopCause = 'stop'): Promise<boolean> {
     const entry = this.#entries.get(workId);
     if (entry === undefined) return false;
+    if (by === 'log_cap' && entry.finished === null) {
+      entry.stop_requested = true;
+      entry.stop_cause ??= 'log_cap';
+    }
     if (this.#signal(entry, 'SIGTERM', 'stop')) {
       entry.stop_requested = true;
+      entry.stop_cause ??= by;
       const exited = await this.#untilPhase(entry, 'LeaderExited', STOP_TERM_GRACE_MS, null);
       if (exited !== 'reached') this.#signal(entry, 'SIGKILL', 'stop');
     }
@@ -419,7 +451,7 @@ export class DetachedRegistry {
       tail: entry.output.tail(tailBytes),
       delivered_now: deliveredNow,
       output_capped: entry.output.capped === true,
-      ended_by: finished === null ? null : entry.stop_requested ? 'stop' : entry.killed_at_session_end ? 'session_end' : null,
+      ended_by: finished === null ? null : entry.stop_requested ? (entry.stop_cause ?? 'stop') : entry.killed_at_session_end ? 'session_end' : null,
     };
   }
 }

@@ -61,6 +61,12 @@ export const logWriteFailure = (osError: string): string => `failed to write she
 export const logCapMarker = (maxLogBytes: number): string =>
   `\n[capsule-runtime] this log reached lifecycle.max_log_bytes (${maxLogBytes} bytes); later output was not written to it.\n`;
 
+/**
+ * The `ended_by` line of a command the runtime stopped for its log cap (ours): the same in the
+ * completion message and the rendered status, so the model reads the cause wherever it looks.
+ */
+export const LOG_CAP_ENDED_BY_LINE = 'ended_by: log_cap (its log reached lifecycle.max_log_bytes and lifecycle.on_log_cap is stop, so the runtime stopped it)';
+
 // ---------------------------------------------------------------------------------------------
 // The completion message (detached.md §8)
 // ---------------------------------------------------------------------------------------------
@@ -74,8 +80,9 @@ export const COMPLETION_CLOSING = 'The full stdout and stderr are in that file a
 /**
  * The completion task's message text (§8), lines in order: heading, `work_id:`, `status:`,
  * `exit_code:`, `duration_ms:`, `output: <path> (<n> bytes)`, the resource-limit line if a limit is
- * attributed, the holders note if there is one, `wait_error:` if an error is set, an empty line,
- * the closing sentence. No command text, no binary, no output.
+ * attributed, the holders note if there is one, `wait_error:` if an error is set, (ours)
+ * {@link LOG_CAP_ENDED_BY_LINE} for a command its log cap stopped, an empty line, the closing
+ * sentence. No command text, no binary, no output.
  */
 export function completionMessage(completion: DetachedCompletion): string {
   const lines = [
@@ -90,6 +97,7 @@ export function completionMessage(completion: DetachedCompletion): string {
   const note = outputHoldersNote(completion.output_holders);
   if (note !== null) lines.push(note);
   if (completion.error !== null) lines.push(`wait_error: ${oneLine(completion.error)}`);
+  if (completion.ended_by === 'log_cap') lines.push(LOG_CAP_ENDED_BY_LINE);
   lines.push('', COMPLETION_CLOSING);
   return lines.join('\n');
 }
@@ -296,8 +304,10 @@ export interface RenderOptions {
  * `exit_code`, `status` (right after it), `resource_limit` / `output_holders` / `wait_error` when
  * set; then `output` (the absolute log path), `output_capped: true` when capped, `output_bytes`,
  * `output_shown` (`all`, or `last <n> bytes`), and `waited_secs` (whole seconds, rounded down) only
- * for a wait. The tail is decoded as lossy UTF-8; `output_shown` counts bytes. `result.status` is
- * `passed`, or `failed` for a command the session's end killed (`ended_by: session_end`).
+ * for a wait. An `ended_by:` line (ours) follows `wait_error` for a command the session's end
+ * killed or its log cap stopped (`ended_by: log_cap`); the summary names either cause. The tail is
+ * decoded as lossy UTF-8; `output_shown` counts bytes. `result.status` is `passed`, or `failed`
+ * for a command the session's end killed (`ended_by: session_end`).
  */
 export function renderBackgroundCommand(snapshot: DetachedSnapshot, options: RenderOptions = {}): RenderedBackgroundCommand {
   const done = snapshot.finished;
@@ -308,6 +318,7 @@ export function renderBackgroundCommand(snapshot: DetachedSnapshot, options: Ren
     if (done.output_holders !== 'Closed') header.push(`output_holders: ${done.output_holders === 'Killed' ? 'killed' : 'left running'}`);
     if (done.error !== null) header.push(`wait_error: ${oneLine(done.error)}`);
     if (snapshot.ended_by === 'session_end') header.push('ended_by: session_end (the session ended while it ran and killed it)');
+    else if (snapshot.ended_by === 'log_cap') header.push(LOG_CAP_ENDED_BY_LINE);
   }
   header.push(`output: ${oneLine(snapshot.output_path)}`);
   if (snapshot.output_capped) header.push('output_capped: true');
@@ -322,7 +333,9 @@ export function renderBackgroundCommand(snapshot: DetachedSnapshot, options: Ren
       ? `${snapshot.work_id} is running (${snapshot.output_bytes} bytes of output so far).`
       : snapshot.ended_by === 'session_end'
         ? `${snapshot.work_id} was killed at session end (exit code ${done.exit_code}).`
-        : `${snapshot.work_id} ${snapshot.state} with exit code ${done.exit_code}.`;
+        : snapshot.ended_by === 'log_cap'
+          ? `${snapshot.work_id} was stopped by the runtime when its log reached lifecycle.max_log_bytes (exit code ${done.exit_code}).`
+          : `${snapshot.work_id} ${snapshot.state} with exit code ${done.exit_code}.`;
   // `passed` reports a found command whatever its own exit status (background-command.md §4.2); a
   // command the session's end killed has no result of its own — it is abandoned, never delivered,
   // "no task carries an exit code" (detached.md §14.1) — so the answer is `failed`, the status of a

@@ -67,6 +67,14 @@ export type PlanProgressEvent =
   | { readonly type: 'plan.canceling'; readonly force: boolean }
   | { readonly type: 'plan.ended'; readonly report: PlanReport };
 
+/** A manifest as loaded (`null` for none), its directory, and its source (for messages). */
+export interface LoadedManifest {
+  readonly manifest: Manifest | null;
+  /** The manifest file's directory; null without a file. */
+  readonly dir: string | null;
+  readonly source: ManifestSource;
+}
+
 /** Options of {@link startPlan} / {@link runPlan}. */
 export interface RunPlanOptions {
   /** A plan file path (relative to the cwd), or a plan object (validated like a file). */
@@ -77,6 +85,12 @@ export interface RunPlanOptions {
   readonly recordsDir?: string;
   /** A manifest path, a parsed manifest, or null for none. Default: `<workdir>/capsule.json` when present. */
   readonly manifest?: string | Manifest | null;
+  /**
+   * A manifest already loaded, with where it came from (a `capsule serve` session's, loaded once
+   * at its start from `--manifest FILE` or the workdir's `capsule.json`, or none): used as is,
+   * never read again, and named by its source in refusals. Takes precedence over {@link manifest}.
+   */
+  readonly loadedManifest?: LoadedManifest;
   /** In-process tools by name (library users); they shadow command tools of the same name. */
   readonly tools?: Readonly<Record<string, FunctionTool>>;
   /** Binaries allowed for shell steps in addition to the manifest's `capabilities.shell.allow`. */
@@ -239,7 +253,7 @@ export function startPlan(options: RunPlanOptions): PlanRun {
     opened.clock = clock;
     opened.startedAtMs = startedAtMs;
     const workdir = resolve(options.workdir ?? options.session?.workdir ?? process.cwd());
-    const manifest = await resolveManifest(options.manifest, workdir, options.onWarning);
+    const manifest = options.loadedManifest ?? (await resolveManifest(options.manifest, workdir, options.onWarning));
     const ownSession = options.session === undefined;
     if (ownSession && options.recordsDir !== undefined) {
       // A records directory is one session's (DESIGN §7): refuse before anything is appended to it.

@@ -15,7 +15,7 @@ import type { Session, SessionExitStatus } from '../session/session.js';
 import type { CancelPolicy } from '../session/cancel-policy.js';
 import { DEFAULT_CANCEL_GRACE_SECS } from '../manifest.js';
 import type { FunctionTool } from './attempt.js';
-import { startPlan, type PlanReport } from './run-plan.js';
+import { startPlan, type LoadedManifest, type PlanReport } from './run-plan.js';
 import { ChildTasks, type ChildEntry, type ChildTask } from './delegation/child-entry.js';
 import { describeResume, lostNotification, LOST_NOTIFICATION_METHOD, LOST_TASK_SOURCE, resumeSession, type LostNotification, type ResumeOutcome } from '../reconcile/resume.js';
 
@@ -64,6 +64,8 @@ export interface CompletionNotice {
   readonly resource_limit: string | null;
   readonly output_holders: string;
   readonly output_capped: boolean;
+  /** Ours: the stop that ended it — `stop`, `log_cap` (its log reached `lifecycle.max_log_bytes` under `on_log_cap: "stop"`) — or null. */
+  readonly ended_by: 'stop' | 'log_cap' | null;
   readonly error: string | null;
   readonly context_id: string;
   readonly provenance: { readonly origin: string; readonly trust: string };
@@ -105,6 +107,12 @@ export interface SessionApiOptions {
   readonly capsulesDir?: string;
   /** Binaries plan shell steps may start besides the manifest's (`--allow`). */
   readonly shellAllow?: readonly string[];
+  /**
+   * The session's manifest, as loaded at its start (`capsule serve --manifest FILE`, or the
+   * workdir's `capsule.json`, or none): what `plan.submit` resolves tool, shell and capsule steps
+   * against, as `capsule run --manifest` does. Default: each plan reads `<workdir>/capsule.json`.
+   */
+  readonly manifest?: LoadedManifest;
   /** Seconds a graceful `task.cancel` of a plan may take before it is forced (the cancel policy's grace). Default 10. */
   readonly cancelGraceSecs?: number;
   /** The capsule entry a delegated child runs for `message/send` (issue 12; `src/runtime/delegation/child-entry.ts`). */
@@ -285,7 +293,8 @@ export class SessionApi {
   }
 
   /**
-   * `plan.submit`: a task running one plan in this session (its records hang off the task). With
+   * `plan.submit`: a task running one plan in this session (its records hang off the task), its
+   * steps resolved against {@link SessionApiOptions.manifest} when given. With
    * `wait` (default) resolves with the report; without, with `{task_id}` at once, the report
    * following as `task.finished`.
    */
@@ -301,6 +310,7 @@ export class SessionApi {
       ...(this.#options.tools !== undefined ? { tools: this.#options.tools } : {}),
       ...(this.#options.capsulesDir !== undefined ? { capsulesDir: this.#options.capsulesDir } : {}),
       ...(this.#options.shellAllow !== undefined ? { shellAllow: this.#options.shellAllow } : {}),
+      ...(this.#options.manifest !== undefined ? { loadedManifest: this.#options.manifest } : {}),
       ...(params.maxParallel !== undefined ? { maxParallel: params.maxParallel } : {}),
     });
     this.session.tasks.setCancelDoor(task.id, (force) => run.cancel({ force }));
@@ -438,6 +448,7 @@ function completionNotice(delivery: CompletionDelivery): CompletionNotice {
     resource_limit: c.resource_limit,
     output_holders: c.output_holders,
     output_capped: c.output_capped === true,
+    ended_by: c.ended_by ?? null,
     error: c.error,
     context_id: c.context_id,
     provenance: { origin: c.provenance.origin, trust: c.provenance.trust },

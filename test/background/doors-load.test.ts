@@ -17,7 +17,7 @@ it('answers the first shell.run of a session whose doors are not loaded yet, as 
   expect(await b.session.background.run({ binary: 'nope', command: 'x' })).toMatchObject({
     status: 'refused',
     code: 'binary_not_allowed',
-    error: "binary 'nope' is not in capabilities.shell.allow (no manifest was loaded): add it to the manifest's capabilities.shell.allow, or start capsule serve with --allow nope",
+    error: "binary 'nope' is not in capabilities.shell.allow (no manifest was loaded): add it to the manifest's capabilities.shell.allow, or add --allow nope to capsule serve's start flags (for the whole session)",
   });
   expect(await b.session.background.run({ binary: 'bash', command: 'echo first' })).toMatchObject({ status: 'finished', exit_code: 0 });
 });

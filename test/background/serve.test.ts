@@ -6,7 +6,7 @@
  * never see each other's work; SIGTERM with three commands running leaves nothing (checked in
  * /proc and in the cgroup). Every serve a test starts is ended in afterEach (serve-client.ts).
  */
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { groupMembers, isProcessAlive, runCli } from '../cli/helpers.js';
 import { waitFor } from '../support/wait.js';
@@ -30,7 +30,7 @@ interface Answer {
   readonly wait?: string;
   readonly matched?: string | null;
   readonly stop?: { signal: string | null; survivors: number[] };
-  readonly commands?: { work_id: string; state: string; pid: number | null; argv: string[] }[];
+  readonly commands?: { work_id: string; state: string; pid: number | null; argv: string[]; ended_by?: string | null }[];
   readonly result?: { data: string; status?: string; summary?: string };
 }
 
@@ -156,6 +156,46 @@ describe('capsule serve over real stdio', () => {
   });
 });
 
+describe('the log cap under capsule serve (lifecycle.on_log_cap: stop)', () => {
+  it('answers a command the runtime stopped for its log cap with state stopped and ended_by log_cap, also when its own exit races the SIGTERM, and says so in the completion notification', async () => {
+    const setup = (W: string): void => {
+      writeFileSync(join(W, 'capsule.json'), JSON.stringify({ name: 'capped', lifecycle: { max_log_bytes: 65536, on_log_cap: 'stop' } }));
+    };
+    const serve = startServe({ setup });
+    // `head -c N` writes past the cap and exits 0 on its own, so its exit races the cap's
+    // SIGTERM: just past it (70000) the exit nearly always wins, further on (300000) either side
+    // may (before the fix such runs read exited / ended_by null, or stopped / exit 0 / ended_by
+    // stop); `yes` never ends by itself. Each is released by a file once demoted, so that its
+    // whole output goes to the log. Several runs, to meet both sides of the race.
+    const writers = ['head -c 70000 /dev/zero', 'head -c 300000 /dev/zero', 'yes'];
+    const answers: Answer[] = [];
+    for (let i = 0; i < 9; i++) {
+      const writer = writers[i % 3] as string;
+      const command = await demote(serve, `while [ ! -e go${i} ]; do sleep 0.01; done; ${writer}`);
+      writeFileSync(join(serve.W, `go${i}`), '');
+      answers.push(await serve.call<Answer>('backgroundCommand', { operation: 'wait', work_id: command.work_id, wait_secs: 30 }));
+    }
+    for (const answer of answers) {
+      expect(answer).toMatchObject({ ok: true, wait: 'Finished', state: 'stopped', ended_by: 'log_cap', delivered_now: true });
+      expect(answer.result?.data).toContain('output_capped: true');
+      expect(answer.result?.data).toContain('ended_by: log_cap');
+    }
+    // `yes` cannot exit 0 by itself: the cap's SIGTERM ended it.
+    expect(answers.filter((_, i) => i % 3 === 2).map((a) => a.exit_code)).toEqual([143, 143, 143]);
+    const listed = await serve.call<Answer>('backgroundCommand', { operation: 'status' });
+    expect(listed.commands?.map((c) => c.ended_by)).toEqual(Array(9).fill('log_cap'));
+
+    // One nobody reads: its completion notification carries the cause.
+    const unread = await demote(serve, 'while [ ! -e go-unread ]; do sleep 0.01; done; yes');
+    writeFileSync(join(serve.W, 'go-unread'), '');
+    const notice = await serve.awaitNotification('completion', (p) => p['work_id'] === unread.work_id);
+    expect(notice).toMatchObject({ ended_by: 'log_cap', output_capped: true, exit_code: 143 });
+    expect(String(notice['message'])).toContain('ended_by: log_cap');
+    await serve.call('session.stop');
+    expect(await exitOf(serve)).toEqual({ code: 0, signal: null });
+  });
+});
+
 describe('capsule run and capsule serve share the session', () => {
   it('never demotes a plan step in either, whatever the grace, and both write the same records layout under <workdir>/.capsule/records/<session_id>/', async () => {
     const setup = (W: string): void => {
@@ -203,6 +243,46 @@ describe('capsule serve refusing a plan', () => {
     expect(submitted.report.refusal?.fix).not.toContain('for one run');
     await serve.call('session.stop');
     expect(await exitOf(serve)).toEqual({ code: 0, signal: null });
+  });
+});
+
+describe("shell.run's refusal of a binary not allowed", () => {
+  it("tells the harness to add --allow BIN to capsule serve's start flags (for the whole session), in the words of the plan refusals", async () => {
+    const setup = (W: string): void => {
+      writeFileSync(join(W, 'capsule.json'), JSON.stringify({ name: 'listed', capabilities: { shell: { allow: ['echo'] } } }));
+    };
+    const serve = startServe({ setup });
+    const refused = await serve.request('shell.run', { binary: 'tar', command: 'tar --version' });
+    expect('error' in refused ? refused.error : null).toMatchObject({
+      code: -32004,
+      message: "binary 'tar' is not in capabilities.shell.allow (the manifest does not list it): add it to the manifest's capabilities.shell.allow, or add --allow tar to capsule serve's start flags (for the whole session)",
+      data: { code: 'BINARY_NOT_ALLOWED' },
+    });
+    await serve.call('session.stop');
+    expect(await exitOf(serve)).toEqual({ code: 0, signal: null });
+  });
+});
+
+describe('plan.submit under capsule serve --manifest FILE', () => {
+  it('resolves tool and shell steps against the manifest serve was started with, as capsule run --manifest does, not against <workdir>/capsule.json', async () => {
+    const greet = { command: ['node', '-e', 'process.stdout.write(JSON.stringify({ status: "passed", data: "hello from the manifest" }))'] };
+    const setup = (W: string): void => {
+      mkdirSync(join(W, 'conf'));
+      writeFileSync(join(W, 'conf', 'serve.json'), JSON.stringify({ name: 'given', capabilities: { shell: { allow: ['echo'] } }, tools: { greet } }));
+      // The workdir's own capsule.json allows and installs neither: a plan resolved against it is refused.
+      writeFileSync(join(W, 'capsule.json'), JSON.stringify({ name: 'default' }));
+      writeFileSync(join(W, 'plan.json'), JSON.stringify({ id: 'm', steps: [{ id: 't', tool: 'greet' }, { id: 's', shell: 'echo from-shell' }] }));
+    };
+    const serve = startServe({ setup, args: ['--manifest', 'conf/serve.json'] });
+    const submitted = await serve.call<{ report: { completed: boolean; results: { step_id: string; status: string; output: string; error?: string }[] } }>('plan.submit', { path: 'plan.json' });
+    expect(submitted.report.results.map((r) => [r.step_id, r.status, r.output])).toEqual([
+      ['t', 'success', 'hello from the manifest'],
+      ['s', 'success', 'from-shell\n'],
+    ]);
+    await serve.call('session.stop');
+    expect(await exitOf(serve)).toEqual({ code: 0, signal: null });
+    const run = await runCli(['run', 'plan.json', '--json', '--manifest', 'conf/serve.json'], { cwd: serve.W });
+    expect(JSON.parse(run.stdout)).toMatchObject({ completed: true });
   });
 });
 

@@ -281,6 +281,62 @@ describe('kill_running at session end (detached.md §12)', () => {
   });
 });
 
+describe('the cause of a stop (ours: ended_by log_cap)', () => {
+  it('reads a command the log cap stopped as stopped, ended_by log_cap, and one a backgroundCommand stop ended as ended_by stop; the completion carries the cause', async () => {
+    const { registry, signaller, clock } = setup();
+    registry.register(fakeRegistration('wrk_cap'));
+    registry.register(fakeRegistration('wrk_user'));
+    signaller.onSignal = (workId) => registry.leaderExited(workId);
+    const capStop = registry.stop('wrk_cap', 'log_cap');
+    const userStop = registry.stop('wrk_user');
+    registry.complete('wrk_cap', completionOf('wrk_cap', { exit_code: 143 }));
+    registry.complete('wrk_user', completionOf('wrk_user', { exit_code: 143 }));
+    await clock.advance(0);
+    await Promise.all([capStop, userStop]);
+    expect(registry.read('wrk_cap', { peek: true })).toMatchObject({ state: 'stopped', ended_by: 'log_cap' });
+    expect(registry.read('wrk_cap', { peek: true })?.finished?.ended_by).toBe('log_cap');
+    expect(registry.read('wrk_user', { peek: true })).toMatchObject({ state: 'stopped', ended_by: 'stop' });
+    expect(registry.read('wrk_user', { peek: true })?.finished?.ended_by).toBe('stop');
+  });
+
+  it('reads a log-cap stop that lost the race to the command\'s own exit (its exit seen first: no signal sent; or the SIGTERM met a leader already exiting) as ended_by log_cap, with the command\'s own exit code', async () => {
+    const { registry, signaller, clock } = setup();
+    registry.register(fakeRegistration('wrk_seen'));
+    registry.register(fakeRegistration('wrk_met'));
+    // The exit was seen before the stop ran: nothing to signal.
+    registry.leaderExited('wrk_seen');
+    const seen = registry.stop('wrk_seen', 'log_cap');
+    // The SIGTERM reached a leader that had exited with 0 on its own, not yet reaped.
+    const met = registry.stop('wrk_met', 'log_cap');
+    registry.leaderExited('wrk_met');
+    registry.complete('wrk_seen', completionOf('wrk_seen', { exit_code: 0 }), { exitedOnItsOwn: true });
+    registry.complete('wrk_met', completionOf('wrk_met', { exit_code: 0 }), { exitedOnItsOwn: true });
+    await clock.advance(0);
+    await Promise.all([seen, met]);
+    expect(signaller.calls.map((c) => c.work_id)).toEqual(['wrk_met']);
+    expect(registry.read('wrk_seen', { peek: true })).toMatchObject({ state: 'stopped', ended_by: 'log_cap', finished: { exit_code: 0, ended_by: 'log_cap' } });
+    expect(registry.read('wrk_met', { peek: true })).toMatchObject({ state: 'stopped', ended_by: 'log_cap', finished: { exit_code: 0, ended_by: 'log_cap' } });
+  });
+
+  it('keeps the first cause: a log-cap stop after a backgroundCommand stop leaves ended_by stop, and one of a finished command changes nothing', async () => {
+    const { registry, signaller, clock } = setup();
+    registry.register(fakeRegistration('wrk_first'));
+    registry.register(fakeRegistration('wrk_done'));
+    registry.complete('wrk_done', completionOf('wrk_done'));
+    const user = registry.stop('wrk_first');
+    const cap = registry.stop('wrk_first', 'log_cap');
+    signaller.onSignal = null;
+    registry.leaderExited('wrk_first');
+    registry.complete('wrk_first', completionOf('wrk_first', { exit_code: 143 }));
+    await registry.stop('wrk_done', 'log_cap');
+    await clock.advance(0);
+    await Promise.all([user, cap]);
+    expect(registry.read('wrk_first', { peek: true })?.ended_by).toBe('stop');
+    expect(registry.read('wrk_done', { peek: true })).toMatchObject({ state: 'exited', ended_by: null });
+    expect(registry.read('wrk_done', { peek: true })?.finished?.ended_by).toBeUndefined();
+  });
+});
+
 describe('wait (detached.md §11)', () => {
   it('returns Finished at once for a finished command, also with a zero bound', async () => {
     const { registry } = setup();

@@ -5,7 +5,7 @@
 import { MAX_WAIT_SECS, effectiveWaitMs } from '../../src/detached/constants.js';
 import { OutputTail } from '../../src/detached/output-tail.js';
 import { DetachedRegistry } from '../../src/detached/registry.js';
-import { refusedInputResult, renderBackgroundCommand, unknownWorkIdResult } from '../../src/detached/texts.js';
+import { completionMessage, refusedInputResult, renderBackgroundCommand, unknownWorkIdResult } from '../../src/detached/texts.js';
 import { completionOf, fakeRegistration, ManualClock, RecordingSignaller } from './fakes.js';
 
 function setup() {
@@ -141,6 +141,23 @@ describe('rendering finished commands (cases 25, 29)', () => {
     const own = setup();
     own.registry.complete('wrk_0001', completionOf('wrk_0001', { exit_code: 137 }));
     expect(renderBackgroundCommand(read(own.registry)).result.status).toBe('passed');
+  });
+
+  it('says ended_by log_cap, in the status header, the summary and the completion message, for a command the runtime stopped for its log cap', async () => {
+    const { registry, clock } = setup();
+    const stopping = registry.stop('wrk_0001', 'log_cap');
+    registry.leaderExited('wrk_0001');
+    registry.complete('wrk_0001', completionOf('wrk_0001', { exit_code: 143, output_capped: true }));
+    await clock.advance(0);
+    await stopping;
+    const rendered = renderBackgroundCommand(read(registry)).result;
+    expect(rendered.status).toBe('passed');
+    expect(rendered.data).toContain('state: stopped\n');
+    expect(rendered.data).toContain('\nended_by: log_cap (its log reached lifecycle.max_log_bytes and lifecycle.on_log_cap is stop, so the runtime stopped it)\n');
+    expect(rendered.summary).toBe('wrk_0001 was stopped by the runtime when its log reached lifecycle.max_log_bytes (exit code 143).');
+    const message = completionMessage(must(read(registry).finished));
+    expect(message).toContain('\nended_by: log_cap (its log reached lifecycle.max_log_bytes');
+    expect(completionMessage(completionOf('wrk_0002'))).not.toContain('ended_by');
   });
 
   it('says when the log was capped', () => {

@@ -10,7 +10,7 @@ import { StringDecoder } from 'node:string_decoder';
 import type { CancelSignal } from '../../cancel/cancel-signal.js';
 import { completionStatus } from '../../detached/completion.js';
 import { effectiveWaitMs } from '../../detached/constants.js';
-import type { DetachedSnapshot } from '../../detached/registry.js';
+import type { DetachedSnapshot, EndedBy } from '../../detached/registry.js';
 import { refusedInputResult, renderBackgroundCommand, unknownWorkIdResult, type BackgroundCommandResult } from '../../detached/texts.js';
 import { parseBackgroundCommandInput } from '../../detached/tool-input.js';
 import { BoundedPattern, PatternTooSlowError } from '../../detached/bounded-pattern.js';
@@ -35,6 +35,8 @@ export interface CommandListing {
   readonly output_path: string;
   readonly output_bytes: number;
   readonly output_capped: boolean;
+  /** Who ended it, as in a `status` answer (`stop`, `log_cap`, `session_end`, or null). */
+  readonly ended_by: EndedBy;
   readonly pid: number | null;
   readonly pgid: number | null;
 }
@@ -52,8 +54,12 @@ export type BackgroundCommandAnswer =
       readonly work_id: string;
       readonly state: 'running' | 'exited' | 'stopped';
       readonly exit_code: number | null;
-      /** Ours: who ended it, once finished — `stop`, `session_end` (killed by the session's end), or null (it exited on its own, or runs). */
-      readonly ended_by: 'stop' | 'session_end' | null;
+      /**
+       * Ours: who ended it, once finished — `stop`, `log_cap` (the runtime stopped it: its log
+       * reached `lifecycle.max_log_bytes` under `on_log_cap: "stop"`), `session_end` (killed by
+       * the session's end), or null (it exited on its own, or runs).
+       */
+      readonly ended_by: EndedBy;
       /** This read claimed the completion (its `shell_completed` was written with `delivered_via: "background_command"`). */
       readonly delivered_now: boolean;
       /** `wait` only: `Finished`, `TimedOut` or `Canceled` (`detached.md` §11), or `Matched` (`until`). */
@@ -171,6 +177,7 @@ export function listCommands(service: BackgroundCommands): CommandListing[] {
       output_path: snapshot.output_path,
       output_bytes: snapshot.output_bytes,
       output_capped: snapshot.output_capped,
+      ended_by: snapshot.ended_by,
       pid: identity?.pid ?? null,
       pgid: identity?.pgid ?? null,
     };

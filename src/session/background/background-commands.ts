@@ -273,10 +273,14 @@ export class BackgroundCommands implements GroupSignaller {
     return sent;
   }
 
-  /** `lifecycle.on_log_cap: "stop"`: a command whose log reached the cap is stopped (ours). */
+  /**
+   * `lifecycle.on_log_cap: "stop"`: a command whose log reached the cap is stopped (ours), as
+   * `ended_by: log_cap`. A microtask later: the cap can be reached while the demotion copies
+   * the foreground output into the log, before the command is registered.
+   */
   onLogCapped(workId: string): void {
     if (this.onLogCap !== 'stop') return;
-    queueMicrotask(() => void this.registry.stop(workId).catch(() => undefined));
+    queueMicrotask(() => void this.registry.stop(workId, 'log_cap').catch(() => undefined));
   }
 
   /** Whether the session actor was started. */

@@ -42,7 +42,7 @@ export async function runShellCall(service: BackgroundCommands, request: ShellRu
   }
   if (!service.allows(parsed.binary)) {
     settle('finished');
-    return { status: 'refused', task_id: task.id, code: 'binary_not_allowed', error: `binary '${excerpt(parsed.binary)}' is not in capabilities.shell.allow (${service.session.manifest === null ? 'no manifest was loaded' : 'the manifest does not list it'}): add it to the manifest's capabilities.shell.allow, or start capsule serve with --allow ${excerpt(parsed.binary)}` };
+    return { status: 'refused', task_id: task.id, code: 'binary_not_allowed', error: `binary '${excerpt(parsed.binary)}' is not in capabilities.shell.allow (${service.session.manifest === null ? 'no manifest was loaded' : 'the manifest does not list it'}): add it to the manifest's capabilities.shell.allow, or add --allow ${excerpt(parsed.binary)} to capsule serve's start flags (for the whole session)` };
   }
   if (service.ending) {
     settle('finished');
