@@ -217,8 +217,11 @@ function noManifestFix(ctx: ExplainContext): string {
   const beside = ctx.manifestBesidePlan ?? null;
   if (beside !== null) {
     const dir = beside.slice(0, beside.length - '/capsule.json'.length) || '.';
+    // serve reads its manifest once, when it starts: the flags go there, not on a plan.submit.
+    if (ctx.surface === 'serve') return `${ctx.manifest}, but the plan's directory has one: start capsule serve with --workdir ${dir} (where shell steps then run), or --manifest ${beside}`;
     return `${ctx.manifest}, but the plan's directory has one: run with --workdir ${dir} (where shell steps then run), or --manifest ${beside}`;
   }
+  if (ctx.surface === 'serve') return `${ctx.manifest}: start capsule serve with --manifest FILE, or --workdir DIR for the directory holding capsule.json`;
   return `${ctx.manifest}: pass --manifest FILE, or --workdir DIR for the directory holding capsule.json`;
 }
 

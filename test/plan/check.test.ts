@@ -233,6 +233,21 @@ describe('checkPlan: the refusal a run makes too, explained', () => {
     expect(serve).not.toContain('for one run');
   });
 
+  it("over capsule serve with no manifest loaded, says to start capsule serve with --manifest or --workdir, not to pass them to a run", () => {
+    const none = { manifest: 'no manifest was loaded (there is no /w/capsule.json)', manifestPath: null } as Partial<typeof CTX>;
+    const run = check(plan({ id: 'a', shell: 'tar x' }), none).refusal?.fix;
+    const serve = check(plan({ id: 'a', shell: 'tar x' }), { ...none, surface: 'serve' } as Partial<typeof CTX>).refusal?.fix;
+    const beside = check(plan({ id: 'a', shell: 'tar x' }), { ...none, surface: 'serve', manifestBesidePlan: '/p/capsule.json' } as Partial<typeof CTX>).refusal?.fix;
+
+    expect(run).toBe('no manifest was loaded (there is no /w/capsule.json): pass --manifest FILE, or --workdir DIR for the directory holding capsule.json, or allow it for one run with --allow tar');
+    expect(serve).toBe(
+      "no manifest was loaded (there is no /w/capsule.json): start capsule serve with --manifest FILE, or --workdir DIR for the directory holding capsule.json, or add --allow tar to capsule serve's start flags (for the whole session)",
+    );
+    expect(beside).toBe(
+      "no manifest was loaded (there is no /w/capsule.json), but the plan's directory has one: start capsule serve with --workdir /p (where shell steps then run), or --manifest /p/capsule.json, or add --allow tar to capsule serve's start flags (for the whole session)",
+    );
+  });
+
   it("names the plan's other refused binaries with every flag needed, for one run or for serve's session", () => {
     const value = plan({ id: 'a', shell: 'tar x' }, { id: 'b', shell: 'printf ok' }, { id: 'c', shell: 'make' }, { id: 'd', shell: 'tar y' }, { id: 'e', shell: 'curl -s x' });
 
