@@ -3,6 +3,7 @@
  * each rule's code, the rule in one sentence, the accepted values and the fix.
  */
 
+import { dirname } from 'node:path';
 import type { PlanFile, PlanStep } from '../../machines/contracts.js';
 import { locateJsonPath } from './json-location.js';
 import { parseReference, REFERENCE_FIELDS } from './references.js';
@@ -153,16 +154,16 @@ function binaryFix(binary: string, plan: PlanFile, ctx: ExplainContext): string 
   const others = otherRefusedBinaries(binary, plan, ctx.shellAllow);
   const base = binary.split('/').pop() ?? binary;
   const allowedPath = binary.includes('/') ? null : ctx.shellAllow.find((entry) => entry.includes('/') && entry.split('/').pop() === binary);
-  if (binary.includes('/') && ctx.shellAllow.includes(base)) {
-    // The step is rewritten, or its path allowed in the manifest: only the other binaries need a flag.
-    return `entries match exactly: '${base}' is allowed but '${binary}' is not; write the command as ${base} …, or add ${JSON.stringify(binary)} to capabilities.shell.allow${othersHint(others, [], serve)}`;
-  }
-  if (allowedPath !== undefined && allowedPath !== null) {
-    return `entries match exactly: '${allowedPath}' is allowed but '${binary}' is not; write the command as ${allowedPath} …, or add ${JSON.stringify(binary)} to capabilities.shell.allow${othersHint(others, [], serve)}`;
-  }
   // serve's allow list is fixed when it starts: a plan.submit cannot widen it for one plan.
   const flag = serve ? `add ${allowFlag(binary)} to capsule serve's start flags (for the whole session)` : `allow it for one run with ${allowFlag(binary)}`;
+  // The flags listed for the plan's other binaries include this one: pasted as they are, they let the plan start.
   const hint = othersHint(others, [binary], serve);
+  const allowedAs = binary.includes('/') && ctx.shellAllow.includes(base) ? base : allowedPath;
+  if (allowedAs !== undefined && allowedAs !== null) {
+    // Adding to capabilities.shell.allow needs a manifest: offered only when one was loaded.
+    const inManifest = ctx.manifestPath !== null ? `add ${JSON.stringify(binary)} to capabilities.shell.allow in ${ctx.manifestPath}, or ` : '';
+    return `entries match exactly: '${allowedAs}' is allowed but '${binary}' is not; write the command as ${allowedAs} …, or ${inManifest}${flag}${hint}`;
+  }
   if (ctx.manifestPath !== null) return `add ${JSON.stringify(binary)} to capabilities.shell.allow in ${ctx.manifestPath}, or ${flag}${hint}`;
   return `${noManifestFix(ctx)}, or ${flag}${hint}`;
 }
@@ -216,9 +217,12 @@ function othersHint(others: readonly string[], first: readonly string[], serve: 
 function noManifestFix(ctx: ExplainContext): string {
   const beside = ctx.manifestBesidePlan ?? null;
   if (beside !== null) {
-    const dir = beside.slice(0, beside.length - '/capsule.json'.length) || '.';
+    const dir = dirname(beside);
+    // serve reads its manifest once, when it starts: the flags go there, not on a plan.submit.
+    if (ctx.surface === 'serve') return `${ctx.manifest}, but the plan's directory has one: start capsule serve with --workdir ${dir} (where shell steps then run), or --manifest ${beside}`;
     return `${ctx.manifest}, but the plan's directory has one: run with --workdir ${dir} (where shell steps then run), or --manifest ${beside}`;
   }
+  if (ctx.surface === 'serve') return `${ctx.manifest}: start capsule serve with --manifest FILE, or --workdir DIR for the directory holding capsule.json`;
   return `${ctx.manifest}: pass --manifest FILE, or --workdir DIR for the directory holding capsule.json`;
 }
 

@@ -41,24 +41,25 @@ export function closestKey(key: string, known: readonly string[]): string | null
 export const MIN_PREFIX_CHARS = 3;
 
 /**
- * The key to suggest for an unknown `key`: {@link closestKey}, or else the known key `key` is a
- * truncation of, compared case-blind, when exactly one known key fits — `key` a prefix of it
- * (`timeout` → `timeout_secs`, `dep` → `depends_on`), or, from 4 characters, `key` without its last
- * character a prefix of it (`retry` → `retries`). Edit distance alone misses these: a truncated key
+ * The key to suggest for an unknown `key`: the one known key `key` is a prefix of, compared
+ * case-blind (`timeout` → `timeout_secs`, `dep` → `depends_on`, `std` → `stdin`), else
+ * {@link closestKey}, else, from 4 characters, the one known key that `key` without its last
+ * character is a prefix of (`retry` → `retries`). Edit distance alone misses these: a truncated key
  * is many edits from the whole. `null` when nothing fits or more than one key does (`key` shorter
  * than {@link MIN_PREFIX_CHARS} never fits).
  *
  * @example suggestKey('retry', STEP_KEYS) // 'retries'
  */
 export function suggestKey(key: string, known: readonly string[]): string | null {
-  const close = closestKey(key, known);
-  if (close !== null || key.length < MIN_PREFIX_CHARS || key.length > MAX_SUGGESTED_CHARS) return close;
+  if (key.length < MIN_PREFIX_CHARS || key.length > MAX_SUGGESTED_CHARS) return closestKey(key, known);
   const lower = key.toLowerCase();
   const onlyOne = (prefix: string): string | null => {
     const fits = known.filter((candidate) => candidate.length > prefix.length && candidate.toLowerCase().startsWith(prefix));
     return fits.length === 1 ? (fits[0] ?? null) : null;
   };
-  return onlyOne(lower) ?? (lower.length > MIN_PREFIX_CHARS ? onlyOne(lower.slice(0, -1)) : null);
+  // A key that begins exactly one known key was cut short: that beats a short key a few edits away
+  // (`std` is `stdin`, not `id`; `tim` is `timeout_secs`).
+  return onlyOne(lower) ?? closestKey(key, known) ?? (lower.length > MIN_PREFIX_CHARS ? onlyOne(lower.slice(0, -1)) : null);
 }
 
 /** The known keys of one kind of JSON object, and where to look for more objects below it. */

@@ -221,7 +221,26 @@ describe('checkPlan: the refusal a run makes too, explained', () => {
 
   it('says that entries match exactly the other way round too: a path allowed, its bare name used', () => {
     const fix = check(plan({ id: 'a', shell: 'make all' }), { shellAllow: ['/usr/bin/make'] } as Partial<typeof CTX>).refusal?.fix;
-    expect(fix).toBe(`entries match exactly: '/usr/bin/make' is allowed but 'make' is not; write the command as /usr/bin/make …, or add "make" to capabilities.shell.allow`);
+    expect(fix).toBe(
+      `entries match exactly: '/usr/bin/make' is allowed but 'make' is not; write the command as /usr/bin/make …, or add "make" to capabilities.shell.allow in /w/capsule.json, or allow it for one run with --allow make`,
+    );
+  });
+
+  it('with no manifest loaded, the exact-match fix offers the flag, not a manifest entry it could not add to', () => {
+    const none = { manifest: 'no manifest was loaded (there is no /w/capsule.json)', manifestPath: null, shellAllow: ['/usr/bin/make'] } as Partial<typeof CTX>;
+    expect(check(plan({ id: 'a', shell: 'make all' }), none).refusal?.fix).toBe(
+      "entries match exactly: '/usr/bin/make' is allowed but 'make' is not; write the command as /usr/bin/make …, or allow it for one run with --allow make",
+    );
+    expect(check(plan({ id: 'a', shell: 'make all' }), { ...none, surface: 'serve' } as Partial<typeof CTX>).refusal?.fix).toBe(
+      "entries match exactly: '/usr/bin/make' is allowed but 'make' is not; write the command as /usr/bin/make …, or add --allow make to capsule serve's start flags (for the whole session)",
+    );
+  });
+
+  it("names the directory of a capsule.json beside a plan in the current directory as '.'", () => {
+    const fix = check(plan({ id: 'a', shell: 'tar x' }), { manifest: 'no manifest was loaded (there is no /tmp/capsule.json)', manifestPath: null, manifestBesidePlan: 'capsule.json' } as Partial<typeof CTX>).refusal?.fix;
+    expect(fix).toBe(
+      "no manifest was loaded (there is no /tmp/capsule.json), but the plan's directory has one: run with --workdir . (where shell steps then run), or --manifest capsule.json, or allow it for one run with --allow tar",
+    );
   });
 
   it("over capsule serve, a refused binary's fix says to add --allow to serve's start flags, not to rerun with it", () => {
@@ -231,6 +250,21 @@ describe('checkPlan: the refusal a run makes too, explained', () => {
     expect(run).toBe('add "tar" to capabilities.shell.allow in /w/capsule.json, or allow it for one run with --allow tar');
     expect(serve).toBe(`add "tar" to capabilities.shell.allow in /w/capsule.json, or add --allow tar to capsule serve's start flags (for the whole session)`);
     expect(serve).not.toContain('for one run');
+  });
+
+  it("over capsule serve with no manifest loaded, says to start capsule serve with --manifest or --workdir, not to pass them to a run", () => {
+    const none = { manifest: 'no manifest was loaded (there is no /w/capsule.json)', manifestPath: null } as Partial<typeof CTX>;
+    const run = check(plan({ id: 'a', shell: 'tar x' }), none).refusal?.fix;
+    const serve = check(plan({ id: 'a', shell: 'tar x' }), { ...none, surface: 'serve' } as Partial<typeof CTX>).refusal?.fix;
+    const beside = check(plan({ id: 'a', shell: 'tar x' }), { ...none, surface: 'serve', manifestBesidePlan: '/p/capsule.json' } as Partial<typeof CTX>).refusal?.fix;
+
+    expect(run).toBe('no manifest was loaded (there is no /w/capsule.json): pass --manifest FILE, or --workdir DIR for the directory holding capsule.json, or allow it for one run with --allow tar');
+    expect(serve).toBe(
+      "no manifest was loaded (there is no /w/capsule.json): start capsule serve with --manifest FILE, or --workdir DIR for the directory holding capsule.json, or add --allow tar to capsule serve's start flags (for the whole session)",
+    );
+    expect(beside).toBe(
+      "no manifest was loaded (there is no /w/capsule.json), but the plan's directory has one: start capsule serve with --workdir /p (where shell steps then run), or --manifest /p/capsule.json, or add --allow tar to capsule serve's start flags (for the whole session)",
+    );
   });
 
   it("names the plan's other refused binaries with every flag needed, for one run or for serve's session", () => {
@@ -246,10 +280,10 @@ describe('checkPlan: the refusal a run makes too, explained', () => {
     expect(check(plan({ id: 'a', shell: 'tar x' }, { id: 'b', shell: 'tar y' })).refusal?.fix).not.toContain('also starts');
   });
 
-  it('names the other refused binaries after the exact-match hint too, flagging only them', () => {
+  it('names the other refused binaries after the exact-match hint too, with the flags for every refused binary, this one first', () => {
     const fix = check(plan({ id: 'a', shell: '/bin/bash -c x' }, { id: 'b', shell: 'make' })).refusal?.fix;
     expect(fix).toBe(
-      `entries match exactly: 'bash' is allowed but '/bin/bash' is not; write the command as bash …, or add "/bin/bash" to capabilities.shell.allow; the plan also starts 'make', not allowed either (for one run: --allow make)`,
+      `entries match exactly: 'bash' is allowed but '/bin/bash' is not; write the command as bash …, or add "/bin/bash" to capabilities.shell.allow in /w/capsule.json, or allow it for one run with --allow /bin/bash; the plan also starts 'make', not allowed either (for one run: --allow /bin/bash --allow make)`,
     );
   });
 

@@ -289,6 +289,15 @@ describe('parsePlanText', () => {
       expect(parsed.ok && parsed.warnings[1]?.message).toBe("steps[0] (id 'a'): unknown key 'timeout' (did you mean 'timeout_secs'?)");
     });
 
+    it('suggests the key a short truncation begins before a short key a few edits away: std → stdin, tim → timeout_secs, not id', () => {
+      const parsed = parsePlanText('{"id":"p","steps":[{"id":"a","tool":"x","std":"","tim":5,"ids":1}]}');
+      expect(parsed.ok && parsed.warnings.map((w) => [w.key, w.suggestion])).toEqual([
+        ['std', 'stdin'],
+        ['tim', 'timeout_secs'],
+        ['ids', 'id'],
+      ]);
+    });
+
     it('suggests no key by prefix when the key is a truncation of none, and lists the known keys instead', () => {
       const parsed = parsePlanText('{"id":"p","steps":[{"id":"a","tool":"x","env":1,"stdout":1,"dependencies":[]}]}');
       expect(parsed.ok && parsed.warnings.map((w) => [w.key, w.suggestion])).toEqual([
