@@ -9,7 +9,7 @@
  * approval on, at any depth) under its delegation actor; an ended delegation whose child logged
  * nothing says its child never started.
  */
-import { existsSync, statSync } from 'node:fs';
+import { existsSync, lstatSync, readlinkSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import type { Command } from 'commander';
 import { createLogUpdate } from 'log-update';
@@ -127,8 +127,10 @@ async function followRecords(target: string, options: InspectCommandOptions, out
   };
   if (options.once === true) {
     if (!existsSync(file)) {
-      // A mistyped path is the likely cause: say which part is missing.
-      const why = target.endsWith('.jsonl') ? ': it does not exist' : existsSync(target) ? '' : `: the records directory ${target} does not exist`;
+      // A mistyped path is the likely cause: say which part is missing, or what else is in the way.
+      const fileWhy = unreachable(file, 'it');
+      const dirWhy = target.endsWith('.jsonl') ? '' : unreachable(target, `the records directory ${target}`);
+      const why = target.endsWith('.jsonl') ? fileWhy : dirWhy !== '' ? dirWhy : fileWhy === ': it does not exist' ? '' : fileWhy;
       output.stderr.write(`error: no event log at ${printable(file)}${printable(why)}\n`);
       return EXIT.USAGE;
     }
@@ -566,4 +568,31 @@ function label(actor: ActorView, live: (id: string) => boolean, cut: boolean): s
   if (actor.children.length === 0) return `${id}  ${state}${status}`;
   const running = actor.children.filter(live).length;
   return `${id}  ${state}${status}  [${running} running, ${actor.children.length - running} ended]`;
+}
+
+/**
+ * Why `path` cannot be read, as `: <what> …`, or '' when it is there: missing (ENOENT), a symbolic
+ * link leading nowhere, or a directory on the way that cannot be searched (EACCES; `existsSync`
+ * says false then too, which is not "missing").
+ */
+function unreachable(path: string, what: string): string {
+  try {
+    if (!lstatSync(path).isSymbolicLink()) return '';
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ENOTDIR') return `: ${what} does not exist`;
+    return `: ${what} cannot be reached (${code ?? String(error)}${code === 'EACCES' ? ': permission denied on it or a directory on its way' : ''})`;
+  }
+  try {
+    statSync(path);
+    return '';
+  } catch {
+    let to = '?';
+    try {
+      to = readlinkSync(path);
+    } catch {
+      // Gone between the two calls: the link's target stays unnamed.
+    }
+    return `: ${what} is a symbolic link to ${to}, which leads nowhere`;
+  }
 }

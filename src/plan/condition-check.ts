@@ -46,32 +46,33 @@ export interface ConditionCheck {
   readonly statusLiterals: readonly StatusLiteral[];
 }
 
-/** Words people write for a status, and the status word they mean. */
-const STATUS_SYNONYMS: Readonly<Record<string, StepStatus>> = {
-  succeeded: 'success',
-  succeed: 'success',
-  successful: 'success',
-  ok: 'success',
-  passed: 'success',
-  pass: 'success',
-  done: 'success',
-  completed: 'success',
-  complete: 'success',
-  true: 'success',
-  fail: 'failed',
-  failure: 'failed',
-  error: 'failed',
-  errored: 'failed',
-  false: 'failed',
-  skip: 'skipped',
-  canceled: 'skipped',
-  cancelled: 'skipped',
-};
+/** Words people write for a status, and the status word they mean. A Map: a plain object would
+ * answer `constructor` or `__proto__` with Object.prototype's members. */
+const STATUS_SYNONYMS: ReadonlyMap<string, StepStatus> = new Map<string, StepStatus>([
+  ['succeeded', 'success'],
+  ['succeed', 'success'],
+  ['successful', 'success'],
+  ['ok', 'success'],
+  ['passed', 'success'],
+  ['pass', 'success'],
+  ['done', 'success'],
+  ['completed', 'success'],
+  ['complete', 'success'],
+  ['true', 'success'],
+  ['fail', 'failed'],
+  ['failure', 'failed'],
+  ['error', 'failed'],
+  ['errored', 'failed'],
+  ['false', 'failed'],
+  ['skip', 'skipped'],
+  ['canceled', 'skipped'],
+  ['cancelled', 'skipped'],
+]);
 
 /** The status word `text` most likely meant: a known synonym, else the nearest by edit distance. */
 export function closestStatus(text: string): StepStatus {
   const lower = text.toLowerCase();
-  const synonym = STATUS_SYNONYMS[lower];
+  const synonym = STATUS_SYNONYMS.get(lower);
   if (synonym !== undefined) return synonym;
   return (closestKey(lower, STATUS_WORDS) as StepStatus | null) ?? nearest(lower);
 }
@@ -88,12 +89,12 @@ const MIN_MISSPELT_CHARS = 4;
 export function closeStatusWord(text: string): StepStatus | null {
   const lower = text.toLowerCase();
   if ((STATUS_WORDS as readonly string[]).includes(lower)) return lower as StepStatus;
-  const synonym = STATUS_SYNONYMS[lower];
+  const synonym = STATUS_SYNONYMS.get(lower);
   if (synonym !== undefined) return synonym;
   if (lower.length < MIN_MISSPELT_CHARS) return null;
-  const close = closestKey(lower, [...STATUS_WORDS, ...Object.keys(STATUS_SYNONYMS)]);
+  const close = closestKey(lower, [...STATUS_WORDS, ...STATUS_SYNONYMS.keys()]);
   if (close === null) return null;
-  return (STATUS_WORDS as readonly string[]).includes(close) ? (close as StepStatus) : (STATUS_SYNONYMS[close] ?? null);
+  return (STATUS_WORDS as readonly string[]).includes(close) ? (close as StepStatus) : (STATUS_SYNONYMS.get(close) ?? null);
 }
 
 function nearest(text: string): StepStatus {

@@ -9,7 +9,9 @@ import { locateJsonPath } from './json-location.js';
 import { parseReference, REFERENCE_FIELDS } from './references.js';
 import { bounded, didYouMean, listValues, located, type ExplainContext, type Refusal } from './refusal.js';
 import { splitShellWords } from './shell-words.js';
-import { excerpt } from './text.js';
+import { allowFlag, excerpt, MAX_SENTENCE_CHARS } from './text.js';
+
+export { allowFlag } from './text.js';
 import { ON_ERROR_POLICIES, PLAN_SUBMISSION_TOOL, type ValidationFinding } from './validate.js';
 
 /** Explains a validation refusal (`plan.md` §6 and our `stdin` rule). */
@@ -156,31 +158,31 @@ function binaryFix(binary: string, plan: PlanFile, ctx: ExplainContext): string 
   const allowedPath = binary.includes('/') ? null : ctx.shellAllow.find((entry) => entry.includes('/') && entry.split('/').pop() === binary);
   // serve's allow list is fixed when it starts: a plan.submit cannot widen it for one plan.
   const flag = serve ? `add ${allowFlag(binary)} to capsule serve's start flags (for the whole session)` : `allow it for one run with ${allowFlag(binary)}`;
-  // The flags listed for the plan's other binaries include this one: pasted as they are, they let the plan start.
-  const hint = othersHint(others, [binary], serve);
   const allowedAs = binary.includes('/') && ctx.shellAllow.includes(base) ? base : allowedPath;
+  let lead: string;
   if (allowedAs !== undefined && allowedAs !== null) {
     // Adding to capabilities.shell.allow needs a manifest: offered only when one was loaded.
-    const inManifest = ctx.manifestPath !== null ? `add ${JSON.stringify(binary)} to capabilities.shell.allow in ${ctx.manifestPath}, or ` : '';
-    return `entries match exactly: '${allowedAs}' is allowed but '${binary}' is not; write the command as ${allowedAs} …, or ${inManifest}${flag}${hint}`;
+    const inManifest = ctx.manifestPath !== null ? `add ${JSON.stringify(binary)} to capabilities.shell.allow in ${ctx.manifestPath}${serve ? SERVE_RESTART : ''}, or ` : '';
+    lead = `entries match exactly: '${allowedAs}' is allowed but '${binary}' is not; write the command as ${allowedAs} …, or ${inManifest}${flag}`;
+  } else if (ctx.manifestPath !== null) {
+    lead = `add ${JSON.stringify(binary)} to capabilities.shell.allow in ${ctx.manifestPath}${serve ? SERVE_RESTART : ''}, or ${flag}`;
+  } else {
+    lead = `${noManifestFix(ctx)}, or ${flag}`;
   }
-  if (ctx.manifestPath !== null) return `add ${JSON.stringify(binary)} to capabilities.shell.allow in ${ctx.manifestPath}, or ${flag}${hint}`;
-  return `${noManifestFix(ctx)}, or ${flag}${hint}`;
+  // The flags listed for the plan's other binaries include this one: pasted as they are, they let
+  // the plan start. Fewer are written out (the rest counted) rather than the fix being cut in the
+  // middle of a flag (a refusal's fix is clipped at MAX_SENTENCE_CHARS).
+  for (let shown = MAX_ALLOW_FLAGS_SHOWN; ; shown--) {
+    const fix = `${lead}${othersHint(others, [binary], serve, shown)}`;
+    if (fix.length <= MAX_SENTENCE_CHARS || shown <= 1) return fix;
+  }
 }
+
+/** Over serve, a manifest edit takes effect only in a new session: serve reads it once, when it starts. */
+export const SERVE_RESTART = ' and start capsule serve again (it reads its manifest once, when it starts)';
 
 /** Most `--allow` flags a fix writes out; the rest are counted. */
 export const MAX_ALLOW_FLAGS_SHOWN = 10;
-
-/**
- * `--allow <value>`, the value quoted for a POSIX shell when it needs it (single quotes, a quote
- * inside written `'\''`), so the flag can be pasted as it is.
- *
- * @example allowFlag('make') // "--allow make"; allowFlag("my tool") // "--allow 'my tool'"
- */
-export function allowFlag(value: string): string {
-  if (/^[A-Za-z0-9_@%+=:,./-]+$/u.test(value)) return `--allow ${value}`;
-  return `--allow '${value.replace(/'/gu, "'\\''")}'`;
-}
 
 /** The first words of the plan's other shell steps that are not allowed either: distinct, in step order. */
 function otherRefusedBinaries(refused: string, plan: PlanFile, shellAllow: readonly string[]): string[] {
@@ -200,16 +202,16 @@ function otherRefusedBinaries(refused: string, plan: PlanFile, shellAllow: reado
 /**
  * `; the plan also starts b and c, not allowed either (for one run: --allow a --allow b --allow c)`
  * (serve: `(for the session, add to capsule serve's start flags: …)`), or '' when no other binary is
- * refused. `first` are the binaries flagged before the others. At most {@link MAX_ALLOW_FLAGS_SHOWN}
- * flags, then `… and N more`.
+ * refused. `first` are the binaries flagged before the others. At most `max` (default
+ * {@link MAX_ALLOW_FLAGS_SHOWN}) flags, then `… and N more`.
  */
-function othersHint(others: readonly string[], first: readonly string[], serve: boolean): string {
+function othersHint(others: readonly string[], first: readonly string[], serve: boolean, max: number = MAX_ALLOW_FLAGS_SHOWN): string {
   if (others.length === 0) return '';
   const all = [...first, ...others];
-  const flags = all.slice(0, MAX_ALLOW_FLAGS_SHOWN).map(allowFlag).join(' ');
-  const more = all.length > MAX_ALLOW_FLAGS_SHOWN ? ` … and ${all.length - MAX_ALLOW_FLAGS_SHOWN} more` : '';
-  const shown = others.slice(0, MAX_ALLOW_FLAGS_SHOWN).map((name) => `'${excerpt(name)}'`).join(', ');
-  const names = others.length > MAX_ALLOW_FLAGS_SHOWN ? `${shown}, … and ${others.length - MAX_ALLOW_FLAGS_SHOWN} more` : shown;
+  const flags = all.slice(0, max).map(allowFlag).join(' ');
+  const more = all.length > max ? ` … and ${all.length - max} more` : '';
+  const shown = others.slice(0, max).map((name) => `'${excerpt(name)}'`).join(', ');
+  const names = others.length > max ? `${shown}, … and ${others.length - max} more` : shown;
   return `; the plan also starts ${names}, not allowed either (${serve ? "for the session, add to capsule serve's start flags" : 'for one run'}: ${flags}${more})`;
 }
 
@@ -219,10 +221,10 @@ function noManifestFix(ctx: ExplainContext): string {
   if (beside !== null) {
     const dir = dirname(beside);
     // serve reads its manifest once, when it starts: the flags go there, not on a plan.submit.
-    if (ctx.surface === 'serve') return `${ctx.manifest}, but the plan's directory has one: start capsule serve with --workdir ${dir} (where shell steps then run), or --manifest ${beside}`;
+    if (ctx.surface === 'serve') return `${ctx.manifest} when capsule serve started, but the plan's directory has one: start capsule serve again with --workdir ${dir} (where shell steps then run), or --manifest ${beside}`;
     return `${ctx.manifest}, but the plan's directory has one: run with --workdir ${dir} (where shell steps then run), or --manifest ${beside}`;
   }
-  if (ctx.surface === 'serve') return `${ctx.manifest}: start capsule serve with --manifest FILE, or --workdir DIR for the directory holding capsule.json`;
+  if (ctx.surface === 'serve') return `${ctx.manifest} when capsule serve started: start capsule serve again with --manifest FILE, or --workdir DIR for the directory holding capsule.json`;
   return `${ctx.manifest}: pass --manifest FILE, or --workdir DIR for the directory holding capsule.json`;
 }
 

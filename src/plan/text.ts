@@ -132,3 +132,14 @@ export function clipMiddle(text: string, maxChars: number = MAX_SENTENCE_CHARS):
 
 const isHighSurrogate = (unit: number): boolean => unit >= 0xd800 && unit <= 0xdbff;
 const isLowSurrogate = (unit: number): boolean => unit >= 0xdc00 && unit <= 0xdfff;
+
+/**
+ * `--allow <value>`, the value quoted for a POSIX shell when it needs it (single quotes, a quote
+ * inside written `'\''`), so the flag can be pasted as it is.
+ *
+ * @example allowFlag('make') // "--allow make"; allowFlag("my tool") // "--allow 'my tool'"
+ */
+export function allowFlag(value: string): string {
+  if (/^[A-Za-z0-9_@%+=:,./-]+$/u.test(value)) return `--allow ${value}`;
+  return `--allow '${value.replace(/'/gu, "'\\''")}'`;
+}

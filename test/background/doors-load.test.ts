@@ -17,7 +17,7 @@ it('answers the first shell.run of a session whose doors are not loaded yet, as 
   expect(await b.session.background.run({ binary: 'nope', command: 'x' })).toMatchObject({
     status: 'refused',
     code: 'binary_not_allowed',
-    error: "binary 'nope' is not in capabilities.shell.allow (no manifest was loaded): add it to the manifest's capabilities.shell.allow, or add --allow nope to capsule serve's start flags (for the whole session)",
+    error: "binary 'nope' is not in capabilities.shell.allow (no manifest was loaded): add it to the manifest's capabilities.shell.allow and start capsule serve again (it reads its manifest once, when it starts), or add --allow nope to capsule serve's start flags (for the whole session)",
   });
   expect(await b.session.background.run({ binary: 'bash', command: 'echo first' })).toMatchObject({ status: 'finished', exit_code: 0 });
 });
@@ -29,4 +29,11 @@ it("starts a shell.run's task in the call itself once the doors are loaded (caps
   // Before the call's promise is awaited: its task is already in the table.
   expect(b.session.tasks.running().map((task) => task.kind)).toContain('shell');
   expect(await call).toMatchObject({ status: 'finished', exit_code: 0 });
+});
+
+it("shell-quotes the binary in a refusal's --allow flag, as plan refusals do, so the flag can be pasted", async () => {
+  const b = policyB({ graceMs: null });
+  const refused = await b.session.background.run({ binary: "it's mine", command: 'x' });
+  expect(refused).toMatchObject({ status: 'refused', code: 'binary_not_allowed' });
+  expect('error' in refused ? refused.error : '').toContain("or add --allow 'it'\\''s mine' to capsule serve's start flags (for the whole session)");
 });

@@ -255,7 +255,7 @@ describe("shell.run's refusal of a binary not allowed", () => {
     const refused = await serve.request('shell.run', { binary: 'tar', command: 'tar --version' });
     expect('error' in refused ? refused.error : null).toMatchObject({
       code: -32004,
-      message: "binary 'tar' is not in capabilities.shell.allow (the manifest does not list it): add it to the manifest's capabilities.shell.allow, or add --allow tar to capsule serve's start flags (for the whole session)",
+      message: "binary 'tar' is not in capabilities.shell.allow (the manifest does not list it): add it to the manifest's capabilities.shell.allow and start capsule serve again (it reads its manifest once, when it starts), or add --allow tar to capsule serve's start flags (for the whole session)",
       data: { code: 'BINARY_NOT_ALLOWED' },
     });
     await serve.call('session.stop');

@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -138,6 +138,15 @@ describe('capsule inspect', () => {
     const dir = join(scratch, 'no-such-records');
     expect(await inspectCommand(dir, { once: true }, out)).toBe(2);
     expect(out.stderr.text).toBe(`error: no event log at ${join(dir, 'events.jsonl')}: the records directory ${dir} does not exist\n`);
+  });
+
+  it('--once on a records directory whose events.jsonl is a link leading nowhere says so, not that nothing is there (exit 2)', async () => {
+    const out = capture();
+    const dir = join(scratch, 'dangling');
+    mkdirSync(dir);
+    symlinkSync(join(scratch, 'gone', 'events.jsonl'), join(dir, 'events.jsonl'));
+    expect(await inspectCommand(dir, { once: true }, out)).toBe(2);
+    expect(out.stderr.text).toBe(`error: no event log at ${join(dir, 'events.jsonl')}: it is a symbolic link to ${join(scratch, 'gone', 'events.jsonl')}, which leads nowhere\n`);
   });
 
   it('--once on an event log file that does not exist says it does not exist (exit 2)', async () => {

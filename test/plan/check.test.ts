@@ -59,6 +59,16 @@ describe('checkPlan: conditions a run would fail on', () => {
     }
   });
 
+  it("suggests no Object.prototype member for a word such as constructor or __proto__, bare or quoted", () => {
+    for (const word of ['constructor', '__proto__', 'toString', 'hasOwnProperty']) {
+      const bare = check(plan(echo('a'), echo('b', { depends_on: ['a'], if: `$a.status == ${word}` })));
+      const quoted = check(plan(echo('a'), echo('b', { depends_on: ['a'], if: `$a.status == '${word}'` })));
+      const texts = [bare.failsLater[0]?.refusal.fix ?? '', ...quoted.warnings.map((w) => w.message)];
+      expect(texts.join('\n')).not.toMatch(/native code|\[object|function /u);
+      expect(quoted.warnings.map((w) => w.message).join('\n')).toMatch(/'(success|failed|skipped)'/u);
+    }
+  });
+
   it('checks every piece, including those a true first piece would never let a run evaluate', () => {
     const found = check(plan(echo('a'), echo('b', { depends_on: ['a'], if: "$a.status == 'success' || bare == 'x' || $a.output == word" })));
 
@@ -248,7 +258,7 @@ describe('checkPlan: the refusal a run makes too, explained', () => {
     const serve = check(plan({ id: 'a', shell: 'tar x' }), { surface: 'serve' } as Partial<typeof CTX>).refusal?.fix;
 
     expect(run).toBe('add "tar" to capabilities.shell.allow in /w/capsule.json, or allow it for one run with --allow tar');
-    expect(serve).toBe(`add "tar" to capabilities.shell.allow in /w/capsule.json, or add --allow tar to capsule serve's start flags (for the whole session)`);
+    expect(serve).toBe(`add "tar" to capabilities.shell.allow in /w/capsule.json and start capsule serve again (it reads its manifest once, when it starts), or add --allow tar to capsule serve's start flags (for the whole session)`);
     expect(serve).not.toContain('for one run');
   });
 
@@ -260,10 +270,10 @@ describe('checkPlan: the refusal a run makes too, explained', () => {
 
     expect(run).toBe('no manifest was loaded (there is no /w/capsule.json): pass --manifest FILE, or --workdir DIR for the directory holding capsule.json, or allow it for one run with --allow tar');
     expect(serve).toBe(
-      "no manifest was loaded (there is no /w/capsule.json): start capsule serve with --manifest FILE, or --workdir DIR for the directory holding capsule.json, or add --allow tar to capsule serve's start flags (for the whole session)",
+      "no manifest was loaded (there is no /w/capsule.json) when capsule serve started: start capsule serve again with --manifest FILE, or --workdir DIR for the directory holding capsule.json, or add --allow tar to capsule serve's start flags (for the whole session)",
     );
     expect(beside).toBe(
-      "no manifest was loaded (there is no /w/capsule.json), but the plan's directory has one: start capsule serve with --workdir /p (where shell steps then run), or --manifest /p/capsule.json, or add --allow tar to capsule serve's start flags (for the whole session)",
+      "no manifest was loaded (there is no /w/capsule.json) when capsule serve started, but the plan's directory has one: start capsule serve again with --workdir /p (where shell steps then run), or --manifest /p/capsule.json, or add --allow tar to capsule serve's start flags (for the whole session)",
     );
   });
 
@@ -274,7 +284,7 @@ describe('checkPlan: the refusal a run makes too, explained', () => {
       "add \"tar\" to capabilities.shell.allow in /w/capsule.json, or allow it for one run with --allow tar; the plan also starts 'make', 'curl', not allowed either (for one run: --allow tar --allow make --allow curl)",
     );
     expect(check(value, { surface: 'serve' } as Partial<typeof CTX>).refusal?.fix).toBe(
-      "add \"tar\" to capabilities.shell.allow in /w/capsule.json, or add --allow tar to capsule serve's start flags (for the whole session); the plan also starts 'make', 'curl', not allowed either (for the session, add to capsule serve's start flags: --allow tar --allow make --allow curl)",
+      "add \"tar\" to capabilities.shell.allow in /w/capsule.json and start capsule serve again (it reads its manifest once, when it starts), or add --allow tar to capsule serve's start flags (for the whole session); the plan also starts 'make', 'curl', not allowed either (for the session, add to capsule serve's start flags: --allow tar --allow make --allow curl)",
     );
     // A plan with one refused binary (in two steps) says nothing more.
     expect(check(plan({ id: 'a', shell: 'tar x' }, { id: 'b', shell: 'tar y' })).refusal?.fix).not.toContain('also starts');
@@ -285,6 +295,19 @@ describe('checkPlan: the refusal a run makes too, explained', () => {
     expect(fix).toBe(
       `entries match exactly: 'bash' is allowed but '/bin/bash' is not; write the command as bash …, or add "/bin/bash" to capabilities.shell.allow in /w/capsule.json, or allow it for one run with --allow /bin/bash; the plan also starts 'make', not allowed either (for one run: --allow /bin/bash --allow make)`,
     );
+  });
+
+  it('writes fewer flags, counting the rest, rather than have the fix cut in the middle of a flag when the paths are long', () => {
+    const long = (i: number) => `/opt/toolchains/gcc-13.2.0/x86_64-linux-gnu/bin/x86_64-linux-gnu-tool${i}`;
+    const steps = Array.from({ length: 8 }, (_, i) => ({ id: `s${i}`, shell: `${long(i)} --version` }));
+    const fix = check(plan(...steps)).refusal?.fix ?? '';
+    expect(fix).not.toContain('characters in all');
+    expect(fix.length).toBeLessThanOrEqual(1000);
+    const flags = /\(for one run: (.*?)( … and (\d+) more)?\)$/u.exec(fix);
+    expect(flags).not.toBeNull();
+    const written = (flags?.[1] ?? '').split(' --allow ').length;
+    expect(flags?.[1]).toMatch(new RegExp(`^--allow ${long(0)} --allow ${long(1)}`, 'u'));
+    expect(written + Number(flags?.[3] ?? 0)).toBe(8);
   });
 
   it('writes at most 10 flags, then counts the rest', () => {

@@ -6,7 +6,7 @@
  * output log, its registry entry, its `detachedCommand` actor, `shell_detached`, and the
  * constant-size demotion result. The exit wins over a trigger seen at the same moment.
  */
-import { excerpt } from '../../plan/text.js';
+import { allowFlag, excerpt } from '../../plan/text.js';
 import { join } from 'node:path';
 import { MAX_TIMER_DELAY_MS as MAX_TIMER_MS } from '../../../machines/step.machine.js';
 import { CANCEL_PHASES } from '../../cancel/phases.js';
@@ -42,7 +42,7 @@ export async function runShellCall(service: BackgroundCommands, request: ShellRu
   }
   if (!service.allows(parsed.binary)) {
     settle('finished');
-    return { status: 'refused', task_id: task.id, code: 'binary_not_allowed', error: `binary '${excerpt(parsed.binary)}' is not in capabilities.shell.allow (${service.session.manifest === null ? 'no manifest was loaded' : 'the manifest does not list it'}): add it to the manifest's capabilities.shell.allow, or add --allow ${excerpt(parsed.binary)} to capsule serve's start flags (for the whole session)` };
+    return { status: 'refused', task_id: task.id, code: 'binary_not_allowed', error: binaryRefusal(parsed.binary, service.session.manifest !== null) };
   }
   if (service.ending) {
     settle('finished');
@@ -315,4 +315,14 @@ function demote(service: BackgroundCommands, facts: DemotionFacts): ShellRunResu
     output_path: outputPath,
     result: demotionResult(workId, { delivered: service.delivers, toolOffered: service.toolOffered }),
   };
+}
+
+/**
+ * The refusal of a binary not in the session's allow list, with the fix a harness can act on: the
+ * allow list is fixed when capsule serve starts (its manifest is read once then), so both ways
+ * name serve's start. The flag is shell-quoted (`--allow 'my tool'`), as plan refusals write it.
+ */
+function binaryRefusal(binary: string, manifestLoaded: boolean): string {
+  const where = manifestLoaded ? 'the manifest does not list it' : 'no manifest was loaded';
+  return `binary '${excerpt(binary)}' is not in capabilities.shell.allow (${where}): add it to the manifest's capabilities.shell.allow and start capsule serve again (it reads its manifest once, when it starts), or add ${allowFlag(binary)} to capsule serve's start flags (for the whole session)`;
 }
