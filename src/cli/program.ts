@@ -6,7 +6,8 @@
  */
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { DirectoryError, describeFsError } from '../records/directories.js';
-import { LOG_LEVELS } from '../session/logger.js';
+import { writeSync } from 'node:fs';
+import { LOG_LEVELS, type LogFailure, type OpenLogger } from '../session/logger.js';
 import { reportInternalError } from './internal-error.js';
 import { packageVersion } from './version.js';
 
@@ -92,6 +93,30 @@ export interface GlobalOptions {
 export function logFileRefusal(file: string, error: unknown): string {
   const reason = error instanceof DirectoryError ? error.reason : describeFsError(error);
   return `--log-file ${file} cannot be written: ${reason}; name a file on a writable filesystem, or leave --log-file out to log to stderr`;
+}
+
+/** The one line saying the log stopped: `error: the log cannot be written (stderr): ENOSPC: no space left on device, write`. */
+export function logFailureLine(failure: LogFailure): string {
+  return `error: the log cannot be written (${failure.where}): ${failure.error.message.split('\n', 1)[0] ?? ''}`;
+}
+
+/**
+ * The exit code of `capsule run` or `capsule serve` once its log is done with: `code`, unless a
+ * write of the log failed (ENOSPC, EIO; not EPIPE, src/session/logger.ts). Then the command ran on
+ * without its log, and this prints {@link logFailureLine} on stderr (best effort: when the log was
+ * stderr, it is usually lost too) and returns 1 for 0 (a non-zero code is the command's own and is
+ * kept; docs/exit-codes.md).
+ */
+export function exitCodeAfterLog(log: Pick<OpenLogger, 'failure'>, code: ExitCode): ExitCode {
+  const failure = log.failure();
+  if (failure === null) return code;
+  try {
+    // The fd, not process.stderr: that stream is destroyed once one of its writes failed.
+    writeSync(2, `${logFailureLine(failure)}\n`);
+  } catch {
+    // stderr cannot be written either: the exit code is all that is left
+  }
+  return code === EXIT.OK ? EXIT.FAILED : code;
 }
 
 /** Prints a usage-class problem found after parsing (`error: …`, as commander words its own) and returns exit 2. */

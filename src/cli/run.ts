@@ -14,7 +14,7 @@ import { onUncaughtError } from './internal-error.js';
 import { cancelOnSignals, DEFAULT_ON_SIGTERM, signalsFor, type OnSigterm } from './cancel-on-signals.js';
 import { createLogger } from '../session/logger.js';
 import { recordsIncomplete } from '../records/records-dir.js';
-import { collect, EXIT, logFileRefusal, parseNonNegativeNumber, parsePositiveInteger, usageError, type ExitCode, type GlobalOptions } from './program.js';
+import { collect, EXIT, exitCodeAfterLog, logFileRefusal, parseNonNegativeNumber, parsePositiveInteger, usageError, type ExitCode, type GlobalOptions } from './program.js';
 import { loadLiveView, printable, Progress, progressModeFor, useColor } from './progress.js';
 import { WarningSink } from './warning-sink.js';
 import type { ContainmentInfo } from '../process/containment.js';
@@ -180,12 +180,12 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
   } catch (error) {
     progress.dispose();
     // A bad manifest or a records directory that holds a session: a usage error (exit 2), before any step ran.
-    if (isRuntimeError(error, ERROR_CODES.MANIFEST_INVALID, ERROR_CODES.RECORDS_DIR_IN_USE)) return usageError(error.message);
+    if (isRuntimeError(error, ERROR_CODES.MANIFEST_INVALID, ERROR_CODES.RECORDS_DIR_IN_USE)) return exitCodeAfterLog(log, usageError(error.message));
     // A bug inside the session (its trace is closed): the top-level handler reports it.
     if (error instanceof RunInternalError) throw error;
     // No report: the records directory could not be used.
     process.stderr.write(`error: the plan could not be run: ${error instanceof Error ? error.message : String(error)}\n`);
-    return EXIT.FAILED;
+    return exitCodeAfterLog(log, EXIT.FAILED);
   } finally {
     stopHandlingSignals();
     stopOnUncaughtError();
@@ -198,9 +198,10 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
   // A full or read-only records filesystem: the report stands, but a run without its records did not succeed.
   if (recordsFailure !== null) {
     process.stderr.write(`error: ${printable(recordsIncomplete(recordsFailure))}\n`);
-    return exitCodeOf(report) === EXIT.OK ? EXIT.FAILED : exitCodeOf(report);
+    return exitCodeAfterLog(log, exitCodeOf(report) === EXIT.OK ? EXIT.FAILED : exitCodeOf(report));
   }
-  return exitCodeOf(report);
+  // A log that could not be written (a full disk): one line after the report, and exit 1 for 0.
+  return exitCodeAfterLog(log, exitCodeOf(report));
 }
 
 const ignoring = new WeakSet<NodeJS.WriteStream>();

@@ -19,7 +19,7 @@ import { Session } from '../session/session.js';
 import { createRpcServer, receiveMessage, SERVE_ERRORS } from '../runtime/json-rpc.js';
 import { SessionApi } from '../runtime/session-api.js';
 import { releaseEarlySignals } from './early-signals.js';
-import { collect, EXIT, logFileRefusal, usageError, type ExitCode, type GlobalOptions } from './program.js';
+import { collect, EXIT, exitCodeAfterLog, logFileRefusal, usageError, type ExitCode, type GlobalOptions } from './program.js';
 import { LineSplitter } from './line-splitter.js';
 
 /** Longest request line read, bytes (a longer one is answered with -32600 `REQUEST_TOO_LARGE` and skipped). */
@@ -119,9 +119,9 @@ export async function serveCommand(options: ServeCommandOptions): Promise<ExitCo
     });
   } catch (error) {
     log.flush();
-    if (isRuntimeError(error, ERROR_CODES.RECORDS_DIR_IN_USE)) return usageError(error.message);
+    if (isRuntimeError(error, ERROR_CODES.RECORDS_DIR_IN_USE)) return exitCodeAfterLog(log, usageError(error.message));
     process.stderr.write(`error: the session could not be opened: ${error instanceof Error ? error.message : String(error)}\n`);
-    return EXIT.FAILED;
+    return exitCodeAfterLog(log, EXIT.FAILED);
   }
 
   // A harness that stopped reading stderr (EPIPE) must not crash the session before its sweep
@@ -253,7 +253,8 @@ export async function serveCommand(options: ServeCommandOptions): Promise<ExitCo
   stdin.pause();
   stdin.removeAllListeners('data');
   stdin.destroy();
-  return code;
+  // A log that could not be written (a full disk) did not stop the session: one line, exit 1 for 0.
+  return exitCodeAfterLog(log, code);
 }
 
 /** Writes one JSON message a line to stdout, in order; notes a stdout that failed (a closed pipe, a full disk) and why. */

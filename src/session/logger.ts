@@ -2,10 +2,11 @@
  * The runtime's own structured logs (pino; DESIGN §10 "Logs go to stderr (pino), never to
  * stdout"). Off by default: a library user or `capsule run` without `--log-level` gets a silent
  * logger and pino is not even loaded. With a level, one JSON object a line goes to stderr or to a
- * file — never to stdout, which belongs to `--json`.
+ * file — never to stdout, which belongs to `--json`. A log that cannot be written (a full disk)
+ * stops logging and says so through {@link OpenLogger.failure}; it never throws into the runtime.
  */
-import { openSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { openSync, writeSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
 import { makeDirectory } from '../records/directories.js';
 
 /** pino's levels, plus `silent` (nothing). */
@@ -49,14 +50,28 @@ export interface LoggerOptions {
    * its directory, e.g. under /proc, else the `open(2)` error).
    */
   readonly file?: string;
-  /** A stream to write to instead (tests: a capture sink). */
+  /** A stream to write to instead (tests: a capture sink). Its `write` may throw: that is a failed write, as below. */
   readonly stream?: { write(line: string): unknown };
+}
+
+/** The first write of the log that failed: where the log went and the error (`ENOSPC`, `EIO`, …). */
+export interface LogFailure {
+  /** `stderr`, the absolute path of `--log-file`, or `the log stream` for {@link LoggerOptions.stream}. */
+  readonly where: string;
+  readonly error: Error;
 }
 
 /** A logger and the function that writes out what it buffered (call before exiting). */
 export interface OpenLogger {
   readonly logger: RuntimeLogger;
   flush(): void;
+  /**
+   * The first write that failed with an error other than EPIPE, or null. The log stopped there:
+   * that line and every later one are dropped, and nothing is thrown into the runtime (a log
+   * that cannot be written must not stop the work it logs). A reader that went away (EPIPE)
+   * stops the log too, silently, and is no failure.
+   */
+  failure(): LogFailure | null;
 }
 
 /**
@@ -64,27 +79,73 @@ export interface OpenLogger {
  * Lines are written synchronously (a crash or `process.exit` loses none).
  */
 export async function createLogger(options: LoggerOptions): Promise<OpenLogger> {
-  if (options.level === 'silent') return { logger: silentLogger, flush: () => {} };
+  if (options.level === 'silent') return { logger: silentLogger, flush: () => {}, failure: () => null };
   // pino is CommonJS: its `module.exports` (the `pino` function) is the default export both for
   // Node's own loader and in the bundle (scripts/bundle.js), where a named `pino` is not.
   const pino = (await import('pino')).default;
+  const stream = options.stream;
   const destination =
-    options.stream !== undefined
-      ? options.stream
-      : pino.destination({ fd: options.file !== undefined ? openLogFile(options.file) : 2, sync: true });
+    stream !== undefined
+      ? new GuardedDestination('the log stream', (line) => void stream.write(line))
+      : options.file !== undefined
+        ? fdDestination(resolve(options.file), openLogFile(options.file))
+        : fdDestination('stderr', 2);
   const logger = pino({ level: options.level, base: { pid: process.pid, name: 'capsule' } }, destination as never);
   return {
     logger: logger as unknown as RuntimeLogger,
-    flush: () => {
-      const flush = (destination as { flushSync?: () => void }).flushSync;
-      try {
-        flush?.call(destination);
-      } catch {
-        // nothing buffered (sync destination)
-      }
-    },
+    // Every line is written before its log call returns: nothing is ever buffered.
+    flush: () => {},
+    failure: () => destination.failure,
   };
 }
+
+/**
+ * pino's destination: each line is handed to `write` at once, and a write that throws stops the
+ * log instead of throwing into the runtime. pino's own (SonicBoom) re-throws every error but
+ * EPIPE from the log call itself, so a full disk (`2> /dev/full`, `--log-file /dev/full`) threw
+ * inside the session and hung `capsule run` (round 12).
+ */
+class GuardedDestination {
+  failure: LogFailure | null = null;
+  #stopped = false;
+
+  constructor(
+    private readonly where: string,
+    private readonly writeLine: (line: string) => void,
+  ) {}
+
+  write(line: string): void {
+    if (this.#stopped) return;
+    try {
+      this.writeLine(line);
+    } catch (error) {
+      this.#stopped = true;
+      if ((error as NodeJS.ErrnoException | null)?.code === 'EPIPE') return;
+      this.failure = { where: this.where, error: error instanceof Error ? error : new Error(String(error)) };
+    }
+  }
+}
+
+/** A destination writing each line to `fd` with `write(2)`, whole (a pipe may take part of it). */
+function fdDestination(where: string, fd: number): GuardedDestination {
+  return new GuardedDestination(where, (line) => {
+    const bytes = Buffer.from(line, 'utf8');
+    let written = 0;
+    while (written < bytes.length) {
+      try {
+        written += writeSync(fd, bytes, written);
+      } catch (error) {
+        // A non-blocking stderr whose reader is behind: wait for it, as SonicBoom does.
+        if ((error as NodeJS.ErrnoException).code !== 'EAGAIN') throw error;
+        Atomics.wait(pause, 0, 0, EAGAIN_WAIT_MS);
+      }
+    }
+  });
+}
+
+/** Milliseconds to wait before writing again to a log whose pipe is full (EAGAIN). */
+const EAGAIN_WAIT_MS = 10;
+const pause = new Int32Array(new SharedArrayBuffer(4));
 
 /** Opens `file` for appending, creating it and its directory (pino's own `mkdir` loops under /proc, and reports an open failure only as an event). */
 function openLogFile(file: string): number {

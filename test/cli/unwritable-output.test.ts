@@ -5,9 +5,13 @@
  * own exit code is already non-zero — never the internal-error line. `capsule serve` ends its
  * session (teardown as usual, `session_end.exit_status` `error`, exit 1); a directory as its stdin
  * (EISDIR) is refused before a session opens: `error: stdin cannot be read: …`, exit 1.
+ * The runtime's log (`--log-level`, on stderr or in `--log-file`) that cannot be written likewise:
+ * the run or session goes on without it, then one line `error: the log cannot be written (…): …`
+ * and exit 1 (it threw inside the runtime: `capsule run` hung, `capsule serve` reported an
+ * internal error).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, existsSync, openSync, readdirSync, readFileSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { CLI, manifestAllowing, TempDirs, writeJson } from './helpers.js';
 
@@ -22,13 +26,23 @@ afterAll(() => temp.removeAll());
 interface Ended {
   readonly code: number | null;
   readonly stderr: string;
+  /** Whether it was SIGKILLed after {@link HANG_MS} (a regression must fail, not hang the suite). */
+  readonly hung: boolean;
 }
+
+/** Milliseconds a CLI of these tests may take before it is taken for hung and SIGKILLed. */
+const HANG_MS = 20_000;
 
 /**
  * Runs the built CLI in `cwd` with stdout (and stdin, when given) opened on `stdoutPath` /
- * `stdinPath`, stderr piped; `input` is written to a piped stdin and closed.
+ * `stdinPath`, stderr piped (its read end closed at once with `closeStderr`); `input` is written
+ * to a piped stdin and closed.
  */
-function runWith(args: readonly string[], cwd: string, io: { stdoutPath?: string; stderrPath?: string; stdinPath?: string; input?: string }): Promise<Ended> {
+function runWith(
+  args: readonly string[],
+  cwd: string,
+  io: { stdoutPath?: string; stderrPath?: string; stdinPath?: string; input?: string; closeStderr?: boolean },
+): Promise<Ended> {
   const stdout = openSync(io.stdoutPath ?? '/dev/null', 'w');
   const stderrFd = io.stderrPath !== undefined ? openSync(io.stderrPath, 'w') : 'pipe';
   const stdin = io.stdinPath !== undefined ? openSync(io.stdinPath, 'r') : 'pipe';
@@ -40,9 +54,55 @@ function runWith(args: readonly string[], cwd: string, io: { stdoutPath?: string
   if (typeof stderrFd === 'number') closeSync(stderrFd);
   if (typeof stdin === 'number') closeSync(stdin);
   if (child.stdin !== null) child.stdin.end(io.input ?? '');
+  // A reader that went away before the CLI wrote a byte: every write to its stderr meets EPIPE.
+  if (io.closeStderr === true) child.stderr?.destroy();
   let stderr = '';
   child.stderr?.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-  return new Promise((resolve) => child.on('close', (code) => resolve({ code, stderr })));
+  let hung = false;
+  const timer = setTimeout(() => {
+    hung = true;
+    child.kill('SIGKILL');
+  }, HANG_MS);
+  return new Promise((resolve) =>
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stderr, hung });
+    }),
+  );
+}
+
+/**
+ * The live processes whose working directory is `dir` or below it: the CLI, its spawner and the
+ * steps all start there. Those found are SIGKILLed (by pid: they are this test's), so that a
+ * failing case leaks nothing.
+ */
+function processesLeftIn(dir: string): number[] {
+  const found: number[] = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const cwd = readlinkSync(`/proc/${name}/cwd`);
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+      const zombie = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) === 'Z';
+      if (!zombie && (cwd === dir || cwd.startsWith(`${dir}/`))) found.push(Number(name));
+    } catch {
+      // gone, or not ours to read
+    }
+  }
+  for (const pid of found) {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // already gone
+    }
+  }
+  return found;
+}
+
+/** The internal-error files under `dir`'s default records root. */
+function internalErrorFiles(dir: string): string[] {
+  const root = join(dir, '.capsule', 'records');
+  return existsSync(root) ? readdirSync(root).filter((name) => name.startsWith('internal-error')) : [];
 }
 
 /** A workdir whose plan.json is one shell step `node -e 0`, allowed by its manifest. */
@@ -120,5 +180,84 @@ describe('a stdin that cannot be read', () => {
     );
     expect(result.code).toBe(1);
     expect(existsSync(records)).toBe(false);
+  });
+});
+
+describe('a log that cannot be written (--log-level info on a full disk, ENOSPC)', () => {
+  const LOG_LINE = (where: string): string => `error: the log cannot be written (${where}): ENOSPC: no space left on device, write\n`;
+
+  it('capsule run --log-level info 2> /dev/full: the run completes and prints its report, session_end is written, no internal error, no process left, exit 1', async () => {
+    const dir = workdir();
+    const records = join(dir, 'records');
+    const report = join(dir, 'report.out');
+    const result = await runWith(['run', 'plan.json', '--json', '--log-level', 'info', '--records', records], dir, { stdoutPath: report, stderrPath: '/dev/full' });
+    expect(result.hung).toBe(false);
+    expect(result.code).toBe(1);
+    expect(JSON.parse(readFileSync(report, 'utf8'))).toMatchObject({ plan_id: 'p', completed: true });
+    expect(lastRecord(records)).toMatchObject({ event_type: 'session_end', exit_status: 'ok' });
+    expect(internalErrorFiles(dir)).toEqual([]);
+    expect(processesLeftIn(dir)).toEqual([]);
+  });
+
+  it('capsule run --log-level info --log-file /dev/full: the run completes, then one line saying the log cannot be written, exit 1', async () => {
+    const dir = workdir();
+    const records = join(dir, 'records');
+    const report = join(dir, 'report.out');
+    const result = await runWith(['run', 'plan.json', '--json', '--quiet', '--log-level', 'info', '--log-file', '/dev/full', '--records', records], dir, { stdoutPath: report });
+    expect(result.hung).toBe(false);
+    expect(result.stderr).toBe(LOG_LINE('/dev/full'));
+    expect(result.code).toBe(1);
+    expect(JSON.parse(readFileSync(report, 'utf8'))).toMatchObject({ plan_id: 'p', completed: true });
+    expect(lastRecord(records)).toMatchObject({ event_type: 'session_end', exit_status: 'ok' });
+    expect(internalErrorFiles(dir)).toEqual([]);
+    expect(processesLeftIn(dir)).toEqual([]);
+  });
+
+  it('capsule run of a failing plan keeps its own exit code 1 and adds the one line', async () => {
+    const dir = workdir();
+    writeJson(dir, 'plan.json', { id: 'p', steps: [{ id: 'a', shell: 'node -e process.exit(3)' }] });
+    const result = await runWith(['run', 'plan.json', '--quiet', '--log-level', 'info', '--log-file', '/dev/full'], dir, {});
+    expect(result.hung).toBe(false);
+    expect(result.stderr.endsWith(LOG_LINE('/dev/full'))).toBe(true);
+    expect(result.code).toBe(1);
+  });
+
+  it('a log on a stderr whose reader went away (EPIPE) is dropped silently: the run completes with exit 0', async () => {
+    const dir = workdir();
+    const records = join(dir, 'records');
+    const report = join(dir, 'report.out');
+    const result = await runWith(['run', 'plan.json', '--json', '--log-level', 'info', '--records', records], dir, { stdoutPath: report, closeStderr: true });
+    expect(result.hung).toBe(false);
+    expect(result.code).toBe(0);
+    expect(JSON.parse(readFileSync(report, 'utf8'))).toMatchObject({ plan_id: 'p', completed: true });
+    expect(lastRecord(records)).toMatchObject({ event_type: 'session_end', exit_status: 'ok' });
+  });
+
+  it('capsule serve --log-level info --log-file /dev/full: serves a shell.run and session.stop, ends its session, then one line, no internal error, exit 1', async () => {
+    const dir = workdir();
+    const records = join(dir, 'records');
+    const answers = join(dir, 'answers.out');
+    const result = await runWith(['serve', '--log-level', 'info', '--log-file', '/dev/full', '--records', records, '--allow', 'node'], dir, {
+      stdoutPath: answers,
+      input:
+        '{"jsonrpc":"2.0","id":1,"method":"shell.run","params":{"command":"node -e 0"}}\n' +
+        '{"jsonrpc":"2.0","id":2,"method":"session.stop"}\n',
+    });
+    expect(result.hung).toBe(false);
+    expect(result.stderr).toBe(LOG_LINE('/dev/full'));
+    expect(result.code).toBe(1);
+    const byId = new Map(
+      readFileSync(answers, 'utf8')
+        .trimEnd()
+        .split('\n')
+        .map((line) => JSON.parse(line) as { id?: number; result?: Record<string, unknown> })
+        .filter((message) => message.id !== undefined)
+        .map((message) => [message.id, message.result]),
+    );
+    expect(byId.get(1)).toMatchObject({ status: 'finished', exit_code: 0 });
+    expect(byId.get(2)).toBeDefined();
+    expect(lastRecord(records)).toMatchObject({ event_type: 'session_end' });
+    expect(internalErrorFiles(dir)).toEqual([]);
+    expect(processesLeftIn(dir)).toEqual([]);
   });
 });

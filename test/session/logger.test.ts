@@ -27,6 +27,48 @@ describe('the runtime\'s structured log (pino)', () => {
     expect(records.find((r) => r['msg'] === 'step ended')).toMatchObject({ plan_id: 'p', step_id: 'a', status: 'success' });
   });
 
+  it('never throws into the runtime when a write fails (ENOSPC): the run completes, the log stops at the first failure and says why', async () => {
+    let writes = 0;
+    const full = Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' });
+    const log = await createLogger({
+      level: 'debug',
+      stream: {
+        write: () => {
+          writes++;
+          throw full;
+        },
+      },
+    });
+    const report = await runPlan({
+      plan: { id: 'p', steps: [{ id: 'a', tool: 'ok' }] },
+      manifest: null,
+      workdir: scratch,
+      recordsDir: join(scratch, 'full'),
+      tools: { ok: () => ({ status: 'passed', data: '' }) },
+      logger: log.logger,
+    });
+    expect(report.completed).toBe(true);
+    expect(writes).toBe(1);
+    expect(log.failure()).toEqual({ where: 'the log stream', error: full });
+  });
+
+  it('stops silently when its reader went away (EPIPE): no failure', async () => {
+    let writes = 0;
+    const log = await createLogger({
+      level: 'info',
+      stream: {
+        write: () => {
+          writes++;
+          throw Object.assign(new Error('EPIPE: broken pipe, write'), { code: 'EPIPE' });
+        },
+      },
+    });
+    log.logger.info({}, 'one');
+    log.logger.info({}, 'two');
+    expect(writes).toBe(1);
+    expect(log.failure()).toBeNull();
+  });
+
   it('is silent by default, without loading pino', async () => {
     const { logger } = await createLogger({ level: 'silent' });
     expect(logger).toBe(silentLogger);
