@@ -81,6 +81,11 @@ export async function inspectCommand(
   output: InspectOutput = { stdout: process.stdout, stderr: process.stderr },
   signal?: AbortSignal,
 ): Promise<ExitCode> {
+  if (target === '') {
+    // An unset shell variable (`capsule inspect "$DIR"`): it would be followed as ./events.jsonl.
+    output.stderr.write("error: the records directory is an empty path; give a session's records directory (e.g. .capsule/records/ses_…) or its events.jsonl\n");
+    return EXIT.USAGE;
+  }
   try {
     return await followRecords(target, options, output, signal);
   } catch (error) {

@@ -71,6 +71,11 @@ export async function replayCommand(
   options: ReplayCommandOptions,
   output: CommandOutput = { stdout: process.stdout, stderr: process.stderr },
 ): Promise<ExitCode> {
+  if (file === '') {
+    // An unset shell variable (`capsule replay "$LOG"`): no path to name in "cannot read".
+    output.stderr.write("error: the events file is an empty path; give a records directory or an events.jsonl file\n");
+    return EXIT.USAGE;
+  }
   // A records directory stands for its events.jsonl (as `capsule inspect` takes the directory).
   if (isDirectory(file)) {
     const inside = join(file, 'events.jsonl');

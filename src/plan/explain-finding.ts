@@ -9,7 +9,7 @@ import { locateJsonPath } from './json-location.js';
 import { parseReference, REFERENCE_FIELDS } from './references.js';
 import { bounded, didYouMean, listValues, located, type ExplainContext, type Refusal } from './refusal.js';
 import { splitShellWords } from './shell-words.js';
-import { allowFlag, excerpt, MAX_SENTENCE_CHARS } from './text.js';
+import { allowFlag, excerpt, MAX_SENTENCE_CHARS, shellQuote } from './text.js';
 
 export { allowFlag } from './text.js';
 import { ON_ERROR_POLICIES, PLAN_SUBMISSION_TOOL, type ValidationFinding } from './validate.js';
@@ -163,7 +163,7 @@ function binaryFix(binary: string, plan: PlanFile, ctx: ExplainContext): string 
   if (allowedAs !== undefined && allowedAs !== null) {
     // Adding to capabilities.shell.allow needs a manifest: offered only when one was loaded.
     const inManifest = ctx.manifestPath !== null ? `add ${JSON.stringify(binary)} to capabilities.shell.allow in ${ctx.manifestPath}${serve ? SERVE_RESTART : ''}, or ` : '';
-    lead = `entries match exactly: '${allowedAs}' is allowed but '${binary}' is not; write the command as ${allowedAs} …, or ${inManifest}${flag}`;
+    lead = `entries match exactly: '${allowedAs}' is allowed but '${binary}' is not; write the command as ${shellQuote(allowedAs)} …, or ${inManifest}${flag}`;
   } else if (ctx.manifestPath !== null) {
     lead = `add ${JSON.stringify(binary)} to capabilities.shell.allow in ${ctx.manifestPath}${serve ? SERVE_RESTART : ''}, or ${flag}`;
   } else {

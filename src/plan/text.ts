@@ -140,6 +140,16 @@ const isLowSurrogate = (unit: number): boolean => unit >= 0xdc00 && unit <= 0xdf
  * @example allowFlag('make') // "--allow make"; allowFlag("my tool") // "--allow 'my tool'"
  */
 export function allowFlag(value: string): string {
-  if (/^[A-Za-z0-9_@%+=:,./-]+$/u.test(value)) return `--allow ${value}`;
-  return `--allow '${value.replace(/'/gu, "'\\''")}'`;
+  return `--allow ${shellQuote(value)}`;
+}
+
+/**
+ * `value` as one word of a POSIX shell (and of a plan's shell string): as it is when it needs no
+ * quoting, else in single quotes, a quote inside written `'\''`.
+ *
+ * @example shellQuote('/usr/bin/make') // "/usr/bin/make"; shellQuote('/opt/my dir/x') // "'/opt/my dir/x'"
+ */
+export function shellQuote(value: string): string {
+  if (/^[A-Za-z0-9_@%+=:,./-]+$/u.test(value)) return value;
+  return `'${value.replace(/'/gu, "'\\''")}'`;
 }

@@ -149,6 +149,14 @@ describe('capsule inspect', () => {
     expect(out.stderr.text).toBe(`error: no event log at ${join(dir, 'events.jsonl')}: it is a symbolic link to ${join(scratch, 'gone', 'events.jsonl')}, which leads nowhere\n`);
   });
 
+  it('refuses an empty path as a usage error, saying it is empty, with or without --once (exit 2)', async () => {
+    for (const options of [{ once: true }, {}]) {
+      const out = capture();
+      expect(await inspectCommand('', options, out)).toBe(2);
+      expect(out.stderr.text).toBe("error: the records directory is an empty path; give a session's records directory (e.g. .capsule/records/ses_…) or its events.jsonl\n");
+    }
+  });
+
   it('--once on an event log file that does not exist says it does not exist (exit 2)', async () => {
     const out = capture();
     const file = join(scratch, 'no-such.jsonl');

@@ -236,6 +236,11 @@ describe('checkPlan: the refusal a run makes too, explained', () => {
     );
   });
 
+  it('writes the allowed path of the exact-match hint as one shell word, quoted when it holds a space', () => {
+    const fix = check(plan({ id: 'a', shell: 'printf x' }), { shellAllow: ['/opt/my dir/printf'] } as Partial<typeof CTX>).refusal?.fix;
+    expect(fix).toContain("is allowed but 'printf' is not; write the command as '/opt/my dir/printf' …, or");
+  });
+
   it('with no manifest loaded, the exact-match fix offers the flag, not a manifest entry it could not add to', () => {
     const none = { manifest: 'no manifest was loaded (there is no /w/capsule.json)', manifestPath: null, shellAllow: ['/usr/bin/make'] } as Partial<typeof CTX>;
     expect(check(plan({ id: 'a', shell: 'make all' }), none).refusal?.fix).toBe(

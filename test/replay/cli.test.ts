@@ -49,6 +49,12 @@ describe('capsule replay', () => {
     expect(looped.stderr.text).toMatch(/^error: cannot read .*events-loop\/events\.jsonl: .*ELOOP/);
   });
 
+  it('refuses an empty path as a usage error, saying it is empty (an unset shell variable), exit 2', async () => {
+    const out = capture();
+    expect(await replayCommand('', {}, out)).toBe(2);
+    expect(out.stderr.text).toBe('error: the events file is an empty path; give a records directory or an events.jsonl file\n');
+  });
+
   it('exits 1 and prints the first divergence (seq, actor, expected vs actual)', async () => {
     const file = join(scripts, 'diverging', 'wrong-retry-count.jsonl');
     const out = capture();
