@@ -9,7 +9,7 @@
  * approval on, at any depth) under its delegation actor; an ended delegation whose child logged
  * nothing says its child never started.
  */
-import { existsSync, lstatSync, readlinkSync, statSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import type { Command } from 'commander';
 import { createLogUpdate } from 'log-update';
@@ -21,7 +21,7 @@ import { recordsRootText, sessionDirsIn } from '../records/records-dir.js';
 import { isRecordOf, TraceFollower } from '../records/trace-reader.js';
 import { sessionRuntimeMayRun } from '../process/leftovers.js';
 import { stateText } from '../replay/replay.js';
-import { specialFileKind } from '../plan/read-file.js';
+import { missingReason, specialFileKind } from '../plan/read-file.js';
 import { excerpt } from '../plan/text.js';
 import { printable } from './progress.js';
 import { EXIT, type ExitCode } from './program.js';
@@ -576,28 +576,17 @@ function label(actor: ActorView, live: (id: string) => boolean, cut: boolean): s
 }
 
 /**
- * Why `path` cannot be read, as `: <what> …`, or '' when it is there: missing (ENOENT), a symbolic
- * link leading nowhere, or a directory on the way that cannot be searched (EACCES; `existsSync`
- * says false then too, which is not "missing").
+ * Why `path` cannot be read, as `: <what> …`, or '' when it is there: missing (ENOENT, with a
+ * link leading nowhere named as such: `missingReason`), or a directory on the way that cannot be
+ * searched (EACCES; `existsSync` says false then too, which is not "missing").
  */
 function unreachable(path: string, what: string): string {
   try {
-    if (!lstatSync(path).isSymbolicLink()) return '';
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    if (code === 'ENOENT' || code === 'ENOTDIR') return `: ${what} does not exist`;
-    return `: ${what} cannot be reached (${code ?? String(error)}${code === 'EACCES' ? ': permission denied on it or a directory on its way' : ''})`;
-  }
-  try {
     statSync(path);
     return '';
-  } catch {
-    let to = '?';
-    try {
-      to = readlinkSync(path);
-    } catch {
-      // Gone between the two calls: the link's target stays unnamed.
-    }
-    return `: ${what} is a symbolic link to ${to}, which leads nowhere`;
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ENOTDIR') return `: ${missingReason(path, what)}`;
+    return `: ${what} cannot be reached (${code ?? String(error)}${code === 'EACCES' ? ': permission denied on it or a directory on its way' : ''})`;
   }
 }

@@ -164,6 +164,19 @@ export function hadUncaughtError(): boolean {
   return uncaught;
 }
 
+/**
+ * Writes `line` and a newline to fd 2, best effort: the fd, not `process.stderr`, which is
+ * destroyed once one of its writes failed; when stderr cannot be written either, the line is lost
+ * and the exit code is all that is left.
+ */
+export function writeStderrLine(line: string): void {
+  try {
+    writeSync(2, `${line}\n`);
+  } catch {
+    // stderr cannot be written either
+  }
+}
+
 /** The streams whose writes failed with an error other than EPIPE (see {@link handleOutputErrors}). */
 const unwritable = new Set<'stdout' | 'stderr'>();
 
@@ -207,12 +220,7 @@ export function handleOutputErrors(): void {
       unwritable.add(name);
       // Set now too: the error may come after the command's code was set (a last write's callback).
       if (process.exitCode === undefined || process.exitCode === 0) process.exitCode = 1;
-      try {
-        // The fd, not the stream: a stream that failed is destroyed and writes nothing more.
-        writeSync(2, `${unwritableLine(name, error)}\n`);
-      } catch {
-        // stderr cannot be written either: the exit code is all that is left
-      }
+      writeStderrLine(unwritableLine(name, error));
     });
   }
 }

@@ -6,9 +6,8 @@
  */
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { DirectoryError, describeFsError } from '../records/directories.js';
-import { writeSync } from 'node:fs';
 import { LOG_LEVELS, type LogFailure, type OpenLogger } from '../session/logger.js';
-import { reportInternalError } from './internal-error.js';
+import { reportInternalError, writeStderrLine } from './internal-error.js';
 import { packageVersion } from './version.js';
 
 /** Process exit codes of `capsule` (DESIGN §3). */
@@ -110,12 +109,7 @@ export function logFailureLine(failure: LogFailure): string {
 export function exitCodeAfterLog(log: Pick<OpenLogger, 'failure'>, code: ExitCode): ExitCode {
   const failure = log.failure();
   if (failure === null) return code;
-  try {
-    // The fd, not process.stderr: that stream is destroyed once one of its writes failed.
-    writeSync(2, `${logFailureLine(failure)}\n`);
-  } catch {
-    // stderr cannot be written either: the exit code is all that is left
-  }
+  writeStderrLine(logFailureLine(failure));
   return code === EXIT.OK ? EXIT.FAILED : code;
 }
 

@@ -4,9 +4,26 @@
  * forever (`/dev/zero`). Ours, beyond `spec/plan.md` §5 (which only says the file is read).
  */
 
-import { closeSync, constants, fstatSync, openSync, readSync, statSync, type Stats } from 'node:fs';
+import { closeSync, constants, fstatSync, lstatSync, openSync, readlinkSync, readSync, statSync, type Stats } from 'node:fs';
 import { open, stat } from 'node:fs/promises';
 import { fileTooLarge, NOT_UTF8, notRegularFile } from './messages.js';
+
+/**
+ * Why `path`, which could not be opened (ENOENT), is missing, in words: `<subject> does not
+ * exist`, or, for a link whose target is gone, `<subject> is a symbolic link to <target>, which
+ * does not exist` (Node's `ENOENT: no such file or directory, stat …` names the link, not its
+ * target). Used by `capsule replay` and `capsule inspect`.
+ *
+ * @param subject how the sentence names `path` (default `it`).
+ */
+export function missingReason(path: string, subject = 'it'): string {
+  try {
+    if (lstatSync(path).isSymbolicLink()) return `${subject} is a symbolic link to ${readlinkSync(path)}, which does not exist`;
+  } catch {
+    // no entry at all (or gone since): missing
+  }
+  return `${subject} does not exist`;
+}
 
 /**
  * Largest plan file or manifest `capsule` reads: 16 MiB (16,777,216 bytes). The largest plan of

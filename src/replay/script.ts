@@ -1,9 +1,8 @@
-import { lstatSync, readlinkSync } from 'node:fs';
 import type { JsonValue } from '../../machines/contracts.js';
 import { planActorId, type PlanInput } from '../../machines/plan.machine.js';
 import { actorKind } from '../actors/actor-kinds.js';
 import { ERROR_CODES, RuntimeError } from '../errors.js';
-import { readUtf8FileSync } from '../plan/read-file.js';
+import { missingReason, readUtf8FileSync } from '../plan/read-file.js';
 import { parsePlanValue, stepKind } from '../plan/schema.js';
 import { excerpt } from '../plan/text.js';
 import type { EventLine, EventLogRecord } from '../records/event-log.js';
@@ -135,24 +134,10 @@ export class ReplayFileError extends RuntimeError {
 export function readReplayScript(file: string, options: { maxBytes?: number; onTornTail?: (warning: string) => void } = {}): ReplayScript {
   const read = readUtf8FileSync(file, { maxBytes: options.maxBytes ?? MAX_REPLAY_FILE_BYTES });
   if (!read.ok) {
-    const why = read.directory ? 'it is a directory, not a file' : read.missing ? missingWhy(file) : read.error;
+    const why = read.directory ? 'it is a directory, not a file' : read.missing ? missingReason(file) : read.error;
     throw new ReplayFileError(`cannot read ${file}: ${why}`);
   }
   return parseReplayScript(read.text, file, options.onTornTail === undefined ? {} : { onTornTail: options.onTornTail });
-}
-
-/**
- * Why `file` (ENOENT) is missing, in words, as `capsule run` says it of a plan file: `it does not
- * exist`, or, for a link whose target is gone, `it is a symbolic link to <target>, which does not
- * exist` (Node's `ENOENT: no such file or directory, stat …` would name the link, not its target).
- */
-function missingWhy(file: string): string {
-  try {
-    if (lstatSync(file).isSymbolicLink()) return `it is a symbolic link to ${readlinkSync(file)}, which does not exist`;
-  } catch {
-    // no entry at all
-  }
-  return 'it does not exist';
 }
 
 /**

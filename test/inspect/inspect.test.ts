@@ -146,7 +146,7 @@ describe('capsule inspect', () => {
     mkdirSync(dir);
     symlinkSync(join(scratch, 'gone', 'events.jsonl'), join(dir, 'events.jsonl'));
     expect(await inspectCommand(dir, { once: true }, out)).toBe(2);
-    expect(out.stderr.text).toBe(`error: no event log at ${join(dir, 'events.jsonl')}: it is a symbolic link to ${join(scratch, 'gone', 'events.jsonl')}, which leads nowhere\n`);
+    expect(out.stderr.text).toBe(`error: no event log at ${join(dir, 'events.jsonl')}: it is a symbolic link to ${join(scratch, 'gone', 'events.jsonl')}, which does not exist\n`);
   });
 
   it('refuses an empty path as a usage error, saying it is empty, with or without --once (exit 2)', async () => {

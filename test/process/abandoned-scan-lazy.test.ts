@@ -14,6 +14,7 @@ import { findAbandonedSessions, inspectSessionDir } from '../../src/process/left
 import { readTrace } from '../../src/records/trace-reader.js';
 import { builtTraceSchemaTypes } from '../../src/records/trace-schemas.js';
 import { TraceWriter } from '../../src/records/trace-writer.js';
+import { sessionStartFields } from '../records/session-start-fields.js';
 
 let root = '';
 beforeAll(() => {
@@ -30,18 +31,7 @@ function session(name: string, options: { ended: boolean; start?: Record<string,
   mkdirSync(dir);
   const path = join(dir, 'trace.jsonl');
   const writer = new TraceWriter(path, `ses_${name}`);
-  const start = writer.write('session_start', null, {
-    capsule_name: null,
-    capsule_version: null,
-    capabilities: {},
-    tools_declared: [],
-    workdir_exec: dir,
-    records_dir: dir,
-    runtime: 'capsule-runtime (TypeScript)',
-    pid: DEAD_PID,
-    pid_start_time: null,
-    containment: { backend: 'process-group', reason: 'test', cgroup: null, cgroup_kill: false, helper: null, pid_namespace: false, isolation_reason: 'test', run_as: null },
-  });
+  const start = writer.write('session_start', null, sessionStartFields(dir, DEAD_PID));
   writer.write('plan_start', start, { plan_id: 'p', step_count: 0, steps: [] });
   if (options.ended) {
     writer.write('session_end', start, { total_turns: 0, total_input_tokens: 0, total_output_tokens: 0, total_tool_calls: 0, total_shell_calls: 0, duration_ms: 1, exit_status: 'ok' });

@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { endedTrace, readTrace } from '../../src/records/trace-reader.js';
 import { builtTraceSchemaTypes } from '../../src/records/trace-schemas.js';
 import { TraceWriter } from '../../src/records/trace-writer.js';
+import { sessionStartFields } from './session-start-fields.js';
 
 let dir = '';
 beforeAll(() => {
@@ -20,18 +21,7 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 it("tells an ended session from its trace's ends building only the session_start and session_end schemas, and builds another type's when a whole read meets one", () => {
   const path = join(dir, 'trace.jsonl');
   const writer = new TraceWriter(path, 'ses_lazy');
-  const start = writer.write('session_start', null, {
-    capsule_name: null,
-    capsule_version: null,
-    capabilities: {},
-    tools_declared: [],
-    workdir_exec: dir,
-    records_dir: dir,
-    runtime: 'capsule-runtime (TypeScript)',
-    pid: 1,
-    pid_start_time: null,
-    containment: { backend: 'process-group', reason: 'test', cgroup: null, cgroup_kill: false, helper: null, pid_namespace: false, isolation_reason: 'test', run_as: null },
-  });
+  const start = writer.write('session_start', null, sessionStartFields(dir, 1));
   writer.write('plan_start', start, { plan_id: 'p', step_count: 0, steps: [] });
   writer.write('session_end', start, { total_turns: 0, total_input_tokens: 0, total_output_tokens: 0, total_tool_calls: 0, total_shell_calls: 0, duration_ms: 1, exit_status: 'ok' });
   writer.close();
