@@ -7,7 +7,7 @@
 import type { createLogUpdate } from 'log-update';
 import type { DiscardedResult, StepKind, StepResult } from '../../machines/contracts.js';
 import { CANCEL_BEFORE_STEP, CANCEL_CAPSULE_STEP, CANCEL_FORCED_STEP } from '../../machines/messages.js';
-import { refusalLines, type Refusal } from '../plan/refusal.js';
+import { furtherRefusalsNotShown, refusalLines, type Refusal } from '../plan/refusal.js';
 import type { PlanProgressEvent, PlanReport } from '../runtime/run-plan.js';
 
 /** `lines`: a line per transition (not a TTY); `live`: an in-place view (TTY); `quiet`: no progress. */
@@ -231,7 +231,7 @@ export class Progress {
     this.dispose();
     if (this.#mode === 'quiet') {
       if (refusal !== undefined) {
-        this.#stream.write(`${this.#refusalText(refusal)}\n`);
+        this.#stream.write(`${this.#refusalsText(report, refusal)}\n`);
       } else if (!report.completed && !report.canceled && report.failed_step !== null) {
         const blamed = report.results.find((result) => result.step_id === report.failed_step);
         const where =
@@ -249,6 +249,15 @@ export class Progress {
   /** `canceled: plan <id> after <duration>`: the outcome of a canceled run, with or without --quiet. */
   #canceledLine(report: PlanReport): string {
     return this.#paint('yellow', `canceled: plan ${shownId(report.plan_id)} after ${formatDuration(report.duration_ms)}`);
+  }
+
+  /** The refusal explained, then each further refusal of the report (`further_refusals`) as its own block, then how many more. */
+  #refusalsText(report: PlanReport, refusal: Refusal): string {
+    const blocks = [this.#refusalText(refusal)];
+    for (const more of report.further_refusals ?? []) blocks.push(this.#refusalText(more));
+    const notShown = report.further_refusals_not_shown ?? 0;
+    if (notShown > 0) blocks.push(this.#paint('red', furtherRefusalsNotShown(notShown)));
+    return blocks.join('\n');
   }
 
   #refusalText(refusal: Refusal): string {
@@ -363,7 +372,7 @@ export class Progress {
     const took = formatDuration(report.duration_ms);
     let outcome: string;
     const plan = shownId(report.plan_id);
-    if (refusal !== undefined) outcome = this.#refusalText(refusal);
+    if (refusal !== undefined) outcome = this.#refusalsText(report, refusal);
     else if (report.canceled) outcome = this.#canceledLine(report);
     else if (report.completed) outcome = this.#paint('green', `completed: plan ${plan} in ${took}`);
     else if (report.plan_id === '') outcome = this.#paint('red', 'failed: the plan file could not be read or parsed');

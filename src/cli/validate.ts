@@ -12,7 +12,7 @@ import type { Command } from 'commander';
 import { describeManifestSource, findManifest, loadManifest, manifestBesidePlan, type Manifest, type ManifestSource } from '../manifest.js';
 import { canExecute } from '../executors/on-path.js';
 import { checkPlan } from '../plan/check.js';
-import { explainParseFailure, explainReadFailure, refusalLines, type Refusal } from '../plan/refusal.js';
+import { explainParseFailure, explainReadFailure, furtherRefusalsNotShown, refusalLines, type Refusal } from '../plan/refusal.js';
 import { parsePlanText, readPlanFile } from '../plan/schema.js';
 import type { PlanWarning } from '../plan/warnings.js';
 import { directoryProblem } from '../records/directories.js';
@@ -53,6 +53,14 @@ export interface ValidationReport {
   readonly warnings: readonly string[];
   /** Ours: the refusal explained; absent when valid and when the plan file could not be read. */
   readonly refusal?: Refusal;
+  /**
+   * Ours: the further refusals after `refusal`, explained, at most `MAX_WARNINGS_PER_KIND`: every
+   * other step a run refuses (when `refusal` is one a run makes), else every other step a run
+   * would fail on later. Present only when there are any.
+   */
+  readonly further_refusals?: readonly Refusal[];
+  /** Ours: how many further refusals there are beyond `further_refusals`; present only when some are not shown. */
+  readonly further_refusals_not_shown?: number;
 }
 
 /** Registers `capsule validate` on the program. */
@@ -65,7 +73,7 @@ export function registerValidate(program: Command): void {
     .option('--workdir <dir>', 'the workdir `run` would use: where capsule.json is looked for (default: the current directory)')
     .option('--records <dir>', 'the records directory `run` would use: refused when it already holds a session or cannot be written')
     .option('--allow <bin>', 'also allow this binary in shell steps, as `run --allow` (repeatable)', collect)
-    .option('--json', 'print {valid, plan_id, failed_step, error, warnings, refusal?} on stdout')
+    .option('--json', 'print {valid, plan_id, failed_step, error, warnings, refusal?, further_refusals?} on stdout')
     .addHelpText(
       'after',
       '\nExit codes: 0 valid, 1 refused (or unreadable/unparseable), 2 usage error, bad manifest, or a --records directory that holds a session or cannot be written.',
@@ -105,6 +113,9 @@ export async function validateCommand(planPath: string, options: ValidateCommand
   const report = await validatePlanFile(planPath, workdir, manifest, source, options.allow ?? [], warn);
   sink.finish();
   const warnings = sink.shown;
+  // Further refusals are capped like warnings: a plan with a million bad conditions prints a few.
+  const further = report.more.slice(0, MAX_WARNINGS_PER_KIND);
+  const notShown = report.more.length - further.length + report.moreNotShown;
   if (options.json === true) {
     const json: ValidationReport = {
       valid: report.valid,
@@ -113,6 +124,8 @@ export async function validateCommand(planPath: string, options: ValidateCommand
       error: report.error,
       warnings,
       ...(report.refusal !== undefined ? { refusal: report.refusal } : {}),
+      ...(further.length > 0 ? { further_refusals: further } : {}),
+      ...(notShown > 0 ? { further_refusals_not_shown: notShown } : {}),
     };
     process.stdout.write(`${JSON.stringify(json, null, 2)}\n`);
   } else if (report.valid) {
@@ -122,11 +135,10 @@ export async function validateCommand(planPath: string, options: ValidateCommand
     const first = `refused: ${where}: ${report.error ?? ''}`;
     const explained = report.refusal ?? (report.failed_step === 'plan' ? explainUnreadPlan(planPath, report.error ?? '', options.workdir) : undefined);
     const lines = explained === undefined ? [first] : refusalLines(explained, first);
-    // Further refusals are capped like warnings: a plan with a million bad conditions prints a few.
-    for (const more of report.more.slice(0, MAX_WARNINGS_PER_KIND)) {
+    for (const more of further) {
       for (const line of refusalLines(more, `refused: step '${excerpt(more.step_id)}': ${more.error}`)) lines.push(line);
     }
-    if (report.more.length > MAX_WARNINGS_PER_KIND) lines.push(moreRefusals(report.more.length - MAX_WARNINGS_PER_KIND));
+    if (notShown > 0) lines.push(report.moreFailLater ? moreRefusals(notShown) : furtherRefusalsNotShown(notShown));
     process.stderr.write(`${lines.map(printable).join('\n')}\n`);
   }
   return report.valid ? EXIT.OK : EXIT.FAILED;
@@ -149,8 +161,12 @@ export function explainUnreadPlan(planPath: string, error: string, workdir: stri
 }
 
 type FileReport = Omit<ValidationReport, 'warnings'> & {
-  /** Further problems a run would fail on later, beyond the first (shown to people; `--json` has the first). */
+  /** Further problems, beyond the first: the other refusals a run makes too, or (none of those) those a run would fail on later. */
   readonly more: readonly Refusal[];
+  /** How many further problems there are beyond `more` (counted, not explained). */
+  readonly moreNotShown: number;
+  /** Whether `more` are problems a run would fail on later (the closing line says so). */
+  readonly moreFailLater: boolean;
 };
 
 async function validatePlanFile(
@@ -161,13 +177,15 @@ async function validatePlanFile(
   allow: readonly string[],
   warn: (warning: PlanWarning) => void,
 ): Promise<FileReport> {
-  const refused = (planId: string, refusal: Refusal | null, stepId: string, error: string, more: readonly Refusal[] = []): FileReport => ({
+  const refused = (planId: string, refusal: Refusal | null, stepId: string, error: string, more: readonly Refusal[] = [], moreNotShown = 0, moreFailLater = false): FileReport => ({
     valid: false,
     plan_id: planId,
     failed_step: stepId,
     error,
     ...(refusal !== null ? { refusal } : {}),
     more,
+    moreNotShown,
+    moreFailLater,
   });
   const read = await readPlanFile(planPath);
   if (!read.ok) return refused('', null, 'plan', read.error);
@@ -186,12 +204,14 @@ async function validatePlanFile(
     toolProgram: (tool) => manifest?.tools[tool]?.command[0] ?? null,
     unknownKeys: parsed.warnings,
   });
-  if (check.refusal !== null) return refused(parsed.plan.id, check.refusal, check.refusal.step_id, check.refusal.error);
+  if (check.refusal !== null) {
+    return refused(parsed.plan.id, check.refusal, check.refusal.step_id, check.refusal.error, check.furtherRefusals, check.furtherNotShown);
+  }
   // The same warnings a run prints before its first step, but what a run fails on later is refused here.
   for (const warning of check.warnings) warn(warning);
   const [first, ...more] = check.failsLater.map((later) => later.refusal);
-  if (first !== undefined) return refused(parsed.plan.id, first, first.step_id, first.error, more);
-  return { valid: true, plan_id: parsed.plan.id, failed_step: null, error: null, more: [] };
+  if (first !== undefined) return refused(parsed.plan.id, first, first.step_id, first.error, more, 0, true);
+  return { valid: true, plan_id: parsed.plan.id, failed_step: null, error: null, more: [], moreNotShown: 0, moreFailLater: false };
 }
 
 function isDirectory(path: string): boolean {

@@ -4,6 +4,7 @@
  * fail on it later (a condition that does not parse, a reference without a dot, a dependency
  * cycle), and the warnings. `capsule validate` refuses on the first two; `capsule run` refuses on
  * the first, and prints the other two as warnings before its first step, so both say the same.
+ * Both list every refusal of the first kind, the first one first.
  */
 
 import type { PlanFile, PlanStep } from '../../machines/contracts.js';
@@ -34,7 +35,7 @@ import { explainFinding } from './explain-finding.js';
 import { parseReference } from './references.js';
 import { scanShellText } from './shell-text.js';
 import { clipMiddle, MAX_SENTENCE_CHARS } from './text.js';
-import { findValidationFailure, type ValidationContext } from './validate.js';
+import { validationFindings, type ValidationContext } from './validate.js';
 import type { StepWarning } from './warnings.js';
 
 /** What {@link checkPlan} needs: the validation context and what explaining a refusal needs. */
@@ -52,10 +53,21 @@ export interface LaterFailure {
   readonly warning: StepWarning;
 }
 
+/** Most further refusals explained after the first (the rest are counted): as many as warnings of one kind are shown. */
+export const MAX_FURTHER_REFUSALS = 20;
+
 /** What {@link checkPlan} found. */
 export interface PlanCheck {
   /** The refusal of `plan.md` §6 (and our `stdin` rule), explained: a run refuses the plan too. Null when it passes. */
   readonly refusal: Refusal | null;
+  /**
+   * The plan's further refusals of the same kind, after `refusal`, explained (at most
+   * `MAX_FURTHER_REFUSALS`): a run refuses on the first, but says every one, as `capsule validate`
+   * does. Empty when `refusal` is null.
+   */
+  readonly furtherRefusals: readonly Refusal[];
+  /** How many further refusals there are beyond those in `furtherRefusals` (counted, not explained). */
+  readonly furtherNotShown: number;
   /**
    * What a run would fail on later, found now (declaration order, then a cycle): the step fails
    * when its `if` is evaluated or at every attempt, or the run stops blocked. `capsule validate`
@@ -77,12 +89,20 @@ export interface PlanCheck {
  *   With `ctx.canExecute`, programs that would not start are warned about (`binary_not_found`).
  */
 export function checkPlan(plan: PlanFile, ctx: PlanCheckContext, options: { readonly refusalOnly?: boolean } = {}): PlanCheck {
-  const finding = findValidationFailure(plan, ctx);
-  if (finding !== null) {
+  const findings = validationFindings(plan, ctx);
+  const first = findings.next();
+  if (first.done !== true) {
     const explain: ExplainContext = { ...ctx, shellAllow: ctx.shellAllow, installedTools: [...ctx.installedTools] };
-    return { refusal: explainFinding(finding, plan, explain), failsLater: [], warnings: [] };
+    // Only the shown ones are explained (locating each in the file text is the costly part); the rest are counted.
+    const furtherRefusals: Refusal[] = [];
+    let furtherNotShown = 0;
+    for (const finding of findings) {
+      if (furtherRefusals.length < MAX_FURTHER_REFUSALS) furtherRefusals.push(explainFinding(finding, plan, explain));
+      else furtherNotShown++;
+    }
+    return { refusal: explainFinding(first.value, plan, explain), furtherRefusals, furtherNotShown, failsLater: [], warnings: [] };
   }
-  if (options.refusalOnly === true) return { refusal: null, failsLater: [], warnings: [] };
+  if (options.refusalOnly === true) return { refusal: null, furtherRefusals: [], furtherNotShown: 0, failsLater: [], warnings: [] };
 
   const ids = new Set(plan.steps.map((step) => step.id));
   // Asked once per program, not once per step: a PATH lookup is a dozen system calls.
@@ -111,7 +131,7 @@ export function checkPlan(plan: PlanFile, ctx: PlanCheckContext, options: { read
       },
     });
   }
-  return { refusal: null, failsLater: failing.map(boundedLater), warnings: warnings.map(boundedWarning) };
+  return { refusal: null, furtherRefusals: [], furtherNotShown: 0, failsLater: failing.map(boundedLater), warnings: warnings.map(boundedWarning) };
 }
 
 function memoized(found: ((program: string) => boolean) | undefined): ((program: string) => boolean) | undefined {

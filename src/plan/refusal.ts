@@ -230,6 +230,11 @@ export function explainReadFailure(
   return bounded({ step_id: 'plan', error, code: 'plan_unreadable', rule: 'the plan file is read before anything runs (plan.md §5)', accepted: null, fix, file, json_path: null, line: null, column: null });
 }
 
+/** The closing line after the further refusals shown, when some are only counted (`capsule validate`, `capsule run`). */
+export function furtherRefusalsNotShown(count: number): string {
+  return `refused: ${count} more problem${count === 1 ? '' : 's'} not shown`;
+}
+
 /** The refusal as lines for people: `refused: …`, then where, the rule, the accepted values and the fix, indented. */
 export function refusalLines(refusal: Refusal, firstLine: string): string[] {
   const lines = [firstLine];

@@ -262,22 +262,34 @@ export function validatePlan(plan: PlanFile, ctx: ValidationContext): Validation
  * same error text. Never throws.
  */
 export function findValidationFailure(plan: PlanFile, ctx: ValidationContext): ValidationFinding | null {
+  for (const finding of validationFindings(plan, ctx)) return finding;
+  return null;
+}
+
+/**
+ * Every validation refusal of a plan, lazily, in the order {@link findValidationFailure} meets the
+ * first: pass 1 (rules 1–4) for every step, then pass 2 (rules 5–6) for every step; at most one
+ * finding per step and pass (the first rule it fails), so a step can be blamed twice (a refused
+ * binary and an unknown dependency). A repeated id is blamed, and the step is still checked. The
+ * first finding is {@link findValidationFailure}'s; `capsule validate` and `capsule run` list the
+ * rest after it. Never throws.
+ */
+export function* validationFindings(plan: PlanFile, ctx: ValidationContext): Generator<ValidationFinding, void, undefined> {
   const ids = new Set<string>();
   // A Set: a long allow-list checked once per shell step would make validation quadratic.
   const allowed = new Set(ctx.shellAllow);
   for (let index = 0; index < plan.steps.length; index++) {
     const step = plan.steps[index] as PlanStep;
     if (ids.has(step.id)) {
-      return { step_id: step.id, index, code: 'duplicate_step_id', error: duplicateStepId(step.id), path: ['id'], subject: step.id };
+      yield { step_id: step.id, index, code: 'duplicate_step_id', error: duplicateStepId(step.id), path: ['id'], subject: step.id };
     }
     ids.add(step.id);
     const found = checkStepShape(step, ctx, allowed);
-    if (found !== null) return { step_id: step.id, index, ...found };
+    if (found !== null) yield { step_id: step.id, index, ...found };
   }
   for (let index = 0; index < plan.steps.length; index++) {
     const step = plan.steps[index] as PlanStep;
     const found = checkStepLinks(step, ids);
-    if (found !== null) return { step_id: step.id, index, ...found };
+    if (found !== null) yield { step_id: step.id, index, ...found };
   }
-  return null;
 }

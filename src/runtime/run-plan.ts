@@ -10,7 +10,7 @@ import { CANCEL_PHASES } from '../cancel/phases.js';
 import { ERROR_CODES, RunInternalError, RuntimeError } from '../errors.js';
 import { canExecute } from '../executors/on-path.js';
 import { describeManifestSource, loadManifest, MANIFEST_FILE, manifestBesidePlan, type Manifest, type ManifestSource } from '../manifest.js';
-import { checkPlan, runStartWarnings } from '../plan/check.js';
+import { checkPlan, runStartWarnings, type PlanCheck } from '../plan/check.js';
 import { explainParseFailure, type Refusal } from '../plan/refusal.js';
 import { parsePlanText, parsePlanValue, readPlanFile, stepKind, type ParsePlanResult, type PlanWarning } from '../plan/schema.js';
 import { elapsedMs, systemClock, type SessionClock } from '../session/clock.js';
@@ -49,6 +49,13 @@ export interface PlanReport {
    * Absent otherwise, and for a plan file that could not be read (its `error` names the path).
    */
   readonly refusal?: Refusal;
+  /**
+   * Ours: the plan's further refusals after `refusal` (every step validation refuses, the first one
+   * in `refusal`), explained, at most `MAX_FURTHER_REFUSALS`. Present only when there are any.
+   */
+  readonly further_refusals?: readonly Refusal[];
+  /** Ours: how many further refusals there are beyond `further_refusals`; present only when some are not shown. */
+  readonly further_refusals_not_shown?: number;
 }
 
 /** Progress a host can show; every event is also written to the trace. */
@@ -362,7 +369,7 @@ export function startPlan(options: RunPlanOptions): PlanRun {
     if (refused !== null) {
       trace.refused(refused.step_id, plan.steps.length, elapsed(), refused.error);
       log.info({ plan_id: plan.id, step_id: refused.step_id, error: refused.error, code: refused.code }, 'plan refused');
-      return finish(refusal(session, plan.id, refused.step_id, refused.error, elapsed(), refused), 'failed');
+      return finish(refusal(session, plan.id, refused.step_id, refused.error, elapsed(), refused, check), 'failed');
     }
     // What `capsule validate` would refuse but a run only meets later, and the other warnings: said before the first step.
     for (const warning of runStartWarnings(check)) options.onWarning?.(warning);
@@ -564,7 +571,15 @@ function publicResult(result: StepResult): StepResult {
   };
 }
 
-function refusal(session: Session, planId: string, stepId: string, error: string, durationMs: number, explained?: Refusal): PlanReport {
+function refusal(
+  session: Session,
+  planId: string,
+  stepId: string,
+  error: string,
+  durationMs: number,
+  explained?: Refusal,
+  further: Pick<PlanCheck, 'furtherRefusals' | 'furtherNotShown'> = { furtherRefusals: [], furtherNotShown: 0 },
+): PlanReport {
   return {
     plan_id: planId,
     session_id: session.id,
@@ -575,6 +590,8 @@ function refusal(session: Session, planId: string, stepId: string, error: string
     records_dir: session.recordsDir,
     duration_ms: durationMs,
     ...(explained !== undefined ? { refusal: explained } : {}),
+    ...(further.furtherRefusals.length > 0 ? { further_refusals: further.furtherRefusals } : {}),
+    ...(further.furtherNotShown > 0 ? { further_refusals_not_shown: further.furtherNotShown } : {}),
   };
 }
 

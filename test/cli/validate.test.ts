@@ -203,4 +203,54 @@ describe('capsule validate', () => {
     expect(parseReport(run.stdout)).toMatchObject({ failed_step: 'a', results: [{ step_id: 'a', status: 'failed', attempts: 0 }] });
     expect(run.stdout).not.toContain('[object Object]');
   });
+  it('lists every step a run refuses in one pass, the first refusal as before, and run refuses with the same list before running anything', async () => {
+    const dir = dirWith({
+      id: 'p',
+      steps: [
+        { id: 'a', shell: 'frobnicate one' },
+        { id: 'b', shell: 'wibble two' },
+        { id: 'c', tool: 'nosuch' },
+        step('d', { depends_on: ['zz'] }),
+      ],
+    });
+    const single = dirWith({ id: 'p', steps: [{ id: 'a', shell: 'frobnicate one' }] });
+    const human = await runCli(['validate', 'plan.json'], { cwd: dir });
+    const alone = await runCli(['validate', 'plan.json'], { cwd: single });
+    const json = await runCli(['validate', 'plan.json', '--json'], { cwd: dir });
+    const run = await runCli(['run', 'plan.json', '--quiet'], { cwd: dir });
+
+    expect(human.code).toBe(1);
+    const blocks = human.stderr.split('\n').filter((line) => line.startsWith('refused: '));
+    expect(blocks).toEqual([
+      "refused: step 'a': binary 'frobnicate' is not in capabilities.shell.allow",
+      "refused: step 'b': binary 'wibble' is not in capabilities.shell.allow",
+      "refused: step 'c': tool 'nosuch' is not installed",
+      "refused: step 'd': unknown dependency 'zz'",
+    ]);
+    // The first block is the single-problem refusal, byte for byte, apart from the fix naming the other refused binary.
+    const firstBlock = human.stderr.slice(0, human.stderr.indexOf("refused: step 'b'"));
+    expect(firstBlock.replace(/; the plan also starts.*$/m, '').replaceAll(dir, 'DIR')).toBe(alone.stderr.replaceAll(single, 'DIR'));
+    expect(human.stderr).toContain('at plan.json:');
+    expect(human.stderr).toContain('fix: did you mean');
+    const report = parseReport<ValidationJson & { refusal: { step_id: string }; further_refusals: { step_id: string; code: string }[] }>(json.stdout);
+    expect(json.code).toBe(1);
+    expect(report).toMatchObject({ valid: false, failed_step: 'a', refusal: { step_id: 'a', code: 'binary_not_allowed' } });
+    expect(report.further_refusals.map((r) => [r.step_id, r.code])).toEqual([
+      ['b', 'binary_not_allowed'],
+      ['c', 'tool_not_installed'],
+      ['d', 'unknown_dependency'],
+    ]);
+    expect(run.code).toBe(1);
+    expect(run.stderr).toBe(human.stderr);
+    expect(existsSync(join(dir, 'd.pid'))).toBe(false);
+  });
+
+  it('counts the further refusals beyond the 20 it explains', async () => {
+    const steps = Array.from({ length: 25 }, (_, i) => ({ id: `s${i}`, shell: `nope${i}` }));
+    const result = await runCli(['validate', 'plan.json'], { cwd: dirWith({ id: 'p', steps }) });
+
+    expect(result.code).toBe(1);
+    expect(result.stderr.split('\n').filter((line) => line.startsWith('refused: step '))).toHaveLength(21);
+    expect(result.stderr).toMatch(/\nrefused: 4 more problems not shown\n$/);
+  });
 });
