@@ -124,6 +124,8 @@ async function followRecords(target: string, options: InspectCommandOptions, out
   };
   const readAll = (last: boolean): number => {
     let applied = reader.read((record) => tree.apply(record, top), last);
+    // The session machine ends `finished` however it was ended; how is in the trace's session_end.
+    if (reader.exitStatus !== null) tree.sessionExited(reader.exitStatus);
     for (let i = 0; i < children.length; i++) {
       const child = children[i] as (typeof children)[number];
       applied += child.reader.read((record) => tree.apply(record, child.scope), last);
@@ -225,6 +227,7 @@ class RecordsReader {
   readonly #report: string;
   readonly #onProblem: (problem: JsonlProblem) => void;
   #sessionEnded = false;
+  #exitStatus: string | null = null;
   /** The session's runtime as `session_start` names it (pid, and its start time when recorded). */
   #runtime: { readonly pid: number; readonly startTime: number | null } | null = null;
 
@@ -239,6 +242,11 @@ class RecordsReader {
   /** True once the session is known to have ended. */
   get sessionEnded(): boolean {
     return this.#sessionEnded || existsSync(this.#report);
+  }
+
+  /** `session_end`'s `exit_status` (`ok`, `failed`, `canceled`, `error`) once the trace holds it; else null. */
+  get exitStatus(): string | null {
+    return this.#exitStatus;
   }
 
   /** Calls `onRecord` for each new event-log record; returns how many there were. `last`: the file is read as it stands, a torn tail included. */
@@ -264,7 +272,11 @@ class RecordsReader {
     if (!this.#sessionEnded) {
       const trace = this.#trace.read();
       for (const record of trace.records) {
-        if (isRecordOf(record, 'session_end')) this.#sessionEnded = true;
+        if (isRecordOf(record, 'session_end')) {
+          this.#sessionEnded = true;
+          const exit = (record as unknown as Readonly<Record<string, unknown>>)['exit_status'];
+          if (typeof exit === 'string') this.#exitStatus = exit;
+        }
         const fields = record as unknown as Readonly<Record<string, unknown>>;
         if (this.#runtime === null && fields['event_type'] === 'session_start' && Number.isSafeInteger(fields['pid']) && (fields['pid'] as number) > 0) {
           const startTime = fields['pid_start_time'];
@@ -366,6 +378,17 @@ export class ActorTree {
   get ended(): boolean {
     const root = this.#root === null ? undefined : this.#actors.get(this.#root);
     return root !== undefined && root.status !== 'active';
+  }
+
+  /**
+   * How the session ended, from the trace's `session_end` (`exit_status`): a `session` root (a
+   * `capsule serve` session) that did not end `ok` shows it as its outcome, `finished (done) →
+   * canceled` for one ended by SIGINT/SIGTERM — its machine has no state of its own for that.
+   */
+  sessionExited(exitStatus: string): void {
+    const root = this.#root === null ? undefined : this.#actors.get(this.#root);
+    if (root === undefined || root.machine !== 'session' || exitStatus === 'ok') return;
+    root.outcome = exitStatus === 'canceled' ? 'canceled (SIGINT or SIGTERM; session_end exit_status canceled)' : `session_end exit_status ${exitStatus}`;
   }
 
   /** Applies one event-log record of `scope` (default: the session's own records). */
