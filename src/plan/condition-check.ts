@@ -36,8 +36,8 @@ export interface StatusLiteral {
   readonly reference: string;
   readonly literal: string;
   readonly operator: '==' | '!=';
-  /** The status word the text most likely meant. */
-  readonly closest: StepStatus;
+  /** The status word the text most likely meant; null when none is close (`'none'` is no misspelt status). */
+  readonly closest: StepStatus | null;
 }
 
 /** What {@link checkCondition} found. */
@@ -69,12 +69,30 @@ const STATUS_SYNONYMS: ReadonlyMap<string, StepStatus> = new Map<string, StepSta
   ['cancelled', 'skipped'],
 ]);
 
-/** The status word `text` most likely meant: a known synonym, else the nearest by edit distance. */
-export function closestStatus(text: string): StepStatus {
+/**
+ * Shortest synonym a misspelling is matched against by edit distance: a short one is an edit or two
+ * from unrelated words (`none` is one from `done`, `miss` two from `pass`), which would suggest
+ * `success` for them. Shorter synonyms are matched only as written (`ok`, `done`, `fail`).
+ */
+const MIN_FUZZY_SYNONYM_CHARS = 6;
+
+/** What a misspelling is matched against: the status words and the long synonyms. */
+const FUZZY_CANDIDATES: readonly string[] = [...STATUS_WORDS, ...[...STATUS_SYNONYMS.keys()].filter((word) => word.length >= MIN_FUZZY_SYNONYM_CHARS)];
+
+/**
+ * The status word `text` most likely meant: a known synonym, else the nearest status word by edit
+ * distance, else a long synonym by edit distance, else the status word it starts like (three
+ * characters or more in common: `fai` → failed); null when none is close (`none`, `x`, `ñoné`).
+ */
+export function closestStatus(text: string): StepStatus | null {
   const lower = text.toLowerCase();
   const synonym = STATUS_SYNONYMS.get(lower);
   if (synonym !== undefined) return synonym;
-  return (closestKey(lower, STATUS_WORDS) as StepStatus | null) ?? nearest(lower);
+  const word = closestKey(lower, STATUS_WORDS) as StepStatus | null;
+  if (word !== null) return word;
+  const close = closestKey(lower, FUZZY_CANDIDATES);
+  if (close !== null) return (STATUS_WORDS as readonly string[]).includes(close) ? (close as StepStatus) : (STATUS_SYNONYMS.get(close) ?? null);
+  return startsLike(lower);
 }
 
 /** Shortest bare word a misspelling is looked for in: `on` or `do` is not a misspelt status. */
@@ -92,15 +110,18 @@ export function closeStatusWord(text: string): StepStatus | null {
   const synonym = STATUS_SYNONYMS.get(lower);
   if (synonym !== undefined) return synonym;
   if (lower.length < MIN_MISSPELT_CHARS) return null;
-  const close = closestKey(lower, [...STATUS_WORDS, ...STATUS_SYNONYMS.keys()]);
+  const close = closestKey(lower, FUZZY_CANDIDATES);
   if (close === null) return null;
   return (STATUS_WORDS as readonly string[]).includes(close) ? (close as StepStatus) : (STATUS_SYNONYMS.get(close) ?? null);
 }
 
-function nearest(text: string): StepStatus {
-  // closestKey gives up past its distance bound; a status comparison always has a nearest word.
-  let best: StepStatus = 'success';
-  let bestShared = -1;
+/** Fewest leading characters a text shares with a status word to be taken for a start of it. */
+const MIN_SHARED_PREFIX = 3;
+
+function startsLike(text: string): StepStatus | null {
+  // closestKey gives up past its distance bound; a long prefix in common is still a likely meaning.
+  let best: StepStatus | null = null;
+  let bestShared = MIN_SHARED_PREFIX - 1;
   for (const word of STATUS_WORDS) {
     let shared = 0;
     while (shared < Math.min(word.length, text.length) && word[shared] === text[shared]) shared++;

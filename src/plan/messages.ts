@@ -307,11 +307,11 @@ export const statusLiteralWarning = (
   reference: string,
   operator: '==' | '!=',
   literal: string,
-  closest: string,
+  closest: string | null,
   statusWords: readonly string[],
 ): string =>
   `step '${excerpt(stepId)}': if compares ${excerpt(reference)} ${operator} '${excerpt(literal)}', but '${excerpt(literal)}' is not a status word ` +
-  `(${statusWords.join(', ')}), so the comparison is always ${operator === '==' ? 'false' : 'true'}; did you mean '${closest}'?`;
+  `(${statusWords.join(', ')}), so the comparison is always ${operator === '==' ? 'false' : 'true'}${closest === null ? `; no status word is close to it: compare with ${statusWords.map((word) => `'${word}'`).join(', ')}` : `; did you mean '${closest}'?`}`;
 
 /** `input` on a shell step: the command never receives it. */
 export const shellInputIgnored = (stepId: string): string =>

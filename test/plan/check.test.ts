@@ -109,6 +109,33 @@ describe('checkPlan: status words', () => {
     expect(found.warnings[0]?.message).toContain('always false');
   });
 
+  it.each(['none', 'miss', 'x', 'ñoné', 'İ', 'ｓｕｃｃｅｓｓ', '\u{1F600}', '\ud800'])(
+    "warns that '%s' is not a status word without suggesting one: nothing is close to it",
+    (literal) => {
+      const found = check(plan(echo('a'), echo('b', { depends_on: ['a'], if: `$a.status == '${literal}'` })));
+
+      expect(found.warnings).toEqual([expect.objectContaining({ kind: 'status_literal', step_id: 'b' })]);
+      expect(found.warnings[0]?.message).toMatch(/is not a status word \(success, failed, skipped\), so the comparison is always false; no status word is close to it: compare with 'success', 'failed', 'skipped'$/u);
+      expect(found.warnings[0]?.message).not.toContain('did you mean');
+    },
+  );
+
+  it.each(['$a.status == none', '$a.status == miss', '$a.status == ñoné'])('suggests no status word for the bare word in %j: nothing is close to it', (condition) => {
+    const fix = check(plan(echo('a'), echo('b', { depends_on: ['a'], if: condition }))).failsLater[0]?.refusal.fix;
+    expect(fix).toMatch(/^quote the text: '/u);
+    expect(fix).not.toContain('did you mean');
+  });
+
+  it.each([
+    ['fai', 'failed'],
+    ['succeded', 'success'],
+    ['failrue', 'failed'],
+    ['done', 'success'],
+  ])("still names '%s' → '%s': a start of a status word, a long synonym misspelt, a synonym", (literal, closest) => {
+    const found = check(plan(echo('a'), echo('b', { depends_on: ['a'], if: `$a.status == '${literal}'` })));
+    expect(found.warnings[0]?.message).toContain(`did you mean '${closest}'?`);
+  });
+
   it('says a != against a word that is not a status is always true, and leaves outputs and real status words alone', () => {
     const found = check(
       plan(echo('a'), echo('b', { depends_on: ['a'], if: "$a.status != 'done' && $a.output == 'sucess' && $a.status == 'skipped'" })),
