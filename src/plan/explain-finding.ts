@@ -9,7 +9,7 @@ import { locateJsonPath } from './json-location.js';
 import { parseReference, REFERENCE_FIELDS } from './references.js';
 import { bounded, didYouMean, listValues, located, type ExplainContext, type Refusal } from './refusal.js';
 import { splitShellWords } from './shell-words.js';
-import { allowFlag, excerpt, MAX_SENTENCE_CHARS, shellQuote } from './text.js';
+import { allowFlag, DOLLAR_QUOTE_NOTE, excerpt, hasControlCharacter, MAX_SENTENCE_CHARS, shellQuote } from './text.js';
 
 export { allowFlag } from './text.js';
 import { ON_ERROR_POLICIES, PLAN_SUBMISSION_TOOL, type ValidationFinding } from './validate.js';
@@ -175,8 +175,10 @@ function binaryFix(binary: string, plan: PlanFile, ctx: ExplainContext): string 
   // The flags listed for the plan's other binaries include this one: pasted as they are, they let
   // the plan start. Fewer are written out (the rest counted) rather than the fix being cut in the
   // middle of a flag (a refusal's fix is clipped at MAX_SENTENCE_CHARS).
+  // A flag written $'…' (a control character in the path) says once which shells take it.
+  const note = [binary, ...others].some(hasControlCharacter) ? ` (${DOLLAR_QUOTE_NOTE})` : '';
   for (let shown = MAX_ALLOW_FLAGS_SHOWN; ; shown--) {
-    const fix = `${lead}${othersHint(others, [binary], serve, shown)}`;
+    const fix = `${lead}${othersHint(others, [binary], serve, shown)}${note}`;
     if (fix.length <= MAX_SENTENCE_CHARS || shown <= 1) return fix;
   }
 }
