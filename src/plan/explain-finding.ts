@@ -9,7 +9,7 @@ import { locateJsonPath } from './json-location.js';
 import { parseReference, REFERENCE_FIELDS } from './references.js';
 import { bounded, didYouMean, listValues, located, type ExplainContext, type Refusal } from './refusal.js';
 import { splitShellWords } from './shell-words.js';
-import { allowFlag, excerpt, MAX_SENTENCE_CHARS, shellQuote } from './text.js';
+import { allowFlag, DOLLAR_QUOTE_NOTE, excerpt, hasControlCharacter, MAX_SENTENCE_CHARS, shellQuote } from './text.js';
 
 export { allowFlag } from './text.js';
 import { ON_ERROR_POLICIES, PLAN_SUBMISSION_TOOL, type ValidationFinding } from './validate.js';
@@ -152,6 +152,9 @@ function explainUnbounded(finding: ValidationFinding, plan: PlanFile, ctx: Expla
 }
 
 function binaryFix(binary: string, plan: PlanFile, ctx: ExplainContext): string {
+  // A delegated child's allow list is its own manifest's: no flag reaches it, and the parent's
+  // capsule.json is not the file to edit.
+  if (ctx.surface === 'child') return childBinaryFix(binary, plan, ctx);
   const serve = ctx.surface === 'serve';
   const others = otherRefusedBinaries(binary, plan, ctx.shellAllow);
   const base = binary.split('/').pop() ?? binary;
@@ -172,10 +175,21 @@ function binaryFix(binary: string, plan: PlanFile, ctx: ExplainContext): string 
   // The flags listed for the plan's other binaries include this one: pasted as they are, they let
   // the plan start. Fewer are written out (the rest counted) rather than the fix being cut in the
   // middle of a flag (a refusal's fix is clipped at MAX_SENTENCE_CHARS).
+  // A flag written $'…' (a control character in the path) says once which shells take it.
+  const note = [binary, ...others].some(hasControlCharacter) ? ` (${DOLLAR_QUOTE_NOTE})` : '';
   for (let shown = MAX_ALLOW_FLAGS_SHOWN; ; shown--) {
-    const fix = `${lead}${othersHint(others, [binary], serve, shown)}`;
+    const fix = `${lead}${othersHint(others, [binary], serve, shown)}${note}`;
     if (fix.length <= MAX_SENTENCE_CHARS || shown <= 1) return fix;
   }
+}
+
+/** The fix of a binary a delegated child capsule's plan starts without its manifest allowing it. */
+function childBinaryFix(binary: string, plan: PlanFile, ctx: ExplainContext): string {
+  const names = [binary, ...otherRefusedBinaries(binary, plan, ctx.shellAllow)];
+  const shown = names.slice(0, MAX_ALLOW_FLAGS_SHOWN).map((name) => JSON.stringify(name)).join(', ');
+  const more = names.length > MAX_ALLOW_FLAGS_SHOWN ? ` … and ${names.length - MAX_ALLOW_FLAGS_SHOWN} more` : '';
+  const where = ctx.manifestPath ?? "the child capsule's capsule.json";
+  return `add ${shown}${more} to capabilities.shell.allow in ${where} (the child capsule's manifest: a delegated capsule's plan runs under its own manifest alone, and no --allow flag of the parent reaches it)`;
 }
 
 /** Over serve, a manifest edit takes effect only in a new session: serve reads it once, when it starts. */

@@ -67,9 +67,11 @@ export interface ExplainContext {
   /**
    * Where the plan was submitted, for the fix of a refused binary: `run` (default; also
    * `validate`), where `--allow X` widens the allow list for one run, or `serve` (`plan.submit`),
-   * whose allow list is fixed by `capsule serve`'s own `--allow` flags when it starts.
+   * whose allow list is fixed by `capsule serve`'s own `--allow` flags when it starts, or `child`
+   * (a delegated child capsule's entry plan), whose allow list is its own manifest's alone: no
+   * `--allow` flag of the parent reaches it, so the fix names the child's manifest file.
    */
-  readonly surface?: 'run' | 'serve';
+  readonly surface?: 'run' | 'serve' | 'child';
 }
 
 /** Longest list of accepted values shown; the rest are counted ("… and 12 more"). */

@@ -140,7 +140,28 @@ const isLowSurrogate = (unit: number): boolean => unit >= 0xdc00 && unit <= 0xdf
  * @example allowFlag('make') // "--allow make"; allowFlag("my tool") // "--allow 'my tool'"
  */
 export function allowFlag(value: string): string {
-  return `--allow ${shellQuote(value)}`;
+  return `--allow ${hasControlCharacter(value) ? dollarQuote(value) : shellQuote(value)}`;
+}
+
+/** Whether `value` holds a C0 control character or DEL (newline, tab, ESC, …): single quotes would keep it, but a terminal line cannot show or paste it. */
+export function hasControlCharacter(value: string): boolean {
+  return /[\u0000-\u001f\u007f]/u.test(value);
+}
+
+/** What a fix says once when one of its `--allow` flags is written `$'…'` ({@link allowFlag}). */
+export const DOLLAR_QUOTE_NOTE = "$'…' is bash, zsh and ksh quoting, the control characters written as escapes";
+
+/**
+ * `value` as one `$'…'` word (bash, zsh, ksh): printable as it is, `\` and `'` escaped, the
+ * control characters written `\n`, `\t`, `\r` or `\xHH`, so that the flag can be shown on one
+ * line and pasted back to the same bytes.
+ */
+export function dollarQuote(value: string): string {
+  const named: Record<string, string> = { '\n': '\\n', '\t': '\\t', '\r': '\\r' };
+  const body = value.replace(/[\\'\u0000-\u001f\u007f]/gu, (c) =>
+    c === '\\' || c === "'" ? `\\${c}` : (named[c] ?? `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`),
+  );
+  return `$'${body}'`;
 }
 
 /**

@@ -66,6 +66,11 @@ export interface TreeLiveness {
   readonly evidence: readonly ('leader' | 'cgroup' | 'group')[];
   /** The live processes of the tree, by pid. */
   readonly processes: readonly LiveProcess[];
+  /**
+   * Which of `processes` are the runtime's spawn helper, not the command (a tree started in a PID
+   * namespace: the recorded leader, and the namespace's init it forks); empty otherwise.
+   */
+  readonly helperPids: readonly number[];
   /** The vetted cgroup (null when none was recorded, it is gone, or it was not believed). */
   readonly cgroup: string | null;
   /** Why a recorded cgroup was not believed, or null. */
@@ -203,8 +208,16 @@ export function probeTrees(trees: readonly RecordedTree[], sessionId: string, op
       if (members.length > 0) evidence.push('group');
       for (const member of members) if (!found.has(member.pid)) found.set(member.pid, member);
     }
+    // In a PID namespace the group is the spawn helper's: the command runs under its namespace
+    // init in groups of its own, so its processes are found as the helpers' descendants.
+    const helperPids: number[] = [];
+    if (p.tree.pidNamespace && found.size > 0) {
+      for (const pid of found.keys()) if (pid === p.tree.pid || isNamespaceInit(pid)) helperPids.push(pid);
+      for (const child of descendantsOf([...found.keys()], p.tree.startTime)) if (!found.has(child.pid)) found.set(child.pid, child);
+    }
     const processes = [...found.values()].sort((a, b) => a.pid - b.pid);
     return {
+      helperPids: helperPids.sort((a, b) => a - b),
       alive: processes.length > 0,
       leaderAlive: p.leaderAlive,
       pidReused: p.pidReused,
@@ -218,6 +231,41 @@ export function probeTrees(trees: readonly RecordedTree[], sessionId: string, op
 }
 
 /** The init of a PID namespace among `pids` (its `NSpid` ends in 1 in a namespace below ours), or null. */
+/** Whether `pid` is the init (pid 1) of a PID namespace below ours. */
+function isNamespaceInit(pid: number): boolean {
+  let status: string;
+  try {
+    status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  } catch {
+    return false;
+  }
+  const ids = /^NSpid:\s*(.*)$/m.exec(status)?.[1]?.trim().split(/\s+/) ?? [];
+  return ids.length >= 2 && ids[ids.length - 1] === '1';
+}
+
+/** The live (not zombie) descendants of `roots`, none started before tick `notBefore` (a descendant cannot predate its tree). */
+function descendantsOf(roots: readonly number[], notBefore: number | null): LiveProcess[] {
+  const children = new Map<number, { pid: number; startTime: number }[]>();
+  forEachLiveProcess((pid, stat) => {
+    if (stat.state === 'Z' || (notBefore !== null && stat.startTime < notBefore)) return;
+    const list = children.get(stat.ppid) ?? [];
+    list.push({ pid, startTime: stat.startTime });
+    children.set(stat.ppid, list);
+  });
+  const out: LiveProcess[] = [];
+  const seen = new Set<number>(roots);
+  const queue = [...roots];
+  for (let next = queue.shift(); next !== undefined; next = queue.shift()) {
+    for (const child of children.get(next) ?? []) {
+      if (seen.has(child.pid)) continue;
+      seen.add(child.pid);
+      queue.push(child.pid);
+      out.push({ pid: child.pid, startTime: child.startTime, name: processName(child.pid) });
+    }
+  }
+  return out;
+}
+
 function namespaceInit(pids: readonly number[]): ProcessRef | null {
   for (const pid of pids) {
     let status: string;

@@ -85,6 +85,8 @@ export interface LeftoverTree {
   readonly alive: boolean;
   /** Its live processes then. */
   readonly live: readonly LiveProcess[];
+  /** Which of `live` are the runtime's spawn helper (a PID-namespace tree's leader and namespace init), not the command; absent or empty otherwise. */
+  readonly helper_pids?: readonly number[];
   /** A process has the leader's pid with another start time: not it (noted, never signalled). */
   readonly pid_reused: boolean;
   /** Why its recorded cgroup was not believed, or null. */
@@ -279,6 +281,7 @@ export async function resumeSession(session: ResumingSession, priorDir: string, 
         argv: t.argv,
         alive: live.alive,
         live: live.processes,
+        helper_pids: live.helperPids,
         pid_reused: live.pidReused,
         cgroup_refused: live.cgroupRefused,
         record_refused: live.recordRefused,
@@ -653,12 +656,29 @@ export function describeResume(outcome: ResumeOutcome): string[] {
   return lines;
 }
 
+/**
+ * The live pids of a tree, the command's first: in a PID-namespace tree the recorded leader and
+ * the namespace init are the runtime's spawn helper, named as such after the command's own
+ * processes (the ones an operator looks for), so a helper pid is never passed off as the command.
+ */
+function livePidsText(t: LeftoverTree): string {
+  const helpers = new Set(t.helper_pids ?? []);
+  const list = (ps: readonly LiveProcess[]): string => {
+    const named = ps.slice(0, 4).map((p) => `${p.pid}${p.name === null ? '' : ` (${p.name})`}`);
+    return `${ps.length === 1 ? 'pid' : 'pids'} ${named.join(', ')}${ps.length > named.length ? ` and ${ps.length - named.length} more` : ''}`;
+  };
+  const own = t.live.filter((p) => !helpers.has(p.pid));
+  const helping = t.live.filter((p) => helpers.has(p.pid));
+  if (helping.length === 0) return list(own);
+  const helperText = `its spawn helper's ${list(helping)}`;
+  return own.length === 0 ? `only ${helperText} (none of the command's own processes)` : `the command's ${list(own)}, with ${helperText}`;
+}
+
 function treeState(t: LeftoverTree): string {
   if (t.record_refused !== null) return `not checked: ${t.record_refused}`;
   if (!t.alive && !provable(t)) return `not known whether it still runs: pid ${t.pid} was recorded without its start time or a cgroup of its own, and a pid alone proves nothing (it may have been reused); nothing was signalled`;
   if (!t.alive) return `no longer running${t.pid_reused ? ` (pid ${t.pid} now names another process)` : ''}`;
-  const named = t.live.slice(0, 4).map((p) => `${p.pid}${p.name === null ? '' : ` (${p.name})`}`);
-  const procs = `${t.live.length === 1 ? 'pid' : 'pids'} ${named.join(', ')}${t.live.length > named.length ? ` and ${t.live.length - named.length} more` : ''}`;
+  const procs = livePidsText(t);
   const where = [`leader pid ${t.pid} started at tick ${t.pid_start_time ?? '?'}`, ...(t.pgid !== null ? [`process group ${t.pgid}`] : []), ...(t.cgroup !== null ? [`cgroup ${t.cgroup}`] : [])].join(', ');
   const before = t.reported_before ? ', reported by an earlier resume' : '';
   const unmarked = t.unmarked ? ' (could not be marked as reported: a later resume reports it again)' : '';

@@ -274,6 +274,12 @@ export interface ShellCompletedFields {
   readonly status: 'ok' | 'error';
   readonly completion_task_id?: string;
   readonly delivered_via?: 'task' | 'background_command';
+  /**
+   * Ours: the stop that ended it, as `backgroundCommand` answers it — `stop` (a `backgroundCommand`
+   * stop), `log_cap` (the runtime stopped it for `lifecycle.max_log_bytes`), or null (no stop: it
+   * exited by itself). Always written; absent only in traces written before it was (read as unknown).
+   */
+  readonly ended_by?: 'stop' | 'log_cap' | null;
 }
 
 /** `shell_abandoned` (`trace-shell.md` §7): written by the session's teardown sweep for each demoted command nobody accounted for. */
@@ -556,7 +562,7 @@ const ORDER: { readonly [K in TraceEventType]: readonly (keyof TraceFieldsByType
   task_canceled: ['task_id', 'phase', 'detached_work_ids', 'delegation_ids'],
   shell: ['turn', 'task_id', 'binary', 'command', 'exit_code', 'stdout_bytes', 'stderr_bytes', 'duration_ms', 'resource_limit', 'full_output_path', 'output_holders'],
   shell_detached: ['turn', 'task_id', 'work_id', 'binary', 'command', 'grace_ms', 'pid', 'pid_start_time', 'pgid', 'cgroup', 'output_path'],
-  shell_completed: ['work_id', 'binary', 'command', 'exit_code', 'duration_ms', 'output_path', 'output_bytes', 'resource_limit', 'status', 'completion_task_id', 'delivered_via'],
+  shell_completed: ['work_id', 'binary', 'command', 'exit_code', 'duration_ms', 'output_path', 'output_bytes', 'resource_limit', 'status', 'completion_task_id', 'delivered_via', 'ended_by'],
   shell_abandoned: ['work_id', 'binary', 'command', 'running_ms', 'exit_code', 'output_path', 'output_bytes', 'reason', 'pid', 'pgid'],
   shell_lost: ['work_id', 'binary', 'command', 'detached_at_ms', 'reconciled_by_session', 'reconciled_task_id'],
   process_lost: ['owner', 'work_id', 'pid', 'pid_start_time', 'pgid', 'cgroup', 'live_pids', 'reconciled_by_session', 'reconciled_task_id'],

@@ -175,6 +175,7 @@ function buildSchemaTable() {
       status: z.enum(['ok', 'error']),
       completion_task_id: text.optional(),
       delivered_via: z.enum(['task', 'background_command']).optional(),
+      ended_by: z.enum(['stop', 'log_cap']).nullable().optional(),
     }),
     shell_abandoned: () => z.looseObject({
       work_id: text,

@@ -107,7 +107,7 @@ export interface RunPlanOptions {
    * (default) advises `--allow X` for one run; `serve` (`plan.submit`) advises adding it to
    * `capsule serve`'s start flags, since a session's allow list is fixed when it starts.
    */
-  readonly refusalSurface?: 'run' | 'serve';
+  readonly refusalSurface?: 'run' | 'serve' | 'child';
   /** Cap on concurrently running steps of a wave (`--max-parallel`); default no cap. */
   readonly maxParallel?: number | null;
   /** The pre-dispatch gate (`plan.md` §18); default allows everything. */

@@ -156,6 +156,23 @@ describe('capsule serve over real stdio', () => {
   });
 });
 
+describe('shell_completed says who ended a background command', () => {
+  it('writes ended_by stop for a command a backgroundCommand stop ended and ended_by null for one that exited by itself, as the answers say', async () => {
+    const serve = startServe();
+    const stoppedOne = await demote(serve, 'sleep 30');
+    const exitedOne = await demote(serve, 'while [ ! -e go ]; do sleep 0.01; done; exit 3');
+    const stop = await serve.call<Answer>('backgroundCommand', { operation: 'stop', work_id: stoppedOne.work_id });
+    expect(stop).toMatchObject({ state: 'stopped', ended_by: 'stop', delivered_now: true });
+    writeFileSync(join(serve.W, 'go'), '');
+    const wait = await serve.call<Answer>('backgroundCommand', { operation: 'wait', work_id: exitedOne.work_id, wait_secs: 30 });
+    expect(wait).toMatchObject({ state: 'exited', exit_code: 3, ended_by: null, delivered_now: true });
+    await serve.call('session.stop');
+    expect(await exitOf(serve)).toEqual({ code: 0, signal: null });
+    expect(terminalRecords(serve, stoppedOne.work_id)).toEqual([expect.objectContaining({ event_type: 'shell_completed', exit_code: 143, ended_by: 'stop' })]);
+    expect(terminalRecords(serve, exitedOne.work_id)).toEqual([expect.objectContaining({ event_type: 'shell_completed', exit_code: 3, ended_by: null })]);
+  });
+});
+
 describe('the log cap under capsule serve (lifecycle.on_log_cap: stop)', () => {
   it('answers a command the runtime stopped for its log cap with state stopped and ended_by log_cap, also when its own exit races the SIGTERM, and says so in the completion notification', async () => {
     const setup = (W: string): void => {
@@ -184,6 +201,10 @@ describe('the log cap under capsule serve (lifecycle.on_log_cap: stop)', () => {
     expect(answers.filter((_, i) => i % 3 === 2).map((a) => a.exit_code)).toEqual([143, 143, 143]);
     const listed = await serve.call<Answer>('backgroundCommand', { operation: 'status' });
     expect(listed.commands?.map((c) => c.ended_by)).toEqual(Array(9).fill('log_cap'));
+    // The trace says the same: each one's shell_completed carries ended_by log_cap.
+    const stopped = new Set(listed.commands?.map((c) => c.work_id));
+    const completedRecords = serve.trace().filter((r) => r['event_type'] === 'shell_completed' && stopped.has(String(r['work_id'])));
+    expect(completedRecords.map((r) => r['ended_by'])).toEqual(Array(9).fill('log_cap'));
 
     // One nobody reads: its completion notification carries the cause.
     const unread = await demote(serve, 'while [ ! -e go-unread ]; do sleep 0.01; done; yes');

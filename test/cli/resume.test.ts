@@ -9,7 +9,7 @@ import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { removeCgroupTree } from '../../src/process/cgroup-unit.js';
 import { readCgroupEvents } from '../../src/process/cgroups.js';
-import { eachBackend } from '../support/backends.js';
+import { eachBackend, pidNamespaceUnavailable } from '../support/backends.js';
 import { killWatchdogOf, processesWithArg, uniqueSleepArg } from '../support/plan-harness.js';
 import { killStartedClis, manifestAllowing, runCli, startCli, TempDirs, waitFor, writeJson } from './helpers.js';
 
@@ -64,6 +64,42 @@ async function crashedRun(
   expect(step).toBeDefined();
   return { workdir, deadDir, sleepArg, runtimePid: killed.child.pid as number, stepPid: step?.pid as number };
 }
+
+(pidNamespaceUnavailable === null ? describe : describe.skip)('a step tree left in a PID namespace (process-group backend)', () => {
+  it("lists the command's own pid first and labels the spawn helper's pids as the helper's, not the command's; --reap ends all of them", async () => {
+    const env = { CAPSULE_CONTAINMENT: 'process-group', CAPSULE_ISOLATION: 'pid-namespace' };
+    const workdir = temp.make('resume-pidns');
+    const sleepArg = uniqueSleepArg();
+    tags.push(sleepArg);
+    writeJson(workdir, 'capsule.json', manifestAllowing('bash', 'sleep'));
+    writeJson(workdir, 'long.json', { id: 'long', steps: [{ id: 's', shell: `sleep ${sleepArg}` }] });
+    writeJson(workdir, 'quick.json', { id: 'quick', steps: [{ id: 'q', shell: 'bash -c true' }] });
+    const killed = startCli(['run', 'long.json', '--quiet'], { cwd: workdir, env: { ...env, CAPSULE_SPAWNER: 'direct' } });
+    // The helper's argv holds the command's words too: the command is the one whose argv starts with sleep.
+    const command = () => processesWithArg(sleepArg).filter((p) => p.argv[0] === 'sleep');
+    await waitFor(() => command().length === 1, 10_000, 'the step to run');
+    const [deadDir = ''] = sessionDirs(workdir);
+    await waitFor(() => existsSync(join(deadDir, 'trace.jsonl')) && readFileSync(join(deadDir, 'trace.jsonl'), 'utf8').includes('"process_start"'), 10_000, 'process_start in the trace');
+    killed.child.kill('SIGKILL');
+    await killed.done;
+    const sleepPid = command()[0]?.pid as number;
+    const leader = records(deadDir).find((r) => r['event_type'] === 'process_start') as { pid: number; pid_namespace: boolean };
+    expect(leader.pid_namespace).toBe(true);
+    expect(leader.pid).not.toBe(sleepPid);
+
+    const first = await runCli(['run', 'quick.json', '--quiet', '--resume', deadDir], { cwd: workdir, env });
+    expect(first.code).toBe(0);
+    const [line = ''] = first.stderr.split('\n').filter((l) => l.includes(sleepArg));
+    expect(line).toContain(`still running: the command's pid ${sleepPid} (sleep), with its spawn helper's pids ${leader.pid} (capsule-spawn), `);
+    expect(line).toContain(`(leader pid ${leader.pid} started at tick`);
+
+    const reaped = await runCli(['run', 'quick.json', '--quiet', '--resume', deadDir, '--reap'], { cwd: workdir, env });
+    expect(reaped.code).toBe(0);
+    expect(reaped.stderr).toContain(`was still running: the command's pid ${sleepPid} (sleep), with its spawn helper's pids ${leader.pid} (capsule-spawn)`);
+    expect(reaped.stderr).toMatch(/stopped: SIGTERM to its group, proven gone/);
+    await waitFor(() => processesWithArg(sleepArg).length === 0, 5000, 'the tree to be gone');
+  });
+});
 
 eachBackend((backend) => {
   const env = { CAPSULE_CONTAINMENT: backend.containment, CAPSULE_ISOLATION: backend.isolation };

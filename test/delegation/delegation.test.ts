@@ -79,6 +79,23 @@ describe('a capsule step delegates to a child capsule', () => {
     expect(child.filter((r: TraceRecord) => r.event_type === 'plan_end')).toMatchObject([{ outcome: 'completed' }]);
   });
 
+  it("names the child capsule's manifest file, not the parent's, in the fix of a binary the child's plan starts without its manifest allowing it", async () => {
+    const planner: Capsule = {
+      name: 'planner',
+      manifest: { capabilities: { shell: { allow: ['bash'] } }, entry: { plan: 'plans/main.json' } },
+      files: { 'plans/main.json': { id: 'child', steps: [{ id: 'd', shell: 'date' }, { id: 'e', shell: 'uname', depends_on: ['d'] }] } },
+    };
+    const workdir = setup([{ id: 'q', capsule: 'planner', input: 'x' }], [planner]);
+    const report = await runPlan(options(workdir, { shellAllow: ['date'] }));
+    const error = report.results[0]?.error ?? '';
+    expect(report.results[0]?.status).toBe('failed');
+    expect(error).toContain("binary 'date' is not in capabilities.shell.allow");
+    expect(error).toContain(`fix: add "date", "uname" to capabilities.shell.allow in ${join(workdir, 'capsules', 'planner', 'capsule.json')} (the child capsule's manifest`);
+    expect(error).not.toContain(join(workdir, 'capsule.json'));
+    // The parent's --allow does not reach the child: the fix offers no flag.
+    expect(error).not.toMatch(/--allow (date|uname)/u);
+  });
+
   it('fails the step with the child failure text when the child fails its task (delegation outcome failed)', async () => {
     const workdir = setup([{ id: 'w', capsule: 'worker', input: 'x' }], [command('worker', 'printf "child failed" >&2; exit 1')]);
     const report = await runPlan(options(workdir));

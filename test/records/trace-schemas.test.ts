@@ -45,3 +45,14 @@ it('accepts, field for field, every record the writer writes in completed, faile
   }
   expect([...seen].sort()).toEqual(['plan_end', 'plan_start', 'plan_step', 'plan_step_start', 'process_start', 'session_end', 'session_start']);
 });
+
+it('reads a shell_completed with ended_by stop, log_cap or null, and one written before ended_by existed (without it)', () => {
+  const base = {
+    work_id: 'wrk_0197a1b2d0007c00800000000000000c', binary: '/usr/bin/sleep', command: '30', exit_code: 143, duration_ms: 148,
+    output_path: '/r/logs/wrk_0197a1b2d0007c00800000000000000c.log', output_bytes: 36, status: 'error', delivered_via: 'background_command',
+  };
+  const schema = traceWrittenSchemas().shell_completed;
+  for (const endedBy of ['stop', 'log_cap', null]) expect(schema.safeParse({ ...base, ended_by: endedBy }).success).toBe(true);
+  expect(schema.safeParse(base).success).toBe(true);
+  expect(schema.safeParse({ ...base, ended_by: 'session_end' }).success).toBe(false);
+});

@@ -125,6 +125,8 @@ export class ChildTasks {
       task: task.node,
       cancelSignal: task.cancel,
       manifest: entry.manifestPath,
+      // A refusal's fix names this capsule's manifest, not a flag of a session the parent started.
+      refusalSurface: 'child',
       ...(entry.capsulesDir !== undefined ? { capsulesDir: entry.capsulesDir } : {}),
       // Deadline inheritance (`delegation.md` §5): the child plan's delegations end by the parent's deadline.
       deadlineMs,
@@ -135,6 +137,8 @@ export class ChildTasks {
       const last = report.results.at(-1);
       return { ok: true, answer: last?.output ?? '' };
     }
+    // A refused plan: the refusal with its fix (which names this capsule's manifest file).
+    if (report.refusal !== undefined) return { ok: false, error: `${report.refusal.error}; fix: ${report.refusal.fix}` };
     const failed = report.results.find((r) => r.step_id === report.failed_step) ?? report.results.find((r) => r.status === 'failed');
     return { ok: false, error: failed?.error ?? `the capsule's plan ${report.plan_id} did not complete` };
   }

@@ -396,6 +396,7 @@ export class BackgroundCommands implements GroupSignaller {
       status: completionStatus(completion),
       ...(completionTaskId !== undefined ? { completion_task_id: completionTaskId } : {}),
       delivered_via: via,
+      ended_by: completion.ended_by ?? null,
     });
   }
 
