@@ -230,8 +230,7 @@ export function probeTrees(trees: readonly RecordedTree[], sessionId: string, op
   });
 }
 
-/** The init of a PID namespace among `pids` (its `NSpid` ends in 1 in a namespace below ours), or null. */
-/** Whether `pid` is the init (pid 1) of a PID namespace below ours. */
+/** Whether `pid` is the init (pid 1) of a PID namespace below ours: its `NSpid` ends in 1 there. */
 function isNamespaceInit(pid: number): boolean {
   let status: string;
   try {
@@ -266,19 +265,12 @@ function descendantsOf(roots: readonly number[], notBefore: number | null): Live
   return out;
 }
 
+/** The init of a PID namespace among `pids` ({@link isNamespaceInit}), with its start time, or null. */
 function namespaceInit(pids: readonly number[]): ProcessRef | null {
   for (const pid of pids) {
-    let status: string;
-    try {
-      status = readFileSync(`/proc/${pid}/status`, 'utf8');
-    } catch {
-      continue;
-    }
-    const ids = /^NSpid:\s*(.*)$/m.exec(status)?.[1]?.trim().split(/\s+/) ?? [];
-    if (ids.length >= 2 && ids[ids.length - 1] === '1') {
-      const startTime = readProcStat(pid)?.startTime;
-      if (startTime !== undefined && startTime >= 0) return { pid, startTime };
-    }
+    if (!isNamespaceInit(pid)) continue;
+    const startTime = readProcStat(pid)?.startTime;
+    if (startTime !== undefined && startTime >= 0) return { pid, startTime };
   }
   return null;
 }
