@@ -1,7 +1,7 @@
 /**
  * Bundles the programs that ship (issue 14, startup): `capsule` (dist/src/cli.js) and the
  * session's spawner (dist/src/process/spawner/main.js), as tsc emitted them, into
- * `dist/bundle/capsule.js` and `dist/bundle/spawner.js` with esbuild. Loading ~380 ES modules one
+ * `dist/bundle/capsule.js` and `dist/bundle/spawner.cjs` with esbuild. Loading ~380 ES modules one
  * by one (resolve, read, parse, link each) was most of `capsule run`'s start; a bundle is a few
  * files. Code splitting keeps every lazy `import()` lazy: serve, inspect, replay, the SVG renderer,
  * the live view and pino are chunks under `dist/bundle/chunks/`, loaded only by what uses them.
@@ -27,12 +27,21 @@ export const BUNDLE_DIR = join('dist', 'bundle');
 /** The entry points: output name → tsc's output file. */
 const ENTRIES = {
   capsule: join('dist', 'src', 'cli.js'),
-  spawner: join('dist', 'src', 'process', 'spawner', 'main.js'),
   // The entry point's state from its first instruction (the held signals, the early spawner):
   // files of their own, so that `capsule run`'s program (below) uses these same modules.
   'early-signals': join('dist', 'src', 'cli', 'early-signals.js'),
   'early-spawner': join('dist', 'src', 'process', 'spawner', 'early.js'),
 };
+
+/**
+ * The session's spawner (src/process/spawner/main.ts): one CommonJS file of its own,
+ * `dist/bundle/spawner.cjs`, that requires only Node's built-ins (issue 14, startup). `capsule run`
+ * forks it at its first instruction and its Node boots beside the runtime's on a 2-core machine:
+ * as an ES module with two shared chunks its start took ~80 ms of CPU against ~57 for an empty
+ * script (Node's ES module loader, three files); as one script ~69. It shares no module with a
+ * runtime (a process of its own), so its copies of proc.ts and signals.ts hold no second state.
+ */
+const SPAWNER = { entry: join('dist', 'src', 'process', 'spawner', 'main.js'), out: join('dist', 'bundle', 'spawner.cjs') };
 
 /**
  * `capsule run`'s program (src/cli/run-main.ts), bundled on its own into `dist/bundle/run/` (issue
@@ -143,12 +152,24 @@ export async function bundle(root = join(dirname(fileURLToPath(import.meta.url))
     ],
   });
   const cached = await codeCachedChunks(root, program.metafile, common);
-  // One metafile for both (test/architecture/bundle.test.ts, the bench): the inputs are the same files.
+  const spawner = await build({
+    ...common,
+    entryPoints: [SPAWNER.entry],
+    outfile: join(root, SPAWNER.out),
+    splitting: false,
+    format: 'cjs',
+    banner: {},
+  });
+  const spawnerOutput = spawner.metafile.outputs[toPosix(SPAWNER.out)];
+  if (spawnerOutput === undefined) throw new Error(`scripts/bundle.js: no metafile output for ${toPosix(SPAWNER.out)}`);
+  const notBuiltin = spawnerOutput.imports.filter((next) => !next.path.startsWith('node:'));
+  if (notBuiltin.length > 0) throw new Error(`scripts/bundle.js: the spawner imports ${notBuiltin.map((next) => next.path).join(', ')}: it must be one file of Node's built-ins`);
+  // One metafile for all three (test/architecture/bundle.test.ts, the bench): the inputs are the same files.
   writeFileSync(
     join(outdir, 'meta.json'),
     JSON.stringify({
-      inputs: { ...result.metafile.inputs, ...program.metafile.inputs, ...cached.inputs },
-      outputs: { ...result.metafile.outputs, ...program.metafile.outputs, ...cached.outputs },
+      inputs: { ...result.metafile.inputs, ...program.metafile.inputs, ...cached.inputs, ...spawner.metafile.inputs },
+      outputs: { ...result.metafile.outputs, ...program.metafile.outputs, ...cached.outputs, ...spawner.metafile.outputs },
       codeCached: cached.scripts,
     }),
   );

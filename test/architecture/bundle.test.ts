@@ -16,7 +16,7 @@ interface MetaOutput {
 
 const root = process.cwd();
 const meta = JSON.parse(readFileSync(join(root, 'dist', 'bundle', 'meta.json'), 'utf8')) as { outputs: Readonly<Record<string, MetaOutput>> };
-const outputs = Object.entries(meta.outputs).filter(([path]) => path.endsWith('.js'));
+const outputs = Object.entries(meta.outputs).filter(([path]) => path.endsWith('.js') || path.endsWith('.cjs'));
 
 /** `capsule run`'s program (src/cli/run-main.ts), bundled on its own: its files are under this directory. */
 const PROGRAM_DIR = 'dist/bundle/run/';
@@ -128,6 +128,15 @@ describe('the bundle that ships (dist/bundle/, issue 14 startup)', () => {
         else expect(Object.keys(output.inputs)).toContain('dist/src/cli/main.js');
       }
     }
+  });
+
+  it('ships the spawner as one CommonJS file that requires only Node built-ins, so its Node starts no ES module loader and loads no chunk', () => {
+    expect(SPAWNER_PROGRAM.endsWith('.cjs')).toBe(true);
+    const output = meta.outputs[SPAWNER_PROGRAM] as MetaOutput;
+    expect(output.imports.filter((next) => !next.path.startsWith('node:'))).toEqual([]);
+    const text = readFileSync(join(root, SPAWNER_PROGRAM), 'utf8');
+    expect(text).not.toMatch(/^\s*(import|export)\b/m);
+    expect([...new Set([...text.matchAll(/\brequire\("([^"]+)"\)/g)].map((match) => match[1]))].filter((id) => !id?.startsWith('node:'))).toEqual([]);
   });
 
   it('keeps the spawner to its own few modules (no package, no runtime)', () => {

@@ -2,7 +2,7 @@
  * Jest globalSetup: builds the project once before any test file runs, as `npm run build` does
  * (`tsc -p tsconfig.json`, the spawn helper, then the bundle of scripts/bundle.js), so the CLI
  * tests in test/cli/ run the built `dist/bundle/capsule.js` as a user would, and sessions start
- * the bundled spawner (`dist/bundle/spawner.js`).
+ * the bundled spawner (`dist/bundle/spawner.cjs`).
  *
  * Type errors do not stop the tests: tsc still emits JavaScript, and type checking is the job of
  * `npm run build` (which `npm ci` runs through `prepare`) and `tsc --noEmit`. They are printed, and

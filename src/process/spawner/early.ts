@@ -29,7 +29,7 @@ export function spawnerWanted(env: Readonly<Record<string, string | undefined>> 
   return existsSync(spawnerProgram());
 }
 
-/** Forks the spawner program (`dist/bundle/spawner.js`), not yet placed anywhere. Throws when the fork fails. */
+/** Forks the spawner program (`dist/bundle/spawner.cjs`), not yet placed anywhere. Throws when the fork fails. */
 export function forkSpawner(): ChildProcess {
   const child = fork(spawnerProgram(), [], {
     // Not the runtime's flags (a test runner's --experimental-vm-modules, an inspector): a bare, small Node.
