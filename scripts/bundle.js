@@ -37,8 +37,8 @@ const ENTRIES = {
  * The session's spawner (src/process/spawner/main.ts): one CommonJS file of its own,
  * `dist/bundle/spawner.cjs`, that requires only Node's built-ins (issue 14, startup). `capsule run`
  * forks it at its first instruction and its Node boots beside the runtime's on a 2-core machine:
- * as an ES module with two shared chunks its start took ~80 ms of CPU against ~57 for an empty
- * script (Node's ES module loader, three files); as one script ~69. It shares no module with a
+ * as an ES module with two shared chunks its start took ~81 ms of CPU against ~59 for an empty
+ * script (Node's ES module loader, three files); as one script ~70 (BENCHMARKS.md, Round 14 → Startup). It shares no module with a
  * runtime (a process of its own), so its copies of proc.ts and signals.ts hold no second state.
  */
 const SPAWNER = { entry: join('dist', 'src', 'process', 'spawner', 'main.js'), out: join('dist', 'bundle', 'spawner.cjs') };
