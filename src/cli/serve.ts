@@ -16,6 +16,7 @@ import { ERROR_CODES, isRuntimeError } from '../errors.js';
 import { RecordsDirInUseError, recordedSessionIn } from '../records/records-dir.js';
 import { createLogger } from '../session/logger.js';
 import { Session } from '../session/session.js';
+import { restoreExactIds, takeExactIds, type ExactIds } from '../runtime/exact-ids.js';
 import { createRpcServer, receiveMessage, SERVE_ERRORS } from '../runtime/json-rpc.js';
 import { SessionApi } from '../runtime/session-api.js';
 import { releaseEarlySignals } from './early-signals.js';
@@ -145,7 +146,7 @@ export async function serveCommand(options: ServeCommandOptions): Promise<ExitCo
   let resolveExit: (code: ExitCode) => void = () => {};
   const exit = new Promise<ExitCode>((r) => (resolveExit = r));
   let ending: Promise<void> | null = null;
-  const pending = new Map<string, JSONRPCRequest['id']>();
+  const pending = new Map<string, { readonly id: JSONRPCRequest['id']; readonly exact: ExactIds | null }>();
   let nextKey = 0;
 
   const inFlight = new Set<Promise<unknown>>();
@@ -164,8 +165,8 @@ export async function serveCommand(options: ServeCommandOptions): Promise<ExitCo
       // or stdout that failed (exit 1) is an `error`; every other end is `ok` (exit 0).
       await api.end(code === EXIT.CANCELED ? 'canceled' : code === EXIT.FAILED ? 'error' : 'ok');
       // What is still unanswered can no longer be served.
-      for (const id of pending.values()) {
-        out.write(createJSONRPCErrorResponse(id ?? null, SERVE_ERRORS.SESSION_ENDING.code, 'the session ended before this request was answered', { code: SERVE_ERRORS.SESSION_ENDING.word }));
+      for (const { id, exact } of pending.values()) {
+        out.write(createJSONRPCErrorResponse(id ?? null, SERVE_ERRORS.SESSION_ENDING.code, 'the session ended before this request was answered', { code: SERVE_ERRORS.SESSION_ENDING.word }), exact);
       }
       pending.clear();
       await out.drained();
@@ -195,13 +196,16 @@ export async function serveCommand(options: ServeCommandOptions): Promise<ExitCo
       out.write(createJSONRPCErrorResponse(null, JSONRPCErrorCode.ParseError, `Parse error: ${(error as Error).message}`));
       return;
     }
+    // A number id a double cannot hold as sent (12345678901234567890) is served under a
+    // placeholder and echoed as its token (src/runtime/exact-ids.ts).
+    const exact = takeExactIds(line, message);
     const key = String(nextKey++);
     const id = typeof message === 'object' && message !== null && !Array.isArray(message) ? (message as { id?: JSONRPCRequest['id'] }).id : undefined;
-    if (id !== undefined) pending.set(key, id);
+    if (id !== undefined) pending.set(key, { id, exact });
     const answered = receiveMessage(server, message).then(
       (response) => {
         if (!pending.delete(key) && id !== undefined) return; // answered at the end already
-        if (response !== null) out.write(response);
+        if (response !== null) out.write(response, exact);
       },
       (error: unknown) => {
         pending.delete(key);
@@ -268,10 +272,11 @@ class MessageWriter {
     process.stdout.on('error', (error: NodeJS.ErrnoException) => this.#break(error));
   }
 
-  write(message: unknown): void {
+  /** Writes `message` as one line, each placeholder of `exact` as the id token it stands for. */
+  write(message: unknown, exact: ExactIds | null = null): void {
     if (this.#broken) return;
     this.#inFlight++;
-    process.stdout.write(`${JSON.stringify(message)}\n`, () => {
+    process.stdout.write(`${restoreExactIds(JSON.stringify(message), exact)}\n`, () => {
       this.#inFlight--;
       if (this.#inFlight === 0) for (const wake of this.#drainWaiters.splice(0)) wake();
     });

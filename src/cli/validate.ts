@@ -113,9 +113,12 @@ export async function validateCommand(planPath: string, options: ValidateCommand
   const report = await validatePlanFile(planPath, workdir, manifest, source, options.allow ?? [], warn);
   sink.finish();
   const warnings = sink.shown;
-  // Further refusals are capped like warnings: a plan with a million bad conditions prints a few.
-  const further = report.more.slice(0, MAX_WARNINGS_PER_KIND);
-  const notShown = report.more.length - further.length + report.moreNotShown;
+  // Further refusals come capped from checkPlan; the later failures are capped like warnings: a
+  // plan with a million bad conditions prints a few.
+  const laterShown = report.later.slice(0, MAX_WARNINGS_PER_KIND);
+  const laterNotShown = report.later.length - laterShown.length;
+  const further = [...report.more, ...laterShown];
+  const notShown = report.moreNotShown + laterNotShown;
   if (options.json === true) {
     const json: ValidationReport = {
       valid: report.valid,
@@ -138,7 +141,8 @@ export async function validateCommand(planPath: string, options: ValidateCommand
     for (const more of further) {
       for (const line of refusalLines(more, `refused: step '${excerpt(more.step_id)}': ${more.error}`)) lines.push(line);
     }
-    if (notShown > 0) lines.push(report.moreFailLater ? moreRefusals(notShown) : furtherRefusalsNotShown(notShown));
+    if (report.moreNotShown > 0) lines.push(report.moreFailLater ? moreRefusals(report.moreNotShown) : furtherRefusalsNotShown(report.moreNotShown));
+    if (laterNotShown > 0) lines.push(moreRefusals(laterNotShown));
     process.stderr.write(`${lines.map(printable).join('\n')}\n`);
   }
   return report.valid ? EXIT.OK : EXIT.FAILED;
@@ -167,6 +171,8 @@ type FileReport = Omit<ValidationReport, 'warnings'> & {
   readonly moreNotShown: number;
   /** Whether `more` are problems a run would fail on later (the closing line says so). */
   readonly moreFailLater: boolean;
+  /** Beside refusals: the problems a run would fail on later, found in the same pass (not capped yet). */
+  readonly later: readonly Refusal[];
 };
 
 async function validatePlanFile(
@@ -177,7 +183,7 @@ async function validatePlanFile(
   allow: readonly string[],
   warn: (warning: PlanWarning) => void,
 ): Promise<FileReport> {
-  const refused = (planId: string, refusal: Refusal | null, stepId: string, error: string, more: readonly Refusal[] = [], moreNotShown = 0, moreFailLater = false): FileReport => ({
+  const refused = (planId: string, refusal: Refusal | null, stepId: string, error: string, more: readonly Refusal[] = [], moreNotShown = 0, moreFailLater = false, later: readonly Refusal[] = []): FileReport => ({
     valid: false,
     plan_id: planId,
     failed_step: stepId,
@@ -186,6 +192,7 @@ async function validatePlanFile(
     more,
     moreNotShown,
     moreFailLater,
+    later,
   });
   const read = await readPlanFile(planPath);
   if (!read.ok) return refused('', null, 'plan', read.error);
@@ -203,15 +210,17 @@ async function validatePlanFile(
     canExecute: (program) => canExecute(program, process.env['PATH'], workdir),
     toolProgram: (tool) => manifest?.tools[tool]?.command[0] ?? null,
     unknownKeys: parsed.warnings,
-  });
+  }, { laterWithRefusals: true });
   if (check.refusal !== null) {
-    return refused(parsed.plan.id, check.refusal, check.refusal.step_id, check.refusal.error, check.furtherRefusals, check.furtherNotShown);
+    // What a run would meet later is listed after the refusals, in the same pass.
+    const later = check.failsLater.map((failure) => failure.refusal);
+    return refused(parsed.plan.id, check.refusal, check.refusal.step_id, check.refusal.error, check.furtherRefusals, check.furtherNotShown, false, later);
   }
   // The same warnings a run prints before its first step, but what a run fails on later is refused here.
   for (const warning of check.warnings) warn(warning);
   const [first, ...more] = check.failsLater.map((later) => later.refusal);
-  if (first !== undefined) return refused(parsed.plan.id, first, first.step_id, first.error, more, 0, true);
-  return { valid: true, plan_id: parsed.plan.id, failed_step: null, error: null, more: [], moreNotShown: 0, moreFailLater: false };
+  if (first !== undefined) return refused(parsed.plan.id, first, first.step_id, first.error, [], 0, true, more);
+  return { valid: true, plan_id: parsed.plan.id, failed_step: null, error: null, more: [], moreNotShown: 0, moreFailLater: false, later: [] };
 }
 
 function isDirectory(path: string): boolean {

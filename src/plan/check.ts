@@ -72,7 +72,8 @@ export interface PlanCheck {
    * What a run would fail on later, found now (declaration order, then a cycle): the step fails
    * when its `if` is evaluated or at every attempt, or the run stops blocked. `capsule validate`
    * refuses on the first; `capsule run` warns about each before its first step. Empty when
-   * `refusal` is set (the rest is not checked then).
+   * `refusal` is set (the rest is not checked then), unless `laterWithRefusals` asked for them
+   * and no refusal is of a step id or a link.
    */
   readonly failsLater: readonly LaterFailure[];
   /** Warnings, declaration order: status literals, shell text, shell input, unordered references. Empty when `refusal` is set. */
@@ -88,7 +89,7 @@ export interface PlanCheck {
  * @param options `refusalOnly`: stop after the refusal check (nobody listens to warnings).
  *   With `ctx.canExecute`, programs that would not start are warned about (`binary_not_found`).
  */
-export function checkPlan(plan: PlanFile, ctx: PlanCheckContext, options: { readonly refusalOnly?: boolean } = {}): PlanCheck {
+export function checkPlan(plan: PlanFile, ctx: PlanCheckContext, options: { readonly refusalOnly?: boolean; readonly laterWithRefusals?: boolean } = {}): PlanCheck {
   const findings = validationFindings(plan, ctx);
   const first = findings.next();
   if (first.done !== true) {
@@ -96,13 +97,30 @@ export function checkPlan(plan: PlanFile, ctx: PlanCheckContext, options: { read
     // Only the shown ones are explained (locating each in the file text is the costly part); the rest are counted.
     const furtherRefusals: Refusal[] = [];
     let furtherNotShown = 0;
+    let structural = STRUCTURAL_CODES.has(first.value.code);
     for (const finding of findings) {
+      if (STRUCTURAL_CODES.has(finding.code)) structural = true;
       if (furtherRefusals.length < MAX_FURTHER_REFUSALS) furtherRefusals.push(explainFinding(finding, plan, explain));
       else furtherNotShown++;
     }
-    return { refusal: explainFinding(first.value, plan, explain), furtherRefusals, furtherNotShown, failsLater: [], warnings: [] };
+    // With `laterWithRefusals` (capsule validate), what a run would fail on later is found too,
+    // where the step ids and links are sound (a refusal of a binary or a tool, not of a link).
+    const failsLater = options.laterWithRefusals === true && !structural ? laterFailures(plan, ctx).failsLater : [];
+    return { refusal: explainFinding(first.value, plan, explain), furtherRefusals, furtherNotShown, failsLater, warnings: [] };
   }
   if (options.refusalOnly === true) return { refusal: null, furtherRefusals: [], furtherNotShown: 0, failsLater: [], warnings: [] };
+  const later = laterFailures(plan, ctx);
+  return { refusal: null, furtherRefusals: [], furtherNotShown: 0, ...later };
+}
+
+/**
+ * Refusals after which the later checks are not sound: a duplicate step id, a dependency or a
+ * reference to no step (a missing dependency would read as a step that never starts).
+ */
+const STRUCTURAL_CODES: ReadonlySet<string> = new Set(['duplicate_step_id', 'unknown_dependency', 'unknown_reference', 'unknown_reference_field']);
+
+/** What a run would fail on later, and the warnings, of a plan whose step ids and links are sound. */
+function laterFailures(plan: PlanFile, ctx: PlanCheckContext): Pick<PlanCheck, 'failsLater' | 'warnings'> {
 
   const ids = new Set(plan.steps.map((step) => step.id));
   // Asked once per program, not once per step: a PATH lookup is a dozen system calls.
@@ -131,7 +149,7 @@ export function checkPlan(plan: PlanFile, ctx: PlanCheckContext, options: { read
       },
     });
   }
-  return { refusal: null, furtherRefusals: [], furtherNotShown: 0, failsLater: failing.map(boundedLater), warnings: warnings.map(boundedWarning) };
+  return { failsLater: failing.map(boundedLater), warnings: warnings.map(boundedWarning) };
 }
 
 function memoized(found: ((program: string) => boolean) | undefined): ((program: string) => boolean) | undefined {

@@ -106,19 +106,12 @@ export async function receiveMessage(server: JSONRPCServer, message: unknown): P
   // §4: an id, when present, is a string, a number or null; an object or `true` is not one (the
   // package would echo it back), so such a request is refused before it runs.
   const badId = createJSONRPCErrorResponse(null, JSONRPCErrorCode.InvalidRequest, 'Invalid Request: "id" must be a string, a number or null');
-  // A number id is echoed as JSON.parse read it: an integer beyond 2^53 − 1 (12345678901234567890)
-  // was already rounded to another number (12345678901234567000), and the caller could not match
-  // the answer. Such an id (or one too large for a double, read as ±Infinity) is refused instead.
-  const unsafeId = createJSONRPCErrorResponse(
-    null,
-    JSONRPCErrorCode.InvalidRequest,
-    'Invalid Request: a number "id" beyond 2^53 − 1 (9007199254740991) in magnitude cannot be echoed exactly (JSON numbers are read as doubles); send it as a string',
-  );
+  // A number id a double does not hold as sent (12345678901234567890) reaches here from serve as a
+  // placeholder string, echoed as its token when the answer is written (src/runtime/exact-ids.ts).
   const one = async (item: unknown): Promise<unknown> => {
     if (typeof item !== 'object' || item === null || Array.isArray(item)) return invalid;
     if ('id' in item) {
       const id = (item as { id: unknown }).id;
-      if (typeof id === 'number' && (!Number.isFinite(id) || (Number.isInteger(id) && !Number.isSafeInteger(id)))) return unsafeId;
       if (id !== null && typeof id !== 'string' && typeof id !== 'number') return badId;
     }
     // §4: `method` is a string and `params`, when present, a structured value (an object or an

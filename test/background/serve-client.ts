@@ -45,6 +45,8 @@ export interface ServeClient {
   writeLine(line: string): void;
   /** Every message read so far, in order. */
   readonly messages: ServeMessage[];
+  /** Every stdout line read so far, as written (before parsing), in order. */
+  readonly lines: string[];
   /** The notifications read so far (`method` set, no `id`). */
   notifications(method?: string): ServeMessage[];
   /** Waits for a notification matching `predicate`. */
@@ -94,6 +96,7 @@ export function startServe(
     return found.length === 1 ? join(root, found[0] as string) : R;
   };
   const messages: ServeMessage[] = [];
+  const lines: string[] = [];
   let stderr = '';
   const waiters = new Set<() => void>();
   const rpc = new JSONRPCClient((request: unknown) => {
@@ -107,6 +110,7 @@ export function startServe(
       const line = pending.slice(0, newline);
       pending = pending.slice(newline + 1);
       newline = pending.indexOf('\n');
+      lines.push(line);
       // Anything on stdout that is not one JSON-RPC message a line is a protocol break: keep it
       // visible as a message the tests' assertions trip over.
       let message: ServeMessage;
@@ -140,6 +144,7 @@ export function startServe(
     },
     writeLine: (line) => void child.stdin?.write(`${line}\n`),
     messages,
+    lines,
     notifications,
     awaitNotification: (method, predicate, timeoutMs = 30_000) =>
       new Promise((resolve, reject) => {

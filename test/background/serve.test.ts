@@ -282,6 +282,17 @@ describe("shell.run's refusal of a binary not allowed", () => {
     await serve.call('session.stop');
     expect(await exitOf(serve)).toEqual({ code: 0, signal: null });
   });
+
+  it("says $'…' is bash, zsh and ksh quoting when the --allow flag for a path with a control character is written $'…', as a plan refusal does, and only then", async () => {
+    const serve = startServe();
+    const tabbed = await serve.request('shell.run', { argv: ['/tmp/a\tb', 'x'] });
+    const message = 'error' in tabbed ? (tabbed.error?.message ?? '') : '';
+    expect(message).toContain("or add --allow $'/tmp/a\\tb' to capsule serve's start flags (for the whole session) ($'…' is bash, zsh and ksh quoting, the control characters written as escapes)");
+    const plain = await serve.request('shell.run', { argv: ['/tmp/a b', 'x'] });
+    expect('error' in plain ? (plain.error?.message ?? '') : '').toMatch(/or add --allow '\/tmp\/a b' to capsule serve's start flags \(for the whole session\)$/u);
+    await serve.call('session.stop');
+    expect(await exitOf(serve)).toEqual({ code: 0, signal: null });
+  });
 });
 
 describe('plan.submit under capsule serve --manifest FILE', () => {

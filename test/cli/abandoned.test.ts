@@ -8,8 +8,9 @@ import { join } from 'node:path';
 import { removeCgroupTree } from '../../src/process/cgroup-unit.js';
 import { readCgroupEvents } from '../../src/process/cgroups.js';
 import { eachBackend } from '../support/backends.js';
-import { processesWithArg, uniqueSleepArg } from '../support/plan-harness.js';
-import { killStartedClis, manifestAllowing, runCli, startCli, TempDirs, waitFor, writeJson } from './helpers.js';
+import { processesWithArg } from '../support/plan-harness.js';
+import { startLongRun } from './crash-setup.js';
+import { killStartedClis, runCli, TempDirs, waitFor } from './helpers.js';
 
 const temp = new TempDirs();
 const tags: string[] = [];
@@ -38,15 +39,8 @@ eachBackend((backend) => {
 
   it('warns once, on the next run, about a SIGKILLed run and the live process it left, then never again', async () => {
     const workdir = temp.make('abandoned');
-    const sleepArg = uniqueSleepArg();
+    const { sleepArg, killed } = startLongRun(workdir, env);
     tags.push(sleepArg);
-    writeJson(workdir, 'capsule.json', manifestAllowing('bash', 'sleep'));
-    writeJson(workdir, 'long.json', { id: 'long', steps: [{ id: 's', shell: `sleep ${sleepArg}` }] });
-    writeJson(workdir, 'quick.json', { id: 'quick', steps: [{ id: 'q', shell: 'bash -c true' }] });
-
-    // Spawned directly: the session's spawner would end the step's tree when the runtime dies
-    // (docs/containment.md, the spawner process), and this case needs a tree that outlived its run.
-    const killed = startCli(['run', 'long.json', '--quiet'], { cwd: workdir, env: { ...env, CAPSULE_SPAWNER: 'direct' } });
     await waitFor(() => processesWithArg(sleepArg).length === 1, 10_000, 'the step to run');
     const [deadDir] = sessionDirs(workdir);
     await waitFor(() => existsSync(join(deadDir ?? '', 'trace.jsonl')) && readFileSync(join(deadDir ?? '', 'trace.jsonl'), 'utf8').includes('"process_start"'), 10_000, 'process_start in the trace');
@@ -83,14 +77,8 @@ eachBackend((backend) => {
 
   it('says a SIGKILLed run left no live process once what it left has ended', async () => {
     const workdir = temp.make('abandoned-empty');
-    const sleepArg = uniqueSleepArg();
+    const { sleepArg, killed } = startLongRun(workdir, env);
     tags.push(sleepArg);
-    writeJson(workdir, 'capsule.json', manifestAllowing('bash', 'sleep'));
-    writeJson(workdir, 'long.json', { id: 'long', steps: [{ id: 's', shell: `sleep ${sleepArg}` }] });
-    writeJson(workdir, 'quick.json', { id: 'quick', steps: [{ id: 'q', shell: 'bash -c true' }] });
-    // Spawned directly: the session's spawner would end the step's tree when the runtime dies
-    // (docs/containment.md, the spawner process), and this case needs a tree that outlived its run.
-    const killed = startCli(['run', 'long.json', '--quiet'], { cwd: workdir, env: { ...env, CAPSULE_SPAWNER: 'direct' } });
     await waitFor(() => processesWithArg(sleepArg).length === 1, 10_000, 'the step to run');
     const [deadDir] = sessionDirs(workdir);
     const sessionStart = JSON.parse(readFileSync(join(deadDir ?? '', 'trace.jsonl'), 'utf8').split('\n')[0] ?? '{}') as { containment: { cgroup: string | null } };

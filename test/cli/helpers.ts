@@ -217,3 +217,4 @@ export function resultOf(report: ReportJson, id: string): ReportJson['results'][
   if (result === undefined) throw new Error(`no result for step '${id}' in ${JSON.stringify(report.results)}`);
   return result;
 }
+

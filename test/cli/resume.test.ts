@@ -11,7 +11,8 @@ import { removeCgroupTree } from '../../src/process/cgroup-unit.js';
 import { readCgroupEvents } from '../../src/process/cgroups.js';
 import { eachBackend, pidNamespaceUnavailable } from '../support/backends.js';
 import { killWatchdogOf, processesWithArg, uniqueSleepArg } from '../support/plan-harness.js';
-import { killStartedClis, manifestAllowing, runCli, startCli, TempDirs, waitFor, writeJson } from './helpers.js';
+import { startLongRun } from './crash-setup.js';
+import { killStartedClis, runCli, TempDirs, waitFor, writeJson } from './helpers.js';
 
 const temp = new TempDirs();
 const tags: string[] = [];
@@ -43,14 +44,8 @@ async function crashedRun(
   shell: (sleepArg: string) => string = (arg) => `sleep ${arg}`,
 ): Promise<{ workdir: string; deadDir: string; sleepArg: string; runtimePid: number; stepPid: number }> {
   const workdir = temp.make('resume');
-  const sleepArg = uniqueSleepArg();
+  const { sleepArg, killed } = startLongRun(workdir, env, shell);
   tags.push(sleepArg);
-  writeJson(workdir, 'capsule.json', manifestAllowing('bash', 'sleep'));
-  writeJson(workdir, 'long.json', { id: 'long', steps: [{ id: 's', shell: shell(sleepArg) }] });
-  writeJson(workdir, 'quick.json', { id: 'quick', steps: [{ id: 'q', shell: 'bash -c true' }] });
-  // Spawned directly: the session's spawner would end the step's tree when the runtime dies
-  // (docs/containment.md, the spawner process), and these cases need a tree that outlived its run.
-  const killed = startCli(['run', 'long.json', '--quiet'], { cwd: workdir, env: { ...env, CAPSULE_SPAWNER: 'direct' } });
   await waitFor(() => processesWithArg(sleepArg).length === 1, 10_000, 'the step to run');
   const [deadDir = ''] = sessionDirs(workdir);
   await waitFor(() => existsSync(join(deadDir, 'trace.jsonl')) && readFileSync(join(deadDir, 'trace.jsonl'), 'utf8').includes('"process_start"'), 10_000, 'process_start in the trace');
@@ -69,12 +64,8 @@ async function crashedRun(
   it("lists the command's own pid first and labels the spawn helper's pids as the helper's, not the command's; --reap ends all of them", async () => {
     const env = { CAPSULE_CONTAINMENT: 'process-group', CAPSULE_ISOLATION: 'pid-namespace' };
     const workdir = temp.make('resume-pidns');
-    const sleepArg = uniqueSleepArg();
+    const { sleepArg, killed } = startLongRun(workdir, env);
     tags.push(sleepArg);
-    writeJson(workdir, 'capsule.json', manifestAllowing('bash', 'sleep'));
-    writeJson(workdir, 'long.json', { id: 'long', steps: [{ id: 's', shell: `sleep ${sleepArg}` }] });
-    writeJson(workdir, 'quick.json', { id: 'quick', steps: [{ id: 'q', shell: 'bash -c true' }] });
-    const killed = startCli(['run', 'long.json', '--quiet'], { cwd: workdir, env: { ...env, CAPSULE_SPAWNER: 'direct' } });
     // The helper's argv holds the command's words too: the command is the one whose argv starts with sleep.
     const command = () => processesWithArg(sleepArg).filter((p) => p.argv[0] === 'sleep');
     await waitFor(() => command().length === 1, 10_000, 'the step to run');

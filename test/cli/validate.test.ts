@@ -203,6 +203,34 @@ describe('capsule validate', () => {
     expect(parseReport(run.stdout)).toMatchObject({ failed_step: 'a', results: [{ step_id: 'a', status: 'failed', attempts: 0 }] });
     expect(run.stdout).not.toContain('[object Object]');
   });
+  it('lists what a run would meet later (a condition that does not parse, a dependency cycle) after the refusals, in the same pass, with the same exit code', async () => {
+    const dir = dirWith({
+      id: 'p',
+      steps: [
+        { id: 'a', shell: 'frobnicate one' },
+        step('b', { depends_on: ['c'] }),
+        step('c', { depends_on: ['b'] }),
+        step('d', { if: '$a.status ==' }),
+      ],
+    });
+    const human = await runCli(['validate', 'plan.json'], { cwd: dir });
+    const json = await runCli(['validate', 'plan.json', '--json'], { cwd: dir });
+
+    expect(human.code).toBe(1);
+    expect(human.stderr.split('\n').filter((line) => line.startsWith('refused: '))).toEqual([
+      "refused: step 'a': binary 'frobnicate' is not in capabilities.shell.allow",
+      "refused: step 'd': unsupported condition operand ''",
+      expect.stringMatching(/^refused: step 'b': plan is blocked: .*'b' → 'c' → 'b'$/u),
+    ]);
+    expect(json.code).toBe(1);
+    const report = parseReport<ValidationJson & { refusal: { step_id: string }; further_refusals: { step_id: string; code: string }[] }>(json.stdout);
+    expect(report.refusal.step_id).toBe('a');
+    expect(report.further_refusals.map((r) => [r.step_id, r.code])).toEqual([
+      ['d', 'condition'],
+      ['b', expect.any(String)],
+    ]);
+  });
+
   it('lists every step a run refuses in one pass, the first refusal as before, and run refuses with the same list before running anything', async () => {
     const dir = dirWith({
       id: 'p',

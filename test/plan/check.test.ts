@@ -93,6 +93,9 @@ describe('checkPlan: conditions a run would fail on', () => {
 });
 
 describe('checkPlan: status words', () => {
+  /** The findings for a step whose condition compares its dependency's status with the quoted `literal`. */
+  const checkStatusLiteral = (literal: string): ReturnType<typeof check> => check(plan(echo('a'), echo('b', { depends_on: ['a'], if: `$a.status == '${literal}'` })));
+
   it.each([
     ['sucess', 'success'],
     ['succeeded', 'success'],
@@ -100,7 +103,7 @@ describe('checkPlan: status words', () => {
     ['failure', 'failed'],
     ['skip', 'skipped'],
   ])("warns that '%s' is not a status word, naming '%s'", (literal, closest) => {
-    const found = check(plan(echo('a'), echo('b', { depends_on: ['a'], if: `$a.status == '${literal}'` })));
+    const found = checkStatusLiteral(literal);
 
     expect(found.failsLater).toEqual([]);
     expect(found.warnings).toEqual([
@@ -112,7 +115,7 @@ describe('checkPlan: status words', () => {
   it.each(['none', 'miss', 'x', 'ñoné', 'İ', 'ｓｕｃｃｅｓｓ', '\u{1F600}', '\ud800'])(
     "warns that '%s' is not a status word without suggesting one: nothing is close to it",
     (literal) => {
-      const found = check(plan(echo('a'), echo('b', { depends_on: ['a'], if: `$a.status == '${literal}'` })));
+      const found = checkStatusLiteral(literal);
 
       expect(found.warnings).toEqual([expect.objectContaining({ kind: 'status_literal', step_id: 'b' })]);
       expect(found.warnings[0]?.message).toMatch(/is not a status word \(success, failed, skipped\), so the comparison is always false; no status word is close to it: compare with 'success', 'failed', 'skipped'$/u);
@@ -132,7 +135,7 @@ describe('checkPlan: status words', () => {
     ['failrue', 'failed'],
     ['done', 'success'],
   ])("still names '%s' → '%s': a start of a status word, a long synonym misspelt, a synonym", (literal, closest) => {
-    const found = check(plan(echo('a'), echo('b', { depends_on: ['a'], if: `$a.status == '${literal}'` })));
+    const found = checkStatusLiteral(literal);
     expect(found.warnings[0]?.message).toContain(`did you mean '${closest}'?`);
   });
 

@@ -6,7 +6,7 @@
  * output log, its registry entry, its `detachedCommand` actor, `shell_detached`, and the
  * constant-size demotion result. The exit wins over a trigger seen at the same moment.
  */
-import { allowFlag, excerpt } from '../../plan/text.js';
+import { allowFlag, DOLLAR_QUOTE_NOTE, excerpt, hasControlCharacter } from '../../plan/text.js';
 import { join } from 'node:path';
 import { MAX_TIMER_DELAY_MS as MAX_TIMER_MS } from '../../../machines/step.machine.js';
 import { CANCEL_PHASES } from '../../cancel/phases.js';
@@ -324,5 +324,7 @@ function demote(service: BackgroundCommands, facts: DemotionFacts): ShellRunResu
  */
 function binaryRefusal(binary: string, manifestLoaded: boolean): string {
   const where = manifestLoaded ? 'the manifest does not list it' : 'no manifest was loaded';
-  return `binary '${excerpt(binary)}' is not in capabilities.shell.allow (${where}): add it to the manifest's capabilities.shell.allow and start capsule serve again (it reads its manifest once, when it starts), or add ${allowFlag(binary)} to capsule serve's start flags (for the whole session)`;
+  // A flag written $'…' (a control character in the path) says which shells take it, as a plan refusal's fix does.
+  const note = hasControlCharacter(binary) ? ` (${DOLLAR_QUOTE_NOTE})` : '';
+  return `binary '${excerpt(binary)}' is not in capabilities.shell.allow (${where}): add it to the manifest's capabilities.shell.allow and start capsule serve again (it reads its manifest once, when it starts), or add ${allowFlag(binary)} to capsule serve's start flags (for the whole session)${note}`;
 }
