@@ -9,7 +9,7 @@
 import type { PlanFile, PlanStep } from '../../machines/contracts.js';
 import type { ConditionProblem } from './condition-check.js';
 import type { BlockedPlan } from './cycles.js';
-import { locateJsonPath, type JsonPathSegment, type SourcePosition } from './json-location.js';
+import { locateJsonPath, type DuplicateKey, type JsonPathSegment, type SourcePosition } from './json-location.js';
 import { blockedByCycle, invalidReference, NOT_REGULAR_FILE_TAIL, OVER_THE_LIMIT, planFileMissing } from './messages.js';
 import { MAX_INPUT_FILE_BYTES } from './read-file.js';
 import { clipMiddle, excerpt } from './text.js';
@@ -20,9 +20,10 @@ import type { UnknownKeyWarning } from './warnings.js';
 /**
  * Why a plan was refused: the validation codes of `plan.md` §6 (see `ValidationCode`), what
  * `capsule validate` refuses beyond them (`condition`, `invalid_reference`, `dependency_cycle`: a
- * run meets them later), and the file-level ones (`plan_unreadable`, `invalid_json`, `plan_shape`).
+ * run meets them later), and the file-level ones (`plan_unreadable`, `invalid_json`, `duplicate_key`,
+ * `plan_shape`).
  */
-export type RefusalCode = ValidationCode | 'condition' | 'invalid_reference' | 'dependency_cycle' | 'plan_unreadable' | 'invalid_json' | 'plan_shape';
+export type RefusalCode = ValidationCode | 'condition' | 'invalid_reference' | 'dependency_cycle' | 'plan_unreadable' | 'invalid_json' | 'duplicate_key' | 'plan_shape';
 
 /** A refusal with everything needed to act on it (the `refusal` field of `validate --json` and of the report). */
 export interface Refusal {
@@ -172,12 +173,28 @@ export function explainCycle(blocked: BlockedPlan, plan: PlanFile, ctx: Pick<Exp
   });
 }
 
-/** Explains a plan file that is not JSON or not a plan's shape (`plan.md` §5). */
+/** Explains a plan file that is not JSON, writes a key twice in one object, or is not a plan's shape (`plan.md` §5). */
 export function explainParseFailure(
   error: string,
-  at: { readonly path: readonly JsonPathSegment[] } | { readonly position: SourcePosition } | undefined,
+  at:
+    | { readonly path: readonly JsonPathSegment[] }
+    | { readonly position: SourcePosition }
+    | { readonly duplicateKey: DuplicateKey }
+    | undefined,
   ctx: Pick<ExplainContext, 'file' | 'text'>,
 ): Refusal {
+  if (at !== undefined && 'duplicateKey' in at) {
+    const { key, path, position, first } = at.duplicateKey;
+    return bounded({
+      step_id: 'plan',
+      error,
+      code: 'duplicate_key',
+      rule: 'an object writes each key once: JSON.parse would keep the last one without a word, so capsule refuses the plan, as the source does (ours, stricter than JSON; plan.md §2.2)',
+      accepted: null,
+      fix: `remove one of them: the first '${excerpt(key)}' is at line ${first.line}, column ${first.column}`,
+      ...located(ctx, path, position),
+    });
+  }
   if (at !== undefined && 'path' in at) {
     return bounded({
       step_id: 'plan',
