@@ -9,9 +9,11 @@
 import type { PlanFile, PlanStep } from '../../machines/contracts.js';
 import type { ConditionProblem } from './condition-check.js';
 import type { BlockedPlan } from './cycles.js';
-import { locateJsonPath, type DuplicateKey, type JsonPathSegment, type SourcePosition } from './json-location.js';
-import { blockedByCycle, invalidReference, NOT_REGULAR_FILE_TAIL, OVER_THE_LIMIT, planFileMissing } from './messages.js';
+import { locateJsonPath, positionAt, type DuplicateKey, type JsonPathSegment, type SourcePosition } from './json-location.js';
+import { blockedByCycle, invalidReference, NOT_REGULAR_FILE_TAIL, OVER_THE_LIMIT, planFileMissing, planParseFailed } from './messages.js';
 import { MAX_INPUT_FILE_BYTES } from './read-file.js';
+import { MAX_JSON_DEPTH, TOO_DEEP } from './schema.js';
+import { firstBracketPastDepth } from './json-bounds.js';
 import { clipMiddle, excerpt } from './text.js';
 import { closestKey, formatJsonPath, MAX_SUGGESTED_CHARS } from './unknown-keys.js';
 import type { ValidationCode } from './validate.js';
@@ -183,6 +185,24 @@ export function explainParseFailure(
     | undefined,
   ctx: Pick<ExplainContext, 'file' | 'text'>,
 ): Refusal {
+  if (error === planParseFailed(TOO_DEEP)) {
+    // Perhaps valid JSON, over our limit: not a syntax error, so the rule and the fix say what the
+    // limit is, and where the first bracket past it is (found again: the scan stops there).
+    const offset = ctx.text === null ? -1 : firstBracketPastDepth(ctx.text, MAX_JSON_DEPTH);
+    const tooDeep = ctx.text === null || offset === -1 ? null : positionAt(ctx.text, offset);
+    return bounded({
+      step_id: 'plan',
+      error,
+      code: 'invalid_json',
+      rule: `a plan nests arrays and objects at most ${MAX_JSON_DEPTH} levels deep (the source's JSON reader stops at about 128 too; docs/input-limits.md)`,
+      accepted: null,
+      fix:
+        tooDeep === null
+          ? `nest the plan's arrays and objects at most ${MAX_JSON_DEPTH} levels deep`
+          : `nest the plan's arrays and objects at most ${MAX_JSON_DEPTH} levels deep: level ${MAX_JSON_DEPTH + 1} opens at line ${tooDeep.line}, column ${tooDeep.column}`,
+      ...located(ctx, null, tooDeep),
+    });
+  }
   if (at !== undefined && 'duplicateKey' in at) {
     const { key, path, position, first } = at.duplicateKey;
     return bounded({

@@ -209,6 +209,22 @@ describe('capsule validate', () => {
     expect(existsSync(join(dir, 'first.pid')) || existsSync(join(dir, 'second.pid'))).toBe(false);
   });
 
+  it('refuses a plan nested more than 128 levels deep with the limit as its rule and the place of level 129 (it is valid JSON: not a syntax error)', async () => {
+    const dir = dirWith({ id: 'p', steps: [] });
+    writeFileSync(join(dir, 'plan.json'), `{"id":"p","steps":[{"id":"a","tool":"x","input":${'['.repeat(100_000)}${']'.repeat(100_000)}}]}`);
+    const human = await runCli(['validate', 'plan.json'], { cwd: dir });
+    const json = await runCli(['validate', 'plan.json', '--json'], { cwd: dir });
+
+    expect(human.code).toBe(1);
+    expect(human.stderr.split('\n').slice(0, 4)).toEqual([
+      'refused: plan: failed to parse plan JSON: arrays and objects are nested more than 128 levels deep',
+      '  at plan.json:1:174',
+      "  rule: a plan nests arrays and objects at most 128 levels deep (the source's JSON reader stops at about 128 too; docs/input-limits.md)",
+      "  fix: nest the plan's arrays and objects at most 128 levels deep: level 129 opens at line 1, column 174",
+    ]);
+    expect(parseReport<ValidationJson & { refusal?: Record<string, unknown> }>(json.stdout).refusal).toMatchObject({ code: 'invalid_json', line: 1, column: 174 });
+  });
+
   it('exits 2 for a manifest that writes a key twice, naming the file, the key, its path and both places', async () => {
     const dir = dirWith({ id: 'p', steps: [step('a')] }, null);
     writeFileSync(join(dir, 'capsule.json'), '{"capabilities":{"shell":{"allow":["node"],"allow":["node","rm"]}}}');
