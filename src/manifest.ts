@@ -16,6 +16,7 @@ import {
   unknownKey,
 } from './plan/messages.js';
 import {
+  duplicateKeyDetail,
   expecting,
   formatIssues,
   jsonSyntaxDetail,
@@ -26,6 +27,7 @@ import {
   TOO_DEEP,
   type UnknownKeyWarning,
 } from './plan/schema.js';
+import { findDuplicateKey } from './plan/json-location.js';
 import { findUnknownKeys, type KeySpec } from './plan/unknown-keys.js';
 
 /**
@@ -258,7 +260,9 @@ export type ManifestResult =
 
 /**
  * Parses the text of a manifest. Errors (never thrown) are `<label>: <detail>`: the nesting limit
- * (checked on the text first), `invalid JSON: <parser message>`, or one to three shape problems `<json path>: <expected>,
+ * (checked on the text first), `invalid JSON: <parser message>`, a key written twice in one object
+ * (`duplicate key '<key>' at <json path> (line L, column C), first written at line L, column C:
+ * remove one of them`; `JSON.parse` would keep the last), or one to three shape problems `<json path>: <expected>,
  * got <value>`, e.g. `capsule.json: tools.word-count.command: expected a non-empty array of
  * strings, got an empty array`.
  *
@@ -276,6 +280,8 @@ export function parseManifestText(text: string, label: string): ManifestResult {
   } catch (error) {
     return { ok: false, error: manifestProblem(label, jsonSyntaxDetail(text, error)) };
   }
+  const duplicate = findDuplicateKey(text);
+  if (duplicate !== null) return { ok: false, error: manifestProblem(label, duplicateKeyDetail(duplicate)) };
   const parsed = manifestSchema().safeParse(raw);
   if (!parsed.success) return { ok: false, error: manifestProblem(label, formatIssues(parsed.error.issues)) };
   const warnings = findUnknownKeys(raw, MANIFEST_KEY_SPEC).map(

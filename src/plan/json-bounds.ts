@@ -14,6 +14,14 @@ import { appendIndex, appendKey } from './unknown-keys.js';
  * characters. For text that is not JSON the answer only bounds the work: `JSON.parse` refuses it.
  */
 export function textNestingExceeds(text: string, limit: number): boolean {
+  return firstBracketPastDepth(text, limit) !== -1;
+}
+
+/**
+ * {@link textNestingExceeds}, saying where: the offset of the first `[` or `{` that opens level
+ * `limit + 1`, or -1 when the text nests no deeper than `limit` (for a refusal's line and column).
+ */
+export function firstBracketPastDepth(text: string, limit: number): number {
   let depth = 0;
   const length = text.length;
   for (let i = 0; i < length; i++) {
@@ -26,12 +34,12 @@ export function textNestingExceeds(text: string, limit: number): boolean {
         else if (inner === QUOTE) break;
       }
     } else if (unit === OPEN_ARRAY || unit === OPEN_OBJECT) {
-      if (++depth > limit) return true;
+      if (++depth > limit) return i;
     } else if (unit === CLOSE_ARRAY || unit === CLOSE_OBJECT) {
       depth--;
     }
   }
-  return false;
+  return -1;
 }
 
 const QUOTE = 0x22;

@@ -201,3 +201,96 @@ function skipValue(text: string, offset: number): number {
   while (i < text.length && !WHITESPACE.has(text[i] as string) && text[i] !== ',' && text[i] !== '}' && text[i] !== ']') i++;
   return i;
 }
+
+/** A key written twice in one object: where, and where its first writing is (see {@link findDuplicateKey}). */
+export interface DuplicateKey {
+  /** The key, as `JSON.parse` reads it (escapes decoded). */
+  readonly key: string;
+  /** JSON path of the second writing (`steps[0].shell`): the object's path, then the key. */
+  readonly path: readonly JsonPathSegment[];
+  /** The second writing's opening quote. */
+  readonly position: SourcePosition;
+  /** The first writing's opening quote. */
+  readonly first: SourcePosition;
+}
+
+/** One open array or object of {@link findDuplicateKey}'s walk. */
+interface ScanFrame {
+  /** The keys seen so far (each at the offset of its opening quote); null for an array. */
+  readonly keys: Map<string, number> | null;
+  /** The member being read: its key (object) or its index (array). */
+  current: JsonPathSegment;
+}
+
+/**
+ * The first key that an object of `text` holds twice, in document order, or null. `JSON.parse`
+ * keeps the last one without a word, so a plan or manifest that writes `"shell"` twice runs the
+ * second command; the source's JSON reader refuses it (`spec/plan.md` §2.2), and so do we.
+ *
+ * One pass over the text with a stack of the open arrays and objects (no recursion): strings are
+ * skipped with their escapes; a string right after `{` or after `,` in an object is a key. Meant
+ * for a text `JSON.parse` has accepted (for any other text the answer only bounds the work). Keys
+ * are compared as `JSON.parse` reads them: `"a"` and `"\u0061"` are the same key.
+ *
+ * @example findDuplicateKey('{"a":1,"a":2}') // { key: 'a', path: ['a'], position: { line: 1, column: 8, … }, first: { … column: 2 … } }
+ */
+export function findDuplicateKey(text: string): DuplicateKey | null {
+  const stack: ScanFrame[] = [];
+  let top: ScanFrame | undefined;
+  let expectKey = false;
+  const length = text.length;
+  for (let i = 0; i < length; i++) {
+    const unit = text.charCodeAt(i);
+    if (unit === QUOTE) {
+      const start = i;
+      let escaped = false;
+      for (i++; i < length; i++) {
+        const inner = text.charCodeAt(i);
+        if (inner === BACKSLASH) {
+          escaped = true;
+          i++;
+        } else if (inner === QUOTE) break;
+      }
+      if (expectKey && top !== undefined && top.keys !== null) {
+        expectKey = false;
+        const key = escaped ? (JSON.parse(text.slice(start, i + 1)) as string) : text.slice(start + 1, i);
+        const first = top.keys.get(key);
+        if (first !== undefined) {
+          top.current = key;
+          return {
+            key,
+            path: stack.map((frame) => frame.current),
+            position: positionAt(text, start),
+            first: positionAt(text, first),
+          };
+        }
+        top.keys.set(key, start);
+        top.current = key;
+      }
+    } else if (unit === OPEN_OBJECT) {
+      top = { keys: new Map(), current: '' };
+      stack.push(top);
+      expectKey = true;
+    } else if (unit === OPEN_ARRAY) {
+      top = { keys: null, current: 0 };
+      stack.push(top);
+      expectKey = false;
+    } else if (unit === CLOSE_OBJECT || unit === CLOSE_ARRAY) {
+      stack.pop();
+      top = stack[stack.length - 1];
+      expectKey = false;
+    } else if (unit === COMMA && top !== undefined) {
+      if (top.keys === null) top.current = (top.current as number) + 1;
+      else expectKey = true;
+    }
+  }
+  return null;
+}
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const COMMA = 0x2c;
+const OPEN_ARRAY = 0x5b;
+const CLOSE_ARRAY = 0x5d;
+const OPEN_OBJECT = 0x7b;
+const CLOSE_OBJECT = 0x7d;

@@ -9,7 +9,7 @@
  */
 
 import { BLOCKED, invalidOnErrorPolicy as invalidOnErrorPolicyText } from '../../machines/messages.js';
-import { excerpt, excerptList } from './text.js';
+import { clipMiddle, excerpt, excerptList } from './text.js';
 
 /** Rule 4 (`plan.md` §12): the machines' text, quoting an excerpt of the value. */
 export const invalidOnErrorPolicy = (value: string): string => invalidOnErrorPolicyText(excerpt(value));
@@ -77,6 +77,14 @@ export const planShapeError = (issues: string): string => `plan shape error (val
 
 /** Parse detail for text that is not JSON at all; `parserMessage` is `JSON.parse`'s message. */
 export const invalidJson = (parserMessage: string): string => `invalid JSON: ${parserMessage}`;
+
+/**
+ * Parse detail for an object that writes a key twice (ours, stricter than `JSON.parse`, which keeps
+ * the last one; the source refuses it, `plan.md` §2.2): `path` is the second writing's JSON path,
+ * `at` and `first` its place and the first writing's, each `(line L, column C)`. Plan and manifest.
+ */
+export const duplicateKey = (key: string, path: string, at: { line: number; column: number }, first: { line: number; column: number }): string =>
+  `duplicate key '${excerpt(key)}' at ${clipMiddle(path, 200)} ${lineColumn(at.line, at.column)}, first written at line ${first.line}, column ${first.column}: remove one of them`;
 
 /** Parse detail for a document whose arrays and objects nest deeper than `maxDepth`. */
 export const nestedTooDeep = (maxDepth: number): string =>

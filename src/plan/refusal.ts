@@ -9,9 +9,11 @@
 import type { PlanFile, PlanStep } from '../../machines/contracts.js';
 import type { ConditionProblem } from './condition-check.js';
 import type { BlockedPlan } from './cycles.js';
-import { locateJsonPath, type JsonPathSegment, type SourcePosition } from './json-location.js';
-import { blockedByCycle, invalidReference, NOT_REGULAR_FILE_TAIL, OVER_THE_LIMIT, planFileMissing } from './messages.js';
+import { locateJsonPath, positionAt, type DuplicateKey, type JsonPathSegment, type SourcePosition } from './json-location.js';
+import { blockedByCycle, invalidReference, NOT_REGULAR_FILE_TAIL, OVER_THE_LIMIT, planFileMissing, planParseFailed } from './messages.js';
 import { MAX_INPUT_FILE_BYTES } from './read-file.js';
+import { MAX_JSON_DEPTH, TOO_DEEP } from './schema.js';
+import { firstBracketPastDepth } from './json-bounds.js';
 import { clipMiddle, excerpt } from './text.js';
 import { closestKey, formatJsonPath, MAX_SUGGESTED_CHARS } from './unknown-keys.js';
 import type { ValidationCode } from './validate.js';
@@ -20,9 +22,10 @@ import type { UnknownKeyWarning } from './warnings.js';
 /**
  * Why a plan was refused: the validation codes of `plan.md` §6 (see `ValidationCode`), what
  * `capsule validate` refuses beyond them (`condition`, `invalid_reference`, `dependency_cycle`: a
- * run meets them later), and the file-level ones (`plan_unreadable`, `invalid_json`, `plan_shape`).
+ * run meets them later), and the file-level ones (`plan_unreadable`, `invalid_json`, `duplicate_key`,
+ * `plan_shape`).
  */
-export type RefusalCode = ValidationCode | 'condition' | 'invalid_reference' | 'dependency_cycle' | 'plan_unreadable' | 'invalid_json' | 'plan_shape';
+export type RefusalCode = ValidationCode | 'condition' | 'invalid_reference' | 'dependency_cycle' | 'plan_unreadable' | 'invalid_json' | 'duplicate_key' | 'plan_shape';
 
 /** A refusal with everything needed to act on it (the `refusal` field of `validate --json` and of the report). */
 export interface Refusal {
@@ -172,12 +175,46 @@ export function explainCycle(blocked: BlockedPlan, plan: PlanFile, ctx: Pick<Exp
   });
 }
 
-/** Explains a plan file that is not JSON or not a plan's shape (`plan.md` §5). */
+/** Explains a plan file that is not JSON, writes a key twice in one object, or is not a plan's shape (`plan.md` §5). */
 export function explainParseFailure(
   error: string,
-  at: { readonly path: readonly JsonPathSegment[] } | { readonly position: SourcePosition } | undefined,
+  at:
+    | { readonly path: readonly JsonPathSegment[] }
+    | { readonly position: SourcePosition }
+    | { readonly duplicateKey: DuplicateKey }
+    | undefined,
   ctx: Pick<ExplainContext, 'file' | 'text'>,
 ): Refusal {
+  if (error === planParseFailed(TOO_DEEP)) {
+    // Perhaps valid JSON, over our limit: not a syntax error, so the rule and the fix say what the
+    // limit is, and where the first bracket past it is (found again: the scan stops there).
+    const offset = ctx.text === null ? -1 : firstBracketPastDepth(ctx.text, MAX_JSON_DEPTH);
+    const tooDeep = ctx.text === null || offset === -1 ? null : positionAt(ctx.text, offset);
+    return bounded({
+      step_id: 'plan',
+      error,
+      code: 'invalid_json',
+      rule: `a plan nests arrays and objects at most ${MAX_JSON_DEPTH} levels deep (the source's JSON reader stops at about 128 too; docs/input-limits.md)`,
+      accepted: null,
+      fix:
+        tooDeep === null
+          ? `nest the plan's arrays and objects at most ${MAX_JSON_DEPTH} levels deep`
+          : `nest the plan's arrays and objects at most ${MAX_JSON_DEPTH} levels deep: level ${MAX_JSON_DEPTH + 1} opens at line ${tooDeep.line}, column ${tooDeep.column}`,
+      ...located(ctx, null, tooDeep),
+    });
+  }
+  if (at !== undefined && 'duplicateKey' in at) {
+    const { key, path, position, first } = at.duplicateKey;
+    return bounded({
+      step_id: 'plan',
+      error,
+      code: 'duplicate_key',
+      rule: 'an object writes each key once: JSON.parse would keep the last one without a word, so capsule refuses the plan, as the source does (ours, stricter than JSON; plan.md §2.2)',
+      accepted: null,
+      fix: `remove one of them: the first '${excerpt(key)}' is at line ${first.line}, column ${first.column}`,
+      ...located(ctx, path, position),
+    });
+  }
   if (at !== undefined && 'path' in at) {
     return bounded({
       step_id: 'plan',

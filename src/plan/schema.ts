@@ -7,6 +7,7 @@ import * as z from 'zod';
 import type { JsonValue, PlanFile, PlanStep, StepKind } from '../../machines/contracts.js';
 import {
   describeValue,
+  duplicateKey,
   expectedGot,
   invalidJson,
   lineColumn,
@@ -28,7 +29,7 @@ import {
   unknownKey,
 } from './messages.js';
 import { findNonJsonData, textNestingExceeds } from './json-bounds.js';
-import { syntaxErrorPosition, type SourcePosition } from './json-location.js';
+import { findDuplicateKey, syntaxErrorPosition, type DuplicateKey, type SourcePosition } from './json-location.js';
 import { MAX_INPUT_FILE_BYTES, readUtf8File } from './read-file.js';
 import { findUnknownKeys, formatJsonPath, type KeySpec } from './unknown-keys.js';
 import type { UnknownKeyWarning } from './warnings.js';
@@ -271,7 +272,11 @@ export type ParsePlanResult =
       readonly ok: false;
       readonly error: string;
       /** Where the problem is: the JSON path of the first shape problem, or the place of a syntax error. */
-      readonly at?: { readonly path: readonly (string | number)[] } | { readonly position: SourcePosition };
+      readonly at?:
+        | { readonly path: readonly (string | number)[] }
+        | { readonly position: SourcePosition }
+        /** A key written twice in one object (see `findDuplicateKey`). */
+        | { readonly duplicateKey: DuplicateKey };
     };
 
 /**
@@ -285,7 +290,10 @@ export type ParsePlanResult =
  *   expected>, got <value>`, e.g. `… steps[0].retries: expected an integer from 0 to 4294967295,
  *   got -1` (see `formatIssues`).
  *
- * A JSON object with the same key twice keeps the last one (`JSON.parse`; unspecified in §2.2);
+ * - an object that writes a key twice (which `JSON.parse` would keep the last of, silently):
+ *   detail `duplicate key '<key>' at <json path> (line L, column C), first written at line L,
+ *   column C: remove one of them` (see `duplicateKey`), as the source's reader refuses it (§2.2).
+ *
  * `retries: 2.0` is read as 2 (an accepted divergence, §2.2).
  *
  * @param text The file's text.
@@ -300,8 +308,15 @@ export function parsePlanText(text: string): ParsePlanResult {
     const position = text.trim() === '' ? null : syntaxErrorPosition(text, errorText(error));
     return { ok: false, error: planParseFailed(jsonSyntaxDetail(text, error)), ...(position !== null ? { at: { position } } : {}) };
   }
+  const duplicate = findDuplicateKey(text);
+  if (duplicate !== null) return { ok: false, error: planParseFailed(duplicateKeyDetail(duplicate)), at: { duplicateKey: duplicate } };
   // JSON.parse made plain data no deeper than the text: nothing left to bound.
   return parseJsonValue(raw);
+}
+
+/** Parse detail of a key written twice (`duplicateKey`), for a plan or a manifest. */
+export function duplicateKeyDetail(duplicate: DuplicateKey): string {
+  return duplicateKey(duplicate.key, formatJsonPath(duplicate.path), duplicate.position, duplicate.first);
 }
 
 /**

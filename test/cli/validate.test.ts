@@ -181,6 +181,59 @@ describe('capsule validate', () => {
     expect(missing.refusal).toBeUndefined();
   });
 
+  it('refuses a plan whose step writes a key twice (JSON.parse would run the second shell without a word), and run refuses it before any step starts, with the same exit code', async () => {
+    const dir = dirWith({ id: 'p', steps: [] });
+    const text = `{\n  "id": "p",\n  "steps": [\n    { "id": "a", "shell": ${JSON.stringify(stepCommand('first', 'sleep', 0))},\n      "shell": ${JSON.stringify(stepCommand('second', 'sleep', 0))} }\n  ]\n}\n`;
+    writeFileSync(join(dir, 'plan.json'), text);
+    const human = await runCli(['validate', 'plan.json'], { cwd: dir });
+    const json = await runCli(['validate', 'plan.json', '--json'], { cwd: dir });
+    const run = await runCli(['run', 'plan.json', '--quiet'], { cwd: dir });
+
+    const error = "failed to parse plan JSON: duplicate key 'shell' at steps[0].shell (line 5, column 7), first written at line 4, column 18: remove one of them";
+    expect(human.code).toBe(1);
+    expect(human.stderr.split('\n').slice(0, 4)).toEqual([
+      `refused: plan: ${error}`,
+      '  at plan.json:5:7, steps[0].shell',
+      expect.stringMatching(/^  rule: an object writes each key once: JSON\.parse would keep the last one/),
+      "  fix: remove one of them: the first 'shell' is at line 4, column 18",
+    ]);
+    expect(json.code).toBe(1);
+    expect(parseReport<ValidationJson & { refusal?: Record<string, unknown> }>(json.stdout)).toMatchObject({
+      valid: false,
+      failed_step: 'plan',
+      error,
+      refusal: { step_id: 'plan', code: 'duplicate_key', file: 'plan.json', json_path: 'steps[0].shell', line: 5, column: 7 },
+    });
+    expect(run.code).toBe(1);
+    expect(run.stderr).toContain(`refused: plan: ${error}\n  at plan.json:5:7, steps[0].shell\n`);
+    expect(existsSync(join(dir, 'first.pid')) || existsSync(join(dir, 'second.pid'))).toBe(false);
+  });
+
+  it('refuses a plan nested more than 128 levels deep with the limit as its rule and the place of level 129 (it is valid JSON: not a syntax error)', async () => {
+    const dir = dirWith({ id: 'p', steps: [] });
+    writeFileSync(join(dir, 'plan.json'), `{"id":"p","steps":[{"id":"a","tool":"x","input":${'['.repeat(100_000)}${']'.repeat(100_000)}}]}`);
+    const human = await runCli(['validate', 'plan.json'], { cwd: dir });
+    const json = await runCli(['validate', 'plan.json', '--json'], { cwd: dir });
+
+    expect(human.code).toBe(1);
+    expect(human.stderr.split('\n').slice(0, 4)).toEqual([
+      'refused: plan: failed to parse plan JSON: arrays and objects are nested more than 128 levels deep',
+      '  at plan.json:1:174',
+      "  rule: a plan nests arrays and objects at most 128 levels deep (the source's JSON reader stops at about 128 too; docs/input-limits.md)",
+      "  fix: nest the plan's arrays and objects at most 128 levels deep: level 129 opens at line 1, column 174",
+    ]);
+    expect(parseReport<ValidationJson & { refusal?: Record<string, unknown> }>(json.stdout).refusal).toMatchObject({ code: 'invalid_json', line: 1, column: 174 });
+  });
+
+  it('exits 2 for a manifest that writes a key twice, naming the file, the key, its path and both places', async () => {
+    const dir = dirWith({ id: 'p', steps: [step('a')] }, null);
+    writeFileSync(join(dir, 'capsule.json'), '{"capabilities":{"shell":{"allow":["node"],"allow":["node","rm"]}}}');
+    const result = await runCli(['validate', 'plan.json'], { cwd: dir });
+
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain("capsule.json: duplicate key 'allow' at capabilities.shell.allow (line 1, column 44), first written at line 1, column 27: remove one of them");
+  });
+
   it('accepts --allow like capsule run does', async () => {
     const dir = dirWith({ id: 'p', steps: [{ id: 'a', shell: 'true' }] }, null);
     const refused = await runCli(['validate', 'plan.json'], { cwd: dir });

@@ -1,4 +1,4 @@
-import { findNonJsonData, textNestingExceeds } from '../../src/plan/json-bounds.js';
+import { findNonJsonData, firstBracketPastDepth, textNestingExceeds } from '../../src/plan/json-bounds.js';
 import { parsePlanText, parsePlanValue } from '../../src/plan/schema.js';
 
 const PREFIX = 'failed to parse plan JSON: ';
@@ -75,5 +75,13 @@ describe('plan objects handed to parsePlanValue', () => {
   it('counts values, refusing more than the limit', () => {
     expect(findNonJsonData(new Array(10).fill(0), 128, 10)).toEqual({ kind: 'too-many', limit: 10 });
     expect(findNonJsonData(new Array(9).fill(0), 128, 10)).toBeNull();
+  });
+});
+
+describe('firstBracketPastDepth', () => {
+  it('gives the offset of the first bracket that opens a level past the limit (skipping brackets in strings), or -1', () => {
+    expect(firstBracketPastDepth('[[["[[[[","\\"[[[["]]]', 3)).toBe(-1);
+    expect(firstBracketPastDepth('[[[[]]]]', 3)).toBe(3);
+    expect(firstBracketPastDepth('{"a":{"b":"[{","c":{"d":[]}}}', 3)).toBe(24);
   });
 });

@@ -1,6 +1,6 @@
 /** Lines and columns in a plan file (`src/plan/json-location.ts`), for errors that say where. */
 import fc from 'fast-check';
-import { locateJsonPath, positionAt, syntaxErrorPosition } from '../../src/plan/json-location.js';
+import { findDuplicateKey, locateJsonPath, positionAt, syntaxErrorPosition } from '../../src/plan/json-location.js';
 
 const TEXT = '{\n  "id": "p",\n  "steps": [\n    { "id": "a", "tool": "x" },\n    { "id": "b", "on_error": "nope" }\n  ]\n}\n';
 
@@ -74,5 +74,33 @@ describe('positionAt and syntaxErrorPosition', () => {
     expect(syntaxErrorPosition(text, "Expected ':' after property name in JSON at position 16 (line 3 column 6)")).toMatchObject({ line: 3, column: 6 });
     expect(syntaxErrorPosition('{"a":', 'Unexpected end of JSON input')).toMatchObject({ line: 1, column: 6 });
     expect(syntaxErrorPosition(text, 'something else')).toBeNull();
+  });
+});
+
+describe('findDuplicateKey', () => {
+  it('finds a key written twice in one object: the key, its JSON path, the second and the first place', () => {
+    const text = '{"id":"p","steps":[\n  {"id":"a","shell":"true"},\n  {"id":"b","shell":"sleep 0","shell":"sleep 1"}\n]}';
+    expect(findDuplicateKey(text)).toEqual({
+      key: 'shell',
+      path: ['steps', 1, 'shell'],
+      position: { line: 3, column: 31, offset: text.lastIndexOf('"shell"') },
+      first: { line: 3, column: 13, offset: text.indexOf('"shell":"sleep 0"') },
+    });
+  });
+
+  it('compares keys as JSON.parse reads them, and reads only keys: a value, a key of another object, or a bracket in a string is not one', () => {
+    expect(findDuplicateKey('{"a":1,"\\u0061":2}')).toMatchObject({ key: 'a', path: ['a'], position: { column: 8 } });
+    expect(findDuplicateKey('{"a":"a","b":["a","a"],"c":{"a":{"a":1}},"d":[{"a":1},{"a":2}],"e":"{\\"a\\":1,\\"a\\":2}"}')).toBeNull();
+    expect(findDuplicateKey('{"x":{"a":1},"y":[[],{"k":"]}{,","k":2}]}')).toMatchObject({ key: 'k', path: ['y', 1, 'k'] });
+    expect(findDuplicateKey('[1,{"a":1},{"a":2,"a":3}]')).toMatchObject({ path: [2, 'a'] });
+    expect(findDuplicateKey('{"a":{"b":1},"a":2}')).toMatchObject({ path: ['a'], position: { column: 14 }, first: { column: 2 } });
+  });
+
+  it('finds nothing in a document without a repeated key, whatever its shape (property: any JSON.stringify output)', () => {
+    fc.assert(
+      fc.property(fc.jsonValue(), (value) => {
+        expect(findDuplicateKey(JSON.stringify(value, null, 1) ?? 'null')).toBeNull();
+      }),
+    );
   });
 });

@@ -101,6 +101,14 @@ describe('parseManifestText', () => {
       expect(manifestError(value)).toBe(error);
     });
 
+    it('refuses an object that writes a key twice (JSON.parse would keep the last allow list), naming the key, its path, both places and the fix', () => {
+      const text = '{\n  "capabilities": { "shell": { "allow": ["ls"] } },\n  "capabilities": { "shell": { "allow": ["rm"] } }\n}';
+      expect(parseManifestText(text, 'dir/capsule.json')).toEqual({
+        ok: false,
+        error: "dir/capsule.json: duplicate key 'capabilities' at capabilities (line 3, column 3), first written at line 2, column 3: remove one of them",
+      });
+    });
+
     it('refuses text that is not JSON', () => {
       const parsed = parseManifestText('{', 'dir/capsule.json');
       expect(parsed).toEqual({ ok: false, error: expect.stringMatching(/^dir\/capsule\.json: invalid JSON: /) });

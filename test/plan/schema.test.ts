@@ -180,8 +180,17 @@ describe('parsePlanText', () => {
       });
     });
 
-    it('keeps the last of two same keys (JSON.parse; unspecified in §2.2)', () => {
-      expect(planOf('{"id":"p","steps":[{"id":"a","tool":"x","tool":"y"}]}').steps[0]?.tool).toBe('y');
+    // Changed in round 15: this plan used to parse, keeping the last 'tool' ('y') without a word
+    // (JSON.parse); the source refuses it (§2.2), and so do we now.
+    it('refuses an object that writes a key twice, naming the key, its JSON path, both places and the fix', () => {
+      const text = '{"id":"p","steps":[{"id":"a","tool":"x","tool":"y"}]}';
+      const parsed = parsePlanText(text);
+      expect(parsed).toEqual({
+        ok: false,
+        error: `${PARSE_PREFIX}duplicate key 'tool' at steps[0].tool (line 1, column 41), first written at line 1, column 30: remove one of them`,
+        at: { duplicateKey: { key: 'tool', path: ['steps', 0, 'tool'], position: { line: 1, column: 41, offset: 40 }, first: { line: 1, column: 30, offset: 29 } } },
+      });
+      expect(parseError('{"id":"p","id":"q","steps":[]}')).toBe(`${PARSE_PREFIX}duplicate key 'id' at id (line 1, column 11), first written at line 1, column 2: remove one of them`);
     });
   });
 
