@@ -5,6 +5,7 @@
  * recursion, no argument spread, whatever the input's depth or size.
  */
 
+import { BACKSLASH, CLOSE_ARRAY, CLOSE_OBJECT, OPEN_ARRAY, OPEN_OBJECT, QUOTE } from './json-chars.js';
 import { appendIndex, appendKey } from './unknown-keys.js';
 
 /**
@@ -41,13 +42,6 @@ export function firstBracketPastDepth(text: string, limit: number): number {
   }
   return -1;
 }
-
-const QUOTE = 0x22;
-const BACKSLASH = 0x5c;
-const OPEN_ARRAY = 0x5b;
-const CLOSE_ARRAY = 0x5d;
-const OPEN_OBJECT = 0x7b;
-const CLOSE_OBJECT = 0x7d;
 
 /**
  * Nesting depth of a parsed JSON value (a scalar is 0, `[]` is 1), counted without recursion and

@@ -3,6 +3,8 @@
  * `JSON.parse` syntax error, and the place of a value given by its JSON path (`steps[2].on_error`).
  */
 
+import { BACKSLASH, CLOSE_ARRAY, CLOSE_OBJECT, COMMA, OPEN_ARRAY, OPEN_OBJECT, QUOTE } from './json-chars.js';
+
 /** A place in a text: 1-based line and column (columns count UTF-16 code units, as editors mostly do), and the 0-based offset. */
 export interface SourcePosition {
   readonly line: number;
@@ -286,11 +288,3 @@ export function findDuplicateKey(text: string): DuplicateKey | null {
   }
   return null;
 }
-
-const QUOTE = 0x22;
-const BACKSLASH = 0x5c;
-const COMMA = 0x2c;
-const OPEN_ARRAY = 0x5b;
-const CLOSE_ARRAY = 0x5d;
-const OPEN_OBJECT = 0x7b;
-const CLOSE_OBJECT = 0x7d;
