@@ -12,6 +12,7 @@
 import { closeSync, existsSync, openSync, readdirSync, writeSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { endedTrace, readTrace } from '../records/trace-reader.js';
+import { appendEnded, readEndedIndex, traceStatKey } from './ended-index.js';
 import { readCgroupEvents } from './cgroups.js';
 import { cgroupTreeProcs, removeCgroupTree } from './cgroup-unit.js';
 import { isSameLiveProcess, processName, processStartTime } from './proc.js';
@@ -81,6 +82,11 @@ export function inspectSessionDir(recordsDir: string): AbandonedSession | null {
   // are not checked: one the reader refuses leaves no session_start to go by, which returns null
   // below too (issue 14, startup: that schema was ~4 ms of every start).
   if (endedTrace(recordsDir, { startFields: false })) return null;
+  return inspectUnendedSessionDir(recordsDir);
+}
+
+/** {@link inspectSessionDir} of a directory already found not noticed and not ended. */
+function inspectUnendedSessionDir(recordsDir: string): AbandonedSession | null {
   let records: readonly Json[];
   try {
     records = readTrace(recordsDir).records as readonly Json[];
@@ -159,10 +165,21 @@ export function findAbandonedSessions(
   } catch {
     return [];
   }
+  // Sessions an earlier start found ended, by their trace's stat (src/process/ended-index.ts):
+  // one stat each instead of opening and reading the trace; one that ended since is added.
+  const index = readEndedIndex(recordsRoot);
   const out: AbandonedSession[] = [];
   for (const name of names) {
     if (excluded.has(resolve(recordsRoot, name))) continue;
-    const found = inspectSessionDir(join(recordsRoot, name));
+    const dir = join(recordsRoot, name);
+    const key = traceStatKey(dir);
+    if (key !== null && index.ended.get(name) === key) continue;
+    if (existsSync(join(dir, NOTICED_FILE))) continue;
+    if (endedTrace(dir, { startFields: false })) {
+      if (key !== null && index.appendable) appendEnded(recordsRoot, name, key);
+      continue;
+    }
+    const found = inspectUnendedSessionDir(dir);
     if (found === null) continue;
     if (options.noticedBy !== undefined && !markNoticed(found.recordsDir, options.noticedBy, found.processes, (options.now ?? Date.now)())) continue;
     // An empty cgroup a dead session left is only clutter: removing it ends nothing.
