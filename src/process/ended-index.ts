@@ -14,8 +14,9 @@
  * The file is safe to delete (the next start rebuilds it); every failure to read or write it is
  * silent and changes only the speed.
  */
-import { closeSync, constants as fsConstants, fstatSync, lstatSync, openSync, readSync, writeSync } from 'node:fs';
+import { closeSync, constants as fsConstants, fstatSync, lstatSync, openSync, readFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
+import { TRACE_FILE } from '../records/trace-reader.js';
 
 /** The index's name in a records root (a dot-name: never taken for a session directory). */
 export const ENDED_INDEX_FILE = '.ended-sessions.jsonl';
@@ -34,7 +35,6 @@ export interface EndedIndex {
   readonly appendable: boolean;
 }
 
-const TRACE_FILE = 'trace.jsonl';
 const DECIMAL = /^[0-9]{1,30}$/;
 
 /** The stat of `<recordsDir>/trace.jsonl` as the index keys it (`ino:size:mtime_ns:ctime_ns`), or null when it is not a regular file (a link is not followed). */
@@ -61,14 +61,7 @@ export function readEndedIndex(recordsRoot: string): EndedIndex {
   try {
     const stat = fstatSync(fd);
     if (!stat.isFile() || stat.size > MAX_ENDED_INDEX_BYTES) return { ended, appendable: false };
-    const buffer = Buffer.allocUnsafe(stat.size);
-    let length = 0;
-    while (length < buffer.length) {
-      const n = readSync(fd, buffer, length, buffer.length - length, length);
-      if (n <= 0) break;
-      length += n;
-    }
-    const text = buffer.toString('utf8', 0, length);
+    const text = readFileSync(fd, 'utf8');
     // Only whole lines: a torn tail (a start killed mid-write) has no newline yet.
     const end = text.lastIndexOf('\n');
     for (const line of end < 0 ? [] : text.slice(0, end).split('\n')) {

@@ -69,6 +69,9 @@ export function sessionRuntimeMayRun(pid: number, startTime: number | null): boo
   return startTime !== null ? isSameLiveProcess({ pid, startTime }) : processStartTime(pid) !== null;
 }
 
+/** {@link inspectSession}'s answer for a session that ended with `session_end` (it may be listed in the ended-sessions index). */
+const ENDED: unique symbol = Symbol('ended');
+
 /**
  * Reads one records directory: null when it is not an abandoned session (no trace, a
  * `session_end`, its runtime still running, or already noticed). The trace is read with the one
@@ -76,12 +79,18 @@ export function sessionRuntimeMayRun(pid: number, startTime: number | null): boo
  * have torn it), and fields are checked before use (the trace is not ours to trust).
  */
 export function inspectSessionDir(recordsDir: string): AbandonedSession | null {
+  const found = inspectSession(recordsDir);
+  return found === ENDED ? null : found;
+}
+
+/** {@link inspectSessionDir}, telling a session that ended ({@link ENDED}) from the other nulls. */
+function inspectSession(recordsDir: string): AbandonedSession | null | typeof ENDED {
   if (existsSync(join(recordsDir, NOTICED_FILE))) return null;
   // A session that ended says so in its last line: its trace, however long, need not be read
   // (every start scans every earlier session of the records root). Its session_start's fields
   // are not checked: one the reader refuses leaves no session_start to go by, which returns null
   // below too (issue 14, startup: that schema was ~4 ms of every start).
-  if (endedTrace(recordsDir, { startFields: false })) return null;
+  if (endedTrace(recordsDir, { startFields: false })) return ENDED;
   return inspectUnendedSessionDir(recordsDir);
 }
 
@@ -174,12 +183,11 @@ export function findAbandonedSessions(
     const dir = join(recordsRoot, name);
     const key = traceStatKey(dir);
     if (key !== null && index.ended.get(name) === key) continue;
-    if (existsSync(join(dir, NOTICED_FILE))) continue;
-    if (endedTrace(dir, { startFields: false })) {
+    const found = inspectSession(dir);
+    if (found === ENDED) {
       if (key !== null && index.appendable) appendEnded(recordsRoot, name, key);
       continue;
     }
-    const found = inspectUnendedSessionDir(dir);
     if (found === null) continue;
     if (options.noticedBy !== undefined && !markNoticed(found.recordsDir, options.noticedBy, found.processes, (options.now ?? Date.now)())) continue;
     // An empty cgroup a dead session left is only clutter: removing it ends nothing.
