@@ -30,6 +30,11 @@ export interface OutputTruncation {
   readonly stderr_bytes: number;
   /** Bytes kept per stream: 16384. */
   readonly kept_bytes: number;
+  /**
+   * Ours (round 17): present, `true`, only when `lifecycle.max_log_bytes` cut the log — it holds
+   * the first that many bytes of output (both streams together) and a marker line, not the full text.
+   */
+  readonly output_capped?: true;
 }
 
 /**

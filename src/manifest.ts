@@ -185,12 +185,12 @@ function buildManifestSchema() {
                 .optional()
                 .meta({
                   description:
-                    'Largest size of a background command\'s output log (logs/<work_id>.log), in bytes: past it one marker line is written and later output only counts; absent: no cap.',
+                    'Most output, in bytes, a shell command\'s log keeps: a background command\'s logs/<work_id>.log, and the logs/shell-<ms>.log of a plan shell step or foreground shell.run whose output was cut at 16 KiB (both streams together); past it one marker line is written and later output only counts; absent: no cap.',
                 }),
               on_log_cap: z
                 .enum(['continue', 'stop'], { error: expecting(MANIFEST_SHAPE.onLogCap) })
                 .optional()
-                .meta({ description: 'What a background command whose log reached max_log_bytes does: continue (default) or stop (it is stopped as by backgroundCommand stop).' }),
+                .meta({ description: 'What a command whose log reached max_log_bytes does: continue (default) or stop (a background command is stopped as by backgroundCommand stop; a plan shell step is ended and fails; a foreground shell.run is ended with ended_by log_cap).' }),
               // Murmur's words for a session that outlives its task (detached.md §14): accepted so a
               // manifest written for Murmur (and the abandonment report's advice) is not an unknown
               // key; capsule serve behaves this way whatever they say.

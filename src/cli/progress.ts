@@ -89,6 +89,11 @@ function cutStreams(cut: { readonly stdout_bytes: number; readonly stderr_bytes:
   return streams.join(' and ') || 'output';
 }
 
+/** What the log of a cut holds: `full output`, or, when `lifecycle.max_log_bytes` cut the log too, `output up to lifecycle.max_log_bytes`. */
+function logWords(cut: { readonly output_capped?: true }): string {
+  return cut.output_capped === true ? 'output up to lifecycle.max_log_bytes' : 'full output';
+}
+
 function truncate(text: string, width: number): string {
   return text.length <= width ? text : `${text.slice(0, Math.max(0, width - 1))}…`;
 }
@@ -291,7 +296,7 @@ export class Progress {
   #cutNote(result: StepResult): string {
     const cut = result.truncated;
     if (cut === undefined) return '';
-    return this.#paint('yellow', ` (${cutStreams(cut)} cut at ${cut.kept_bytes / 1024} KiB: full output in ${printable(cut.log)})`);
+    return this.#paint('yellow', ` (${cutStreams(cut)} cut at ${cut.kept_bytes / 1024} KiB: ${logWords(cut)} in ${printable(cut.log)})`);
   }
 
   #discardedLine(result: DiscardedResult): string {
@@ -366,7 +371,7 @@ export class Progress {
       for (const result of cut) {
         const t = result.truncated;
         if (t === undefined) continue;
-        lines.push(`cut: ${shownId(result.step_id)}: ${cutStreams(t)} over ${t.kept_bytes / 1024} KiB (stdout ${t.stdout_bytes} bytes, stderr ${t.stderr_bytes} bytes), the first ${t.kept_bytes / 1024} KiB kept; full output: ${printable(t.log)}`);
+        lines.push(`cut: ${shownId(result.step_id)}: ${cutStreams(t)} over ${t.kept_bytes / 1024} KiB (stdout ${t.stdout_bytes} bytes, stderr ${t.stderr_bytes} bytes), the first ${t.kept_bytes / 1024} KiB kept; ${logWords(t)}: ${printable(t.log)}`);
       }
     }
     const took = formatDuration(report.duration_ms);

@@ -54,12 +54,7 @@ export function outputHoldersNote(holders: OutputHolders): string | null {
 /** The first log failure kept by the output log (`detached.md` §6.4), exact prefix. */
 export const logWriteFailure = (osError: string): string => `failed to write shell log: ${osError}`;
 
-/**
- * The marker written once into a log that reached `lifecycle.max_log_bytes` (ours, issue 9): on a
- * line of its own (it starts with a newline in case the output did not end with one).
- */
-export const logCapMarker = (maxLogBytes: number): string =>
-  `\n[capsule-runtime] this log reached lifecycle.max_log_bytes (${maxLogBytes} bytes); later output was not written to it.\n`;
+export { logCapMarker, logCapStopError } from '../executors/log-cap.js';
 
 /**
  * The `ended_by` line of a command the runtime stopped for its log cap (ours): the same in the

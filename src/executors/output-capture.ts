@@ -4,6 +4,12 @@
  * §4.1), and, once a stream has outgrown that, all of its bytes in a spill file beside the logs,
  * so that memory stays flat however much a command prints while the full output can still be
  * written to its log (`logs/shell-<ms>.log`) or handed to a demoted command's output log.
+ *
+ * With a log budget (`lifecycle.max_log_bytes`, ours, round 17) only the first that many bytes
+ * of output, both streams together in arrival order, are kept for the log: the spill stops
+ * growing there, so the disk holds at most the budget however much a command prints; the pipes
+ * are still read to their end and counted, and each stream's head (what a result shows) is kept
+ * whole whatever the budget.
  */
 import { closeSync, constants as fsConstants, openSync, readSync, unlinkSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
@@ -19,14 +25,22 @@ export interface OutputSink {
 /** Bytes read from the spill file per `read(2)` when it is copied out. */
 const COPY_CHUNK_BYTES = 1024 * 1024;
 
-/** One stream's capture. */
+/**
+ * One stream's capture. What it keeps is always a prefix of the stream: the first
+ * `max(logged, min(total, cap))` bytes — the log's share and the head — so one buffer (or one
+ * spill file past the cap) holds both.
+ */
 class StreamCapture {
   readonly #spillDir: string | null;
   readonly #name: string;
-  /** Chunks held in memory: all of the stream while it is within the head, else its first bytes only. */
+  /** Chunks held in memory: all that is kept while it is within the head, else its first bytes only. */
   #held: Buffer[] = [];
   #heldBytes = 0;
   #total = 0;
+  /** Bytes of the prefix kept (memory or spill). */
+  #kept = 0;
+  /** Bytes of the prefix that belong to the log (≤ `#kept`). */
+  #logged = 0;
   #spill: { readonly path: string; fd: number } | null = null;
   /** The spill could not be written: everything stays in memory (the old behaviour). */
   #spillFailed = false;
@@ -40,15 +54,32 @@ class StreamCapture {
     return this.#total;
   }
 
-  push(chunk: Buffer): void {
+  /** Bytes the log gets of this stream ({@link copyOut}'s length). */
+  get logged(): number {
+    return this.#logged;
+  }
+
+  /**
+   * Takes one chunk, of which the first `logBytes` belong to the log. Once a chunk was not kept
+   * whole the stream's prefix has ended: the caller's budget is spent, so no later chunk has log
+   * bytes either, and the head is full.
+   */
+  push(chunk: Buffer, logBytes = chunk.length): void {
     if (chunk.length === 0) return;
+    const contiguous = this.#kept === this.#total;
     this.#total += chunk.length;
+    if (!contiguous) return;
+    const keep = Math.min(chunk.length, Math.max(logBytes, MAX_SHELL_OUTPUT_BYTES - this.#kept));
+    if (keep <= 0) return;
+    const part = keep === chunk.length ? chunk : chunk.subarray(0, keep);
+    this.#kept += keep;
+    this.#logged += Math.min(logBytes, keep);
     if (this.#spill !== null) {
-      if (!this.#write(chunk)) this.#keep(chunk);
+      if (!this.#write(part)) this.#keep(part);
       return;
     }
-    this.#keep(chunk);
-    if (this.#total > MAX_SHELL_OUTPUT_BYTES && !this.#spillFailed && this.#spillDir !== null) this.#startSpill();
+    this.#keep(part);
+    if (this.#kept > MAX_SHELL_OUTPUT_BYTES && !this.#spillFailed && this.#spillDir !== null) this.#startSpill();
   }
 
   /** The stream's first `min(total, cap)` bytes. */
@@ -57,20 +88,31 @@ class StreamCapture {
     return all.length > MAX_SHELL_OUTPUT_BYTES ? all.subarray(0, MAX_SHELL_OUTPUT_BYTES) : all;
   }
 
-  /** Calls `each` with every byte of the stream so far, in order, in chunks (from memory or the spill file). */
+  /** Calls `each` with the log's bytes of the stream so far (all of them without a budget), in order, in chunks (from memory or the spill file). */
   copyOut(each: (chunk: Buffer) => void): void {
+    this.#copyKept(this.#logged, each);
+  }
+
+  /** Calls `each` with the first `limit` kept bytes. */
+  #copyKept(limit: number, each: (chunk: Buffer) => void): void {
     const spill = this.#spill;
+    let left = limit;
     if (spill === null) {
-      for (const chunk of this.#held) each(chunk);
+      for (const chunk of this.#held) {
+        if (left <= 0) break;
+        each(chunk.length <= left ? chunk : chunk.subarray(0, left));
+        left -= chunk.length;
+      }
       return;
     }
     const fd = openSync(spill.path, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW);
     try {
       const buffer = Buffer.allocUnsafe(COPY_CHUNK_BYTES);
-      for (let position = 0; ; ) {
-        const n = readSync(fd, buffer, 0, buffer.length, position);
+      for (let position = 0; left > 0; ) {
+        const n = readSync(fd, buffer, 0, Math.min(buffer.length, left), position);
         if (n <= 0) break;
         position += n;
+        left -= n;
         each(Buffer.from(buffer.subarray(0, n)));
       }
     } finally {
@@ -143,7 +185,7 @@ class StreamCapture {
     if (spill === null) return;
     const chunks: Buffer[] = [];
     try {
-      this.copyOut((chunk) => chunks.push(chunk));
+      this.#copyKept(Number.MAX_SAFE_INTEGER, (chunk) => chunks.push(chunk));
     } catch {
       // what the file held is lost; the head is still in memory
     }
@@ -156,6 +198,20 @@ class StreamCapture {
   }
 }
 
+/** Options of {@link OutputCapture}. */
+export interface OutputCaptureOptions {
+  /**
+   * `lifecycle.max_log_bytes` (ours): the most output, in bytes, both streams together in
+   * arrival order, kept for the log; null or absent: all of it. A positive integer.
+   */
+  readonly maxLogBytes?: number | null;
+  /**
+   * Called once, synchronously from {@link OutputCapture.write}, when the budget is first
+   * exceeded while a log is due (a stream over the cap): `lifecycle.on_log_cap: "stop"` hangs off it.
+   */
+  readonly onCapped?: () => void;
+}
+
 /**
  * Captures a foreground command's stdout and stderr: in memory up to the cap per stream, spilled
  * to `<spillDir>/.capture-<uuid>.<stream>` past it (removed by {@link dispose}). Without a spill
@@ -163,14 +219,59 @@ class StreamCapture {
  */
 export class OutputCapture implements OutputSink {
   readonly #streams: readonly [StreamCapture, StreamCapture];
+  /** Bytes the log may still take (null: no budget). */
+  #room: number | null;
+  readonly #maxLogBytes: number | null;
+  readonly #onCapped: (() => void) | undefined;
+  /** Output was dropped from the log for the budget. */
+  #overBudget = false;
+  #told = false;
 
-  /** @param spillDir directory for spill files (the records directory's `logs/`), or null to keep all in memory. */
-  constructor(spillDir: string | null) {
+  /**
+   * @param spillDir directory for spill files (the records directory's `logs/`), or null to keep all in memory.
+   * @throws {RangeError} for a `maxLogBytes` that is not a positive integer.
+   */
+  constructor(spillDir: string | null, options: OutputCaptureOptions = {}) {
     this.#streams = [new StreamCapture(spillDir, 'stdout'), new StreamCapture(spillDir, 'stderr')];
+    const max = options.maxLogBytes ?? null;
+    if (max !== null && (!Number.isSafeInteger(max) || max <= 0)) throw new RangeError(`max_log_bytes must be a positive integer, got ${max}`);
+    this.#maxLogBytes = max;
+    this.#room = max;
+    this.#onCapped = options.onCapped;
   }
 
   write(stream: 1 | 2, chunk: Buffer): void {
-    (this.#streams[stream - 1] as StreamCapture).push(chunk);
+    if (chunk.length === 0) return;
+    let logBytes = chunk.length;
+    if (this.#room !== null) {
+      logBytes = Math.min(chunk.length, this.#room);
+      this.#room -= logBytes;
+      if (logBytes < chunk.length) this.#overBudget = true;
+    }
+    (this.#streams[stream - 1] as StreamCapture).push(chunk, logBytes);
+    if (!this.#told && this.capped) {
+      this.#told = true;
+      this.#onCapped?.();
+    }
+  }
+
+  /** The budget this capture was given (`lifecycle.max_log_bytes`), or null. */
+  get maxLogBytes(): number | null {
+    return this.#maxLogBytes;
+  }
+
+  /**
+   * Whether the budget cut the log: output was dropped from it and a log is due (a stream is over
+   * the cap; without one there is no log to cut, and the result holds all the output).
+   */
+  get capped(): boolean {
+    return this.#overBudget && this.truncated;
+  }
+
+  /** Whether the log's section of `stream` lost bytes to the budget. */
+  streamCapped(stream: 1 | 2): boolean {
+    const capture = this.#streams[stream - 1] as StreamCapture;
+    return capture.logged < capture.total;
   }
 
   /** Bytes read from stdout / stderr so far. */
@@ -196,7 +297,7 @@ export class OutputCapture implements OutputSink {
     return this.#streams[1].head();
   }
 
-  /** Every byte of one stream so far, in order, chunk by chunk. */
+  /** Every byte of one stream so far that the log gets (all of them without a budget), in order, chunk by chunk. */
   copyOut(stream: 1 | 2, each: (chunk: Buffer) => void): void {
     (this.#streams[stream - 1] as StreamCapture).copyOut(each);
   }

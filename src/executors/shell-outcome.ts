@@ -8,6 +8,7 @@ import { mkdir, open, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { OutputTruncation } from '../../machines/contracts.js';
 import type { ProcessResult } from '../process/leader.js';
+import { logCapMarker } from './log-cap.js';
 import { OutputCapture } from './output-capture.js';
 import { decodeUtf8Lossy } from './utf8.js';
 
@@ -142,7 +143,7 @@ export async function shellStepOutcomeOf(
   const cut: { truncated?: OutputTruncation } =
     fullOutputPath === null
       ? {}
-      : { truncated: { log: fullOutputPath, stdout_bytes: capture.stdoutBytes, stderr_bytes: capture.stderrBytes, kept_bytes: MAX_SHELL_OUTPUT_BYTES } };
+      : { truncated: truncationOf(fullOutputPath, capture) };
   const stdout = decodeUtf8Lossy(capture.stdoutHead());
   const stderr = decodeUtf8Lossy(capture.stderrHead());
 
@@ -157,6 +158,21 @@ export async function shellStepOutcomeOf(
 }
 
 /**
+ * The report's and the trace's `truncated` for a capture whose log was written at `log`:
+ * `output_capped: true` only when `lifecycle.max_log_bytes` cut the log (absent otherwise, so
+ * a report without a cap is as before).
+ */
+export function truncationOf(log: string, capture: OutputCapture): OutputTruncation {
+  return {
+    log,
+    stdout_bytes: capture.stdoutBytes,
+    stderr_bytes: capture.stderrBytes,
+    kept_bytes: MAX_SHELL_OUTPUT_BYTES,
+    ...(capture.capped ? { output_capped: true } : {}),
+  };
+}
+
+/**
  * Writes the full output of a foreground command to a new `<recordsDir>/logs/shell-<epoch ms>.log`
  * (`shell.md` §4.1 layout) from its capture. @returns the absolute path. @throws {Error} with a
  * message from {@link logWriteError}.
@@ -165,15 +181,21 @@ export function writeCapturedLog(recordsDir: string, capture: OutputCapture, bin
   return writeShellLog(join(recordsDir, 'logs'), (handle) => writeFullLog(handle, capture, { binary, args, recordsDir }, exitCode));
 }
 
-/** Writes the foreground log (`shell.md` §4.1 layout) from the capture, chunk by chunk. */
+/**
+ * Writes the foreground log (`shell.md` §4.1 layout) from the capture, chunk by chunk. A section
+ * that `lifecycle.max_log_bytes` cut ends with the cap's marker line (ours, the background log's).
+ */
 async function writeFullLog(handle: FileHandle, capture: OutputCapture, opts: ShellOutcomeOptions, exitCode: number): Promise<void> {
   // Written synchronously as each chunk is read back from the capture: memory holds one chunk.
   const write = (chunk: Buffer): void => {
     for (let offset = 0; offset < chunk.length; ) offset += writeSync(handle.fd, chunk, offset, chunk.length - offset);
   };
   write(Buffer.from(logHeader(opts.binary, opts.args, exitCode)));
+  const marker = Buffer.from(logCapMarker(capture.maxLogBytes ?? 0));
   capture.copyOut(1, write);
+  if (capture.streamCapped(1)) write(marker);
   write(Buffer.from('\n\nStderr:\n'));
   capture.copyOut(2, write);
+  if (capture.streamCapped(2)) write(marker);
   write(Buffer.from('\n'));
 }

@@ -29,6 +29,7 @@ function buildSchemaTable() {
     stdout_bytes: z.number(),
     stderr_bytes: z.number(),
     kept_bytes: z.number(),
+    output_capped: z.literal(true).optional(),
   });
 
   // A process tree a killed session left, as `process_lost` and `session_resume.processes` record it.
@@ -147,6 +148,8 @@ function buildSchemaTable() {
       duration_ms: count,
       resource_limit: text.optional(),
       full_output_path: text.optional(),
+      output_capped: z.literal(true).optional(),
+      ended_by: z.literal('log_cap').optional(),
       output_holders: z.enum(['Killed', 'LeftRunning']).optional(),
     }),
     task_canceled: () => z.looseObject({ task_id: text, phase: text, detached_work_ids: strings, delegation_ids: strings }),

@@ -59,6 +59,10 @@ export interface AttemptEnvironment {
   readonly capsulesDir: string;
   /** The parent's `capabilities.spawn.allow` (only its manifest grants spawn rights), or null when it runs without a manifest. */
   readonly spawnAllow: readonly string[] | null;
+  /** The manifest's `lifecycle.max_log_bytes` (ours): the most output a shell step's log keeps, in bytes; absent or null: no cap. */
+  readonly maxLogBytes?: number | null;
+  /** The manifest's `lifecycle.on_log_cap` (ours): `stop` ends a shell step whose log reached {@link maxLogBytes}; default `continue`. */
+  readonly onLogCap?: 'continue' | 'stop';
   /** The manifest's `lifecycle.delegation_deadline_secs` (the bound on one delegation; env overrides it). */
   readonly delegationDeadlineSecs?: number;
   /** The parent's `capabilities.spawn.workdir_snapshot`: capsules whose child starts with a copy of the work folder (`delegation.md` §6). */

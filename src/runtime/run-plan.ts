@@ -385,6 +385,8 @@ export function startPlan(options: RunPlanOptions): PlanRun {
       capsulesDir: resolve(options.capsulesDir ?? join(workdir, 'capsules')),
       spawnAllow: manifest.manifest === null ? null : (manifest.manifest.capabilities?.spawn?.allow ?? []),
       ...(manifest.manifest?.lifecycle?.delegation_deadline_secs !== undefined ? { delegationDeadlineSecs: manifest.manifest.lifecycle.delegation_deadline_secs } : {}),
+      ...(manifest.manifest?.lifecycle?.max_log_bytes !== undefined ? { maxLogBytes: manifest.manifest.lifecycle.max_log_bytes } : {}),
+      ...(manifest.manifest?.lifecycle?.on_log_cap !== undefined ? { onLogCap: manifest.manifest.lifecycle.on_log_cap } : {}),
       canceledRows,
       deadlineMs: options.deadlineMs ?? null,
       spawnSnapshot: manifest.manifest?.capabilities?.spawn?.workdir_snapshot ?? [],

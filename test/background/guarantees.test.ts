@@ -119,6 +119,24 @@ describe('output', () => {
     expect(statSync(detached.output_path).size).toBeLessThan(1024 * 1024 + 64 * 1024);
   });
 
+  it('keeps at most max_log_bytes of a foreground call output in its shell log, with the marker, and says output_capped', async () => {
+    const b = policyB({ graceMs: null, manifest: { lifecycle: { max_log_bytes: 50_000, delegation_deadline_secs: 600 } as never } });
+    const result = await b.run('head -c 3000000 /dev/zero');
+    expect(result).toMatchObject({ status: 'finished', exit_code: 0, truncated: true, output_capped: true });
+    const path = result.status === 'finished' ? (result.full_output_path ?? '') : '';
+    expect(statSync(path).size).toBeLessThan(50_000 + 400);
+    expect(readFileSync(path, 'latin1')).toContain('lifecycle.max_log_bytes (50000 bytes)');
+    expect(result.status === 'finished' && result.ended_by).toBeFalsy();
+  });
+
+  it('ends a foreground call whose log reached the cap under on_log_cap: stop, saying ended_by log_cap, instead of demoting it', async () => {
+    const b = policyB({ graceMs: 60_000, manifest: { lifecycle: { max_log_bytes: 1024 * 1024, on_log_cap: 'stop', delegation_deadline_secs: 600 } as never } });
+    const result = await b.run('cat /dev/zero');
+    expect(result).toMatchObject({ status: 'finished', exit_code: 143, truncated: true, output_capped: true, ended_by: 'log_cap' });
+    const path = result.status === 'finished' ? (result.full_output_path ?? '') : '';
+    expect(statSync(path).size).toBeLessThan(1024 * 1024 + 400);
+  });
+
   it('completes a foreground call within 1 s of its leader\'s exit when a grandchild keeps stdout open, and kills that grandchild', async () => {
     const b = policyB({ graceMs: null });
     const started = Date.now();

@@ -183,6 +183,46 @@ describe('shell steps (items 5, 6, 12)', () => {
     expect(human.stderr).toMatch(/^cut: big: output over 16 KiB \(stdout 20000 bytes, stderr 0 bytes\)/m);
   });
 
+  it('keeps at most lifecycle.max_log_bytes of a shell step output in its log, with a marker, and says output_capped in the report, the trace and the progress', async () => {
+    const dir = workdirWith([{ id: 'big', shell: "node -e 'process.stdout.write(`x`.repeat(500000))'" }], { ...manifestAllowing(), lifecycle: { max_log_bytes: 30000 } });
+    const run = await runCli(['run', 'plan.json', '--json'], { cwd: dir });
+    const human = await runCli(['run', 'plan.json'], { cwd: dir });
+
+    const report = parseReport<ReportJson & { results: { truncated?: { log: string; output_capped?: boolean } }[] }>(run.stdout);
+    const cut = report.results[0]?.truncated;
+    expect(run.code).toBe(0);
+    expect(cut).toEqual({ log: expect.stringMatching(/\/logs\/shell-\d+\.log$/), stdout_bytes: 500000, stderr_bytes: 0, kept_bytes: 16384, output_capped: true });
+    expect(report.results[0]?.output).toBe('x'.repeat(16384));
+    const log = readFileSync(cut?.log ?? '', 'utf8');
+    expect(log).toContain(`Stdout:\n${'x'.repeat(30000)}\n[capsule-runtime] this log reached lifecycle.max_log_bytes (30000 bytes)`);
+    expect(log.length).toBeLessThan(30000 + 400);
+    const trace = readFileSync(join(report.records_dir, 'trace.jsonl'), 'utf8').split('\n').filter(Boolean).map((line) => JSON.parse(line) as Record<string, unknown>);
+    expect(trace.find((record) => record['event_type'] === 'plan_step')).toMatchObject({ step_id: 'big', truncated: cut });
+    expect(human.stderr).toMatch(/^✔ big success \S+ \(output cut at 16 KiB: output up to lifecycle\.max_log_bytes in \/.*\/logs\/shell-\d+\.log\)$/m);
+  });
+
+  it('ends a shell step whose log reached lifecycle.max_log_bytes under on_log_cap "stop", failing it with the cause, and leaves no process', async () => {
+    const forever = "node -e 'const c=`y`.repeat(65536); setInterval(() => process.stdout.write(c), 1)'";
+    const dir = workdirWith([{ id: 'spew', shell: forever }, { id: 'after', shell: stepCommand('after', 'sleep', 0), depends_on: ['spew'] }], {
+      ...manifestAllowing(),
+      lifecycle: { max_log_bytes: 100000, on_log_cap: 'stop' },
+    });
+    const run = await runCli(['run', 'plan.json', '--json'], { cwd: dir });
+
+    const report = parseReport<ReportJson>(run.stdout);
+    expect(run.code).toBe(1);
+    const spew = resultOf(report, 'spew');
+    expect(spew.status).toBe('failed');
+    expect(spew.error).toBe('stopped by the runtime: its output log reached lifecycle.max_log_bytes (100000 bytes) and lifecycle.on_log_cap is stop');
+    expect((spew as { truncated?: { output_capped?: boolean } }).truncated?.output_capped).toBe(true);
+    // The stop failed the plan (on_error defaults to fail): the dependent step never ran.
+    expect(report.results.map((r) => r.step_id)).toEqual(['spew']);
+    const trace = readFileSync(join(report.records_dir, 'trace.jsonl'), 'utf8').split('\n').filter(Boolean).map((line) => JSON.parse(line) as Record<string, unknown>);
+    const started = trace.filter((record) => record['event_type'] === 'process_start').map((record) => record['pid'] as number);
+    expect(started).toHaveLength(1);
+    for (const pid of started) expect(() => process.kill(pid, 0)).toThrow();
+  });
+
   it('warns in validate and run that a backslash inside single quotes is dropped, and runs the command as the spec splits it', async () => {
     const dir = workdirWith([{ id: 'color', shell: `node -e 'process.stdout.write("\\x41")'` }]);
     const validate = await runCli(['validate', 'plan.json', '--json'], { cwd: dir });

@@ -3,7 +3,9 @@
  * its command, its `stdin`, the gate and the allowlist, then the command through the command
  * runner (`src/executors/command-runner.ts`, the one `shell.run` uses), in the foreground: a plan
  * step never demotes (`detached.md` §2). Output is captured with the 16 KiB cap per stream and
- * the full log (`shell.md` §4.1).
+ * the full log (`shell.md` §4.1), the log holding at most `lifecycle.max_log_bytes` of output
+ * (ours); under `lifecycle.on_log_cap: "stop"` a step whose log reached it is ended and fails with
+ * {@link logCapStopError}.
  */
 import { startCommand } from '../../executors/command-runner.js';
 import { OutputCapture } from '../../executors/output-capture.js';
@@ -14,6 +16,7 @@ import { splitShellWords } from '../../plan/shell-words.js';
 import type { ContainedProcess } from '../../process/containment.js';
 import { join } from 'node:path';
 import { resourceLimitOfSignal } from '../../executors/resource-limit.js';
+import { logCapStopError } from '../../executors/log-cap.js';
 import type { AttemptEnvironment } from '../attempt.js';
 import { attemptActor, type LastTrees } from './attempt-run.js';
 import { stepEnvironment, trackTree } from './tool-attempt.js';
@@ -40,9 +43,22 @@ export function shellAttemptActor(env: AttemptEnvironment, lastTrees: LastTrees)
       run.withGate({ kind: 'shell', binary, command, argv }, {}, () => {
         if (!env.shellAllow.includes(binary)) return run.fail(binaryNotAllowed(binary));
         env.session.countCall('shell');
-        const capture = new OutputCapture(join(env.session.recordsDir, 'logs'));
         // An ATTEMPT.END while the spawner starts the command ends the tree once it is there.
         let endAsked: number | null = null;
+        // The log reached lifecycle.max_log_bytes under on_log_cap "stop" (output may arrive before the tree is known).
+        let capStopped = false;
+        const maxLogBytes = env.maxLogBytes ?? null;
+        const capture = new OutputCapture(join(env.session.recordsDir, 'logs'), {
+          maxLogBytes,
+          ...(env.onLogCap === 'stop'
+            ? {
+                onCapped: () => {
+                  capStopped = true;
+                  if (tree !== null) run.endTree(tree, run.input.step.killGraceMs);
+                },
+              }
+            : {}),
+        });
         run.onEnd((graceMs) => {
           endAsked ??= graceMs;
         });
@@ -62,6 +78,7 @@ export function shellAttemptActor(env: AttemptEnvironment, lastTrees: LastTrees)
           trackTree(run, running.process);
           if (abandoned) void running.process.end(run.input.step.killGraceMs).catch(() => {});
           else if (endAsked !== null) run.endTree(running.process, endAsked);
+          else if (capStopped) run.endTree(running.process, run.input.step.killGraceMs);
           return running.done.then((end) => {
             const resourceLimit = resourceLimitOfSignal(end.signal);
             return shellStepOutcomeOf(end, capture, {
@@ -71,7 +88,10 @@ export function shellAttemptActor(env: AttemptEnvironment, lastTrees: LastTrees)
               ...(resourceLimit !== null ? { resourceLimit, resolvedBinary: running.process.executable ?? binary } : {}),
             }).then((o) => {
               capture.dispose();
-              run.finish({ status: o.status, output: o.output, error: o.error, ...(o.truncated !== undefined ? { truncated: o.truncated } : {}) });
+              const truncated = o.truncated !== undefined ? { truncated: o.truncated } : {};
+              // A log-write failure stays the error: without its log the cap did not cut anything the user can read.
+              if (capStopped && o.fullOutputPath !== null) run.fail(logCapStopError(maxLogBytes ?? 0), truncated);
+              else run.finish({ status: o.status, output: o.output, error: o.error, ...truncated });
             });
           });
         }).catch((error: unknown) => {

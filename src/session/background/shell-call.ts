@@ -116,6 +116,10 @@ export interface ShellFinished {
   readonly truncated: boolean;
   /** The full output (`<records>/logs/shell-<ms>.log`), only when truncated. */
   readonly full_output_path?: string;
+  /** Ours (round 17): `lifecycle.max_log_bytes` cut that log (it holds the first that many bytes of output and a marker line). */
+  readonly output_capped?: true;
+  /** Ours (round 17): `log_cap` when the runtime ended the command because its log reached the cap under `lifecycle.on_log_cap: "stop"`. */
+  readonly ended_by?: 'log_cap';
   /** Attributed `capabilities.resources` field, or null. */
   readonly resource_limit_hit: string | null;
   /** Whether processes it left still held its output when it exited (they were killed then). */

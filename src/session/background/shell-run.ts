@@ -65,7 +65,22 @@ export async function runShellCall(service: BackgroundCommands, request: ShellRu
   const clock = session.time;
   const startedMonotonicMs = clock.monotonicMs();
   const startedAtMs = clock.epochMs();
-  const capture = new OutputCapture(session.hasRecords ? join(session.recordsDir, 'logs') : null);
+  // The log a foreground call may write holds at most lifecycle.max_log_bytes of output (ours);
+  // under on_log_cap "stop" a call whose log reached it is ended in the foreground, as a demoted
+  // one is (without a records directory there is no log to cap).
+  let capStopped = false;
+  let runningCommand: RunningCommand | null = null;
+  const capture = new OutputCapture(session.hasRecords ? join(session.recordsDir, 'logs') : null, {
+    maxLogBytes: service.maxLogBytes,
+    ...(service.onLogCap === 'stop' && session.hasRecords
+      ? {
+          onCapped: () => {
+            capStopped = true;
+            if (runningCommand !== null) void runningCommand.process.end(STOP_TERM_GRACE_MS).catch(() => undefined);
+          },
+        }
+      : {}),
+  });
   // Who hears the leader's exit: the call while in the foreground, the demoted command after.
   let leaderExitSeen = (): void => {};
   const leaderExit = new Promise<void>((resolve) => (leaderExitSeen = resolve));
@@ -81,6 +96,8 @@ export async function runShellCall(service: BackgroundCommands, request: ShellRu
     sink: capture,
     onLeaderExit: (info) => onLeaderExit(info.exitCode, info.signal),
   });
+  runningCommand = running;
+  if (capStopped) void running.process.end(STOP_TERM_GRACE_MS).catch(() => undefined);
   const started = processStartFields(running.process);
   if (started !== null) session.trace.write('process_start', task.node, started);
   const resolved = running.process.executable ?? parsed.binary;
@@ -90,14 +107,15 @@ export async function runShellCall(service: BackgroundCommands, request: ShellRu
   const graceMs = request.graceMs !== undefined ? request.graceMs : service.graceMs;
   let trigger = started === null || !session.hasRecords ? null : await foreground(running, { graceMs, abandoned: request.abandoned, task, clock: session.time.timers });
   if ((trigger === 'abandoned' || trigger === 'canceled') && !running.leaderExited && (await exitsWithin(Promise.race([leaderExit, running.done]), EXIT_IN_FLIGHT_WAIT_MS))) trigger = null;
-  if (trigger !== null && !running.leaderExited && !service.ending) {
+  // A call its log cap is stopping is not demoted: it ends in the foreground and says why.
+  if (trigger !== null && !running.leaderExited && !service.ending && !capStopped) {
     if (trigger === 'canceled') task.cancel.notePhase(CANCEL_PHASES.SHELL);
     const demoted = demote(service, { task, parsed, resolved, running, capture, startedAtMs, startedMonotonicMs, graceMs, setLeaderExit: (handler) => (onLeaderExit = handler) });
     settle(trigger === 'canceled' ? 'canceled' : 'finished');
     return demoted;
   }
   const end = await running.done;
-  const result = await foregroundResult(service, { task, parsed, resolved, running, capture, end, startedMonotonicMs });
+  const result = await foregroundResult(service, { task, parsed, resolved, running, capture, end, startedMonotonicMs, capStopped });
   settle('finished');
   return result;
 }
@@ -170,6 +188,8 @@ interface ForegroundFacts {
   readonly capture: OutputCapture;
   readonly end: CommandEnd;
   readonly startedMonotonicMs: number;
+  /** The runtime ended it because its log reached `lifecycle.max_log_bytes` (`on_log_cap: "stop"`). */
+  readonly capStopped: boolean;
 }
 
 /** The foreground result (`shell.md` §4) and its `shell` record. */
@@ -194,6 +214,8 @@ async function foregroundResult(service: BackgroundCommands, facts: ForegroundFa
   const stdout = decodeUtf8Lossy(capture.stdoutHead());
   const stderr = decodeUtf8Lossy(capture.stderrHead());
   const truncated = capture.truncated;
+  // Only a log that was written can have been cut.
+  const capped = fullOutputPath !== null && capture.capped;
   const stdoutBytes = capture.stdoutBytes;
   const stderrBytes = capture.stderrBytes;
   capture.dispose();
@@ -211,6 +233,8 @@ async function foregroundResult(service: BackgroundCommands, facts: ForegroundFa
       duration_ms: durationMs,
       ...(resourceLimit !== null ? { resource_limit: resourceLimit } : {}),
       ...(fullOutputPath !== null ? { full_output_path: fullOutputPath } : {}),
+      ...(capped ? { output_capped: true } : {}),
+      ...(facts.capStopped ? { ended_by: 'log_cap' } : {}),
       ...(holders !== 'Closed' ? { output_holders: holders } : {}),
     });
   }
@@ -225,6 +249,8 @@ async function foregroundResult(service: BackgroundCommands, facts: ForegroundFa
     duration_ms: durationMs,
     truncated,
     ...(fullOutputPath !== null ? { full_output_path: fullOutputPath } : {}),
+    ...(capped ? { output_capped: true as const } : {}),
+    ...(facts.capStopped ? { ended_by: 'log_cap' as const } : {}),
     resource_limit_hit: resourceLimit,
     output_holders: holders,
     ...(note !== null ? { output_holders_note: note } : {}),
