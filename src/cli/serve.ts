@@ -202,7 +202,8 @@ export async function serveCommand(options: ServeCommandOptions): Promise<ExitCo
     const key = String(nextKey++);
     const id = typeof message === 'object' && message !== null && !Array.isArray(message) ? (message as { id?: JSONRPCRequest['id'] }).id : undefined;
     if (id !== undefined) pending.set(key, { id, exact });
-    const answered = receiveMessage(server, message).then(
+    // The line goes along for plan.submit: a plan sent inline is searched there for a key written twice.
+    const answered = receiveMessage(server, message, line).then(
       (response) => {
         if (!pending.delete(key) && id !== undefined) return; // answered at the end already
         if (response !== null) out.write(response, exact);

@@ -225,9 +225,22 @@ interface ScanFrame {
 }
 
 /**
+ * A value inside a JSON text: the text it was parsed from and its JSON path there (`serve`'s
+ * request line and `['params', 'plan']` for a plan sent inline in `plan.submit`).
+ */
+export interface JsonSource {
+  readonly text: string;
+  readonly path: readonly JsonPathSegment[];
+}
+
+/**
  * The first key that an object of `text` holds twice, in document order, or null. `JSON.parse`
  * keeps the last one without a word, so a plan or manifest that writes `"shell"` twice runs the
  * second command; the source's JSON reader refuses it (`spec/plan.md` §2.2), and so do we.
+ *
+ * With `at`, only the value at that JSON path is searched (for a repeated key on the way, the
+ * last, as `JSON.parse` keeps): the answer's `path` is relative to that value, its positions are
+ * in the whole `text`; null when the path leads nowhere or to a string, number, boolean or null.
  *
  * One pass over the text with a stack of the open arrays and objects (no recursion): strings are
  * skipped with their escapes; a string right after `{` or after `,` in an object is a key. Meant
@@ -235,13 +248,17 @@ interface ScanFrame {
  * are compared as `JSON.parse` reads them: `"a"` and `"\u0061"` are the same key.
  *
  * @example findDuplicateKey('{"a":1,"a":2}') // { key: 'a', path: ['a'], position: { line: 1, column: 8, … }, first: { … column: 2 … } }
+ * @example findDuplicateKey('{"x":{"a":1,"a":2}}', ['x']) // { key: 'a', path: ['a'], position: { line: 1, column: 13, … }, … }
  */
-export function findDuplicateKey(text: string): DuplicateKey | null {
+export function findDuplicateKey(text: string, at: readonly JsonPathSegment[] = []): DuplicateKey | null {
+  const from = valueOffset(text, at);
+  // Only the value's own brackets bound the walk: a scalar there holds no key.
+  if (from === null || (text.charCodeAt(from) !== OPEN_OBJECT && text.charCodeAt(from) !== OPEN_ARRAY)) return null;
   const stack: ScanFrame[] = [];
   let top: ScanFrame | undefined;
   let expectKey = false;
   const length = text.length;
-  for (let i = 0; i < length; i++) {
+  for (let i = from; i < length; i++) {
     const unit = text.charCodeAt(i);
     if (unit === QUOTE) {
       const start = i;
@@ -279,6 +296,8 @@ export function findDuplicateKey(text: string): DuplicateKey | null {
       expectKey = false;
     } else if (unit === CLOSE_OBJECT || unit === CLOSE_ARRAY) {
       stack.pop();
+      // The value searched has closed: what follows it (the rest of a request) is not searched.
+      if (stack.length === 0) return null;
       top = stack[stack.length - 1];
       expectKey = false;
     } else if (unit === COMMA && top !== undefined) {
@@ -287,4 +306,19 @@ export function findDuplicateKey(text: string): DuplicateKey | null {
     }
   }
   return null;
+}
+
+/** Offset of the value at `path` in `text` (the last of a repeated key); null when the path leads nowhere. */
+function valueOffset(text: string, path: readonly JsonPathSegment[]): number | null {
+  try {
+    let offset = skipWhitespace(text, 0);
+    for (const segment of path) {
+      const child = childOffset(text, offset, segment);
+      if (child === null) return null;
+      offset = child;
+    }
+    return offset;
+  } catch {
+    return null;
+  }
 }

@@ -29,7 +29,7 @@ import {
   unknownKey,
 } from './messages.js';
 import { findNonJsonData, textNestingExceeds } from './json-bounds.js';
-import { findDuplicateKey, syntaxErrorPosition, type DuplicateKey, type SourcePosition } from './json-location.js';
+import { findDuplicateKey, syntaxErrorPosition, type DuplicateKey, type JsonSource, type SourcePosition } from './json-location.js';
 import { MAX_INPUT_FILE_BYTES, readUtf8File } from './read-file.js';
 import { findUnknownKeys, formatJsonPath, type KeySpec } from './unknown-keys.js';
 import type { UnknownKeyWarning } from './warnings.js';
@@ -339,8 +339,13 @@ export function jsonSyntaxDetail(text: string, error: unknown): string {
  * steps[0].input.at: expected JSON data (…), got a Date`), as is a value with more than
  * `MAX_PLAN_VALUES` values. A cyclic object is refused as too deeply nested; a getter or proxy
  * that throws is refused with its message. Never throws.
+ *
+ * `written`: the JSON text the value was parsed from and its path there (`plan.submit`'s request
+ * line, `params.plan`). A key the value writes twice there is refused as in a file, after the
+ * nesting and before the shape (the `duplicate key` detail of {@link parsePlanText}, its path
+ * relative to the plan, its lines and columns in `written.text`); without it no text is read.
  */
-export function parsePlanValue(raw: unknown): ParsePlanResult {
+export function parsePlanValue(raw: unknown, written?: JsonSource): ParsePlanResult {
   try {
     const problem = findNonJsonData(raw, MAX_JSON_DEPTH, MAX_PLAN_VALUES);
     if (problem !== null) {
@@ -351,6 +356,11 @@ export function parsePlanValue(raw: unknown): ParsePlanResult {
             ? tooManyValues(problem.limit)
             : shapeIssue(problem.path === '' ? TOP_LEVEL_PATH : problem.path, notJsonData(problem.got));
       return { ok: false, error: planParseFailed(detail) };
+    }
+    if (written !== undefined) {
+      // JSON.parse kept the last of a repeated key: only the text still shows the first.
+      const duplicate = findDuplicateKey(written.text, written.path);
+      if (duplicate !== null) return { ok: false, error: planParseFailed(duplicateKeyDetail(duplicate)), at: { duplicateKey: duplicate } };
     }
     return parseJsonValue(raw);
   } catch (error) {

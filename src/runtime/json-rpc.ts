@@ -8,6 +8,7 @@
 import { createJSONRPCErrorResponse, JSONRPCErrorCode, JSONRPCErrorException, JSONRPCServer, type JSONRPCID, type JSONRPCRequest } from 'json-rpc-2.0';
 import { realpathSync } from 'node:fs';
 import { isAbsolute, relative, resolve } from 'node:path';
+import type { JsonSource } from '../plan/json-location.js';
 import type { BackgroundCommandAnswer } from '../session/background/background-command.js';
 import type { ShellRunRequest } from '../session/background/shell-call.js';
 import { UnknownTaskError, type SessionApi } from './session-api.js';
@@ -91,16 +92,19 @@ export interface RpcServerOptions {
 }
 
 /**
- * The JSON-RPC server of one session: `shell.run`, `backgroundCommand`, `plan.submit`,
- * `task.cancel`, `session.stop`. Every method runs concurrently with the others (a long `wait` never holds up
- * a `status`).
+ * Where a request was read (the methods' server params): the line's text and the request's JSON
+ * path in it, `[]` for a request alone, `[i]` for the i-th of a batch. Only `plan.submit` reads
+ * it (for a plan sent inline, a key written twice is found in the text; `JSON.parse` dropped it).
  */
+export type RequestSource = JsonSource | undefined;
+
 /**
  * One parsed message through `server`, answered as JSON-RPC 2.0 §6 says: a non-empty batch gets
  * an array (the package answers a batch with one reply as that reply alone), an empty batch one
- * Invalid Request, notifications nothing (null).
+ * Invalid Request, notifications nothing (null). `text`: the line `message` was parsed from, when
+ * there is one (serve), handed to the methods as their {@link RequestSource}.
  */
-export async function receiveMessage(server: JSONRPCServer, message: unknown): Promise<unknown> {
+export async function receiveMessage(server: JSONRPCServer<RequestSource>, message: unknown, text?: string): Promise<unknown> {
   // The package reads `.method` of whatever it is given: `null`, `3` or `"x"` must not reach it.
   const invalid = createJSONRPCErrorResponse(null, JSONRPCErrorCode.InvalidRequest, 'Invalid Request: a request is a JSON object');
   // §4: an id, when present, is a string, a number or null; an object or `true` is not one (the
@@ -108,7 +112,7 @@ export async function receiveMessage(server: JSONRPCServer, message: unknown): P
   const badId = createJSONRPCErrorResponse(null, JSONRPCErrorCode.InvalidRequest, 'Invalid Request: "id" must be a string, a number or null');
   // A number id a double does not hold as sent (12345678901234567890) reaches here from serve as a
   // placeholder string, echoed as its token when the answer is written (src/runtime/exact-ids.ts).
-  const one = async (item: unknown): Promise<unknown> => {
+  const one = async (item: unknown, path: readonly number[]): Promise<unknown> => {
     if (typeof item !== 'object' || item === null || Array.isArray(item)) return invalid;
     if ('id' in item) {
       const id = (item as { id: unknown }).id;
@@ -126,16 +130,22 @@ export async function receiveMessage(server: JSONRPCServer, message: unknown): P
     if (request.params !== undefined && request.params !== null && typeof request.params !== 'object') {
       return createJSONRPCErrorResponse(echo, JSONRPCErrorCode.InvalidRequest, 'Invalid Request: "params", when given, must be an object (or an array)');
     }
-    return server.receive(item as JSONRPCRequest);
+    return server.receive(item as JSONRPCRequest, text === undefined ? undefined : { text, path });
   };
-  if (!Array.isArray(message)) return one(message);
+  if (!Array.isArray(message)) return one(message, []);
   if (message.length === 0) return createJSONRPCErrorResponse(null, JSONRPCErrorCode.InvalidRequest, 'Invalid Request: an empty batch');
-  const responses = (await Promise.all(message.map(one))).filter((r) => r !== null && r !== undefined);
+  const responses = (await Promise.all(message.map((item, i) => one(item, [i])))).filter((r) => r !== null && r !== undefined);
   return responses.length === 0 ? null : responses;
 }
 
-export function createRpcServer(api: SessionApi, options: RpcServerOptions = {}): JSONRPCServer {
-  const server = new JSONRPCServer({
+/**
+ * The JSON-RPC server of one session: `shell.run`, `backgroundCommand`, `plan.submit`,
+ * `task.cancel`, `session.stop`. Every method runs concurrently with the others (a long `wait` never holds up
+ * a `status`). `plan.submit` reads its request's {@link RequestSource} when given (see
+ * {@link receiveMessage}).
+ */
+export function createRpcServer(api: SessionApi, options: RpcServerOptions = {}): JSONRPCServer<RequestSource> {
+  const server = new JSONRPCServer<RequestSource>({
     // The library reports every error a method throws here; a refusal (a JSONRPCErrorException:
     // wrong params, unknown work id, …) is an answer, not a bug, so only the others are passed on.
     errorListener: (message, data) => {
@@ -187,7 +197,7 @@ export function createRpcServer(api: SessionApi, options: RpcServerOptions = {})
     }
   });
 
-  server.addMethod('plan.submit', async (params) => {
+  server.addMethod('plan.submit', async (params, source) => {
     open('plan.submit');
     const p = objectParams(params, 'plan.submit');
     const { plan, path, wait } = p;
@@ -202,6 +212,8 @@ export function createRpcServer(api: SessionApi, options: RpcServerOptions = {})
     const file = path !== undefined ? planPathInWorkdir(api.session.workdir, path as string) : undefined;
     return api.planSubmit({
       ...(plan !== undefined ? { plan: plan as Record<string, unknown> } : {}),
+      // The plan's text is searched for a key written twice when the plan is parsed, and only then.
+      ...(plan !== undefined && source !== undefined ? { planText: { text: source.text, path: [...source.path, 'params', 'plan'] } } : {}),
       ...(file !== undefined ? { path: file } : {}),
       ...(wait !== undefined ? { wait: wait as boolean } : {}),
       ...(maxParallel !== undefined ? { maxParallel: maxParallel as number | null } : {}),

@@ -12,6 +12,7 @@ import { canExecute } from '../executors/on-path.js';
 import { describeManifestSource, loadManifest, MANIFEST_FILE, manifestBesidePlan, type Manifest, type ManifestSource } from '../manifest.js';
 import { checkPlan, runStartWarnings, type PlanCheck } from '../plan/check.js';
 import { explainParseFailure, type Refusal } from '../plan/refusal.js';
+import type { JsonSource } from '../plan/json-location.js';
 import { parsePlanText, parsePlanValue, readPlanFile, stepKind, type ParsePlanResult, type PlanWarning } from '../plan/schema.js';
 import { elapsedMs, systemClock, type SessionClock } from '../session/clock.js';
 import type { RuntimeLogger } from '../session/logger.js';
@@ -86,6 +87,12 @@ export interface LoadedManifest {
 export interface RunPlanOptions {
   /** A plan file path (relative to the cwd), or a plan object (validated like a file). */
   readonly plan: string | PlanFile | Record<string, unknown>;
+  /**
+   * For a plan object: the JSON text it was parsed from and its path there (`plan.submit`'s
+   * request line and `params.plan`), so that a key written twice is refused as in a plan file
+   * (`parsePlanValue`). Ignored for a path.
+   */
+  readonly planText?: JsonSource;
   /** Directory shell steps run in and `data_path` is read beneath. Default: cwd (or the session's). */
   readonly workdir?: string;
   /** Records directory; default `<workdir>/.capsule/records/<session_id>/`. Ignored with `session`. */
@@ -325,7 +332,7 @@ export function startPlan(options: RunPlanOptions): PlanRun {
     };
 
     // §5: read and parse. A failure is blamed on `plan`, with plan_end under the session node.
-    const loaded = await loadPlan(options.plan);
+    const loaded = await loadPlan(options.plan, options.planText);
     const parsed = loaded.parsed;
     const located = { file: typeof options.plan === 'string' ? options.plan : null, text: loaded.text };
     if (!parsed.ok) {
@@ -597,9 +604,12 @@ function refusal(
   };
 }
 
-/** The plan parsed, with the file's text when it was read (null for a plan object or an unreadable file). */
-async function loadPlan(plan: RunPlanOptions['plan']): Promise<{ parsed: ParsePlanResult; text: string | null }> {
-  if (typeof plan !== 'string') return { parsed: parsePlanValue(plan), text: null };
+/**
+ * The plan parsed, with the file's text when it was read (null for a plan object or an unreadable
+ * file). A plan object's `planText` is not kept: the checks after parsing locate in a file only.
+ */
+async function loadPlan(plan: RunPlanOptions['plan'], planText: JsonSource | undefined): Promise<{ parsed: ParsePlanResult; text: string | null }> {
+  if (typeof plan !== 'string') return { parsed: parsePlanValue(plan, planText), text: null };
   const read = await readPlanFile(plan);
   if (!read.ok) return { parsed: read, text: null };
   return { parsed: parsePlanText(read.text), text: read.text };

@@ -7,6 +7,7 @@
 import type { PlanFile } from '../../machines/contracts.js';
 import { CancelSignal } from '../cancel/cancel-signal.js';
 import { CANCEL_PHASES } from '../cancel/phases.js';
+import type { JsonSource } from '../plan/json-location.js';
 import type { ResidueArtifact, ResidueItem } from '../cancel/residue.js';
 import type { BackgroundCommandAnswer } from '../session/background/background-command.js';
 import type { CompletionDelivery } from '../session/background/background-commands.js';
@@ -93,6 +94,11 @@ export class UnknownTaskError extends Error {
 /** `plan.submit` params: exactly one of `plan` (an object) or `path` (a file, relative to the session's workdir). */
 export interface PlanSubmitParams {
   readonly plan?: PlanFile | Record<string, unknown>;
+  /**
+   * With `plan`: the JSON text it was read from and its path there (serve's request line,
+   * `params.plan`): a key the plan writes twice is refused as in a file (`duplicate_key`).
+   */
+  readonly planText?: JsonSource;
   readonly path?: string;
   /** Default true: the result is the report; false: `{task_id}` at once, the report in `task.finished`. */
   readonly wait?: boolean;
@@ -302,6 +308,7 @@ export class SessionApi {
     const task = this.session.tasks.start({ kind: 'plan', source: 'serve', method: 'plan.submit' });
     const run = startPlan({
       plan: params.plan ?? (params.path as string),
+      ...(params.plan !== undefined && params.planText !== undefined ? { planText: params.planText } : {}),
       session: this.session,
       task: task.node,
       cancelSignal: task.cancel,

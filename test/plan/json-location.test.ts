@@ -96,6 +96,25 @@ describe('findDuplicateKey', () => {
     expect(findDuplicateKey('{"a":{"b":1},"a":2}')).toMatchObject({ path: ['a'], position: { column: 14 }, first: { column: 2 } });
   });
 
+  it('searches only the value at a JSON path when given one: its path is relative to that value, its lines and columns are in the whole text', () => {
+    const line = '{"id":1,"id":2,"params":{"plan":{"id":"p","steps":[{"id":"a","shell":"true","shell":"false"}]},"wait":true,"wait":false}}';
+    expect(findDuplicateKey(line)).toMatchObject({ key: 'id', path: ['id'] });
+    expect(findDuplicateKey(line, ['params', 'plan'])).toEqual({
+      key: 'shell',
+      path: ['steps', 0, 'shell'],
+      position: { line: 1, column: line.lastIndexOf('"shell"') + 1, offset: line.lastIndexOf('"shell"') },
+      first: { line: 1, column: line.indexOf('"shell"') + 1, offset: line.indexOf('"shell"') },
+    });
+    // What follows the value (a repeated "wait" of the envelope) is not searched.
+    expect(findDuplicateKey('{"params":{"plan":{"id":"p"},"wait":1,"wait":2}}', ['params', 'plan'])).toBeNull();
+    // A repeated key on the way: the last, as JSON.parse keeps.
+    expect(findDuplicateKey('{"plan":{"a":1,"a":2},"plan":{"a":1}}', ['plan'])).toBeNull();
+    expect(findDuplicateKey('[{"plan":{}},{"plan":{"b":1,"b":2}}]', [1, 'plan'])).toMatchObject({ key: 'b', path: ['b'], position: { column: 29 } });
+    // A path that leads nowhere, or to a scalar (the keys after it are not its).
+    expect(findDuplicateKey('{"a":{"b":1,"b":2}}', ['x'])).toBeNull();
+    expect(findDuplicateKey('{"s":"x","o":{"b":1,"b":2}}', ['s'])).toBeNull();
+  });
+
   it('finds nothing in a document without a repeated key, whatever its shape (property: any JSON.stringify output)', () => {
     fc.assert(
       fc.property(fc.jsonValue(), (value) => {
