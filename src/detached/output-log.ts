@@ -168,6 +168,19 @@ export class OutputLog {
     for (const listener of this.#listeners) listener(chunk);
   }
 
+  /**
+   * Output the command printed that reached neither this log nor the caller's copy of it — the
+   * foreground capture kept only `lifecycle.max_log_bytes` for the log before a demotion —
+   * `totalBytes` of it, ending with `tail` (at most the tail's capacity, oldest first): counted in
+   * `sectionBytes` and kept in the tail, never written. The log is cut there (the marker, once)
+   * if it was not already: bytes are missing from it.
+   */
+  appendElided(totalBytes: number, tail: Uint8Array): void {
+    if (this.#finished || totalBytes === 0) return;
+    this.#tail.pushElided(totalBytes, tail);
+    if (this.#fd !== null && !this.#capped) this.#cap(new Uint8Array(0));
+  }
+
   /** Calls `listener` with every chunk appended from now on (e.g. a `wait … until` matcher). Returns the unsubscriber. */
   subscribe(listener: (chunk: Uint8Array) => void): () => void {
     this.#listeners.add(listener);

@@ -59,6 +59,16 @@ export class OutputTail {
     this.#length = Math.min(cap, this.#length + (size - from));
   }
 
+  /**
+   * Appends `totalBytes` of output of which only the last bytes, `tail`, are known (output that
+   * was counted but not kept elsewhere): the count grows by `totalBytes`, the ring takes `tail`.
+   */
+  pushElided(totalBytes: number, tail: Uint8Array): void {
+    if (!Number.isSafeInteger(totalBytes) || totalBytes < tail.length) throw new RangeError(`elided output of ${totalBytes} bytes cannot end with ${tail.length}`);
+    this.#sectionBytes += totalBytes - tail.length;
+    this.push(tail);
+  }
+
   /** A copy of the kept bytes, oldest first. `lastBytes` (default all) keeps only the newest that many. */
   tail(lastBytes: number = this.#length): Buffer {
     const n = Math.max(0, Math.min(Math.floor(lastBytes), this.#length));

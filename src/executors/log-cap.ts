@@ -4,13 +4,16 @@
  * `shell.run` (`src/executors/shell-outcome.ts`). A leaf module: both sides import it without a cycle.
  */
 
+/** `1 byte`, `30000 bytes`. */
+const bytesText = (n: number): string => `${n} byte${n === 1 ? '' : 's'}`;
+
 /**
  * The marker written into a log that reached `lifecycle.max_log_bytes` (ours, issue 9): once in a
  * background command's log, once after each cut section of a foreground one; on a line of its own
  * (it starts with a newline in case the output did not end with one).
  */
 export const logCapMarker = (maxLogBytes: number): string =>
-  `\n[capsule-runtime] this log reached lifecycle.max_log_bytes (${maxLogBytes} bytes); later output was not written to it.\n`;
+  `\n[capsule-runtime] this log reached lifecycle.max_log_bytes (${bytesText(maxLogBytes)}); later output was not written to it.\n`;
 
 /**
  * The error of a plan shell step the runtime stopped because its log reached
@@ -18,5 +21,5 @@ export const logCapMarker = (maxLogBytes: number): string =>
  * the runtime's, so it replaces whatever the stopped command printed to stderr.
  */
 export const logCapStopError = (maxLogBytes: number): string =>
-  `stopped by the runtime: its output log reached lifecycle.max_log_bytes (${maxLogBytes} bytes) and lifecycle.on_log_cap is stop`;
+  `stopped by the runtime: its output log reached lifecycle.max_log_bytes (${bytesText(maxLogBytes)}) and lifecycle.on_log_cap is stop`;
 

@@ -15,6 +15,7 @@ import { closeSync, constants as fsConstants, openSync, readSync, unlinkSync, wr
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { MAX_SHELL_OUTPUT_BYTES } from './shell-outcome.js';
+import { OutputTail } from '../detached/output-tail.js';
 
 /** Where the runner sends a command's output, chunk by chunk, in the order the pipes yield it. */
 export interface OutputSink {
@@ -225,6 +226,8 @@ export class OutputCapture implements OutputSink {
   readonly #onCapped: (() => void) | undefined;
   /** Output was dropped from the log for the budget. */
   #overBudget = false;
+  /** What the budget dropped, both streams in arrival order: its count and last 16 KiB (a demotion hands them to the command's log). */
+  #dropped: OutputTail | null = null;
   #told = false;
 
   /**
@@ -246,7 +249,10 @@ export class OutputCapture implements OutputSink {
     if (this.#room !== null) {
       logBytes = Math.min(chunk.length, this.#room);
       this.#room -= logBytes;
-      if (logBytes < chunk.length) this.#overBudget = true;
+      if (logBytes < chunk.length) {
+        this.#overBudget = true;
+        (this.#dropped ??= new OutputTail(MAX_SHELL_OUTPUT_BYTES)).push(chunk.subarray(logBytes));
+      }
     }
     (this.#streams[stream - 1] as StreamCapture).push(chunk, logBytes);
     if (!this.#told && this.capped) {
@@ -266,6 +272,16 @@ export class OutputCapture implements OutputSink {
    */
   get capped(): boolean {
     return this.#overBudget && this.truncated;
+  }
+
+  /** Bytes the budget dropped from the log, both streams (0 without a budget). */
+  get droppedBytes(): number {
+    return this.#dropped?.sectionBytes ?? 0;
+  }
+
+  /** The last (up to 16 KiB) bytes the budget dropped, in arrival order, oldest first. */
+  droppedTail(): Buffer {
+    return this.#dropped?.tail() ?? Buffer.alloc(0);
   }
 
   /** Whether the log's section of `stream` lost bytes to the budget. */

@@ -206,6 +206,10 @@ export interface ShellFields {
   readonly resource_limit?: string;
   /** Ours: the full-output log when stdout or stderr was over the 16 KiB cap. */
   readonly full_output_path?: string;
+  /** Ours (round 17): `true` when `lifecycle.max_log_bytes` cut that log. */
+  readonly output_capped?: true;
+  /** Ours (round 17): `log_cap` when `lifecycle.on_log_cap: "stop"` ended the call at the cap. */
+  readonly ended_by?: 'log_cap';
   /** Ours: `Killed` when processes it left still held its output at its exit (they were killed). */
   readonly output_holders?: 'Killed' | 'LeftRunning';
 }
@@ -560,7 +564,7 @@ const ORDER: { readonly [K in TraceEventType]: readonly (keyof TraceFieldsByType
   plan_step_late: ['plan_id', 'step_id', 'attempt', 'status', 'error', 'disposition', 'reason'],
   task_start: ['task_id', 'context_id', 'source', 'origin', 'trust', 'lane', 'delegation_id', 'message_parts_bytes', 'method'],
   task_canceled: ['task_id', 'phase', 'detached_work_ids', 'delegation_ids'],
-  shell: ['turn', 'task_id', 'binary', 'command', 'exit_code', 'stdout_bytes', 'stderr_bytes', 'duration_ms', 'resource_limit', 'full_output_path', 'output_holders'],
+  shell: ['turn', 'task_id', 'binary', 'command', 'exit_code', 'stdout_bytes', 'stderr_bytes', 'duration_ms', 'resource_limit', 'full_output_path', 'output_capped', 'ended_by', 'output_holders'],
   shell_detached: ['turn', 'task_id', 'work_id', 'binary', 'command', 'grace_ms', 'pid', 'pid_start_time', 'pgid', 'cgroup', 'output_path'],
   shell_completed: ['work_id', 'binary', 'command', 'exit_code', 'duration_ms', 'output_path', 'output_bytes', 'resource_limit', 'status', 'completion_task_id', 'delivered_via', 'ended_by'],
   shell_abandoned: ['work_id', 'binary', 'command', 'running_ms', 'exit_code', 'output_path', 'output_bytes', 'reason', 'pid', 'pgid'],

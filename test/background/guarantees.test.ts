@@ -129,12 +129,29 @@ describe('output', () => {
     expect(result.status === 'finished' && result.ended_by).toBeFalsy();
   });
 
-  it('ends a foreground call whose log reached the cap under on_log_cap: stop, saying ended_by log_cap, instead of demoting it', async () => {
+  it('hands a demoted call the count and the last bytes of the output the cap kept out of its foreground capture', async () => {
+    const b = policyB({ graceMs: 1000, manifest: { lifecycle: { max_log_bytes: 30_000, delegation_deadline_secs: 600 } as never } });
+    const detached = await b.demote('seq 1 20000; sleep 1.5; echo FINAL');
+    await waitFor(() => b.hooks.completion(detached.work_id) !== null, 20_000, 'the demoted call to exit');
+    const printed = Buffer.byteLength(`${Array.from({ length: 20000 }, (_, i) => i + 1).join('\n')}\nFINAL\n`);
+    const snapshot = b.hooks.read(detached.work_id);
+    expect(snapshot?.output_bytes).toBe(printed);
+    expect(snapshot?.output_capped).toBe(true);
+    expect(snapshot?.tail.toString('latin1')).toMatch(/\n19999\n20000\nFINAL\n$/);
+    const log = readFileSync(detached.output_path, 'latin1');
+    expect(log).toContain('lifecycle.max_log_bytes (30000 bytes)');
+    expect(log).not.toContain('20000\n');
+    expect(statSync(detached.output_path).size).toBeLessThan(30_000 + 400);
+  });
+
+  it('ends a foreground call whose log reached the cap under on_log_cap: stop, saying ended_by log_cap in its result and its shell record, instead of demoting it', async () => {
     const b = policyB({ graceMs: 60_000, manifest: { lifecycle: { max_log_bytes: 1024 * 1024, on_log_cap: 'stop', delegation_deadline_secs: 600 } as never } });
     const result = await b.run('cat /dev/zero');
     expect(result).toMatchObject({ status: 'finished', exit_code: 143, truncated: true, output_capped: true, ended_by: 'log_cap' });
     const path = result.status === 'finished' ? (result.full_output_path ?? '') : '';
     expect(statSync(path).size).toBeLessThan(1024 * 1024 + 400);
+    const record = readTrace(b.R).records.find((r) => r.event_type === 'shell');
+    expect(record).toMatchObject({ exit_code: 143, full_output_path: path, output_capped: true, ended_by: 'log_cap' });
   });
 
   it('completes a foreground call within 1 s of its leader\'s exit when a grandchild keeps stdout open, and kills that grandchild', async () => {

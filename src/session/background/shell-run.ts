@@ -289,6 +289,8 @@ function demote(service: BackgroundCommands, facts: DemotionFacts): ShellRunResu
   });
   capture.copyOut(1, (chunk) => log.append(chunk));
   capture.copyOut(2, (chunk) => log.append(chunk));
+  // What lifecycle.max_log_bytes kept out of the foreground capture still counts, and its last bytes are the tail.
+  log.appendElided(capture.droppedBytes, capture.droppedTail());
   capture.dispose();
   // No chunk can arrive between the copy and the switch: both happen in this one synchronous turn.
   running.setSink({ write: (_stream, chunk) => log.append(chunk) });
