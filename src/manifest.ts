@@ -25,6 +25,7 @@ import {
   readUtf8File,
   textNestingExceeds,
   TOO_DEEP,
+  type SettingWarning,
   type UnknownKeyWarning,
 } from './plan/schema.js';
 import { findDuplicateKey } from './plan/json-location.js';
@@ -253,9 +254,12 @@ const MANIFEST_KEY_SPEC: KeySpec = {
   },
 };
 
+/** A manifest's warnings: its unknown keys, then its settings that do nothing as written. */
+export type ManifestWarning = UnknownKeyWarning | SettingWarning;
+
 /** Outcome of `parseManifestText` and `loadManifest`. */
 export type ManifestResult =
-  | { readonly ok: true; readonly manifest: Manifest; readonly warnings: UnknownKeyWarning[] }
+  | { readonly ok: true; readonly manifest: Manifest; readonly warnings: ManifestWarning[] }
   | { readonly ok: false; readonly error: string };
 
 /**
@@ -296,7 +300,22 @@ export function parseManifestText(text: string, label: string): ManifestResult {
       ),
     }),
   );
-  return { ok: true, manifest: parsed.data, warnings };
+  return { ok: true, manifest: parsed.data, warnings: [...warnings, ...settingWarnings(parsed.data, label)] };
+}
+
+/** Settings that do nothing as written: said once at load, since nothing else would ever show it. */
+function settingWarnings(manifest: Manifest, label: string): SettingWarning[] {
+  const lifecycle = manifest.lifecycle;
+  if (lifecycle?.on_log_cap === 'stop' && lifecycle.max_log_bytes === undefined) {
+    return [
+      {
+        kind: 'inert_setting',
+        path: 'lifecycle.on_log_cap',
+        message: `${label}: lifecycle.on_log_cap is "stop" but lifecycle.max_log_bytes is not set, so no log is capped and nothing is stopped: set lifecycle.max_log_bytes to a size in bytes`,
+      },
+    ];
+  }
+  return [];
 }
 
 /** Outcome of `loadManifest`. */
@@ -304,7 +323,7 @@ export type LoadManifestResult =
   | {
       readonly ok: true;
       readonly manifest: Manifest;
-      readonly warnings: UnknownKeyWarning[];
+      readonly warnings: ManifestWarning[];
       /** Absolute directory holding the manifest file. */
       readonly dir: string;
     }

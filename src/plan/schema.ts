@@ -34,7 +34,7 @@ import { MAX_INPUT_FILE_BYTES, readUtf8File } from './read-file.js';
 import { findUnknownKeys, formatJsonPath, type KeySpec } from './unknown-keys.js';
 import type { UnknownKeyWarning } from './warnings.js';
 
-export type { PlanWarning, UnknownKeyWarning } from './warnings.js';
+export type { PlanWarning, SettingWarning, UnknownKeyWarning } from './warnings.js';
 export { jsonDepthExceeds, textNestingExceeds } from './json-bounds.js';
 export { MAX_INPUT_FILE_BYTES, readUtf8File, type ReadTextResult } from './read-file.js';
 

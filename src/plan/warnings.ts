@@ -14,7 +14,9 @@
  *   dropped inside quotes, `|`, `>`, `$VAR`, `*`);
  * - `binary_not_found`: a shell step's binary, or a command tool's program, is not on `PATH`;
  * - `condition`, `invalid_reference`, `dependency_cycle`: what `validate` refuses but a run only
- *   meets later (then the step fails or the run stops blocked); `run` warns before its first step.
+ *   meets later (then the step fails or the run stops blocked); `run` warns before its first step;
+ * - `inert_setting`: a manifest setting that has no effect as written (`lifecycle.on_log_cap:
+ *   "stop"` without `lifecycle.max_log_bytes`).
  */
 export type WarningKind =
   | 'unknown_key'
@@ -25,7 +27,8 @@ export type WarningKind =
   | 'binary_not_found'
   | 'condition'
   | 'invalid_reference'
-  | 'dependency_cycle';
+  | 'dependency_cycle'
+  | 'inert_setting';
 
 /** One unknown key found in a plan file or manifest. */
 export interface UnknownKeyWarning {
@@ -42,7 +45,7 @@ export interface UnknownKeyWarning {
 
 /** A warning about one step (or, for a cycle, several) found by checking the parsed plan. */
 export interface StepWarning {
-  readonly kind: Exclude<WarningKind, 'unknown_key'>;
+  readonly kind: Exclude<WarningKind, 'unknown_key' | 'inert_setting'>;
   /** The step the warning is about. */
   readonly step_id: string;
   /** JSON path of the value it is about: `steps[3].if`, `steps[0].shell`. */
@@ -52,4 +55,13 @@ export interface StepWarning {
 }
 
 /** Any warning about a plan or manifest. */
-export type PlanWarning = UnknownKeyWarning | StepWarning;
+export type PlanWarning = UnknownKeyWarning | StepWarning | SettingWarning;
+
+/** A manifest setting that has no effect as written (ours, round 17). */
+export interface SettingWarning {
+  readonly kind: 'inert_setting';
+  /** JSON path of the setting: `lifecycle.on_log_cap`. */
+  readonly path: string;
+  /** The sentence to show, starting with the manifest's label. */
+  readonly message: string;
+}

@@ -71,6 +71,19 @@ describe('parseManifestText', () => {
     expect(parsed.ok && parsed.manifest.entry).toEqual({ command: ['node', 'answer.mjs'] });
   });
 
+  it('warns that on_log_cap "stop" does nothing without max_log_bytes, and says nothing once the cap is set', () => {
+    const inert = parseManifestText(JSON.stringify({ lifecycle: { on_log_cap: 'stop' } }), 'capsule.json');
+    expect(inert.ok && inert.warnings).toEqual([
+      {
+        kind: 'inert_setting',
+        path: 'lifecycle.on_log_cap',
+        message: 'capsule.json: lifecycle.on_log_cap is "stop" but lifecycle.max_log_bytes is not set, so no log is capped and nothing is stopped: set lifecycle.max_log_bytes to a size in bytes',
+      },
+    ]);
+    const capped = parseManifestText(JSON.stringify({ lifecycle: { on_log_cap: 'stop', max_log_bytes: 1000 } }), 'capsule.json');
+    expect(capped.ok && capped.warnings).toEqual([]);
+  });
+
   it('accepts a shell grace of 0 seconds', () => {
     const parsed = parseManifestText('{"lifecycle":{"shell_grace_secs":0}}', 'capsule.json');
     expect(parsed.ok && parsed.manifest.lifecycle.shell_grace_secs).toBe(0);
@@ -127,7 +140,7 @@ describe('parseManifestText', () => {
         }),
         'capsule.json',
       );
-      expect(parsed.ok && parsed.warnings.map((w) => [w.path, w.key, w.suggestion])).toEqual([
+      expect(parsed.ok && parsed.warnings.map((w) => [w.path, w.kind === 'unknown_key' ? w.key : null, w.kind === 'unknown_key' ? w.suggestion : null])).toEqual([
         ['', 'nmae', 'name'],
         ['capabilities', 'shel', 'shell'],
         ['capabilities.spawn', 'alow', 'allow'],
