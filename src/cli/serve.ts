@@ -81,11 +81,13 @@ export async function serveCommand(options: ServeCommandOptions): Promise<ExitCo
   const source = findManifest(options.manifest, options.workdir);
   let manifest = null;
   let manifestDir: string | null = null;
+  let manifestWarnings: readonly { readonly kind: string; readonly message: string }[] = [];
   if (source.kind === 'file') {
     const loaded = await loadManifest(source.label);
     if (!loaded.ok) return usageError(loaded.error);
     manifest = loaded.manifest;
     manifestDir = loaded.dir;
+    manifestWarnings = loaded.warnings;
   }
   let log: Awaited<ReturnType<typeof createLogger>>;
   try {
@@ -95,6 +97,8 @@ export async function serveCommand(options: ServeCommandOptions): Promise<ExitCo
   }
   const logger = log.logger;
   logger.info(source.kind === 'file' ? { manifest: source.path } : { manifest: null, looked: join(workdir, MANIFEST_FILE) }, 'manifest');
+  // Unknown keys and settings that do nothing, as `capsule run` prints them (the log is the operator's channel here).
+  for (const warning of manifestWarnings) logger.warn({ warning: warning.message, kind: warning.kind }, 'warning');
   const allow = options.allow ?? [];
 
   let session: Session;

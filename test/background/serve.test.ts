@@ -217,6 +217,25 @@ describe('the log cap under capsule serve (lifecycle.on_log_cap: stop)', () => {
   });
 });
 
+describe('the manifest warnings of capsule serve', () => {
+  it('logs an unknown key and an on_log_cap stop without max_log_bytes as warnings on stderr at its start', async () => {
+    const setup = (W: string): void => {
+      writeFileSync(join(W, 'capsule.json'), JSON.stringify({ name: 'inert', nmae: 'x', lifecycle: { on_log_cap: 'stop' } }));
+    };
+    const serve = startServe({ setup, args: ['--log-level', 'warn'] });
+    await serve.call('session.stop');
+    expect(await exitOf(serve)).toEqual({ code: 0, signal: null });
+    const warnings = serve
+      .stderr()
+      .split('\n')
+      .filter((line) => line.startsWith('{'))
+      .map((line) => JSON.parse(line) as { msg?: string; kind?: string; warning?: string })
+      .filter((entry) => entry.msg === 'warning');
+    expect(warnings.map((w) => w.kind)).toEqual(['unknown_key', 'inert_setting']);
+    expect(warnings[1]?.warning).toMatch(/capsule\.json: lifecycle\.on_log_cap is "stop" but lifecycle\.max_log_bytes is not set/);
+  });
+});
+
 describe('capsule run and capsule serve share the session', () => {
   it('never demotes a plan step in either, whatever the grace, and both write the same records layout under <workdir>/.capsule/records/<session_id>/', async () => {
     const setup = (W: string): void => {
