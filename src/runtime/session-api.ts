@@ -338,8 +338,12 @@ export class SessionApi {
     this.#plans.add(settled);
     void settled.finally(() => this.#plans.delete(settled)).catch(() => undefined);
     if (params.wait === false) {
+      // The answer `{task_id}` goes out first: a plan refused at parse time settles within the
+      // same turn, and its answer reaches the caller only through promise steps (the JSON-RPC
+      // server, then serve's write), so the notification waits for the next turn of the loop —
+      // a harness never hears task.finished of a task it has not been told of.
       void settled.then(
-        (report) => this.#notify({ method: 'task.finished', params: { task_id: task.id, report } }),
+        (report) => setImmediate(() => this.#notify({ method: 'task.finished', params: { task_id: task.id, report } })),
         () => undefined,
       );
       return { task_id: task.id };

@@ -128,4 +128,19 @@ describe('plan.submit with an inline plan that writes a key twice', () => {
     await serve.call('session.stop');
     expect(await exitOf(serve)).toEqual({ code: 0, signal: null });
   });
+
+  it('answers {task_id} before the task.finished of a plan refused at once under wait: false', async () => {
+    const serve = startServe();
+    for (const id of ['w1', 'w2', 'w3']) {
+      const answer = await answerTo(serve, id, `{"jsonrpc":"2.0","id":"${id}","method":"plan.submit","params":{"wait":false,"plan":${SHELL_TWICE}}}`);
+      const taskId = (answer.result as { task_id: string }).task_id;
+      await waitFor(() => serve.notifications('task.finished').some((n) => (n.params as { task_id?: string }).task_id === taskId), 20_000, `task.finished of ${id}`);
+      const at = serve.messages.indexOf(answer);
+      const finished = serve.messages.findIndex((m) => m.method === 'task.finished' && (m.params as { task_id?: string }).task_id === taskId);
+      expect(finished).toBeGreaterThan(at);
+      expect((serve.messages[finished]?.params as { report: Report }).report.refusal?.code).toBe('duplicate_key');
+    }
+    await serve.call('session.stop');
+    expect(await exitOf(serve)).toEqual({ code: 0, signal: null });
+  });
 });
