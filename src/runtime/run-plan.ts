@@ -117,6 +117,13 @@ export interface RunPlanOptions {
   readonly refusalSurface?: 'run' | 'serve' | 'child';
   /** Cap on concurrently running steps of a wave (`--max-parallel`); default no cap. */
   readonly maxParallel?: number | null;
+  /**
+   * Start the run's work (parsing, checks, the first wave) on the next turn of the event loop,
+   * not in this call: `plan.submit` with `wait: false` answers `{task_id}` "at once", and a big
+   * plan's parse and first wave (seconds at 100,000 steps) must not hold that answer back.
+   * A cancel in between is honoured when the work starts. Default false.
+   */
+  readonly startNextTurn?: boolean;
   /** The pre-dispatch gate (`plan.md` §18); default allows everything. */
   readonly gate?: Gate | null;
   /** Capsule registry directory (DESIGN §3); default `<workdir>/capsules/`. */
@@ -262,6 +269,7 @@ export function startPlan(options: RunPlanOptions): PlanRun {
   const canceledRows: CanceledRow[] = [];
   let runSession: Session | null = null;
   const body = (async (): Promise<PlanReport> => {
+    if (options.startNextTurn === true) await new Promise<void>((resolve) => setImmediate(resolve));
     const clock = options.session?.time ?? options.clock ?? systemClock;
     const startedAtMs = clock.monotonicMs();
     opened.clock = clock;

@@ -319,6 +319,8 @@ export class SessionApi {
       ...(this.#options.shellAllow !== undefined ? { shellAllow: this.#options.shellAllow } : {}),
       ...(this.#options.manifest !== undefined ? { loadedManifest: this.#options.manifest } : {}),
       ...(params.maxParallel !== undefined ? { maxParallel: params.maxParallel } : {}),
+      // `wait: false` answers at once: the plan's parse and first wave come after the answer.
+      ...(params.wait === false ? { startNextTurn: true } : {}),
     });
     this.session.tasks.setCancelDoor(task.id, (force) => run.cancel({ force }));
     const settled = run.report.then(
