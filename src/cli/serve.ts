@@ -11,7 +11,7 @@ import { fstatSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { createJSONRPCErrorResponse, JSONRPCErrorCode, type JSONRPCRequest } from 'json-rpc-2.0';
-import { findManifest, loadManifest, MANIFEST_FILE } from '../manifest.js';
+import { findManifest, loadManifest, MANIFEST_FILE, type ManifestWarning } from '../manifest.js';
 import { ERROR_CODES, isRuntimeError } from '../errors.js';
 import { RecordsDirInUseError, recordedSessionIn } from '../records/records-dir.js';
 import { createLogger } from '../session/logger.js';
@@ -81,7 +81,7 @@ export async function serveCommand(options: ServeCommandOptions): Promise<ExitCo
   const source = findManifest(options.manifest, options.workdir);
   let manifest = null;
   let manifestDir: string | null = null;
-  let manifestWarnings: readonly { readonly kind: string; readonly message: string }[] = [];
+  let manifestWarnings: readonly ManifestWarning[] = [];
   if (source.kind === 'file') {
     const loaded = await loadManifest(source.label);
     if (!loaded.ok) return usageError(loaded.error);

@@ -54,7 +54,7 @@ export function outputHoldersNote(holders: OutputHolders): string | null {
 /** The first log failure kept by the output log (`detached.md` §6.4), exact prefix. */
 export const logWriteFailure = (osError: string): string => `failed to write shell log: ${osError}`;
 
-export { logCapMarker, logCapStopError } from '../executors/log-cap.js';
+export { logCapMarker } from '../executors/log-cap.js';
 
 /**
  * The `ended_by` line of a command the runtime stopped for its log cap (ours): the same in the

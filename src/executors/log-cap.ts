@@ -22,4 +22,3 @@ export const logCapMarker = (maxLogBytes: number): string =>
  */
 export const logCapStopError = (maxLogBytes: number): string =>
   `stopped by the runtime: its output log reached lifecycle.max_log_bytes (${bytesText(maxLogBytes)}) and lifecycle.on_log_cap is stop`;
-

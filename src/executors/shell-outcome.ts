@@ -162,7 +162,7 @@ export async function shellStepOutcomeOf(
  * `output_capped: true` only when `lifecycle.max_log_bytes` cut the log (absent otherwise, so
  * a report without a cap is as before).
  */
-export function truncationOf(log: string, capture: OutputCapture): OutputTruncation {
+function truncationOf(log: string, capture: OutputCapture): OutputTruncation {
   return {
     log,
     stdout_bytes: capture.stdoutBytes,

@@ -340,12 +340,11 @@ export class SessionApi {
     this.#plans.add(settled);
     void settled.finally(() => this.#plans.delete(settled)).catch(() => undefined);
     if (params.wait === false) {
-      // The answer `{task_id}` goes out first: a plan refused at parse time settles within the
-      // same turn, and its answer reaches the caller only through promise steps (the JSON-RPC
-      // server, then serve's write), so the notification waits for the next turn of the loop —
+      // The run's work starts a turn after this answer (`startNextTurn` above), so even a plan
+      // refused at parse time settles, and is notified, after the `{task_id}` answer is written:
       // a harness never hears task.finished of a task it has not been told of.
       void settled.then(
-        (report) => setImmediate(() => this.#notify({ method: 'task.finished', params: { task_id: task.id, report } })),
+        (report) => this.#notify({ method: 'task.finished', params: { task_id: task.id, report } }),
         () => undefined,
       );
       return { task_id: task.id };
