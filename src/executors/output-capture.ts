@@ -224,9 +224,7 @@ export class OutputCapture implements OutputSink {
   #room: number | null;
   readonly #maxLogBytes: number | null;
   readonly #onCapped: (() => void) | undefined;
-  /** Output was dropped from the log for the budget. */
-  #overBudget = false;
-  /** What the budget dropped, both streams in arrival order: its count and last 16 KiB (a demotion hands them to the command's log). */
+  /** What the budget dropped (null while nothing was), both streams in arrival order: its count and last 16 KiB (a demotion hands them to the command's log). */
   #dropped: OutputTail | null = null;
   #told = false;
 
@@ -249,10 +247,7 @@ export class OutputCapture implements OutputSink {
     if (this.#room !== null) {
       logBytes = Math.min(chunk.length, this.#room);
       this.#room -= logBytes;
-      if (logBytes < chunk.length) {
-        this.#overBudget = true;
-        (this.#dropped ??= new OutputTail(MAX_SHELL_OUTPUT_BYTES)).push(chunk.subarray(logBytes));
-      }
+      if (logBytes < chunk.length) (this.#dropped ??= new OutputTail(MAX_SHELL_OUTPUT_BYTES)).push(chunk.subarray(logBytes));
     }
     (this.#streams[stream - 1] as StreamCapture).push(chunk, logBytes);
     if (!this.#told && this.capped) {
@@ -271,7 +266,7 @@ export class OutputCapture implements OutputSink {
    * the cap; without one there is no log to cut, and the result holds all the output).
    */
   get capped(): boolean {
-    return this.#overBudget && this.truncated;
+    return this.#dropped !== null && this.truncated;
   }
 
   /** Bytes the budget dropped from the log, both streams (0 without a budget). */
