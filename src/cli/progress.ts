@@ -398,17 +398,10 @@ export class Progress {
   #stoppedLines(report: PlanReport): string[] {
     const byId = new Map(report.results.map((result) => [result.step_id, result]));
     const running = this.#runningAtCancel ?? [];
-    const stopped = running.map((id) => {
-      const result = byId.get(id);
-      if (result === undefined) return `'${printable(id)}'`;
-      if (result.error === CANCEL_FORCED_STEP) return `'${printable(id)}' (its process tree was ended by force)`;
-      if (result.error === CANCEL_CAPSULE_STEP) return `'${printable(id)}' (its child capsule was ended by the cancel)`;
-      return `'${printable(id)}' (finished on its own: ${result.status})`;
-    });
     const skipped = report.results.filter((result) => result.status === 'skipped' && result.error === CANCEL_BEFORE_STEP).map((result) => `'${printable(result.step_id)}'`);
     return [
-      `stopped: ${stopped.length === 0 ? 'no step was running' : stopped.join(', ')}`,
-      `not started: ${skipped.length === 0 ? 'none' : `${skipped.join(', ')} (skipped)`}`,
+      `stopped: ${running.length === 0 ? 'no step was running' : stoppedText(running, byId)}`,
+      `not started: ${skipped.length === 0 ? 'none' : `${namesText(skipped, 'steps')} (skipped)`}`,
       'left running: nothing (every process the run started was ended and is gone)',
     ];
   }
@@ -423,4 +416,39 @@ export class Progress {
   #paint(style: Style, text: string): string {
     return this.#color ? `${ANSI[style]}${text}${ANSI.reset}` : text;
   }
+}
+
+/** Steps a cancel summary names one by one, at most; a wider wave is counted per way it ended (the report has each step). */
+const NAMED_STEPS = 10;
+
+/** `'a', 'b', 'c'`, or past {@link NAMED_STEPS} the first few and `… and N more <noun>`. */
+function namesText(names: readonly string[], noun: string): string {
+  if (names.length <= NAMED_STEPS) return names.join(', ');
+  const shown = NAMED_STEPS / 2;
+  return `${names.slice(0, shown).join(', ')} … and ${names.length - shown} more ${noun}`;
+}
+
+/**
+ * The `stopped:` summary of the steps running at the cancel: each with how it ended
+ * (`'a' (its process tree was ended by force)`) while they are few; for a wide wave, one group per
+ * way they ended, counted, its first few named (`2000 steps, their process trees ended by force:
+ * 's0', … and 1995 more`), so the line stays readable. The report names every step.
+ */
+function stoppedText(running: readonly string[], byId: ReadonlyMap<string, PlanReport['results'][number]>): string {
+  const how = (id: string): { one: string; many: string } => {
+    const result = byId.get(id);
+    if (result === undefined) return { one: '', many: 'still settling' };
+    if (result.error === CANCEL_FORCED_STEP) return { one: ' (its process tree was ended by force)', many: 'their process trees ended by force' };
+    if (result.error === CANCEL_CAPSULE_STEP) return { one: ' (its child capsule was ended by the cancel)', many: 'their child capsules ended by the cancel' };
+    return { one: ` (finished on its own: ${result.status})`, many: `finished on their own: ${result.status}` };
+  };
+  if (running.length <= NAMED_STEPS) return running.map((id) => `'${printable(id)}'${how(id).one}`).join(', ');
+  const groups = new Map<string, string[]>();
+  for (const id of running) {
+    const key = how(id).many;
+    const names = groups.get(key) ?? [];
+    names.push(`'${printable(id)}'`);
+    groups.set(key, names);
+  }
+  return [...groups].map(([many, names]) => `${names.length} ${names.length === 1 ? 'step' : 'steps'}, ${many}: ${namesText(names, '')}`.trimEnd()).join('; ');
 }

@@ -32,6 +32,8 @@ export interface RunCommandRequest {
   readonly onLeaderExit?: (info: LeaderExitInfo) => void;
   /** Milliseconds to keep reading output after the leader exited (default 250, `leader.ts`). */
   readonly drainGraceMs?: number;
+  /** {@link startCommand} only: aborted when the command is no longer wanted ({@link SpawnRequest.withdraw}). */
+  readonly withdraw?: AbortSignal;
 }
 
 /** How a command ended, once its output is drained. */
@@ -93,6 +95,7 @@ function spawnRequest(request: RunCommandRequest, exited: { value: boolean }): S
     collectOutput: false,
     ...(request.stdin !== undefined ? { stdin: request.stdin } : {}),
     ...(request.drainGraceMs !== undefined ? { drainGraceMs: request.drainGraceMs } : {}),
+    ...(request.withdraw !== undefined ? { withdraw: request.withdraw } : {}),
     onLeaderExit: (info) => {
       exited.value = true;
       request.onLeaderExit?.(info);

@@ -286,6 +286,13 @@ export interface SpawnRequest {
   readonly writablePaths?: readonly string[];
   /** Called once when the leader exits (not for a program that could not be started). */
   readonly onLeaderExit?: (info: LeaderExitInfo) => void;
+  /**
+   * {@link Containment.start} only: aborted when the caller no longer wants the process (its
+   * attempt was ended). A launch still waiting for the spawner then starts nothing (a
+   * started-nothing process whose `spawnError` says so); one already sent starts, and the caller
+   * ends it.
+   */
+  readonly withdraw?: AbortSignal;
   /** Milliseconds to read output after the leader exited (`leader.ts`, default 250). */
   readonly drainGraceMs?: number;
   /** Keep all output in `done` (default true); false when the caller reads the streams (`leader.ts`). */
@@ -461,7 +468,7 @@ export class Containment {
     }
     const prepared = this.#prepare(request);
     if (prepared instanceof Contained) return prepared;
-    const starting = spawner.launch(prepared.launch);
+    const starting = spawner.launch(prepared.launch, request.withdraw);
     this.#starting.add(starting);
     try {
       const leader = await starting;
@@ -645,7 +652,9 @@ export class Containment {
    */
   async close(graceMs: number): Promise<UnitEnding[]> {
     this.#closed = true;
-    // A start in flight registers its tree first, so that this ending reaches it.
+    // Launches still queued for the spawner start nothing; one in flight registers its tree
+    // first, so that this ending reaches it.
+    this.#spawner?.withdrawQueued('the session has ended');
     await Promise.allSettled([...this.#starting]);
     const endings = await this.endAll(graceMs);
     await this.#spawner?.close();

@@ -3,7 +3,7 @@
  * bursts within 300 ms count once, a graceful cancel escalates after `--cancel-grace` seconds,
  * exit 130, and no process of the run is left (checked in /proc).
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import { join } from 'node:path';
 import {
@@ -19,6 +19,7 @@ import {
   type StartedCli,
   stepCommand,
   TempDirs,
+  waitFor,
   waitForPid,
   writeJson,
 } from './helpers.js';
@@ -161,6 +162,36 @@ describe('capsule run: cancel by signal', () => {
     expect(resultOf(report, 'first').error).toContain('cancelled by force');
     expect(groupMembers(pgid)).toEqual([]);
     expect(isProcessAlive(grandchild)).toBe(false);
+  });
+
+  it('forces a wide wave without starting the launches still waiting for the spawner, counts the stopped steps in the summary, and leaves nothing', async () => {
+    const dir = temp.make('signals-wide');
+    const count = 400;
+    writeJson(dir, 'capsule.json', manifestAllowing('sleep'));
+    writeJson(dir, 'plan.json', { id: 'wide', steps: Array.from({ length: count }, (_, i) => ({ id: `s${i}`, shell: 'sleep 30' })) });
+    const cli = startCli(['run', 'plan.json', '--json'], { cwd: dir, env: backendEnv });
+    const traceOf = (): string => {
+      const root = join(dir, '.capsule', 'records');
+      const session = existsSync(root) ? readdirSync(root).find((name) => name.startsWith('ses_')) : undefined;
+      return session === undefined ? '' : readFileSync(join(root, session, 'trace.jsonl'), 'utf8');
+    };
+    const starts = (): Array<{ pgid: number }> => traceOf().split('\n').filter((line) => line.includes('"event_type":"process_start"')).map((line) => JSON.parse(line) as { pgid: number });
+    await waitFor(() => starts().length > 0 || cli.child.exitCode !== null, 20_000, 'the first step to start');
+
+    cli.child.kill('SIGTERM');
+    const result = await cli.done;
+
+    expect(result.code).toBe(130);
+    const report = parseReport(result.stdout);
+    expect(report.results).toHaveLength(count);
+    for (const step of report.results) expect(step.error).toContain('cancelled by force');
+    // The spawner is sent a few launches at a time: those still waiting were withdrawn, never forked.
+    const started = starts();
+    expect(started.length).toBeGreaterThan(0);
+    expect(started.length).toBeLessThan(count);
+    expect(result.stderr).toMatch(new RegExp(`stopped: ${count} steps, their process trees ended by force: 's0', 's1', 's2', 's3', 's4' … and ${count - 5} more\\n`));
+    expect(result.stderr).toContain('not started: none');
+    for (const { pgid } of started) expect(groupMembers(pgid)).toEqual([]);
   });
 
   it('refuses an --on-sigterm word it does not know (usage error, exit 2)', async () => {

@@ -7,7 +7,7 @@
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -279,6 +279,41 @@ eachBackend((backend) => {
     const done = await tree.done;
     expect(done.spawnError).toMatch(/^failed to start 'echo': .*null bytes.* \(ERR_INVALID_ARG_VALUE\)$/);
     expect(done.spawnError).not.toContain('[object Object]');
+  });
+
+  it('starts nothing for a launch withdrawn while it waits for the spawner, and starts the ones already sent as before', async () => {
+    const containment = open();
+    await (await start(containment, 'true', [])).done; // the spawner is up: every launch below queues at once
+    const count = 40;
+    const controllers = Array.from({ length: count }, () => new AbortController());
+    const starts = controllers.map((controller) =>
+      containment.start({ owner: { kind: 'other', label: 'wide' }, file: 'sleep', args: ['30'], cwd: '/tmp', env: TEST_ENV, withdraw: controller.signal }),
+    );
+    const first = await (starts[0] as Promise<ContainedProcess>);
+    expect(first.identity).not.toBeNull();
+    for (const controller of controllers) controller.abort();
+    const trees = await Promise.all(starts);
+    const started = trees.filter((tree) => tree.identity !== null);
+    const withdrawn = trees.filter((tree) => tree.identity === null);
+    // The spawner was sent a few at a time: the rest were still here when they were withdrawn.
+    expect(withdrawn.length).toBeGreaterThan(count / 2);
+    for (const tree of withdrawn) {
+      await expect(tree.done).resolves.toMatchObject({ spawnError: "failed to start 'sleep': its attempt was ended before the process was started", pid: null });
+      expect(tree.members()).toEqual([]);
+    }
+    // Those sent before the withdrawal run, and are ended as any tree is.
+    for (const tree of started) expect(alive(tree.identity?.pid ?? -1)).toBe(true);
+    expect(containment.processes()).toEqual(expect.arrayContaining(started));
+    await Promise.all(started.map((tree) => tree.end(1000)));
+    for (const tree of started) expect(tree.members()).toEqual([]);
+    if (backend.containment === 'cgroup') {
+      // A withdrawn launch leaves no cgroup of its own behind.
+      const units = readdirSync(containment.info.cgroup ?? '').filter((name) => name.startsWith('u'));
+      expect(units.length).toBeLessThanOrEqual(started.length + 1);
+    }
+    // A launch withdrawn before it was asked for starts nothing either.
+    const late = await containment.start({ owner: { kind: 'other', label: 'late' }, file: 'sleep', args: ['30'], cwd: '/tmp', env: TEST_ENV, withdraw: AbortSignal.abort() });
+    expect(late.identity).toBeNull();
   });
 
   it('when the spawner dies, ends every tree it started and reports each lost; the next start has a new spawner', async () => {

@@ -65,6 +65,34 @@ interface Pending {
   onLost: ((why: string) => void) | null;
   /** The spawner said at the leader's exit that it no longer holds the group (it found it empty): no `forget` is needed. */
   released: boolean;
+  /** The spawner answered the request (`started` or `fail`), or died: it no longer counts against the window. */
+  answered: boolean;
+}
+
+/** A launch waiting in {@link Spawner}'s queue. */
+interface Queued {
+  /** The spawner it was placed for (a launch queued for one that died fails as if sent to it). */
+  readonly child: ChildProcess;
+  readonly options: LaunchOptions;
+  readonly startedAtMs: number;
+  readonly resolve: (leader: StartedLeader) => void;
+  readonly withdraw: AbortSignal | undefined;
+  onWithdraw: (() => void) | null;
+}
+
+/**
+ * Spawn requests sent to the spawner and not answered yet, at most. The spawner forks one at a
+ * time, so a few keep it busy (each answer lets the next go); the rest wait here, where they can
+ * still be withdrawn.
+ */
+const LAUNCH_WINDOW = 8;
+
+/** Why a launch withdrawn before it was sent did not start (its attempt was ended: a cancel, a timeout). */
+const WITHDRAWN = 'its attempt was ended before the process was started';
+
+/** A launch that started nothing: `failed to start '<name>': <why>`. */
+function failedStart(options: LaunchOptions, why: string, startedAtMs: number): StartedLeader {
+  return { ...failedLaunch(`failed to start '${options.displayName ?? options.file}': ${why}`, startedAtMs), startTime: -1 };
 }
 
 /** A leader started through the spawner, with its start time as the spawner read it (`-1`: not read). */
@@ -79,6 +107,16 @@ export class Spawner {
   readonly #pending = new Map<number, Pending>();
   /** The output of every leader whose stdout or stderr has not ended or been closed yet, by request id. */
   readonly #outputs = new Map<number, Output>();
+  /**
+   * Launches asked for and not sent to the spawner yet, in order: at most {@link LAUNCH_WINDOW}
+   * are sent and unanswered at a time, so a launch whose attempt is ended while it waits here
+   * (a forced cancel of a wide wave, a timeout) is withdrawn without a process ever existing,
+   * instead of being forked only to be ended (a message sent cannot be taken back: the spawner
+   * reads them in order).
+   */
+  readonly #queue: Queued[] = [];
+  /** Spawn requests sent and not answered (`started` or `fail`) yet. */
+  #inFlight = 0;
   /** Flushes asked of the spawner and not answered yet (a drain waits for each). */
   #flushes = 0;
   #nextId = 0;
@@ -101,18 +139,71 @@ export class Spawner {
    * `/dev/null` or a pipe, optional control channel) in the spawner. Resolves once its pid and
    * pipes are here; never rejects: a program that cannot be started resolves as a failed launch.
    */
-  launch(options: LaunchOptions): Promise<StartedLeader> {
+  launch(options: LaunchOptions, withdraw?: AbortSignal): Promise<StartedLeader> {
     const startedAtMs = Date.now();
-    const name = options.displayName ?? options.file;
-    const failed = (why: string): StartedLeader => ({ ...failedLaunch(`failed to start '${name}': ${why}`, startedAtMs), startTime: -1 });
+    const failed = (why: string): StartedLeader => failedStart(options, why, startedAtMs);
     if (this.#closed) return Promise.resolve(failed('the session has ended'));
+    if (withdraw?.aborted === true) return Promise.resolve(failed(WITHDRAWN));
     return this.#placedChild().then(
       (child) => {
         if (this.#closed) return failed('the session has ended');
-        return this.#send(child, options, startedAtMs);
+        if (withdraw?.aborted === true) return failed(WITHDRAWN);
+        return this.#enqueue(child, options, startedAtMs, withdraw);
       },
       (error: unknown) => failed(`could not start the session's spawner (${(error as Error).message})`),
     );
+  }
+
+  /** Queues one launch for `child`; sent once the window has room, or withdrawn by `withdraw` before. */
+  #enqueue(child: ChildProcess, options: LaunchOptions, startedAtMs: number, withdraw: AbortSignal | undefined): Promise<StartedLeader> {
+    return new Promise<StartedLeader>((resolve) => {
+      const queued: Queued = { child, options, startedAtMs, resolve, withdraw, onWithdraw: null };
+      if (withdraw !== undefined) {
+        queued.onWithdraw = () => {
+          const at = this.#queue.indexOf(queued);
+          if (at < 0) return; // sent already: its tree is ended once it is there
+          this.#queue.splice(at, 1);
+          resolve(failedStart(options, WITHDRAWN, startedAtMs));
+        };
+        withdraw.addEventListener('abort', queued.onWithdraw, { once: true });
+      }
+      this.#queue.push(queued);
+      this.#pump();
+    });
+  }
+
+  /** Sends queued launches while fewer than {@link LAUNCH_WINDOW} are unanswered. */
+  #pump(): void {
+    while (this.#inFlight < LAUNCH_WINDOW && this.#queue.length > 0) {
+      const queued = this.#queue.shift() as Queued;
+      if (queued.onWithdraw !== null) queued.withdraw?.removeEventListener('abort', queued.onWithdraw);
+      if (queued.child !== this.#child || this.#closed) {
+        // The spawner it was placed for died meanwhile (or the session ended): as a launch sent to it would have.
+        queued.resolve(failedStart(queued.options, this.#closed ? 'the session has ended' : `the session's spawner process (pid ${String(queued.child.pid)}) exited`, queued.startedAtMs));
+        continue;
+      }
+      this.#inFlight += 1;
+      void this.#send(queued.child, queued.options, queued.startedAtMs).then(queued.resolve);
+    }
+  }
+
+  /**
+   * Resolves every launch still queued here (not sent to the spawner) as not started, saying
+   * `why`; launches already sent are left to be answered. Called when the session closes.
+   */
+  withdrawQueued(why: string): void {
+    for (const queued of this.#queue.splice(0)) {
+      if (queued.onWithdraw !== null) queued.withdraw?.removeEventListener('abort', queued.onWithdraw);
+      queued.resolve(failedStart(queued.options, why, queued.startedAtMs));
+    }
+  }
+
+  /** A sent spawn request was answered (`started`, `fail`, or the spawner's death): the window has room. */
+  #answered(pending: Pending): void {
+    if (pending.answered) return;
+    pending.answered = true;
+    this.#inFlight -= 1;
+    this.#pump();
   }
 
   /**
@@ -165,6 +256,7 @@ export class Spawner {
         onControl: null,
         onLost: null,
         released: false,
+        answered: false,
       });
       this.#refresh();
       child.send({
@@ -197,6 +289,7 @@ export class Spawner {
   /** Disconnects the spawner (it exits) and resolves once it has. Idempotent; later launches are refused. */
   async close(): Promise<void> {
     this.#closed = true;
+    this.withdrawQueued('the session has ended');
     // No write to cgroup.procs may still be in flight once the spawner is gone (its pid could be reused).
     await this.#placement.catch(() => undefined);
     const child = this.#child;
@@ -293,6 +386,7 @@ export class Spawner {
     }
     switch (message.t) {
       case 'started':
+        this.#answered(pending);
         pending.pid = message.pid;
         pending.startTime = message.startTime;
         if (!(pending.options.stdin === undefined && pending.options.stdinPipe === true)) this.#resolve(pending);
@@ -319,6 +413,7 @@ export class Spawner {
         pending.onExit?.(message.code, message.signal);
         return;
       case 'fail': {
+        this.#answered(pending);
         this.#pending.delete(message.id);
         pending.output.discard();
         this.#refresh();
@@ -382,6 +477,18 @@ export class Spawner {
     const how = signal !== null ? `killed by ${signal}` : `exit status ${String(code)}`;
     const entries = [...this.#pending.values()];
     this.#pending.clear();
+    for (const pending of entries) {
+      if (pending.answered) continue;
+      pending.answered = true;
+      this.#inFlight -= 1;
+    }
+    // Launches queued for it fail as the ones sent to it do (a new spawner starts at the next launch).
+    for (const queued of this.#queue.filter((q) => q.child === child)) {
+      this.#queue.splice(this.#queue.indexOf(queued), 1);
+      if (queued.onWithdraw !== null) queued.withdraw?.removeEventListener('abort', queued.onWithdraw);
+      queued.resolve(failedStart(queued.options, `the session's spawner process (pid ${String(child.pid)}) exited (${how})`, queued.startedAtMs));
+    }
+    this.#pump();
     // No more bytes will be forwarded: what a command's background left holding its output ends
     // here (handed-over pipes are the runtime's own and go on).
     for (const output of [...this.#outputs.values()]) output.spawnerGone();

@@ -52,6 +52,8 @@ export class AttemptRun {
   #endReason: 'timeout' | 'canceled' | null = null;
   /** The leader died of a signal (ours): its outcome is the kill's, not a result of the work. */
   #leaderKilled = false;
+  /** Aborted once the attempt is told to end or abandoned: a launch still queued then starts nothing. */
+  readonly #withdraw = new AbortController();
 
   constructor(env: AttemptEnvironment, input: AttemptInput, send: (report: AttemptReport) => void, lastTrees: LastTrees) {
     this.env = env;
@@ -79,10 +81,19 @@ export class AttemptRun {
     return this.#stopped;
   }
 
+  /**
+   * Aborted when the attempt is told to end (`ATTEMPT.END`) or is abandoned: a process launch
+   * still waiting for the session's spawner is then withdrawn (`SpawnRequest.withdraw`).
+   */
+  get withdrawSignal(): AbortSignal {
+    return this.#withdraw.signal;
+  }
+
   /** `ATTEMPT.END` from the step. */
   end(graceMs: number, reason: 'timeout' | 'canceled' = 'timeout'): void {
     this.#endReason ??= reason;
     this.#onEnd(graceMs);
+    this.#withdraw.abort();
   }
 
   /** What `ATTEMPT.END` does from now on (the tool call or the process started). */
@@ -167,6 +178,7 @@ export class AttemptRun {
   abandon(tree: ContainedProcess | null): void {
     if (this.#finished) return;
     this.#finished = true;
+    this.#withdraw.abort();
     if (tree !== null) void tree.end(this.input.step.killGraceMs).catch(() => {});
   }
 }

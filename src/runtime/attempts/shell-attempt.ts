@@ -71,6 +71,8 @@ export function shellAttemptActor(env: AttemptEnvironment, lastTrees: LastTrees)
           env: stepEnvironment(env),
           ...(stdin !== undefined ? { stdin } : {}),
           sink: capture,
+          // Ended (a forced cancel, its timeout) while its launch waits for the spawner: nothing starts.
+          withdraw: run.withdrawSignal,
           onLeaderExit: (info) => run.leaderExited(info.pid, info.exitCode, info.signal),
         }).then((running) => {
           tree = running.process;
