@@ -466,13 +466,28 @@ export class Containment {
       await loadLauncher();
       return this.spawn(request);
     }
-    const prepared = this.#prepare(request);
-    if (prepared instanceof Contained) return prepared;
-    const starting = spawner.launch(prepared.launch, request.withdraw);
+    // Prepared (resolved, its cgroup made) only when the spawner has room for it: see Spawner.launch.
+    let prepared: Contained | Prepared | null = null;
+    const starting = spawner.launch(
+      {
+        name: request.file,
+        prepare: () => {
+          prepared = this.#prepare(request);
+          return prepared instanceof Contained ? 'refused' : prepared.launch;
+        },
+      },
+      request.withdraw,
+    );
     this.#starting.add(starting);
     try {
       const leader = await starting;
-      const contained = this.#adopt(prepared, leader, leader.startTime >= 0 ? leader.startTime : null);
+      const decided = prepared as Contained | Prepared | null;
+      if (decided instanceof Contained) return decided;
+      if (decided === null) {
+        // Withdrawn, or refused before it was prepared (the session ended, no spawner): nothing started.
+        return new Contained(this, request.owner, null, null, [request.file, ...request.args], leader, null);
+      }
+      const contained = this.#adopt(decided, leader, leader.startTime >= 0 ? leader.startTime : null);
       // The spawner's pipes arrive paused: they flow once the caller, resumed before this
       // callback runs, has put its listeners on (it may also resume them itself).
       setImmediate(() => {

@@ -69,11 +69,23 @@ interface Pending {
   answered: boolean;
 }
 
+/** What {@link Spawner.launch} starts. */
+export interface LaunchRequest {
+  /** The program's name as errors call it (`failed to start '<name>': …`). */
+  readonly name: string;
+  /**
+   * Called once, when the launch is about to be sent to the spawner (never for one withdrawn or
+   * failed before): the launch's options, or why nothing may be started (a text; the caller
+   * then reports its own refusal). A throw is such a text.
+   */
+  readonly prepare: () => LaunchOptions | string;
+}
+
 /** A launch waiting in {@link Spawner}'s queue. */
 interface Queued {
   /** The spawner it was placed for (a launch queued for one that died fails as if sent to it). */
   readonly child: ChildProcess;
-  readonly options: LaunchOptions;
+  readonly request: LaunchRequest;
   readonly startedAtMs: number;
   readonly resolve: (leader: StartedLeader) => void;
   readonly withdraw: AbortSignal | undefined;
@@ -91,8 +103,12 @@ const LAUNCH_WINDOW = 8;
 const WITHDRAWN = 'its attempt was ended before the process was started';
 
 /** A launch that started nothing: `failed to start '<name>': <why>`. */
-function failedStart(options: LaunchOptions, why: string, startedAtMs: number): StartedLeader {
-  return { ...failedLaunch(`failed to start '${options.displayName ?? options.file}': ${why}`, startedAtMs), startTime: -1 };
+function failedStart(name: string, why: string, startedAtMs: number): StartedLeader {
+  return { ...failedLaunch(`failed to start '${name}': ${why}`, startedAtMs), startTime: -1 };
+}
+
+function errorText(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
 }
 
 /** A leader started through the spawner, with its start time as the spawner read it (`-1`: not read). */
@@ -135,35 +151,39 @@ export class Spawner {
   }
 
   /**
-   * Starts `options.file` as {@link launchLeader} would (its own process group, `stdin` text or
-   * `/dev/null` or a pipe, optional control channel) in the spawner. Resolves once its pid and
-   * pipes are here; never rejects: a program that cannot be started resolves as a failed launch.
+   * Starts `launch` (or what its `prepare` returns) as {@link launchLeader} would (its own process group,
+   * `stdin` text or `/dev/null` or a pipe, optional control channel) in the spawner, once fewer
+   * than {@link LAUNCH_WINDOW} launches are unanswered; until then it waits here, and `withdraw`
+   * aborting takes it back (nothing is prepared or started). Resolves once its pid and pipes are
+   * here; never rejects: a program that cannot be started, a refused `prepare`, a withdrawn or
+   * refused launch resolve as a failed launch (`failed to start '<name>': <why>`).
    */
-  launch(options: LaunchOptions, withdraw?: AbortSignal): Promise<StartedLeader> {
+  launch(launch: LaunchRequest | LaunchOptions, withdraw?: AbortSignal): Promise<StartedLeader> {
+    const request: LaunchRequest = 'prepare' in launch ? launch : { name: launch.displayName ?? launch.file, prepare: () => launch };
     const startedAtMs = Date.now();
-    const failed = (why: string): StartedLeader => failedStart(options, why, startedAtMs);
+    const failed = (why: string): StartedLeader => failedStart(request.name, why, startedAtMs);
     if (this.#closed) return Promise.resolve(failed('the session has ended'));
     if (withdraw?.aborted === true) return Promise.resolve(failed(WITHDRAWN));
     return this.#placedChild().then(
       (child) => {
         if (this.#closed) return failed('the session has ended');
         if (withdraw?.aborted === true) return failed(WITHDRAWN);
-        return this.#enqueue(child, options, startedAtMs, withdraw);
+        return this.#enqueue(child, request, startedAtMs, withdraw);
       },
       (error: unknown) => failed(`could not start the session's spawner (${(error as Error).message})`),
     );
   }
 
   /** Queues one launch for `child`; sent once the window has room, or withdrawn by `withdraw` before. */
-  #enqueue(child: ChildProcess, options: LaunchOptions, startedAtMs: number, withdraw: AbortSignal | undefined): Promise<StartedLeader> {
+  #enqueue(child: ChildProcess, request: LaunchRequest, startedAtMs: number, withdraw: AbortSignal | undefined): Promise<StartedLeader> {
     return new Promise<StartedLeader>((resolve) => {
-      const queued: Queued = { child, options, startedAtMs, resolve, withdraw, onWithdraw: null };
+      const queued: Queued = { child, request, startedAtMs, resolve, withdraw, onWithdraw: null };
       if (withdraw !== undefined) {
         queued.onWithdraw = () => {
           const at = this.#queue.indexOf(queued);
           if (at < 0) return; // sent already: its tree is ended once it is there
           this.#queue.splice(at, 1);
-          resolve(failedStart(options, WITHDRAWN, startedAtMs));
+          resolve(failedStart(request.name, WITHDRAWN, startedAtMs));
         };
         withdraw.addEventListener('abort', queued.onWithdraw, { once: true });
       }
@@ -172,18 +192,32 @@ export class Spawner {
     });
   }
 
-  /** Sends queued launches while fewer than {@link LAUNCH_WINDOW} are unanswered. */
+  /**
+   * Sends queued launches while fewer than {@link LAUNCH_WINDOW} are unanswered, each prepared
+   * ({@link LaunchRequest.prepare}) only now: a wide wave's cgroups and lookups are spread over
+   * its launches instead of all made in the turn that dispatched it, and a withdrawn launch costs none.
+   */
   #pump(): void {
     while (this.#inFlight < LAUNCH_WINDOW && this.#queue.length > 0) {
       const queued = this.#queue.shift() as Queued;
       if (queued.onWithdraw !== null) queued.withdraw?.removeEventListener('abort', queued.onWithdraw);
       if (queued.child !== this.#child || this.#closed) {
         // The spawner it was placed for died meanwhile (or the session ended): as a launch sent to it would have.
-        queued.resolve(failedStart(queued.options, this.#closed ? 'the session has ended' : `the session's spawner process (pid ${String(queued.child.pid)}) exited`, queued.startedAtMs));
+        queued.resolve(failedStart(queued.request.name, this.#closed ? 'the session has ended' : `the session's spawner process (pid ${String(queued.child.pid)}) exited`, queued.startedAtMs));
+        continue;
+      }
+      let options: LaunchOptions | string;
+      try {
+        options = queued.request.prepare();
+      } catch (error) {
+        options = errorText(error);
+      }
+      if (typeof options === 'string') {
+        queued.resolve(failedStart(queued.request.name, options, queued.startedAtMs));
         continue;
       }
       this.#inFlight += 1;
-      void this.#send(queued.child, queued.options, queued.startedAtMs).then(queued.resolve);
+      void this.#send(queued.child, options, queued.startedAtMs).then(queued.resolve);
     }
   }
 
@@ -194,7 +228,7 @@ export class Spawner {
   withdrawQueued(why: string): void {
     for (const queued of this.#queue.splice(0)) {
       if (queued.onWithdraw !== null) queued.withdraw?.removeEventListener('abort', queued.onWithdraw);
-      queued.resolve(failedStart(queued.options, why, queued.startedAtMs));
+      queued.resolve(failedStart(queued.request.name, why, queued.startedAtMs));
     }
   }
 
@@ -486,7 +520,7 @@ export class Spawner {
     for (const queued of this.#queue.filter((q) => q.child === child)) {
       this.#queue.splice(this.#queue.indexOf(queued), 1);
       if (queued.onWithdraw !== null) queued.withdraw?.removeEventListener('abort', queued.onWithdraw);
-      queued.resolve(failedStart(queued.options, `the session's spawner process (pid ${String(child.pid)}) exited (${how})`, queued.startedAtMs));
+      queued.resolve(failedStart(queued.request.name, `the session's spawner process (pid ${String(child.pid)}) exited (${how})`, queued.startedAtMs));
     }
     this.#pump();
     // No more bytes will be forwarded: what a command's background left holding its output ends
