@@ -471,6 +471,8 @@ export class Containment {
     const starting = spawner.launch(
       {
         name: request.file,
+        // A session's own call (shell.run, a background command) goes ahead of plan steps still queued.
+        urgent: request.owner.kind !== 'attempt',
         prepare: () => {
           prepared = this.#prepare(request);
           return prepared instanceof Contained ? 'refused' : prepared.launch;

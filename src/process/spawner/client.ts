@@ -79,6 +79,12 @@ export interface LaunchRequest {
    * then reports its own refusal). A throw is such a text.
    */
   readonly prepare: () => LaunchOptions | string;
+  /**
+   * Goes ahead of every queued launch that is not urgent (urgent ones keep their order): a
+   * session's own call (`shell.run`, a background command) is not kept waiting behind a wide
+   * plan wave's launches.
+   */
+  readonly urgent?: boolean;
 }
 
 /** A launch waiting in {@link Spawner}'s queue. */
@@ -187,7 +193,9 @@ export class Spawner {
         };
         withdraw.addEventListener('abort', queued.onWithdraw, { once: true });
       }
-      this.#queue.push(queued);
+      const behind = request.urgent === true ? this.#queue.findIndex((q) => q.request.urgent !== true) : -1;
+      if (behind < 0) this.#queue.push(queued);
+      else this.#queue.splice(behind, 0, queued);
       this.#pump();
     });
   }
