@@ -186,7 +186,8 @@ export function scan(schedule: Schedule, canceled: boolean, evaluate: ConditionE
 /** The outcome of one dispatched step of the wave, as its actor ended. */
 export interface WaveOutcome {
   readonly index: number;
-  readonly status: 'success' | 'failed';
+  /** `skipped`: a cancel reached the step before its process started (`StepOutput.status`). */
+  readonly status: 'success' | 'failed' | 'skipped';
   readonly output: string | null;
   readonly error: string | null;
   readonly attempts: number;

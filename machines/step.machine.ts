@@ -1,6 +1,6 @@
 import { assign, enqueueActions, fromCallback, sendTo, setup, type AnyActorRef } from 'xstate';
 import type { JsonValue, OutputTruncation, PlanStep, ResultsMap, StepKind } from './contracts.js';
-import { CANCEL_FORCED_STEP, stepTimedOut } from './messages.js';
+import { CANCEL_BEFORE_STEP, CANCEL_FORCED_STEP, stepTimedOut } from './messages.js';
 import { notProvided } from './not-provided.js';
 
 /**
@@ -19,6 +19,12 @@ export interface AttemptOutcome {
   readonly resourceId?: string;
   /** Shell steps only: set when stdout or stderr was over the cap (where the full text is). */
   readonly truncated?: OutputTruncation;
+  /**
+   * Shell steps only: the attempt's process was never started — its launch, still waiting for the
+   * session's spawner, was withdrawn when the attempt was told to end or the plan was canceled
+   * (ours, round 18). A first attempt withdrawn by a cancel settles the step as not run.
+   */
+  readonly notStarted?: true;
 }
 
 /** Longest delay a timer can hold (2^31 - 1 ms); a longer `timeout_secs` bound is cut to it. */
@@ -107,10 +113,15 @@ export type AttemptRequest =
     };
 
 /** The step's settled outcome, the `output` of `xstate.done.actor.step:<id>`; `on_error` is not applied yet. */
-export interface StepOutput extends AttemptOutcome {
+export interface StepOutput extends Omit<AttemptOutcome, 'status'> {
+  /**
+   * As the last attempt ended; `skipped` (with the cancel-before-step error, `cancel.md` §3.2) for a
+   * step a cancel reached before its first attempt's process was started (`notStarted`).
+   */
+  readonly status: AttemptOutcome['status'] | 'skipped';
   readonly step_id: string;
   readonly index: number;
-  /** Attempts made (≥ 1: a step actor always makes one). */
+  /** Attempts made (≥ 1: a step actor always makes one; 0 for a step that never ran, `skipped` above). */
   readonly attempts: number;
   /** First attempt start → last attempt end, milliseconds. */
   readonly duration_ms: number;
@@ -129,6 +140,8 @@ export interface StepContext {
   readonly stopReason: 'timeout' | 'canceled' | null;
   /** A forced cancel ended the step. */
   readonly forced: boolean;
+  /** A cancel reached the step before its first attempt's process was started (the launch was withdrawn): it never ran. */
+  readonly neverRan: boolean;
   readonly firstStartedAtMs: number | null;
   readonly lastEndedAtMs: number | null;
   readonly outcome: AttemptOutcome | null;
@@ -199,6 +212,7 @@ export const stepMachine = setup({
       enqueue.stopChild('attempt');
       enqueue.assign({
         attempt: context.attempt + 1,
+        neverRan: context.cancelRequested && context.attempt === 0 && params.outcome.notStarted === true,
         outcome,
         stopReason: null,
         leaderExit: null,
@@ -232,6 +246,7 @@ export const stepMachine = setup({
     cancelRequested: false,
     stopReason: null,
     forced: false,
+    neverRan: false,
     firstStartedAtMs: null,
     lastEndedAtMs: null,
     outcome: null,
@@ -363,6 +378,9 @@ export const stepMachine = setup({
       duration_ms: Math.max(0, (context.lastEndedAtMs ?? 0) - (context.firstStartedAtMs ?? 0)),
       canceled: context.forced,
     };
+    // Reached by a cancel before its process started: settled as a step the cancel kept from
+    // running is (`cancel.md` §3.2), however the cancel came.
+    if (context.neverRan) Object.assign(output, { status: 'skipped', output: null, error: CANCEL_BEFORE_STEP, attempts: 0, duration_ms: 0 });
     if (outcome.tracedInput !== undefined) output.tracedInput = outcome.tracedInput;
     if (outcome.stateEffect !== undefined) output.stateEffect = outcome.stateEffect;
     if (outcome.resourceId !== undefined) output.resourceId = outcome.resourceId;

@@ -87,6 +87,7 @@ function buildSchemas() {
           stateEffect: z.string().optional(),
           resourceId: z.string().optional(),
           truncated: z.looseObject({ log: z.string(), stdout_bytes: z.number(), stderr_bytes: z.number(), kept_bytes: z.number() }).optional(),
+          notStarted: z.literal(true).optional(),
         }),
         startedAtMs: z.number(),
         endedAtMs: z.number(),

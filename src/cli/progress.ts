@@ -397,7 +397,8 @@ export class Progress {
    */
   #stoppedLines(report: PlanReport): string[] {
     const byId = new Map(report.results.map((result) => [result.step_id, result]));
-    const running = this.#runningAtCancel ?? [];
+    // A step dispatched whose process the cancel kept from starting (its launch was withdrawn) was not running: it is among the skipped.
+    const running = (this.#runningAtCancel ?? []).filter((id) => byId.get(id)?.error !== CANCEL_BEFORE_STEP);
     const skipped = report.results.filter((result) => result.status === 'skipped' && result.error === CANCEL_BEFORE_STEP).map((result) => `'${printable(result.step_id)}'`);
     return [
       `stopped: ${running.length === 0 ? 'no step was running' : stoppedText(running, byId)}`,

@@ -164,18 +164,26 @@ describe('capsule run: cancel by signal', () => {
     expect(isProcessAlive(grandchild)).toBe(false);
   });
 
-  it('forces a wide wave without starting the launches still waiting for the spawner, counts the stopped steps in the summary, and leaves nothing', async () => {
+  /** A plan of `count` `sleep 30` steps, no max_parallel, started; and its trace's `process_start` records so far. */
+  const wideRun = (count: number) => {
     const dir = temp.make('signals-wide');
-    const count = 400;
     writeJson(dir, 'capsule.json', manifestAllowing('sleep'));
     writeJson(dir, 'plan.json', { id: 'wide', steps: Array.from({ length: count }, (_, i) => ({ id: `s${i}`, shell: 'sleep 30' })) });
-    const cli = startCli(['run', 'plan.json', '--json'], { cwd: dir, env: backendEnv });
+    const cli = startCli(['run', 'plan.json', '--json', '--cancel-grace', '60'], { cwd: dir, env: backendEnv });
     const traceOf = (): string => {
       const root = join(dir, '.capsule', 'records');
       const session = existsSync(root) ? readdirSync(root).find((name) => name.startsWith('ses_')) : undefined;
       return session === undefined ? '' : readFileSync(join(root, session, 'trace.jsonl'), 'utf8');
     };
-    const starts = (): Array<{ pgid: number }> => traceOf().split('\n').filter((line) => line.includes('"event_type":"process_start"')).map((line) => JSON.parse(line) as { pgid: number });
+    const starts = (): Array<{ pgid: number; owner: string }> =>
+      traceOf().split('\n').filter((line) => line.includes('"event_type":"process_start"')).map((line) => JSON.parse(line) as { pgid: number; owner: string });
+    const late = (): number => traceOf().split('\n').filter((line) => line.includes('"event_type":"plan_step_late"')).length;
+    return { cli, starts, late };
+  };
+
+  it('forces a wide wave without starting the launches still waiting for the spawner: those steps are skipped as not run, the summary counts both, and nothing is left', async () => {
+    const count = 400;
+    const { cli, starts, late } = wideRun(count);
     await waitFor(() => starts().length > 0 || cli.child.exitCode !== null, 20_000, 'the first step to start');
 
     cli.child.kill('SIGTERM');
@@ -184,13 +192,45 @@ describe('capsule run: cancel by signal', () => {
     expect(result.code).toBe(130);
     const report = parseReport(result.stdout);
     expect(report.results).toHaveLength(count);
-    for (const step of report.results) expect(step.error).toContain('cancelled by force');
     // The spawner is sent a few launches at a time: those still waiting were withdrawn, never forked.
     const started = starts();
     expect(started.length).toBeGreaterThan(0);
     expect(started.length).toBeLessThan(count);
-    expect(result.stderr).toMatch(new RegExp(`stopped: ${count} steps, their process trees ended by force: 's0', 's1', 's2', 's3', 's4' … and ${count - 5} more\\n`));
-    expect(result.stderr).toContain('not started: none');
+    const ran = new Set(started.map((start) => /step:(s\d+)#/.exec(start.owner)?.[1]));
+    for (const step of report.results) {
+      if (ran.has(step.step_id)) expect(step).toMatchObject({ status: 'failed', attempts: 1, error: expect.stringContaining('cancelled by force') });
+      else expect(step).toMatchObject({ status: 'skipped', attempts: 0, error: 'the task running this plan was cancelled before this step ran' });
+    }
+    expect(late()).toBe(0); // a withdrawn launch has no result to ignore
+    const skipped = count - started.length;
+    const stoppedLine = /^stopped: .*$/m.exec(result.stderr)?.[0] ?? '';
+    if (started.length > 10) expect(stoppedLine).toMatch(new RegExp(`^stopped: ${started.length} steps, their process trees ended by force: ('s\\d+', ){4}'s\\d+' … and ${started.length - 5} more$`));
+    else expect(stoppedLine.match(/\(its process tree was ended by force\)/g)).toHaveLength(started.length);
+    expect(result.stderr).toMatch(new RegExp(`not started: ('s\\d+', ){4}'s\\d+' … and ${skipped - 5} more steps \\(skipped\\)\\n`));
+    for (const { pgid } of started) expect(groupMembers(pgid)).toEqual([]);
+  });
+
+  it('starts nothing more after a graceful cancel of a wide wave: launches still waiting are withdrawn and skipped, the started ones run on', async () => {
+    const count = 400;
+    const { cli, starts } = wideRun(count);
+    await waitFor(() => starts().length > 0 || cli.child.exitCode !== null, 20_000, 'the first step to start');
+
+    cli.child.kill('SIGINT');
+    await waitFor(() => cli.stderr().includes('canceling: waiting for running steps'), 20_000, 'the graceful cancel');
+    // The steps started run on (sleep 30); end them by force once the count is in, so the test is short.
+    await sleep(500);
+    const startedAtCancel = starts().length;
+    cli.child.kill('SIGINT');
+    const result = await cli.done;
+
+    expect(result.code).toBe(130);
+    const started = starts();
+    expect(started.length).toBe(startedAtCancel); // nothing was started after the graceful cancel settled the queue
+    expect(started.length).toBeLessThan(count);
+    const report = parseReport(result.stdout);
+    const skipped = report.results.filter((step) => step.status === 'skipped');
+    expect(skipped).toHaveLength(count - started.length);
+    for (const step of skipped) expect(step).toMatchObject({ attempts: 0, error: 'the task running this plan was cancelled before this step ran' });
     for (const { pgid } of started) expect(groupMembers(pgid)).toEqual([]);
   });
 

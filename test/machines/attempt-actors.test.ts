@@ -73,3 +73,34 @@ describe('attempts are actors of the step', () => {
     step.stop();
   });
 });
+
+describe('a step a cancel reached before its process started', () => {
+  const notStarted = { status: 'failed' as const, output: null, error: "failed to start 'sleep': its attempt was ended before the process was started", notStarted: true as const };
+
+  it.each([false, true])('settles skipped, never run, when its first attempt was withdrawn after a cancel (force: %s)', (force) => {
+    const step = createActor(recordingStep(fresh()), { input: stepInput('shell', { retries: 2 }) });
+    step.start();
+    step.send({ type: 'CANCEL', force });
+    step.send({ type: 'ATTEMPT.FINISHED', attempt: 1, outcome: notStarted, startedAtMs: 3, endedAtMs: 9 });
+    expect(step.getSnapshot().status).toBe('done');
+    expect(step.getSnapshot().output).toMatchObject({ status: 'skipped', output: null, error: 'the task running this plan was cancelled before this step ran', attempts: 0, duration_ms: 0 });
+  });
+
+  it('retries an attempt withdrawn without a cancel (its timeout_secs ended the wait), as any failed attempt', () => {
+    const recorded = fresh();
+    const step = createActor(recordingStep(recorded), { input: { ...stepInput('shell', { retries: 1 }), timeoutSecs: 1 } });
+    step.start();
+    step.send({ type: 'ATTEMPT.FINISHED', attempt: 1, outcome: notStarted, startedAtMs: 0, endedAtMs: 5 });
+    expect(recorded.started.map((s) => s.attempt)).toEqual([1, 2]);
+    step.stop();
+  });
+
+  it('keeps a retry withdrawn by a forced cancel as the forced cancel: the step had run', () => {
+    const step = createActor(recordingStep(fresh()), { input: stepInput('shell', { retries: 1 }) });
+    step.start();
+    step.send({ type: 'ATTEMPT.FINISHED', attempt: 1, outcome: { status: 'failed', output: null, error: 'exit code 1' }, startedAtMs: 0, endedAtMs: 5 });
+    step.send({ type: 'CANCEL', force: true });
+    step.send({ type: 'ATTEMPT.FINISHED', attempt: 2, outcome: notStarted, startedAtMs: 6, endedAtMs: 8 });
+    expect(step.getSnapshot().output).toMatchObject({ status: 'failed', error: expect.stringContaining('cancelled by force'), attempts: 2 });
+  });
+});

@@ -89,6 +89,16 @@ export class AttemptRun {
     return this.#withdraw.signal;
   }
 
+  /**
+   * A graceful cancel reached the step (`ATTEMPT.CANCEL`): a first attempt whose launch still
+   * waits for the session's spawner is withdrawn (nothing starts after the cancel: `cli.md`
+   * "nothing more is dispatched"); one already started runs on, as a graceful cancel lets it. A
+   * retry is left to run as a started step's attempt.
+   */
+  withdrawFirstLaunch(): void {
+    if (this.attempt === 1) this.#withdraw.abort();
+  }
+
   /** `ATTEMPT.END` from the step. */
   end(graceMs: number, reason: 'timeout' | 'canceled' = 'timeout'): void {
     this.#endReason ??= reason;
@@ -120,7 +130,7 @@ export class AttemptRun {
   finish(outcome: AttemptOutcome): void {
     // A forced cancel ended this attempt: whatever its work still produced is not applied (the
     // step settles with the forced-cancel error), but recorded as ignored.
-    if (this.#endReason === 'canceled' && !this.#stopped && !this.#leaderKilled && !(outcome.error !== null && SYNTHETIC_ERRORS.has(outcome.error))) {
+    if (this.#endReason === 'canceled' && !this.#stopped && !this.#leaderKilled && outcome.notStarted !== true && !(outcome.error !== null && SYNTHETIC_ERRORS.has(outcome.error))) {
       this.env.onIgnoredResult?.({ stepId: this.input.step.step.id, attempt: this.attempt, status: outcome.status, error: outcome.error });
     }
     if (this.#finished) return;

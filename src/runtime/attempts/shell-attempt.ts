@@ -76,6 +76,13 @@ export function shellAttemptActor(env: AttemptEnvironment, lastTrees: LastTrees)
           onLeaderExit: (info) => run.leaderExited(info.pid, info.exitCode, info.signal),
         }).then((running) => {
           tree = running.process;
+          if (running.process.identity === null && run.withdrawSignal.aborted) {
+            // Withdrawn while it waited for the spawner (or refused as it was): nothing ran.
+            return running.done.then((end) => {
+              capture.dispose();
+              run.fail(end.spawnError ?? 'its process was not started', { notStarted: true });
+            });
+          }
           const abandoned = run.finished;
           trackTree(run, running.process);
           if (abandoned) void running.process.end(run.input.step.killGraceMs).catch(() => {});
@@ -102,6 +109,6 @@ export function shellAttemptActor(env: AttemptEnvironment, lastTrees: LastTrees)
         });
       });
     });
-    return { tree: () => tree };
+    return { tree: () => tree, onCancel: () => run.withdrawFirstLaunch() };
   });
 }
