@@ -41,7 +41,7 @@ import {
   readCgroupEvents,
   removeCgroup,
 } from './cgroups.js';
-import { CgroupSignaller, CgroupUnit, removeCgroupTree } from './cgroup-unit.js';
+import { CgroupSignaller, CgroupUnit, cgroupTreeProcs, removeCgroupTree } from './cgroup-unit.js';
 import { GroupUnit } from './group-unit.js';
 import { describeSpawnError, failedLaunch, launchLeader, loadLauncher, type LaunchedLeader, type LaunchOptions, type LeaderExitInfo, type ProcessResult } from './leader.js';
 import { Spawner, SPAWNER_ENV, spawnerWanted } from './spawner/client.js';
@@ -489,6 +489,7 @@ export class Containment {
         // Withdrawn, or refused before it was prepared (the session ended, no spawner): nothing started.
         return new Contained(this, request.owner, null, null, [request.file, ...request.args], leader, null);
       }
+      if (leader.pid === null && decided.cgroupDir !== null) await this.#endUnreported(decided.cgroupDir);
       const contained = this.#adopt(decided, leader, leader.startTime >= 0 ? leader.startTime : null);
       // The spawner's pipes arrive paused: they flow once the caller, resumed before this
       // callback runs, has put its listeners on (it may also resume them itself).
@@ -607,6 +608,17 @@ export class Containment {
     return { owner: request.owner, argv, executable: resolved.path, cgroupDir, pidNamespace, launch };
   }
 
+  /**
+   * A launch that failed after its cgroup was made may still have started something there: a
+   * spawner killed between forking the helper and reporting its pid (found by a breaker, 5 of 5
+   * runs: the helper and its command ran on, unowned). What is in the cgroup is ended (SIGKILL at
+   * once) and proven gone before the launch is reported as having started nothing.
+   */
+  async #endUnreported(cgroupDir: string): Promise<void> {
+    if (cgroupTreeProcs(cgroupDir).length === 0) return;
+    await new CgroupUnit(cgroupDir, -1, this.info.cgroupKill, this.#signaller as CgroupSignaller).end(0);
+  }
+
   /** Registers a launched leader as a tree (or a started-nothing process when it failed). */
   #adopt(prepared: Prepared, leader: LaunchedLeader, startTime: number | null): Contained {
     const { owner, argv, executable, cgroupDir, pidNamespace } = prepared;
@@ -675,6 +687,9 @@ export class Containment {
     await Promise.allSettled([...this.#starting]);
     const endings = await this.endAll(graceMs);
     await this.#spawner?.close();
+    // Nothing the session started may outlive it, registered or not (a helper whose spawner died
+    // before reporting it): what is left in the session's cgroup now is ended and proven gone.
+    if (this.info.cgroup !== null && this.#live.size === 0) await this.#endUnreported(this.info.cgroup);
     this.#watchdog?.release();
     if (this.info.cgroup !== null && this.#live.size === 0) removeSessionCgroup(this.info.cgroup);
     return endings;

@@ -7,18 +7,19 @@
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { Containment, type ContainedProcess } from '../../src/process/containment.js';
-import { readCgroupProcs } from '../../src/process/cgroups.js';
+import { createCgroup, readCgroupProcs } from '../../src/process/cgroups.js';
+import { cgroupTreeProcs } from '../../src/process/cgroup-unit.js';
 import { groupMembers } from '../../src/process/process-groups.js';
 import { processStartTime, readProcStat } from '../../src/process/proc.js';
 import { helperArgs, locateSpawnHelper, packageRoot } from '../../src/process/spawn/helper.js';
 import { resolveExecutable, trustedPath } from '../../src/process/resolve-binary.js';
 import { Spawner } from '../../src/process/spawner/client.js';
-import { eachBackend, pidNamespaceUnavailable } from '../support/backends.js';
+import { cgroupUnavailable, eachBackend, pidNamespaceUnavailable } from '../support/backends.js';
 import { TEST_ENV, waitFor } from './helpers.js';
 
 const opened: Containment[] = [];
@@ -402,6 +403,51 @@ describe("the session's spawner, its memory", () => {
       expect(bytes).toBe(16 * 1024 * 1024);
     } finally {
       await spawner.close();
+    }
+  });
+});
+
+(cgroupUnavailable === null ? describe : describe.skip)('the session cgroup, when the spawner dies without reporting what it started', () => {
+  const openCgroup = (): Containment => {
+    const containment = Containment.open({ sessionId: `spawner-cg-${process.pid}-${++sessionCounter}`, backend: 'cgroup', isolation: 'none', env: { ...process.env, CAPSULE_SPAWNER: 'spawner' } });
+    opened.push(containment);
+    return containment;
+  };
+
+  it('ends what a killed spawner started but never reported, before those launches settle as not started', async () => {
+    const containment = openCgroup();
+    await (await containment.start({ owner: { kind: 'other', label: 'warm' }, file: 'true', args: [], cwd: '/tmp', env: TEST_ENV })).done;
+    const spawnerPid = containment.spawnerPid as number;
+    const starts = Array.from({ length: 40 }, (_, i) =>
+      containment.start({ owner: { kind: 'other', label: `w${i}` }, file: 'sleep', args: ['30'], cwd: '/tmp', env: TEST_ENV }),
+    );
+    await (starts[0] as Promise<ContainedProcess>);
+    // Killed while launches are in flight: some were forked and not yet reported.
+    process.kill(spawnerPid, 'SIGKILL');
+    const trees = await Promise.all(starts);
+    await Promise.all(trees.map((tree) => tree.done));
+    for (const tree of trees) expect(tree.members()).toEqual([]);
+    // Nothing of them is left in the session's cgroup, reported or not.
+    expect(cgroupTreeProcs(containment.info.cgroup ?? '')).toEqual([]);
+  });
+
+  it("ends, at the session's close, a process left in its cgroup that no tree accounts for", async () => {
+    const containment = openCgroup();
+    await (await containment.start({ owner: { kind: 'other', label: 'warm' }, file: 'true', args: [], cwd: '/tmp', env: TEST_ENV })).done;
+    const session = containment.info.cgroup as string;
+    // As a helper forked by a spawner that died before reporting it: in a cgroup of the session, unregistered.
+    const stray = join(session, 'u-stray');
+    createCgroup(stray);
+    const orphan = spawn('sleep', ['30'], { stdio: 'ignore', detached: true });
+    writeFileSync(join(stray, 'cgroup.procs'), `${orphan.pid}\n`);
+    const gone = new Promise((resolve) => orphan.once('exit', resolve));
+    try {
+      await containment.close(200);
+      await Promise.race([gone, new Promise((resolve) => setTimeout(resolve, 5000))]);
+      expect(alive(orphan.pid ?? -1)).toBe(false);
+      expect(existsSync(session)).toBe(false);
+    } finally {
+      if (alive(orphan.pid ?? -1)) orphan.kill('SIGKILL');
     }
   });
 });
