@@ -34,6 +34,8 @@ export interface RunCommandRequest {
   readonly drainGraceMs?: number;
   /** {@link startCommand} only: aborted when the command is no longer wanted ({@link SpawnRequest.withdraw}). */
   readonly withdraw?: AbortSignal;
+  /** {@link startCommand} only: {@link SpawnRequest.withdrawWaiting}. */
+  readonly withdrawWaiting?: AbortSignal;
 }
 
 /** How a command ended, once its output is drained. */
@@ -96,6 +98,7 @@ function spawnRequest(request: RunCommandRequest, exited: { value: boolean }): S
     ...(request.stdin !== undefined ? { stdin: request.stdin } : {}),
     ...(request.drainGraceMs !== undefined ? { drainGraceMs: request.drainGraceMs } : {}),
     ...(request.withdraw !== undefined ? { withdraw: request.withdraw } : {}),
+    ...(request.withdrawWaiting !== undefined ? { withdrawWaiting: request.withdrawWaiting } : {}),
     onLeaderExit: (info) => {
       exited.value = true;
       request.onLeaderExit?.(info);

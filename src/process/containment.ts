@@ -293,6 +293,13 @@ export interface SpawnRequest {
    * ends it.
    */
   readonly withdraw?: AbortSignal;
+  /**
+   * {@link Containment.start} only: aborted, a launch waiting for the spawner at that moment is
+   * withdrawn as with `withdraw`; one not queued yet, or sent already, starts as usual (a graceful
+   * cancel: what waits behind a busy spawner does not start, a step dispatched in the same
+   * instant runs as a started one).
+   */
+  readonly withdrawWaiting?: AbortSignal;
   /** Milliseconds to read output after the leader exited (`leader.ts`, default 250). */
   readonly drainGraceMs?: number;
   /** Keep all output in `done` (default true); false when the caller reads the streams (`leader.ts`). */
@@ -479,6 +486,7 @@ export class Containment {
         },
       },
       request.withdraw,
+      request.withdrawWaiting,
     );
     this.#starting.add(starting);
     try {

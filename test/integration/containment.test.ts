@@ -194,7 +194,8 @@ for (const variant of VARIANTS) {
     it('ends 64 running shell steps on a forced cancel, every one of them proven gone before the report', async () => {
       const sleepArg = tag();
       let door: PlanRun | undefined;
-      void pollUntil(() => processesWithArg(sleepArg).length >= 64, 20_000, '64 sleeping steps').then(() => door?.cancel({ force: true }));
+      // The sleeps themselves (argv[0] sleep), not the spawn helpers whose argv names them too: all 64 steps run.
+      void pollUntil(() => processesWithArg(sleepArg).filter((p) => p.argv[0] === 'sleep').length >= 64, 20_000, '64 sleeping steps').then(() => door?.cancel({ force: true }));
       const steps = Array.from({ length: 64 }, (_, i) => ({ id: `s${i}`, shell: `sleep ${sleepArg}` }));
       const run = await runCase(dirs, { id: 'wide', steps }, {
         ...backend,

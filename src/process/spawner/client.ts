@@ -94,8 +94,16 @@ interface Queued {
   readonly request: LaunchRequest;
   readonly startedAtMs: number;
   readonly resolve: (leader: StartedLeader) => void;
-  readonly withdraw: AbortSignal | undefined;
+  /** What withdraws it while it waits (the caller's `withdraw`, and `withdrawWaiting` unless it was aborted before). */
+  withdraw: AbortSignal[];
   onWithdraw: (() => void) | null;
+}
+
+/** Stops listening for a queued launch's withdrawal (it was sent, withdrawn or failed). */
+function unlisten(queued: Queued): void {
+  if (queued.onWithdraw === null) return;
+  for (const signal of queued.withdraw) signal.removeEventListener('abort', queued.onWithdraw);
+  queued.onWithdraw = null;
 }
 
 /**
@@ -164,7 +172,7 @@ export class Spawner {
    * here; never rejects: a program that cannot be started, a refused `prepare`, a withdrawn or
    * refused launch resolve as a failed launch (`failed to start '<name>': <why>`).
    */
-  launch(launch: LaunchRequest | LaunchOptions, withdraw?: AbortSignal): Promise<StartedLeader> {
+  launch(launch: LaunchRequest | LaunchOptions, withdraw?: AbortSignal, withdrawWaiting?: AbortSignal): Promise<StartedLeader> {
     const request: LaunchRequest = 'prepare' in launch ? launch : { name: launch.displayName ?? launch.file, prepare: () => launch };
     const startedAtMs = Date.now();
     const failed = (why: string): StartedLeader => failedStart(request.name, why, startedAtMs);
@@ -174,24 +182,27 @@ export class Spawner {
       (child) => {
         if (this.#closed) return failed('the session has ended');
         if (withdraw?.aborted === true) return failed(WITHDRAWN);
-        return this.#enqueue(child, request, startedAtMs, withdraw);
+        return this.#enqueue(child, request, startedAtMs, withdraw, withdrawWaiting);
       },
       (error: unknown) => failed(`could not start the session's spawner (${(error as Error).message})`),
     );
   }
 
   /** Queues one launch for `child`; sent once the window has room, or withdrawn by `withdraw` before. */
-  #enqueue(child: ChildProcess, request: LaunchRequest, startedAtMs: number, withdraw: AbortSignal | undefined): Promise<StartedLeader> {
+  #enqueue(child: ChildProcess, request: LaunchRequest, startedAtMs: number, withdraw: AbortSignal | undefined, withdrawWaiting: AbortSignal | undefined): Promise<StartedLeader> {
     return new Promise<StartedLeader>((resolve) => {
-      const queued: Queued = { child, request, startedAtMs, resolve, withdraw, onWithdraw: null };
-      if (withdraw !== undefined) {
+      const queued: Queued = { child, request, startedAtMs, resolve, withdraw: [withdraw, withdrawWaiting].filter((s) => s !== undefined), onWithdraw: null };
+      if (queued.withdraw.length > 0) {
         queued.onWithdraw = () => {
           const at = this.#queue.indexOf(queued);
           if (at < 0) return; // sent already: its tree is ended once it is there
           this.#queue.splice(at, 1);
+          unlisten(queued);
           resolve(failedStart(request.name, WITHDRAWN, startedAtMs));
         };
-        withdraw.addEventListener('abort', queued.onWithdraw, { once: true });
+        // Only while it waits here: `withdrawWaiting` aborted before does not keep it from being queued.
+        if (withdrawWaiting?.aborted === true) queued.withdraw = queued.withdraw.filter((s) => s !== withdrawWaiting);
+        for (const signal of queued.withdraw) signal.addEventListener('abort', queued.onWithdraw, { once: true });
       }
       const behind = request.urgent === true ? this.#queue.findIndex((q) => q.request.urgent !== true) : -1;
       if (behind < 0) this.#queue.push(queued);
@@ -208,7 +219,7 @@ export class Spawner {
   #pump(): void {
     while (this.#inFlight < LAUNCH_WINDOW && this.#queue.length > 0) {
       const queued = this.#queue.shift() as Queued;
-      if (queued.onWithdraw !== null) queued.withdraw?.removeEventListener('abort', queued.onWithdraw);
+      unlisten(queued);
       if (queued.child !== this.#child || this.#closed) {
         // The spawner it was placed for died meanwhile (or the session ended): as a launch sent to it would have.
         queued.resolve(failedStart(queued.request.name, this.#closed ? 'the session has ended' : `the session's spawner process (pid ${String(queued.child.pid)}) exited`, queued.startedAtMs));
@@ -235,7 +246,7 @@ export class Spawner {
    */
   withdrawQueued(why: string): void {
     for (const queued of this.#queue.splice(0)) {
-      if (queued.onWithdraw !== null) queued.withdraw?.removeEventListener('abort', queued.onWithdraw);
+      unlisten(queued);
       queued.resolve(failedStart(queued.request.name, why, queued.startedAtMs));
     }
   }
@@ -527,7 +538,7 @@ export class Spawner {
     // Launches queued for it fail as the ones sent to it do (a new spawner starts at the next launch).
     for (const queued of this.#queue.filter((q) => q.child === child)) {
       this.#queue.splice(this.#queue.indexOf(queued), 1);
-      if (queued.onWithdraw !== null) queued.withdraw?.removeEventListener('abort', queued.onWithdraw);
+      unlisten(queued);
       queued.resolve(failedStart(queued.request.name, `the session's spawner process (pid ${String(child.pid)}) exited (${how})`, queued.startedAtMs));
     }
     this.#pump();

@@ -73,10 +73,11 @@ export function shellAttemptActor(env: AttemptEnvironment, lastTrees: LastTrees)
           sink: capture,
           // Ended (a forced cancel, its timeout) while its launch waits for the spawner: nothing starts.
           withdraw: run.withdrawSignal,
+          withdrawWaiting: run.withdrawWaitingSignal,
           onLeaderExit: (info) => run.leaderExited(info.pid, info.exitCode, info.signal),
         }).then((running) => {
           tree = running.process;
-          if (running.process.identity === null && run.withdrawSignal.aborted) {
+          if (running.process.identity === null && (run.withdrawSignal.aborted || run.withdrawWaitingSignal.aborted)) {
             // Withdrawn while it waited for the spawner (or refused as it was): nothing ran.
             return running.done.then((end) => {
               capture.dispose();
