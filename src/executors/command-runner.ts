@@ -36,6 +36,8 @@ export interface RunCommandRequest {
   readonly withdraw?: AbortSignal;
   /** {@link startCommand} only: {@link SpawnRequest.withdrawWaiting}. */
   readonly withdrawWaiting?: AbortSignal;
+  /** {@link startCommand} only: {@link SpawnRequest.order}. */
+  readonly order?: number;
 }
 
 /** How a command ended, once its output is drained. */
@@ -99,6 +101,7 @@ function spawnRequest(request: RunCommandRequest, exited: { value: boolean }): S
     ...(request.drainGraceMs !== undefined ? { drainGraceMs: request.drainGraceMs } : {}),
     ...(request.withdraw !== undefined ? { withdraw: request.withdraw } : {}),
     ...(request.withdrawWaiting !== undefined ? { withdrawWaiting: request.withdrawWaiting } : {}),
+    ...(request.order !== undefined ? { order: request.order } : {}),
     onLeaderExit: (info) => {
       exited.value = true;
       request.onLeaderExit?.(info);

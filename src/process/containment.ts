@@ -300,6 +300,11 @@ export interface SpawnRequest {
    * instant runs as a started one).
    */
   readonly withdrawWaiting?: AbortSignal;
+  /**
+   * {@link Containment.start} only: where the launch waits for the spawner among a plan's
+   * (lower first; a plan step's declaration index), so a wide wave starts in declaration order.
+   */
+  readonly order?: number;
   /** Milliseconds to read output after the leader exited (`leader.ts`, default 250). */
   readonly drainGraceMs?: number;
   /** Keep all output in `done` (default true); false when the caller reads the streams (`leader.ts`). */
@@ -480,6 +485,7 @@ export class Containment {
         name: request.file,
         // A session's own call (shell.run, a background command) goes ahead of plan steps still queued.
         urgent: request.owner.kind !== 'attempt',
+        ...(request.order !== undefined ? { order: request.order } : {}),
         prepare: () => {
           prepared = this.#prepare(request);
           return prepared instanceof Contained ? 'refused' : prepared.launch;

@@ -33,6 +33,7 @@ import { signalProcess } from '../signals.js';
 import { parseControl, type ControlReport } from '../spawn/helper.js';
 import { spawnerProgram } from '../programs.js';
 import { forkSpawner, spawnerWanted, SPAWNER_ENV, takeEarlySpawner } from './early.js';
+import { LaunchQueue } from './launch-queue.js';
 
 export { spawnerProgram, spawnerWanted, SPAWNER_ENV };
 
@@ -85,6 +86,8 @@ export interface LaunchRequest {
    * plan wave's launches.
    */
   readonly urgent?: boolean;
+  /** Where a launch that is not urgent waits: lower first, arrival order among equals (a plan step's declaration index). */
+  readonly order?: number;
 }
 
 /** A launch waiting in {@link Spawner}'s queue. */
@@ -138,15 +141,18 @@ export class Spawner {
   /** The output of every leader whose stdout or stderr has not ended or been closed yet, by request id. */
   readonly #outputs = new Map<number, Output>();
   /**
-   * Launches asked for and not sent to the spawner yet, in order: at most {@link LAUNCH_WINDOW}
+   * Launches asked for and not sent to the spawner yet (urgent first, then by `order`: see
+   * `launch-queue.ts`): at most {@link LAUNCH_WINDOW}
    * are sent and unanswered at a time, so a launch whose attempt is ended while it waits here
    * (a forced cancel of a wide wave, a timeout) is withdrawn without a process ever existing,
    * instead of being forked only to be ended (a message sent cannot be taken back: the spawner
    * reads them in order).
    */
-  readonly #queue: Queued[] = [];
+  readonly #queue = new LaunchQueue<Queued>();
   /** Spawn requests sent and not answered (`started` or `fail`) yet. */
   #inFlight = 0;
+  /** How each spawner that died ended (`killed by SIGKILL`), for the launches still queued for it. */
+  readonly #deaths = new WeakMap<ChildProcess, string>();
   /** Flushes asked of the spawner and not answered yet (a drain waits for each). */
   #flushes = 0;
   #nextId = 0;
@@ -192,21 +198,17 @@ export class Spawner {
   #enqueue(child: ChildProcess, request: LaunchRequest, startedAtMs: number, withdraw: AbortSignal | undefined, withdrawWaiting: AbortSignal | undefined): Promise<StartedLeader> {
     return new Promise<StartedLeader>((resolve) => {
       const queued: Queued = { child, request, startedAtMs, resolve, withdraw: [withdraw, withdrawWaiting].filter((s) => s !== undefined), onWithdraw: null };
+      const ticket = this.#queue.push(queued, request.urgent === true, request.order ?? 0);
       if (queued.withdraw.length > 0) {
         queued.onWithdraw = () => {
-          const at = this.#queue.indexOf(queued);
-          if (at < 0) return; // sent already: its tree is ended once it is there
-          this.#queue.splice(at, 1);
           unlisten(queued);
-          resolve(failedStart(request.name, WITHDRAWN, startedAtMs));
+          // Sent already: its tree is ended once it is there.
+          if (this.#queue.withdraw(ticket)) resolve(failedStart(request.name, WITHDRAWN, startedAtMs));
         };
         // Only while it waits here: `withdrawWaiting` aborted before does not keep it from being queued.
         if (withdrawWaiting?.aborted === true) queued.withdraw = queued.withdraw.filter((s) => s !== withdrawWaiting);
         for (const signal of queued.withdraw) signal.addEventListener('abort', queued.onWithdraw, { once: true });
       }
-      const behind = request.urgent === true ? this.#queue.findIndex((q) => q.request.urgent !== true) : -1;
-      if (behind < 0) this.#queue.push(queued);
-      else this.#queue.splice(behind, 0, queued);
       this.#pump();
     });
   }
@@ -217,12 +219,14 @@ export class Spawner {
    * its launches instead of all made in the turn that dispatched it, and a withdrawn launch costs none.
    */
   #pump(): void {
-    while (this.#inFlight < LAUNCH_WINDOW && this.#queue.length > 0) {
+    while (this.#inFlight < LAUNCH_WINDOW && this.#queue.size > 0) {
       const queued = this.#queue.shift() as Queued;
       unlisten(queued);
       if (queued.child !== this.#child || this.#closed) {
         // The spawner it was placed for died meanwhile (or the session ended): as a launch sent to it would have.
-        queued.resolve(failedStart(queued.request.name, this.#closed ? 'the session has ended' : `the session's spawner process (pid ${String(queued.child.pid)}) exited`, queued.startedAtMs));
+        const how = this.#deaths.get(queued.child);
+        const why = this.#closed ? 'the session has ended' : `the session's spawner process (pid ${String(queued.child.pid)}) exited${how !== undefined ? ` (${how})` : ''}`;
+        queued.resolve(failedStart(queued.request.name, why, queued.startedAtMs));
         continue;
       }
       let options: LaunchOptions | string;
@@ -245,7 +249,7 @@ export class Spawner {
    * `why`; launches already sent are left to be answered. Called when the session closes.
    */
   withdrawQueued(why: string): void {
-    for (const queued of this.#queue.splice(0)) {
+    for (const queued of this.#queue.drain()) {
       unlisten(queued);
       queued.resolve(failedStart(queued.request.name, why, queued.startedAtMs));
     }
@@ -536,11 +540,7 @@ export class Spawner {
       this.#inFlight -= 1;
     }
     // Launches queued for it fail as the ones sent to it do (a new spawner starts at the next launch).
-    for (const queued of this.#queue.filter((q) => q.child === child)) {
-      this.#queue.splice(this.#queue.indexOf(queued), 1);
-      unlisten(queued);
-      queued.resolve(failedStart(queued.request.name, `the session's spawner process (pid ${String(child.pid)}) exited (${how})`, queued.startedAtMs));
-    }
+    this.#deaths.set(child, how);
     this.#pump();
     // No more bytes will be forwarded: what a command's background left holding its output ends
     // here (handed-over pipes are the runtime's own and go on).

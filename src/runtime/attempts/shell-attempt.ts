@@ -74,6 +74,8 @@ export function shellAttemptActor(env: AttemptEnvironment, lastTrees: LastTrees)
           // Ended (a forced cancel, its timeout) while its launch waits for the spawner: nothing starts.
           withdraw: run.withdrawSignal,
           withdrawWaiting: run.withdrawWaitingSignal,
+          // A wide wave starts in declaration order, however its pools dispatched it.
+          order: run.input.step.index,
           onLeaderExit: (info) => run.leaderExited(info.pid, info.exitCode, info.signal),
         }).then((running) => {
           tree = running.process;
