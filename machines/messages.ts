@@ -19,6 +19,12 @@ export const PLAN_CANCELED_REASON = 'the task running this plan was cancelled';
 export const CANCEL_FORCED_STEP =
   "the task running this plan was cancelled by force, and this step's process tree was ended";
 
+/**
+ * A step whose next attempt (a retry) a forced cancel withdrew before its process started, after an
+ * earlier attempt had run (ours, round 18: launches wait for the session's spawner). Key term: "cancelled by force".
+ */
+export const CANCEL_FORCED_BEFORE_ATTEMPT = "the task running this plan was cancelled by force before this step's next attempt started";
+
 /** The step blamed when nothing can run (`plan.md` §10.3). Key terms: "blocked", "dependency cycle". */
 export const BLOCKED =
   'plan is blocked: no step can run because of a dependency cycle or missing dependency';
@@ -31,6 +37,13 @@ export const stepTimedOut = (timeoutSecs: number, tool?: string): string =>
   tool === undefined
     ? `timed out after ${timeoutSecs} s (timeout_secs): its process tree was ended`
     : `tool '${tool}' timed out after ${timeoutSecs} s (timeout_secs): its process tree was ended`;
+
+/**
+ * A step's attempt whose `timeout_secs` ran out while its launch still waited for the session's
+ * spawner (ours, round 18): the bound counts from dispatch, and nothing was started.
+ */
+export const stepTimedOutBeforeStart = (timeoutSecs: number): string =>
+  `timed out after ${timeoutSecs} s (timeout_secs) before its process started: it was still waiting for the session's spawner behind the rest of its wave (--max-parallel bounds a wave)`;
 
 /** A step actor that crashed (a runtime bug, `plan.md` §10.5 last paragraph). */
 export const stepCrashed = (detail: string): string => `step crashed inside the runtime: ${detail}`;

@@ -1,6 +1,6 @@
 import { assign, enqueueActions, fromCallback, sendTo, setup, type AnyActorRef } from 'xstate';
 import type { JsonValue, OutputTruncation, PlanStep, ResultsMap, StepKind } from './contracts.js';
-import { CANCEL_BEFORE_STEP, CANCEL_FORCED_STEP, stepTimedOut } from './messages.js';
+import { CANCEL_BEFORE_STEP, CANCEL_FORCED_BEFORE_ATTEMPT, CANCEL_FORCED_STEP, stepTimedOut, stepTimedOutBeforeStart } from './messages.js';
 import { notProvided } from './not-provided.js';
 
 /**
@@ -140,8 +140,10 @@ export interface StepContext {
   readonly stopReason: 'timeout' | 'canceled' | null;
   /** A forced cancel ended the step. */
   readonly forced: boolean;
-  /** A cancel reached the step before its first attempt's process was started (the launch was withdrawn): it never ran. */
+  /** A cancel reached the step before any attempt's process was started (every launch was withdrawn): it never ran. */
   readonly neverRan: boolean;
+  /** Some attempt got as far as running (its outcome is not `notStarted`). */
+  readonly everStarted: boolean;
   readonly firstStartedAtMs: number | null;
   readonly lastEndedAtMs: number | null;
   readonly outcome: AttemptOutcome | null;
@@ -203,16 +205,25 @@ export const stepMachine = setup({
     /** Records the finished attempt and stops its actor (it has nothing left to do). */
     recordAttempt: enqueueActions(({ context, enqueue }, params: { outcome: AttemptOutcome; startedAtMs: number; endedAtMs: number }) => {
       let outcome = params.outcome;
+      const withdrawn = outcome.notStarted === true;
+      enqueue.stopChild('attempt');
+      // Withdrawn by a cancel before its process started: the step is what its started attempts
+      // made it — none (it never ran: skipped, the output says), or, after a graceful cancel, the
+      // last one that ran (no retry is made after a cancel). Such an attempt is not counted.
+      if (withdrawn && context.cancelRequested && (!context.everStarted || context.stopReason !== 'canceled')) {
+        enqueue.assign({ neverRan: !context.everStarted, stopReason: null, leaderExit: null });
+        return;
+      }
       // The machine, not the effect, words a stop it asked for: the reason is ours, not the process's.
       if (context.stopReason === 'timeout') {
-        outcome = { ...outcome, status: 'failed', output: null, error: stepTimedOut(context.input.timeoutSecs ?? 0, context.input.step.tool) };
+        const error = withdrawn ? stepTimedOutBeforeStart(context.input.timeoutSecs ?? 0) : stepTimedOut(context.input.timeoutSecs ?? 0, context.input.step.tool);
+        outcome = { ...outcome, status: 'failed', output: null, error };
       } else if (context.stopReason === 'canceled') {
-        outcome = { ...outcome, status: 'failed', output: null, error: CANCEL_FORCED_STEP };
+        outcome = { ...outcome, status: 'failed', output: null, error: withdrawn ? CANCEL_FORCED_BEFORE_ATTEMPT : CANCEL_FORCED_STEP };
       }
-      enqueue.stopChild('attempt');
       enqueue.assign({
-        attempt: context.attempt + 1,
-        neverRan: context.cancelRequested && context.attempt === 0 && params.outcome.notStarted === true,
+        attempt: context.attempt + (withdrawn && context.stopReason === 'canceled' ? 0 : 1),
+        everStarted: context.everStarted || !withdrawn,
         outcome,
         stopReason: null,
         leaderExit: null,
@@ -247,6 +258,7 @@ export const stepMachine = setup({
     stopReason: null,
     forced: false,
     neverRan: false,
+    everStarted: false,
     firstStartedAtMs: null,
     lastEndedAtMs: null,
     outcome: null,

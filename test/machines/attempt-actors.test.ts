@@ -7,6 +7,7 @@
 import { createActor, fromCallback, type AnyActorRef } from 'xstate';
 import type { PlanStep, StepKind } from '../../machines/contracts.js';
 import { stepMachine, type AttemptInput, type AttemptRequest, type StepInput } from '../../machines/step.machine.js';
+import { waitFor } from '../support/wait.js';
 
 interface Recorded {
   started: { kind: string; attempt: number }[];
@@ -95,12 +96,48 @@ describe('a step a cancel reached before its process started', () => {
     step.stop();
   });
 
-  it('keeps a retry withdrawn by a forced cancel as the forced cancel: the step had run', () => {
+  it('settles a step whose retry a forced cancel withdrew as canceled by force before that attempt, counting the attempts that ran', () => {
     const step = createActor(recordingStep(fresh()), { input: stepInput('shell', { retries: 1 }) });
     step.start();
     step.send({ type: 'ATTEMPT.FINISHED', attempt: 1, outcome: { status: 'failed', output: null, error: 'exit code 1' }, startedAtMs: 0, endedAtMs: 5 });
     step.send({ type: 'CANCEL', force: true });
     step.send({ type: 'ATTEMPT.FINISHED', attempt: 2, outcome: notStarted, startedAtMs: 6, endedAtMs: 8 });
-    expect(step.getSnapshot().output).toMatchObject({ status: 'failed', error: expect.stringContaining('cancelled by force'), attempts: 2 });
+    expect(step.getSnapshot().output).toMatchObject({
+      status: 'failed',
+      error: "the task running this plan was cancelled by force before this step's next attempt started",
+      attempts: 1,
+      canceled: true,
+    });
+  });
+
+  it('settles a step whose retry a graceful cancel withdrew as the attempt that ran before it: no retry is made after a cancel', () => {
+    const step = createActor(recordingStep(fresh()), { input: stepInput('shell', { retries: 1 }) });
+    step.start();
+    step.send({ type: 'ATTEMPT.FINISHED', attempt: 1, outcome: { status: 'failed', output: null, error: 'exit code 1' }, startedAtMs: 0, endedAtMs: 5 });
+    step.send({ type: 'CANCEL', force: false });
+    step.send({ type: 'ATTEMPT.FINISHED', attempt: 2, outcome: notStarted, startedAtMs: 6, endedAtMs: 8 });
+    expect(step.getSnapshot().output).toMatchObject({ status: 'failed', error: 'exit code 1', attempts: 1, duration_ms: 5, canceled: false });
+  });
+
+  it('says an attempt whose timeout_secs ran out before its process started timed out before it started, and retries it', () => {
+    const recorded = fresh();
+    const step = createActor(recordingStep(recorded), { input: { ...stepInput('shell', { retries: 1 }), timeoutSecs: 0.05 } });
+    step.start();
+    return waitFor(() => recorded.told.length > 0, 5000, 'the timeout to end the attempt').then(() => {
+      expect(recorded.told.map((t) => t.request)).toEqual([{ type: 'ATTEMPT.END', graceMs: 10, reason: 'timeout' }]);
+      step.send({ type: 'ATTEMPT.FINISHED', attempt: 1, outcome: notStarted, startedAtMs: 0, endedAtMs: 50 });
+      expect(recorded.started.map((s) => s.attempt)).toEqual([1, 2]);
+      expect(step.getSnapshot().context.outcome?.error).toMatch(/^timed out after 0\.05 s \(timeout_secs\) before its process started: /);
+      step.stop();
+    });
+  });
+
+  it('settles skipped, never run, when every attempt was withdrawn: one by its timeout, the retry by a cancel', () => {
+    const step = createActor(recordingStep(fresh()), { input: stepInput('shell', { retries: 1 }) });
+    step.start();
+    step.send({ type: 'ATTEMPT.FINISHED', attempt: 1, outcome: notStarted, startedAtMs: 0, endedAtMs: 5 });
+    step.send({ type: 'CANCEL', force: true });
+    step.send({ type: 'ATTEMPT.FINISHED', attempt: 2, outcome: notStarted, startedAtMs: 6, endedAtMs: 8 });
+    expect(step.getSnapshot().output).toMatchObject({ status: 'skipped', error: 'the task running this plan was cancelled before this step ran', attempts: 0 });
   });
 });

@@ -54,7 +54,7 @@ export class AttemptRun {
   #leaderKilled = false;
   /** Aborted once the attempt is told to end or abandoned: a launch still queued then starts nothing. */
   readonly #withdraw = new AbortController();
-  /** Aborted by a graceful cancel of a first attempt: a launch waiting for the spawner then is withdrawn. */
+  /** Aborted by a graceful cancel: a launch waiting for the spawner then is withdrawn. */
   readonly #withdrawWaiting = new AbortController();
 
   constructor(env: AttemptEnvironment, input: AttemptInput, send: (report: AttemptReport) => void, lastTrees: LastTrees) {
@@ -91,20 +91,21 @@ export class AttemptRun {
     return this.#withdraw.signal;
   }
 
-  /** Aborted by a graceful cancel of a first attempt ({@link withdrawFirstLaunch}): `SpawnRequest.withdrawWaiting`. */
+  /** Aborted by a graceful cancel ({@link withdrawWaitingLaunch}): `SpawnRequest.withdrawWaiting`. */
   get withdrawWaitingSignal(): AbortSignal {
     return this.#withdrawWaiting.signal;
   }
 
   /**
-   * A graceful cancel reached the step (`ATTEMPT.CANCEL`): a first attempt whose launch waits for
-   * the session's spawner at this moment (behind a wide wave's) is withdrawn, so nothing queued
-   * starts after the cancel (`cli.md`: "nothing more is dispatched"); one not queued yet (the step
-   * was dispatched in this same instant) or already sent runs on, as a graceful cancel lets a
-   * started step. A retry is left to run as a started step's attempt.
+   * A graceful cancel reached the step (`ATTEMPT.CANCEL`): an attempt whose launch waits for the
+   * session's spawner at this moment (behind a wide wave's) is withdrawn, so nothing queued starts
+   * after the cancel (`cli.md`: "nothing more is dispatched", no more retries); one not queued yet
+   * (dispatched in this same instant) or already sent runs on, as a graceful cancel lets a started
+   * step. The step machine settles a withdrawn first attempt as a step that never ran, a withdrawn
+   * retry as the attempt before it.
    */
-  withdrawFirstLaunch(): void {
-    if (this.attempt === 1) this.#withdrawWaiting.abort();
+  withdrawWaitingLaunch(): void {
+    this.#withdrawWaiting.abort();
   }
 
   /** `ATTEMPT.END` from the step. */

@@ -112,6 +112,6 @@ export function shellAttemptActor(env: AttemptEnvironment, lastTrees: LastTrees)
         });
       });
     });
-    return { tree: () => tree, onCancel: () => run.withdrawFirstLaunch() };
+    return { tree: () => tree, onCancel: () => run.withdrawWaitingLaunch() };
   });
 }
