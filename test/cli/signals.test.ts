@@ -178,12 +178,12 @@ describe('capsule run: cancel by signal', () => {
     const starts = (): Array<{ pgid: number; owner: string }> =>
       traceOf().split('\n').filter((line) => line.includes('"event_type":"process_start"')).map((line) => JSON.parse(line) as { pgid: number; owner: string });
     const late = (): number => traceOf().split('\n').filter((line) => line.includes('"event_type":"plan_step_late"')).length;
-    return { cli, starts, late };
+    return { cli, starts, late, traceOf };
   };
 
   it('forces a wide wave without starting the launches still waiting for the spawner: those steps are skipped as not run, the summary counts both, and nothing is left', async () => {
     const count = 400;
-    const { cli, starts, late } = wideRun(count);
+    const { cli, starts, late, traceOf } = wideRun(count);
     await waitFor(() => starts().length > 0 || cli.child.exitCode !== null, 20_000, 'the first step to start');
 
     cli.child.kill('SIGTERM');
@@ -202,6 +202,8 @@ describe('capsule run: cancel by signal', () => {
       else expect(step).toMatchObject({ status: 'skipped', attempts: 0, error: 'the task running this plan was cancelled before this step ran' });
     }
     expect(late()).toBe(0); // a withdrawn launch has no result to ignore
+    const sessionEnd = JSON.parse(traceOf().split('\n').find((line) => line.includes('"event_type":"session_end"')) ?? '{}') as { total_shell_calls?: number };
+    expect(sessionEnd.total_shell_calls).toBe(started.length); // a withdrawn launch made no shell call
     const skipped = count - started.length;
     const stoppedLine = /^stopped: .*$/m.exec(result.stderr)?.[0] ?? '';
     if (started.length > 10) expect(stoppedLine).toMatch(new RegExp(`^stopped: ${started.length} steps, their process trees ended by force: ('s\\d+', ){4}'s\\d+' … and ${started.length - 5} more$`));

@@ -42,7 +42,6 @@ export function shellAttemptActor(env: AttemptEnvironment, lastTrees: LastTrees)
       }
       run.withGate({ kind: 'shell', binary, command, argv }, {}, () => {
         if (!env.shellAllow.includes(binary)) return run.fail(binaryNotAllowed(binary));
-        env.session.countCall('shell');
         // An ATTEMPT.END while the spawner starts the command ends the tree once it is there.
         let endAsked: number | null = null;
         // The log reached lifecycle.max_log_bytes under on_log_cap "stop" (output may arrive before the tree is known).
@@ -80,12 +79,13 @@ export function shellAttemptActor(env: AttemptEnvironment, lastTrees: LastTrees)
         }).then((running) => {
           tree = running.process;
           if (running.process.identity === null && (run.withdrawSignal.aborted || run.withdrawWaitingSignal.aborted)) {
-            // Withdrawn while it waited for the spawner (or refused as it was): nothing ran.
+            // Withdrawn while it waited for the spawner (or refused as it was): nothing ran, and no shell call was made.
             return running.done.then((end) => {
               capture.dispose();
               run.fail(end.spawnError ?? 'its process was not started', { notStarted: true });
             });
           }
+          env.session.countCall('shell');
           const abandoned = run.finished;
           trackTree(run, running.process);
           if (abandoned) void running.process.end(run.input.step.killGraceMs).catch(() => {});
