@@ -442,7 +442,7 @@ function stoppedText(running: readonly string[], byId: ReadonlyMap<string, PlanR
     if (result.error === CANCEL_FORCED_STEP) return { one: ' (its process tree was ended by force)', many: 'their process trees ended by force' };
     if (result.error === CANCEL_CAPSULE_STEP) return { one: ' (its child capsule was ended by the cancel)', many: 'their child capsules ended by the cancel' };
     if (result.error === CANCEL_FORCED_BEFORE_ATTEMPT) return { one: ' (canceled by force before its next attempt started)', many: 'canceled by force before their next attempt started' };
-    return { one: ` (finished on its own: ${result.status})`, many: `finished on their own: ${result.status}` };
+    return { one: ` (finished on its own: ${result.status})`, many: `finished on their own (${result.status})` };
   };
   if (running.length <= NAMED_STEPS) return running.map((id) => `'${printable(id)}'${how(id).one}`).join(', ');
   const groups = new Map<string, string[]>();

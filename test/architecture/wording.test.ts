@@ -7,10 +7,11 @@
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { CANCEL_BEFORE_STEP, CANCEL_CAPSULE_STEP, CANCEL_FORCED_STEP, PLAN_CANCELED_REASON } from '../../machines/messages.js';
+import { CANCEL_BEFORE_STEP, CANCEL_CAPSULE_STEP, CANCEL_FORCED_BEFORE_ATTEMPT, CANCEL_FORCED_STEP, PLAN_CANCELED_REASON } from '../../machines/messages.js';
 
 const root = process.cwd();
-const SPEC_TEXTS = [CANCEL_BEFORE_STEP, CANCEL_CAPSULE_STEP, CANCEL_FORCED_STEP, PLAN_CANCELED_REASON];
+// CANCEL_FORCED_BEFORE_ATTEMPT is ours, spelled as the spec's forced-cancel text it sits beside (its key term "cancelled by force").
+const SPEC_TEXTS = [CANCEL_BEFORE_STEP, CANCEL_CAPSULE_STEP, CANCEL_FORCED_STEP, CANCEL_FORCED_BEFORE_ATTEMPT, PLAN_CANCELED_REASON];
 
 /** Every prose file a user reads: README.md, docs/*.md, visualizations/README.md and the chart data, schema/*.json. */
 function proseFiles(): string[] {

@@ -173,7 +173,9 @@ describe('capsule run: cancel by signal', () => {
     const traceOf = (): string => {
       const root = join(dir, '.capsule', 'records');
       const session = existsSync(root) ? readdirSync(root).find((name) => name.startsWith('ses_')) : undefined;
-      return session === undefined ? '' : readFileSync(join(root, session, 'trace.jsonl'), 'utf8');
+      const trace = session === undefined ? null : join(root, session, 'trace.jsonl');
+      // The session's directory is made before its trace.
+      return trace === null || !existsSync(trace) ? '' : readFileSync(trace, 'utf8');
     };
     const starts = (): Array<{ pgid: number; owner: string }> =>
       traceOf().split('\n').filter((line) => line.includes('"event_type":"process_start"')).map((line) => JSON.parse(line) as { pgid: number; owner: string });
