@@ -96,13 +96,18 @@ describe('a step a cancel reached before its process started', () => {
     step.stop();
   });
 
-  it('settles a step whose retry a forced cancel withdrew as canceled by force before that attempt, counting the attempts that ran', () => {
+  /** A step whose first attempt failed after running, then a cancel, then its retry withdrawn before it started: the step's output. */
+  const retryWithdrawnBy = (force: boolean): unknown => {
     const step = createActor(recordingStep(fresh()), { input: stepInput('shell', { retries: 1 }) });
     step.start();
     step.send({ type: 'ATTEMPT.FINISHED', attempt: 1, outcome: { status: 'failed', output: null, error: 'exit code 1' }, startedAtMs: 0, endedAtMs: 5 });
-    step.send({ type: 'CANCEL', force: true });
+    step.send({ type: 'CANCEL', force });
     step.send({ type: 'ATTEMPT.FINISHED', attempt: 2, outcome: notStarted, startedAtMs: 6, endedAtMs: 8 });
-    expect(step.getSnapshot().output).toMatchObject({
+    return step.getSnapshot().output;
+  };
+
+  it('settles a step whose retry a forced cancel withdrew as canceled by force before that attempt, counting the attempts that ran', () => {
+    expect(retryWithdrawnBy(true)).toMatchObject({
       status: 'failed',
       error: "the task running this plan was cancelled by force before this step's next attempt started",
       attempts: 1,
@@ -111,12 +116,7 @@ describe('a step a cancel reached before its process started', () => {
   });
 
   it('settles a step whose retry a graceful cancel withdrew as the attempt that ran before it: no retry is made after a cancel', () => {
-    const step = createActor(recordingStep(fresh()), { input: stepInput('shell', { retries: 1 }) });
-    step.start();
-    step.send({ type: 'ATTEMPT.FINISHED', attempt: 1, outcome: { status: 'failed', output: null, error: 'exit code 1' }, startedAtMs: 0, endedAtMs: 5 });
-    step.send({ type: 'CANCEL', force: false });
-    step.send({ type: 'ATTEMPT.FINISHED', attempt: 2, outcome: notStarted, startedAtMs: 6, endedAtMs: 8 });
-    expect(step.getSnapshot().output).toMatchObject({ status: 'failed', error: 'exit code 1', attempts: 1, duration_ms: 5, canceled: false });
+    expect(retryWithdrawnBy(false)).toMatchObject({ status: 'failed', error: 'exit code 1', attempts: 1, duration_ms: 5, canceled: false });
   });
 
   it('says an attempt whose timeout_secs ran out before its process started timed out before it started, and retries it', () => {
