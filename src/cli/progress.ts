@@ -422,11 +422,11 @@ export class Progress {
 /** Steps a cancel summary names one by one, at most; a wider wave is counted per way it ended (the report has each step). */
 const NAMED_STEPS = 10;
 
-/** `'a', 'b', 'c'`, or past {@link NAMED_STEPS} the first few and `… and N more <noun>`. */
-function namesText(names: readonly string[], noun: string): string {
+/** `'a', 'b', 'c'`, or past {@link NAMED_STEPS} the first few and `… and N more[ <noun>]`. */
+function namesText(names: readonly string[], noun?: string): string {
   if (names.length <= NAMED_STEPS) return names.join(', ');
   const shown = NAMED_STEPS / 2;
-  return `${names.slice(0, shown).join(', ')} … and ${names.length - shown} more ${noun}`;
+  return `${names.slice(0, shown).join(', ')} … and ${names.length - shown} more${noun !== undefined ? ` ${noun}` : ''}`;
 }
 
 /**
@@ -452,5 +452,5 @@ function stoppedText(running: readonly string[], byId: ReadonlyMap<string, PlanR
     names.push(`'${printable(id)}'`);
     groups.set(key, names);
   }
-  return [...groups].map(([many, names]) => `${names.length} ${names.length === 1 ? 'step' : 'steps'}, ${many}: ${namesText(names, '')}`.trimEnd()).join('; ');
+  return [...groups].map(([many, names]) => `${names.length} ${names.length === 1 ? 'step' : 'steps'}, ${many}: ${namesText(names)}`).join('; ');
 }

@@ -13,8 +13,11 @@ import type { LeaderExitInfo } from '../process/leader.js';
 import type { Owner } from '../process/owner.js';
 import type { OutputSink } from './output-capture.js';
 
-/** What {@link runCommand} starts. */
-export interface RunCommandRequest {
+/**
+ * What {@link runCommand} starts. `withdraw`, `withdrawWaiting` and `order` are
+ * {@link startCommand}'s only: how its launch waits for the session's spawner ({@link SpawnRequest}).
+ */
+export interface RunCommandRequest extends Pick<SpawnRequest, 'withdraw' | 'withdrawWaiting' | 'order'> {
   readonly containment: Containment;
   readonly owner: Owner;
   /** The program as written (resolved on the trusted PATH by the containment). */
@@ -32,12 +35,6 @@ export interface RunCommandRequest {
   readonly onLeaderExit?: (info: LeaderExitInfo) => void;
   /** Milliseconds to keep reading output after the leader exited (default 250, `leader.ts`). */
   readonly drainGraceMs?: number;
-  /** {@link startCommand} only: aborted when the command is no longer wanted ({@link SpawnRequest.withdraw}). */
-  readonly withdraw?: AbortSignal;
-  /** {@link startCommand} only: {@link SpawnRequest.withdrawWaiting}. */
-  readonly withdrawWaiting?: AbortSignal;
-  /** {@link startCommand} only: {@link SpawnRequest.order}. */
-  readonly order?: number;
 }
 
 /** How a command ended, once its output is drained. */

@@ -98,7 +98,7 @@ interface Queued {
   readonly startedAtMs: number;
   readonly resolve: (leader: StartedLeader) => void;
   /** What withdraws it while it waits (the caller's `withdraw`, and `withdrawWaiting` unless it was aborted before). */
-  withdraw: AbortSignal[];
+  readonly withdraw: readonly AbortSignal[];
   onWithdraw: (() => void) | null;
 }
 
@@ -124,9 +124,6 @@ function failedStart(name: string, why: string, startedAtMs: number): StartedLea
   return { ...failedLaunch(`failed to start '${name}': ${why}`, startedAtMs), startTime: -1 };
 }
 
-function errorText(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}
 
 /** A leader started through the spawner, with its start time as the spawner read it (`-1`: not read). */
 export interface StartedLeader extends LaunchedLeader {
@@ -197,7 +194,9 @@ export class Spawner {
   /** Queues one launch for `child`; sent once the window has room, or withdrawn by `withdraw` before. */
   #enqueue(child: ChildProcess, request: LaunchRequest, startedAtMs: number, withdraw: AbortSignal | undefined, withdrawWaiting: AbortSignal | undefined): Promise<StartedLeader> {
     return new Promise<StartedLeader>((resolve) => {
-      const queued: Queued = { child, request, startedAtMs, resolve, withdraw: [withdraw, withdrawWaiting].filter((s) => s !== undefined), onWithdraw: null };
+      // `withdrawWaiting` counts only while the launch waits here: aborted already, it does not keep it from being queued.
+      const signals = [withdraw, withdrawWaiting?.aborted === true ? undefined : withdrawWaiting].filter((s) => s !== undefined);
+      const queued: Queued = { child, request, startedAtMs, resolve, withdraw: signals, onWithdraw: null };
       const ticket = this.#queue.push(queued, request.urgent === true, request.order ?? 0);
       if (queued.withdraw.length > 0) {
         queued.onWithdraw = () => {
@@ -205,8 +204,6 @@ export class Spawner {
           // Sent already: its tree is ended once it is there.
           if (this.#queue.withdraw(ticket)) resolve(failedStart(request.name, WITHDRAWN, startedAtMs));
         };
-        // Only while it waits here: `withdrawWaiting` aborted before does not keep it from being queued.
-        if (withdrawWaiting?.aborted === true) queued.withdraw = queued.withdraw.filter((s) => s !== withdrawWaiting);
         for (const signal of queued.withdraw) signal.addEventListener('abort', queued.onWithdraw, { once: true });
       }
       this.#pump();
@@ -233,7 +230,7 @@ export class Spawner {
       try {
         options = queued.request.prepare();
       } catch (error) {
-        options = errorText(error);
+        options = error instanceof Error ? error.message : String(error);
       }
       if (typeof options === 'string') {
         queued.resolve(failedStart(queued.request.name, options, queued.startedAtMs));
@@ -346,7 +343,7 @@ export class Spawner {
   /** Disconnects the spawner (it exits) and resolves once it has. Idempotent; later launches are refused. */
   async close(): Promise<void> {
     this.#closed = true;
-    this.withdrawQueued('the session has ended');
+    // Launches still queued fail as the spawner exits (`#died` pumps them: the session has ended).
     // No write to cgroup.procs may still be in flight once the spawner is gone (its pid could be reused).
     await this.#placement.catch(() => undefined);
     const child = this.#child;
