@@ -65,6 +65,20 @@ export type AttemptReport =
       readonly signal: string | null;
     }
   | {
+      /**
+       * The attempt's process launch waits in the session's launch queue (the spawner has as many
+       * launches in hand as it takes): its `timeout_secs` bound stops until `ATTEMPT.LAUNCHED`.
+       * Sent only to a bounded step, only by a shell attempt whose launch had to wait.
+       */
+      readonly type: 'ATTEMPT.QUEUED';
+      readonly attempt: number;
+    }
+  | {
+      /** The launch `ATTEMPT.QUEUED` named is sent to the spawner now: the bound counts from here, in full. */
+      readonly type: 'ATTEMPT.LAUNCHED';
+      readonly attempt: number;
+    }
+  | {
       /** The attempt is over and nothing of it is left to drain. */
       readonly type: 'ATTEMPT.FINISHED';
       readonly attempt: number;
@@ -329,6 +343,22 @@ export const stepMachine = setup({
               description: 'timeout_secs elapsed: end the attempt (SIGTERM, then SIGKILL after the grace).',
               actions: 'recordTimeout',
             },
+          },
+          on: {
+            'ATTEMPT.QUEUED': [
+              { guard: 'isStaleReport', description: 'A report from an earlier attempt (it was ended and replaced): ignored.' },
+              { target: 'queued', description: 'The attempt\'s process waits for the spawner (a wide wave): its bound stops until it is launched.' },
+            ],
+          },
+        },
+        queued: {
+          description:
+            'The attempt\'s process launch waits in the session\'s launch queue behind other launches; timeout_secs does not count this wait (a cancel still ends it).',
+          on: {
+            'ATTEMPT.LAUNCHED': [
+              { guard: 'isStaleReport', description: 'A report from an earlier attempt (it was ended and replaced): ignored.' },
+              { target: 'bounded', description: 'The launch is sent to the spawner: the timeout_secs bound starts, in full.' },
+            ],
           },
         },
         stopping: {

@@ -72,6 +72,10 @@ function stepEvents(snapshot: { context: StepContext }): StepEvent[] {
     finished(attempt + 1, 'success'),
     { type: 'ATTEMPT.LEADER_EXITED', attempt, pid: 7, exitCode: 0, signal: null },
     { type: 'ATTEMPT.LEADER_EXITED', attempt: attempt + 1, pid: 7, exitCode: 0, signal: null },
+    { type: 'ATTEMPT.QUEUED', attempt },
+    { type: 'ATTEMPT.QUEUED', attempt: attempt + 1 },
+    { type: 'ATTEMPT.LAUNCHED', attempt },
+    { type: 'ATTEMPT.LAUNCHED', attempt: attempt + 1 },
     { type: 'CANCEL', force: false },
     { type: 'CANCEL', force: true },
     { type: AFTER } as unknown as StepEvent,
@@ -87,6 +91,11 @@ function checkStepMeaning(value: string, context: StepContext, output: StepOutpu
       expect(input.timeoutSecs).toBeNull();
       break;
     case 'running.bounded': // "The attempt runs under its timeout_secs bound."
+      expect(input.timeoutSecs).not.toBeNull();
+      expect(calls.started.at(-1)).toBe(context.attempt + 1);
+      expect(context.stopReason).toBeNull();
+      break;
+    case 'running.queued': // "The attempt's process launch waits in the session's launch queue …; timeout_secs does not count this wait."
       expect(input.timeoutSecs).not.toBeNull();
       expect(calls.started.at(-1)).toBe(context.attempt + 1);
       expect(context.stopReason).toBeNull();

@@ -130,6 +130,22 @@ export class AttemptRun {
     this.#lastTrees.set(this.input.stepRef, tree);
   }
 
+  /**
+   * The attempt's launch waits in the session's launch queue (`ATTEMPT.QUEUED`): a bounded step
+   * stops its `timeout_secs` clock until {@link launched}. Only a bounded step is told (an
+   * unbounded one has no clock to stop, and a wide wave's log stays as it was).
+   */
+  launchQueued(): void {
+    if (this.#finished || this.input.step.timeoutSecs === null) return;
+    this.#send({ type: 'ATTEMPT.QUEUED', attempt: this.attempt });
+  }
+
+  /** The launch {@link launchQueued} named is sent to the spawner (`ATTEMPT.LAUNCHED`): the bound counts from now. */
+  launchSent(): void {
+    if (this.#finished || this.input.step.timeoutSecs === null) return;
+    this.#send({ type: 'ATTEMPT.LAUNCHED', attempt: this.attempt });
+  }
+
   leaderExited(pid: number, exitCode: number, signal: string | null): void {
     if (signal !== null) this.#leaderKilled = true;
     if (this.#finished) return;

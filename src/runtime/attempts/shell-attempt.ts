@@ -75,6 +75,9 @@ export function shellAttemptActor(env: AttemptEnvironment, lastTrees: LastTrees)
           withdrawWaiting: run.withdrawWaitingSignal,
           // A wide wave starts in declaration order, however its pools dispatched it.
           order: run.input.step.index,
+          // `timeout_secs` counts from the launch, not from the wait behind a wide wave's launches.
+          onQueued: () => run.launchQueued(),
+          onDequeued: () => run.launchSent(),
           onLeaderExit: (info) => run.leaderExited(info.pid, info.exitCode, info.signal),
         }).then((running) => {
           tree = running.process;
