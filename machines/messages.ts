@@ -39,12 +39,13 @@ export const stepTimedOut = (timeoutSecs: number, tool?: string): string =>
     : `tool '${tool}' timed out after ${timeoutSecs} s (timeout_secs): its process tree was ended`;
 
 /**
- * A step's attempt whose `timeout_secs` ran out before the session's spawner took its launch
- * (ours, round 18): nothing was started. Since round 19 a launch waiting in the queue behind a
- * wide wave's stops the bound (`ATTEMPT.QUEUED`), so this is left for a spawner still starting.
+ * A step's attempt whose `timeout_secs` ran out while its launch still waited for the session's
+ * spawner (ours, round 18), and nothing was started. Since round 19 the bound of a shell step
+ * waits for its process to start (`ATTEMPT.LAUNCHING`), so only a log recorded before then
+ * reaches this; the text stays as those runs recorded it, so that they replay identically.
  */
 export const stepTimedOutBeforeStart = (timeoutSecs: number): string =>
-  `timed out after ${timeoutSecs} s (timeout_secs) before its process started: the session's spawner had not taken its launch yet`;
+  `timed out after ${timeoutSecs} s (timeout_secs) before its process started: it was still waiting for the session's spawner behind the rest of its wave (--max-parallel bounds a wave)`;
 
 /** A step actor that crashed (a runtime bug, `plan.md` §10.5 last paragraph). */
 export const stepCrashed = (detail: string): string => `step crashed inside the runtime: ${detail}`;

@@ -66,15 +66,15 @@ export type AttemptReport =
     }
   | {
       /**
-       * The attempt's process launch waits in the session's launch queue (the spawner has as many
-       * launches in hand as it takes): its `timeout_secs` bound stops until `ATTEMPT.LAUNCHED`.
-       * Sent only to a bounded step, only by a shell attempt whose launch had to wait.
+       * The attempt asks for its process (a shell step): until `ATTEMPT.LAUNCHED` its launch
+       * waits for the session's spawner (behind a wide wave's launches) and its fork, and the
+       * step's `timeout_secs` bound does not run. Sent only to a bounded step.
        */
-      readonly type: 'ATTEMPT.QUEUED';
+      readonly type: 'ATTEMPT.LAUNCHING';
       readonly attempt: number;
     }
   | {
-      /** The launch `ATTEMPT.QUEUED` named is sent to the spawner now: the bound counts from here, in full. */
+      /** The process `ATTEMPT.LAUNCHING` asked for started (its pid is known): the bound counts from here, in full. */
       readonly type: 'ATTEMPT.LAUNCHED';
       readonly attempt: number;
     }
@@ -345,19 +345,19 @@ export const stepMachine = setup({
             },
           },
           on: {
-            'ATTEMPT.QUEUED': [
+            'ATTEMPT.LAUNCHING': [
               { guard: 'isStaleReport', description: 'A report from an earlier attempt (it was ended and replaced): ignored.' },
-              { target: 'queued', description: 'The attempt\'s process waits for the spawner (a wide wave): its bound stops until it is launched.' },
+              { target: 'launching', description: 'The attempt asks for its process: its bound waits for the process to start.' },
             ],
           },
         },
-        queued: {
+        launching: {
           description:
-            'The attempt\'s process launch waits in the session\'s launch queue behind other launches; timeout_secs does not count this wait (a cancel still ends it).',
+            'The attempt\'s process is being started: its launch waits for the session\'s spawner (behind the rest of a wide wave) and its fork. timeout_secs does not count this wait; a cancel still ends it.',
           on: {
             'ATTEMPT.LAUNCHED': [
               { guard: 'isStaleReport', description: 'A report from an earlier attempt (it was ended and replaced): ignored.' },
-              { target: 'bounded', description: 'The launch is sent to the spawner: the timeout_secs bound starts, in full.' },
+              { target: 'bounded', description: 'The process started: the timeout_secs bound starts, in full.' },
             ],
           },
         },

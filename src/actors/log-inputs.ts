@@ -78,7 +78,7 @@ function buildSchemas() {
     step: {
       CANCEL: z.looseObject({ force: z.boolean() }),
       'ATTEMPT.LEADER_EXITED': z.looseObject({ attempt: z.number(), pid: z.number(), exitCode, signal: signalName }),
-      'ATTEMPT.QUEUED': z.looseObject({ attempt: z.number() }),
+      'ATTEMPT.LAUNCHING': z.looseObject({ attempt: z.number() }),
       'ATTEMPT.LAUNCHED': z.looseObject({ attempt: z.number() }),
       'ATTEMPT.FINISHED': z.looseObject({
         attempt: z.number(),

@@ -14,11 +14,10 @@ import type { Owner } from '../process/owner.js';
 import type { OutputSink } from './output-capture.js';
 
 /**
- * What {@link runCommand} starts. `withdraw`, `withdrawWaiting`, `order`, `onQueued` and
- * `onDequeued` are {@link startCommand}'s only: how its launch waits for the session's spawner
- * ({@link SpawnRequest}).
+ * What {@link runCommand} starts. `withdraw`, `withdrawWaiting` and `order` are
+ * {@link startCommand}'s only: how its launch waits for the session's spawner ({@link SpawnRequest}).
  */
-export interface RunCommandRequest extends Pick<SpawnRequest, 'withdraw' | 'withdrawWaiting' | 'order' | 'onQueued' | 'onDequeued'> {
+export interface RunCommandRequest extends Pick<SpawnRequest, 'withdraw' | 'withdrawWaiting' | 'order'> {
   readonly containment: Containment;
   readonly owner: Owner;
   /** The program as written (resolved on the trusted PATH by the containment). */
@@ -100,8 +99,6 @@ function spawnRequest(request: RunCommandRequest, exited: { value: boolean }): S
     ...(request.withdraw !== undefined ? { withdraw: request.withdraw } : {}),
     ...(request.withdrawWaiting !== undefined ? { withdrawWaiting: request.withdrawWaiting } : {}),
     ...(request.order !== undefined ? { order: request.order } : {}),
-    ...(request.onQueued !== undefined ? { onQueued: request.onQueued } : {}),
-    ...(request.onDequeued !== undefined ? { onDequeued: request.onDequeued } : {}),
     onLeaderExit: (info) => {
       exited.value = true;
       request.onLeaderExit?.(info);

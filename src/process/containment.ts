@@ -305,14 +305,6 @@ export interface SpawnRequest {
    * (lower first; a plan step's declaration index), so a wide wave starts in declaration order.
    */
   readonly order?: number;
-  /**
-   * {@link Containment.start} only: called once, synchronously, when the launch has to wait for
-   * the spawner (more launches than it takes at once are unanswered); {@link onDequeued} follows
-   * when it is sent after all. A plan step's `timeout_secs` does not count that wait.
-   */
-  readonly onQueued?: () => void;
-  /** {@link Containment.start} only: a launch {@link onQueued} named is being sent to the spawner now (never called for one withdrawn). */
-  readonly onDequeued?: () => void;
   /** Milliseconds to read output after the leader exited (`leader.ts`, default 250). */
   readonly drainGraceMs?: number;
   /** Keep all output in `done` (default true); false when the caller reads the streams (`leader.ts`). */
@@ -494,8 +486,6 @@ export class Containment {
         // A session's own call (shell.run, a background command) goes ahead of plan steps still queued.
         urgent: request.owner.kind !== 'attempt',
         ...(request.order !== undefined ? { order: request.order } : {}),
-        ...(request.onQueued !== undefined ? { onQueued: request.onQueued } : {}),
-        ...(request.onDequeued !== undefined ? { onDequeued: request.onDequeued } : {}),
         prepare: () => {
           prepared = this.#prepare(request);
           return prepared instanceof Contained ? 'refused' : prepared.launch;

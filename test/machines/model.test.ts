@@ -72,8 +72,8 @@ function stepEvents(snapshot: { context: StepContext }): StepEvent[] {
     finished(attempt + 1, 'success'),
     { type: 'ATTEMPT.LEADER_EXITED', attempt, pid: 7, exitCode: 0, signal: null },
     { type: 'ATTEMPT.LEADER_EXITED', attempt: attempt + 1, pid: 7, exitCode: 0, signal: null },
-    { type: 'ATTEMPT.QUEUED', attempt },
-    { type: 'ATTEMPT.QUEUED', attempt: attempt + 1 },
+    { type: 'ATTEMPT.LAUNCHING', attempt },
+    { type: 'ATTEMPT.LAUNCHING', attempt: attempt + 1 },
     { type: 'ATTEMPT.LAUNCHED', attempt },
     { type: 'ATTEMPT.LAUNCHED', attempt: attempt + 1 },
     { type: 'CANCEL', force: false },
@@ -95,7 +95,7 @@ function checkStepMeaning(value: string, context: StepContext, output: StepOutpu
       expect(calls.started.at(-1)).toBe(context.attempt + 1);
       expect(context.stopReason).toBeNull();
       break;
-    case 'running.queued': // "The attempt's process launch waits in the session's launch queue …; timeout_secs does not count this wait."
+    case 'running.launching': // "The attempt's process is being started … timeout_secs does not count this wait."
       expect(input.timeoutSecs).not.toBeNull();
       expect(calls.started.at(-1)).toBe(context.attempt + 1);
       expect(context.stopReason).toBeNull();

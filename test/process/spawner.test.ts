@@ -317,42 +317,6 @@ eachBackend((backend) => {
     expect(late.identity).toBeNull();
   });
 
-  it('tells a launch that has to wait for the spawner so, and again just before it is sent; one sent at once, or withdrawn, hears no more', async () => {
-    const containment = open();
-    await (await start(containment, 'true', [])).done; // the spawner is up and idle: the first launches go at once
-    const heard: string[] = [];
-    const count = 20;
-    const withdrawLast = new AbortController();
-    const starts = Array.from({ length: count }, (_, i) =>
-      containment.start({
-        owner: { kind: 'other', label: 'wide' },
-        file: 'true',
-        args: [],
-        cwd: '/tmp',
-        env: TEST_ENV,
-        ...(i === count - 1 ? { withdraw: withdrawLast.signal } : {}),
-        onQueued: () => {
-          heard.push(`queued ${i}`);
-          if (i === count - 1) withdrawLast.abort();
-        },
-        onDequeued: () => heard.push(`sent ${i}`),
-      }).then((tree) => {
-        heard.push(`started ${i}`);
-        return tree;
-      }),
-    );
-    const trees = await Promise.all(starts);
-    await Promise.all(trees.map((tree) => tree.done));
-    const of = (i: number): string[] => heard.filter((h) => h.endsWith(` ${i}`)).map((h) => h.split(' ')[0] as string);
-    // The spawner takes 8 unanswered launches at a time: those went at once and heard nothing.
-    for (let i = 0; i < 8; i++) expect(of(i)).toEqual(['started']);
-    // The rest waited: queued, then sent, then started, in that order.
-    for (let i = 8; i < count - 1; i++) expect(of(i)).toEqual(['queued', 'sent', 'started']);
-    // Withdrawn while it waited: never sent, and nothing started.
-    expect(of(count - 1)).toEqual(['queued', 'started']);
-    expect(trees[count - 1]?.identity).toBeNull();
-  });
-
   it('when the spawner dies, ends every tree it started and reports each lost; the next start has a new spawner', async () => {
     const containment = open();
     const a = await start(containment, 'sleep', ['30']);

@@ -88,13 +88,6 @@ export interface LaunchRequest {
   readonly urgent?: boolean;
   /** Where a launch that is not urgent waits: lower first, arrival order among equals (a plan step's declaration index). */
   readonly order?: number;
-  /**
-   * Called once, synchronously, when the launch has to wait here (the window was full when it
-   * came): the caller's clock for it stops (a plan step's `timeout_secs` counts from its launch).
-   */
-  readonly onQueued?: () => void;
-  /** Called once, just before {@link prepare}, when a launch {@link onQueued} named is sent after all (not for one withdrawn or failed). */
-  readonly onDequeued?: () => void;
 }
 
 /** A launch waiting in {@link Spawner}'s queue. */
@@ -107,10 +100,6 @@ interface Queued {
   /** What withdraws it while it waits (the caller's `withdraw`, and `withdrawWaiting` unless it was aborted before). */
   readonly withdraw: readonly AbortSignal[];
   onWithdraw: (() => void) | null;
-  /** Left the queue (sent, withdrawn or failed). */
-  done: boolean;
-  /** Had to wait (its `onQueued` was called). */
-  waited: boolean;
 }
 
 /** Stops listening for a queued launch's withdrawal (it was sent, withdrawn or failed). */
@@ -207,24 +196,17 @@ export class Spawner {
     return new Promise<StartedLeader>((resolve) => {
       // `withdrawWaiting` counts only while the launch waits here: aborted already, it does not keep it from being queued.
       const signals = [withdraw, withdrawWaiting?.aborted === true ? undefined : withdrawWaiting].filter((s) => s !== undefined);
-      const queued: Queued = { child, request, startedAtMs, resolve, withdraw: signals, onWithdraw: null, done: false, waited: false };
+      const queued: Queued = { child, request, startedAtMs, resolve, withdraw: signals, onWithdraw: null };
       const ticket = this.#queue.push(queued, request.urgent === true, request.order ?? 0);
       if (queued.withdraw.length > 0) {
         queued.onWithdraw = () => {
           unlisten(queued);
           // Sent already: its tree is ended once it is there.
-          if (this.#queue.withdraw(ticket)) {
-            queued.done = true;
-            resolve(failedStart(request.name, WITHDRAWN, startedAtMs));
-          }
+          if (this.#queue.withdraw(ticket)) resolve(failedStart(request.name, WITHDRAWN, startedAtMs));
         };
         for (const signal of queued.withdraw) signal.addEventListener('abort', queued.onWithdraw, { once: true });
       }
       this.#pump();
-      if (!queued.done) {
-        queued.waited = true;
-        request.onQueued?.();
-      }
     });
   }
 
@@ -237,7 +219,6 @@ export class Spawner {
     while (this.#inFlight < LAUNCH_WINDOW && this.#queue.size > 0) {
       const queued = this.#queue.shift() as Queued;
       unlisten(queued);
-      queued.done = true;
       if (queued.child !== this.#child || this.#closed) {
         // The spawner it was placed for died meanwhile (or the session ended): as a launch sent to it would have.
         const how = this.#deaths.get(queued.child);
@@ -247,7 +228,6 @@ export class Spawner {
       }
       let options: LaunchOptions | string;
       try {
-        if (queued.waited) queued.request.onDequeued?.();
         options = queued.request.prepare();
       } catch (error) {
         options = error instanceof Error ? error.message : String(error);

@@ -131,17 +131,19 @@ export class AttemptRun {
   }
 
   /**
-   * The attempt's launch waits in the session's launch queue (`ATTEMPT.QUEUED`): a bounded step
-   * stops its `timeout_secs` clock until {@link launched}. Only a bounded step is told (an
-   * unbounded one has no clock to stop, and a wide wave's log stays as it was).
+   * The attempt asks for its process (`ATTEMPT.LAUNCHING`): a bounded step stops its
+   * `timeout_secs` clock until {@link launched}, so a wide wave's wait for the spawner is not
+   * charged to it. Called in the same turn as the launch is asked for, before any timer can
+   * fire. Only a bounded step is told (an unbounded one has no clock to stop, and its log stays
+   * as it was).
    */
-  launchQueued(): void {
+  launching(): void {
     if (this.#finished || this.input.step.timeoutSecs === null) return;
-    this.#send({ type: 'ATTEMPT.QUEUED', attempt: this.attempt });
+    this.#send({ type: 'ATTEMPT.LAUNCHING', attempt: this.attempt });
   }
 
-  /** The launch {@link launchQueued} named is sent to the spawner (`ATTEMPT.LAUNCHED`): the bound counts from now. */
-  launchSent(): void {
+  /** The process {@link launching} asked for started, its pid known (`ATTEMPT.LAUNCHED`): the bound counts from now. */
+  launched(): void {
     if (this.#finished || this.input.step.timeoutSecs === null) return;
     this.#send({ type: 'ATTEMPT.LAUNCHED', attempt: this.attempt });
   }

@@ -61,6 +61,8 @@ export function shellAttemptActor(env: AttemptEnvironment, lastTrees: LastTrees)
         run.onEnd((graceMs) => {
           endAsked ??= graceMs;
         });
+        // `timeout_secs` counts from the process's start, not from the wait for the spawner.
+        run.launching();
         void startCommand({
           containment: env.session.containment,
           owner: { kind: 'attempt', run: env.runId, step: step.id, attempt: run.attempt },
@@ -75,9 +77,6 @@ export function shellAttemptActor(env: AttemptEnvironment, lastTrees: LastTrees)
           withdrawWaiting: run.withdrawWaitingSignal,
           // A wide wave starts in declaration order, however its pools dispatched it.
           order: run.input.step.index,
-          // `timeout_secs` counts from the launch, not from the wait behind a wide wave's launches.
-          onQueued: () => run.launchQueued(),
-          onDequeued: () => run.launchSent(),
           onLeaderExit: (info) => run.leaderExited(info.pid, info.exitCode, info.signal),
         }).then((running) => {
           tree = running.process;
@@ -89,6 +88,7 @@ export function shellAttemptActor(env: AttemptEnvironment, lastTrees: LastTrees)
             });
           }
           env.session.countCall('shell');
+          if (running.process.identity !== null) run.launched();
           const abandoned = run.finished;
           trackTree(run, running.process);
           if (abandoned) void running.process.end(run.input.step.killGraceMs).catch(() => {});

@@ -1,9 +1,9 @@
 /**
- * A bounded step's `timeout_secs` counts from its process's launch, not from the wait behind a
- * wide wave's launches (round 19): a shell attempt whose launch has to wait for the session's
- * spawner reports `ATTEMPT.QUEUED`, the step stops its clock in `running.queued`, and
- * `ATTEMPT.LAUNCHED` starts the bound again, in full. The attempt actor is a stand-in the test
- * drives; time is XState's simulated clock.
+ * A bounded shell step's `timeout_secs` counts from its process's start, not from the wait for
+ * the session's spawner behind a wide wave's launches (round 19): the shell attempt reports
+ * `ATTEMPT.LAUNCHING` as it asks for its process, the step stops its clock in
+ * `running.launching`, and `ATTEMPT.LAUNCHED` (the process started) starts the bound again, in
+ * full. The attempt actor is a stand-in the test drives; time is XState's simulated clock.
  */
 import { createActor, fromCallback, SimulatedClock } from 'xstate';
 import type { PlanStep } from '../../machines/contracts.js';
@@ -41,14 +41,14 @@ const finished = (attempt: number, status: 'success' | 'failed', startedAtMs: nu
   endedAtMs,
 });
 
-describe("a bounded step whose launch waits for the session's spawner", () => {
-  it('does not time out while its launch is queued, however long the wait', () => {
+describe('a bounded step whose process is being launched', () => {
+  it('does not time out while its process is being launched, however long the wait', () => {
     const d = drive();
     expect(d.state()).toBe('running.bounded');
-    d.report({ type: 'ATTEMPT.QUEUED', attempt: 1 });
-    expect(d.state()).toBe('running.queued');
+    d.report({ type: 'ATTEMPT.LAUNCHING', attempt: 1 });
+    expect(d.state()).toBe('running.launching');
     d.clock.increment(60_000); // thirty times its timeout_secs
-    expect(d.state()).toBe('running.queued');
+    expect(d.state()).toBe('running.launching');
     expect(d.requests).toEqual([]);
     d.report({ type: 'ATTEMPT.LAUNCHED', attempt: 1 });
     expect(d.state()).toBe('running.bounded');
@@ -57,10 +57,10 @@ describe("a bounded step whose launch waits for the session's spawner", () => {
     expect(d.actor.getSnapshot().output).toMatchObject({ status: 'success', output: 'done', attempts: 1 } satisfies Partial<StepOutput>);
   });
 
-  it('counts its timeout_secs in full from the launch, and ends the attempt when that runs out', () => {
+  it('counts its timeout_secs in full from the process start, and ends the attempt when that runs out', () => {
     const d = drive();
-    d.clock.increment(1_500); // most of the bound spent before the launch had to wait: it does not carry over
-    d.report({ type: 'ATTEMPT.QUEUED', attempt: 1 });
+    d.clock.increment(1_500); // most of the bound spent before the launch was asked for: it does not carry over
+    d.report({ type: 'ATTEMPT.LAUNCHING', attempt: 1 });
     d.clock.increment(10_000);
     d.report({ type: 'ATTEMPT.LAUNCHED', attempt: 1 });
     d.clock.increment(1_999);
@@ -74,9 +74,9 @@ describe("a bounded step whose launch waits for the session's spawner", () => {
     expect(d.actor.getSnapshot().output).toMatchObject({ status: 'failed', error: stepTimedOut(2, undefined), attempts: 1 });
   });
 
-  it('is still ended by a forced cancel while queued, and settles as never run when nothing started', () => {
+  it('is still ended by a forced cancel while launching, and settles as never run when nothing started', () => {
     const d = drive();
-    d.report({ type: 'ATTEMPT.QUEUED', attempt: 1 });
+    d.report({ type: 'ATTEMPT.LAUNCHING', attempt: 1 });
     d.actor.send({ type: 'CANCEL', force: true });
     expect(d.state()).toBe('running.stopping');
     expect(d.requests).toEqual(['1:ATTEMPT.END']);
@@ -84,14 +84,14 @@ describe("a bounded step whose launch waits for the session's spawner", () => {
     expect(d.actor.getSnapshot().output).toMatchObject({ status: 'skipped', error: CANCEL_BEFORE_STEP, attempts: 0 });
   });
 
-  it("ignores a queue report of an earlier attempt: the retry's own bound runs", () => {
+  it("ignores a launch report of an earlier attempt: the retry's own bound runs", () => {
     const d = drive(1);
     d.clock.increment(2_000);
     expect(d.state()).toBe('running.stopping');
     d.report({ type: 'ATTEMPT.LEADER_EXITED', attempt: 1, pid: 7, exitCode: 143, signal: 'SIGTERM' });
     d.report(finished(1, 'failed', 0, 2_000));
     expect(d.state()).toBe('running.bounded'); // the retry, attempt 2
-    d.report({ type: 'ATTEMPT.QUEUED', attempt: 1 });
+    d.report({ type: 'ATTEMPT.LAUNCHING', attempt: 1 });
     expect(d.state()).toBe('running.bounded');
     d.clock.increment(2_000);
     expect(d.state()).toBe('running.stopping');
