@@ -44,7 +44,7 @@ import {
 import { CgroupSignaller, CgroupUnit, cgroupTreeProcs, removeCgroupTree } from './cgroup-unit.js';
 import { GroupUnit } from './group-unit.js';
 import { describeSpawnError, failedLaunch, launchLeader, loadLauncher, type LaunchedLeader, type LaunchOptions, type LeaderExitInfo, type ProcessResult } from './leader.js';
-import { Spawner, SPAWNER_ENV, spawnerWanted } from './spawner/client.js';
+import { Spawner, SPAWNER_ANSWER_MS, SPAWNER_ENV, spawnerWanted } from './spawner/client.js';
 import { ownerInScope, ownerText, type Owner, type OwnerScope } from './owner.js';
 import { liveGroupIds, ProcessGroupRegistry } from './process-groups.js';
 import { processStartTime } from './proc.js';
@@ -68,6 +68,13 @@ export const CGROUP_ROOT_NAME = 'capsule-runtime';
 export type ContainmentBackend = 'cgroup' | 'process-group';
 export type BackendChoice = ContainmentBackend | 'auto';
 export type IsolationChoice = 'pid-namespace' | 'none' | 'auto';
+
+/** `CAPSULE_SPAWNER_ANSWER_MS` (a whole number of milliseconds, ≥ 100; meant for tests), or the default. */
+function spawnerAnswerMsOf(env: Readonly<Record<string, string | undefined>>): number {
+  const text = env['CAPSULE_SPAWNER_ANSWER_MS'];
+  const value = text === undefined ? Number.NaN : Number(text);
+  return Number.isSafeInteger(value) && value >= 100 ? value : SPAWNER_ANSWER_MS;
+}
 
 /**
  * A containment or isolation that was asked for and cannot be had (a refusal before anything
@@ -423,6 +430,7 @@ export class Containment {
   /** The session's spawner process (issue 14), created at the first {@link start}; null before, or with `CAPSULE_SPAWNER=direct`. */
   #spawner: Spawner | null = null;
   #useSpawner: boolean;
+  readonly #spawnerAnswerMs: number;
   /** Launches in flight through the spawner ({@link close} waits for them). */
   readonly #starting = new Set<Promise<unknown>>();
   /** Kills the session's cgroup if the runtime dies without closing (src/process/watchdog.ts); started with the first cgroup. */
@@ -431,11 +439,14 @@ export class Containment {
   /**
    * @param info   {@link detectContainment}'s answer.
    * @param options `pathVar`: the host `PATH` programs are resolved on (default `process.env.PATH`);
-   *   `readOnlyPaths`: bound read-only in the trees' mount namespaces.
+   *   `readOnlyPaths`: bound read-only in the trees' mount namespaces; `spawnerAnswerMs`: how long
+   *   the session's spawner may stay silent before it is killed as hung (`SpawnerOptions.answerMs`;
+   *   `CAPSULE_SPAWNER_ANSWER_MS` for {@link open}, meant for tests).
    */
-  constructor(info: ContainmentInfo, options: { pathVar?: string | undefined; readOnlyPaths?: readonly string[]; spawner?: boolean } = {}) {
+  constructor(info: ContainmentInfo, options: { pathVar?: string | undefined; readOnlyPaths?: readonly string[]; spawner?: boolean; spawnerAnswerMs?: number } = {}) {
     this.info = info;
     this.#useSpawner = options.spawner ?? spawnerWanted();
+    this.#spawnerAnswerMs = options.spawnerAnswerMs ?? SPAWNER_ANSWER_MS;
     this.path = trustedPath('pathVar' in options ? options.pathVar : process.env['PATH']);
     this.#readOnly = options.readOnlyPaths ?? [];
     this.#signaller = info.cgroup === null ? null : new CgroupSignaller(info.cgroup);
@@ -447,6 +458,7 @@ export class Containment {
     return new Containment(detectContainment(options), {
       pathVar: 'pathVar' in options ? options.pathVar : env['PATH'],
       spawner: spawnerWanted(env),
+      spawnerAnswerMs: spawnerAnswerMsOf(env),
       ...(options.readOnlyPaths !== undefined ? { readOnlyPaths: options.readOnlyPaths } : {}),
     });
   }
@@ -559,6 +571,7 @@ export class Containment {
     }
     this.#spawner = new Spawner({
       cgroup,
+      answerMs: this.#spawnerAnswerMs,
       onStarted: () => {
         if (this.info.cgroup !== null) this.#watchdog ??= CgroupWatchdog.start(this.info.cgroup);
       },

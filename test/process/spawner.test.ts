@@ -317,6 +317,37 @@ eachBackend((backend) => {
     expect(late.identity).toBeNull();
   });
 
+  it('kills a spawner that stops answering (SIGSTOP): its launch fails saying so, its running tree is ended, and the next start has a new spawner', async () => {
+    const containment = Containment.open({ sessionId: `spawner-${process.pid}-${++sessionCounter}`, backend: backend.containment, isolation: 'none', env: { ...process.env, CAPSULE_SPAWNER: 'spawner', CAPSULE_SPAWNER_ANSWER_MS: '1000' } });
+    opened.push(containment);
+    const running = await start(containment, 'sleep', ['30']);
+    expect(running.identity).not.toBeNull();
+    const stopped = containment.spawnerPid as number;
+    process.kill(stopped, 'SIGSTOP');
+    try {
+      const launch = await start(containment, 'true', []);
+      expect(launch.identity).toBeNull();
+      await expect(launch.done).resolves.toMatchObject({ spawnError: expect.stringMatching(/^failed to start 'true': the session's spawner process \(pid \d+\) exited \(said nothing for 1 s and was killed \(SIGKILL\)\)$/) });
+      await running.done;
+      expect(running.members()).toEqual([]);
+    } finally {
+      if (readProcStat(stopped) !== null) process.kill(stopped, 'SIGCONT');
+    }
+    const next = await start(containment, 'true', []);
+    expect(next.identity).not.toBeNull();
+    expect(containment.spawnerPid).not.toBe(stopped);
+    await next.done;
+  });
+
+  it('leaves a live spawner alone through a step longer than its answer time, with nothing else to say', async () => {
+    const containment = Containment.open({ sessionId: `spawner-${process.pid}-${++sessionCounter}`, backend: backend.containment, isolation: 'none', env: { ...process.env, CAPSULE_SPAWNER: 'spawner', CAPSULE_SPAWNER_ANSWER_MS: '300' } });
+    opened.push(containment);
+    const quiet = await start(containment, 'sleep', ['1.5']);
+    const pid = containment.spawnerPid;
+    await expect(quiet.done).resolves.toMatchObject({ exitCode: 0, spawnError: null });
+    expect(containment.spawnerPid).toBe(pid);
+  });
+
   it('when the spawner dies, ends every tree it started and reports each lost; the next start has a new spawner', async () => {
     const containment = open();
     const a = await start(containment, 'sleep', ['30']);

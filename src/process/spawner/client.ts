@@ -48,7 +48,23 @@ export interface SpawnerOptions {
    * Their `done` settles (lost) once what this returns has resolved (the trees proven gone).
    */
   readonly onDeath?: (lostPids: readonly number[], why: string) => Promise<unknown> | void;
+  /**
+   * Milliseconds the spawner may stay silent — no message at all, not even the answer to a ping
+   * sent each tenth of it — while the runtime waits on it (a spawn request unanswered, a leader
+   * not seen exiting), before it is taken for hung (stopped by SIGSTOP, stuck in a fork or an exec)
+   * and killed (SIGKILL, by its pid): its launches then fail and its trees are ended as at any
+   * death of it, and the next launch starts a new spawner. Default {@link SPAWNER_ANSWER_MS}.
+   * Counted in ticks the runtime itself lives through, so a runtime stopped together with its
+   * spawner (Ctrl-Z, then `fg`) does not count the pause.
+   */
+  readonly answerMs?: number;
 }
+
+/** Default {@link SpawnerOptions.answerMs}: 10 s. */
+export const SPAWNER_ANSWER_MS = 10_000;
+
+/** Ticks of {@link SpawnerOptions.answerMs} / this with no answer make the spawner hung. */
+const ANSWER_TICKS = 10;
 
 interface Pending {
   readonly options: LaunchOptions;
@@ -150,6 +166,14 @@ export class Spawner {
   #inFlight = 0;
   /** How each spawner that died ended (`killed by SIGKILL`), for the launches still queued for it. */
   readonly #deaths = new WeakMap<ChildProcess, string>();
+  /** Spawners this runtime killed for not answering (their death is said so). */
+  readonly #hung = new WeakSet<ChildProcess>();
+  /** Messages heard from the spawner so far: what the hung check watches move. */
+  #heard = 0;
+  /** The count at the last tick, and the ticks in a row it did not move while the runtime waited on the spawner. */
+  #heardAtTick = 0;
+  #quietTicks = 0;
+  #answerTimer: NodeJS.Timeout | null = null;
   /** Flushes asked of the spawner and not answered yet (a drain waits for each). */
   #flushes = 0;
   #nextId = 0;
@@ -260,6 +284,40 @@ export class Spawner {
     this.#pump();
   }
 
+  /** Starts the hung check while the runtime waits on the spawner ({@link SpawnerOptions.answerMs}). */
+  #watchSpawner(): void {
+    if (this.#answerTimer !== null) return;
+    this.#heardAtTick = this.#heard;
+    this.#quietTicks = 0;
+    const tickMs = Math.max(1, Math.round((this.#options.answerMs ?? SPAWNER_ANSWER_MS) / ANSWER_TICKS));
+    this.#answerTimer = setInterval(() => this.#tick(), tickMs);
+    this.#answerTimer.unref();
+  }
+
+  #tick(): void {
+    const child = this.#child;
+    if (this.#pending.size === 0 || child === null) {
+      if (this.#answerTimer !== null) clearInterval(this.#answerTimer);
+      this.#answerTimer = null;
+      return;
+    }
+    if (this.#heard !== this.#heardAtTick) {
+      this.#heardAtTick = this.#heard;
+      this.#quietTicks = 0;
+      return;
+    }
+    if (++this.#quietTicks < ANSWER_TICKS) {
+      this.#tell(child, { t: 'ping' }); // a live spawner answers at once, even with nothing else to say
+      return;
+    }
+    // Hung: silent through every tick. Its death (`#died`) fails its launches and ends its trees.
+    this.#quietTicks = 0;
+    const pid = child.pid;
+    if (pid === undefined || child.exitCode !== null || child.signalCode !== null || this.#hung.has(child)) return;
+    this.#hung.add(child);
+    signalProcess(pid, 'SIGKILL');
+  }
+
   /**
    * The running spawner once it is placed (in the session's cgroup, on the cgroup backend): its
    * placement runs off the main thread (a write to `cgroup.procs` waits for the kernel's cgroup
@@ -313,6 +371,7 @@ export class Spawner {
         answered: false,
       });
       this.#refresh();
+      this.#watchSpawner();
       child.send({
         t: 'spawn',
         id,
@@ -416,7 +475,10 @@ export class Spawner {
   }
 
   #message(message: SpawnerMessage, handle: unknown): void {
+    this.#heard += 1;
     switch (message.t) {
+      case 'pong':
+        return;
       case 'd':
         this.#outputs.get(message.id)?.data(message.s, message.b);
         return;
@@ -528,7 +590,11 @@ export class Spawner {
   /** The spawner exited: closed by us, or died. Every leader not seen exiting is lost. */
   #died(child: ChildProcess, code: number | null, signal: NodeJS.Signals | null): void {
     if (this.#child === child) this.#child = null;
-    const how = signal !== null ? `killed by ${signal}` : `exit status ${String(code)}`;
+    const how = this.#hung.has(child)
+      ? `said nothing for ${String((this.#options.answerMs ?? SPAWNER_ANSWER_MS) / 1000)} s and was killed (SIGKILL)`
+      : signal !== null
+        ? `killed by ${signal}`
+        : `exit status ${String(code)}`;
     const entries = [...this.#pending.values()];
     this.#pending.clear();
     for (const pending of entries) {
@@ -561,6 +627,7 @@ export class Spawner {
 }
 
 type SpawnerMessage =
+  | { t: 'pong' }
   | { t: 'started'; id: number; pid: number; startTime: number }
   | { t: 'd'; id: number; s: 0 | 1; b: string }
   | { t: 'e'; id: number; s: 0 | 1 }

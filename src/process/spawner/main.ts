@@ -10,7 +10,8 @@
  *   `{t:'close', id, s}` the runtime stopped reading that stream (a held-open pipe it cut);
  *   `{t:'flush', id}` the runtime's drain grace ended while a stream is still read here;
  *   `{t:'forget', id}` the runtime has proven the process group of request `id` gone (its tree
- *   settled): this process stops holding it.
+ *   settled): this process stops holding it; `{t:'ping'}` the runtime heard nothing for a while
+ *   (answered `{t:'pong'}` at once: a spawner silent through many pings is taken for hung and killed).
  * - out `{t:'started', id, pid, startTime}` at the spawn; `{t:'d', id, s, b}` bytes of a stream
  *   as they are read (`b` base64); `{t:'h', id, s}` with the stream's pipe itself as the handle;
  *   `{t:'in', id}` with stdin (only with `stdinPipe`); `{t:'ctl', id, text, initStart?}` the helper's
@@ -337,8 +338,9 @@ async function flush(id: number): Promise<void> {
   send({ t: 'flushed', id });
 }
 
-process.on('message', (message: SpawnMessage | CloseMessage | FlushMessage | ForgetMessage) => {
+process.on('message', (message: SpawnMessage | CloseMessage | FlushMessage | ForgetMessage | { t: 'ping' }) => {
   if (message?.t === 'spawn') start(message);
+  else if (message?.t === 'ping') send({ t: 'pong' });
   else if (message?.t === 'close') {
     reading.get(message.id)?.[message.s]?.close();
   } else if (message?.t === 'flush') void flush(message.id);
