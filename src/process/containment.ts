@@ -44,7 +44,7 @@ import {
 import { CgroupSignaller, CgroupUnit, cgroupTreeProcs, removeCgroupTree } from './cgroup-unit.js';
 import { GroupUnit } from './group-unit.js';
 import { describeSpawnError, failedLaunch, launchLeader, loadLauncher, type LaunchedLeader, type LaunchOptions, type LeaderExitInfo, type ProcessResult } from './leader.js';
-import { Spawner, SPAWNER_ANSWER_MS, SPAWNER_ENV, spawnerWanted } from './spawner/client.js';
+import { Spawner, SPAWNER_ENV, spawnerWanted } from './spawner/client.js';
 import { ownerInScope, ownerText, type Owner, type OwnerScope } from './owner.js';
 import { liveGroupIds, ProcessGroupRegistry } from './process-groups.js';
 import { processStartTime } from './proc.js';
@@ -69,11 +69,10 @@ export type ContainmentBackend = 'cgroup' | 'process-group';
 export type BackendChoice = ContainmentBackend | 'auto';
 export type IsolationChoice = 'pid-namespace' | 'none' | 'auto';
 
-/** `CAPSULE_SPAWNER_ANSWER_MS` (a whole number of milliseconds, ≥ 100; meant for tests), or the default. */
-function spawnerAnswerMsOf(env: Readonly<Record<string, string | undefined>>): number {
-  const text = env['CAPSULE_SPAWNER_ANSWER_MS'];
-  const value = text === undefined ? Number.NaN : Number(text);
-  return Number.isSafeInteger(value) && value >= 100 ? value : SPAWNER_ANSWER_MS;
+/** `CAPSULE_SPAWNER_ANSWER_MS` (a whole number of milliseconds, ≥ 100; meant for tests), or undefined: the spawner's default. */
+function spawnerAnswerMsOf(env: Readonly<Record<string, string | undefined>>): number | undefined {
+  const value = Number(env['CAPSULE_SPAWNER_ANSWER_MS']);
+  return Number.isSafeInteger(value) && value >= 100 ? value : undefined;
 }
 
 /**
@@ -430,7 +429,7 @@ export class Containment {
   /** The session's spawner process (issue 14), created at the first {@link start}; null before, or with `CAPSULE_SPAWNER=direct`. */
   #spawner: Spawner | null = null;
   #useSpawner: boolean;
-  readonly #spawnerAnswerMs: number;
+  readonly #spawnerAnswerMs: number | undefined;
   /** Launches in flight through the spawner ({@link close} waits for them). */
   readonly #starting = new Set<Promise<unknown>>();
   /** Kills the session's cgroup if the runtime dies without closing (src/process/watchdog.ts); started with the first cgroup. */
@@ -446,7 +445,7 @@ export class Containment {
   constructor(info: ContainmentInfo, options: { pathVar?: string | undefined; readOnlyPaths?: readonly string[]; spawner?: boolean; spawnerAnswerMs?: number } = {}) {
     this.info = info;
     this.#useSpawner = options.spawner ?? spawnerWanted();
-    this.#spawnerAnswerMs = options.spawnerAnswerMs ?? SPAWNER_ANSWER_MS;
+    this.#spawnerAnswerMs = options.spawnerAnswerMs;
     this.path = trustedPath('pathVar' in options ? options.pathVar : process.env['PATH']);
     this.#readOnly = options.readOnlyPaths ?? [];
     this.#signaller = info.cgroup === null ? null : new CgroupSignaller(info.cgroup);
@@ -455,10 +454,11 @@ export class Containment {
   /** {@link detectContainment} then a containment for it. @throws {ContainmentError} as detection does. */
   static open(options: ContainmentOptions & { pathVar?: string | undefined }): Containment {
     const env = options.env ?? process.env;
+    const spawnerAnswerMs = spawnerAnswerMsOf(env);
     return new Containment(detectContainment(options), {
       pathVar: 'pathVar' in options ? options.pathVar : env['PATH'],
       spawner: spawnerWanted(env),
-      spawnerAnswerMs: spawnerAnswerMsOf(env),
+      ...(spawnerAnswerMs !== undefined ? { spawnerAnswerMs } : {}),
       ...(options.readOnlyPaths !== undefined ? { readOnlyPaths: options.readOnlyPaths } : {}),
     });
   }
@@ -571,7 +571,7 @@ export class Containment {
     }
     this.#spawner = new Spawner({
       cgroup,
-      answerMs: this.#spawnerAnswerMs,
+      ...(this.#spawnerAnswerMs !== undefined ? { answerMs: this.#spawnerAnswerMs } : {}),
       onStarted: () => {
         if (this.info.cgroup !== null) this.#watchdog ??= CgroupWatchdog.start(this.info.cgroup);
       },

@@ -63,7 +63,7 @@ export interface SpawnerOptions {
 /** Default {@link SpawnerOptions.answerMs}: 10 s. */
 export const SPAWNER_ANSWER_MS = 10_000;
 
-/** Ticks of {@link SpawnerOptions.answerMs} / this with no answer make the spawner hung. */
+/** The hung check ticks this many times per {@link SpawnerOptions.answerMs}; that many silent ticks in a row make the spawner hung. */
 const ANSWER_TICKS = 10;
 
 interface Pending {
@@ -174,6 +174,8 @@ export class Spawner {
   #heardAtTick = 0;
   #quietTicks = 0;
   #answerTimer: NodeJS.Timeout | null = null;
+  /** {@link SpawnerOptions.answerMs}, defaulted. */
+  readonly #answerMs: number;
   /** Flushes asked of the spawner and not answered yet (a drain waits for each). */
   #flushes = 0;
   #nextId = 0;
@@ -184,6 +186,7 @@ export class Spawner {
 
   constructor(options: SpawnerOptions) {
     this.#options = options;
+    this.#answerMs = options.answerMs ?? SPAWNER_ANSWER_MS;
   }
 
   /** The spawner's pid, or null before the first spawn (and after it died). */
@@ -289,7 +292,7 @@ export class Spawner {
     if (this.#answerTimer !== null) return;
     this.#heardAtTick = this.#heard;
     this.#quietTicks = 0;
-    const tickMs = Math.max(1, Math.round((this.#options.answerMs ?? SPAWNER_ANSWER_MS) / ANSWER_TICKS));
+    const tickMs = Math.max(1, Math.round(this.#answerMs / ANSWER_TICKS));
     this.#answerTimer = setInterval(() => this.#tick(), tickMs);
     this.#answerTimer.unref();
   }
@@ -591,7 +594,7 @@ export class Spawner {
   #died(child: ChildProcess, code: number | null, signal: NodeJS.Signals | null): void {
     if (this.#child === child) this.#child = null;
     const how = this.#hung.has(child)
-      ? `said nothing for ${String((this.#options.answerMs ?? SPAWNER_ANSWER_MS) / 1000)} s and was killed (SIGKILL)`
+      ? `said nothing for ${String(this.#answerMs / 1000)} s and was killed (SIGKILL)`
       : signal !== null
         ? `killed by ${signal}`
         : `exit status ${String(code)}`;
