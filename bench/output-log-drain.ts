@@ -1,5 +1,5 @@
 /**
- * Drain speed and peak memory of a demoted command's output log (`src/detached/output-log.ts`),
+ * Drain speed and peak memory of a demoted command's output log (`src/shell-calls/output-log.ts`),
  * against `cat > file`; issue 9's targets: at least 50 % of `cat`'s speed, peak RSS ≤ 120 MiB for
  * 1 GiB of output. Run by hand (not yet a suite of `npm run bench`):
  *
@@ -29,7 +29,7 @@ import { closeSync, constants as fsConstants, mkdtempSync, openSync, readFileSyn
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { OutputLog } from '../src/detached/output-log.js';
+import { OutputLog } from '../src/shell-calls/output-log.js';
 
 const MIB = 1024 * 1024;
 const VARIANTS = ['cat', 'output-log', 'async-queue', 'discard'] as const;

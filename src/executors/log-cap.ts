@@ -1,6 +1,6 @@
 /**
  * The texts of `lifecycle.max_log_bytes` (ours, issues 9 and round 17), shared by the background
- * command's log (`src/detached/output-log.ts`) and the foreground logs of plan shell steps and
+ * command's log (`src/shell-calls/output-log.ts`) and the foreground logs of plan shell steps and
  * `shell.run` (`src/executors/shell-outcome.ts`). A leaf module: both sides import it without a cycle.
  */
 

@@ -5,8 +5,8 @@
  */
 import { closeSync, constants as fsConstants, fstatSync, openSync, readSync, writeSync } from 'node:fs';
 import { toJsonLine } from '../records/jsonl.js';
-import type { LostWork } from '../detached/lost-report.js';
-import { errorMessage } from '../detached/output-log.js';
+import type { LostWork } from '../shell-calls/lost-report.js';
+import { errorMessage } from '../shell-calls/output-log.js';
 import { traceFields, type ProcessLostFields } from '../records/trace-records.js';
 
 /** Inputs of one marker. */

@@ -7,9 +7,9 @@
 import { closeSync, constants as fsConstants, fstatSync, openSync, readSync } from 'node:fs';
 import { join } from 'node:path';
 import { newEventId, uuidV7Simple } from '../ids.js';
-import type { LostReport, LostWork } from '../detached/lost-report.js';
-import { errorMessage } from '../detached/output-log.js';
-import { provenanceOf } from '../detached/provenance.js';
+import type { LostReport, LostWork } from '../shell-calls/lost-report.js';
+import { errorMessage } from '../shell-calls/output-log.js';
+import { provenanceOf } from '../session/provenance.js';
 import { appendMarkers, lostMarker, MARKER_FS, type MarkerFs } from './markers.js';
 import { recordsRootText, sessionDirsIn } from '../records/records-dir.js';
 import { describeDamage, reportTrust, TraceScanner, unaccounted, type DetachedCandidate, type TraceScan } from './scan.js';

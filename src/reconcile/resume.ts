@@ -29,8 +29,8 @@
 import { closeSync, existsSync, linkSync, lstatSync, openSync, readFileSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { newEventId, uuidV7Simple } from '../ids.js';
-import type { LostReport, LostWork } from '../detached/lost-report.js';
-import { lostReportText, type LostLiveness } from '../detached/texts.js';
+import type { LostReport, LostWork } from '../shell-calls/lost-report.js';
+import { lostReportText, type LostLiveness } from '../shell-calls/texts.js';
 import { markNoticed } from '../process/leftovers.js';
 import { isSameLiveProcess, processStartTime } from '../process/proc.js';
 import { probeTrees, reap, REAP_GRACE_MS, type LiveProcess, type RecordedTree, type ReapResult } from '../process/reap.js';

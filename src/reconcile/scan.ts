@@ -4,9 +4,9 @@
  * skipping rules are the spec's own (split at `\n`, drop a trailing `\r`, skip what does not
  * parse), and every skipped line is counted and reported with its byte offset (issue 11 item 3).
  */
-import type { LostWork } from '../detached/lost-report.js';
+import type { LostWork } from '../shell-calls/lost-report.js';
 import { readBesideNuls } from '../records/jsonl-reader.js';
-import { lowestTrust, parseTrust, type Trust } from '../detached/provenance.js';
+import { lowestTrust, parseTrust, type Trust } from '../session/provenance.js';
 
 /**
  * Why a line was skipped. `torn`: the unterminated last line, not JSON (a write cut short).

@@ -9,8 +9,8 @@ import { createJSONRPCErrorResponse, JSONRPCErrorCode, JSONRPCErrorException, JS
 import { realpathSync } from 'node:fs';
 import { isAbsolute, relative, resolve } from 'node:path';
 import type { JsonSource } from '../plan/json-location.js';
-import type { BackgroundCommandAnswer } from '../session/background/background-command.js';
-import type { ShellRunRequest } from '../session/background/shell-call.js';
+import type { BackgroundCommandAnswer } from '../shell-calls/background-command.js';
+import type { ShellRunRequest } from '../shell-calls/request.js';
 import { UnknownTaskError, type SessionApi } from './session-api.js';
 
 /** Our error codes (-32000…-32099), each with the `data.code` word it carries. */

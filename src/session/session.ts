@@ -17,7 +17,7 @@ import type { Manifest } from '../manifest.js';
 import { CancelPolicy, type Cancelable, type CancelPolicyOptions } from './cancel-policy.js';
 import { elapsedMs, systemClock, type SessionClock, type XStateClock } from './clock.js';
 import { silentLogger, type RuntimeLogger } from './logger.js';
-import { BackgroundCommands, type BackgroundOptions } from './background/background-commands.js';
+import { BackgroundCommands, type BackgroundOptions } from '../shell-calls/shell-calls.js';
 import { ActorNames } from './actor-names.js';
 import { TaskTable } from './tasks.js';
 import { LiveDelegations } from '../cancel/live-delegations.js';

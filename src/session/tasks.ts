@@ -9,7 +9,7 @@
  */
 import { CancelSignal } from '../cancel/cancel-signal.js';
 import type { Residue } from '../cancel/residue.js';
-import { provenanceOf, type Origin, type TaskProvenance, type Trust } from '../detached/provenance.js';
+import { provenanceOf, type Origin, type TaskProvenance, type Trust } from './provenance.js';
 import { uuidV7Simple } from '../ids.js';
 import type { TraceNode } from '../records/trace-records.js';
 import type { TraceWriter } from '../records/trace-writer.js';

@@ -39,8 +39,9 @@ function floorOf(path: string): number {
   if (path.startsWith('machines/')) return 0;
   if (/^src\/(errors|ids|package-root)$/.test(path)) return 0;
   if (path.startsWith('src/plan/') || path.startsWith('src/actors/') || path === 'src/manifest') return 1;
-  if (/^src\/(process|executors|records|detached|cancel|reconcile)\//.test(path)) return 2;
-  if (path.startsWith('src/session/')) return 3;
+  if (/^src\/(process|executors|records|detached|cancel)\//.test(path)) return 2;
+  // The session and what a session does: its shell calls, the resume of an earlier session's records.
+  if (/^src\/(session|shell-calls|reconcile)\//.test(path)) return 3;
   if (/^src\/(runtime|replay|visualize)\//.test(path)) return 4;
   if (path.startsWith('src/cli') || path === 'src/index') return 5;
   return -1;
@@ -107,7 +108,7 @@ describe('layering (blueprint: machines → model → effects → session → ru
     expect([...packages].filter((pkg) => pkg === 'json-rpc-2.0')).toEqual([]);
     expect([...loaded].filter((file) => /^src\/runtime\/delegation\/(plane|snapshot|child-entry)$|^src\/runtime\/json-rpc$|^src\/reconcile\//.test(file))).toEqual([]);
     // A plan's shell steps are never demoted: the background commands' doors load at their first use.
-    expect([...loaded].filter((file) => /^src\/session\/background\/(shell-run|shell-call|background-command|detached-command|doors)$|^src\/detached\/(texts|abandonment|output-log|tool-input|bounded-pattern|work-id)$/.test(file))).toEqual([]);
+    expect([...loaded].filter((file) => /^src\/shell-calls\/(shell-run|request|background-command|detached-command|doors|texts|abandonment|output-log|tool-input|bounded-pattern|work-id)$/.test(file))).toEqual([]);
   });
 
   it('loads pino and the SVG renderer only where they are used (dynamic imports)', () => {

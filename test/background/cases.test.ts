@@ -7,7 +7,7 @@
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
 import { readTrace } from '../../src/records/trace-reader.js';
-import { COMPLETION_HEADING } from '../../src/detached/texts.js';
+import { COMPLETION_HEADING } from '../../src/shell-calls/texts.js';
 import { endSessions, isProcessAlive, policyB, waitFor, waitForPid } from './helpers.js';
 
 afterEach(endSessions);

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { CancelSignal } from '../../src/cancel/cancel-signal.js';
 import { readTrace } from '../../src/records/trace-reader.js';
 import { startPlan } from '../../src/runtime/run-plan.js';
-import type { CompletionDelivery } from '../../src/session/background/background-commands.js';
+import type { CompletionDelivery } from '../../src/shell-calls/shell-calls.js';
 import { eachBackend } from '../support/backends.js';
 import { endSessions, isProcessAlive, policyB, sleep, waitFor, waitForPid } from './helpers.js';
 

@@ -6,8 +6,8 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { backgroundTestHooks, type BackgroundTestHooks } from '../../src/session/background/test-hooks.js';
-import type { ShellDetached, ShellRunResult } from '../../src/session/background/shell-call.js';
+import { backgroundTestHooks, type BackgroundTestHooks } from '../../src/shell-calls/test-hooks.js';
+import type { ShellDetached, ShellRunResult } from '../../src/shell-calls/request.js';
 import { Session, type SessionOptions } from '../../src/session/session.js';
 import type { Manifest } from '../../src/manifest.js';
 

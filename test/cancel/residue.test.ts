@@ -1,7 +1,7 @@
 /** Live delegations and residue (`cancel.md` §4–§5; plan-cases.md section M, cases 85–86). */
 import { LiveDelegations, type LiveDelegation } from '../../src/cancel/live-delegations.js';
 import { Residue } from '../../src/cancel/residue.js';
-import { DetachedRegistry } from '../../src/detached/registry.js';
+import { DetachedRegistry } from '../../src/shell-calls/registry.js';
 import { completionOf, fakeRegistration, ManualClock, RecordingSignaller } from '../detached/fakes.js';
 
 const child = (overrides: Partial<LiveDelegation> = {}): LiveDelegation => ({

@@ -1,8 +1,8 @@
 /** Test doubles for the registry: a manual clock and a recording group signaller. */
-import type { RegistryClock } from '../../src/detached/clock.js';
-import type { DetachedCompletion } from '../../src/detached/completion.js';
+import type { RegistryClock } from '../../src/shell-calls/clock.js';
+import type { DetachedCompletion } from '../../src/shell-calls/completion.js';
 import { OutputTail } from '../../src/detached/output-tail.js';
-import type { GroupSignal, GroupSignaller, Registration } from '../../src/detached/registry.js';
+import type { GroupSignal, GroupSignaller, Registration } from '../../src/shell-calls/registry.js';
 
 /** A clock that moves only when told; timers fire in due order during {@link advance}. */
 export class ManualClock implements RegistryClock {

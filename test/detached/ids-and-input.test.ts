@@ -1,8 +1,8 @@
 /** Work ids (`detached.md` §1), provenance (§17) and the `background-command` input (`background-command.md` §2). */
 import fc from 'fast-check';
-import { completionProvenance, deriveTrust, lowestTrust, ORIGINS, parseOrigin, parseTrust, provenanceOf } from '../../src/detached/provenance.js';
-import { BACKGROUND_COMMAND_INPUT_SCHEMA, parseBackgroundCommandInput } from '../../src/detached/tool-input.js';
-import { checkWorkId, newWorkId, WORK_ID_PATTERN } from '../../src/detached/work-id.js';
+import { completionProvenance, deriveTrust, lowestTrust, ORIGINS, parseOrigin, parseTrust, provenanceOf } from '../../src/session/provenance.js';
+import { BACKGROUND_COMMAND_INPUT_SCHEMA, parseBackgroundCommandInput } from '../../src/shell-calls/tool-input.js';
+import { checkWorkId, newWorkId, WORK_ID_PATTERN } from '../../src/shell-calls/work-id.js';
 
 describe('work ids (detached.md §1)', () => {
   it('are wrk_ and 32 lowercase hex digits of a UUID v7, matching ^wrk_[0-9a-f]+$', () => {

@@ -2,8 +2,8 @@
 import { existsSync, lstatSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { logHeader, logTrailer, NODE_FS, OutputLog, type OutputLogFs } from '../../src/detached/output-log.js';
-import { logCapMarker } from '../../src/detached/texts.js';
+import { logHeader, logTrailer, NODE_FS, OutputLog, type OutputLogFs } from '../../src/shell-calls/output-log.js';
+import { logCapMarker } from '../../src/shell-calls/texts.js';
 
 let dir: string;
 beforeEach(() => {

@@ -5,7 +5,7 @@
  * at most once.
  */
 import fc from 'fast-check';
-import { DetachedRegistry, type Phase } from '../../src/detached/registry.js';
+import { DetachedRegistry, type Phase } from '../../src/shell-calls/registry.js';
 import { completionOf, fakeRegistration, ManualClock, RecordingSignaller } from './fakes.js';
 
 type Op =

@@ -4,8 +4,8 @@
  */
 import { CancelSignal } from '../../src/cancel/cancel-signal.js';
 import { OutputTail } from '../../src/detached/output-tail.js';
-import { DetachedRegistry } from '../../src/detached/registry.js';
-import { newWorkId } from '../../src/detached/work-id.js';
+import { DetachedRegistry } from '../../src/shell-calls/registry.js';
+import { newWorkId } from '../../src/shell-calls/work-id.js';
 import { completionOf, fakeRegistration, flush, ManualClock, RecordingSignaller } from './fakes.js';
 
 function setup() {

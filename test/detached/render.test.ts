@@ -4,8 +4,8 @@
  */
 import { MAX_WAIT_SECS, effectiveWaitMs } from '../../src/detached/constants.js';
 import { OutputTail } from '../../src/detached/output-tail.js';
-import { DetachedRegistry } from '../../src/detached/registry.js';
-import { completionMessage, refusedInputResult, renderBackgroundCommand, unknownWorkIdResult } from '../../src/detached/texts.js';
+import { DetachedRegistry } from '../../src/shell-calls/registry.js';
+import { completionMessage, refusedInputResult, renderBackgroundCommand, unknownWorkIdResult } from '../../src/shell-calls/texts.js';
 import { completionOf, fakeRegistration, ManualClock, RecordingSignaller } from './fakes.js';
 
 function setup() {

@@ -3,9 +3,9 @@
  * the acceptance cases of `detached-cases.md` sections A (10, 11) B, D and E's text, as units.
  */
 import fc from 'fast-check';
-import type { AbandonedCommand, FinishedTooLate } from '../../src/detached/abandonment.js';
-import { finishedTooLate, recoveredResult, shellAbandonedFields, abandonedRunningMs } from '../../src/detached/abandonment.js';
-import { newWorkId } from '../../src/detached/work-id.js';
+import type { AbandonedCommand, FinishedTooLate } from '../../src/shell-calls/abandonment.js';
+import { finishedTooLate, recoveredResult, shellAbandonedFields, abandonedRunningMs } from '../../src/shell-calls/abandonment.js';
+import { newWorkId } from '../../src/shell-calls/work-id.js';
 import {
   abandonmentReport,
   COMPLETION_CLOSING,
@@ -18,7 +18,7 @@ import {
   oneLine,
   outputHoldersNote,
   resourceLimitLine,
-} from '../../src/detached/texts.js';
+} from '../../src/shell-calls/texts.js';
 import { completionOf } from './fakes.js';
 
 const FLAGS = [

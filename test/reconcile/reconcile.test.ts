@@ -5,7 +5,7 @@
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { LOST_HEADING, COMPLETION_HEADING, lostReportText } from '../../src/detached/texts.js';
+import { LOST_HEADING, COMPLETION_HEADING, lostReportText } from '../../src/shell-calls/texts.js';
 import { MARKER_FS, type MarkerFs } from '../../src/reconcile/markers.js';
 import { reconcile, TRACE_FILE } from '../../src/reconcile/reconcile.js';
 

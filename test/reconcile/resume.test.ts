@@ -8,7 +8,7 @@ import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { lostReportText, LOST_HEADING } from '../../src/detached/texts.js';
+import { lostReportText, LOST_HEADING } from '../../src/shell-calls/texts.js';
 import { findAbandonedSessions, NOTICED_FILE } from '../../src/process/leftovers.js';
 import { processName, processStartTime } from '../../src/process/proc.js';
 import { groupMembers } from '../../src/process/process-groups.js';

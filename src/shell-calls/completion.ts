@@ -2,7 +2,7 @@
  * The completion of a demoted command (`detached.md` §7.2) and its status rule. The completion
  * carries no output: the output stays in the log, the agent learns only where it is.
  */
-import type { TaskProvenance } from './provenance.js';
+import type { TaskProvenance } from '../session/provenance.js';
 
 /**
  * Whether background processes still held the output pipes when the leader exited (§7.1):

@@ -2,7 +2,7 @@
  * Work a dead session left behind (`detached.md` §15): one report per resume, never one per work
  * id. Built by the reconcile module (`src/reconcile/`), worded by `texts.ts` ({@link lostReportText}).
  */
-import type { TaskProvenance } from './provenance.js';
+import type { TaskProvenance } from '../session/provenance.js';
 
 /** One lost command (§15): what its `shell_detached` record said. */
 export interface LostWork {

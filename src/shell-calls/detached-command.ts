@@ -3,14 +3,14 @@
  * process tree, streaming into its output log), the facts its completion is built from, and the
  * reports its `detachedCommand` actor hears through its `runCommand` effect actor.
  */
-import type { CommandCompletion, CommandReport, CommandSignal } from '../../../machines/detached-command.machine.js';
-import { completionStatus, type DetachedCompletion, type OutputHolders } from '../../detached/completion.js';
-import { STOP_TERM_GRACE_MS } from '../../detached/constants.js';
-import type { OutputLog } from '../../detached/output-log.js';
-import { completionProvenance, type TaskProvenance } from '../../detached/provenance.js';
-import type { DetachedRegistry } from '../../detached/registry.js';
-import type { CommandEnd, RunningCommand } from '../../executors/command-runner.js';
-import { resourceLimitOfSignal } from '../../executors/resource-limit.js';
+import type { CommandCompletion, CommandReport, CommandSignal } from '../../machines/detached-command.machine.js';
+import { completionStatus, type DetachedCompletion, type OutputHolders } from './completion.js';
+import { STOP_TERM_GRACE_MS } from '../detached/constants.js';
+import type { OutputLog } from './output-log.js';
+import { completionProvenance, type TaskProvenance } from '../session/provenance.js';
+import type { DetachedRegistry } from './registry.js';
+import type { CommandEnd, RunningCommand } from '../executors/command-runner.js';
+import { resourceLimitOfSignal } from '../executors/resource-limit.js';
 
 /** What a demoted command is, as its demotion established it. */
 export interface DetachedCommandFacts {

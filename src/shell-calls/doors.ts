@@ -8,5 +8,5 @@
  */
 export { runShellCall } from './shell-run.js';
 export { runBackgroundCommand } from './background-command.js';
-export { finishedTooLate } from '../../detached/abandonment.js';
-export { abandonmentReport, completionMessage } from '../../detached/texts.js';
+export { finishedTooLate } from './abandonment.js';
+export { abandonmentReport, completionMessage } from './texts.js';

@@ -7,14 +7,14 @@
  * new output matches; `tail_bytes` chooses how much of the tail comes back.
  */
 import { StringDecoder } from 'node:string_decoder';
-import type { CancelSignal } from '../../cancel/cancel-signal.js';
-import { completionStatus } from '../../detached/completion.js';
-import { effectiveWaitMs } from '../../detached/constants.js';
-import type { DetachedSnapshot, EndedBy } from '../../detached/registry.js';
-import { refusedInputResult, renderBackgroundCommand, unknownWorkIdResult, type BackgroundCommandResult } from '../../detached/texts.js';
-import { parseBackgroundCommandInput } from '../../detached/tool-input.js';
-import { BoundedPattern, PatternTooSlowError } from '../../detached/bounded-pattern.js';
-import type { BackgroundCommands } from './background-commands.js';
+import type { CancelSignal } from '../cancel/cancel-signal.js';
+import { completionStatus } from './completion.js';
+import { effectiveWaitMs } from '../detached/constants.js';
+import type { DetachedSnapshot, EndedBy } from './registry.js';
+import { refusedInputResult, renderBackgroundCommand, unknownWorkIdResult, type BackgroundCommandResult } from './texts.js';
+import { parseBackgroundCommandInput } from './tool-input.js';
+import { BoundedPattern, PatternTooSlowError } from './bounded-pattern.js';
+import type { BackgroundCommands } from './shell-calls.js';
 
 /** One command of a listing (`status` without a work id): nothing cut, nothing claimed. */
 export interface CommandListing {
@@ -188,7 +188,7 @@ export function listCommands(service: BackgroundCommands): CommandListing[] {
  * Watches the output appended from now on for a line matching `pattern` (the partial last line
  * is tried too, so a prompt without a newline matches). `matched` resolves with the line, without
  * its line break, or with `tooSlow` when the pattern ran past its time bound on some output
- * (src/detached/bounded-pattern.ts: a catastrophic pattern must not hold the session's thread).
+ * (src/shell-calls/bounded-pattern.ts: a catastrophic pattern must not hold the session's thread).
  */
 function matchNewOutput(
   log: { subscribe(listener: (chunk: Uint8Array) => void): () => void },

@@ -2,11 +2,11 @@
  * What a `shell.run` call asks for, and its result shapes (`shell.md` §1, §4; `detached.md` §4,
  * §13). Transport-independent: `capsule serve` and the library take the same request.
  */
-import type { CancelSignal } from '../../cancel/cancel-signal.js';
-import type { OutputHolders } from '../../detached/completion.js';
-import type { DemotionResult } from '../../detached/texts.js';
-import { splitShellWords } from '../../plan/shell-words.js';
-import type { Task } from '../tasks.js';
+import type { CancelSignal } from '../cancel/cancel-signal.js';
+import type { OutputHolders } from './completion.js';
+import type { DemotionResult } from './texts.js';
+import { splitShellWords } from '../plan/shell-words.js';
+import type { Task } from '../session/tasks.js';
 
 /** The interpreters whose `command` is the script itself (`shell.md` §1.1): `[binary, "-c", command]`. */
 export const INTERPRETERS: readonly string[] = ['bash', 'sh', 'zsh', 'fish', 'dash', 'ksh'];

@@ -12,18 +12,18 @@
 import { appendFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createActor, fromCallback, fromPromise, toPromise, type Actor, type AnyStateMachine } from 'xstate';
-import type { SweepOutput } from '../../../machines/session.machine.js';
-import { sessionActorId } from '../../../machines/session.machine.js';
-import { provideKind } from '../../actors/actor-kinds.js';
-import type { AbandonedCommand, StillRunning } from '../../detached/abandonment.js';
-import { completionStatus, type DetachedCompletion } from '../../detached/completion.js';
-import { DetachedRegistry, type GroupSignal, type GroupSignaller, type SignalReason } from '../../detached/registry.js';
-import type { RegistryClock } from '../../detached/clock.js';
-import { assertSignallableGroup } from '../../process/signals.js';
-import type { Session } from '../session.js';
+import type { SweepOutput } from '../../machines/session.machine.js';
+import { sessionActorId } from '../../machines/session.machine.js';
+import { provideKind } from '../actors/actor-kinds.js';
+import type { AbandonedCommand, StillRunning } from './abandonment.js';
+import { completionStatus, type DetachedCompletion } from './completion.js';
+import { DetachedRegistry, type GroupSignal, type GroupSignaller, type SignalReason } from './registry.js';
+import type { RegistryClock } from './clock.js';
+import { assertSignallableGroup } from '../process/signals.js';
+import type { Session } from '../session/session.js';
 import type { BackgroundCommandAnswer } from './background-command.js';
 import type { DetachedCommand } from './detached-command.js';
-import type { ShellRunRequest, ShellRunResult } from './shell-call.js';
+import type { ShellRunRequest, ShellRunResult } from './request.js';
 
 /** The doors and texts of `doors.ts`, once loaded. */
 type Doors = typeof import('./doors.js');
@@ -190,7 +190,7 @@ export class BackgroundCommands implements GroupSignaller {
   }
 
   /** `backgroundCommand` status / wait / stop (`background-command.ts`); `extended`: serve's additions. */
-  operate(input: unknown, options: { readonly extended?: boolean; readonly cancel?: import('../../cancel/cancel-signal.js').CancelSignal } = {}): Promise<BackgroundCommandAnswer> {
+  operate(input: unknown, options: { readonly extended?: boolean; readonly cancel?: import('../cancel/cancel-signal.js').CancelSignal } = {}): Promise<BackgroundCommandAnswer> {
     return doors !== null ? doors.runBackgroundCommand(this, input, options) : loadDoors().then((loaded) => loaded.runBackgroundCommand(this, input, options));
   }
 

@@ -5,10 +5,10 @@
  * report channel ("await the completion"), and an edit of a work record's process group (field
  * report 5). Everything here reads or changes only the session it was made for.
  */
-import type { DetachedCompletion } from '../../detached/completion.js';
-import type { DetachedSnapshot, EntryCounters, WorkRecord } from '../../detached/registry.js';
-import type { Session } from '../session.js';
-import type { CompletionDelivery } from './background-commands.js';
+import type { DetachedCompletion } from './completion.js';
+import type { DetachedSnapshot, EntryCounters, WorkRecord } from './registry.js';
+import type { Session } from '../session/session.js';
+import type { CompletionDelivery } from './shell-calls.js';
 
 /** The registry's view of one entry for the acceptance cases (snake_case as the spec names them). */
 export interface DetachedCounters extends EntryCounters {

@@ -10,7 +10,7 @@
 import type { CancelSignal } from '../cancel/cancel-signal.js';
 import { SYSTEM_CLOCK, type RegistryClock } from './clock.js';
 import { completionStatus, type CompletionStatus, type DetachedCompletion } from './completion.js';
-import { STOP_KILL_WAIT_MS, STOP_TERM_GRACE_MS } from './constants.js';
+import { STOP_KILL_WAIT_MS, STOP_TERM_GRACE_MS } from '../detached/constants.js';
 
 /** Phases of an entry, totally ordered; never moving back (§5.1). */
 export type Phase = 'Running' | 'LeaderExited' | 'Finished';

@@ -6,26 +6,26 @@
  * output log, its registry entry, its `detachedCommand` actor, `shell_detached`, and the
  * constant-size demotion result. The exit wins over a trigger seen at the same moment.
  */
-import { allowFlag, DOLLAR_QUOTE_NOTE, excerpt, hasControlCharacter } from '../../plan/text.js';
+import { allowFlag, DOLLAR_QUOTE_NOTE, excerpt, hasControlCharacter } from '../plan/text.js';
 import { join } from 'node:path';
-import { MAX_TIMER_DELAY_MS as MAX_TIMER_MS } from '../../../machines/step.machine.js';
-import { CANCEL_PHASES } from '../../cancel/phases.js';
-import type { OutputHolders } from '../../detached/completion.js';
-import { STOP_TERM_GRACE_MS } from '../../detached/constants.js';
-import { OutputLog } from '../../detached/output-log.js';
-import { demotionResult, outputHoldersNote } from '../../detached/texts.js';
-import { newWorkId } from '../../detached/work-id.js';
-import { startCommand, type CommandEnd, type RunningCommand } from '../../executors/command-runner.js';
-import { buildShellEnv } from '../../executors/environment.js';
-import { OutputCapture } from '../../executors/output-capture.js';
-import { resourceLimitOfSignal } from '../../executors/resource-limit.js';
-import { writeCapturedLog } from '../../executors/shell-outcome.js';
-import { decodeUtf8Lossy } from '../../executors/utf8.js';
-import { processStartFields } from '../../process/containment.js';
-import type { Task } from '../tasks.js';
-import type { BackgroundCommands } from './background-commands.js';
+import { MAX_TIMER_DELAY_MS as MAX_TIMER_MS } from '../../machines/step.machine.js';
+import { CANCEL_PHASES } from '../cancel/phases.js';
+import type { OutputHolders } from './completion.js';
+import { STOP_TERM_GRACE_MS } from '../detached/constants.js';
+import { OutputLog } from './output-log.js';
+import { demotionResult, outputHoldersNote } from './texts.js';
+import { newWorkId } from './work-id.js';
+import { startCommand, type CommandEnd, type RunningCommand } from '../executors/command-runner.js';
+import { buildShellEnv } from '../executors/environment.js';
+import { OutputCapture } from '../executors/output-capture.js';
+import { resourceLimitOfSignal } from '../executors/resource-limit.js';
+import { writeCapturedLog } from '../executors/shell-outcome.js';
+import { decodeUtf8Lossy } from '../executors/utf8.js';
+import { processStartFields } from '../process/containment.js';
+import type { Task } from '../session/tasks.js';
+import type { BackgroundCommands } from './shell-calls.js';
 import { DetachedCommand } from './detached-command.js';
-import { parseShellCommand, type ShellFinished, type ShellRunRequest, type ShellRunResult } from './shell-call.js';
+import { parseShellCommand, type ShellFinished, type ShellRunRequest, type ShellRunResult } from './request.js';
 
 /** Runs one call; see the module doc. Never throws for anything about the command. */
 export async function runShellCall(service: BackgroundCommands, request: ShellRunRequest): Promise<ShellRunResult> {
