@@ -39,7 +39,7 @@ export const backgroundSuite: Suite = {
           if (detached.status !== 'detached') throw new Error(`expected a demotion, got ${detached.status}`);
           await session.background.operate({ operation: 'wait', work_id: detached.work_id, wait_secs: 30 });
           const returned = Date.now();
-          const exitedAt = session.background.registry.read(detached.work_id, { peek: true })?.finished?.exited_at_ms ?? returned;
+          const exitedAt = session.background.loaded?.index.completion(detached.work_id)?.exited_at_ms ?? returned;
           return returned - exitedAt;
         }),
       );

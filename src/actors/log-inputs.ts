@@ -10,6 +10,7 @@ import * as z from 'zod';
 import type { PlanStep, StepKind, StepResult } from '../../machines/contracts.js';
 import type { DetachedCommandInput } from '../../machines/detached-command.machine.js';
 import type { PlanInput } from '../../machines/plan.machine.js';
+import type { ShellCallInput } from '../../machines/shell-call.machine.js';
 import type { StepInput } from '../../machines/step.machine.js';
 import { formatIssues, parsePlanValue } from '../plan/schema.js';
 import { excerpt } from '../plan/text.js';
@@ -69,8 +70,19 @@ function buildSchemas() {
     stopTermGraceMs: milliseconds.optional(),
   });
 
+  const ShellCallInputSchema = z.looseObject({
+    actorId: z.string(),
+    taskId: z.string(),
+    binary: z.string(),
+    command: z.string(),
+    graceMs: milliseconds.nullable(),
+    demotable: z.boolean(),
+    stopTermGraceMs: milliseconds,
+  });
+
   const exitCode = z.number();
   const signalName = z.string().nullable();
+  const commandSignal = z.enum(['SIGTERM', 'SIGKILL']);
 
   /** Per kind, per event type: the payload the machine reads. Events not listed are fed as they are (a machine ignores what it does not take). */
   const INPUT_SCHEMAS: Readonly<Record<string, Readonly<Record<string, z.ZodType>>>> = {
@@ -107,10 +119,23 @@ function buildSchemas() {
           durationMs: z.number(),
         }),
       }),
-      'COMMAND.SIGNAL_SENT': z.looseObject({ signal: z.enum(['SIGTERM', 'SIGKILL']), by: z.enum(['stop', 'kill']) }),
+      'COMMAND.SIGNAL_SENT': z.looseObject({ signal: commandSignal, by: z.enum(['stop', 'kill']) }),
+    },
+    shellCall: {
+      DEMOTE: z.looseObject({ trigger: z.enum(['abandoned', 'canceled']) }),
+      'COMMAND.STARTED': z.looseObject({ pid: z.number(), binary: z.string() }),
+      'COMMAND.LEADER_EXITED': z.looseObject({ exitCode, signal: signalName }),
+      'COMMAND.DEMOTED': z.looseObject({ workId: z.string(), outputPath: z.string() }),
+      'COMMAND.SIGNAL_SENT': z.looseObject({ signal: commandSignal, by: z.enum(['stop', 'log_cap', 'kill']) }),
+      'COMMAND.FINISHED': z.looseObject({
+        exitCode,
+        durationMs: z.number(),
+        completion: z.looseObject({ work_id: z.string(), exit_code: exitCode, duration_ms: z.number(), resource_limit: z.string().nullable() }).nullable(),
+        tree: z.looseObject({ signal: commandSignal.nullable(), killed: z.array(z.number()) }),
+      }),
     },
   };
-  return { PlanInputSchema, StepInputSchema, DetachedCommandInputSchema, INPUT_SCHEMAS };
+  return { PlanInputSchema, StepInputSchema, DetachedCommandInputSchema, ShellCallInputSchema, INPUT_SCHEMAS };
 }
 
 let schemas: ReturnType<typeof buildSchemas> | null = null;
@@ -213,6 +238,18 @@ export function detachedCommandInputFromLog(logged: unknown): DetachedCommandInp
   }
   const { workId, binary, command, stopTermGraceMs } = checked.data;
   return { workId, binary, command, ...(stopTermGraceMs !== undefined ? { stopTermGraceMs } : {}) };
+}
+
+/** A shell call's input: its actor and task ids, binary, command, grace, whether it may be demoted, the stop's grace. */
+export function shellCallInputFromLog(logged: unknown): ShellCallInput | InputError {
+  const checked = decoders().ShellCallInputSchema.safeParse(logged);
+  if (!checked.success) {
+    return {
+      error: `a shellCall input needs "actorId", "taskId", "binary", "command" (strings), "graceMs" (ms or null), "demotable" (a boolean) and "stopTermGraceMs" (ms): ${formatIssues(checked.error.issues)}`,
+    };
+  }
+  const { actorId, taskId, binary, command, graceMs, demotable, stopTermGraceMs } = checked.data;
+  return { actorId, taskId, binary, command, graceMs, demotable, stopTermGraceMs };
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -339,6 +339,8 @@ interface ActorView {
   status: string;
   /** A step's outcome as the plan settled it (`success`, `failed: …`, `skipped`), or as it ran when discarded. */
   outcome?: string;
+  /** A shell call's work id once it was demoted (`COMMAND.DEMOTED`): the id `backgroundCommand` takes. */
+  work?: string;
   /** A delegation actor's `dlg_` id once it is known (approved, or launched in an older log): its child's records are followed. */
   delegation?: string;
   /** A delegation actor whose child's event log has given a record. */
@@ -415,6 +417,10 @@ export class ActorTree {
         actor.delegation = id;
         this.onDelegation?.(scope, key, id);
       }
+    }
+    if (record.kind === 'event' && record.type === 'COMMAND.DEMOTED') {
+      const workId = record.event?.['workId'];
+      if (typeof workId === 'string' && /^wrk_[0-9a-f]{1,64}$/.test(workId)) actor.work ??= workId;
     }
     if (record.kind === 'event' && record.type === 'xstate.init') {
       // A root of its own in the log: a capsule step's delegation sits under its step; a child's roots under their delegation.
@@ -579,6 +585,7 @@ export class ActorTree {
 
 /**
  * `step:a  running.bounded`, `step:b  finished (done) → failed: exit code 2`; a parent also counts its children: `(2 running, 10 ended)`.
+ * A demoted shell call names its work id: `shell:tsk_… (wrk_…)  running.background.active`.
  * An actor whose log was cut off by its delegation's end (`cut`) shows its last state and says so.
  */
 function label(actor: ActorView, live: (id: string) => boolean, cut: boolean): string {
@@ -591,7 +598,7 @@ function label(actor: ActorView, live: (id: string) => boolean, cut: boolean): s
       : '';
   const status = ended + unborn + (actor.outcome === undefined ? '' : ` → ${printable(excerpt(actor.outcome, LABEL_CHARS))}`);
   // A line is one actor, whatever the log holds: long ids and states are shown by excerpt.
-  const id = printable(excerpt(actor.name, LABEL_CHARS));
+  const id = printable(excerpt(actor.name, LABEL_CHARS)) + (actor.work === undefined ? '' : ` (${actor.work})`);
   const state = printable(excerpt(actor.state, LABEL_CHARS));
   if (actor.children.length === 0) return `${id}  ${state}${status}`;
   const running = actor.children.filter(live).length;

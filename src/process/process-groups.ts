@@ -70,6 +70,8 @@ export interface GroupEndResult {
   readonly signal: GroupEndSignal | null;
   /** Live members left after SIGKILL plus {@link KILL_VERIFY_TIMEOUT_MS} (e.g. stuck in `D` state); normally `[]`. */
   readonly survivors: number[];
+  /** Live members when SIGKILL was sent (they outlived the grace); absent when no SIGKILL was needed. */
+  readonly killed?: number[];
 }
 
 /** One entry of {@link ProcessGroupRegistry.endAll}'s answer. */
@@ -262,12 +264,16 @@ export class ProcessGroupRegistry {
     return (async (): Promise<GroupEndResult> => {
       let left = await this.#waiter.wait(pgid, graceMs);
       let signal: EndSignal = 'SIGTERM';
+      let killed: number[] | undefined;
       if (left.length > 0) {
-        if (signalProcessGroup(pgid, 'SIGKILL')) signal = 'SIGKILL';
+        if (signalProcessGroup(pgid, 'SIGKILL')) {
+          signal = 'SIGKILL';
+          killed = left;
+        }
         left = await this.#waiter.wait(pgid, KILL_VERIFY_TIMEOUT_MS);
       }
       if (left.length === 0) this.forget(pgid);
-      return { signal, survivors: left };
+      return { signal, survivors: left, ...(killed !== undefined ? { killed } : {}) };
     })();
   }
 

@@ -151,8 +151,8 @@ export class SessionApi {
     this.#childTasks = new ChildTasks(session, options.entry ?? null);
     // Completions are delivered as notifications: the demotion result says they come back as a task.
     session.background.onCompletion((delivery) => this.#notify({ method: 'completion', params: completionNotice(delivery) }));
-    // The session actor runs for the whole session (it owns the demoted commands).
-    session.background.actor();
+    // The session actor runs for the whole session (it holds the session's shell calls).
+    void session.background.start();
   }
 
   /**

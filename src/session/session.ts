@@ -17,7 +17,8 @@ import type { Manifest } from '../manifest.js';
 import { CancelPolicy, type Cancelable, type CancelPolicyOptions } from './cancel-policy.js';
 import { elapsedMs, systemClock, type SessionClock, type XStateClock } from './clock.js';
 import { silentLogger, type RuntimeLogger } from './logger.js';
-import { BackgroundCommands, type BackgroundOptions } from '../shell-calls/shell-calls.js';
+import { Background } from '../shell-calls/background.js';
+import type { BackgroundOptions } from '../shell-calls/shell-calls.js';
 import { ActorNames } from './actor-names.js';
 import { TaskTable } from './tasks.js';
 import { LiveDelegations } from '../cancel/live-delegations.js';
@@ -148,8 +149,8 @@ export class Session {
   readonly delegations = new LiveDelegations();
   /** The readable actor ids its plans and steps got (a repeated one is tagged `~2`, `~3`, …: docs/event-log.md "Actor ids"). */
   readonly actorNames = new ActorNames();
-  /** The session's background commands: `shell.run`, `backgroundCommand`, completions, the sweep. */
-  readonly background: BackgroundCommands;
+  /** The session's shell calls: `shell.run`, `backgroundCommand`, completions, the sweep (loaded at their first use). */
+  readonly background: Background;
   readonly #inspectors: ((event: InspectionEvent) => void)[];
   readonly #openedAtMs: number;
   #counts = { toolCalls: 0, shellCalls: 0 };
@@ -262,7 +263,7 @@ export class Session {
       containment: containmentTraceFields(this.containment.info),
     });
     this.tasks = new TaskTable(this.trace, this.node, { contextId: `ctx_${this.id.replace(/^ses_/, '')}`, now });
-    this.background = new BackgroundCommands(this, options.background ?? {});
+    this.background = new Background(this, options.background ?? {});
     this.tasks.setResidueSource(() => this.residue());
     this.logger.info(
       { records_dir: this.recordsDir, workdir: this.workdir, trace: this.trace.enabled, event_log: this.eventLog !== null, containment: this.containment.info.backend, pid_namespace: this.containment.info.pidNamespace },
@@ -335,7 +336,7 @@ export class Session {
    * `work_id`, then every live delegation sorted by `delegation_id`. A snapshot, not a promise.
    */
   residue(): Residue {
-    return Residue.snapshot(this.background.registry, this.delegations);
+    return Residue.snapshot(this.background, this.delegations);
   }
 
   /** Counts a dispatched tool call or shell command for `session_end`. */

@@ -4,7 +4,7 @@
  * delivering. The sweep writes one `shell_abandoned` per entry (`trace-shell.md` §7) and one
  * report for all of them (`texts.ts`, {@link abandonmentReport}).
  */
-import { completionStatus, type CompletionStatus, type DetachedCompletion } from './completion.js';
+import { completionStatus, type CompletionStatus, type ShellCompletion } from './completion.js';
 
 /** A command still outstanding at the sweep; it was killed at session end (§14 step 2). */
 export interface StillRunning {
@@ -43,7 +43,7 @@ export interface FinishedTooLate {
 export type AbandonedCommand = StillRunning | FinishedTooLate;
 
 /** A FinishedTooLate entry from the completion waiting on the channel. */
-export function finishedTooLate(completion: DetachedCompletion): FinishedTooLate {
+export function finishedTooLate(completion: ShellCompletion): FinishedTooLate {
   return {
     kind: 'FinishedTooLate',
     work_id: completion.work_id,

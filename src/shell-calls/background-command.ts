@@ -10,11 +10,11 @@ import { StringDecoder } from 'node:string_decoder';
 import type { CancelSignal } from '../cancel/cancel-signal.js';
 import { completionStatus } from './completion.js';
 import { effectiveWaitMs } from '../detached/constants.js';
-import type { DetachedSnapshot, EndedBy } from './registry.js';
+import type { EndedBy, WorkSnapshot } from './work-index.js';
 import { refusedInputResult, renderBackgroundCommand, unknownWorkIdResult, type BackgroundCommandResult } from './texts.js';
 import { parseBackgroundCommandInput } from './tool-input.js';
 import { BoundedPattern, PatternTooSlowError } from './bounded-pattern.js';
-import type { BackgroundCommands } from './shell-calls.js';
+import type { ShellCalls } from './shell-calls.js';
 
 /** One command of a listing (`status` without a work id): nothing cut, nothing claimed. */
 export interface CommandListing {
@@ -66,18 +66,30 @@ export type BackgroundCommandAnswer =
       readonly wait?: 'Finished' | 'TimedOut' | 'Canceled' | 'Matched';
       /** `wait` with `until`: the line of new output that matched (null when none did). */
       readonly matched?: string | null;
-      /** `stop` only: the strongest signal this stop sent (null: none, the command had already finished) and the processes left after it. */
-      readonly stop?: { readonly signal: 'SIGTERM' | 'SIGKILL' | null; readonly survivors: readonly number[] };
+      /** `stop` only: what the stop did. */
+      readonly stop?: StopAnswer;
     }
   | { readonly ok: true; readonly operation: 'list'; readonly commands: readonly CommandListing[] }
   | { readonly ok: false; readonly code: BackgroundCommandRefusal; readonly error: string; readonly result: BackgroundCommandResult };
+
+/**
+ * What a `stop` did: `signal`, the signal that ended the tree — `SIGKILL` when any of its
+ * processes outlived SIGTERM's grace, the leader or one it left — (null: none was sent, the command
+ * had finished); `killed`, the pids that needed SIGKILL; `survivors`, the processes left after it
+ * (normally none: the tree is proven gone).
+ */
+export interface StopAnswer {
+  readonly signal: 'SIGTERM' | 'SIGKILL' | null;
+  readonly killed: readonly number[];
+  readonly survivors: readonly number[];
+}
 
 /** Longest partial line kept while matching `until` (a line longer than this is matched in pieces). */
 const MAX_PENDING_LINE_CHARS = 64 * 1024;
 
 /** Runs one operation; see the module doc. Never throws. */
 export async function runBackgroundCommand(
-  service: BackgroundCommands,
+  service: ShellCalls,
   input: unknown,
   options: { readonly extended?: boolean; readonly cancel?: CancelSignal },
 ): Promise<BackgroundCommandAnswer> {
@@ -85,25 +97,26 @@ export async function runBackgroundCommand(
   if (!parsed.ok) return { ok: false, code: 'invalid_input', error: parsed.error, result: refusedInputResult(parsed.error) };
   const { operation, work_id: workId, tail_bytes: tailBytes } = parsed.input;
   if (workId === null) return { ok: true, operation: 'list', commands: listCommands(service) };
-  const registry = service.registry;
+  const index = service.index;
   const command = service.command(workId);
-  if (!registry.has(workId) || command === undefined) {
+  const log = command?.log ?? null;
+  if (!index.has(workId) || command === undefined || log === null) {
     const result = unknownWorkIdResult(workId);
     return { ok: false, code: 'unknown_work_id', error: result.summary, result };
   }
   const readOptions = tailBytes === null ? {} : { tailBytes };
 
-  if (operation === 'status') return answer(service, operation, registry.read(workId, readOptions) as DetachedSnapshot, {});
+  if (operation === 'status') return answer(service, operation, index.read(workId, readOptions) as WorkSnapshot, {});
 
   if (operation === 'wait') {
-    const started = service.session.time.monotonicMs();
+    const started = service.host.time.monotonicMs();
     const boundMs = effectiveWaitMs(parsed.input.wait_secs);
     let matched: string | null = null;
     let outcome: 'Finished' | 'TimedOut' | 'Canceled' | 'Matched';
     const until = parsed.input.until;
-    if (until !== null && registry.counters(workId)?.phase === 'Running') {
-      const matcher = matchNewOutput(command.log, until);
-      const waited = registry.wait(workId, boundMs, options.cancel ?? null);
+    if (until !== null && index.counters(workId)?.phase === 'Running') {
+      const matcher = matchNewOutput(log, until);
+      const waited = index.wait(workId, boundMs, options.cancel ?? null);
       const first = await Promise.race([waited, matcher.matched]);
       matcher.stop();
       if (typeof first === 'object' && 'tooSlow' in first) {
@@ -114,35 +127,38 @@ export async function runBackgroundCommand(
         outcome = 'Matched';
       } else outcome = first as 'Finished' | 'TimedOut' | 'Canceled';
     } else {
-      outcome = (await registry.wait(workId, boundMs, options.cancel ?? null)) as 'Finished' | 'TimedOut' | 'Canceled';
+      outcome = (await index.wait(workId, boundMs, options.cancel ?? null)) as 'Finished' | 'TimedOut' | 'Canceled';
     }
-    const waitedMs = service.session.time.monotonicMs() - started;
-    return answer(service, operation, registry.read(workId, readOptions) as DetachedSnapshot, { waitedMs, wait: outcome, ...(until !== null ? { matched } : {}) });
+    const waitedMs = service.host.time.monotonicMs() - started;
+    return answer(service, operation, index.read(workId, readOptions) as WorkSnapshot, { waitedMs, wait: outcome, ...(until !== null ? { matched } : {}) });
   }
 
   // stop
-  const before = registry.counters(workId)?.signals_sent ?? 0;
+  const before = index.counters(workId)?.signals_sent ?? 0;
   try {
-    await registry.stop(workId);
+    await index.stop(workId);
   } catch (error) {
     const message = `stop refused: ${(error as Error).message}; nothing was signalled`;
     return { ok: false, code: 'signal_refused', error: message, result: refusedInputResult(message) };
   }
-  const sent = (registry.counters(workId)?.signals_sent ?? 0) - before;
-  const survivors = service.session.containment.processes({ kind: 'command', work: workId }).length === 0 ? [] : command.running.process.members();
-  return answer(service, operation, registry.read(workId, readOptions) as DetachedSnapshot, {
-    stop: { signal: sent === 0 ? null : sent === 1 ? 'SIGTERM' : 'SIGKILL', survivors },
+  const sent = (index.counters(workId)?.signals_sent ?? 0) - before;
+  const survivors = service.host.containment.processes({ kind: 'command', work: workId }).length === 0 ? [] : (command.process?.members() ?? []);
+  // Once settled, the tree's end says what ended it (a child that outlived SIGTERM needed SIGKILL even when the leader did not).
+  const tree = sent === 0 ? null : index.treeEnd(workId);
+  const signal = sent === 0 ? null : (tree?.signal ?? (sent === 1 ? 'SIGTERM' : 'SIGKILL'));
+  return answer(service, operation, index.read(workId, readOptions) as WorkSnapshot, {
+    stop: { signal, killed: tree?.killed ?? [], survivors },
   });
 }
 
 function answer(
-  service: BackgroundCommands,
+  service: ShellCalls,
   operation: 'status' | 'wait' | 'stop',
-  snapshot: DetachedSnapshot,
-  extra: { waitedMs?: number; wait?: 'Finished' | 'TimedOut' | 'Canceled' | 'Matched'; matched?: string | null; stop?: { signal: 'SIGTERM' | 'SIGKILL' | null; survivors: readonly number[] } },
+  snapshot: WorkSnapshot,
+  extra: { waitedMs?: number; wait?: 'Finished' | 'TimedOut' | 'Canceled' | 'Matched'; matched?: string | null; stop?: StopAnswer },
 ): BackgroundCommandAnswer {
   const rendered = renderBackgroundCommand(snapshot, extra.waitedMs !== undefined ? { waitedMs: extra.waitedMs } : {});
-  if (rendered.delivered_now && rendered.completion !== null) service.writeCompleted(rendered.completion, 'background_command');
+  if (rendered.delivered_now && rendered.completion !== null) service.channel.writeCompleted(rendered.completion, 'background_command');
   return {
     ok: true,
     operation,
@@ -159,14 +175,15 @@ function answer(
 }
 
 /** Every command of the session (`status` without a work id), oldest work id first; claims nothing. */
-export function listCommands(service: BackgroundCommands): CommandListing[] {
+export function listCommands(service: ShellCalls): CommandListing[] {
   return service.commands().map((command) => {
-    const snapshot = service.registry.read(command.facts.workId, { peek: true }) as DetachedSnapshot;
-    const identity = command.running.process.identity;
+    const facts = command.demoted as NonNullable<typeof command.demoted>;
+    const snapshot = service.index.read(facts.workId, { peek: true }) as WorkSnapshot;
+    const identity = command.identity;
     return {
       work_id: snapshot.work_id,
       state: snapshot.state,
-      argv: command.facts.argv,
+      argv: facts.argv,
       binary: snapshot.binary,
       command: snapshot.command,
       started_at_ms: snapshot.started_at_ms,

@@ -2,7 +2,10 @@
  * The completion of a demoted command (`detached.md` §7.2) and its status rule. The completion
  * carries no output: the output stays in the log, the agent learns only where it is.
  */
-import type { TaskProvenance } from '../session/provenance.js';
+import type { ShellCompletion } from '../../machines/shell-call.machine.js';
+
+/** One finished demoted command: the output of its `shellCall` actor (machines/shell-call.machine.ts). */
+export type { ShellCompletion };
 
 /**
  * Whether background processes still held the output pipes when the leader exited (§7.1):
@@ -10,42 +13,7 @@ import type { TaskProvenance } from '../session/provenance.js';
  * `LeftRunning` — the holders were left running (a note). The third value exists in the source;
  * its name is ours (`detached.md` §19).
  */
-export type OutputHolders = 'Closed' | 'Killed' | 'LeftRunning';
-
-/** One finished demoted command (`detached.md` §7.2). Field names are the spec's. */
-export interface DetachedCompletion {
-  readonly work_id: string;
-  /** Resolved binary, as in the dispatch info (§4 step 7). */
-  readonly binary: string;
-  /** The model's command text. */
-  readonly command: string;
-  /** Exit status; `128 + signal` for a signal death (143 SIGTERM, 137 SIGKILL); -1 when neither is known. */
-  readonly exit_code: number;
-  /** Spawn to exit, foreground portion included, ms. */
-  readonly duration_ms: number;
-  /** Epoch ms when the command's own wait returned, before its output finished draining (§7 step 2). */
-  readonly exited_at_ms: number;
-  /** Absolute log path, named even when `error` is set. */
-  readonly output_path: string;
-  /** Bytes of the log file, header and trailer included. */
-  readonly output_bytes: number;
-  /** Attributed `capabilities.resources` field, or null; forced to null when a `stop` reached the command. */
-  readonly resource_limit: string | null;
-  readonly output_holders: OutputHolders;
-  /** The policy's context id; the completion task joins that conversation. */
-  readonly context_id: string;
-  /** Origin `completion`, trust inherited (§17, {@link completionProvenance}). */
-  readonly provenance: TaskProvenance;
-  /** Set only when the wait failed or the log could not be written; distinct from a non-zero exit. */
-  readonly error: string | null;
-  /** Ours (issue 9): whether `lifecycle.max_log_bytes` cut the log. Absent means false. */
-  readonly output_capped?: boolean;
-  /**
-   * Ours: the stop that ended it, set by the registry when one did — `stop` (a `backgroundCommand`
-   * stop) or `log_cap` (the runtime's, `lifecycle.on_log_cap: "stop"`). Absent: no stop ended it.
-   */
-  readonly ended_by?: 'stop' | 'log_cap';
-}
+export type OutputHolders = ShellCompletion['output_holders'];
 
 /** `ok` or `error` (the completion status rule). */
 export type CompletionStatus = 'ok' | 'error';
@@ -55,7 +23,7 @@ export type CompletionStatus = 'ok' | 'error';
  * `resource_limit` is none; otherwise `error` (a non-zero exit, a signal death, an attributed limit
  * and a failed wait or log write all read `error`).
  */
-export function completionStatus(completion: Pick<DetachedCompletion, 'exit_code' | 'error' | 'resource_limit'>): CompletionStatus {
+export function completionStatus(completion: Pick<ShellCompletion, 'exit_code' | 'error' | 'resource_limit'>): CompletionStatus {
   return completion.exit_code === 0 && completion.error === null && completion.resource_limit === null ? 'ok' : 'error';
 }
 

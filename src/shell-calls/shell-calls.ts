@@ -1,68 +1,38 @@
 /**
- * The session's background commands (`spec/detached.md`, `background-command.md`): the one
- * registry of demoted commands and what goes with it — the `shell.run` door that demotes, the
- * `backgroundCommand` operations, exactly-once delivery of completions, and the teardown sweep of
- * the session's end. One per session (`session.background`); it never sees another session's work.
+ * The shell calls of one session (docs/serve.md "shell.run", "backgroundCommand"): the
+ * `shell.run` door, the session actor that holds one `shellCall` actor per call
+ * (machines/session.machine.ts, machines/shell-call.machine.ts), the index of the demoted ones,
+ * the delivery of their completions and the teardown sweep of the session's end. It never sees
+ * another session's work.
  *
- * Each demoted command is a `detachedCommand` actor (`wrk_…`), a child of the session actor
- * (`machines/session.machine.ts`), whose `runCommand` effect actor holds the command and reports
- * what happens to it; the session actor is started at the first demotion (or by `capsule serve`
- * at its start), so a session that demotes nothing — every `capsule run` — has none in its log.
+ * A call's walk: the door checks the request and starts a task; the session actor spawns the
+ * call's actor; its machine runs the call (foreground, grace, demotion, stop, settle) through its
+ * `runCommand` effect (`command.ts`), which runs the process; the call answers with the result or
+ * the demotion; a demoted call's completion is its actor's output, which the session actor hands
+ * to the delivery. The session actor is started at the first call (or by `capsule serve` at its
+ * start), so a session that runs no shell call — every `capsule run` — has none in its log.
  */
-import { appendFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { createActor, fromCallback, fromPromise, toPromise, type Actor, type AnyStateMachine } from 'xstate';
-import type { SweepOutput } from '../../machines/session.machine.js';
-import { sessionActorId } from '../../machines/session.machine.js';
-import { provideKind } from '../actors/actor-kinds.js';
-import type { AbandonedCommand, StillRunning } from './abandonment.js';
-import { completionStatus, type DetachedCompletion } from './completion.js';
-import { DetachedRegistry, type GroupSignal, type GroupSignaller, type SignalReason } from './registry.js';
-import type { RegistryClock } from './clock.js';
+import type { Actor, AnyStateMachine } from 'xstate';
+import { shellCallChildId, type SweepOutput } from '../../machines/session.machine.js';
+import type { ShellCallInput, ShellCallOutput } from '../../machines/shell-call.machine.js';
+import { STOP_TERM_GRACE_MS } from '../detached/constants.js';
+import { buildShellEnv } from '../executors/environment.js';
+import { allowFlag, DOLLAR_QUOTE_NOTE, excerpt, hasControlCharacter } from '../plan/text.js';
 import { assertSignallableGroup } from '../process/signals.js';
-import type { Session } from '../session/session.js';
-import type { BackgroundCommandAnswer } from './background-command.js';
-import type { DetachedCommand } from './detached-command.js';
-import type { ShellRunRequest, ShellRunResult } from './request.js';
+import type { Task } from '../session/tasks.js';
+import { runBackgroundCommand, type BackgroundCommandAnswer } from './background-command.js';
+import { ShellCommand, type CommandSession } from './command.js';
+import { CompletionChannel } from './delivery.js';
+import type { ShellCallHost } from './host.js';
+import { parseShellCommand, type ShellRunRequest, type ShellRunResult } from './request.js';
+import type { startSessionActor } from './session-actor.js';
+import { sweep } from './sweep.js';
+import { WorkIndex, type ShellCallActor } from './work-index.js';
+import type { CancelSignal } from '../cancel/cancel-signal.js';
 
-/** The doors and texts of `doors.ts`, once loaded. */
-type Doors = typeof import('./doors.js');
-let doors: Doors | null = null;
-let loadingDoors: Promise<Doors> | null = null;
+export type { CompletionDelivery } from './delivery.js';
 
-/**
- * Loads `doors.ts` (once per process): `shell.run`, `backgroundCommand`, the completion and
- * abandonment texts (issue 14, startup: `capsule run` of a plan never loads them).
- */
-function loadDoors(): Promise<Doors> {
-  loadingDoors ??= import('./doors.js').then((loaded) => (doors = loaded));
-  return loadingDoors;
-}
-
-/**
- * The loaded doors. Everything that reaches here comes after a door was called (a completion, a
- * command to sweep exist only once `shell.run` demoted one), so they are loaded.
- */
-function loadedDoors(): Doors {
-  if (doors === null) throw new Error('the background commands were used before they were loaded (BackgroundCommands.load)');
-  return doors;
-}
-
-/** Milliseconds the sweep waits for the commands it killed to complete (their trailers written) before it records them. */
-export const SWEEP_COMPLETION_WAIT_MS = 5000;
-
-/** A completion delivered as a task (`detached.md` §9.1): what a host (serve's `completion` notification) is given. */
-export interface CompletionDelivery {
-  /** The `completion`-origin task the completion was delivered as. */
-  readonly task_id: string;
-  readonly work_id: string;
-  /** The completion message (`detached.md` §8): no output, no command text. */
-  readonly message: string;
-  readonly status: 'ok' | 'error';
-  readonly completion: DetachedCompletion;
-}
-
-/** Options of the session's background commands (`SessionOptions.background`). */
+/** Options of a session's shell calls (`SessionOptions.background`). */
 export interface BackgroundOptions {
   /** Binaries `shell.run` may start, besides `capabilities.shell.allow` (`--allow`). */
   readonly allow?: readonly string[];
@@ -74,64 +44,51 @@ export interface BackgroundOptions {
   readonly onAbandonmentReport?: (text: string) => void;
 }
 
-interface PendingPull {
-  readonly resolve: (delivery: CompletionDelivery | null) => void;
-  readonly cancel: () => void;
-}
-
-export class BackgroundCommands implements GroupSignaller {
-  readonly session: Session;
-  readonly registry: DetachedRegistry;
+export class ShellCalls implements CommandSession {
+  readonly host: ShellCallHost;
+  readonly index: WorkIndex;
+  readonly channel: CompletionChannel;
   readonly envAllow: readonly string[];
-  /** `lifecycle.max_log_bytes` (ours): null = no cap. */
+  /** `lifecycle.max_log_bytes`: null = no cap. */
   readonly maxLogBytes: number | null;
-  /** `lifecycle.on_log_cap` (ours). */
+  /** `lifecycle.on_log_cap`. */
   readonly onLogCap: 'continue' | 'stop';
   readonly #allow: ReadonlySet<string>;
   readonly #graceMs: number | null;
-  readonly #declaredGraceMs: number | null;
   readonly #toolOffered: boolean;
   readonly #onReport: (text: string) => void;
-  readonly #commands = new Map<string, DetachedCommand>();
-  /** The report channel (`detached.md` §16): completions not yet delivered, in completion order. */
-  readonly #channel: DetachedCompletion[] = [];
-  #consumer: ((delivery: CompletionDelivery) => void) | null = null;
-  readonly #pulls: PendingPull[] = [];
-  #actor: Actor<AnyStateMachine> | null = null;
-  #ending = false;
+  /** Calls whose actor has not taken their command yet, by actor id. */
+  readonly #starting = new Map<string, ShellCommand>();
+  /** The actor of each call, by its actor id. */
+  readonly #actors = new Map<string, ShellCallActor>();
+  /** Demoted commands by work id. */
+  readonly #demoted = new Map<string, ShellCommand>();
   /** Work ids the sweep found still running: their completions are abandoned, never delivered. */
   readonly #swept = new Set<string>();
+  readonly #startActor: typeof startSessionActor;
+  #actor: Actor<AnyStateMachine> | null = null;
+  #ending = false;
   #sweep: Promise<SweepOutput> | null = null;
 
-  constructor(session: Session, options: BackgroundOptions = {}) {
-    this.session = session;
-    const manifest = session.manifest;
+  /** `startActor`: `startSessionActor` (`session-actor.ts`, loaded with the session). */
+  constructor(host: ShellCallHost, options: BackgroundOptions, startActor: typeof startSessionActor) {
+    this.host = host;
+    this.#startActor = startActor;
+    const manifest = host.manifest;
     const lifecycle = (manifest?.lifecycle ?? {}) as { shell_grace_secs?: number; max_log_bytes?: number; on_log_cap?: 'continue' | 'stop' };
-    this.#declaredGraceMs = lifecycle.shell_grace_secs === undefined ? null : Math.round(lifecycle.shell_grace_secs * 1000);
-    this.#graceMs = options.graceMs !== undefined ? options.graceMs : this.#declaredGraceMs;
+    const declaredGraceMs = lifecycle.shell_grace_secs === undefined ? null : Math.round(lifecycle.shell_grace_secs * 1000);
+    this.#graceMs = options.graceMs !== undefined ? options.graceMs : declaredGraceMs;
     this.#toolOffered = options.toolOffered ?? this.#graceMs !== null;
     this.maxLogBytes = lifecycle.max_log_bytes ?? null;
     this.onLogCap = lifecycle.on_log_cap ?? 'continue';
     this.#allow = new Set([...(manifest?.capabilities?.shell?.allow ?? []), ...(options.allow ?? [])]);
     this.envAllow = manifest?.capabilities?.env?.allow ?? [];
     this.#onReport = options.onAbandonmentReport ?? ((text) => void process.stderr.write(text));
-    const clock = session.time;
-    const registryClock: RegistryClock = {
-      monotonicMs: () => clock.monotonicMs(),
-      epochMs: () => clock.epochMs(),
-      setTimer: (ms, fn) => {
-        const id = clock.timers.setTimeout(fn, ms);
-        return () => clock.timers.clearTimeout(id);
-      },
-    };
-    this.registry = new DetachedRegistry({ signaller: this, clock: registryClock, onCompleted: (completion) => this.#onCompleted(completion) });
+    this.index = new WorkIndex({ clock: host.time, checkGroup: (workId, pgid) => this.#checkGroup(workId, pgid) });
+    this.channel = new CompletionChannel(host, this.index);
   }
 
-  // -------------------------------------------------------------------------------------------
-  // What shell.run and the texts need to know
-  // -------------------------------------------------------------------------------------------
-
-  /** Whether `binary` may run (`capabilities.shell.allow` plus the session's extra allow list; exact match, `shell.md` §3). */
+  /** Whether `binary` may run (`capabilities.shell.allow` plus the session's extra allow list; exact match). */
   allows(binary: string): boolean {
     return this.#allow.has(binary);
   }
@@ -141,33 +98,27 @@ export class BackgroundCommands implements GroupSignaller {
     return this.#graceMs;
   }
 
-  /** `grace_ms` as the trace and the result report it: the grace the call ran with, or null when none was declared. */
-  declaredGraceMs(callGraceMs: number | null): number | null {
-    return callGraceMs ?? null;
-  }
-
-  /** Whether a completion reaches a consumer later (the demotion result's `delivered` flag, `detached.md` §13). */
   get delivers(): boolean {
-    return this.#consumer !== null;
+    return this.channel.delivers;
   }
 
   get toolOffered(): boolean {
     return this.#toolOffered;
   }
 
-  /** The session is ending: no new command starts. */
+  /** The session is ending: no new command starts, nothing is demoted. */
   get ending(): boolean {
     return this.#ending;
   }
 
   /** The demoted command `workId`, or undefined (another session's id, or one never issued). */
-  command(workId: string): DetachedCommand | undefined {
-    return this.#commands.get(workId);
+  command(workId: string): ShellCommand | undefined {
+    return this.#demoted.get(workId);
   }
 
   /** Every demoted command, oldest work id first. */
-  commands(): DetachedCommand[] {
-    return [...this.#commands.keys()].sort().map((id) => this.#commands.get(id) as DetachedCommand);
+  commands(): ShellCommand[] {
+    return [...this.#demoted.keys()].sort().map((id) => this.#demoted.get(id) as ShellCommand);
   }
 
   // -------------------------------------------------------------------------------------------
@@ -175,342 +126,177 @@ export class BackgroundCommands implements GroupSignaller {
   // -------------------------------------------------------------------------------------------
 
   /**
-   * Loads the doors (`doors.ts`: `shell.run`, `backgroundCommand` and their texts), once per
-   * process. `capsule serve` awaits it when its session opens, so that its first `shell.run` starts
-   * at once, as every later one does; without it the first door called loads them first (one module
-   * load more before that call's first step). Rejects only if the module cannot be loaded.
+   * `shell.run`: refused before anything runs when the request is malformed, the binary not
+   * allowed, the session ending, the task already canceled or the environment cannot be built;
+   * else the call's actor runs it, and this answers with its result in the foreground or its
+   * demotion. Never throws for anything about the command.
    */
-  async load(): Promise<void> {
-    await loadDoors();
-  }
-
-  /** `shell.run` (`shell-run.ts`). Loaded ({@link load}): its first part runs at once, in this call. */
-  run(request: ShellRunRequest): Promise<ShellRunResult> {
-    return doors !== null ? doors.runShellCall(this, request) : loadDoors().then((loaded) => loaded.runShellCall(this, request));
+  async run(request: ShellRunRequest): Promise<ShellRunResult> {
+    const host = this.host;
+    const task: Task =
+      request.task ?? host.tasks.start({ kind: 'shell', source: request.source ?? 'library', method: 'shell.run', ...(request.contextId !== undefined ? { contextId: request.contextId } : {}) });
+    const settle = (state: 'finished' | 'canceled'): void => {
+      if (request.task === undefined) host.tasks.settle(task.id, state);
+    };
+    const refuse = (code: string, error: string): ShellRunResult => {
+      settle('finished');
+      return { status: 'refused', task_id: task.id, code, error };
+    };
+    const parsed = parseShellCommand(request);
+    if ('error' in parsed) return refuse('invalid_command', parsed.error);
+    if (!this.allows(parsed.binary)) return refuse('binary_not_allowed', binaryRefusal(parsed.binary, host.manifest !== null));
+    if (this.#ending) return refuse('session_ending', 'the session is ending: no new command is started');
+    request.onAccepted?.(task);
+    if (task.cancel.isCanceled()) {
+      // Canceled before the spawn: the command is not run.
+      settle('canceled');
+      return { status: 'canceled', task_id: task.id, error: 'the task was canceled before the command started; it was not run' };
+    }
+    let env: Record<string, string>;
+    try {
+      env = buildShellEnv({ hostEnv: process.env, allow: this.envAllow, scratchDir: host.scratchDir, runtimeDir: host.runtimeDir, owner: host.containment.info.runAs });
+    } catch (error) {
+      return refuse('environment', (error as Error).message);
+    }
+    const graceMs = request.graceMs !== undefined ? request.graceMs : this.#graceMs;
+    const actorId = host.actorNames.claimShellCall(task.id);
+    const command = new ShellCommand(this, { actorId, task, parsed, env, ...(request.stdin !== undefined ? { stdin: request.stdin } : {}), graceMs });
+    const call: ShellCallInput = {
+      actorId,
+      taskId: task.id,
+      binary: parsed.binary,
+      command: parsed.command,
+      graceMs,
+      demotable: host.hasRecords,
+      stopTermGraceMs: STOP_TERM_GRACE_MS,
+    };
+    this.#starting.set(call.actorId, command);
+    const actor = this.#spawn(call);
+    // The caller going away and the task's cancel demote a command still in the foreground.
+    const demote = (trigger: 'abandoned' | 'canceled') => (): void => {
+      if (actor.getSnapshot().status === 'active') actor.send({ type: 'DEMOTE', trigger });
+    };
+    const unsubscribe = [request.abandoned?.subscribe(demote('abandoned')), task.cancel.subscribe(demote('canceled'))];
+    const result = await command.answer;
+    for (const stop of unsubscribe) stop?.();
+    settle(command.trigger === 'canceled' ? 'canceled' : 'finished');
+    return result;
   }
 
   /** `backgroundCommand` status / wait / stop (`background-command.ts`); `extended`: serve's additions. */
-  operate(input: unknown, options: { readonly extended?: boolean; readonly cancel?: import('../cancel/cancel-signal.js').CancelSignal } = {}): Promise<BackgroundCommandAnswer> {
-    return doors !== null ? doors.runBackgroundCommand(this, input, options) : loadDoors().then((loaded) => loaded.runBackgroundCommand(this, input, options));
-  }
-
-  /**
-   * Delivers every completion to `consumer` as a task (`detached.md` §9.1), from now on; returns
-   * the function that stops it. With a consumer the demotion result says the result comes back
-   * as a separate task. A completion is handed over a turn after it is recorded, so a `wait`
-   * that saw it finish claims it first (then no task is delivered).
-   */
-  onCompletion(consumer: (delivery: CompletionDelivery) => void): () => void {
-    this.#consumer = consumer;
-    if (this.#channel.length > 0) setImmediate(() => this.#drain());
-    return () => {
-      if (this.#consumer === consumer) this.#consumer = null;
-    };
-  }
-
-  /**
-   * Takes the next completion from the channel and delivers it to the caller as a task (claim,
-   * `task_start`, `shell_completed` with `delivered_via: "task"`); null when none came within
-   * `timeoutMs` or the session ended. For hosts without a consumer, and tests ("await the
-   * completion", `detached-cases.md`).
-   */
-  nextCompletion(timeoutMs: number): Promise<CompletionDelivery | null> {
-    for (;;) {
-      const next = this.#channel.shift();
-      if (next === undefined) break;
-      const delivery = this.#deliver(next);
-      if (delivery !== null) return Promise.resolve(delivery);
-    }
-    if (this.#ending) return Promise.resolve(null);
-    return new Promise((resolve) => {
-      const timer = setTimeout(() => finish(null), timeoutMs);
-      const pull: PendingPull = {
-        resolve: (delivery) => finish(delivery),
-        cancel: () => clearTimeout(timer),
-      };
-      const finish = (delivery: CompletionDelivery | null): void => {
-        clearTimeout(timer);
-        const at = this.#pulls.indexOf(pull);
-        if (at >= 0) this.#pulls.splice(at, 1);
-        resolve(delivery);
-      };
-      this.#pulls.push(pull);
-    });
+  operate(input: unknown, options: { readonly extended?: boolean; readonly cancel?: CancelSignal } = {}): Promise<BackgroundCommandAnswer> {
+    return runBackgroundCommand(this, input, options);
   }
 
   // -------------------------------------------------------------------------------------------
-  // Registration, signals (the registry's GroupSignaller), the session actor
+  // The session actor and its children
   // -------------------------------------------------------------------------------------------
-
-  /** Registers a demoted command (`detached.md` §4 step 5) and starts its actor under the session actor. */
-  register(command: DetachedCommand, pgid: number): void {
-    const facts = command.facts;
-    this.registry.register({
-      work: { work_id: facts.workId, binary: facts.binary, command: facts.command, started_at_ms: facts.startedAtMs },
-      pgid,
-      output_path: command.log.path,
-      output: command.log,
-      startedMonotonicMs: facts.startedMonotonicMs,
-    });
-    this.#commands.set(facts.workId, command);
-    this.actor().send({ type: 'COMMAND.DEMOTED', command: { workId: facts.workId, binary: facts.binary, command: facts.command } });
-  }
-
-  /**
-   * Signals a command's tree for the registry (`stop`, `kill_running`), only while its leader is
-   * unreaped; refuses (throws a `RangeError`, signalling nothing) a process group that is not the
-   * command's own, or one never to be signalled (pgid 0, 1, the runtime's own: field report 5).
-   */
-  signalGroup(target: { readonly work_id: string; readonly pgid: number }, signal: GroupSignal, reason: SignalReason): boolean {
-    const command = this.#commands.get(target.work_id);
-    if (command === undefined) return false;
-    assertSignallableGroup(target.pgid);
-    const own = command.running.process.identity?.pgid;
-    if (own !== target.pgid) throw new RangeError(`refusing to signal process group ${target.pgid}: it is not the process group of ${target.work_id} (${String(own)})`);
-    if (command.running.leaderExited) return false;
-    const sent = command.running.process.signal(signal);
-    if (sent) command.signalSent(signal, reason);
-    return sent;
-  }
-
-  /**
-   * `lifecycle.on_log_cap: "stop"`: a command whose log reached the cap is stopped (ours), as
-   * `ended_by: log_cap`. A microtask later: the cap can be reached while the demotion copies
-   * the foreground output into the log, before the command is registered.
-   */
-  onLogCapped(workId: string): void {
-    if (this.onLogCap !== 'stop') return;
-    queueMicrotask(() => void this.registry.stop(workId, 'log_cap').catch(() => undefined));
-  }
-
-  /** Whether the session actor was started. */
-  get hasActor(): boolean {
-    return this.#actor !== null;
-  }
 
   /** The session actor (`session:<id>`), started on first use. */
   actor(): Actor<AnyStateMachine> {
-    if (this.#actor !== null) return this.#actor;
-    const session = this.session;
-    const machine = provideKind('session', {
-      session: { actors: { sweep: fromPromise(() => this.sweepNow()) } },
-      detachedCommand: { actors: { runCommand: this.#runCommandLogic() } },
+    this.#actor ??= this.#startActor(this.host, {
+      sweep: () => this.sweepNow(),
+      deliverCompletion: (output) => this.#deliver(output),
+      runCommand: (input, report, onOrder) => {
+        // The command its call's door made: its actor takes it over, orders in, reports out.
+        const command = this.#starting.get(input.actorId);
+        if (command === undefined) return undefined;
+        this.#starting.delete(input.actorId);
+        onOrder((order) => command.order(order));
+        command.attach(report);
+        return () => command.detach();
+      },
     });
-    const actor = createActor(machine, {
-      id: sessionActorId(session.id),
-      input: { sessionId: session.id },
-      clock: session.clock,
-      ...(session.inspect ? { inspect: session.inspect } : {}),
-    });
-    actor.start();
-    this.#actor = actor;
+    return this.#actor;
+  }
+
+  /** Spawns the call's actor under the session actor and returns it. */
+  #spawn(call: ShellCallInput): ShellCallActor {
+    const session = this.actor();
+    session.send({ type: 'CALL.ACCEPTED', call });
+    const snapshot = session.getSnapshot() as { context: { commands: readonly string[] }; children: Record<string, ShellCallActor | undefined> };
+    const actor = snapshot.children[shellCallChildId(snapshot.context.commands.length - 1)];
+    if (actor === undefined || snapshot.context.commands.at(-1) !== call.actorId) throw new Error(`the shell call ${call.actorId} has no actor (a runtime bug)`);
+    this.#actors.set(call.actorId, actor);
     return actor;
   }
 
-  /** The `runCommand` effect actor: attaches to the demoted command it is named for and relays its reports. */
-  #runCommandLogic() {
-    return fromCallback<{ type: string }, { workId: string }>(({ input, sendBack }) => {
-      const command = this.#commands.get(input.workId);
-      if (command === undefined) return;
-      command.attach((report) => sendBack(report));
-      return () => command.detach();
+  /** A command was demoted (`command.ts`): indexed by its work id, its actor the one of its call. */
+  demoted(command: ShellCommand): void {
+    const facts = command.demoted;
+    const identity = command.identity;
+    const log = command.log;
+    if (facts === null || identity === null || log === null) throw new Error('a demoted command has no work id, process or log (a runtime bug)');
+    const actor = this.#actors.get(command.facts.actorId);
+    if (actor === undefined) throw new Error(`the demoted command ${facts.workId} has no actor (a runtime bug)`);
+    this.#demoted.set(facts.workId, command);
+    this.index.add({
+      work: { work_id: facts.workId, binary: facts.binary, command: facts.command, started_at_ms: facts.startedAtMs },
+      actor,
+      pgid: identity.pgid,
+      output_path: log.path,
+      output: log,
+      startedMonotonicMs: facts.startedMonotonicMs,
     });
   }
 
   /**
-   * Ends the session's background work (every ordinary end): with a session actor, through it
-   * (`SESSION.STOP` → its sweep); without one (nothing was ever demoted), the sweep directly. Idempotent.
+   * Refuses (throws a `RangeError`, signalling nothing) a process group that is not the
+   * command's own, or one never to be signalled (pgid 0, 1, the runtime's own: field report 5).
+   */
+  #checkGroup(workId: string, pgid: number): void {
+    assertSignallableGroup(pgid);
+    const own = this.#demoted.get(workId)?.identity?.pgid;
+    if (own !== pgid) throw new RangeError(`refusing to signal process group ${pgid}: it is not the process group of ${workId} (${String(own)})`);
+  }
+
+  /** The session actor's `deliverCompletion`: a demoted call's completion goes to the channel, unless the sweep took it. */
+  #deliver(output: ShellCallOutput): void {
+    const completion = output.completion;
+    if (completion === null || this.#swept.has(completion.work_id)) return;
+    this.channel.push(completion);
+  }
+
+  /**
+   * Ends the session's shell calls (every ordinary end): with a session actor, through it
+   * (`SESSION.STOP` → its sweep); without one, the sweep directly. Idempotent.
    */
   async end(): Promise<SweepOutput> {
     if (this.#actor === null) return this.sweepNow();
     const actor = this.#actor;
-    if (actor.getSnapshot().status === 'active') actor.send({ type: 'SESSION.STOP' });
-    await toPromise(actor).catch(() => undefined);
+    if (actor.getSnapshot().status === 'active') {
+      const ended = new Promise<void>((resolve) => actor.subscribe({ complete: () => resolve(), error: () => resolve() }));
+      actor.send({ type: 'SESSION.STOP' });
+      if (actor.getSnapshot().status === 'active') await ended;
+    }
     return this.sweepNow();
   }
 
-  // -------------------------------------------------------------------------------------------
-  // Delivery (`detached.md` §9)
-  // -------------------------------------------------------------------------------------------
-
-  #onCompleted(completion: DetachedCompletion): void {
-    if (this.#swept.has(completion.work_id)) return; // killed by the sweep: abandoned, never delivered
-    this.#channel.push(completion);
-    const pull = this.#pulls.shift();
-    if (pull !== undefined) {
-      const taken = this.#channel.shift() as DetachedCompletion;
-      // One turn later, as for a consumer: a wait that saw the finish claims first.
-      setImmediate(() => {
-        const delivery = this.#deliver(taken);
-        if (delivery !== null) pull.resolve(delivery);
-        else void this.nextCompletion(0).then((next) => pull.resolve(next));
-      });
-      return;
-    }
-    if (this.#consumer !== null) setImmediate(() => this.#drain());
-  }
-
-  #drain(): void {
-    const consumer = this.#consumer;
-    if (consumer === null || this.#ending) return;
-    for (;;) {
-      const next = this.#channel.shift();
-      if (next === undefined) return;
-      const delivery = this.#deliver(next);
-      if (delivery === null) continue;
-      try {
-        consumer(delivery);
-      } catch {
-        // A consumer that throws loses nothing recorded: shell_completed is written.
-      }
-    }
-  }
-
-  /** Claims `completion` for task delivery; on success mints its task and writes `shell_completed` (`delivered_via: "task"`). */
-  #deliver(completion: DetachedCompletion): CompletionDelivery | null {
-    if (!this.registry.claimForTask(completion.work_id)) return null;
-    const session = this.session;
-    const task = session.tasks.start({
-      kind: 'completion',
-      origin: 'completion',
-      inheritedTrust: completion.provenance.trust,
-      source: 'detached_shell',
-      contextId: completion.context_id,
-    });
-    session.tasks.settle(task.id, 'finished');
-    this.writeCompleted(completion, 'task', task.id);
-    return { task_id: task.id, work_id: completion.work_id, message: loadedDoors().completionMessage(completion), status: completionStatus(completion), completion };
-  }
-
-  /** The work id's one `shell_completed` (`trace-shell.md` §6). */
-  writeCompleted(completion: DetachedCompletion, via: 'task' | 'background_command', completionTaskId?: string): void {
-    this.session.trace.write('shell_completed', this.session.node, {
-      work_id: completion.work_id,
-      binary: completion.binary,
-      command: completion.command,
-      exit_code: completion.exit_code,
-      duration_ms: completion.duration_ms,
-      output_path: completion.output_path,
-      output_bytes: completion.output_bytes,
-      ...(completion.resource_limit !== null ? { resource_limit: completion.resource_limit } : {}),
-      status: completionStatus(completion),
-      ...(completionTaskId !== undefined ? { completion_task_id: completionTaskId } : {}),
-      delivered_via: via,
-      ended_by: completion.ended_by ?? null,
-    });
-  }
-
-  // -------------------------------------------------------------------------------------------
-  // The teardown sweep (`detached.md` §14)
-  // -------------------------------------------------------------------------------------------
-
-  /**
-   * The sweep, once: no new command starts and no completion is delivered from here on; every
-   * command still outstanding is StillRunning (killed: SIGKILL to its tree, then up to
-   * {@link SWEEP_COMPLETION_WAIT_MS} for its completion so its log gets its trailer) — unless the
-   * kill did not end it (its leader exited by itself meanwhile: no signal sent, or none that
-   * ended it), then FinishedTooLate with its completion —, every
-   * completion still waiting on the channel is FinishedTooLate; each gets one `shell_abandoned`,
-   * and all of them one abandonment report (stderr and `logs/bootstrap.log`). The records come
-   * before `session_end` (docs/serve.md). Nothing swept: nothing written.
-   */
+  /** The teardown sweep, once (`sweep.ts`): from here nothing is demoted, started or delivered. */
   sweepNow(): Promise<SweepOutput> {
-    this.#sweep ??= this.#runSweep();
+    this.#sweep ??= (() => {
+      this.#ending = true;
+      return sweep({
+        host: this.host,
+        index: this.index,
+        channel: this.channel,
+        command: (workId) => this.#demoted.get(workId),
+        swept: (workId) => this.#swept.add(workId),
+        report: this.#onReport,
+      });
+    })();
     return this.#sweep;
   }
-
-  async #runSweep(): Promise<SweepOutput> {
-    this.#ending = true;
-    for (const pull of this.#pulls.splice(0)) {
-      pull.cancel();
-      pull.resolve(null);
-    }
-    const stillRunning: StillRunning[] = [];
-    const processes = new Map<string, { pid: number; pgid: number }>();
-    for (const work of this.registry.outstanding()) {
-      const command = this.#commands.get(work.work_id);
-      this.#swept.add(work.work_id);
-      // Abandoned, never delivered: a `wait` still in flight that sees the kill claims nothing.
-      this.registry.claimForSweep(work.work_id);
-      stillRunning.push({
-        kind: 'StillRunning',
-        work_id: work.work_id,
-        binary: work.binary,
-        command: work.command,
-        running_ms: this.registry.runningMs(work.work_id) ?? 0,
-        output_path: command?.log.path ?? '',
-      });
-      const identity = command?.running.process.identity;
-      if (identity) processes.set(work.work_id, { pid: identity.pid, pgid: identity.pgid });
-    }
-    const late = this.#channel.splice(0).filter((completion) => this.registry.claimForTask(completion.work_id)).map((completion) => loadedDoors().finishedTooLate(completion));
-    this.registry.killRunning();
-    const killed = stillRunning.map((entry) => this.#commands.get(entry.work_id)?.completion).filter((p) => p !== undefined);
-    await settlesWithin(Promise.all(killed), SWEEP_COMPLETION_WAIT_MS);
-    // One the kill did not end — its leader was exiting already (its exit not seen yet, so no
-    // signal was sent, or the SIGKILL met a leader exiting by itself) — finished during the
-    // teardown: recorded with its own result, never as killed.
-    const swept = stillRunning.map((entry): AbandonedCommand => {
-      const read = this.registry.read(entry.work_id, { peek: true });
-      return read?.finished != null && read.ended_by !== 'session_end' ? loadedDoors().finishedTooLate(read.finished) : entry;
-    });
-
-    const entries: AbandonedCommand[] = [...swept, ...late].sort((a, b) => (a.work_id < b.work_id ? -1 : a.work_id > b.work_id ? 1 : 0));
-    const session = this.session;
-    for (const entry of entries) {
-      const proc = processes.get(entry.work_id) ?? (() => {
-        const identity = this.#commands.get(entry.work_id)?.running.process.identity;
-        return identity ? { pid: identity.pid, pgid: identity.pgid } : undefined;
-      })();
-      session.trace.write('shell_abandoned', session.node, {
-        work_id: entry.work_id,
-        binary: entry.binary,
-        command: entry.command,
-        running_ms: entry.kind === 'StillRunning' ? entry.running_ms : entry.duration_ms,
-        ...(entry.kind === 'FinishedTooLate' ? { exit_code: entry.exit_code, output_path: entry.output_path, output_bytes: entry.output_bytes } : {}),
-        reason: entry.kind === 'StillRunning' ? 'killed_at_session_end' : 'finished_during_teardown',
-        ...(proc !== undefined ? { pid: proc.pid, pgid: proc.pgid } : {}),
-      });
-    }
-    // Nothing swept (every `capsule run`): no report, and the texts are never loaded.
-    const report = entries.length === 0 ? null : loadedDoors().abandonmentReport(session.id, entries.map((entry) => withProcess(entry, processes.get(entry.work_id))));
-    if (report !== null) {
-      if (session.hasRecords) {
-        try {
-          appendFileSync(join(session.recordsDir, 'logs', 'bootstrap.log'), report);
-        } catch (error) {
-          session.logger.error({ err: (error as Error).message }, 'could not write logs/bootstrap.log');
-        }
-      }
-      try {
-        this.#onReport(report);
-      } catch {
-        // stderr gone: the report is in bootstrap.log
-      }
-    }
-    return { abandoned: entries.map((entry) => entry.work_id), reported: report !== null };
-  }
 }
 
-/** The entry with the pid and pgid the report names (field report 1). */
-function withProcess(entry: AbandonedCommand, process: { pid: number; pgid: number } | undefined): AbandonedCommand {
-  return process === undefined ? entry : { ...entry, pid: process.pid, pgid: process.pgid };
-}
-
-/** Whether `promise` settles within `ms` (the timer does not keep the process up). */
-function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => resolve(false), ms);
-    timer.unref();
-    void promise.then(
-      () => {
-        clearTimeout(timer);
-        resolve(true);
-      },
-      () => {
-        clearTimeout(timer);
-        resolve(true);
-      },
-    );
-  });
+/**
+ * The refusal of a binary not in the session's allow list, with the fix a harness can act on: the
+ * allow list is fixed when capsule serve starts (its manifest is read once then), so both ways
+ * name serve's start. The flag is shell-quoted (`--allow 'my tool'`), as plan refusals write it.
+ */
+function binaryRefusal(binary: string, manifestLoaded: boolean): string {
+  const where = manifestLoaded ? 'the manifest does not list it' : 'no manifest was loaded';
+  // A flag written $'…' (a control character in the path) says which shells take it, as a plan refusal's fix does.
+  const note = hasControlCharacter(binary) ? ` (${DOLLAR_QUOTE_NOTE})` : '';
+  return `binary '${excerpt(binary)}' is not in capabilities.shell.allow (${where}): add it to the manifest's capabilities.shell.allow and start capsule serve again (it reads its manifest once, when it starts), or add ${allowFlag(binary)} to capsule serve's start flags (for the whole session)${note}`;
 }

@@ -1,18 +1,18 @@
 /**
- * The documented test hook of a session's background commands (docs/library.md, "Test hooks"):
- * the registry's queries and counters the acceptance cases read (`detached-cases.md`:
- * `outstanding()`, `kill_running()`, `exit_reported`, `signals_sent`, `delivered_now`), the
- * report channel ("await the completion"), and an edit of a work record's process group (field
- * report 5). Everything here reads or changes only the session it was made for.
+ * The documented test hook of a session's shell calls (docs/library.md, "Test hooks"): the
+ * index's queries and counters the acceptance cases read (`outstanding()`, `kill_running()`,
+ * `exit_reported`, `signals_sent`, `delivered_now`), the delivery ("await the completion"), and
+ * an edit of a work record's process group (field report 5). Everything here reads or changes
+ * only the session it was made for; before its first shell call it sees nothing.
  */
-import type { DetachedCompletion } from './completion.js';
-import type { DetachedSnapshot, EntryCounters, WorkRecord } from './registry.js';
-import type { Session } from '../session/session.js';
-import type { CompletionDelivery } from './shell-calls.js';
+import type { ShellCompletion } from './completion.js';
+import type { Background } from './background.js';
+import type { CompletionDelivery } from './delivery.js';
+import type { EntryCounters, WorkRecord, WorkSnapshot } from './work-index.js';
 
-/** The registry's view of one entry for the acceptance cases (snake_case as the spec names them). */
+/** The index's view of one entry for the acceptance cases (snake_case as the spec names them). */
 export interface DetachedCounters extends EntryCounters {
-  /** Whether `background-command` claimed the delivery (`exit_reported`, `detached.md` §5.3). */
+  /** Whether a `backgroundCommand` answer claimed the delivery (`exit_reported`). */
   readonly exit_reported: boolean;
 }
 
@@ -20,40 +20,40 @@ export interface DetachedCounters extends EntryCounters {
 export interface BackgroundTestHooks {
   /** Every entry without a completion, oldest work id first (`outstanding()`). */
   outstanding(): WorkRecord[];
-  /** SIGKILL to every command whose leader is unreaped (`kill_running()`, §12); the number of signals sent. */
+  /** SIGKILL to every command whose leader is unreaped (`kill_running()`); the number of signals sent. */
   killRunning(): number;
-  /** `exit_reported(work_id)`: true only when `background-command` claimed the delivery. */
+  /** `exit_reported(work_id)`: true only when a `backgroundCommand` answer claimed the delivery. */
   exitReported(workId: string): boolean;
   /** `signals_sent`, `stop_requested`, `phase`, `leader_running`, `delivery`, `exit_reported` of one entry; null for an unknown id. */
   counters(workId: string): DetachedCounters | null;
-  /** `read(work_id)` (§9.2): a snapshot whose `delivered_now` says whether this read claimed the completion (it then writes nothing: the caller does, as `background-command` would). */
-  read(workId: string): DetachedSnapshot | null;
-  /** `claim_for_task(work_id)` (§9.1). */
+  /** `read(work_id)`: a snapshot whose `delivered_now` says whether this read claimed the completion (it then writes nothing: the caller does, as `backgroundCommand` would). */
+  read(workId: string): WorkSnapshot | null;
+  /** `claim_for_task(work_id)`. */
   claimForTask(workId: string): boolean;
-  /** "Await the completion": the next completion on the report channel, delivered as a task (null after `timeoutMs`). */
+  /** "Await the completion": the next completion nobody read, delivered as a task (null after `timeoutMs`). */
   awaitCompletion(timeoutMs: number): Promise<CompletionDelivery | null>;
-  /** The completion recorded for `workId` (a copy), without claiming anything; null while running or unknown. */
-  completion(workId: string): DetachedCompletion | null;
+  /** The completion recorded for `workId`, without claiming anything; null while running or unknown. */
+  completion(workId: string): ShellCompletion | null;
   /** Overwrites the process group recorded for `workId` (an edited work record, field report 5 test B); false for an unknown id. */
   setRecordedPgid(workId: string, pgid: number): boolean;
 }
 
-/** The test hook of `session`'s background commands. */
-export function backgroundTestHooks(session: Session): BackgroundTestHooks {
+/** The test hook of a session's shell calls (`session.background`). */
+export function backgroundTestHooks(session: { readonly background: Background }): BackgroundTestHooks {
   const background = session.background;
-  const registry = background.registry;
+  const index = () => background.loaded?.index ?? null;
   return {
-    outstanding: () => registry.outstanding(),
-    killRunning: () => registry.killRunning(),
-    exitReported: (workId) => registry.exitReported(workId),
+    outstanding: () => index()?.outstanding() ?? [],
+    killRunning: () => index()?.killRunning() ?? 0,
+    exitReported: (workId) => index()?.exitReported(workId) ?? false,
     counters: (workId) => {
-      const counters = registry.counters(workId);
-      return counters === null ? null : { ...counters, exit_reported: registry.exitReported(workId) };
+      const counters = index()?.counters(workId) ?? null;
+      return counters === null ? null : { ...counters, exit_reported: index()?.exitReported(workId) === true };
     },
-    read: (workId) => registry.read(workId),
-    claimForTask: (workId) => registry.claimForTask(workId),
+    read: (workId) => index()?.read(workId) ?? null,
+    claimForTask: (workId) => index()?.claimForTask(workId) ?? true,
     awaitCompletion: (timeoutMs) => background.nextCompletion(timeoutMs),
-    completion: (workId) => registry.read(workId, { peek: true })?.finished ?? null,
-    setRecordedPgid: (workId, pgid) => registry.overridePgidForTest(workId, pgid),
+    completion: (workId) => index()?.completion(workId) ?? null,
+    setRecordedPgid: (workId, pgid) => index()?.overridePgidForTest(workId, pgid) ?? false,
   };
 }

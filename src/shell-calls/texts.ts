@@ -5,10 +5,10 @@
  * a command's output; only the operator's abandonment report names the command.
  */
 import type { AbandonedCommand } from './abandonment.js';
-import { completionStatus, type DetachedCompletion, type OutputHolders } from './completion.js';
+import { completionStatus, type ShellCompletion, type OutputHolders } from './completion.js';
 import { BACKGROUND_COMMAND_TOOL, MAX_SHELL_OUTPUT_BYTES } from '../detached/constants.js';
 import type { LostReport } from './lost-report.js';
-import type { DetachedSnapshot } from './registry.js';
+import type { WorkSnapshot } from './work-index.js';
 import { excerpt } from './work-id.js';
 import { decodeUtf8Lossy } from '../executors/utf8.js';
 
@@ -79,7 +79,7 @@ export const COMPLETION_CLOSING = 'The full stdout and stderr are in that file a
  * {@link LOG_CAP_ENDED_BY_LINE} for a command its log cap stopped, an empty line, the closing
  * sentence. No command text, no binary, no output.
  */
-export function completionMessage(completion: DetachedCompletion): string {
+export function completionMessage(completion: ShellCompletion): string {
   const lines = [
     COMPLETION_HEADING,
     `work_id: ${oneLine(completion.work_id)}`,
@@ -283,7 +283,7 @@ export interface RenderedBackgroundCommand {
   /** The read claimed the completion: the caller writes `shell_completed` with `delivered_via: "background_command"`. */
   readonly delivered_now: boolean;
   /** The completion, when finished (for that record). */
-  readonly completion: DetachedCompletion | null;
+  readonly completion: ShellCompletion | null;
 }
 
 /** Options of {@link renderBackgroundCommand}. */
@@ -304,7 +304,7 @@ export interface RenderOptions {
  * decoded as lossy UTF-8; `output_shown` counts bytes. `result.status` is `passed`, or `failed`
  * for a command the session's end killed (`ended_by: session_end`).
  */
-export function renderBackgroundCommand(snapshot: DetachedSnapshot, options: RenderOptions = {}): RenderedBackgroundCommand {
+export function renderBackgroundCommand(snapshot: WorkSnapshot, options: RenderOptions = {}): RenderedBackgroundCommand {
   const done = snapshot.finished;
   const header = [`work_id: ${oneLine(snapshot.work_id)}`, `state: ${snapshot.state}`, `elapsed_ms: ${snapshot.elapsed_ms}`];
   if (done !== null) {

@@ -97,11 +97,11 @@ describe('the bundle that ships (dist/bundle/, issue 14 startup)', () => {
   });
 
   it("keeps out of capsule run the background commands' doors (shell.run, backgroundCommand, their texts): a plan's shell steps are never demoted", () => {
-    const lazy = /^dist\/src\/shell-calls\/(shell-run|request|background-command|detached-command|doors|texts|abandonment|output-log|tool-input|bounded-pattern|work-id)\.js$/;
+    const lazy = /^dist\/src\/shell-calls\/(shell-calls|command|request|background-command|delivery|sweep|work-index|texts|abandonment|output-log|tool-input|bounded-pattern|work-id)\.js$/;
     expect([...run].filter((input) => lazy.test(input))).toEqual([]);
     // A chunk of its own, loaded by the first door called (capsule serve: when its session opens).
-    expect(outputOf('dist/src/shell-calls/doors.js', true)).toMatch(/^dist\/bundle\/run\//);
-    expect(outputOf('dist/src/shell-calls/doors.js')).toMatch(/^dist\/bundle\/chunks\//);
+    expect(outputOf('dist/src/shell-calls/shell-calls.js', true)).toMatch(/^dist\/bundle\/run\//);
+    expect(outputOf('dist/src/shell-calls/shell-calls.js')).toMatch(/^dist\/bundle\/chunks\//);
   });
 
   it('loads capsule run from a few files: the entry point\'s, and its program\'s code in one chunk (round 6: 30 files)', () => {

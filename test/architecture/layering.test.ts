@@ -108,7 +108,7 @@ describe('layering (blueprint: machines → model → effects → session → ru
     expect([...packages].filter((pkg) => pkg === 'json-rpc-2.0')).toEqual([]);
     expect([...loaded].filter((file) => /^src\/runtime\/delegation\/(plane|snapshot|child-entry)$|^src\/runtime\/json-rpc$|^src\/reconcile\//.test(file))).toEqual([]);
     // A plan's shell steps are never demoted: the background commands' doors load at their first use.
-    expect([...loaded].filter((file) => /^src\/shell-calls\/(shell-run|request|background-command|detached-command|doors|texts|abandonment|output-log|tool-input|bounded-pattern|work-id)$/.test(file))).toEqual([]);
+    expect([...loaded].filter((file) => /^src\/shell-calls\/(shell-calls|command|request|background-command|delivery|sweep|work-index|texts|abandonment|output-log|tool-input|bounded-pattern|work-id)$/.test(file))).toEqual([]);
   });
 
   it('loads pino and the SVG renderer only where they are used (dynamic imports)', () => {

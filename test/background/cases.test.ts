@@ -205,7 +205,7 @@ describe('C. background-command and the registry', () => {
     expect(b.hooks.counters(detached.work_id)?.signals_sent).toBe(0);
     const unknown = await b.session.background.operate({ operation: 'stop', work_id: 'wrk_0190aaaabbbbccccddddeeeeffff0000' });
     expect(unknown).toMatchObject({ ok: false, code: 'unknown_work_id' });
-    expect(b.session.background.registry.has('wrk_0190aaaabbbbccccddddeeeeffff0000')).toBe(false);
+    expect(b.session.background.loaded?.index.has('wrk_0190aaaabbbbccccddddeeeeffff0000')).toBe(false);
   });
 
   it('26. kill_running leaves nothing behind and counts one signal', async () => {

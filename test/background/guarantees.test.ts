@@ -212,7 +212,7 @@ describe('process groups (field report 5)', () => {
   it('runs every command in a process group that is not the runtime\'s, and still answers status after a stop', async () => {
     const b = policyB({ graceMs: 0 });
     const detached = await b.demote('sleep 30');
-    const pgid = b.session.background.registry.pgidOf(detached.work_id);
+    const pgid = b.session.background.loaded?.index.pgidOf(detached.work_id);
     expect(pgid).not.toBe(process.pid);
     await b.session.background.operate({ operation: 'stop', work_id: detached.work_id });
     expect(await b.session.background.operate({ operation: 'status', work_id: detached.work_id })).toMatchObject({ ok: true, state: 'stopped' });

@@ -1,8 +1,7 @@
 /** Live delegations and residue (`cancel.md` §4–§5; plan-cases.md section M, cases 85–86). */
 import { LiveDelegations, type LiveDelegation } from '../../src/cancel/live-delegations.js';
 import { Residue } from '../../src/cancel/residue.js';
-import { DetachedRegistry } from '../../src/shell-calls/registry.js';
-import { completionOf, fakeRegistration, ManualClock, RecordingSignaller } from '../detached/fakes.js';
+import { completionOf, FakeCalls, fakeRegistration, ManualClock, RecordingSignaller } from '../shell-calls/fakes.js';
 
 const child = (overrides: Partial<LiveDelegation> = {}): LiveDelegation => ({
   workdir: '/abs/children/child-1',
@@ -90,7 +89,7 @@ describe('Residue (cancel.md §5)', () => {
   });
 
   it('names only outstanding commands of a real registry, and keeps naming what it saw after they finish', () => {
-    const registry = new DetachedRegistry({ signaller: new RecordingSignaller(), clock: new ManualClock() });
+    const registry = new FakeCalls({ signaller: new RecordingSignaller(), clock: new ManualClock() });
     registry.register(fakeRegistration('wrk_1'));
     registry.register(fakeRegistration('wrk_2'));
     registry.complete('wrk_1', completionOf('wrk_1'));

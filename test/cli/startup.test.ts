@@ -67,7 +67,7 @@ it("runs a shell plan to its end without loading the background commands' doors 
   const { code, modules } = await modulesOfRun(dir, plan);
   expect(code).toBe(0);
   expect(modules).toContain('dist/src/runtime/run-plan.js'); // the list is real
-  expect(modules).toContain('dist/src/shell-calls/shell-calls.js'); // the session's registry of them is
-  const doors = /^dist\/src\/shell-calls\/(shell-run|request|background-command|detached-command|doors|texts|abandonment|output-log|tool-input|bounded-pattern|work-id)\.js$/;
+  expect(modules).toContain('dist/src/shell-calls/background.js'); // what the session holds of them is
+  const doors = /^dist\/src\/shell-calls\/(shell-calls|command|request|background-command|delivery|sweep|work-index|texts|abandonment|output-log|tool-input|bounded-pattern|work-id)\.js$/;
   expect(modules.filter((module) => doors.test(module))).toEqual([]);
 });

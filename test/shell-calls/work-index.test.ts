@@ -4,15 +4,14 @@
  */
 import { CancelSignal } from '../../src/cancel/cancel-signal.js';
 import { OutputTail } from '../../src/detached/output-tail.js';
-import { DetachedRegistry } from '../../src/shell-calls/registry.js';
 import { newWorkId } from '../../src/shell-calls/work-id.js';
-import { completionOf, fakeRegistration, flush, ManualClock, RecordingSignaller } from './fakes.js';
+import { completionOf, FakeCalls, fakeRegistration, flush, ManualClock, RecordingSignaller } from './fakes.js';
 
 function setup() {
   const clock = new ManualClock();
   const signaller = new RecordingSignaller();
   const completed: string[] = [];
-  const registry = new DetachedRegistry({ signaller, clock, onCompleted: (c) => completed.push(c.work_id) });
+  const registry = new FakeCalls({ signaller, clock, onCompleted: (c) => completed.push(c.work_id) });
   return { clock, signaller, registry, completed };
 }
 

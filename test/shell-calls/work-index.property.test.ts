@@ -5,8 +5,8 @@
  * at most once.
  */
 import fc from 'fast-check';
-import { DetachedRegistry, type Phase } from '../../src/shell-calls/registry.js';
-import { completionOf, fakeRegistration, ManualClock, RecordingSignaller } from './fakes.js';
+import type { Phase } from '../../src/shell-calls/work-index.js';
+import { completionOf, FakeCalls, fakeRegistration, ManualClock, RecordingSignaller } from './fakes.js';
 
 type Op =
   | { kind: 'leaderExited' | 'complete' | 'read' | 'claim' | 'stop'; id: number }
@@ -30,7 +30,7 @@ describe('the registry under random operations (property-based)', () => {
       fc.asyncProperty(fc.integer({ min: 1, max: 4 }), fc.array(opArb(4), { maxLength: 60 }), async (n, ops) => {
         const clock = new ManualClock();
         const signaller = new RecordingSignaller();
-        const registry = new DetachedRegistry({ signaller, clock });
+        const registry = new FakeCalls({ signaller, clock });
         const ids = Array.from({ length: n }, (_, i) => `wrk_${i}`);
         ids.forEach((id) => registry.register(fakeRegistration(id)));
         const exitedAt = new Map<string, number>(); // signal-call count when the leader was marked exited

@@ -4,13 +4,12 @@
  */
 import { MAX_WAIT_SECS, effectiveWaitMs } from '../../src/detached/constants.js';
 import { OutputTail } from '../../src/detached/output-tail.js';
-import { DetachedRegistry } from '../../src/shell-calls/registry.js';
 import { completionMessage, refusedInputResult, renderBackgroundCommand, unknownWorkIdResult } from '../../src/shell-calls/texts.js';
-import { completionOf, fakeRegistration, ManualClock, RecordingSignaller } from './fakes.js';
+import { completionOf, FakeCalls, fakeRegistration, ManualClock, RecordingSignaller } from './fakes.js';
 
 function setup() {
   const clock = new ManualClock();
-  const registry = new DetachedRegistry({ signaller: new RecordingSignaller(), clock });
+  const registry = new FakeCalls({ signaller: new RecordingSignaller(), clock });
   const output = new OutputTail();
   registry.register(fakeRegistration('wrk_0001', { output }));
   return { clock, registry, output };
@@ -19,7 +18,7 @@ function must<T>(value: T | null): T {
   if (value === null) throw new Error('the registry does not know this work id');
   return value;
 }
-const read = (registry: DetachedRegistry) => must(registry.read('wrk_0001'));
+const read = (registry: FakeCalls) => must(registry.read('wrk_0001'));
 const afterSeparator = (data: string): string => data.slice(data.indexOf('\n\n') + 2);
 
 describe('rendering a running command (case 16)', () => {
@@ -161,7 +160,7 @@ describe('rendering finished commands (cases 25, 29)', () => {
   });
 
   it('says when the log was capped', () => {
-    const registry = new DetachedRegistry({ signaller: new RecordingSignaller(), clock: new ManualClock() });
+    const registry = new FakeCalls({ signaller: new RecordingSignaller(), clock: new ManualClock() });
     const tail = new OutputTail();
     registry.register({ ...fakeRegistration('wrk_cap'), output: { sectionBytes: 5, tail: (n?: number) => tail.tail(n), capped: true } });
     expect(renderBackgroundCommand(must(registry.read('wrk_cap'))).result.data).toContain('output_capped: true\n');
