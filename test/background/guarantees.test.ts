@@ -191,6 +191,19 @@ eachBackend(({ containment }) => {
       }
     });
 
+    it("answers SIGKILL, naming the processes that needed it, when a child outlived SIGTERM though the leader did not, and measures the completion to the tree's end", async () => {
+      const b = policyB({ graceMs: 0, session: { containment } });
+      const detached = await b.demote(`(trap '' TERM; echo $BASHPID > child.pid; exec sleep 300) & wait`);
+      const child = await waitForPid(join(b.W, 'child.pid'));
+      const stop = await b.session.background.operate({ operation: 'stop', work_id: detached.work_id });
+      // The leader died of SIGTERM (143, its own exit code); its child needed SIGKILL after the grace.
+      expect(stop).toMatchObject({ ok: true, state: 'stopped', exit_code: 143, stop: { signal: 'SIGKILL', survivors: [] } });
+      expect(stop.ok && stop.operation === 'stop' ? stop.stop?.killed : []).toContain(child);
+      expect(isProcessAlive(child)).toBe(false);
+      // The tree lived past the grace: its completion's duration says so, not the leader's moment.
+      expect(b.hooks.completion(detached.work_id)?.duration_ms).toBeGreaterThanOrEqual(2000);
+    });
+
     it('frees the port a grandchild listened on, and answers the signal it took and no survivors', async () => {
       const b = policyB({ graceMs: 0, session: { containment } });
       const listener = join(b.W, 'listen.cjs');
