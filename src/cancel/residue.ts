@@ -16,7 +16,7 @@ export interface DetachedShellItem {
 
 export type ResidueItem = DetachedShellItem | DelegationItem;
 
-/** What a snapshot reads from the background-command registry (`DetachedRegistry` has it). */
+/** What a snapshot reads of the session's demoted commands (`session.background` has it). */
 export interface OutstandingCommands {
   outstanding(): readonly { readonly work_id: string; readonly binary: string; readonly command: string; readonly started_at_ms: number }[];
 }

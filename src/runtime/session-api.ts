@@ -264,7 +264,7 @@ export class SessionApi {
    * `shell.run`'s once its call has answered — its command demoted, so that the residue names
    * it under its `wrk_` id —, at most {@link STOP_DEMOTION_WAIT_MS} later (a session without
    * records never demotes). A command whose exit won over the cancel (it was ending already,
-   * `shell-run.ts`) leaves its task `finished`: the answer then says `finished`. The task's
+   * `src/shell-calls/command.ts`) leaves its task `finished`: the answer then says `finished`. The task's
    * `task_canceled` record is written when it has stopped, with its own snapshot. A task that
    * already ended is answered with its state and no residue (`already: true`). Rejects with
    * {@link UnknownTaskError} for an id this session never issued.
@@ -418,7 +418,7 @@ export class SessionApi {
     // Every end demotes the shell calls still in the foreground first, as `session.stop` does
     // (bounded, and only with records), so that the sweep ends each one as a background command
     // and accounts for it (`shell_abandoned`, the abandonment report). Without this wait the
-    // session's end began while a call gave its command its moment to exit (shell-run.ts), the
+    // session's end began while a call gave its command its moment to exit (src/shell-calls/command.ts), the
     // call no longer demoted, and the command was killed in the foreground: it answered
     // `finished` with exit 143 and left no work id and no record of the kill (end of input, a signal).
     await this.stop();

@@ -14,7 +14,21 @@ import type { EndedBy, WorkSnapshot } from './work-index.js';
 import { refusedInputResult, renderBackgroundCommand, unknownWorkIdResult, type BackgroundCommandResult } from './texts.js';
 import { parseBackgroundCommandInput } from './tool-input.js';
 import { BoundedPattern, PatternTooSlowError } from './bounded-pattern.js';
-import type { ShellCalls } from './shell-calls.js';
+import type { ShellCommand } from './command.js';
+import type { CompletionChannel } from './delivery.js';
+import type { ShellCallHost } from './host.js';
+import type { WorkIndex } from './work-index.js';
+
+/** What the operations reach of the session's shell calls (`ShellCalls` has it). */
+export interface DemotedCalls {
+  readonly host: Pick<ShellCallHost, 'time' | 'containment'>;
+  readonly index: WorkIndex;
+  readonly channel: Pick<CompletionChannel, 'writeCompleted'>;
+  /** The demoted command `workId`, or undefined. */
+  command(workId: string): ShellCommand | undefined;
+  /** Every demoted command, oldest work id first. */
+  commands(): ShellCommand[];
+}
 
 /** One command of a listing (`status` without a work id): nothing cut, nothing claimed. */
 export interface CommandListing {
@@ -89,7 +103,7 @@ const MAX_PENDING_LINE_CHARS = 64 * 1024;
 
 /** Runs one operation; see the module doc. Never throws. */
 export async function runBackgroundCommand(
-  service: ShellCalls,
+  service: DemotedCalls,
   input: unknown,
   options: { readonly extended?: boolean; readonly cancel?: CancelSignal },
 ): Promise<BackgroundCommandAnswer> {
@@ -152,7 +166,7 @@ export async function runBackgroundCommand(
 }
 
 function answer(
-  service: ShellCalls,
+  service: DemotedCalls,
   operation: 'status' | 'wait' | 'stop',
   snapshot: WorkSnapshot,
   extra: { waitedMs?: number; wait?: 'Finished' | 'TimedOut' | 'Canceled' | 'Matched'; matched?: string | null; stop?: StopAnswer },
@@ -175,7 +189,7 @@ function answer(
 }
 
 /** Every command of the session (`status` without a work id), oldest work id first; claims nothing. */
-export function listCommands(service: ShellCalls): CommandListing[] {
+export function listCommands(service: DemotedCalls): CommandListing[] {
   return service.commands().map((command) => {
     const facts = command.demoted as NonNullable<typeof command.demoted>;
     const snapshot = service.index.read(facts.workId, { peek: true }) as WorkSnapshot;

@@ -51,7 +51,7 @@ export interface ParsedShellCommand {
   /** The binary as written (checked against the allowlist exactly, `shell.md` §3). */
   readonly binary: string;
   readonly args: readonly string[];
-  /** The command text as the trace and the registry carry it: the caller's text without the binary (`shell.md` §1.1). */
+  /** The command text as the trace and the work index carry it: the caller's text without the binary (`shell.md` §1.1). */
   readonly command: string;
 }
 

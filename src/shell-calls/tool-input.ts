@@ -32,7 +32,7 @@ const OPERATIONS: readonly string[] = ['status', 'wait', 'stop'];
 
 /**
  * Parses the tool's input (`background-command.md` §2). `operation` must be exactly `status`,
- * `wait` or `stop`; `work_id` is required and checked against `^wrk_[0-9a-f]+$` before the registry
+ * `wait` or `stop`; `work_id` is required and checked against `^wrk_[0-9a-f]+$` before the index
  * is consulted; `wait_secs` is an optional non-negative integer, parsed for every operation and
  * used only by `wait` (recommended: ignored elsewhere). Unknown keys are ignored.
  *

@@ -22,7 +22,7 @@ export type WorkIdCheck = { readonly ok: true; readonly workId: string } | { rea
 
 /**
  * Checks a `work_id` given to `background-command` against {@link WORK_ID_PATTERN} before the
- * registry is consulted (`background-command.md` §2, recommended: the full pattern, an error that
+ * index is consulted (`background-command.md` §2, recommended: the full pattern, an error that
  * names the expected form and does not echo unbounded input). The error quotes at most 40
  * characters of the input, JSON-escaped (so control characters cannot forge lines), and says how
  * long the input was when it was cut.

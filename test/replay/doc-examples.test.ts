@@ -48,7 +48,7 @@ function capture() {
 }
 
 describe('the replay scripts the docs show', () => {
-  it('are found: docs/event-log.md shows at least the retry and the detached-command examples', () => {
+  it('are found: docs/event-log.md shows at least the retry and the shell-call examples', () => {
     expect(scripts.filter((s) => s.page === join('docs', 'event-log.md')).length).toBeGreaterThanOrEqual(2);
   });
 
