@@ -87,6 +87,7 @@ export class ShellCommand {
   readonly facts: CommandFacts;
   readonly #session: CommandSession;
   readonly #answer: (result: ShellRunResult) => void;
+  readonly #fail: (error: unknown) => void;
   /** The call's answer: its demotion, or its result in the foreground. */
   readonly answer: Promise<ShellRunResult>;
   #report: ((report: CommandReport) => void) | null = null;
@@ -118,8 +119,13 @@ export class ShellCommand {
     this.#session = session;
     this.facts = facts;
     let answer: (result: ShellRunResult) => void = () => {};
-    this.answer = new Promise((resolve) => (answer = resolve));
+    let fail: (error: unknown) => void = () => {};
+    this.answer = new Promise((resolve, reject) => {
+      answer = resolve;
+      fail = reject;
+    });
     this.#answer = answer;
+    this.#fail = fail;
     this.#leaderExit = new Promise((resolve) => (this.#leaderExitSeen = resolve));
     this.settled = new Promise((resolve) => (this.#settled = resolve));
   }
@@ -157,7 +163,18 @@ export class ShellCommand {
   attach(report: (report: CommandReport) => void): void {
     this.#report = report;
     for (const buffered of this.#buffered.splice(0)) report(buffered);
-    if (this.#running === null && this.#capture === null) void this.#start();
+    if (this.#running === null && this.#capture === null) void this.#start().catch((error: unknown) => this.#broke(error));
+  }
+
+  /**
+   * A failure of the runtime's own (the spawner could not start it, a log that throws): the call
+   * rejects with it (serve answers an internal error), and the actor ends.
+   */
+  #broke(error: unknown): void {
+    this.#fail(error);
+    this.#capture?.dispose();
+    this.#send({ type: 'COMMAND.FINISHED', exitCode: -1, durationMs: 0, completion: null, tree: this.#tree() });
+    this.#settled();
   }
 
   /**
@@ -173,7 +190,7 @@ export class ShellCommand {
   order(order: CommandOrder): void {
     switch (order.type) {
       case 'DEMOTE':
-        void this.#demote(order.trigger);
+        void this.#demote(order.trigger).catch((error: unknown) => this.#broke(error));
         return;
       case 'SIGNAL':
         this.#signal(order.signal, order.by);
@@ -374,7 +391,7 @@ export class ShellCommand {
 
   /** Once the leader's exit and output are in: the result or the completion, reported once. */
   #settle(): Promise<void> {
-    this.#settling ??= this.#settleNow();
+    this.#settling ??= this.#settleNow().catch((error: unknown) => this.#broke(error));
     return this.#settling;
   }
 

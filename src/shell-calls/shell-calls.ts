@@ -166,7 +166,8 @@ export class ShellCalls implements CommandSession {
       taskId: task.id,
       binary: parsed.binary,
       command: parsed.command,
-      graceMs,
+      // No clock for a grace that is not a finite number (an infinite one, as JSON null is too).
+      graceMs: graceMs === null || !Number.isFinite(graceMs) ? null : Math.max(0, graceMs),
       demotable: host.hasRecords,
       stopTermGraceMs: STOP_TERM_GRACE_MS,
     };
