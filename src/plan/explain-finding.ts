@@ -61,8 +61,8 @@ function explainUnbounded(finding: ValidationFinding, plan: PlanFile, ctx: Expla
         ...base,
         rule:
           subject === PLAN_SUBMISSION_TOOL
-            ? 'a plan cannot submit another plan (docs/plan-format.md#reserved-tools)'
-            : 'turn-only tools (switch-driver, end-without-answer, pull-artifact, remove-artifact) are not callable from a plan (docs/plan-format.md#reserved-tools)',
+            ? 'a plan cannot submit another plan (docs/plan-format.md#rule-3t-i)'
+            : 'turn-only tools (switch-driver, end-without-answer, pull-artifact, remove-artifact) are not callable from a plan (docs/plan-format.md#rule-3t-ii)',
         accepted: null,
         fix: 'remove the step: these tools are decisions of the agent running the plan, not steps of it',
       };
