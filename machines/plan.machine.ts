@@ -69,7 +69,7 @@ export interface PlanInput {
   readonly poolSize?: number;
 }
 
-/** `CANCEL` from the host: graceful (`force: false`, spec semantics) or forced (end running steps now). */
+/** `CANCEL` from the host: graceful (`force: false`, docs/cancel.md#plan-runs) or forced (end running steps now). */
 export interface PlanCancelEvent {
   readonly type: 'CANCEL';
   readonly force: boolean;
