@@ -1,5 +1,5 @@
 /**
- * The abandoned-session scan at every start (issue 14, startup): it asks of each earlier session in
+ * The abandoned-session scan at every start (startup): it asks of each earlier session in
  * the records root whether it is abandoned, and for one that ended it needs only its trace's last
  * line, a `session_end` the trace reader accepts, hanging off the first line. Checking the first
  * line's `session_start` fields too (building that type's schema, the largest of the trace's, and
