@@ -1,6 +1,6 @@
 /**
  * The containment layer: the one place that starts a process, contains it, isolates it and ends
- * it (issues 7 and 15). A session has one {@link Containment}; everything the session runs is
+ * it. A session has one {@link Containment}; everything the session runs is
  * started by {@link Containment.spawn}, which returns a {@link ContainedProcess}.
  *
  * ## Backends (chosen once per session, {@link detectContainment})

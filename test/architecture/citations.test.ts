@@ -9,7 +9,7 @@
 import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { anchorsOf, checkedFiles, citationProblems, headingSlug, problemsOfText, Repository } from '../support/citations.js';
+import { anchorsOf, checkedFiles, citationProblems, headingSlug, historyMentions, problemsOfText, Repository } from '../support/citations.js';
 
 const root = process.cwd();
 
@@ -32,6 +32,10 @@ describe('citations', () => {
   it('finds every cited document and section in the repository', () => {
     const problems = citationProblems(root).map((p) => `${p.file}:${p.line}: ${p.problem}`);
     expect(problems).toEqual([]);
+  });
+
+  it('carries no round, issue or field-report numbers in comments, docs or messages', () => {
+    expect(historyMentions(root).map((p) => `${p.file}:${p.line}: ${p.problem}`)).toEqual([]);
   });
 
   it('gives refusal messages a docs/ section to cite for each validation rule', () => {

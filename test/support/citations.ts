@@ -194,6 +194,20 @@ function excerptAround(text: string, at: number): string {
 /** The checker and its test, which spell out the citations they refuse. */
 const CHECKER_FILES = [join('test', 'support', 'citations.ts'), join('test', 'architecture', 'citations.test.ts')];
 
+/** Round-by-round history and the tracker's numbers, which a reader of the repository cannot look up. */
+const HISTORY = /\b[Rr]ound \d+\b|\b[Ii]ssues? \d+\b|\b[Ff]ield reports? \d+/g;
+
+/** Every mention of a round, an issue or a field report by number in the checked files (comments, docs, messages). */
+export function historyMentions(root: string): CitationProblem[] {
+  return checkedFiles(root)
+    .filter((file) => !NOT_CHECKED_YET.includes(file) && !CHECKER_FILES.includes(file))
+    .flatMap((file) =>
+      readFileSync(join(root, file), 'utf8')
+        .split('\n')
+        .flatMap((text, index) => [...text.matchAll(HISTORY)].map((match) => ({ file, line: index + 1, problem: `carries history (${excerptAround(text, match.index ?? 0)}): say why, and leave history to CHANGELOG.md and git` }))),
+    );
+}
+
 /** Every citation problem of the repository's checked files. */
 export function citationProblems(root: string): CitationProblem[] {
   const repo = new Repository(root);
