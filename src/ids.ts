@@ -36,7 +36,7 @@ export function uuidV7Simple(): string {
     state.seq = (state.seq + 1) | 0;
     if (state.seq === 0) state.msecs++;
   }
-  // Written as bytes and hex-encoded at once: the hyphenated string and its `replace` cost 3× as much.
+  // Written as bytes and hex-encoded at once: the hyphenated string and its `replace` would cost more.
   uuidv7({ random, msecs: state.msecs, seq: state.seq }, idBytes, 0);
   return idBytes.toString('hex');
 }
