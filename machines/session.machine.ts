@@ -4,8 +4,8 @@ import { notProvided } from './not-provided.js';
 
 /**
  * The session (`session:<session_id>`): the long-lived owner of the commands demoted to the
- * background (one `detachedCommand` child per command, `wrk_…`, `spec/detached.md` §5) and of
- * the teardown sweep that runs on every ordinary end of the session (§14: every command still
+ * background (one `detachedCommand` child per command, `wrk_…`, `docs/background-commands.md#registry`) and of
+ * the teardown sweep that runs on every ordinary end of the session (docs/background-commands.md#session-end: every command still
  * running is ended and proven gone, the unaccounted are recorded as abandoned, one report is
  * written). Plans run as actors of their own beside it (one root per plan, as `capsule run` has).
  */
@@ -16,7 +16,7 @@ export interface SessionActorInput {
   readonly sessionId: string;
 }
 
-/** What the sweep effect reports (`detached.md` §14). */
+/** What the sweep effect reports (`docs/background-commands.md#session-end`). */
 export interface SweepOutput {
   /** Work ids recorded as abandoned (`shell_abandoned`), oldest first. */
   readonly abandoned: readonly string[];
@@ -27,7 +27,7 @@ export interface SweepOutput {
 /** Events the session actor takes from its host. */
 export type SessionEvent =
   | {
-      /** A `shell.run` call demoted its command (`detached.md` §4): its actor becomes a child of the session. */
+      /** A `shell.run` call demoted its command (`docs/background-commands.md#demotion`): its actor becomes a child of the session. */
       readonly type: 'COMMAND.DEMOTED';
       readonly command: DetachedCommandInput;
     }
@@ -56,7 +56,7 @@ export const sessionMachine = setup({
   actors: {
     detachedCommand: detachedCommandMachine,
     /**
-     * Effect (provided by src/session): the teardown sweep (`detached.md` §14) — kill every command
+     * Effect (provided by src/session): the teardown sweep (`docs/background-commands.md#session-end`) — kill every command
      * still running, prove the trees gone, write `shell_abandoned` for each command nobody
      * accounted for and the one abandonment report (stderr and `logs/bootstrap.log`).
      */
@@ -96,7 +96,7 @@ export const sessionMachine = setup({
         },
         sweeping: {
           description:
-            'The teardown sweep (detached.md §14): every command still running is killed and proven gone; the unaccounted are recorded as abandoned and reported once.',
+            'The teardown sweep (docs/background-commands.md#session-end): every command still running is killed and proven gone; the unaccounted are recorded as abandoned and reported once.',
           invoke: {
             id: 'sweep',
             src: 'sweep',

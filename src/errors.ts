@@ -1,5 +1,5 @@
 /**
- * Errors of the runtime as values with a closed set of codes (STYLE §3.5). Expected outcomes (a
+ * Errors of the runtime as values with a closed set of codes (docs/architecture.md). Expected outcomes (a
  * failed step, a refused plan) travel as outputs and records; what a caller must tell apart travels
  * as a {@link RuntimeError} (thrown at a library boundary) or a {@link Failure} (returned), and the
  * caller branches on `code`, never on the message text.

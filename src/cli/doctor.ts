@@ -1,5 +1,5 @@
 /**
- * `capsule doctor` (DESIGN §3): what `capsule run` would find on this machine, before anything
+ * `capsule doctor` (docs/cli.md): what `capsule run` would find on this machine, before anything
  * runs — the Node version, the containment backend and why, the isolation available and why, the
  * records directory's writability, and what each allow-listed binary resolves to on the trusted
  * PATH. Nothing is started; the probe cgroup it may create is removed again.
@@ -40,7 +40,7 @@ export interface DoctorReport {
     | { readonly ok: true; readonly backend: string; readonly reason: string; readonly cgroup_kill: boolean; readonly helper: string | null }
     | { readonly ok: false; readonly error: string };
   readonly isolation: { readonly pid_namespace: boolean; readonly reason: string; readonly run_as: string | null } | null;
-  /** Whether shell steps start in the session's spawner process (issue 14; docs/containment.md), and why. */
+  /** Whether shell steps start in the session's spawner process (docs/containment.md), and why. */
   readonly spawner: { readonly used: boolean; readonly reason: string };
   readonly records: { readonly dir: string; readonly writable: boolean; readonly detail: string };
   readonly path: { readonly dirs: readonly string[]; readonly dropped: readonly string[] };

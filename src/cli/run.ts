@@ -1,5 +1,5 @@
 /**
- * `capsule run PLAN` (DESIGN §3–§4): runs one plan file as a session, shows progress on stderr,
+ * `capsule run PLAN` (docs/cli.md, docs/report.md): runs one plan file as a session, shows progress on stderr,
  * prints the JSON report on stdout with `--json`, and maps the report to the exit code.
  */
 import { statSync } from 'node:fs';
@@ -77,7 +77,7 @@ export function registerRun(program: Command): void {
     });
 }
 
-/** The exit code a report stands for (DESIGN §3). */
+/** The exit code a report stands for (docs/cli.md). */
 export function exitCodeOf(report: PlanReport): ExitCode {
   if (report.canceled) return EXIT.CANCELED;
   return report.completed ? EXIT.OK : EXIT.FAILED;
@@ -128,7 +128,7 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
   );
   // The first records write that failed (a full or read-only filesystem): said after the report.
   let recordsFailure: Error | null = null;
-  // Only a resume reads the prior session's records (src/reconcile/): loaded for --resume alone (issue 14, startup).
+  // Only a resume reads the prior session's records (src/reconcile/): loaded for --resume alone (startup).
   const describeResume = options.resume !== undefined ? (await import('../reconcile/resume.js')).describeResume : null;
   const run = startPlan({
     plan: planPath,

@@ -1,5 +1,5 @@
 /**
- * `capsule serve` (DESIGN §10; docs/serve.md): one session per process, driven over stdio with
+ * `capsule serve` (docs/serve.md): one session per process, driven over stdio with
  * newline-delimited JSON-RPC 2.0 — one request per line on stdin, one response or notification
  * per line on stdout, nothing else on stdout (the runtime's log is pino JSON on stderr). Requests
  * are served concurrently. The session ends, with its teardown sweep, on `session.stop` (exit 0),
@@ -143,7 +143,7 @@ export async function serveCommand(options: ServeCommandOptions): Promise<ExitCo
     shellAllow: allow,
     // plan.submit runs against the manifest loaded here (`--manifest FILE`), as `capsule run --manifest` does.
     manifest: { manifest, dir: manifestDir, source },
-    // A delegated child (issue 12) runs its manifest's entry for `message/send`.
+    // A delegated child runs its manifest's entry for `message/send`.
     entry: manifest?.entry !== undefined && manifestDir !== null ? { entry: manifest.entry, dir: manifestDir, manifestPath: source.kind === 'file' ? source.path : join(manifestDir, MANIFEST_FILE), envAllow: manifest.capabilities?.env?.allow ?? [], capsulesDir } : null,
   });
   const out = new MessageWriter();

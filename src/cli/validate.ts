@@ -1,7 +1,7 @@
 /**
- * `capsule validate PLAN` (DESIGN §3): reads, parses and checks a plan against a manifest, with
+ * `capsule validate PLAN` (docs/cli.md): reads, parses and checks a plan against a manifest, with
  * the same `--workdir`/`--manifest` resolution as `capsule run`, and runs nothing. It refuses
- * everything a run would refuse (`plan.md` §6), and beyond that what a run would fail on later
+ * everything a run would refuse (`docs/plan-format.md#validation`), and beyond that what a run would fail on later
  * (`src/plan/check.ts`: a condition that does not parse, a reference without a dot, a dependency
  * cycle); it prints the same warnings a run prints before its first step. Every refusal is
  * explained: where (file, line, column, JSON path), the rule, the accepted values and the fix.

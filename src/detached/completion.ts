@@ -1,21 +1,21 @@
 /**
- * The completion of a demoted command (`detached.md` §7.2) and its status rule. The completion
+ * The completion of a demoted command (`docs/background-commands.md#completion`) and its status rule. The completion
  * carries no output: the output stays in the log, the agent learns only where it is.
  */
 import type { TaskProvenance } from './provenance.js';
 
 /**
- * Whether background processes still held the output pipes when the leader exited (§7.1):
+ * Whether background processes still held the output pipes when the leader exited (docs/shell-commands.md#output-holders):
  * `Closed` — nothing held them (no note); `Killed` — the holders were killed (a note);
- * `LeftRunning` — the holders were left running (a note). The third value exists in the source;
- * its name is ours (`detached.md` §19).
+ * `LeftRunning` — the holders were left running (a note; the record format has it, this runtime
+ * kills them: `docs/shell-commands.md#output-holders`).
  */
 export type OutputHolders = 'Closed' | 'Killed' | 'LeftRunning';
 
-/** One finished demoted command (`detached.md` §7.2). Field names are the spec's. */
+/** One finished demoted command (`docs/background-commands.md#completion`). Field names are Murmur's. */
 export interface DetachedCompletion {
   readonly work_id: string;
-  /** Resolved binary, as in the dispatch info (§4 step 7). */
+  /** Resolved binary, as in the dispatch info (docs/background-commands.md#demotion). */
   readonly binary: string;
   /** The model's command text. */
   readonly command: string;
@@ -23,7 +23,7 @@ export interface DetachedCompletion {
   readonly exit_code: number;
   /** Spawn to exit, foreground portion included, ms. */
   readonly duration_ms: number;
-  /** Epoch ms when the command's own wait returned, before its output finished draining (§7 step 2). */
+  /** Epoch ms when the command's own wait returned, before its output finished draining (docs/background-commands.md#completion). */
   readonly exited_at_ms: number;
   /** Absolute log path, named even when `error` is set. */
   readonly output_path: string;
@@ -34,11 +34,11 @@ export interface DetachedCompletion {
   readonly output_holders: OutputHolders;
   /** The policy's context id; the completion task joins that conversation. */
   readonly context_id: string;
-  /** Origin `completion`, trust inherited (§17, {@link completionProvenance}). */
+  /** Origin `completion`, trust inherited (docs/background-commands.md#provenance, {@link completionProvenance}). */
   readonly provenance: TaskProvenance;
   /** Set only when the wait failed or the log could not be written; distinct from a non-zero exit. */
   readonly error: string | null;
-  /** Ours (issue 9): whether `lifecycle.max_log_bytes` cut the log. Absent means false. */
+  /** Ours: whether `lifecycle.max_log_bytes` cut the log. Absent means false. */
   readonly output_capped?: boolean;
   /**
    * Ours: the stop that ended it, set by the registry when one did — `stop` (a `backgroundCommand`
@@ -51,7 +51,7 @@ export interface DetachedCompletion {
 export type CompletionStatus = 'ok' | 'error';
 
 /**
- * The status rule (§7.2): `ok` exactly when `exit_code == 0`, `error` is none and
+ * The status rule (docs/background-commands.md#completion): `ok` exactly when `exit_code == 0`, `error` is none and
  * `resource_limit` is none; otherwise `error` (a non-zero exit, a signal death, an attributed limit
  * and a failed wait or log write all read `error`).
  */
@@ -59,7 +59,7 @@ export function completionStatus(completion: Pick<DetachedCompletion, 'exit_code
   return completion.exit_code === 0 && completion.error === null && completion.resource_limit === null ? 'ok' : 'error';
 }
 
-/** `a; b` — a log write failure joined to an existing wait error (§7, older rule, kept). */
+/** `a; b` — a log write failure joined to an existing wait error (docs/background-commands.md#completion). */
 export function joinErrors(first: string | null, second: string | null): string | null {
   if (first === null) return second;
   if (second === null) return first;

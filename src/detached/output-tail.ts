@@ -1,5 +1,5 @@
 /**
- * The kept tail of a demoted command's output section and its byte count (`detached.md` §6.3), in
+ * The kept tail of a demoted command's output section and its byte count (`docs/background-commands.md#kept-tail`), in
  * memory so that a status read never opens the log.
  */
 import { MAX_SHELL_OUTPUT_BYTES } from './constants.js';
@@ -8,7 +8,7 @@ import { MAX_SHELL_OUTPUT_BYTES } from './constants.js';
  * The last `capacity` bytes (default {@link MAX_SHELL_OUTPUT_BYTES}, 16384) of everything appended,
  * and `sectionBytes`, the count of every byte appended.
  *
- * The replacement rule of `detached.md` §6.3, exactly: a chunk at least `capacity` long replaces
+ * The replacement rule of `docs/background-commands.md#kept-tail`, exactly: a chunk at least `capacity` long replaces
  * the tail with its last `capacity` bytes; a shorter chunk first drops the oldest bytes so that
  * tail + chunk fits, then is appended. Both cases leave the tail equal to the last
  * `min(sectionBytes, capacity)` bytes of the concatenated section, which is how it is kept: a

@@ -1,42 +1,42 @@
 /**
- * The session's registry of demoted commands (`detached.md` §5, §9–§12): pure bookkeeping.
+ * The session's registry of demoted commands (`docs/background-commands.md#registry`, `docs/background-commands.md#delivery`, `docs/background-commands.md#kill-at-session-end`): pure bookkeeping.
  * Signalling is injected ({@link GroupSignaller}, implemented by the containment layer), and so is
  * the clock; nothing here starts, reaps or signals a process.
  *
- * Node runs this on one thread, so "under the lock" (§5) is "within one synchronous call": every
- * method below reads and mutates entries without yielding, which makes the claims of §9 and the
- * ordering rule of §5.4 hold by construction.
+ * Node runs this on one thread, so "under the lock" (docs/background-commands.md#registry) is "within one synchronous call": every
+ * method below reads and mutates entries without yielding, which makes the claims of docs/background-commands.md#delivery and the
+ * ordering rule of docs/background-commands.md#signal-safety hold by construction.
  */
 import type { CancelSignal } from '../cancel/cancel-signal.js';
 import { SYSTEM_CLOCK, type RegistryClock } from './clock.js';
 import { completionStatus, type CompletionStatus, type DetachedCompletion } from './completion.js';
 import { STOP_KILL_WAIT_MS, STOP_TERM_GRACE_MS } from './constants.js';
 
-/** Phases of an entry, totally ordered; never moving back (§5.1). */
+/** Phases of an entry, totally ordered; never moving back (docs/background-commands.md#phases). */
 export type Phase = 'Running' | 'LeaderExited' | 'Finished';
 const PHASE_RANK: Readonly<Record<Phase, number>> = { Running: 0, LeaderExited: 1, Finished: 2 };
 
-/** What the tool reports (§5.2). */
+/** What the tool reports (docs/background-commands.md#states). */
 export type CommandState = 'running' | 'exited' | 'stopped';
 
 /**
- * Which path claimed the completion (§5, §9); `swept` (ours): the session's teardown took a
+ * Which path claimed the completion (docs/background-commands.md#registry, docs/background-commands.md#delivery); `swept` (ours): the session's teardown took a
  * command still running, which is abandoned (`shell_abandoned`) and never delivered, so a read
  * that sees it finish afterwards (a `wait` in flight at the end) claims nothing.
  */
 export type Delivery = 'none' | 'background_command' | 'task' | 'swept';
 
-/** Outcome of {@link DetachedRegistry.wait} (§11). */
+/** Outcome of {@link DetachedRegistry.wait} (docs/background-commands.md#wait). */
 export type WaitOutcome = 'Finished' | 'TimedOut' | 'Canceled' | 'Unknown';
 
-/** The work record (§5): what the trace and residue name a command by. */
+/** The work record (docs/background-commands.md#registry): what the trace and residue name a command by. */
 export interface WorkRecord {
   readonly work_id: string;
   /** Resolved binary. */
   readonly binary: string;
   /** The model's command text. */
   readonly command: string;
-  /** Epoch ms of the spawn (not the demotion, §4). */
+  /** Epoch ms of the spawn (not the demotion, docs/background-commands.md#demotion). */
   readonly started_at_ms: number;
 }
 
@@ -53,7 +53,7 @@ export interface LiveOutput {
 /** Signals this registry sends, always to a whole process group. */
 export type GroupSignal = 'SIGTERM' | 'SIGKILL';
 
-/** Why the registry signals: a `background-command stop` (§10) or the session's end (`kill_running`, §12). */
+/** Why the registry signals: a `background-command stop` (docs/background-commands.md#stop) or the session's end (`kill_running`, docs/background-commands.md#kill-at-session-end). */
 export type SignalReason = 'stop' | 'kill';
 
 /**
@@ -65,23 +65,23 @@ export type StopCause = 'stop' | 'log_cap';
 
 /**
  * Ours: who ended a finished command — a stop ({@link StopCause}), `session_end` (killed by the
- * session's end, `detached.md` §12) — or null (it exited on its own, or still runs).
+ * session's end, `docs/background-commands.md#kill-at-session-end`) — or null (it exited on its own, or still runs).
  */
 export type EndedBy = StopCause | 'session_end' | null;
 
 /**
  * Implemented by the containment layer: "signal the group of this entry if its leader is still
  * unreaped". Returns whether a signal was sent. The registry calls it only while the entry's
- * leader is marked running (§5.4); the implementation must still refuse when it knows better,
+ * leader is marked running (docs/background-commands.md#signal-safety); the implementation must still refuse when it knows better,
  * and may throw (a `RangeError`) for a group it must never signal (pgid 0, 1, the runtime's own,
- * or one that is not the command's: field report 5): `stop` then rejects with that error and
+ * or one that is not the command's): `stop` then rejects with that error and
  * nothing is sent; `killRunning` skips the entry.
  */
 export interface GroupSignaller {
   signalGroup(target: { readonly work_id: string; readonly pgid: number }, signal: GroupSignal, reason: SignalReason): boolean;
 }
 
-/** What {@link DetachedRegistry.register} takes (§4 step 5). */
+/** What {@link DetachedRegistry.register} takes (docs/background-commands.md#demotion). */
 export interface Registration {
   readonly work: WorkRecord;
   /** The command's process group (its own pid). */
@@ -93,7 +93,7 @@ export interface Registration {
   readonly startedMonotonicMs?: number;
 }
 
-/** A read of one entry (§9.2). */
+/** A read of one entry (docs/background-commands.md#snapshot). */
 export interface DetachedSnapshot extends WorkRecord {
   readonly state: CommandState;
   readonly phase: Phase;
@@ -115,7 +115,7 @@ export interface DetachedSnapshot extends WorkRecord {
   /**
    * Ours: who ended it, once finished — `stop` (a `backgroundCommand` stop), `log_cap` (the
    * runtime stopped it: its log reached `lifecycle.max_log_bytes` under `on_log_cap: "stop"`),
-   * `session_end` (killed by the session's end, `detached.md` §12), or null (it exited on its
+   * `session_end` (killed by the session's end, `docs/background-commands.md#kill-at-session-end`), or null (it exited on its
    * own, or still runs).
    */
   readonly ended_by: EndedBy;
@@ -154,12 +154,12 @@ interface Entry {
 export interface RegistryOptions {
   readonly signaller: GroupSignaller;
   readonly clock?: RegistryClock;
-  /** The report channel (§7, §16): called with every completion once recorded. Must not throw; a throw is ignored. */
+  /** The report channel (docs/background-commands.md#completion, docs/background-commands.md#report-channel): called with every completion once recorded. Must not throw; a throw is ignored. */
   readonly onCompleted?: (completion: DetachedCompletion) => void;
 }
 
 /**
- * One registry per session (§5). Entries are never removed: a work id stays readable, waitable and
+ * One registry per session (docs/background-commands.md#registry). Entries are never removed: a work id stays readable, waitable and
  * stoppable for the rest of the session. Unknown ids answer `null` / `false` / `Unknown`, never
  * throw. Work ids are not checked for form here (`checkWorkId` does that at the tool's door).
  */
@@ -176,7 +176,7 @@ export class DetachedRegistry {
   }
 
   /**
-   * Registers a demoted command (§4 step 5), phase `Running`, leader running. Done before the
+   * Registers a demoted command (docs/background-commands.md#demotion), phase `Running`, leader running. Done before the
    * demotion returns, so a session-end sweep never misses it.
    *
    * @throws {Error} when the work id is already registered (ids are minted fresh; a repeat is a bug).
@@ -208,9 +208,9 @@ export class DetachedRegistry {
   }
 
   /**
-   * The command thread saw the leader exit and has **not yet reaped it** (§5.1, §7 step 1):
+   * The command thread saw the leader exit and has **not yet reaped it** (docs/background-commands.md#phases, docs/background-commands.md#completion):
    * `leader_running` becomes false and the phase `LeaderExited`, in one synchronous step, so no
-   * signal can be sent to the group from here on (§5.4). Call it before reaping. A no-op for an
+   * signal can be sent to the group from here on (docs/background-commands.md#signal-safety). Call it before reaping. A no-op for an
    * unknown id or an entry already past `Running`. Returns whether it changed the phase.
    */
   leaderExited(workId: string): boolean {
@@ -221,7 +221,7 @@ export class DetachedRegistry {
   }
 
   /**
-   * Records the completion (§7 `complete`): when a `stop` reached the command its
+   * Records the completion (docs/background-commands.md#completion `complete`): when a `stop` reached the command its
    * `resource_limit` is cleared (the stop is why it ended); `leader_running` becomes false; phase
    * `Finished`. Then the completion goes to `onCompleted` (the report channel). A second
    * completion of the same entry is ignored (returns false), as is an unknown id.
@@ -242,12 +242,12 @@ export class DetachedRegistry {
     try {
       this.#onCompleted?.(recorded);
     } catch {
-      // A failed send (task loop gone) is ignored (§7).
+      // A failed send (task loop gone) is ignored (docs/background-commands.md#completion).
     }
     return true;
   }
 
-  /** Every entry without a completion, oldest work id first (string order, §5.3). */
+  /** Every entry without a completion, oldest work id first (string order, docs/background-commands.md#registry). */
   outstanding(): WorkRecord[] {
     const out: WorkRecord[] = [];
     for (const entry of this.#entries.values()) if (entry.finished === null) out.push(entry.work);
@@ -260,7 +260,7 @@ export class DetachedRegistry {
   }
 
   /**
-   * A snapshot (§9.2), or null for an id this session never issued. A finished, unclaimed entry is
+   * A snapshot (docs/background-commands.md#snapshot), or null for an id this session never issued. A finished, unclaimed entry is
    * claimed for `background_command` by this read (`delivered_now` true); a running entry, or one
    * already claimed either way, claims nothing.
    */
@@ -274,7 +274,7 @@ export class DetachedRegistry {
   }
 
   /**
-   * The task loop's claim (§9.1): unknown id → true (nothing to race with); already claimed either
+   * The task loop's claim (docs/background-commands.md#delivery): unknown id → true (nothing to race with); already claimed either
    * way → false (enqueue nothing, write nothing); otherwise records delivery `task` → true.
    */
   claimForTask(workId: string): boolean {
@@ -286,7 +286,7 @@ export class DetachedRegistry {
   }
 
   /**
-   * The teardown sweep's claim of a command it is about to kill (§14): an unclaimed entry becomes
+   * The teardown sweep's claim of a command it is about to kill (docs/background-commands.md#session-end): an unclaimed entry becomes
    * `swept`, so neither a read nor the task loop can deliver it after the sweep wrote its
    * `shell_abandoned` (one terminal record per work id). Returns whether it claimed it.
    */
@@ -297,13 +297,13 @@ export class DetachedRegistry {
     return true;
   }
 
-  /** True only when `background-command` claimed the delivery; false for unknown ids and task delivery (§5.3). */
+  /** True only when `background-command` claimed the delivery; false for unknown ids and task delivery (docs/background-commands.md#registry). */
   exitReported(workId: string): boolean {
     return this.#entries.get(workId)?.delivery === 'background_command';
   }
 
   /**
-   * `stop` (§10). False only for an id this session never issued. Otherwise: `SIGTERM` to the
+   * `stop` (docs/background-commands.md#stop). False only for an id this session never issued. Otherwise: `SIGTERM` to the
    * group if the leader is unreaped (a sent signal counts in `signals_sent` and sets
    * `stop_requested`); if sent, waits up to {@link STOP_TERM_GRACE_MS} for `LeaderExited` and
    * else sends `SIGKILL` the same way; in every case waits up to {@link STOP_KILL_WAIT_MS} for
@@ -335,7 +335,7 @@ export class DetachedRegistry {
   }
 
   /**
-   * Session end (§12): `SIGKILL` to the group of every entry whose leader is unreaped; each sent
+   * Session end (docs/background-commands.md#kill-at-session-end): `SIGKILL` to the group of every entry whose leader is unreaped; each sent
    * signal counts in `signals_sent`. `stop_requested` is not set. Returns the number sent.
    */
   killRunning(): number {
@@ -347,14 +347,14 @@ export class DetachedRegistry {
           entry.killed_at_session_end = true;
         }
       } catch {
-        // A group the signaller refuses (field report 5) is skipped; the containment's own ending covers the tree.
+        // A group the signaller refuses is skipped; the containment's own ending covers the tree.
       }
     }
     return sent;
   }
 
   /**
-   * Test hook (field report 5, test B): overwrites the process group recorded for `workId`, as an
+   * Test hook: overwrites the process group recorded for `workId`, as an
    * edited work record would. Later signals go to that pgid through the signaller, which must
    * refuse one that is not the command's. Returns false for an unknown id.
    */
@@ -371,8 +371,8 @@ export class DetachedRegistry {
   }
 
   /**
-   * `wait` (§11): `Unknown` for an id never issued; else the first of: `Finished` (at once when
-   * already finished, also with a zero bound — the spec's recommendation), `Canceled` (the signal
+   * `wait` (docs/background-commands.md#wait): `Unknown` for an id never issued; else the first of: `Finished` (at once when
+   * already finished, also with a zero bound), `Canceled` (the signal
    * is or goes up), `TimedOut` (`boundMs` elapsed). Holds only a timer and two listeners, all
    * dropped when it settles; claims nothing (the `read` that follows does).
    */
@@ -414,13 +414,13 @@ export class DetachedRegistry {
     return { phase: entry.phase, leader_running: entry.leader_running, stop_requested: entry.stop_requested, signals_sent: entry.signals_sent, delivery: entry.delivery };
   }
 
-  /** Monotonic ms since the spawn of `workId` (StillRunning's `running_ms` at the sweep, §14), or null. */
+  /** Monotonic ms since the spawn of `workId` (StillRunning's `running_ms` at the sweep, docs/background-commands.md#session-end), or null. */
   runningMs(workId: string): number | null {
     const entry = this.#entries.get(workId);
     return entry === undefined ? null : Math.max(0, Math.round(this.#clock.monotonicMs() - entry.startedMonotonicMs));
   }
 
-  /** Signals the group only while the leader is unreaped (§5.4); counts a sent signal. */
+  /** Signals the group only while the leader is unreaped (docs/background-commands.md#signal-safety); counts a sent signal. */
   #signal(entry: Entry, signal: GroupSignal, reason: SignalReason): boolean {
     if (!entry.leader_running) return false;
     const sent = this.#signaller.signalGroup({ work_id: entry.work.work_id, pgid: entry.pgid }, signal, reason);

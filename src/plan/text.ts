@@ -1,5 +1,5 @@
 /**
- * Small text helpers that follow Rust's `str` semantics, which the spec's sources use: whitespace
+ * Small text helpers that follow Rust's `str` semantics, which Murmur's runtime uses: whitespace
  * is the Unicode `White_Space` property (`char::is_whitespace`), and string order is code-point
  * order (Rust compares UTF-8 bytes, which orders the same as code points).
  *

@@ -1,6 +1,6 @@
 /**
  * The containment layer: the one place that starts a process, contains it, isolates it and ends
- * it (issues 7 and 15). A session has one {@link Containment}; everything the session runs is
+ * it. A session has one {@link Containment}; everything the session runs is
  * started by {@link Containment.spawn}, which returns a {@link ContainedProcess}.
  *
  * ## Backends (chosen once per session, {@link detectContainment})
@@ -26,7 +26,7 @@
  * leader's streams and exit (`done`), `end(graceMs)` resolving only once the tree is proven gone,
  * `gone`, and `transfer(owner)`. Ending many trees is one pass ({@link Containment.endAll}).
  *
- * MAINTENANCE: a long-lived spawner process (issue 14) slots in behind {@link Containment.spawn}:
+ * MAINTENANCE: a long-lived spawner process slots in behind {@link Containment.spawn}:
  * it would start the helper on the runtime's behalf; identity, units and ending stay as they are.
  */
 import type { Readable, Writable } from 'node:stream';
@@ -367,7 +367,7 @@ export interface ContainedProcess {
   transfer(owner: Owner): void;
   /**
    * Sends `signal` once to every process of the tree, now, and waits for nothing (a background
-   * command's `stop` escalates on its own clock, `detached.md` §10): on the process-group backend
+   * command's `stop` escalates on its own clock, `docs/background-commands.md#stop`): on the process-group backend
    * `kill(-pgid)` (SIGTERM to a PID namespace's init alone); on the cgroup backend SIGTERM to
    * every member under a freeze (within this turn), SIGKILL through `cgroup.kill`.
    *
@@ -426,7 +426,7 @@ export class Containment {
   readonly #signaller: CgroupSignaller | null;
   readonly #live = new Set<Contained>();
   #closed = false;
-  /** The session's spawner process (issue 14), created at the first {@link start}; null before, or with `CAPSULE_SPAWNER=direct`. */
+  /** The session's spawner process, created at the first {@link start}; null before, or with `CAPSULE_SPAWNER=direct`. */
   #spawner: Spawner | null = null;
   #useSpawner: boolean;
   readonly #spawnerAnswerMs: number | undefined;
@@ -478,7 +478,7 @@ export class Containment {
 
   /**
    * As {@link spawn}, resolving once the process has started (its identity known): through the
-   * session's spawner process (issue 14, `spawner/client.ts`) unless `CAPSULE_SPAWNER=direct`, so
+   * session's spawner process (`spawner/client.ts`) unless `CAPSULE_SPAWNER=direct`, so
    * that the runtime's memory does not decide the price of the fork. The containment, isolation,
    * identity and ending are {@link spawn}'s. A request with `stdinPipe` is started directly.
    * The caller puts its listeners on `stdout`/`stderr` in the same turn as the promise resolves
@@ -540,7 +540,7 @@ export class Containment {
 
   /**
    * Resolves once {@link spawn} can start programs: it loads execa, which a session whose commands
-   * all go through the spawner never needs (issue 14, startup). Idempotent.
+   * all go through the spawner never needs (startup). Idempotent.
    */
   readyToSpawn(): Promise<void> {
     return loadLauncher();
@@ -637,8 +637,8 @@ export class Containment {
 
   /**
    * A launch that failed after its cgroup was made may still have started something there: a
-   * spawner killed between forking the helper and reporting its pid (found by a breaker, 5 of 5
-   * runs: the helper and its command ran on, unowned). What is in the cgroup is ended (SIGKILL at
+   * spawner killed between forking the helper and reporting its pid leaves the helper and its
+   * command running, unowned. What is in the cgroup is ended (SIGKILL at
    * once) and proven gone before the launch is reported as having started nothing.
    */
   async #endUnreported(cgroupDir: string): Promise<void> {

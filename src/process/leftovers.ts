@@ -1,5 +1,5 @@
 /**
- * What a dead session left behind (issue 7: a SIGKILLed `capsule run` is noticed). A session
+ * What a dead session left behind (a SIGKILLed `capsule run` is noticed). A session
  * whose trace has no `session_end` and whose runtime process is gone (pid and start time from
  * `session_start`) was killed outright; the trace's `process_start` records say which processes
  * it started and how to find them again — pid and start time must both match (a reused pid is
@@ -89,7 +89,7 @@ function inspectSession(recordsDir: string): AbandonedSession | null | typeof EN
   // A session that ended says so in its last line: its trace, however long, need not be read
   // (every start scans every earlier session of the records root). Its session_start's fields
   // are not checked: one the reader refuses leaves no session_start to go by, which returns null
-  // below too (issue 14, startup: that schema was ~4 ms of every start).
+  // below too (building that schema would cost every start).
   if (endedTrace(recordsDir, { startFields: false })) return ENDED;
   return inspectUnendedSessionDir(recordsDir);
 }
@@ -218,7 +218,7 @@ export function markNoticed(recordsDir: string, noticedBy: string, processes: re
   return true;
 }
 
-/** The one-line warning about `session` (DESIGN-style: what, where, what is left, what to do). */
+/** The one-line warning about `session` (what, where, what is left, what to do). */
 export function abandonedSessionWarning(session: AbandonedSession): string {
   const head = `session ${session.sessionId} (records ${session.recordsDir}) ended without session_end: its runtime${
     session.runtimePid === null ? '' : ` (pid ${session.runtimePid})`

@@ -1,8 +1,8 @@
 /**
- * Resume reconciliation (`reconcile.md` §2, §4): reads a prior session's `trace.jsonl`, appends one
+ * Resume reconciliation (`docs/resume.md#reconcile`): reads a prior session's `trace.jsonl`, appends one
  * `shell_lost` marker per unaccounted work id to that same file, and returns one lost report. It
- * never refuses the launch: every failure is one line on `warn` and no report (fail open, §4.1).
- * No processes: liveness and reaping (issue 11 item 2) are the caller's, from each candidate's record.
+ * never refuses the launch: every failure is one line on `warn` and no report (fail open, docs/resume.md#fail-open).
+ * No processes: liveness and reaping are the caller's, from each candidate's record.
  */
 import { closeSync, constants as fsConstants, fstatSync, openSync, readSync } from 'node:fs';
 import { join } from 'node:path';
@@ -20,7 +20,7 @@ export const TRACE_FILE = 'trace.jsonl';
 /** Bytes read at a time: memory stays bounded by the longest line, whatever the trace's size. */
 const READ_CHUNK_BYTES = 1024 * 1024;
 
-/** `tsk_…`: the report task's id, minted before the first marker (§4 step 5). */
+/** `tsk_…`: the report task's id, minted before the first marker (docs/resume.md#reconcile). */
 export const newReportTaskId = (): string => `tsk_${uuidV7Simple()}`;
 
 /** Options of {@link reconcile}. */
@@ -48,7 +48,7 @@ export interface ReconcileOutcome {
 
 const none = (scan: TraceScan | null = null): ReconcileOutcome => ({ report: null, scan, candidates: [], repairedTornTail: false });
 
-/** A prior trace read and scanned (`reconcile.md` §4 steps 1–2). */
+/** A prior trace read and scanned (`docs/resume.md#reconcile`). */
 export interface PriorTrace {
   /** `<traceDir>/trace.jsonl`. */
   readonly path: string;
@@ -56,11 +56,11 @@ export interface PriorTrace {
 }
 
 /**
- * `reconcile.md` §4 steps 1–2: reads and scans `<traceDir>/trace.jsonl`. Missing: one line saying
+ * `docs/resume.md#reconcile`: reads and scans `<traceDir>/trace.jsonl`. Missing: one line saying
  * so (nothing is created), and when `traceDir` is a records root (session directories with a
  * trace, other than `ownDirs`), the newest of them to resume instead; any other read error: one
  * line naming it; either way null. Every
- * damaged line skipped is named on `warn` with its line and byte offset (ours, issue 11 item 3).
+ * damaged line skipped is named on `warn` with its line and byte offset (ours).
  */
 export function readPriorTrace(traceDir: string, warn: (line: string) => void = () => {}, ownDirs: readonly string[] = []): PriorTrace | null {
   const path = join(traceDir, TRACE_FILE);
@@ -83,7 +83,7 @@ export function readPriorTrace(traceDir: string, warn: (line: string) => void = 
 }
 
 /**
- * `reconcile(trace_dir, this_session_id, context_id)` (`reconcile.md` §2, §4). The directory's
+ * `reconcile(trace_dir, this_session_id, context_id)` (`docs/resume.md#reconcile`). The directory's
  * name is irrelevant: the session is the one the trace's own first `session_start` names.
  *
  * 1. Read `<traceDir>/trace.jsonl` (missing: a line saying so, none, nothing created; other read
@@ -98,7 +98,7 @@ export function reconcile(traceDir: string, thisSessionId: string, contextId: st
   return prior === null ? none() : reconcileScan(prior, thisSessionId, contextId, options);
 }
 
-/** `reconcile.md` §4 steps 3–9 on a trace already read ({@link readPriorTrace}). */
+/** `docs/resume.md#reconcile` on a trace already read ({@link readPriorTrace}). */
 export function reconcileScan(prior: PriorTrace, thisSessionId: string, contextId: string, options: ReconcileOptions = {}): ReconcileOutcome {
   const warn = options.warn ?? (() => {});
   const { path, scan } = prior;

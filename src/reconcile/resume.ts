@@ -1,18 +1,18 @@
 /**
- * Resuming a session (issue 11): before the new session takes work, account for what a dead
+ * Resuming a session: before the new session takes work, account for what a dead
  * session left behind, once, honestly, and offer to stop it. `capsule run --resume DIR [--reap]`
  * calls {@link resumeSession}; `capsule serve --resume DIR [--reap]` calls it too, after opening its
  * session and before reading its first request, and delivers the lost report as one task: the
  * params {@link lostNotification} builds, sent with method {@link LOST_NOTIFICATION_METHOD}.
  *
- * 1. The prior trace is read and scanned (`reconcile.md` §3; damaged lines named with their
- *    offsets). Fail open (a line, nothing reconciled) where the spec does, and also when the prior
+ * 1. The prior trace is read and scanned (`docs/resume.md#the-scan`; damaged lines named with their
+ *    offsets). Fail open (a line, nothing reconciled) where Murmur does, and also when the prior
  *    session's runtime is still running (its work is its own), when the directory is this
  *    session's own, or when another session is resuming it at this moment.
- * 2. `reconcile.md` §4: the report's task id is minted, one `shell_lost` marker per unaccounted
+ * 2. `docs/resume.md#reconcile`: the report's task id is minted, one `shell_lost` marker per unaccounted
  *    work id is appended to the PRIOR trace, and the commands whose marker landed form the one
  *    {@link LostReport}.
- * 3. Beyond the spec: every process tree the prior session recorded (`process_start`, and the
+ * 3. Ours: every process tree the prior session recorded (`process_start`, and the
  *    `pid`/`pid_start_time`/`pgid`/`cgroup` of a `shell_detached`) is checked for life by the
  *    rule of `src/process/reap.ts` (pid AND start time, or its own cgroup populated: a reused pid
  *    is never mistaken for it). A live tree reported for the first time gets a `process_lost`
@@ -125,7 +125,7 @@ export interface ResumeOutcome {
   readonly skipped: string | null;
   /** The lost report to deliver as ONE task (serve: a `lost` notification), or null. */
   readonly report: LostReport | null;
-  /** Its message (`detached.md` §15.1, with what is known of each command's liveness), or null. */
+  /** Its message (`docs/resume.md#lost-report-text`, with what is known of each command's liveness), or null. */
   readonly message: string | null;
   /** The report's commands, in report order. */
   readonly lost: readonly LostCommand[];
@@ -139,21 +139,20 @@ export interface ResumeOutcome {
   readonly reap: boolean;
 }
 
-/** The `source` of the task a lost report is enqueued as (`reconcile.md` §4: "probably `detached_lost`"). */
+/** The `source` of the task a lost report is enqueued as (`docs/resume.md#reconcile`: "probably `detached_lost`"). */
 export const LOST_TASK_SOURCE = 'detached_lost';
 
 /**
- * The serve notification method a lost report is delivered with: issue 11 says `completion` (the
- * report channel of `detached.md` §16 carries shell completions and lost reports alike, admitted
- * by one rule); its params carry `kind: "lost"` so a consumer expecting a shell completion (whose
- * params carry a `work_id`) tells them apart. DESIGN §10 also names a `lost` notification: the
- * params are the same whichever name the host uses.
+ * The serve notification method a lost report is delivered with: `completion`, because one channel
+ * carries shell completions and lost reports alike, admitted by one rule
+ * (`docs/background-commands.md#report-channel`); its params carry `kind: "lost"` so a consumer
+ * expecting a shell completion (whose params carry a `work_id`) tells them apart.
  */
 export const LOST_NOTIFICATION_METHOD = 'completion';
 
-/** One command of a {@link LostNotification}: the `session_resume` entry plus what field report 11 asks the operator be shown. */
+/** One command of a {@link LostNotification}: the `session_resume` entry plus what the operator is shown. */
 export interface LostNotificationEntry extends ResumeLostEntry {
-  /** From `shell_detached`: the program and the command text (never in the message, `detached.md` §15.1). */
+  /** From `shell_detached`: the program and the command text (never in the message, `docs/resume.md#lost-report-text`). */
   readonly binary: string;
   readonly command: string;
   /** The recorded leader start time (clock ticks after boot), process group and cgroup, or null. */
@@ -167,9 +166,9 @@ export interface LostNotificationEntry extends ResumeLostEntry {
 /**
  * The params of the notification `capsule serve --resume` sends for the lost report (method
  * {@link LOST_NOTIFICATION_METHOD}), to be enqueued as ONE task (one pending slot however many
- * commands, `detached.md` §15) of origin `completion` with the report's trust (§17): the report's
+ * commands, `docs/resume.md#the-lost-report`) of origin `completion` with the report's trust (docs/background-commands.md#provenance): the report's
  * task id, context, session, provenance and message (what the agent reads), and per command what
- * the operator may be shown (never in the message: `detached.md` §15.1). The shape of the
+ * the operator may be shown (never in the message: `docs/resume.md#lost-report-text`). The shape of the
  * background branch's `completion` params where they overlap (`task_id`, `message`, `context_id`,
  * `provenance`); `origin` and `trust` are repeated at the top level for hosts that read them there.
  */
@@ -182,7 +181,7 @@ export interface LostNotification {
   readonly provenance: { readonly origin: 'completion'; readonly trust: 'trusted' | 'untrusted' };
   readonly origin: 'completion';
   readonly trust: 'trusted' | 'untrusted';
-  /** The lost report's text (`detached.md` §15.1, with what is known of each command's process). */
+  /** The lost report's text (`docs/resume.md#lost-report-text`, with what is known of each command's process). */
   readonly message: string;
   readonly lost: readonly LostNotificationEntry[];
 }
@@ -236,7 +235,7 @@ export async function resumeSession(session: ResumingSession, priorDir: string, 
     const start = scan.sessionRecord ?? {};
     outcome = { ...outcome, damage: scan.damage, priorSession: scan.session?.session_id ?? null, priorRuntimePid: int(start['pid']), priorEnded: scan.ended };
     if (scan.session === null) {
-      reconcileScan(prior, session.id, '', { warn }); // says so, touches nothing (§4 step 3)
+      reconcileScan(prior, session.id, '', { warn }); // says so, touches nothing (docs/resume.md#fail-open)
       return finish(skip(`${prior.path} records no session_start, so whose work it holds is unknown; nothing is reconciled`, false));
     }
     const priorId = scan.session.session_id;
@@ -263,7 +262,7 @@ export async function resumeSession(session: ResumingSession, priorDir: string, 
     const reconciled = reconcileScan(prior, session.id, contextId, reconcileOptions);
     const report = reconciled.report;
     const reported = new Set(report?.lost.map((w) => w.work_id) ?? []);
-    // A work id whose shell_lost could not be written is dropped from the report (§4 step 7), and
+    // A work id whose shell_lost could not be written is dropped from the report (docs/resume.md#markers), and
     // so is its tree: a later resume reports both.
     const unaccountedDropped = new Set([...scan.detached.keys()].filter((id) => !scan.accounted.has(id) && !reported.has(id)));
 
@@ -476,7 +475,7 @@ function outputLog(dir: string, workId: string): string | null {
   }
 }
 
-/** The identity fields every record about a leftover tree carries (`process_lost`, `session_resume.processes`, `process_reaped`; reconcile.md §3). */
+/** The identity fields every record about a leftover tree carries (`process_lost`, `session_resume.processes`, `process_reaped`; docs/resume.md#the-scan). */
 const treeIdentity = (t: LeftoverTree): Pick<LeftoverTree, 'owner' | 'work_id' | 'pid' | 'pid_start_time' | 'pgid' | 'cgroup'> => ({
   owner: t.owner,
   work_id: t.work_id,
@@ -621,7 +620,7 @@ function lockHolder(path: string): string | null {
 /**
  * The resume told for people (stderr of `capsule run`, serve's log): one `resume:` line per fact,
  * the lost report's message indented under the line that announces it. The operator's lines name
- * each command and process (the message the agent reads never does, `detached.md` §15.1).
+ * each command and process (the message the agent reads never does, `docs/resume.md#lost-report-text`).
  */
 export function describeResume(outcome: ResumeOutcome): string[] {
   if (outcome.skipped !== null) return [];

@@ -1,8 +1,8 @@
 /**
- * The reconcile scan (`reconcile.md` §3): what a prior session's `trace.jsonl` says about its
+ * The reconcile scan (`docs/resume.md#the-scan`): what a prior session's `trace.jsonl` says about its
  * demoted commands, as pure functions over the file's bytes. Self-contained on purpose: the
- * skipping rules are the spec's own (split at `\n`, drop a trailing `\r`, skip what does not
- * parse), and every skipped line is counted and reported with its byte offset (issue 11 item 3).
+ * skipping rules are Murmur's (split at `\n`, drop a trailing `\r`, skip what does not
+ * parse), and every skipped line is counted and reported with its byte offset.
  */
 import type { LostWork } from '../detached/lost-report.js';
 import { readBesideNuls } from '../records/jsonl-reader.js';
@@ -40,7 +40,7 @@ export interface LineDamage {
   readonly recovered: number;
 }
 
-/** A `process_start` (ours) the scan remembered: a process tree the session started (issue 11 item 2). */
+/** A `process_start` (ours) the scan remembered: a process tree the session started. */
 export interface ProcessStartCandidate {
   /** `run:<run>/step:<step_id>#<attempt>`, or null when not a string. */
   readonly owner: string | null;
@@ -57,11 +57,11 @@ export interface ProcessStartCandidate {
 /** The key of a process identity (pid and start time) in {@link TraceScan.processLost}. */
 export const identityKey = (pid: number, startTime: number | null): string => `${pid}:${startTime ?? '?'}`;
 
-/** A remembered `shell_detached` (§3): its lost-work fields and the task that made the call. */
+/** A remembered `shell_detached` (docs/resume.md#the-scan): its lost-work fields and the task that made the call. */
 export interface DetachedCandidate extends LostWork {
   /** The record's `task_id` when a string, else null. */
   readonly task_id: string | null;
-  /** The whole record, for fields beyond the spec (pid, pgid, start time, cgroup: issue 11 item 2). */
+  /** The whole record, for our fields beyond Murmur's (pid, pgid, start time, cgroup). */
   readonly record: Readonly<Record<string, unknown>>;
 }
 
@@ -69,7 +69,7 @@ export interface DetachedCandidate extends LostWork {
 const int = (value: unknown, min: number): number | null => (typeof value === 'number' && Number.isSafeInteger(value) && value >= min ? value : null);
 
 /**
- * The process tree a `shell_detached` names (ours, beyond the spec: `pid`, `pid_start_time`,
+ * The process tree a `shell_detached` names (ours: `pid`, `pid_start_time`,
  * `pgid`, `cgroup`, `pid_namespace`, the names `process_start` uses), or null when it names no
  * usable pid (a Murmur trace never does).
  */
@@ -85,7 +85,7 @@ export function detachedProcess(record: Readonly<Record<string, unknown>>): Omit
   };
 }
 
-/** What one scan found (§3). */
+/** What one scan found (docs/resume.md#the-scan). */
 export interface TraceScan {
   /** The first `session_start` with a non-empty `session_id`, and its `event_id` (null when not a string). */
   readonly session: { readonly session_id: string; readonly event_id: string | null } | null;
@@ -109,7 +109,7 @@ export interface TraceScan {
   readonly lines: number;
   /** Bytes scanned. */
   readonly bytes: number;
-  /** Whether the file ended with `\n` (an empty file counts as terminated, §4 step 6). */
+  /** Whether the file ended with `\n` (an empty file counts as terminated, docs/resume.md#reconcile). */
   readonly endsWithNewline: boolean;
 }
 
@@ -225,7 +225,7 @@ export class TraceScanner {
 
   #take(raw: Buffer, offset: number, unterminated: boolean): void {
     const line = ++this.#line;
-    // A trailing `\r` is dropped (§3).
+    // A trailing `\r` is dropped (docs/resume.md#the-scan).
     const bytes = raw.length > 0 && raw[raw.length - 1] === 0x0d ? raw.subarray(0, raw.length - 1) : raw;
     const damage = (kind: LineDamageKind, nul = 0, firstNul: number | null = null, recovered = 0): void => {
       this.#damage.push({ kind, line, offset, bytes: raw.length, nul_bytes: nul, first_nul_offset: firstNul, recovered });
@@ -240,13 +240,13 @@ export class TraceScanner {
     const parsed = parseLine(bytes);
     if (parsed.kind === 'value') {
       if (typeof parsed.value === 'object' && parsed.value !== null && !Array.isArray(parsed.value)) this.#dispatch(parsed.value as Record<string, unknown>);
-      // Any other JSON value parses and has no event_type: ignored, as the spec's reader does.
+      // Any other JSON value parses and has no event_type: ignored, as Murmur's reader does.
       return;
     }
     damage(unterminated ? 'torn' : parsed.kind);
   }
 
-  /** §3 step 3. */
+  /** docs/resume.md#the-scan. */
   #dispatch(record: Record<string, unknown>): void {
     const type = typeof record['event_type'] === 'string' ? record['event_type'] : '';
     const workId = record['work_id'];
@@ -328,15 +328,15 @@ export function scanTrace(content: Uint8Array | string): TraceScan {
   return scanner.finish();
 }
 
-/** Unaccounted work (§3.1): remembered `shell_detached` minus the accounted set, ascending work-id string order (= demotion order). */
+/** Unaccounted work (docs/resume.md#trust): remembered `shell_detached` minus the accounted set, ascending work-id string order (= demotion order). */
 export function unaccounted(scan: TraceScan): DetachedCandidate[] {
   return [...scan.detached.values()].filter((work) => !scan.accounted.has(work.work_id)).sort((a, b) => (a.work_id < b.work_id ? -1 : a.work_id > b.work_id ? 1 : 0));
 }
 
-/** One command's trust (§3.1): its `task_start`'s, or `untrusted` when it names no task or the join finds none. */
+/** One command's trust (docs/resume.md#trust): its `task_start`'s, or `untrusted` when it names no task or the join finds none. */
 export const candidateTrust = (scan: TraceScan, work: DetachedCandidate): Trust => (work.task_id === null ? 'untrusted' : scan.taskTrust.get(work.task_id) ?? 'untrusted');
 
-/** The report's trust (§3.1): the lowest over every unaccounted command (accounted ones do not count). */
+/** The report's trust (docs/resume.md#trust): the lowest over every unaccounted command (accounted ones do not count). */
 export function reportTrust(scan: TraceScan, work: readonly DetachedCandidate[] = unaccounted(scan)): Trust {
   return lowestTrust(work.map((w) => candidateTrust(scan, w)));
 }

@@ -130,7 +130,7 @@ const END_LINE_BYTES = 64 * 1024;
  * finds the `session_end` (its parent is a record the reader did not accept, which it does not
  * check) and no `session_start` from that line. For a caller to whom both mean "not abandoned"
  * (the abandoned-session scan, src/process/leftovers.ts), the verdict is the same without building
- * and running the largest of the trace's schemas at every start (issue 14, startup: ~4 ms of CPU).
+ * and running the largest of the trace's schemas at every start (startup time).
  */
 export function endedTrace(path: string, options: { readonly startFields?: boolean } = {}): boolean {
   const file = path.endsWith('.jsonl') ? path : join(path, TRACE_FILE);

@@ -14,12 +14,12 @@ import {
 export const UNTRACED_EVENT_ID = 'evt_untraced';
 
 /**
- * Writes trace records (`trace.jsonl`, DESIGN §8; the types are in `trace-records.ts`): the
+ * Writes trace records (`trace.jsonl`, docs/trace.md; the types are in `trace-records.ts`): the
  * envelope `event_type`, `event_id` (`evt_` + UUID v7), `parent_id` (null when none), `session_id`,
  * `timestamp` (epoch ms, from the session clock), in that order, then the record's own fields in
  * their written order. One line per record, one `write(2)` per line. A failed write is reported
  * to `onError` and swallowed: tracing never turns a step that ran into one that failed
- * (`trace-plan.md` §1).
+ * (`docs/trace.md#the-envelope`).
  *
  * The session owns the one writer of its records directory; plans and steps write through it.
  */
@@ -50,7 +50,7 @@ export class TraceWriter {
     return this.#file !== null;
   }
 
-  /** Bytes of a torn final line cut off when the file was opened (field report 13). */
+  /** Bytes of a torn final line cut off when the file was opened. */
   get repairedBytes(): number {
     return this.#file?.repairedBytes ?? 0;
   }

@@ -25,24 +25,24 @@ export interface ToolCallContext {
 }
 
 /**
- * An in-process tool for library users (DESIGN §6): same input and output shapes as a command
+ * An in-process tool for library users (docs/manifest.md#command-tools): same input and output shapes as a command
  * tool. A thrown error or rejected promise fails the attempt with its message (an invoke error,
- * `plan.md` §16 step 4).
+ * `docs/plan-format.md#tool-steps`).
  */
 export type FunctionTool = (input: JsonValue, context: ToolCallContext) => ToolResult | Promise<ToolResult>;
 
-/** A command tool declared in the manifest (DESIGN §5–§6). */
+/** A command tool declared in the manifest (docs/manifest.md#command-tools). */
 export interface CommandTool {
   readonly command: readonly string[];
   readonly timeout_secs: number;
 }
 
-/** What the gate is shown before a tool or shell attempt dispatches (`plan.md` §18). */
+/** What the gate is shown before a tool or shell attempt dispatches (`docs/plan-format.md#the-gate`). */
 export type GateRequest =
   | { readonly kind: 'tool'; readonly name: string; readonly input_json: string }
   | { readonly kind: 'shell'; readonly binary: string; readonly command: string; readonly argv: readonly string[] };
 
-/** The session's pre-dispatch decision point: a refusal reason, or null/undefined to allow (`plan.md` §18). */
+/** The session's pre-dispatch decision point: a refusal reason, or null/undefined to allow (`docs/plan-format.md#the-gate`). */
 export type Gate = (request: GateRequest) => string | null | undefined | Promise<string | null | undefined>;
 
 /** Everything attempts of one plan run need. */
@@ -50,12 +50,12 @@ export interface AttemptEnvironment {
   readonly session: Session;
   readonly functionTools: ReadonlyMap<string, FunctionTool>;
   readonly commandTools: ReadonlyMap<string, CommandTool>;
-  /** `capabilities.shell.allow` plus `--allow`: re-checked at dispatch (`plan.md` §17.2 step 4). */
+  /** `capabilities.shell.allow` plus `--allow`: re-checked at dispatch (`docs/plan-format.md#shell-dispatch`). */
   readonly shellAllow: readonly string[];
   /** `capabilities.env.allow`. */
   readonly envAllow: readonly string[];
   readonly gate: Gate | null;
-  /** Capsule registry directory (DESIGN §3), where capsule steps' capsules are resolved. */
+  /** Capsule registry directory (docs/delegation.md#the-capsule-registry), where capsule steps' capsules are resolved. */
   readonly capsulesDir: string;
   /** The parent's `capabilities.spawn.allow` (only its manifest grants spawn rights), or null when it runs without a manifest. */
   readonly spawnAllow: readonly string[] | null;
@@ -65,13 +65,13 @@ export interface AttemptEnvironment {
   readonly onLogCap?: 'continue' | 'stop';
   /** The manifest's `lifecycle.delegation_deadline_secs` (the bound on one delegation; env overrides it). */
   readonly delegationDeadlineSecs?: number;
-  /** The parent's `capabilities.spawn.workdir_snapshot`: capsules whose child starts with a copy of the work folder (`delegation.md` §6). */
+  /** The parent's `capabilities.spawn.workdir_snapshot`: capsules whose child starts with a copy of the work folder (`docs/delegation.md#workdir-snapshots`). */
   readonly spawnSnapshot?: readonly string[];
-  /** The capsule-version map (`plan.md` §19.2 step 7): the version a capsule step asks for, by the name as the step writes it; default `0.1.0`. */
+  /** The capsule-version map (`docs/delegation.md#one-delegation`): the version a capsule step asks for, by the name as the step writes it; default `0.1.0`. */
   readonly capsuleVersions?: Readonly<Record<string, string>>;
-  /** The deadline the run inherited (epoch ms), or null: every delegation ends by it (`delegation.md` §5). */
+  /** The deadline the run inherited (epoch ms), or null: every delegation ends by it (`docs/delegation.md#the-bound-and-the-inherited-deadline`). */
   readonly deadlineMs?: number | null;
-  /** Canceled delegations whose rows the run's task closes after its `task_canceled` (`cancel.md` §4.3). */
+  /** Canceled delegations whose rows the run's task closes after its `task_canceled` (`docs/cancel.md#one-writer-per-row`). */
   readonly canceledRows?: CanceledRow[];
   /** This plan run's id within the session: every process tree it starts is owned by an attempt of run `runId`. */
   readonly runId: string;
@@ -97,7 +97,7 @@ export interface AttemptActors {
  * attempts) and exactly one `ATTEMPT.FINISHED` to its step actor; failures are outcomes, never
  * throws.
  *
- * An attempt settles only when its processes are gone (issue 7): an attempt that was told to end
+ * An attempt settles only when its processes are gone: an attempt that was told to end
  * (timeout, forced cancel) reports FINISHED only once its whole tree is proven gone, and a new
  * attempt starts its process only once the previous attempt's tree is gone (what a failed
  * attempt left in the background is ended first), so a retry never overlaps its predecessor.

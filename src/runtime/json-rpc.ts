@@ -1,5 +1,5 @@
 /**
- * JSON-RPC 2.0 dispatch for `capsule serve` (DESIGN §10; docs/serve.md): the methods of the
+ * JSON-RPC 2.0 dispatch for `capsule serve` (docs/serve.md): the methods of the
  * session API, their params checked, and their refusals as JSON-RPC errors — the standard codes
  * (-32700 parse error, -32600 invalid request, -32601 unknown method, -32602 bad params) and ours
  * in -32000…-32099 with a `data.code` word. Dispatch and error shapes are the `json-rpc-2.0`
@@ -21,7 +21,7 @@ export const SERVE_ERRORS = {
   UNKNOWN_WORK_ID: { code: -32001, word: 'UNKNOWN_WORK_ID' },
   /** The session is stopping (after `session.stop`, a signal, or end of input): no new work. */
   SESSION_ENDING: { code: -32002, word: 'SESSION_ENDING' },
-  /** `stop` refused to signal a process group that is not the command's own (field report 5): nothing was signalled. */
+  /** `stop` refused to signal a process group that is not the command's own: nothing was signalled. */
   SIGNAL_REFUSED: { code: -32003, word: 'SIGNAL_REFUSED' },
   /** `shell.run` of a binary not in `capabilities.shell.allow` (nor `--allow`). */
   BINARY_NOT_ALLOWED: { code: -32004, word: 'BINARY_NOT_ALLOWED' },
@@ -107,7 +107,7 @@ export type RequestSource = JsonSource | undefined;
 export async function receiveMessage(server: JSONRPCServer<RequestSource>, message: unknown, text?: string): Promise<unknown> {
   // The package reads `.method` of whatever it is given: `null`, `3` or `"x"` must not reach it.
   const invalid = createJSONRPCErrorResponse(null, JSONRPCErrorCode.InvalidRequest, 'Invalid Request: a request is a JSON object');
-  // §4: an id, when present, is a string, a number or null; an object or `true` is not one (the
+  // JSON-RPC 2.0 §4: an id, when present, is a string, a number or null; an object or `true` is not one (the
   // package would echo it back), so such a request is refused before it runs.
   const badId = createJSONRPCErrorResponse(null, JSONRPCErrorCode.InvalidRequest, 'Invalid Request: "id" must be a string, a number or null');
   // A number id a double does not hold as sent (12345678901234567890) reaches here from serve as a
@@ -118,7 +118,7 @@ export async function receiveMessage(server: JSONRPCServer<RequestSource>, messa
       const id = (item as { id: unknown }).id;
       if (id !== null && typeof id !== 'string' && typeof id !== 'number') return badId;
     }
-    // §4: `method` is a string and `params`, when present, a structured value (an object or an
+    // JSON-RPC 2.0 §4: `method` is a string and `params`, when present, a structured value (an object or an
     // array). The package looked any `method` up (`5` was "Method not found") and handed any
     // `params` to the method (`session.stop` with `"params": 3` stopped the session). `null` is
     // taken as no params, as before.
@@ -220,7 +220,7 @@ export function createRpcServer(api: SessionApi, options: RpcServerOptions = {})
     });
   });
 
-  // The child side of a delegation (issue 12): A2A-shaped methods a parent's delegation plane calls.
+  // The child side of a delegation: A2A-shaped methods a parent's delegation plane calls.
   server.addMethod('session.info', () => api.info());
 
   server.addMethod('message/send', (params) => {
@@ -230,7 +230,7 @@ export function createRpcServer(api: SessionApi, options: RpcServerOptions = {})
     const parts = typeof message === 'object' && message !== null && Array.isArray(message.parts) ? (message.parts as unknown[]) : null;
     const text = parts?.[0] !== undefined && typeof (parts[0] as { text?: unknown }).text === 'string' ? ((parts[0] as { text: string }).text) : null;
     if (text === null) invalidParams('message/send: message must be {role, messageId, parts: [{text}]} with one text part');
-    // The deadline a delegating parent hands its child (ours, `delegation.md` §5): epoch ms.
+    // The deadline a delegating parent hands its child (ours, `docs/delegation.md#the-bound-and-the-inherited-deadline`): epoch ms.
     const metadata = p['metadata'];
     const deadline = typeof metadata === 'object' && metadata !== null ? (metadata as { deadline_ms?: unknown }).deadline_ms : undefined;
     if (deadline !== undefined && (typeof deadline !== 'number' || !Number.isSafeInteger(deadline) || deadline < 0)) invalidParams('message/send: metadata.deadline_ms must be a whole number of epoch milliseconds');

@@ -33,12 +33,12 @@ export type SessionExitStatus = 'ok' | 'failed' | 'canceled' | 'error';
 export interface SessionOptions {
   /** Directory shell steps run in and `data_path` is read beneath. Default: `process.cwd()`. */
   readonly workdir?: string;
-  /** Records directory. Default `<workdir>/.capsule/records/<session_id>/` (DESIGN §3). Created if missing. */
+  /** Records directory. Default `<workdir>/.capsule/records/<session_id>/` (docs/cli.md). Created if missing. */
   readonly recordsDir?: string;
   /**
    * False: the session has no records directory at all — nothing is written (no trace, no event
    * log, no logs), and a shell call is never demoted (its output would have no place to go,
-   * `detached.md` §3). Default true.
+   * `docs/background-commands.md#demotion-triggers`). Default true.
    */
   readonly records?: boolean;
   /** The session's background commands: extra allowed binaries, the grace, where the abandonment report goes. */
@@ -52,7 +52,7 @@ export interface SessionOptions {
   /** Write `trace.jsonl` (default true). Off: nothing is written and reports are identical. */
   readonly trace?: boolean;
   /**
-   * Write the actor event log `events.jsonl` (DESIGN §9; default true). Off: nothing is written,
+   * Write the actor event log `events.jsonl` (docs/event-log.md; default true). Off: nothing is written,
    * and with no other inspector the actors run without inspection (it costs time).
    */
   readonly eventLog?: boolean;
@@ -64,14 +64,14 @@ export interface SessionOptions {
   readonly clock?: SessionClock;
   /**
    * Observers of every XState inspection event of every actor this session runs (the event log of
-   * DESIGN §9 and `capsule inspect` plug in here).
+   * docs/event-log.md and `capsule inspect` plug in here).
    */
   readonly inspectors?: readonly ((event: InspectionEvent) => void)[];
   /** The runtime's structured log (src/session/logger.ts). Default: silent. */
   readonly logger?: RuntimeLogger;
   /**
    * Called with operational warnings, such as the repair of a torn last line left in
-   * `trace.jsonl` or `events.jsonl` by a crashed earlier run (field report 13). Default:
+   * `trace.jsonl` or `events.jsonl` by a crashed earlier run. Default:
    * `process.emitWarning`.
    */
   readonly onWarning?: (message: string) => void;
@@ -111,7 +111,7 @@ export interface SessionOptions {
 /**
  * One runtime session: the single owner of its records directory, its clock, its trace writer,
  * its event log, its structured log, its cancel policies and every process tree its work starts
- * (its {@link Containment}) (DESIGN §2, §7). `capsule run` is one session; `capsule serve` will
+ * (its {@link Containment}) (docs/architecture.md, docs/records.md). `capsule run` is one session; `capsule serve` will
  * be one too. Plans, background commands and delegations run inside a session and reach these
  * through it, so there is one place that ends every process when the session ends.
  */
@@ -123,7 +123,7 @@ export class Session {
    * HOME and TMPDIR of the session's steps and tools (`home/`, `tmp/`): `.<records dir
    * name>.scratch/` beside the records directory, e.g.
    * `<workdir>/.capsule/records/.ses_….scratch/`. Outside the records directory's tree, so that
-   * nothing a step writes there lands next to the records (issue 15), and nowhere the operator
+   * nothing a step writes there lands next to the records, and nowhere the operator
    * did not point the records at.
    */
   readonly scratchDir: string;
@@ -144,7 +144,7 @@ export class Session {
   readonly node: TraceNode<'session_start'>;
   /** The session's tasks (`tsk_…`): every `shell.run`, `plan.submit` and delivered completion. */
   readonly tasks: TaskTable;
-  /** The session's live delegations by `dlg_` id (`cancel.md` §4): named in a cancel's residue. */
+  /** The session's live delegations by `dlg_` id (`docs/cancel.md#live-delegations`): named in a cancel's residue. */
   readonly delegations = new LiveDelegations();
   /** The readable actor ids its plans and steps got (a repeated one is tagged `~2`, `~3`, …: docs/event-log.md "Actor ids"). */
   readonly actorNames = new ActorNames();
@@ -331,7 +331,7 @@ export class Session {
   }
 
   /**
-   * What is still running now (`cancel.md` §5.2): every outstanding background command sorted by
+   * What is still running now (`docs/cancel.md#residue-items`): every outstanding background command sorted by
    * `work_id`, then every live delegation sorted by `delegation_id`. A snapshot, not a promise.
    */
   residue(): Residue {
@@ -347,7 +347,7 @@ export class Session {
   /**
    * Ends the session (every ordinary end: `capsule run`'s, `session.stop`, a signal to
    * `capsule serve`, its stdin closing): first the teardown sweep of the background commands
-   * (`detached.md` §14: the ones still running are killed and proven gone, the unaccounted are
+   * (`docs/background-commands.md#session-end`: the ones still running are killed and proven gone, the unaccounted are
    * recorded as `shell_abandoned` and reported once), then every process tree still registered is
    * ended (SIGTERM, SIGKILL after `graceMs`, proven gone) and the session's cgroup removed, then
    * `session_end` — the last record — and the trace and event log are closed. Idempotent: a second

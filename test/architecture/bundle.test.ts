@@ -71,7 +71,7 @@ const entryFiles = loadedFiles([outputOf(join('dist', 'bundle', 'capsule.js'))])
 const runFiles = loadedFiles([...entryFiles, outputOf('dist/src/cli/run-main.js', true), outputOf('dist/src/cli/run.js', true)]);
 const run = inputsOf(runFiles);
 
-describe('the bundle that ships (dist/bundle/, issue 14 startup)', () => {
+describe('the bundle that ships (dist/bundle/)', () => {
   it('is what package.json names as the capsule binary', () => {
     const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { bin: Record<string, string> };
     expect(pkg.bin).toEqual({ capsule: CLI_PROGRAM });
@@ -104,7 +104,7 @@ describe('the bundle that ships (dist/bundle/, issue 14 startup)', () => {
     expect(outputOf('dist/src/session/background/doors.js')).toMatch(/^dist\/bundle\/chunks\//);
   });
 
-  it('loads capsule run from a few files: the entry point\'s, and its program\'s code in one chunk (round 6: 30 files)', () => {
+  it('loads capsule run from a few files: the entry point\'s, and its program\'s code in one chunk', () => {
     expect(runFiles.size).toBeLessThanOrEqual(12);
     const programFiles = [...runFiles].filter((file) => file.startsWith(PROGRAM_DIR));
     expect(programFiles.filter((file) => Object.keys((meta.outputs[file] as MetaOutput).inputs).some((input) => input.startsWith('dist/src/')))).toHaveLength(1);

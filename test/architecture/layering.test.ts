@@ -93,7 +93,7 @@ describe('layering (blueprint: machines → model → effects → session → ru
     expect([...packages].filter((pkg) => pkg === 'xstate' || pkg === 'execa')).toEqual([]);
   });
 
-  it('keeps capsule run free of the SVG renderer, serve, replay, inspect, fast-check, the live view, execa, the delegation plane and the resume (startup, issue 14)', () => {
+  it('keeps capsule run free of the SVG renderer, serve, replay, inspect, fast-check, the live view, execa, the delegation plane and the resume (startup)', () => {
     // What `capsule run` loads before its first step: the entry point, its program (src/cli/run-main: the
     // internal-error handler, the command table, the run command), the run command (loaded with import()).
     const { loaded, packages } = staticImportGraph(['src/cli', 'src/cli/run-main', 'src/cli/main', 'src/cli/run']);

@@ -1,5 +1,5 @@
 /**
- * `capsule doctor` and `capsule run --verbose` (issue 7): what a run would find here — Node,
+ * `capsule doctor` and `capsule run --verbose`: what a run would find here — Node,
  * the containment backend and why, isolation and why, the records dir, and what each allowed
  * binary resolves to — and the backend a run actually got.
  */

@@ -1,5 +1,5 @@
 /**
- * A records directory on a filesystem that is full (ENOSPC) or read-only (EROFS) (round 9): an
+ * A records directory on a filesystem that is full (ENOSPC) or read-only (EROFS): an
  * environment error — one line naming the file, the reason in words and what to do, exit 1 — never
  * "internal error … bug"; a run that filled the disk still prints its report with `--json`.
  * The filesystems are tiny tmpfs mounts (root only): skipped, saying why, where mounting fails.

@@ -74,7 +74,7 @@ export function fakeRegistration(workId: string, options: { output?: OutputTail;
   };
 }
 
-/** A completion with the spec's case-20 values unless overridden. */
+/** A completion with fixed example values unless overridden. */
 export function completionOf(workId: string, overrides: Partial<DetachedCompletion> = {}): DetachedCompletion {
   return {
     work_id: workId,

@@ -1,5 +1,5 @@
 /**
- * A step cannot reach the runtime (issue 15), with real processes: in a PID namespace it cannot
+ * A step cannot reach the runtime, with real processes: in a PID namespace it cannot
  * see, signal or read the environment of the runtime, `$PPID` is not the runtime, and the records
  * directory is read-only for it; run as an unprivileged user (`runAs`) it cannot signal the
  * runtime or read `/proc/<runtime>/environ` even without a namespace; on the bare fallback the

@@ -1,7 +1,7 @@
 /**
  * The foreground output capture (src/executors/output-capture.ts) and the log written from it:
  * the 16 KiB head per stream, the spill past it, and the log budget `lifecycle.max_log_bytes`
- * (ours, round 17) that bounds what the spill and the log hold.
+ * (ours) that bounds what the spill and the log hold.
  */
 import { jest } from '@jest/globals';
 import { readdirSync, readFileSync, statSync } from 'node:fs';

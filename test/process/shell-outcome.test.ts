@@ -65,7 +65,7 @@ describe('shellStepOutcome with real processes', () => {
     expect(existsSync(join(recordsDir, 'logs'))).toBe(false);
   });
 
-  it('cuts 16385 bytes of stdout to 16384 and logs the full output in the shell.md §4.1 layout', async () => {
+  it('cuts 16385 bytes of stdout to 16384 and logs the full output in the docs/shell-commands.md#output-cap layout', async () => {
     const args = ['-e', "process.stdout.write('a'.repeat(16384) + 'Z'); process.stderr.write('e\\n')"];
     const { outcome, recordsDir } = await runShell('node', args);
     expect(outcome.status).toBe('success');

@@ -1,5 +1,5 @@
 /**
- * Both containment backends in one test run (issue 7: CI runs both). A test file wraps its
+ * Both containment backends in one test run (CI runs both). A test file wraps its
  * real-process cases in {@link eachBackend}; the cgroup backend's cases are skipped, with the
  * reason in their title, only where this machine cannot create cgroups.
  */
@@ -43,7 +43,7 @@ export function eachBackend(body: (backend: BackendCase) => void, isolation: Iso
   }
 }
 
-/** The two ways a session starts commands (issue 14): through its spawner process (the default), or `CAPSULE_SPAWNER=direct`. */
+/** The two ways a session starts commands: through its spawner process (the default), or `CAPSULE_SPAWNER=direct`. */
 export type SpawnPath = 'spawner' | 'direct';
 
 /** Sets `CAPSULE_SPAWNER` for the sessions the enclosing describe block opens, and restores it after. */

@@ -1,8 +1,8 @@
 /**
- * The runtime's side of the session's spawner (issue 14, `main.ts` is the other side): one small,
+ * The runtime's side of the session's spawner (`main.ts` is the other side): one small,
  * long-lived Node process per session that `fork()`s the commands, so that a spawn costs what a
- * fork of a ~45 MiB process costs, whatever the runtime holds (a fork's price grows with the
- * parent's memory: 0.70 ms from 49 MiB, 5.47 ms from 200 MiB). It tells back each command's pid,
+ * fork of a small process costs, whatever the runtime holds (a fork's price grows with the
+ * parent's memory). It tells back each command's pid,
  * output and exit; identity, cgroups, PID namespaces and ending stay in `containment.ts`.
  *
  * Output: the spawner forwards what a command prints as data messages as it comes (a quiet step

@@ -1,7 +1,7 @@
 /**
- * The session's spawner process (issue 14): a small, long-lived Node process that starts commands
- * on the runtime's behalf, so that the cost of a `fork()` is that of this process (~45 MiB, and
- * it never grows with the plan) instead of the runtime's (120–190 MiB for a large plan). Started
+ * The session's spawner process: a small, long-lived Node process that starts commands
+ * on the runtime's behalf, so that the cost of a `fork()` is that of this small process (it never
+ * grows with the plan) instead of the runtime's, which does. Started
  * once per session by `client.ts` (`child_process.fork`, an IPC channel); imports nothing but
  * Node's own modules, `../proc.js` and `../signals.js`.
  *

@@ -99,7 +99,7 @@ export class AttemptRun {
   /**
    * A graceful cancel reached the step (`ATTEMPT.CANCEL`): an attempt whose launch waits for the
    * session's spawner at this moment (behind a wide wave's) is withdrawn, so nothing queued starts
-   * after the cancel (`cli.md`: "nothing more is dispatched", no more retries); one not queued yet
+   * after the cancel (`docs/cancel.md#plan-runs`: nothing more is dispatched, no more retries); one not queued yet
    * (dispatched in this same instant) or already sent runs on, as a graceful cancel lets a started
    * step. The step machine settles a withdrawn first attempt as a step that never ran, a withdrawn
    * retry as the attempt before it.
@@ -180,7 +180,7 @@ export class AttemptRun {
 
   /**
    * Runs `dispatch` one microtask later — `plan_step_start` of every step of the wave is written
-   * before any of them runs (`plan.md` §10.2 step 7), and XState starts the first wave's step
+   * before any of them runs (`docs/plan-format.md#the-scan`), and XState starts the first wave's step
    * actors before it delivers the plan's emitted events — or, for a retry, once its predecessor's
    * tree is gone. Nothing is dispatched once the attempt was ended; a throw fails the attempt.
    */
@@ -197,7 +197,7 @@ export class AttemptRun {
     else void this.#previousGone.then(run);
   }
 
-  /** Asks the session's gate (`plan.md` §18) before `dispatch`; a refusal fails the attempt with its text. */
+  /** Asks the session's gate (`docs/plan-format.md#the-gate`) before `dispatch`; a refusal fails the attempt with its text. */
   withGate(request: GateRequest, traced: Partial<AttemptOutcome>, dispatch: () => void): void {
     const gate = this.env.gate;
     if (gate === null) return dispatch();

@@ -1,5 +1,5 @@
 /**
- * The `toolAttempt` effect actor: one attempt of a tool step (`plan.md` §16) — interpolation, the
+ * The `toolAttempt` effect actor: one attempt of a tool step (`docs/plan-format.md#tool-steps`) — interpolation, the
  * gate, then an in-process function tool (library users) or a command tool from the manifest (a
  * contained process that reads its input as JSON on stdin and prints one ToolResult).
  */
@@ -68,7 +68,7 @@ function runTool(run: AttemptRun, step: PlanStep, input: JsonValue, onTree: (tre
 
 function callFunctionTool(run: AttemptRun, step: PlanStep, name: string, fn: FunctionTool, input: JsonValue, traced: Partial<AttemptOutcome>): void {
   // The AbortSignal is made when the tool first reads `ctx.signal`: most tools never do, and an
-  // eager one was ~3 % of a no-op step plus its garbage (`npm run bench`). Read after the
+  // eager one would cost every step an object and its garbage. Read after the
   // attempt ended, it is already aborted with the same reason.
   let controller: AbortController | null = null;
   let endedReason: Error | null = null;
@@ -104,7 +104,7 @@ function callFunctionTool(run: AttemptRun, step: PlanStep, name: string, fn: Fun
     .then((o) => run.finish({ ...o, ...traced }), (error: unknown) => run.fail(errorMessage(error), traced));
 }
 
-/** The environment of a step's process (`shell.md` §7, DESIGN §6): the same for shell steps and command tools. */
+/** The environment of a step's process (`docs/shell-commands.md#environment`, docs/manifest.md#command-tools): the same for shell steps and command tools. */
 export function stepEnvironment(env: AttemptEnvironment): Record<string, string> {
   return buildShellEnv({
     hostEnv: process.env,

@@ -1,6 +1,6 @@
 /**
- * The local delegation plane (issue 12 item 2; `delegation.md`, adapted per `spec/README.md`: no
- * `mur-roost`, the parent runtime launches the child itself). One {@link Delegation} is one child
+ * The local delegation plane (`docs/delegation.md`: no `mur-roost` daemon, the parent runtime
+ * launches the child itself). One {@link Delegation} is one child
  * capsule started as a separate `capsule serve` process, contained like any other command (its
  * tree is owned by the attempt that delegates), handed one task text over its stdio as JSON-RPC
  * (`session.info`, `message/send`, `tasks/get` every {@link POLL_INTERVAL_MS}), and waited for:
@@ -8,7 +8,7 @@
  * stopped), the child dies without an answer (`failed`; its completion is `crashed`), or the
  * delegation is canceled (`canceled`; the child is ended and proven gone).
  *
- * Layout (DESIGN §7): the child's records directory is `<records>/children/<dlg_id>/` (its
+ * Layout (docs/records.md): the child's records directory is `<records>/children/<dlg_id>/` (its
  * `completion.json` is there) and its work folder `<records>/children/<dlg_id>.work/`.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -28,16 +28,16 @@ import { SPAWNER_ENV, type ChildTask } from './child-entry.js';
 import type { RegisteredCapsule } from './registry.js';
 import { copyWorkdir, type WorkdirSnapshot } from './snapshot.js';
 
-/** Default bound on one delegation, seconds (`delegation.md` §5; = `lifecycle.delegation_deadline_secs`'s default). */
+/** Default bound on one delegation, seconds (`docs/delegation.md#the-bound-and-the-inherited-deadline`; = `lifecycle.delegation_deadline_secs`'s default). */
 export const DEFAULT_DELEGATION_TIMEOUT_SECS = 600;
 
 /** Environment variables overriding the bound (ours first, then the original's), when they hold a positive whole number of seconds. */
 export const DELEGATION_TIMEOUT_ENV = ['CAPSULE_DELEGATION_TIMEOUT_SECS', 'MURMUR_DELEGATION_TIMEOUT_SECS'] as const;
 
-/** Milliseconds between two `tasks/get` polls (`delegation.md` §2). */
+/** Milliseconds between two `tasks/get` polls (`docs/delegation.md#one-delegation`). */
 export const POLL_INTERVAL_MS = 500;
 
-/** Cap of an answer or explanation text, bytes (`delegation.md` §2), cut at a character boundary. */
+/** Cap of an answer or explanation text, bytes (`docs/delegation.md#one-delegation`), cut at a character boundary. */
 export const DELEGATION_TEXT_CAP_BYTES = 65_536;
 
 /** Marker appended to a cut answer or explanation. */
@@ -49,10 +49,10 @@ export const CHILD_START_TIMEOUT_MS = 30_000;
 /** Milliseconds between SIGTERM and SIGKILL when a child is ended. */
 export const CHILD_KILL_GRACE_MS = 2000;
 
-/** Detail of a completion the launcher writes for a child the parent ended (`cancel.md` §4.3). */
+/** Detail of a completion the launcher writes for a child the parent ended (`docs/cancel.md#one-writer-per-row`). */
 export { PARENT_ENDED_DETAIL };
 
-/** Plane status of one delegation (`delegation.md` §4). */
+/** Plane status of one delegation (`docs/delegation.md#statuses`). */
 export type DelegationStatus = 'completed' | 'failed' | 'timed_out' | 'refused' | 'canceled';
 
 /** How one delegation ended. `answer` for `completed`, `reason` otherwise. */
@@ -102,17 +102,17 @@ export interface DelegationRequest {
   readonly task: string;
   /** Owner of the child's process tree (the attempt that delegates). */
   readonly owner: Owner;
-  /** The parent's `capabilities.env.allow` (the child gets the names both declare, `delegation.md` §7). */
+  /** The parent's `capabilities.env.allow` (the child gets the names both declare, `docs/delegation.md#the-childs-environment`). */
   readonly parentEnvAllow: readonly string[];
   /** The bound, seconds, counted from the moment the child is up (its start has {@link CHILD_START_TIMEOUT_MS}). */
   readonly timeoutSecs: number;
   /**
-   * The deadline the delegating session inherited (epoch ms), or null (`delegation.md` §5): the
+   * The deadline the delegating session inherited (epoch ms), or null (`docs/delegation.md#the-bound-and-the-inherited-deadline`): the
    * delegation ends by it whatever its own bound, and the child's task inherits the earlier of
    * the two, so a grandchild ends by it too.
    */
   readonly deadlineMs?: number | null;
-  /** Start the child with a copy of the parent's work folder (`capabilities.spawn.workdir_snapshot`, `delegation.md` §6). */
+  /** Start the child with a copy of the parent's work folder (`capabilities.spawn.workdir_snapshot`, `docs/delegation.md#workdir-snapshots`). */
   readonly snapshot?: boolean;
   /** The registry directory (the child's own capsule steps resolve there too). */
   readonly capsulesDir: string;
@@ -120,7 +120,7 @@ export interface DelegationRequest {
   readonly onLaunched?: (child: LaunchedChild) => void;
 }
 
-/** The bound of one delegation (`delegation.md` §5): a positive whole number in an override variable, else the manifest's `lifecycle.delegation_deadline_secs`, else 600. */
+/** The bound of one delegation (`docs/delegation.md#the-bound-and-the-inherited-deadline`): a positive whole number in an override variable, else the manifest's `lifecycle.delegation_deadline_secs`, else 600. */
 export function delegationTimeoutSecs(manifestSecs: number | undefined, env: Readonly<Record<string, string | undefined>> = process.env): number {
   for (const name of DELEGATION_TIMEOUT_ENV) {
     const text = env[name]?.trim();
@@ -239,7 +239,7 @@ async function delegate(request: DelegationRequest, setTree: (tree: ContainedPro
   } catch (error) {
     return none('failed', `capsule '${capsule.name}' was not started: ${error instanceof Error ? error.message : String(error)}`);
   }
-  // The runtime-owned tail (`delegation.md` §7): the child cannot override it.
+  // The runtime-owned tail (`docs/delegation.md#the-childs-environment`): the child cannot override it.
   env[SPAWNER_ENV] = JSON.stringify({ session_id: session.id, delegation_id: delegationId, capsule: capsule.name, version: capsule.version });
   // The child is contained as its parent is (its own steps on the same backend and isolation).
   env[CONTAINMENT_ENV] = session.containment.info.backend;

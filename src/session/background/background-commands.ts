@@ -1,5 +1,5 @@
 /**
- * The session's background commands (`spec/detached.md`, `background-command.md`): the one
+ * The session's background commands (`docs/background-commands.md#the-tool`): the one
  * registry of demoted commands and what goes with it — the `shell.run` door that demotes, the
  * `backgroundCommand` operations, exactly-once delivery of completions, and the teardown sweep of
  * the session's end. One per session (`session.background`); it never sees another session's work.
@@ -32,7 +32,7 @@ let loadingDoors: Promise<Doors> | null = null;
 
 /**
  * Loads `doors.ts` (once per process): `shell.run`, `backgroundCommand`, the completion and
- * abandonment texts (issue 14, startup: `capsule run` of a plan never loads them).
+ * abandonment texts (startup: `capsule run` of a plan never loads them).
  */
 function loadDoors(): Promise<Doors> {
   loadingDoors ??= import('./doors.js').then((loaded) => (doors = loaded));
@@ -51,12 +51,12 @@ function loadedDoors(): Doors {
 /** Milliseconds the sweep waits for the commands it killed to complete (their trailers written) before it records them. */
 export const SWEEP_COMPLETION_WAIT_MS = 5000;
 
-/** A completion delivered as a task (`detached.md` §9.1): what a host (serve's `completion` notification) is given. */
+/** A completion delivered as a task (`docs/background-commands.md#delivery`): what a host (serve's `completion` notification) is given. */
 export interface CompletionDelivery {
   /** The `completion`-origin task the completion was delivered as. */
   readonly task_id: string;
   readonly work_id: string;
-  /** The completion message (`detached.md` §8): no output, no command text. */
+  /** The completion message (`docs/background-commands.md#completion-message`): no output, no command text. */
   readonly message: string;
   readonly status: 'ok' | 'error';
   readonly completion: DetachedCompletion;
@@ -93,7 +93,7 @@ export class BackgroundCommands implements GroupSignaller {
   readonly #toolOffered: boolean;
   readonly #onReport: (text: string) => void;
   readonly #commands = new Map<string, DetachedCommand>();
-  /** The report channel (`detached.md` §16): completions not yet delivered, in completion order. */
+  /** The report channel (`docs/background-commands.md#report-channel`): completions not yet delivered, in completion order. */
   readonly #channel: DetachedCompletion[] = [];
   #consumer: ((delivery: CompletionDelivery) => void) | null = null;
   readonly #pulls: PendingPull[] = [];
@@ -131,7 +131,7 @@ export class BackgroundCommands implements GroupSignaller {
   // What shell.run and the texts need to know
   // -------------------------------------------------------------------------------------------
 
-  /** Whether `binary` may run (`capabilities.shell.allow` plus the session's extra allow list; exact match, `shell.md` §3). */
+  /** Whether `binary` may run (`capabilities.shell.allow` plus the session's extra allow list; exact match, `docs/shell-commands.md#allow-list`). */
   allows(binary: string): boolean {
     return this.#allow.has(binary);
   }
@@ -146,7 +146,7 @@ export class BackgroundCommands implements GroupSignaller {
     return callGraceMs ?? null;
   }
 
-  /** Whether a completion reaches a consumer later (the demotion result's `delivered` flag, `detached.md` §13). */
+  /** Whether a completion reaches a consumer later (the demotion result's `delivered` flag, `docs/background-commands.md#demotion-result`). */
   get delivers(): boolean {
     return this.#consumer !== null;
   }
@@ -195,7 +195,7 @@ export class BackgroundCommands implements GroupSignaller {
   }
 
   /**
-   * Delivers every completion to `consumer` as a task (`detached.md` §9.1), from now on; returns
+   * Delivers every completion to `consumer` as a task (`docs/background-commands.md#delivery`), from now on; returns
    * the function that stops it. With a consumer the demotion result says the result comes back
    * as a separate task. A completion is handed over a turn after it is recorded, so a `wait`
    * that saw it finish claims it first (then no task is delivered).
@@ -212,7 +212,7 @@ export class BackgroundCommands implements GroupSignaller {
    * Takes the next completion from the channel and delivers it to the caller as a task (claim,
    * `task_start`, `shell_completed` with `delivered_via: "task"`); null when none came within
    * `timeoutMs` or the session ended. For hosts without a consumer, and tests ("await the
-   * completion", `detached-cases.md`).
+   * completion").
    */
   nextCompletion(timeoutMs: number): Promise<CompletionDelivery | null> {
     for (;;) {
@@ -242,7 +242,7 @@ export class BackgroundCommands implements GroupSignaller {
   // Registration, signals (the registry's GroupSignaller), the session actor
   // -------------------------------------------------------------------------------------------
 
-  /** Registers a demoted command (`detached.md` §4 step 5) and starts its actor under the session actor. */
+  /** Registers a demoted command (`docs/background-commands.md#demotion`) and starts its actor under the session actor. */
   register(command: DetachedCommand, pgid: number): void {
     const facts = command.facts;
     this.registry.register({
@@ -259,7 +259,7 @@ export class BackgroundCommands implements GroupSignaller {
   /**
    * Signals a command's tree for the registry (`stop`, `kill_running`), only while its leader is
    * unreaped; refuses (throws a `RangeError`, signalling nothing) a process group that is not the
-   * command's own, or one never to be signalled (pgid 0, 1, the runtime's own: field report 5).
+   * command's own, or one never to be signalled (pgid 0, 1, the runtime's own).
    */
   signalGroup(target: { readonly work_id: string; readonly pgid: number }, signal: GroupSignal, reason: SignalReason): boolean {
     const command = this.#commands.get(target.work_id);
@@ -330,7 +330,7 @@ export class BackgroundCommands implements GroupSignaller {
   }
 
   // -------------------------------------------------------------------------------------------
-  // Delivery (`detached.md` §9)
+  // Delivery (`docs/background-commands.md#delivery`)
   // -------------------------------------------------------------------------------------------
 
   #onCompleted(completion: DetachedCompletion): void {
@@ -382,7 +382,7 @@ export class BackgroundCommands implements GroupSignaller {
     return { task_id: task.id, work_id: completion.work_id, message: loadedDoors().completionMessage(completion), status: completionStatus(completion), completion };
   }
 
-  /** The work id's one `shell_completed` (`trace-shell.md` §6). */
+  /** The work id's one `shell_completed` (`docs/trace.md#shell_completed`). */
   writeCompleted(completion: DetachedCompletion, via: 'task' | 'background_command', completionTaskId?: string): void {
     this.session.trace.write('shell_completed', this.session.node, {
       work_id: completion.work_id,
@@ -401,7 +401,7 @@ export class BackgroundCommands implements GroupSignaller {
   }
 
   // -------------------------------------------------------------------------------------------
-  // The teardown sweep (`detached.md` §14)
+  // The teardown sweep (`docs/background-commands.md#session-end`)
   // -------------------------------------------------------------------------------------------
 
   /**
@@ -492,7 +492,7 @@ export class BackgroundCommands implements GroupSignaller {
   }
 }
 
-/** The entry with the pid and pgid the report names (field report 1). */
+/** The entry with the pid and pgid the report names. */
 function withProcess(entry: AbandonedCommand, process: { pid: number; pgid: number } | undefined): AbandonedCommand {
   return process === undefined ? entry : { ...entry, pid: process.pid, pgid: process.pgid };
 }

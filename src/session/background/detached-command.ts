@@ -1,5 +1,5 @@
 /**
- * One demoted command after its demotion (`detached.md` §4 step 6, §7): the running command (its
+ * One demoted command after its demotion (`docs/background-commands.md#demotion`, `docs/background-commands.md#completion`): the running command (its
  * process tree, streaming into its output log), the facts its completion is built from, and the
  * reports its `detachedCommand` actor hears through its `runCommand` effect actor.
  */
@@ -80,8 +80,8 @@ export class DetachedCommand {
   }
 
   /**
-   * The leader exited (`detached.md` §7 step 1): `LeaderExited` in the registry before anything
-   * else, so nothing signals the group from here on (§5.4).
+   * The leader exited (`docs/background-commands.md#completion`): `LeaderExited` in the registry before anything
+   * else, so nothing signals the group from here on (docs/background-commands.md#signal-safety).
    */
   leaderExited(exitCode: number, signal: string | null): void {
     this.#exitedMonotonicMs = this.#monotonicMs();
@@ -101,7 +101,7 @@ export class DetachedCommand {
   }
 
   /**
-   * §7 steps 3–6: processes still holding the output are killed (the tree is ended, proven
+   * docs/background-commands.md#completion: processes still holding the output are killed (the tree is ended, proven
    * gone); so is whatever a stopped command left; the exit code, the resource limit, the trailer;
    * then `complete` in the registry and `COMMAND.FINISHED`.
    */
@@ -113,7 +113,7 @@ export class DetachedCommand {
       holders = 'Killed';
       await this.running.process.end(STOP_TERM_GRACE_MS).catch(() => undefined);
     } else if (stopped) {
-      // A stop ends the command and everything it started (`detached.md` §10): what outlived the
+      // A stop ends the command and everything it started (`docs/background-commands.md#stop`): what outlived the
       // leader is ended too, and the completion waits until the tree is proven gone.
       await this.running.process.end(STOP_TERM_GRACE_MS).catch(() => undefined);
     }

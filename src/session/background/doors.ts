@@ -1,5 +1,5 @@
 /**
- * What the session's background commands load at their first use (issue 14, startup): the
+ * What the session's background commands load at their first use (startup): the
  * `shell.run` door that demotes (`shell-run.ts`), the `backgroundCommand` operations
  * (`background-command.ts`), and the texts and records of completions and of the teardown sweep.
  * `capsule run` of a plan never uses any of it (a plan's shell steps are never demoted), so it is

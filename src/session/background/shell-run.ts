@@ -1,5 +1,5 @@
 /**
- * One `shell.run` call (`shell.md`, `detached.md` §2–§4): the command starts in the foreground
+ * One `shell.run` call (`docs/shell-commands.md`, `docs/background-commands.md#demotion-triggers`): the command starts in the foreground
  * through the command runner and either finishes there (the foreground result, one `shell`
  * record, nothing registered) or is demoted when a trigger holds — the grace elapsed, the caller
  * abandoned the call, or its task was canceled — and is then the session's: a `wrk_` id, its
@@ -50,7 +50,7 @@ export async function runShellCall(service: BackgroundCommands, request: ShellRu
   }
   request.onAccepted?.(task);
   if (task.cancel.isCanceled()) {
-    // Cancel raised before the spawn: the command is not run (`detached.md` §3).
+    // Cancel raised before the spawn: the command is not run (`docs/background-commands.md#demotion-triggers`).
     settle('canceled');
     return { status: 'canceled', task_id: task.id, error: 'the task was canceled before the command started; it was not run' };
   }
@@ -102,7 +102,7 @@ export async function runShellCall(service: BackgroundCommands, request: ShellRu
   if (started !== null) session.trace.write('process_start', task.node, started);
   const resolved = running.process.executable ?? parsed.binary;
 
-  // A spawn failure is always a foreground error (`detached.md` §3), and without a records
+  // A spawn failure is always a foreground error (`docs/background-commands.md#demotion-triggers`), and without a records
   // directory a command is never demoted (its output would have no place to go).
   const graceMs = request.graceMs !== undefined ? request.graceMs : service.graceMs;
   let trigger = started === null || !session.hasRecords ? null : await foreground(running, { graceMs, abandoned: request.abandoned, task, clock: session.time.timers });
@@ -126,11 +126,11 @@ type Trigger = 'grace' | 'abandoned' | 'canceled';
  * Longest a call waits, ms, after an abandon or a cancel, for the exit of a command that is
  * already ending (it exited, or is about to, and its exit has not reached us yet: through the
  * session's spawner it is a message away). The exit wins over a trigger seen at the same moment
- * (`detached.md` §3); without this wait a quick command (`echo hi`) called just before a
+ * (`docs/background-commands.md#demotion-triggers`); without this wait a quick command (`echo hi`) called just before a
  * `session.stop` was demoted an instant before its exit arrived, and the stop's sweep then
  * recorded it `killed_at_session_end` though it had exited 0 on its own. A command still running
  * after the wait is demoted as before (a `sleep 30` demotes this much later). Not applied to the
- * grace (a zero grace demotes at the first poll, `detached.md` §3).
+ * grace (a zero grace demotes at the first poll, `docs/background-commands.md#demotion-triggers`).
  */
 export const EXIT_IN_FLIGHT_WAIT_MS = 100;
 
@@ -192,14 +192,14 @@ interface ForegroundFacts {
   readonly capStopped: boolean;
 }
 
-/** The foreground result (`shell.md` §4) and its `shell` record. */
+/** The foreground result (`docs/shell-commands.md#foreground-result`) and its `shell` record. */
 async function foregroundResult(service: BackgroundCommands, facts: ForegroundFacts): Promise<ShellFinished> {
   const session = service.session;
   const { task, parsed, resolved, running, capture, end } = facts;
   const durationMs = Math.max(0, Math.round(session.time.monotonicMs() - facts.startedMonotonicMs));
   let holders: OutputHolders = 'Closed';
   if (end.outputHeld) {
-    // What the command left in the background still holds its output: killed, as after a demotion (`detached.md` §7.1).
+    // What the command left in the background still holds its output: killed, as after a demotion (`docs/shell-commands.md#output-holders`).
     holders = 'Killed';
     await running.process.end(STOP_TERM_GRACE_MS).catch(() => undefined);
   }
@@ -271,7 +271,7 @@ interface DemotionFacts {
 }
 
 /**
- * The demotion (`detached.md` §4), synchronously: work id, log (header, then what both pipes gave
+ * The demotion (`docs/background-commands.md#demotion`), synchronously: work id, log (header, then what both pipes gave
  * so far — stdout's, then stderr's), the output switched to the log, registration, the handover
  * of the processes to the session, the command's actor, `shell_detached` (flushed), the result.
  */
@@ -313,7 +313,7 @@ function demote(service: BackgroundCommands, facts: DemotionFacts): ShellRunResu
     service.registry,
     { monotonicMs: () => session.time.monotonicMs() },
   );
-  // Registered before the call returns: a sweep can never miss it (`detached.md` §4 step 5).
+  // Registered before the call returns: a sweep can never miss it (`docs/background-commands.md#demotion`).
   service.register(command, identity.pgid);
   facts.setLeaderExit((exitCode, signal) => command.leaderExited(exitCode, signal));
   // The processes are the session's now (containment handover), never restarted.
