@@ -1,11 +1,8 @@
 /**
  * Constants of demoted ("detached") shell commands and the `background-command` tool
- * (`detached.md` §1, `background-command.md` §1). One place for each; the texts are in `texts.ts`.
+ * (`detached.md` §1, `background-command.md` §1). One place for each; the texts are in `texts.ts`,
+ * the output cap (the kept tail's size) in `src/executors/output-cap.ts`.
  */
-import { MAX_SHELL_OUTPUT_BYTES } from '../executors/shell-outcome.js';
-
-/** Size of a demoted command's kept output tail, in bytes (`detached.md` §1, §6.3): the foreground per-stream cap, shared. */
-export { MAX_SHELL_OUTPUT_BYTES };
 
 /** Name of the tool that addresses a demoted command by its work id (`background-command.md` §1). */
 export const BACKGROUND_COMMAND_TOOL = 'background-command';

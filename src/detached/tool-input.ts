@@ -2,7 +2,7 @@
  * Input of the `background-command` tool (`background-command.md` §2): the published schema, its
  * parser, and the extensions `capsule serve` accepts (DESIGN §10, issue 9 item 6).
  */
-import { MAX_SHELL_OUTPUT_BYTES } from './constants.js';
+import { MAX_SHELL_OUTPUT_BYTES } from '../executors/output-cap.js';
 import { checkWorkId, excerpt } from './work-id.js';
 
 /** The input schema exactly as published: one line, no whitespace (`background-command.md` §2). */
