@@ -34,6 +34,7 @@ import { parseControl, type ControlReport } from '../spawn/helper.js';
 import { spawnerProgram } from '../programs.js';
 import { forkSpawner, spawnerWanted, SPAWNER_ENV, takeEarlySpawner } from './early.js';
 import { LaunchQueue } from './launch-queue.js';
+import { messageOf } from '../../errors.js';
 
 export { spawnerProgram, spawnerWanted, SPAWNER_ENV };
 
@@ -257,7 +258,7 @@ export class Spawner {
       try {
         options = queued.request.prepare();
       } catch (error) {
-        options = error instanceof Error ? error.message : String(error);
+        options = messageOf(error);
       }
       if (typeof options === 'string') {
         queued.resolve(failedStart(queued.request.name, options, queued.startedAtMs));
