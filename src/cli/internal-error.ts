@@ -15,7 +15,7 @@ import { appendFileSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { messageOf, RunInternalError } from '../errors.js';
-import { excerpt } from '../plan/text.js';
+import { excerpt } from '../excerpt.js';
 import { makeDirectory } from '../records/directories.js';
 import { packageVersion } from './version.js';
 

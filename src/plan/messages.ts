@@ -9,7 +9,7 @@
  */
 
 import { BLOCKED, invalidOnErrorPolicy as invalidOnErrorPolicyText } from '../../machines/messages.js';
-import { clipMiddle, excerpt, excerptList } from './text.js';
+import { clipMiddle, excerpt, excerptList } from '../excerpt.js';
 
 /** Rule 4 (`plan.md` §12): the machines' text, quoting an excerpt of the value. */
 export const invalidOnErrorPolicy = (value: string): string => invalidOnErrorPolicyText(excerpt(value));
