@@ -2,7 +2,9 @@
  * What every attempt actor shares (`toolAttempt`, `shellAttempt`, `delegation`): its one
  * `ATTEMPT.FINISHED`, the rule that it settles only once its processes are gone, the rule that it
  * starts nothing before the previous attempt's tree is gone, its ending (`ATTEMPT.END`), and the
- * gate. One {@link AttemptRun} per attempt actor; the kind-specific part is a function of it.
+ * gate; and, for the attempts that start a process tree, its environment ({@link stepEnvironment})
+ * and its tracking ({@link trackTree}). One {@link AttemptRun} per attempt actor; the kind-specific
+ * part is a function of it.
  */
 import { fromCallback, type AnyActorRef } from 'xstate';
 import type { AttemptOutcome, AttemptReport, AttemptRequest, AttemptInput } from '../../../machines/step.machine.js';
