@@ -93,7 +93,12 @@ export interface Failure<C extends ErrorCode = ErrorCode> {
 /** Builds a {@link Failure}. */
 export const failure = <C extends ErrorCode>(code: C, message: string): Failure<C> => ({ ok: false, code, message });
 
-/** The message of anything thrown (`String(value)` for a non-error). */
+/**
+ * The message of anything thrown: an error's message, else `String(value)`. Duck-typed, not
+ * `instanceof Error`: Node's own errors may come from another realm (a VM context, a test runner's
+ * sandbox), and their message must read the same there.
+ */
 export function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
+  if (typeof error === 'object' && error !== null && 'message' in error && typeof error.message === 'string') return error.message;
+  return String(error);
 }

@@ -12,7 +12,7 @@ import type { DetachedCommandInput } from '../../machines/detached-command.machi
 import type { PlanInput } from '../../machines/plan.machine.js';
 import type { StepInput } from '../../machines/step.machine.js';
 import { formatIssues, parsePlanValue } from '../plan/schema.js';
-import { excerpt } from '../plan/text.js';
+import { excerpt } from '../excerpt.js';
 
 /** What an `inputFromLog` returns for an input it cannot rebuild. */
 export interface InputError {

@@ -22,7 +22,7 @@ import { isRecordOf, TraceFollower } from '../records/trace-reader.js';
 import { sessionRuntimeMayRun } from '../process/leftovers.js';
 import { stateText } from '../replay/replay.js';
 import { missingReason, specialFileKind } from '../plan/read-file.js';
-import { excerpt } from '../plan/text.js';
+import { excerpt } from '../excerpt.js';
 import { printable } from './progress.js';
 import { EXIT, type ExitCode } from './program.js';
 import { ERROR_CODES, RuntimeError } from '../errors.js';

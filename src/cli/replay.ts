@@ -8,7 +8,7 @@ import { existsSync, lstatSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { Command } from 'commander';
 import { MAX_INPUT_FILE_BYTES, readUtf8FileSync } from '../plan/read-file.js';
-import { clipMiddle, excerpt } from '../plan/text.js';
+import { clipMiddle, excerpt } from '../excerpt.js';
 import { printable } from './progress.js';
 import { isDirectory } from '../records/directories.js';
 import { replay, type ReplayResult } from '../replay/replay.js';

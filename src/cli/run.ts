@@ -6,7 +6,7 @@ import { statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { DEFAULT_CANCEL_GRACE_SECS, findManifest, loadManifest, MANIFEST_FILE } from '../manifest.js';
-import { ERROR_CODES, isRuntimeError, RunInternalError } from '../errors.js';
+import { ERROR_CODES, isRuntimeError, messageOf, RunInternalError } from '../errors.js';
 import { startPlan, type PlanReport } from '../runtime/run-plan.js';
 import { explainUnreadPlan } from './validate.js';
 import { releaseEarlySignals } from './early-signals.js';
@@ -184,7 +184,7 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
     // A bug inside the session (its trace is closed): the top-level handler reports it.
     if (error instanceof RunInternalError) throw error;
     // No report: the records directory could not be used.
-    process.stderr.write(`error: the plan could not be run: ${error instanceof Error ? error.message : String(error)}\n`);
+    process.stderr.write(`error: the plan could not be run: ${messageOf(error)}\n`);
     return exitCodeAfterLog(log, EXIT.FAILED);
   } finally {
     stopHandlingSignals();

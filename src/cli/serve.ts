@@ -12,7 +12,7 @@ import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { createJSONRPCErrorResponse, JSONRPCErrorCode, type JSONRPCRequest } from 'json-rpc-2.0';
 import { findManifest, loadManifest, MANIFEST_FILE, type ManifestWarning } from '../manifest.js';
-import { ERROR_CODES, isRuntimeError } from '../errors.js';
+import { ERROR_CODES, isRuntimeError, messageOf } from '../errors.js';
 import { RecordsDirInUseError, recordedSessionIn } from '../records/records-dir.js';
 import { createLogger } from '../session/logger.js';
 import { Session } from '../session/session.js';
@@ -125,7 +125,7 @@ export async function serveCommand(options: ServeCommandOptions): Promise<ExitCo
   } catch (error) {
     log.flush();
     if (isRuntimeError(error, ERROR_CODES.RECORDS_DIR_IN_USE)) return exitCodeAfterLog(log, usageError(error.message));
-    process.stderr.write(`error: the session could not be opened: ${error instanceof Error ? error.message : String(error)}\n`);
+    process.stderr.write(`error: the session could not be opened: ${messageOf(error)}\n`);
     return exitCodeAfterLog(log, EXIT.FAILED);
   }
 
@@ -181,7 +181,7 @@ export async function serveCommand(options: ServeCommandOptions): Promise<ExitCo
   };
 
   const server = createRpcServer(api, {
-    onInternalError: (message, error) => logger.error({ err: error instanceof Error ? error.message : String(error) }, message),
+    onInternalError: (message, error) => logger.error({ err: messageOf(error) }, message),
     // After the answer is written (a turn later), the session ends: sweep, then exit 0.
     onStop: () => setImmediate(() => void end(EXIT.OK, 'session.stop')),
   });
@@ -214,7 +214,7 @@ export async function serveCommand(options: ServeCommandOptions): Promise<ExitCo
       },
       (error: unknown) => {
         pending.delete(key);
-        logger.error({ err: error instanceof Error ? error.message : String(error) }, 'a request failed outside its method');
+        logger.error({ err: messageOf(error) }, 'a request failed outside its method');
       },
     );
     inFlight.add(answered);

@@ -17,7 +17,7 @@ import { parsePlanText, readPlanFile } from '../plan/schema.js';
 import type { PlanWarning } from '../plan/warnings.js';
 import { directoryProblem } from '../records/directories.js';
 import { recordedSessionIn, RecordsDirInUseError, recordsDirUnusable } from '../records/records-dir.js';
-import { excerpt } from '../plan/text.js';
+import { excerpt } from '../excerpt.js';
 import { collect, EXIT, usageError, type ExitCode } from './program.js';
 import { printable } from './progress.js';
 import { MAX_WARNINGS_PER_KIND, WarningSink } from './warning-sink.js';

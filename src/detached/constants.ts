@@ -1,11 +1,8 @@
 /**
  * Constants of demoted ("detached") shell commands and the `background-command` tool
- * (`docs/background-commands.md#work-ids`, `docs/background-commands.md#the-tool`). One place for each; the texts are in `texts.ts`.
+ * (`docs/background-commands.md#work-ids`, `docs/background-commands.md#the-tool`). One place for each; the texts are in `texts.ts`,
+ * the output cap (the kept tail's size) in `src/executors/output-cap.ts`.
  */
-import { MAX_SHELL_OUTPUT_BYTES } from '../executors/shell-outcome.js';
-
-/** Size of a demoted command's kept output tail, in bytes (`docs/background-commands.md#work-ids`, `docs/background-commands.md#kept-tail`): the foreground per-stream cap, shared. */
-export { MAX_SHELL_OUTPUT_BYTES };
 
 /** Name of the tool that addresses a demoted command by its work id (`docs/background-commands.md#the-tool`). */
 export const BACKGROUND_COMMAND_TOOL = 'background-command';

@@ -15,7 +15,7 @@
  */
 import { closeSync, constants as fsConstants, mkdirSync, openSync, writeSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { OutputTail } from './output-tail.js';
+import { OutputTail } from '../executors/output-tail.js';
 import { logCapMarker, logWriteFailure } from './texts.js';
 
 /** File operations the log uses; injectable so tests can make a write fail. Defaults: `node:fs`. */

@@ -8,7 +8,8 @@
  */
 import type { AbandonedCommand } from './abandonment.js';
 import { completionStatus, type DetachedCompletion, type OutputHolders } from './completion.js';
-import { BACKGROUND_COMMAND_TOOL, MAX_SHELL_OUTPUT_BYTES } from './constants.js';
+import { MAX_SHELL_OUTPUT_BYTES } from '../executors/output-cap.js';
+import { BACKGROUND_COMMAND_TOOL } from './constants.js';
 import type { LostReport } from './lost-report.js';
 import type { DetachedSnapshot } from './registry.js';
 import { excerpt } from './work-id.js';

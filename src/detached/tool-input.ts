@@ -2,7 +2,7 @@
  * Input of the `background-command` tool (`docs/background-commands.md#tool-input`): the published schema, its
  * parser, and the extensions `capsule serve` accepts (docs/serve.md).
  */
-import { MAX_SHELL_OUTPUT_BYTES } from './constants.js';
+import { MAX_SHELL_OUTPUT_BYTES } from '../executors/output-cap.js';
 import { checkWorkId, excerpt } from './work-id.js';
 
 /** The input schema exactly as published: one line, no whitespace (`docs/background-commands.md#tool-input`). */

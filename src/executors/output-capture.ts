@@ -14,8 +14,8 @@
 import { closeSync, constants as fsConstants, openSync, readSync, unlinkSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
-import { MAX_SHELL_OUTPUT_BYTES } from './shell-outcome.js';
-import { OutputTail } from '../detached/output-tail.js';
+import { MAX_SHELL_OUTPUT_BYTES } from './output-cap.js';
+import { OutputTail } from './output-tail.js';
 
 /** Where the runner sends a command's output, chunk by chunk, in the order the pipes yield it. */
 export interface OutputSink {

@@ -9,11 +9,9 @@ import { join } from 'node:path';
 import type { OutputTruncation } from '../../machines/contracts.js';
 import type { ProcessResult } from '../process/leader.js';
 import { logCapMarker } from './log-cap.js';
+import { MAX_SHELL_OUTPUT_BYTES } from './output-cap.js';
 import { OutputCapture } from './output-capture.js';
 import { decodeUtf8Lossy } from './utf8.js';
-
-/** Bytes of stdout and of stderr a foreground result keeps (`MAX_SHELL_OUTPUT_BYTES`, `docs/shell-commands.md#output-cap`). Exactly this many is not over. */
-export const MAX_SHELL_OUTPUT_BYTES = 16384;
 
 /** Suffixes tried (`shell-<ms>-<n>.log`) before giving up when logs of the same millisecond already exist. */
 const MAX_LOG_NAME_ATTEMPTS = 1000;

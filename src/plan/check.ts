@@ -34,7 +34,7 @@ import {
 import { explainFinding } from './explain-finding.js';
 import { parseReference } from './references.js';
 import { scanShellText } from './shell-text.js';
-import { clipMiddle, MAX_SENTENCE_CHARS } from './text.js';
+import { clipMiddle, MAX_SENTENCE_CHARS } from '../excerpt.js';
 import { validationFindings, type ValidationContext } from './validate.js';
 import type { StepWarning } from './warnings.js';
 

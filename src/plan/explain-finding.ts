@@ -9,9 +9,8 @@ import { locateJsonPath } from './json-location.js';
 import { parseReference, REFERENCE_FIELDS } from './references.js';
 import { bounded, didYouMean, listValues, located, type ExplainContext, type Refusal } from './refusal.js';
 import { splitShellWords } from './shell-words.js';
-import { allowFlag, DOLLAR_QUOTE_NOTE, excerpt, hasControlCharacter, MAX_SENTENCE_CHARS, shellQuote } from './text.js';
-
-export { allowFlag } from './text.js';
+import { excerpt, MAX_SENTENCE_CHARS } from '../excerpt.js';
+import { allowFlag, DOLLAR_QUOTE_NOTE, hasControlCharacter, shellQuote } from './allow-flag.js';
 import { ON_ERROR_POLICIES, PLAN_SUBMISSION_TOOL, type ValidationFinding } from './validate.js';
 
 /** Explains a validation refusal (`docs/plan-format.md#validation`). */

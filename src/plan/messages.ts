@@ -10,7 +10,7 @@
  */
 
 import { BLOCKED, invalidOnErrorPolicy as invalidOnErrorPolicyText } from '../../machines/messages.js';
-import { clipMiddle, excerpt, excerptList } from './text.js';
+import { clipMiddle, excerpt, excerptList } from '../excerpt.js';
 
 /** Rule 4 (`docs/plan-format.md#on-error`): the machines' text, quoting an excerpt of the value. */
 export const invalidOnErrorPolicy = (value: string): string => invalidOnErrorPolicyText(excerpt(value));

@@ -7,6 +7,7 @@
 import { closeSync, constants, fstatSync, lstatSync, openSync, readlinkSync, readSync, statSync, type Stats } from 'node:fs';
 import { open, stat } from 'node:fs/promises';
 import { fileTooLarge, NOT_UTF8, notRegularFile } from './messages.js';
+import { messageOf } from '../errors.js';
 
 /**
  * Why `path`, which could not be opened (ENOENT), is missing, in words: `<subject> does not
@@ -108,7 +109,7 @@ export async function readUtf8File(path: string, options: ReadFileOptions = {}):
     }
   } catch (error) {
     const code = (error as NodeJS.ErrnoException | undefined)?.code;
-    return failed(code === 'ENOENT' ? 'missing' : 'io', errorMessage(error), code === 'EISDIR');
+    return failed(code === 'ENOENT' ? 'missing' : 'io', messageOf(error), code === 'EISDIR');
   }
   try {
     return { ok: true, text: new TextDecoder('utf-8', { fatal: true }).decode(bytes) };
@@ -153,7 +154,7 @@ export function readUtf8FileSync(path: string, options: ReadFileOptions = {}): R
     }
   } catch (error) {
     const code = (error as NodeJS.ErrnoException | undefined)?.code;
-    return failed(code === 'ENOENT' ? 'missing' : 'io', errorMessage(error), code === 'EISDIR');
+    return failed(code === 'ENOENT' ? 'missing' : 'io', messageOf(error), code === 'EISDIR');
   }
   try {
     return { ok: true, text: new TextDecoder('utf-8', { fatal: true }).decode(bytes) };
@@ -182,12 +183,4 @@ async function readAtMost(
     used += bytesRead;
   }
   return buffer.subarray(0, used);
-}
-
-/** The message of a thrown value (duck-typed: Node's errors may come from another realm). */
-function errorMessage(error: unknown): string {
-  if (typeof error === 'object' && error !== null && 'message' in error && typeof error.message === 'string') {
-    return error.message;
-  }
-  return String(error);
 }

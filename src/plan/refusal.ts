@@ -15,7 +15,7 @@ import { blockedByCycle, invalidReference, NOT_REGULAR_FILE_TAIL, OVER_THE_LIMIT
 import { MAX_INPUT_FILE_BYTES } from './read-file.js';
 import { MAX_JSON_DEPTH, TOO_DEEP } from './schema.js';
 import { firstBracketPastDepth } from './json-bounds.js';
-import { clipMiddle, excerpt } from './text.js';
+import { clipMiddle, excerpt } from '../excerpt.js';
 import { closestKey, formatJsonPath, MAX_SUGGESTED_CHARS } from './unknown-keys.js';
 import type { ValidationCode } from './validate.js';
 import type { UnknownKeyWarning } from './warnings.js';

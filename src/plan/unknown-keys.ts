@@ -5,7 +5,7 @@
  */
 
 import { distance } from 'fastest-levenshtein';
-import { excerpt } from './text.js';
+import { excerpt } from '../excerpt.js';
 
 export type { UnknownKeyWarning, PlanWarning } from './warnings.js';
 

@@ -18,6 +18,7 @@ import type { Readable, Writable } from 'node:stream';
 import type { execa as Execa } from 'execa';
 import type { GroupEndResult, ProcessGroupRegistry } from './process-groups.js';
 import { parseControl, type ControlReport } from './spawn/helper.js';
+import { messageOf } from '../errors.js';
 
 /** Default milliseconds to keep reading stdout/stderr after the leader exited. */
 export const DEFAULT_DRAIN_GRACE_MS = 250;
@@ -170,7 +171,7 @@ export function describeSpawnError(file: string, cwd: string, error: unknown): s
       reason = 'a path component is not a directory';
       break;
     default:
-      reason = error instanceof Error ? error.message : String(error);
+      reason = messageOf(error);
   }
   return code === undefined ? `failed to start '${file}': ${reason}` : `failed to start '${file}': ${reason} (${code})`;
 }
@@ -503,7 +504,7 @@ export function superviseLeader(options: LaunchOptions, startedAtMs: number, par
       try {
         options.onLeaderExit?.({ pid, exitCode, signal, atMs });
       } catch (error) {
-        process.emitWarning(`onLeaderExit of ${options.label ?? name} threw: ${error instanceof Error ? error.message : String(error)}`);
+        process.emitWarning(`onLeaderExit of ${options.label ?? name} threw: ${messageOf(error)}`);
       }
       let timer: NodeJS.Timeout | undefined;
       // The grace timer can fire before the poll phase has read what the leader wrote just before

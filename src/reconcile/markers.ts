@@ -6,7 +6,7 @@
 import { closeSync, constants as fsConstants, fstatSync, openSync, readSync, writeSync } from 'node:fs';
 import { toJsonLine } from '../records/jsonl.js';
 import type { LostWork } from '../detached/lost-report.js';
-import { errorMessage } from '../detached/output-log.js';
+import { messageOf } from '../errors.js';
 import { traceFields, type ProcessLostFields } from '../records/trace-records.js';
 
 /** Inputs of one marker. */
@@ -132,7 +132,7 @@ export function appendMarkers(path: string, markers: readonly { readonly key: st
   try {
     fd = fs.openAppend(path);
   } catch (error) {
-    return { opened: false, error: errorMessage(error) };
+    return { opened: false, error: messageOf(error) };
   }
   const repairedTornTail = !terminated;
   const results: MarkerWrite[] = [];
@@ -151,7 +151,7 @@ export function appendMarkers(path: string, markers: readonly { readonly key: st
       } catch (error) {
         // Nothing written leaves the file as it was; a partial line leaves it torn.
         if (written > 0) terminated = line[written - 1] === 0x0a;
-        results.push({ key: marker.key, written: false, error: errorMessage(error) });
+        results.push({ key: marker.key, written: false, error: messageOf(error) });
       }
     }
   } finally {

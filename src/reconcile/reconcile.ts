@@ -8,7 +8,7 @@ import { closeSync, constants as fsConstants, fstatSync, openSync, readSync } fr
 import { join } from 'node:path';
 import { newEventId, uuidV7Simple } from '../ids.js';
 import type { LostReport, LostWork } from '../detached/lost-report.js';
-import { errorMessage } from '../detached/output-log.js';
+import { messageOf } from '../errors.js';
 import { provenanceOf } from '../detached/provenance.js';
 import { appendMarkers, lostMarker, MARKER_FS, type MarkerFs } from './markers.js';
 import { recordsRootText, sessionDirsIn } from '../records/records-dir.js';
@@ -75,7 +75,7 @@ export function readPriorTrace(traceDir: string, warn: (line: string) => void = 
       const hint = sessions.length > 0 ? `; ${recordsRootText(traceDir, sessions, 'resume')}` : '';
       warn(`resume: cannot read ${path}: it does not exist, so background work the resumed session left unaccounted is not reported${hint}`);
     }
-    else warn(`resume: cannot read ${path}: ${errorMessage(error)}; background work the resumed session left unaccounted is not reported`);
+    else warn(`resume: cannot read ${path}: ${messageOf(error)}; background work the resumed session left unaccounted is not reported`);
     return null;
   }
   for (const line of describeDamage(path, scan.damage)) warn(`resume: ${line}`);

@@ -8,7 +8,7 @@
  */
 import * as z from 'zod';
 import { formatIssues, textNestingExceeds } from '../plan/schema.js';
-import { excerpt } from '../plan/text.js';
+import { excerpt } from '../excerpt.js';
 import type { EventLine, EventLogRecord, SnapshotLine } from './event-log.js';
 import { MAX_RECORD_DEPTH } from './jsonl-reader.js';
 

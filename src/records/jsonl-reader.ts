@@ -7,7 +7,7 @@
 import { closeSync, constants as fsConstants, fstatSync, openSync, readSync } from 'node:fs';
 import { ERROR_CODES, RuntimeError } from '../errors.js';
 import { textNestingExceeds } from '../plan/json-bounds.js';
-import { excerpt } from '../plan/text.js';
+import { excerpt } from '../excerpt.js';
 
 /**
  * Deepest nesting of arrays and objects a records line may have: a deeper one is a problem, not

@@ -12,7 +12,7 @@ import { JsonlFollower, parseObject, type JsonlProblem, type JsonlRead } from '.
 import { isTraceEventType, OMITS_NULL_PARENT, TRACE_PARENTS, type TraceEnvelope, type TraceEventType, type TraceRecord } from './trace-records.js';
 import { traceFieldSchema } from './trace-schemas.js';
 import { formatIssues } from '../plan/schema.js';
-import { excerpt } from '../plan/text.js';
+import { excerpt } from '../excerpt.js';
 
 /** File name of the trace in a records directory. */
 export const TRACE_FILE = 'trace.jsonl';

@@ -4,7 +4,7 @@ import { actorKind } from '../actors/actor-kinds.js';
 import { ERROR_CODES, RuntimeError } from '../errors.js';
 import { missingReason, readUtf8FileSync } from '../plan/read-file.js';
 import { parsePlanValue, stepKind } from '../plan/schema.js';
-import { excerpt } from '../plan/text.js';
+import { excerpt } from '../excerpt.js';
 import type { EventLine, EventLogRecord } from '../records/event-log.js';
 import { describeKind, eventLogLine, LINE_TOO_DEEP, lineTooDeep } from '../records/event-log-lines.js';
 import { planStructureProblem } from '../actors/log-inputs.js';

@@ -1,17 +1,12 @@
 /**
- * What the attempts of a plan run share: the shapes of tools and the gate, the environment the
- * attempt actors get, and the factory of the step machine's attempt actors (the actors themselves
- * are in `src/runtime/attempts/`, one file per kind).
+ * What the attempts of a plan run share: the shapes of tools and the gate, and the environment the
+ * attempt actors get. Types only: the attempt actors (`src/runtime/attempts/`, one file per kind)
+ * and the plan run (`run-plan.ts`) import them, and this module imports neither back.
  */
 import type { JsonValue } from '../../machines/contracts.js';
 import type { ToolResult } from '../executors/command-tool.js';
 import type { TraceNode } from '../records/trace-records.js';
 import type { Session } from '../session/session.js';
-import type { IgnoredResult } from './attempts/attempt-run.js';
-import type { CanceledRow } from './attempts/delegation-attempt.js';
-import { delegationActor } from './attempts/delegation-attempt.js';
-import { shellAttemptActor } from './attempts/shell-attempt.js';
-import { toolAttemptActor } from './attempts/tool-attempt.js';
 
 /** What an in-process tool is given besides its input. */
 export interface ToolCallContext {
@@ -44,6 +39,23 @@ export type GateRequest =
 
 /** The session's pre-dispatch decision point: a refusal reason, or null/undefined to allow (`docs/plan-format.md#the-gate`). */
 export type Gate = (request: GateRequest) => string | null | undefined | Promise<string | null | undefined>;
+
+/** What an attempt a forced cancel ended produced after all: recorded as ignored (`plan_step_late`), never applied. */
+export interface IgnoredResult {
+  readonly stepId: string;
+  readonly attempt: number;
+  readonly status: 'success' | 'failed';
+  readonly error: string | null;
+}
+
+/** A canceled delegation's row, left for the run's task to close (`docs/cancel.md#one-writer-per-row`). */
+export interface CanceledRow {
+  readonly delegation_id: string;
+  readonly capsule: string;
+  readonly version: string;
+  readonly child_session_id: string | null;
+  readonly startedMs: number;
+}
 
 /** Everything attempts of one plan run need. */
 export interface AttemptEnvironment {
@@ -80,37 +92,3 @@ export interface AttemptEnvironment {
   /** Told of a result an attempt produced after a forced cancel ended it (recorded as ignored, never applied). */
   readonly onIgnoredResult?: (ignored: IgnoredResult) => void;
 }
-
-export { noRecordsDirectory, closeCanceledRows, type CanceledRow } from './attempts/delegation-attempt.js';
-export { invalidFunctionToolResult } from './attempts/tool-attempt.js';
-
-/** The attempt actors of the step machine, by the names `machines/step.machine.ts` gives them. */
-export interface AttemptActors {
-  readonly toolAttempt: ReturnType<typeof toolAttemptActor>;
-  readonly shellAttempt: ReturnType<typeof shellAttemptActor>;
-  readonly delegation: ReturnType<typeof delegationActor>;
-}
-
-/**
- * The step machine's effect actors for one plan run: `toolAttempt`, `shellAttempt` and
- * `delegation` (`src/runtime/attempts/`). Each attempt reports `ATTEMPT.LEADER_EXITED` (process
- * attempts) and exactly one `ATTEMPT.FINISHED` to its step actor; failures are outcomes, never
- * throws.
- *
- * An attempt settles only when its processes are gone: an attempt that was told to end
- * (timeout, forced cancel) reports FINISHED only once its whole tree is proven gone, and a new
- * attempt starts its process only once the previous attempt's tree is gone (what a failed
- * attempt left in the background is ended first), so a retry never overlaps its predecessor.
- * A step actor stopped while its attempt runs stops the attempt, which ends its tree.
- */
-export function createAttemptActors(env: AttemptEnvironment): AttemptActors {
-  /** The last process tree each step started (any attempt), until the step actor is gone. */
-  const lastTrees = new WeakMap();
-  return {
-    toolAttempt: toolAttemptActor(env, lastTrees),
-    shellAttempt: shellAttemptActor(env, lastTrees),
-    delegation: delegationActor(env, lastTrees),
-  };
-}
-
-export { resourceLimitOfSignal } from '../executors/resource-limit.js';

@@ -12,6 +12,7 @@ import type { JsonSource } from '../plan/json-location.js';
 import type { BackgroundCommandAnswer } from '../session/background/background-command.js';
 import type { ShellRunRequest } from '../session/background/shell-call.js';
 import { UnknownTaskError, type SessionApi } from './session-api.js';
+import { messageOf } from '../errors.js';
 
 /** Our error codes (-32000…-32099), each with the `data.code` word it carries. */
 export const SERVE_ERRORS = {
@@ -155,7 +156,7 @@ export function createRpcServer(api: SessionApi, options: RpcServerOptions = {})
   // Expected refusals are JSONRPCErrorExceptions (passed through); anything else is a bug.
   server.mapErrorToJSONRPCErrorResponse = (id, error: unknown) => {
     if (error instanceof JSONRPCErrorException) return { jsonrpc: '2.0', id, error: error.toObject() };
-    return { jsonrpc: '2.0', id, error: { code: SERVE_ERRORS.INTERNAL.code, message: `internal error: ${error instanceof Error ? error.message : String(error)}`, data: { code: SERVE_ERRORS.INTERNAL.word } } };
+    return { jsonrpc: '2.0', id, error: { code: SERVE_ERRORS.INTERNAL.code, message: `internal error: ${messageOf(error)}`, data: { code: SERVE_ERRORS.INTERNAL.word } } };
   };
   const open = (method: string): void => {
     if (api.stopping) fail(SERVE_ERRORS.SESSION_ENDING, `${method}: the session is stopping; no new work is taken`);
@@ -237,7 +238,7 @@ export function createRpcServer(api: SessionApi, options: RpcServerOptions = {})
     try {
       return api.messageSend(text as string, typeof deadline === 'number' ? deadline : null);
     } catch (error) {
-      return invalidParams(error instanceof Error ? error.message : String(error));
+      return invalidParams(messageOf(error));
     }
   });
 

@@ -7,7 +7,7 @@ import { planActorId, type PlanInput, type PlanOutput } from '../../machines/pla
 import { missingEffects, provideKind } from '../actors/actor-kinds.js';
 import type { CancelSignal } from '../cancel/cancel-signal.js';
 import { CANCEL_PHASES } from '../cancel/phases.js';
-import { ERROR_CODES, RunInternalError, RuntimeError } from '../errors.js';
+import { ERROR_CODES, messageOf, RunInternalError, RuntimeError } from '../errors.js';
 import { canExecute } from '../executors/on-path.js';
 import { describeManifestSource, loadManifest, MANIFEST_FILE, manifestBesidePlan, type Manifest, type ManifestSource } from '../manifest.js';
 import { checkPlan, runStartWarnings, type PlanCheck } from '../plan/check.js';
@@ -22,7 +22,9 @@ import { RecordsDirInUseError, recordedSessionIn } from '../records/records-dir.
 import type { ResumeOutcome } from '../reconcile/resume.js';
 import type { TraceNode } from '../records/trace-records.js';
 import { Session, type SessionExitStatus, type SessionOptions } from '../session/session.js';
-import { closeCanceledRows, createAttemptActors, type CanceledRow, type CommandTool, type FunctionTool, type Gate } from './attempt.js';
+import type { CanceledRow, CommandTool, FunctionTool, Gate } from './attempt.js';
+import { createAttemptActors } from './attempts/attempt-actors.js';
+import { closeCanceledRows } from './attempts/delegation-attempt.js';
 import { PlanTrace } from './plan-trace.js';
 
 /** The JSON report (docs/report.md plus ids, records dir and duration). */
@@ -311,8 +313,8 @@ export function startPlan(options: RunPlanOptions): PlanRun {
         onOutcome?.(await resumeSession(session, priorDir, { reap: reap === true, ...(warn !== undefined ? { warn } : {}) }));
       } catch (error) {
         // A resume never refuses the launch (docs/resume.md#fail-open), not even for a bug of its own.
-        session.logger.error({ err: error instanceof Error ? error.message : String(error) }, 'resume failed');
-        warn?.(`resume: ${priorDir} could not be reconciled: ${error instanceof Error ? error.message : String(error)}`);
+        session.logger.error({ err: messageOf(error) }, 'resume failed');
+        warn?.(`resume: ${priorDir} could not be reconciled: ${messageOf(error)}`);
       }
     }
     const log = session.logger;
@@ -571,7 +573,7 @@ async function closeAfterInternalError(opened: OpenedRun, error: unknown): Promi
 
 /** `plan_end.reason` after an internal error: `internal error: <first line of the message>`, at most 200 characters of it. */
 function internalErrorReason(error: unknown): string {
-  const message = error instanceof Error ? error.message : String(error);
+  const message = messageOf(error);
   const first = message.split('\n', 1)[0] ?? '';
   return `internal error: ${first.length > 200 ? `${first.slice(0, 200)}…` : first}`;
 }

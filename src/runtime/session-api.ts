@@ -17,8 +17,10 @@ import type { CancelPolicy } from '../session/cancel-policy.js';
 import { DEFAULT_CANCEL_GRACE_SECS } from '../manifest.js';
 import type { FunctionTool } from './attempt.js';
 import { startPlan, type LoadedManifest, type PlanReport } from './run-plan.js';
-import { ChildTasks, type ChildEntry, type ChildTask } from './delegation/child-entry.js';
+import { ChildTasks, type ChildEntry } from './delegation/child-entry.js';
+import type { ChildTask } from './delegation/protocol.js';
 import { describeResume, lostNotification, LOST_NOTIFICATION_METHOD, LOST_TASK_SOURCE, resumeSession, type LostNotification, type ResumeOutcome } from '../reconcile/resume.js';
+import { messageOf } from '../errors.js';
 
 /** A notification the session sends its host on its own (docs/serve.md). */
 export type SessionNotification =
@@ -170,7 +172,7 @@ export class SessionApi {
     try {
       outcome = await resumeSession(this.session, priorDir, { reap: options.reap === true, contextId: this.session.tasks.defaultContextId, warn });
     } catch (error) {
-      warn(`resume: ${priorDir} could not be reconciled: ${error instanceof Error ? error.message : String(error)}`);
+      warn(`resume: ${priorDir} could not be reconciled: ${messageOf(error)}`);
       return null;
     }
     for (const line of describeResume(outcome)) warn(line);

@@ -1,7 +1,7 @@
 /** Test doubles for the registry: a manual clock and a recording group signaller. */
 import type { RegistryClock } from '../../src/detached/clock.js';
 import type { DetachedCompletion } from '../../src/detached/completion.js';
-import { OutputTail } from '../../src/detached/output-tail.js';
+import { OutputTail } from '../../src/executors/output-tail.js';
 import type { GroupSignal, GroupSignaller, Registration } from '../../src/detached/registry.js';
 
 /** A clock that moves only when told; timers fire in due order during {@link advance}. */

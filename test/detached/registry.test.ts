@@ -3,7 +3,7 @@
  * no process is started; "signals" are recorded calls.
  */
 import { CancelSignal } from '../../src/cancel/cancel-signal.js';
-import { OutputTail } from '../../src/detached/output-tail.js';
+import { OutputTail } from '../../src/executors/output-tail.js';
 import { DetachedRegistry } from '../../src/detached/registry.js';
 import { newWorkId } from '../../src/detached/work-id.js';
 import { completionOf, fakeRegistration, flush, ManualClock, RecordingSignaller } from './fakes.js';

@@ -3,7 +3,7 @@
  * snapshots, at unit level (the live output is an in-memory tail).
  */
 import { MAX_WAIT_SECS, effectiveWaitMs } from '../../src/detached/constants.js';
-import { OutputTail } from '../../src/detached/output-tail.js';
+import { OutputTail } from '../../src/executors/output-tail.js';
 import { DetachedRegistry } from '../../src/detached/registry.js';
 import { completionMessage, refusedInputResult, renderBackgroundCommand, unknownWorkIdResult } from '../../src/detached/texts.js';
 import { completionOf, fakeRegistration, ManualClock, RecordingSignaller } from './fakes.js';

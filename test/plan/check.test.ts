@@ -6,7 +6,7 @@
 import type { PlanFile } from '../../machines/contracts.js';
 import { execFileSync } from 'node:child_process';
 import { checkPlan, runStartWarnings, type PlanCheck } from '../../src/plan/check.js';
-import { allowFlag } from '../../src/plan/explain-finding.js';
+import { allowFlag } from '../../src/plan/allow-flag.js';
 import { DEFAULT_CTX, planFrom } from './support.js';
 
 const CTX = { ...DEFAULT_CTX, file: null, text: null, manifest: 'manifest /w/capsule.json', manifestPath: '/w/capsule.json' as string | null, unknownKeys: [] };

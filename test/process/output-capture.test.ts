@@ -7,7 +7,8 @@ import { jest } from '@jest/globals';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { OutputCapture } from '../../src/executors/output-capture.js';
-import { MAX_SHELL_OUTPUT_BYTES, shellStepOutcomeOf } from '../../src/executors/shell-outcome.js';
+import { MAX_SHELL_OUTPUT_BYTES } from '../../src/executors/output-cap.js';
+import { shellStepOutcomeOf } from '../../src/executors/shell-outcome.js';
 import { logCapMarker } from '../../src/executors/log-cap.js';
 import { makeTempDir, removeDirs } from './helpers.js';
 

@@ -2,7 +2,8 @@ import { jest } from '@jest/globals';
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { ProcessGroupRegistry } from '../../src/process/process-groups.js';
-import { MAX_SHELL_OUTPUT_BYTES, shellStepOutcome } from '../../src/executors/shell-outcome.js';
+import { MAX_SHELL_OUTPUT_BYTES } from '../../src/executors/output-cap.js';
+import { shellStepOutcome } from '../../src/executors/shell-outcome.js';
 import { TrackedStarter, fakeResult, makeTempDir, removeDirs } from './helpers.js';
 
 const starter = new TrackedStarter(new ProcessGroupRegistry());

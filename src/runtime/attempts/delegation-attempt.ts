@@ -18,11 +18,11 @@ import { capsuleTaskText } from '../../plan/validate.js';
 import { interpolateInput } from '../../plan/interpolate.js';
 import type { ContainedProcess } from '../../process/containment.js';
 import type { Session } from '../../session/session.js';
-import type { AttemptEnvironment } from '../attempt.js';
+import { messageOf } from '../../errors.js';
+import type { AttemptEnvironment, CanceledRow } from '../attempt.js';
 import type { Delegation } from '../delegation/plane.js';
 import { resolveCapsule, spawnTarget, DEFAULT_CAPSULE_VERSION } from '../delegation/registry.js';
-import { attemptActor, type LastTrees } from './attempt-run.js';
-import { trackTree } from './tool-attempt.js';
+import { attemptActor, trackTree, type LastTrees } from './attempt-run.js';
 
 /** A capsule step of a run that has no records directory (`docs/delegation.md#one-delegation`). */
 export const noRecordsDirectory = (capsule: string): string =>
@@ -157,7 +157,7 @@ export function delegationActor(env: AttemptEnvironment, lastTrees: LastTrees) {
               if (!up) return report({ type: 'DELEGATION.ENDED', outcome: result });
               report({ type: 'DELEGATION.ANSWERED', outcome: result });
               report({ type: 'DELEGATION.ENDED', outcome: result });
-            })().catch((error: unknown) => report({ type: 'DELEGATION.ENDED', outcome: noChild('failed', error instanceof Error ? error.message : String(error)) }));
+            })().catch((error: unknown) => report({ type: 'DELEGATION.ENDED', outcome: noChild('failed', messageOf(error)) }));
             return () => {
               over = true;
             };
@@ -215,15 +215,6 @@ export function delegationActor(env: AttemptEnvironment, lastTrees: LastTrees) {
 
 /** The reason a canceled delegation's terminal record gives (`docs/cancel.md#one-writer-per-row`: the parent's cancel, child-side detail). */
 const CANCELED_ROW_REASON = `${PARENT_ENDED_DETAIL}: the task running the plan was cancelled`;
-
-/** A canceled delegation's row, left for the run's task to close (`docs/cancel.md#one-writer-per-row`). */
-export interface CanceledRow {
-  readonly delegation_id: string;
-  readonly capsule: string;
-  readonly version: string;
-  readonly child_session_id: string | null;
-  readonly startedMs: number;
-}
 
 /**
  * Closes the rows a canceled run's delegations left (after the task's `task_canceled`): each row

@@ -18,8 +18,7 @@ import { join } from 'node:path';
 import { resourceLimitOfSignal } from '../../executors/resource-limit.js';
 import { logCapStopError } from '../../executors/log-cap.js';
 import type { AttemptEnvironment } from '../attempt.js';
-import { attemptActor, type LastTrees } from './attempt-run.js';
-import { stepEnvironment, trackTree } from './tool-attempt.js';
+import { attemptActor, stepEnvironment, trackTree, type LastTrees } from './attempt-run.js';
 
 /** The `shellAttempt` actor logic for one plan run. */
 export function shellAttemptActor(env: AttemptEnvironment, lastTrees: LastTrees) {

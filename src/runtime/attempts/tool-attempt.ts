@@ -6,11 +6,11 @@
 import type { JsonValue, PlanStep } from '../../../machines/contracts.js';
 import type { AttemptOutcome } from '../../../machines/step.machine.js';
 import { MAX_TOOL_STDOUT_BYTES, toolResultFromProcess, toolStepOutcome, type ToolResult } from '../../executors/command-tool.js';
-import { buildShellEnv } from '../../executors/environment.js';
 import { interpolateInput } from '../../plan/interpolate.js';
-import { processStartFields, type ContainedProcess } from '../../process/containment.js';
+import type { ContainedProcess } from '../../process/containment.js';
 import type { AttemptEnvironment, FunctionTool, ToolCallContext } from '../attempt.js';
-import { attemptActor, errorMessage, type AttemptRun, type LastTrees } from './attempt-run.js';
+import { messageOf } from '../../errors.js';
+import { attemptActor, stepEnvironment, trackTree, type AttemptRun, type LastTrees } from './attempt-run.js';
 
 /** Error of an in-process tool that returned something other than a ToolResult. */
 export const invalidFunctionToolResult = (name: string): string =>
@@ -93,7 +93,7 @@ function callFunctionTool(run: AttemptRun, step: PlanStep, name: string, fn: Fun
   try {
     result = fn(input, callContext);
   } catch (error) {
-    return run.fail(errorMessage(error), traced);
+    return run.fail(messageOf(error), traced);
   }
   void Promise.resolve(result)
     .then((value) => {
@@ -101,29 +101,7 @@ function callFunctionTool(run: AttemptRun, step: PlanStep, name: string, fn: Fun
       if (!isToolResult(value)) throw new Error(invalidFunctionToolResult(name));
       return toolStepOutcome(value, name, run.env.session.workdir);
     })
-    .then((o) => run.finish({ ...o, ...traced }), (error: unknown) => run.fail(errorMessage(error), traced));
-}
-
-/** The environment of a step's process (`docs/shell-commands.md#environment`, docs/manifest.md#command-tools): the same for shell steps and command tools. */
-export function stepEnvironment(env: AttemptEnvironment): Record<string, string> {
-  return buildShellEnv({
-    hostEnv: process.env,
-    allow: env.envAllow,
-    scratchDir: env.session.scratchDir,
-    runtimeDir: env.session.runtimeDir,
-    owner: env.session.containment.info.runAs,
-  });
-}
-
-/** Writes the tree's `process_start` under the plan node, remembers it for the next attempt, and lets `ATTEMPT.END` end it. */
-export function trackTree(run: AttemptRun, tree: ContainedProcess): void {
-  const started = processStartFields(tree);
-  if (started !== null) {
-    run.env.session.trace.write('process_start', run.env.traceParent, started);
-    run.remember(tree);
-  }
-  // FINISHED waits for the ending: the attempt settles once its tree is proven gone.
-  run.onEnd((graceMs) => run.endTree(tree, graceMs));
+    .then((o) => run.finish({ ...o, ...traced }), (error: unknown) => run.fail(messageOf(error), traced));
 }
 
 function isToolResult(value: unknown): value is ToolResult {

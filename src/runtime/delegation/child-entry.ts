@@ -23,22 +23,11 @@ import type { Task } from '../../session/tasks.js';
 import { buildShellEnv } from '../../executors/environment.js';
 import { processStartFields } from '../../process/containment.js';
 import { startPlan, type PlanReport } from '../run-plan.js';
+import { DELEGATION_ENV, type ChildTask, type ChildTaskState } from './protocol.js';
+import { messageOf } from '../../errors.js';
 
 /** The reference a child's plan reads its task text with (docs/manifest.md). */
 export const TASK_OUTPUT_REFERENCE = '$task.output';
-
-/** Environment variable a delegated child learns its delegation from (`docs/delegation.md#the-childs-environment`): compact JSON `{session_id, delegation_id, capsule, version}`. */
-export const SPAWNER_ENV = 'MURMUR_SPAWNER';
-
-/** A2A task states a child reports (`docs/delegation.md#one-delegation`). */
-export type ChildTaskState = 'working' | 'completed' | 'failed' | 'canceled';
-
-/** The A2A-shaped task `tasks/get` answers with. */
-export interface ChildTask {
-  readonly id: string;
-  readonly status: { readonly state: ChildTaskState; readonly message?: { readonly role: 'agent'; readonly parts: readonly { readonly text: string }[] } };
-  readonly artifacts?: readonly { readonly name: 'answer'; readonly parts: readonly { readonly text: string }[] }[];
-}
 
 /** What the child runs: its capsule's entry and the directory its relative paths are relative to. */
 export interface ChildEntry {
@@ -89,7 +78,7 @@ export class ChildTasks {
     const run = 'plan' in what ? this.#runPlan(task, entry, what.plan, text, onCancel, deadlineMs) : this.#runCommand(task, entry, what.command, text, onCancel);
     void run.then(
       (outcome) => settle(task.cancel.isCanceled() ? 'canceled' : outcome.ok ? 'completed' : 'failed', outcome.ok ? outcome.answer : null, outcome.ok ? null : outcome.error),
-      (error: unknown) => settle('failed', null, error instanceof Error ? error.message : String(error)),
+      (error: unknown) => settle('failed', null, messageOf(error)),
     );
     return this.get(task.id) as ChildTask;
   }
@@ -117,7 +106,7 @@ export class ChildTasks {
     try {
       plan = JSON.parse(await readFile(path, 'utf8'));
     } catch (error) {
-      return { ok: false, error: `the capsule's entry plan ${path} cannot be read: ${error instanceof Error ? error.message : String(error)}` };
+      return { ok: false, error: `the capsule's entry plan ${path} cannot be read: ${messageOf(error)}` };
     }
     const run = startPlan({
       plan: withTaskText(plan, text) as Record<string, unknown>,
@@ -168,7 +157,7 @@ export class ChildTasks {
     if (!session.hasRecords) return;
     let spawner: { delegation_id?: string; capsule?: string; version?: string } = {};
     try {
-      spawner = JSON.parse(process.env[SPAWNER_ENV] ?? '{}') as typeof spawner;
+      spawner = JSON.parse(process.env[DELEGATION_ENV] ?? '{}') as typeof spawner;
     } catch {
       // no spawner handle: a serve started by hand
     }

@@ -24,9 +24,10 @@ import { reap, type RecordedTree } from '../../process/reap.js';
 import { isRecordOf, readTrace } from '../../records/trace-reader.js';
 import type { Owner } from '../../process/owner.js';
 import type { Session } from '../../session/session.js';
-import { SPAWNER_ENV, type ChildTask } from './child-entry.js';
+import { DELEGATION_ENV, type ChildTask } from './protocol.js';
 import type { RegisteredCapsule } from './registry.js';
 import { copyWorkdir, type WorkdirSnapshot } from './snapshot.js';
+import { messageOf } from '../../errors.js';
 
 /** Default bound on one delegation, seconds (`docs/delegation.md#the-bound-and-the-inherited-deadline`; = `lifecycle.delegation_deadline_secs`'s default). */
 export const DEFAULT_DELEGATION_TIMEOUT_SECS = 600;
@@ -222,7 +223,7 @@ async function delegate(request: DelegationRequest, setTree: (tree: ContainedPro
     mkdirSync(childWork, { recursive: true, mode: 0o700 });
     mkdirSync(childScratch, { recursive: true, mode: 0o700 });
   } catch (error) {
-    return none('failed', `capsule '${capsule.name}' was not started: its directories under ${join(session.recordsDir, 'children')} cannot be created (${error instanceof Error ? error.message : String(error)})`);
+    return none('failed', `capsule '${capsule.name}' was not started: its directories under ${join(session.recordsDir, 'children')} cannot be created (${messageOf(error)})`);
   }
   // Never the runtime's own directories: the records (the child's own folders are in them), the scratch directory, <workdir>/.capsule/.
   const snapshot = request.snapshot === true ? copyWorkdir(session.workdir, childWork, [session.recordsDir, session.scratchDir, join(session.workdir, '.capsule')]) : null;
@@ -237,10 +238,10 @@ async function delegate(request: DelegationRequest, setTree: (tree: ContainedPro
       owner: session.containment.info.runAs,
     });
   } catch (error) {
-    return none('failed', `capsule '${capsule.name}' was not started: ${error instanceof Error ? error.message : String(error)}`);
+    return none('failed', `capsule '${capsule.name}' was not started: ${messageOf(error)}`);
   }
   // The runtime-owned tail (`docs/delegation.md#the-childs-environment`): the child cannot override it.
-  env[SPAWNER_ENV] = JSON.stringify({ session_id: session.id, delegation_id: delegationId, capsule: capsule.name, version: capsule.version });
+  env[DELEGATION_ENV] = JSON.stringify({ session_id: session.id, delegation_id: delegationId, capsule: capsule.name, version: capsule.version });
   // The child is contained as its parent is (its own steps on the same backend and isolation).
   env[CONTAINMENT_ENV] = session.containment.info.backend;
   env[ISOLATION_ENV] = session.containment.info.pidNamespace ? 'pid-namespace' : 'none';
@@ -367,7 +368,7 @@ async function delegate(request: DelegationRequest, setTree: (tree: ContainedPro
     // A request that failed because the child's end of the pipe is gone: the child died (its exit may still be draining).
     if (!stdin.writable || exited) return crashed();
     await endChild();
-    const message = step.kind === 'error' ? (step.error instanceof Error ? step.error.message : String(step.error)) : 'no answer';
+    const message = step.kind === 'error' ? messageOf(step.error) : 'no answer';
     return none('failed', `capsule '${capsule.name}' stopped answering: ${message}`, ids());
   };
 

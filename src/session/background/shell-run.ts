@@ -6,7 +6,8 @@
  * output log, its registry entry, its `detachedCommand` actor, `shell_detached`, and the
  * constant-size demotion result. The exit wins over a trigger seen at the same moment.
  */
-import { allowFlag, DOLLAR_QUOTE_NOTE, excerpt, hasControlCharacter } from '../../plan/text.js';
+import { excerpt } from '../../excerpt.js';
+import { allowFlag, DOLLAR_QUOTE_NOTE, hasControlCharacter } from '../../plan/allow-flag.js';
 import { join } from 'node:path';
 import { MAX_TIMER_DELAY_MS as MAX_TIMER_MS } from '../../../machines/step.machine.js';
 import { CANCEL_PHASES } from '../../cancel/phases.js';

@@ -1,8 +1,9 @@
 /**
- * The kept tail of a demoted command's output section and its byte count (`docs/background-commands.md#kept-tail`), in
- * memory so that a status read never opens the log.
+ * The kept tail of an output section and its byte count (`docs/background-commands.md#kept-tail`), in memory: a demoted
+ * command's (so that a status read never opens its log), and what a foreground capture's log budget
+ * dropped (handed to the command's log at a demotion).
  */
-import { MAX_SHELL_OUTPUT_BYTES } from './constants.js';
+import { MAX_SHELL_OUTPUT_BYTES } from './output-cap.js';
 
 /**
  * The last `capacity` bytes (default {@link MAX_SHELL_OUTPUT_BYTES}, 16384) of everything appended,

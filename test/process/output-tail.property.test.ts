@@ -1,6 +1,6 @@
 /** The kept tail (`docs/background-commands.md#kept-tail`) against a reference model of its replacement rule, over random chunk sequences. */
 import fc from 'fast-check';
-import { OutputTail } from '../../src/detached/output-tail.js';
+import { OutputTail } from '../../src/executors/output-tail.js';
 
 /** The rule exactly as docs/background-commands.md#kept-tail words it, on plain arrays. */
 function referenceTail(chunks: readonly Uint8Array[], capacity: number): { tail: number[]; section: number } {
