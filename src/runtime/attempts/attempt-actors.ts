@@ -18,7 +18,7 @@ export interface AttemptActors {
  * attempts) and exactly one `ATTEMPT.FINISHED` to its step actor; failures are outcomes, never
  * throws.
  *
- * An attempt settles only when its processes are gone (issue 7): an attempt that was told to end
+ * An attempt settles only when its processes are gone: an attempt that was told to end
  * (timeout, forced cancel) reports FINISHED only once its whole tree is proven gone, and a new
  * attempt starts its process only once the previous attempt's tree is gone (what a failed
  * attempt left in the background is ended first), so a retry never overlaps its predecessor.
