@@ -118,7 +118,6 @@ export function decideConfinement(input: {
   };
 }
 
-
 /** The warning a session with privileged steps gives when it opens. */
 export function privilegedStepsWarning(confinement: Confinement): string {
   return `${confinement.reason.split(';')[0] ?? 'privileged steps'}: a step running as root can undo its isolation (unmount, ptrace, leave its cgroup, read the records key): docs/security.md#privileged-steps`;
