@@ -501,8 +501,8 @@ export class Containment {
   /**
    * @param info   {@link detectContainment}'s answer.
    * @param options `pathVar`: the host `PATH` programs are resolved on (default `process.env.PATH`);
-   *   `readOnlyPaths`: bound read-only in the trees' mount namespaces (default: the read-only,
-   *   writable and hidden paths of `info.confinement`); `spawnerAnswerMs`: how long
+   *   `readOnlyPaths`: bound read-only in the trees' mount namespaces (default:
+   *   `info.confinement.readOnly`; its writable and hidden paths apply either way); `spawnerAnswerMs`: how long
    *   the session's spawner may stay silent before it is killed as hung (`SpawnerOptions.answerMs`;
    *   `CAPSULE_SPAWNER_ANSWER_MS` for {@link open}, meant for tests).
    */
