@@ -163,6 +163,13 @@ function buildManifestSchema() {
                 )
                 .prefault({})
                 .meta({ description: 'Environment of started commands.' }),
+              privileged_steps: z
+                .boolean({ error: expecting('expected true or false') })
+                .optional()
+                .meta({
+                  description:
+                    "The opt-out from step confinement: steps keep every capability of the runtime's user, get no cgroup namespace and a writable /sys (as capsule run --privileged-steps). A step running as root can then undo its isolation; warned about at start, recorded in session_start. See docs/security.md.",
+                }),
             },
             SECTION,
           )
@@ -241,7 +248,7 @@ const MANIFEST_KEY_SPEC: KeySpec = {
   keys: ['name', 'version', 'capabilities', 'lifecycle', 'tools', 'entry'],
   children: {
     capabilities: {
-      keys: ['shell', 'spawn', 'env'],
+      keys: ['shell', 'spawn', 'env', 'privileged_steps'],
       children: {
         shell: { keys: ['allow'] },
         spawn: { keys: ['allow', 'workdir_snapshot'] },

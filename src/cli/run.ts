@@ -18,6 +18,7 @@ import { collect, EXIT, exitCodeAfterLog, logFileRefusal, parseNonNegativeNumber
 import { loadLiveView, printable, Progress, progressModeFor, useColor } from './progress.js';
 import { WarningSink } from './warning-sink.js';
 import type { ContainmentInfo } from '../process/containment.js';
+import { describeConfinement } from '../process/spawn/confinement.js';
 import type { Session } from '../session/session.js';
 import type { ResumeOutcome } from '../reconcile/resume.js';
 
@@ -39,6 +40,8 @@ export interface RunCommandOptions extends GlobalOptions {
   readonly verbose?: boolean;
   /** Run every step's processes as this unprivileged user (the runtime must be root). */
   readonly runAs?: string;
+  /** Steps keep every capability of the runtime's user (the opt-out from confinement). */
+  readonly privilegedSteps?: boolean;
   /** A prior session's records directory to account for first (docs/resume.md). */
   readonly resume?: string;
   /** With `resume`: stop the live processes it left (SIGTERM, SIGKILL after 2 s, proven gone). */
@@ -62,6 +65,7 @@ export function registerRun(program: Command): void {
     .option('--cancel-grace <secs>', 'seconds a graceful cancel may take before it is forced (default 10)', parseNonNegativeNumber)
     .option('--on-sigterm <mode>', `what SIGTERM does: force (end every running step's tree now) or graceful (like Ctrl-C) (default ${DEFAULT_ON_SIGTERM})`)
     .option('--run-as <user>', 'run every step as this unprivileged user (the runtime must be root; see capsule doctor)')
+    .option('--privileged-steps', "steps keep every capability of the runtime's user, no cgroup namespace, writable /sys: a root step can then undo its isolation (docs/security.md)")
     .option('--verbose', 'also print how steps are contained and isolated, and why (as capsule doctor does)')
     .option('--resume <dir>', "first account for what the session recorded in DIR left behind (lost background commands, live processes); this run's records go to a directory of its own")
     .option('--reap', 'with --resume: stop the live processes the resumed session left (SIGTERM, SIGKILL after 2 s, proven gone)')
@@ -144,6 +148,7 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
     onNotice: (message) => warnings.warn({ kind: 'records', message }),
     onRecordsFailure: (error) => (recordsFailure = error),
     ...(options.runAs !== undefined ? { runAs: options.runAs } : {}),
+    ...(options.privilegedSteps === true ? { privilegedSteps: true } : {}),
     ...(options.verbose === true ? { onSession: (session: Session) => progress.note(containmentLines(session.containment.info)) } : {}),
     ...(options.resume !== undefined
       ? {
@@ -225,6 +230,7 @@ export function containmentLines(info: ContainmentInfo): string {
     `containment: ${info.backend} — ${info.reason}`,
     `isolation: ${info.pidNamespace ? 'PID namespace' : 'none'} — ${info.isolationReason}`,
     ...(info.runAs !== null ? [`run as: ${info.runAs.name} (uid ${info.runAs.uid}, gid ${info.runAs.gid})`] : []),
+    `steps get: ${describeConfinement(info.confinement)}`,
   ].join('\n');
 }
 

@@ -18,7 +18,12 @@
  * - **PID namespace** (root / CAP_SYS_ADMIN): the tree runs in a PID + mount namespace of its own
  *   with a private `/proc`, under a minimal init: it sees only its own processes, `$PPID` is not
  *   the runtime, `/proc/<runtime pid>` does not exist for it, and it can signal nothing outside.
- *   Named read-only paths (the records directory) are bound read-only in its mount namespace.
+ *   Named read-only paths (the records root) are bound read-only in its mount namespace, and the
+ *   records key's directory is hidden.
+ * - **confinement** (docs/security.md#what-a-step-gets): a step keeps only a container
+ *   runtime's default capabilities, with `no_new_privs`, and (in a PID namespace) runs in a cgroup
+ *   namespace with /sys and the cgroup filesystems read-only, so even as root it cannot undo the
+ *   above; `privilegedSteps` opts out.
  * - **run as** an unprivileged user (`--run-as`, root only), with `no_new_privs`.
  *
  * ## The contract of a {@link ContainedProcess}
@@ -29,6 +34,7 @@
  * MAINTENANCE: a long-lived spawner process slots in behind {@link Containment.spawn}:
  * it would start the helper on the runtime's behalf; identity, units and ending stay as they are.
  */
+import { realpathSync } from 'node:fs';
 import type { Readable, Writable } from 'node:stream';
 import { basename, dirname, join } from 'node:path';
 import { ERROR_CODES, RuntimeError } from '../errors.js';
@@ -50,6 +56,7 @@ import { liveGroupIds, ProcessGroupRegistry } from './process-groups.js';
 import { processStartTime } from './proc.js';
 import { resolveExecutable, trustedPath, type TrustedPath } from './resolve-binary.js';
 import { helperArgs, locateSpawnHelper, probeHelper, type RunAsUser } from './spawn/helper.js';
+import { confinementTraceFields, decideConfinement, type Confinement } from './spawn/confinement.js';
 import type { EndResult, Unit } from './unit.js';
 import type { EndSignal } from './signals.js';
 import type { ProcessStartFields, SessionContainmentFields } from '../records/trace-records.js';
@@ -61,6 +68,12 @@ export const CONTAINMENT_ENV = 'CAPSULE_CONTAINMENT';
 
 /** Environment variable forcing isolation: `pid-namespace`, `none` or `auto` (the default). */
 export const ISOLATION_ENV = 'CAPSULE_ISOLATION';
+
+/**
+ * Environment variable deciding the opt-out from confinement: `1` (as `--privileged-steps`) or
+ * `0` (refused even when a manifest asks: a delegated child of a confined session gets `0`).
+ */
+export const PRIVILEGED_STEPS_ENV = 'CAPSULE_PRIVILEGED_STEPS';
 
 /** Name of the directory, under the runtime's own cgroup, that holds one cgroup per session. */
 export const CGROUP_ROOT_NAME = 'capsule-runtime';
@@ -97,8 +110,24 @@ export interface ContainmentOptions {
   readonly isolation?: IsolationChoice;
   /** Run every contained process as this user (needs root and the spawn helper). */
   readonly runAs?: string | null;
-  /** Paths bound read-only in the processes' mount namespaces (with a PID namespace only). */
+  /**
+   * Steps keep every capability of the runtime's user, no cgroup namespace, /sys writable
+   * (`--privileged-steps`, `capabilities.privileged_steps`): the opt-out from confinement. What
+   * asks for it names itself in `privilegedStepsBy` (for messages). Default: `CAPSULE_PRIVILEGED_STEPS`.
+   */
+  readonly privilegedSteps?: boolean;
+  readonly privilegedStepsBy?: string;
+  /** Paths bound read-only in the processes' mount namespaces (with a PID namespace only): the records root. */
   readonly readOnlyPaths?: readonly string[];
+  /**
+   * Writable exceptions beneath `readOnlyPaths` for every process (the session's scratch
+   * directory); one that does not exist when a process starts is left out for it.
+   */
+  readonly writablePaths?: readonly string[];
+  /** Directories hidden (an empty read-only tmpfs over each) in the processes' mount namespaces: the records key's. */
+  readonly hiddenPaths?: readonly string[];
+  /** Why a path that should be read-only or hidden is not (`stepPaths`): added to the confinement's reason. */
+  readonly pathNotes?: readonly string[];
   /** Where environment variables are read (default `process.env`): the backend forcing, the helper, `PATH`. */
   readonly env?: Readonly<Record<string, string | undefined>>;
 }
@@ -120,6 +149,8 @@ export interface ContainmentInfo {
   readonly isolationReason: string;
   /** The user trees run as, or null (the runtime's own). */
   readonly runAs: RunAsUser | null;
+  /** What a step is kept from (docs/security.md#what-a-step-gets). */
+  readonly confinement: Confinement;
 }
 
 /** The `containment` field of `session_start` (snake_case, as trace fields are; declared in `src/records/trace-records.ts`). */
@@ -133,6 +164,7 @@ export function containmentTraceFields(info: ContainmentInfo): SessionContainmen
     pid_namespace: info.pidNamespace,
     isolation_reason: info.isolationReason,
     run_as: info.runAs === null ? null : { user: info.runAs.name, uid: info.runAs.uid, gid: info.runAs.gid },
+    confinement: confinementTraceFields(info.confinement),
   };
 }
 
@@ -159,6 +191,14 @@ export function detectContainment(options: ContainmentOptions): ContainmentInfo 
   const forcedBy = (choice: string, option: string | undefined, envName: string): string =>
     option !== undefined ? `${choice} was asked for` : `${envName}=${choice}`;
   readChoice(env[SPAWNER_ENV], ['spawner', 'direct'], SPAWNER_ENV);
+  const privilegedForced = readChoice<'0' | '1'>(env[PRIVILEGED_STEPS_ENV], ['0', '1'], PRIVILEGED_STEPS_ENV);
+  if (options.privilegedSteps === true && privilegedForced === '0') {
+    throw new ContainmentError(
+      `${options.privilegedStepsBy ?? 'privileged steps'} asked for privileged steps, but ${PRIVILEGED_STEPS_ENV}=0 (a delegated capsule whose parent session confines its steps gets that): run the parent with --privileged-steps, or remove the setting`,
+    );
+  }
+  const privilegedSteps = privilegedForced !== undefined ? privilegedForced === '1' : options.privilegedSteps === true;
+  const privilegedStepsBy = privilegedForced === '1' ? `${PRIVILEGED_STEPS_ENV}=1` : (options.privilegedStepsBy ?? 'asked for');
   const helper = locateSpawnHelper(env);
 
   let backend: ContainmentBackend = 'process-group';
@@ -185,12 +225,12 @@ export function detectContainment(options: ContainmentOptions): ContainmentInfo 
 
   let pidNamespace = false;
   let isolationReason: string;
+  const probe = helper.ok ? probeHelper(helper.path) : null;
   if (isolationChoice === 'none') {
     isolationReason = `no PID namespace: ${forcedBy('none', options.isolation, ISOLATION_ENV)}`;
-  } else if (!helper.ok) {
-    isolationReason = `no PID namespace: ${helper.reason}`;
+  } else if (probe === null) {
+    isolationReason = `no PID namespace: ${helper.ok ? '' : helper.reason}`;
   } else {
-    const probe = probeHelper(helper.path);
     if (probe.pidNamespace.ok) {
       pidNamespace = true;
       isolationReason = 'each process tree runs in a PID + mount namespace of its own (private /proc)';
@@ -217,6 +257,20 @@ export function detectContainment(options: ContainmentOptions): ContainmentInfo 
     runAs = probe.user ?? null;
   }
 
+  const confinement = decideConfinement({
+    probe,
+    helperReason: helper.ok ? '' : helper.reason,
+    pidNamespace,
+    runAs,
+    privilegedSteps,
+    privilegedStepsBy,
+    helperAnyway: cgroup !== null || pidNamespace || runAs !== null,
+    readOnly: options.readOnlyPaths ?? [],
+    writable: options.writablePaths ?? [],
+    hidden: options.hiddenPaths ?? [],
+    notes: options.pathNotes ?? [],
+  });
+
   return {
     backend,
     reason,
@@ -226,6 +280,7 @@ export function detectContainment(options: ContainmentOptions): ContainmentInfo 
     pidNamespace,
     isolationReason,
     runAs,
+    confinement,
   };
 }
 
@@ -283,11 +338,17 @@ export interface SpawnRequest {
   /** Paths bound read-only in this tree's mount namespace instead of the session's (`readOnlyPaths`). */
   readonly readOnlyPaths?: readonly string[];
   /**
+   * Start it with the runtime's privileges, not confined as a step (no `--caps`, no `--confine`;
+   * the read-only and hidden paths still apply): a delegated child's `capsule serve`, which must
+   * make namespaces and cgroups for its own steps and confines them itself.
+   */
+  readonly privileged?: boolean;
+  /**
    * Writable exceptions beneath the read-only paths (with a PID namespace only; elsewhere there is
    * no mount namespace and nothing is read-only): each is bound writable over the read-only bind.
    * A delegated child capsule gets the parent's records read-only and writes only its own
-   * `children/<dlg_id>/`, its work folder and its scratch directory. Each must exist at spawn
-   * (a missing one fails the spawn at the helper's `mount` stage).
+   * `children/<dlg_id>/`, its work folder and its scratch directory. One that does not exist
+   * at spawn is left out (it stays read-only).
    */
   readonly writablePaths?: readonly string[];
   /** Called once when the leader exits (not for a program that could not be started). */
@@ -422,6 +483,8 @@ export class Containment {
   /** The `PATH` every program is looked up on (absolute entries of the host's). */
   readonly path: TrustedPath;
   readonly #readOnly: readonly string[];
+  readonly #writable: readonly string[];
+  readonly #hidden: readonly string[];
   readonly #groups = new ProcessGroupRegistry();
   readonly #signaller: CgroupSignaller | null;
   readonly #live = new Set<Contained>();
@@ -438,7 +501,8 @@ export class Containment {
   /**
    * @param info   {@link detectContainment}'s answer.
    * @param options `pathVar`: the host `PATH` programs are resolved on (default `process.env.PATH`);
-   *   `readOnlyPaths`: bound read-only in the trees' mount namespaces; `spawnerAnswerMs`: how long
+   *   `readOnlyPaths`: bound read-only in the trees' mount namespaces (default:
+   *   `info.confinement.readOnly`; its writable and hidden paths apply either way); `spawnerAnswerMs`: how long
    *   the session's spawner may stay silent before it is killed as hung (`SpawnerOptions.answerMs`;
    *   `CAPSULE_SPAWNER_ANSWER_MS` for {@link open}, meant for tests).
    */
@@ -447,7 +511,9 @@ export class Containment {
     this.#useSpawner = options.spawner ?? spawnerWanted();
     this.#spawnerAnswerMs = options.spawnerAnswerMs;
     this.path = trustedPath('pathVar' in options ? options.pathVar : process.env['PATH']);
-    this.#readOnly = options.readOnlyPaths ?? [];
+    this.#readOnly = options.readOnlyPaths ?? info.confinement.readOnly;
+    this.#writable = info.confinement.writable;
+    this.#hidden = info.confinement.hidden;
     this.#signaller = info.cgroup === null ? null : new CgroupSignaller(info.cgroup);
   }
 
@@ -459,7 +525,6 @@ export class Containment {
       pathVar: 'pathVar' in options ? options.pathVar : env['PATH'],
       spawner: spawnerWanted(env),
       ...(spawnerAnswerMs !== undefined ? { spawnerAnswerMs } : {}),
-      ...(options.readOnlyPaths !== undefined ? { readOnlyPaths: options.readOnlyPaths } : {}),
     });
   }
 
@@ -605,15 +670,29 @@ export class Containment {
       }
     }
     const pidNamespace = this.info.pidNamespace;
-    const readOnly = request.readOnlyPaths ?? this.#readOnly;
+    const confinement = this.info.confinement;
+    const caps = confinement.dropsCapabilities && request.privileged !== true;
+    // The helper binds by path (and pins every directory above): real paths, of what exists now.
+    const readOnly = pidNamespace ? realPaths(request.readOnlyPaths ?? this.#readOnly) : [];
     // An exception only means something beneath a read-only bind.
-    const writable = (request.writablePaths ?? []).filter((path) => readOnly.some((ro) => path === ro || path.startsWith(ro.endsWith('/') ? ro : `${ro}/`)));
-    const useHelper = cgroupDir !== null || pidNamespace || this.info.runAs !== null;
+    const writable = pidNamespace
+      ? realPaths([...this.#writable, ...(request.writablePaths ?? [])]).filter((path) => readOnly.some((ro) => path === ro || path.startsWith(ro.endsWith('/') ? ro : `${ro}/`)))
+      : [];
+    const useHelper = cgroupDir !== null || pidNamespace || this.info.runAs !== null || caps;
     const launch: LaunchOptions = {
       file: useHelper ? (this.info.helper as string) : resolved.path,
       args: useHelper
         ? helperArgs(
-            { cgroup: cgroupDir, pidNamespace, readOnly, writable, user: this.info.runAs },
+            {
+              cgroup: cgroupDir,
+              pidNamespace,
+              confine: confinement.cgroupNamespace && request.privileged !== true,
+              caps,
+              readOnly,
+              writable,
+              hidden: pidNamespace ? realPaths(this.#hidden) : [],
+              user: this.info.runAs,
+            },
             resolved.path,
             request.file,
             request.args,
@@ -923,6 +1002,23 @@ export function processStartFields(process: ContainedProcess): ProcessStartField
     executable: process.executable,
     argv: process.argv,
   };
+}
+
+/**
+ * The real paths of those of `paths` that exist (in order, without repeats): what the spawn
+ * helper can bind. A session path missing now (a scratch directory not made yet) is left out.
+ */
+function realPaths(paths: readonly string[]): string[] {
+  const out: string[] = [];
+  for (const path of paths) {
+    try {
+      const real = realpathSync.native(path);
+      if (!out.includes(real)) out.push(real);
+    } catch {
+      // missing: nothing to bind
+    }
+  }
+  return out;
 }
 
 /** The namespace init's start time: as the spawner read it with the report, else read now (the direct path). */

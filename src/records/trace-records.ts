@@ -52,6 +52,27 @@ export interface SessionContainmentFields {
   readonly isolation_reason: string;
   /** The user processes run as, or null (the runtime's own). */
   readonly run_as: RunAsFields | null;
+  /** What a step is kept from; absent in traces written before it. */
+  readonly confinement?: SessionConfinementFields;
+}
+
+/** `session_start.containment.confinement` (ours, docs/trace.md): what a step is kept from (docs/security.md). */
+export interface SessionConfinementFields {
+  /** The opt-out (`--privileged-steps`, `capabilities.privileged_steps`) is in effect. */
+  readonly privileged_steps: boolean;
+  /** The capabilities a step can hold at most (as root), or null: every one the runtime's user has. */
+  readonly capabilities: readonly string[] | null;
+  readonly no_new_privs: boolean;
+  /** A cgroup namespace rooted at the tree's cgroup. */
+  readonly cgroup_namespace: boolean;
+  /** /sys (cgroup filesystems included) and /proc/sys, /proc/sysrq-trigger, … read-only. */
+  readonly read_only_kernel: boolean;
+  /** Paths bound read-only in a step's mount namespace (the records root). */
+  readonly read_only: readonly string[];
+  /** Directories hidden from a step (the records key's). */
+  readonly hidden: readonly string[];
+  /** What is missing and why (`''`: nothing). */
+  readonly reason: string;
 }
 
 /** `session_start` (`docs/trace.md#session_start`): the session node. */

@@ -52,6 +52,18 @@ function buildSchemaTable() {
     pid_namespace: z.boolean(),
     isolation_reason: text,
     run_as: z.looseObject({ user: text, uid: count, gid: count }).nullable(),
+    confinement: z
+      .looseObject({
+        privileged_steps: z.boolean(),
+        capabilities: strings.nullable(),
+        no_new_privs: z.boolean(),
+        cgroup_namespace: z.boolean(),
+        read_only_kernel: z.boolean(),
+        read_only: strings,
+        hidden: strings,
+        reason: text,
+      })
+      .optional(),
   });
 
 

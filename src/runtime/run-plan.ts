@@ -185,6 +185,8 @@ export interface RunPlanOptions {
   readonly isolation?: SessionOptions['isolation'];
   /** Run the steps' processes as this user (`SessionOptions.runAs`, `--run-as`). Ignored with `session`. */
   readonly runAs?: string | null;
+  /** Opt out of step confinement (`SessionOptions.privilegedSteps`, `--privileged-steps`). Ignored with `session`. */
+  readonly privilegedSteps?: boolean;
   /** Called with the run's session once it is open, before the plan is read (`capsule run --verbose` shows its containment). */
   readonly onSession?: (session: Session) => void;
   /**
@@ -301,6 +303,7 @@ export function startPlan(options: RunPlanOptions): PlanRun {
         ...(options.containment !== undefined ? { containment: options.containment } : {}),
         ...(options.isolation !== undefined ? { isolation: options.isolation } : {}),
         ...(options.runAs !== undefined ? { runAs: options.runAs } : {}),
+        ...(options.privilegedSteps === true ? { privilegedSteps: true } : {}),
         ...(options.resume !== undefined ? { resumeFrom: options.resume.priorDir } : {}),
       });
     runSession = session;

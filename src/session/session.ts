@@ -8,6 +8,9 @@ import { Containment, containmentTraceFields, type BackendChoice, type Isolation
 import { abandonedSessionWarning, findAbandonedSessions } from '../process/leftovers.js';
 import { processStartTime } from '../process/proc.js';
 import { droppedPathWarning } from '../process/resolve-binary.js';
+import { privilegedStepsWarning } from '../process/spawn/confinement.js';
+import { keyDir } from '../records/key-dir.js';
+import { stepPaths } from './step-paths.js';
 import { directoryProblem, makeDirectory } from '../records/directories.js';
 import { RecordsDirInUseError, recordedSessionIn, recordsDirUnusable } from '../records/records-dir.js';
 import { EVENT_LOG_FILE, EventLog } from '../records/event-log.js';
@@ -86,6 +89,12 @@ export interface SessionOptions {
   readonly isolation?: IsolationChoice;
   /** Run every process as this (unprivileged) user; the runtime must be root (`--run-as`). */
   readonly runAs?: string | null;
+  /**
+   * Steps keep every capability of the runtime's user, no cgroup namespace, /sys writable
+   * (`--privileged-steps`; also asked by the manifest's `capabilities.privileged_steps`):
+   * docs/security.md#privileged-steps. Warned about at open, recorded in `session_start`.
+   */
+  readonly privilegedSteps?: boolean;
   /**
    * Warn (once per dead session, through `onWarning`) about the sessions in the same records root
    * that ended without `session_end` while their runtime is gone, naming the live processes they
@@ -172,6 +181,13 @@ export class Session {
     // Refused before the containment exists: nothing to take down (e.g. /proc or /sys, where Node's recursive mkdir would never return).
     const problem = this.hasRecords ? directoryProblem(this.recordsDir) : null;
     if (problem !== null) throw recordsDirUnusable(this.recordsDir, problem);
+    const paths = stepPaths({ workdir: this.workdir, runtimeDir: this.runtimeDir, recordsDir: this.hasRecords ? this.recordsDir : null, scratchDir: this.scratchDir, keyDir: keyDir() });
+    const privilegedSteps =
+      options.privilegedSteps === true
+        ? { privilegedSteps: true, privilegedStepsBy: '--privileged-steps' }
+        : this.manifest?.capabilities?.privileged_steps === true
+          ? { privilegedSteps: true, privilegedStepsBy: 'capabilities.privileged_steps of the manifest' }
+          : {};
     // Decided before anything is written: a containment that was asked for and cannot be had is a
     // refusal before any step runs (`CONTAINMENT_UNAVAILABLE`). It creates the session's cgroup on
     // the cgroup backend.
@@ -180,10 +196,13 @@ export class Session {
       ...(options.containment !== undefined ? { backend: options.containment } : {}),
       ...(options.isolation !== undefined ? { isolation: options.isolation } : {}),
       ...(options.runAs !== undefined ? { runAs: options.runAs } : {}),
-      // In a step's mount namespace the records directory is read-only: a step (even as root,
-      // short of undoing the mount) cannot forge or redirect records. Not when the records
-      // directory holds the workdir or the scratch directory, which steps must write.
-      readOnlyPaths: !this.hasRecords || isInside(this.workdir, this.recordsDir) || isInside(this.scratchDir, this.recordsDir) ? [] : [this.recordsDir],
+      ...privilegedSteps,
+      // In a step's mount namespace the records root is read-only and the records key hidden: a
+      // step (even as root: it cannot unmount) can neither forge records nor read the key.
+      readOnlyPaths: paths.readOnly,
+      writablePaths: paths.writable,
+      hiddenPaths: paths.hidden,
+      pathNotes: paths.notes,
     });
     // Every failure to open the records is RECORDS_DIR_UNUSABLE, and takes the session's cgroup
     // with it (nothing ran), e.g. ELOOP: trace.jsonl is a link planted in a reused records dir.
@@ -245,6 +264,7 @@ export class Session {
       warn(message);
     }
     if (this.containment.path.dropped.length > 0) warn(droppedPathWarning(this.containment.path));
+    if (this.containment.info.confinement.privilegedSteps) warn(privilegedStepsWarning(this.containment.info.confinement));
     const manifest = this.manifest;
     this.node = this.trace.write('session_start', null, {
       capsule_name: manifest?.name ?? null,
@@ -399,7 +419,3 @@ export class Session {
 // `capsule validate --records` loads no machines), re-exported here where a session is opened.
 export { freshRecordsDir, RecordsDirInUseError, recordedSessionIn, SESSION_RECORD_FILES, type RecordedSession } from '../records/records-dir.js';
 
-/** Whether `path` is `dir` or inside it (both absolute, normalized). */
-function isInside(path: string, dir: string): boolean {
-  return path === dir || path.startsWith(dir.endsWith('/') ? dir : `${dir}/`);
-}

@@ -18,7 +18,7 @@ import { JSONRPCClient, type JSONRPCResponse } from 'json-rpc-2.0';
 import { PARENT_ENDED_DETAIL } from '../../../machines/messages.js';
 import { uuidV7Simple } from '../../ids.js';
 import { buildShellEnv } from '../../executors/environment.js';
-import { CONTAINMENT_ENV, ISOLATION_ENV, type ContainedProcess } from '../../process/containment.js';
+import { CONTAINMENT_ENV, ISOLATION_ENV, PRIVILEGED_STEPS_ENV, type ContainedProcess } from '../../process/containment.js';
 import { cliProgram } from '../../process/programs.js';
 import { reap, type RecordedTree } from '../../process/reap.js';
 import { isRecordOf, readTrace } from '../../records/trace-reader.js';
@@ -245,6 +245,8 @@ async function delegate(request: DelegationRequest, setTree: (tree: ContainedPro
   // The child is contained as its parent is (its own steps on the same backend and isolation).
   env[CONTAINMENT_ENV] = session.containment.info.backend;
   env[ISOLATION_ENV] = session.containment.info.pidNamespace ? 'pid-namespace' : 'none';
+  // Its steps are confined as the parent's are: its manifest cannot opt out where the parent did not.
+  env[PRIVILEGED_STEPS_ENV] = session.containment.info.confinement.privilegedSteps ? '1' : '0';
   const child = session.containment.spawn({
     owner: request.owner,
     file: process.execPath,
@@ -253,6 +255,8 @@ async function delegate(request: DelegationRequest, setTree: (tree: ContainedPro
     env,
     stdinPipe: true,
     collectOutput: false,
+    // A runtime, not a step: it makes the namespaces and cgroups of its own steps, and confines them.
+    privileged: true,
     // Steps' read-only records (with a PID namespace): the child sees the parent's records
     // read-only, as any step does, and may write only its own directories beneath them.
     writablePaths: [childRecords, childWork, childScratch],
