@@ -1,5 +1,5 @@
 /**
- * A step running as root keeps no power to undo its isolation , with real processes:
+ * A step running as root keeps no power to undo its isolation, with real processes:
  * one case per escape a tester tried — unmounting /proc, mounting, ptrace, reading the runtime's
  * environ, leaving its cgroup, writing another session's `cgroup.kill`, writing into the records
  * root, reading the records key — on both backends; then the opt-out (`privilegedSteps`, the
