@@ -67,6 +67,8 @@ function buildSchemaTable() {
       pid: count,
       pid_start_time: count.nullable(),
       containment,
+      // Ours: the proof that the record is the runtime's own (src/records/record-proof.ts); absent in records written before it.
+      mac: text.optional(),
     }),
     session_end: () => z.looseObject({
       total_turns: count,
@@ -86,6 +88,7 @@ function buildSchemaTable() {
       pid_namespace: z.boolean(),
       executable: text.nullable(),
       argv: strings,
+      mac: text.optional(),
     }),
     plan_start: () => z.looseObject({
       plan_id: text,
@@ -225,6 +228,9 @@ function buildSchemaTable() {
       damaged_lines: count,
       repaired_torn_tail: z.boolean(),
       reap: z.boolean(),
+      // Absent in records written before the prior trace was proven.
+      unproven: text.nullable().optional(),
+      unproven_trees: count.optional(),
     }),
     process_reaped: () => z.looseObject({
       prior_session_id: text,
