@@ -128,7 +128,7 @@ export interface ResumeOutcome {
    * and its lost report, if any, is `untrusted`.
    */
   readonly unproven: string | null;
-  /** `process_start` records (or a demoted command's process) that could not be proven: never checked, never signalled. */
+  /** Recorded process trees that no proven `process_start` or `shell_detached` names: never checked, never signalled. */
   readonly unprovenTrees: number;
   /** Why nothing was accounted for (the fail-open line), or null. */
   readonly skipped: string | null;
@@ -442,8 +442,7 @@ function proverOf(dir: string): (record: Readonly<Record<string, unknown>>, sess
 
 /**
  * The trees a trace names, each with why it is not checked: everything, when its session is
- * `unproven`; else a tree whose process_start is not proven, or a demoted command's process that
- * no proven process_start names (a `shell_detached` carries no proof of its own).
+ * `unproven`; else a tree that neither a proven `process_start` nor a proven `shell_detached` names.
  */
 function recordedTrees(scan: TraceScan, unproven: string | null): TreeRecord[] {
   const untrusted = (why: string): string => `untrusted: ${why}`;
@@ -456,7 +455,7 @@ function recordedTrees(scan: TraceScan, unproven: string | null): TreeRecord[] {
       owner: null,
       work_id: workId,
       argv: [candidate.binary, candidate.command].filter((part) => part !== ''),
-      refused: untrusted(unproven ?? 'no proven process_start names its process (a shell_detached alone proves nothing)'),
+      refused: unproven !== null ? untrusted(unproven) : candidate.proof === null || candidate.proof.proven ? null : untrusted(candidate.proof.reason),
     });
   }
   for (const p of scan.processes) {
@@ -464,14 +463,15 @@ function recordedTrees(scan: TraceScan, unproven: string | null): TreeRecord[] {
     const known = byIdentity.get(key);
     const refused = unproven !== null ? untrusted(unproven) : p.proof === null || p.proof.proven ? null : untrusted(p.proof.reason);
     if (known !== undefined) {
-      // The demoted command's process_start: its owner and exact argv, its work id kept; its
-      // identity is what the process_start proves (the shell_detached's own fields prove nothing).
+      // The demoted command's process_start: its owner and exact argv, its work id kept; checked
+      // when either record is proven, as the proven one says (a process_start says more).
+      const own = refused === null || known.refused !== null;
       byIdentity.set(key, {
         ...known,
-        recorded: refused === null ? { pid: p.pid, startTime: p.pid_start_time, pgid: p.pgid, cgroup: p.cgroup, pidNamespace: p.pid_namespace } : known.recorded,
+        recorded: own ? { pid: p.pid, startTime: p.pid_start_time, pgid: p.pgid, cgroup: p.cgroup, pidNamespace: p.pid_namespace } : known.recorded,
         owner: p.owner,
         argv: p.argv.length > 0 ? p.argv : known.argv,
-        refused,
+        refused: refused === null ? null : known.refused,
       });
       continue;
     }
@@ -683,7 +683,7 @@ export function describeResume(outcome: ResumeOutcome): string[] {
     lines.push(`resume: ${who}: untrusted: ${file}: ${outcome.unproven}; ${n === 0 ? 'nothing it names' : `none of the ${n} process ${n === 1 ? 'tree' : 'trees'} it names`} was checked or signalled`);
   } else if (outcome.unprovenTrees > 0) {
     const n = outcome.unprovenTrees;
-    lines.push(`resume: ${file}: ${n} recorded process ${n === 1 ? 'tree is' : 'trees are'} untrusted (no proven process_start names ${n === 1 ? 'it' : 'them'}): not checked, nothing signalled`);
+    lines.push(`resume: ${file}: ${n} recorded process ${n === 1 ? 'tree is' : 'trees are'} untrusted (no proven process_start or shell_detached names ${n === 1 ? 'it' : 'them'}): not checked, nothing signalled`);
   }
   if (outcome.report === null && live.length === 0) return [...lines, `resume: ${who}: nothing left unaccounted`];
   // Unproven, its runtime pid and ending are only what the records claim: the line above says whose they are.

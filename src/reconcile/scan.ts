@@ -79,6 +79,8 @@ export interface DetachedCandidate extends LostWork {
   readonly task_id: string | null;
   /** The whole record, for fields beyond the spec (pid, pgid, start time, cgroup: issue 11 item 2). */
   readonly record: Readonly<Record<string, unknown>>;
+  /** Whether the record is proven the runtime's own ({@link ScanOptions.prove}); null when the scan was not asked to prove. */
+  readonly proof: Proof | null;
 }
 
 /** A whole number ≥ `min`, or null. */
@@ -271,6 +273,13 @@ export class TraceScanner {
     damage(unterminated ? 'torn' : parsed.kind);
   }
 
+  /** The proof of a record of the session the first `session_start` names (null when not asked to prove). */
+  #proofOf(record: Record<string, unknown>, type: string): Proof | null {
+    if (this.#prove === null) return null;
+    if (this.#session === null) return { proven: false, reason: `its ${type} comes before any session_start` };
+    return this.#prove(record, this.#session.session_id);
+  }
+
   /** §3 step 3. */
   #dispatch(record: Record<string, unknown>): void {
     const type = typeof record['event_type'] === 'string' ? record['event_type'] : '';
@@ -291,7 +300,7 @@ export class TraceScanner {
       const startTime = int(record['pid_start_time'], 0);
       const argv = Array.isArray(record['argv']) ? record['argv'].filter((a): a is string => typeof a === 'string') : [];
       const key = identityKey(pid, startTime);
-      const proof = this.#prove === null ? null : this.#session === null ? { proven: false as const, reason: 'its process_start comes before any session_start' } : this.#prove(record, this.#session.session_id);
+      const proof = this.#proofOf(record, 'process_start');
       // A line that proves nothing never takes the place of one that does (a planted copy of a genuine record).
       if (this.#processes.get(key)?.proof?.proven === true && proof?.proven !== true) return;
       this.#processes.set(key, {
@@ -323,6 +332,7 @@ export class TraceScanner {
         detached_at_ms: typeof timestamp === 'number' && Number.isInteger(timestamp) && timestamp >= 0 ? timestamp : 0,
         task_id: typeof taskId === 'string' ? taskId : null,
         record,
+        proof: this.#proofOf(record, 'shell_detached'),
       });
     } else if (ACCOUNTING.has(type)) {
       if (typeof workId === 'string') this.#accounted.add(workId);

@@ -1,7 +1,7 @@
 /**
  * The proof that a trace record is the runtime's own (docs/security.md "Records a step cannot
- * forge", docs/trace.md "mac"): each session's `session_start` and every `process_start` carry
- * `mac`, an HMAC-SHA256 under the user's records key (`record-key.ts`) over
+ * forge", docs/trace.md "mac"): each session's `session_start`, every `process_start` and every
+ * `shell_detached` (which names a demoted command's process) carry `mac`, an HMAC-SHA256 under the user's records key (`record-key.ts`) over
  *
  *     "capsule-runtime records v1" \n <records directory's identity> \n <the record's JSON without "mac">
  *
@@ -23,7 +23,7 @@ import { recordKey } from './record-key.js';
 export const MAC_FIELD = 'mac';
 
 /** The record types that carry {@link MAC_FIELD}. */
-export const PROVEN_TYPES: ReadonlySet<string> = new Set(['session_start', 'process_start']);
+export const PROVEN_TYPES: ReadonlySet<string> = new Set(['session_start', 'process_start', 'shell_detached']);
 
 const DOMAIN = 'capsule-runtime records v1';
 const MAC_TEXT = /^[0-9a-f]{64}$/;
@@ -83,9 +83,10 @@ export class RecordProver {
   }
 
   /**
-   * Whether `record` is a `session_start` or `process_start` this user's runtime wrote in this
-   * directory, unchanged. A `process_start` must also name `sessionId` (the proven session's; a
-   * records directory reused by another session proves nothing about that one's processes).
+   * Whether `record` is a `session_start`, `process_start` or `shell_detached` this user's runtime
+   * wrote in this directory, unchanged. With `sessionId` (the proven session's), the record must
+   * name that session: a records directory reused by another session proves nothing about that
+   * one's processes.
    */
   prove(value: object, sessionId?: string): Proof {
     const record = value as Readonly<Record<string, unknown>>;

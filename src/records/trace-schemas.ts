@@ -168,6 +168,7 @@ function buildSchemaTable() {
       pgid: count,
       cgroup: text.nullable(),
       output_path: text,
+      mac: text.optional(),
     }),
     shell_completed: () => z.looseObject({
       work_id: text,
