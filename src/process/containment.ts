@@ -48,6 +48,7 @@ import {
   removeCgroup,
 } from './cgroups.js';
 import { CgroupSignaller, CgroupUnit, cgroupTreeProcs, removeCgroupTree } from './cgroup-unit.js';
+import { registerSessionCgroup, sweepDeadSessionCgroups, unregisterSessionCgroup } from './session-registry.js';
 import { GroupUnit } from './group-unit.js';
 import { describeSpawnError, failedLaunch, launchLeader, loadLauncher, type LaunchedLeader, type LaunchOptions, type LeaderExitInfo, type ProcessResult } from './leader.js';
 import { Spawner, SPAWNER_ENV, spawnerWanted } from './spawner/client.js';
@@ -290,7 +291,7 @@ export function detectContainment(options: ContainmentOptions): ContainmentInfo 
  * takes another session's; a session creating its cgroup meanwhile retries, {@link createCgroup}).
  */
 function removeSessionCgroup(dir: string): void {
-  removeCgroupTree(dir);
+  if (removeCgroupTree(dir)) unregisterSessionCgroup(basename(dir));
   const parent = dirname(dir);
   if (basename(parent) === CGROUP_ROOT_NAME) removeCgroup(parent);
 }
@@ -307,9 +308,12 @@ function findSessionCgroup(
   if (!own.ok) return own;
   const root = join(own.dir, CGROUP_ROOT_NAME);
   const dir = join(root, sessionId);
+  // Noted before the cgroup exists: a runtime killed right after making it has still said whose it is.
+  registerSessionCgroup(sessionId, dir);
   try {
     createCgroup(dir);
   } catch (error) {
+    unregisterSessionCgroup(sessionId);
     const code = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
     return { ok: false, reason: `cannot create cgroups under ${root} (${code}): run as root, or in a delegated cgroup subtree` };
   }
@@ -317,6 +321,8 @@ function findSessionCgroup(
     removeSessionCgroup(dir);
     return { ok: false, reason: `cannot move processes into ${dir} (cgroup.procs is not writable)` };
   }
+  // The empty cgroups dead sessions left beside it go now (docs/containment.md "A dead session's cgroups").
+  sweepDeadSessionCgroups(root, sessionId);
   return { ok: true, dir, mountPoint: own.mountPoint };
 }
 

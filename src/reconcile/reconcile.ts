@@ -12,7 +12,7 @@ import { messageOf } from '../errors.js';
 import { provenanceOf } from '../detached/provenance.js';
 import { appendMarkers, lostMarker, MARKER_FS, type MarkerFs } from './markers.js';
 import { recordsRootText, sessionDirsIn } from '../records/records-dir.js';
-import { describeDamage, reportTrust, TraceScanner, unaccounted, type DetachedCandidate, type TraceScan } from './scan.js';
+import { describeDamage, reportTrust, TraceScanner, unaccounted, type DetachedCandidate, type ScanOptions, type TraceScan } from './scan.js';
 
 /** The trace file's name in a records directory. */
 export const TRACE_FILE = 'trace.jsonl';
@@ -32,6 +32,8 @@ export interface ReconcileOptions {
   readonly newTaskId?: () => string;
   readonly newEventId?: () => string;
   readonly fs?: MarkerFs;
+  /** The trace is not proven the runtime's own (src/records/record-proof.ts): the report is `untrusted`, whatever its tasks' trust. */
+  readonly untrusted?: boolean;
 }
 
 /** What a reconcile did. */
@@ -62,11 +64,11 @@ export interface PriorTrace {
  * line naming it; either way null. Every
  * damaged line skipped is named on `warn` with its line and byte offset (ours).
  */
-export function readPriorTrace(traceDir: string, warn: (line: string) => void = () => {}, ownDirs: readonly string[] = []): PriorTrace | null {
+export function readPriorTrace(traceDir: string, warn: (line: string) => void = () => {}, ownDirs: readonly string[] = [], scanOptions: ScanOptions = {}): PriorTrace | null {
   const path = join(traceDir, TRACE_FILE);
   let scan: TraceScan;
   try {
-    scan = scanFile(path);
+    scan = scanFile(path, scanOptions);
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     if (code === 'ENOENT') {
@@ -108,7 +110,7 @@ export function reconcileScan(prior: PriorTrace, thisSessionId: string, contextI
   }
   const work = unaccounted(scan);
   if (work.length === 0) return none(scan);
-  const trust = reportTrust(scan, work);
+  const trust = options.untrusted === true ? 'untrusted' : reportTrust(scan, work);
   const taskId = (options.newTaskId ?? newReportTaskId)();
   const now = options.now ?? Date.now;
   const mintEventId = options.newEventId ?? newEventId;
@@ -162,7 +164,7 @@ const lostWork = (candidate: DetachedCandidate): LostWork => ({
  * device never blocks the launch on its open or its reads.
  * @throws the OS error of the open or a read; an Error naming what the path is when it is not a regular file.
  */
-export function scanFile(path: string): TraceScan {
+export function scanFile(path: string, options: ScanOptions = {}): TraceScan {
   let fd: number;
   try {
     fd = openSync(path, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK);
@@ -173,7 +175,7 @@ export function scanFile(path: string): TraceScan {
   try {
     const stat = fstatSync(fd);
     if (!stat.isFile()) throw new Error(`it is not a regular file (${stat.isFIFO() ? 'a FIFO' : stat.isDirectory() ? 'a directory' : stat.isSocket() ? 'a socket' : 'a device'})`);
-    const scanner = new TraceScanner();
+    const scanner = new TraceScanner(options);
     const buffer = Buffer.alloc(READ_CHUNK_BYTES);
     for (;;) {
       const n = readSync(fd, buffer, 0, buffer.length, null);

@@ -423,6 +423,14 @@ export interface SessionResumeFields {
   readonly repaired_torn_tail: boolean;
   /** `--reap` was asked for. */
   readonly reap: boolean;
+  /**
+   * Why the prior trace's `session_start` is not proven the runtime's own (no `mac`, or one that
+   * does not match: src/records/record-proof.ts), or null when it is: then nothing it names was
+   * checked for life or signalled. Absent in records written before traces were proven.
+   */
+  readonly unproven?: string | null;
+  /** How many recorded process trees were not checked because no proven `process_start` names them. */
+  readonly unproven_trees?: number;
 }
 
 /** `process_reaped` (ours): under `session_resume`, one per live tree `--reap` ended, written once it is proven gone (or survived). */
@@ -591,7 +599,7 @@ const ORDER: { readonly [K in TraceEventType]: readonly (keyof TraceFieldsByType
   shell_abandoned: ['work_id', 'binary', 'command', 'running_ms', 'exit_code', 'output_path', 'output_bytes', 'reason', 'pid', 'pgid'],
   shell_lost: ['work_id', 'binary', 'command', 'detached_at_ms', 'reconciled_by_session', 'reconciled_task_id'],
   process_lost: ['owner', 'work_id', 'pid', 'pid_start_time', 'pgid', 'cgroup', 'live_pids', 'reconciled_by_session', 'reconciled_task_id'],
-  session_resume: ['prior_records_dir', 'prior_session_id', 'skipped', 'report_task_id', 'context_id', 'trust', 'message', 'lost', 'processes', 'damaged_lines', 'repaired_torn_tail', 'reap'],
+  session_resume: ['prior_records_dir', 'prior_session_id', 'skipped', 'report_task_id', 'context_id', 'trust', 'message', 'lost', 'processes', 'damaged_lines', 'repaired_torn_tail', 'reap', 'unproven', 'unproven_trees'],
   process_reaped: ['prior_session_id', 'owner', 'work_id', 'pid', 'pid_start_time', 'pgid', 'cgroup', 'via', 'signal', 'survivors', 'gone'],
   delegation_start: ['delegation_id', 'capsule', 'version', 'child_session_id', 'child_workdir', 'deadline_ms', 'workdir_snapshot'],
   delegation: ['capsule', 'version', 'delegation_id', 'child_session_id', 'duration_ms', 'outcome', 'reason'],

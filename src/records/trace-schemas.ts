@@ -79,6 +79,8 @@ function buildSchemaTable() {
       pid: count,
       pid_start_time: count.nullable(),
       containment,
+      // Ours: the proof that the record is the runtime's own (src/records/record-proof.ts); absent in records written before it.
+      mac: text.optional(),
     }),
     session_end: () => z.looseObject({
       total_turns: count,
@@ -98,6 +100,7 @@ function buildSchemaTable() {
       pid_namespace: z.boolean(),
       executable: text.nullable(),
       argv: strings,
+      mac: text.optional(),
     }),
     plan_start: () => z.looseObject({
       plan_id: text,
@@ -177,6 +180,7 @@ function buildSchemaTable() {
       pgid: count,
       cgroup: text.nullable(),
       output_path: text,
+      mac: text.optional(),
     }),
     shell_completed: () => z.looseObject({
       work_id: text,
@@ -237,6 +241,9 @@ function buildSchemaTable() {
       damaged_lines: count,
       repaired_torn_tail: z.boolean(),
       reap: z.boolean(),
+      // Absent in records written before the prior trace was proven.
+      unproven: text.nullable().optional(),
+      unproven_trees: count.optional(),
     }),
     process_reaped: () => z.looseObject({
       prior_session_id: text,

@@ -1,6 +1,7 @@
 import { newEventId } from '../ids.js';
 import { AppendFile, type TailRepair } from './append-file.js';
 import { escapeLineBreaks } from './jsonl.js';
+import { MAC_FIELD, PROVEN_TYPES, type RecordSigner } from './record-proof.js';
 import {
   OMITS_NULL_PARENT,
   traceFieldOrder,
@@ -28,6 +29,7 @@ export class TraceWriter {
   readonly #file: AppendFile | null;
   readonly #onError: (error: Error) => void;
   readonly #now: () => number;
+  readonly #signer: RecordSigner | null;
   readonly #sessionIdJson: string;
   /** Where a line is encoded before its write (see {@link #encode}). */
   readonly #scratch = Buffer.allocUnsafe(64 * 1024);
@@ -36,13 +38,15 @@ export class TraceWriter {
    * @param path      `<records dir>/trace.jsonl`, or null for a run that traces nothing (the report is identical).
    * @param sessionId `ses_…` written into every record.
    * @param options.now Epoch milliseconds for `timestamp` (the session clock's `epochMs`). Default `Date.now`.
+   * @param options.signer Signs `session_start` and `process_start` (their `mac`, src/records/record-proof.ts). Default: none.
    */
-  constructor(path: string | null, sessionId: string, options: { onError?: (error: Error) => void; now?: () => number } = {}) {
+  constructor(path: string | null, sessionId: string, options: { onError?: (error: Error) => void; now?: () => number; signer?: RecordSigner | null } = {}) {
     this.sessionId = sessionId;
     this.#sessionIdJson = JSON.stringify(sessionId);
     this.#file = path === null ? null : new AppendFile(path);
     this.#onError = options.onError ?? (() => {});
     this.#now = options.now ?? Date.now;
+    this.#signer = options.signer ?? null;
   }
 
   /** True when records are written (tracing on). */
@@ -86,6 +90,8 @@ export class TraceWriter {
         typeof value === 'number' ? numberJson(value) : typeof value === 'string' ? stringJson(value) : (JSON.stringify(value) as string | undefined);
       if (json !== undefined) line += `,"${key}":${json}`;
     }
+    // The proof covers the record as built so far, the JSON a reader rebuilds from it (record-proof.ts).
+    if (this.#signer !== null && PROVEN_TYPES.has(type)) line += `,"${MAC_FIELD}":"${this.#signer.mac(`${line}}`)}"`;
     const error = this.#file.append(this.#encode(`${line}}\n`));
     if (error !== null) this.#onError(error);
     return { eventId, type };

@@ -13,6 +13,7 @@ import type { BackgroundCommandAnswer } from '../session/background/background-c
 import type { ShellRunRequest } from '../session/background/shell-call.js';
 import { UnknownTaskError, type SessionApi } from './session-api.js';
 import { messageOf } from '../errors.js';
+import { pathText, type JsonPath, type NotUtf8String } from './request-text.js';
 
 /** Our error codes (-32000…-32099), each with the `data.code` word it carries. */
 export const SERVE_ERRORS = {
@@ -105,7 +106,7 @@ export type RequestSource = JsonSource | undefined;
  * Invalid Request, notifications nothing (null). `text`: the line `message` was parsed from, when
  * there is one (serve), handed to the methods as their {@link RequestSource}.
  */
-export async function receiveMessage(server: JSONRPCServer<RequestSource>, message: unknown, text?: string): Promise<unknown> {
+export async function receiveMessage(server: JSONRPCServer<RequestSource>, message: unknown, text?: string, notUtf8: readonly NotUtf8String[] = []): Promise<unknown> {
   // The package reads `.method` of whatever it is given: `null`, `3` or `"x"` must not reach it.
   const invalid = createJSONRPCErrorResponse(null, JSONRPCErrorCode.InvalidRequest, 'Invalid Request: a request is a JSON object');
   // JSON-RPC 2.0 §4: an id, when present, is a string, a number or null; an object or `true` is not one (the
@@ -125,6 +126,9 @@ export async function receiveMessage(server: JSONRPCServer<RequestSource>, messa
     // taken as no params, as before.
     const request = item as { id?: JSONRPCID; method?: unknown; params?: unknown };
     const echo = request.id ?? null;
+    // Text that is not UTF-8 would run with U+FFFD in its place: refused, naming where it is (nothing runs).
+    const bad = notUtf8.find((s) => path.every((step, i) => s.path[i] === step));
+    if (bad !== undefined) return notUtf8Refusal(request, bad.path.slice(path.length), bad.key, 'id' in item);
     if ('method' in item && typeof request.method !== 'string') {
       return createJSONRPCErrorResponse(echo, JSONRPCErrorCode.InvalidRequest, 'Invalid Request: "method" must be a string');
     }
@@ -137,6 +141,26 @@ export async function receiveMessage(server: JSONRPCServer<RequestSource>, messa
   if (message.length === 0) return createJSONRPCErrorResponse(null, JSONRPCErrorCode.InvalidRequest, 'Invalid Request: an empty batch');
   const responses = (await Promise.all(message.map((item, i) => one(item, [i])))).filter((r) => r !== null && r !== undefined);
   return responses.length === 0 ? null : responses;
+}
+
+/**
+ * The answer to a request holding text that is not UTF-8 at `where` (relative to the request): in
+ * its params, invalid params naming the field; elsewhere, an invalid request. A notification
+ * (`hasId` false) gets none, and does not run either.
+ */
+function notUtf8Refusal(request: { id?: JSONRPCID; method?: unknown }, where: JsonPath, key: boolean, hasId: boolean): unknown {
+  if (!hasId) return null;
+  const place = where.length === 0 ? 'the request' : pathText(where);
+  const field = key ? `a key of ${place}` : place;
+  const fix = 'nothing was run; send text as UTF-8 (or as JSON escapes such as \\u00e9)';
+  const inParams = where[0] === 'params';
+  // In the id itself, the id cannot be echoed as sent.
+  const echo = where[0] === 'id' ? null : (request.id ?? null);
+  if (inParams) {
+    const method = typeof request.method === 'string' ? `${request.method.slice(0, 100)}: ` : '';
+    return createJSONRPCErrorResponse(echo, JSONRPCErrorCode.InvalidParams, `${method}${field} is not valid UTF-8; ${fix}`, { code: INVALID_PARAMS_WORD, field });
+  }
+  return createJSONRPCErrorResponse(echo, JSONRPCErrorCode.InvalidRequest, `Invalid Request: ${field} is not valid UTF-8; ${fix}`, { field });
 }
 
 /**

@@ -335,10 +335,12 @@ export function startPlan(options: RunPlanOptions): PlanRun {
         // The filesystem's doing (full, read-only), not a bug: the report is still the run's answer.
         reportFailure = error as Error;
         log.error({ err: reportFailure.message }, 'a records write failed');
+        // The session names the first of its records that failed (the trace may have failed before the report).
+        session.noteRecordsFailure(reportFailure);
       }
       log.info({ plan_id: planReport.plan_id, completed: planReport.completed, failed_step: planReport.failed_step, canceled: planReport.canceled, duration_ms: planReport.duration_ms }, 'plan ended');
       if (ownSession) await session.end(status);
-      const recordsFailure = reportFailure ?? (ownSession ? session.recordsFailure : null);
+      const recordsFailure = ownSession ? session.recordsFailure : reportFailure;
       if (recordsFailure !== null) options.onRecordsFailure?.(recordsFailure);
       options.onEvent?.({ type: 'plan.ended', report: planReport });
       return planReport;

@@ -14,6 +14,7 @@ import { stepPaths } from './step-paths.js';
 import { directoryProblem, makeDirectory } from '../records/directories.js';
 import { RecordsDirInUseError, recordedSessionIn, recordsDirUnusable } from '../records/records-dir.js';
 import { EVENT_LOG_FILE, EventLog } from '../records/event-log.js';
+import { recordSigner } from '../records/record-proof.js';
 import type { TraceNode } from '../records/trace-records.js';
 import { TraceWriter } from '../records/trace-writer.js';
 import type { Manifest } from '../manifest.js';
@@ -237,8 +238,12 @@ export class Session {
       options.onRecordError?.(error);
     };
     const now = (): number => this.time.epochMs();
+    const tracing = options.trace !== false && this.hasRecords;
+    // The proof of its session_start and process_start records (src/records/record-proof.ts): what
+    // a later resume believes before it reports a process as this session's or signals it.
+    const signing = tracing ? recordSigner(this.recordsDir) : null;
     try {
-      this.trace = new TraceWriter(options.trace === false || !this.hasRecords ? null : join(this.recordsDir, 'trace.jsonl'), this.id, { onError: onRecordError, now });
+      this.trace = new TraceWriter(tracing ? join(this.recordsDir, 'trace.jsonl') : null, this.id, { onError: onRecordError, now, signer: signing?.signer ?? null });
     } catch (error) {
       throw unusable(error);
     }
@@ -265,6 +270,10 @@ export class Session {
     }
     if (this.containment.path.dropped.length > 0) warn(droppedPathWarning(this.containment.path));
     if (this.containment.info.confinement.privilegedSteps) warn(privilegedStepsWarning(this.containment.info.confinement));
+    if (signing !== null && signing.signer === null) {
+      this.logger.warn({ why: signing.reason }, 'records not signed');
+      warn(`${join(this.recordsDir, 'trace.jsonl')}: this session's records cannot be signed (${signing.reason}): a later --resume reports what they name as untrusted and --reap stops none of it`);
+    }
     const manifest = this.manifest;
     this.node = this.trace.write('session_start', null, {
       capsule_name: manifest?.name ?? null,
@@ -385,6 +394,15 @@ export class Session {
    */
   get recordsFailure(): Error | null {
     return this.#recordsFailure;
+  }
+
+  /**
+   * Notes a records write of the session's that failed outside the trace and the event log (a
+   * plan's `report.json`): the first failure of any is {@link recordsFailure}, what `capsule run`
+   * and `capsule serve` name when they exit 1.
+   */
+  noteRecordsFailure(error: Error): void {
+    this.#recordsFailure ??= error;
   }
 
   get ended(): boolean {

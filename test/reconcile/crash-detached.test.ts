@@ -67,8 +67,8 @@ async function crashedRuntime(containment: string): Promise<{ root: string; prio
      await session.containment.readyToSpawn();
      const p = session.containment.spawn({ owner: { kind: 'shell', task: 'tsk_1' }, file: 'sleep', args: [${JSON.stringify(sleepArg)}], cwd: ${JSON.stringify(root)}, env: { PATH: ${JSON.stringify(process.env['PATH'] ?? '/usr/bin:/bin')} } });
      const f = processStartFields(p);
-     // The background branch's shell_detached: Murmur's fields, then the process identity.
-     line({ event_type: 'shell_detached', parent_id: 'evt_task_start', turn: 1, task_id: 'tsk_1', work_id: ${JSON.stringify(workId)}, binary: p.executable, command: 'sleep ${sleepArg}', grace_ms: 1000, pid: f.pid, pid_start_time: f.pid_start_time ?? -1, pgid: f.pgid, cgroup: f.cgroup });
+     // The background branch's shell_detached: Murmur's fields, then the process identity, written (and signed) by the session's trace writer as that branch writes it.
+     session.trace.write('shell_detached', { eventId: 'evt_task_start', type: 'task_start' }, { turn: 1, task_id: 'tsk_1', work_id: ${JSON.stringify(workId)}, binary: p.executable, command: 'sleep ${sleepArg}', grace_ms: 1000, pid: f.pid, pid_start_time: f.pid_start_time ?? -1, pgid: f.pgid, cgroup: f.cgroup });
      console.log(JSON.stringify({ pid: f.pid, sessionId: session.id, sessionCgroup: session.containment.info.cgroup }));
      setInterval(() => {}, 1000);`,
   );

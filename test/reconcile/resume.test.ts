@@ -21,6 +21,7 @@ import { readCgroupEvents } from '../../src/process/cgroups.js';
 import { detectContainment } from '../../src/process/containment.js';
 import { cgroupUnavailable } from '../support/backends.js';
 import { waitFor } from '../support/wait.js';
+import { signRecords } from '../support/signed-trace.js';
 
 let root: string;
 let prior: string;
@@ -65,7 +66,9 @@ const detached = (workId: string, timestamp: number, process: Record<string, unk
   event_type: 'shell_detached', event_id: `evt_${workId}`, session_id: 'ses_prior', timestamp, turn: 1, task_id: 'tsk_1', work_id: workId, binary: '/usr/bin/sleep', command: 'sleep 300', grace_ms: 1000, ...process,
 });
 const liveFields = (p: { pid: number; startTime: number }): Record<string, unknown> => ({ pid: p.pid, pid_start_time: p.startTime, pgid: p.pid, cgroup: null });
-const writePrior = (records: readonly Record<string, unknown>[], tail = ''): void => writeFileSync(join(prior, 'trace.jsonl'), records.map((r) => JSON.stringify(r)).join('\n') + '\n' + tail);
+// Signed as the runtime signs its own records: a prior trace is believed only when proven (src/records/record-proof.ts).
+const writePrior = (records: readonly Record<string, unknown>[], tail = ''): void =>
+  writeFileSync(join(prior, 'trace.jsonl'), signRecords(prior, records).map((r) => JSON.stringify(r)).join('\n') + '\n' + tail);
 const priorRecords = (): Record<string, unknown>[] =>
   readFileSync(join(prior, 'trace.jsonl'), 'utf8')
     .split('\n')

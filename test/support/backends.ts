@@ -5,12 +5,16 @@
  */
 import { ContainmentError, detectContainment, type ContainmentBackend, type IsolationChoice } from '../../src/process/containment.js';
 import { removeCgroupTree } from '../../src/process/cgroup-unit.js';
+import { unregisterSessionCgroup } from '../../src/process/session-registry.js';
 
 /** Why cgroups cannot be used here, or null when they can (probed once per test file). */
 export const cgroupUnavailable: string | null = (() => {
   try {
-    const info = detectContainment({ sessionId: `probe-${process.pid}-${Date.now()}`, backend: 'cgroup', isolation: 'none', env: process.env });
+    const sessionId = `probe-${process.pid}-${Date.now()}`;
+    const info = detectContainment({ sessionId, backend: 'cgroup', isolation: 'none', env: process.env });
     if (info.cgroup !== null) removeCgroupTree(info.cgroup);
+    // Its note of whose cgroup it was goes with it (src/process/session-registry.ts).
+    unregisterSessionCgroup(sessionId);
     return null;
   } catch (error) {
     return error instanceof ContainmentError ? error.message : String(error);

@@ -22,6 +22,8 @@ import { CONTAINMENT_ENV, ISOLATION_ENV, PRIVILEGED_STEPS_ENV, type ContainedPro
 import { cliProgram } from '../../process/programs.js';
 import { reap, type RecordedTree } from '../../process/reap.js';
 import { isRecordOf, readTrace } from '../../records/trace-reader.js';
+import { keyDir, KEY_DIR_ENV } from '../../records/key-dir.js';
+import { RecordProver } from '../../records/record-proof.js';
 import type { Owner } from '../../process/owner.js';
 import type { Session } from '../../session/session.js';
 import { DELEGATION_ENV, type ChildTask } from './protocol.js';
@@ -172,11 +174,17 @@ export function childScratchDir(childRecords: string): string {
  */
 function recordedChildTrees(childRecords: string): { sessionId: string | null; trees: RecordedTree[] } {
   const { records } = readTrace(childRecords);
+  // The child's steps can write its records: only what its runtime signed is believed (src/records/record-proof.ts).
+  const prover = new RecordProver(childRecords);
   let sessionId: string | null = null;
+  let proven = false;
   const trees: RecordedTree[] = [];
   for (const record of records) {
-    if (isRecordOf(record, 'session_start')) sessionId ??= record.session_id;
-    else if (isRecordOf(record, 'process_start')) {
+    if (isRecordOf(record, 'session_start')) {
+      if (sessionId !== null) continue;
+      sessionId = record.session_id;
+      proven = prover.prove(record).proven;
+    } else if (isRecordOf(record, 'process_start') && proven && sessionId !== null && prover.prove(record, sessionId).proven) {
       trees.push({ pid: record.pid, startTime: record.pid_start_time ?? null, pgid: record.pgid ?? null, cgroup: record.cgroup ?? null, pidNamespace: record.pid_namespace === true });
     }
   }
@@ -247,6 +255,8 @@ async function delegate(request: DelegationRequest, setTree: (tree: ContainedPro
   env[ISOLATION_ENV] = session.containment.info.pidNamespace ? 'pid-namespace' : 'none';
   // Its steps are confined as the parent's are: its manifest cannot opt out where the parent did not.
   env[PRIVILEGED_STEPS_ENV] = session.containment.info.confinement.privilegedSteps ? '1' : '0';
+  // The child signs its records with the user's key, where the parent reads it (its HOME is the steps' scratch directory).
+  env[KEY_DIR_ENV] = keyDir();
   const child = session.containment.spawn({
     owner: request.owner,
     file: process.execPath,
