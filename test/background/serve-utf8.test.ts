@@ -1,5 +1,5 @@
 /**
- * `capsule serve` never runs a command other than the one sent (issue 47 item 4): a `shell.run` or
+ * `capsule serve` never runs a command other than the one sent: a `shell.run` or
  * an inline `plan.submit` whose JSON string holds bytes that are not UTF-8 is refused with JSON-RPC
  * invalid params naming the field — it used to run with U+FFFD in their place (`touch caf\xe9.txt`
  * made `caf\xef\xbf\xbd.txt`) — as the same plan from a file is. Nothing of it runs, a

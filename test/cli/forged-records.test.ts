@@ -1,5 +1,5 @@
 /**
- * Records a step can write are not believed without proof (issue 47 item 1), on real processes,
+ * Records a step can write are not believed without proof, on real processes,
  * on both backends. A step can write under the workdir, where records live: it plants a trace
  * naming another LIVE session (its id, its step's pid, start time, group and cgroup, a runtime pid
  * that is dead) and a host process no session started (its real pid and start time). The next

@@ -29,7 +29,7 @@ function tmpfs(options: string): string | null {
 
 const full = tmpfs('size=64k');
 const readOnly = tmpfs('ro');
-/** A 2 MiB tmpfs filled to the last byte before anything is recorded on it (issue 47: serve lost its records silently there). */
+/** A 2 MiB tmpfs filled to the last byte before anything is recorded on it (serve must say so, not lose its records silently). */
 const filled = ((dir: string | null): string | null => {
   if (dir === null) return null;
   const fd = openSync(join(dir, 'filler'), 'w');

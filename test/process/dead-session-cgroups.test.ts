@@ -1,6 +1,6 @@
 /**
  * A dead session's empty cgroups are removed by the next session that sees them, never a live
- * session's (issue 47 item 6; src/process/session-registry.ts, docs/containment.md "A dead
+ * session's (src/process/session-registry.ts, docs/containment.md "A dead
  * session's cgroups"), on the cgroup backend with real processes: a `capsule run` whose runtime,
  * spawner and watchdog are all SIGKILLed leaves `capsule-runtime/<session>/…` behind; the next
  * session (in another workdir: no records of the dead one in sight) removes it. An idle live
