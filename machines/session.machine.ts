@@ -7,9 +7,10 @@ import { shellCallMachine, type ShellCallInput, type ShellCallOutput } from './s
  * The session (`session:<session_id>`): the long-lived owner of the session's shell calls (one
  * `shellCall` child per `shell.run`, `shell:<task_id>`), which delivers each demoted call's
  * completion — the child's output — once, and runs the teardown sweep on every ordinary end of the
- * session (docs/serve.md "session.stop": every command still running is ended and proven gone, the
- * unaccounted are recorded as abandoned, one report is written). Plans run as actors of their own
- * beside it (one root per plan, as `capsule run` has), as the plan actor holds its steps.
+ * session (`docs/background-commands.md#session-end`: every command still running is ended and
+ * proven gone, the unaccounted are recorded as abandoned, one report is written). Plans run as
+ * actors of their own beside it (one root per plan, as `capsule run` has), as the plan actor holds
+ * its steps.
  */
 
 /** Input of the session actor. */
@@ -18,7 +19,7 @@ export interface SessionActorInput {
   readonly sessionId: string;
 }
 
-/** What the sweep effect reports. */
+/** What the sweep effect reports (`docs/background-commands.md#session-end`). */
 export interface SweepOutput {
   /** Work ids recorded as abandoned (`shell_abandoned`), oldest first. */
   readonly abandoned: readonly string[];
@@ -75,9 +76,9 @@ export const sessionMachine = setup({
     shellCall: shellCallMachine,
     detachedCommand: detachedCommandMachine,
     /**
-     * Effect (provided by src/shell-calls): the teardown sweep — kill every command still running,
-     * prove the trees gone, write `shell_abandoned` for each command nobody accounted for and the
-     * one abandonment report (stderr and `logs/bootstrap.log`).
+     * Effect (provided by src/shell-calls): the teardown sweep (`docs/background-commands.md#session-end`) — kill
+     * every command still running, prove the trees gone, write `shell_abandoned` for each command
+     * nobody accounted for and the one abandonment report (stderr and `logs/bootstrap.log`).
      */
     sweep: fromPromise<SweepOutput>(notProvided('actor', 'sweep')),
   },
@@ -136,7 +137,7 @@ export const sessionMachine = setup({
         },
         sweeping: {
           description:
-            'The teardown sweep: every command still running in the background is killed and proven gone; the unaccounted are recorded as abandoned and reported once.',
+            'The teardown sweep (docs/background-commands.md#session-end): every command still running in the background is killed and proven gone; the unaccounted are recorded as abandoned and reported once.',
           invoke: {
             id: 'sweep',
             src: 'sweep',

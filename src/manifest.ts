@@ -1,5 +1,5 @@
 /**
- * The capsule manifest (`capsule.json`, DESIGN §5): its zod schema, loading it with unknown-key
+ * The capsule manifest (`capsule.json`, docs/manifest.md): its zod schema, loading it with unknown-key
  * warnings, and writing the JSON Schemas of the manifest and the plan file to `schema/`.
  */
 
@@ -33,14 +33,14 @@ import { findUnknownKeys, type KeySpec } from './plan/unknown-keys.js';
 
 /**
  * Seconds `capsule run` waits after a graceful cancel before it forces one (ends the running
- * steps' process groups). Ours (DESIGN §3 leaves the bound to us); `--cancel-grace` overrides it.
+ * steps' process groups). Ours (`docs/cancel.md#capsule-run-and-signals`); `--cancel-grace` overrides it.
  */
 export const DEFAULT_CANCEL_GRACE_SECS = 10;
 
-/** Default `lifecycle.delegation_deadline_secs`: the bound on one delegation (DESIGN §3). */
+/** Default `lifecycle.delegation_deadline_secs`: the bound on one delegation (`docs/delegation.md#the-bound-and-the-inherited-deadline`). */
 export const DEFAULT_DELEGATION_DEADLINE_SECS = 600;
 
-/** Default `tools.<name>.timeout_secs` of a command tool (DESIGN §6). */
+/** Default `tools.<name>.timeout_secs` of a command tool (docs/manifest.md#command-tools). */
 export const DEFAULT_TOOL_TIMEOUT_SECS = 600;
 
 const stringList = (description: string) =>
@@ -67,23 +67,23 @@ const argvSchema = (description: string) =>
 export type ManifestEntry = { readonly plan: string } | { readonly command: readonly string[] };
 
 /**
- * zod schema of `capsule.json` (DESIGN §5). Every key is optional, but a present key must have
+ * zod schema of `capsule.json` (docs/manifest.md). Every key is optional, but a present key must have
  * the right type. Parsing normalises:
  * - `capabilities.shell.allow`, `capabilities.spawn.allow`, `capabilities.spawn.workdir_snapshot`
  *   default to `[]` (nothing allowed); `capabilities.env.allow` stays absent when not given (the
  *   environment builder then applies its own default);
- * - `lifecycle.shell_grace_secs` stays absent when not given (no demotion clock, `spec/detached.md`
- *   §4) and is 0 or more; `lifecycle.delegation_deadline_secs` defaults to 600 (positive);
+ * - `lifecycle.shell_grace_secs` stays absent when not given (no demotion clock,
+ *   `docs/background-commands.md#demotion-triggers`) and is 0 or more; `lifecycle.delegation_deadline_secs` defaults to 600 (positive);
  * - `tools` defaults to `{}`; each tool's `command` is a non-empty array of strings and its
  *   `timeout_secs` defaults to 600 (positive);
  * - `entry`, when present, is exactly one of `{ plan }` or `{ command }` (non-empty argv).
  * Unknown keys are accepted and dropped (`loadManifest` warns about them).
  *
  * Built at its first use ({@link manifestSchema}): a run without a manifest never builds it
- * (issue 14, startup).
+ * (startup time).
  */
 function buildManifestSchema() {
-  /** One command tool (DESIGN §6). */
+  /** One command tool (docs/manifest.md#command-tools). */
   const ToolSchema = z
     .object(
       {
@@ -98,7 +98,7 @@ function buildManifestSchema() {
     )
     .meta({ description: 'A command tool: reads the input JSON on stdin, prints one ToolResult on stdout.' });
 
-  /** What a delegated child runs: exactly one of `plan` or `command` (DESIGN §5). */
+  /** What a delegated child runs: exactly one of `plan` or `command` (docs/manifest.md). */
   const EntrySchema = z
     .object(
       {
@@ -163,6 +163,13 @@ function buildManifestSchema() {
                 )
                 .prefault({})
                 .meta({ description: 'Environment of started commands.' }),
+              privileged_steps: z
+                .boolean({ error: expecting('expected true or false') })
+                .optional()
+                .meta({
+                  description:
+                    "The opt-out from step confinement: steps keep every capability of the runtime's user, get no cgroup namespace and a writable /sys (as capsule run --privileged-steps). A step running as root can then undo its isolation; warned about at start, recorded in session_start. See docs/security.md.",
+                }),
             },
             SECTION,
           )
@@ -192,7 +199,7 @@ function buildManifestSchema() {
                 .enum(['continue', 'stop'], { error: expecting(MANIFEST_SHAPE.onLogCap) })
                 .optional()
                 .meta({ description: 'What a command whose log reached max_log_bytes does: continue (default) or stop (a background command is stopped as by backgroundCommand stop; a plan shell step is ended and fails; a foreground shell.run is ended with ended_by log_cap).' }),
-              // Murmur's words for a session that outlives its task (detached.md §14): accepted so a
+              // Murmur's words for a session that outlives its task (docs/background-commands.md#session-end): accepted so a
               // manifest written for Murmur (and the abandonment report's advice) is not an unknown
               // key; capsule serve behaves this way whatever they say.
               task_acceptance: z
@@ -221,7 +228,7 @@ function buildManifestSchema() {
       },
       { error: expecting(MANIFEST_SHAPE.topLevel) },
     )
-    .meta({ title: 'capsule-runtime manifest (capsule.json)', description: 'See DESIGN.md §5.' });
+    .meta({ title: 'capsule-runtime manifest (capsule.json)', description: 'See docs/manifest.md.' });
   return ManifestSchema;
 }
 
@@ -241,7 +248,7 @@ const MANIFEST_KEY_SPEC: KeySpec = {
   keys: ['name', 'version', 'capabilities', 'lifecycle', 'tools', 'entry'],
   children: {
     capabilities: {
-      keys: ['shell', 'spawn', 'env'],
+      keys: ['shell', 'spawn', 'env', 'privileged_steps'],
       children: {
         shell: { keys: ['allow'] },
         spawn: { keys: ['allow', 'workdir_snapshot'] },
@@ -330,7 +337,7 @@ export type LoadManifestResult =
   | { readonly ok: false; readonly error: string };
 
 /**
- * Reads and parses a manifest file (DESIGN §5). Never throws.
+ * Reads and parses a manifest file (docs/manifest.md). Never throws.
  *
  * @param path The manifest path as given (shown as given in errors and warnings).
  * @returns The manifest, its unknown-key warnings and `dir`, the absolute directory holding the
@@ -348,7 +355,7 @@ export async function loadManifest(path: string): Promise<LoadManifestResult> {
   return { ...parsed, dir: dirname(resolve(path)) };
 }
 
-/** The manifest file looked for in the workdir when none is given (DESIGN §3). */
+/** The manifest file looked for in the workdir when none is given (docs/cli.md). */
 export const MANIFEST_FILE = 'capsule.json';
 
 /**
@@ -370,7 +377,7 @@ export type ManifestSource =
   | { readonly kind: 'object' };
 
 /**
- * The manifest `capsule run` and `capsule validate` use (DESIGN §3): `manifest` when given
+ * The manifest `capsule run` and `capsule validate` use (docs/cli.md): `manifest` when given
  * (relative to the current directory), else `<workdir>/capsule.json` when that file exists, else
  * none. Does not read the file.
  *

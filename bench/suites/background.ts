@@ -1,5 +1,5 @@
 /**
- * Suite 6, background commands (issue 9): how soon a `backgroundCommand` `wait` returns after a
+ * Suite 6, background commands: how soon a `backgroundCommand` `wait` returns after a
  * demoted command's exit, with 1 MiB of output printed after the demotion (target ≤ 100 ms,
  * median), and how long a `stop` of a command that takes SIGTERM takes to prove its tree gone.
  * Real sessions on the machine's containment backend, as `capsule serve` opens them.

@@ -7,7 +7,7 @@
  *     (with and without a PID namespace): time from `cancel({ force: true })` to every process of
  *     every step (the sleeps, and the spawn helper's processes where there are any) gone from
  *     `/proc` (pid and start time, polled every ms), and to the run's report. Ending N trees is one
- *     pass, so the figure must not grow with N (issue 7: 64 steps ≤ 100 ms).
+ *     pass, so the figure must not grow with N (64 steps ≤ 100 ms).
  */
 import { spawn } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync } from 'node:fs';

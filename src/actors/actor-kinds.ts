@@ -37,7 +37,7 @@ export interface ActorKind {
   readonly machine: AnyStateMachine;
   /** Where it is defined (linked from the charts' index). */
   readonly source: string;
-  /** Readable actor id (DESIGN §2) from the actor's context (and its XState id): `plan:<plan_id>`, `step:<step_id>`, `wrk_…`. */
+  /** Readable actor id (docs/architecture.md) from the actor's context (and its XState id): `plan:<plan_id>`, `step:<step_id>`, `wrk_…`. */
   readonly actorId: (context: never, xstateId: string) => string;
   /** Implementations from src/ that are not effects (pure computations the machine needs): the runtime and replay both use them. */
   readonly logic?: Implementations;

@@ -2,7 +2,7 @@
  * A root actor's input as replay rebuilds it from a recorded `xstate.init` line or a hand-written
  * `machine` line: every field checked with zod at the boundary, and a plan's steps through the
  * plan schema and its structural rules, so a malformed input is a refusal naming the field, never
- * a machine that throws deep inside XState (issue 16: `step.depends_on is not iterable`).
+ * a machine that throws deep inside XState (`step.depends_on is not iterable`).
  *
  * Pure (model floor): the plan model and zod only.
  */
@@ -13,7 +13,7 @@ import type { PlanInput } from '../../machines/plan.machine.js';
 import type { ShellCallInput } from '../../machines/shell-call.machine.js';
 import type { StepInput } from '../../machines/step.machine.js';
 import { formatIssues, parsePlanValue } from '../plan/schema.js';
-import { excerpt } from '../plan/text.js';
+import { excerpt } from '../excerpt.js';
 
 /** What an `inputFromLog` returns for an input it cannot rebuild. */
 export interface InputError {
@@ -25,7 +25,7 @@ const STEP_KINDS = ['tool', 'shell', 'capsule', 'unknown'] as const;
 /**
  * The decoders' zod schemas, built at their first use: `capsule run` loads this module with the
  * actor kinds but decodes no logged input (only `capsule replay` and `capsule inspect` do), and
- * building ~40 zod schemas is start-up time (issue 14).
+ * building ~40 zod schemas is start-up time.
  */
 function buildSchemas() {
   const positiveInteger = z.number().int().positive();
@@ -146,7 +146,7 @@ function decoders(): ReturnType<typeof buildSchemas> {
 }
 
 /**
- * The structural rules a run applies before anything starts (plan.md §6 rules 1 and 5) that the
+ * The structural rules a run applies before anything starts (docs/plan-format.md#rule-1 and 5) that the
  * machines rely on: step ids unique, every dependency a step of the plan. Null when they hold.
  */
 export function planStructureProblem(steps: readonly PlanStep[]): string | null {

@@ -1,15 +1,19 @@
 /**
- * `capsule doctor` (DESIGN §3): what `capsule run` would find on this machine, before anything
+ * `capsule doctor` (docs/cli.md): what `capsule run` would find on this machine, before anything
  * runs — the Node version, the containment backend and why, the isolation available and why, the
  * records directory's writability, and what each allow-listed binary resolves to on the trusted
  * PATH. Nothing is started; the probe cgroup it may create is removed again.
  */
-import { join, resolve } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { findManifest, loadManifest, MANIFEST_FILE } from '../manifest.js';
 import { directoryProblem, nearestExisting } from '../records/directories.js';
 import { removeCgroupTree } from '../process/cgroup-unit.js';
 import { ContainmentError, detectContainment, type ContainmentInfo } from '../process/containment.js';
+import { confinementTraceFields, describeConfinement } from '../process/spawn/confinement.js';
+import { keyDir } from '../records/key-dir.js';
+import type { SessionConfinementFields } from '../records/trace-records.js';
+import { stepPaths } from '../session/step-paths.js';
 import { droppedPathWarning, resolveExecutable, trustedPath } from '../process/resolve-binary.js';
 import { SPAWNER_ENV, spawnerWanted } from '../process/spawner/client.js';
 import { collect, EXIT, usageError, type ExitCode } from './program.js';
@@ -21,6 +25,7 @@ export interface DoctorCommandOptions {
   readonly records?: string;
   readonly allow?: readonly string[];
   readonly runAs?: string;
+  readonly privilegedSteps?: boolean;
   readonly json?: boolean;
 }
 
@@ -40,7 +45,9 @@ export interface DoctorReport {
     | { readonly ok: true; readonly backend: string; readonly reason: string; readonly cgroup_kill: boolean; readonly helper: string | null }
     | { readonly ok: false; readonly error: string };
   readonly isolation: { readonly pid_namespace: boolean; readonly reason: string; readonly run_as: string | null } | null;
-  /** Whether shell steps start in the session's spawner process (issue 14; docs/containment.md), and why. */
+  /** What a step gets (capabilities kept, no_new_privs, cgroup namespace, read-only /sys and records, hidden key): as `session_start.containment.confinement` would say it. */
+  readonly confinement: SessionConfinementFields | null;
+  /** Whether shell steps start in the session's spawner process (docs/containment.md), and why. */
   readonly spawner: { readonly used: boolean; readonly reason: string };
   readonly records: { readonly dir: string; readonly writable: boolean; readonly detail: string };
   readonly path: { readonly dirs: readonly string[]; readonly dropped: readonly string[] };
@@ -60,6 +67,7 @@ export function registerDoctor(program: Command): void {
     .option('--records <dir>', 'the records directory a run would use (default: <workdir>/.capsule/records/)')
     .option('--allow <bin>', 'also check this binary, as `run --allow` (repeatable)', collect)
     .option('--run-as <user>', 'check running steps as this user, as `run --run-as`')
+    .option('--privileged-steps', 'say what steps would get with `run --privileged-steps`')
     .option('--json', 'print the findings as one JSON object on stdout')
     .addHelpText('after', '\nExit codes: 0 a run could start here, 1 something would stop it, 2 usage error or bad manifest.')
     .action(async (options: DoctorCommandOptions) => {
@@ -81,11 +89,23 @@ export async function doctorCommand(options: DoctorCommandOptions): Promise<Exit
   // Found as `capsule run` finds it: --manifest, else <workdir>/capsule.json when it exists.
   const manifest = findManifest(options.manifest, options.workdir);
   let allow: string[] = [];
+  let privilegedSteps: { privilegedSteps: true; privilegedStepsBy: string } | null = options.privilegedSteps === true ? { privilegedSteps: true, privilegedStepsBy: '--privileged-steps' } : null;
   if (manifest.kind === 'file') {
     const loaded = await loadManifest(manifest.label);
     if (!loaded.ok) return usageError(loaded.error);
     allow = [...(loaded.manifest.capabilities?.shell?.allow ?? [])];
+    if (loaded.manifest.capabilities?.privileged_steps === true) privilegedSteps ??= { privilegedSteps: true, privilegedStepsBy: 'capabilities.privileged_steps of the manifest' };
   }
+  const recordsDir = resolve(options.records ?? join(workdir, '.capsule', 'records'));
+  // As a run's session would decide them (a run's records go to <records>/<session_id>/ by default).
+  const paths = stepPaths({
+    workdir,
+    runtimeDir: manifest.kind === 'file' ? dirname(manifest.path) : workdir,
+    recordsDir: options.records !== undefined ? recordsDir : join(recordsDir, 'ses_doctor'),
+    scratchDir: options.records !== undefined ? join(dirname(recordsDir), `.${basename(recordsDir)}.scratch`) : join(recordsDir, '.ses_doctor.scratch'),
+    keyDir: keyDir(),
+    createKeyDir: false,
+  });
   allow.push(...(options.allow ?? []));
 
   const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);
@@ -94,7 +114,15 @@ export async function doctorCommand(options: DoctorCommandOptions): Promise<Exit
   let info: ContainmentInfo | null = null;
   let containmentError: string | null = null;
   try {
-    info = detectContainment({ sessionId: `doctor-${process.pid}-${Date.now()}`, runAs: options.runAs ?? null });
+    info = detectContainment({
+      sessionId: `doctor-${process.pid}-${Date.now()}`,
+      runAs: options.runAs ?? null,
+      ...(privilegedSteps ?? {}),
+      readOnlyPaths: paths.readOnly,
+      writablePaths: paths.writable,
+      hiddenPaths: paths.hidden,
+      pathNotes: paths.notes,
+    });
   } catch (error) {
     if (!(error instanceof ContainmentError)) throw error;
     containmentError = error.message;
@@ -102,7 +130,6 @@ export async function doctorCommand(options: DoctorCommandOptions): Promise<Exit
     if (info?.cgroup !== null && info?.cgroup !== undefined) removeCgroupTree(info.cgroup);
   }
 
-  const recordsDir = resolve(options.records ?? join(workdir, '.capsule', 'records'));
   const records = { dir: recordsDir, ...writability(recordsDir) };
   const path = trustedPath(process.env['PATH']);
   const resolutions = allow.map((entry) => {
@@ -127,6 +154,7 @@ export async function doctorCommand(options: DoctorCommandOptions): Promise<Exit
         ? { ok: true, backend: info.backend, reason: info.reason, cgroup_kill: info.cgroupKill, helper: info.helper }
         : { ok: false, error: containmentError ?? 'unknown' },
     isolation: info === null ? null : { pid_namespace: info.pidNamespace, reason: info.isolationReason, run_as: info.runAs?.name ?? null },
+    confinement: info === null ? null : confinementTraceFields(info.confinement),
     spawner,
     records,
     path: { dirs: path.dirs, dropped: path.dropped },
@@ -146,6 +174,7 @@ export async function doctorCommand(options: DoctorCommandOptions): Promise<Exit
         ? [
             `isolation: ${info.pidNamespace ? 'PID namespace' : 'none'} — ${info.isolationReason}`,
             `run as: ${info.runAs === null ? 'the runtime\'s own user' : `${info.runAs.name} (uid ${info.runAs.uid}, gid ${info.runAs.gid})`}`,
+            `steps get: ${describeConfinement(info.confinement)}`,
             `spawn helper: ${info.helper ?? 'none'}`,
             `spawner: ${spawner.used ? 'yes' : 'no'} — ${spawner.reason}`,
           ]

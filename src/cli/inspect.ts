@@ -1,5 +1,5 @@
 /**
- * `capsule inspect RECORDS_DIR` (DESIGN §3): a live view of a session's actors. Follows
+ * `capsule inspect RECORDS_DIR` (docs/cli.md): a live view of a session's actors. Follows
  * `events.jsonl` as it grows and draws the actor tree with each actor's current state; exits when
  * the plan ends (0) or on Ctrl-C (130). On a terminal the tree is redrawn in place; otherwise it is
  * printed once, when the plan ends. `--once` prints the tree as the file stands and exits.
@@ -22,7 +22,7 @@ import { isRecordOf, TraceFollower } from '../records/trace-reader.js';
 import { sessionRuntimeMayRun } from '../process/leftovers.js';
 import { stateText } from '../replay/replay.js';
 import { missingReason, specialFileKind } from '../plan/read-file.js';
-import { excerpt } from '../plan/text.js';
+import { excerpt } from '../excerpt.js';
 import { printable } from './progress.js';
 import { EXIT, type ExitCode } from './program.js';
 import { ERROR_CODES, RuntimeError } from '../errors.js';

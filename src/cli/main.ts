@@ -1,5 +1,5 @@
 /**
- * The commands of `capsule` (DESIGN §3). Each subcommand lives in its own module under src/cli/
+ * The commands of `capsule` (docs/cli.md). Each subcommand lives in its own module under src/cli/
  * and is registered by one `register…(program)` call. Only the module of the command being run is
  * loaded (`capsule validate` pays for neither the process layer nor the SVG renderer); the help
  * and an unknown command load them all, so they list and suggest every command.

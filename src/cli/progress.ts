@@ -1,5 +1,5 @@
 /**
- * Human progress of `capsule run` on stderr (DESIGN §3): one line per step transition when stderr
+ * Human progress of `capsule run` on stderr (docs/cli.md): one line per step transition when stderr
  * is not a terminal, a live view (log-update) when it is, and a summary table at the end. Colours
  * only on a terminal, and never with `NO_COLOR` set. Nothing here writes to stdout: stdout belongs
  * to `--json`.
@@ -182,7 +182,7 @@ export class Progress {
         if (this.#mode === 'lines') this.#print(`${this.#paint('cyan', '▶')} ${shownId(event.stepId)} (${event.kind})`);
         break;
       case 'step.ended':
-        // Shown when the step ends, not when its wave settles (the trace keeps the spec's order).
+        // Shown when the step ends, not when its wave settles (the trace keeps the settlement order).
         this.#running.delete(event.result.step_id);
         this.#printedEnds.add(event.result.step_id);
         this.#print(this.#settledLine(event.result));
@@ -342,7 +342,7 @@ export class Progress {
       formatDuration(result.duration_ms),
       firstLine(result.error),
     ]);
-    // Steps that ran but whose outcome a fail stop discarded (plan.md §10.5): shown as they ran.
+    // Steps that ran but whose outcome a fail stop discarded (docs/plan-format.md#settling-a-wave): shown as they ran.
     for (const result of discarded) {
       rows.push([shownId(result.step_id), `${result.status} (discarded)`, String(result.attempts), formatDuration(result.duration_ms), firstLine(result.error)]);
     }
@@ -389,7 +389,7 @@ export class Progress {
   }
 
   /**
-   * What a cancel stopped (issue 10): the steps that were running when it came and how each
+   * What a cancel stopped: the steps that were running when it came and how each
    * ended (its tree ended by force, a capsule step's child ended by the cancel, or finished on
    * its own bound), the steps it kept from
    * starting, and that nothing of the run is left running (the plan and the session end every

@@ -1,5 +1,5 @@
 /**
- * `capsule replay EVENTS_FILE [--json]` (DESIGN §3, §9): replays a recorded `events.jsonl` (or a
+ * `capsule replay EVENTS_FILE [--json]` (docs/cli.md, docs/event-log.md): replays a recorded `events.jsonl` (or a
  * hand-written replay script) against the machines and reports whether every actor passes
  * through the same states. Exit 0 identical, 1 with the first divergence, 2 for a file that
  * cannot be read as a replay file (the error names the file and line).
@@ -8,7 +8,7 @@ import { existsSync, lstatSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { Command } from 'commander';
 import { MAX_INPUT_FILE_BYTES, readUtf8FileSync } from '../plan/read-file.js';
-import { clipMiddle, excerpt } from '../plan/text.js';
+import { clipMiddle, excerpt } from '../excerpt.js';
 import { printable } from './progress.js';
 import { isDirectory } from '../records/directories.js';
 import { replay, type ReplayResult } from '../replay/replay.js';

@@ -1,12 +1,12 @@
 /**
- * `capsule run PLAN` (DESIGN §3–§4): runs one plan file as a session, shows progress on stderr,
+ * `capsule run PLAN` (docs/cli.md, docs/report.md): runs one plan file as a session, shows progress on stderr,
  * prints the JSON report on stdout with `--json`, and maps the report to the exit code.
  */
 import { statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { DEFAULT_CANCEL_GRACE_SECS, findManifest, loadManifest, MANIFEST_FILE } from '../manifest.js';
-import { ERROR_CODES, isRuntimeError, RunInternalError } from '../errors.js';
+import { ERROR_CODES, isRuntimeError, messageOf, RunInternalError } from '../errors.js';
 import { startPlan, type PlanReport } from '../runtime/run-plan.js';
 import { explainUnreadPlan } from './validate.js';
 import { releaseEarlySignals } from './early-signals.js';
@@ -18,6 +18,7 @@ import { collect, EXIT, exitCodeAfterLog, logFileRefusal, parseNonNegativeNumber
 import { loadLiveView, printable, Progress, progressModeFor, useColor } from './progress.js';
 import { WarningSink } from './warning-sink.js';
 import type { ContainmentInfo } from '../process/containment.js';
+import { describeConfinement } from '../process/spawn/confinement.js';
 import type { Session } from '../session/session.js';
 import type { ResumeOutcome } from '../reconcile/resume.js';
 
@@ -39,6 +40,8 @@ export interface RunCommandOptions extends GlobalOptions {
   readonly verbose?: boolean;
   /** Run every step's processes as this unprivileged user (the runtime must be root). */
   readonly runAs?: string;
+  /** Steps keep every capability of the runtime's user (the opt-out from confinement). */
+  readonly privilegedSteps?: boolean;
   /** A prior session's records directory to account for first (docs/resume.md). */
   readonly resume?: string;
   /** With `resume`: stop the live processes it left (SIGTERM, SIGKILL after 2 s, proven gone). */
@@ -62,6 +65,7 @@ export function registerRun(program: Command): void {
     .option('--cancel-grace <secs>', 'seconds a graceful cancel may take before it is forced (default 10)', parseNonNegativeNumber)
     .option('--on-sigterm <mode>', `what SIGTERM does: force (end every running step's tree now) or graceful (like Ctrl-C) (default ${DEFAULT_ON_SIGTERM})`)
     .option('--run-as <user>', 'run every step as this unprivileged user (the runtime must be root; see capsule doctor)')
+    .option('--privileged-steps', "steps keep every capability of the runtime's user, no cgroup namespace, writable /sys: a root step can then undo its isolation (docs/security.md)")
     .option('--verbose', 'also print how steps are contained and isolated, and why (as capsule doctor does)')
     .option('--resume <dir>', "first account for what the session recorded in DIR left behind (lost background commands, live processes); this run's records go to a directory of its own")
     .option('--reap', 'with --resume: stop the live processes the resumed session left (SIGTERM, SIGKILL after 2 s, proven gone)')
@@ -77,7 +81,7 @@ export function registerRun(program: Command): void {
     });
 }
 
-/** The exit code a report stands for (DESIGN §3). */
+/** The exit code a report stands for (docs/cli.md). */
 export function exitCodeOf(report: PlanReport): ExitCode {
   if (report.canceled) return EXIT.CANCELED;
   return report.completed ? EXIT.OK : EXIT.FAILED;
@@ -128,7 +132,7 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
   );
   // The first records write that failed (a full or read-only filesystem): said after the report.
   let recordsFailure: Error | null = null;
-  // Only a resume reads the prior session's records (src/reconcile/): loaded for --resume alone (issue 14, startup).
+  // Only a resume reads the prior session's records (src/reconcile/): loaded for --resume alone (startup).
   const describeResume = options.resume !== undefined ? (await import('../reconcile/resume.js')).describeResume : null;
   const run = startPlan({
     plan: planPath,
@@ -144,6 +148,7 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
     onNotice: (message) => warnings.warn({ kind: 'records', message }),
     onRecordsFailure: (error) => (recordsFailure = error),
     ...(options.runAs !== undefined ? { runAs: options.runAs } : {}),
+    ...(options.privilegedSteps === true ? { privilegedSteps: true } : {}),
     ...(options.verbose === true ? { onSession: (session: Session) => progress.note(containmentLines(session.containment.info)) } : {}),
     ...(options.resume !== undefined
       ? {
@@ -184,7 +189,7 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
     // A bug inside the session (its trace is closed): the top-level handler reports it.
     if (error instanceof RunInternalError) throw error;
     // No report: the records directory could not be used.
-    process.stderr.write(`error: the plan could not be run: ${error instanceof Error ? error.message : String(error)}\n`);
+    process.stderr.write(`error: the plan could not be run: ${messageOf(error)}\n`);
     return exitCodeAfterLog(log, EXIT.FAILED);
   } finally {
     stopHandlingSignals();
@@ -225,6 +230,7 @@ export function containmentLines(info: ContainmentInfo): string {
     `containment: ${info.backend} — ${info.reason}`,
     `isolation: ${info.pidNamespace ? 'PID namespace' : 'none'} — ${info.isolationReason}`,
     ...(info.runAs !== null ? [`run as: ${info.runAs.name} (uid ${info.runAs.uid}, gid ${info.runAs.gid})`] : []),
+    `steps get: ${describeConfinement(info.confinement)}`,
   ].join('\n');
 }
 

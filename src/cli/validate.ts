@@ -1,7 +1,7 @@
 /**
- * `capsule validate PLAN` (DESIGN §3): reads, parses and checks a plan against a manifest, with
+ * `capsule validate PLAN` (docs/cli.md): reads, parses and checks a plan against a manifest, with
  * the same `--workdir`/`--manifest` resolution as `capsule run`, and runs nothing. It refuses
- * everything a run would refuse (`plan.md` §6), and beyond that what a run would fail on later
+ * everything a run would refuse (`docs/plan-format.md#validation`), and beyond that what a run would fail on later
  * (`src/plan/check.ts`: a condition that does not parse, a reference without a dot, a dependency
  * cycle); it prints the same warnings a run prints before its first step. Every refusal is
  * explained: where (file, line, column, JSON path), the rule, the accepted values and the fix.
@@ -17,7 +17,7 @@ import { parsePlanText, readPlanFile } from '../plan/schema.js';
 import type { PlanWarning } from '../plan/warnings.js';
 import { directoryProblem } from '../records/directories.js';
 import { recordedSessionIn, RecordsDirInUseError, recordsDirUnusable } from '../records/records-dir.js';
-import { excerpt } from '../plan/text.js';
+import { excerpt } from '../excerpt.js';
 import { collect, EXIT, usageError, type ExitCode } from './program.js';
 import { printable } from './progress.js';
 import { MAX_WARNINGS_PER_KIND, WarningSink } from './warning-sink.js';

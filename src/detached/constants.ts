@@ -1,26 +1,23 @@
 /**
  * Constants of demoted ("detached") shell commands and the `background-command` tool
- * (`detached.md` §1, `background-command.md` §1). One place for each; the texts are in `texts.ts`.
+ * (`docs/background-commands.md#work-ids`, `docs/background-commands.md#the-tool`). One place for each; the texts are in `texts.ts`,
+ * the output cap (the kept tail's size) in `src/executors/output-cap.ts`.
  */
-import { MAX_SHELL_OUTPUT_BYTES } from '../executors/shell-outcome.js';
 
-/** Size of a demoted command's kept output tail, in bytes (`detached.md` §1, §6.3): the foreground per-stream cap, shared. */
-export { MAX_SHELL_OUTPUT_BYTES };
-
-/** Name of the tool that addresses a demoted command by its work id (`background-command.md` §1). */
+/** Name of the tool that addresses a demoted command by its work id (`docs/background-commands.md#the-tool`). */
 export const BACKGROUND_COMMAND_TOOL = 'background-command';
 
-/** Milliseconds `stop` waits after `SIGTERM` before escalating to `SIGKILL` (`STOP_TERM_GRACE`, `detached.md` §10). */
+/** Milliseconds `stop` waits after `SIGTERM` before escalating to `SIGKILL` (`STOP_TERM_GRACE`, `docs/background-commands.md#stop`). */
 export const STOP_TERM_GRACE_MS = 2000;
 
-/** Milliseconds `stop` further waits for the completion after the signals (`STOP_KILL_WAIT`, `detached.md` §10). */
+/** Milliseconds `stop` further waits for the completion after the signals (`STOP_KILL_WAIT`, `docs/background-commands.md#stop`). */
 export const STOP_KILL_WAIT_MS = 3000;
 
-/** Longest single `wait`, in seconds, and its default (`MAX_WAIT_SECS`, `background-command.md` §2.1). */
+/** Longest single `wait`, in seconds, and its default (`MAX_WAIT_SECS`, `docs/background-commands.md#wait`). */
 export const MAX_WAIT_SECS = 600;
 
 /**
- * How long one `wait` blocks, in milliseconds (`background-command.md` §2.1):
+ * How long one `wait` blocks, in milliseconds (`docs/background-commands.md#wait`):
  * `min(wait_secs, MAX_WAIT_SECS)` seconds; absent (`undefined` or `null`) gives `MAX_WAIT_SECS`;
  * `0` gives a zero bound. `wait_secs` must already be a non-negative integer (the input parser
  * checks it).

@@ -41,7 +41,7 @@ export interface RunCommandRequest extends Pick<SpawnRequest, 'withdraw' | 'with
 export interface CommandEnd {
   /** Why it could not be started (`failed to start '<file>': …`), or null when it ran. */
   readonly spawnError: string | null;
-  /** Exit status; 128 + signal for a signal death; -1 when neither is known (`shell.md` §5). */
+  /** Exit status; 128 + signal for a signal death; -1 when neither is known (`docs/shell-commands.md#exit-codes`). */
   readonly exitCode: number;
   readonly signal: NodeJS.Signals | null;
   /** Epoch ms just before the spawn. */
@@ -50,7 +50,7 @@ export interface CommandEnd {
   readonly exitedAtMs: number;
   /** Epoch ms once output was drained. */
   readonly endedAtMs: number;
-  /** Processes it left in the background still held stdout or stderr when the drain grace ran out (`detached.md` §7.1). */
+  /** Processes it left in the background still held stdout or stderr when the drain grace ran out (`docs/shell-commands.md#output-holders`). */
   readonly outputHeld: boolean;
 }
 
@@ -78,7 +78,7 @@ export function runCommand(request: RunCommandRequest): RunningCommand {
 
 /**
  * As {@link runCommand}, resolving once the command has started (its identity known), through
- * the session's spawner process unless `CAPSULE_SPAWNER=direct` (`Containment.start`, issue 14).
+ * the session's spawner process unless `CAPSULE_SPAWNER=direct` (`Containment.start`).
  * Never rejects for anything about the program.
  */
 export async function startCommand(request: RunCommandRequest): Promise<RunningCommand> {

@@ -1,11 +1,11 @@
 /**
  * The foreground output sink of the command runner: each stream's first
- * {@link MAX_SHELL_OUTPUT_BYTES} bytes in memory (what a foreground result shows, `shell.md`
- * §4.1), and, once a stream has outgrown that, all of its bytes in a spill file beside the logs,
+ * {@link MAX_SHELL_OUTPUT_BYTES} bytes in memory (what a foreground result shows,
+ * `docs/shell-commands.md#output-cap`), and, once a stream has outgrown that, all of its bytes in a spill file beside the logs,
  * so that memory stays flat however much a command prints while the full output can still be
  * written to its log (`logs/shell-<ms>.log`) or handed to a demoted command's output log.
  *
- * With a log budget (`lifecycle.max_log_bytes`, ours, round 17) only the first that many bytes
+ * With a log budget (`lifecycle.max_log_bytes`, ours) only the first that many bytes
  * of output, both streams together in arrival order, are kept for the log: the spill stops
  * growing there, so the disk holds at most the budget however much a command prints; the pipes
  * are still read to their end and counted, and each stream's head (what a result shows) is kept
@@ -14,8 +14,8 @@
 import { closeSync, constants as fsConstants, openSync, readSync, unlinkSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
-import { MAX_SHELL_OUTPUT_BYTES } from './shell-outcome.js';
-import { OutputTail } from '../detached/output-tail.js';
+import { MAX_SHELL_OUTPUT_BYTES } from './output-cap.js';
+import { OutputTail } from './output-tail.js';
 
 /** Where the runner sends a command's output, chunk by chunk, in the order the pipes yield it. */
 export interface OutputSink {
@@ -294,7 +294,7 @@ export class OutputCapture implements OutputSink {
     return this.#streams[1].total;
   }
 
-  /** Whether either stream is over the cap (`shell.md` §4.1: exactly the cap is not over). */
+  /** Whether either stream is over the cap (`docs/shell-commands.md#output-cap`: exactly the cap is not over). */
   get truncated(): boolean {
     return this.stdoutBytes > MAX_SHELL_OUTPUT_BYTES || this.stderrBytes > MAX_SHELL_OUTPUT_BYTES;
   }

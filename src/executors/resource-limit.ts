@@ -1,6 +1,6 @@
 /**
- * Which `capabilities.resources` limit ended a command, from kernel evidence only (`shell.md`
- * §6.1): the killing signal. No cgroup event counters are read here, so nothing else is
+ * Which `capabilities.resources` limit ended a command, from kernel evidence only
+ * (`docs/shell-commands.md#resource-limits`): the killing signal. No cgroup event counters are read here, so nothing else is
  * attributed (an absent limit is ambiguous on purpose).
  */
 

@@ -1,6 +1,6 @@
 /**
  * The whole check of a parsed plan, before anything runs: the refusal a run makes too
- * (`spec/plan.md` §6, `validate.ts`), what `capsule validate` refuses beyond it because a run would
+ * (`docs/plan-format.md#validation`, `validate.ts`), what `capsule validate` refuses beyond it because a run would
  * fail on it later (a condition that does not parse, a reference without a dot, a dependency
  * cycle), and the warnings. `capsule validate` refuses on the first two; `capsule run` refuses on
  * the first, and prints the other two as warnings before its first step, so both say the same.
@@ -34,7 +34,7 @@ import {
 import { explainFinding } from './explain-finding.js';
 import { parseReference } from './references.js';
 import { scanShellText } from './shell-text.js';
-import { clipMiddle, MAX_SENTENCE_CHARS } from './text.js';
+import { clipMiddle, MAX_SENTENCE_CHARS } from '../excerpt.js';
 import { validationFindings, type ValidationContext } from './validate.js';
 import type { StepWarning } from './warnings.js';
 
@@ -58,7 +58,7 @@ export const MAX_FURTHER_REFUSALS = 20;
 
 /** What {@link checkPlan} found. */
 export interface PlanCheck {
-  /** The refusal of `plan.md` §6 (and our `stdin` rule), explained: a run refuses the plan too. Null when it passes. */
+  /** The refusal of `docs/plan-format.md#validation` (and our `stdin` rule), explained: a run refuses the plan too. Null when it passes. */
   readonly refusal: Refusal | null;
   /**
    * The plan's further refusals of the same kind, after `refusal`, explained (at most

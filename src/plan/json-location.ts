@@ -16,7 +16,7 @@ export interface SourcePosition {
  * What has been learnt about the last text located in: where its lines start, the members of the
  * objects and the items of the arrays walked so far (by their offset). Every refusal and warning
  * of one plan is located in the same text; without this each would walk the text from its start,
- * and a plan of 100,000 steps that each fail a check would take hours (issue 16). One text at a
+ * and a plan of 100,000 steps that each fail a check would take hours. One text at a
  * time: a new text replaces it.
  */
 interface TextIndex {
@@ -236,7 +236,7 @@ export interface JsonSource {
 /**
  * The first key that an object of `text` holds twice, in document order, or null. `JSON.parse`
  * keeps the last one without a word, so a plan or manifest that writes `"shell"` twice runs the
- * second command; the source's JSON reader refuses it (`spec/plan.md` §2.2), and so do we.
+ * second command; the source's JSON reader refuses it (`docs/plan-format.md#parse-rules`), and so do we.
  *
  * With `at`, only the value at that JSON path is searched (for a repeated key on the way, the
  * last, as `JSON.parse` keeps): the answer's `path` is relative to that value, its positions are

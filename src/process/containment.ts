@@ -1,6 +1,6 @@
 /**
  * The containment layer: the one place that starts a process, contains it, isolates it and ends
- * it (issues 7 and 15). A session has one {@link Containment}; everything the session runs is
+ * it. A session has one {@link Containment}; everything the session runs is
  * started by {@link Containment.spawn}, which returns a {@link ContainedProcess}.
  *
  * ## Backends (chosen once per session, {@link detectContainment})
@@ -18,7 +18,12 @@
  * - **PID namespace** (root / CAP_SYS_ADMIN): the tree runs in a PID + mount namespace of its own
  *   with a private `/proc`, under a minimal init: it sees only its own processes, `$PPID` is not
  *   the runtime, `/proc/<runtime pid>` does not exist for it, and it can signal nothing outside.
- *   Named read-only paths (the records directory) are bound read-only in its mount namespace.
+ *   Named read-only paths (the records root) are bound read-only in its mount namespace, and the
+ *   records key's directory is hidden.
+ * - **confinement** (docs/security.md#what-a-step-gets): a step keeps only a container
+ *   runtime's default capabilities, with `no_new_privs`, and (in a PID namespace) runs in a cgroup
+ *   namespace with /sys and the cgroup filesystems read-only, so even as root it cannot undo the
+ *   above; `privilegedSteps` opts out.
  * - **run as** an unprivileged user (`--run-as`, root only), with `no_new_privs`.
  *
  * ## The contract of a {@link ContainedProcess}
@@ -26,9 +31,10 @@
  * leader's streams and exit (`done`), `end(graceMs)` resolving only once the tree is proven gone,
  * `gone`, and `transfer(owner)`. Ending many trees is one pass ({@link Containment.endAll}).
  *
- * MAINTENANCE: a long-lived spawner process (issue 14) slots in behind {@link Containment.spawn}:
+ * MAINTENANCE: a long-lived spawner process slots in behind {@link Containment.spawn}:
  * it would start the helper on the runtime's behalf; identity, units and ending stay as they are.
  */
+import { realpathSync } from 'node:fs';
 import type { Readable, Writable } from 'node:stream';
 import { basename, dirname, join } from 'node:path';
 import { ERROR_CODES, RuntimeError } from '../errors.js';
@@ -42,6 +48,7 @@ import {
   removeCgroup,
 } from './cgroups.js';
 import { CgroupSignaller, CgroupUnit, cgroupTreeProcs, removeCgroupTree } from './cgroup-unit.js';
+import { registerSessionCgroup, sweepDeadSessionCgroups, unregisterSessionCgroup } from './session-registry.js';
 import { GroupUnit } from './group-unit.js';
 import { describeSpawnError, failedLaunch, launchLeader, loadLauncher, type LaunchedLeader, type LaunchOptions, type LeaderExitInfo, type ProcessResult } from './leader.js';
 import { Spawner, SPAWNER_ENV, spawnerWanted } from './spawner/client.js';
@@ -50,6 +57,7 @@ import { liveGroupIds, ProcessGroupRegistry } from './process-groups.js';
 import { processStartTime } from './proc.js';
 import { resolveExecutable, trustedPath, type TrustedPath } from './resolve-binary.js';
 import { helperArgs, locateSpawnHelper, probeHelper, type RunAsUser } from './spawn/helper.js';
+import { confinementTraceFields, decideConfinement, type Confinement } from './spawn/confinement.js';
 import type { EndResult, Unit } from './unit.js';
 import type { EndSignal } from './signals.js';
 import type { ProcessStartFields, SessionContainmentFields } from '../records/trace-records.js';
@@ -61,6 +69,12 @@ export const CONTAINMENT_ENV = 'CAPSULE_CONTAINMENT';
 
 /** Environment variable forcing isolation: `pid-namespace`, `none` or `auto` (the default). */
 export const ISOLATION_ENV = 'CAPSULE_ISOLATION';
+
+/**
+ * Environment variable deciding the opt-out from confinement: `1` (as `--privileged-steps`) or
+ * `0` (refused even when a manifest asks: a delegated child of a confined session gets `0`).
+ */
+export const PRIVILEGED_STEPS_ENV = 'CAPSULE_PRIVILEGED_STEPS';
 
 /** Name of the directory, under the runtime's own cgroup, that holds one cgroup per session. */
 export const CGROUP_ROOT_NAME = 'capsule-runtime';
@@ -97,8 +111,24 @@ export interface ContainmentOptions {
   readonly isolation?: IsolationChoice;
   /** Run every contained process as this user (needs root and the spawn helper). */
   readonly runAs?: string | null;
-  /** Paths bound read-only in the processes' mount namespaces (with a PID namespace only). */
+  /**
+   * Steps keep every capability of the runtime's user, no cgroup namespace, /sys writable
+   * (`--privileged-steps`, `capabilities.privileged_steps`): the opt-out from confinement. What
+   * asks for it names itself in `privilegedStepsBy` (for messages). Default: `CAPSULE_PRIVILEGED_STEPS`.
+   */
+  readonly privilegedSteps?: boolean;
+  readonly privilegedStepsBy?: string;
+  /** Paths bound read-only in the processes' mount namespaces (with a PID namespace only): the records root. */
   readonly readOnlyPaths?: readonly string[];
+  /**
+   * Writable exceptions beneath `readOnlyPaths` for every process (the session's scratch
+   * directory); one that does not exist when a process starts is left out for it.
+   */
+  readonly writablePaths?: readonly string[];
+  /** Directories hidden (an empty read-only tmpfs over each) in the processes' mount namespaces: the records key's. */
+  readonly hiddenPaths?: readonly string[];
+  /** Why a path that should be read-only or hidden is not (`stepPaths`): added to the confinement's reason. */
+  readonly pathNotes?: readonly string[];
   /** Where environment variables are read (default `process.env`): the backend forcing, the helper, `PATH`. */
   readonly env?: Readonly<Record<string, string | undefined>>;
 }
@@ -120,6 +150,8 @@ export interface ContainmentInfo {
   readonly isolationReason: string;
   /** The user trees run as, or null (the runtime's own). */
   readonly runAs: RunAsUser | null;
+  /** What a step is kept from (docs/security.md#what-a-step-gets). */
+  readonly confinement: Confinement;
 }
 
 /** The `containment` field of `session_start` (snake_case, as trace fields are; declared in `src/records/trace-records.ts`). */
@@ -133,6 +165,7 @@ export function containmentTraceFields(info: ContainmentInfo): SessionContainmen
     pid_namespace: info.pidNamespace,
     isolation_reason: info.isolationReason,
     run_as: info.runAs === null ? null : { user: info.runAs.name, uid: info.runAs.uid, gid: info.runAs.gid },
+    confinement: confinementTraceFields(info.confinement),
   };
 }
 
@@ -159,6 +192,14 @@ export function detectContainment(options: ContainmentOptions): ContainmentInfo 
   const forcedBy = (choice: string, option: string | undefined, envName: string): string =>
     option !== undefined ? `${choice} was asked for` : `${envName}=${choice}`;
   readChoice(env[SPAWNER_ENV], ['spawner', 'direct'], SPAWNER_ENV);
+  const privilegedForced = readChoice<'0' | '1'>(env[PRIVILEGED_STEPS_ENV], ['0', '1'], PRIVILEGED_STEPS_ENV);
+  if (options.privilegedSteps === true && privilegedForced === '0') {
+    throw new ContainmentError(
+      `${options.privilegedStepsBy ?? 'privileged steps'} asked for privileged steps, but ${PRIVILEGED_STEPS_ENV}=0 (a delegated capsule whose parent session confines its steps gets that): run the parent with --privileged-steps, or remove the setting`,
+    );
+  }
+  const privilegedSteps = privilegedForced !== undefined ? privilegedForced === '1' : options.privilegedSteps === true;
+  const privilegedStepsBy = privilegedForced === '1' ? `${PRIVILEGED_STEPS_ENV}=1` : (options.privilegedStepsBy ?? 'asked for');
   const helper = locateSpawnHelper(env);
 
   let backend: ContainmentBackend = 'process-group';
@@ -185,12 +226,12 @@ export function detectContainment(options: ContainmentOptions): ContainmentInfo 
 
   let pidNamespace = false;
   let isolationReason: string;
+  const probe = helper.ok ? probeHelper(helper.path) : null;
   if (isolationChoice === 'none') {
     isolationReason = `no PID namespace: ${forcedBy('none', options.isolation, ISOLATION_ENV)}`;
-  } else if (!helper.ok) {
-    isolationReason = `no PID namespace: ${helper.reason}`;
+  } else if (probe === null) {
+    isolationReason = `no PID namespace: ${helper.ok ? '' : helper.reason}`;
   } else {
-    const probe = probeHelper(helper.path);
     if (probe.pidNamespace.ok) {
       pidNamespace = true;
       isolationReason = 'each process tree runs in a PID + mount namespace of its own (private /proc)';
@@ -217,6 +258,20 @@ export function detectContainment(options: ContainmentOptions): ContainmentInfo 
     runAs = probe.user ?? null;
   }
 
+  const confinement = decideConfinement({
+    probe,
+    helperReason: helper.ok ? '' : helper.reason,
+    pidNamespace,
+    runAs,
+    privilegedSteps,
+    privilegedStepsBy,
+    helperAnyway: cgroup !== null || pidNamespace || runAs !== null,
+    readOnly: options.readOnlyPaths ?? [],
+    writable: options.writablePaths ?? [],
+    hidden: options.hiddenPaths ?? [],
+    notes: options.pathNotes ?? [],
+  });
+
   return {
     backend,
     reason,
@@ -226,6 +281,7 @@ export function detectContainment(options: ContainmentOptions): ContainmentInfo 
     pidNamespace,
     isolationReason,
     runAs,
+    confinement,
   };
 }
 
@@ -235,7 +291,7 @@ export function detectContainment(options: ContainmentOptions): ContainmentInfo 
  * takes another session's; a session creating its cgroup meanwhile retries, {@link createCgroup}).
  */
 function removeSessionCgroup(dir: string): void {
-  removeCgroupTree(dir);
+  if (removeCgroupTree(dir)) unregisterSessionCgroup(basename(dir));
   const parent = dirname(dir);
   if (basename(parent) === CGROUP_ROOT_NAME) removeCgroup(parent);
 }
@@ -252,9 +308,12 @@ function findSessionCgroup(
   if (!own.ok) return own;
   const root = join(own.dir, CGROUP_ROOT_NAME);
   const dir = join(root, sessionId);
+  // Noted before the cgroup exists: a runtime killed right after making it has still said whose it is.
+  registerSessionCgroup(sessionId, dir);
   try {
     createCgroup(dir);
   } catch (error) {
+    unregisterSessionCgroup(sessionId);
     const code = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
     return { ok: false, reason: `cannot create cgroups under ${root} (${code}): run as root, or in a delegated cgroup subtree` };
   }
@@ -262,6 +321,8 @@ function findSessionCgroup(
     removeSessionCgroup(dir);
     return { ok: false, reason: `cannot move processes into ${dir} (cgroup.procs is not writable)` };
   }
+  // The empty cgroups dead sessions left beside it go now (docs/containment.md "A dead session's cgroups").
+  sweepDeadSessionCgroups(root, sessionId);
   return { ok: true, dir, mountPoint: own.mountPoint };
 }
 
@@ -283,11 +344,17 @@ export interface SpawnRequest {
   /** Paths bound read-only in this tree's mount namespace instead of the session's (`readOnlyPaths`). */
   readonly readOnlyPaths?: readonly string[];
   /**
+   * Start it with the runtime's privileges, not confined as a step (no `--caps`, no `--confine`;
+   * the read-only and hidden paths still apply): a delegated child's `capsule serve`, which must
+   * make namespaces and cgroups for its own steps and confines them itself.
+   */
+  readonly privileged?: boolean;
+  /**
    * Writable exceptions beneath the read-only paths (with a PID namespace only; elsewhere there is
    * no mount namespace and nothing is read-only): each is bound writable over the read-only bind.
    * A delegated child capsule gets the parent's records read-only and writes only its own
-   * `children/<dlg_id>/`, its work folder and its scratch directory. Each must exist at spawn
-   * (a missing one fails the spawn at the helper's `mount` stage).
+   * `children/<dlg_id>/`, its work folder and its scratch directory. One that does not exist
+   * at spawn is left out (it stays read-only).
    */
   readonly writablePaths?: readonly string[];
   /** Called once when the leader exits (not for a program that could not be started). */
@@ -367,7 +434,7 @@ export interface ContainedProcess {
   transfer(owner: Owner): void;
   /**
    * Sends `signal` once to every process of the tree, now, and waits for nothing (a background
-   * command's `stop` escalates on its own clock, `detached.md` §10): on the process-group backend
+   * command's `stop` escalates on its own clock, `docs/background-commands.md#stop`): on the process-group backend
    * `kill(-pgid)` (SIGTERM to a PID namespace's init alone); on the cgroup backend SIGTERM to
    * every member under a freeze (within this turn), SIGKILL through `cgroup.kill`.
    *
@@ -422,11 +489,13 @@ export class Containment {
   /** The `PATH` every program is looked up on (absolute entries of the host's). */
   readonly path: TrustedPath;
   readonly #readOnly: readonly string[];
+  readonly #writable: readonly string[];
+  readonly #hidden: readonly string[];
   readonly #groups = new ProcessGroupRegistry();
   readonly #signaller: CgroupSignaller | null;
   readonly #live = new Set<Contained>();
   #closed = false;
-  /** The session's spawner process (issue 14), created at the first {@link start}; null before, or with `CAPSULE_SPAWNER=direct`. */
+  /** The session's spawner process, created at the first {@link start}; null before, or with `CAPSULE_SPAWNER=direct`. */
   #spawner: Spawner | null = null;
   #useSpawner: boolean;
   readonly #spawnerAnswerMs: number | undefined;
@@ -438,7 +507,8 @@ export class Containment {
   /**
    * @param info   {@link detectContainment}'s answer.
    * @param options `pathVar`: the host `PATH` programs are resolved on (default `process.env.PATH`);
-   *   `readOnlyPaths`: bound read-only in the trees' mount namespaces; `spawnerAnswerMs`: how long
+   *   `readOnlyPaths`: bound read-only in the trees' mount namespaces (default:
+   *   `info.confinement.readOnly`; its writable and hidden paths apply either way); `spawnerAnswerMs`: how long
    *   the session's spawner may stay silent before it is killed as hung (`SpawnerOptions.answerMs`;
    *   `CAPSULE_SPAWNER_ANSWER_MS` for {@link open}, meant for tests).
    */
@@ -447,7 +517,9 @@ export class Containment {
     this.#useSpawner = options.spawner ?? spawnerWanted();
     this.#spawnerAnswerMs = options.spawnerAnswerMs;
     this.path = trustedPath('pathVar' in options ? options.pathVar : process.env['PATH']);
-    this.#readOnly = options.readOnlyPaths ?? [];
+    this.#readOnly = options.readOnlyPaths ?? info.confinement.readOnly;
+    this.#writable = info.confinement.writable;
+    this.#hidden = info.confinement.hidden;
     this.#signaller = info.cgroup === null ? null : new CgroupSignaller(info.cgroup);
   }
 
@@ -459,7 +531,6 @@ export class Containment {
       pathVar: 'pathVar' in options ? options.pathVar : env['PATH'],
       spawner: spawnerWanted(env),
       ...(spawnerAnswerMs !== undefined ? { spawnerAnswerMs } : {}),
-      ...(options.readOnlyPaths !== undefined ? { readOnlyPaths: options.readOnlyPaths } : {}),
     });
   }
 
@@ -478,7 +549,7 @@ export class Containment {
 
   /**
    * As {@link spawn}, resolving once the process has started (its identity known): through the
-   * session's spawner process (issue 14, `spawner/client.ts`) unless `CAPSULE_SPAWNER=direct`, so
+   * session's spawner process (`spawner/client.ts`) unless `CAPSULE_SPAWNER=direct`, so
    * that the runtime's memory does not decide the price of the fork. The containment, isolation,
    * identity and ending are {@link spawn}'s. A request with `stdinPipe` is started directly.
    * The caller puts its listeners on `stdout`/`stderr` in the same turn as the promise resolves
@@ -540,7 +611,7 @@ export class Containment {
 
   /**
    * Resolves once {@link spawn} can start programs: it loads execa, which a session whose commands
-   * all go through the spawner never needs (issue 14, startup). Idempotent.
+   * all go through the spawner never needs (startup). Idempotent.
    */
   readyToSpawn(): Promise<void> {
     return loadLauncher();
@@ -605,15 +676,29 @@ export class Containment {
       }
     }
     const pidNamespace = this.info.pidNamespace;
-    const readOnly = request.readOnlyPaths ?? this.#readOnly;
+    const confinement = this.info.confinement;
+    const caps = confinement.dropsCapabilities && request.privileged !== true;
+    // The helper binds by path (and pins every directory above): real paths, of what exists now.
+    const readOnly = pidNamespace ? realPaths(request.readOnlyPaths ?? this.#readOnly) : [];
     // An exception only means something beneath a read-only bind.
-    const writable = (request.writablePaths ?? []).filter((path) => readOnly.some((ro) => path === ro || path.startsWith(ro.endsWith('/') ? ro : `${ro}/`)));
-    const useHelper = cgroupDir !== null || pidNamespace || this.info.runAs !== null;
+    const writable = pidNamespace
+      ? realPaths([...this.#writable, ...(request.writablePaths ?? [])]).filter((path) => readOnly.some((ro) => path === ro || path.startsWith(ro.endsWith('/') ? ro : `${ro}/`)))
+      : [];
+    const useHelper = cgroupDir !== null || pidNamespace || this.info.runAs !== null || caps;
     const launch: LaunchOptions = {
       file: useHelper ? (this.info.helper as string) : resolved.path,
       args: useHelper
         ? helperArgs(
-            { cgroup: cgroupDir, pidNamespace, readOnly, writable, user: this.info.runAs },
+            {
+              cgroup: cgroupDir,
+              pidNamespace,
+              confine: confinement.cgroupNamespace && request.privileged !== true,
+              caps,
+              readOnly,
+              writable,
+              hidden: pidNamespace ? realPaths(this.#hidden) : [],
+              user: this.info.runAs,
+            },
             resolved.path,
             request.file,
             request.args,
@@ -637,8 +722,8 @@ export class Containment {
 
   /**
    * A launch that failed after its cgroup was made may still have started something there: a
-   * spawner killed between forking the helper and reporting its pid (found by a breaker, 5 of 5
-   * runs: the helper and its command ran on, unowned). What is in the cgroup is ended (SIGKILL at
+   * spawner killed between forking the helper and reporting its pid leaves the helper and its
+   * command running, unowned. What is in the cgroup is ended (SIGKILL at
    * once) and proven gone before the launch is reported as having started nothing.
    */
   async #endUnreported(cgroupDir: string): Promise<void> {
@@ -923,6 +1008,23 @@ export function processStartFields(process: ContainedProcess): ProcessStartField
     executable: process.executable,
     argv: process.argv,
   };
+}
+
+/**
+ * The real paths of those of `paths` that exist (in order, without repeats): what the spawn
+ * helper can bind. A session path missing now (a scratch directory not made yet) is left out.
+ */
+function realPaths(paths: readonly string[]): string[] {
+  const out: string[] = [];
+  for (const path of paths) {
+    try {
+      const real = realpathSync.native(path);
+      if (!out.includes(real)) out.push(real);
+    } catch {
+      // missing: nothing to bind
+    }
+  }
+  return out;
 }
 
 /** The namespace init's start time: as the spawner read it with the report, else read now (the direct path). */

@@ -1,5 +1,5 @@
 /**
- * Task provenance (`detached.md` §17): an origin paired with a trust class that is always derived,
+ * Task provenance (`docs/background-commands.md#provenance`): an origin paired with a trust class that is always derived,
  * never declared. Wire words are lowercase and parsed by exact match only (no case folding).
  */
 
@@ -22,13 +22,13 @@ export function parseOrigin(value: unknown): Origin | null {
   return typeof value === 'string' && (ORIGINS as readonly string[]).includes(value) ? (value as Origin) : null;
 }
 
-/** `trust` if `value` is exactly `trusted` or `untrusted`, else null (`reconcile.md` §3 uses the same rule). */
+/** `trust` if `value` is exactly `trusted` or `untrusted`, else null (`docs/resume.md#the-scan` uses the same rule). */
 export function parseTrust(value: unknown): Trust | null {
   return value === 'trusted' || value === 'untrusted' ? value : null;
 }
 
 /**
- * The trust an origin carries (`detached.md` §17): `user`, `schedule`, `system` → `trusted`;
+ * The trust an origin carries (`docs/background-commands.md#provenance`): `user`, `schedule`, `system` → `trusted`;
  * `event` → `untrusted`; `peer` and `completion` → the inherited trust, and **absent →
  * `untrusted`** (a missing claim never counts as trust). `inherited` is ignored for the others.
  */
@@ -52,7 +52,7 @@ export function provenanceOf(origin: Origin, inherited?: Trust | null): TaskProv
 }
 
 /**
- * Provenance of a demoted command's completion task (`detached.md` §17): origin `completion`,
+ * Provenance of a demoted command's completion task (`docs/background-commands.md#provenance`): origin `completion`,
  * trust of the task that started the command; no provenance on the policy → `untrusted`.
  */
 export function completionProvenance(startedBy: TaskProvenance | null | undefined): TaskProvenance {
@@ -60,7 +60,7 @@ export function completionProvenance(startedBy: TaskProvenance | null | undefine
 }
 
 /**
- * The lowest trust of several (`detached.md` §17, `reconcile.md` §3.1): one `untrusted` makes the
+ * The lowest trust of several (`docs/background-commands.md#provenance`, `docs/resume.md#trust`): one `untrusted` makes the
  * result `untrusted`; none given → `trusted` (the reconcile rule starts at `trusted`).
  */
 export function lowestTrust(trusts: Iterable<Trust>): Trust {

@@ -8,9 +8,13 @@ import { Containment, containmentTraceFields, type BackendChoice, type Isolation
 import { abandonedSessionWarning, findAbandonedSessions } from '../process/leftovers.js';
 import { processStartTime } from '../process/proc.js';
 import { droppedPathWarning } from '../process/resolve-binary.js';
+import { privilegedStepsWarning } from '../process/spawn/confinement.js';
+import { keyDir } from '../records/key-dir.js';
+import { stepPaths } from './step-paths.js';
 import { directoryProblem, makeDirectory } from '../records/directories.js';
 import { RecordsDirInUseError, recordedSessionIn, recordsDirUnusable } from '../records/records-dir.js';
 import { EVENT_LOG_FILE, EventLog } from '../records/event-log.js';
+import { recordSigner } from '../records/record-proof.js';
 import type { TraceNode } from '../records/trace-records.js';
 import { TraceWriter } from '../records/trace-writer.js';
 import type { Manifest } from '../manifest.js';
@@ -34,12 +38,12 @@ export type SessionExitStatus = 'ok' | 'failed' | 'canceled' | 'error';
 export interface SessionOptions {
   /** Directory shell steps run in and `data_path` is read beneath. Default: `process.cwd()`. */
   readonly workdir?: string;
-  /** Records directory. Default `<workdir>/.capsule/records/<session_id>/` (DESIGN §3). Created if missing. */
+  /** Records directory. Default `<workdir>/.capsule/records/<session_id>/` (docs/cli.md). Created if missing. */
   readonly recordsDir?: string;
   /**
    * False: the session has no records directory at all — nothing is written (no trace, no event
    * log, no logs), and a shell call is never demoted (its output would have no place to go,
-   * `detached.md` §3). Default true.
+   * `docs/background-commands.md#demotion-triggers`). Default true.
    */
   readonly records?: boolean;
   /** The session's background commands: extra allowed binaries, the grace, where the abandonment report goes. */
@@ -53,7 +57,7 @@ export interface SessionOptions {
   /** Write `trace.jsonl` (default true). Off: nothing is written and reports are identical. */
   readonly trace?: boolean;
   /**
-   * Write the actor event log `events.jsonl` (DESIGN §9; default true). Off: nothing is written,
+   * Write the actor event log `events.jsonl` (docs/event-log.md; default true). Off: nothing is written,
    * and with no other inspector the actors run without inspection (it costs time).
    */
   readonly eventLog?: boolean;
@@ -65,14 +69,14 @@ export interface SessionOptions {
   readonly clock?: SessionClock;
   /**
    * Observers of every XState inspection event of every actor this session runs (the event log of
-   * DESIGN §9 and `capsule inspect` plug in here).
+   * docs/event-log.md and `capsule inspect` plug in here).
    */
   readonly inspectors?: readonly ((event: InspectionEvent) => void)[];
   /** The runtime's structured log (src/session/logger.ts). Default: silent. */
   readonly logger?: RuntimeLogger;
   /**
    * Called with operational warnings, such as the repair of a torn last line left in
-   * `trace.jsonl` or `events.jsonl` by a crashed earlier run (field report 13). Default:
+   * `trace.jsonl` or `events.jsonl` by a crashed earlier run. Default:
    * `process.emitWarning`.
    */
   readonly onWarning?: (message: string) => void;
@@ -87,6 +91,12 @@ export interface SessionOptions {
   readonly isolation?: IsolationChoice;
   /** Run every process as this (unprivileged) user; the runtime must be root (`--run-as`). */
   readonly runAs?: string | null;
+  /**
+   * Steps keep every capability of the runtime's user, no cgroup namespace, /sys writable
+   * (`--privileged-steps`; also asked by the manifest's `capabilities.privileged_steps`):
+   * docs/security.md#privileged-steps. Warned about at open, recorded in `session_start`.
+   */
+  readonly privilegedSteps?: boolean;
   /**
    * Warn (once per dead session, through `onWarning`) about the sessions in the same records root
    * that ended without `session_end` while their runtime is gone, naming the live processes they
@@ -112,7 +122,7 @@ export interface SessionOptions {
 /**
  * One runtime session: the single owner of its records directory, its clock, its trace writer,
  * its event log, its structured log, its cancel policies and every process tree its work starts
- * (its {@link Containment}) (DESIGN §2, §7). `capsule run` is one session; `capsule serve` will
+ * (its {@link Containment}) (docs/architecture.md, docs/records.md). `capsule run` is one session; `capsule serve` will
  * be one too. Plans, background commands and delegations run inside a session and reach these
  * through it, so there is one place that ends every process when the session ends.
  */
@@ -124,7 +134,7 @@ export class Session {
    * HOME and TMPDIR of the session's steps and tools (`home/`, `tmp/`): `.<records dir
    * name>.scratch/` beside the records directory, e.g.
    * `<workdir>/.capsule/records/.ses_….scratch/`. Outside the records directory's tree, so that
-   * nothing a step writes there lands next to the records (issue 15), and nowhere the operator
+   * nothing a step writes there lands next to the records, and nowhere the operator
    * did not point the records at.
    */
   readonly scratchDir: string;
@@ -145,7 +155,7 @@ export class Session {
   readonly node: TraceNode<'session_start'>;
   /** The session's tasks (`tsk_…`): every `shell.run`, `plan.submit` and delivered completion. */
   readonly tasks: TaskTable;
-  /** The session's live delegations by `dlg_` id (`cancel.md` §4): named in a cancel's residue. */
+  /** The session's live delegations by `dlg_` id (`docs/cancel.md#live-delegations`): named in a cancel's residue. */
   readonly delegations = new LiveDelegations();
   /** The readable actor ids its plans and steps got (a repeated one is tagged `~2`, `~3`, …: docs/event-log.md "Actor ids"). */
   readonly actorNames = new ActorNames();
@@ -173,6 +183,13 @@ export class Session {
     // Refused before the containment exists: nothing to take down (e.g. /proc or /sys, where Node's recursive mkdir would never return).
     const problem = this.hasRecords ? directoryProblem(this.recordsDir) : null;
     if (problem !== null) throw recordsDirUnusable(this.recordsDir, problem);
+    const paths = stepPaths({ workdir: this.workdir, runtimeDir: this.runtimeDir, recordsDir: this.hasRecords ? this.recordsDir : null, scratchDir: this.scratchDir, keyDir: keyDir() });
+    const privilegedSteps =
+      options.privilegedSteps === true
+        ? { privilegedSteps: true, privilegedStepsBy: '--privileged-steps' }
+        : this.manifest?.capabilities?.privileged_steps === true
+          ? { privilegedSteps: true, privilegedStepsBy: 'capabilities.privileged_steps of the manifest' }
+          : {};
     // Decided before anything is written: a containment that was asked for and cannot be had is a
     // refusal before any step runs (`CONTAINMENT_UNAVAILABLE`). It creates the session's cgroup on
     // the cgroup backend.
@@ -181,10 +198,13 @@ export class Session {
       ...(options.containment !== undefined ? { backend: options.containment } : {}),
       ...(options.isolation !== undefined ? { isolation: options.isolation } : {}),
       ...(options.runAs !== undefined ? { runAs: options.runAs } : {}),
-      // In a step's mount namespace the records directory is read-only: a step (even as root,
-      // short of undoing the mount) cannot forge or redirect records. Not when the records
-      // directory holds the workdir or the scratch directory, which steps must write.
-      readOnlyPaths: !this.hasRecords || isInside(this.workdir, this.recordsDir) || isInside(this.scratchDir, this.recordsDir) ? [] : [this.recordsDir],
+      ...privilegedSteps,
+      // In a step's mount namespace the records root is read-only and the records key hidden: a
+      // step (even as root: it cannot unmount) can neither forge records nor read the key.
+      readOnlyPaths: paths.readOnly,
+      writablePaths: paths.writable,
+      hiddenPaths: paths.hidden,
+      pathNotes: paths.notes,
     });
     // Every failure to open the records is RECORDS_DIR_UNUSABLE, and takes the session's cgroup
     // with it (nothing ran), e.g. ELOOP: trace.jsonl is a link planted in a reused records dir.
@@ -219,8 +239,12 @@ export class Session {
       options.onRecordError?.(error);
     };
     const now = (): number => this.time.epochMs();
+    const tracing = options.trace !== false && this.hasRecords;
+    // The proof of its session_start and process_start records (src/records/record-proof.ts): what
+    // a later resume believes before it reports a process as this session's or signals it.
+    const signing = tracing ? recordSigner(this.recordsDir) : null;
     try {
-      this.trace = new TraceWriter(options.trace === false || !this.hasRecords ? null : join(this.recordsDir, 'trace.jsonl'), this.id, { onError: onRecordError, now });
+      this.trace = new TraceWriter(tracing ? join(this.recordsDir, 'trace.jsonl') : null, this.id, { onError: onRecordError, now, signer: signing?.signer ?? null });
     } catch (error) {
       throw unusable(error);
     }
@@ -246,6 +270,11 @@ export class Session {
       warn(message);
     }
     if (this.containment.path.dropped.length > 0) warn(droppedPathWarning(this.containment.path));
+    if (this.containment.info.confinement.privilegedSteps) warn(privilegedStepsWarning(this.containment.info.confinement));
+    if (signing !== null && signing.signer === null) {
+      this.logger.warn({ why: signing.reason }, 'records not signed');
+      warn(`${join(this.recordsDir, 'trace.jsonl')}: this session's records cannot be signed (${signing.reason}): a later --resume reports what they name as untrusted and --reap stops none of it`);
+    }
     const manifest = this.manifest;
     this.node = this.trace.write('session_start', null, {
       capsule_name: manifest?.name ?? null,
@@ -332,7 +361,7 @@ export class Session {
   }
 
   /**
-   * What is still running now (`cancel.md` §5.2): every outstanding background command sorted by
+   * What is still running now (`docs/cancel.md#residue-items`): every outstanding background command sorted by
    * `work_id`, then every live delegation sorted by `delegation_id`. A snapshot, not a promise.
    */
   residue(): Residue {
@@ -348,7 +377,7 @@ export class Session {
   /**
    * Ends the session (every ordinary end: `capsule run`'s, `session.stop`, a signal to
    * `capsule serve`, its stdin closing): first the teardown sweep of the background commands
-   * (`detached.md` §14: the ones still running are killed and proven gone, the unaccounted are
+   * (`docs/background-commands.md#session-end`: the ones still running are killed and proven gone, the unaccounted are
    * recorded as `shell_abandoned` and reported once), then every process tree still registered is
    * ended (SIGTERM, SIGKILL after `graceMs`, proven gone) and the session's cgroup removed, then
    * `session_end` — the last record — and the trace and event log are closed. Idempotent: a second
@@ -366,6 +395,15 @@ export class Session {
    */
   get recordsFailure(): Error | null {
     return this.#recordsFailure;
+  }
+
+  /**
+   * Notes a records write of the session's that failed outside the trace and the event log (a
+   * plan's `report.json`): the first failure of any is {@link recordsFailure}, what `capsule run`
+   * and `capsule serve` name when they exit 1.
+   */
+  noteRecordsFailure(error: Error): void {
+    this.#recordsFailure ??= error;
   }
 
   get ended(): boolean {
@@ -400,7 +438,3 @@ export class Session {
 // `capsule validate --records` loads no machines), re-exported here where a session is opened.
 export { freshRecordsDir, RecordsDirInUseError, recordedSessionIn, SESSION_RECORD_FILES, type RecordedSession } from '../records/records-dir.js';
 
-/** Whether `path` is `dir` or inside it (both absolute, normalized). */
-function isInside(path: string, dir: string): boolean {
-  return path === dir || path.startsWith(dir.endsWith('/') ? dir : `${dir}/`);
-}

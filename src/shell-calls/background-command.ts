@@ -1,5 +1,5 @@
 /**
- * `backgroundCommand` (`background-command.md` §3, issue 9 item 6): `status`, `wait` and `stop`
+ * `backgroundCommand` (`docs/background-commands.md#operations`): `status`, `wait` and `stop`
  * of one demoted command by its work id, rendered as the tool result; the first read of a
  * finished, unclaimed command claims its delivery and writes its one `shell_completed`
  * (`delivered_via: "background_command"`). Beyond the original, with `extended` (serve): `status`
@@ -8,6 +8,7 @@
  */
 import { StringDecoder } from 'node:string_decoder';
 import type { CancelSignal } from '../cancel/cancel-signal.js';
+import { messageOf } from '../errors.js';
 import { completionStatus } from './completion.js';
 import { effectiveWaitMs } from '../detached/constants.js';
 import type { EndedBy, WorkSnapshot } from './work-index.js';
@@ -63,7 +64,7 @@ export type BackgroundCommandAnswer =
   | {
       readonly ok: true;
       readonly operation: 'status' | 'wait' | 'stop';
-      /** The tool result (`background-command.md` §4). */
+      /** The tool result (`docs/background-commands.md#rendering`). */
       readonly result: BackgroundCommandResult;
       readonly work_id: string;
       readonly state: 'running' | 'exited' | 'stopped';
@@ -76,7 +77,7 @@ export type BackgroundCommandAnswer =
       readonly ended_by: EndedBy;
       /** This read claimed the completion (its `shell_completed` was written with `delivered_via: "background_command"`). */
       readonly delivered_now: boolean;
-      /** `wait` only: `Finished`, `TimedOut` or `Canceled` (`detached.md` §11), or `Matched` (`until`). */
+      /** `wait` only: `Finished`, `TimedOut` or `Canceled` (`docs/background-commands.md#wait`), or `Matched` (`until`). */
       readonly wait?: 'Finished' | 'TimedOut' | 'Canceled' | 'Matched';
       /** `wait` with `until`: the line of new output that matched (null when none did). */
       readonly matched?: string | null;
@@ -152,7 +153,7 @@ export async function runBackgroundCommand(
   try {
     await index.stop(workId);
   } catch (error) {
-    const message = `stop refused: ${(error as Error).message}; nothing was signalled`;
+    const message = `stop refused: ${messageOf(error)}; nothing was signalled`;
     return { ok: false, code: 'signal_refused', error: message, result: refusedInputResult(message) };
   }
   const sent = (index.counters(workId)?.signals_sent ?? 0) - before;

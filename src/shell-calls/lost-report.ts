@@ -1,10 +1,10 @@
 /**
- * Work a dead session left behind (`detached.md` §15): one report per resume, never one per work
+ * Work a dead session left behind (`docs/resume.md#the-lost-report`): one report per resume, never one per work
  * id. Built by the reconcile module (`src/reconcile/`), worded by `texts.ts` ({@link lostReportText}).
  */
 import type { TaskProvenance } from '../session/provenance.js';
 
-/** One lost command (§15): what its `shell_detached` record said. */
+/** One lost command (docs/resume.md#the-lost-report): what its `shell_detached` record said. */
 export interface LostWork {
   readonly work_id: string;
   readonly binary: string;
@@ -13,7 +13,7 @@ export interface LostWork {
   readonly detached_at_ms: number;
 }
 
-/** The lost report (§15). */
+/** The lost report (docs/resume.md#the-lost-report). */
 export interface LostReport {
   /** Session id named by the prior trace's `session_start`. */
   readonly started_in_session: string;

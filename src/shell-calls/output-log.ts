@@ -1,21 +1,22 @@
 /**
- * The live output of a demoted command (`detached.md` §6): `logs/<work_id>.log` in the records
+ * The live output of a demoted command (`docs/background-commands.md#output-log`): `logs/<work_id>.log` in the records
  * directory, written as output arrives, with the kept tail and byte counts of {@link OutputTail}.
  *
- * Layout (§6.2): `Command: <binary as invoked> <args joined by single spaces>\n\n`, then every
+ * Layout (docs/background-commands.md#output-log): `Command: <binary as invoked> <args joined by single spaces>\n\n`, then every
  * chunk of either pipe in the order it was appended (no labels), then, once the command exited,
  * `\n\nExit code: <n>\n`.
  *
- * Write strategy (measured with `bench/output-log-drain.ts`, see its header): each chunk is written
+ * Write strategy (compared in `bench/output-log-drain.ts`): each chunk is written
  * synchronously with `writeSync` as it is appended, straight from the pipe's buffer. No copy, no
  * queue, so memory is flat whatever is written and the file holds every byte appended so far the
  * moment `append` returns. Asynchronous writes through the thread pool (one in flight, chunks
- * coalesced, the pipe paused past a high-water mark) and a coalescing 1 MiB staging buffer were
- * both slower on 1 GiB. The price: a stalled disk stalls the event loop for the write's duration.
+ * coalesced, the pipe paused past a high-water mark) and a coalescing staging buffer were
+ * both slower on large outputs. The price: a stalled disk stalls the event loop for the write's duration.
  */
 import { closeSync, constants as fsConstants, mkdirSync, openSync, writeSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { OutputTail } from '../detached/output-tail.js';
+import { messageOf } from '../errors.js';
+import { OutputTail } from '../executors/output-tail.js';
 import { logCapMarker, logWriteFailure } from './texts.js';
 
 /** File operations the log uses; injectable so tests can make a write fail. Defaults: `node:fs`. */
@@ -43,14 +44,14 @@ export const NODE_FS: OutputLogFs = {
 
 /** Options of {@link OutputLog.open}. */
 export interface OutputLogOptions {
-  /** Absolute path of the log, `<records dir>/logs/<work_id>.log` (§6.1). Its directory is created if missing. */
+  /** Absolute path of the log, `<records dir>/logs/<work_id>.log` (docs/background-commands.md#output-log). Its directory is created if missing. */
   readonly path: string;
-  /** The binary as invoked (`bash`, not its resolved path), for the header (§6.2). */
+  /** The binary as invoked (`bash`, not its resolved path), for the header (docs/background-commands.md#output-log). */
   readonly binary: string;
-  /** Its arguments, joined with single spaces in the header, not quoted or escaped (§6.2). */
+  /** Its arguments, joined with single spaces in the header, not quoted or escaped (docs/background-commands.md#output-log). */
   readonly args: readonly string[];
   /**
-   * `lifecycle.max_log_bytes` (ours, issue 9): the header and the output section written to the
+   * `lifecycle.max_log_bytes` (ours): the header and the output section written to the
    * file stop at this many bytes; past it one cap marker line is written and later output reaches
    * only the tail and `sectionBytes`. The trailer is still written after the marker. `null` or
    * absent: no cap. A positive integer; the header is written whole even when it is longer.
@@ -61,27 +62,27 @@ export interface OutputLogOptions {
   readonly fs?: OutputLogFs;
 }
 
-/** What {@link OutputLog.finish} reports for the completion (§7.2). */
+/** What {@link OutputLog.finish} reports for the completion (docs/background-commands.md#completion). */
 export interface OutputLogSummary {
   /** Bytes of the log file, header and trailer included (`output_bytes` of the completion). */
   readonly outputBytes: number;
-  /** The first write failure, `failed to write shell log: <OS error>` (§6.4), or null. */
+  /** The first write failure, `failed to write shell log: <OS error>` (docs/background-commands.md#log-write-failures), or null. */
   readonly error: string | null;
   /** Whether {@link OutputLogOptions.maxLogBytes} cut the file. */
   readonly capped: boolean;
 }
 
-/** The `Command:` header (§6.2): with no arguments just the binary. */
+/** The `Command:` header (docs/background-commands.md#output-log): with no arguments just the binary. */
 export function logHeader(binary: string, args: readonly string[]): string {
   return `Command: ${args.length === 0 ? binary : `${binary} ${args.join(' ')}`}\n\n`;
 }
 
-/** The trailer appended once the command exited (§6.2), whatever the output ended with. */
+/** The trailer appended once the command exited (docs/background-commands.md#output-log), whatever the output ended with. */
 export const logTrailer = (exitCode: number): string => `\n\nExit code: ${exitCode}\n`;
 
 /**
  * One demoted command's log file and kept tail. Never throws for I/O: the first open or write
- * failure is kept as {@link error} (`failed to write shell log: <OS error>`, §6.4), the handle is
+ * failure is kept as {@link error} (`failed to write shell log: <OS error>`, docs/background-commands.md#log-write-failures), the handle is
  * dropped and nothing more is written, while the tail and `sectionBytes` keep counting (the
  * command keeps running; the failure becomes the completion's `error`).
  */
@@ -108,7 +109,7 @@ export class OutputLog {
   }
 
   /**
-   * Creates the log's directory if missing, opens the file (§4 step 3) and writes the header. An
+   * Creates the log's directory if missing, opens the file (docs/background-commands.md#demotion) and writes the header. An
    * existing file or symlink at `path` is a failure (exclusive create, `O_NOFOLLOW`), remembered
    * like any other. Never throws for I/O.
    *
@@ -127,7 +128,7 @@ export class OutputLog {
     return log;
   }
 
-  /** Every byte appended to the output section (`section_bytes`, §6.3), header and trailer excluded. */
+  /** Every byte appended to the output section (`section_bytes`, docs/background-commands.md#kept-tail), header and trailer excluded. */
   get sectionBytes(): number {
     return this.#tail.sectionBytes;
   }
@@ -153,7 +154,7 @@ export class OutputLog {
   }
 
   /**
-   * Appends one chunk of either pipe (§6.2, §6.3): to the tail and the count always, to the file
+   * Appends one chunk of either pipe (docs/background-commands.md#output-log, docs/background-commands.md#kept-tail): to the tail and the count always, to the file
    * unless a failure happened, the cap was reached or the log is finished (bytes after the
    * trailer count in nothing). Then calls the subscribers with the chunk.
    */
@@ -188,7 +189,7 @@ export class OutputLog {
   }
 
   /**
-   * Appends the trailer `\n\nExit code: <n>\n` and closes the file (§6.2, §7 step 5). Idempotent:
+   * Appends the trailer `\n\nExit code: <n>\n` and closes the file (docs/background-commands.md#output-log, docs/background-commands.md#completion). Idempotent:
    * a second call changes nothing and returns the same summary.
    */
   finish(exitCode: number): OutputLogSummary {
@@ -201,7 +202,7 @@ export class OutputLog {
     return { outputBytes: this.#fileBytes, error: this.#error, capped: this.#capped };
   }
 
-  /** Closes the file without a trailer (the runtime is going away before the command exited, §6.2). */
+  /** Closes the file without a trailer (the runtime is going away before the command exited, docs/background-commands.md#output-log). */
   close(): void {
     this.#finished = true;
     this.#closeFile();
@@ -233,7 +234,7 @@ export class OutputLog {
   }
 
   #fail(error: unknown): void {
-    if (this.#error === null) this.#error = logWriteFailure(errorMessage(error));
+    if (this.#error === null) this.#error = logWriteFailure(messageOf(error));
     this.#closeFile();
   }
 
@@ -245,13 +246,7 @@ export class OutputLog {
       this.#fs.close(fd);
     } catch (error) {
       // A close that fails (e.g. a delayed write error on NFS) means bytes may be missing: keep it.
-      if (this.#error === null) this.#error = logWriteFailure(errorMessage(error));
+      if (this.#error === null) this.#error = logWriteFailure(messageOf(error));
     }
   }
-}
-
-/** The message of a thrown value; `instanceof Error` is not used because errors from another realm (a VM context) fail it. */
-export function errorMessage(error: unknown): string {
-  if (typeof error === 'object' && error !== null && typeof (error as { message?: unknown }).message === 'string') return (error as { message: string }).message;
-  return String(error);
 }

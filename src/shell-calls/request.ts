@@ -1,6 +1,6 @@
 /**
- * What a `shell.run` call asks for, and its result shapes (`shell.md` §1, §4; `detached.md` §4,
- * §13). Transport-independent: `capsule serve` and the library take the same request.
+ * What a `shell.run` call asks for, and its result shapes (`docs/shell-commands.md#argv`, `docs/shell-commands.md#foreground-result`; `docs/background-commands.md#demotion`,
+ * docs/background-commands.md#demotion-result). Transport-independent: `capsule serve` and the library take the same request.
  */
 import type { CancelSignal } from '../cancel/cancel-signal.js';
 import type { OutputHolders } from './completion.js';
@@ -8,14 +8,14 @@ import type { DemotionResult } from './texts.js';
 import { splitShellWords } from '../plan/shell-words.js';
 import type { Task } from '../session/tasks.js';
 
-/** The interpreters whose `command` is the script itself (`shell.md` §1.1): `[binary, "-c", command]`. */
+/** The interpreters whose `command` is the script itself (`docs/shell-commands.md#argv`): `[binary, "-c", command]`. */
 export const INTERPRETERS: readonly string[] = ['bash', 'sh', 'zsh', 'fish', 'dash', 'ksh'];
 
 /**
  * One shell call. Give the command one of three ways:
- * - `command` alone: split into words as a plan step's `shell` is (`shell.md` §2; no shell in
+ * - `command` alone: split into words as a plan step's `shell` is (`docs/shell-commands.md#word-splitting`; no shell in
  *   between), the first word being the binary;
- * - `binary` and `command` (the spec's shell tools, `shell.md` §1.1): an interpreter (`bash`,
+ * - `binary` and `command` (as an agent's shell tools take them, `docs/shell-commands.md#argv`): an interpreter (`bash`,
  *   `sh`, `zsh`, `fish`, `dash`, `ksh`) runs `command` as its script (`bash -c <command>`); any
  *   other binary gets `command` split into its arguments;
  * - `argv`: the binary and its arguments exactly.
@@ -31,7 +31,7 @@ export interface ShellRunRequest {
    * clock. Default: `lifecycle.shell_grace_secs` of the manifest (absent: never).
    */
   readonly graceMs?: number | null;
-  /** Raised when the caller waiting for the foreground result went away: a command still in the foreground demotes at once (`detached.md` §2). */
+  /** Raised when the caller waiting for the foreground result went away: a command still in the foreground demotes at once (`docs/background-commands.md#demotion-triggers`). */
   readonly abandoned?: CancelSignal;
   /** The task the call belongs to (its cancel demotes a command in the foreground). Default: a task of its own. */
   readonly task?: Task;
@@ -48,10 +48,10 @@ export interface ShellRunRequest {
 
 /** A request turned into what runs. */
 export interface ParsedShellCommand {
-  /** The binary as written (checked against the allowlist exactly, `shell.md` §3). */
+  /** The binary as written (checked against the allowlist exactly, `docs/shell-commands.md#allow-list`). */
   readonly binary: string;
   readonly args: readonly string[];
-  /** The command text as the trace and the work index carry it: the caller's text without the binary (`shell.md` §1.1). */
+  /** The command text as the trace and the work index carry it: the caller's text without the binary (`docs/shell-commands.md#argv`). */
   readonly command: string;
 }
 
@@ -61,7 +61,7 @@ export interface ParsedShellCommand {
  */
 export function parseShellCommand(request: ShellRunRequest): ParsedShellCommand | { readonly error: string } {
   if (request.argv !== undefined) {
-    // Exactly one way of giving the command (docs/serve.md): a `binary` beside `argv` used to be dropped without a word.
+    // Exactly one way of giving the command (docs/serve.md): a `binary` beside `argv` is refused, never dropped without a word.
     if (request.binary !== undefined) return { error: 'give "binary" with "command", or "argv" alone (its first word is the binary), not "binary" and "argv"' };
     if (!Array.isArray(request.argv) || request.argv.length === 0 || !request.argv.every((word) => typeof word === 'string')) {
       return { error: 'argv must be a non-empty array of strings' };
@@ -100,7 +100,7 @@ function textAfterBinary(text: string, args: readonly string[]): string {
   return trimmed.slice(cut).trim();
 }
 
-/** A call that finished in the foreground (`shell.md` §4); it registered nothing. */
+/** A call that finished in the foreground (`docs/shell-commands.md#foreground-result`); it registered nothing. */
 export interface ShellFinished {
   readonly status: 'finished';
   readonly task_id: string;
@@ -116,21 +116,21 @@ export interface ShellFinished {
   readonly truncated: boolean;
   /** The full output (`<records>/logs/shell-<ms>.log`), only when truncated. */
   readonly full_output_path?: string;
-  /** Ours (round 17): `lifecycle.max_log_bytes` cut that log (it holds the first that many bytes of output and a marker line). */
+  /** Ours: `lifecycle.max_log_bytes` cut that log (it holds the first that many bytes of output and a marker line). */
   readonly output_capped?: true;
-  /** Ours (round 17): `log_cap` when the runtime ended the command because its log reached the cap under `lifecycle.on_log_cap: "stop"`. */
+  /** Ours: `log_cap` when the runtime ended the command because its log reached the cap under `lifecycle.on_log_cap: "stop"`. */
   readonly ended_by?: 'log_cap';
   /** Attributed `capabilities.resources` field, or null. */
   readonly resource_limit_hit: string | null;
   /** Whether processes it left still held its output when it exited (they were killed then). */
   readonly output_holders: OutputHolders;
-  /** The holders note line (`detached.md` §7.1) when there is one. */
+  /** The holders note line (`docs/shell-commands.md#output-holders`) when there is one. */
   readonly output_holders_note?: string;
   /** Set when the program could not be started (`failed to start '<binary>': …`). */
   readonly error?: string;
 }
 
-/** A call whose command was demoted (`detached.md` §4 step 7, §13). */
+/** A call whose command was demoted (`docs/background-commands.md#demotion`, `docs/background-commands.md#demotion-result`). */
 export interface ShellDetached {
   readonly status: 'detached';
   readonly task_id: string;
@@ -154,7 +154,7 @@ export interface ShellRefused {
   readonly error: string;
 }
 
-/** The call's task was canceled before the command was spawned: it was not run (`detached.md` §3). */
+/** The call's task was canceled before the command was spawned: it was not run (`docs/background-commands.md#demotion-triggers`). */
 export interface ShellCanceled {
   readonly status: 'canceled';
   readonly task_id: string;

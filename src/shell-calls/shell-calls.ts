@@ -17,7 +17,9 @@ import { shellCallChildId, type SweepOutput } from '../../machines/session.machi
 import type { ShellCallInput, ShellCallOutput } from '../../machines/shell-call.machine.js';
 import { STOP_TERM_GRACE_MS } from '../detached/constants.js';
 import { buildShellEnv } from '../executors/environment.js';
-import { allowFlag, DOLLAR_QUOTE_NOTE, excerpt, hasControlCharacter } from '../plan/text.js';
+import { messageOf } from '../errors.js';
+import { excerpt } from '../excerpt.js';
+import { allowFlag, DOLLAR_QUOTE_NOTE, hasControlCharacter } from '../plan/allow-flag.js';
 import { assertSignallableGroup } from '../process/signals.js';
 import type { Task } from '../session/tasks.js';
 import { runBackgroundCommand, type BackgroundCommandAnswer } from './background-command.js';
@@ -156,7 +158,7 @@ export class ShellCalls implements CommandSession {
     try {
       env = buildShellEnv({ hostEnv: process.env, allow: this.envAllow, scratchDir: host.scratchDir, runtimeDir: host.runtimeDir, owner: host.containment.info.runAs });
     } catch (error) {
-      return refuse('environment', (error as Error).message);
+      return refuse('environment', messageOf(error));
     }
     const graceMs = request.graceMs !== undefined ? request.graceMs : this.#graceMs;
     const actorId = host.actorNames.claimShellCall(task.id);
@@ -243,7 +245,7 @@ export class ShellCalls implements CommandSession {
 
   /**
    * Refuses (throws a `RangeError`, signalling nothing) a process group that is not the
-   * command's own, or one never to be signalled (pgid 0, 1, the runtime's own: field report 5).
+   * command's own, or one never to be signalled (pgid 0, 1, the runtime's own).
    */
   #checkGroup(workId: string, pgid: number): void {
     assertSignallableGroup(pgid);

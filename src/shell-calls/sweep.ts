@@ -6,6 +6,7 @@
 import { appendFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { SweepOutput } from '../../machines/session.machine.js';
+import { messageOf } from '../errors.js';
 import { finishedTooLate, type AbandonedCommand, type StillRunning } from './abandonment.js';
 import type { ShellCommand } from './command.js';
 import type { CompletionChannel } from './delivery.js';
@@ -90,7 +91,7 @@ export async function sweep(scope: SweepScope): Promise<SweepOutput> {
       try {
         appendFileSync(join(host.recordsDir, 'logs', 'bootstrap.log'), report);
       } catch (error) {
-        host.logger.error({ err: (error as Error).message }, 'could not write logs/bootstrap.log');
+        host.logger.error({ err: messageOf(error) }, 'could not write logs/bootstrap.log');
       }
     }
     try {
@@ -107,7 +108,7 @@ function processOf(command: ShellCommand | undefined): { pid: number; pgid: numb
   return identity ? { pid: identity.pid, pgid: identity.pgid } : undefined;
 }
 
-/** The entry with the pid and pgid the report names (field report 1). */
+/** The entry with the pid and pgid the report names. */
 function withProcess(entry: AbandonedCommand, process: { pid: number; pgid: number } | undefined): AbandonedCommand {
   return process === undefined ? entry : { ...entry, pid: process.pid, pgid: process.pgid };
 }

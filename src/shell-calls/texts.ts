@@ -1,12 +1,15 @@
 /**
- * Every text of demoted commands, in one place (`detached.md` §8, §13, §14.1, §15.1;
- * `background-command.md` §4; `shell.md` §6.2 and the output-holders note of §4). The wording is
- * ours; the fields, lines and fragments the spec pins are kept exactly. No text here ever carries
+ * Every text of demoted commands, in one place: the completion message, the demotion result, the
+ * abandonment report (`docs/background-commands.md`), the lost report (`docs/resume.md#lost-report-text`),
+ * the rendered status (`docs/background-commands.md#rendering`), the resource-limit line and the
+ * output-holders note (`docs/shell-commands.md`). The wording is ours; the fields, lines and
+ * fragments Murmur's texts carry are kept exactly. No text here ever carries
  * a command's output; only the operator's abandonment report names the command.
  */
 import type { AbandonedCommand } from './abandonment.js';
 import { completionStatus, type ShellCompletion, type OutputHolders } from './completion.js';
-import { BACKGROUND_COMMAND_TOOL, MAX_SHELL_OUTPUT_BYTES } from '../detached/constants.js';
+import { MAX_SHELL_OUTPUT_BYTES } from '../executors/output-cap.js';
+import { BACKGROUND_COMMAND_TOOL } from '../detached/constants.js';
 import type { LostReport } from './lost-report.js';
 import type { WorkSnapshot } from './work-index.js';
 import { excerpt } from './work-id.js';
@@ -27,7 +30,7 @@ export function oneLine(value: string): string {
 }
 
 /**
- * The shared resource-limit line (`shell.md` §6.2): one line, deterministic, names the
+ * The shared resource-limit line (`docs/shell-commands.md#resource-limit-line`): one line, deterministic, names the
  * `capabilities.resources` field and says what to do. The same line for a foreground result and a
  * completion message (where it stands alone). Accepts any string (`memory` too); line breaks in
  * it are escaped, so the text stays one line.
@@ -37,7 +40,7 @@ export function resourceLimitLine(limit: string): string {
 }
 
 /**
- * The output-holders note (`detached.md` §7.1, `shell.md` §4): one line for the values that have
+ * The output-holders note (`docs/shell-commands.md#output-holders`, `docs/shell-commands.md#foreground-result`): one line for the values that have
  * one, the same for a foreground result and a completion; null for `Closed`.
  */
 export function outputHoldersNote(holders: OutputHolders): string | null {
@@ -51,7 +54,7 @@ export function outputHoldersNote(holders: OutputHolders): string | null {
   }
 }
 
-/** The first log failure kept by the output log (`detached.md` §6.4), exact prefix. */
+/** The first log failure kept by the output log (`docs/background-commands.md#log-write-failures`), exact prefix. */
 export const logWriteFailure = (osError: string): string => `failed to write shell log: ${osError}`;
 
 export { logCapMarker } from '../executors/log-cap.js';
@@ -63,17 +66,17 @@ export { logCapMarker } from '../executors/log-cap.js';
 export const LOG_CAP_ENDED_BY_LINE = 'ended_by: log_cap (its log reached lifecycle.max_log_bytes and lifecycle.on_log_cap is stop, so the runtime stopped it)';
 
 // ---------------------------------------------------------------------------------------------
-// The completion message (detached.md §8)
+// The completion message (docs/background-commands.md#completion-message)
 // ---------------------------------------------------------------------------------------------
 
-/** First line of every shell completion message, and of no other completion kind (§8). */
+/** First line of every shell completion message, and of no other completion kind (docs/background-commands.md#completion-message). */
 export const COMPLETION_HEADING = 'Background shell command finished.';
 
-/** Last line of a completion message; ends with `are not reproduced here.` (§8). */
+/** Last line of a completion message; ends with `are not reproduced here.` (docs/background-commands.md#completion-message). */
 export const COMPLETION_CLOSING = 'The full stdout and stderr are in that file and are not reproduced here.';
 
 /**
- * The completion task's message text (§8), lines in order: heading, `work_id:`, `status:`,
+ * The completion task's message text (docs/background-commands.md#completion-message), lines in order: heading, `work_id:`, `status:`,
  * `exit_code:`, `duration_ms:`, `output: <path> (<n> bytes)`, the resource-limit line if a limit is
  * attributed, the holders note if there is one, `wait_error:` if an error is set, (ours)
  * {@link LOG_CAP_ENDED_BY_LINE} for a command its log cap stopped, an empty line, the closing
@@ -98,10 +101,10 @@ export function completionMessage(completion: ShellCompletion): string {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The demotion tool result (detached.md §13)
+// The demotion tool result (docs/background-commands.md#demotion-result)
 // ---------------------------------------------------------------------------------------------
 
-/** The two flags the demotion result depends on (§13). */
+/** The two flags the demotion result depends on (docs/background-commands.md#demotion-result). */
 export interface DemotionFlags {
   /** A completion can reach the model later as a task (`task_acceptance: queue` with `after_task: sleep`). */
   readonly delivered: boolean;
@@ -109,7 +112,7 @@ export interface DemotionFlags {
   readonly toolOffered: boolean;
 }
 
-/** The tool result a turn gets instead of a foreground result (§13). */
+/** The tool result a turn gets instead of a foreground result (docs/background-commands.md#demotion-result). */
 export interface DemotionResult {
   readonly status: 'passed';
   readonly summary: string;
@@ -121,11 +124,11 @@ export interface DemotionResult {
   readonly attachments: readonly never[];
 }
 
-/** The fixed one-sentence summary, naming the id; no path, no output (§13). */
+/** The fixed one-sentence summary, naming the id; no path, no output (docs/background-commands.md#demotion-result). */
 export const demotionSummary = (workId: string): string => `Still running in the background as ${workId}.`;
 
 /**
- * The demotion result (§13), built from the work id and the two flags only, so its size is the
+ * The demotion result (docs/background-commands.md#demotion-result), built from the work id and the two flags only, so its size is the
  * same for work ids of equal length. `data`'s sentences in order: the command runs on in the
  * background under the id; (tool offered) `background-command` checks on, waits for or stops it;
  * a command still running at session end is killed; the delivery sentence of the flag table
@@ -149,16 +152,16 @@ export function demotionResult(workId: string, flags: DemotionFlags): DemotionRe
 }
 
 // ---------------------------------------------------------------------------------------------
-// The abandonment report (detached.md §14.1)
+// The abandonment report (docs/background-commands.md#abandonment-report)
 // ---------------------------------------------------------------------------------------------
 
-/** Prefix of the report's first line (§14.1). */
+/** Prefix of the report's first line (docs/background-commands.md#abandonment-report). */
 export const ABANDONMENT_PREFIX = '[capsule-runtime] ';
 
 const plural = (n: number, one: string, many: string): string => (n === 1 ? one : many);
 
 /**
- * The one operator report of a session end that swept commands (§14.1), for stderr and
+ * The one operator report of a session end that swept commands (docs/background-commands.md#abandonment-report), for stderr and
  * `logs/bootstrap.log`; null when nothing was swept (no report is written). Entries in the order
  * given. The fragment `<N> background shell command(s) discarded` appears once, in the first line.
  * StillRunning entries have no `exit_code:` line and say where the output before the kill is;
@@ -202,14 +205,14 @@ export function abandonmentReport(sessionId: string, entries: readonly Abandoned
 }
 
 // ---------------------------------------------------------------------------------------------
-// The lost report (detached.md §15.1)
+// The lost report (docs/resume.md#lost-report-text)
 // ---------------------------------------------------------------------------------------------
 
 /** First line of the lost report; differs from {@link COMPLETION_HEADING}, and the text does not start with it. */
 export const LOST_HEADING = 'Background shell commands from an earlier session were never accounted for.';
 
 /**
- * What a resume knows of a lost command's process (ours, issue 11 item 2): `running` (its pid and
+ * What a resume knows of a lost command's process (ours): `running` (its pid and
  * start time match, or its own cgroup is populated), `stopped` (by this session, `--reap`),
  * `ended` (nothing of it runs), `unknown` (no pid was recorded, as in a Murmur trace),
  * `unverifiable` (a pid was recorded but nothing that proves which process it was: no start time
@@ -218,14 +221,14 @@ export const LOST_HEADING = 'Background shell commands from an earlier session w
 export type LostLiveness = 'running' | 'stopped' | 'ended' | 'unknown' | 'unverifiable';
 
 /**
- * The lost report's message (§15.1): heading; `Session <id> ended without recording …`; per
+ * The lost report's message (docs/resume.md#lost-report-text): heading; `Session <id> ended without recording …`; per
  * command an empty line, `work_id:` and `detached_at_ms:`; an empty line and the closing sentence
  * ending `start the work again only if it still matters.`. Never the binary, the command, a path,
  * a byte count or an exit code.
  *
  * Ours: with `liveness` known for any command (not all `unknown`), a paragraph before the closing
  * sentence says which still run, which this session stopped and which no longer run, and that a
- * running one is not adopted. Without it the text is exactly the spec's.
+ * running one is not adopted. Without it the text is exactly Murmur's.
  */
 export function lostReportText(
   report: Pick<LostReport, 'started_in_session' | 'lost'>,
@@ -263,7 +266,7 @@ function livenessParagraph(liveness: readonly { readonly work_id: string; readon
 }
 
 // ---------------------------------------------------------------------------------------------
-// The background-command rendering (background-command.md §4)
+// The background-command rendering (docs/background-commands.md#rendering)
 // ---------------------------------------------------------------------------------------------
 
 /** A `background-command` tool result. */
@@ -293,7 +296,7 @@ export interface RenderOptions {
 }
 
 /**
- * Renders a snapshot (`background-command.md` §4): `key: value` lines, an empty line, then the
+ * Renders a snapshot (`docs/background-commands.md#rendering`): `key: value` lines, an empty line, then the
  * tail; the first `\n\n` is the separator (header values are {@link oneLine}) and the text ends
  * with the tail. Header lines in order: `work_id`, `state`, `elapsed_ms`, and once finished
  * `exit_code`, `status` (right after it), `resource_limit` / `output_holders` / `wait_error` when
@@ -331,9 +334,9 @@ export function renderBackgroundCommand(snapshot: WorkSnapshot, options: RenderO
         : snapshot.ended_by === 'log_cap'
           ? `${snapshot.work_id} was stopped by the runtime when its log reached lifecycle.max_log_bytes (exit code ${done.exit_code}).`
           : `${snapshot.work_id} ${snapshot.state} with exit code ${done.exit_code}.`;
-  // `passed` reports a found command whatever its own exit status (background-command.md §4.2); a
+  // `passed` reports a found command whatever its own exit status (docs/background-commands.md#result-fields); a
   // command the session's end killed has no result of its own — it is abandoned, never delivered,
-  // "no task carries an exit code" (detached.md §14.1) — so the answer is `failed`, the status of a
+  // "no task carries an exit code" (docs/background-commands.md#abandonment-report) — so the answer is `failed`, the status of a
   // call that could not give what it was asked.
   const status = snapshot.ended_by === 'session_end' ? 'failed' : 'passed';
   return {
@@ -343,7 +346,7 @@ export function renderBackgroundCommand(snapshot: WorkSnapshot, options: RenderO
   };
 }
 
-/** The result for a well-formed work id this session never issued (`background-command.md` §2: failed). */
+/** The result for a well-formed work id this session never issued (`docs/background-commands.md#tool-input`: failed). */
 export function unknownWorkIdResult(workId: string): BackgroundCommandResult {
   return failedResult(`${excerpt(workId)} names no background command of this session.`);
 }

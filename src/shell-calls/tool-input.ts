@@ -1,11 +1,12 @@
 /**
- * Input of the `background-command` tool (`background-command.md` §2): the published schema, its
- * parser, and the extensions `capsule serve` accepts (DESIGN §10, issue 9 item 6).
+ * Input of the `background-command` tool (`docs/background-commands.md#tool-input`): the published schema, its
+ * parser, and the extensions `capsule serve` accepts (docs/serve.md).
  */
-import { MAX_SHELL_OUTPUT_BYTES } from '../detached/constants.js';
+import { MAX_SHELL_OUTPUT_BYTES } from '../executors/output-cap.js';
+import { messageOf } from '../errors.js';
 import { checkWorkId, excerpt } from './work-id.js';
 
-/** The input schema exactly as published: one line, no whitespace (`background-command.md` §2). */
+/** The input schema exactly as published: one line, no whitespace (`docs/background-commands.md#tool-input`). */
 export const BACKGROUND_COMMAND_INPUT_SCHEMA =
   '{"type":"object","properties":{"operation":{"type":"string","enum":["status","wait","stop"]},"work_id":{"type":"string"},"wait_secs":{"type":"integer","minimum":0}},"required":["operation","work_id"]}';
 
@@ -31,7 +32,7 @@ export const MAX_UNTIL_PATTERN_CHARS = 1024;
 const OPERATIONS: readonly string[] = ['status', 'wait', 'stop'];
 
 /**
- * Parses the tool's input (`background-command.md` §2). `operation` must be exactly `status`,
+ * Parses the tool's input (`docs/background-commands.md#tool-input`). `operation` must be exactly `status`,
  * `wait` or `stop`; `work_id` is required and checked against `^wrk_[0-9a-f]+$` before the index
  * is consulted; `wait_secs` is an optional non-negative integer, parsed for every operation and
  * used only by `wait` (recommended: ignored elsewhere). Unknown keys are ignored.
@@ -79,7 +80,7 @@ export function parseBackgroundCommandInput(value: unknown, options: { readonly 
       try {
         until = new RegExp(pattern, 'm');
       } catch (error) {
-        return refuse(`until is not a valid regular expression: ${(error as Error).message.slice(0, 200)}`);
+        return refuse(`until is not a valid regular expression: ${messageOf(error).slice(0, 200)}`);
       }
     }
   }

@@ -1,5 +1,5 @@
 /**
- * Work ids of demoted commands (`detached.md` §1): `wrk_` + a UUID v7 in simple form (32 lowercase
+ * Work ids of demoted commands (`docs/background-commands.md#work-ids`): `wrk_` + a UUID v7 in simple form (32 lowercase
  * hex digits). Time-ordered: sorting work ids as strings sorts them by demotion time, which
  * "oldest work id first" relies on everywhere.
  */
@@ -8,13 +8,13 @@ import { uuidV7Simple } from '../ids.js';
 /** Prefix of every work id (`WORK_ID_PREFIX`); distinct from `tsk_`, `ctx_`, `ses_`, `dlg_`. */
 export const WORK_ID_PREFIX = 'wrk_';
 
-/** The form a work id given to `background-command` must have (`detached.md` §1 [tested], `background-command.md` §2). */
+/** The form a work id given to `background-command` must have (`docs/background-commands.md#work-ids`, `docs/background-commands.md#tool-input`). */
 export const WORK_ID_PATTERN = /^wrk_[0-9a-f]+$/;
 
 /** Characters of refused input quoted back in an error; longer input is cut (the error never echoes unbounded input). */
 const MAX_ECHOED_CHARS = 40;
 
-/** A fresh work id, minted at demotion (`detached.md` §4 step 1). Later ids sort after earlier ones. */
+/** A fresh work id, minted at demotion (`docs/background-commands.md#demotion`). Later ids sort after earlier ones. */
 export const newWorkId = (): string => `${WORK_ID_PREFIX}${uuidV7Simple()}`;
 
 /** Result of {@link checkWorkId}: the id, or an error text for the tool result. */
@@ -22,7 +22,7 @@ export type WorkIdCheck = { readonly ok: true; readonly workId: string } | { rea
 
 /**
  * Checks a `work_id` given to `background-command` against {@link WORK_ID_PATTERN} before the
- * index is consulted (`background-command.md` §2, recommended: the full pattern, an error that
+ * index is consulted (`docs/background-commands.md#tool-input`, recommended: the full pattern, an error that
  * names the expected form and does not echo unbounded input). The error quotes at most 40
  * characters of the input, JSON-escaped (so control characters cannot forge lines), and says how
  * long the input was when it was cut.

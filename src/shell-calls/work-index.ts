@@ -290,8 +290,8 @@ export class WorkIndex {
   }
 
   /**
-   * Test hook (field report 5, test B): overwrites the process group recorded for `workId`, as an
-   * edited work record would; `checkGroup` must then refuse it. Returns false for an unknown id.
+   * Test hook: overwrites the process group recorded for `workId`, as an edited work record
+   * would; `checkGroup` must then refuse it. Returns false for an unknown id.
    */
   overridePgidForTest(workId: string, pgid: number): boolean {
     const entry = this.#entries.get(workId);

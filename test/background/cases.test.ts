@@ -1,5 +1,6 @@
 /**
- * The acceptance cases of demoted commands (`spec/detached-cases.md` sections A, C and D) on real
+ * The acceptance cases of demoted commands (`docs/background-commands.md`: demotion, the tool and
+ * the registry, the session's end) on real
  * processes, through the library: `shell.run` on a session, `backgroundCommand`, and the
  * documented test hook (`backgroundTestHooks`). Section B and the text cases of D are in
  * test/detached/texts.test.ts. Every case ends its session, which kills what it started.

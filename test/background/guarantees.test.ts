@@ -1,6 +1,5 @@
 /**
- * What background commands guarantee beyond the acceptance cases (issue 9, field reports 1, 2, 5,
- * 7, 8, 10, 23), on real processes: exactly-once delivery of simultaneous completions, stops that
+ * What background commands guarantee beyond the acceptance cases, on real processes: exactly-once delivery of simultaneous completions, stops that
  * reach the whole tree (SIGTERM first), output that is byte-exact and capped, sessions that never
  * see each other's work, process groups that are never the runtime's, demotion by cancel and by
  * abandon, and plan steps that never demote.
@@ -84,8 +83,8 @@ describe('output', () => {
     const returnedAt = Date.now();
     expect(wait).toMatchObject({ ok: true, state: 'exited', exit_code: 0 });
     const completion = b.hooks.completion(detached.work_id);
-    // The wait wakes on the completion, not on a poll (issue 9's 100 ms is a benchmark target;
-    // here the bound is one a loaded CI machine keeps).
+    // The wait wakes on the completion, not on a poll (its speed is a benchmark target; here the
+    // bound is one a loaded CI machine keeps).
     expect(returnedAt - (completion?.exited_at_ms ?? 0)).toBeLessThan(1000);
     const log = readFileSync(detached.output_path);
     const header = Buffer.from(`Command: bash -c sleep 0.5; cat '${file}'\n\n`);
@@ -221,7 +220,7 @@ eachBackend(({ containment }) => {
   });
 });
 
-describe('process groups (field report 5)', () => {
+describe('process groups', () => {
   it('runs every command in a process group that is not the runtime\'s, and still answers status after a stop', async () => {
     const b = policyB({ graceMs: 0 });
     const detached = await b.demote('sleep 30');
@@ -245,7 +244,7 @@ describe('process groups (field report 5)', () => {
   });
 });
 
-describe('sessions (field report 10)', () => {
+describe('sessions', () => {
   it('never shows one session\'s work to another in a different workdir', async () => {
     const a = policyB({ graceMs: 0 });
     const other = policyB({ graceMs: 0 });

@@ -1,5 +1,5 @@
 /**
- * Shared setup of the background-command tests: Policy B of `spec/detached-cases.md` (allowlist
+ * Shared setup of the background-command tests: Policy B (allowlist
  * `bash`, a fresh workdir W, a records directory R outside W, a grace per case) on a real session,
  * its test hook, and the cleanup every case ends with (the session's end kills what it started).
  */

@@ -216,9 +216,8 @@ describe('shell.run of a command holding a NUL character', () => {
   });
 });
 
-// Round 10: `binary` beside `argv` was silently dropped, so `{"binary": "bash", "argv": ["-c",
-// "echo hi"]}` ran `-c` as the program (refused as not allowed, naming `-c`), and
-// `{"binary": "bash", "argv": ["echo", "hi"]}` ran echo: docs/serve.md allows exactly one way.
+// `binary` beside `argv` is refused, never dropped without a word (else `{"binary": "bash",
+// "argv": ["-c", "echo hi"]}` would run `-c` as the program): docs/serve.md allows exactly one way.
 describe('shell.run given both binary and argv', () => {
   it('refuses it with INVALID_PARAMS saying which to give, starting nothing (no task.started), and keeps serving', async () => {
     const serve = startServe({ args: ['--allow', 'echo'] });

@@ -1,5 +1,5 @@
 /**
- * `capsule run` end to end (DESIGN §3–§4): the built CLI as a real process, real shell steps,
+ * `capsule run` end to end (docs/cli.md, docs/report.md): the built CLI as a real process, real shell steps,
  * exit codes, the `--json` report, progress on stderr, warnings and options.
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
@@ -275,7 +275,7 @@ describe('capsule run: options', () => {
   });
 
   it('fails a capsule step with an error naming the capsule registry given by --capsules', async () => {
-    // Issue 12: the capsule must be allowed first (else the refusal names capabilities.spawn.allow); then the missing registry is named.
+    // The capsule must be allowed first (else the refusal names capabilities.spawn.allow); then the missing registry is named.
     const dir = workdirWith([{ id: 'delegate', capsule: 'worker', input: 'do it' }], { name: 'cli-test', capabilities: { shell: { allow: ['node'] }, spawn: { allow: ['local/worker'] } } });
     const result = await runCli(['run', 'plan.json', '--capsules', 'my-capsules', '--json'], { cwd: dir });
 

@@ -1,5 +1,5 @@
 /**
- * What `capsule run` of a shell plan loads before it is done (issue 14, startup): every built-in
+ * What `capsule run` of a shell plan loads before it is done (startup): every built-in
  * module is compiled at its first use, at every start, and so is every module of ours. The
  * session's clock reads the monotonic time with `process.hrtime`, so Node's `perf_hooks` family
  * (loaded by the first use of the global `performance`) is never loaded by such a run; a plan's

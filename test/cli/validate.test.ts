@@ -1,5 +1,5 @@
 /**
- * `capsule validate` (DESIGN §3): parse and validate without running; exit 0 valid, 1 refused,
+ * `capsule validate` (docs/cli.md): parse and validate without running; exit 0 valid, 1 refused,
  * 2 usage error or bad manifest; `--json` prints `{valid, plan_id, failed_step, error, warnings}`.
  */
 import { existsSync, writeFileSync } from 'node:fs';

@@ -1,5 +1,5 @@
 /**
- * Regression tests of the crash classes of issue 16 and of those fuzzing found since, one test
+ * Regression tests of the crash classes fuzzing found, one test
  * each, at the reader that had it and (where the symptom was the CLI's) through `capsule` itself.
  */
 import { execFileSync, spawn } from 'node:child_process';

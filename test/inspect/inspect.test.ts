@@ -73,7 +73,7 @@ describe('capsule inspect', () => {
     }).report;
     const out = capture();
     expect(await inspectCommand(recordsDir, { once: true }, out)).toBe(0);
-    // Each step shows its outcome as the plan settled it (issue 13, item 11), not only the actor's final state.
+    // Each step shows its outcome as the plan settled it (item 11), not only the actor's final state.
     expect(out.stdout.text).toBe(
       ['plan:p  finished (done)  [0 running, 2 ended]', '├─ step:a  finished (done) → success', '└─ step:b  finished (done) → failed: exit code 2', ''].join('\n'),
     );

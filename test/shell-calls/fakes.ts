@@ -9,7 +9,7 @@ import { sessionActorId, shellCallChildId } from '../../machines/session.machine
 import type { CommandOrder, CommandReport, ShellCallInput, ShellCallOutput } from '../../machines/shell-call.machine.js';
 import { provideKind } from '../../src/actors/actor-kinds.js';
 import type { CancelSignal } from '../../src/cancel/cancel-signal.js';
-import { OutputTail } from '../../src/detached/output-tail.js';
+import { OutputTail } from '../../src/executors/output-tail.js';
 import { STOP_KILL_WAIT_MS, STOP_TERM_GRACE_MS } from '../../src/detached/constants.js';
 import type { SessionClock, XStateClock } from '../../src/session/clock.js';
 import type { ShellCompletion } from '../../src/shell-calls/completion.js';
@@ -101,7 +101,7 @@ export function fakeRegistration(workId: string, options: { output?: OutputTail;
   };
 }
 
-/** A completion with the spec's case-20 values unless overridden. */
+/** A completion with fixed example values unless overridden. */
 export function completionOf(workId: string, overrides: Partial<ShellCompletion> = {}): ShellCompletion {
   return {
     work_id: workId,

@@ -1,10 +1,10 @@
-/** Work ids (`detached.md` §1), provenance (§17) and the `background-command` input (`background-command.md` §2). */
+/** Work ids (`docs/background-commands.md#work-ids`), provenance (docs/background-commands.md#provenance) and the `background-command` input (`docs/background-commands.md#tool-input`). */
 import fc from 'fast-check';
 import { completionProvenance, deriveTrust, lowestTrust, ORIGINS, parseOrigin, parseTrust, provenanceOf } from '../../src/session/provenance.js';
 import { BACKGROUND_COMMAND_INPUT_SCHEMA, parseBackgroundCommandInput } from '../../src/shell-calls/tool-input.js';
 import { checkWorkId, newWorkId, WORK_ID_PATTERN } from '../../src/shell-calls/work-id.js';
 
-describe('work ids (detached.md §1)', () => {
+describe('work ids (docs/background-commands.md#work-ids)', () => {
   it('are wrk_ and 32 lowercase hex digits of a UUID v7, matching ^wrk_[0-9a-f]+$', () => {
     const id = newWorkId();
     expect(id).toMatch(/^wrk_[0-9a-f]{12}7[0-9a-f]{3}[89ab][0-9a-f]{15}$/);
@@ -41,7 +41,7 @@ describe('work ids (detached.md §1)', () => {
   });
 });
 
-describe('provenance (detached.md §17)', () => {
+describe('provenance (docs/background-commands.md#provenance)', () => {
   it('derives trust from the origin; peer and completion inherit, and absent is untrusted', () => {
     expect(['user', 'schedule', 'system'].map((o) => deriveTrust(o as 'user'))).toEqual(['trusted', 'trusted', 'trusted']);
     expect(deriveTrust('event', 'trusted')).toBe('untrusted');
@@ -72,7 +72,7 @@ describe('provenance (detached.md §17)', () => {
   });
 });
 
-describe('the background-command input (background-command.md §2)', () => {
+describe('the background-command input (docs/background-commands.md#tool-input)', () => {
   it('publishes the schema exactly, as one line without whitespace', () => {
     expect(JSON.parse(BACKGROUND_COMMAND_INPUT_SCHEMA)).toEqual({
       type: 'object',

@@ -1,4 +1,4 @@
-/** The output log of a demoted command (`detached.md` §6), on real files. */
+/** The output log of a demoted command (`docs/background-commands.md#output-log`), on real files. */
 import { existsSync, lstatSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -15,7 +15,7 @@ const logPath = (name = 'wrk_0001'): string => join(dir, 'logs', `${name}.log`);
 const open = (extra: Partial<Parameters<typeof OutputLog.open>[0]> = {}): OutputLog =>
   OutputLog.open({ path: logPath(), binary: 'bash', args: ['-c', 'echo first; sleep 2'], ...extra });
 
-describe('the output log (detached.md §6)', () => {
+describe('the output log (docs/background-commands.md#output-log)', () => {
   it('starts with the Command header of the binary as invoked and its arguments, then a blank line', () => {
     const log = open();
     expect(readFileSync(logPath(), 'utf8')).toBe('Command: bash -c echo first; sleep 2\n\n');
@@ -59,7 +59,7 @@ describe('the output log (detached.md §6)', () => {
     expect(log.sectionBytes).toBe(9);
   });
 
-  it('counts 50010 section bytes and keeps every byte in the file (case 17)', () => {
+  it('counts 50010 section bytes and keeps every byte in the file', () => {
     const log = open();
     log.append(Buffer.alloc(50000, 'a'));
     log.append(Buffer.from('\nTAILMARK\n'));

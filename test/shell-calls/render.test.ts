@@ -1,9 +1,9 @@
 /**
- * The `background-command` rendering (`background-command.md` §4) of registry snapshots: the
- * cases of `detached-cases.md` section C at unit level (the live output is an in-memory tail).
+ * The `background-command` rendering (`docs/background-commands.md#rendering`) of registry
+ * snapshots, at unit level (the live output is an in-memory tail).
  */
 import { MAX_WAIT_SECS, effectiveWaitMs } from '../../src/detached/constants.js';
-import { OutputTail } from '../../src/detached/output-tail.js';
+import { OutputTail } from '../../src/executors/output-tail.js';
 import { completionMessage, refusedInputResult, renderBackgroundCommand, unknownWorkIdResult } from '../../src/shell-calls/texts.js';
 import { completionOf, FakeCalls, fakeRegistration, ManualClock, RecordingSignaller } from './fakes.js';
 
@@ -21,7 +21,7 @@ function must<T>(value: T | null): T {
 const read = (registry: FakeCalls) => must(registry.read('wrk_0001'));
 const afterSeparator = (data: string): string => data.slice(data.indexOf('\n\n') + 2);
 
-describe('rendering a running command (case 16)', () => {
+describe('rendering a running command', () => {
   it('shows state running, all of the output, and ends with the output so far', () => {
     const { registry, output } = setup();
     output.push(Buffer.from('first\n'));
@@ -56,7 +56,7 @@ describe('rendering a running command (case 16)', () => {
   });
 });
 
-describe('rendering past 16 KiB (case 17)', () => {
+describe('rendering past 16 KiB', () => {
   it('shows exactly the last 16384 bytes after the first blank line, and says so', () => {
     const { registry, output } = setup();
     output.push(Buffer.alloc(50000, 'a'));
@@ -80,7 +80,7 @@ describe('rendering past 16 KiB (case 17)', () => {
   });
 });
 
-describe('rendering a wait (case 19 and background-command.md §3)', () => {
+describe('rendering a wait (docs/background-commands.md#operations)', () => {
   it('carries waited_secs, rounded down, after output_shown, and no exit_code while running', () => {
     const { registry } = setup();
     const { result } = renderBackgroundCommand(read(registry), { waitedMs: 1040 });
@@ -111,7 +111,7 @@ describe('rendering a wait (case 19 and background-command.md §3)', () => {
   });
 });
 
-describe('rendering finished commands (cases 25, 29)', () => {
+describe('rendering finished commands', () => {
   it('shows exit_code 0 then status ok for a clean exit', () => {
     const { registry } = setup();
     registry.complete('wrk_0001', completionOf('wrk_0001'));
@@ -167,7 +167,7 @@ describe('rendering finished commands (cases 25, 29)', () => {
   });
 });
 
-describe('refusals (background-command.md §2)', () => {
+describe('refusals (docs/background-commands.md#tool-input)', () => {
   it('fails an unknown work id with a sentence naming it as none of this session', () => {
     const result = unknownWorkIdResult('wrk_abc');
     expect(result.status).toBe('failed');

@@ -1,6 +1,6 @@
 /**
- * The message texts of demoted commands (`detached.md` §8, §13, §14.1, §15.1, `shell.md` §6.2):
- * the acceptance cases of `detached-cases.md` sections A (10, 11) B, D and E's text, as units.
+ * The message texts of demoted commands (`docs/background-commands.md#completion-message`, `docs/background-commands.md#demotion-result`, `docs/background-commands.md#abandonment-report`, `docs/resume.md#lost-report-text`, `docs/shell-commands.md#resource-limit-line`):
+ * as units.
  */
 import fc from 'fast-check';
 import type { AbandonedCommand, FinishedTooLate } from '../../src/shell-calls/abandonment.js';
@@ -46,7 +46,7 @@ function tokenEstimate(text: string): number {
   return tokens;
 }
 
-describe('the shared resource-limit line (shell.md §6.2)', () => {
+describe('the shared resource-limit line (docs/shell-commands.md#resource-limit-line)', () => {
   it('is one line naming the limit and saying what to do, the same every time', () => {
     const line = resourceLimitLine('cgroup_pids_max');
     expect(line).not.toMatch(/\n/);
@@ -66,8 +66,8 @@ describe('the shared resource-limit line (shell.md §6.2)', () => {
   });
 });
 
-describe('the completion message (detached.md §8)', () => {
-  it('names its limit with the shared line, reads status error and ends with the closing sentence (case 13)', () => {
+describe('the completion message (docs/background-commands.md#completion-message)', () => {
+  it('names its limit with the shared line, reads status error and ends with the closing sentence', () => {
     const text = completionMessage(
       completionOf('wrk_0001', { binary: 'bash', command: 'make -j64', exit_code: 1, duration_ms: 3000, exited_at_ms: 1000, output_path: '/R/logs/wrk_0001.log', output_bytes: 0, resource_limit: 'cgroup_pids_max' }),
     );
@@ -78,7 +78,7 @@ describe('the completion message (detached.md §8)', () => {
     expect(text.endsWith('are not reproduced here.')).toBe(true);
   });
 
-  it('has exactly the spec lines in order, names the work id and not the command (case 14)', () => {
+  it('has exactly the documented lines in order, names the work id and not the command', () => {
     const text = completionMessage(
       completionOf('wrk_0001', { binary: '/usr/bin/bash', command: 'make -j64', exit_code: 0, duration_ms: 3000, output_path: 'P', output_bytes: 12, error: 'the wait failed' }),
     );
@@ -99,7 +99,7 @@ describe('the completion message (detached.md §8)', () => {
     expect(text).not.toMatch(/^(binary|command):/m);
   });
 
-  it('carries the Killed holders note as a whole line, before the closing sentence (case 8)', () => {
+  it('carries the Killed holders note as a whole line, before the closing sentence', () => {
     const note = outputHoldersNote('Killed');
     expect(note).not.toBeNull();
     const text = completionMessage(completionOf('wrk_0002', { output_holders: 'Killed' }));
@@ -124,8 +124,8 @@ describe('the completion message (detached.md §8)', () => {
   });
 });
 
-describe('the demotion result (detached.md §13)', () => {
-  it.each(FLAGS)('has the spec fields and fragments for delivered=$delivered tool_offered=$toolOffered (case 10)', (flags) => {
+describe('the demotion result (docs/background-commands.md#demotion-result)', () => {
+  it.each(FLAGS)('has the documented fields and fragments for delivered=$delivered tool_offered=$toolOffered', (flags) => {
     const result = demotionResult('wrk_0a1b', flags);
     expect(Buffer.byteLength(result.data)).toBeLessThan(400);
     expect(result.data).toContain('wrk_0a1b');
@@ -142,7 +142,7 @@ describe('the demotion result (detached.md §13)', () => {
     expect(result).toMatchObject({ status: 'passed', truncated: false, data_path: null, attachments: [] });
   });
 
-  it('puts its sentences in the spec order: id, tool, session-end kill, delivery', () => {
+  it('puts its sentences in the documented order: id, tool, session-end kill, delivery', () => {
     const data = demotionResult('wrk_0a1b', { delivered: true, toolOffered: true }).data;
     const at = (fragment: string): number => data.indexOf(fragment);
     expect(at('wrk_0a1b')).toBeLessThan(at('background-command'));
@@ -152,7 +152,7 @@ describe('the demotion result (detached.md §13)', () => {
     expect(untooled.indexOf('is killed')).toBeLessThan(untooled.indexOf('separate task'));
   });
 
-  it('has the same size for any two work ids of equal length, whatever the flags (case 11, property)', () => {
+  it('has the same size for any two work ids of equal length, whatever the flags (property)', () => {
     const hexId = fc.string({ unit: fc.constantFrom(...'0123456789abcdef'), minLength: 1, maxLength: 40 });
     fc.assert(
       fc.property(hexId, fc.nat(), fc.constantFrom(...FLAGS), (id, seed, flags) => {
@@ -166,7 +166,7 @@ describe('the demotion result (detached.md §13)', () => {
     );
   });
 
-  it.each(FLAGS)('is small and constant for two freshly minted work ids (case 11) with delivered=$delivered tool_offered=$toolOffered', (flags) => {
+  it.each(FLAGS)('is small and constant for two freshly minted work ids with delivered=$delivered tool_offered=$toolOffered', (flags) => {
     const a = demotionResult(newWorkId(), flags);
     const b = demotionResult(newWorkId(), flags);
     expect(a.data.length).toBe(b.data.length);
@@ -176,7 +176,7 @@ describe('the demotion result (detached.md §13)', () => {
   });
 });
 
-describe('the abandonment report (detached.md §14.1)', () => {
+describe('the abandonment report (docs/background-commands.md#abandonment-report)', () => {
   const R = '/abs/R';
   const tooLate: FinishedTooLate = {
     kind: 'FinishedTooLate',
@@ -194,7 +194,7 @@ describe('the abandonment report (detached.md §14.1)', () => {
   const stillRunning: AbandonedCommand = { kind: 'StillRunning', work_id: 'wrk_0a1b', binary: '/usr/bin/bash', command: 'sleep 30', running_ms: 12, output_path: `${R}/logs/wrk_0a1b.log` };
   const forbidden = ['nothing was killed', 'Nothing was waited for', 'keeps running', 'No exit code was recorded', 'in the capsule workdir'];
 
-  it('reports a command that finished during teardown with its result (case 31)', () => {
+  it('reports a command that finished during teardown with its result', () => {
     const text = abandonmentReport('ses_x', [tooLate]) as string;
     expect(text).toContain('state: finished during teardown after 2014 ms');
     expect(text).toContain('status: ok');
@@ -204,7 +204,7 @@ describe('the abandonment report (detached.md §14.1)', () => {
     expect(text).not.toContain('killed at session end');
   });
 
-  it('is one block enumerating every command, the count fragment once (case 32)', () => {
+  it('is one block enumerating every command, the count fragment once', () => {
     const text = abandonmentReport('ses_x', [stillRunning, tooLate]) as string;
     expect(count(text, '2 background shell commands discarded')).toBe(1);
     expect(count(text, 'work_id: ')).toBe(2);
@@ -223,7 +223,7 @@ describe('the abandonment report (detached.md §14.1)', () => {
     expect(text).toContain('1 demoted shell command was unaccounted for');
   });
 
-  it('names a failed wait beside the status (case 34)', () => {
+  it('names a failed wait beside the status', () => {
     const text = abandonmentReport('ses_x', [{ ...tooLate, wait_error: 'no child processes', status: 'error' }]) as string;
     expect(text).toContain('status: error');
     expect(text).toContain('wait_error: no child processes');
@@ -251,7 +251,7 @@ describe('the abandonment report (detached.md §14.1)', () => {
     expect(abandonmentReport('ses_x', [])).toBeNull();
   });
 
-  it('feeds shell_abandoned: only a finished command carries a recovered result (case 35)', () => {
+  it('feeds shell_abandoned: only a finished command carries a recovered result', () => {
     const running45: AbandonedCommand = { ...stillRunning, running_ms: 45012 };
     expect(abandonedRunningMs(running45)).toBe(45012);
     expect(recoveredResult(running45)).toBeNull();
@@ -267,7 +267,7 @@ describe('the abandonment report (detached.md §14.1)', () => {
   });
 });
 
-describe('the lost report text (detached.md §15.1)', () => {
+describe('the lost report text (docs/resume.md#lost-report-text)', () => {
   const report = {
     started_in_session: 'ses_prior',
     lost: [

@@ -1,6 +1,6 @@
 /**
  * Properties of the registry over random interleavings of everything that can happen to entries
- * (`detached.md` §5.1, §5.4, §9): phases never go back, no group is signalled once its leader is
+ * (`docs/background-commands.md#phases`, `docs/background-commands.md#signal-safety`, `docs/background-commands.md#delivery`): phases never go back, no group is signalled once its leader is
  * marked exited, `signals_sent` counts exactly the signals sent, and every completion is claimed
  * at most once.
  */

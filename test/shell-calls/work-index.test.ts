@@ -1,9 +1,9 @@
 /**
- * The registry's bookkeeping (`detached.md` §5, §9–§12) with a fake signaller and a manual clock:
+ * The registry's bookkeeping (`docs/background-commands.md#registry`, `docs/background-commands.md#delivery`, `docs/background-commands.md#kill-at-session-end`) with a fake signaller and a manual clock:
  * no process is started; "signals" are recorded calls.
  */
 import { CancelSignal } from '../../src/cancel/cancel-signal.js';
-import { OutputTail } from '../../src/detached/output-tail.js';
+import { OutputTail } from '../../src/executors/output-tail.js';
 import { newWorkId } from '../../src/shell-calls/work-id.js';
 import { completionOf, FakeCalls, fakeRegistration, flush, ManualClock, RecordingSignaller } from './fakes.js';
 
@@ -15,7 +15,7 @@ function setup() {
   return { clock, signaller, registry, completed };
 }
 
-describe('registration and outstanding work (detached.md §5.3)', () => {
+describe('registration and outstanding work (docs/background-commands.md#registry)', () => {
   it('lists a registered command as outstanding at once, and no longer once it completed', () => {
     const { registry } = setup();
     registry.register(fakeRegistration('wrk_a1'));
@@ -57,8 +57,8 @@ describe('registration and outstanding work (detached.md §5.3)', () => {
   });
 });
 
-describe('delivery: one claim per completion (detached.md §9)', () => {
-  it('lets the first read of a finished command claim it, and no later read (case 20)', () => {
+describe('delivery: one claim per completion (docs/background-commands.md#delivery)', () => {
+  it('lets the first read of a finished command claim it, and no later read', () => {
     const { registry, signaller } = setup();
     registry.register(fakeRegistration('wrk_read'));
     registry.complete('wrk_read', completionOf('wrk_read', { exit_code: 0, duration_ms: 3000, exited_at_ms: 4000 }));
@@ -71,7 +71,7 @@ describe('delivery: one claim per completion (detached.md §9)', () => {
     expect(signaller.calls).toEqual([]);
   });
 
-  it('claims nothing when reading a running command, and the first read after completion claims it (case 22)', () => {
+  it('claims nothing when reading a running command, and the first read after completion claims it', () => {
     const { registry } = setup();
     registry.register(fakeRegistration('wrk_running'));
     expect(registry.read('wrk_running')).toMatchObject({ state: 'running', delivered_now: false });
@@ -102,7 +102,7 @@ describe('delivery: one claim per completion (detached.md §9)', () => {
   });
 });
 
-describe('the snapshot (detached.md §9.2)', () => {
+describe('the snapshot (docs/background-commands.md#snapshot)', () => {
   it('reports time since spawn while running and the duration once finished', async () => {
     const { registry, clock } = setup();
     registry.register(fakeRegistration('wrk_t'));
@@ -126,7 +126,7 @@ describe('the snapshot (detached.md §9.2)', () => {
   });
 });
 
-describe('stop (detached.md §10)', () => {
+describe('stop (docs/background-commands.md#stop)', () => {
   it('sends SIGTERM to the group and, when the leader exits, sends nothing more and reads stopped', async () => {
     const { registry, signaller } = setup();
     registry.register(fakeRegistration('wrk_s', { pgid: 777 }));
@@ -194,7 +194,7 @@ describe('stop (detached.md §10)', () => {
     expect(signaller.calls.map((c) => c.signal)).toEqual(['SIGTERM']);
   });
 
-  it('sends nothing to a finished command, which still reads exited with its own result (cases 25, 29)', async () => {
+  it('sends nothing to a finished command, which still reads exited with its own result', async () => {
     const { registry, signaller } = setup();
     registry.register(fakeRegistration('wrk_f'));
     registry.leaderExited('wrk_f');
@@ -230,7 +230,7 @@ describe('stop (detached.md §10)', () => {
   });
 });
 
-describe('signalling only while the leader is unreaped (detached.md §5.4)', () => {
+describe('signalling only while the leader is unreaped (docs/background-commands.md#signal-safety)', () => {
   it('never signals a group once its leader is marked exited, by stop or kill_running', async () => {
     const { registry, signaller, clock } = setup();
     registry.register(fakeRegistration('wrk_z'));
@@ -244,8 +244,8 @@ describe('signalling only while the leader is unreaped (detached.md §5.4)', () 
   });
 });
 
-describe('kill_running at session end (detached.md §12)', () => {
-  it('sends SIGKILL once to each command whose leader is unreaped, without marking a stop (case 26)', () => {
+describe('kill_running at session end (docs/background-commands.md#kill-at-session-end)', () => {
+  it('sends SIGKILL once to each command whose leader is unreaped, without marking a stop', () => {
     const { registry, signaller } = setup();
     registry.register(fakeRegistration('wrk_run'));
     expect(registry.outstanding()).toHaveLength(1);
@@ -268,7 +268,7 @@ describe('kill_running at session end (detached.md §12)', () => {
     expect(registry.read('wrk_self', { peek: true })).toMatchObject({ state: 'exited', ended_by: null });
   });
 
-  it('skips finished commands and leaves their completion unchanged (case 28)', () => {
+  it('skips finished commands and leaves their completion unchanged', () => {
     const { registry, signaller } = setup();
     registry.register(fakeRegistration('wrk_done'));
     registry.complete('wrk_done', completionOf('wrk_done'));
@@ -336,7 +336,7 @@ describe('the cause of a stop (ours: ended_by log_cap)', () => {
   });
 });
 
-describe('wait (detached.md §11)', () => {
+describe('wait (docs/background-commands.md#wait)', () => {
   it('returns Finished at once for a finished command, also with a zero bound', async () => {
     const { registry } = setup();
     registry.register(fakeRegistration('wrk_w'));
@@ -354,7 +354,7 @@ describe('wait (detached.md §11)', () => {
     expect(clock.pendingTimers).toBe(0);
   });
 
-  it('returns TimedOut at its bound with the command still running, claiming nothing (case 19)', async () => {
+  it('returns TimedOut at its bound with the command still running, claiming nothing', async () => {
     const { registry, clock } = setup();
     registry.register(fakeRegistration('wrk_w60'));
     let outcome: string | null = null;
@@ -411,7 +411,7 @@ describe('wait (detached.md §11)', () => {
   });
 });
 
-describe('listing every command (ours, issue 9 item 6)', () => {
+describe('listing every command (ours)', () => {
   it('lists every entry oldest first, running and finished, claiming nothing', () => {
     const { registry } = setup();
     registry.register(fakeRegistration('wrk_b'));

@@ -1,9 +1,9 @@
 /**
- * The `shellAttempt` effect actor: one attempt of a shell step (`plan.md` §17.2) — the words of
+ * The `shellAttempt` effect actor: one attempt of a shell step (`docs/plan-format.md#shell-dispatch`) — the words of
  * its command, its `stdin`, the gate and the allowlist, then the command through the command
  * runner (`src/executors/command-runner.ts`, the one `shell.run` uses), in the foreground: a plan
- * step never demotes (`detached.md` §2). Output is captured with the 16 KiB cap per stream and
- * the full log (`shell.md` §4.1), the log holding at most `lifecycle.max_log_bytes` of output
+ * step never demotes (`docs/background-commands.md#who-may-demote`). Output is captured with the 16 KiB cap per stream and
+ * the full log (`docs/shell-commands.md#output-cap`), the log holding at most `lifecycle.max_log_bytes` of output
  * (ours); under `lifecycle.on_log_cap: "stop"` a step whose log reached it is ended and fails with
  * {@link logCapStopError}.
  */
@@ -18,8 +18,7 @@ import { join } from 'node:path';
 import { resourceLimitOfSignal } from '../../executors/resource-limit.js';
 import { logCapStopError } from '../../executors/log-cap.js';
 import type { AttemptEnvironment } from '../attempt.js';
-import { attemptActor, type LastTrees } from './attempt-run.js';
-import { stepEnvironment, trackTree } from './tool-attempt.js';
+import { attemptActor, stepEnvironment, trackTree, type LastTrees } from './attempt-run.js';
 
 /** The `shellAttempt` actor logic for one plan run. */
 export function shellAttemptActor(env: AttemptEnvironment, lastTrees: LastTrees) {

@@ -1,14 +1,15 @@
 /**
- * The kept tail of a demoted command's output section and its byte count (`detached.md` §6.3), in
- * memory so that a status read never opens the log.
+ * The kept tail of an output section and its byte count (`docs/background-commands.md#kept-tail`), in memory: a demoted
+ * command's (so that a status read never opens its log), and what a foreground capture's log budget
+ * dropped (handed to the command's log at a demotion).
  */
-import { MAX_SHELL_OUTPUT_BYTES } from './constants.js';
+import { MAX_SHELL_OUTPUT_BYTES } from './output-cap.js';
 
 /**
  * The last `capacity` bytes (default {@link MAX_SHELL_OUTPUT_BYTES}, 16384) of everything appended,
  * and `sectionBytes`, the count of every byte appended.
  *
- * The replacement rule of `detached.md` §6.3, exactly: a chunk at least `capacity` long replaces
+ * The replacement rule of `docs/background-commands.md#kept-tail`, exactly: a chunk at least `capacity` long replaces
  * the tail with its last `capacity` bytes; a shorter chunk first drops the oldest bytes so that
  * tail + chunk fits, then is appended. Both cases leave the tail equal to the last
  * `min(sectionBytes, capacity)` bytes of the concatenated section, which is how it is kept: a

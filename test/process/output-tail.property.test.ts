@@ -1,8 +1,8 @@
-/** The kept tail (`detached.md` §6.3) against a reference model of its replacement rule, over random chunk sequences. */
+/** The kept tail (`docs/background-commands.md#kept-tail`) against a reference model of its replacement rule, over random chunk sequences. */
 import fc from 'fast-check';
-import { OutputTail } from '../../src/detached/output-tail.js';
+import { OutputTail } from '../../src/executors/output-tail.js';
 
-/** The rule exactly as §6.3 words it, on plain arrays. */
+/** The rule exactly as docs/background-commands.md#kept-tail words it, on plain arrays. */
 function referenceTail(chunks: readonly Uint8Array[], capacity: number): { tail: number[]; section: number } {
   let tail: number[] = [];
   let section = 0;
@@ -19,7 +19,7 @@ function referenceTail(chunks: readonly Uint8Array[], capacity: number): { tail:
 
 const chunkArb = (maxLength: number) => fc.uint8Array({ minLength: 0, maxLength });
 
-describe('the kept tail (detached.md §6.3)', () => {
+describe('the kept tail (docs/background-commands.md#kept-tail)', () => {
   it('follows the replacement rule for any chunk sequence, with small capacities', () => {
     fc.assert(
       fc.property(fc.integer({ min: 1, max: 40 }), fc.array(chunkArb(90), { maxLength: 40 }), (capacity, chunks) => {
@@ -60,7 +60,7 @@ describe('the kept tail (detached.md §6.3)', () => {
     );
   });
 
-  it('keeps exactly 16374 a then TAILMARK from 50000 a, a newline and TAILMARK (case 17)', () => {
+  it('keeps exactly 16374 a then TAILMARK from 50000 a, a newline and TAILMARK', () => {
     const tail = new OutputTail();
     tail.push(Buffer.alloc(50000, 'a'));
     tail.push(Buffer.from('\nTAILMARK\n'));
