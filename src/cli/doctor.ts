@@ -116,6 +116,7 @@ export async function doctorCommand(options: DoctorCommandOptions): Promise<Exit
   try {
     info = detectContainment({
       sessionId: `doctor-${process.pid}-${Date.now()}`,
+      probeOnly: true,
       runAs: options.runAs ?? null,
       ...(privilegedSteps ?? {}),
       readOnlyPaths: paths.readOnly,

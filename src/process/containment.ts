@@ -131,6 +131,12 @@ export interface ContainmentOptions {
   readonly pathNotes?: readonly string[];
   /** Where environment variables are read (default `process.env`): the backend forcing, the helper, `PATH`. */
   readonly env?: Readonly<Record<string, string | undefined>>;
+  /**
+   * Only to see what a session would get (`capsule doctor`): its cgroup is made and removed at
+   * once, so it is not noted in the session registry and no dead session's cgroup is swept —
+   * doctor changes nothing.
+   */
+  readonly probeOnly?: boolean;
 }
 
 /** What was chosen and why: `session_start.containment`, `capsule run --verbose`, `capsule doctor`. */
@@ -209,7 +215,7 @@ export function detectContainment(options: ContainmentOptions): ContainmentInfo 
   if (backendChoice === 'process-group') {
     reason = `process groups: ${forcedBy('process-group', options.backend, CONTAINMENT_ENV)}`;
   } else {
-    const found = findSessionCgroup(options.sessionId, helper);
+    const found = findSessionCgroup(options.sessionId, helper, options.probeOnly === true);
     if (found.ok) {
       backend = 'cgroup';
       cgroup = found.dir;
@@ -300,6 +306,7 @@ function removeSessionCgroup(dir: string): void {
 function findSessionCgroup(
   sessionId: string,
   helper: ReturnType<typeof locateSpawnHelper>,
+  probeOnly: boolean,
 ): { ok: true; dir: string; mountPoint: string } | { ok: false; reason: string } {
   if (!helper.ok) {
     return { ok: false, reason: `${helper.reason}; a process can join its cgroup before its first instruction only through the helper` };
@@ -309,7 +316,7 @@ function findSessionCgroup(
   const root = join(own.dir, CGROUP_ROOT_NAME);
   const dir = join(root, sessionId);
   // Noted before the cgroup exists: a runtime killed right after making it has still said whose it is.
-  registerSessionCgroup(sessionId, dir);
+  if (!probeOnly) registerSessionCgroup(sessionId, dir);
   try {
     createCgroup(dir);
   } catch (error) {
@@ -322,7 +329,7 @@ function findSessionCgroup(
     return { ok: false, reason: `cannot move processes into ${dir} (cgroup.procs is not writable)` };
   }
   // The empty cgroups dead sessions left beside it go now (docs/containment.md "A dead session's cgroups").
-  sweepDeadSessionCgroups(root, sessionId);
+  if (!probeOnly) sweepDeadSessionCgroups(root, sessionId);
   return { ok: true, dir, mountPoint: own.mountPoint };
 }
 

@@ -65,7 +65,7 @@ export interface ScanOptions {
   /**
    * Proves a `session_start` (no session id given) or a `process_start` of the session the first
    * `session_start` names (src/records/record-proof.ts `RecordProver.prove`). Absent: nothing is
-   * proven (Murmur's reconcile, which reads Murmur traces too, needs no proof).
+   * proven (a plain reconcile, which reads Murmur traces too, needs no proof).
    */
   readonly prove?: (record: Readonly<Record<string, unknown>>, sessionId?: string) => Proof;
 }

@@ -275,7 +275,10 @@ suite(`a step running as root, confined (the default)${unavailable === null ? ''
       const run = await runStep(`mkdir -p ${fresh} && echo planted > ${fresh}/records.key && echo planted-it; echo ran`, { isolation: 'pid-namespace' });
       expect(run.text).toContain('ran');
       expect(run.text).not.toContain('planted-it');
-      expect(readdirSync(fresh)).toEqual([]);
+      // Only what the runtime itself keeps there: its signing key (made by this run) and its session registry.
+      expect(readdirSync(fresh).sort()).toEqual(['records.key', 'sessions']);
+      expect(readFileSync(join(fresh, 'records.key'))).toHaveLength(32);
+      expect(readFileSync(join(fresh, 'records.key'), 'latin1')).not.toContain('planted');
     } finally {
       process.env['CAPSULE_KEY_DIR'] = saved;
     }
