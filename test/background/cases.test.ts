@@ -3,7 +3,7 @@
  * the registry, the session's end) on real
  * processes, through the library: `shell.run` on a session, `backgroundCommand`, and the
  * documented test hook (`backgroundTestHooks`). Section B and the text cases of D are in
- * test/detached/texts.test.ts. Every case ends its session, which kills what it started.
+ * test/shell-calls/texts.test.ts. Every case ends its session, which kills what it started.
  */
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
