@@ -38,7 +38,7 @@ export class TraceWriter {
    * @param path      `<records dir>/trace.jsonl`, or null for a run that traces nothing (the report is identical).
    * @param sessionId `ses_…` written into every record.
    * @param options.now Epoch milliseconds for `timestamp` (the session clock's `epochMs`). Default `Date.now`.
-   * @param options.signer Signs `session_start` and `process_start` (their `mac`, src/records/record-proof.ts). Default: none.
+   * @param options.signer Signs `session_start`, `process_start` and `shell_detached` (their `mac`, src/records/record-proof.ts). Default: none.
    */
   constructor(path: string | null, sessionId: string, options: { onError?: (error: Error) => void; now?: () => number; signer?: RecordSigner | null } = {}) {
     this.sessionId = sessionId;

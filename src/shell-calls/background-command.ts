@@ -10,7 +10,7 @@ import { StringDecoder } from 'node:string_decoder';
 import type { CancelSignal } from '../cancel/cancel-signal.js';
 import { messageOf } from '../errors.js';
 import { completionStatus } from './completion.js';
-import { effectiveWaitMs } from '../detached/constants.js';
+import { effectiveWaitMs } from './constants.js';
 import type { EndedBy, WorkSnapshot } from './work-index.js';
 import { refusedInputResult, renderBackgroundCommand, unknownWorkIdResult, type BackgroundCommandResult } from './texts.js';
 import { parseBackgroundCommandInput } from './tool-input.js';

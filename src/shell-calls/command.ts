@@ -10,7 +10,7 @@
 import { join } from 'node:path';
 import type { CommandOrder, CommandReport, CommandSignal, DemotionTrigger, TreeEnd } from '../../machines/shell-call.machine.js';
 import { CANCEL_PHASES } from '../cancel/phases.js';
-import { STOP_TERM_GRACE_MS } from '../detached/constants.js';
+import { STOP_TERM_GRACE_MS } from './constants.js';
 import { startCommand, type CommandEnd, type RunningCommand } from '../executors/command-runner.js';
 import { OutputCapture } from '../executors/output-capture.js';
 import { resourceLimitOfSignal } from '../executors/resource-limit.js';

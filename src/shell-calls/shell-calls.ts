@@ -15,7 +15,7 @@
 import type { Actor, AnyStateMachine } from 'xstate';
 import { shellCallChildId, type SweepOutput } from '../../machines/session.machine.js';
 import type { ShellCallInput, ShellCallOutput } from '../../machines/shell-call.machine.js';
-import { STOP_TERM_GRACE_MS } from '../detached/constants.js';
+import { STOP_TERM_GRACE_MS } from './constants.js';
 import { buildShellEnv } from '../executors/environment.js';
 import { messageOf } from '../errors.js';
 import { excerpt } from '../excerpt.js';

@@ -9,7 +9,7 @@
 import type { AbandonedCommand } from './abandonment.js';
 import { completionStatus, type ShellCompletion, type OutputHolders } from './completion.js';
 import { MAX_SHELL_OUTPUT_BYTES } from '../executors/output-cap.js';
-import { BACKGROUND_COMMAND_TOOL } from '../detached/constants.js';
+import { BACKGROUND_COMMAND_TOOL } from './constants.js';
 import type { LostReport } from './lost-report.js';
 import type { WorkSnapshot } from './work-index.js';
 import { excerpt } from './work-id.js';

@@ -11,7 +11,7 @@
 import type { ActorRef, SnapshotFrom } from 'xstate';
 import type { shellCallMachine, ShellCallEvent, ShellCompletion, TreeEnd } from '../../machines/shell-call.machine.js';
 import type { CancelSignal } from '../cancel/cancel-signal.js';
-import { STOP_KILL_WAIT_MS, STOP_TERM_GRACE_MS } from '../detached/constants.js';
+import { STOP_KILL_WAIT_MS, STOP_TERM_GRACE_MS } from './constants.js';
 import type { SessionClock } from '../session/clock.js';
 import { completionStatus, type CompletionStatus } from './completion.js';
 

@@ -108,7 +108,7 @@ function floorOf(path: string): number {
   if (path.startsWith('machines/')) return 0;
   if (/^src\/(errors|excerpt|ids|package-root)$/.test(path)) return 0;
   if (path.startsWith('src/plan/') || path.startsWith('src/actors/') || path === 'src/manifest') return 1;
-  if (/^src\/(process|executors|records|detached|cancel)\//.test(path)) return 2;
+  if (/^src\/(process|executors|records|cancel)\//.test(path)) return 2;
   // The session and what a session does: its shell calls, the resume of an earlier session's records.
   if (/^src\/(session|shell-calls|reconcile)\//.test(path)) return 3;
   if (/^src\/(runtime|replay|visualize)\//.test(path)) return 4;

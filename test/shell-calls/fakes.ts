@@ -10,7 +10,7 @@ import type { CommandOrder, CommandReport, ShellCallInput, ShellCallOutput } fro
 import { provideKind } from '../../src/actors/actor-kinds.js';
 import type { CancelSignal } from '../../src/cancel/cancel-signal.js';
 import { OutputTail } from '../../src/executors/output-tail.js';
-import { STOP_KILL_WAIT_MS, STOP_TERM_GRACE_MS } from '../../src/detached/constants.js';
+import { STOP_KILL_WAIT_MS, STOP_TERM_GRACE_MS } from '../../src/shell-calls/constants.js';
 import type { SessionClock, XStateClock } from '../../src/session/clock.js';
 import type { ShellCompletion } from '../../src/shell-calls/completion.js';
 import { WorkIndex, type LiveOutput, type ShellCallActor, type WaitOutcome, type WorkRecord } from '../../src/shell-calls/work-index.js';

@@ -2,7 +2,7 @@
  * The `background-command` rendering (`docs/background-commands.md#rendering`) of registry
  * snapshots, at unit level (the live output is an in-memory tail).
  */
-import { MAX_WAIT_SECS, effectiveWaitMs } from '../../src/detached/constants.js';
+import { MAX_WAIT_SECS, effectiveWaitMs } from '../../src/shell-calls/constants.js';
 import { OutputTail } from '../../src/executors/output-tail.js';
 import { completionMessage, refusedInputResult, renderBackgroundCommand, unknownWorkIdResult } from '../../src/shell-calls/texts.js';
 import { completionOf, FakeCalls, fakeRegistration, ManualClock, RecordingSignaller } from './fakes.js';
