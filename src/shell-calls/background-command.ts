@@ -172,7 +172,10 @@ function answer(
   snapshot: WorkSnapshot,
   extra: { waitedMs?: number; wait?: 'Finished' | 'TimedOut' | 'Canceled' | 'Matched'; matched?: string | null; stop?: StopAnswer },
 ): BackgroundCommandAnswer {
-  const rendered = renderBackgroundCommand(snapshot, extra.waitedMs !== undefined ? { waitedMs: extra.waitedMs } : {});
+  const rendered = renderBackgroundCommand(snapshot, {
+    ...(extra.waitedMs !== undefined ? { waitedMs: extra.waitedMs } : {}),
+    ...(extra.stop !== undefined ? { stopSignal: extra.stop.signal } : {}),
+  });
   if (rendered.delivered_now && rendered.completion !== null) service.channel.writeCompleted(rendered.completion, 'background_command');
   return {
     ok: true,

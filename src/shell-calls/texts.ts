@@ -199,7 +199,7 @@ export function abandonmentReport(sessionId: string, entries: readonly Abandoned
     "A session's end kills every command it demoted and every process its shell calls started in the background. " +
       'To keep a result, end the session (session.stop, or the end of its input) only once its commands have finished: ' +
       'backgroundCommand wait returns when one exits. ' +
-      '(A Murmur capsule declares lifecycle.task_acceptance: queue with lifecycle.after_task: sleep for this; capsule serve accepts them and needs neither, since it always keeps its session until it is stopped.)',
+      '(A manifest may declare lifecycle.task_acceptance: queue with lifecycle.after_task: sleep for this; capsule serve accepts them and needs neither, since it always keeps its session until it is stopped.)',
   );
   return `${lines.join('\n')}\n`;
 }
@@ -293,6 +293,11 @@ export interface RenderedBackgroundCommand {
 export interface RenderOptions {
   /** The measured wait of a `wait` operation, ms; absent for `status` and `stop` (no `waited_secs` line). */
   readonly waitedMs?: number | null;
+  /**
+   * For a `stop`: the signal that ended the tree. The summary names it when it is not the SIGTERM
+   * the exit code suggests, so a model reading only the summary learns the command was killed.
+   */
+  readonly stopSignal?: string | null;
 }
 
 /**
@@ -333,7 +338,9 @@ export function renderBackgroundCommand(snapshot: WorkSnapshot, options: RenderO
         ? `${snapshot.work_id} was killed at session end (exit code ${done.exit_code}).`
         : snapshot.ended_by === 'log_cap'
           ? `${snapshot.work_id} was stopped by the runtime when its log reached lifecycle.max_log_bytes (exit code ${done.exit_code}).`
-          : `${snapshot.work_id} ${snapshot.state} with exit code ${done.exit_code}.`;
+          : options.stopSignal === 'SIGKILL'
+            ? `${snapshot.work_id} ${snapshot.state} with exit code ${done.exit_code}: a process outlived SIGTERM's grace and was killed (SIGKILL).`
+            : `${snapshot.work_id} ${snapshot.state} with exit code ${done.exit_code}.`;
   // `passed` reports a found command whatever its own exit status (docs/background-commands.md#result-fields); a
   // command the session's end killed has no result of its own — it is abandoned, never delivered,
   // "no task carries an exit code" (docs/background-commands.md#abandonment-report) — so the answer is `failed`, the status of a

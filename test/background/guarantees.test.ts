@@ -198,6 +198,8 @@ eachBackend(({ containment }) => {
       // The leader died of SIGTERM (143, its own exit code); its child needed SIGKILL after the grace.
       expect(stop).toMatchObject({ ok: true, state: 'stopped', exit_code: 143, stop: { signal: 'SIGKILL', survivors: [] } });
       expect(stop.ok && stop.operation === 'stop' ? stop.stop?.killed : []).toContain(child);
+      // The summary a model reads says so too, not only the field.
+      expect(stop.ok && stop.operation === 'stop' ? stop.result.summary : '').toMatch(/stopped with exit code 143: a process outlived SIGTERM's grace and was killed \(SIGKILL\)\.$/);
       expect(isProcessAlive(child)).toBe(false);
       // The tree lived past the grace: its completion's duration says so, not the leader's moment.
       expect(b.hooks.completion(detached.work_id)?.duration_ms).toBeGreaterThanOrEqual(2000);
