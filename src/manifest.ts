@@ -54,6 +54,15 @@ const stringList = (description: string) =>
 /** Error option of every manifest section object. */
 const SECTION = { error: expecting(MANIFEST_SHAPE.object) };
 
+/** A positive whole number (a resource bound), absent when not given. */
+const positiveCount = (shape: string, description: string) =>
+  z
+    .number({ error: expecting(shape) })
+    .int({ error: expecting(shape) })
+    .positive({ error: expecting(shape) })
+    .optional()
+    .meta({ description });
+
 /** A non-empty argv array: program first, then its arguments. */
 const argvSchema = (description: string) =>
   z
@@ -163,6 +172,19 @@ function buildManifestSchema() {
                 )
                 .prefault({})
                 .meta({ description: 'Environment of started commands.' }),
+              resources: z
+                .object(
+                  {
+                    memory_max_bytes: positiveCount(MANIFEST_SHAPE.positiveBytes, 'Most memory, in bytes, one command may use: its cgroup memory.max where the memory controller is enabled for the runtime, else its address space (RLIMIT_AS, per process). A command killed for it fails with resource_limit "memory". See docs/shell-commands.md#resource-limits.'),
+                    pids_max: positiveCount(MANIFEST_SHAPE.positiveCount, 'Most processes one command may have at once: its cgroup pids.max where the pids controller is enabled for the runtime, else RLIMIT_NPROC under --run-as (it counts every process of that user). A fork refused for it names resource_limit "pids".'),
+                    cpu_secs: positiveCount(MANIFEST_SHAPE.positiveWholeSecs, 'Most CPU seconds one process of a command may use (RLIMIT_CPU): SIGXCPU ends it, resource_limit "cpu".'),
+                    file_size_max_bytes: positiveCount(MANIFEST_SHAPE.positiveBytes, 'Largest file, in bytes, a command may write (RLIMIT_FSIZE): SIGXFSZ ends it, resource_limit "file_size".'),
+                    workdir_max_bytes: positiveCount(MANIFEST_SHAPE.positiveBytes, 'Most bytes the work folder may hold while a command runs: a command that grows it past this is stopped, resource_limit "workdir"; one started when it is already past this is refused.'),
+                  },
+                  SECTION,
+                )
+                .optional()
+                .meta({ description: 'Bounds on each shell command (plan shell steps, shell.run and background commands), per command; absent: unbounded. See docs/shell-commands.md#resource-limits.' }),
               privileged_steps: z
                 .boolean({ error: expecting('expected true or false') })
                 .optional()
@@ -248,8 +270,9 @@ const MANIFEST_KEY_SPEC: KeySpec = {
   keys: ['name', 'version', 'capabilities', 'lifecycle', 'tools', 'entry'],
   children: {
     capabilities: {
-      keys: ['shell', 'spawn', 'env', 'privileged_steps'],
+      keys: ['shell', 'spawn', 'env', 'privileged_steps', 'resources'],
       children: {
+        resources: { keys: ['memory_max_bytes', 'pids_max', 'cpu_secs', 'file_size_max_bytes', 'workdir_max_bytes'] },
         shell: { keys: ['allow'] },
         spawn: { keys: ['allow', 'workdir_snapshot'] },
         env: { keys: ['allow'] },

@@ -12,6 +12,8 @@ import { removeCgroupTree } from '../process/cgroup-unit.js';
 import { ContainmentError, detectContainment, type ContainmentInfo } from '../process/containment.js';
 import { confinementTraceFields, describeConfinement } from '../process/spawn/confinement.js';
 import { keyDir } from '../records/key-dir.js';
+import { decideResourceBounds, describeResourceBounds, EVERY_LIMIT, hasBounds, resourceTraceFields, type ResourceBounds } from '../process/resources.js';
+import type { ResourceLimits } from '../executors/resource-limit.js';
 import type { SessionConfinementFields } from '../records/trace-records.js';
 import { stepPaths } from '../session/step-paths.js';
 import { droppedPathWarning, resolveExecutable, trustedPath } from '../process/resolve-binary.js';
@@ -47,6 +49,12 @@ export interface DoctorReport {
   readonly isolation: { readonly pid_namespace: boolean; readonly reason: string; readonly run_as: string | null } | null;
   /** What a step gets (capabilities kept, no_new_privs, cgroup namespace, read-only /sys and records, hidden key): as `session_start.containment.confinement` would say it. */
   readonly confinement: SessionConfinementFields | null;
+  /**
+   * `capabilities.resources` (docs/shell-commands.md#resource-limits): how the declared ones would
+   * be enforced (`declared`, as `session_start.containment.resources`; null when none are), and how
+   * each one could be here (`here`).
+   */
+  readonly resources: { readonly declared: ReturnType<typeof resourceTraceFields> | null; readonly here: ReturnType<typeof resourceTraceFields> } | null;
   /** Whether shell steps start in the session's spawner process (docs/containment.md), and why. */
   readonly spawner: { readonly used: boolean; readonly reason: string };
   readonly records: { readonly dir: string; readonly writable: boolean; readonly detail: string };
@@ -89,11 +97,13 @@ export async function doctorCommand(options: DoctorCommandOptions): Promise<Exit
   // Found as `capsule run` finds it: --manifest, else <workdir>/capsule.json when it exists.
   const manifest = findManifest(options.manifest, options.workdir);
   let allow: string[] = [];
+  let resources: ResourceLimits | undefined;
   let privilegedSteps: { privilegedSteps: true; privilegedStepsBy: string } | null = options.privilegedSteps === true ? { privilegedSteps: true, privilegedStepsBy: '--privileged-steps' } : null;
   if (manifest.kind === 'file') {
     const loaded = await loadManifest(manifest.label);
     if (!loaded.ok) return usageError(loaded.error);
     allow = [...(loaded.manifest.capabilities?.shell?.allow ?? [])];
+    resources = loaded.manifest.capabilities?.resources;
     if (loaded.manifest.capabilities?.privileged_steps === true) privilegedSteps ??= { privilegedSteps: true, privilegedStepsBy: 'capabilities.privileged_steps of the manifest' };
   }
   const recordsDir = resolve(options.records ?? join(workdir, '.capsule', 'records'));
@@ -113,6 +123,7 @@ export async function doctorCommand(options: DoctorCommandOptions): Promise<Exit
 
   let info: ContainmentInfo | null = null;
   let containmentError: string | null = null;
+  let resourcesHere: ResourceBounds | null = null;
   try {
     info = detectContainment({
       sessionId: `doctor-${process.pid}-${Date.now()}`,
@@ -123,7 +134,9 @@ export async function doctorCommand(options: DoctorCommandOptions): Promise<Exit
       writablePaths: paths.writable,
       hiddenPaths: paths.hidden,
       pathNotes: paths.notes,
+      ...(resources !== undefined ? { resources } : {}),
     });
+    resourcesHere = decideResourceBounds({ limits: EVERY_LIMIT, sessionCgroup: info.cgroup, helper: info.helper, runAs: info.runAs !== null });
   } catch (error) {
     if (!(error instanceof ContainmentError)) throw error;
     containmentError = error.message;
@@ -156,6 +169,10 @@ export async function doctorCommand(options: DoctorCommandOptions): Promise<Exit
         : { ok: false, error: containmentError ?? 'unknown' },
     isolation: info === null ? null : { pid_namespace: info.pidNamespace, reason: info.isolationReason, run_as: info.runAs?.name ?? null },
     confinement: info === null ? null : confinementTraceFields(info.confinement),
+    resources:
+      info === null || resourcesHere === null
+        ? null
+        : { declared: hasBounds(info.resources) ? resourceTraceFields(info.resources) : null, here: resourceTraceFields(resourcesHere) },
     spawner,
     records,
     path: { dirs: path.dirs, dropped: path.dropped },
@@ -176,6 +193,9 @@ export async function doctorCommand(options: DoctorCommandOptions): Promise<Exit
             `isolation: ${info.pidNamespace ? 'PID namespace' : 'none'} — ${info.isolationReason}`,
             `run as: ${info.runAs === null ? 'the runtime\'s own user' : `${info.runAs.name} (uid ${info.runAs.uid}, gid ${info.runAs.gid})`}`,
             `steps get: ${describeConfinement(info.confinement)}`,
+            hasBounds(info.resources)
+              ? `resource limits: ${describeResourceBounds(info.resources)}`
+              : `resource limits: none declared (capabilities.resources); here they would be: ${resourcesHere === null ? 'unknown' : describeResourceBounds(resourcesHere)}`,
             `spawn helper: ${info.helper ?? 'none'}`,
             `spawner: ${spawner.used ? 'yes' : 'no'} — ${spawner.reason}`,
           ]

@@ -293,6 +293,8 @@ export const MANIFEST_SHAPE = {
   graceSecs: 'expected a number of seconds, 0 or more',
   positiveSecs: 'expected a positive number of seconds',
   positiveBytes: 'expected a positive whole number of bytes',
+  positiveCount: 'expected a positive whole number',
+  positiveWholeSecs: 'expected a positive whole number of seconds',
   onLogCap: 'expected "continue" or "stop"',
   tools: 'expected an object mapping each tool name to { "command": [...], "timeout_secs": N }',
   tool: 'expected a tool object such as { "command": ["node", "tools/x.mjs"] }',

@@ -22,6 +22,8 @@ import { CancelPolicy, type Cancelable, type CancelPolicyOptions } from './cance
 import { elapsedMs, systemClock, type SessionClock, type XStateClock } from './clock.js';
 import { silentLogger, type RuntimeLogger } from './logger.js';
 import { BackgroundCommands, type BackgroundOptions } from './background/background-commands.js';
+import type { CommandLimits } from '../executors/command-runner.js';
+import { WorkdirGuard } from '../executors/workdir-guard.js';
 import { ActorNames } from './actor-names.js';
 import { TaskTable } from './tasks.js';
 import { LiveDelegations } from '../cancel/live-delegations.js';
@@ -144,6 +146,8 @@ export class Session {
   readonly trace: TraceWriter;
   /** The one registry of every process tree the session starts (and the only place that signals them). */
   readonly containment: Containment;
+  /** The bounds of every shell command it runs (`capabilities.resources`, docs/shell-commands.md#resource-limits). */
+  readonly commandLimits: CommandLimits;
   /** The actor event log, or null when it is off. */
   readonly eventLog: EventLog | null;
   /** The session's clock (epoch, monotonic, timers). */
@@ -204,7 +208,14 @@ export class Session {
       writablePaths: paths.writable,
       hiddenPaths: paths.hidden,
       pathNotes: paths.notes,
+      ...(this.manifest?.capabilities?.resources !== undefined ? { resources: this.manifest.capabilities.resources } : {}),
     });
+    const workdirMax = this.manifest?.capabilities?.resources?.workdir_max_bytes;
+    this.commandLimits = {
+      bounds: this.containment.info.resources,
+      // The records directory is the runtime's to write (a command cannot), so it does not count.
+      workdirGuard: workdirMax !== undefined ? new WorkdirGuard(this.workdir, workdirMax, { skip: this.hasRecords ? [this.recordsDir] : [] }) : null,
+    };
     // Every failure to open the records is RECORDS_DIR_UNUSABLE, and takes the session's cgroup
     // with it (nothing ran), e.g. ELOOP: trace.jsonl is a link planted in a reused records dir.
     const unusable = (error: unknown): RuntimeError => {
@@ -270,6 +281,8 @@ export class Session {
     }
     if (this.containment.path.dropped.length > 0) warn(droppedPathWarning(this.containment.path));
     if (this.containment.info.confinement.privilegedSteps) warn(privilegedStepsWarning(this.containment.info.confinement));
+    // A declared bound this machine cannot enforce is said once, at the start (docs/shell-commands.md#resource-limits).
+    if (this.containment.info.resources.reason !== '') warn(`${this.containment.info.resources.reason}: docs/shell-commands.md#resource-limits`);
     if (signing !== null && signing.signer === null) {
       this.logger.warn({ why: signing.reason }, 'records not signed');
       warn(`${join(this.recordsDir, 'trace.jsonl')}: this session's records cannot be signed (${signing.reason}): a later --resume reports what they name as untrusted and --reap stops none of it`);

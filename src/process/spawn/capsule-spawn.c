@@ -7,7 +7,7 @@
  * cgroup, optionally isolates and confines itself, and then execs the command in place.
  *
  *   capsule-spawn [--cgroup DIR] [--pidns [--confine] [--ro PATH]... [--rw PATH]... [--hide PATH]...]
- *                 [--caps] [--uid N --gid N [--groups G,G…]] -- FILE ARGV0 [ARG…]
+ *                 [--caps] [--rlimit KIND=N]... [--uid N --gid N [--groups G,G…]] -- FILE ARGV0 [ARG…]
  *   capsule-spawn --probe [--user NAME]
  *
  * --cgroup DIR   write our own pid into DIR/cgroup.procs first (cgroup v2; children inherit it).
@@ -39,12 +39,19 @@
  *                KEPT_CAPS below) in the bounding, permitted, effective and inheritable sets,
  *                clear the ambient set, and set no_new_privs: a command running as root cannot
  *                mount, unmount, ptrace, load modules or gain back what was dropped.
+ * --rlimit KIND=N  before exec, bound the command (not the init) by an rlimit, soft = hard:
+ *                as (RLIMIT_AS, bytes), nproc (RLIMIT_NPROC: processes of the user, so set before
+ *                the uid changes, and meaningful only for a user of its own), fsize
+ *                (RLIMIT_FSIZE, bytes: SIGXFSZ), cpu (RLIMIT_CPU, seconds: SIGXCPU at N, and
+ *                SIGKILL one second later for a command that ignores it). Core dumps are off
+ *                whenever one is set (a killed command leaves no core in the work folder).
+ *                docs/shell-commands.md#resource-limits.
  * --uid/--gid/--groups  drop to this uid/gid/supplementary groups (and set no_new_privs) just
  *                before exec.
  *
  * Control channel: fd 3, when open, is a pipe to the runtime (close-on-exec here). We write
  *   "I <pid>\n"          the host pid of the namespace init (with --pidns);
- *   "E <stage> <errno>\n" setup or exec failed (stage: cgroup|unshare|fork|mount|caps|user|exec|usage),
+ *   "E <stage> <errno>\n" setup or exec failed (stage: cgroup|unshare|fork|mount|caps|rlimit|user|exec|usage),
  *                        then exit 127.
  * End of file on fd 3 without an E line means the command was exec'd.
  *
@@ -80,6 +87,7 @@
 #define MAX_RW 16
 #define MAX_HIDE 8
 #define MAX_GROUPS 256
+#define MAX_RLIMITS 4
 
 #ifndef CLONE_NEWCGROUP
 #define CLONE_NEWCGROUP 0x02000000
@@ -214,8 +222,15 @@ struct user_spec {
   gid_t groups[MAX_GROUPS];
 };
 
+struct rlimit_spec {
+  int resource;
+  rlim_t value;
+};
+
 /* What the command line asked for (see the top of this file). */
 struct options {
+  struct rlimit_spec rlimits[MAX_RLIMITS];
+  int nrlimits;
   const char *cgroup;
   int pidns, confine, caps;
   char *ro[MAX_RO];
@@ -291,8 +306,42 @@ static int drop_capabilities(void) {
   return 0;
 }
 
-/* The last thing before exec: --caps, then the run-as user (which needs CAP_SETUID/SETGID, kept). */
+/* --rlimit's bounds, before the uid changes (RLIMIT_NPROC is checked against the new user's count). */
+static void set_rlimits(const struct options *o) {
+  for (int i = 0; i < o->nrlimits; i++) {
+    struct rlimit limit = {o->rlimits[i].value, o->rlimits[i].value};
+    if (o->rlimits[i].resource == RLIMIT_CPU) limit.rlim_max = o->rlimits[i].value + 1;
+    if (setrlimit(o->rlimits[i].resource, &limit) != 0) fail("rlimit", errno);
+  }
+  if (o->nrlimits > 0) {
+    struct rlimit no_core = {0, 0};
+    if (setrlimit(RLIMIT_CORE, &no_core) != 0) fail("rlimit", errno);
+  }
+}
+
+static int parse_rlimit(const char *text, struct rlimit_spec *out) {
+  static const struct {
+    const char *name;
+    int resource;
+  } KINDS[] = {{"as", RLIMIT_AS}, {"nproc", RLIMIT_NPROC}, {"fsize", RLIMIT_FSIZE}, {"cpu", RLIMIT_CPU}};
+  const char *eq = strchr(text, '=');
+  if (eq == NULL) return -1;
+  for (size_t k = 0; k < sizeof KINDS / sizeof KINDS[0]; k++) {
+    if (strlen(KINDS[k].name) != (size_t)(eq - text) || strncmp(text, KINDS[k].name, (size_t)(eq - text)) != 0) continue;
+    char *end;
+    errno = 0;
+    unsigned long long value = strtoull(eq + 1, &end, 10);
+    if (errno != 0 || eq[1] == '\0' || *end != '\0' || value == 0) return -1;
+    out->resource = KINDS[k].resource;
+    out->value = (rlim_t)value;
+    return 0;
+  }
+  return -1;
+}
+
+/* The last thing before exec: the rlimits, --caps, then the run-as user (which needs CAP_SETUID/SETGID, kept). */
 static void confine_command(const struct options *o) {
+  set_rlimits(o);
   if (o->caps) {
     int err = drop_capabilities();
     if (err != 0) fail("caps", err);
@@ -747,6 +796,10 @@ int main(int argc, char *argv[]) {
     else if (strcmp(arg, "--pidns") == 0) o.pidns = 1;
     else if (strcmp(arg, "--confine") == 0) o.confine = 1;
     else if (strcmp(arg, "--caps") == 0) o.caps = 1;
+    else if (strcmp(arg, "--rlimit") == 0 && i + 1 < argc && o.nrlimits < MAX_RLIMITS) {
+      if (parse_rlimit(argv[++i], &o.rlimits[o.nrlimits]) != 0) fail("usage", EINVAL);
+      o.nrlimits++;
+    }
     else if (strcmp(arg, "--ro") == 0 && i + 1 < argc && o.nro < MAX_RO) o.ro[o.nro++] = argv[++i];
     else if (strcmp(arg, "--rw") == 0 && i + 1 < argc && o.nrw < MAX_RW) o.rw[o.nrw++] = argv[++i];
     else if (strcmp(arg, "--hide") == 0 && i + 1 < argc && o.nhide < MAX_HIDE) o.hide[o.nhide++] = argv[++i];

@@ -10,7 +10,6 @@ import type { OutputLog } from '../../detached/output-log.js';
 import { completionProvenance, type TaskProvenance } from '../../detached/provenance.js';
 import type { DetachedRegistry } from '../../detached/registry.js';
 import type { CommandEnd, RunningCommand } from '../../executors/command-runner.js';
-import { resourceLimitOfSignal } from '../../executors/resource-limit.js';
 
 /** What a demoted command is, as its demotion established it. */
 export interface DetachedCommandFacts {
@@ -129,7 +128,7 @@ export class DetachedCommand {
       exited_at_ms: end.exitedAtMs,
       output_path: this.log.path,
       output_bytes: summary.outputBytes,
-      resource_limit: resourceLimitOfSignal(end.signal),
+      resource_limit: end.resourceLimit,
       output_holders: holders,
       context_id: this.facts.contextId,
       provenance: completionProvenance(this.facts.provenance),

@@ -19,7 +19,6 @@ import { newWorkId } from '../../detached/work-id.js';
 import { startCommand, type CommandEnd, type RunningCommand } from '../../executors/command-runner.js';
 import { buildShellEnv } from '../../executors/environment.js';
 import { OutputCapture } from '../../executors/output-capture.js';
-import { resourceLimitOfSignal } from '../../executors/resource-limit.js';
 import { writeCapturedLog } from '../../executors/shell-outcome.js';
 import { decodeUtf8Lossy } from '../../executors/utf8.js';
 import { processStartFields } from '../../process/containment.js';
@@ -95,6 +94,7 @@ export async function runShellCall(service: BackgroundCommands, request: ShellRu
     env,
     ...(request.stdin !== undefined ? { stdin: request.stdin } : {}),
     sink: capture,
+    limits: session.commandLimits,
     onLeaderExit: (info) => onLeaderExit(info.exitCode, info.signal),
   });
   runningCommand = running;
@@ -220,7 +220,7 @@ async function foregroundResult(service: BackgroundCommands, facts: ForegroundFa
   const stdoutBytes = capture.stdoutBytes;
   const stderrBytes = capture.stderrBytes;
   capture.dispose();
-  const resourceLimit = resourceLimitOfSignal(end.signal);
+  const resourceLimit = end.resourceLimit;
   const exitCode = end.spawnError !== null ? -1 : end.exitCode;
   if (end.spawnError === null) {
     session.countCall('shell');
