@@ -172,6 +172,13 @@ function buildManifestSchema() {
                 )
                 .prefault({})
                 .meta({ description: 'Environment of started commands.' }),
+              network: z
+                .enum(['host', 'session'], { error: expecting(MANIFEST_SHAPE.network) })
+                .optional()
+                .meta({
+                  description:
+                    'The network of the session\'s commands and plan steps: "host" (the host\'s network, the default) or "session" (a network namespace of the session\'s own with only loopback: they reach each other on 127.0.0.1 and nothing else; needs root). --network overrides it. See docs/containment.md#network.',
+                }),
               resources: z
                 .object(
                   {
@@ -270,7 +277,7 @@ const MANIFEST_KEY_SPEC: KeySpec = {
   keys: ['name', 'version', 'capabilities', 'lifecycle', 'tools', 'entry'],
   children: {
     capabilities: {
-      keys: ['shell', 'spawn', 'env', 'privileged_steps', 'resources'],
+      keys: ['shell', 'spawn', 'env', 'privileged_steps', 'network', 'resources'],
       children: {
         resources: { keys: ['memory_max_bytes', 'pids_max', 'cpu_secs', 'file_size_max_bytes', 'workdir_max_bytes'] },
         shell: { keys: ['allow'] },

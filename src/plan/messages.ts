@@ -294,6 +294,7 @@ export const MANIFEST_SHAPE = {
   positiveSecs: 'expected a positive number of seconds',
   positiveBytes: 'expected a positive whole number of bytes',
   positiveCount: 'expected a positive whole number',
+  network: 'expected "host" or "session"',
   positiveWholeSecs: 'expected a positive whole number of seconds',
   onLogCap: 'expected "continue" or "stop"',
   tools: 'expected an object mapping each tool name to { "command": [...], "timeout_secs": N }',

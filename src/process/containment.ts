@@ -60,6 +60,7 @@ import { helperArgs, locateSpawnHelper, probeHelper, type RunAsUser } from './sp
 import { confinementTraceFields, decideConfinement, type Confinement } from './spawn/confinement.js';
 import { applyCgroupBounds, decideResourceBounds, hasBounds, readLimitEvents, resourceTraceFields, rlimitArgs, type ResourceBounds } from './resources.js';
 import type { ResourceLimits } from '../executors/resource-limit.js';
+import { closeSessionNetwork, HOST_NETWORK, NetworkUnavailable, networkTraceFields, openSessionNetwork, type NetworkMode, type SessionNetwork } from './network.js';
 import type { EndResult, Unit } from './unit.js';
 import type { EndSignal } from './signals.js';
 import type { ProcessStartFields, SessionContainmentFields } from '../records/trace-records.js';
@@ -133,6 +134,10 @@ export interface ContainmentOptions {
   readonly pathNotes?: readonly string[];
   /** `capabilities.resources`: the bounds of every tree started with `bounded` (docs/shell-commands.md#resource-limits). */
   readonly resources?: ResourceLimits;
+  /** The session's network (docs/containment.md#network); default `host`. */
+  readonly network?: NetworkMode;
+  /** Who asked for `network` (for a refusal): `--network session`, `capabilities.network of the manifest`. */
+  readonly networkBy?: string;
   /** Where environment variables are read (default `process.env`): the backend forcing, the helper, `PATH`. */
   readonly env?: Readonly<Record<string, string | undefined>>;
   /**
@@ -164,6 +169,8 @@ export interface ContainmentInfo {
   readonly confinement: Confinement;
   /** How the declared `capabilities.resources` are enforced here. */
   readonly resources: ResourceBounds;
+  /** The session's network: the host's, or a namespace of its own that every tree joins. */
+  readonly network: SessionNetwork;
 }
 
 /** The `containment` field of `session_start` (snake_case, as trace fields are; declared in `src/records/trace-records.ts`). */
@@ -180,6 +187,7 @@ export function containmentTraceFields(info: ContainmentInfo): SessionContainmen
     confinement: confinementTraceFields(info.confinement),
     // Only when declared: a session without limits records what it always did.
     ...(hasBounds(info.resources) ? { resources: resourceTraceFields(info.resources) } : {}),
+    network: networkTraceFields(info.network),
   };
 }
 
@@ -286,7 +294,16 @@ export function detectContainment(options: ContainmentOptions): ContainmentInfo 
     notes: options.pathNotes ?? [],
   });
 
-  const resources = decideResourceBounds({ limits: options.resources, sessionCgroup: cgroup, helper: helper.ok ? helper.path : null, runAs: runAs !== null });
+  let network: SessionNetwork = HOST_NETWORK;
+  try {
+    network = openSessionNetwork(options.network ?? 'host', options.sessionId, helper.ok ? helper.path : null, options.probeOnly === true);
+  } catch (error) {
+    if (!(error instanceof NetworkUnavailable)) throw error;
+    if (cgroup !== null) removeSessionCgroup(cgroup);
+    throw new ContainmentError(`${options.networkBy ?? 'network session'} asked for a network namespace of the session, but ${error.message}`);
+  }
+
+  const resources = decideResourceBounds({ limits: options.resources, sessionCgroup: cgroup, helper: helper.ok ? helper.path : null, runAs: runAs !== null, probeOnly: options.probeOnly === true });
 
   return {
     backend,
@@ -299,6 +316,7 @@ export function detectContainment(options: ContainmentOptions): ContainmentInfo 
     runAs,
     confinement,
     resources,
+    network,
   };
 }
 
@@ -719,7 +737,8 @@ export class Containment {
     const writable = pidNamespace
       ? realPaths([...this.#writable, ...(request.writablePaths ?? [])]).filter((path) => readOnly.some((ro) => path === ro || path.startsWith(ro.endsWith('/') ? ro : `${ro}/`)))
       : [];
-    const useHelper = cgroupDir !== null || pidNamespace || this.info.runAs !== null || caps || rlimits.length > 0;
+    const netns = this.info.network.namespace;
+    const useHelper = cgroupDir !== null || pidNamespace || this.info.runAs !== null || caps || rlimits.length > 0 || netns !== null;
     const launch: LaunchOptions = {
       file: useHelper ? (this.info.helper as string) : resolved.path,
       args: useHelper
@@ -733,6 +752,7 @@ export class Containment {
               writable,
               hidden: pidNamespace ? realPaths(this.#hidden) : [],
               rlimits,
+              netns,
               user: this.info.runAs,
             },
             resolved.path,
@@ -840,6 +860,8 @@ export class Containment {
     if (this.info.cgroup !== null && this.#live.size === 0) await this.#endUnreported(this.info.cgroup);
     this.#watchdog?.release();
     if (this.info.cgroup !== null && this.#live.size === 0) removeSessionCgroup(this.info.cgroup);
+    // Lazily: a tree that survived its ending keeps the namespace until it ends.
+    closeSessionNetwork(this.info.network, this.info.helper);
     return endings;
   }
 
@@ -853,6 +875,7 @@ export class Containment {
     void this.#spawner?.close();
     this.#watchdog?.release();
     if (this.info.cgroup !== null && this.#live.size === 0) removeSessionCgroup(this.info.cgroup);
+    closeSessionNetwork(this.info.network, this.info.helper);
   }
 
   /** The pid of the session's cgroup watchdog, or null (process-group backend, or nothing contained yet). */

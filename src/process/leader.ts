@@ -297,6 +297,8 @@ function describeHelperFailure(name: string, cwd: string, failure: NonNullable<C
       // RLIMIT_NPROC (capabilities.resources.pids_max under --run-as): the user is at its bound already.
       if (failure.code === 'EAGAIN') return `failed to start '${name}': its user already has as many processes as capabilities.resources.pids_max allows (EAGAIN)`;
       return describeSpawnError(name, cwd, { code: failure.code });
+    case 'netns':
+      return `failed to start '${name}': could not join the session's network namespace (${failure.code})`;
     case 'rlimit':
       return `failed to start '${name}': could not set its capabilities.resources rlimits (${failure.code})`;
     case 'cgroup':

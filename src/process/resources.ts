@@ -50,9 +50,11 @@ function readWords(path: string): string[] | null {
  * already hands it to `capsule-runtime`. The runtime's own cgroup holds the runtime, so it is
  * never changed: a controller not enabled there is not ours to enable.
  */
-function enableController(sessionCgroup: string, controller: string): boolean {
+function enableController(sessionCgroup: string, controller: string, probeOnly: boolean): boolean {
   if (readWords(join(sessionCgroup, 'cgroup.subtree_control'))?.includes(controller) === true) return true;
   const root = dirname(sessionCgroup);
+  // A probe (capsule doctor) changes nothing: that it could be enabled is its answer.
+  if (probeOnly) return readWords(join(root, 'cgroup.controllers'))?.includes(controller) === true;
   for (const dir of [root, sessionCgroup]) {
     if (readWords(join(dir, 'cgroup.controllers'))?.includes(controller) !== true) return false;
     try {
@@ -74,11 +76,13 @@ export function decideResourceBounds(input: {
   readonly sessionCgroup: string | null;
   readonly helper: string | null;
   readonly runAs: boolean;
+  /** Decide without enabling a controller (`capsule doctor`). */
+  readonly probeOnly?: boolean;
 }): ResourceBounds {
   const limits = input.limits ?? {};
   const enforcedBy: Partial<Record<ResourceLimitName, 'cgroup' | 'rlimit' | 'guard' | null>> = {};
   const missing: string[] = [];
-  const controller = (name: 'memory' | 'pids'): boolean => input.sessionCgroup !== null && enableController(input.sessionCgroup, name);
+  const controller = (name: 'memory' | 'pids'): boolean => input.sessionCgroup !== null && enableController(input.sessionCgroup, name, input.probeOnly === true);
   for (const name of RESOURCE_LIMIT_NAMES) {
     if (limits[RESOURCE_FIELDS[name]] === undefined) continue;
     const field = `capabilities.resources.${RESOURCE_FIELDS[name]}`;
@@ -150,8 +154,10 @@ export function readLimitEvents(unitCgroup: string): { oomKill: number; pidsMax:
 }
 
 /** What `session_start.containment.resources` records (docs/trace.md). */
-export function resourceTraceFields(bounds: ResourceBounds): { limits: ResourceLimits; enforced_by: ResourceBounds['enforcedBy']; reason: string } {
-  return { limits: bounds.limits, enforced_by: bounds.enforcedBy, reason: bounds.reason };
+export function resourceTraceFields(bounds: ResourceBounds): { limits: Record<string, number>; enforced_by: ResourceBounds['enforcedBy']; reason: string } {
+  const limits: Record<string, number> = {};
+  for (const [field, value] of Object.entries(bounds.limits)) if (typeof value === 'number') limits[field] = value;
+  return { limits, enforced_by: bounds.enforcedBy, reason: bounds.reason };
 }
 
 /** One line for `capsule doctor` and `capsule run --verbose`: each declared limit and how it holds. */

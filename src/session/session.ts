@@ -5,6 +5,7 @@ import type { InspectionEvent } from 'xstate';
 import { ERROR_CODES, messageOf, RuntimeError } from '../errors.js';
 import { newSessionId } from '../ids.js';
 import { Containment, containmentTraceFields, type BackendChoice, type IsolationChoice } from '../process/containment.js';
+import type { NetworkMode } from '../process/network.js';
 import { abandonedSessionWarning, findAbandonedSessions } from '../process/leftovers.js';
 import { processStartTime } from '../process/proc.js';
 import { droppedPathWarning } from '../process/resolve-binary.js';
@@ -98,6 +99,11 @@ export interface SessionOptions {
    * docs/security.md#privileged-steps. Warned about at open, recorded in `session_start`.
    */
   readonly privilegedSteps?: boolean;
+  /**
+   * The network of every process the session starts (`--network`; else the manifest's
+   * `capabilities.network`; else `host`): docs/containment.md#network.
+   */
+  readonly network?: NetworkMode;
   /**
    * Warn (once per dead session, through `onWarning`) about the sessions in the same records root
    * that ended without `session_end` while their runtime is gone, naming the live processes they
@@ -209,6 +215,11 @@ export class Session {
       hiddenPaths: paths.hidden,
       pathNotes: paths.notes,
       ...(this.manifest?.capabilities?.resources !== undefined ? { resources: this.manifest.capabilities.resources } : {}),
+      ...(options.network !== undefined
+        ? { network: options.network, networkBy: `--network ${options.network}` }
+        : this.manifest?.capabilities?.network !== undefined
+          ? { network: this.manifest.capabilities.network, networkBy: `capabilities.network "${this.manifest.capabilities.network}" of the manifest` }
+          : {}),
     });
     const workdirMax = this.manifest?.capabilities?.resources?.workdir_max_bytes;
     this.commandLimits = {
