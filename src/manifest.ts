@@ -5,6 +5,7 @@
 
 import { existsSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
+import { isIP } from 'node:net';
 import { dirname, join, resolve } from 'node:path';
 import * as z from 'zod';
 import {
@@ -53,6 +54,47 @@ const stringList = (description: string) =>
 
 /** Error option of every manifest section object. */
 const SECTION = { error: expecting(MANIFEST_SHAPE.object) };
+
+/** One destination of `capabilities.network.allow`, parsed (docs/containment.md#the-allow-list). */
+export interface AllowEntry {
+  /** An IPv4 or IPv6 address, or a host name (resolved at the session's start). */
+  readonly host: string;
+  readonly kind: 'ip4' | 'ip6' | 'name';
+  /** A CIDR prefix length, or null (the one address). */
+  readonly prefix: number | null;
+  /** One TCP and UDP port, or null (every port). */
+  readonly port: number | null;
+}
+
+/** Parses an allow-list entry: `IP`, `IP:PORT`, `[IPv6]:PORT`, `CIDR`, `NAME`, `NAME:PORT`; null when it is none of them. */
+export function parseAllowEntry(entry: string): AllowEntry | null {
+  const portOf = (text: string): number | null | undefined => {
+    if (!/^\d{1,5}$/.test(text)) return undefined;
+    const port = Number(text);
+    return port >= 1 && port <= 65535 ? port : undefined;
+  };
+  const bracketed = /^\[([^\]]+)\]:(\d+)$/.exec(entry);
+  if (bracketed !== null) {
+    const port = portOf(bracketed[2] ?? '');
+    return isIP(bracketed[1] ?? '') === 6 && port !== undefined ? { host: bracketed[1] ?? '', kind: 'ip6', prefix: null, port } : null;
+  }
+  const cidr = /^([^/]+)\/(\d{1,3})$/.exec(entry);
+  if (cidr !== null) {
+    const family = isIP(cidr[1] ?? '');
+    const prefix = Number(cidr[2]);
+    if (family === 0 || prefix > (family === 4 ? 32 : 128)) return null;
+    return { host: cidr[1] ?? '', kind: family === 4 ? 'ip4' : 'ip6', prefix, port: null };
+  }
+  const family = isIP(entry);
+  if (family !== 0) return { host: entry, kind: family === 4 ? 'ip4' : 'ip6', prefix: null, port: null };
+  const [host = '', portText, ...rest] = entry.split(':');
+  if (rest.length > 0) return null;
+  const port = portText === undefined ? null : portOf(portText);
+  if (port === undefined) return null;
+  if (isIP(host) === 4) return { host, kind: 'ip4', prefix: null, port };
+  if (!/^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/.test(host)) return null;
+  return { host, kind: 'name', prefix: null, port };
+}
 
 /** A positive whole number (a resource bound), absent when not given. */
 const positiveCount = (shape: string, description: string) =>
@@ -173,11 +215,30 @@ function buildManifestSchema() {
                 .prefault({})
                 .meta({ description: 'Environment of started commands.' }),
               network: z
-                .enum(['host', 'session'], { error: expecting(MANIFEST_SHAPE.network) })
+                .union(
+                  [
+                    z.enum(['host', 'session']),
+                    z.object(
+                      {
+                        allow: z
+                          .array(
+                            z.string({ error: expecting(MANIFEST_SHAPE.listEntry) }).refine((entry) => parseAllowEntry(entry) !== null, {
+                              error: (issue) => `${MANIFEST_SHAPE.allowEntry}, got ${JSON.stringify(issue.input)}`,
+                            }),
+                            { error: expecting(MANIFEST_SHAPE.stringList) },
+                          )
+                          .min(1, { error: expecting(MANIFEST_SHAPE.allowList) })
+                          .meta({ description: 'Destinations outside the session namespace its commands may reach: "IP", "IP:PORT", "CIDR", "NAME[:PORT]" (resolved once, at the session\'s start); "192.0.2.1" is the host\'s loopback.' }),
+                      },
+                      { error: expecting(MANIFEST_SHAPE.network) },
+                    ),
+                  ],
+                  { error: expecting(MANIFEST_SHAPE.network) },
+                )
                 .optional()
                 .meta({
                   description:
-                    'The network of the session\'s commands and plan steps: "host" (the host\'s network, the default) or "session" (a network namespace of the session\'s own with only loopback: they reach each other on 127.0.0.1 and nothing else; needs root). --network overrides it. See docs/containment.md#network.',
+                    'The network of the session\'s commands and plan steps: "host" (the host\'s network, the default), "session" (a network namespace of the session\'s own with only loopback: they reach each other on 127.0.0.1 and nothing else; needs root), or { "allow": [...] } (that namespace, reaching out only to the listed destinations; needs pasta and nft). --network overrides it. See docs/containment.md#network.',
                 }),
               resources: z
                 .object(
@@ -279,6 +340,7 @@ const MANIFEST_KEY_SPEC: KeySpec = {
     capabilities: {
       keys: ['shell', 'spawn', 'env', 'privileged_steps', 'network', 'resources'],
       children: {
+        network: { keys: ['allow'] },
         resources: { keys: ['memory_max_bytes', 'pids_max', 'cpu_secs', 'file_size_max_bytes', 'workdir_max_bytes'] },
         shell: { keys: ['allow'] },
         spawn: { keys: ['allow', 'workdir_snapshot'] },

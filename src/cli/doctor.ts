@@ -108,13 +108,16 @@ export async function doctorCommand(options: DoctorCommandOptions): Promise<Exit
   let allow: string[] = [];
   let resources: ResourceLimits | undefined;
   let networkMode: NetworkMode = 'host';
+  let networkAllow: readonly string[] | null = null;
   let privilegedSteps: { privilegedSteps: true; privilegedStepsBy: string } | null = options.privilegedSteps === true ? { privilegedSteps: true, privilegedStepsBy: '--privileged-steps' } : null;
   if (manifest.kind === 'file') {
     const loaded = await loadManifest(manifest.label);
     if (!loaded.ok) return usageError(loaded.error);
     allow = [...(loaded.manifest.capabilities?.shell?.allow ?? [])];
     resources = loaded.manifest.capabilities?.resources;
-    networkMode = loaded.manifest.capabilities?.network ?? 'host';
+    const declared = loaded.manifest.capabilities?.network;
+    networkMode = declared === undefined ? 'host' : typeof declared === 'string' ? declared : 'session';
+    networkAllow = typeof declared === 'object' ? declared.allow : null;
     if (loaded.manifest.capabilities?.privileged_steps === true) privilegedSteps ??= { privilegedSteps: true, privilegedStepsBy: 'capabilities.privileged_steps of the manifest' };
   }
   const asked = parseNetworkOption(options.network);
@@ -153,7 +156,7 @@ export async function doctorCommand(options: DoctorCommandOptions): Promise<Exit
     });
     // Made and dropped at once: whether a session's own network can be had here, whatever is asked.
     try {
-      openSessionNetwork('session', `doctor-${process.pid}-${Date.now()}`, info.helper, true);
+      openSessionNetwork('session', `doctor-${process.pid}-${Date.now()}`, info.helper, true, networkMode === 'session' ? networkAllow : null);
       sessionNetwork = { available: true, reason: 'each session can get a network namespace of its own (loopback only)' };
     } catch (error) {
       if (!(error instanceof NetworkUnavailable)) throw error;
@@ -217,7 +220,7 @@ export async function doctorCommand(options: DoctorCommandOptions): Promise<Exit
             `isolation: ${info.pidNamespace ? 'PID namespace' : 'none'} — ${info.isolationReason}`,
             `run as: ${info.runAs === null ? 'the runtime\'s own user' : `${info.runAs.name} (uid ${info.runAs.uid}, gid ${info.runAs.gid})`}`,
             `steps get: ${describeConfinement(info.confinement)}`,
-            `network: ${networkMode}${networkMode === 'host' ? " (the host's network)" : ' (a network namespace of the session, loopback only)'}; session: ${sessionNetwork === null ? 'unknown' : sessionNetwork.available ? 'available here' : `not available here — ${sessionNetwork.reason}`}`,
+            `network: ${networkMode}${networkMode === 'host' ? " (the host's network)" : networkAllow !== null ? ` (a network namespace of the session, out only to ${networkAllow.join(', ')})` : ' (a network namespace of the session, loopback only)'}; session: ${sessionNetwork === null ? 'unknown' : sessionNetwork.available ? 'available here' : `not available here — ${sessionNetwork.reason}`}`,
             hasBounds(info.resources)
               ? `resource limits: ${describeResourceBounds(info.resources)}`
               : `resource limits: none declared (capabilities.resources); here they would be: ${resourcesHere === null ? 'unknown' : describeResourceBounds(resourcesHere)}`,

@@ -142,7 +142,7 @@ function running(tree: ContainedProcess, request: RunCommandRequest, exited: { v
   };
   let workdirStopped = false;
   const unwatch =
-    limits?.workdirGuard != null && tree.identity !== null
+    limits !== null && limits.workdirGuard !== null && tree.identity !== null
       ? limits.workdirGuard.watch(() => {
           workdirStopped = true;
           void tree.end(WORKDIR_STOP_GRACE_MS).catch(() => {});

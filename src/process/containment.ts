@@ -138,6 +138,8 @@ export interface ContainmentOptions {
   readonly network?: NetworkMode;
   /** Who asked for `network` (for a refusal): `--network session`, `capabilities.network of the manifest`. */
   readonly networkBy?: string;
+  /** With `network: session`: the destinations outside its commands may reach (`capabilities.network.allow`). */
+  readonly networkAllow?: readonly string[];
   /** Where environment variables are read (default `process.env`): the backend forcing, the helper, `PATH`. */
   readonly env?: Readonly<Record<string, string | undefined>>;
   /**
@@ -296,7 +298,7 @@ export function detectContainment(options: ContainmentOptions): ContainmentInfo 
 
   let network: SessionNetwork = HOST_NETWORK;
   try {
-    network = openSessionNetwork(options.network ?? 'host', options.sessionId, helper.ok ? helper.path : null, options.probeOnly === true);
+    network = openSessionNetwork(options.network ?? 'host', options.sessionId, helper.ok ? helper.path : null, options.probeOnly === true, options.networkAllow ?? null);
   } catch (error) {
     if (!(error instanceof NetworkUnavailable)) throw error;
     if (cgroup !== null) removeSessionCgroup(cgroup);

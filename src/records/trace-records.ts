@@ -69,6 +69,8 @@ export interface SessionContainmentFields {
     /** The namespace's inode (`net:[N]`), or null. */
     readonly inode: number | null;
     readonly reason: string;
+    /** With an allow-list: the destinations outside it may reach, resolved. */
+    readonly allow?: readonly string[];
   };
 }
 

@@ -67,7 +67,7 @@ function buildSchemaTable() {
     resources: z
       .looseObject({ limits: z.record(z.string(), count), enforced_by: z.record(z.string(), z.enum(['cgroup', 'rlimit', 'guard']).nullable()), reason: text })
       .optional(),
-    network: z.looseObject({ mode: z.enum(['host', 'session']), namespace: text.nullable(), inode: count.nullable(), reason: text }).optional(),
+    network: z.looseObject({ mode: z.enum(['host', 'session']), namespace: text.nullable(), inode: count.nullable(), reason: text, allow: strings.optional() }).optional(),
   });
 
 

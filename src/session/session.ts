@@ -217,9 +217,11 @@ export class Session {
       ...(this.manifest?.capabilities?.resources !== undefined ? { resources: this.manifest.capabilities.resources } : {}),
       ...(options.network !== undefined
         ? { network: options.network, networkBy: `--network ${options.network}` }
-        : this.manifest?.capabilities?.network !== undefined
+        : typeof this.manifest?.capabilities?.network === 'string'
           ? { network: this.manifest.capabilities.network, networkBy: `capabilities.network "${this.manifest.capabilities.network}" of the manifest` }
-          : {}),
+          : this.manifest?.capabilities?.network !== undefined
+            ? { network: 'session' as const, networkAllow: this.manifest.capabilities.network.allow, networkBy: 'capabilities.network.allow of the manifest' }
+            : {}),
     });
     const workdirMax = this.manifest?.capabilities?.resources?.workdir_max_bytes;
     this.commandLimits = {

@@ -6,7 +6,7 @@
  * namespace of its own, and each namespace is gone once its session ended; `host` (the default)
  * is the host's network as before.
  */
-import { existsSync, mkdirSync, readdirSync, readlinkSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync, statSync } from 'node:fs';
 import { createServer, connect, type Server } from 'node:net';
 import { join } from 'node:path';
 import { runPlan } from '../../src/runtime/run-plan.js';
@@ -16,10 +16,10 @@ import { endServes, startServe, type ServeClient } from '../background/serve-cli
 import { TempDirs } from '../support/plan-harness.js';
 import { waitFor } from '../support/wait.js';
 import { locateSpawnHelper } from '../../src/process/spawn/helper.js';
-import { closeSessionNetwork, NETNS_DIR, openSessionNetwork } from '../../src/process/network.js';
+import { ALLOW_LINK, closeSessionNetwork, NETNS_DIR, openSessionNetwork } from '../../src/process/network.js';
 import { detectContainment } from '../../src/process/containment.js';
 import { eachBackend, pidNamespaceUnavailable } from '../support/backends.js';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 
 const dirs = new TempDirs();
 afterAll(() => dirs.removeAll());
@@ -77,6 +77,21 @@ function processesIn(inode: number): number[] {
       if (readlinkSync(`/proc/${name}/ns/net`) === `net:[${inode}]`) out.push(Number(name));
     } catch {
       // gone, or not ours to read
+    }
+  }
+  return out;
+}
+
+/** Live processes whose command line names `text`. */
+function processesNaming(text: string): number[] {
+  const out: number[] = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const cmdline = readFileSync(`/proc/${name}/cmdline`, 'utf8');
+      if (cmdline.includes(text)) out.push(Number(name));
+    } catch {
+      // gone
     }
   }
   return out;
@@ -165,6 +180,44 @@ suite(`a session's own network${unavailable !== null ? ` (skipped: ${unavailable
       closeSessionNetwork(network, helper.path);
     }
     expect(existsSync(network.namespace as string)).toBe(false);
+  });
+});
+
+const allowTools = ['pasta', 'nft'].filter((tool) => spawnSync('sh', ['-c', `command -v ${tool}`]).status !== 0);
+const allowUnavailable = unavailable ?? (allowTools.length > 0 ? `${allowTools.join(' and ')} not installed (Debian packages passt, nftables)` : null);
+
+(allowUnavailable === null ? describe : describe.skip)(`an allow-list${allowUnavailable !== null ? ` (skipped: ${allowUnavailable})` : ''}`, () => {
+  it("admits the listed host endpoint and refuses another, keeps loopback, and leaves neither namespace nor pasta after the run", async () => {
+    const allowed = await hostListener();
+    const other = await hostListener();
+    try {
+      const workdir = dirs.make('netallow');
+      const report = await runPlan({
+        plan: {
+          id: 'allow',
+          steps: [
+            { id: 'listed', shell: `bash -c '${client(allowed.port, 20).replace(/127\.0\.0\.1/, ALLOW_LINK.hostLoopback)}'` },
+            { id: 'unlisted', shell: `bash -c '${client(other.port, 1).replace(/127\.0\.0\.1/, ALLOW_LINK.hostLoopback)}'` },
+            { id: 'loopback', shell: `bash -c '${client(other.port, 1)}'` },
+          ],
+        },
+        manifest: manifestSchema().parse({ capabilities: { shell: { allow: ['bash'] }, network: { allow: [`${ALLOW_LINK.hostLoopback}:${allowed.port}`] } } }),
+        workdir,
+        trace: true,
+      });
+      expect(report.results.map((r) => r.output)).toEqual(['host\n', 'refused\n', 'refused\n']);
+      expect(allowed.accepted()).toBe(1);
+      expect(other.accepted()).toBe(0);
+      const network = sessionNetwork(readTrace(join(report.records_dir, 'trace.jsonl')).records as unknown as Record<string, unknown>[]) as { namespace: string; inode: number; allow?: string[] };
+      expect(network.allow).toEqual([`${ALLOW_LINK.hostLoopback}:${allowed.port}`]);
+      expect(existsSync(network.namespace)).toBe(false);
+      // pasta quits once the namespace's file is gone.
+      await waitFor(() => processesNaming(network.namespace).length === 0, 5000, 'pasta to quit');
+      expect(processesIn(network.inode)).toEqual([]);
+    } finally {
+      allowed.server.close();
+      other.server.close();
+    }
   });
 });
 
