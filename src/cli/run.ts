@@ -17,8 +17,10 @@ import { recordsIncomplete } from '../records/records-dir.js';
 import { collect, EXIT, exitCodeAfterLog, logFileRefusal, parseNonNegativeNumber, parsePositiveInteger, usageError, type ExitCode, type GlobalOptions } from './program.js';
 import { loadLiveView, printable, Progress, progressModeFor, useColor } from './progress.js';
 import { WarningSink } from './warning-sink.js';
+import { parseNetworkOption } from './network-option.js';
 import type { ContainmentInfo } from '../process/containment.js';
 import { describeConfinement } from '../process/spawn/confinement.js';
+import { describeResourceBounds, hasBounds } from '../process/resources.js';
 import type { Session } from '../session/session.js';
 import type { ResumeOutcome } from '../reconcile/resume.js';
 
@@ -42,6 +44,8 @@ export interface RunCommandOptions extends GlobalOptions {
   readonly runAs?: string;
   /** Steps keep every capability of the runtime's user (the opt-out from confinement). */
   readonly privilegedSteps?: boolean;
+  /** `host` or `session` (docs/containment.md#network). */
+  readonly network?: string;
   /** A prior session's records directory to account for first (docs/resume.md). */
   readonly resume?: string;
   /** With `resume`: stop the live processes it left (SIGTERM, SIGKILL after 2 s, proven gone). */
@@ -66,6 +70,7 @@ export function registerRun(program: Command): void {
     .option('--on-sigterm <mode>', `what SIGTERM does: force (end every running step's tree now) or graceful (like Ctrl-C) (default ${DEFAULT_ON_SIGTERM})`)
     .option('--run-as <user>', 'run every step as this unprivileged user (the runtime must be root; see capsule doctor)')
     .option('--privileged-steps', "steps keep every capability of the runtime's user, no cgroup namespace, writable /sys: a root step can then undo its isolation (docs/security.md)")
+    .option('--network <mode>', "the network of the session's commands and steps: host (the host's, the default) or session (a namespace of the session's own, loopback only; root): docs/containment.md#network")
     .option('--verbose', 'also print how steps are contained and isolated, and why (as capsule doctor does)')
     .option('--resume <dir>', "first account for what the session recorded in DIR left behind (lost background commands, live processes); this run's records go to a directory of its own")
     .option('--reap', 'with --resume: stop the live processes the resumed session left (SIGTERM, SIGKILL after 2 s, proven gone)')
@@ -92,6 +97,8 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
   const workdir = resolve(options.workdir ?? process.cwd());
   if (!isDirectory(workdir)) return usageError(`--workdir ${workdir} is not a directory`);
   if (options.reap === true && options.resume === undefined) return usageError('--reap stops what a resumed session left: it needs --resume DIR');
+  const network = parseNetworkOption(options.network);
+  if (network instanceof Error) return usageError(network.message);
   if (options.resume !== undefined && options.records !== undefined && resolve(options.records) === resolve(options.resume)) {
     return usageError(
       `--records and --resume both name ${resolve(options.resume)}: a resumed session is a new session and writes its records in a directory of its own; leave --records out, or name a fresh directory`,
@@ -149,6 +156,7 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
     onRecordsFailure: (error) => (recordsFailure = error),
     ...(options.runAs !== undefined ? { runAs: options.runAs } : {}),
     ...(options.privilegedSteps === true ? { privilegedSteps: true } : {}),
+    ...(network !== undefined ? { network } : {}),
     ...(options.verbose === true ? { onSession: (session: Session) => progress.note(containmentLines(session.containment.info)) } : {}),
     ...(options.resume !== undefined
       ? {
@@ -231,6 +239,8 @@ export function containmentLines(info: ContainmentInfo): string {
     `isolation: ${info.pidNamespace ? 'PID namespace' : 'none'} — ${info.isolationReason}`,
     ...(info.runAs !== null ? [`run as: ${info.runAs.name} (uid ${info.runAs.uid}, gid ${info.runAs.gid})`] : []),
     `steps get: ${describeConfinement(info.confinement)}`,
+    `network: ${info.network.mode} — ${info.network.reason}`,
+    ...(hasBounds(info.resources) ? [`resource limits: ${describeResourceBounds(info.resources)}`] : []),
   ].join('\n');
 }
 

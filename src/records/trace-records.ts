@@ -54,6 +54,24 @@ export interface SessionContainmentFields {
   readonly run_as: RunAsFields | null;
   /** What a step is kept from; absent in traces written before it. */
   readonly confinement?: SessionConfinementFields;
+  /** How the declared `capabilities.resources` are enforced; present only when some are declared. */
+  readonly resources?: {
+    readonly limits: Readonly<Record<string, number | undefined>>;
+    /** Each declared limit: `cgroup`, `rlimit`, `guard`, or null (not enforced here). */
+    readonly enforced_by: Readonly<Record<string, 'cgroup' | 'rlimit' | 'guard' | null | undefined>>;
+    readonly reason: string;
+  };
+  /** The session's network (`host`, or `session`: a namespace of its own); absent in traces written before it. */
+  readonly network?: {
+    readonly mode: 'host' | 'session';
+    /** The file the namespace is bound on, or null. */
+    readonly namespace: string | null;
+    /** The namespace's inode (`net:[N]`), or null. */
+    readonly inode: number | null;
+    readonly reason: string;
+    /** With an allow-list: the destinations outside it may reach, resolved. */
+    readonly allow?: readonly string[];
+  };
 }
 
 /** `session_start.containment.confinement` (ours, docs/trace.md): what a step is kept from (docs/security.md). */

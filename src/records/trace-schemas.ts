@@ -64,6 +64,10 @@ function buildSchemaTable() {
         reason: text,
       })
       .optional(),
+    resources: z
+      .looseObject({ limits: z.record(z.string(), count), enforced_by: z.record(z.string(), z.enum(['cgroup', 'rlimit', 'guard']).nullable()), reason: text })
+      .optional(),
+    network: z.looseObject({ mode: z.enum(['host', 'session']), namespace: text.nullable(), inode: count.nullable(), reason: text, allow: strings.optional() }).optional(),
   });
 
 

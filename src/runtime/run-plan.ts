@@ -187,6 +187,8 @@ export interface RunPlanOptions {
   readonly runAs?: string | null;
   /** Opt out of step confinement (`SessionOptions.privilegedSteps`, `--privileged-steps`). Ignored with `session`. */
   readonly privilegedSteps?: boolean;
+  /** The run's own session's network (`SessionOptions.network`, `--network`). Ignored with `session`. */
+  readonly network?: SessionOptions['network'];
   /** Called with the run's session once it is open, before the plan is read (`capsule run --verbose` shows its containment). */
   readonly onSession?: (session: Session) => void;
   /**
@@ -304,6 +306,7 @@ export function startPlan(options: RunPlanOptions): PlanRun {
         ...(options.isolation !== undefined ? { isolation: options.isolation } : {}),
         ...(options.runAs !== undefined ? { runAs: options.runAs } : {}),
         ...(options.privilegedSteps === true ? { privilegedSteps: true } : {}),
+        ...(options.network !== undefined ? { network: options.network } : {}),
         ...(options.resume !== undefined ? { resumeFrom: options.resume.priorDir } : {}),
       });
     runSession = session;

@@ -5,6 +5,7 @@ import type { InspectionEvent } from 'xstate';
 import { ERROR_CODES, messageOf, RuntimeError } from '../errors.js';
 import { newSessionId } from '../ids.js';
 import { Containment, containmentTraceFields, type BackendChoice, type IsolationChoice } from '../process/containment.js';
+import type { NetworkMode } from '../process/network.js';
 import { abandonedSessionWarning, findAbandonedSessions } from '../process/leftovers.js';
 import { processStartTime } from '../process/proc.js';
 import { droppedPathWarning } from '../process/resolve-binary.js';
@@ -23,6 +24,8 @@ import { elapsedMs, systemClock, type SessionClock, type XStateClock } from './c
 import { silentLogger, type RuntimeLogger } from './logger.js';
 import { Background } from '../shell-calls/background.js';
 import type { BackgroundOptions } from '../shell-calls/shell-calls.js';
+import type { CommandLimits } from '../executors/command-runner.js';
+import { WorkdirGuard } from '../executors/workdir-guard.js';
 import { ActorNames } from './actor-names.js';
 import { TaskTable } from './tasks.js';
 import { LiveDelegations } from '../cancel/live-delegations.js';
@@ -98,6 +101,11 @@ export interface SessionOptions {
    */
   readonly privilegedSteps?: boolean;
   /**
+   * The network of every process the session starts (`--network`; else the manifest's
+   * `capabilities.network`; else `host`): docs/containment.md#network.
+   */
+  readonly network?: NetworkMode;
+  /**
    * Warn (once per dead session, through `onWarning`) about the sessions in the same records root
    * that ended without `session_end` while their runtime is gone, naming the live processes they
    * left (`src/process/leftovers.ts`). Default: on when `recordsDir` is the default
@@ -145,6 +153,8 @@ export class Session {
   readonly trace: TraceWriter;
   /** The one registry of every process tree the session starts (and the only place that signals them). */
   readonly containment: Containment;
+  /** The bounds of every shell command it runs (`capabilities.resources`, docs/shell-commands.md#resource-limits). */
+  readonly commandLimits: CommandLimits;
   /** The actor event log, or null when it is off. */
   readonly eventLog: EventLog | null;
   /** The session's clock (epoch, monotonic, timers). */
@@ -205,7 +215,21 @@ export class Session {
       writablePaths: paths.writable,
       hiddenPaths: paths.hidden,
       pathNotes: paths.notes,
+      ...(this.manifest?.capabilities?.resources !== undefined ? { resources: this.manifest.capabilities.resources } : {}),
+      ...(options.network !== undefined
+        ? { network: options.network, networkBy: `--network ${options.network}` }
+        : typeof this.manifest?.capabilities?.network === 'string'
+          ? { network: this.manifest.capabilities.network, networkBy: `capabilities.network "${this.manifest.capabilities.network}" of the manifest` }
+          : this.manifest?.capabilities?.network !== undefined
+            ? { network: 'session' as const, networkAllow: this.manifest.capabilities.network.allow, networkBy: 'capabilities.network.allow of the manifest' }
+            : {}),
     });
+    const workdirMax = this.manifest?.capabilities?.resources?.workdir_max_bytes;
+    this.commandLimits = {
+      bounds: this.containment.info.resources,
+      // The records directory is the runtime's to write (a command cannot), so it does not count.
+      workdirGuard: workdirMax !== undefined ? new WorkdirGuard(this.workdir, workdirMax, { skip: this.hasRecords ? [this.recordsDir] : [] }) : null,
+    };
     // Every failure to open the records is RECORDS_DIR_UNUSABLE, and takes the session's cgroup
     // with it (nothing ran), e.g. ELOOP: trace.jsonl is a link planted in a reused records dir.
     const unusable = (error: unknown): RuntimeError => {
@@ -271,6 +295,8 @@ export class Session {
     }
     if (this.containment.path.dropped.length > 0) warn(droppedPathWarning(this.containment.path));
     if (this.containment.info.confinement.privilegedSteps) warn(privilegedStepsWarning(this.containment.info.confinement));
+    // A declared bound this machine cannot enforce is said once, at the start (docs/shell-commands.md#resource-limits).
+    if (this.containment.info.resources.reason !== '') warn(`${this.containment.info.resources.reason}: docs/shell-commands.md#resource-limits`);
     if (signing !== null && signing.signer === null) {
       this.logger.warn({ why: signing.reason }, 'records not signed');
       warn(`${join(this.recordsDir, 'trace.jsonl')}: this session's records cannot be signed (${signing.reason}): a later --resume reports what they name as untrusted and --reap stops none of it`);

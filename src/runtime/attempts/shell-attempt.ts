@@ -15,7 +15,6 @@ import { binaryNotAllowed, SHELL_COMMAND_EMPTY } from '../../plan/messages.js';
 import { splitShellWords } from '../../plan/shell-words.js';
 import type { ContainedProcess } from '../../process/containment.js';
 import { join } from 'node:path';
-import { resourceLimitOfSignal } from '../../executors/resource-limit.js';
 import { logCapStopError } from '../../executors/log-cap.js';
 import type { AttemptEnvironment } from '../attempt.js';
 import { attemptActor, stepEnvironment, trackTree, type LastTrees } from './attempt-run.js';
@@ -71,6 +70,7 @@ export function shellAttemptActor(env: AttemptEnvironment, lastTrees: LastTrees)
           env: stepEnvironment(env),
           ...(stdin !== undefined ? { stdin } : {}),
           sink: capture,
+          limits: env.session.commandLimits,
           // Ended (a forced cancel, its timeout) while its launch waits for the spawner: nothing starts.
           withdraw: run.withdrawSignal,
           withdrawWaiting: run.withdrawWaitingSignal,
@@ -94,7 +94,7 @@ export function shellAttemptActor(env: AttemptEnvironment, lastTrees: LastTrees)
           else if (endAsked !== null) run.endTree(running.process, endAsked);
           else if (capStopped) run.endTree(running.process, run.input.step.killGraceMs);
           return running.done.then((end) => {
-            const resourceLimit = resourceLimitOfSignal(end.signal);
+            const resourceLimit = end.resourceLimit;
             return shellStepOutcomeOf(end, capture, {
               binary,
               args: argv,
