@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { attributeResourceLimit, resourceLimitField, type LimitEvidence } from '../../src/executors/resource-limit.js';
 import { applyCgroupBounds, decideResourceBounds, describeResourceBounds, readLimitEvents, rlimitArgs } from '../../src/process/resources.js';
-import { resourceLimitLine } from '../../src/detached/texts.js';
+import { resourceLimitLine } from '../../src/shell-calls/texts.js';
 import { resourceLimitError } from '../../src/executors/shell-outcome.js';
 
 const plain: LimitEvidence = { signal: null, exitCode: 1, cgroupEvents: null, memoryBy: null, pidsBy: null, stderrTail: '', workdirStopped: false };
