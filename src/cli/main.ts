@@ -16,6 +16,7 @@ const COMMANDS: Readonly<Record<string, () => Promise<(program: Command) => void
   visualize: async () => (await import('./visualize.js')).registerVisualize,
   replay: async () => (await import('./replay.js')).registerReplay,
   inspect: async () => (await import('./inspect.js')).registerInspect,
+  logs: async () => (await import('./logs.js')).registerLogs,
   doctor: async () => (await import('./doctor.js')).registerDoctor,
   serve: async () => (await import('./serve.js')).registerServe,
 };

@@ -5,10 +5,10 @@
  * to `--json`.
  */
 import type { createLogUpdate } from 'log-update';
-import type { DiscardedResult, StepKind, StepResult } from '../../machines/contracts.js';
+import type { StepKind } from '../../machines/contracts.js';
 import { CANCEL_BEFORE_STEP, CANCEL_CAPSULE_STEP, CANCEL_FORCED_BEFORE_ATTEMPT, CANCEL_FORCED_STEP } from '../../machines/messages.js';
 import { furtherRefusalsNotShown, refusalLines, type Refusal } from '../plan/refusal.js';
-import type { PlanProgressEvent, PlanReport } from '../runtime/run-plan.js';
+import type { PlanProgressEvent, PlanReport, ReportedDiscardedResult as DiscardedResult, ReportedStepResult as StepResult } from '../runtime/run-plan.js';
 
 /** `lines`: a line per transition (not a TTY); `live`: an in-place view (TTY); `quiet`: no progress. */
 export type ProgressMode = 'lines' | 'live' | 'quiet';
@@ -61,6 +61,19 @@ export function formatDuration(ms: number): string {
   return `${Math.floor(totalSecs / 60)}m${String(totalSecs % 60).padStart(2, '0')}s`;
 }
 
+/** Formats a byte count for people: `0 B`, `812 B`, `1.5 KiB`, `3.2 MiB`, `1.1 GiB`. */
+export function formatBytes(bytes: number): string {
+  if (bytes < 1024) return `${bytes} B`;
+  const units = ['KiB', 'MiB', 'GiB', 'TiB'];
+  let value = bytes / 1024;
+  let unit = 0;
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit++;
+  }
+  return `${value < 10 ? value.toFixed(1) : Math.round(value)} ${units[unit]}`;
+}
+
 /**
  * `text` with every control character (C0 but tab, DEL, C1) shown as a `\xNN` escape, and as a
  * `\u{NNNN}` escape every bidirectional control (U+061C, U+200E, U+200F, U+202A–U+202E,
@@ -81,6 +94,21 @@ export function printable(text: string): string {
 export function firstLine(text: string | null): string {
   if (text === null) return '';
   return printable(text.split(/\r?\n/).find((line) => line.trim() !== '')?.trimEnd() ?? '');
+}
+
+/**
+ * The lines of a step's error that say what went wrong (`error_gist`, `docs/report.md#fields-of-our-own`), made printable: the
+ * gist when the report has one, else the error's first line; none without an error.
+ */
+export function gistLines(result: Pick<StepResult, 'error' | 'error_gist'>): string[] {
+  if (result.error_gist !== undefined) return result.error_gist.map((line) => printable(line));
+  const first = firstLine(result.error);
+  return first === '' ? [] : [first];
+}
+
+/** The last attempt's log of a step (`docs/records.md#step-logs`), or null when it printed nothing. */
+export function lastLog(result: Pick<StepResult, 'logs'>): string | null {
+  return result.logs?.[result.logs.length - 1]?.path ?? null;
 }
 
 /** Which streams a cut concerned: `output`, `stderr`, or `output and stderr`. */
@@ -241,7 +269,7 @@ export class Progress {
         const blamed = report.results.find((result) => result.step_id === report.failed_step);
         const where =
           report.failed_step === 'plan' ? 'plan' : `step '${shownId(report.failed_step)}' stopped plan ${shownId(report.plan_id)}`;
-        this.#stream.write(`failed: ${where}: ${firstLine(blamed?.error ?? null)}\n`);
+        this.#stream.write(`failed: ${where}: ${blamed === undefined ? '' : (gistLines(blamed)[0] ?? '')}\n`);
       } else if (report.canceled) {
         // Exit 130 alone does not say the run was canceled rather than killed: the summary's line, alone.
         this.#stream.write(`${this.#canceledLine(report)}\n`);
@@ -285,8 +313,13 @@ export class Progress {
     switch (result.status) {
       case 'success':
         return `${this.#paint('green', '✔')} ${shownId(result.step_id)} success ${formatDuration(result.duration_ms)}${attempts}${cut}`;
-      case 'failed':
-        return `${this.#paint('red', '✖')} ${shownId(result.step_id)} failed${reason === '' ? '' : `: ${reason}`}${attempts}${cut}`;
+      case 'failed': {
+        // The lines that say what went wrong, under it, and where the rest is.
+        const [first = '', ...more] = gistLines(result);
+        const log = lastLog(result);
+        const under = [...more, ...(log !== null ? [this.#paint('dim', `log: ${printable(log)}`)] : [])].map((line) => `\n    ${line}`).join('');
+        return `${this.#paint('red', '✖')} ${shownId(result.step_id)} failed${first === '' ? '' : `: ${first}`}${attempts}${cut}${under}`;
+      }
       case 'skipped':
         return `${this.#paint('yellow', '↷')} ${shownId(result.step_id)} skipped${reason === '' ? '' : `: ${reason}`}${cut}`;
     }
@@ -340,7 +373,7 @@ export class Progress {
       result.status,
       String(result.attempts),
       formatDuration(result.duration_ms),
-      firstLine(result.error),
+      gistLines(result)[0] ?? '',
     ]);
     // Steps that ran but whose outcome a fail stop discarded (docs/plan-format.md#settling-a-wave): shown as they ran.
     for (const result of discarded) {
@@ -365,6 +398,7 @@ export class Progress {
       const ids = discarded.length > MAX_LISTED_IDS ? `${listed} and ${discarded.length - MAX_LISTED_IDS} more` : listed;
       lines.push('', `discarded: ${ids} ran, but ${discarded.length === 1 ? 'its outcome is' : 'their outcomes are'} not in the results: ${discarded[0]?.reason ?? ''} (--json lists ${discarded.length === 1 ? 'it' : 'them'} under "discarded")`);
     }
+    lines.push(...this.#failureLines(report));
     const cut = [...report.results, ...discarded].filter((result) => result.truncated !== undefined);
     if (cut.length > 0) {
       lines.push('');
@@ -386,6 +420,24 @@ export class Progress {
     if (report.canceled) lines.push(...this.#stoppedLines(report));
     lines.push(`records: ${report.records_dir}`);
     return `${lines.join('\n')}\n`;
+  }
+
+  /**
+   * The failed steps' gists beyond the table's one line, and their logs: what to read first, and the
+   * command that prints the rest (`capsule logs`). Nothing for a run without failures, or whose
+   * failures say all in one line and printed nothing.
+   */
+  #failureLines(report: PlanReport): string[] {
+    const failed = report.results.filter((result) => result.status === 'failed' && (result.error_gist !== undefined || result.logs !== undefined));
+    if (failed.length === 0) return [];
+    const lines = [''];
+    for (const result of failed.slice(0, MAX_LISTED_IDS)) {
+      lines.push(`${this.#paint('red', 'failed:')} ${shownId(result.step_id)}${result.attempts > 1 ? ` (${result.attempts} attempts)` : ''}`);
+      for (const line of gistLines(result)) lines.push(`  ${line}`);
+      if (result.logs !== undefined) lines.push(this.#paint('dim', `  log: capsule logs ${printable(report.records_dir)} ${shellWord(printable(result.step_id))}`));
+    }
+    if (failed.length > MAX_LISTED_IDS) lines.push(`… and ${failed.length - MAX_LISTED_IDS} more failed steps (the report lists them)`);
+    return lines;
   }
 
   /**
@@ -453,4 +505,9 @@ function stoppedText(running: readonly string[], byId: ReadonlyMap<string, PlanR
     groups.set(key, names);
   }
   return [...groups].map(([many, names]) => `${names.length} ${names.length === 1 ? 'step' : 'steps'}, ${many}: ${namesText(names)}`).join('; ');
+}
+
+/** `word` as one shell word: as is when it is plain, else in single quotes. */
+function shellWord(word: string): string {
+  return /^[A-Za-z0-9_./:@%+=,-]+$/.test(word) ? word : `'${word.replace(/'/g, `'\\''`)}'`;
 }

@@ -14,6 +14,7 @@ import { onUncaughtError } from './internal-error.js';
 import { cancelOnSignals, DEFAULT_ON_SIGTERM, signalsFor, type OnSigterm } from './cancel-on-signals.js';
 import { createLogger } from '../session/logger.js';
 import { recordsIncomplete } from '../records/records-dir.js';
+import { expandLatest } from '../records/latest.js';
 import { collect, EXIT, exitCodeAfterLog, logFileRefusal, parseNonNegativeNumber, parsePositiveInteger, usageError, type ExitCode, type GlobalOptions } from './program.js';
 import { loadLiveView, printable, Progress, progressModeFor, useColor } from './progress.js';
 import { WarningSink } from './warning-sink.js';
@@ -84,8 +85,10 @@ export function exitCodeOf(report: PlanReport): ExitCode {
 }
 
 /** Runs `capsule run` and returns its exit code. */
-export async function runCommand(planPath: string, options: RunCommandOptions): Promise<ExitCode> {
-  const workdir = resolve(options.workdir ?? process.cwd());
+export async function runCommand(planPath: string, given: RunCommandOptions): Promise<ExitCode> {
+  const workdir = resolve(given.workdir ?? process.cwd());
+  // `--resume latest`: the newest session of the workdir's records root (docs/records.md#latest), read before this run's session replaces it.
+  const options: RunCommandOptions = given.resume !== undefined ? { ...given, resume: expandLatest(given.resume, workdir) } : given;
   if (!isDirectory(workdir)) return usageError(`--workdir ${workdir} is not a directory`);
   if (options.reap === true && options.resume === undefined) return usageError('--reap stops what a resumed session left: it needs --resume DIR');
   if (options.resume !== undefined && options.records !== undefined && resolve(options.records) === resolve(options.resume)) {

@@ -26,13 +26,30 @@ import type { CanceledRow, CommandTool, FunctionTool, Gate } from './attempt.js'
 import { createAttemptActors } from './attempts/attempt-actors.js';
 import { closeCanceledRows } from './attempts/delegation-attempt.js';
 import { PlanTrace } from './plan-trace.js';
+import { errorGist, gistShortens } from '../executors/error-gist.js';
+import { StepLogs, type StepLogEntry } from './step-logs.js';
+
+/**
+ * Ours, beside a step result's fields (`docs/report.md#fields-of-our-own`), each present only when it has something to say:
+ * `logs`, the step's attempts' logs (`docs/records.md#step-logs`); `error_gist`, the lines of its
+ * error that say what went wrong when the error has more to it than those.
+ */
+export interface StepResultExtras {
+  readonly logs?: readonly StepLogEntry[];
+  readonly error_gist?: readonly string[];
+}
+
+/** A step result as the report, the progress events and the CLI's summaries carry it. */
+export type ReportedStepResult = StepResult & StepResultExtras;
+/** A discarded step's result as the report carries it. */
+export type ReportedDiscardedResult = DiscardedResult & StepResultExtras;
 
 /** The JSON report (docs/report.md plus ids, records dir and duration). */
 export interface PlanReport {
   readonly plan_id: string;
   readonly session_id: string;
   /** Settled steps in settlement order. */
-  readonly results: readonly StepResult[];
+  readonly results: readonly ReportedStepResult[];
   readonly completed: boolean;
   readonly failed_step: string | null;
   readonly canceled: boolean;
@@ -45,7 +62,7 @@ export interface PlanReport {
    * `docs/plan-format.md#settling-a-wave` leaves out of `results` — as they ran (no `on_error` applied), with the reason.
    * Present only when something was discarded (so a plain report has Murmur's fields alone).
    */
-  readonly discarded?: readonly DiscardedResult[];
+  readonly discarded?: readonly ReportedDiscardedResult[];
   /**
    * Ours: for a plan refused before any step ran (not parseable, or refused by validation), the
    * refusal explained: code, rule, accepted values, fix, and the file, JSON path, line and column.
@@ -69,11 +86,11 @@ export type PlanProgressEvent =
    * A dispatched step ended, as it happens (its wave may still run). `result` is what it settles
    * as, unless an earlier sibling's `fail` stop discards it (then no `step.settled` follows).
    */
-  | { readonly type: 'step.ended'; readonly result: StepResult; readonly kind: StepKind }
+  | { readonly type: 'step.ended'; readonly result: ReportedStepResult; readonly kind: StepKind }
   /** A step settled (`plan_step`), in the trace's order: a wave's steps once the whole wave ended. */
-  | { readonly type: 'step.settled'; readonly result: StepResult; readonly kind: StepKind }
+  | { readonly type: 'step.settled'; readonly result: ReportedStepResult; readonly kind: StepKind }
   /** A step that ran, whose outcome a `fail` stop in its wave discarded (`docs/plan-format.md#settling-a-wave`). */
-  | { readonly type: 'step.discarded'; readonly result: DiscardedResult; readonly kind: StepKind }
+  | { readonly type: 'step.discarded'; readonly result: ReportedDiscardedResult; readonly kind: StepKind }
   | { readonly type: 'plan.canceling'; readonly force: boolean }
   | { readonly type: 'plan.ended'; readonly report: PlanReport };
 
@@ -392,7 +409,12 @@ export function startPlan(options: RunPlanOptions): PlanRun {
     for (const warning of runStartWarnings(check)) options.onWarning?.(warning);
 
     const runId = String(++runCounter);
+    const stepLogs = new StepLogs();
+    const extras = (result: StepResult): StepResultExtras => resultExtras(result, stepLogs);
+    trace.extras = extras;
     const attemptActors = createAttemptActors({
+      planId: plan.id,
+      stepLogs,
       session,
       functionTools,
       commandTools,
@@ -468,15 +490,15 @@ export function startPlan(options: RunPlanOptions): PlanRun {
     });
     actor.on('plan.stepEnded', ({ result, kind }) => {
       log.debug({ plan_id: plan.id, step_id: result.step_id, status: result.status, attempts: result.attempts, duration_ms: result.duration_ms }, 'step ended');
-      options.onEvent?.({ type: 'step.ended', result, kind });
+      options.onEvent?.({ type: 'step.ended', result: withExtras(result, extras), kind });
     });
     actor.on('plan.stepsSettled', ({ records }) => {
       trace.stepsSettled(records);
-      if (options.onEvent !== undefined) for (const record of records) options.onEvent({ type: 'step.settled', result: record.result, kind: record.kind });
+      if (options.onEvent !== undefined) for (const record of records) options.onEvent({ type: 'step.settled', result: withExtras(record.result, extras), kind: record.kind });
     });
     actor.on('plan.stepsDiscarded', ({ records }: { records: readonly DiscardedRecord[] }) => {
       log.debug({ plan_id: plan.id, steps: records.map((record) => record.result.step_id) }, 'steps discarded by a fail stop');
-      if (options.onEvent !== undefined) for (const record of records) options.onEvent({ type: 'step.discarded', result: record.result, kind: record.kind });
+      if (options.onEvent !== undefined) for (const record of records) options.onEvent({ type: 'step.discarded', result: withExtras(record.result, extras), kind: record.kind });
     });
     sendCancel = (force) => actor.send({ type: 'CANCEL', force });
     opened.stop = async () => {
@@ -494,14 +516,14 @@ export function startPlan(options: RunPlanOptions): PlanRun {
     const planReport: PlanReport = {
       plan_id: plan.id,
       session_id: session.id,
-      results: output.results.map(publicResult),
+      results: output.results.map((result) => publicResult(result, extras)),
       completed: output.completed,
       failed_step: output.failed_step,
       canceled: output.canceled,
       records_dir: session.recordsDir,
       duration_ms: durationMs,
       ...(output.discarded.length > 0
-        ? { discarded: output.discarded.map((result): DiscardedResult => ({ ...publicResult(result), reason: result.reason })) }
+        ? { discarded: output.discarded.map((result): ReportedDiscardedResult => ({ ...publicResult(result, extras), reason: result.reason })) }
         : {}),
     };
     return finish(planReport, output.canceled ? 'canceled' : output.completed ? 'ok' : 'failed');
@@ -578,7 +600,7 @@ function internalErrorReason(error: unknown): string {
   return `internal error: ${first.length > 200 ? `${first.slice(0, 200)}…` : first}`;
 }
 
-function publicResult(result: StepResult): StepResult {
+function publicResult(result: StepResult, extras: (result: StepResult) => StepResultExtras): ReportedStepResult {
   return {
     step_id: result.step_id,
     status: result.status,
@@ -587,7 +609,24 @@ function publicResult(result: StepResult): StepResult {
     attempts: result.attempts,
     duration_ms: result.duration_ms,
     ...(result.truncated !== undefined ? { truncated: result.truncated } : {}),
+    ...extras(result),
   };
+}
+
+/** A step's {@link StepResultExtras}: its logs, and the gist of its error when the error says more than it. */
+function resultExtras(result: StepResult, stepLogs: StepLogs): StepResultExtras {
+  const logs = stepLogs.entries(result.step_id);
+  const gist = result.error === null ? [] : errorGist(result.error, stepLogs.stderrTail(result.step_id));
+  return {
+    ...(logs !== undefined ? { logs } : {}),
+    ...(gist.length > 0 && gistShortens(result.error, gist) ? { error_gist: gist } : {}),
+  };
+}
+
+/** `result` with its extras, the same object when it has none. */
+function withExtras<T extends StepResult>(result: T, extras: (result: StepResult) => StepResultExtras): T & StepResultExtras {
+  const more = extras(result);
+  return more.logs === undefined && more.error_gist === undefined ? result : { ...result, ...more };
 }
 
 function refusal(

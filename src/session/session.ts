@@ -11,6 +11,7 @@ import { droppedPathWarning } from '../process/resolve-binary.js';
 import { directoryProblem, makeDirectory } from '../records/directories.js';
 import { RecordsDirInUseError, recordedSessionIn, recordsDirUnusable } from '../records/records-dir.js';
 import { EVENT_LOG_FILE, EventLog } from '../records/event-log.js';
+import { pointLatestAt } from '../records/latest.js';
 import type { TraceNode } from '../records/trace-records.js';
 import { TraceWriter } from '../records/trace-writer.js';
 import type { Manifest } from '../manifest.js';
@@ -156,6 +157,7 @@ export class Session {
   #ended = false;
   #ending: Promise<void> | null = null;
   #recordsFailure: Error | null = null;
+  #onRecordError: (error: Error) => void = () => {};
 
   private constructor(options: SessionOptions) {
     this.time = options.clock ?? systemClock;
@@ -217,6 +219,7 @@ export class Session {
       this.logger.error({ err: error.message }, 'a records write failed');
       options.onRecordError?.(error);
     };
+    this.#onRecordError = onRecordError;
     const now = (): number => this.time.epochMs();
     try {
       this.trace = new TraceWriter(options.trace === false || !this.hasRecords ? null : join(this.recordsDir, 'trace.jsonl'), this.id, { onError: onRecordError, now });
@@ -268,6 +271,8 @@ export class Session {
       { records_dir: this.recordsDir, workdir: this.workdir, trace: this.trace.enabled, event_log: this.eventLog !== null, containment: this.containment.info.backend, pid_namespace: this.containment.info.pidNamespace },
       'session opened',
     );
+    // The records root's `latest` names the newest session (docs/records.md#latest): only in the default root, never beside a directory the user chose.
+    if (this.hasRecords && options.recordsDir === undefined) pointLatestAt(this.recordsDir);
     if (this.hasRecords && (options.noticeAbandoned ?? options.recordsDir === undefined)) {
       const excludeDirs = options.resumeFrom !== undefined ? [resolve(options.resumeFrom)] : [];
       for (const abandoned of findAbandonedSessions(dirname(this.recordsDir), { exclude: this.id, excludeDirs, noticedBy: this.id, now })) {
@@ -365,6 +370,14 @@ export class Session {
    */
   get recordsFailure(): Error | null {
     return this.#recordsFailure;
+  }
+
+  /**
+   * A records file other than the trace and the event log could not be written (a step's log,
+   * `docs/records.md#step-logs`): the records are incomplete, as for a failed trace write.
+   */
+  recordsWriteFailed(error: Error): void {
+    this.#onRecordError(error);
   }
 
   get ended(): boolean {

@@ -18,7 +18,7 @@ import { join } from 'node:path';
 import { resourceLimitOfSignal } from '../../executors/resource-limit.js';
 import { logCapStopError } from '../../executors/log-cap.js';
 import type { AttemptEnvironment } from '../attempt.js';
-import { attemptActor, stepEnvironment, trackTree, type LastTrees } from './attempt-run.js';
+import { attemptActor, closeStepLog, openStepLog, stepEnvironment, trackTree, type LastTrees } from './attempt-run.js';
 
 /** The `shellAttempt` actor logic for one plan run. */
 export function shellAttemptActor(env: AttemptEnvironment, lastTrees: LastTrees) {
@@ -46,8 +46,10 @@ export function shellAttemptActor(env: AttemptEnvironment, lastTrees: LastTrees)
         // The log reached lifecycle.max_log_bytes under on_log_cap "stop" (output may arrive before the tree is known).
         let capStopped = false;
         const maxLogBytes = env.maxLogBytes ?? null;
+        const log = openStepLog(run, 'shell', command);
         const capture = new OutputCapture(join(env.session.recordsDir, 'logs'), {
           maxLogBytes,
+          ...(log !== null ? { log } : {}),
           ...(env.onLogCap === 'stop'
             ? {
                 onCapped: () => {
@@ -83,6 +85,7 @@ export function shellAttemptActor(env: AttemptEnvironment, lastTrees: LastTrees)
             // Withdrawn while it waited for the spawner (or refused as it was): nothing ran, and no shell call was made.
             return running.done.then((end) => {
               capture.dispose();
+              closeStepLog(run, log, null);
               run.fail(end.spawnError ?? 'its process was not started', { notStarted: true });
             });
           }
@@ -102,6 +105,7 @@ export function shellAttemptActor(env: AttemptEnvironment, lastTrees: LastTrees)
               ...(resourceLimit !== null ? { resourceLimit, resolvedBinary: running.process.executable ?? binary } : {}),
             }).then((o) => {
               capture.dispose();
+              closeStepLog(run, log, end.spawnError === null ? { exitCode: end.exitCode, signal: end.signal } : null);
               const truncated = o.truncated !== undefined ? { truncated: o.truncated } : {};
               // A log-write failure stays the error: without its log the cap did not cut anything the user can read.
               if (capStopped && o.fullOutputPath !== null) run.fail(logCapStopError(maxLogBytes ?? 0), truncated);
@@ -110,6 +114,7 @@ export function shellAttemptActor(env: AttemptEnvironment, lastTrees: LastTrees)
           });
         }).catch((error: unknown) => {
           capture.dispose();
+          closeStepLog(run, log, null);
           run.crash(error);
         });
       });
