@@ -44,6 +44,8 @@ export interface RunCommandOptions extends GlobalOptions {
   readonly resume?: string;
   /** With `resume`: stop the live processes it left (SIGTERM, SIGKILL after 2 s, proven gone). */
   readonly reap?: boolean;
+  /** Keep the steps' scratch directory (HOME, TMPDIR) when the run ends. */
+  readonly keepScratch?: boolean;
 }
 
 /** Registers `capsule run` on the program. */
@@ -66,6 +68,7 @@ export function registerRun(program: Command): void {
     .option('--verbose', 'also print how steps are contained and isolated, and why (as capsule doctor does)')
     .option('--resume <dir>', "first account for what the session recorded in DIR left behind (lost background commands, live processes); this run's records go to a directory of its own")
     .option('--reap', 'with --resume: stop the live processes the resumed session left (SIGTERM, SIGKILL after 2 s, proven gone)')
+    .option('--keep-scratch', "keep the steps' scratch directory (their HOME and TMPDIR) when the run ends (default: removed)")
     .addHelpText(
       'after',
       '\nExit codes: 0 completed; 1 failed (plan refused or unreadable, a step stopped it, the records directory unusable, a forced containment, isolation or --run-as unavailable); 2 usage error, bad manifest, unwritable --log-file, or --records DIR already holding a session; 130 canceled. All: docs/exit-codes.md.' +
@@ -147,6 +150,7 @@ export async function runCommand(planPath: string, given: RunCommandOptions): Pr
     onNotice: (message) => warnings.warn({ kind: 'records', message }),
     onRecordsFailure: (error) => (recordsFailure = error),
     ...(options.runAs !== undefined ? { runAs: options.runAs } : {}),
+    ...(options.keepScratch === true ? { keepScratch: true } : {}),
     ...(options.verbose === true ? { onSession: (session: Session) => progress.note(containmentLines(session.containment.info)) } : {}),
     ...(options.resume !== undefined
       ? {

@@ -38,6 +38,8 @@ export interface ServeCommandOptions extends GlobalOptions {
   readonly allow?: readonly string[];
   readonly resume?: string;
   readonly reap?: boolean;
+  /** Keep the steps' scratch directory (HOME, TMPDIR) when the session ends (docs/records.md#scratch). */
+  readonly keepScratch?: boolean;
 }
 
 /** Registers `capsule serve` on the program. */
@@ -52,6 +54,7 @@ export function registerServe(program: Command): void {
     .option('--allow <bin>', 'also allow this binary in shell.run and plan shell steps (repeatable)', collect)
     .option('--resume <records_dir>', 'account for what a prior session (killed outright) left behind, before taking requests (docs/resume.md)')
     .option('--reap', 'with --resume: stop the process trees the prior session left running (SIGTERM, SIGKILL after 2 s)')
+    .option('--keep-scratch', "keep the steps' scratch directory (their HOME and TMPDIR) when the session ends")
     .addHelpText(
       'after',
       '\nMethods: shell.run, backgroundCommand, plan.submit, task.cancel, session.stop; for a delegated child capsule: session.info, message/send, tasks/get, tasks/cancel; notifications: completion, task.started, task.finished (docs/serve.md).' +
@@ -115,6 +118,7 @@ export async function serveCommand(options: ServeCommandOptions): Promise<ExitCo
       onWarning: (message) => logger.warn({ warning: message }, 'warning'),
       ...(options.records !== undefined ? { recordsDir: resolve(options.records), exclusiveRecords: true } : {}),
       ...(resumeDir !== undefined ? { resumeFrom: resumeDir } : {}),
+      ...(options.keepScratch === true ? { keepScratch: true } : {}),
       background: {
         allow,
         // serve offers backgroundCommand whatever the manifest declares.

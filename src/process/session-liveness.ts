@@ -1,9 +1,9 @@
 /**
- * Whether a recorded session is still running (`docs/cli.md#capsule-logs`): its trace ends with
+ * Whether a recorded session is still running (`docs/records.md#listing-and-pruning`): its trace ends with
  * `session_end` (ended), or its runtime — the pid and start time `session_start` recorded — is
  * still the same live process (running), or is gone without ending it (gone: killed or crashed).
  * The rule the abandoned-session scan and `capsule inspect` use (`sessionRuntimeMayRun`); `capsule
- * logs --follow` asks it too.
+ * logs --follow` and `capsule records` ask it too.
  */
 import { closeSync, constants as fsConstants, openSync, readSync, statSync } from 'node:fs';
 import { join } from 'node:path';

@@ -202,6 +202,8 @@ export interface RunPlanOptions {
   readonly isolation?: SessionOptions['isolation'];
   /** Run the steps' processes as this user (`SessionOptions.runAs`, `--run-as`). Ignored with `session`. */
   readonly runAs?: string | null;
+  /** Keep the run's own session's scratch directory when it ends (`SessionOptions.keepScratch`, `--keep-scratch`). Ignored with `session`. */
+  readonly keepScratch?: boolean;
   /** Called with the run's session once it is open, before the plan is read (`capsule run --verbose` shows its containment). */
   readonly onSession?: (session: Session) => void;
   /**
@@ -319,6 +321,7 @@ export function startPlan(options: RunPlanOptions): PlanRun {
         ...(options.isolation !== undefined ? { isolation: options.isolation } : {}),
         ...(options.runAs !== undefined ? { runAs: options.runAs } : {}),
         ...(options.resume !== undefined ? { resumeFrom: options.resume.priorDir } : {}),
+        ...(options.keepScratch !== undefined ? { keepScratch: options.keepScratch } : {}),
       });
     runSession = session;
     options.onSession?.(session);

@@ -1,4 +1,4 @@
-import { closeSync, constants as fsConstants, openSync } from 'node:fs';
+import { closeSync, constants as fsConstants, lstatSync, openSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, dirname, resolve, join } from 'node:path';
 import type { InspectionEvent } from 'xstate';
@@ -107,6 +107,12 @@ export interface SessionOptions {
    * false (a library caller may reopen a directory).
    */
   readonly exclusiveRecords?: boolean;
+  /**
+   * Keep the scratch directory (the steps' HOME and TMPDIR) when the session ends
+   * (`--keep-scratch`, docs/records.md#scratch). Default: `CAPSULE_KEEP_SCRATCH=1` in the
+   * environment, else false: it is removed once every process of the session is gone.
+   */
+  readonly keepScratch?: boolean;
 }
 
 /**
@@ -158,6 +164,8 @@ export class Session {
   #ending: Promise<void> | null = null;
   #recordsFailure: Error | null = null;
   #onRecordError: (error: Error) => void = () => {};
+  readonly #keepScratch: boolean;
+  readonly #warn: (message: string) => void;
 
   private constructor(options: SessionOptions) {
     this.time = options.clock ?? systemClock;
@@ -171,6 +179,7 @@ export class Session {
     // Without a records directory the steps' HOME and TMPDIR go under the system's temp directory.
     this.scratchDir = this.hasRecords ? join(dirname(this.recordsDir), `.${basename(this.recordsDir)}.scratch`) : join(tmpdir(), `.capsule-${this.id}.scratch`);
     this.manifest = options.manifest ?? null;
+    this.#keepScratch = options.keepScratch ?? process.env['CAPSULE_KEEP_SCRATCH'] === '1';
     // Refused before the containment exists: nothing to take down (e.g. /proc or /sys, where Node's recursive mkdir would never return).
     const problem = this.hasRecords ? directoryProblem(this.recordsDir) : null;
     if (problem !== null) throw recordsDirUnusable(this.recordsDir, problem);
@@ -235,6 +244,7 @@ export class Session {
     this.#inspectors = [...(options.inspectors ?? [])];
     if (this.eventLog !== null) this.addInspector(this.eventLog.inspect);
     const warn = options.onWarning ?? ((message: string) => process.emitWarning(message, 'CapsuleRecordsWarning'));
+    this.#warn = warn;
     for (const [file, repair] of [
       ['trace.jsonl', this.trace.repair],
       [EVENT_LOG_FILE, this.eventLog?.repair ?? null],
@@ -384,6 +394,26 @@ export class Session {
     return this.#ending !== null;
   }
 
+  /** Whether the scratch directory is kept when the session ends (a delegation's child session keeps its own then too). */
+  get keepsScratch(): boolean {
+    return this.#keepScratch;
+  }
+
+  /** Removes the scratch directory (docs/records.md#scratch); a link in its place is left alone, a failure is warned about. */
+  #removeScratch(): void {
+    try {
+      if (!lstatSync(this.scratchDir).isDirectory()) return;
+    } catch {
+      return; // never made: no step ran
+    }
+    try {
+      rmSync(this.scratchDir, { recursive: true, force: true });
+    } catch (error) {
+      this.logger.warn({ scratch_dir: this.scratchDir, err: messageOf(error) }, 'the scratch directory could not be removed');
+      this.#warn(`the scratch directory ${this.scratchDir} could not be removed: ${messageOf(error)}`);
+    }
+  }
+
   async #end(exitStatus: SessionExitStatus, graceMs: number): Promise<void> {
     this.#ended = true;
     try {
@@ -392,6 +422,8 @@ export class Session {
       this.logger.error({ err: messageOf(error) }, 'the teardown sweep failed');
     }
     await this.containment.close(graceMs);
+    // Every process of the session is gone: nothing writes in its scratch directory any more.
+    if (!this.#keepScratch) this.#removeScratch();
     const durationMs = elapsedMs(this.#openedAtMs, this.time.monotonicMs());
     this.trace.write('session_end', this.node, {
       total_turns: 0,

@@ -244,6 +244,8 @@ async function delegate(request: DelegationRequest, setTree: (tree: ContainedPro
   env[DELEGATION_ENV] = JSON.stringify({ session_id: session.id, delegation_id: delegationId, capsule: capsule.name, version: capsule.version });
   // The child is contained as its parent is (its own steps on the same backend and isolation).
   env[CONTAINMENT_ENV] = session.containment.info.backend;
+  // `--keep-scratch` holds for the child's session too (docs/records.md#scratch).
+  if (session.keepsScratch) env['CAPSULE_KEEP_SCRATCH'] = '1';
   env[ISOLATION_ENV] = session.containment.info.pidNamespace ? 'pid-namespace' : 'none';
   const child = session.containment.spawn({
     owner: request.owner,
