@@ -129,10 +129,10 @@ function planSteps(recordsDir: string): string[] {
   return [...ids];
 }
 
-/** The logs of `step`, one per attempt (the newest when a plan ran twice in one session), in attempt order. */
-function logsOf(recordsDir: string, step: string): StepLogFile[] {
+/** The logs of `step` (of `files`, default all the session's), one per attempt (the newest when a plan ran twice in one session), in attempt order. */
+function logsOf(recordsDir: string, step: string, files: readonly StepLogFile[] = stepLogFiles(recordsDir)): StepLogFile[] {
   const byAttempt = new Map<number, StepLogFile & { mtimeMs: number }>();
-  for (const file of stepLogFiles(recordsDir)) {
+  for (const file of files) {
     if (file.header.step_id !== step) continue;
     const mtimeMs = mtimeOf(file.path);
     const seen = byAttempt.get(file.header.attempt);
@@ -161,9 +161,16 @@ function describeLog(recordsDir: string, file: StepLogFile, all: readonly StepLo
 function listLogs(recordsDir: string, output: LogsOutput): ExitCode {
   const files = stepLogFiles(recordsDir);
   const steps = [...new Set([...planSteps(recordsDir), ...files.map((file) => file.header.step_id)])];
+  // Each step's files, read once: a plan of many steps lists in one pass over its logs.
+  const byStep = new Map<string, StepLogFile[]>();
+  for (const file of files) {
+    const list = byStep.get(file.header.step_id);
+    if (list === undefined) byStep.set(file.header.step_id, [file]);
+    else list.push(file);
+  }
   const rows: string[][] = [];
   for (const step of steps) {
-    const logs = logsOf(recordsDir, step);
+    const logs = logsOf(recordsDir, step, byStep.get(step) ?? []);
     if (logs.length === 0) rows.push([printable(step), '-', '', '', '', 'no output']);
     for (const file of logs) {
       const end = file.end;

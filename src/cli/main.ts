@@ -13,6 +13,7 @@ import { createProgram, runProgram, EXIT } from './program.js';
 const COMMANDS: Readonly<Record<string, () => Promise<(program: Command) => void>>> = {
   run: async () => (await import('./run.js')).registerRun,
   validate: async () => (await import('./validate.js')).registerValidate,
+  init: async () => (await import('./init.js')).registerInit,
   visualize: async () => (await import('./visualize.js')).registerVisualize,
   replay: async () => (await import('./replay.js')).registerReplay,
   inspect: async () => (await import('./inspect.js')).registerInspect,

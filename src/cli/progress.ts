@@ -7,7 +7,7 @@
 import type { createLogUpdate } from 'log-update';
 import type { StepKind } from '../../machines/contracts.js';
 import { CANCEL_BEFORE_STEP, CANCEL_CAPSULE_STEP, CANCEL_FORCED_BEFORE_ATTEMPT, CANCEL_FORCED_STEP } from '../../machines/messages.js';
-import { furtherRefusalsNotShown, refusalLines, type Refusal } from '../plan/refusal.js';
+import { furtherRefusalsNotShown, groupRefusals, refusalGroupLines, type Refusal } from '../plan/refusal.js';
 import type { PlanProgressEvent, PlanReport, ReportedDiscardedResult as DiscardedResult, ReportedStepResult as StepResult } from '../runtime/run-plan.js';
 
 /** `lines`: a line per transition (not a TTY); `live`: an in-place view (TTY); `quiet`: no progress. */
@@ -169,12 +169,15 @@ export class Progress {
   #planId: string | null = null;
   #planStartedAtMs: number;
   /** Every step of the plan in declaration order (from `plan.started`). */
-  #steps: { readonly id: string; readonly kind: StepKind }[] = [];
+  #steps: { readonly id: string; readonly kind: StepKind; readonly onError?: string; readonly dependsOn?: readonly string[] }[] = [];
+  /** `on_error` by step id: a failure under `continue` says the run goes on. */
+  #onError = new Map<string, string>();
+  /** Steps whose end was shown (as it happened, or at their settlement): the live view's count is of these lines. */
+  readonly #done = new Set<string>();
   /** Running steps: id → start time (insertion order = start order). */
   readonly #running = new Map<string, number>();
   /** Steps whose end was printed as it happened (`step.ended`): their settlement prints nothing more. */
   readonly #printedEnds = new Set<string>();
-  #settledCount = 0;
   #canceling: 'graceful' | 'forced' | null = null;
   /** Steps running when the first cancel came (start order): what the cancel stopped, for the summary. */
   #runningAtCancel: string[] | null = null;
@@ -199,6 +202,7 @@ export class Progress {
         this.#planId = event.planId;
         this.#planStartedAtMs = this.#now();
         this.#steps = [...event.steps];
+        this.#onError = new Map(event.steps.map((step) => [step.id, step.onError ?? 'fail']));
         this.#print(this.#paint('bold', `plan ${shownId(event.planId)}: ${event.steps.length} step${event.steps.length === 1 ? '' : 's'}`));
         if (this.#live !== null && this.#timer === undefined) {
           this.#timer = setInterval(() => this.#render(), LIVE_FRAME_MS);
@@ -213,17 +217,19 @@ export class Progress {
         // Shown when the step ends, not when its wave settles (the trace keeps the settlement order).
         this.#running.delete(event.result.step_id);
         this.#printedEnds.add(event.result.step_id);
+        this.#done.add(event.result.step_id);
         this.#print(this.#settledLine(event.result));
         break;
       case 'step.settled':
         this.#running.delete(event.result.step_id);
-        this.#settledCount++;
+        this.#done.add(event.result.step_id);
         if (!this.#printedEnds.delete(event.result.step_id)) this.#print(this.#settledLine(event.result));
         break;
       case 'step.discarded':
         // Its end was printed as it happened (`step.ended`); this says the wave's fail stop discarded it.
         this.#running.delete(event.result.step_id);
         this.#printedEnds.delete(event.result.step_id);
+        this.#done.add(event.result.step_id);
         this.#print(this.#discardedLine(event.result));
         break;
       case 'plan.canceling':
@@ -286,8 +292,12 @@ export class Progress {
 
   /** The refusal explained, then each further refusal of the report (`further_refusals`) as its own block, then how many more. */
   #refusalsText(report: PlanReport, refusal: Refusal): string {
-    const blocks = [this.#refusalText(refusal)];
-    for (const more of report.further_refusals ?? []) blocks.push(this.#refusalText(more));
+    // Refusals of one cause (binaries not allowed, tools not installed) as one block, the fix once.
+    const blocks = groupRefusals([refusal, ...(report.further_refusals ?? [])]).map((group) => {
+      if (group.length === 1 && group[0] !== undefined) return this.#refusalText(group[0]);
+      const [first = '', ...rest] = refusalGroupLines(group, () => '', (one) => `step '${shownId(one.step_id)}': ${firstLine(one.error)}`);
+      return [this.#paint('red', first), ...rest.map(printable)].join('\n');
+    });
     const notShown = report.further_refusals_not_shown ?? 0;
     if (notShown > 0) blocks.push(this.#paint('red', furtherRefusalsNotShown(notShown)));
     return blocks.join('\n');
@@ -295,7 +305,7 @@ export class Progress {
 
   #refusalText(refusal: Refusal): string {
     const where = refusal.step_id === 'plan' ? 'plan' : `step '${shownId(refusal.step_id)}'`;
-    const [first, ...explained] = refusalLines(refusal, this.#paint('red', `refused: ${where}: ${firstLine(refusal.error)}`));
+    const [first, ...explained] = refusalGroupLines([refusal], () => this.#paint('red', `refused: ${where}: ${firstLine(refusal.error)}`), () => '');
     return [first, ...explained.map(printable)].join('\n');
   }
 
@@ -318,7 +328,9 @@ export class Progress {
         const [first = '', ...more] = gistLines(result);
         const log = lastLog(result);
         const under = [...more, ...(log !== null ? [this.#paint('dim', `log: ${printable(log)}`)] : [])].map((line) => `\n    ${line}`).join('');
-        return `${this.#paint('red', '✖')} ${shownId(result.step_id)} failed${first === '' ? '' : `: ${first}`}${attempts}${cut}${under}`;
+        // Under `on_error: continue` the run goes on: the line says so, so a red line does not read as the run's end.
+        const continuing = this.#onError.get(result.step_id) === 'continue' ? this.#paint('yellow', ' (continuing)') : '';
+        return `${this.#paint('red', '✖')} ${shownId(result.step_id)} failed${first === '' ? '' : `: ${first}`}${attempts}${continuing}${cut}${under}`;
       }
       case 'skipped':
         return `${this.#paint('yellow', '↷')} ${shownId(result.step_id)} skipped${reason === '' ? '' : `: ${reason}`}${cut}`;
@@ -351,17 +363,26 @@ export class Progress {
     const spinner = SPINNER[this.#frame++ % SPINNER.length] ?? '*';
     const status =
       this.#canceling === 'forced' ? 'canceling (forced)' : this.#canceling === 'graceful' ? 'canceling' : 'running';
+    // The counts are of the lines on screen: a step is done once its end was shown, not once its wave settled.
+    const waiting = this.#steps.filter((step) => !this.#done.has(step.id) && !this.#running.has(step.id));
     const header =
       `${this.#paint('cyan', spinner)} plan ${shownId(this.#planId)} ${status} · ` +
-      `${this.#settledCount}/${this.#steps.length} settled · ${this.#running.size} running · ${formatDuration(now - this.#planStartedAtMs)}`;
+      `${this.#done.size}/${this.#steps.length} done · ${this.#running.size} running · ${waiting.length} waiting · ${formatDuration(now - this.#planStartedAtMs)}`;
     const room = Math.max(1, (this.#stream.rows ?? 24) - 3);
     const running = [...this.#running];
     const shown = running.slice(0, room).map(([id, startedAtMs]) => [shownId(id), startedAtMs] as const);
-    const width = widest(shown.map(([id]) => id));
+    const width = widest([...shown.map(([id]) => id), ...waiting.slice(0, Math.max(0, room - shown.length)).map((step) => shownId(step.id))]);
     const lines = shown.map(
       ([id, startedAtMs]) => `  ${this.#paint('cyan', spinner)} ${id.padEnd(width)}  ${this.#paint('dim', formatDuration(now - startedAtMs))}`,
     );
     if (running.length > room) lines.push(this.#paint('dim', `  … and ${running.length - room} more running`));
+    // Then the steps still to run, with what each waits for, as far as the screen allows.
+    const waitRoom = Math.max(0, room - lines.length);
+    for (const step of waiting.slice(0, waitRoom)) {
+      const on = (step.dependsOn ?? []).filter((id) => !this.#done.has(id));
+      lines.push(this.#paint('dim', `  ○ ${shownId(step.id).padEnd(width)}  waiting${on.length > 0 ? ` for ${on.slice(0, 3).map(shownId).join(', ')}${on.length > 3 ? ', …' : ''}` : ''}`));
+    }
+    if (waiting.length > waitRoom && waitRoom > 0) lines.push(this.#paint('dim', `  … and ${waiting.length - waitRoom} more waiting`));
     this.#live([header, ...lines].join('\n'));
   }
 

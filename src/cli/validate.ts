@@ -13,7 +13,7 @@ import type { PlanFile } from '../../machines/contracts.js';
 import { describeManifestSource, findManifest, loadManifest, manifestBesidePlan, type Manifest, type ManifestSource } from '../manifest.js';
 import { canExecute } from '../executors/on-path.js';
 import { checkPlan } from '../plan/check.js';
-import { explainParseFailure, explainReadFailure, furtherRefusalsNotShown, refusalLines, type Refusal } from '../plan/refusal.js';
+import { explainParseFailure, explainReadFailure, furtherRefusalsNotShown, groupRefusals, refusalGroupLines, type Refusal } from '../plan/refusal.js';
 import { parsePlanText, readPlanFile } from '../plan/schema.js';
 import type { PlanWarning } from '../plan/warnings.js';
 import { directoryProblem } from '../records/directories.js';
@@ -152,9 +152,11 @@ export async function validatePlan(
     const where = report.failed_step === 'plan' ? 'plan' : `step '${excerpt(report.failed_step ?? '')}'`;
     const first = `refused: ${where}: ${report.error ?? ''}`;
     const explained = report.refusal ?? (report.failed_step === 'plan' ? explainUnreadPlan(planPath, report.error ?? '', options.workdir) : undefined);
-    const lines = explained === undefined ? [first] : refusalLines(explained, first);
-    for (const more of further) {
-      for (const line of refusalLines(more, `refused: step '${excerpt(more.step_id)}': ${more.error}`)) lines.push(line);
+    // Refusals of one cause (binaries not allowed, tools not installed) as one block, the fix once.
+    const lines = explained === undefined ? [first] : [];
+    const all = explained === undefined ? further : [explained, ...further];
+    for (const group of groupRefusals(all)) {
+      lines.push(...refusalGroupLines(group, (refusal) => (refusal === explained ? first : `refused: step '${excerpt(refusal.step_id)}': ${refusal.error}`), (refusal) => `step '${excerpt(refusal.step_id)}': ${refusal.error}`));
     }
     if (report.moreNotShown > 0) lines.push(report.moreFailLater ? moreRefusals(report.moreNotShown) : furtherRefusalsNotShown(report.moreNotShown));
     if (laterNotShown > 0) lines.push(moreRefusals(laterNotShown));

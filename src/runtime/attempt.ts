@@ -90,6 +90,8 @@ export interface AttemptEnvironment {
   readonly runId: string;
   /** The node the run's `process_start` records hang off (the plan node). */
   readonly traceParent: TraceNode<'plan_start'>;
+  /** What the start error of a shell step whose binary (a path in the workdir) is missing adds: who was to make it (`src/plan/binary-makers.ts`). */
+  readonly missingBinaryHint?: (stepIndex: number, binary: string) => string;
   /** The plan's id, for the first line of each step log. */
   readonly planId?: string;
   /** Where the attempts of shell steps and command tools record their logs (`docs/records.md#step-logs`); absent: no step logs. */

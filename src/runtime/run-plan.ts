@@ -1,4 +1,4 @@
-import { existsSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { createActor, fromPromise, toPromise } from 'xstate';
 import type { DiscardedResult, PlanFile, StepKind, StepResult } from '../../machines/contracts.js';
@@ -28,6 +28,7 @@ import { closeCanceledRows } from './attempts/delegation-attempt.js';
 import { PlanTrace } from './plan-trace.js';
 import { errorGist, gistShortens } from '../executors/error-gist.js';
 import { StepLogs, type StepLogEntry } from './step-logs.js';
+import { missingBinaryHint } from '../plan/binary-makers.js';
 
 /**
  * Ours, beside a step result's fields (`docs/report.md#fields-of-our-own`), each present only when it has something to say:
@@ -80,7 +81,8 @@ export interface PlanReport {
 
 /** Progress a host can show; every event is also written to the trace. */
 export type PlanProgressEvent =
-  | { readonly type: 'plan.started'; readonly planId: string; readonly steps: readonly { readonly id: string; readonly kind: StepKind }[] }
+  /** The plan's steps in declaration order, each with its `on_error` and `depends_on` (what a view says of a failure and of a step waiting). */
+  | { readonly type: 'plan.started'; readonly planId: string; readonly steps: readonly { readonly id: string; readonly kind: StepKind; readonly onError?: string; readonly dependsOn?: readonly string[] }[] }
   | { readonly type: 'step.started'; readonly stepId: string; readonly kind: StepKind }
   /**
    * A dispatched step ended, as it happens (its wave may still run). `result` is what it settles
@@ -296,6 +298,10 @@ export function startPlan(options: RunPlanOptions): PlanRun {
     opened.clock = clock;
     opened.startedAtMs = startedAtMs;
     const workdir = resolve(options.workdir ?? options.session?.workdir ?? process.cwd());
+    // As `capsule run --workdir`: a workdir that is not a directory is refused before anything is made (no session, no records).
+    if (options.session === undefined && !isDirectory(workdir)) {
+      throw new RuntimeError(ERROR_CODES.INVALID_ARGUMENT, `workdir ${workdir} is not a directory: steps run there, so it must exist before the run`);
+    }
     const manifest = options.loadedManifest ?? (await resolveManifest(options.manifest, workdir, options.onWarning));
     const ownSession = options.session === undefined;
     if (ownSession && options.recordsDir !== undefined) {
@@ -385,7 +391,7 @@ export function startPlan(options: RunPlanOptions): PlanRun {
     // plan_start with the DAG as authored, before validation (docs/plan-format.md#how-a-plan-runs).
     trace.start(plan, kinds);
     log.info({ plan_id: plan.id, steps: plan.steps.length, max_parallel: maxParallel }, 'plan started');
-    options.onEvent?.({ type: 'plan.started', planId: plan.id, steps: plan.steps.map((s, i) => ({ id: s.id, kind: kinds[i] ?? 'unknown' })) });
+    options.onEvent?.({ type: 'plan.started', planId: plan.id, steps: plan.steps.map((s, i) => ({ id: s.id, kind: kinds[i] ?? 'unknown', onError: s.on_error, dependsOn: s.depends_on })) });
 
     const functionTools = new Map(Object.entries(options.tools ?? {}));
     const commandTools = new Map<string, CommandTool>(Object.entries(manifest.manifest?.tools ?? {}));
@@ -418,6 +424,8 @@ export function startPlan(options: RunPlanOptions): PlanRun {
     const attemptActors = createAttemptActors({
       planId: plan.id,
       stepLogs,
+      // Only for a binary that is not there (ENOENT for one that is: its #! interpreter is missing).
+      missingBinaryHint: (index, binary) => (existsSync(resolve(workdir, binary)) ? '' : missingBinaryHint(plan.steps, index, binary)),
       session,
       functionTools,
       commandTools,
@@ -701,4 +709,12 @@ export { RecordsDirInUseError, RunInternalError };
  */
 function writeReport(recordsDir: string, report: PlanReport): void {
   replaceFile(join(recordsDir, 'report.json'), JSON.stringify(report, null, 2) + '\n');
+}
+
+function isDirectory(path: string): boolean {
+  try {
+    return statSync(path).isDirectory();
+  } catch {
+    return false;
+  }
 }

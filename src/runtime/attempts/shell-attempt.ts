@@ -98,7 +98,9 @@ export function shellAttemptActor(env: AttemptEnvironment, lastTrees: LastTrees)
           else if (capStopped) run.endTree(running.process, run.input.step.killGraceMs);
           return running.done.then((end) => {
             const resourceLimit = resourceLimitOfSignal(end.signal);
-            return shellStepOutcomeOf(end, capture, {
+            // A binary in the workdir that is not there: say which step was to make it.
+            const hint = end.spawnError?.includes('ENOENT') === true ? (env.missingBinaryHint?.(run.input.step.index, binary) ?? '') : '';
+            return shellStepOutcomeOf(hint === '' ? end : { ...end, spawnError: `${end.spawnError}${hint}` }, capture, {
               binary,
               args: argv,
               recordsDir: env.session.recordsDir,
