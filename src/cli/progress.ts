@@ -111,6 +111,19 @@ export function lastLog(result: Pick<StepResult, 'logs'>): string | null {
   return result.logs?.[result.logs.length - 1]?.path ?? null;
 }
 
+/**
+ * How a failed step's last attempt ended, when its error does not say it (the error is its stderr):
+ * ` (exit code 3)`, ` (killed by SIGKILL)`; '' when unknown or already in the error.
+ */
+export function endedHow(result: Pick<StepResult, 'logs' | 'error'>): string {
+  const last = result.logs?.[result.logs.length - 1];
+  if (last === undefined) return '';
+  const said = result.error ?? '';
+  if (last.signal !== undefined && last.signal !== null) return said.includes(last.signal) ? '' : ` (killed by ${last.signal})`;
+  if (last.exit_code === undefined || last.exit_code === null || last.exit_code === 0) return '';
+  return said.includes(`exit code ${last.exit_code}`) ? '' : ` (exit code ${last.exit_code})`;
+}
+
 /** Which streams a cut concerned: `output`, `stderr`, or `output and stderr`. */
 function cutStreams(cut: { readonly stdout_bytes: number; readonly stderr_bytes: number; readonly kept_bytes: number }): string {
   const streams = [cut.stdout_bytes > cut.kept_bytes ? 'output' : null, cut.stderr_bytes > cut.kept_bytes ? 'stderr' : null].filter(Boolean);
@@ -330,7 +343,7 @@ export class Progress {
         const under = [...more, ...(log !== null ? [this.#paint('dim', `log: ${printable(log)}`)] : [])].map((line) => `\n    ${line}`).join('');
         // Under `on_error: continue` the run goes on: the line says so, so a red line does not read as the run's end.
         const continuing = this.#onError.get(result.step_id) === 'continue' ? this.#paint('yellow', ' (continuing)') : '';
-        return `${this.#paint('red', '✖')} ${shownId(result.step_id)} failed${first === '' ? '' : `: ${first}`}${attempts}${continuing}${cut}${under}`;
+        return `${this.#paint('red', '✖')} ${shownId(result.step_id)} failed${endedHow(result)}${first === '' ? '' : `: ${first}`}${attempts}${continuing}${cut}${under}`;
       }
       case 'skipped':
         return `${this.#paint('yellow', '↷')} ${shownId(result.step_id)} skipped${reason === '' ? '' : `: ${reason}`}${cut}`;
@@ -453,7 +466,7 @@ export class Progress {
     if (failed.length === 0) return [];
     const lines = [''];
     for (const result of failed.slice(0, MAX_LISTED_IDS)) {
-      lines.push(`${this.#paint('red', 'failed:')} ${shownId(result.step_id)}${result.attempts > 1 ? ` (${result.attempts} attempts)` : ''}`);
+      lines.push(`${this.#paint('red', 'failed:')} ${shownId(result.step_id)}${endedHow(result)}${result.attempts > 1 ? ` (${result.attempts} attempts)` : ''}`);
       for (const line of gistLines(result)) lines.push(`  ${line}`);
       if (result.logs !== undefined) lines.push(this.#paint('dim', `  log: capsule logs ${printable(report.records_dir)} ${shellWord(printable(result.step_id))}`));
     }

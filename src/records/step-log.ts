@@ -73,6 +73,9 @@ export interface StepLogSummary {
   readonly stderrBytes: number;
   /** The last (up to 8 KiB) bytes of stderr, decoded: the error gist is found in it. */
   readonly stderrTail: string;
+  /** How the process ended, as the log's last line says (null: unknown, it never started). */
+  readonly exitCode: number | null;
+  readonly signal: string | null;
 }
 
 /** Options of {@link StepLog}. */
@@ -98,6 +101,8 @@ export class StepLog {
   readonly #maxLogBytes: number | null;
   #cut = false;
   #failed = false;
+  /** How the process ended, once {@link end} was called. */
+  #exit: { readonly exitCode: number; readonly signal: string | null } | null = null;
   #ended = false;
   #stdoutBytes = 0;
   #stderrBytes = 0;
@@ -154,6 +159,7 @@ export class StepLog {
   end(exit: { readonly exitCode: number; readonly signal: string | null } | null): StepLogSummary {
     if (!this.#ended) {
       this.#ended = true;
+      this.#exit = exit;
       this.#flushHeld();
       if (this.#fd !== null) {
         const end: StepLogEnd = { exit_code: exit?.exitCode ?? null, signal: exit?.signal ?? null, stdout_bytes: this.#stdoutBytes, stderr_bytes: this.#stderrBytes };
@@ -172,6 +178,8 @@ export class StepLog {
       stdoutBytes: this.#stdoutBytes,
       stderrBytes: this.#stderrBytes,
       stderrTail: this.#stderrTail?.tail().toString('utf8') ?? '',
+      exitCode: this.#exit?.exitCode ?? null,
+      signal: this.#exit?.signal ?? null,
     };
   }
 

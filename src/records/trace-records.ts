@@ -196,7 +196,7 @@ export interface PlanStepFields {
    */
   readonly truncated?: OutputTruncation;
   /** Ours: the step's attempts' logs (`docs/records.md#step-logs`), in attempt order; absent when no attempt printed anything. */
-  readonly logs?: readonly { readonly attempt: number; readonly path: string; readonly stdout_bytes: number; readonly stderr_bytes: number }[];
+  readonly logs?: readonly { readonly attempt: number; readonly path: string; readonly stdout_bytes: number; readonly stderr_bytes: number; readonly exit_code?: number | null; readonly signal?: string | null }[];
 }
 
 /** `plan_end` (`docs/trace.md#plan_end`): exactly one per run. */

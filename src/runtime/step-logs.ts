@@ -14,6 +14,9 @@ export interface StepLogEntry {
   /** Bytes the attempt printed on each stream (all of them, whether `lifecycle.max_log_bytes` let them into the log or not). */
   readonly stdout_bytes: number;
   readonly stderr_bytes: number;
+  /** How the attempt's process ended: its exit status (128 + signal for a signal death) and signal, as the log's last line says. */
+  readonly exit_code: number | null;
+  readonly signal: string | null;
 }
 
 interface StepEntries {
@@ -35,7 +38,14 @@ export class StepLogs {
     }
     step.stderrTail = summary.stderrTail;
     if (summary.path !== null) {
-      step.entries.push({ attempt: summary.attempt, path: summary.path, stdout_bytes: summary.stdoutBytes, stderr_bytes: summary.stderrBytes });
+      step.entries.push({
+        attempt: summary.attempt,
+        path: summary.path,
+        stdout_bytes: summary.stdoutBytes,
+        stderr_bytes: summary.stderrBytes,
+        exit_code: summary.exitCode,
+        signal: summary.signal,
+      });
     }
   }
 

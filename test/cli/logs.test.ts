@@ -17,6 +17,8 @@ interface LogEntry {
   readonly path: string;
   readonly stdout_bytes: number;
   readonly stderr_bytes: number;
+  readonly exit_code?: number | null;
+  readonly signal?: string | null;
 }
 interface Result {
   readonly step_id: string;
@@ -63,7 +65,7 @@ describe('every step attempt has its own full log', () => {
     const report = parseReport<Report>(run.stdout);
     const build = report.results[0] as Result;
     expect(build.logs).toEqual([
-      { attempt: 1, path: join(report.records_dir, 'logs', 'steps', 'build.1.log'), stdout_bytes: 'cc -c a.c\nbuilt\n'.length, stderr_bytes: expect.any(Number) },
+      { attempt: 1, path: join(report.records_dir, 'logs', 'steps', 'build.1.log'), stdout_bytes: 'cc -c a.c\nbuilt\n'.length, stderr_bytes: expect.any(Number), exit_code: 0, signal: null },
     ]);
     const trace = readFileSync(join(report.records_dir, 'trace.jsonl'), 'utf8').split('\n').filter(Boolean).map((line) => JSON.parse(line) as Record<string, unknown>);
     expect(trace.find((record) => record['event_type'] === 'plan_step')?.['logs']).toEqual(build.logs);
@@ -157,7 +159,10 @@ describe('the real error line', () => {
     expect(failed.error).toContain('In file included from'); // the error stays whole
     expect(failed.error_gist).toEqual(['test/testutil.h:10:5: error: unknown type name size_tt', 'make: *** [Makefile:12: build/test_default] Error 1']);
     const lines = run.stderr.split('\n');
-    expect(lines).toContain('✖ build-strict failed: test/testutil.h:10:5: error: unknown type name size_tt');
+    // The error is its stderr, which does not say how it ended: the line does.
+    expect(lines).toContain('✖ build-strict failed (exit code 2): test/testutil.h:10:5: error: unknown type name size_tt');
+    expect(lines).toContain('failed: build-strict (exit code 2)');
+    expect(failed.logs?.[0]).toMatchObject({ attempt: 1, exit_code: 2, signal: null });
     expect(lines).toContain('    make: *** [Makefile:12: build/test_default] Error 1');
     expect(lines).toContain(`    log: ${join(report.records_dir, 'logs', 'steps', 'build-strict.1.log')}`);
     expect(lines).toContain(`  log: capsule logs ${report.records_dir} build-strict`);
