@@ -432,6 +432,8 @@ export class Containment {
   readonly #spawnerAnswerMs: number | undefined;
   /** Launches in flight through the spawner ({@link close} waits for them). */
   readonly #starting = new Set<Promise<unknown>>();
+  /** {@link whenLaunchesBelow} callers waiting, with their bound. */
+  #roomWaiters: { readonly below: number; readonly resolve: () => void }[] = [];
   /** Kills the session's cgroup if the runtime dies without closing (src/process/watchdog.ts); started with the first cgroup. */
   #watchdog: CgroupWatchdog | null = null;
 
@@ -526,7 +528,31 @@ export class Containment {
       return contained;
     } finally {
       this.#starting.delete(starting);
+      if (this.#roomWaiters.length > 0) this.#wakeRoomWaiters();
     }
+  }
+
+  /** Launches through the session's spawner not started yet: waiting in the runtime's queue, or sent and not answered. */
+  get launchesPending(): number {
+    return this.#starting.size;
+  }
+
+  /**
+   * Resolves once fewer than `count` launches are pending ({@link launchesPending}), at once when
+   * that is so already: a wide wave's dispatch waits on it, so that its steps' launches wait as
+   * data in the plan rather than as queued requests.
+   */
+  whenLaunchesBelow(count: number): Promise<void> {
+    if (this.#starting.size < count) return Promise.resolve();
+    return new Promise((resolve) => this.#roomWaiters.push({ below: count, resolve }));
+  }
+
+  #wakeRoomWaiters(): void {
+    const size = this.#starting.size;
+    const waiting = this.#roomWaiters;
+    if (!waiting.some((waiter) => size < waiter.below)) return;
+    this.#roomWaiters = waiting.filter((waiter) => size >= waiter.below);
+    for (const waiter of waiting) if (size < waiter.below) waiter.resolve();
   }
 
   /**
