@@ -47,11 +47,11 @@ import { describeSpawnError, failedLaunch, launchLeader, loadLauncher, type Laun
 import { Spawner, SPAWNER_ENV, spawnerWanted } from './spawner/client.js';
 import { ownerInScope, ownerText, type Owner, type OwnerScope } from './owner.js';
 import { liveGroupIds, ProcessGroupRegistry } from './process-groups.js';
-import { processStartTime } from './proc.js';
+import { isSameLiveProcess, processStartTime } from './proc.js';
 import { resolveExecutable, trustedPath, type TrustedPath } from './resolve-binary.js';
 import { helperArgs, locateSpawnHelper, probeHelper, type RunAsUser } from './spawn/helper.js';
 import type { EndResult, Unit } from './unit.js';
-import type { EndSignal } from './signals.js';
+import { processGroupExists, type EndSignal } from './signals.js';
 import type { ProcessStartFields, SessionContainmentFields } from '../records/trace-records.js';
 
 export type { EndResult } from './unit.js';
@@ -821,13 +821,21 @@ class Contained implements ContainedProcess {
       if (startTime !== null) unit.init = { pid: initPid, startTime };
     });
     // A cgroup left empty by the leader's exit is removed at once; one a background process still
-    // holds is removed the moment it empties (watched without keeping the runtime up). Process
-    // groups are checked at cleanup instead (one /proc walk for all, not one per step).
+    // holds is removed the moment it empties (watched without keeping the runtime up). A process
+    // group found empty at the leader's exit is forgotten at once too, without a /proc walk: no
+    // process left in it (`kill(-pgid, 0)`: ESRCH), or, in a PID namespace, its init gone (the
+    // kernel ends a namespace's processes before its init). One still held is checked at cleanup
+    // (one /proc walk for all). So a wide plan does not keep every tree it ran until its end.
     if (unit.cgroup !== null) {
       void leader.done.then(() => {
         if (this.#released) return;
         if (unit.isEmpty()) this.markGone();
         else void unit.whenEmpty(false).then(() => this.markGone());
+      });
+    } else {
+      void leader.done.then(() => {
+        if (this.#released) return;
+        if (!processGroupExists(unit.pgid) || (unit.init !== null && !isSameLiveProcess(unit.init))) this.markGone();
       });
     }
   }
