@@ -42,7 +42,7 @@ export const DEFAULT_POOL_SIZE = 16;
  * {@link PlanInput.sliceSize}): the runtime's default. A tuning of the dispatch only: it changes no
  * outcome and caps no running step.
  */
-export const DEFAULT_SLICE_SIZE = 64;
+export const DEFAULT_SLICE_SIZE = 256;
 
 /** Input of a plan actor (`plan:<plan_id>`). The plan is already parsed and validated. */
 export interface PlanInput {

@@ -180,7 +180,7 @@ export interface RunPlanOptions {
   readonly poolSize?: number;
   /**
    * Step actors a wide wave gets per slice (`PlanInput.sliceSize`: a tuning of the dispatch only;
-   * it changes no outcome and caps no running step). Default 64 (`DEFAULT_SLICE_SIZE`).
+   * it changes no outcome and caps no running step). Default 256 (`DEFAULT_SLICE_SIZE`).
    */
   readonly sliceSize?: number;
   /** Containment backend of the run's own session (`SessionOptions.containment`). Ignored with `session`. */
@@ -436,7 +436,7 @@ export function startPlan(options: RunPlanOptions): PlanRun {
           endProcessGroups: fromPromise(async () => {
             await session.containment.endAll(killGraceMs, { kind: 'attempt', run: runId });
           }),
-          slicePacer: slicePacer(session.containment, sliceSize),
+          slicePacer: slicePacer(session.containment),
         },
       },
     };
