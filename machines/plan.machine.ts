@@ -13,7 +13,7 @@ import {
   type DiscardedRecord,
   type Schedule,
   type SettledRecord,
-  type WaveOutcome,
+  WaveOutcomes,
 } from './plan-schedule.js';
 import {
   childTowards,
@@ -213,7 +213,7 @@ export interface PlanContext {
   /** The plan's own pools spawned so far (node numbers 1 … poolSize). */
   readonly pools: number[];
   /** Outcomes of the current wave by declaration index. */
-  readonly outcomes: Map<number, WaveOutcome>;
+  readonly outcomes: WaveOutcomes;
 }
 
 /**
@@ -384,7 +384,7 @@ export const planMachine = setup({
       // An ended actor stays in its parent's children until stopped, and with it everything its
       // attempts held: the plan's own are stopped here, a pool's by the pool.
       if (slot < context.poolSize) enqueue.stopChild(stepChildId(slot));
-      // The step's output is its wave outcome as it stands (`step_id` and `canceled` ride along unread).
+      // The step's output is its wave outcome as it stands (`step_id` and `canceled` are not kept).
       context.outcomes.set(output.index, output);
       const step = context.schedule.steps[output.index] as PlanStep;
       enqueue.emit({
@@ -461,7 +461,7 @@ export const planMachine = setup({
     slotIndex: [],
     slotCount: 0,
     pools: [],
-    outcomes: new Map<number, WaveOutcome>(),
+    outcomes: new WaveOutcomes(input.steps.length),
   }),
   initial: 'running',
   states: {
