@@ -1,6 +1,6 @@
 /**
- * Drain speed and peak memory of a demoted command's output log (`src/detached/output-log.ts`),
- * against `cat > file`; issue 9's targets: at least 50 % of `cat`'s speed, peak RSS ≤ 120 MiB for
+ * Drain speed and peak memory of a demoted command's output log (`src/shell-calls/output-log.ts`),
+ * against `cat > file`; targets: at least 50 % of `cat`'s speed, peak RSS ≤ 120 MiB for
  * 1 GiB of output. Run by hand (not yet a suite of `npm run bench`):
  *
  *   npm run build && node dist/bench/output-log-drain.js [--mib 1024] [--runs 3]
@@ -16,20 +16,15 @@
  * - `discard`: the producer's pipe read by Node and thrown away: the ceiling of any Node consumer.
  *
  * Prints one line per run and a Markdown summary (median time, MiB/s, % of `cat`, peak RSS). The
- * `cat` row's RSS is its Node wrapper's (a bare Node process), not `cat`'s.
- *
- * Measured on the 2-core dev machine shared with other engineers (load 3–9), 1 GiB, medians of 5:
- * `output-log` 61 % and 103 % of `cat` in two sessions (53–70 % in earlier raw runs), peak RSS
- * 88–91 MiB (bare Node: 50 MiB); `async-queue` 44–49 % at 98–103 MiB; `discard` 92–128 %. So the
- * synchronous write per chunk costs little over reading the pipe at all, and Node's 64 KiB pipe
- * reads are the ceiling; `async-queue` was slower in every run.
+ * `cat` row's RSS is its Node wrapper's (a bare Node process), not `cat`'s. Its results are in
+ * BENCHMARKS.md.
  */
 import { execFile, execFileSync, spawn } from 'node:child_process';
 import { closeSync, constants as fsConstants, mkdtempSync, openSync, readFileSync, rmSync, statSync, write } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { OutputLog } from '../src/detached/output-log.js';
+import { OutputLog } from '../src/shell-calls/output-log.js';
 
 const MIB = 1024 * 1024;
 const VARIANTS = ['cat', 'output-log', 'async-queue', 'discard'] as const;

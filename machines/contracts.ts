@@ -1,25 +1,25 @@
 /**
  * Contract types shared by the machines and by src/. Pure data shapes: no behaviour, no imports.
- * Field names follow the spec (`spec/plan.md` §2, §4, §13) so a report or trace written by either
- * runtime reads the same.
+ * Field names are Murmur's (`docs/plan-format.md#plan-file`, `docs/plan-format.md#step-results`,
+ * `docs/report.md`) so a report or trace written by either runtime reads the same.
  */
 
 /** Any JSON value, as found in a plan's `input`. */
 export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
 
-/** Status of a settled step (`plan.md` §4). */
+/** Status of a settled step (`docs/plan-format.md#step-results`). */
 export type StepStatus = 'success' | 'failed' | 'skipped';
 
-/** The kind of a step as named in trace records (`plan.md` §2.3); `unknown` only before validation refuses it. */
+/** The kind of a step as named in trace records (`docs/plan-format.md#step-kinds`); `unknown` only before validation refuses it. */
 export type StepKind = 'tool' | 'shell' | 'capsule' | 'unknown';
 
-/** `on_error` policies (`plan.md` §12). */
+/** `on_error` policies (`docs/plan-format.md#on-error`). */
 export type OnErrorPolicy = 'fail' | 'skip' | 'continue';
 
 /**
- * A shell step attempt whose stdout or stderr was over the 16 KiB cap (`plan.md` §17.2): what was
- * kept is the first 16 KiB of each stream, and the full text is in `log`. Ours, beyond the spec's
- * report: the spec cuts without a sign.
+ * A shell step attempt whose stdout or stderr was over the 16 KiB cap (`docs/plan-format.md#shell-dispatch`): what was
+ * kept is the first 16 KiB of each stream, and the full text is in `log`. Ours: a report says when
+ * output was cut, and where the rest is.
  */
 export interface OutputTruncation {
   /** Absolute path of the full-output log, `<records>/logs/shell-<epoch ms>.log`. */
@@ -31,14 +31,14 @@ export interface OutputTruncation {
   /** Bytes kept per stream: 16384. */
   readonly kept_bytes: number;
   /**
-   * Ours (round 17): present, `true`, only when `lifecycle.max_log_bytes` cut the log — it holds
+   * Ours: present, `true`, only when `lifecycle.max_log_bytes` cut the log — it holds
    * the first that many bytes of output (both streams together) and a marker line, not the full text.
    */
   readonly output_capped?: true;
 }
 
 /**
- * One settled step in the report (`plan.md` §4, DESIGN §4).
+ * One settled step in the report (`docs/plan-format.md#step-results`, docs/report.md).
  * `output` is always null for `failed` and `skipped`; `error` is null for success and for a false `if`.
  */
 export interface StepResult {
@@ -50,12 +50,12 @@ export interface StepResult {
   readonly attempts: number;
   /** Milliseconds from the first attempt's start to the last attempt's end; 0 when never dispatched. */
   readonly duration_ms: number;
-  /** Present only when the last attempt's output was cut (ours, beyond the spec). */
+  /** Present only when the last attempt's output was cut (ours). */
   readonly truncated?: OutputTruncation;
 }
 
 /**
- * A step that ran in the wave a `fail` stop ended, whose outcome `plan.md` §10.5 drops from the
+ * A step that ran in the wave a `fail` stop ended, whose outcome `docs/plan-format.md#settling-a-wave` drops from the
  * report's `results` (ours: kept aside so the operator is told). `status` is the outcome as the step
  * returned it (no `on_error` applied); `reason` says which step's stop discarded it.
  */
@@ -67,10 +67,10 @@ export interface DiscardedResult extends StepResult {
 export type ResultsMap = ReadonlyMap<string, StepResult>;
 
 /**
- * One step of a parsed plan file (`plan.md` §2.2), after zod parsing: `null` kind/if keys are
+ * One step of a parsed plan file (`docs/plan-format.md#parse-rules`), after zod parsing: `null` kind/if keys are
  * already turned into absence, `input` absent is `null`, defaults applied. `on_error` is kept as
  * written (validation rule 4 refuses unknown values). `timeout_secs` is our extension
- * (`spec/README.md`, "Where we go beyond").
+ * (`docs/plan-format.md#step-keys`).
  */
 export interface PlanStep {
   readonly id: string;
@@ -93,7 +93,7 @@ export interface PlanStep {
   readonly stdin?: string;
 }
 
-/** A parsed plan file (`plan.md` §2.1). */
+/** A parsed plan file (`docs/plan-format.md#plan-file`). */
 export interface PlanFile {
   readonly id: string;
   readonly steps: readonly PlanStep[];

@@ -2,13 +2,13 @@ import { assign, fromCallback, sendTo, setup } from 'xstate';
 import { notProvided } from './not-provided.js';
 
 /**
- * One delegation (`spec/delegation.md`; issue 12): a capsule step's attempt handing its task text
+ * One delegation (`docs/delegation.md`): a capsule step's attempt handing its task text
  * to a child capsule. Pure: the effects (the registry look-up, the child's launch, the wait for
  * its answer, reading its completion) are placeholders implemented in
  * `src/runtime/attempts/delegation-attempt.ts` over the local delegation plane.
  */
 
-/** Plane status of a delegation (`delegation.md` §4). */
+/** Plane status of a delegation (`docs/delegation.md#statuses`). */
 export type DelegationStatus = 'completed' | 'failed' | 'timed_out' | 'refused' | 'canceled';
 
 /** How a delegation ended: `answer` for `completed`, `reason` otherwise; ids null when no child was launched. */
@@ -23,7 +23,7 @@ export interface DelegationOutcome {
 export interface DelegationInput {
   /** The capsule as the step names it. */
   readonly capsule: string;
-  /** The task text (the step's input, `plan.md` §19.1). */
+  /** The task text (the step's input, `docs/plan-format.md#capsule-input`). */
   readonly task: string;
   /**
    * The capsule step delegating (its actor's id without `step:`: the step id, or the session's tag
@@ -64,7 +64,7 @@ export interface DelegationContext {
   readonly outcome: DelegationOutcome | null;
 }
 
-/** The delegating task was canceled: end the child (`cancel.md` §3.3). */
+/** The delegating task was canceled: end the child (`docs/cancel.md#during-a-wave`). */
 export interface DelegationCancelEvent {
   readonly type: 'CANCEL';
 }
@@ -118,7 +118,7 @@ export const delegationMachine = setup({
       initial: 'approving',
       on: {
         CANCEL: {
-          description: 'The delegating task was canceled: the plane ends the child (cancel.md §3.3).',
+          description: 'The delegating task was canceled: the plane ends the child (docs/cancel.md#during-a-wave).',
           actions: [assign({ cancelRequested: true }), sendTo('plane', { type: 'DELEGATION.CANCEL' } satisfies PlaneRequest)],
         },
         'DELEGATION.ENDED': [

@@ -2,20 +2,20 @@ import { assign, fromCallback, setup, type EventObject } from 'xstate';
 import { notProvided } from './not-provided.js';
 
 /**
- * A demoted (background) shell command (`spec/detached.md`; actor id `wrk_…`, a child of the
- * session actor). Its phases follow `detached.md` §5.1: `running` → `leaderExited` → `finished`,
+ * A demoted (background) shell command (`docs/background-commands.md`; actor id `wrk_…`, a child of the
+ * session actor). Its phases follow `docs/background-commands.md#phases`: `running` → `leaderExited` → `finished`,
  * or `canceled` when a stop or the session's end ended it (its processes proven gone); a phase
  * never goes back. The effect actor `runCommand` (src/session) holds the running command — its
  * process tree, its output log — and reports what happened to it: the leader's exit, each signal
  * sent to the tree, the completion. The signals themselves are decided by the session's registry
- * of background commands (`detached.md` §10, §12: `stop` escalates SIGTERM → SIGKILL after 2 s;
+ * of background commands (`docs/background-commands.md#stop`, `docs/background-commands.md#kill-at-session-end`: `stop` escalates SIGTERM → SIGKILL after 2 s;
  * the session's end sends SIGKILL), so this machine records the command's life, and replay
  * reproduces it from those reports.
  */
 
 /** Input of a detached command (`wrk_…`). */
 export interface DetachedCommandInput {
-  /** `wrk_` + UUID v7 in simple form (`detached.md` §1); also the actor id. */
+  /** `wrk_` + UUID v7 in simple form (`docs/background-commands.md#work-ids`); also the actor id. */
   readonly workId: string;
   /** The resolved binary. */
   readonly binary: string;
@@ -26,13 +26,13 @@ export interface DetachedCommandInput {
 /** A signal sent to the command's process tree. */
 export type CommandSignal = 'SIGTERM' | 'SIGKILL';
 
-/** The completion of the command (`detached.md` §7.2), reported once by `runCommand`. */
+/** The completion of the command (`docs/background-commands.md#completion`), reported once by `runCommand`. */
 export interface CommandCompletion {
   /** Exit status, or 128 + signal number. */
   readonly exitCode: number;
-  /** `detached.md` §7.2 completion status rule. */
+  /** The completion status rule (`docs/background-commands.md#completion`). */
   readonly status: 'ok' | 'error';
-  /** Absolute path of the output log (`detached.md` §6). */
+  /** Absolute path of the output log (`docs/background-commands.md#output-log`). */
   readonly outputPath: string;
   readonly outputBytes: number;
   /** The resource limit the ending is attributed to, if any. */
@@ -44,27 +44,27 @@ export interface CommandCompletion {
 /** Events the `runCommand` effect actor sends the machine. */
 export type CommandReport =
   | {
-      /** The leader exited and is not reaped yet (`detached.md` §5.1 `LeaderExited`): its group is never signalled again. */
+      /** The leader exited and is not reaped yet (`docs/background-commands.md#phases` `LeaderExited`): its group is never signalled again. */
       readonly type: 'COMMAND.LEADER_EXITED';
       readonly exitCode: number;
       readonly signal: string | null;
     }
   | {
-      /** The completion is recorded (`detached.md` §5.1 `Finished`). */
+      /** The completion is recorded (`docs/background-commands.md#phases` `Finished`). */
       readonly type: 'COMMAND.FINISHED';
       readonly completion: CommandCompletion;
     }
   | {
-      /** A signal was sent to the tree (only while the leader was unreaped, `detached.md` §5.4). */
+      /** A signal was sent to the tree (only while the leader was unreaped, `docs/background-commands.md#signal-safety`). */
       readonly type: 'COMMAND.SIGNAL_SENT';
       readonly signal: CommandSignal;
-      /** `stop`: a `background-command stop` (§10; sets `stop_requested`); `kill`: the session's end (§12). */
+      /** `stop`: a `background-command stop` (docs/background-commands.md#stop; sets `stop_requested`); `kill`: the session's end (docs/background-commands.md#kill-at-session-end). */
       readonly by: 'stop' | 'kill';
     };
 
 export type DetachedCommandEvent = CommandReport;
 
-/** The command's end: the tool's view of it (`detached.md` §5.2 state) and its completion. */
+/** The command's end: the tool's view of it (its state, `docs/background-commands.md#states`) and its completion. */
 export interface DetachedCommandOutput {
   readonly workId: string;
   /** `exited` (ended on its own, or by the session's end), `stopped` (a stop had sent it a signal). */
@@ -73,7 +73,7 @@ export interface DetachedCommandOutput {
   /** Signals actually sent by stop and by the session's end. */
   readonly signalsSent: number;
   /**
-   * The session's end sent it SIGKILL (`detached.md` §12; it then reads `exited`, and its actor
+   * The session's end sent it SIGKILL (`docs/background-commands.md#kill-at-session-end`; it then reads `exited`, and its actor
    * ends `canceled` — `finished` when the leader had exited by itself, no signal, the kill too late).
    */
   readonly killedBySessionEnd: boolean;
@@ -81,7 +81,7 @@ export interface DetachedCommandOutput {
 
 export interface DetachedCommandContext {
   readonly input: DetachedCommandInput;
-  /** A stop sent a signal (`detached.md` §5 `stop_requested`). */
+  /** A stop sent a signal (`docs/background-commands.md#registry` `stop_requested`). */
   readonly stopRequested: boolean;
   /** The session's end sent SIGKILL. */
   readonly killedBySessionEnd: boolean;
@@ -126,7 +126,7 @@ export const detachedCommandMachine = setup({
 }).createMachine({
   id: 'detachedCommand',
   description:
-    'A demoted background command (spec/detached.md): running → leaderExited → finished, or canceled when a stop or the session end ended it; a phase never goes back. The runCommand effect actor holds its process tree and reports what happens to it.',
+    'A demoted background command (docs/background-commands.md): running → leaderExited → finished, or canceled when a stop or the session end ended it; a phase never goes back. The runCommand effect actor holds its process tree and reports what happens to it.',
   context: ({ input }) => ({ input, stopRequested: false, killedBySessionEnd: false, signalsSent: 0, leaderExit: null, completion: null }),
   invoke: {
     id: 'command',
@@ -135,19 +135,19 @@ export const detachedCommandMachine = setup({
   },
   on: {
     'COMMAND.SIGNAL_SENT': {
-      description: 'A signal was sent (detached.md §10 step 2, §12): count it; a stop\'s sets stop_requested.',
+      description: 'A signal was sent (docs/background-commands.md#stop, docs/background-commands.md#kill-at-session-end): count it; a stop\'s sets stop_requested.',
       actions: { type: 'recordSignal', params: ({ event }) => ({ by: event.by }) },
     },
   },
   initial: 'running',
   states: {
     running: {
-      description: "The command's own process has not exited (detached.md §5.1 Running).",
+      description: "The command's own process has not exited (docs/background-commands.md#phases Running).",
       initial: 'active',
       on: {
         'COMMAND.LEADER_EXITED': {
           target: 'leaderExited',
-          description: 'The leader exited and is being reaped; from here its group is never signalled again (detached.md §5.4).',
+          description: 'The leader exited and is being reaped; from here its group is never signalled again (docs/background-commands.md#signal-safety).',
           actions: { type: 'recordLeaderExit', params: ({ event }) => ({ exitCode: event.exitCode, signal: event.signal }) },
         },
         'COMMAND.FINISHED': [
@@ -172,12 +172,12 @@ export const detachedCommandMachine = setup({
               {
                 guard: { type: 'isTerm', params: ({ event }) => ({ signal: event.signal }) },
                 target: 'stopping',
-                description: 'A stop sent SIGTERM to the tree (detached.md §10 step 2).',
+                description: 'A stop sent SIGTERM to the tree (docs/background-commands.md#stop).',
                 actions: { type: 'recordSignal', params: ({ event }) => ({ by: event.by }) },
               },
               {
                 target: 'killing',
-                description: "SIGKILL to the tree: the session's end (detached.md §12).",
+                description: "SIGKILL to the tree: the session's end (docs/background-commands.md#kill-at-session-end).",
                 actions: { type: 'recordSignal', params: ({ event }) => ({ by: event.by }) },
               },
             ],
@@ -188,7 +188,7 @@ export const detachedCommandMachine = setup({
           on: {
             'COMMAND.SIGNAL_SENT': {
               target: 'killing',
-              description: 'The leader outlived the grace (detached.md §10 step 3), or the session ended: SIGKILL.',
+              description: 'The leader outlived the grace (docs/background-commands.md#stop), or the session ended: SIGKILL.',
               actions: { type: 'recordSignal', params: ({ event }) => ({ by: event.by }) },
             },
           },
@@ -200,7 +200,7 @@ export const detachedCommandMachine = setup({
     },
     leaderExited: {
       description:
-        'The leader exited and is being reaped; output may still be draining (detached.md §5.1 LeaderExited). A stop here sends nothing (§10 step 2).',
+        'The leader exited and is being reaped; output may still be draining (docs/background-commands.md#phases LeaderExited). A stop here sends nothing (docs/background-commands.md#stop).',
       on: {
         'COMMAND.FINISHED': [
           {
@@ -219,7 +219,7 @@ export const detachedCommandMachine = setup({
     },
     finished: {
       type: 'final',
-      description: 'The command ended on its own (or by the session\'s end) and its completion is recorded (detached.md §5.1 Finished; reads exited).',
+      description: 'The command ended on its own (or by the session\'s end) and its completion is recorded (docs/background-commands.md#phases Finished; reads exited).',
     },
     canceled: {
       type: 'final',

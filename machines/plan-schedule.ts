@@ -2,14 +2,14 @@ import type { DiscardedResult, JsonValue, OutputTruncation, PlanStep, ResultsMap
 import { BLOCKED, CANCEL_BEFORE_STEP, discardedByStop, invalidOnErrorPolicy } from './messages.js';
 
 /**
- * The scheduler state of one plan run and the pure rules of `spec/plan.md` §10–§13 over it.
+ * The scheduler state of one plan run and the pure rules over it (`docs/plan-format.md#how-a-plan-runs`).
  *
  * Why mutable: a plan of 10,000 steps settles 10,000 results; copying maps and arrays on every
- * settlement is quadratic (DESIGN issue 2, item 3). The plan machine owns this object and only
+ * settlement is quadratic. The plan machine owns this object and only
  * its own actions change it (in place, from `enqueueActions`: an `assign` would copy the context
  * and rebuild the snapshot), so the machine stays deterministic and replayable.
  *
- * Why incremental: §10.2 describes a scan over every step in declaration order per iteration.
+ * Why incremental: the scan (`docs/plan-format.md#the-scan`) walks every step in declaration order per iteration.
  * A min-heap of "candidates" (unsettled steps whose dependencies have all settled) visited in
  * declaration order gives the same result in O(log n) per step: a step that becomes a candidate
  * during a scan joins that scan only when it is declared after the step being visited, exactly
@@ -21,11 +21,11 @@ export interface Schedule {
   /**
    * For each step `i`, the indices of the steps whose `depends_on` names it (once per mention):
    * `dependants[dependantsFrom[i]]` … `dependants[dependantsTo[i] - 1]`. One flat table, not an
-   * array per step: a layered plan's 990,000 mentions held as arrays per step kept ~10 MB more
-   * alive for the whole run, and V8 lets the heap grow with what a collection finds alive (a
-   * higher peak RSS; `npm run bench`, suite 5). A step whose list equals the previous step's
-   * shares its range: every step of a layer has the same dependants (the whole next layer), so
-   * the layered plan's table holds 10,000 entries, not 990,000 (4 MB).
+   * array per step: a layered plan's mentions held as arrays per step would stay alive for the
+   * whole run, and V8 lets the heap grow with what a collection finds alive. A step whose list
+   * equals the previous step's shares its range: every step of a layer has the same dependants
+   * (the whole next layer), so a layered plan's table holds one entry per step, not one per
+   * mention.
    */
   readonly dependantsFrom: Int32Array;
   readonly dependantsTo: Int32Array;
@@ -34,7 +34,7 @@ export interface Schedule {
   readonly unsettledDeps: number[];
   /** Results recorded so far, by step id. */
   readonly results: Map<string, StepResult>;
-  /** Results in settlement order (the report's `results`, `plan.md` §13). */
+  /** Results in settlement order (the report's `results`, `docs/report.md`). */
   readonly settled: StepResult[];
   /** Candidates for the next scan: a binary min-heap of declaration indices. */
   readonly candidates: number[];
@@ -42,14 +42,14 @@ export interface Schedule {
   readonly hasResult: boolean[];
   /** Every index below this one has a result (the blocked rule blames the first one that has not). */
   firstUnsettled: number;
-  /** The step that stopped the run (`plan.md` §10.1), or null. */
+  /** The step that stopped the run (`docs/plan-format.md#the-scan`), or null. */
   failedStep: string | null;
   /** The ready list of the current wave, declaration order. */
   wave: number[];
   /** Terminal records waiting to be emitted to the host, in the order they were recorded. */
   readonly outbox: SettledRecord[];
   /**
-   * Outcomes §10.5 discards after a `fail` stop (siblings that ran in the stopping wave), in
+   * Outcomes a `fail` stop discards (`docs/plan-format.md#settling-a-wave`) (siblings that ran in the stopping wave), in
    * declaration order. They get no result and no terminal record; kept so the host can say so.
    */
   readonly discarded: DiscardedResult[];
@@ -57,13 +57,13 @@ export interface Schedule {
   readonly discardedOutbox: DiscardedRecord[];
 }
 
-/** A sibling's outcome discarded by a `fail` stop (`plan.md` §10.5), for the host. */
+/** A sibling's outcome discarded by a `fail` stop (`docs/plan-format.md#settling-a-wave`), for the host. */
 export interface DiscardedRecord {
   readonly result: DiscardedResult;
   readonly kind: StepKind;
 }
 
-/** A terminal `plan_step` record to write (`trace-plan.md` §3.3). */
+/** A terminal `plan_step` record to write (`docs/trace.md#plan_step`). */
 export interface SettledRecord {
   readonly result: StepResult;
   readonly kind: StepKind;
@@ -72,7 +72,7 @@ export interface SettledRecord {
   readonly resourceId?: string;
 }
 
-/** Decides a step's `if` against the results recorded so far (`plan.md` §8); provided by src/plan. */
+/** Decides a step's `if` against the results recorded so far (`docs/plan-format.md#conditions`); provided by src/plan. */
 export type ConditionEvaluator = (condition: string | undefined, results: ResultsMap) =>
   { readonly ok: true; readonly value: boolean } | { readonly ok: false; readonly error: string };
 
@@ -137,10 +137,10 @@ export function allSettled(schedule: Schedule): boolean {
 }
 
 /**
- * One pass of `plan.md` §10.2 steps 1–6 (repeated while a scan makes progress without finding a
+ * One pass of `docs/plan-format.md#the-scan` (repeated while a scan makes progress without finding a
  * ready step). Leaves the ready list in `schedule.wave` and returns `wave`, or returns `over` when
  * the run ends (all settled, a condition error, blocked, or canceled — then every unsettled step
- * settles `skipped` with the cancel-before-step error, §20 / `cancel.md` §3.2).
+ * settles `skipped` with the cancel-before-step error, `docs/cancel.md#before-the-first-wave`).
  */
 export function scan(schedule: Schedule, canceled: boolean, evaluate: ConditionEvaluator): ScanResult {
   for (;;) {
@@ -160,7 +160,7 @@ export function scan(schedule: Schedule, canceled: boolean, evaluate: ConditionE
       if (!verdict.ok) {
         record(schedule, { step_id: step.id, status: 'failed', output: null, error: verdict.error, attempts: 0, duration_ms: 0 }, index, index, nextScan);
         schedule.failedStep = step.id;
-        // §10.2 step 5: steps already in this scan's ready list are dropped.
+        // A condition error stops the scan: steps already in this scan's ready list are dropped (docs/plan-format.md#the-scan).
         return 'over';
       }
       if (verdict.value) {
@@ -275,7 +275,7 @@ export class WaveOutcomes implements WaveOutcomeReader {
 }
 
 /**
- * `plan.md` §10.5: records the wave's outcomes in declaration order, applying `on_error` (§12)
+ * `docs/plan-format.md#settling-a-wave`: records the wave's outcomes in declaration order, applying `on_error` (docs/plan-format.md#on-error)
  * unless the run is canceled. A `fail` stop discards the outcomes after it (they get no result
  * and no record); they are kept in `schedule.discarded` as they were returned, with the reason.
  * Steps of the wave with no outcome (never started because a cancel came first) stay unsettled;
@@ -327,7 +327,7 @@ function discardRest(
 }
 
 /**
- * `plan.md` §12 for one outcome: the result it settles as (`on_error` applied unless the run is
+ * `on_error` (`docs/plan-format.md#on-error`) for one outcome: the result it settles as (`on_error` applied unless the run is
  * canceled) and whether it stops the run. Used when the wave settles, and when a step ends, to say
  * as it happens what it will settle as (unless a `fail` stop of an earlier sibling discards it).
  */
@@ -362,7 +362,7 @@ export function settledResult(step: PlanStep, outcome: WaveOutcome, canceled: bo
   return { result, stops };
 }
 
-/** A `canceled` run names no failed step (`plan.md` §10.6). */
+/** A `canceled` run names no failed step (`docs/plan-format.md#the-end-of-a-run`). */
 export function finalFailedStep(schedule: Schedule, canceled: boolean): string | null {
   return canceled ? null : schedule.failedStep;
 }

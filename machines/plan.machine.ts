@@ -32,7 +32,7 @@ import { stepMachine, type StepCancelEvent, type StepInput, type StepOutput } fr
  * Step slots (and sub-pools) per node of the plan's tree of live steps: the plan holds this many
  * step actors itself, and hands the rest of a wide wave to `stepPool` children, which hold as
  * many each (machines/step-pool.machine.ts). XState copies a parent's children map on every spawn
- * and stop, so one parent of a whole wave is quadratic (10,000 steps measured 35 s). It bounds no
+ * and stop, so one parent of a whole wave would be quadratic in its width. It bounds no
  * wave: every ready step of a wave starts at once (`--max-parallel` is the only cap).
  */
 export const DEFAULT_POOL_SIZE = 16;
@@ -67,7 +67,7 @@ export interface PlanInput {
   readonly maxParallel: number | null;
   /** Milliseconds between SIGTERM and SIGKILL when a step's group is ended (timeout, forced cancel). */
   readonly killGraceMs: number;
-  /** The task was canceled before the run started: nothing is dispatched (`cancel.md` §3.2). */
+  /** The task was canceled before the run started: nothing is dispatched (`docs/cancel.md#before-the-first-wave`). */
   readonly canceledAtStart: boolean;
   /**
    * Live step actors per actor (the plan's own, then each pool's), ≥ 1; default
@@ -84,7 +84,7 @@ export interface PlanInput {
   readonly sliceSize?: number;
 }
 
-/** `CANCEL` from the host: graceful (`force: false`, spec semantics) or forced (end running steps now). */
+/** `CANCEL` from the host: graceful (`force: false`, docs/cancel.md#plan-runs) or forced (end running steps now). */
 export interface PlanCancelEvent {
   readonly type: 'CANCEL';
   readonly force: boolean;
@@ -96,7 +96,7 @@ export interface StepDoneEvent {
   readonly output: StepOutput;
 }
 
-/** Sent by XState when one of the plan's own step actors throws (a runtime bug, `plan.md` §10.5). */
+/** Sent by XState when one of the plan's own step actors throws (a runtime bug, `docs/plan-format.md#settling-a-wave`). */
 export interface StepErrorEvent {
   readonly type: `xstate.error.actor.step.${string}`;
   readonly error: unknown;
@@ -114,7 +114,7 @@ export interface SliceWantedEvent {
 
 export type PlanEvent = PlanCancelEvent | StepDoneEvent | StepErrorEvent | StepPoolReport | SliceReadyEvent;
 
-/** A step as dispatched (`plan_step_start`, `trace-plan.md` §3.2). */
+/** A step as dispatched (`plan_step_start`, `docs/trace.md#plan_step_start`). */
 export interface StartedStep {
   readonly stepId: string;
   readonly kind: StepKind;
@@ -128,7 +128,7 @@ export interface StartedStep {
  */
 export type PlanEmitted =
   | {
-      /** Steps are dispatched, declaration order (`plan_step_start` each, `trace-plan.md` §3.2). */
+      /** Steps are dispatched, declaration order (`plan_step_start` each, `docs/trace.md#plan_step_start`). */
       readonly type: 'plan.stepsStarted';
       readonly steps: readonly StartedStep[];
     }
@@ -142,13 +142,13 @@ export type PlanEmitted =
       readonly kind: StepKind;
     }
   | {
-      /** Steps settled, `on_error` applied, in settlement order (`plan_step` each, `trace-plan.md` §3.3). */
+      /** Steps settled, `on_error` applied, in settlement order (`plan_step` each, `docs/trace.md#plan_step`). */
       readonly type: 'plan.stepsSettled';
       readonly records: readonly SettledRecord[];
     }
   | {
       /**
-       * Outcomes a `fail` stop discarded (`plan.md` §10.5: siblings after the stopping step in its
+       * Outcomes a `fail` stop discarded (`docs/plan-format.md#settling-a-wave`: siblings after the stopping step in its
        * wave), declaration order, emitted right after that wave's `plan.stepsSettled`. They get no
        * `plan_step` record; ours, so the host can say they ran (`discarded` in the report).
        */
@@ -156,7 +156,7 @@ export type PlanEmitted =
       readonly records: readonly DiscardedRecord[];
     };
 
-/** The plan's output: the scheduler's half of the ExecutionReport (`plan.md` §13). */
+/** The plan's output: the scheduler's half of the ExecutionReport (`docs/report.md`). */
 export interface PlanOutput {
   readonly planId: string;
   readonly results: readonly StepResult[];
@@ -165,7 +165,7 @@ export interface PlanOutput {
   readonly canceled: boolean;
   /** Steps declared. */
   readonly stepsTotal: number;
-  /** Outcomes discarded by a `fail` stop (`plan.md` §10.5), declaration order; ours, beyond the spec. */
+  /** Outcomes discarded by a `fail` stop (`docs/plan-format.md#settling-a-wave`), declaration order; ours. */
   readonly discarded: readonly DiscardedResult[];
 }
 
@@ -217,19 +217,19 @@ export interface PlanContext {
 }
 
 /**
- * Readable, stable actor id of a step (DESIGN §2): what the event log, replay and inspect show.
+ * Readable, stable actor id of a step (docs/architecture.md): what the event log, replay and inspect show.
  * A session tags one whose id it has used already (`step:<step_id>~2`, see `StepInput.actorId`).
  */
 export const stepActorId = (stepId: string): string => `step:${stepId}`;
 
-/** Readable, stable actor id of a plan (DESIGN §2); a session tags a repeated one (`plan:<plan_id>~2`, `PlanInput.actorId`). */
+/** Readable, stable actor id of a plan (docs/architecture.md); a session tags a repeated one (`plan:<plan_id>~2`, `PlanInput.actorId`). */
 export const planActorId = (planId: string): string => `plan:${planId}`;
 
 /** Readable actor id of a plan's pool: `<plan actor id>/pool.<node>` (`plan:<plan_id>/pool.1`). */
 export const poolActorId = (planActor: string, node: number): string => `${planActor}/${poolChildId(node)}`;
 
 /**
- * The plan supervisor (`spec/plan.md` §10). Scans for ready steps in declaration order, starts
+ * The plan supervisor (`docs/plan-format.md#how-a-plan-runs`). Scans for ready steps in declaration order, starts
  * every ready step at once as a step actor (the wave; `--max-parallel` caps how many run at once),
  * collects their outcomes as they end, settles the wave with `on_error`, and repeats; forwards
  * `CANCEL` to live steps; once nothing is left to run, ends every process group its steps started
@@ -257,7 +257,7 @@ export const planMachine = setup({
   },
   actions: {
     /**
-     * Runs `plan.md` §10.2 steps 1–6 over `context.schedule` (a pure computation, not an effect).
+     * Runs `docs/plan-format.md#the-scan` over `context.schedule` (a pure computation, not an effect).
      * `if` conditions need the condition language, so src/plan provides the full scan; this default
      * (a machine simulated as it is, e.g. pasted into Stately) fails every step that has an `if`.
      */
@@ -374,7 +374,7 @@ export const planMachine = setup({
     }),
     // Per-step actions change only the mutable members of the context (see `Schedule`), so they are
     // `enqueueActions` rather than `assign`: an assign copies the context and rebuilds the snapshot
-    // (state value, tags) every time, a measurable share of a 10,000-step plan (`npm run bench`).
+    // (state value, tags) every time, which a plan of many steps pays once per step.
     collectStepOutcome: enqueueActions(({ context, enqueue }, params: { output: StepOutput }) => {
       const { output } = params;
       const slot = context.live.get(output.index);
@@ -438,7 +438,7 @@ export const planMachine = setup({
 }).createMachine({
   id: 'plan',
   description:
-    'A plan run (spec/plan.md §10): scan for ready steps, start them all as one wave of step actors (--max-parallel the only cap), settle the wave with on_error, repeat; then end every process group the steps started.',
+    'A plan run (docs/plan-format.md#how-a-plan-runs): scan for ready steps, start them all as one wave of step actors (--max-parallel the only cap), settle the wave with on_error, repeat; then end every process group the steps started.',
   context: ({ input }) => ({
     planId: input.planId,
     actorId: input.actorId ?? planActorId(input.planId),
@@ -484,13 +484,13 @@ export const planMachine = setup({
       states: {
         scanning: {
           description:
-            'plan.md §10.2: settle canceled, false-if and condition-error steps; collect the ready list in declaration order; detect a blocked plan.',
+            'docs/plan-format.md#the-scan: settle canceled, false-if and condition-error steps; collect the ready list in declaration order; detect a blocked plan.',
           entry: ['scanSteps', 'emitSettledRecords'],
           always: [
             {
               guard: 'isCanceled',
               target: 'canceling',
-              description: 'The task was canceled before the first wave (cancel.md §3.2): nothing is dispatched, every step was skipped by the scan.',
+              description: 'The task was canceled before the first wave (docs/cancel.md#before-the-first-wave): nothing is dispatched, every step was skipped by the scan.',
             },
             { guard: 'hasWave', target: 'dispatching', description: 'Some steps are ready: run them as one wave.' },
             { target: '#plan.leaderExited', description: 'Nothing left to run: all settled, stopped by a failure, blocked, or canceled.' },
@@ -509,7 +509,7 @@ export const planMachine = setup({
               {
                 guard: 'endsWave',
                 description:
-                  'The last step of the wave ended: settle the wave (plan.md §10.5: declaration order, on_error unless canceled, a fail stop discards later siblings), scan again and start the next wave.',
+                  'The last step of the wave ended: settle the wave (docs/plan-format.md#settling-a-wave: declaration order, on_error unless canceled, a fail stop discards later siblings), scan again and start the next wave.',
                 actions: [
                   { type: 'collectStepOutcome', params: ({ event }) => ({ output: event.output }) },
                   'settleCurrentWave',
@@ -577,7 +577,7 @@ export const planMachine = setup({
         },
         canceling: {
           description:
-            'The task was canceled (cancel.md §3): nothing more is dispatched; CANCEL went to every live step (graceful: a tool or shell step finishes on its own bound, not retried; forced: its tree is ended). Waiting for the live steps to settle.',
+            'The task was canceled (docs/cancel.md#plan-runs): nothing more is dispatched; CANCEL went to every live step (graceful: a tool or shell step finishes on its own bound, not retried; forced: its tree is ended). Waiting for the live steps to settle.',
           on: {
             CANCEL: {
               description: 'A further cancel (a forced one after a graceful one): forwarded to every live step.',

@@ -8,7 +8,7 @@ import { stepMachine, type StepCancelEvent, type StepInput, type StepOutput } fr
  * n·poolSize + 1 … n·poolSize + poolSize), and slot g of the plan's slot numbering lives in node
  * ⌊g / poolSize⌋, as its slot g mod poolSize. So no actor's children map holds more than
  * 2·poolSize entries, however wide a wave is: XState copies a parent's children map on every spawn
- * and stop, and one parent of a 10,000-step wave measured quadratic (35 s).
+ * and stop, so one parent of a whole wide wave would be quadratic in its width.
  */
 
 /** The parent node of node `node` (≥ 1). */
@@ -85,7 +85,7 @@ export type StepPoolReport =
       readonly output: StepOutput;
     }
   | {
-      /** A step actor of the pool crashed (a runtime bug, `plan.md` §10.5): the plan fails that step with `error`. */
+      /** A step actor of the pool crashed (a runtime bug, `docs/plan-format.md#settling-a-wave`): the plan fails that step with `error`. */
       readonly type: 'POOL.STEP_CRASHED';
       readonly node: number;
       readonly slot: number;

@@ -4,14 +4,14 @@ import { CANCEL_BEFORE_STEP, CANCEL_FORCED_BEFORE_ATTEMPT, CANCEL_FORCED_STEP, s
 import { notProvided } from './not-provided.js';
 
 /**
- * What one attempt produced (`spec/plan.md` §16, §17.2, §19.2), before the plan applies `on_error`.
+ * What one attempt produced (`docs/plan-format.md#tool-steps`, `docs/plan-format.md#shell-dispatch`, `docs/delegation.md#one-delegation`), before the plan applies `on_error`.
  * `output` is null unless `status` is `success`.
  */
 export interface AttemptOutcome {
   readonly status: 'success' | 'failed';
   readonly output: string | null;
   readonly error: string | null;
-  /** Tool steps only: the interpolated input the tool was (or would have been) given; absent when interpolation failed or the input is null (`trace-plan.md` §3.3). */
+  /** Tool steps only: the interpolated input the tool was (or would have been) given; absent when interpolation failed or the input is null (`docs/trace.md#plan_step`). */
   readonly tracedInput?: JsonValue;
   /** Tool steps only: first non-empty `state_effect` of the tool result's metadata. */
   readonly stateEffect?: string;
@@ -22,7 +22,7 @@ export interface AttemptOutcome {
   /**
    * Shell steps only: the attempt's process was never started — its launch, still waiting for the
    * session's spawner, was withdrawn when the attempt was told to end or the plan was canceled
-   * (ours, round 18). A first attempt withdrawn by a cancel settles the step as not run.
+   * (ours). A first attempt withdrawn by a cancel settles the step as not run.
    */
   readonly notStarted?: true;
 }
@@ -38,7 +38,7 @@ export interface StepInput {
   readonly index: number;
   readonly kind: StepKind;
   /**
-   * The results map as it stood when the wave was dispatched (`plan.md` §10.4). Shared, not
+   * The results map as it stood when the wave was dispatched (`docs/plan-format.md#dispatching-a-wave`). Shared, not
    * copied: the plan records nothing while a wave runs, so every step sees the same snapshot.
    */
   readonly results: ResultsMap;
@@ -129,7 +129,7 @@ export type AttemptRequest =
 /** The step's settled outcome, the `output` of `xstate.done.actor.step:<id>`; `on_error` is not applied yet. */
 export interface StepOutput extends Omit<AttemptOutcome, 'status'> {
   /**
-   * As the last attempt ended; `skipped` (with the cancel-before-step error, `cancel.md` §3.2) for a
+   * As the last attempt ended; `skipped` (with the cancel-before-step error, `docs/cancel.md#before-the-first-wave`) for a
    * step a cancel reached before its first attempt's process was started (`notStarted`).
    */
   readonly status: AttemptOutcome['status'] | 'skipped';
@@ -148,7 +148,7 @@ export interface StepContext {
   readonly input: StepInput;
   /** Attempts finished so far; the running attempt is number `attempt + 1`. */
   readonly attempt: number;
-  /** A cancel arrived: no further attempt will start (`plan.md` §11). */
+  /** A cancel arrived: no further attempt will start (`docs/plan-format.md#retries`). */
   readonly cancelRequested: boolean;
   /** Why the running attempt is being ended, if it is. */
   readonly stopReason: 'timeout' | 'canceled' | null;
@@ -166,7 +166,7 @@ export interface StepContext {
 }
 
 /**
- * One plan step: runs attempts one after another (retries, `plan.md` §11), bounds each by
+ * One plan step: runs attempts one after another (retries, `docs/plan-format.md#retries`), bounds each by
  * `timeout_secs`, and ends `finished` with the last attempt's outcome, or `canceled` when a
  * forced cancel ended it.
  *
@@ -408,8 +408,8 @@ export const stepMachine = setup({
   },
   output: ({ context }) => {
     const outcome = context.outcome ?? { status: 'failed' as const, output: null, error: null };
-    // Copied field by field: spreading `outcome` (its shape varies with who made it) took a slow,
-    // megamorphic copy path measured at about a tenth of a no-op step's cost (`npm run bench`).
+    // Copied field by field: spreading `outcome` (its shape varies with who made it) takes V8's
+    // slow, megamorphic copy path, paid once per step.
     const output: { -readonly [K in keyof StepOutput]: StepOutput[K] } = {
       status: outcome.status,
       output: outcome.output,
@@ -421,7 +421,7 @@ export const stepMachine = setup({
       canceled: context.forced,
     };
     // Reached by a cancel before its process started: settled as a step the cancel kept from
-    // running is (`cancel.md` §3.2), however the cancel came.
+    // running is (`docs/cancel.md#before-the-first-wave`), however the cancel came.
     if (context.neverRan) Object.assign(output, { status: 'skipped', output: null, error: CANCEL_BEFORE_STEP, attempts: 0, duration_ms: 0 });
     if (outcome.tracedInput !== undefined) output.tracedInput = outcome.tracedInput;
     if (outcome.stateEffect !== undefined) output.stateEffect = outcome.stateEffect;

@@ -1,5 +1,5 @@
 /**
- * Bundles the programs that ship (issue 14, startup): `capsule` (dist/src/cli.js) and the
+ * Bundles the programs that ship (startup): `capsule` (dist/src/cli.js) and the
  * session's spawner (dist/src/process/spawner/main.js), as tsc emitted them, into
  * `dist/bundle/capsule.js` and `dist/bundle/spawner.cjs` with esbuild. Loading ~380 ES modules one
  * by one (resolve, read, parse, link each) was most of `capsule run`'s start; a bundle is a few
@@ -35,11 +35,10 @@ const ENTRIES = {
 
 /**
  * The session's spawner (src/process/spawner/main.ts): one CommonJS file of its own,
- * `dist/bundle/spawner.cjs`, that requires only Node's built-ins (issue 14, startup). `capsule run`
- * forks it at its first instruction and its Node boots beside the runtime's on a 2-core machine:
- * as an ES module with two shared chunks its start took ~81 ms of CPU against ~59 for an empty
- * script (Node's ES module loader, three files); as one script ~70 (BENCHMARKS.md, Round 14 → Startup). It shares no module with a
- * runtime (a process of its own), so its copies of proc.ts and signals.ts hold no second state.
+ * `dist/bundle/spawner.cjs`, that requires only Node's built-ins (startup). `capsule run`
+ * forks it at its first instruction and its Node boots beside the runtime's: one script starts
+ * faster than an ES module with shared chunks (Node's ES module loader, three files). It shares
+ * no module with a runtime (a process of its own), so its copies of proc.ts and signals.ts hold no second state.
  */
 const SPAWNER = { entry: join('dist', 'src', 'process', 'spawner', 'main.js'), out: join('dist', 'bundle', 'spawner.cjs') };
 
@@ -83,8 +82,8 @@ export async function bundle(root = join(dirname(fileURLToPath(import.meta.url))
     target: 'node20',
     banner: { js: REQUIRE_BANNER },
     sourcemap: 'linked',
-    // Less to parse at every start (issue 14, startup: Node 20 compiles every module afresh):
-    // whitespace and syntax minified, 936 KB → 630 KB of what `capsule run` loads. Identifiers are
+    // Less to parse at every start (startup: Node 20 compiles every module afresh):
+    // whitespace and syntax minified, about a third less of what `capsule run` loads. Identifiers are
     // kept (no `minifyIdentifiers`), so stack traces and error messages name our functions and
     // classes as written; the source maps map positions back to src/*.ts.
     minifyWhitespace: true,
@@ -177,7 +176,7 @@ export async function bundle(root = join(dirname(fileURLToPath(import.meta.url))
 }
 
 /**
- * `capsule run`'s program chunks compiled through a V8 code cache (issue 14, startup; the loader is
+ * `capsule run`'s program chunks compiled through a V8 code cache (startup; the loader is
  * src/cli/code-cache.ts): Node 20 compiles every ES module afresh at every start, and the program's
  * one chunk of our code is most of what a run compiles. Each such chunk's code is written a second
  * time as a script (`<chunk>.script.cjs`: esbuild's CommonJS form of the chunk wrapped in one

@@ -1,5 +1,5 @@
 /**
- * Errors of the runtime as values with a closed set of codes (STYLE §3.5). Expected outcomes (a
+ * Errors of the runtime as values with a closed set of codes (docs/architecture.md). Expected outcomes (a
  * failed step, a refused plan) travel as outputs and records; what a caller must tell apart travels
  * as a {@link RuntimeError} (thrown at a library boundary) or a {@link Failure} (returned), and the
  * caller branches on `code`, never on the message text.
@@ -93,7 +93,12 @@ export interface Failure<C extends ErrorCode = ErrorCode> {
 /** Builds a {@link Failure}. */
 export const failure = <C extends ErrorCode>(code: C, message: string): Failure<C> => ({ ok: false, code, message });
 
-/** The message of anything thrown (`String(value)` for a non-error). */
+/**
+ * The message of anything thrown: an error's message, else `String(value)`. Duck-typed, not
+ * `instanceof Error`: Node's own errors may come from another realm (a VM context, a test runner's
+ * sandbox), and their message must read the same there.
+ */
 export function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
+  if (typeof error === 'object' && error !== null && 'message' in error && typeof error.message === 'string') return error.message;
+  return String(error);
 }

@@ -1,7 +1,7 @@
 import { randomFillSync } from 'node:crypto';
 import { v7 as uuidv7 } from 'uuid';
 
-/** Random bytes drawn from the OS 4 KiB at a time: `uuid`'s default source asks for 16 per id (~1.6 µs each, two ids per step). */
+/** Random bytes drawn from the OS 4 KiB at a time: `uuid`'s default source asks the OS for 16 per id, and a step mints two. */
 const pool = Buffer.alloc(4096);
 let poolOffset = pool.length;
 
@@ -22,7 +22,7 @@ const idBytes = Buffer.alloc(16);
 const state = { msecs: -Infinity, seq: 0 };
 
 /**
- * A UUID v7 in simple form: 32 lowercase hex digits, no hyphens (`trace-plan.md` §1). Ids minted
+ * A UUID v7 in simple form: 32 lowercase hex digits, no hyphens (`docs/trace.md#the-envelope`). Ids minted
  * later sort after ids minted earlier, also within one millisecond (RFC 9562 §6.2 method 1).
  */
 export function uuidV7Simple(): string {
@@ -36,7 +36,7 @@ export function uuidV7Simple(): string {
     state.seq = (state.seq + 1) | 0;
     if (state.seq === 0) state.msecs++;
   }
-  // Written as bytes and hex-encoded at once: the hyphenated string and its `replace` cost 3× as much.
+  // Written as bytes and hex-encoded at once: the hyphenated string and its `replace` would cost more.
   uuidv7({ random, msecs: state.msecs, seq: state.seq }, idBytes, 0);
   return idBytes.toString('hex');
 }

@@ -22,7 +22,7 @@ export { resumeSession, describeResume, lostNotification, LOST_TASK_SOURCE, LOST
 export type { ResumeOutcome, ResumeOptions, ResumingSession, LeftoverTree, LostCommand, LostNotification, LostNotificationEntry } from './reconcile/resume.js';
 export { reconcile } from './reconcile/reconcile.js';
 export type { ReconcileOutcome, ReconcileOptions } from './reconcile/reconcile.js';
-export type { LostReport, LostWork } from './detached/lost-report.js';
+export type { LostReport, LostWork } from './shell-calls/lost-report.js';
 export type { AbandonedSession, LeftoverProcess } from './process/leftovers.js';
 export type { SessionOptions } from './session/session.js';
 export type { PlanFile, PlanStep, StepResult, StepStatus, StepKind, JsonValue, DiscardedResult, OutputTruncation } from '../machines/contracts.js';
@@ -57,8 +57,8 @@ export type { DetachedShellItem, ResidueItem, ResidueArtifact, OutstandingComman
 export { SessionApi } from './runtime/session-api.js';
 export type { SessionApiOptions, SessionNotification, CompletionNotice, PlanSubmitParams } from './runtime/session-api.js';
 export { createRpcServer, SERVE_ERRORS } from './runtime/json-rpc.js';
-export { backgroundTestHooks } from './session/background/test-hooks.js';
-export type { BackgroundTestHooks, DetachedCounters } from './session/background/test-hooks.js';
-export type { ShellRunRequest, ShellRunResult, ShellFinished, ShellDetached } from './session/background/shell-call.js';
-export type { BackgroundCommandAnswer, CommandListing } from './session/background/background-command.js';
-export type { CompletionDelivery, BackgroundOptions } from './session/background/background-commands.js';
+export { backgroundTestHooks } from './shell-calls/test-hooks.js';
+export type { BackgroundTestHooks, DetachedCounters } from './shell-calls/test-hooks.js';
+export type { ShellRunRequest, ShellRunResult, ShellFinished, ShellDetached } from './shell-calls/request.js';
+export type { BackgroundCommandAnswer, CommandListing } from './shell-calls/background-command.js';
+export type { CompletionDelivery, BackgroundOptions } from './shell-calls/shell-calls.js';

@@ -1,10 +1,11 @@
 /**
- * The capsule manifest (`capsule.json`, DESIGN §5): its zod schema, loading it with unknown-key
+ * The capsule manifest (`capsule.json`, docs/manifest.md): its zod schema, loading it with unknown-key
  * warnings, and writing the JSON Schemas of the manifest and the plan file to `schema/`.
  */
 
 import { existsSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
+import { isIP } from 'node:net';
 import { dirname, join, resolve } from 'node:path';
 import * as z from 'zod';
 import {
@@ -33,14 +34,14 @@ import { findUnknownKeys, type KeySpec } from './plan/unknown-keys.js';
 
 /**
  * Seconds `capsule run` waits after a graceful cancel before it forces one (ends the running
- * steps' process groups). Ours (DESIGN §3 leaves the bound to us); `--cancel-grace` overrides it.
+ * steps' process groups). Ours (`docs/cancel.md#capsule-run-and-signals`); `--cancel-grace` overrides it.
  */
 export const DEFAULT_CANCEL_GRACE_SECS = 10;
 
-/** Default `lifecycle.delegation_deadline_secs`: the bound on one delegation (DESIGN §3). */
+/** Default `lifecycle.delegation_deadline_secs`: the bound on one delegation (`docs/delegation.md#the-bound-and-the-inherited-deadline`). */
 export const DEFAULT_DELEGATION_DEADLINE_SECS = 600;
 
-/** Default `tools.<name>.timeout_secs` of a command tool (DESIGN §6). */
+/** Default `tools.<name>.timeout_secs` of a command tool (docs/manifest.md#command-tools). */
 export const DEFAULT_TOOL_TIMEOUT_SECS = 600;
 
 const stringList = (description: string) =>
@@ -53,6 +54,56 @@ const stringList = (description: string) =>
 
 /** Error option of every manifest section object. */
 const SECTION = { error: expecting(MANIFEST_SHAPE.object) };
+
+/** One destination of `capabilities.network.allow`, parsed (docs/containment.md#the-allow-list). */
+export interface AllowEntry {
+  /** An IPv4 or IPv6 address, or a host name (resolved at the session's start). */
+  readonly host: string;
+  readonly kind: 'ip4' | 'ip6' | 'name';
+  /** A CIDR prefix length, or null (the one address). */
+  readonly prefix: number | null;
+  /** One TCP and UDP port, or null (every port). */
+  readonly port: number | null;
+}
+
+/** Parses an allow-list entry: `IP`, `IP:PORT`, `[IPv6]:PORT`, `CIDR`, `NAME`, `NAME:PORT`; null when it is none of them. */
+export function parseAllowEntry(entry: string): AllowEntry | null {
+  const portOf = (text: string): number | null | undefined => {
+    if (!/^\d{1,5}$/.test(text)) return undefined;
+    const port = Number(text);
+    return port >= 1 && port <= 65535 ? port : undefined;
+  };
+  const bracketed = /^\[([^\]]+)\]:(\d+)$/.exec(entry);
+  if (bracketed !== null) {
+    const port = portOf(bracketed[2] ?? '');
+    return isIP(bracketed[1] ?? '') === 6 && port !== undefined ? { host: bracketed[1] ?? '', kind: 'ip6', prefix: null, port } : null;
+  }
+  const cidr = /^([^/]+)\/(\d{1,3})$/.exec(entry);
+  if (cidr !== null) {
+    const family = isIP(cidr[1] ?? '');
+    const prefix = Number(cidr[2]);
+    if (family === 0 || prefix > (family === 4 ? 32 : 128)) return null;
+    return { host: cidr[1] ?? '', kind: family === 4 ? 'ip4' : 'ip6', prefix, port: null };
+  }
+  const family = isIP(entry);
+  if (family !== 0) return { host: entry, kind: family === 4 ? 'ip4' : 'ip6', prefix: null, port: null };
+  const [host = '', portText, ...rest] = entry.split(':');
+  if (rest.length > 0) return null;
+  const port = portText === undefined ? null : portOf(portText);
+  if (port === undefined) return null;
+  if (isIP(host) === 4) return { host, kind: 'ip4', prefix: null, port };
+  if (!/^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/.test(host)) return null;
+  return { host, kind: 'name', prefix: null, port };
+}
+
+/** A positive whole number (a resource bound), absent when not given. */
+const positiveCount = (shape: string, description: string) =>
+  z
+    .number({ error: expecting(shape) })
+    .int({ error: expecting(shape) })
+    .positive({ error: expecting(shape) })
+    .optional()
+    .meta({ description });
 
 /** A non-empty argv array: program first, then its arguments. */
 const argvSchema = (description: string) =>
@@ -67,23 +118,23 @@ const argvSchema = (description: string) =>
 export type ManifestEntry = { readonly plan: string } | { readonly command: readonly string[] };
 
 /**
- * zod schema of `capsule.json` (DESIGN §5). Every key is optional, but a present key must have
+ * zod schema of `capsule.json` (docs/manifest.md). Every key is optional, but a present key must have
  * the right type. Parsing normalises:
  * - `capabilities.shell.allow`, `capabilities.spawn.allow`, `capabilities.spawn.workdir_snapshot`
  *   default to `[]` (nothing allowed); `capabilities.env.allow` stays absent when not given (the
  *   environment builder then applies its own default);
- * - `lifecycle.shell_grace_secs` stays absent when not given (no demotion clock, `spec/detached.md`
- *   §4) and is 0 or more; `lifecycle.delegation_deadline_secs` defaults to 600 (positive);
+ * - `lifecycle.shell_grace_secs` stays absent when not given (no demotion clock,
+ *   `docs/background-commands.md#demotion-triggers`) and is 0 or more; `lifecycle.delegation_deadline_secs` defaults to 600 (positive);
  * - `tools` defaults to `{}`; each tool's `command` is a non-empty array of strings and its
  *   `timeout_secs` defaults to 600 (positive);
  * - `entry`, when present, is exactly one of `{ plan }` or `{ command }` (non-empty argv).
  * Unknown keys are accepted and dropped (`loadManifest` warns about them).
  *
  * Built at its first use ({@link manifestSchema}): a run without a manifest never builds it
- * (issue 14, startup).
+ * (startup time).
  */
 function buildManifestSchema() {
-  /** One command tool (DESIGN §6). */
+  /** One command tool (docs/manifest.md#command-tools). */
   const ToolSchema = z
     .object(
       {
@@ -98,7 +149,7 @@ function buildManifestSchema() {
     )
     .meta({ description: 'A command tool: reads the input JSON on stdin, prints one ToolResult on stdout.' });
 
-  /** What a delegated child runs: exactly one of `plan` or `command` (DESIGN §5). */
+  /** What a delegated child runs: exactly one of `plan` or `command` (docs/manifest.md). */
   const EntrySchema = z
     .object(
       {
@@ -163,6 +214,52 @@ function buildManifestSchema() {
                 )
                 .prefault({})
                 .meta({ description: 'Environment of started commands.' }),
+              network: z
+                .union(
+                  [
+                    z.enum(['host', 'session']),
+                    z.object(
+                      {
+                        allow: z
+                          .array(
+                            z.string({ error: expecting(MANIFEST_SHAPE.listEntry) }).refine((entry) => parseAllowEntry(entry) !== null, {
+                              error: (issue) => `${MANIFEST_SHAPE.allowEntry}, got ${JSON.stringify(issue.input)}`,
+                            }),
+                            { error: expecting(MANIFEST_SHAPE.stringList) },
+                          )
+                          .min(1, { error: expecting(MANIFEST_SHAPE.allowList) })
+                          .meta({ description: 'Destinations outside the session namespace its commands may reach: "IP", "IP:PORT", "CIDR", "NAME[:PORT]" (resolved once, at the session\'s start); "192.0.2.1" is the host\'s loopback.' }),
+                      },
+                      { error: expecting(MANIFEST_SHAPE.network) },
+                    ),
+                  ],
+                  { error: expecting(MANIFEST_SHAPE.network) },
+                )
+                .optional()
+                .meta({
+                  description:
+                    'The network of the session\'s commands and plan steps: "host" (the host\'s network, the default), "session" (a network namespace of the session\'s own with only loopback: they reach each other on 127.0.0.1 and nothing else; needs root), or { "allow": [...] } (that namespace, reaching out only to the listed destinations; needs pasta and nft). --network overrides it. See docs/containment.md#network.',
+                }),
+              resources: z
+                .object(
+                  {
+                    memory_max_bytes: positiveCount(MANIFEST_SHAPE.positiveBytes, 'Most memory, in bytes, one command may use: its cgroup memory.max where the memory controller is enabled for the runtime, else its address space (RLIMIT_AS, per process). A command killed for it fails with resource_limit "memory". See docs/shell-commands.md#resource-limits.'),
+                    pids_max: positiveCount(MANIFEST_SHAPE.positiveCount, 'Most processes one command may have at once: its cgroup pids.max where the pids controller is enabled for the runtime, else RLIMIT_NPROC under --run-as (it counts every process of that user). A fork refused for it names resource_limit "pids".'),
+                    cpu_secs: positiveCount(MANIFEST_SHAPE.positiveWholeSecs, 'Most CPU seconds one process of a command may use (RLIMIT_CPU): SIGXCPU ends it, resource_limit "cpu".'),
+                    file_size_max_bytes: positiveCount(MANIFEST_SHAPE.positiveBytes, 'Largest file, in bytes, a command may write (RLIMIT_FSIZE): SIGXFSZ ends it, resource_limit "file_size".'),
+                    workdir_max_bytes: positiveCount(MANIFEST_SHAPE.positiveBytes, 'Most bytes the work folder may hold while a command runs: a command that grows it past this is stopped, resource_limit "workdir"; one started when it is already past this is refused.'),
+                  },
+                  SECTION,
+                )
+                .optional()
+                .meta({ description: 'Bounds on each shell command (plan shell steps, shell.run and background commands), per command; absent: unbounded. See docs/shell-commands.md#resource-limits.' }),
+              privileged_steps: z
+                .boolean({ error: expecting('expected true or false') })
+                .optional()
+                .meta({
+                  description:
+                    "The opt-out from step confinement: steps keep every capability of the runtime's user, get no cgroup namespace and a writable /sys (as capsule run --privileged-steps). A step running as root can then undo its isolation; warned about at start, recorded in session_start. See docs/security.md.",
+                }),
             },
             SECTION,
           )
@@ -192,7 +289,7 @@ function buildManifestSchema() {
                 .enum(['continue', 'stop'], { error: expecting(MANIFEST_SHAPE.onLogCap) })
                 .optional()
                 .meta({ description: 'What a command whose log reached max_log_bytes does: continue (default) or stop (a background command is stopped as by backgroundCommand stop; a plan shell step is ended and fails; a foreground shell.run is ended with ended_by log_cap).' }),
-              // Murmur's words for a session that outlives its task (detached.md §14): accepted so a
+              // Murmur's words for a session that outlives its task (docs/background-commands.md#session-end): accepted so a
               // manifest written for Murmur (and the abandonment report's advice) is not an unknown
               // key; capsule serve behaves this way whatever they say.
               task_acceptance: z
@@ -221,7 +318,7 @@ function buildManifestSchema() {
       },
       { error: expecting(MANIFEST_SHAPE.topLevel) },
     )
-    .meta({ title: 'capsule-runtime manifest (capsule.json)', description: 'See DESIGN.md §5.' });
+    .meta({ title: 'capsule-runtime manifest (capsule.json)', description: 'See docs/manifest.md.' });
   return ManifestSchema;
 }
 
@@ -241,8 +338,10 @@ const MANIFEST_KEY_SPEC: KeySpec = {
   keys: ['name', 'version', 'capabilities', 'lifecycle', 'tools', 'entry'],
   children: {
     capabilities: {
-      keys: ['shell', 'spawn', 'env'],
+      keys: ['shell', 'spawn', 'env', 'privileged_steps', 'network', 'resources'],
       children: {
+        network: { keys: ['allow'] },
+        resources: { keys: ['memory_max_bytes', 'pids_max', 'cpu_secs', 'file_size_max_bytes', 'workdir_max_bytes'] },
         shell: { keys: ['allow'] },
         spawn: { keys: ['allow', 'workdir_snapshot'] },
         env: { keys: ['allow'] },
@@ -330,7 +429,7 @@ export type LoadManifestResult =
   | { readonly ok: false; readonly error: string };
 
 /**
- * Reads and parses a manifest file (DESIGN §5). Never throws.
+ * Reads and parses a manifest file (docs/manifest.md). Never throws.
  *
  * @param path The manifest path as given (shown as given in errors and warnings).
  * @returns The manifest, its unknown-key warnings and `dir`, the absolute directory holding the
@@ -348,7 +447,7 @@ export async function loadManifest(path: string): Promise<LoadManifestResult> {
   return { ...parsed, dir: dirname(resolve(path)) };
 }
 
-/** The manifest file looked for in the workdir when none is given (DESIGN §3). */
+/** The manifest file looked for in the workdir when none is given (docs/cli.md). */
 export const MANIFEST_FILE = 'capsule.json';
 
 /**
@@ -370,7 +469,7 @@ export type ManifestSource =
   | { readonly kind: 'object' };
 
 /**
- * The manifest `capsule run` and `capsule validate` use (DESIGN §3): `manifest` when given
+ * The manifest `capsule run` and `capsule validate` use (docs/cli.md): `manifest` when given
  * (relative to the current directory), else `<workdir>/capsule.json` when that file exists, else
  * none. Does not read the file.
  *

@@ -7,8 +7,8 @@
  * INVOKED promise actor that calls the tool, and reaches `finished` on its answer; the plan hears
  * of every step's end and starts the next wave when the last step of a wave ended.
  *
- * XState copies a parent's children map on every spawn and stop, so one parent of a 10,000-step
- * wave is quadratic (the runtime measured 35 s): like the runtime's step pools, a node of the
+ * XState copies a parent's children map on every spawn and stop, so one parent of a wide
+ * wave is quadratic in its width: like the runtime's step pools, a node of the
  * tree (the plan, or a pool actor) holds at most `FANOUT` steps and `FANOUT` sub-pools, and a pool
  * tells the plan of each of its steps' ends directly. With a cap on live steps (`--max-parallel`
  * N, the shell suite's design floor) the plan holds at most N step actors, as the runtime's does,

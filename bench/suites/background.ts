@@ -1,5 +1,5 @@
 /**
- * Suite 6, background commands (issue 9): how soon a `backgroundCommand` `wait` returns after a
+ * Suite 6, background commands: how soon a `backgroundCommand` `wait` returns after a
  * demoted command's exit, with 1 MiB of output printed after the demotion (target ≤ 100 ms,
  * median), and how long a `stop` of a command that takes SIGTERM takes to prove its tree gone.
  * Real sessions on the machine's containment backend, as `capsule serve` opens them.
@@ -39,7 +39,7 @@ export const backgroundSuite: Suite = {
           if (detached.status !== 'detached') throw new Error(`expected a demotion, got ${detached.status}`);
           await session.background.operate({ operation: 'wait', work_id: detached.work_id, wait_secs: 30 });
           const returned = Date.now();
-          const exitedAt = session.background.registry.read(detached.work_id, { peek: true })?.finished?.exited_at_ms ?? returned;
+          const exitedAt = session.background.loaded?.index.completion(detached.work_id)?.exited_at_ms ?? returned;
           return returned - exitedAt;
         }),
       );

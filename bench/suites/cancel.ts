@@ -7,10 +7,10 @@
  *     (with and without a PID namespace): time from `cancel({ force: true })` to every process of
  *     every step (the sleeps, and the spawn helper's processes where there are any) gone from
  *     `/proc` (pid and start time, polled every ms), and to the run's report. Ending N trees is one
- *     pass, so the figure must not grow with N (issue 7: 64 steps ≤ 100 ms).
+ *     pass, so the figure must not grow with N (64 steps ≤ 100 ms).
  * (c) SIGTERM to `capsule run` of a 100,000-step wave of `true` (no `--max-parallel`), sent once
  *     its first process started (the wave is being dispatched, a slice at a time): time from the
- *     signal to the CLI's exit, and the CPU time it spent after the signal (issue 47: ≤ 2 s).
+ *     signal to the CLI's exit, and the CPU time it spent after the signal (≤ 2 s).
  */
 import { spawn } from 'node:child_process';
 import { closeSync, existsSync, fstatSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, writeFileSync } from 'node:fs';

@@ -3,7 +3,7 @@
  * 10,000 steps per shape, the growth from 1,000 to 10,000 run by run, and baselines in the same
  * kind of child: the runtime loaded with nothing run, the plan object alone, the ready-queue
  * scheduler and one bare XState actor per step (which starts every ready step at once, as the
- * runtime does since round 2). "ours" is the runtime's peak less the plan-object-only child's, run
+ * runtime does). "ours" is the runtime's peak less the plan-object-only child's, run
  * by run. And the peak RSS of `capsule run` of a 10,000-step shell plan (the CLI process, records
  * on), and of a 100,000-step wave of `true` at the default parallelism (no `--max-parallel`: the
  * wave is dispatched a slice at a time, docs/architecture.md#waves-and-step-pools).
@@ -70,7 +70,7 @@ export const memorySuite: Suite = {
         add(`ready-queue ${shape} ${large}`, await peakRss('ready-queue', shape, large));
       }
     }
-    // 10,000 shell steps through the CLI take ~30 s: one sample (peak RSS moves by ~1 % run to run).
+    // 10,000 shell steps through the CLI take long: one sample (peak RSS varies little run to run).
     const shellSteps = ctx.quick ? 1_000 : 10_000;
     const timeBin = hasBinary('time');
     // 100,000 `true` steps in one wave: minutes through the CLI, one sample.

@@ -43,7 +43,7 @@ const PARALLEL = [2, 8] as const;
 /** The contained floor (`raw-spawn.js --contained`): the default containment's kernel work per step, nothing of ours. */
 const CONTAINED = 'contained floor (fresh node)';
 /** The design floor (`design-floor-spawn.js`): the contained floor's per-step work run through the design card's actor structure. */
-const DESIGN = 'design floor (fresh node)';
+const FLOOR_SUBJECT = 'design floor (fresh node)';
 /** The design floor with its commands started by a small spawner process over IPC (`design-floor-spawn.js --spawner`), as the runtime starts them. */
 const DESIGN_SPAWNER = 'design floor, spawner (fresh node)';
 const MODULE_LIST = fileURLToPath(new URL('../module-list.js', import.meta.url));
@@ -191,7 +191,7 @@ async function pairs(ctx: SuiteContext, cwd: string, rows: Row[]): Promise<void>
           CONTAINED,
           perStep(async () => (await timeProcess(process.execPath, [RAW_SPAWN, planFile, String(parallel), '--contained', '--ro', readOnly], { cwd })).ms),
         ]);
-        subjects.push([DESIGN, perStep(async () => (await timeProcess(process.execPath, [DESIGN_FLOOR_SPAWN, planFile, String(parallel), '--ro', readOnly], { cwd })).ms)]);
+        subjects.push([FLOOR_SUBJECT, perStep(async () => (await timeProcess(process.execPath, [DESIGN_FLOOR_SPAWN, planFile, String(parallel), '--ro', readOnly], { cwd })).ms)]);
         subjects.push([
           DESIGN_SPAWNER,
           perStep(async () => (await timeProcess(process.execPath, [DESIGN_FLOOR_SPAWN, planFile, String(parallel), '--ro', readOnly, '--spawner'], { cwd })).ms),
@@ -229,7 +229,7 @@ async function pairs(ctx: SuiteContext, cwd: string, rows: Row[]): Promise<void>
           subject: 'capsule run (÷ design floor)',
           unit: 'µs/step',
           samples: samples.get('capsule run') ?? [],
-          compare: [DESIGN, DESIGN_SPAWNER],
+          compare: [FLOOR_SUBJECT, DESIGN_SPAWNER],
           note: 'the capsule run row again, its ratios taken against the design floor, forking from its own process and through a spawner (default containment on both sides; no target: the targets stay against the raw spawn and the contained floor)',
         });
       }
@@ -250,7 +250,7 @@ async function pairs(ctx: SuiteContext, cwd: string, rows: Row[]): Promise<void>
           unit: 'µs/step',
           samples: samples.get(subject) ?? [],
           ...(subject === CONTAINED ? { compare: ['raw spawn (fresh node)'], note: 'per step: a cgroup made, `true` through the spawn helper (cgroup joined, PID + mount namespace, private /proc, one read-only bind), the cgroup removed' } : {}),
-          ...(subject === DESIGN
+          ...(subject === FLOOR_SUBJECT
             ? {
                 compare: [CONTAINED],
                 note: "the contained floor's per-step work as each step's invoked attempt in the design card's actor structure (a plan actor spawning one step actor per step, wave by wave, at most N alive; bench/lib/design-floor.ts); its ratio to the contained floor is the price of those actors per step, on the same cores as the steps",
@@ -258,7 +258,7 @@ async function pairs(ctx: SuiteContext, cwd: string, rows: Row[]): Promise<void>
             : {}),
           ...(subject === DESIGN_SPAWNER
             ? {
-                compare: [DESIGN, CONTAINED],
+                compare: [FLOOR_SUBJECT, CONTAINED],
                 note: 'the design floor with each command started by a small spawner process (dist/bench/floor-spawner.js, forked at the start; one IPC request and one answer per step; the cgroups made and removed in the floor process), as the runtime starts its commands through its spawner',
               }
             : {}),

@@ -11,12 +11,13 @@ import type { PlanStep, StepKind } from '../../machines/contracts.js';
 import { delegationActorId, delegationMachine, type DelegationContext, type DelegationInput } from '../../machines/delegation.machine.js';
 import { detachedCommandMachine, type DetachedCommandInput } from '../../machines/detached-command.machine.js';
 import { sessionActorId, sessionMachine, type SessionActorContext, type SessionActorInput } from '../../machines/session.machine.js';
+import { shellCallMachine, type ShellCallContext } from '../../machines/shell-call.machine.js';
 import { scan } from '../../machines/plan-schedule.js';
 import { planActorId, planMachine, poolActorId, stepActorId, type PlanContext, type PlanInput } from '../../machines/plan.machine.js';
 import { stepPoolMachine, type PoolBatch, type StepPoolContext } from '../../machines/step-pool.machine.js';
 import { stepMachine, type StepContext, type StepInput } from '../../machines/step.machine.js';
 import { evaluateCondition } from '../plan/condition.js';
-import { detachedCommandInputFromLog, planInputFromLog, stepInputFromLog } from './log-inputs.js';
+import { detachedCommandInputFromLog, planInputFromLog, shellCallInputFromLog, stepInputFromLog } from './log-inputs.js';
 
 /** How an effect actor is faked in replay: a promise settles once, a callback sends events back. */
 export type EffectActorKind = 'promise' | 'callback';
@@ -36,7 +37,7 @@ export interface ActorKind {
   readonly machine: AnyStateMachine;
   /** Where it is defined (linked from the charts' index). */
   readonly source: string;
-  /** Readable actor id (DESIGN §2) from the actor's context (and its XState id): `plan:<plan_id>`, `step:<step_id>`, `wrk_…`. */
+  /** Readable actor id (docs/architecture.md) from the actor's context (and its XState id): `plan:<plan_id>`, `step:<step_id>`, `wrk_…`. */
   readonly actorId: (context: never, xstateId: string) => string;
   /** Implementations from src/ that are not effects (pure computations the machine needs): the runtime and replay both use them. */
   readonly logic?: Implementations;
@@ -69,6 +70,11 @@ export interface ActorKind {
   readonly refusesInput?: (context: never, event: { readonly type: string; readonly [key: string]: unknown }) => string | null;
   /** `capsule inspect` shows its children in its place (an actor that exists for XState's sake only). */
   readonly transparent?: boolean;
+  /**
+   * The kind that replaced it: the runtime no longer runs this machine, and it is not drawn; it is
+   * kept so that event logs recorded with it still replay.
+   */
+  readonly replacedBy?: string;
 }
 
 /** Summary of a step input in the log: identity and bounds, not the results map every step shares (that would make the log quadratic). */
@@ -153,6 +159,17 @@ const stepPool: ActorKind = {
   transparent: true,
 };
 
+const shellCall: ActorKind = {
+  name: 'shellCall',
+  machine: shellCallMachine,
+  source: 'machines/shell-call.machine.ts',
+  actorId: (context: ShellCallContext) => context.input.actorId,
+  effects: { actors: { runCommand: 'callback' } },
+  plainEvents: /^(?:COMMAND\.|DEMOTE$|STOP$|KILL$)/,
+  plainOutput: true,
+  inputFromLog: shellCallInputFromLog,
+};
+
 const detachedCommand: ActorKind = {
   name: 'detachedCommand',
   machine: detachedCommandMachine,
@@ -161,6 +178,7 @@ const detachedCommand: ActorKind = {
   effects: { actors: { runCommand: 'callback' } },
   plainEvents: /^(?:COMMAND\.|STOP$|KILL$)/,
   inputFromLog: detachedCommandInputFromLog,
+  replacedBy: 'shellCall',
 };
 
 const delegation: ActorKind = {
@@ -188,9 +206,9 @@ const session: ActorKind = {
   machine: sessionMachine,
   source: 'machines/session.machine.ts',
   actorId: (context: SessionActorContext) => sessionActorId(context.sessionId),
-  effects: { actors: { sweep: 'promise' } },
-  children: { detachedCommand: 'detachedCommand' },
-  plainEvents: /^(?:COMMAND\.DEMOTED$|SESSION\.)/,
+  effects: { actions: ['deliverCompletion'], actors: { sweep: 'promise' } },
+  children: { shellCall: 'shellCall', detachedCommand: 'detachedCommand' },
+  plainEvents: /^(?:CALL\.ACCEPTED$|COMMAND\.DEMOTED$|SESSION\.)/,
   plainOutput: true,
   inputFromLog: (logged) => {
     const input = logged as Partial<SessionActorInput> | undefined;
@@ -200,7 +218,7 @@ const session: ActorKind = {
 };
 
 /** Every kind, in the order their charts are indexed. */
-export const ACTOR_KINDS: readonly ActorKind[] = [plan, step, stepPool, detachedCommand, session, delegation];
+export const ACTOR_KINDS: readonly ActorKind[] = [plan, step, stepPool, shellCall, session, delegation, detachedCommand];
 
 const byName = new Map(ACTOR_KINDS.map((kind) => [kind.name, kind]));
 

@@ -2,7 +2,7 @@
  * A root actor's input as replay rebuilds it from a recorded `xstate.init` line or a hand-written
  * `machine` line: every field checked with zod at the boundary, and a plan's steps through the
  * plan schema and its structural rules, so a malformed input is a refusal naming the field, never
- * a machine that throws deep inside XState (issue 16: `step.depends_on is not iterable`).
+ * a machine that throws deep inside XState (`step.depends_on is not iterable`).
  *
  * Pure (model floor): the plan model and zod only.
  */
@@ -10,9 +10,10 @@ import * as z from 'zod';
 import type { PlanStep, StepKind, StepResult } from '../../machines/contracts.js';
 import type { DetachedCommandInput } from '../../machines/detached-command.machine.js';
 import type { PlanInput } from '../../machines/plan.machine.js';
+import type { ShellCallInput } from '../../machines/shell-call.machine.js';
 import type { StepInput } from '../../machines/step.machine.js';
 import { formatIssues, parsePlanValue } from '../plan/schema.js';
-import { excerpt } from '../plan/text.js';
+import { excerpt } from '../excerpt.js';
 
 /** What an `inputFromLog` returns for an input it cannot rebuild. */
 export interface InputError {
@@ -24,7 +25,7 @@ const STEP_KINDS = ['tool', 'shell', 'capsule', 'unknown'] as const;
 /**
  * The decoders' zod schemas, built at their first use: `capsule run` loads this module with the
  * actor kinds but decodes no logged input (only `capsule replay` and `capsule inspect` do), and
- * building ~40 zod schemas is start-up time (issue 14).
+ * building ~40 zod schemas is start-up time.
  */
 function buildSchemas() {
   const positiveInteger = z.number().int().positive();
@@ -70,8 +71,19 @@ function buildSchemas() {
     stopTermGraceMs: milliseconds.optional(),
   });
 
+  const ShellCallInputSchema = z.looseObject({
+    actorId: z.string(),
+    taskId: z.string(),
+    binary: z.string(),
+    command: z.string(),
+    graceMs: milliseconds.nullable(),
+    demotable: z.boolean(),
+    stopTermGraceMs: milliseconds,
+  });
+
   const exitCode = z.number();
   const signalName = z.string().nullable();
+  const commandSignal = z.enum(['SIGTERM', 'SIGKILL']);
 
   /** Per kind, per event type: the payload the machine reads. Events not listed are fed as they are (a machine ignores what it does not take). */
   const INPUT_SCHEMAS: Readonly<Record<string, Readonly<Record<string, z.ZodType>>>> = {
@@ -108,10 +120,23 @@ function buildSchemas() {
           durationMs: z.number(),
         }),
       }),
-      'COMMAND.SIGNAL_SENT': z.looseObject({ signal: z.enum(['SIGTERM', 'SIGKILL']), by: z.enum(['stop', 'kill']) }),
+      'COMMAND.SIGNAL_SENT': z.looseObject({ signal: commandSignal, by: z.enum(['stop', 'kill']) }),
+    },
+    shellCall: {
+      DEMOTE: z.looseObject({ trigger: z.enum(['abandoned', 'canceled']) }),
+      'COMMAND.STARTED': z.looseObject({ pid: z.number(), binary: z.string() }),
+      'COMMAND.LEADER_EXITED': z.looseObject({ exitCode, signal: signalName }),
+      'COMMAND.DEMOTED': z.looseObject({ workId: z.string(), outputPath: z.string() }),
+      'COMMAND.SIGNAL_SENT': z.looseObject({ signal: commandSignal, by: z.enum(['stop', 'log_cap', 'kill']) }),
+      'COMMAND.FINISHED': z.looseObject({
+        exitCode,
+        durationMs: z.number(),
+        completion: z.looseObject({ work_id: z.string(), exit_code: exitCode, duration_ms: z.number(), resource_limit: z.string().nullable() }).nullable(),
+        tree: z.looseObject({ signal: commandSignal.nullable(), killed: z.array(z.number()) }),
+      }),
     },
   };
-  return { PlanInputSchema, StepInputSchema, DetachedCommandInputSchema, INPUT_SCHEMAS };
+  return { PlanInputSchema, StepInputSchema, DetachedCommandInputSchema, ShellCallInputSchema, INPUT_SCHEMAS };
 }
 
 let schemas: ReturnType<typeof buildSchemas> | null = null;
@@ -122,7 +147,7 @@ function decoders(): ReturnType<typeof buildSchemas> {
 }
 
 /**
- * The structural rules a run applies before anything starts (plan.md §6 rules 1 and 5) that the
+ * The structural rules a run applies before anything starts (docs/plan-format.md#rule-1 and 5) that the
  * machines rely on: step ids unique, every dependency a step of the plan. Null when they hold.
  */
 export function planStructureProblem(steps: readonly PlanStep[]): string | null {
@@ -215,6 +240,18 @@ export function detachedCommandInputFromLog(logged: unknown): DetachedCommandInp
   }
   const { workId, binary, command, stopTermGraceMs } = checked.data;
   return { workId, binary, command, ...(stopTermGraceMs !== undefined ? { stopTermGraceMs } : {}) };
+}
+
+/** A shell call's input: its actor and task ids, binary, command, grace, whether it may be demoted, the stop's grace. */
+export function shellCallInputFromLog(logged: unknown): ShellCallInput | InputError {
+  const checked = decoders().ShellCallInputSchema.safeParse(logged);
+  if (!checked.success) {
+    return {
+      error: `a shellCall input needs "actorId", "taskId", "binary", "command" (strings), "graceMs" (ms or null), "demotable" (a boolean) and "stopTermGraceMs" (ms): ${formatIssues(checked.error.issues)}`,
+    };
+  }
+  const { actorId, taskId, binary, command, graceMs, demotable, stopTermGraceMs } = checked.data;
+  return { actorId, taskId, binary, command, graceMs, demotable, stopTermGraceMs };
 }
 
 // ---------------------------------------------------------------------------------------------

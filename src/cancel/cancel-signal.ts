@@ -1,11 +1,11 @@
 /**
- * One task's "someone stopped this" flag (`cancel.md` §1), shared by the door that raises it and
+ * One task's "someone stopped this" flag (`docs/cancel.md#cancel-signal`), shared by the door that raises it and
  * every wait inside the task that races against it.
  */
 import { DEFAULT_CANCEL_PHASE, type CancelPhase } from './phases.js';
 
 /**
- * A one-way, idempotent cancel flag with a first-claim-wins phase slot (`cancel.md` §1).
+ * A one-way, idempotent cancel flag with a first-claim-wins phase slot (`docs/cancel.md#cancel-signal`).
  *
  * - {@link cancel} raises the flag; raising it again changes nothing; a raise with nobody waiting
  *   is remembered.
@@ -75,7 +75,7 @@ export class CancelSignal {
   /**
    * Claims the cancel for `phase`. The first claim wins; later claims are ignored (they say where
    * the loop stopped, not where the cancel landed). A claim while the flag is down is ignored too:
-   * only a wait that observed the cancel may claim it (ours; `cancel.md` says claims come from the
+   * only a wait that observed the cancel may claim it (ours; `docs/cancel.md` says claims come from the
    * wait that observed it). Returns whether this claim won.
    */
   notePhase(phase: CancelPhase): boolean {

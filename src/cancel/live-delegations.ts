@@ -1,10 +1,10 @@
 /**
- * The session's live delegations, keyed by `dlg_` id (`cancel.md` §4): children this session
+ * The session's live delegations, keyed by `dlg_` id (`docs/cancel.md#live-delegations`): children this session
  * started and has not yet closed. The terminal `delegation` record is written from the entry; a
  * cancel reads the same entries to name what is still running.
  */
 
-/** One live delegation (`cancel.md` §4.1). */
+/** One live delegation (`docs/cancel.md#live-delegations`). */
 export interface LiveDelegation {
   /** The child's directory, absolute (where its completion is read from). */
   readonly workdir: string;
@@ -18,7 +18,7 @@ export interface LiveDelegation {
   readonly started: number;
 }
 
-/** A residue item of kind `delegation` (`cancel.md` §5.1); key order as the spec's example. */
+/** A residue item of kind `delegation` (`docs/cancel.md#residue-items`); key order as Murmur writes it. */
 export interface DelegationItem {
   readonly kind: 'delegation';
   readonly delegation_id: string;
@@ -28,7 +28,7 @@ export interface DelegationItem {
   readonly child_workdir: string;
 }
 
-/** `cancel.md` §4.2. */
+/** `docs/cancel.md#live-delegations`. */
 export class LiveDelegations {
   readonly #entries = new Map<string, LiveDelegation>();
 
@@ -68,5 +68,5 @@ export class LiveDelegations {
   }
 }
 
-/** Plain string order (UTF-16 code units), the order `cancel.md` and `detached.md` sort ids in. */
+/** Plain string order (UTF-16 code units), the order `docs/cancel.md` and `docs/background-commands.md` sort ids in. */
 export const compareStrings = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);

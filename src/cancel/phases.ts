@@ -1,9 +1,9 @@
 /**
- * Where a cancel landed: the `phase` word of the `task_canceled` record (`cancel.md` §1.1,
- * `trace-shell.md` §10). The list is open: readers accept any word.
+ * Where a cancel landed: the `phase` word of the `task_canceled` record (`docs/cancel.md#cancel-phases`,
+ * `docs/trace.md#task_canceled`). The list is open: readers accept any word.
  */
 
-/** The phase words this runtime writes. The first six are `cancel.md` §1.1's; the others are the newer sources'. */
+/** The phase words this runtime writes. The first six are `docs/cancel.md#cancel-phases`'s; the others are the newer sources'. */
 export const CANCEL_PHASES = {
   /** The task had not started. */
   QUEUED: 'queued',
@@ -17,11 +17,11 @@ export const CANCEL_PHASES = {
   DELEGATION: 'delegation',
   /** A `transport: process` harness was running the turn. */
   HARNESS: 'harness',
-  /** A plan run was in progress (`trace-shell.md` §10). */
+  /** A plan run was in progress (`docs/trace.md#task_canceled`). */
   PLAN: 'plan',
-  /** A shell command was in the foreground and the cancel demoted it (`detached.md` §3; the value is the spec's best guess). */
+  /** A shell command was in the foreground and the cancel demoted it (`docs/background-commands.md#demotion-triggers`; Murmur's word for it is not known for certain). */
   SHELL: 'shell',
-  /** A member call was in flight (`trace-shell.md` §10). */
+  /** A member call was in flight (`docs/trace.md#task_canceled`). */
   MEMBER_CALL: 'member_call',
 } as const;
 
@@ -31,10 +31,10 @@ export type KnownCancelPhase = (typeof CANCEL_PHASES)[keyof typeof CANCEL_PHASES
 /** A phase word as read from a trace: one of ours, or any other word a newer writer used. */
 export type CancelPhase = KnownCancelPhase | (string & {});
 
-/** The phase reported when no wait claimed the cancel (`cancel.md` §1). */
+/** The phase reported when no wait claimed the cancel (`docs/cancel.md#cancel-signal`). */
 export const DEFAULT_CANCEL_PHASE: KnownCancelPhase = CANCEL_PHASES.TURN;
 
-/** The terminal `canceled` status frame's message, whatever transport ran the task (`cancel.md` §1.2). */
+/** The terminal `canceled` status frame's message, whatever transport ran the task (`docs/cancel.md#cancel-phases`). */
 export const TASK_CANCELED_MESSAGE = 'task canceled';
 
 const KNOWN = new Set<string>(Object.values(CANCEL_PHASES));
@@ -43,7 +43,7 @@ const KNOWN = new Set<string>(Object.values(CANCEL_PHASES));
 export const isKnownCancelPhase = (word: string): word is KnownCancelPhase => KNOWN.has(word);
 
 /**
- * Reads a `task_canceled.phase` (`cancel.md` §1.1: a reader must accept words beyond the known
+ * Reads a `task_canceled.phase` (`docs/cancel.md#cancel-phases`: a reader must accept words beyond the known
  * ones): any non-empty string is a phase; anything else (absent, empty, not a string) reads as
  * the default `turn`.
  */

@@ -1,10 +1,10 @@
 /**
- * A snapshot of what was still running when a task stopped (`cancel.md` §5): outstanding
+ * A snapshot of what was still running when a task stopped (`docs/cancel.md#residue`): outstanding
  * background commands, then live delegations. Items are named, not stopped.
  */
 import { compareStrings, type DelegationItem, type LiveDelegations } from './live-delegations.js';
 
-/** A residue item of kind `detached_shell` (`cancel.md` §5.1); key order as the spec's example. */
+/** A residue item of kind `detached_shell` (`docs/cancel.md#residue-items`); key order as Murmur writes it. */
 export interface DetachedShellItem {
   readonly kind: 'detached_shell';
   readonly work_id: string;
@@ -16,7 +16,7 @@ export interface DetachedShellItem {
 
 export type ResidueItem = DetachedShellItem | DelegationItem;
 
-/** What a snapshot reads from the background-command registry (`DetachedRegistry` has it). */
+/** What a snapshot reads of the session's demoted commands (`session.background` has it). */
 export interface OutstandingCommands {
   outstanding(): readonly { readonly work_id: string; readonly binary: string; readonly command: string; readonly started_at_ms: number }[];
 }
@@ -26,19 +26,19 @@ export interface TextPart {
   readonly text: string;
 }
 
-/** The `residue` artifact of a cancel response (`cancel.md` §5.3). */
+/** The `residue` artifact of a cancel response (`docs/cancel.md#residue-wire-forms`). */
 export interface ResidueArtifact {
   readonly name: 'residue';
   readonly parts: readonly TextPart[];
 }
 
-/** The residue fields of a `task_canceled` record (`cancel.md` §2). Empty lists are written as `[]` (ours; readers default them to empty). */
+/** The residue fields of a `task_canceled` record (`docs/trace.md#task_canceled`). Empty lists are written as `[]` (ours; readers default them to empty). */
 export interface TaskCanceledResidue {
   readonly detached_work_ids: readonly string[];
   readonly delegation_ids: readonly string[];
 }
 
-/** `cancel.md` §5. Immutable; take a new snapshot to see later changes. */
+/** `docs/cancel.md#residue`. Immutable; take a new snapshot to see later changes. */
 export class Residue {
   readonly items: readonly ResidueItem[];
 
@@ -47,7 +47,7 @@ export class Residue {
   }
 
   /**
-   * Takes a snapshot (`cancel.md` §5.2): every outstanding background command sorted by
+   * Takes a snapshot (`docs/cancel.md#residue-items`): every outstanding background command sorted by
    * `work_id`, then every live delegation sorted by `delegation_id`. `commands` null: a session
    * that never demotes contributes no shell items.
    */
@@ -78,7 +78,7 @@ export class Residue {
   }
 
   /**
-   * The cancel-response form (`cancel.md` §5.3): null when empty — no artifact at all, so "nothing
+   * The cancel-response form (`docs/cancel.md#residue-wire-forms`): null when empty — no artifact at all, so "nothing
    * else is running" differs from "these are running" — else one artifact `residue` whose parts
    * are one text part per item, each the item's JSON object as a string, in snapshot order.
    */
@@ -93,7 +93,7 @@ export class Residue {
     return artifact === null ? {} : { artifacts: [artifact] };
   }
 
-  /** The session-stop form (`cancel.md` §5.3): the items as JSON objects; an empty array is a positive answer ("nothing was running"). */
+  /** The session-stop form (`docs/cancel.md#residue-wire-forms`): the items as JSON objects; an empty array is a positive answer ("nothing was running"). */
   toSessionStop(): { readonly residue: readonly ResidueItem[] } {
     return { residue: this.items.map((item) => ({ ...item })) };
   }

@@ -1,5 +1,5 @@
 /**
- * Signals for `capsule run` (DESIGN §3): a thin adapter over the session's cancel policy
+ * Signals for `capsule run` (docs/cli.md): a thin adapter over the session's cancel policy
  * (src/session/cancel-policy.ts), which decides what a request does. SIGINT and SIGTERM are
  * counted requests (graceful first, forced on the next; bursts count once; a graceful cancel
  * escalates after the grace). SIGHUP (the terminal went away) forces at once: nobody is left to

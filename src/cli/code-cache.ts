@@ -1,5 +1,5 @@
 /**
- * A V8 code cache for `capsule run`'s program (issue 14, startup). Node 20 compiles every ES module
+ * A V8 code cache for `capsule run`'s program (startup). Node 20 compiles every ES module
  * afresh at every start (it has no module compile cache before 22), and the program's one big chunk
  * (~600 KB, `dist/bundle/run/`) is most of what a run compiles before its first step. The bundle
  * ships that chunk's code as a script (scripts/bundle.js: `<chunk>.script.cjs`, `module.exports=`
@@ -18,7 +18,7 @@
  *   `NODE_OPTIONS`), so another build or another Node never uses it (V8's own check compares the
  *   source's length only);
  * - its payload's SHA-256 (in the header) matches: V8 does not checksum a code cache in a release
- *   build, and a corrupted one can crash the process (measured: a fatal error in the deserializer);
+ *   build, and a corrupted one can crash the process (a fatal error in the deserializer);
  * - the file and its directory belong to this user and are writable by no one else (a code cache is
  *   code: one planted by another user would run as this one).
  *

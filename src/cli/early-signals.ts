@@ -13,7 +13,7 @@ let holding = false;
 
 /**
  * Signals that would open Node's inspector (`SIGUSR1` on Linux): while a listener exists, Node
- * leaves the inspector closed (issue 15: a step that could `kill -USR1` the runtime could attach
+ * leaves the inspector closed (a step that could `kill -USR1` the runtime could attach
  * a debugger — unauthenticated — and read its memory and environment). Never removed.
  */
 const INSPECTOR_SIGNALS: readonly NodeJS.Signals[] = ['SIGUSR1'];

@@ -1,5 +1,5 @@
 /**
- * `capsule inspect RECORDS_DIR` (DESIGN §3): a live view of a session's actors. Follows
+ * `capsule inspect RECORDS_DIR` (docs/cli.md): a live view of a session's actors. Follows
  * `events.jsonl` as it grows and draws the actor tree with each actor's current state; exits when
  * the plan ends (0) or on Ctrl-C (130). On a terminal the tree is redrawn in place; otherwise it is
  * printed once, when the plan ends. `--once` prints the tree as the file stands and exits.
@@ -18,11 +18,12 @@ import { EVENT_LOG_FILE, type EventLogRecord } from '../records/event-log.js';
 import { eventLogLine } from '../records/event-log-lines.js';
 import { JsonlFollower, type JsonlProblem } from '../records/jsonl-reader.js';
 import { recordsRootText, sessionDirsIn } from '../records/records-dir.js';
+import { expandLatest } from '../records/latest.js';
 import { isRecordOf, TraceFollower } from '../records/trace-reader.js';
 import { sessionRuntimeMayRun } from '../process/leftovers.js';
 import { stateText } from '../replay/replay.js';
 import { missingReason, specialFileKind } from '../plan/read-file.js';
-import { excerpt } from '../plan/text.js';
+import { excerpt } from '../excerpt.js';
 import { printable } from './progress.js';
 import { EXIT, type ExitCode } from './program.js';
 import { ERROR_CODES, RuntimeError } from '../errors.js';
@@ -52,7 +53,7 @@ export function registerInspect(program: Command): void {
   program
     .command('inspect')
     .description('Live view of a session: follows <records-dir>/events.jsonl and draws the actor tree with each current state.')
-    .argument('<records-dir>', 'records directory of a session (or its events.jsonl)')
+    .argument('<records-dir>', 'records directory of a session (or its events.jsonl), or latest (the newest session of ./.capsule/records)')
     .option('--once', 'print the tree as the file stands now and exit')
     .addHelpText(
       'after',
@@ -63,7 +64,7 @@ export function registerInspect(program: Command): void {
       const onSigint = (): void => controller.abort();
       process.once('SIGINT', onSigint);
       try {
-        process.exitCode = await inspectCommand(target, options, undefined, controller.signal);
+        process.exitCode = await inspectCommand(expandLatest(target), options, undefined, controller.signal);
       } finally {
         process.off('SIGINT', onSigint);
       }
@@ -339,6 +340,8 @@ interface ActorView {
   status: string;
   /** A step's outcome as the plan settled it (`success`, `failed: …`, `skipped`), or as it ran when discarded. */
   outcome?: string;
+  /** A shell call's work id once it was demoted (`COMMAND.DEMOTED`): the id `backgroundCommand` takes. */
+  work?: string;
   /** A delegation actor's `dlg_` id once it is known (approved, or launched in an older log): its child's records are followed. */
   delegation?: string;
   /** A delegation actor whose child's event log has given a record. */
@@ -415,6 +418,10 @@ export class ActorTree {
         actor.delegation = id;
         this.onDelegation?.(scope, key, id);
       }
+    }
+    if (record.kind === 'event' && record.type === 'COMMAND.DEMOTED') {
+      const workId = record.event?.['workId'];
+      if (typeof workId === 'string' && /^wrk_[0-9a-f]{1,64}$/.test(workId)) actor.work ??= workId;
     }
     if (record.kind === 'event' && record.type === 'xstate.init') {
       // A root of its own in the log: a capsule step's delegation sits under its step; a child's roots under their delegation.
@@ -579,6 +586,7 @@ export class ActorTree {
 
 /**
  * `step:a  running.bounded`, `step:b  finished (done) → failed: exit code 2`; a parent also counts its children: `(2 running, 10 ended)`.
+ * A demoted shell call names its work id: `shell:tsk_… (wrk_…)  running.background.active`.
  * An actor whose log was cut off by its delegation's end (`cut`) shows its last state and says so.
  */
 function label(actor: ActorView, live: (id: string) => boolean, cut: boolean): string {
@@ -591,7 +599,7 @@ function label(actor: ActorView, live: (id: string) => boolean, cut: boolean): s
       : '';
   const status = ended + unborn + (actor.outcome === undefined ? '' : ` → ${printable(excerpt(actor.outcome, LABEL_CHARS))}`);
   // A line is one actor, whatever the log holds: long ids and states are shown by excerpt.
-  const id = printable(excerpt(actor.name, LABEL_CHARS));
+  const id = printable(excerpt(actor.name, LABEL_CHARS)) + (actor.work === undefined ? '' : ` (${actor.work})`);
   const state = printable(excerpt(actor.state, LABEL_CHARS));
   if (actor.children.length === 0) return `${id}  ${state}${status}`;
   const running = actor.children.filter(live).length;

@@ -14,8 +14,8 @@
 import { appendFileSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
-import { RunInternalError } from '../errors.js';
-import { excerpt } from '../plan/text.js';
+import { messageOf, RunInternalError } from '../errors.js';
+import { excerpt } from '../excerpt.js';
 import { makeDirectory } from '../records/directories.js';
 import { packageVersion } from './version.js';
 
@@ -55,7 +55,7 @@ export function reportInternalError(error: unknown, options: ReportInternalError
   const version = packageVersion();
   const file = writeDetails(error, version, options.argv ?? process.argv, now(), options.recordsRoot);
   const where = file === null ? 'the details could not be saved' : `details in ${file}`;
-  const line = `capsule: internal error (capsule-runtime ${version}): ${messageOf(error)} (${where}; ${REPORT_HINT})`;
+  const line = `capsule: internal error (capsule-runtime ${version}): ${shownMessage(error)} (${where}; ${REPORT_HINT})`;
   try {
     write(`${line}\n`);
   } catch {
@@ -65,13 +65,13 @@ export function reportInternalError(error: unknown, options: ReportInternalError
 }
 
 /** The first line of the error's message, printable and short. */
-function messageOf(error: unknown): string {
+function shownMessage(error: unknown): string {
   let message: string;
   try {
     // A bug inside a run is wrapped once its trace is closed; the original is what to show.
     if (error instanceof RunInternalError && error.cause !== undefined) error = error.cause;
     const name = error instanceof Error ? error.name : 'thrown value';
-    const text = error instanceof Error ? error.message : String(error);
+    const text = messageOf(error);
     message = `${name}: ${text.split('\n', 1)[0] ?? ''}`;
   } catch {
     message = 'an error that cannot be shown';
@@ -185,7 +185,7 @@ const unwritable = new Set<'stdout' | 'stderr'>();
  * space left on device, write`.
  */
 export function unwritableLine(stream: 'stdout' | 'stderr', error: unknown): string {
-  const message = error instanceof Error ? error.message : String(error);
+  const message = messageOf(error);
   return `error: ${stream} cannot be written: ${message.split('\n', 1)[0] ?? ''}`;
 }
 

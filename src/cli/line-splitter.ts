@@ -6,8 +6,8 @@
 import { StringDecoder } from 'node:string_decoder';
 
 export interface LineSplitterHandlers {
-  /** A whole line, without its `\n`. */
-  readonly line: (text: string) => void;
+  /** A whole line, without its `\n`: as text (bytes that are not UTF-8 read as U+FFFD) and as the bytes that came. */
+  readonly line: (text: string, bytes: Buffer) => void;
   /** A line grew past the bound; `bytes`: how much of it was seen. Its rest is skipped. */
   readonly tooLong: (bytes: number) => void;
 }
@@ -63,9 +63,10 @@ export class LineSplitter {
       this.#skipping = false;
       return;
     }
-    const text = new StringDecoder('utf8').end(Buffer.concat(this.#parts, this.#bytes));
+    const bytes = Buffer.concat(this.#parts, this.#bytes);
+    const text = new StringDecoder('utf8').end(bytes);
     this.#parts = [];
     this.#bytes = 0;
-    this.#handlers.line(text);
+    this.#handlers.line(text, bytes);
   }
 }

@@ -1,5 +1,5 @@
 /**
- * The `capsule` program shared by every subcommand (DESIGN §3): exit codes, the commander root
+ * The `capsule` program shared by every subcommand (docs/cli.md): exit codes, the commander root
  * with its usage-error handling, and the small parsers options share. Each subcommand lives in
  * its own module (`src/cli/<name>.ts`) and exports `register<Name>(program)`; `src/cli.ts` calls
  * them one by one.
@@ -10,7 +10,7 @@ import { LOG_LEVELS, type LogFailure, type OpenLogger } from '../session/logger.
 import { reportInternalError, writeStderrLine } from './internal-error.js';
 import { packageVersion } from './version.js';
 
-/** Process exit codes of `capsule` (DESIGN §3). */
+/** Process exit codes of `capsule` (docs/cli.md). */
 export const EXIT = {
   /** The plan completed (`run`), the plan is valid (`validate`). */
   OK: 0,
@@ -67,6 +67,13 @@ export async function runProgram(program: Command, argv: readonly string[]): Pro
 export function parsePositiveInteger(text: string): number {
   const value = /^\d+$/.test(text) ? Number(text) : Number.NaN;
   if (!Number.isSafeInteger(value) || value < 1) throw new InvalidArgumentError('expected a positive integer.');
+  return value;
+}
+
+/** Option parser for an integer ≥ 0 (e.g. `records prune --keep 0`); anything else is a usage error. */
+export function parseNonNegativeInteger(text: string): number {
+  const value = /^\d+$/.test(text) ? Number(text) : Number.NaN;
+  if (!Number.isSafeInteger(value)) throw new InvalidArgumentError('expected a whole number (0 or more).');
   return value;
 }
 

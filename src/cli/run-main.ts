@@ -1,9 +1,9 @@
 /**
  * `capsule run` after its first instruction (src/cli.ts): the internal-error handler, the command
  * table and the run command, imported statically so that the bundle ships what `capsule run` loads
- * as one program of its own (scripts/bundle.js: `dist/bundle/run/`, issue 14, startup). Every
- * module Node loads is a file to resolve, read, compile and link (~0.3 ms each here), and esbuild's
- * code splitting spread these over ~30 files; as one program they are a few. Every other command
+ * as one program of its own (scripts/bundle.js: `dist/bundle/run/`, for startup time). Every
+ * module Node loads is a file to resolve, read, compile and link, and esbuild's code splitting
+ * would spread these over dozens of files; as one program they are a few. Every other command
  * loads only what it uses, through the command table, as before.
  *
  * The early signals and the early spawner (`early-signals.ts`, `spawner/early.ts`) are the entry

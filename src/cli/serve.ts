@@ -1,5 +1,5 @@
 /**
- * `capsule serve` (DESIGN §10; docs/serve.md): one session per process, driven over stdio with
+ * `capsule serve` (docs/serve.md): one session per process, driven over stdio with
  * newline-delimited JSON-RPC 2.0 — one request per line on stdin, one response or notification
  * per line on stdout, nothing else on stdout (the runtime's log is pino JSON on stderr). Requests
  * are served concurrently. The session ends, with its teardown sweep, on `session.stop` (exit 0),
@@ -7,21 +7,24 @@
  * cannot be written (ENOSPC, EIO: exit 1, one line on stderr; a directory as stdin is refused
  * before the session opens, exit 1), or on SIGINT / SIGTERM / SIGHUP (exit 130).
  */
+import { parseNetworkOption } from './network-option.js';
 import { fstatSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { createJSONRPCErrorResponse, JSONRPCErrorCode, type JSONRPCRequest } from 'json-rpc-2.0';
 import { findManifest, loadManifest, MANIFEST_FILE, type ManifestWarning } from '../manifest.js';
-import { ERROR_CODES, isRuntimeError } from '../errors.js';
-import { RecordsDirInUseError, recordedSessionIn } from '../records/records-dir.js';
+import { ERROR_CODES, isRuntimeError, messageOf } from '../errors.js';
+import { RecordsDirInUseError, recordedSessionIn, recordsIncomplete } from '../records/records-dir.js';
 import { createLogger } from '../session/logger.js';
 import { Session } from '../session/session.js';
 import { restoreExactIds, takeExactIds, type ExactIds } from '../runtime/exact-ids.js';
 import { createRpcServer, receiveMessage, SERVE_ERRORS } from '../runtime/json-rpc.js';
+import { notUtf8Strings } from '../runtime/request-text.js';
 import { SessionApi } from '../runtime/session-api.js';
 import { releaseEarlySignals } from './early-signals.js';
 import { collect, EXIT, exitCodeAfterLog, logFileRefusal, usageError, type ExitCode, type GlobalOptions } from './program.js';
 import { LineSplitter } from './line-splitter.js';
+import { printable } from './progress.js';
 
 /** Longest request line read, bytes (a longer one is answered with -32600 `REQUEST_TOO_LARGE` and skipped). */
 export const MAX_REQUEST_LINE_BYTES = 8 * 1024 * 1024;
@@ -36,8 +39,11 @@ export interface ServeCommandOptions extends GlobalOptions {
   readonly records?: string;
   readonly capsules?: string;
   readonly allow?: readonly string[];
+  readonly network?: string;
   readonly resume?: string;
   readonly reap?: boolean;
+  /** Keep the steps' scratch directory (HOME, TMPDIR) when the session ends (docs/records.md#scratch). */
+  readonly keepScratch?: boolean;
 }
 
 /** Registers `capsule serve` on the program. */
@@ -50,8 +56,10 @@ export function registerServe(program: Command): void {
     .option('--records <dir>', 'records directory (default: <workdir>/.capsule/records/<session_id>/)')
     .option('--capsules <dir>', 'capsule registry for capsule steps (default: <workdir>/capsules/)')
     .option('--allow <bin>', 'also allow this binary in shell.run and plan shell steps (repeatable)', collect)
+    .option('--network <mode>', "the network of the session's commands and steps: host (the host's, the default) or session (a namespace of the session's own, loopback only; root): docs/containment.md#network")
     .option('--resume <records_dir>', 'account for what a prior session (killed outright) left behind, before taking requests (docs/resume.md)')
     .option('--reap', 'with --resume: stop the process trees the prior session left running (SIGTERM, SIGKILL after 2 s)')
+    .option('--keep-scratch', "keep the steps' scratch directory (their HOME and TMPDIR) when the session ends")
     .addHelpText(
       'after',
       '\nMethods: shell.run, backgroundCommand, plan.submit, task.cancel, session.stop; for a delegated child capsule: session.info, message/send, tasks/get, tasks/cancel; notifications: completion, task.started, task.finished (docs/serve.md).' +
@@ -66,6 +74,8 @@ export function registerServe(program: Command): void {
 /** Runs `capsule serve` until its session ends; returns the exit code. */
 export async function serveCommand(options: ServeCommandOptions): Promise<ExitCode> {
   const workdir = resolve(options.workdir ?? process.cwd());
+  const network = parseNetworkOption(options.network);
+  if (network instanceof Error) return usageError(network.message);
   if (!isDirectory(workdir)) return usageError(`--workdir ${workdir} is not a directory`);
   if (options.reap === true && options.resume === undefined) return usageError('--reap needs --resume DIR: it stops what the resumed session left running');
   const resumeDir = options.resume !== undefined ? resolve(options.resume) : undefined;
@@ -115,6 +125,8 @@ export async function serveCommand(options: ServeCommandOptions): Promise<ExitCo
       onWarning: (message) => logger.warn({ warning: message }, 'warning'),
       ...(options.records !== undefined ? { recordsDir: resolve(options.records), exclusiveRecords: true } : {}),
       ...(resumeDir !== undefined ? { resumeFrom: resumeDir } : {}),
+      ...(network !== undefined ? { network } : {}),
+      ...(options.keepScratch === true ? { keepScratch: true } : {}),
       background: {
         allow,
         // serve offers backgroundCommand whatever the manifest declares.
@@ -125,7 +137,7 @@ export async function serveCommand(options: ServeCommandOptions): Promise<ExitCo
   } catch (error) {
     log.flush();
     if (isRuntimeError(error, ERROR_CODES.RECORDS_DIR_IN_USE)) return exitCodeAfterLog(log, usageError(error.message));
-    process.stderr.write(`error: the session could not be opened: ${error instanceof Error ? error.message : String(error)}\n`);
+    process.stderr.write(`error: the session could not be opened: ${messageOf(error)}\n`);
     return exitCodeAfterLog(log, EXIT.FAILED);
   }
 
@@ -143,7 +155,7 @@ export async function serveCommand(options: ServeCommandOptions): Promise<ExitCo
     shellAllow: allow,
     // plan.submit runs against the manifest loaded here (`--manifest FILE`), as `capsule run --manifest` does.
     manifest: { manifest, dir: manifestDir, source },
-    // A delegated child (issue 12) runs its manifest's entry for `message/send`.
+    // A delegated child runs its manifest's entry for `message/send`.
     entry: manifest?.entry !== undefined && manifestDir !== null ? { entry: manifest.entry, dir: manifestDir, manifestPath: source.kind === 'file' ? source.path : join(manifestDir, MANIFEST_FILE), envAllow: manifest.capabilities?.env?.allow ?? [], capsulesDir } : null,
   });
   const out = new MessageWriter();
@@ -168,6 +180,12 @@ export async function serveCommand(options: ServeCommandOptions): Promise<ExitCo
       // A signal is a cancel (exit 130): recorded as `canceled`, as `capsule run` records it; a stdin
       // or stdout that failed (exit 1) is an `error`; every other end is `ok` (exit 0).
       await api.end(code === EXIT.CANCELED ? 'canceled' : code === EXIT.FAILED ? 'error' : 'ok');
+      // A full or read-only records filesystem: said as `capsule run` says it, and the session did not succeed.
+      const recordsFailure = session.recordsFailure;
+      if (recordsFailure !== null) {
+        process.stderr.write(`error: ${printable(recordsIncomplete(recordsFailure))}\n`);
+        if (code === EXIT.OK) code = EXIT.FAILED;
+      }
       // What is still unanswered can no longer be served.
       for (const { id, exact } of pending.values()) {
         out.write(createJSONRPCErrorResponse(id ?? null, SERVE_ERRORS.SESSION_ENDING.code, 'the session ended before this request was answered', { code: SERVE_ERRORS.SESSION_ENDING.word }), exact);
@@ -181,7 +199,7 @@ export async function serveCommand(options: ServeCommandOptions): Promise<ExitCo
   };
 
   const server = createRpcServer(api, {
-    onInternalError: (message, error) => logger.error({ err: error instanceof Error ? error.message : String(error) }, message),
+    onInternalError: (message, error) => logger.error({ err: messageOf(error) }, message),
     // After the answer is written (a turn later), the session ends: sweep, then exit 0.
     onStop: () => setImmediate(() => void end(EXIT.OK, 'session.stop')),
   });
@@ -191,7 +209,7 @@ export async function serveCommand(options: ServeCommandOptions): Promise<ExitCo
     await api.resume(resumeDir, { reap: options.reap === true, warn: (line) => void process.stderr.write(`${line}\n`) });
   }
 
-  const handleLine = (line: string): void => {
+  const handleLine = (line: string, bytes: Buffer): void => {
     if (line.trim() === '') return;
     let message: unknown;
     try {
@@ -207,14 +225,17 @@ export async function serveCommand(options: ServeCommandOptions): Promise<ExitCo
     const id = typeof message === 'object' && message !== null && !Array.isArray(message) ? (message as { id?: JSONRPCRequest['id'] }).id : undefined;
     if (id !== undefined) pending.set(key, { id, exact });
     // The line goes along for plan.submit: a plan sent inline is searched there for a key written twice.
-    const answered = receiveMessage(server, message, line).then(
+    // Strings sent as bytes that are not UTF-8 are refused by name, never run with U+FFFD in their place.
+    const notUtf8 = notUtf8Strings(bytes);
+    if (notUtf8.length > 0) logger.warn({ fields: notUtf8.length }, 'a request held text that is not UTF-8');
+    const answered = receiveMessage(server, message, line, notUtf8).then(
       (response) => {
         if (!pending.delete(key) && id !== undefined) return; // answered at the end already
         if (response !== null) out.write(response, exact);
       },
       (error: unknown) => {
         pending.delete(key);
-        logger.error({ err: error instanceof Error ? error.message : String(error) }, 'a request failed outside its method');
+        logger.error({ err: messageOf(error) }, 'a request failed outside its method');
       },
     );
     inFlight.add(answered);

@@ -1,5 +1,5 @@
 /**
- * `capsule visualize [--out DIR] [--check]` (DESIGN §3, STYLE §3.7): draws the machines listed in
+ * `capsule visualize [--out DIR] [--check]` (docs/cli.md): draws the machines listed in
  * `src/visualize/registry.ts` into `visualizations/` (Mermaid, SVG, JSON and an index README).
  * `--check` writes nothing and exits 1 when the files there differ from what the machines produce.
  */

@@ -2,7 +2,7 @@
  * The one path every warning of `capsule` takes to the operator (stderr, and `validate --json`'s
  * `warnings`): at most {@link MAX_WARNINGS_PER_KIND} of each kind are shown, and the rest are
  * counted in one closing line per kind, so a plan with a million unordered references prints a
- * few kilobytes, not 157 MB.
+ * few kilobytes, not a line for each.
  *
  * A warning is a structured value `{ kind, message }`. Plan and manifest warnings that carry no
  * `kind` (the unknown-key warnings of `src/plan/unknown-keys.ts`) are of kind `unknown_key`; give

@@ -1,7 +1,7 @@
 /**
- * The command-tool protocol (DESIGN §6): a tool process gets the step's input as JSON on stdin and
+ * The command-tool protocol (docs/manifest.md#command-tools): a tool process gets the step's input as JSON on stdin and
  * prints ONE ToolResult JSON object on stdout. This module reads that object from a finished
- * {@link ProcessResult} and turns a ToolResult into the step outcome (`plan.md` §16 steps 5–6).
+ * {@link ProcessResult} and turns a ToolResult into the step outcome (`docs/plan-format.md#tool-steps`).
  */
 import * as z from 'zod';
 import type { ProcessResult } from '../process/leader.js';
@@ -9,7 +9,7 @@ import { MAX_DATA_PATH_BYTES, readDataPath } from './data-path.js';
 import { decodeUtf8Lossy } from './utf8.js';
 
 /**
- * One tool result as a tool prints it (`tool.wit`'s record, DESIGN §6). Unknown keys are ignored;
+ * One tool result as a tool prints it (`tool.wit`'s record, docs/manifest.md#command-tools). Unknown keys are ignored;
  * an optional field given as `null` counts as absent (tools written in languages whose JSON
  * encoders print `None`/`nil` that way).
  */
@@ -53,7 +53,7 @@ const TOOL_RESULT_HINT = 'print one JSON object like {"status":"passed","data":"
 /**
  * Bytes of a command tool's stdout (and of its stderr) kept at most: 16 MiB, as for a plan file.
  * One ToolResult is all a tool prints, and a tool printing without end must not cost the runtime
- * its memory (200 MB printed cost 3 GB); a longer stdout is refused, not cut — a cut result could
+ * its memory; a longer stdout is refused, not cut — a cut result could
  * be taken for the whole answer (as with `data_path`, {@link MAX_DATA_PATH_BYTES}).
  */
 export const MAX_TOOL_STDOUT_BYTES = 16 * 1024 * 1024;
@@ -86,7 +86,7 @@ function excerpt(text: string): string {
 }
 
 /**
- * Reads the ToolResult of a finished command tool (DESIGN §6).
+ * Reads the ToolResult of a finished command tool (docs/manifest.md#command-tools).
  *
  * @returns `{ ok: true, result }`, or `{ ok: false, error }` naming the tool and the cause:
  *   could not start ({@link toolStartError}); non-zero exit ({@link toolExitError}, with the first
@@ -135,10 +135,10 @@ export function toolResultFromProcess(
   return { ok: true, result: parsed.data };
 }
 
-/** Error of a failed tool result with neither `summary` nor `data` (`plan.md` §16, exact text). */
+/** Error of a failed tool result with neither `summary` nor `data` (`docs/plan-format.md#tool-steps`, exact text). */
 export const TOOL_STEP_FAILED = 'tool step failed';
 
-/** A tool step attempt's outcome (`plan.md` §16 steps 5–6). */
+/** A tool step attempt's outcome (`docs/plan-format.md#tool-steps`). */
 export interface ToolStepOutcome {
   readonly status: 'success' | 'failed';
   /** On success: `data` (even `""`), else the `data_path` file's text, else `null`. Always `null` on failure. */
@@ -151,14 +151,14 @@ export interface ToolStepOutcome {
   readonly resourceId?: string;
 }
 
-/** Value of the first metadata pair with `key`; an empty value counts as absent (`plan.md` §16 step 6). */
+/** Value of the first metadata pair with `key`; an empty value counts as absent (`docs/plan-format.md#tool-steps`). */
 function firstMetadata(metadata: ToolResult['metadata'], key: string): string | undefined {
   const pair = metadata?.find(([k]) => k === key);
   return pair === undefined || pair[1] === '' ? undefined : pair[1];
 }
 
 /**
- * The step outcome of a tool result (`plan.md` §16 steps 5–6):
+ * The step outcome of a tool result (`docs/plan-format.md#tool-steps`):
  * - `passed` → `success`; output = `data` when present (even `""`, `data_path` then ignored), else
  *   the contents of `data_path` read beneath `workdir` by {@link readDataPath} (a refusal fails the
  *   attempt with its error), else `null`. `truncated` is ignored.

@@ -1,5 +1,5 @@
 /**
- * Reads a tool result's `data_path` (`plan.md` §16, "Reading data_path"): a relative path beneath
+ * Reads a tool result's `data_path` (`docs/plan-format.md#tool-steps`, "Reading data_path"): a relative path beneath
  * the accessible workdir, no symbolic link anywhere on the way, at most {@link MAX_DATA_PATH_BYTES}.
  * The read happens in the host, outside every sandbox, so it trusts nothing the tool wrote.
  */
@@ -9,7 +9,7 @@ import { isAbsolute, join, normalize, resolve, sep } from 'node:path';
 import { decodeUtf8Lossy } from './utf8.js';
 
 /**
- * Largest `data_path` file read, in bytes (10 MiB). The spec leaves refuse-or-cut open; we REFUSE an
+ * Largest `data_path` file read, in bytes (10 MiB). We REFUSE an
  * over-cap file (`too_large`): a silently cut result could be taken for the whole answer.
  */
 export const MAX_DATA_PATH_BYTES = 10 * 1024 * 1024;

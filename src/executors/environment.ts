@@ -1,12 +1,12 @@
 /**
- * The environment of a shell step or command tool, built fresh for every process (`shell.md` §7,
- * newest rule; `plan.md` §1; DESIGN §6: command tools get the same construction).
+ * The environment of a shell step or command tool, built fresh for every process (`docs/shell-commands.md#environment`,
+ * newest rule; `docs/library.md`; docs/manifest.md#command-tools: command tools get the same construction).
  */
 import { chownSync, mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { trustedPath } from '../process/resolve-binary.js';
 
-/** Host variables copied when set (`shell.md` §7 step 1, newest list). */
+/** Host variables copied when set (`docs/shell-commands.md#environment`, newest list). */
 export const BASELINE_ENV_NAMES: readonly string[] = [
   'PATH',
   'HOME',
@@ -20,7 +20,7 @@ export const BASELINE_ENV_NAMES: readonly string[] = [
 ];
 
 /**
- * Credential-shaped names removed after everything else is copied (`shell.md` §7 step 4). Pattern
+ * Credential-shaped names removed after everything else is copied (`docs/shell-commands.md#environment`). Pattern
  * forms: exact name, `PREFIX*`, `*SUFFIX`, `*MIDDLE*`. Matching ignores case (stripping
  * `openai_api_key` too is the safe side).
  */
@@ -99,7 +99,7 @@ export interface ShellEnvInput {
   readonly allow: readonly string[];
   /**
    * The session's scratch directory (`Session.scratchDir`): `HOME` = `<scratchDir>/home`,
-   * `TMPDIR` = `<scratchDir>/tmp`. Not in the records directory's tree (issue 15: a step must not
+   * `TMPDIR` = `<scratchDir>/tmp`. Not in the records directory's tree (a step must not
    * be able to plant files next to the records the runtime writes).
    */
   readonly scratchDir: string;
@@ -123,7 +123,7 @@ export interface ShellEnvInput {
  * Nothing else from the host leaks in (pass the result with execa's `extendEnv: false`).
  *
  * @throws {Error} when the home or temp directory cannot be created (the call must then be
- *   refused without spawning, `shell.md` §3 step 3); the message names the directory.
+ *   refused without spawning, `docs/shell-commands.md#allow-list`); the message names the directory.
  */
 export function buildShellEnv(input: ShellEnvInput): Record<string, string> {
   // A Map, then Object.fromEntries: a name such as `__proto__` stays an ordinary own property.

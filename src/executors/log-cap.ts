@@ -1,6 +1,6 @@
 /**
- * The texts of `lifecycle.max_log_bytes` (ours, issues 9 and round 17), shared by the background
- * command's log (`src/detached/output-log.ts`) and the foreground logs of plan shell steps and
+ * The texts of `lifecycle.max_log_bytes` (ours), shared by the background
+ * command's log (`src/shell-calls/output-log.ts`) and the foreground logs of plan shell steps and
  * `shell.run` (`src/executors/shell-outcome.ts`). A leaf module: both sides import it without a cycle.
  */
 
@@ -8,7 +8,7 @@
 const bytesText = (n: number): string => `${n} byte${n === 1 ? '' : 's'}`;
 
 /**
- * The marker written into a log that reached `lifecycle.max_log_bytes` (ours, issue 9): once in a
+ * The marker written into a log that reached `lifecycle.max_log_bytes` (ours): once in a
  * background command's log, once after each cut section of a foreground one; on a line of its own
  * (it starts with a newline in case the output did not end with one).
  */
@@ -17,7 +17,7 @@ export const logCapMarker = (maxLogBytes: number): string =>
 
 /**
  * The error of a plan shell step the runtime stopped because its log reached
- * `lifecycle.max_log_bytes` under `lifecycle.on_log_cap: "stop"` (ours, round 17): the cause is
+ * `lifecycle.max_log_bytes` under `lifecycle.on_log_cap: "stop"` (ours): the cause is
  * the runtime's, so it replaces whatever the stopped command printed to stderr.
  */
 export const logCapStopError = (maxLogBytes: number): string =>

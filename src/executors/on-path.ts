@@ -1,5 +1,5 @@
 /**
- * Whether a program would be found when a step starts it (`plan.md` §17.2 step 4: the binary is
+ * Whether a program would be found when a step starts it (`docs/plan-format.md#shell-dispatch`: the binary is
  * looked up on `PATH`), so that validation can warn before a run fails to start it.
  */
 import { accessSync, constants as fsConstants, statSync } from 'node:fs';

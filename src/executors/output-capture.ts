@@ -1,11 +1,11 @@
 /**
  * The foreground output sink of the command runner: each stream's first
- * {@link MAX_SHELL_OUTPUT_BYTES} bytes in memory (what a foreground result shows, `shell.md`
- * §4.1), and, once a stream has outgrown that, all of its bytes in a spill file beside the logs,
+ * {@link MAX_SHELL_OUTPUT_BYTES} bytes in memory (what a foreground result shows,
+ * `docs/shell-commands.md#output-cap`), and, once a stream has outgrown that, all of its bytes in a spill file beside the logs,
  * so that memory stays flat however much a command prints while the full output can still be
  * written to its log (`logs/shell-<ms>.log`) or handed to a demoted command's output log.
  *
- * With a log budget (`lifecycle.max_log_bytes`, ours, round 17) only the first that many bytes
+ * With a log budget (`lifecycle.max_log_bytes`, ours) only the first that many bytes
  * of output, both streams together in arrival order, are kept for the log: the spill stops
  * growing there, so the disk holds at most the budget however much a command prints; the pipes
  * are still read to their end and counted, and each stream's head (what a result shows) is kept
@@ -14,8 +14,8 @@
 import { closeSync, constants as fsConstants, openSync, readSync, unlinkSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
-import { MAX_SHELL_OUTPUT_BYTES } from './shell-outcome.js';
-import { OutputTail } from '../detached/output-tail.js';
+import { MAX_SHELL_OUTPUT_BYTES } from './output-cap.js';
+import { OutputTail } from './output-tail.js';
 
 /** Where the runner sends a command's output, chunk by chunk, in the order the pipes yield it. */
 export interface OutputSink {
@@ -211,6 +211,11 @@ export interface OutputCaptureOptions {
    * exceeded while a log is due (a stream over the cap): `lifecycle.on_log_cap: "stop"` hangs off it.
    */
   readonly onCapped?: () => void;
+  /**
+   * Also gets every chunk, as it arrives: the attempt's step log (`src/records/step-log.ts`,
+   * `docs/records.md#step-logs`), which keeps both streams interleaved under its own copy of the budget.
+   */
+  readonly log?: OutputSink;
 }
 
 /**
@@ -224,6 +229,7 @@ export class OutputCapture implements OutputSink {
   #room: number | null;
   readonly #maxLogBytes: number | null;
   readonly #onCapped: (() => void) | undefined;
+  readonly #log: OutputSink | undefined;
   /** What the budget dropped (null while nothing was), both streams in arrival order: its count and last 16 KiB (a demotion hands them to the command's log). */
   #dropped: OutputTail | null = null;
   #told = false;
@@ -239,10 +245,12 @@ export class OutputCapture implements OutputSink {
     this.#maxLogBytes = max;
     this.#room = max;
     this.#onCapped = options.onCapped;
+    this.#log = options.log;
   }
 
   write(stream: 1 | 2, chunk: Buffer): void {
     if (chunk.length === 0) return;
+    this.#log?.write(stream, chunk);
     let logBytes = chunk.length;
     if (this.#room !== null) {
       logBytes = Math.min(chunk.length, this.#room);
@@ -294,7 +302,7 @@ export class OutputCapture implements OutputSink {
     return this.#streams[1].total;
   }
 
-  /** Whether either stream is over the cap (`shell.md` §4.1: exactly the cap is not over). */
+  /** Whether either stream is over the cap (`docs/shell-commands.md#output-cap`: exactly the cap is not over). */
   get truncated(): boolean {
     return this.stdoutBytes > MAX_SHELL_OUTPUT_BYTES || this.stderrBytes > MAX_SHELL_OUTPUT_BYTES;
   }

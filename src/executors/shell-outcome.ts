@@ -1,29 +1,28 @@
 /**
- * Turns a finished shell step's process into the step outcome (`plan.md` §17.2 outcome table), with
- * the 16 KiB per-stream output cap and its full-output log (`shell.md` §4.1, newer rule: the log is
+ * Turns a finished shell step's process into the step outcome (`docs/plan-format.md#shell-dispatch` outcome table), with
+ * the 16 KiB per-stream output cap and its full-output log (`docs/shell-commands.md#output-cap`, newer rule: the log is
  * `<records dir>/logs/shell-<epoch ms>.log`, named by its absolute path).
  */
+import { resourceLimitField } from './resource-limit.js';
 import { writeSync } from 'node:fs';
 import { mkdir, open, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { OutputTruncation } from '../../machines/contracts.js';
 import type { ProcessResult } from '../process/leader.js';
 import { logCapMarker } from './log-cap.js';
+import { MAX_SHELL_OUTPUT_BYTES } from './output-cap.js';
 import { OutputCapture } from './output-capture.js';
 import { decodeUtf8Lossy } from './utf8.js';
-
-/** Bytes of stdout and of stderr a foreground result keeps (`MAX_SHELL_OUTPUT_BYTES`, `shell.md` §4.1). Exactly this many is not over. */
-export const MAX_SHELL_OUTPUT_BYTES = 16384;
 
 /** Suffixes tried (`shell-<ms>-<n>.log`) before giving up when logs of the same millisecond already exist. */
 const MAX_LOG_NAME_ATTEMPTS = 1000;
 
-/** Error of a non-zero exit with blank stderr (`plan.md` §17.2, exact format). */
+/** Error of a non-zero exit with blank stderr (`docs/plan-format.md#shell-dispatch`, exact format). */
 export const exitCodeError = (exitCode: number): string => `exit code ${exitCode}`;
 
-/** Error gist of a non-zero exit attributed to a resource limit (`plan.md` §17.2). */
+/** Error gist of a non-zero exit attributed to a resource limit (`docs/plan-format.md#shell-dispatch`). */
 export const resourceLimitError = (binary: string, limit: string, detail: string): string =>
-  `shell subprocess '${binary}' was killed for exceeding capabilities.resources.${limit}: ${detail}`;
+  `shell subprocess '${binary}' was killed for exceeding capabilities.resources.${resourceLimitField(limit)}: ${detail}`;
 
 /** Error when the full-output log cannot be written (the older versions' behaviour: the call fails, naming the log). */
 export const logWriteError = (path: string, detail: string): string =>
@@ -37,9 +36,9 @@ export interface ShellOutcomeOptions {
   readonly args: readonly string[];
   /** Session records directory; capped output is logged under its `logs/` (created if missing). */
   readonly recordsDir: string;
-  /** The `capabilities.resources` field the kernel evidence names (`shell.md` §6.1), if any. */
+  /** The `capabilities.resources` field the kernel evidence names (`docs/shell-commands.md#resource-limits`), if any. */
   readonly resourceLimit?: string | null;
-  /** The binary's canonical absolute path when `PATH` resolved it (`shell.md` §3 step 4); used in the resource-limit error. Default `binary`. */
+  /** The binary's canonical absolute path when `PATH` resolved it (`docs/shell-commands.md#allow-list`); used in the resource-limit error. Default `binary`. */
   readonly resolvedBinary?: string;
 }
 
@@ -56,7 +55,7 @@ export interface ShellStepOutcome {
   readonly truncated?: OutputTruncation;
 }
 
-/** Text of the foreground log header (`shell.md` §4.1): `Command: <binary> <args…>`, exit code, blank line. */
+/** Text of the foreground log header (`docs/shell-commands.md#output-cap`): `Command: <binary> <args…>`, exit code, blank line. */
 function logHeader(binary: string, args: readonly string[], exitCode: number): string {
   const command = args.length === 0 ? binary : `${binary} ${args.join(' ')}`;
   return `Command: ${command}\nExit code: ${exitCode}\n\nStdout:\n`;
@@ -96,7 +95,7 @@ async function writeShellLog(logsDir: string, write: (handle: FileHandle) => Pro
 }
 
 /**
- * The outcome of one shell step attempt (`plan.md` §17.2):
+ * The outcome of one shell step attempt (`docs/plan-format.md#shell-dispatch`):
  *
  * | process | outcome |
  * | --- | --- |
@@ -108,7 +107,7 @@ async function writeShellLog(logsDir: string, write: (handle: FileHandle) => Pro
  *
  * Cap: when stdout or stderr has more than {@link MAX_SHELL_OUTPUT_BYTES} bytes, both are cut to
  * their first that many bytes before decoding (a cut inside a character becomes U+FFFD), and the
- * full, uncut bytes are written to `<recordsDir>/logs/shell-<ms>.log` in `shell.md` §4.1's layout.
+ * full, uncut bytes are written to `<recordsDir>/logs/shell-<ms>.log` in `docs/shell-commands.md#output-cap`'s layout.
  * If that log cannot be written the attempt fails with {@link logWriteError} (the older versions'
  * documented behaviour; the newer one is unspecified). Never rejects.
  */
@@ -174,7 +173,7 @@ function truncationOf(log: string, capture: OutputCapture): OutputTruncation {
 
 /**
  * Writes the full output of a foreground command to a new `<recordsDir>/logs/shell-<epoch ms>.log`
- * (`shell.md` §4.1 layout) from its capture. @returns the absolute path. @throws {Error} with a
+ * (`docs/shell-commands.md#output-cap` layout) from its capture. @returns the absolute path. @throws {Error} with a
  * message from {@link logWriteError}.
  */
 export function writeCapturedLog(recordsDir: string, capture: OutputCapture, binary: string, args: readonly string[], exitCode: number): Promise<string> {
@@ -182,7 +181,7 @@ export function writeCapturedLog(recordsDir: string, capture: OutputCapture, bin
 }
 
 /**
- * Writes the foreground log (`shell.md` §4.1 layout) from the capture, chunk by chunk. A section
+ * Writes the foreground log (`docs/shell-commands.md#output-cap` layout) from the capture, chunk by chunk. A section
  * that `lifecycle.max_log_bytes` cut ends with the cap's marker line (ours, the background log's).
  */
 async function writeFullLog(handle: FileHandle, capture: OutputCapture, opts: ShellOutcomeOptions, exitCode: number): Promise<void> {

@@ -1,12 +1,13 @@
 /**
  * The whole check of a parsed plan, before anything runs: the refusal a run makes too
- * (`spec/plan.md` §6, `validate.ts`), what `capsule validate` refuses beyond it because a run would
+ * (`docs/plan-format.md#validation`, `validate.ts`), what `capsule validate` refuses beyond it because a run would
  * fail on it later (a condition that does not parse, a reference without a dot, a dependency
  * cycle), and the warnings. `capsule validate` refuses on the first two; `capsule run` refuses on
  * the first, and prints the other two as warnings before its first step, so both say the same.
  * Both list every refusal of the first kind, the first one first.
  */
 
+import { isWorkdirPath } from './binary-makers.js';
 import type { PlanFile, PlanStep } from '../../machines/contracts.js';
 import { checkCondition, STATUS_WORDS } from './condition-check.js';
 import { findBlockedPlan } from './cycles.js';
@@ -34,7 +35,7 @@ import {
 import { explainFinding } from './explain-finding.js';
 import { parseReference } from './references.js';
 import { scanShellText } from './shell-text.js';
-import { clipMiddle, MAX_SENTENCE_CHARS } from './text.js';
+import { clipMiddle, MAX_SENTENCE_CHARS } from '../excerpt.js';
 import { validationFindings, type ValidationContext } from './validate.js';
 import type { StepWarning } from './warnings.js';
 
@@ -58,7 +59,7 @@ export const MAX_FURTHER_REFUSALS = 20;
 
 /** What {@link checkPlan} found. */
 export interface PlanCheck {
-  /** The refusal of `plan.md` §6 (and our `stdin` rule), explained: a run refuses the plan too. Null when it passes. */
+  /** The refusal of `docs/plan-format.md#validation` (and our `stdin` rule), explained: a run refuses the plan too. Null when it passes. */
   readonly refusal: Refusal | null;
   /**
    * The plan's further refusals of the same kind, after `refusal`, explained (at most
@@ -242,7 +243,8 @@ function checkProgramFound(step: PlanStep, index: number, ctx: PlanCheckContext,
   if (found === undefined) return;
   if (step.shell !== undefined) {
     const binary = scanShellText(step.shell).words[0];
-    if (binary !== undefined && !found(binary)) {
+    // A path in the workdir that a step before it may build is not warned about: its start error says who was to make it.
+    if (binary !== undefined && !found(binary) && !(isWorkdirPath(binary) && step.depends_on.length > 0)) {
       warnings.push({ kind: 'binary_not_found', step_id: step.id, path: `steps[${index}].shell`, message: binaryNotFound(step.id, binary) });
     }
   } else if (step.tool !== undefined) {

@@ -1,6 +1,6 @@
 /**
- * A step's `if` checked whole before anything runs (ours, beyond `spec/plan.md` §6, which leaves a
- * condition that does not parse to fail when it is evaluated, §8.5): every comparison of every
+ * A step's `if` checked whole before anything runs (ours, beyond `docs/plan-format.md#validation`, which leaves a
+ * condition that does not parse to fail when it is evaluated, docs/plan-format.md#condition-evaluation): every comparison of every
  * `||`/`&&` piece, with the evaluator's own splitting, so that `capsule validate` refuses what a
  * run would fail on, and warns about a status compared with a word that is not a status.
  */
@@ -18,7 +18,7 @@ import { isReferenceField, parseReference } from './references.js';
 import { trimUnicode } from './text.js';
 import { closestKey } from './unknown-keys.js';
 
-/** The status words a `$x.status` reference can be (`plan.md` §4). */
+/** The status words a `$x.status` reference can be (`docs/plan-format.md#step-results`). */
 export const STATUS_WORDS: readonly StepStatus[] = Object.freeze(['success', 'failed', 'skipped']);
 
 /** A condition a run would fail on, with the error text the evaluator would give and how to fix it. */
@@ -175,7 +175,7 @@ export function checkCondition(condition: string, ids: ReadonlySet<string>): Con
   return { problems, statusLiterals };
 }
 
-/** A piece split at the first operator the evaluator would use (`plan.md` §8.1), or null when it has none. */
+/** A piece split at the first operator the evaluator would use (`docs/plan-format.md#conditions`), or null when it has none. */
 function splitComparison(piece: string): { left: string; operator: (typeof CONDITION_OPERATORS)[number]; right: string } | null {
   for (const operator of CONDITION_OPERATORS) {
     const at = indexOutsideQuotes(piece, operator);

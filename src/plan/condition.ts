@@ -1,5 +1,5 @@
 /**
- * The condition language of a step's `if` (`spec/plan.md` §8): an OR of ANDs of comparisons
+ * The condition language of a step's `if` (`docs/plan-format.md#conditions`): an OR of ANDs of comparisons
  * between quoted literals and references, compared as text.
  */
 
@@ -8,13 +8,13 @@ import { unsupportedConditionExpression } from './messages.js';
 import { resolveReference } from './references.js';
 import { compareCodePoints, trimUnicode } from './text.js';
 
-/** Comparison operators in the order the evaluator looks for them (`plan.md` §8.1). */
+/** Comparison operators in the order the evaluator looks for them (`docs/plan-format.md#conditions`). */
 export const CONDITION_OPERATORS = ['==', '!=', '>', '<'] as const;
 
 /** One comparison operator. */
 export type ConditionOperator = (typeof CONDITION_OPERATORS)[number];
 
-/** Outcome of evaluating a condition: its truth, or the error that stops the run (§8.5). */
+/** Outcome of evaluating a condition: its truth, or the error that stops the run (docs/plan-format.md#condition-evaluation). */
 export type ConditionResult =
   | { readonly ok: true; readonly value: boolean }
   | { readonly ok: false; readonly error: string };
@@ -25,7 +25,7 @@ const isQuote = (char: string | undefined): char is QuoteChar => char === "'" ||
 
 /**
  * Index of the first occurrence of `token` outside quotes in `text`, or -1. Quote tracking
- * (`plan.md` §8.2): `'` and `"` alike open a span when none is open; only the same character
+ * (`docs/plan-format.md#conditions`): `'` and `"` alike open a span when none is open; only the same character
  * closes it; there is no escaping. Tokens and quotes are ASCII, so UTF-16 indices are safe.
  */
 export function indexOutsideQuotes(text: string, token: string): number {
@@ -67,16 +67,16 @@ export function splitOutsideQuotes(text: string, separator: string): string[] {
   return pieces;
 }
 
-/** True when `operand` is a quoted literal (`plan.md` §8.2): at least two characters, the same quote first and last. */
+/** True when `operand` is a quoted literal (`docs/plan-format.md#conditions`): at least two characters, the same quote first and last. */
 export function isQuotedLiteral(operand: string): boolean {
   const first = operand[0];
   return operand.length >= 2 && isQuote(first) && operand[operand.length - 1] === first;
 }
 
 /**
- * The value of one operand (`plan.md` §8.2): a quoted literal (at least two characters, the same
+ * The value of one operand (`docs/plan-format.md#conditions`): a quoted literal (at least two characters, the same
  * quote first and last) gives the text between the quotes unchanged; anything else is resolved as
- * a reference (§7.4), so a bare word fails with `unsupported condition operand '<word>'`.
+ * a reference (docs/plan-format.md#reference-resolution), so a bare word fails with `unsupported condition operand '<word>'`.
  */
 function operandValue(
   operand: string,
@@ -86,7 +86,7 @@ function operandValue(
   return resolveReference(operand, results);
 }
 
-/** Evaluates one trimmed comparison piece (`plan.md` §8.1, §8.3). */
+/** Evaluates one trimmed comparison piece (`docs/plan-format.md#conditions`). */
 function evaluateComparison(piece: string, results: ResultsMap): ConditionResult {
   for (const operator of CONDITION_OPERATORS) {
     const at = indexOutsideQuotes(piece, operator);
@@ -100,7 +100,7 @@ function evaluateComparison(piece: string, results: ResultsMap): ConditionResult
   return { ok: false, error: unsupportedConditionExpression(piece) };
 }
 
-/** Textual comparison: exact equality, or code-point order for `>` and `<` (`plan.md` §8.3). */
+/** Textual comparison: exact equality, or code-point order for `>` and `<` (`docs/plan-format.md#conditions`). */
 function compare(left: string, operator: ConditionOperator, right: string): boolean {
   switch (operator) {
     case '==':
@@ -124,7 +124,7 @@ function evaluateAnd(piece: string, results: ResultsMap): ConditionResult {
 }
 
 /**
- * Evaluates a step's `if` condition against the results recorded so far (`plan.md` §8).
+ * Evaluates a step's `if` condition against the results recorded so far (`docs/plan-format.md#conditions`).
  *
  * - The condition is trimmed (Unicode whitespace); absent, empty or blank is **true**.
  * - It is split on every `||` outside quotes; each trimmed piece is an AND; the first true piece

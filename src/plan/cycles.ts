@@ -1,6 +1,6 @@
 /**
- * Dependency cycles, found before anything runs (ours: `spec/plan.md` §6 lets cycles through and
- * the scheduler stops blocked when it reaches one, §10.3).
+ * Dependency cycles, found before anything runs (ours: `docs/plan-format.md#validation` lets cycles through and
+ * the scheduler stops blocked when it reaches one, docs/plan-format.md#blocked).
  */
 
 import type { PlanStep } from '../../machines/contracts.js';
@@ -8,7 +8,7 @@ import type { PlanStep } from '../../machines/contracts.js';
 /** A plan a run would stop as blocked, and why. */
 export interface BlockedPlan {
   /**
-   * The step a run blames (`plan.md` §10.3): the first step in declaration order that can never
+   * The step a run blames (`docs/plan-format.md#blocked`): the first step in declaration order that can never
    * settle. It may itself wait on the cycle rather than be part of it.
    */
   readonly blamed: string;

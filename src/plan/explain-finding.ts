@@ -1,5 +1,5 @@
 /**
- * Explanations of the validation refusals (`spec/plan.md` §6 rules 1–6 and our `stdin` rule): for
+ * Explanations of the validation refusals (`docs/plan-format.md#validation`, our rules included): for
  * each rule's code, the rule in one sentence, the accepted values and the fix.
  */
 
@@ -9,12 +9,11 @@ import { locateJsonPath } from './json-location.js';
 import { parseReference, REFERENCE_FIELDS } from './references.js';
 import { bounded, didYouMean, listValues, located, type ExplainContext, type Refusal } from './refusal.js';
 import { splitShellWords } from './shell-words.js';
-import { allowFlag, DOLLAR_QUOTE_NOTE, excerpt, hasControlCharacter, MAX_SENTENCE_CHARS, shellQuote } from './text.js';
-
-export { allowFlag } from './text.js';
+import { excerpt, MAX_SENTENCE_CHARS } from '../excerpt.js';
+import { allowFlag, DOLLAR_QUOTE_NOTE, hasControlCharacter, shellQuote } from './allow-flag.js';
 import { ON_ERROR_POLICIES, PLAN_SUBMISSION_TOOL, type ValidationFinding } from './validate.js';
 
-/** Explains a validation refusal (`plan.md` §6 and our `stdin` rule). */
+/** Explains a validation refusal (`docs/plan-format.md#validation`). */
 export function explainFinding(finding: ValidationFinding, plan: PlanFile, ctx: ExplainContext): Refusal {
   return bounded(explainUnbounded(finding, plan, ctx));
 }
@@ -30,7 +29,7 @@ function explainUnbounded(finding: ValidationFinding, plan: PlanFile, ctx: Expla
       const firstAt = ctx.text === null ? null : locateJsonPath(ctx.text, ['steps', first, 'id']);
       return {
         ...base,
-        rule: 'step ids are unique within a plan (plan.md §6 rule 1)',
+        rule: 'step ids are unique within a plan (docs/plan-format.md#rule-1)',
         accepted: null,
         fix: `rename one of the two: the first '${step.id}' is steps[${first}]${firstAt === null ? '' : ` (line ${firstAt.line})`}`,
       };
@@ -39,7 +38,7 @@ function explainUnbounded(finding: ValidationFinding, plan: PlanFile, ctx: Expla
       const misspelt = ctx.unknownKeys.find((w) => w.path === `steps[${finding.index}]` && w.suggestion !== null && ['tool', 'shell', 'capsule'].includes(w.suggestion));
       return {
         ...base,
-        rule: 'a step declares exactly one of tool, shell or capsule (plan.md §6 rule 2a)',
+        rule: 'a step declares exactly one of tool, shell or capsule (docs/plan-format.md#rule-2a)',
         accepted: ['tool', 'shell', 'capsule'],
         fix:
           misspelt !== undefined
@@ -51,7 +50,7 @@ function explainUnbounded(finding: ValidationFinding, plan: PlanFile, ctx: Expla
       const kinds = (['tool', 'shell', 'capsule'] as const).filter((kind) => step[kind] !== undefined);
       return {
         ...base,
-        rule: 'a step declares exactly one of tool, shell or capsule (plan.md §6 rule 2b)',
+        rule: 'a step declares exactly one of tool, shell or capsule (docs/plan-format.md#rule-2b)',
         accepted: ['tool', 'shell', 'capsule'],
         fix: `keep one of ${kinds.join(' and ')}; to do both, make two steps and let the second depend on the first`,
       };
@@ -61,8 +60,8 @@ function explainUnbounded(finding: ValidationFinding, plan: PlanFile, ctx: Expla
         ...base,
         rule:
           subject === PLAN_SUBMISSION_TOOL
-            ? 'a plan cannot submit another plan (plan.md §15)'
-            : 'turn-only tools (switch-driver, end-without-answer, pull-artifact, remove-artifact) are not callable from a plan (plan.md §15)',
+            ? 'a plan cannot submit another plan (docs/plan-format.md#rule-3t-i)'
+            : 'turn-only tools (switch-driver, end-without-answer, pull-artifact, remove-artifact) are not callable from a plan (docs/plan-format.md#rule-3t-ii)',
         accepted: null,
         fix: 'remove the step: these tools are decisions of the agent running the plan, not steps of it',
       };
@@ -70,7 +69,7 @@ function explainUnbounded(finding: ValidationFinding, plan: PlanFile, ctx: Expla
       const tools = [...ctx.installedTools].sort();
       return {
         ...base,
-        rule: 'a tool step names a tool of the manifest\'s "tools" (plan.md §6 rule 3t-iii)',
+        rule: 'a tool step names a tool of the manifest\'s "tools" (docs/plan-format.md#rule-3t-iii)',
         accepted: tools,
         fix:
           ctx.manifestPath === null && tools.length === 0
@@ -81,34 +80,34 @@ function explainUnbounded(finding: ValidationFinding, plan: PlanFile, ctx: Expla
       };
     }
     case 'shell_command_empty':
-      return { ...base, rule: 'a shell command has at least one word: the program to run (plan.md §6 rule 3s-i)', accepted: null, fix: 'write the command line, e.g. "shell": "make test"' };
+      return { ...base, rule: 'a shell command has at least one word: the program to run (docs/plan-format.md#rule-3s-i)', accepted: null, fix: 'write the command line, e.g. "shell": "make test"' };
     case 'binary_not_allowed':
-      return { ...base, rule: 'the first word of a shell command is a binary in capabilities.shell.allow, matched exactly (plan.md §6 rule 3s-ii)', accepted: [...ctx.shellAllow], fix: binaryFix(subject, plan, ctx) };
+      return { ...base, rule: 'the first word of a shell command is a binary in capabilities.shell.allow, matched exactly (docs/plan-format.md#rule-3s-ii)', accepted: [...ctx.shellAllow], fix: binaryFix(subject, plan, ctx) };
     case 'shell_command_nul':
       return {
         ...base,
-        rule: 'a shell command holds no NUL character: a program\'s arguments end at the first NUL (execve(2)), so the step could never start (ours, after plan.md §6 rule 3s-ii)',
+        rule: 'a shell command holds no NUL character: a program\'s arguments end at the first NUL (execve(2)), so the step could never start (docs/plan-format.md#rule-shell-nul)',
         accepted: null,
         fix: 'remove the \\u0000 from "shell"; to give a program bytes with NULs, write them with the step\'s "stdin", or have the program make them (e.g. "shell": "printf a\\\\0b")',
       };
     case 'capsule_input':
       return {
         ...base,
-        rule: 'a capsule step\'s input is its task text: a string, or { "objective": "<text>" } (plan.md §19.1)',
+        rule: 'a capsule step\'s input is its task text: a string, or { "objective": "<text>" } (docs/plan-format.md#capsule-input)',
         accepted: ['"<task text>"', '{ "objective": "<task text>" }'],
         fix: 'give the whole instruction as "input": "<task text>" (references such as "$a.output" are fine)',
       };
     case 'on_error_policy':
       return {
         ...base,
-        rule: 'on_error is one of fail, skip, continue, lower case (plan.md §6 rule 4)',
+        rule: 'on_error is one of fail, skip, continue, lower case (docs/plan-format.md#rule-4)',
         accepted: [...ON_ERROR_POLICIES],
         fix: `${didYouMean(subject, ON_ERROR_POLICIES)}"fail" stops the plan (the default: leave the key out), "skip" records the step skipped and goes on, "continue" records it failed and goes on`,
       };
     case 'stdin_not_shell':
       return {
         ...base,
-        rule: 'stdin is our key for shell steps only (README, plan format)',
+        rule: 'stdin is our key for shell steps only (docs/plan-format.md#rule-stdin)',
         accepted: null,
         fix: step.tool !== undefined ? 'remove "stdin": the tool already gets "input" as JSON on its stdin' : 'remove "stdin": a capsule step gets "input" as its task text',
       };
@@ -117,7 +116,7 @@ function explainUnbounded(finding: ValidationFinding, plan: PlanFile, ctx: Expla
       const others = ids.filter((id) => id !== step.id);
       return {
         ...base,
-        rule: 'every depends_on entry is the id of a step of this plan (plan.md §6 rule 5)',
+        rule: 'every depends_on entry is the id of a step of this plan (docs/plan-format.md#rule-5)',
         accepted: others,
         fix:
           others.length === 0
@@ -130,7 +129,7 @@ function explainUnbounded(finding: ValidationFinding, plan: PlanFile, ctx: Expla
       const id = parsed?.stepId ?? '';
       return {
         ...base,
-        rule: 'a reference names a step of this plan and a field: $<step id>.output or $<step id>.status (plan.md §6 rule 6, §7)',
+        rule: 'a reference names a step of this plan and a field: $<step id>.output or $<step id>.status (docs/plan-format.md#rule-6)',
         accepted: ids,
         fix: `no step has the id '${id}'; ${didYouMean(id, ids)}the step ids are: ${listValues(ids)}`,
       };
@@ -141,7 +140,7 @@ function explainUnbounded(finding: ValidationFinding, plan: PlanFile, ctx: Expla
       const glued = /[=!<>]/u.test(field);
       return {
         ...base,
-        rule: 'a reference\'s field is output or status (plan.md §6 rule 6, §7)',
+        rule: 'a reference\'s field is output or status (docs/plan-format.md#rule-6)',
         accepted: [...REFERENCE_FIELDS],
         fix: glued
           ? `put spaces around the operator: ${subject.replace(/(==|!=|<|>)/u, ' $1 ')}`

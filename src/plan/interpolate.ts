@@ -1,6 +1,6 @@
 /**
- * Interpolation of a step's `input` at dispatch (`spec/plan.md` §9), and the reference walk that
- * validation rule 6 shares with it (`plan.md` §7.2, §7.3).
+ * Interpolation of a step's `input` at dispatch (`docs/plan-format.md#interpolation`), and the reference walk that
+ * validation rule 6 shares with it (`docs/plan-format.md#references`).
  */
 
 import type { JsonValue, ResultsMap } from '../../machines/contracts.js';
@@ -13,7 +13,7 @@ export type InterpolateResult =
 
 /**
  * Copies `input`, replacing every string value that starts with `$`, at any depth (array items,
- * object member values, or `input` itself), with its resolved text (`plan.md` §9). The whole
+ * object member values, or `input` itself), with its resolved text (`docs/plan-format.md#interpolation`). The whole
  * string is the reference; `"total: $a.output"` is left alone. Object keys, non-string values and
  * other strings are copied unchanged; the result of a replacement is always a string.
  *
@@ -51,7 +51,7 @@ export function interpolateInput(input: JsonValue, results: ResultsMap): Interpo
 }
 
 /**
- * Every string in `input` that starts with `$` (the references of `plan.md` §7.2), in the same
+ * Every string in `input` that starts with `$` (the references of `docs/plan-format.md#references`), in the same
  * depth-first order as `interpolateInput`: array items by index, object members in insertion
  * order, keys never. Duplicates are kept. Used by validation rule 6.
  *

@@ -7,15 +7,15 @@ import { parseReference } from './references.js';
 import { conditionReferenceTokens } from './validate.js';
 import type { StepWarning } from './warnings.js';
 
-/** What `capsule validate` finds beyond the refusals of `plan.md` §6. */
+/** What `capsule validate` finds beyond the refusals of `docs/plan-format.md#validation`. */
 export interface PlanLint {
   /**
-   * The step a run would blame as blocked (`plan.md` §10.3: a dependency cycle, or a step that
+   * The step a run would blame as blocked (`docs/plan-format.md#blocked`: a dependency cycle, or a step that
    * depends on itself), found by scheduling the plan as if every step succeeded; null when none.
-   * Validation itself does not refuse cycles (§6 notes); the run fails on them.
+   * Validation itself does not refuse cycles (docs/plan-format.md#validation notes); the run fails on them.
    */
   readonly blocked: { readonly step_id: string; readonly error: string } | null;
-  /** References that may not be ready when their step runs (`plan.md` §9), one sentence each. */
+  /** References that may not be ready when their step runs (`docs/plan-format.md#interpolation`), one sentence each. */
   readonly warnings: readonly string[];
 }
 
@@ -33,7 +33,7 @@ const MAX_EDGES_FOR_REFERENCE_CHECK = 20_000_000;
  * (`machines/plan-schedule.ts`), so the answer is the one a run would give when every step
  * succeeds; references to a step that is not among the referring step's (transitive)
  * dependencies are warned about, since they resolve only if that step happened to settle in an
- * earlier wave (`plan.md` §9, "is not ready").
+ * earlier wave (`docs/plan-format.md#interpolation`, "is not ready").
  */
 export function lintPlan(plan: PlanFile, kinds: readonly StepKind[]): PlanLint {
   return { blocked: findBlocked(plan, kinds), warnings: unorderedReferences(plan).map((warning) => warning.message) };

@@ -1,7 +1,8 @@
 /**
  * Every error and warning text the plan model produces (reading, parsing, validation, references,
- * conditions, capsule input shapes, the manifest). Exact formats come from `spec/plan.md`; where the
- * spec gives only a gist and key terms (§0), the wording is ours and the key terms are kept.
+ * conditions, capsule input shapes, the manifest), as `docs/plan-format.md` shows them. The short
+ * texts are Murmur's, byte for byte (scripts and traces match them); the long sentences are ours
+ * and keep the key terms Murmur's carry.
  *
  * One rule: no other file in `src/plan/` or `src/manifest.ts` spells an error text inline.
  * Another: a text quotes input (ids, words, keys, references) through `excerpt`, so a 10 MB step
@@ -9,20 +10,20 @@
  */
 
 import { BLOCKED, invalidOnErrorPolicy as invalidOnErrorPolicyText } from '../../machines/messages.js';
-import { clipMiddle, excerpt, excerptList } from './text.js';
+import { clipMiddle, excerpt, excerptList } from '../excerpt.js';
 
-/** Rule 4 (`plan.md` §12): the machines' text, quoting an excerpt of the value. */
+/** Rule 4 (`docs/plan-format.md#on-error`): the machines' text, quoting an excerpt of the value. */
 export const invalidOnErrorPolicy = (value: string): string => invalidOnErrorPolicyText(excerpt(value));
 
 // ---------------------------------------------------------------------------------------------
-// Reading and parsing the plan file (plan.md §5)
+// Reading and parsing the plan file (docs/plan-format.md#reading-the-plan-file)
 // ---------------------------------------------------------------------------------------------
 
-/** The plan file does not exist (`plan.md` §5). `path` is shown exactly as given. */
+/** The plan file does not exist (`docs/plan-format.md#reading-the-plan-file`). `path` is shown exactly as given. */
 export const planFileMissing = (path: string): string =>
   `failed to read plan file ${path}: it does not exist`;
 
-/** Any other read error (`plan.md` §5). `ioError` is the operating system's text. */
+/** Any other read error (`docs/plan-format.md#reading-the-plan-file`). `ioError` is the operating system's text. */
 export const planFileUnreadable = (ioError: string): string => `failed to read plan file: ${ioError}`;
 
 /** The io error text for a plan path that is a directory (Node's EISDIR message does not name the path). */
@@ -35,7 +36,7 @@ export const lineColumn = (line: number, column: number): string => `(line ${lin
 export const NOT_UTF8 = 'stream did not contain valid UTF-8';
 
 /**
- * A plan file refused before reading (ours, beyond `plan.md` §5): `detail` is
+ * A plan file refused before reading (ours, beyond `docs/plan-format.md#reading-the-plan-file`): `detail` is
  * {@link notRegularFile} or {@link fileTooLarge}. `path` is shown exactly as given.
  */
 export const planFileRefused = (path: string, detail: string): string => `failed to read plan file ${path}: ${detail}`;
@@ -66,11 +67,11 @@ export const tooManyValues = (limit: number): string =>
 /** Parse detail for a plan object whose properties could not be read (a getter or a proxy threw). */
 export const planObjectUnreadable = (reason: string): string => `the plan object could not be read: ${reason}`;
 
-/** Not JSON, or not the shape of §2 (`plan.md` §5). `detail` names the JSON path and the fix. */
+/** Not JSON, or not a plan's shape (`docs/plan-format.md#reading-the-plan-file`). `detail` names the JSON path and the fix. */
 export const planParseFailed = (detail: string): string => `failed to parse plan JSON: ${detail}`;
 
 /**
- * Parse detail for a plan that is JSON data but not the shape of §2 (a missing `id`, a wrong
+ * Parse detail for a plan that is JSON data but not a plan's shape (a missing `id`, a wrong
  * type): says so first, so it is not read as a JSON syntax error. `issues` names the JSON paths.
  */
 export const planShapeError = (issues: string): string => `plan shape error (valid JSON, not a plan): ${issues}`;
@@ -80,7 +81,7 @@ export const invalidJson = (parserMessage: string): string => `invalid JSON: ${p
 
 /**
  * Parse detail for an object that writes a key twice (ours, stricter than `JSON.parse`, which keeps
- * the last one; the source refuses it, `plan.md` §2.2): `path` is the second writing's JSON path,
+ * the last one; the source refuses it, `docs/plan-format.md#parse-rules`): `path` is the second writing's JSON path,
  * `at` and `first` its place and the first writing's, each `(line L, column C)`. Plan and manifest.
  */
 export const duplicateKey = (key: string, path: string, at: { line: number; column: number }, first: { line: number; column: number }): string =>
@@ -101,7 +102,7 @@ export const moreIssues = (count: number): string =>
 export const TOP_LEVEL_PATH = 'top level';
 
 /**
- * Shape-problem texts of the plan file (`plan.md` §2.1, §2.2). Each says what was expected and,
+ * Shape-problem texts of the plan file (`docs/plan-format.md#plan-file`, `docs/plan-format.md#parse-rules`). Each says what was expected and,
  * where a default exists, how to get it; the caller appends `, got <value>` (see `describeValue`).
  */
 export const PLAN_SHAPE = {
@@ -142,7 +143,7 @@ export function describeValue(value: unknown): string {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Unknown keys (spec/README.md, "Where we go beyond")
+// Unknown keys (ours: docs/plan-format.md#unknown-keys)
 // ---------------------------------------------------------------------------------------------
 
 /**
@@ -163,7 +164,7 @@ export const unknownKey = (
 export const stepWhere = (path: string, id: string): string => `${path} (id '${excerpt(id)}')`;
 
 // ---------------------------------------------------------------------------------------------
-// Validation (plan.md §6)
+// Validation (docs/plan-format.md#validation)
 // ---------------------------------------------------------------------------------------------
 
 /** Rule 1. */
@@ -186,10 +187,10 @@ export const cannotSubmitPlan = (tool: string): string =>
 /** Rule 3t-iii. */
 export const toolNotInstalled = (tool: string): string => `tool '${excerpt(tool)}' is not installed`;
 
-/** Rule 3s-i (and dispatch, §17.2). */
+/** Rule 3s-i (and dispatch, docs/plan-format.md#shell-dispatch). */
 export const SHELL_COMMAND_EMPTY = 'shell command is empty';
 
-/** Rule 3s-ii (and the executor's re-check, §17.2). */
+/** Rule 3s-ii (and the executor's re-check, docs/plan-format.md#shell-dispatch). */
 export const binaryNotAllowed = (binary: string): string =>
   `binary '${excerpt(binary)}' is not in capabilities.shell.allow`;
 
@@ -213,7 +214,7 @@ export const unknownReference = (reference: string): string => `unknown referenc
 export const unknownReferenceField = (field: string): string => `unknown reference field '${excerpt(field)}'`;
 
 // ---------------------------------------------------------------------------------------------
-// Capsule step input shapes (plan.md §19.1)
+// Capsule step input shapes (docs/plan-format.md#capsule-input)
 // ---------------------------------------------------------------------------------------------
 
 /** The accepted-shapes phrase shared by several refusals. */
@@ -242,7 +243,7 @@ export const capsuleInputWrongType = (what: 'a boolean' | 'a number' | 'an array
   `${CAPSULE_INPUT_SHAPE}, not ${what}`;
 
 // ---------------------------------------------------------------------------------------------
-// References (plan.md §7.4) and conditions (plan.md §8)
+// References (docs/plan-format.md#reference-resolution) and conditions (docs/plan-format.md#conditions)
 // ---------------------------------------------------------------------------------------------
 
 /** Operand text that does not start with `$` and is not a quoted literal. */
@@ -268,7 +269,7 @@ export const unsupportedConditionExpression = (piece: string): string =>
   `unsupported condition expression '${excerpt(piece)}'`;
 
 // ---------------------------------------------------------------------------------------------
-// The manifest (DESIGN §5)
+// The manifest (docs/manifest.md)
 // ---------------------------------------------------------------------------------------------
 
 /** The manifest file does not exist. */
@@ -282,7 +283,7 @@ export const manifestUnreadable = (path: string, ioError: string): string =>
 /** A manifest problem: `<file>: <detail>` (`capsule.json: tools.word-count.command: expected …`). */
 export const manifestProblem = (path: string, detail: string): string => `${path}: ${detail}`;
 
-/** Shape-problem texts of the manifest (DESIGN §5); the caller appends `, got <value>`. */
+/** Shape-problem texts of the manifest (docs/manifest.md); the caller appends `, got <value>`. */
 export const MANIFEST_SHAPE = {
   topLevel: 'expected a JSON object (the capsule manifest)',
   string: 'expected a string',
@@ -292,6 +293,11 @@ export const MANIFEST_SHAPE = {
   graceSecs: 'expected a number of seconds, 0 or more',
   positiveSecs: 'expected a positive number of seconds',
   positiveBytes: 'expected a positive whole number of bytes',
+  positiveCount: 'expected a positive whole number',
+  network: 'expected "host", "session" or { "allow": ["IP:PORT", "CIDR", ...] }',
+  allowList: 'expected a non-empty array of destinations ("IP", "IP:PORT", "CIDR", "NAME:PORT")',
+  allowEntry: 'expected a destination: "IP", "IP:PORT", "[IPv6]:PORT", "CIDR" or "NAME[:PORT]"',
+  positiveWholeSecs: 'expected a positive whole number of seconds',
   onLogCap: 'expected "continue" or "stop"',
   tools: 'expected an object mapping each tool name to { "command": [...], "timeout_secs": N }',
   tool: 'expected a tool object such as { "command": ["node", "tools/x.mjs"] }',
@@ -301,7 +307,7 @@ export const MANIFEST_SHAPE = {
 } as const;
 
 // ---------------------------------------------------------------------------------------------
-// Warnings of the plan check (src/plan/check.ts; ours, beyond the spec)
+// Warnings of the plan check (src/plan/check.ts; ours: docs/plan-format.md#warnings)
 // ---------------------------------------------------------------------------------------------
 
 /** A reference to a step outside the referring step's (transitive) dependencies. */
@@ -326,7 +332,7 @@ export const shellInputIgnored = (stepId: string): string =>
   `step '${excerpt(stepId)}': a shell step does not receive its input (its references are only resolved, for their errors); ` +
   `to hand the command a value write "stdin": "$<step>.output" (the text arrives on its stdin), or use a command tool, which gets the input as JSON on stdin`;
 
-/** Backslashes the splitter drops inside quotes (`plan.md` §17.1), where a POSIX shell keeps them. */
+/** Backslashes the splitter drops inside quotes (`docs/shell-commands.md#word-splitting`), where a POSIX shell keeps them. */
 export const droppedBackslashes = (stepId: string, count: number, first: { quote: string; next: string | null; word: string | null }): string => {
   const where = first.quote === "'" ? 'inside single quotes' : first.quote === '"' ? 'inside double quotes' : 'at the end';
   const what = first.next === null ? `a trailing backslash is dropped` : `the backslash before '${first.next}' ${where} is dropped and '${first.next}' kept`;
@@ -334,7 +340,7 @@ export const droppedBackslashes = (stepId: string, count: number, first: { quote
   const word = first.word === null ? '' : `, so the program gets the argument \`${excerpt(first.word)}\``;
   return (
     `step '${excerpt(stepId)}': shell: ${what}${more}${word}. A backslash makes the next character literal everywhere, even inside quotes ` +
-    `(plan.md §17.1, unlike a POSIX shell); to pass a backslash, write two (\\\\\\\\ in the JSON file)`
+    `(docs/shell-commands.md#word-splitting, unlike a POSIX shell); to pass a backslash, write two (\\\\\\\\ in the JSON file)`
   );
 };
 

@@ -1,12 +1,13 @@
 /**
  * Reading a plan file or a manifest: bounded in size before anything is parsed, and only from a
  * regular file, so no path can make `capsule` block (a FIFO with no writer, a terminal) or read
- * forever (`/dev/zero`). Ours, beyond `spec/plan.md` §5 (which only says the file is read).
+ * forever (`/dev/zero`). Ours, beyond `docs/plan-format.md#reading-the-plan-file` (which only says the file is read).
  */
 
 import { closeSync, constants, fstatSync, lstatSync, openSync, readlinkSync, readSync, statSync, type Stats } from 'node:fs';
 import { open, stat } from 'node:fs/promises';
 import { fileTooLarge, NOT_UTF8, notRegularFile } from './messages.js';
+import { messageOf } from '../errors.js';
 
 /**
  * Why `path`, which could not be opened (ENOENT), is missing, in words: `<subject> does not
@@ -26,10 +27,10 @@ export function missingReason(path: string, subject = 'it'): string {
 }
 
 /**
- * Largest plan file or manifest `capsule` reads: 16 MiB (16,777,216 bytes). The largest plan of
- * `npm run bench` (10,000 steps in 100 layers, each step depending on the whole previous layer:
- * 990,000 dependency entries) is about 11 MiB as a file. The limit bounds the worst file's cost
- * (16 MiB of `[],` is 5.6 million arrays: a few seconds and ~450 MiB to parse and validate).
+ * Largest plan file or manifest `capsule` reads: 16 MiB (16,777,216 bytes). It leaves room for the
+ * largest plans (10,000 steps in 100 layers, each depending on the whole previous layer: 990,000
+ * dependency entries, about 11 MiB as a file) and bounds what the worst file (millions of `[],`)
+ * costs to parse and validate.
  */
 export const MAX_INPUT_FILE_BYTES = 16 * 1024 * 1024;
 
@@ -108,7 +109,7 @@ export async function readUtf8File(path: string, options: ReadFileOptions = {}):
     }
   } catch (error) {
     const code = (error as NodeJS.ErrnoException | undefined)?.code;
-    return failed(code === 'ENOENT' ? 'missing' : 'io', errorMessage(error), code === 'EISDIR');
+    return failed(code === 'ENOENT' ? 'missing' : 'io', messageOf(error), code === 'EISDIR');
   }
   try {
     return { ok: true, text: new TextDecoder('utf-8', { fatal: true }).decode(bytes) };
@@ -153,7 +154,7 @@ export function readUtf8FileSync(path: string, options: ReadFileOptions = {}): R
     }
   } catch (error) {
     const code = (error as NodeJS.ErrnoException | undefined)?.code;
-    return failed(code === 'ENOENT' ? 'missing' : 'io', errorMessage(error), code === 'EISDIR');
+    return failed(code === 'ENOENT' ? 'missing' : 'io', messageOf(error), code === 'EISDIR');
   }
   try {
     return { ok: true, text: new TextDecoder('utf-8', { fatal: true }).decode(bytes) };
@@ -182,12 +183,4 @@ async function readAtMost(
     used += bytesRead;
   }
   return buffer.subarray(0, used);
-}
-
-/** The message of a thrown value (duck-typed: Node's errors may come from another realm). */
-function errorMessage(error: unknown): string {
-  if (typeof error === 'object' && error !== null && 'message' in error && typeof error.message === 'string') {
-    return error.message;
-  }
-  return String(error);
 }

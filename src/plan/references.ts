@@ -1,6 +1,6 @@
 /**
  * References: strings such as `$fetch.output` that name a step and one of its fields
- * (`spec/plan.md` §7).
+ * (`docs/plan-format.md#references`).
  */
 
 import type { ResultsMap } from '../../machines/contracts.js';
@@ -12,7 +12,7 @@ import {
   unsupportedReferenceField,
 } from './messages.js';
 
-/** The two fields a reference may name (`plan.md` §7.1). */
+/** The two fields a reference may name (`docs/plan-format.md#references`). */
 export const REFERENCE_FIELDS = ['output', 'status'] as const;
 
 /** A field a reference may name. */
@@ -32,7 +32,7 @@ export interface ParsedReference {
 }
 
 /**
- * Splits a reference after its `$` at the **last** dot (`plan.md` §7.1): `$a.b.status` names step
+ * Splits a reference after its `$` at the **last** dot (`docs/plan-format.md#references`): `$a.b.status` names step
  * `a.b`, field `status`; `$5.00` names step `5`, field `00`.
  *
  * @param text A string; a reference starts with `$`.
@@ -47,13 +47,13 @@ export function parseReference(text: string): ParsedReference | null {
   return { stepId: path.slice(0, dot), field: path.slice(dot + 1) };
 }
 
-/** Outcome of resolving a reference: its text value, or the §7.4 error text. */
+/** Outcome of resolving a reference: its text value, or its error text (`docs/plan-format.md#reference-resolution`). */
 export type ResolveResult =
   | { readonly ok: true; readonly value: string }
   | { readonly ok: false; readonly error: string };
 
 /**
- * Resolves a reference against settled results (`plan.md` §7.4). Checks, in this order:
+ * Resolves a reference against settled results (`docs/plan-format.md#reference-resolution`). Checks, in this order:
  *
  * 1. `text` does not start with `$` → `unsupported condition operand '<text>'` (reachable only
  *    from a condition operand);

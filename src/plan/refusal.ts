@@ -1,7 +1,8 @@
 /**
  * Refusals explained: for every reason `capsule validate` or `capsule run` refuses a plan, the
  * file, line and column, the step, the rule, the values that would be accepted and the fix. The
- * `error` stays the spec's exact text (`spec/plan.md` §5–§6); the rest is ours. This module holds
+ * `error` stays the exact text of `docs/plan-format.md#reading-the-plan-file` and
+ * `docs/plan-format.md#validation`; the rest is ours. This module holds
  * the shape, the file-level refusals, the ones a run meets later and the text for people; the
  * validation rules' explanations are in `explain-finding.ts`.
  */
@@ -14,13 +15,13 @@ import { blockedByCycle, invalidReference, NOT_REGULAR_FILE_TAIL, OVER_THE_LIMIT
 import { MAX_INPUT_FILE_BYTES } from './read-file.js';
 import { MAX_JSON_DEPTH, TOO_DEEP } from './schema.js';
 import { firstBracketPastDepth } from './json-bounds.js';
-import { clipMiddle, excerpt } from './text.js';
+import { clipMiddle, excerpt } from '../excerpt.js';
 import { closestKey, formatJsonPath, MAX_SUGGESTED_CHARS } from './unknown-keys.js';
 import type { ValidationCode } from './validate.js';
 import type { UnknownKeyWarning } from './warnings.js';
 
 /**
- * Why a plan was refused: the validation codes of `plan.md` §6 (see `ValidationCode`), what
+ * Why a plan was refused: the validation codes of `docs/plan-format.md#validation` (see `ValidationCode`), what
  * `capsule validate` refuses beyond them (`condition`, `invalid_reference`, `dependency_cycle`: a
  * run meets them later), and the file-level ones (`plan_unreadable`, `invalid_json`, `duplicate_key`,
  * `plan_shape`).
@@ -129,8 +130,8 @@ export function explainCondition(index: number, plan: PlanFile, problem: Conditi
     code: problem.code,
     rule:
       problem.code === 'invalid_reference'
-        ? 'a reference is $<step id>.output or $<step id>.status (plan.md §7)'
-        : 'an if is comparisons joined by && and ||, each <operand> ==, !=, < or > <operand>, an operand a quoted text or a reference (plan.md §8); a run fails the step when it evaluates it',
+        ? 'a reference is $<step id>.output or $<step id>.status (docs/plan-format.md#references)'
+        : 'an if is comparisons joined by && and ||, each <operand> ==, !=, < or > <operand>, an operand a quoted text or a reference (docs/plan-format.md#conditions); a run fails the step when it evaluates it',
     accepted: null,
     fix: problem.fix,
     ...located(ctx, ['steps', index, 'if']),
@@ -143,7 +144,7 @@ export function explainInvalidReference(index: number, plan: PlanFile, reference
     step_id: (plan.steps[index] as PlanStep).id,
     error: invalidReference(reference),
     code: 'invalid_reference',
-    rule: 'a string in input that starts with $ is a reference, $<step id>.output or $<step id>.status, resolved when the step runs (plan.md §7, §9); a run fails every attempt of this step',
+    rule: 'a string in input that starts with $ is a reference, $<step id>.output or $<step id>.status, resolved when the step runs (docs/plan-format.md#references, docs/plan-format.md#interpolation); a run fails every attempt of this step',
     accepted: null,
     fix: `to pass a step's output write $<step id>.output; a text that starts with $ is always taken as a reference, so start ${reference} with another character`,
     ...located(ctx, ['steps', index, ...path]),
@@ -168,14 +169,14 @@ export function explainCycle(blocked: BlockedPlan, plan: PlanFile, ctx: Pick<Exp
     step_id: blocked.blamed,
     error: blockedByCycle(cycleText(blocked.cycle)),
     code: 'dependency_cycle',
-    rule: `a step runs once every step in its depends_on has settled, so steps that depend on each other never run; a run stops blocked, blaming '${blocked.blamed}', the first of ${blocked.stuck} step${blocked.stuck === 1 ? '' : 's'} that can never run${inCycle ? '' : ` (it waits on the cycle)`} (plan.md §10.3)`,
+    rule: `a step runs once every step in its depends_on has settled, so steps that depend on each other never run; a run stops blocked, blaming '${blocked.blamed}', the first of ${blocked.stuck} step${blocked.stuck === 1 ? '' : 's'} that can never run${inCycle ? '' : ` (it waits on the cycle)`} (docs/plan-format.md#blocked)`,
     accepted: null,
     fix: `break the cycle (→ means "depends on"): remove '${next}' from the depends_on of '${first}', or another link of it`,
     ...located(ctx, ['steps', index, 'depends_on']),
   });
 }
 
-/** Explains a plan file that is not JSON, writes a key twice in one object, or is not a plan's shape (`plan.md` §5). */
+/** Explains a plan file that is not JSON, writes a key twice in one object, or is not a plan's shape (`docs/plan-format.md#reading-the-plan-file`). */
 export function explainParseFailure(
   error: string,
   at:
@@ -209,7 +210,7 @@ export function explainParseFailure(
       step_id: 'plan',
       error,
       code: 'duplicate_key',
-      rule: 'an object writes each key once: JSON.parse would keep the last one without a word, so capsule refuses the plan, as the source does (ours, stricter than JSON; plan.md §2.2)',
+      rule: 'an object writes each key once: JSON.parse would keep the last one without a word, so capsule refuses the plan, as the source does (ours, stricter than JSON; docs/plan-format.md#parse-rules)',
       accepted: null,
       fix: `remove one of them: the first '${excerpt(key)}' is at line ${first.line}, column ${first.column}`,
       ...located(ctx, path, position),
@@ -220,7 +221,7 @@ export function explainParseFailure(
       step_id: 'plan',
       error,
       code: 'plan_shape',
-      rule: 'a plan file is { "id": "<plan id>", "steps": [ { "id": "<step id>", … } ] } (plan.md §2; schema/plan.schema.json)',
+      rule: 'a plan file is { "id": "<plan id>", "steps": [ { "id": "<step id>", … } ] } (docs/plan-format.md#plan-file; schema/plan.schema.json)',
       accepted: null,
       fix: `change ${formatJsonPath(at.path) || 'the top level'} as the error says`,
       ...located(ctx, at.path),
@@ -232,7 +233,7 @@ export function explainParseFailure(
     step_id: 'plan',
     error,
     code: 'invalid_json',
-    rule: 'a plan file is one JSON object (plan.md §2): double-quoted keys and strings, no trailing commas, no comments',
+    rule: 'a plan file is one JSON object (docs/plan-format.md#plan-file): double-quoted keys and strings, no trailing commas, no comments',
     accepted: null,
     fix: empty ? 'the file is empty: write the plan, { "id": "<plan id>", "steps": [] }' : position === null ? 'fix the JSON syntax' : `fix the JSON at line ${position.line}, column ${position.column}`,
     ...located(ctx, null, position),
@@ -240,7 +241,7 @@ export function explainParseFailure(
 }
 
 /**
- * Explains a plan file that could not be read (`plan.md` §5). `directoryEntries`: what the path
+ * Explains a plan file that could not be read (`docs/plan-format.md#reading-the-plan-file`). `directoryEntries`: what the path
  * holds when it is a directory; `inWorkdir`: the same name under `--workdir` when that exists (the
  * plan path is relative to the current directory, a common slip).
  */
@@ -266,7 +267,7 @@ export function explainReadFailure(
   } else {
     fix = 'make the file readable, as UTF-8 JSON';
   }
-  return bounded({ step_id: 'plan', error, code: 'plan_unreadable', rule: 'the plan file is read before anything runs (plan.md §5)', accepted: null, fix, file, json_path: null, line: null, column: null });
+  return bounded({ step_id: 'plan', error, code: 'plan_unreadable', rule: 'the plan file is read before anything runs (docs/plan-format.md#reading-the-plan-file)', accepted: null, fix, file, json_path: null, line: null, column: null });
 }
 
 /** The closing line after the further refusals shown, when some are only counted (`capsule validate`, `capsule run`). */
@@ -287,5 +288,50 @@ export function refusalLines(refusal: Refusal, firstLine: string): string[] {
     lines.push(`  accepted: ${listValues(refusal.accepted)}`);
   }
   lines.push(`  fix: ${refusal.fix}`);
+  return lines;
+}
+
+/**
+ * Codes whose refusals share one cause whatever the step: what the manifest (or `--allow`) grants.
+ * Their fixes name every binary or tool at stake, so one fix covers them all.
+ */
+const SHARED_CAUSE_CODES: ReadonlySet<RefusalCode> = new Set(['binary_not_allowed', 'tool_not_installed']);
+
+/**
+ * Refusals grouped by cause, in the order each cause first appears (`capsule validate`, `capsule
+ * run`): those of one shared-cause code (a binary not allowed, a tool not installed) together, and
+ * otherwise those with the same code and the same fix; every other refusal alone.
+ */
+export function groupRefusals(refusals: readonly Refusal[]): Refusal[][] {
+  const groups = new Map<string, Refusal[]>();
+  refusals.forEach((refusal, i) => {
+    const key = SHARED_CAUSE_CODES.has(refusal.code) ? refusal.code : refusal.step_id === 'plan' ? `#${i}` : `${refusal.code}\n${refusal.fix}`;
+    const group = groups.get(key);
+    if (group === undefined) groups.set(key, [refusal]);
+    else group.push(refusal);
+  });
+  return [...groups.values()];
+}
+
+/**
+ * A group of refusals as lines for people: one refusal as {@link refusalLines}; several as one
+ * block: `refused: <n> steps, one cause:`, each step with its error and where, then the rule, the
+ * accepted values and the fix once (the first one's, which names what every step needs).
+ * `describe` words a step's line (printable, cut).
+ */
+export function refusalGroupLines(group: readonly Refusal[], firstLine: (refusal: Refusal) => string, describe: (refusal: Refusal) => string): string[] {
+  const [first] = group;
+  if (first === undefined) return [];
+  // A plan run without a manifest: `capsule init` writes one allowing every binary the plan starts.
+  const init = first.code === 'binary_not_allowed' && first.file !== null && first.fix.startsWith('no manifest was loaded') ? [`  or: capsule init ${first.file} writes a first capsule.json that allows them`] : [];
+  if (group.length === 1) return [...refusalLines(first, firstLine(first)), ...init];
+  const lines = [`refused: ${group.length} steps, one cause:`];
+  for (const refusal of group) {
+    const where = refusal.file === null ? refusal.json_path : `${refusal.file}${refusal.line === null ? '' : `:${refusal.line}:${refusal.column ?? 1}`}`;
+    lines.push(`  ${describe(refusal)}${where === null ? '' : ` (at ${where})`}`);
+  }
+  lines.push(`  rule: ${first.rule}`);
+  if (first.accepted !== null && first.code !== 'unknown_dependency' && first.code !== 'unknown_reference') lines.push(`  accepted: ${listValues(first.accepted)}`);
+  lines.push(`  fix: ${first.fix}`, ...init);
   return lines;
 }

@@ -1,6 +1,6 @@
 /**
  * The plan file: reading it, its zod schema, parsing it into a `PlanFile`, unknown-key warnings,
- * and its JSON Schema (`spec/plan.md` §2, §5; unknown keys: `spec/README.md`).
+ * and its JSON Schema (`docs/plan-format.md#plan-file`, `docs/plan-format.md#reading-the-plan-file`; unknown keys: `docs/plan-format.md#unknown-keys`).
  */
 
 import * as z from 'zod';
@@ -29,7 +29,7 @@ import {
   unknownKey,
 } from './messages.js';
 import { findNonJsonData, textNestingExceeds } from './json-bounds.js';
-import { findDuplicateKey, syntaxErrorPosition, type DuplicateKey, type JsonSource, type SourcePosition } from './json-location.js';
+import { findDuplicateKey, syntaxErrorPlace, trailingCommaAt, type DuplicateKey, type JsonSource, type SourcePosition } from './json-location.js';
 import { MAX_INPUT_FILE_BYTES, readUtf8File } from './read-file.js';
 import { findUnknownKeys, formatJsonPath, type KeySpec } from './unknown-keys.js';
 import type { UnknownKeyWarning } from './warnings.js';
@@ -38,7 +38,7 @@ export type { PlanWarning, SettingWarning, UnknownKeyWarning } from './warnings.
 export { jsonDepthExceeds, textNestingExceeds } from './json-bounds.js';
 export { MAX_INPUT_FILE_BYTES, readUtf8File, type ReadTextResult } from './read-file.js';
 
-/** Keys a step object may hold (`plan.md` §2.2, plus our `timeout_secs` and `stdin`). Order is the docs' order. */
+/** Keys a step object may hold (`docs/plan-format.md#step-keys`, plus our `timeout_secs` and `stdin`). Order is the docs' order. */
 export const STEP_KEYS = [
   'id',
   'tool',
@@ -53,10 +53,10 @@ export const STEP_KEYS = [
   'stdin',
 ] as const;
 
-/** Keys the top level of a plan file may hold (`plan.md` §2.1). */
+/** Keys the top level of a plan file may hold (`docs/plan-format.md#plan-file`). */
 export const PLAN_KEYS = ['id', 'steps'] as const;
 
-/** Largest `retries` value: it must fit in an unsigned 32-bit integer (`plan.md` §2.2). */
+/** Largest `retries` value: it must fit in an unsigned 32-bit integer (`docs/plan-format.md#parse-rules`). */
 export const MAX_RETRIES = 4294967295;
 
 /**
@@ -148,9 +148,9 @@ let lastDependencies: readonly string[] | null | undefined;
 /**
  * `deps` (a list zod just copied), or the previous step's list when it holds the same ids: the
  * copy is dropped as soon as it is made, while it is young. Sharing them only once the whole
- * plan was parsed (`shareEqualDependencies`) let a layered plan's copies (990,000 mentions in
- * the 10,000-step bench plan, 8 MB) live through the parse, be promoted to V8's old generation
- * and stay there as garbage until its next full collection, well into the run (issue 14).
+ * plan was parsed (`shareEqualDependencies`) would let a layered plan's copies live through the
+ * parse, be promoted to V8's old generation and stay there as garbage until its next full
+ * collection, well into the run.
  */
 function sharedDependencies(deps: string[]): readonly string[] {
   if (lastDependencies === undefined) return deps;
@@ -178,7 +178,7 @@ function toPlanStep(raw: z.output<typeof RawStepSchema>): PlanStep {
 }
 
 /**
- * zod schema of one step (`plan.md` §2.2). Parsing gives a `PlanStep`: `tool`/`shell`/`capsule`/
+ * zod schema of one step (`docs/plan-format.md#parse-rules`). Parsing gives a `PlanStep`: `tool`/`shell`/`capsule`/
  * `if` that are `null` are left out; `input` absent is `null`; `depends_on` `[]`, `on_error`
  * `"fail"`, `retries` 0 by default; `timeout_secs` absent means no bound. An explicit `null` for
  * `depends_on`, `on_error`, `retries` or `timeout_secs` is refused. Unknown keys are dropped.
@@ -186,7 +186,7 @@ function toPlanStep(raw: z.output<typeof RawStepSchema>): PlanStep {
 export const PlanStepSchema = RawStepSchema.transform(toPlanStep);
 
 /**
- * zod schema of a whole plan file (`plan.md` §2.1): `{ id: string, steps: step[] }`; `steps` may be
+ * zod schema of a whole plan file (`docs/plan-format.md#plan-file`): `{ id: string, steps: step[] }`; `steps` may be
  * empty; unknown top-level keys are dropped. Duplicate ids, kinds and references are checked later
  * by `validatePlan`, not here.
  */
@@ -204,16 +204,15 @@ export const PlanFileSchema = z
   )
   .meta({
     title: 'capsule-runtime plan file',
-    description: 'A DAG of tool, shell and capsule steps (spec/plan.md §2).',
+    description: 'A DAG of tool, shell and capsule steps (docs/plan-format.md#plan-file).',
   })
   .transform((raw): PlanFile => ({ id: raw.id, steps: shareEqualDependencies(raw.steps) })) satisfies z.ZodType<PlanFile>;
 
 /**
  * The parsed steps with a `depends_on` equal to the previous step's sharing that one (readonly)
- * array. A fan-in layer names the whole previous layer in every step: the 10,000-step layered
- * plan of `npm run bench` holds 990,000 mentions in 10,000 copies parsing made, kept for the whole
- * run, and V8 lets the heap grow with what a collection finds alive (peak RSS 245 → 205 MiB,
- * suite 5). The steps are parsing's own new objects, so they are finished here, before anyone
+ * array. A fan-in layer names the whole previous layer in every step, so a layered plan holds as
+ * many copies as steps, kept for the whole run, and V8 lets the heap grow with what a collection
+ * finds alive. The steps are parsing's own new objects, so they are finished here, before anyone
  * sees them; the order and content of every list stay as written.
  */
 function shareEqualDependencies(steps: PlanStep[]): PlanStep[] {
@@ -280,21 +279,21 @@ export type ParsePlanResult =
     };
 
 /**
- * Parses the text of a plan file (`plan.md` §2, §5).
+ * Parses the text of a plan file (`docs/plan-format.md#plan-file`, `docs/plan-format.md#reading-the-plan-file`).
  *
  * Errors (never thrown), all `failed to parse plan JSON: <detail>`:
  * - nested deeper than `MAX_JSON_DEPTH`: detail `TOO_DEEP`, found on the text before it is parsed
  *   (so this comes first, even for text that is not JSON either);
  * - not JSON: detail `invalid JSON: <JSON.parse message>`;
- * - not the shape of §2: detail `plan shape error (valid JSON, not a plan): <json path>: <what was
+ * - not a plan's shape: detail `plan shape error (valid JSON, not a plan): <json path>: <what was
  *   expected>, got <value>`, e.g. `… steps[0].retries: expected an integer from 0 to 4294967295,
  *   got -1` (see `formatIssues`).
  *
  * - an object that writes a key twice (which `JSON.parse` would keep the last of, silently):
  *   detail `duplicate key '<key>' at <json path> (line L, column C), first written at line L,
- *   column C: remove one of them` (see `duplicateKey`), as the source's reader refuses it (§2.2).
+ *   column C: remove one of them` (see `duplicateKey`), as the source's reader refuses it (docs/plan-format.md#parse-rules).
  *
- * `retries: 2.0` is read as 2 (an accepted divergence, §2.2).
+ * `retries: 2.0` is read as 2 (an accepted divergence, docs/plan-format.md#parse-rules).
  *
  * @param text The file's text.
  * @returns The plan, plus one warning per unknown key (top level and steps, document order).
@@ -305,7 +304,7 @@ export function parsePlanText(text: string): ParsePlanResult {
   try {
     raw = JSON.parse(text);
   } catch (error) {
-    const position = text.trim() === '' ? null : syntaxErrorPosition(text, errorText(error));
+    const position = text.trim() === '' ? null : syntaxErrorPlace(text, errorText(error));
     return { ok: false, error: planParseFailed(jsonSyntaxDetail(text, error)), ...(position !== null ? { at: { position } } : {}) };
   }
   const duplicate = findDuplicateKey(text);
@@ -327,8 +326,10 @@ export function duplicateKeyDetail(duplicate: DuplicateKey): string {
 export function jsonSyntaxDetail(text: string, error: unknown): string {
   const message = errorText(error);
   if (text.trim() === '') return invalidJson(`${message} (the file is empty)`);
-  const at = syntaxErrorPosition(text, message);
-  return invalidJson(at === null || /\(line \d+ column \d+\)/.test(message) ? message : `${message} ${lineColumn(at.line, at.column)}`);
+  const at = syntaxErrorPlace(text, message);
+  const comma = at === null ? null : trailingCommaAt(text, at.offset);
+  const said = comma === null ? message : `${message}: ${comma}`;
+  return invalidJson(at === null || /\(line \d+ column \d+\)/.test(message) ? said : `${said} ${lineColumn(at.line, at.column)}`);
 }
 
 /**
@@ -412,7 +413,7 @@ export function errorText(error: unknown): string {
 }
 
 /**
- * Reads a plan file (`plan.md` §5), bounded: at most `MAX_INPUT_FILE_BYTES`, and only a regular
+ * Reads a plan file (`docs/plan-format.md#reading-the-plan-file`), bounded: at most `MAX_INPUT_FILE_BYTES`, and only a regular
  * file (see `readUtf8File`). Never throws, never blocks.
  *
  * @param path The path as given by the caller (shown as given in the error).
@@ -440,7 +441,7 @@ export async function readPlanFile(
 }
 
 /**
- * The kind of a parsed step (`plan.md` §2.3): `tool`, `shell` or `capsule` when exactly that one
+ * The kind of a parsed step (`docs/plan-format.md#step-kinds`): `tool`, `shell` or `capsule` when exactly that one
  * key is present (an empty string counts as present); `unknown` for none or several.
  */
 export function stepKind(step: PlanStep): StepKind {

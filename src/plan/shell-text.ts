@@ -1,5 +1,5 @@
 /**
- * What the word splitter (`shell-words.ts`, `spec/plan.md` §17.1, kept as it is) does to a command
+ * What the word splitter (`shell-words.ts`, `docs/shell-commands.md#word-splitting`, kept as it is) does to a command
  * that a reader used to a POSIX shell would not expect, found so that validation can say so: a
  * backslash dropped inside quotes, and shell syntax (`|`, `>`, `;`, `$VAR`, `*`, `~/`) that reaches
  * the program as plain text because no shell runs the command.

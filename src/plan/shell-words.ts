@@ -1,6 +1,6 @@
 /**
- * The word splitter that turns a command line into argv without a shell (`spec/plan.md` §17.1,
- * `spec/shell.md` §2; the two must stay this one implementation).
+ * The word splitter that turns a command line into argv without a shell (`docs/shell-commands.md#word-splitting`,
+ * `docs/shell-commands.md#word-splitting`; the two must stay this one implementation).
  */
 
 import { isWhitespaceUnit } from './text.js';

@@ -1,5 +1,5 @@
 /**
- * Small text helpers that follow Rust's `str` semantics, which the spec's sources use: whitespace
+ * Small text helpers that follow Rust's `str` semantics, which Murmur's runtime uses: whitespace
  * is the Unicode `White_Space` property (`char::is_whitespace`), and string order is code-point
  * order (Rust compares UTF-8 bytes, which orders the same as code points).
  *
@@ -83,94 +83,4 @@ export function compareCodePoints(a: string, b: string): number {
     const diff = (l.value.codePointAt(0) ?? 0) - (r.value.codePointAt(0) ?? 0);
     if (diff !== 0) return diff;
   }
-}
-
-/** Characters of input an error or warning text quotes before cutting it (see {@link excerpt}). */
-export const EXCERPT_CHARS = 60;
-
-/**
- * `text` as an error or warning may quote it: unchanged up to `EXCERPT_CHARS` UTF-16 units plus
- * a little slack; longer, its first `EXCERPT_CHARS` units (never half a surrogate pair), `…` and
- * the full length, e.g. `aaaa… (10000000 characters)`. An error about a 10 MB step id or shell
- * word must not repeat the 10 MB.
- */
-export function excerpt(text: string, maxChars: number = EXCERPT_CHARS): string {
-  // Slack: a text just over the limit is shown whole rather than cut to save a few characters.
-  if (text.length <= maxChars + 20) return text;
-  let cut = maxChars;
-  if (isHighSurrogate(text.charCodeAt(cut - 1))) cut--; // do not split a surrogate pair
-  return `${text.slice(0, cut)}… (${text.length} characters)`;
-}
-
-/**
- * A list of input texts as an error may quote them: each one an {@link excerpt}, at most `max`
- * of them, then `and N more`. Joined with `, `.
- */
-export function excerptList(items: readonly string[], max = 10): string {
-  const shown = items.slice(0, max).map((item) => excerpt(item));
-  return items.length > max ? `${shown.join(', ')} and ${items.length - max} more` : shown.join(', ');
-}
-
-/** Longest sentence (error, rule, fix, warning) the plan check hands out, in UTF-16 units; see {@link clipMiddle}. */
-export const MAX_SENTENCE_CHARS = 1_000;
-
-/**
- * A sentence made to fit `maxChars` by cutting its middle: its start and its end (where a fix's
- * last words usually are) around `… (<n> characters in all) …`. A safety net for sentences that
- * quote input some other way than through {@link excerpt}: short ones come back unchanged.
- */
-export function clipMiddle(text: string, maxChars: number = MAX_SENTENCE_CHARS): string {
-  if (text.length <= maxChars) return text;
-  const marker = ` … (${text.length} characters in all) … `;
-  const room = Math.max(0, maxChars - marker.length);
-  let headEnd = Math.ceil(room / 2);
-  let tailStart = text.length - Math.floor(room / 2);
-  if (isHighSurrogate(text.charCodeAt(headEnd - 1))) headEnd--;
-  if (isLowSurrogate(text.charCodeAt(tailStart))) tailStart++;
-  return `${text.slice(0, headEnd)}${marker}${text.slice(tailStart)}`;
-}
-
-const isHighSurrogate = (unit: number): boolean => unit >= 0xd800 && unit <= 0xdbff;
-const isLowSurrogate = (unit: number): boolean => unit >= 0xdc00 && unit <= 0xdfff;
-
-/**
- * `--allow <value>`, the value quoted for a POSIX shell when it needs it (single quotes, a quote
- * inside written `'\''`), so the flag can be pasted as it is.
- *
- * @example allowFlag('make') // "--allow make"; allowFlag("my tool") // "--allow 'my tool'"
- */
-export function allowFlag(value: string): string {
-  return `--allow ${hasControlCharacter(value) ? dollarQuote(value) : shellQuote(value)}`;
-}
-
-/** Whether `value` holds a C0 control character or DEL (newline, tab, ESC, …): single quotes would keep it, but a terminal line cannot show or paste it. */
-export function hasControlCharacter(value: string): boolean {
-  return /[\u0000-\u001f\u007f]/u.test(value);
-}
-
-/** What a fix says once when one of its `--allow` flags is written `$'…'` ({@link allowFlag}). */
-export const DOLLAR_QUOTE_NOTE = "$'…' is bash, zsh and ksh quoting, the control characters written as escapes";
-
-/**
- * `value` as one `$'…'` word (bash, zsh, ksh): printable as it is, `\` and `'` escaped, the
- * control characters written `\n`, `\t`, `\r` or `\xHH`, so that the flag can be shown on one
- * line and pasted back to the same bytes.
- */
-export function dollarQuote(value: string): string {
-  const named: Record<string, string> = { '\n': '\\n', '\t': '\\t', '\r': '\\r' };
-  const body = value.replace(/[\\'\u0000-\u001f\u007f]/gu, (c) =>
-    c === '\\' || c === "'" ? `\\${c}` : (named[c] ?? `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`),
-  );
-  return `$'${body}'`;
-}
-
-/**
- * `value` as one word of a POSIX shell (and of a plan's shell string): as it is when it needs no
- * quoting, else in single quotes, a quote inside written `'\''`.
- *
- * @example shellQuote('/usr/bin/make') // "/usr/bin/make"; shellQuote('/opt/my dir/x') // "'/opt/my dir/x'"
- */
-export function shellQuote(value: string): string {
-  if (/^[A-Za-z0-9_@%+=:,./-]+$/u.test(value)) return value;
-  return `'${value.replace(/'/gu, "'\\''")}'`;
 }

@@ -1,11 +1,11 @@
 /**
- * Unknown-key warnings for plan files and manifests (`spec/README.md`, "Where we go beyond"):
+ * Unknown-key warnings for plan files and manifests (ours, `docs/plan-format.md#unknown-keys`):
  * unknown keys are accepted, as in the original, but reported with the closest known key (or the
  * one they are a truncation of), else with the keys known there.
  */
 
 import { distance } from 'fastest-levenshtein';
-import { excerpt } from './text.js';
+import { excerpt } from '../excerpt.js';
 
 export type { UnknownKeyWarning, PlanWarning } from './warnings.js';
 
@@ -68,9 +68,9 @@ export interface KeySpec {
   readonly keys: readonly string[];
   /** Specs of the objects (or arrays/maps) held under some of these keys. */
   readonly children?: Readonly<Record<string, KeySpec>>;
-  /** For an array: the spec of every item. */
+  /** For an array: the key spec of every item. */
   readonly items?: KeySpec;
-  /** For a map (object with free keys, such as `tools`): the spec of every member value. */
+  /** For a map (object with free keys, such as `tools`): the key spec of every member value. */
   readonly members?: KeySpec;
 }
 
@@ -117,7 +117,7 @@ export function formatJsonPath(segments: readonly PropertyKey[]): string {
 }
 
 /**
- * Walks `value` as described by `spec` and lists every key the spec does not know, in document
+ * Walks `value` as described by `spec` and lists every key it does not know, in document
  * order (an object's own unknown keys and its known children interleaved as written). Values of
  * the wrong type are skipped silently: shape errors are the schema's business.
  *

@@ -1,6 +1,6 @@
 /**
- * Plan validation (`spec/plan.md` §6): the checks that refuse a plan before anything runs, and the
- * capsule-step input shapes they share with dispatch (§19.1).
+ * Plan validation (`docs/plan-format.md#validation`): the checks that refuse a plan before anything runs, and the
+ * capsule-step input shapes they share with dispatch (docs/plan-format.md#capsule-input).
  */
 
 import type { JsonValue, PlanFile, PlanStep } from '../../machines/contracts.js';
@@ -30,11 +30,11 @@ import { isReferenceField, parseReference } from './references.js';
 import { splitShellWords } from './shell-words.js';
 import { compareCodePoints, splitUnicodeWhitespace } from './text.js';
 
-/** The plan-submission tool: a plan cannot submit a plan (rule 3t-i, `plan.md` §15; our name, `spec/README.md`). */
+/** The plan-submission tool: a plan cannot submit a plan (`docs/plan-format.md#rule-3t-i`; the name is ours). */
 export const PLAN_SUBMISSION_TOOL = 'submit-plan';
 
 /**
- * Turn-only tools, refused inside plans (rule 3t-ii, `plan.md` §15; our names, `spec/README.md`):
+ * Turn-only tools, refused inside plans (`docs/plan-format.md#rule-3t-ii`; the names are ours):
  * switching the session's driver, ending the task without an answer, pulling and removing an artifact.
  */
 export const TURN_ONLY_TOOLS: readonly string[] = Object.freeze([
@@ -44,10 +44,10 @@ export const TURN_ONLY_TOOLS: readonly string[] = Object.freeze([
   'remove-artifact',
 ]);
 
-/** The `on_error` policies rule 4 accepts (case-sensitive, `plan.md` §12). */
+/** The `on_error` policies rule 4 accepts (case-sensitive, `docs/plan-format.md#on-error`). */
 export const ON_ERROR_POLICIES: readonly string[] = Object.freeze(['fail', 'skip', 'continue']);
 
-/** What validation needs from the session (`plan.md` §1). */
+/** What validation needs from the session (`docs/plan-format.md#validation`). */
 export interface ValidationContext {
   /** `capabilities.shell.allow`: binary names a shell step may start (exact string equality). */
   readonly shellAllow: readonly string[];
@@ -55,7 +55,7 @@ export interface ValidationContext {
   readonly installedTools: ReadonlySet<string>;
 }
 
-/** A validation refusal: the blamed step and the error text (`plan.md` §6). */
+/** A validation refusal: the blamed step and the error text (`docs/plan-format.md#validation`). */
 export interface ValidationFailure {
   readonly step_id: string;
   readonly error: string;
@@ -67,7 +67,7 @@ export type CapsuleTaskResult =
   | { readonly ok: false; readonly error: string };
 
 /**
- * The task text a capsule step hands its child (`plan.md` §19.1): a JSON string is the text
+ * The task text a capsule step hands its child (`docs/plan-format.md#capsule-input`): a JSON string is the text
  * itself; `{ "objective": <string> }` gives that string; both may be empty. Checked at validation
  * (rule 3c, on the raw input) and at dispatch (on the interpolated input; cannot fail there after
  * validation, because interpolation only swaps strings for strings).
@@ -96,7 +96,7 @@ export function capsuleTaskText(input: JsonValue): CapsuleTaskResult {
 }
 
 /**
- * Why validation refused a plan, as a closed set of codes (`plan.md` §6 rules 1–6, plus ours):
+ * Why validation refused a plan, as a closed set of codes (`docs/plan-format.md#validation`, plus ours):
  * `stdin_not_shell` is our `stdin` key on a step that is not a shell step.
  */
 export type ValidationCode =
@@ -163,7 +163,7 @@ function checkStepShape(step: PlanStep, ctx: ValidationContext, allowed: Readonl
 }
 
 /**
- * The references of a step's `if` as validation sees them (`plan.md` §7.2): the condition split on
+ * The references of a step's `if` as validation sees them (`docs/plan-format.md#references`): the condition split on
  * Unicode whitespace; each token whose **first** character is `$`, with `(` and `)` stripped from
  * both ends. A token starting with `(` is not looked at. `$a.status=='x'` stays one token.
  */
@@ -189,7 +189,7 @@ function stripParens(token: string): string {
 /** Rule 6 for one reference text; the finding, or `null` when it passes or has no dot. */
 function checkReference(reference: string, ids: ReadonlySet<string>): Omit<StepFinding, 'path'> | null {
   const parsed = parseReference(reference);
-  if (parsed === null) return null; // no dot: refused at dispatch or evaluation (§7.4)
+  if (parsed === null) return null; // no dot: refused at dispatch or evaluation (docs/plan-format.md#reference-resolution)
   if (!ids.has(parsed.stepId)) return { code: 'unknown_reference', error: unknownReference(reference), subject: reference };
   if (!isReferenceField(parsed.field)) {
     return { code: 'unknown_reference_field', error: unknownReferenceField(parsed.field), subject: reference };
@@ -222,7 +222,7 @@ function checkStepLinks(step: PlanStep, ids: ReadonlySet<string>): StepFinding |
 }
 
 /**
- * Validates a parsed plan before anything is dispatched (`plan.md` §6). The first failing rule
+ * Validates a parsed plan before anything is dispatched (`docs/plan-format.md#validation`). The first failing rule
  * ends validation.
  *
  * **Pass 1**, steps in declaration order, each step through rules 1–4 before the next:
@@ -235,7 +235,7 @@ function checkStepLinks(step: PlanStep, ids: ReadonlySet<string>): StepFinding |
  *    shell: i. splits into at least one word (`shell command is empty`); ii. the first word is in
  *    `shellAllow` (`binary '<word>' is not in capabilities.shell.allow`); then ours: iii. holds no
  *    NUL character (`SHELL_COMMAND_NUL`: no program can receive one in its arguments);
- *    capsule: the input shape of §19.1 (`capsuleTaskText`);
+ *    capsule: the input shape (`capsuleTaskText`, `docs/plan-format.md#capsule-input`);
  * 4. `on_error` is `fail`, `skip` or `continue` → else `invalid on_error policy '<value>'`;
  *    then ours: `stdin` only on a shell step (`STDIN_NOT_SHELL`).
  *

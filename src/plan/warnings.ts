@@ -57,7 +57,7 @@ export interface StepWarning {
 /** Any warning about a plan or manifest. */
 export type PlanWarning = UnknownKeyWarning | StepWarning | SettingWarning;
 
-/** A manifest setting that has no effect as written (ours, round 17). */
+/** A manifest setting that has no effect as written (ours). */
 export interface SettingWarning {
   readonly kind: 'inert_setting';
   /** JSON path of the setting: `lifecycle.on_log_cap`. */

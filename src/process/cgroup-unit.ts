@@ -190,9 +190,10 @@ export class CgroupUnit implements Unit {
       return { signal: null, survivors: [] };
     }
     if (await settlesWithin(emptied, graceMs)) return { signal: 'SIGTERM', survivors: [] };
+    const killed = this.members();
     if (!(this.#hasKill && killCgroup(this.cgroup))) await this.#signaller.request(this, 'SIGKILL');
-    if (await settlesWithin(emptied, CGROUP_KILL_VERIFY_TIMEOUT_MS)) return { signal: 'SIGKILL', survivors: [] };
-    return { signal: 'SIGKILL', survivors: this.members() };
+    if (await settlesWithin(emptied, CGROUP_KILL_VERIFY_TIMEOUT_MS)) return { signal: 'SIGKILL', survivors: [], killed };
+    return { signal: 'SIGKILL', survivors: this.members(), killed };
   }
 
   release(): void {

@@ -1,6 +1,6 @@
 /**
  * The containment layer: the one place that starts a process, contains it, isolates it and ends
- * it (issues 7 and 15). A session has one {@link Containment}; everything the session runs is
+ * it. A session has one {@link Containment}; everything the session runs is
  * started by {@link Containment.spawn}, which returns a {@link ContainedProcess}.
  *
  * ## Backends (chosen once per session, {@link detectContainment})
@@ -18,7 +18,12 @@
  * - **PID namespace** (root / CAP_SYS_ADMIN): the tree runs in a PID + mount namespace of its own
  *   with a private `/proc`, under a minimal init: it sees only its own processes, `$PPID` is not
  *   the runtime, `/proc/<runtime pid>` does not exist for it, and it can signal nothing outside.
- *   Named read-only paths (the records directory) are bound read-only in its mount namespace.
+ *   Named read-only paths (the records root) are bound read-only in its mount namespace, and the
+ *   records key's directory is hidden.
+ * - **confinement** (docs/security.md#what-a-step-gets): a step keeps only a container
+ *   runtime's default capabilities, with `no_new_privs`, and (in a PID namespace) runs in a cgroup
+ *   namespace with /sys and the cgroup filesystems read-only, so even as root it cannot undo the
+ *   above; `privilegedSteps` opts out.
  * - **run as** an unprivileged user (`--run-as`, root only), with `no_new_privs`.
  *
  * ## The contract of a {@link ContainedProcess}
@@ -26,9 +31,10 @@
  * leader's streams and exit (`done`), `end(graceMs)` resolving only once the tree is proven gone,
  * `gone`, and `transfer(owner)`. Ending many trees is one pass ({@link Containment.endAll}).
  *
- * MAINTENANCE: a long-lived spawner process (issue 14) slots in behind {@link Containment.spawn}:
+ * MAINTENANCE: a long-lived spawner process slots in behind {@link Containment.spawn}:
  * it would start the helper on the runtime's behalf; identity, units and ending stay as they are.
  */
+import { realpathSync } from 'node:fs';
 import type { Readable, Writable } from 'node:stream';
 import { basename, dirname, join } from 'node:path';
 import { ERROR_CODES, RuntimeError } from '../errors.js';
@@ -42,6 +48,7 @@ import {
   removeCgroup,
 } from './cgroups.js';
 import { CgroupSignaller, CgroupUnit, cgroupTreeProcs, removeCgroupTree } from './cgroup-unit.js';
+import { registerSessionCgroup, sweepDeadSessionCgroups, unregisterSessionCgroup } from './session-registry.js';
 import { GroupUnit } from './group-unit.js';
 import { describeSpawnError, failedLaunch, launchLeader, loadLauncher, type LaunchedLeader, type LaunchOptions, type LeaderExitInfo, type ProcessResult } from './leader.js';
 import { Spawner, SPAWNER_ENV, spawnerWanted } from './spawner/client.js';
@@ -50,6 +57,10 @@ import { liveGroupIds, ProcessGroupRegistry } from './process-groups.js';
 import { isSameLiveProcess, processStartTime } from './proc.js';
 import { resolveExecutable, trustedPath, type TrustedPath } from './resolve-binary.js';
 import { helperArgs, locateSpawnHelper, probeHelper, type RunAsUser } from './spawn/helper.js';
+import { confinementTraceFields, decideConfinement, type Confinement } from './spawn/confinement.js';
+import { applyCgroupBounds, decideResourceBounds, hasBounds, readLimitEvents, resourceTraceFields, rlimitArgs, type ResourceBounds } from './resources.js';
+import type { ResourceLimits } from '../executors/resource-limit.js';
+import { closeSessionNetwork, HOST_NETWORK, NetworkUnavailable, networkTraceFields, openSessionNetwork, type NetworkMode, type SessionNetwork } from './network.js';
 import type { EndResult, Unit } from './unit.js';
 import { processGroupExists, type EndSignal } from './signals.js';
 import type { ProcessStartFields, SessionContainmentFields } from '../records/trace-records.js';
@@ -61,6 +72,12 @@ export const CONTAINMENT_ENV = 'CAPSULE_CONTAINMENT';
 
 /** Environment variable forcing isolation: `pid-namespace`, `none` or `auto` (the default). */
 export const ISOLATION_ENV = 'CAPSULE_ISOLATION';
+
+/**
+ * Environment variable deciding the opt-out from confinement: `1` (as `--privileged-steps`) or
+ * `0` (refused even when a manifest asks: a delegated child of a confined session gets `0`).
+ */
+export const PRIVILEGED_STEPS_ENV = 'CAPSULE_PRIVILEGED_STEPS';
 
 /** Name of the directory, under the runtime's own cgroup, that holds one cgroup per session. */
 export const CGROUP_ROOT_NAME = 'capsule-runtime';
@@ -97,10 +114,40 @@ export interface ContainmentOptions {
   readonly isolation?: IsolationChoice;
   /** Run every contained process as this user (needs root and the spawn helper). */
   readonly runAs?: string | null;
-  /** Paths bound read-only in the processes' mount namespaces (with a PID namespace only). */
+  /**
+   * Steps keep every capability of the runtime's user, no cgroup namespace, /sys writable
+   * (`--privileged-steps`, `capabilities.privileged_steps`): the opt-out from confinement. What
+   * asks for it names itself in `privilegedStepsBy` (for messages). Default: `CAPSULE_PRIVILEGED_STEPS`.
+   */
+  readonly privilegedSteps?: boolean;
+  readonly privilegedStepsBy?: string;
+  /** Paths bound read-only in the processes' mount namespaces (with a PID namespace only): the records root. */
   readonly readOnlyPaths?: readonly string[];
+  /**
+   * Writable exceptions beneath `readOnlyPaths` for every process (the session's scratch
+   * directory); one that does not exist when a process starts is left out for it.
+   */
+  readonly writablePaths?: readonly string[];
+  /** Directories hidden (an empty read-only tmpfs over each) in the processes' mount namespaces: the records key's. */
+  readonly hiddenPaths?: readonly string[];
+  /** Why a path that should be read-only or hidden is not (`stepPaths`): added to the confinement's reason. */
+  readonly pathNotes?: readonly string[];
+  /** `capabilities.resources`: the bounds of every tree started with `bounded` (docs/shell-commands.md#resource-limits). */
+  readonly resources?: ResourceLimits;
+  /** The session's network (docs/containment.md#network); default `host`. */
+  readonly network?: NetworkMode;
+  /** Who asked for `network` (for a refusal): `--network session`, `capabilities.network of the manifest`. */
+  readonly networkBy?: string;
+  /** With `network: session`: the destinations outside its commands may reach (`capabilities.network.allow`). */
+  readonly networkAllow?: readonly string[];
   /** Where environment variables are read (default `process.env`): the backend forcing, the helper, `PATH`. */
   readonly env?: Readonly<Record<string, string | undefined>>;
+  /**
+   * Only to see what a session would get (`capsule doctor`): its cgroup is made and removed at
+   * once, so it is not noted in the session registry and no dead session's cgroup is swept —
+   * doctor changes nothing.
+   */
+  readonly probeOnly?: boolean;
 }
 
 /** What was chosen and why: `session_start.containment`, `capsule run --verbose`, `capsule doctor`. */
@@ -120,6 +167,12 @@ export interface ContainmentInfo {
   readonly isolationReason: string;
   /** The user trees run as, or null (the runtime's own). */
   readonly runAs: RunAsUser | null;
+  /** What a step is kept from (docs/security.md#what-a-step-gets). */
+  readonly confinement: Confinement;
+  /** How the declared `capabilities.resources` are enforced here. */
+  readonly resources: ResourceBounds;
+  /** The session's network: the host's, or a namespace of its own that every tree joins. */
+  readonly network: SessionNetwork;
 }
 
 /** The `containment` field of `session_start` (snake_case, as trace fields are; declared in `src/records/trace-records.ts`). */
@@ -133,6 +186,10 @@ export function containmentTraceFields(info: ContainmentInfo): SessionContainmen
     pid_namespace: info.pidNamespace,
     isolation_reason: info.isolationReason,
     run_as: info.runAs === null ? null : { user: info.runAs.name, uid: info.runAs.uid, gid: info.runAs.gid },
+    confinement: confinementTraceFields(info.confinement),
+    // Only when declared: a session without limits records what it always did.
+    ...(hasBounds(info.resources) ? { resources: resourceTraceFields(info.resources) } : {}),
+    network: networkTraceFields(info.network),
   };
 }
 
@@ -159,6 +216,14 @@ export function detectContainment(options: ContainmentOptions): ContainmentInfo 
   const forcedBy = (choice: string, option: string | undefined, envName: string): string =>
     option !== undefined ? `${choice} was asked for` : `${envName}=${choice}`;
   readChoice(env[SPAWNER_ENV], ['spawner', 'direct'], SPAWNER_ENV);
+  const privilegedForced = readChoice<'0' | '1'>(env[PRIVILEGED_STEPS_ENV], ['0', '1'], PRIVILEGED_STEPS_ENV);
+  if (options.privilegedSteps === true && privilegedForced === '0') {
+    throw new ContainmentError(
+      `${options.privilegedStepsBy ?? 'privileged steps'} asked for privileged steps, but ${PRIVILEGED_STEPS_ENV}=0 (a delegated capsule whose parent session confines its steps gets that): run the parent with --privileged-steps, or remove the setting`,
+    );
+  }
+  const privilegedSteps = privilegedForced !== undefined ? privilegedForced === '1' : options.privilegedSteps === true;
+  const privilegedStepsBy = privilegedForced === '1' ? `${PRIVILEGED_STEPS_ENV}=1` : (options.privilegedStepsBy ?? 'asked for');
   const helper = locateSpawnHelper(env);
 
   let backend: ContainmentBackend = 'process-group';
@@ -168,7 +233,7 @@ export function detectContainment(options: ContainmentOptions): ContainmentInfo 
   if (backendChoice === 'process-group') {
     reason = `process groups: ${forcedBy('process-group', options.backend, CONTAINMENT_ENV)}`;
   } else {
-    const found = findSessionCgroup(options.sessionId, helper);
+    const found = findSessionCgroup(options.sessionId, helper, options.probeOnly === true);
     if (found.ok) {
       backend = 'cgroup';
       cgroup = found.dir;
@@ -185,12 +250,12 @@ export function detectContainment(options: ContainmentOptions): ContainmentInfo 
 
   let pidNamespace = false;
   let isolationReason: string;
+  const probe = helper.ok ? probeHelper(helper.path) : null;
   if (isolationChoice === 'none') {
     isolationReason = `no PID namespace: ${forcedBy('none', options.isolation, ISOLATION_ENV)}`;
-  } else if (!helper.ok) {
-    isolationReason = `no PID namespace: ${helper.reason}`;
+  } else if (probe === null) {
+    isolationReason = `no PID namespace: ${helper.ok ? '' : helper.reason}`;
   } else {
-    const probe = probeHelper(helper.path);
     if (probe.pidNamespace.ok) {
       pidNamespace = true;
       isolationReason = 'each process tree runs in a PID + mount namespace of its own (private /proc)';
@@ -217,6 +282,31 @@ export function detectContainment(options: ContainmentOptions): ContainmentInfo 
     runAs = probe.user ?? null;
   }
 
+  const confinement = decideConfinement({
+    probe,
+    helperReason: helper.ok ? '' : helper.reason,
+    pidNamespace,
+    runAs,
+    privilegedSteps,
+    privilegedStepsBy,
+    helperAnyway: cgroup !== null || pidNamespace || runAs !== null,
+    readOnly: options.readOnlyPaths ?? [],
+    writable: options.writablePaths ?? [],
+    hidden: options.hiddenPaths ?? [],
+    notes: options.pathNotes ?? [],
+  });
+
+  let network: SessionNetwork = HOST_NETWORK;
+  try {
+    network = openSessionNetwork(options.network ?? 'host', options.sessionId, helper.ok ? helper.path : null, options.probeOnly === true, options.networkAllow ?? null);
+  } catch (error) {
+    if (!(error instanceof NetworkUnavailable)) throw error;
+    if (cgroup !== null) removeSessionCgroup(cgroup);
+    throw new ContainmentError(`${options.networkBy ?? 'network session'} asked for a network namespace of the session, but ${error.message}`);
+  }
+
+  const resources = decideResourceBounds({ limits: options.resources, sessionCgroup: cgroup, helper: helper.ok ? helper.path : null, runAs: runAs !== null, probeOnly: options.probeOnly === true });
+
   return {
     backend,
     reason,
@@ -226,6 +316,9 @@ export function detectContainment(options: ContainmentOptions): ContainmentInfo 
     pidNamespace,
     isolationReason,
     runAs,
+    confinement,
+    resources,
+    network,
   };
 }
 
@@ -235,7 +328,7 @@ export function detectContainment(options: ContainmentOptions): ContainmentInfo 
  * takes another session's; a session creating its cgroup meanwhile retries, {@link createCgroup}).
  */
 function removeSessionCgroup(dir: string): void {
-  removeCgroupTree(dir);
+  if (removeCgroupTree(dir)) unregisterSessionCgroup(basename(dir));
   const parent = dirname(dir);
   if (basename(parent) === CGROUP_ROOT_NAME) removeCgroup(parent);
 }
@@ -244,6 +337,7 @@ function removeSessionCgroup(dir: string): void {
 function findSessionCgroup(
   sessionId: string,
   helper: ReturnType<typeof locateSpawnHelper>,
+  probeOnly: boolean,
 ): { ok: true; dir: string; mountPoint: string } | { ok: false; reason: string } {
   if (!helper.ok) {
     return { ok: false, reason: `${helper.reason}; a process can join its cgroup before its first instruction only through the helper` };
@@ -252,9 +346,12 @@ function findSessionCgroup(
   if (!own.ok) return own;
   const root = join(own.dir, CGROUP_ROOT_NAME);
   const dir = join(root, sessionId);
+  // Noted before the cgroup exists: a runtime killed right after making it has still said whose it is.
+  if (!probeOnly) registerSessionCgroup(sessionId, dir);
   try {
     createCgroup(dir);
   } catch (error) {
+    unregisterSessionCgroup(sessionId);
     const code = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
     return { ok: false, reason: `cannot create cgroups under ${root} (${code}): run as root, or in a delegated cgroup subtree` };
   }
@@ -262,6 +359,8 @@ function findSessionCgroup(
     removeSessionCgroup(dir);
     return { ok: false, reason: `cannot move processes into ${dir} (cgroup.procs is not writable)` };
   }
+  // The empty cgroups dead sessions left beside it go now (docs/containment.md "A dead session's cgroups").
+  if (!probeOnly) sweepDeadSessionCgroups(root, sessionId);
   return { ok: true, dir, mountPoint: own.mountPoint };
 }
 
@@ -283,15 +382,23 @@ export interface SpawnRequest {
   /** Paths bound read-only in this tree's mount namespace instead of the session's (`readOnlyPaths`). */
   readonly readOnlyPaths?: readonly string[];
   /**
+   * Start it with the runtime's privileges, not confined as a step (no `--caps`, no `--confine`;
+   * the read-only and hidden paths still apply): a delegated child's `capsule serve`, which must
+   * make namespaces and cgroups for its own steps and confines them itself.
+   */
+  readonly privileged?: boolean;
+  /**
    * Writable exceptions beneath the read-only paths (with a PID namespace only; elsewhere there is
    * no mount namespace and nothing is read-only): each is bound writable over the read-only bind.
    * A delegated child capsule gets the parent's records read-only and writes only its own
-   * `children/<dlg_id>/`, its work folder and its scratch directory. Each must exist at spawn
-   * (a missing one fails the spawn at the helper's `mount` stage).
+   * `children/<dlg_id>/`, its work folder and its scratch directory. One that does not exist
+   * at spawn is left out (it stays read-only).
    */
   readonly writablePaths?: readonly string[];
   /** Called once when the leader exits (not for a program that could not be started). */
   readonly onLeaderExit?: (info: LeaderExitInfo) => void;
+  /** A shell command's tree: the session's `capabilities.resources` bound it (`ContainmentInfo.resources`). */
+  readonly bounded?: boolean;
   /**
    * {@link Containment.start} only: aborted when the caller no longer wants the process (its
    * attempt was ended). A launch still waiting for the spawner then starts nothing (a
@@ -367,7 +474,7 @@ export interface ContainedProcess {
   transfer(owner: Owner): void;
   /**
    * Sends `signal` once to every process of the tree, now, and waits for nothing (a background
-   * command's `stop` escalates on its own clock, `detached.md` §10): on the process-group backend
+   * command's `stop` escalates on its own clock, `docs/background-commands.md#stop`): on the process-group backend
    * `kill(-pgid)` (SIGTERM to a PID namespace's init alone); on the cgroup backend SIGTERM to
    * every member under a freeze (within this turn), SIGKILL through `cgroup.kill`.
    *
@@ -376,6 +483,12 @@ export interface ContainedProcess {
   signal(signal: EndSignal): boolean;
   /** Live pids of the tree now (survivors of an ending, a report); `[]` once it is proven gone. */
   members(): number[];
+  /**
+   * The resource-limit counters of the tree's own cgroup (`memory.events` `oom_kill`,
+   * `pids.events` `max`), read when the tree was proven gone (before its cgroup was removed) or
+   * now; null on the process-group backend or when nothing started.
+   */
+  limitEvents(): { readonly oomKill: number; readonly pidsMax: number } | null;
 }
 
 /** One entry of {@link Containment.endAll}'s answer. */
@@ -422,11 +535,13 @@ export class Containment {
   /** The `PATH` every program is looked up on (absolute entries of the host's). */
   readonly path: TrustedPath;
   readonly #readOnly: readonly string[];
+  readonly #writable: readonly string[];
+  readonly #hidden: readonly string[];
   readonly #groups = new ProcessGroupRegistry();
   readonly #signaller: CgroupSignaller | null;
   readonly #live = new Set<Contained>();
   #closed = false;
-  /** The session's spawner process (issue 14), created at the first {@link start}; null before, or with `CAPSULE_SPAWNER=direct`. */
+  /** The session's spawner process, created at the first {@link start}; null before, or with `CAPSULE_SPAWNER=direct`. */
   #spawner: Spawner | null = null;
   #useSpawner: boolean;
   readonly #spawnerAnswerMs: number | undefined;
@@ -440,7 +555,8 @@ export class Containment {
   /**
    * @param info   {@link detectContainment}'s answer.
    * @param options `pathVar`: the host `PATH` programs are resolved on (default `process.env.PATH`);
-   *   `readOnlyPaths`: bound read-only in the trees' mount namespaces; `spawnerAnswerMs`: how long
+   *   `readOnlyPaths`: bound read-only in the trees' mount namespaces (default:
+   *   `info.confinement.readOnly`; its writable and hidden paths apply either way); `spawnerAnswerMs`: how long
    *   the session's spawner may stay silent before it is killed as hung (`SpawnerOptions.answerMs`;
    *   `CAPSULE_SPAWNER_ANSWER_MS` for {@link open}, meant for tests).
    */
@@ -449,7 +565,9 @@ export class Containment {
     this.#useSpawner = options.spawner ?? spawnerWanted();
     this.#spawnerAnswerMs = options.spawnerAnswerMs;
     this.path = trustedPath('pathVar' in options ? options.pathVar : process.env['PATH']);
-    this.#readOnly = options.readOnlyPaths ?? [];
+    this.#readOnly = options.readOnlyPaths ?? info.confinement.readOnly;
+    this.#writable = info.confinement.writable;
+    this.#hidden = info.confinement.hidden;
     this.#signaller = info.cgroup === null ? null : new CgroupSignaller(info.cgroup);
   }
 
@@ -461,7 +579,6 @@ export class Containment {
       pathVar: 'pathVar' in options ? options.pathVar : env['PATH'],
       spawner: spawnerWanted(env),
       ...(spawnerAnswerMs !== undefined ? { spawnerAnswerMs } : {}),
-      ...(options.readOnlyPaths !== undefined ? { readOnlyPaths: options.readOnlyPaths } : {}),
     });
   }
 
@@ -480,7 +597,7 @@ export class Containment {
 
   /**
    * As {@link spawn}, resolving once the process has started (its identity known): through the
-   * session's spawner process (issue 14, `spawner/client.ts`) unless `CAPSULE_SPAWNER=direct`, so
+   * session's spawner process (`spawner/client.ts`) unless `CAPSULE_SPAWNER=direct`, so
    * that the runtime's memory does not decide the price of the fork. The containment, isolation,
    * identity and ending are {@link spawn}'s. A request with `stdinPipe` is started directly.
    * The caller puts its listeners on `stdout`/`stderr` in the same turn as the promise resolves
@@ -566,7 +683,7 @@ export class Containment {
 
   /**
    * Resolves once {@link spawn} can start programs: it loads execa, which a session whose commands
-   * all go through the spawner never needs (issue 14, startup). Idempotent.
+   * all go through the spawner never needs (startup). Idempotent.
    */
   readyToSpawn(): Promise<void> {
     return loadLauncher();
@@ -629,17 +746,43 @@ export class Containment {
       } catch (error) {
         return refuse(`failed to start '${request.file}': could not create its cgroup ${cgroupDir} (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
       }
+      if (request.bounded === true) {
+        try {
+          applyCgroupBounds(cgroupDir, this.info.resources);
+        } catch (error) {
+          removeCgroupTree(cgroupDir);
+          return refuse(`failed to start '${request.file}': could not bound its cgroup ${cgroupDir} by capabilities.resources (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
+        }
+      }
     }
+    const rlimits = request.bounded === true ? rlimitArgs(this.info.resources) : [];
     const pidNamespace = this.info.pidNamespace;
-    const readOnly = request.readOnlyPaths ?? this.#readOnly;
+    const confinement = this.info.confinement;
+    const caps = confinement.dropsCapabilities && request.privileged !== true;
+    // The helper binds by path (and pins every directory above): real paths, of what exists now.
+    const readOnly = pidNamespace ? realPaths(request.readOnlyPaths ?? this.#readOnly) : [];
     // An exception only means something beneath a read-only bind.
-    const writable = (request.writablePaths ?? []).filter((path) => readOnly.some((ro) => path === ro || path.startsWith(ro.endsWith('/') ? ro : `${ro}/`)));
-    const useHelper = cgroupDir !== null || pidNamespace || this.info.runAs !== null;
+    const writable = pidNamespace
+      ? realPaths([...this.#writable, ...(request.writablePaths ?? [])]).filter((path) => readOnly.some((ro) => path === ro || path.startsWith(ro.endsWith('/') ? ro : `${ro}/`)))
+      : [];
+    const netns = this.info.network.namespace;
+    const useHelper = cgroupDir !== null || pidNamespace || this.info.runAs !== null || caps || rlimits.length > 0 || netns !== null;
     const launch: LaunchOptions = {
       file: useHelper ? (this.info.helper as string) : resolved.path,
       args: useHelper
         ? helperArgs(
-            { cgroup: cgroupDir, pidNamespace, readOnly, writable, user: this.info.runAs },
+            {
+              cgroup: cgroupDir,
+              pidNamespace,
+              confine: confinement.cgroupNamespace && request.privileged !== true,
+              caps,
+              readOnly,
+              writable,
+              hidden: pidNamespace ? realPaths(this.#hidden) : [],
+              rlimits,
+              netns,
+              user: this.info.runAs,
+            },
             resolved.path,
             request.file,
             request.args,
@@ -663,8 +806,8 @@ export class Containment {
 
   /**
    * A launch that failed after its cgroup was made may still have started something there: a
-   * spawner killed between forking the helper and reporting its pid (found by a breaker, 5 of 5
-   * runs: the helper and its command ran on, unowned). What is in the cgroup is ended (SIGKILL at
+   * spawner killed between forking the helper and reporting its pid leaves the helper and its
+   * command running, unowned. What is in the cgroup is ended (SIGKILL at
    * once) and proven gone before the launch is reported as having started nothing.
    */
   async #endUnreported(cgroupDir: string): Promise<void> {
@@ -745,6 +888,8 @@ export class Containment {
     if (this.info.cgroup !== null && this.#live.size === 0) await this.#endUnreported(this.info.cgroup);
     this.#watchdog?.release();
     if (this.info.cgroup !== null && this.#live.size === 0) removeSessionCgroup(this.info.cgroup);
+    // Lazily: a tree that survived its ending keeps the namespace until it ends.
+    closeSessionNetwork(this.info.network, this.info.helper);
     return endings;
   }
 
@@ -758,6 +903,7 @@ export class Containment {
     void this.#spawner?.close();
     this.#watchdog?.release();
     if (this.info.cgroup !== null && this.#live.size === 0) removeSessionCgroup(this.info.cgroup);
+    closeSessionNetwork(this.info.network, this.info.helper);
   }
 
   /** The pid of the session's cgroup watchdog, or null (process-group backend, or nothing contained yet). */
@@ -788,6 +934,7 @@ class Contained implements ContainedProcess {
   #released = false;
   #controlSettled = false;
   #gone: Promise<void> | null = null;
+  #limitEvents: { readonly oomKill: number; readonly pidsMax: number } | null = null;
 
   constructor(
     containment: Containment,
@@ -864,6 +1011,8 @@ class Contained implements ContainedProcess {
   /** @internal The tree is proven empty: forget it and remove what held it. */
   markGone(): void {
     if (this.#released) return;
+    // The counters go with the cgroup: read them first.
+    if (this.#unit?.cgroup !== null && this.#unit?.cgroup !== undefined) this.#limitEvents = readLimitEvents(this.#unit.cgroup);
     this.#released = true;
     this.#unit?.release();
     this.#leader.forget?.();
@@ -935,6 +1084,12 @@ class Contained implements ContainedProcess {
     if (unit === null || this.#released) return [];
     return unit.members();
   }
+
+  limitEvents(): { readonly oomKill: number; readonly pidsMax: number } | null {
+    const cgroup = this.#unit?.cgroup ?? null;
+    if (cgroup === null) return null;
+    return this.#released ? this.#limitEvents : readLimitEvents(cgroup);
+  }
 }
 
 /**
@@ -957,6 +1112,23 @@ export function processStartFields(process: ContainedProcess): ProcessStartField
     executable: process.executable,
     argv: process.argv,
   };
+}
+
+/**
+ * The real paths of those of `paths` that exist (in order, without repeats): what the spawn
+ * helper can bind. A session path missing now (a scratch directory not made yet) is left out.
+ */
+function realPaths(paths: readonly string[]): string[] {
+  const out: string[] = [];
+  for (const path of paths) {
+    try {
+      const real = realpathSync.native(path);
+      if (!out.includes(real)) out.push(real);
+    } catch {
+      // missing: nothing to bind
+    }
+  }
+  return out;
 }
 
 /** The namespace init's start time: as the spawner read it with the report, else read now (the direct path). */

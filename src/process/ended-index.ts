@@ -1,8 +1,8 @@
 /**
  * The ended-sessions index of a records root (`<root>/.ended-sessions.jsonl`, docs/records.md):
  * a cache of the sessions an earlier start found cleanly ended, so that a start need not open the
- * trace of every earlier session to warn about one that was killed (issue 14, startup: ~0.07 ms
- * CPU per ended session at every start, 0.7 s at 10,000; BENCHMARKS.md round 16).
+ * trace of every earlier session to warn about one that was killed (startup time grows with
+ * the number of ended sessions otherwise).
  *
  * Each line is one JSON object, `{"dir":"ses_…","ino":"…","size":N,"mtime_ns":"…","ctime_ns":"…"}`:
  * a session directory's name and its `trace.jsonl`'s stat when its last line was read as the

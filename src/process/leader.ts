@@ -5,12 +5,12 @@
  *
  * The leader's exit (the child's `exit` event) is the end of the command: what it put in the
  * background keeps running, in its group, until someone ends the group through the
- * {@link ProcessGroupRegistry} (plan cleanup, `plan.md` §21). A backgrounded grandchild may keep
- * stdout/stderr open forever (field report 23), so output is read for at most `drainGraceMs` after
+ * {@link ProcessGroupRegistry} (plan cleanup, `docs/plan-format.md#cleanup`). A backgrounded grandchild may keep
+ * stdout/stderr open forever, so output is read for at most `drainGraceMs` after
  * the leader's exit, then the pipes are closed on our side.
  *
  * Built on execa 9 (`detached: true`, `buffer: false`, `cleanup: false`): execa spawns, this module
- * reads the streams and owns termination. See execa `docs/termination.md` and `man 2 setsid`.
+ * reads the streams and owns termination. See execa's documentation on termination and `man 2 setsid`.
  */
 import { existsSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
@@ -18,6 +18,7 @@ import type { Readable, Writable } from 'node:stream';
 import type { execa as Execa } from 'execa';
 import type { GroupEndResult, ProcessGroupRegistry } from './process-groups.js';
 import { parseControl, type ControlReport } from './spawn/helper.js';
+import { messageOf } from '../errors.js';
 
 /** Default milliseconds to keep reading stdout/stderr after the leader exited. */
 export const DEFAULT_DRAIN_GRACE_MS = 250;
@@ -95,7 +96,7 @@ export interface ProcessResult {
   readonly spawnError: string | null;
   /** The leader's pid (= its pgid); `null` when it never started. */
   readonly pid: number | null;
-  /** Exit status; 128 + signal number when killed by a signal (`shell.md` §5); -1 when neither is known. */
+  /** Exit status; 128 + signal number when killed by a signal (`docs/shell-commands.md#exit-codes`); -1 when neither is known. */
   readonly exitCode: number;
   /** Signal that killed the leader, from the child's `exit` event; `null` when it exited normally. */
   readonly signal: NodeJS.Signals | null;
@@ -114,7 +115,7 @@ export interface ProcessResult {
   readonly leaderExitedAtMs?: number | null;
   /**
    * True when stdout or stderr was still held open `drainGraceMs` after the leader exited (a
-   * process it left in the background inherited them, `detached.md` §7.1) and the pipes were cut
+   * process it left in the background inherited them, `docs/shell-commands.md#output-holders`) and the pipes were cut
    * on our side; false when both reached end-of-file.
    */
   readonly outputHeld?: boolean;
@@ -170,12 +171,12 @@ export function describeSpawnError(file: string, cwd: string, error: unknown): s
       reason = 'a path component is not a directory';
       break;
     default:
-      reason = error instanceof Error ? error.message : String(error);
+      reason = messageOf(error);
   }
   return code === undefined ? `failed to start '${file}': ${reason}` : `failed to start '${file}': ${reason} (${code})`;
 }
 
-/** 128 + the signal's number (`shell.md` §5), or -1 for a signal this platform does not know. */
+/** 128 + the signal's number (`docs/shell-commands.md#exit-codes`), or -1 for a signal this platform does not know. */
 export function exitCodeForSignal(signal: NodeJS.Signals): number {
   const number = (osConstants.signals as Partial<Record<string, number>>)[signal];
   return number === undefined ? -1 : 128 + number;
@@ -261,7 +262,7 @@ let loadingExeca: Promise<void> | null = null;
  * Loads execa, which {@link launchLeader} (and so {@link startProcess} and `Containment.spawn`)
  * starts programs with. It is imported at its first need, not with this module: shell steps go
  * through the session's spawner and never need it, and its ~100 modules were a good part of
- * `capsule run`'s start (issue 14). Idempotent; every caller of the synchronous direct path awaits
+ * `capsule run`'s start. Idempotent; every caller of the synchronous direct path awaits
  * it first (`Containment.start` does, run-plan does for plans with tools or capsules).
  */
 export function loadLauncher(): Promise<void> {
@@ -293,7 +294,13 @@ export function failedLaunch(spawnError: string, startedAtMs = Date.now()): Laun
 function describeHelperFailure(name: string, cwd: string, failure: NonNullable<ControlReport['failure']>): string {
   switch (failure.stage) {
     case 'exec':
+      // RLIMIT_NPROC (capabilities.resources.pids_max under --run-as): the user is at its bound already.
+      if (failure.code === 'EAGAIN') return `failed to start '${name}': its user already has as many processes as capabilities.resources.pids_max allows (EAGAIN)`;
       return describeSpawnError(name, cwd, { code: failure.code });
+    case 'netns':
+      return `failed to start '${name}': could not join the session's network namespace (${failure.code})`;
+    case 'rlimit':
+      return `failed to start '${name}': could not set its capabilities.resources rlimits (${failure.code})`;
     case 'cgroup':
       return `failed to start '${name}': could not join its cgroup (${failure.code})`;
     case 'unshare':
@@ -302,6 +309,8 @@ function describeHelperFailure(name: string, cwd: string, failure: NonNullable<C
       return `failed to start '${name}': could not give it its own PID namespace (${failure.stage}: ${failure.code})`;
     case 'user':
       return `failed to start '${name}': could not switch to the run-as user (${failure.code})`;
+    case 'caps':
+      return `failed to start '${name}': could not drop its capabilities (${failure.code})`;
     default:
       return `failed to start '${name}': the spawn helper refused its arguments (${failure.code})`;
   }
@@ -503,7 +512,7 @@ export function superviseLeader(options: LaunchOptions, startedAtMs: number, par
       try {
         options.onLeaderExit?.({ pid, exitCode, signal, atMs });
       } catch (error) {
-        process.emitWarning(`onLeaderExit of ${options.label ?? name} threw: ${error instanceof Error ? error.message : String(error)}`);
+        process.emitWarning(`onLeaderExit of ${options.label ?? name} threw: ${messageOf(error)}`);
       }
       let timer: NodeJS.Timeout | undefined;
       // The grace timer can fire before the poll phase has read what the leader wrote just before

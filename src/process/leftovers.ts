@@ -1,5 +1,5 @@
 /**
- * What a dead session left behind (issue 7: a SIGKILLed `capsule run` is noticed). A session
+ * What a dead session left behind (a SIGKILLed `capsule run` is noticed). A session
  * whose trace has no `session_end` and whose runtime process is gone (pid and start time from
  * `session_start`) was killed outright; the trace's `process_start` records say which processes
  * it started and how to find them again — pid and start time must both match (a reused pid is
@@ -12,6 +12,7 @@
 import { closeSync, existsSync, openSync, readdirSync, writeSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { endedTrace, readTrace } from '../records/trace-reader.js';
+import { RecordProver } from '../records/record-proof.js';
 import { appendEnded, readEndedIndex, traceStatKey } from './ended-index.js';
 import { readCgroupEvents } from './cgroups.js';
 import { cgroupTreeProcs, removeCgroupTree } from './cgroup-unit.js';
@@ -40,10 +41,18 @@ export interface AbandonedSession {
   readonly runtimePid: number | null;
   /** Epoch milliseconds of `session_start`. */
   readonly startedAtMs: number | null;
-  /** The session's cgroup, as `session_start.containment.cgroup` recorded it. */
+  /** The session's cgroup, as `session_start.containment.cgroup` recorded it (null when unproven). */
   readonly cgroup: string | null;
-  /** Its processes that are still alive (may be empty). */
+  /** Its processes that are still alive (may be empty; always empty when unproven: nothing was checked). */
   readonly processes: readonly LeftoverProcess[];
+  /**
+   * Why its `session_start` is not proven the runtime's own (src/records/record-proof.ts), or null:
+   * then the session is only what its records claim, nothing they name was checked, and
+   * `runtimePid` is a claim.
+   */
+  readonly unproven: string | null;
+  /** Its `process_start` records that were not proven (not checked, never signalled). */
+  readonly unprovenProcesses: number;
 }
 
 interface ProcessStartRecord {
@@ -89,7 +98,7 @@ function inspectSession(recordsDir: string): AbandonedSession | null | typeof EN
   // A session that ended says so in its last line: its trace, however long, need not be read
   // (every start scans every earlier session of the records root). Its session_start's fields
   // are not checked: one the reader refuses leaves no session_start to go by, which returns null
-  // below too (issue 14, startup: that schema was ~4 ms of every start).
+  // below too (building that schema would cost every start).
   if (endedTrace(recordsDir, { startFields: false })) return ENDED;
   return inspectUnendedSessionDir(recordsDir);
 }
@@ -108,10 +117,18 @@ function inspectUnendedSessionDir(recordsDir: string): AbandonedSession | null {
   const runtimeStart = num(start['pid_start_time']);
   // Still running (or, without a recorded start time, possibly still running): not abandoned.
   if (runtimePid !== null && sessionRuntimeMayRun(runtimePid, runtimeStart)) return null;
+  const sessionId = str(start['session_id']) ?? '?';
+  const processStarts = records.filter((r) => r['event_type'] === 'process_start' && num(r['pid']) !== null);
+  // Believed only when proven the runtime's own: a step can write records, not sign them.
+  const prover = new RecordProver(recordsDir);
+  const proof = prover.prove(start);
+  if (!proof.proven) {
+    return { sessionId, recordsDir, runtimePid, startedAtMs: num(start['timestamp']), cgroup: null, processes: [], unproven: proof.reason, unprovenProcesses: processStarts.length };
+  }
+  const proven = processStarts.filter((r) => prover.prove(r, sessionId).proven);
   const containment = start['containment'];
   const sessionCgroup = typeof containment === 'object' && containment !== null ? str((containment as Json)['cgroup']) : null;
-  const started: ProcessStartRecord[] = records
-    .filter((r) => r['event_type'] === 'process_start' && num(r['pid']) !== null)
+  const started: ProcessStartRecord[] = proven
     .map((r) => ({
       pid: num(r['pid']) as number,
       startTime: num(r['pid_start_time']),
@@ -120,12 +137,14 @@ function inspectUnendedSessionDir(recordsDir: string): AbandonedSession | null {
       owner: str(r['owner']),
     }));
   return {
-    sessionId: str(start['session_id']) ?? '?',
+    sessionId,
     recordsDir,
     runtimePid,
     startedAtMs: num(start['timestamp']),
-    cgroup: sessionCgroup,
+    cgroup: sessionCgroup !== null && vetRecordedCgroup(sessionCgroup, sessionId).ok ? sessionCgroup : null,
     processes: liveLeftovers(started, str(start['session_id']) ?? '', sessionCgroup, runtimeStart),
+    unproven: null,
+    unprovenProcesses: processStarts.length - proven.length,
   };
 }
 
@@ -218,18 +237,24 @@ export function markNoticed(recordsDir: string, noticedBy: string, processes: re
   return true;
 }
 
-/** The one-line warning about `session` (DESIGN-style: what, where, what is left, what to do). */
+/** The one-line warning about `session` (what, where, what is left, what to do). */
 export function abandonedSessionWarning(session: AbandonedSession): string {
+  if (session.unproven !== null) {
+    // What the records claim is not repeated as fact, and nothing is offered to be stopped.
+    return `records ${session.recordsDir} name session ${session.sessionId}, which ended without session_end, but they are untrusted: ${join(session.recordsDir, 'trace.jsonl')}: ${session.unproven}; nothing they name was checked, and --reap stops none of it`;
+  }
+  const unproven =
+    session.unprovenProcesses === 0 ? '' : ` (${session.unprovenProcesses} untrusted process_start ${session.unprovenProcesses === 1 ? 'record was' : 'records were'} not checked)`;
   const head = `session ${session.sessionId} (records ${session.recordsDir}) ended without session_end: its runtime${
     session.runtimePid === null ? '' : ` (pid ${session.runtimePid})`
   } was killed`;
   // The warning and the resume are one story: this says it once, `--resume` accounts for it.
   const resume = `; --resume ${session.recordsDir} accounts for what it left`;
-  if (session.processes.length === 0) return `${head}; it left no live process${resume}`;
+  if (session.processes.length === 0) return `${head}; it left no live process${unproven}${resume}`;
   const listed = session.processes
     .map((p) => `pid ${p.pid}${p.name !== null ? ` (${p.name})` : ''} started at tick ${p.startTime ?? '?'}${p.owner !== null ? ` for ${p.owner}` : ''}`)
     .join(', ');
   return `${head}; it left ${session.processes.length} live process${session.processes.length === 1 ? '' : 'es'}: ${listed}${
     session.cgroup !== null ? ` (cgroup ${session.cgroup})` : ''
-  }${resume}, and with --reap stops them`;
+  }${unproven}${resume}, and with --reap stops them`;
 }

@@ -70,6 +70,8 @@ export interface GroupEndResult {
   readonly signal: GroupEndSignal | null;
   /** Live members left after SIGKILL plus {@link KILL_VERIFY_TIMEOUT_MS} (e.g. stuck in `D` state); normally `[]`. */
   readonly survivors: number[];
+  /** Live members when SIGKILL was sent (they outlived the grace); absent when no SIGKILL was needed. */
+  readonly killed?: number[];
 }
 
 /** One entry of {@link ProcessGroupRegistry.endAll}'s answer. */
@@ -81,7 +83,7 @@ export interface GroupEnding extends GroupEndResult {
 
 /**
  * One `/proc` walk per {@link GROUP_POLL_INTERVAL_MS} for every group being waited on, however
- * many: ending 64 groups at once costs what ending one does (issue 7, forced cancel flat in N).
+ * many: ending 64 groups at once costs what ending one does (forced cancel flat in N).
  */
 class GroupWaiter {
   readonly #waits = new Map<number, { deadline: number; resolve: (members: number[]) => void }[]>();
@@ -252,7 +254,7 @@ export class ProcessGroupRegistry {
 
   #end(pgid: number, graceMs: number): Promise<GroupEndResult> {
     // Synchronous up to the first await: the group is signalled within this call, without a
-    // /proc walk first (64 groups ended at once used to cost 64 walks before the last SIGTERM).
+    // /proc walk first (ending many groups at once must not cost one walk each before the last SIGTERM).
     if (!this.#terminate(pgid)) {
       // Nobody to signal (ESRCH) or not ours (EPERM): gone, unless /proc still shows members.
       const survivors = groupMembers(pgid);
@@ -262,12 +264,16 @@ export class ProcessGroupRegistry {
     return (async (): Promise<GroupEndResult> => {
       let left = await this.#waiter.wait(pgid, graceMs);
       let signal: EndSignal = 'SIGTERM';
+      let killed: number[] | undefined;
       if (left.length > 0) {
-        if (signalProcessGroup(pgid, 'SIGKILL')) signal = 'SIGKILL';
+        if (signalProcessGroup(pgid, 'SIGKILL')) {
+          signal = 'SIGKILL';
+          killed = left;
+        }
         left = await this.#waiter.wait(pgid, KILL_VERIFY_TIMEOUT_MS);
       }
       if (left.length === 0) this.forget(pgid);
-      return { signal, survivors: left };
+      return { signal, survivors: left, ...(killed !== undefined ? { killed } : {}) };
     })();
   }
 
@@ -279,8 +285,8 @@ export class ProcessGroupRegistry {
   /**
    * Forgets, without signalling, the registered groups (owner tag starting with `ownerPrefix`)
    * that have no live member left, from one read of `/proc`: a group with no live member cannot
-   * gain one. `endAll` then visits only groups that still need ending (a plan of 500 shell steps
-   * spent ~0.6 s reading `/proc` once per finished group, `npm run bench`).
+   * gain one. `endAll` then visits only groups that still need ending (a wide plan would otherwise read
+   * `/proc` once per finished group).
    *
    * @returns how many groups were forgotten.
    */

@@ -1,5 +1,5 @@
 /**
- * The programs that ship, as `npm run build` leaves them (issue 14, startup): `capsule` and the
+ * The programs that ship, as `npm run build` leaves them (startup): `capsule` and the
  * session's spawner, each an esbuild bundle of tsc's output under `dist/bundle/`
  * (scripts/bundle.js). Everything that starts one names it through here: package.json's `bin` and
  * `start` (the same relative paths), the delegation plane's child CLI, the spawner client, the

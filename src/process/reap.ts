@@ -1,5 +1,5 @@
 /**
- * Adopting and reaping the process trees a dead session left (issue 11 item 2): the one vetted way
+ * Adopting and reaping the process trees a dead session left: the one vetted way
  * for the runtime to end a process it did not start in this life. A trace is not ours to trust, so
  * a recorded tree is believed only as far as the machine proves it:
  *
@@ -21,7 +21,7 @@
  * Reaping ends what is proven alive the way the containment layer ends its own trees (and with
  * its units: {@link CgroupUnit}, {@link ProcessGroupRegistry}): SIGTERM to the whole tree (to a PID
  * namespace's init alone, which forwards it once), SIGKILL after the grace (2 s by default,
- * `detached.md` §1 `STOP_TERM_GRACE`), and done only once the tree is proven gone (`populated 0`,
+ * `docs/background-commands.md#work-ids` `STOP_TERM_GRACE`), and done only once the tree is proven gone (`populated 0`,
  * no live group member, the leader gone). Every tree is signalled before any is waited for.
  *
  * Not guaranteed: between the liveness read and the signal a process could exit and its pid be
@@ -37,7 +37,7 @@ import { forEachLiveProcess, groupNumberReused as groupNumberReusedSince, isProv
 import { groupMembers, KILL_VERIFY_TIMEOUT_MS, ProcessGroupRegistry } from './process-groups.js';
 import { signalProcess, type EndSignal } from './signals.js';
 
-/** Milliseconds between SIGTERM and SIGKILL when reaping (`detached.md` §1: `STOP_TERM_GRACE`). */
+/** Milliseconds between SIGTERM and SIGKILL when reaping (`docs/background-commands.md#work-ids`: `STOP_TERM_GRACE`). */
 export const REAP_GRACE_MS = 2000;
 
 /** A process tree as a trace recorded it (`process_start`, or `shell_detached`'s `pid`/`pid_start_time`/`pgid`/`cgroup`). */

@@ -1,5 +1,5 @@
 /**
- * Binary resolution a step cannot steer (issue 15): the first word of a command is looked up on a
+ * Binary resolution a step cannot steer: the first word of a command is looked up on a
  * PATH of absolute directories only — relative and empty entries (`.`, `node_modules/.bin`, the
  * empty entry of `:$PATH`) would make the lookup depend on the working directory, which a plan's
  * workdir (and anything a step wrote into it) controls. The result is the absolute path that is

@@ -1,5 +1,5 @@
 /**
- * The one place in the runtime that sends signals to processes (STYLE §1a, the blueprint's
+ * The one place in the runtime that sends signals to processes (the blueprint's
  * "ONLY the containment layer signals processes"; `test/architecture/` checks that nothing outside
  * `src/process/` calls `process.kill`). Callers address a pid or a process group they started and
  * registered; this module only refuses the addresses that would hit the runtime itself or
@@ -54,7 +54,7 @@ export function processGroupExists(pgid: number): boolean {
 /**
  * Throws when `pgid` must never be signalled as a group: not an integer, ≤ 1 (`kill(0, …)` means
  * "my own group", `kill(-1, …)` means "every process I may signal"), or the group of this very
- * process (field report 5: a timeout once killed the agent itself).
+ * process (a timeout once killed the agent itself).
  *
  * @throws {RangeError} naming the pgid and the reason.
  */

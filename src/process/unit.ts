@@ -12,6 +12,8 @@ export interface EndResult {
   readonly signal: EndSignal | null;
   /** Pids still alive after SIGKILL plus the verify timeout (e.g. stuck in `D` state); normally `[]`. */
   readonly survivors: readonly number[];
+  /** Pids still alive when SIGKILL was sent (they outlived SIGTERM's grace); absent when no SIGKILL was needed. */
+  readonly killed?: readonly number[];
 }
 
 /** A backend's handle on one tree. */

@@ -1,5 +1,5 @@
 /**
- * The session's cgroup watchdog (issue 10 item 6): on the cgroup backend, nothing a session
+ * The session's cgroup watchdog: on the cgroup backend, nothing a session
  * started outlives the runtime, even when the runtime is SIGKILLed (a supervisor's `timeout -k`,
  * the OOM killer) while a graceful cancel waits. A tiny `/bin/sh` started with the first contained
  * tree holds the read end of a pipe whose write end only the runtime holds; the kernel closes it

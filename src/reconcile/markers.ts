@@ -1,12 +1,12 @@
 /**
- * The `shell_lost` marker (`reconcile.md` §5, `trace-shell.md` §8), our `process_lost` beside it,
+ * The `shell_lost` marker (`docs/resume.md#markers`, `docs/trace.md#shell_lost`), our `process_lost` beside it,
  * and their small appender: one marker per line, one write per line, into the prior session's
  * existing `trace.jsonl`.
  */
 import { closeSync, constants as fsConstants, fstatSync, openSync, readSync, writeSync } from 'node:fs';
 import { toJsonLine } from '../records/jsonl.js';
-import type { LostWork } from '../detached/lost-report.js';
-import { errorMessage } from '../detached/output-log.js';
+import type { LostWork } from '../shell-calls/lost-report.js';
+import { messageOf } from '../errors.js';
 import { traceFields, type ProcessLostFields } from '../records/trace-records.js';
 
 /** Inputs of one marker. */
@@ -25,7 +25,7 @@ export interface LostMarkerInput {
 }
 
 /**
- * The marker record, fields in the envelope's order then the spec's (§5). Never `exit_code`,
+ * The marker record, fields in the envelope's order then Murmur's (docs/trace.md#shell_lost). Never `exit_code`,
  * `status`, `duration_ms`, `output_path` or `output_bytes`: nothing about a result is known.
  */
 export function lostMarker(input: LostMarkerInput): Record<string, string | number> {
@@ -114,7 +114,7 @@ export type AppendOutcome =
     };
 
 /**
- * Appends one line per marker to an existing file (`reconcile.md` §4 steps 6–7, §5), in order.
+ * Appends one line per marker to an existing file (`docs/resume.md#reconcile`, `docs/resume.md#markers`), in order.
  * Before opening it learns whether the file ends with `\n`; if not (a torn tail), the first marker
  * is preceded by a newline so it is a line of its own and the torn fragment stays as it was. Each
  * marker is one write of a whole line; if a write fails or is cut short, that marker is reported
@@ -132,7 +132,7 @@ export function appendMarkers(path: string, markers: readonly { readonly key: st
   try {
     fd = fs.openAppend(path);
   } catch (error) {
-    return { opened: false, error: errorMessage(error) };
+    return { opened: false, error: messageOf(error) };
   }
   const repairedTornTail = !terminated;
   const results: MarkerWrite[] = [];
@@ -151,7 +151,7 @@ export function appendMarkers(path: string, markers: readonly { readonly key: st
       } catch (error) {
         // Nothing written leaves the file as it was; a partial line leaves it torn.
         if (written > 0) terminated = line[written - 1] === 0x0a;
-        results.push({ key: marker.key, written: false, error: errorMessage(error) });
+        results.push({ key: marker.key, written: false, error: messageOf(error) });
       }
     }
   } finally {

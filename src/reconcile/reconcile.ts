@@ -1,18 +1,18 @@
 /**
- * Resume reconciliation (`reconcile.md` §2, §4): reads a prior session's `trace.jsonl`, appends one
+ * Resume reconciliation (`docs/resume.md#reconcile`): reads a prior session's `trace.jsonl`, appends one
  * `shell_lost` marker per unaccounted work id to that same file, and returns one lost report. It
- * never refuses the launch: every failure is one line on `warn` and no report (fail open, §4.1).
- * No processes: liveness and reaping (issue 11 item 2) are the caller's, from each candidate's record.
+ * never refuses the launch: every failure is one line on `warn` and no report (fail open, docs/resume.md#fail-open).
+ * No processes: liveness and reaping are the caller's, from each candidate's record.
  */
 import { closeSync, constants as fsConstants, fstatSync, openSync, readSync } from 'node:fs';
 import { join } from 'node:path';
 import { newEventId, uuidV7Simple } from '../ids.js';
-import type { LostReport, LostWork } from '../detached/lost-report.js';
-import { errorMessage } from '../detached/output-log.js';
-import { provenanceOf } from '../detached/provenance.js';
+import type { LostReport, LostWork } from '../shell-calls/lost-report.js';
+import { messageOf } from '../errors.js';
+import { provenanceOf } from '../session/provenance.js';
 import { appendMarkers, lostMarker, MARKER_FS, type MarkerFs } from './markers.js';
 import { recordsRootText, sessionDirsIn } from '../records/records-dir.js';
-import { describeDamage, reportTrust, TraceScanner, unaccounted, type DetachedCandidate, type TraceScan } from './scan.js';
+import { describeDamage, reportTrust, TraceScanner, unaccounted, type DetachedCandidate, type ScanOptions, type TraceScan } from './scan.js';
 
 /** The trace file's name in a records directory. */
 export const TRACE_FILE = 'trace.jsonl';
@@ -20,7 +20,7 @@ export const TRACE_FILE = 'trace.jsonl';
 /** Bytes read at a time: memory stays bounded by the longest line, whatever the trace's size. */
 const READ_CHUNK_BYTES = 1024 * 1024;
 
-/** `tsk_…`: the report task's id, minted before the first marker (§4 step 5). */
+/** `tsk_…`: the report task's id, minted before the first marker (docs/resume.md#reconcile). */
 export const newReportTaskId = (): string => `tsk_${uuidV7Simple()}`;
 
 /** Options of {@link reconcile}. */
@@ -32,6 +32,8 @@ export interface ReconcileOptions {
   readonly newTaskId?: () => string;
   readonly newEventId?: () => string;
   readonly fs?: MarkerFs;
+  /** The trace is not proven the runtime's own (src/records/record-proof.ts): the report is `untrusted`, whatever its tasks' trust. */
+  readonly untrusted?: boolean;
 }
 
 /** What a reconcile did. */
@@ -48,7 +50,7 @@ export interface ReconcileOutcome {
 
 const none = (scan: TraceScan | null = null): ReconcileOutcome => ({ report: null, scan, candidates: [], repairedTornTail: false });
 
-/** A prior trace read and scanned (`reconcile.md` §4 steps 1–2). */
+/** A prior trace read and scanned (`docs/resume.md#reconcile`). */
 export interface PriorTrace {
   /** `<traceDir>/trace.jsonl`. */
   readonly path: string;
@@ -56,17 +58,17 @@ export interface PriorTrace {
 }
 
 /**
- * `reconcile.md` §4 steps 1–2: reads and scans `<traceDir>/trace.jsonl`. Missing: one line saying
+ * `docs/resume.md#reconcile`: reads and scans `<traceDir>/trace.jsonl`. Missing: one line saying
  * so (nothing is created), and when `traceDir` is a records root (session directories with a
  * trace, other than `ownDirs`), the newest of them to resume instead; any other read error: one
  * line naming it; either way null. Every
- * damaged line skipped is named on `warn` with its line and byte offset (ours, issue 11 item 3).
+ * damaged line skipped is named on `warn` with its line and byte offset (ours).
  */
-export function readPriorTrace(traceDir: string, warn: (line: string) => void = () => {}, ownDirs: readonly string[] = []): PriorTrace | null {
+export function readPriorTrace(traceDir: string, warn: (line: string) => void = () => {}, ownDirs: readonly string[] = [], scanOptions: ScanOptions = {}): PriorTrace | null {
   const path = join(traceDir, TRACE_FILE);
   let scan: TraceScan;
   try {
-    scan = scanFile(path);
+    scan = scanFile(path, scanOptions);
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     if (code === 'ENOENT') {
@@ -75,7 +77,7 @@ export function readPriorTrace(traceDir: string, warn: (line: string) => void = 
       const hint = sessions.length > 0 ? `; ${recordsRootText(traceDir, sessions, 'resume')}` : '';
       warn(`resume: cannot read ${path}: it does not exist, so background work the resumed session left unaccounted is not reported${hint}`);
     }
-    else warn(`resume: cannot read ${path}: ${errorMessage(error)}; background work the resumed session left unaccounted is not reported`);
+    else warn(`resume: cannot read ${path}: ${messageOf(error)}; background work the resumed session left unaccounted is not reported`);
     return null;
   }
   for (const line of describeDamage(path, scan.damage)) warn(`resume: ${line}`);
@@ -83,7 +85,7 @@ export function readPriorTrace(traceDir: string, warn: (line: string) => void = 
 }
 
 /**
- * `reconcile(trace_dir, this_session_id, context_id)` (`reconcile.md` §2, §4). The directory's
+ * `reconcile(trace_dir, this_session_id, context_id)` (`docs/resume.md#reconcile`). The directory's
  * name is irrelevant: the session is the one the trace's own first `session_start` names.
  *
  * 1. Read `<traceDir>/trace.jsonl` (missing: a line saying so, none, nothing created; other read
@@ -98,7 +100,7 @@ export function reconcile(traceDir: string, thisSessionId: string, contextId: st
   return prior === null ? none() : reconcileScan(prior, thisSessionId, contextId, options);
 }
 
-/** `reconcile.md` §4 steps 3–9 on a trace already read ({@link readPriorTrace}). */
+/** `docs/resume.md#reconcile` on a trace already read ({@link readPriorTrace}). */
 export function reconcileScan(prior: PriorTrace, thisSessionId: string, contextId: string, options: ReconcileOptions = {}): ReconcileOutcome {
   const warn = options.warn ?? (() => {});
   const { path, scan } = prior;
@@ -108,7 +110,7 @@ export function reconcileScan(prior: PriorTrace, thisSessionId: string, contextI
   }
   const work = unaccounted(scan);
   if (work.length === 0) return none(scan);
-  const trust = reportTrust(scan, work);
+  const trust = options.untrusted === true ? 'untrusted' : reportTrust(scan, work);
   const taskId = (options.newTaskId ?? newReportTaskId)();
   const now = options.now ?? Date.now;
   const mintEventId = options.newEventId ?? newEventId;
@@ -162,7 +164,7 @@ const lostWork = (candidate: DetachedCandidate): LostWork => ({
  * device never blocks the launch on its open or its reads.
  * @throws the OS error of the open or a read; an Error naming what the path is when it is not a regular file.
  */
-export function scanFile(path: string): TraceScan {
+export function scanFile(path: string, options: ScanOptions = {}): TraceScan {
   let fd: number;
   try {
     fd = openSync(path, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK);
@@ -173,7 +175,7 @@ export function scanFile(path: string): TraceScan {
   try {
     const stat = fstatSync(fd);
     if (!stat.isFile()) throw new Error(`it is not a regular file (${stat.isFIFO() ? 'a FIFO' : stat.isDirectory() ? 'a directory' : stat.isSocket() ? 'a socket' : 'a device'})`);
-    const scanner = new TraceScanner();
+    const scanner = new TraceScanner(options);
     const buffer = Buffer.alloc(READ_CHUNK_BYTES);
     for (;;) {
       const n = readSync(fd, buffer, 0, buffer.length, null);

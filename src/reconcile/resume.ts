@@ -1,18 +1,18 @@
 /**
- * Resuming a session (issue 11): before the new session takes work, account for what a dead
+ * Resuming a session: before the new session takes work, account for what a dead
  * session left behind, once, honestly, and offer to stop it. `capsule run --resume DIR [--reap]`
  * calls {@link resumeSession}; `capsule serve --resume DIR [--reap]` calls it too, after opening its
  * session and before reading its first request, and delivers the lost report as one task: the
  * params {@link lostNotification} builds, sent with method {@link LOST_NOTIFICATION_METHOD}.
  *
- * 1. The prior trace is read and scanned (`reconcile.md` §3; damaged lines named with their
- *    offsets). Fail open (a line, nothing reconciled) where the spec does, and also when the prior
+ * 1. The prior trace is read and scanned (`docs/resume.md#the-scan`; damaged lines named with their
+ *    offsets). Fail open (a line, nothing reconciled) where Murmur does, and also when the prior
  *    session's runtime is still running (its work is its own), when the directory is this
  *    session's own, or when another session is resuming it at this moment.
- * 2. `reconcile.md` §4: the report's task id is minted, one `shell_lost` marker per unaccounted
+ * 2. `docs/resume.md#reconcile`: the report's task id is minted, one `shell_lost` marker per unaccounted
  *    work id is appended to the PRIOR trace, and the commands whose marker landed form the one
  *    {@link LostReport}.
- * 3. Beyond the spec: every process tree the prior session recorded (`process_start`, and the
+ * 3. Ours: every process tree the prior session recorded (`process_start`, and the
  *    `pid`/`pid_start_time`/`pgid`/`cgroup` of a `shell_detached`) is checked for life by the
  *    rule of `src/process/reap.ts` (pid AND start time, or its own cgroup populated: a reused pid
  *    is never mistaken for it). A live tree reported for the first time gets a `process_lost`
@@ -29,12 +29,13 @@
 import { closeSync, existsSync, linkSync, lstatSync, openSync, readFileSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { newEventId, uuidV7Simple } from '../ids.js';
-import type { LostReport, LostWork } from '../detached/lost-report.js';
-import { lostReportText, type LostLiveness } from '../detached/texts.js';
+import type { LostReport, LostWork } from '../shell-calls/lost-report.js';
+import { lostReportText, type LostLiveness } from '../shell-calls/texts.js';
 import { markNoticed } from '../process/leftovers.js';
 import { isSameLiveProcess, processStartTime } from '../process/proc.js';
-import { probeTrees, reap, REAP_GRACE_MS, type LiveProcess, type RecordedTree, type ReapResult } from '../process/reap.js';
+import { probeTrees, reap, REAP_GRACE_MS, type LiveProcess, type RecordedTree, type ReapResult, type TreeLiveness } from '../process/reap.js';
 import type { TraceWriter } from '../records/trace-writer.js';
+import { RecordProver, type Proof } from '../records/record-proof.js';
 import type { ResumeLostEntry, ResumeProcessEntry, TraceNode } from '../records/trace-records.js';
 import { appendMarkers, MARKER_FS, processLostMarker, type MarkerFs } from './markers.js';
 import { readPriorTrace, reconcileScan, TRACE_FILE, type ReconcileOptions } from './reconcile.js';
@@ -91,7 +92,7 @@ export interface LeftoverTree {
   readonly pid_reused: boolean;
   /** Why its recorded cgroup was not believed, or null. */
   readonly cgroup_refused: string | null;
-  /** Why its record was not believed at all (it predates the session's runtime), or null. */
+  /** Why its record was not believed at all (not proven the runtime's own, or it predates the session's runtime), or null. */
   readonly record_refused: string | null;
   /** An earlier resume's `process_lost` already names it. */
   readonly reported_before: boolean;
@@ -121,11 +122,19 @@ export interface ResumeOutcome {
   readonly priorRuntimePid: number | null;
   /** The prior trace has a `session_end` (it ended normally). */
   readonly priorEnded: boolean;
+  /**
+   * Why the prior trace's `session_start` is not proven the runtime's own (src/records/record-proof.ts),
+   * or null when it is (or there is none): then nothing it names is checked for life or signalled,
+   * and its lost report, if any, is `untrusted`.
+   */
+  readonly unproven: string | null;
+  /** Recorded process trees that no proven `process_start` or `shell_detached` names: never checked, never signalled. */
+  readonly unprovenTrees: number;
   /** Why nothing was accounted for (the fail-open line), or null. */
   readonly skipped: string | null;
   /** The lost report to deliver as ONE task (serve: a `lost` notification), or null. */
   readonly report: LostReport | null;
-  /** Its message (`detached.md` §15.1, with what is known of each command's liveness), or null. */
+  /** Its message (`docs/resume.md#lost-report-text`, with what is known of each command's liveness), or null. */
   readonly message: string | null;
   /** The report's commands, in report order. */
   readonly lost: readonly LostCommand[];
@@ -139,21 +148,20 @@ export interface ResumeOutcome {
   readonly reap: boolean;
 }
 
-/** The `source` of the task a lost report is enqueued as (`reconcile.md` §4: "probably `detached_lost`"). */
+/** The `source` of the task a lost report is enqueued as (`docs/resume.md#reconcile`: "probably `detached_lost`"). */
 export const LOST_TASK_SOURCE = 'detached_lost';
 
 /**
- * The serve notification method a lost report is delivered with: issue 11 says `completion` (the
- * report channel of `detached.md` §16 carries shell completions and lost reports alike, admitted
- * by one rule); its params carry `kind: "lost"` so a consumer expecting a shell completion (whose
- * params carry a `work_id`) tells them apart. DESIGN §10 also names a `lost` notification: the
- * params are the same whichever name the host uses.
+ * The serve notification method a lost report is delivered with: `completion`, because one channel
+ * carries shell completions and lost reports alike, admitted by one rule
+ * (`docs/background-commands.md#report-channel`); its params carry `kind: "lost"` so a consumer
+ * expecting a shell completion (whose params carry a `work_id`) tells them apart.
  */
 export const LOST_NOTIFICATION_METHOD = 'completion';
 
-/** One command of a {@link LostNotification}: the `session_resume` entry plus what field report 11 asks the operator be shown. */
+/** One command of a {@link LostNotification}: the `session_resume` entry plus what the operator is shown. */
 export interface LostNotificationEntry extends ResumeLostEntry {
-  /** From `shell_detached`: the program and the command text (never in the message, `detached.md` §15.1). */
+  /** From `shell_detached`: the program and the command text (never in the message, `docs/resume.md#lost-report-text`). */
   readonly binary: string;
   readonly command: string;
   /** The recorded leader start time (clock ticks after boot), process group and cgroup, or null. */
@@ -167,9 +175,9 @@ export interface LostNotificationEntry extends ResumeLostEntry {
 /**
  * The params of the notification `capsule serve --resume` sends for the lost report (method
  * {@link LOST_NOTIFICATION_METHOD}), to be enqueued as ONE task (one pending slot however many
- * commands, `detached.md` §15) of origin `completion` with the report's trust (§17): the report's
+ * commands, `docs/resume.md#the-lost-report`) of origin `completion` with the report's trust (docs/background-commands.md#provenance): the report's
  * task id, context, session, provenance and message (what the agent reads), and per command what
- * the operator may be shown (never in the message: `detached.md` §15.1). The shape of the
+ * the operator may be shown (never in the message: `docs/resume.md#lost-report-text`). The shape of the
  * background branch's `completion` params where they overlap (`task_id`, `message`, `context_id`,
  * `provenance`); `origin` and `trust` are repeated at the top level for hosts that read them there.
  */
@@ -182,7 +190,7 @@ export interface LostNotification {
   readonly provenance: { readonly origin: 'completion'; readonly trust: 'trusted' | 'untrusted' };
   readonly origin: 'completion';
   readonly trust: 'trusted' | 'untrusted';
-  /** The lost report's text (`detached.md` §15.1, with what is known of each command's process). */
+  /** The lost report's text (`docs/resume.md#lost-report-text`, with what is known of each command's process). */
   readonly message: string;
   readonly lost: readonly LostNotificationEntry[];
 }
@@ -206,7 +214,7 @@ export async function resumeSession(session: ResumingSession, priorDir: string, 
   const warn = options.warn ?? (() => {});
   const now = (): number => session.time?.epochMs() ?? Date.now();
   const doReap = options.reap === true;
-  let outcome: ResumeOutcome = { priorDir: dir, priorSession: null, priorRuntimePid: null, priorEnded: false, skipped: null, report: null, message: null, lost: [], trees: [], damage: [], repairedTornTail: false, reap: doReap };
+  let outcome: ResumeOutcome = { priorDir: dir, priorSession: null, priorRuntimePid: null, priorEnded: false, unproven: null, unprovenTrees: 0, skipped: null, report: null, message: null, lost: [], trees: [], damage: [], repairedTornTail: false, reap: doReap };
   const skip = (why: string, say = true): ResumeOutcome => {
     if (say) warn(`resume: ${why}`);
     outcome = { ...outcome, skipped: why };
@@ -229,14 +237,18 @@ export async function resumeSession(session: ResumingSession, priorDir: string, 
         warn(line);
       },
       [session.recordsDir],
+      // Every record a process could be signalled for is checked against the user's records key.
+      { prove: proverOf(dir) },
     );
     // (The line saying why was just written.)
     if (prior === null) return finish(skip((lines[lines.length - 1] ?? `cannot read ${join(dir, TRACE_FILE)}`).replace(/^resume: /, ''), false));
     const scan = prior.scan;
     const start = scan.sessionRecord ?? {};
-    outcome = { ...outcome, damage: scan.damage, priorSession: scan.session?.session_id ?? null, priorRuntimePid: int(start['pid']), priorEnded: scan.ended };
+    const unproven = scan.sessionProof !== null && !scan.sessionProof.proven ? scan.sessionProof.reason : null;
+    outcome = { ...outcome, damage: scan.damage, priorSession: scan.session?.session_id ?? null, priorRuntimePid: int(start['pid']), priorEnded: scan.ended, unproven };
+    if (unproven !== null) warn(`resume: ${prior.path}: untrusted: ${unproven}; nothing it names is checked for life or signalled`);
     if (scan.session === null) {
-      reconcileScan(prior, session.id, '', { warn }); // says so, touches nothing (§4 step 3)
+      reconcileScan(prior, session.id, '', { warn }); // says so, touches nothing (docs/resume.md#fail-open)
       return finish(skip(`${prior.path} records no session_start, so whose work it holds is unknown; nothing is reconciled`, false));
     }
     const priorId = scan.session.session_id;
@@ -246,11 +258,15 @@ export async function resumeSession(session: ResumingSession, priorDir: string, 
     if (running !== null) return finish(skip(`session ${priorId} (records ${dir}) is still running (runtime pid ${running}): its work is its own; nothing is reconciled or reaped`));
 
     // Every tree the prior session recorded, one per identity: a demoted command's own record
-    // names its work id, and a process_start of the same identity adds its owner and argv.
-    const trees = recordedTrees(scan);
+    // names its work id, and a process_start of the same identity adds its owner and argv. Only a
+    // tree whose process_start is proven is checked (never signalled otherwise).
+    const trees = recordedTrees(scan, unproven);
     // A process the prior session started cannot predate its runtime (a forged record cannot name a daemon).
-    const notBefore = int(start['pid_start_time']);
-    const liveness = probeTrees(trees.map((t) => t.recorded), priorId, { notBefore });
+    const notBefore = unproven === null ? int(start['pid_start_time']) : null;
+    const checked = trees.filter((t) => t.refused === null);
+    const probed = probeTrees(checked.map((t) => t.recorded), priorId, { notBefore });
+    const liveness = trees.map((t) => (t.refused === null ? probed[checked.indexOf(t)] : notChecked(t.refused)));
+    outcome = { ...outcome, unprovenTrees: trees.length - checked.length };
 
     const reconcileOptions: ReconcileOptions = {
       warn,
@@ -258,12 +274,14 @@ export async function resumeSession(session: ResumingSession, priorDir: string, 
       ...(options.newTaskId !== undefined ? { newTaskId: options.newTaskId } : {}),
       ...(options.newEventId !== undefined ? { newEventId: options.newEventId } : {}),
       ...(options.fs !== undefined ? { fs: options.fs } : {}),
+      // What records nobody can prove say reaches the agent as untrusted, whatever trust they claim.
+      ...(unproven !== null ? { untrusted: true } : {}),
     };
     const contextId = options.contextId ?? `ctx_${uuidV7Simple()}`;
     const reconciled = reconcileScan(prior, session.id, contextId, reconcileOptions);
     const report = reconciled.report;
     const reported = new Set(report?.lost.map((w) => w.work_id) ?? []);
-    // A work id whose shell_lost could not be written is dropped from the report (§4 step 7), and
+    // A work id whose shell_lost could not be written is dropped from the report (docs/resume.md#markers), and
     // so is its tree: a later resume reports both.
     const unaccountedDropped = new Set([...scan.detached.keys()].filter((id) => !scan.accounted.has(id) && !reported.has(id)));
 
@@ -408,9 +426,25 @@ interface TreeRecord {
   readonly owner: string | null;
   readonly work_id: string | null;
   readonly argv: readonly string[];
+  /** Why it is not checked (its record is not proven), or null. */
+  readonly refused: string | null;
 }
 
-function recordedTrees(scan: TraceScan): TreeRecord[] {
+/** The liveness of a tree that is not checked: nothing of it is found alive, and why. */
+const notChecked = (why: string): TreeLiveness => ({ alive: false, leaderAlive: false, pidReused: false, evidence: [], processes: [], helperPids: [], cgroup: null, cgroupRefused: null, recordRefused: why });
+
+/** The prover of the records of `dir` (a resume reads one directory). */
+function proverOf(dir: string): (record: Readonly<Record<string, unknown>>, sessionId?: string) => Proof {
+  const prover = new RecordProver(dir);
+  return (record, sessionId) => prover.prove(record, sessionId);
+}
+
+/**
+ * The trees a trace names, each with why it is not checked: everything, when its session is
+ * `unproven`; else a tree that neither a proven `process_start` nor a proven `shell_detached` names.
+ */
+function recordedTrees(scan: TraceScan, unproven: string | null): TreeRecord[] {
+  const untrusted = (why: string): string => `untrusted: ${why}`;
   const byIdentity = new Map<string, TreeRecord>();
   for (const [workId, candidate] of [...scan.detached].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
     const proc = detachedProcess(candidate.record);
@@ -420,14 +454,24 @@ function recordedTrees(scan: TraceScan): TreeRecord[] {
       owner: null,
       work_id: workId,
       argv: [candidate.binary, candidate.command].filter((part) => part !== ''),
+      refused: unproven !== null ? untrusted(unproven) : candidate.proof === null || candidate.proof.proven ? null : untrusted(candidate.proof.reason),
     });
   }
   for (const p of scan.processes) {
     const key = identityKey(p.pid, p.pid_start_time);
     const known = byIdentity.get(key);
+    const refused = unproven !== null ? untrusted(unproven) : p.proof === null || p.proof.proven ? null : untrusted(p.proof.reason);
     if (known !== undefined) {
-      // The demoted command's process_start: its owner and exact argv, its work id kept.
-      byIdentity.set(key, { ...known, owner: p.owner, argv: p.argv.length > 0 ? p.argv : known.argv });
+      // The demoted command's process_start: its owner and exact argv, its work id kept; checked
+      // when either record is proven, as the proven one says (a process_start says more).
+      const own = refused === null || known.refused !== null;
+      byIdentity.set(key, {
+        ...known,
+        recorded: own ? { pid: p.pid, startTime: p.pid_start_time, pgid: p.pgid, cgroup: p.cgroup, pidNamespace: p.pid_namespace } : known.recorded,
+        owner: p.owner,
+        argv: p.argv.length > 0 ? p.argv : known.argv,
+        refused: refused === null ? null : known.refused,
+      });
       continue;
     }
     byIdentity.set(key, {
@@ -435,6 +479,7 @@ function recordedTrees(scan: TraceScan): TreeRecord[] {
       owner: p.owner,
       work_id: null,
       argv: p.argv,
+      refused,
     });
   }
   return [...byIdentity.values()];
@@ -476,7 +521,7 @@ function outputLog(dir: string, workId: string): string | null {
   }
 }
 
-/** The identity fields every record about a leftover tree carries (`process_lost`, `session_resume.processes`, `process_reaped`; reconcile.md §3). */
+/** The identity fields every record about a leftover tree carries (`process_lost`, `session_resume.processes`, `process_reaped`; docs/resume.md#the-scan). */
 const treeIdentity = (t: LeftoverTree): Pick<LeftoverTree, 'owner' | 'work_id' | 'pid' | 'pid_start_time' | 'pgid' | 'cgroup'> => ({
   owner: t.owner,
   work_id: t.work_id,
@@ -510,6 +555,8 @@ function writeResumeRecord(session: ResumingSession, outcome: ResumeOutcome): vo
     damaged_lines: outcome.damage.length,
     repaired_torn_tail: outcome.repairedTornTail,
     reap: outcome.reap,
+    unproven: outcome.unproven,
+    unproven_trees: outcome.unprovenTrees,
   });
   for (const t of outcome.trees) {
     if (t.reaped === null || outcome.priorSession === null) continue;
@@ -621,17 +668,27 @@ function lockHolder(path: string): string | null {
 /**
  * The resume told for people (stderr of `capsule run`, serve's log): one `resume:` line per fact,
  * the lost report's message indented under the line that announces it. The operator's lines name
- * each command and process (the message the agent reads never does, `detached.md` §15.1).
+ * each command and process (the message the agent reads never does, `docs/resume.md#lost-report-text`).
  */
 export function describeResume(outcome: ResumeOutcome): string[] {
   if (outcome.skipped !== null) return [];
   const lines: string[] = [];
   const who = `session ${outcome.priorSession ?? '?'} (records ${outcome.priorDir})`;
   const live = outcome.trees;
-  if (outcome.report === null && live.length === 0) return [`resume: ${who}: nothing left unaccounted`];
-  lines.push(
-    `resume: ${who} ${outcome.priorEnded ? 'ended normally' : `ended without session_end: its runtime${outcome.priorRuntimePid === null ? '' : ` (pid ${outcome.priorRuntimePid})`} was killed`}`,
-  );
+  // What could not be proven is said first: it is why nothing of it is reported alive or stopped.
+  const file = join(outcome.priorDir, TRACE_FILE);
+  if (outcome.unproven !== null) {
+    const n = outcome.unprovenTrees;
+    lines.push(`resume: ${who}: untrusted: ${file}: ${outcome.unproven}; ${n === 0 ? 'nothing it names' : `none of the ${n} process ${n === 1 ? 'tree' : 'trees'} it names`} was checked or signalled`);
+  } else if (outcome.unprovenTrees > 0) {
+    const n = outcome.unprovenTrees;
+    lines.push(`resume: ${file}: ${n} recorded process ${n === 1 ? 'tree is' : 'trees are'} untrusted (no proven process_start or shell_detached names ${n === 1 ? 'it' : 'them'}): not checked, nothing signalled`);
+  }
+  if (outcome.report === null && live.length === 0) return [...lines, `resume: ${who}: nothing left unaccounted`];
+  // Unproven, its runtime pid and ending are only what the records claim: the line above says whose they are.
+  if (outcome.unproven === null) {
+    lines.push(`resume: ${who} ${outcome.priorEnded ? 'ended normally' : `ended without session_end: its runtime${outcome.priorRuntimePid === null ? '' : ` (pid ${outcome.priorRuntimePid})`} was killed`}`);
+  }
   if (outcome.report !== null && outcome.message !== null) {
     const n = outcome.report.lost.length;
     lines.push(`resume: ${n} background ${n === 1 ? 'command was' : 'commands were'} never accounted for; reported once, as task ${outcome.report.task_id} (origin completion, ${outcome.report.provenance.trust}):`);

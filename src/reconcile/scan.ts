@@ -1,12 +1,13 @@
 /**
- * The reconcile scan (`reconcile.md` §3): what a prior session's `trace.jsonl` says about its
+ * The reconcile scan (`docs/resume.md#the-scan`): what a prior session's `trace.jsonl` says about its
  * demoted commands, as pure functions over the file's bytes. Self-contained on purpose: the
- * skipping rules are the spec's own (split at `\n`, drop a trailing `\r`, skip what does not
- * parse), and every skipped line is counted and reported with its byte offset (issue 11 item 3).
+ * skipping rules are Murmur's (split at `\n`, drop a trailing `\r`, skip what does not
+ * parse), and every skipped line is counted and reported with its byte offset.
  */
-import type { LostWork } from '../detached/lost-report.js';
+import type { LostWork } from '../shell-calls/lost-report.js';
 import { readBesideNuls } from '../records/jsonl-reader.js';
-import { lowestTrust, parseTrust, type Trust } from '../detached/provenance.js';
+import { lowestTrust, parseTrust, type Trust } from '../session/provenance.js';
+import type { Proof } from '../records/record-proof.js';
 
 /**
  * Why a line was skipped. `torn`: the unterminated last line, not JSON (a write cut short).
@@ -40,7 +41,7 @@ export interface LineDamage {
   readonly recovered: number;
 }
 
-/** A `process_start` (ours) the scan remembered: a process tree the session started (issue 11 item 2). */
+/** A `process_start` (ours) the scan remembered: a process tree the session started. */
 export interface ProcessStartCandidate {
   /** `run:<run>/step:<step_id>#<attempt>`, or null when not a string. */
   readonly owner: string | null;
@@ -52,28 +53,45 @@ export interface ProcessStartCandidate {
   readonly pid_namespace: boolean;
   readonly executable: string | null;
   readonly argv: readonly string[];
+  /**
+   * Whether the record is proven the runtime's own ({@link ScanOptions.prove}): only a proven one
+   * is ever checked for life or signalled. Null when the scan was not asked to prove.
+   */
+  readonly proof: Proof | null;
+}
+
+/** Options of a {@link TraceScanner}. */
+export interface ScanOptions {
+  /**
+   * Proves a `session_start` (no session id given) or a `process_start` of the session the first
+   * `session_start` names (src/records/record-proof.ts `RecordProver.prove`). Absent: nothing is
+   * proven (a plain reconcile, which reads Murmur traces too, needs no proof).
+   */
+  readonly prove?: (record: Readonly<Record<string, unknown>>, sessionId?: string) => Proof;
 }
 
 /** The key of a process identity (pid and start time) in {@link TraceScan.processLost}. */
 export const identityKey = (pid: number, startTime: number | null): string => `${pid}:${startTime ?? '?'}`;
 
-/** A remembered `shell_detached` (§3): its lost-work fields and the task that made the call. */
+/** A remembered `shell_detached` (docs/resume.md#the-scan): its lost-work fields and the task that made the call. */
 export interface DetachedCandidate extends LostWork {
   /** The record's `task_id` when a string, else null. */
   readonly task_id: string | null;
-  /** The whole record, for fields beyond the spec (pid, pgid, start time, cgroup: issue 11 item 2). */
+  /** The whole record, for our fields beyond Murmur's (pid, pgid, start time, cgroup). */
   readonly record: Readonly<Record<string, unknown>>;
+  /** Whether the record is proven the runtime's own ({@link ScanOptions.prove}); null when the scan was not asked to prove. */
+  readonly proof: Proof | null;
 }
 
 /** A whole number ≥ `min`, or null. */
 const int = (value: unknown, min: number): number | null => (typeof value === 'number' && Number.isSafeInteger(value) && value >= min ? value : null);
 
 /**
- * The process tree a `shell_detached` names (ours, beyond the spec: `pid`, `pid_start_time`,
+ * The process tree a `shell_detached` names (ours: `pid`, `pid_start_time`,
  * `pgid`, `cgroup`, `pid_namespace`, the names `process_start` uses), or null when it names no
  * usable pid (a Murmur trace never does).
  */
-export function detachedProcess(record: Readonly<Record<string, unknown>>): Omit<ProcessStartCandidate, 'owner' | 'executable' | 'argv'> | null {
+export function detachedProcess(record: Readonly<Record<string, unknown>>): Omit<ProcessStartCandidate, 'owner' | 'executable' | 'argv' | 'proof'> | null {
   const pid = int(record['pid'], 2);
   if (pid === null) return null;
   return {
@@ -85,15 +103,17 @@ export function detachedProcess(record: Readonly<Record<string, unknown>>): Omit
   };
 }
 
-/** What one scan found (§3). */
+/** What one scan found (docs/resume.md#the-scan). */
 export interface TraceScan {
   /** The first `session_start` with a non-empty `session_id`, and its `event_id` (null when not a string). */
   readonly session: { readonly session_id: string; readonly event_id: string | null } | null;
   /** That `session_start` record whole (ours adds `pid`, `pid_start_time`, `containment`), or null. */
   readonly sessionRecord: Readonly<Record<string, unknown>> | null;
+  /** Whether that `session_start` is proven ({@link ScanOptions.prove}); null when not asked, or there is none. */
+  readonly sessionProof: Proof | null;
   /** A `session_end` line was read (the session ended normally; its sweep ran). */
   readonly ended: boolean;
-  /** `process_start` records with a usable pid, in file order (one per identity). */
+  /** `process_start` records with a usable pid, in file order (one per identity: a proven record is never replaced by one that is not). */
   readonly processes: readonly ProcessStartCandidate[];
   /** Identities ({@link identityKey}) an earlier resume marked with `process_lost`. */
   readonly processLost: ReadonlySet<string>;
@@ -109,7 +129,7 @@ export interface TraceScan {
   readonly lines: number;
   /** Bytes scanned. */
   readonly bytes: number;
-  /** Whether the file ended with `\n` (an empty file counts as terminated, §4 step 6). */
+  /** Whether the file ended with `\n` (an empty file counts as terminated, docs/resume.md#reconcile). */
   readonly endsWithNewline: boolean;
 }
 
@@ -121,8 +141,10 @@ const ACCOUNTING = new Set(['shell_completed', 'shell_abandoned', 'shell_lost'])
  * bounded by the longest line plus the remembered records, whatever the file's size.
  */
 export class TraceScanner {
+  readonly #prove: NonNullable<ScanOptions['prove']> | null;
   #session: { session_id: string; event_id: string | null } | null = null;
   #sessionRecord: Readonly<Record<string, unknown>> | null = null;
+  #sessionProof: Proof | null = null;
   #ended = false;
   readonly #processes = new Map<string, ProcessStartCandidate>();
   readonly #processLost = new Set<string>();
@@ -140,6 +162,10 @@ export class TraceScanner {
   #line = 0;
   #bytes = 0;
   #lastByte: number | null = null;
+
+  constructor(options: ScanOptions = {}) {
+    this.#prove = options.prove ?? null;
+  }
 
   /** Scans the lines `chunk` completes; an unterminated rest is held (bounded) until the next chunk or {@link finish}. */
   push(chunk: Uint8Array): void {
@@ -164,6 +190,7 @@ export class TraceScanner {
     return {
       session: this.#session,
       sessionRecord: this.#sessionRecord,
+      sessionProof: this.#sessionProof,
       ended: this.#ended,
       processes: [...this.#processes.values()],
       processLost: this.#processLost,
@@ -225,7 +252,7 @@ export class TraceScanner {
 
   #take(raw: Buffer, offset: number, unterminated: boolean): void {
     const line = ++this.#line;
-    // A trailing `\r` is dropped (§3).
+    // A trailing `\r` is dropped (docs/resume.md#the-scan).
     const bytes = raw.length > 0 && raw[raw.length - 1] === 0x0d ? raw.subarray(0, raw.length - 1) : raw;
     const damage = (kind: LineDamageKind, nul = 0, firstNul: number | null = null, recovered = 0): void => {
       this.#damage.push({ kind, line, offset, bytes: raw.length, nul_bytes: nul, first_nul_offset: firstNul, recovered });
@@ -240,13 +267,20 @@ export class TraceScanner {
     const parsed = parseLine(bytes);
     if (parsed.kind === 'value') {
       if (typeof parsed.value === 'object' && parsed.value !== null && !Array.isArray(parsed.value)) this.#dispatch(parsed.value as Record<string, unknown>);
-      // Any other JSON value parses and has no event_type: ignored, as the spec's reader does.
+      // Any other JSON value parses and has no event_type: ignored, as Murmur's reader does.
       return;
     }
     damage(unterminated ? 'torn' : parsed.kind);
   }
 
-  /** §3 step 3. */
+  /** The proof of a record of the session the first `session_start` names (null when not asked to prove). */
+  #proofOf(record: Record<string, unknown>, type: string): Proof | null {
+    if (this.#prove === null) return null;
+    if (this.#session === null) return { proven: false, reason: `its ${type} comes before any session_start` };
+    return this.#prove(record, this.#session.session_id);
+  }
+
+  /** docs/resume.md#the-scan. */
   #dispatch(record: Record<string, unknown>): void {
     const type = typeof record['event_type'] === 'string' ? record['event_type'] : '';
     const workId = record['work_id'];
@@ -256,6 +290,7 @@ export class TraceScanner {
         const eventId = record['event_id'];
         this.#session = { session_id: sessionId, event_id: typeof eventId === 'string' ? eventId : null };
         this.#sessionRecord = record;
+        this.#sessionProof = this.#prove?.(record) ?? null;
       }
     } else if (type === 'session_end') {
       this.#ended = true;
@@ -264,7 +299,11 @@ export class TraceScanner {
       if (pid === null) return;
       const startTime = int(record['pid_start_time'], 0);
       const argv = Array.isArray(record['argv']) ? record['argv'].filter((a): a is string => typeof a === 'string') : [];
-      this.#processes.set(identityKey(pid, startTime), {
+      const key = identityKey(pid, startTime);
+      const proof = this.#proofOf(record, 'process_start');
+      // A line that proves nothing never takes the place of one that does (a planted copy of a genuine record).
+      if (this.#processes.get(key)?.proof?.proven === true && proof?.proven !== true) return;
+      this.#processes.set(key, {
         owner: typeof record['owner'] === 'string' ? record['owner'] : null,
         pid,
         pid_start_time: startTime,
@@ -273,6 +312,7 @@ export class TraceScanner {
         pid_namespace: record['pid_namespace'] === true,
         executable: typeof record['executable'] === 'string' ? record['executable'] : null,
         argv,
+        proof,
       });
     } else if (type === 'process_lost') {
       const pid = int(record['pid'], 2);
@@ -292,6 +332,7 @@ export class TraceScanner {
         detached_at_ms: typeof timestamp === 'number' && Number.isInteger(timestamp) && timestamp >= 0 ? timestamp : 0,
         task_id: typeof taskId === 'string' ? taskId : null,
         record,
+        proof: this.#proofOf(record, 'shell_detached'),
       });
     } else if (ACCOUNTING.has(type)) {
       if (typeof workId === 'string') this.#accounted.add(workId);
@@ -322,21 +363,21 @@ function parseRecord(bytes: Uint8Array): Record<string, unknown> | null {
 }
 
 /** Scans a whole file's bytes (or text) at once. */
-export function scanTrace(content: Uint8Array | string): TraceScan {
-  const scanner = new TraceScanner();
+export function scanTrace(content: Uint8Array | string, options: ScanOptions = {}): TraceScan {
+  const scanner = new TraceScanner(options);
   scanner.push(typeof content === 'string' ? Buffer.from(content, 'utf8') : content);
   return scanner.finish();
 }
 
-/** Unaccounted work (§3.1): remembered `shell_detached` minus the accounted set, ascending work-id string order (= demotion order). */
+/** Unaccounted work (docs/resume.md#trust): remembered `shell_detached` minus the accounted set, ascending work-id string order (= demotion order). */
 export function unaccounted(scan: TraceScan): DetachedCandidate[] {
   return [...scan.detached.values()].filter((work) => !scan.accounted.has(work.work_id)).sort((a, b) => (a.work_id < b.work_id ? -1 : a.work_id > b.work_id ? 1 : 0));
 }
 
-/** One command's trust (§3.1): its `task_start`'s, or `untrusted` when it names no task or the join finds none. */
+/** One command's trust (docs/resume.md#trust): its `task_start`'s, or `untrusted` when it names no task or the join finds none. */
 export const candidateTrust = (scan: TraceScan, work: DetachedCandidate): Trust => (work.task_id === null ? 'untrusted' : scan.taskTrust.get(work.task_id) ?? 'untrusted');
 
-/** The report's trust (§3.1): the lowest over every unaccounted command (accounted ones do not count). */
+/** The report's trust (docs/resume.md#trust): the lowest over every unaccounted command (accounted ones do not count). */
 export function reportTrust(scan: TraceScan, work: readonly DetachedCandidate[] = unaccounted(scan)): Trust {
   return lowestTrust(work.map((w) => candidateTrust(scan, w)));
 }

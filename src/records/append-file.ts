@@ -3,13 +3,13 @@ import { closeSync, constants as fsConstants, fstatSync, ftruncateSync, openSync
 import { basename, dirname, join } from 'node:path';
 
 /**
- * Flags of every records file the runtime opens for writing: never through a symlink (issue 15:
+ * Flags of every records file the runtime opens for writing: never through a symlink (
  * a step must not be able to redirect a record by planting a link where it will be written).
  */
 const NO_FOLLOW = fsConstants.O_NOFOLLOW;
 
 /**
- * What opening an {@link AppendFile} did to a tail left by an earlier crash (field report 13c):
+ * What opening an {@link AppendFile} did to a tail left by an earlier crash:
  * `newline` — the last line was a complete JSON value missing only its `\n`, which was added;
  * `truncated` — the last `bytes` bytes were a torn fragment and were cut off.
  */
@@ -21,7 +21,7 @@ export interface TailRepair {
 /**
  * An append-only line file (`trace.jsonl`, `events.jsonl`): each `append` is one `write(2)` of
  * whole lines in append mode, so a line is never split by another appender and a crash can only
- * tear the last line (DESIGN §7).
+ * tear the last line (docs/records.md).
  *
  * On open, an unterminated last line is repaired before anything is appended, so the next record
  * never glues onto it: a complete JSON value gets its newline, a torn fragment is cut off.
@@ -195,7 +195,7 @@ function isJsonObject(bytes: Uint8Array): boolean {
 
 /**
  * Replaces `path` with `data`, whole or not at all, so that nothing planted in the directory can
- * redirect the write (issue 15): the data goes to a new file of an unpredictable name in the same
+ * redirect the write: the data goes to a new file of an unpredictable name in the same
  * directory (`.<name>.<random>.tmp`, created with `O_EXCL | O_NOFOLLOW`: it cannot already exist,
  * as a file or a link), which is then renamed over `path` — a rename replaces a symlink at `path`
  * itself, never its target.

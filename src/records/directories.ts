@@ -7,6 +7,7 @@
  */
 import { accessSync, constants as fsConstants, existsSync, mkdirSync, realpathSync, statfsSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
+import { messageOf } from '../errors.js';
 
 /** `statfs(2)` `f_type` of procfs and sysfs (`linux/magic.h`). */
 const PSEUDO_FILESYSTEMS = new Set([0x9fa0, 0x62656572]);
@@ -49,7 +50,7 @@ export function describeFsError(error: unknown): string {
     case 'EIO':
       return 'an I/O error (EIO)';
     default:
-      return error instanceof Error ? error.message : String(error);
+      return messageOf(error);
   }
 }
 

@@ -2,13 +2,13 @@
  * The shape of an `events.jsonl` line as its readers (`capsule replay`, `capsule inspect`) accept
  * it: zod schemas of the two kinds of line ({@link EventLine}, {@link SnapshotLine}), checked at
  * the boundary so that nothing past it meets an `emitted` that is not an array or a `seq` that is
- * not a number (issue 16). Keys a newer writer adds are kept; a line nested deeper than
+ * not a number. Keys a newer writer adds are kept; a line nested deeper than
  * {@link MAX_RECORD_DEPTH} is refused before it is parsed (comparing or describing it would
  * recurse that deep).
  */
 import * as z from 'zod';
 import { formatIssues, textNestingExceeds } from '../plan/schema.js';
-import { excerpt } from '../plan/text.js';
+import { excerpt } from '../excerpt.js';
 import type { EventLine, EventLogRecord, SnapshotLine } from './event-log.js';
 import { MAX_RECORD_DEPTH } from './jsonl-reader.js';
 

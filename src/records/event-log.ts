@@ -3,7 +3,7 @@ import { kindOfActor, readableActorId, type ActorKind } from '../actors/actor-ki
 import { AppendFile, type TailRepair } from './append-file.js';
 
 /**
- * The actor event log (DESIGN §7, §9; docs/event-log.md): `<records dir>/events.jsonl`, one JSON
+ * The actor event log (docs/records.md, docs/event-log.md; docs/event-log.md): `<records dir>/events.jsonl`, one JSON
  * line per event an actor received (`@xstate.event`) and per snapshot it took (`@xstate.snapshot`),
  * recorded through XState's `inspect` hook. `capsule replay` feeds the outside inputs back into
  * rebuilt machines and checks they pass through the same states; `capsule inspect` follows the
@@ -400,7 +400,7 @@ export class EventLog {
   }
 }
 
-/** UTF-8 of U+0085, U+2028 and U+2029, line breaks to Python's `str.splitlines` (field report 14). */
+/** UTF-8 of U+0085, U+2028 and U+2029, line breaks to Python's `str.splitlines`. */
 const LINE_BREAK_BYTES = ['\u0085', '\u2028', '\u2029'].map((c) => Buffer.from(c, 'utf8'));
 const LINE_BREAKS = /[\u0085\u2028\u2029]/g;
 

@@ -1,13 +1,13 @@
 /**
  * Reading a records file (`trace.jsonl`, `events.jsonl`): one JSON object a line. A crash can
- * leave the last line torn (DESIGN §7), and a hand edit can leave anything; a reader says so, with
+ * leave the last line torn (docs/records.md), and a hand edit can leave anything; a reader says so, with
  * the line and its byte offset, instead of skipping it silently. The same reader serves a whole
  * file ({@link readJsonlFile}) and a file that is still growing ({@link JsonlFollower}).
  */
 import { closeSync, constants as fsConstants, fstatSync, openSync, readSync } from 'node:fs';
 import { ERROR_CODES, RuntimeError } from '../errors.js';
 import { textNestingExceeds } from '../plan/json-bounds.js';
-import { excerpt } from '../plan/text.js';
+import { excerpt } from '../excerpt.js';
 
 /**
  * Deepest nesting of arrays and objects a records line may have: a deeper one is a problem, not
@@ -57,7 +57,7 @@ const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
  * one. An unterminated last line is held back (its writer may be mid-write) until {@link finish},
  * which reports it as torn unless it parses. A missing file reads as empty.
  *
- * Damage is reported, never skipped silently, and never stops the read (field report 13): a line
+ * Damage is reported, never skipped silently, and never stops the read: a line
  * that is not JSON, not UTF-8 or longer than {@link MAX_RECORD_LINE_BYTES}; a line holding NUL
  * bytes (a block of zeros a crash can leave) is reported with their count and offset, and a whole
  * record beside them is still read (JSON never holds a raw NUL, so no record spans one). Blank

@@ -1,7 +1,7 @@
 /**
  * One JSON value as one JSONL line. `JSON.stringify` already escapes `\n`, `\r` and NUL; it leaves
  * U+0085, U+2028 and U+2029 raw, which line splitters such as Python's `str.splitlines` treat as
- * line breaks (field report 14). Escaping them keeps "one record, one line" true for every reader.
+ * line breaks. Escaping them keeps "one record, one line" true for every reader.
  */
 export function toJsonLine(value: unknown): string {
   return `${escapeLineBreaks(JSON.stringify(value))}\n`;

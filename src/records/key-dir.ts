@@ -9,8 +9,11 @@
 import { homedir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
 
+/** The environment variable that moves {@link keyDir} (a delegated child capsule is given its parent's). */
+export const KEY_DIR_ENV = 'CAPSULE_KEY_DIR';
+
 export function keyDir(env: NodeJS.ProcessEnv = process.env): string {
-  const own = env['CAPSULE_KEY_DIR'];
+  const own = env[KEY_DIR_ENV];
   if (own !== undefined && isAbsolute(own)) return own;
   const xdg = env['XDG_STATE_HOME'];
   if (xdg !== undefined && isAbsolute(xdg)) return join(xdg, 'capsule-runtime');

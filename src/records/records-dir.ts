@@ -1,5 +1,5 @@
 /**
- * Whether a records directory already holds a session (DESIGN §7: a records directory is one
+ * Whether a records directory already holds a session (docs/records.md: a records directory is one
  * session's), and the refusal when it does. Kept apart from the session and the event log (it
  * reads file names and the first trace line only), so that `capsule validate --records` checks a
  * directory without loading the machines or the process layer.
@@ -12,7 +12,7 @@ import { DirectoryError, describeFsError } from './directories.js';
 /** File name of the actor event log in a records directory (re-exported by `event-log.ts`). */
 export const EVENT_LOG_FILE = 'events.jsonl';
 
-/** Files whose presence means a records directory holds a session (DESIGN §7). */
+/** Files whose presence means a records directory holds a session (docs/records.md). */
 export const SESSION_RECORD_FILES = ['trace.jsonl', EVENT_LOG_FILE, 'report.json'] as const;
 
 /** A session found in a records directory. */
@@ -25,7 +25,7 @@ export interface RecordedSession {
 
 /**
  * The session a records directory already holds, or null when it holds none (missing, empty, or
- * only other files). A records directory is one session's (DESIGN §7): a second session appending
+ * only other files). A records directory is one session's (docs/records.md): a second session appending
  * to its trace and event log would make both unreadable (`replay` and `inspect` follow one session).
  */
 export function recordedSessionIn(recordsDir: string): RecordedSession | null {

@@ -12,7 +12,7 @@ import { JsonlFollower, parseObject, type JsonlProblem, type JsonlRead } from '.
 import { isTraceEventType, OMITS_NULL_PARENT, TRACE_PARENTS, type TraceEnvelope, type TraceEventType, type TraceRecord } from './trace-records.js';
 import { traceFieldSchema } from './trace-schemas.js';
 import { formatIssues } from '../plan/schema.js';
-import { excerpt } from '../plan/text.js';
+import { excerpt } from '../excerpt.js';
 
 /** File name of the trace in a records directory. */
 export const TRACE_FILE = 'trace.jsonl';
@@ -130,7 +130,7 @@ const END_LINE_BYTES = 64 * 1024;
  * finds the `session_end` (its parent is a record the reader did not accept, which it does not
  * check) and no `session_start` from that line. For a caller to whom both mean "not abandoned"
  * (the abandoned-session scan, src/process/leftovers.ts), the verdict is the same without building
- * and running the largest of the trace's schemas at every start (issue 14, startup: ~4 ms of CPU).
+ * and running the largest of the trace's schemas at every start (startup time).
  */
 export function endedTrace(path: string, options: { readonly startFields?: boolean } = {}): boolean {
   const file = path.endsWith('.jsonl') ? path : join(path, TRACE_FILE);

@@ -1,17 +1,17 @@
 /**
- * The trace records (`trace.jsonl`, DESIGN §8; docs/trace.md): one type per `event_type`, the
+ * The trace records (`trace.jsonl`, docs/trace.md): one type per `event_type`, the
  * fields of each in the order they are written, and the rule for its `parent_id`. The
  * {@link TraceWriter} writes only what is built here, and the trace reader returns these types,
- * so a writer and every reader (tests, `capsule inspect`, the coming reconcile) share one
+ * so a writer and every reader (tests, `capsule inspect`, `--resume`) share one
  * definition.
  *
- * Field names and meanings follow the spec (`spec/trace-plan.md`, `spec/trace-shell.md`), so a
+ * Field names and meanings are Murmur's (`docs/trace.md`), so a
  * Murmur trace reads the same; fields marked "ours" go beyond it. Optional fields are omitted
- * when absent (never written as `null`), as the spec says.
+ * when absent (never written as `null`), as Murmur does.
  */
 import type { JsonValue, OutputTruncation, StepKind, StepStatus } from '../../machines/contracts.js';
 
-/** The five keys every record starts with, in this order (`trace-plan.md` §1). */
+/** The five keys every record starts with, in this order (`docs/trace.md#the-envelope`). */
 export interface TraceEnvelope<T extends string = string> {
   readonly event_type: T;
   /** `evt_` + a UUID v7 in simple form; sorts by the time it was minted. */
@@ -52,9 +52,48 @@ export interface SessionContainmentFields {
   readonly isolation_reason: string;
   /** The user processes run as, or null (the runtime's own). */
   readonly run_as: RunAsFields | null;
+  /** What a step is kept from; absent in traces written before it. */
+  readonly confinement?: SessionConfinementFields;
+  /** How the declared `capabilities.resources` are enforced; present only when some are declared. */
+  readonly resources?: {
+    readonly limits: Readonly<Record<string, number | undefined>>;
+    /** Each declared limit: `cgroup`, `rlimit`, `guard`, or null (not enforced here). */
+    readonly enforced_by: Readonly<Record<string, 'cgroup' | 'rlimit' | 'guard' | null | undefined>>;
+    readonly reason: string;
+  };
+  /** The session's network (`host`, or `session`: a namespace of its own); absent in traces written before it. */
+  readonly network?: {
+    readonly mode: 'host' | 'session';
+    /** The file the namespace is bound on, or null. */
+    readonly namespace: string | null;
+    /** The namespace's inode (`net:[N]`), or null. */
+    readonly inode: number | null;
+    readonly reason: string;
+    /** With an allow-list: the destinations outside it may reach, resolved. */
+    readonly allow?: readonly string[];
+  };
 }
 
-/** `session_start` (`trace-shell.md` §2): the session node. */
+/** `session_start.containment.confinement` (ours, docs/trace.md): what a step is kept from (docs/security.md). */
+export interface SessionConfinementFields {
+  /** The opt-out (`--privileged-steps`, `capabilities.privileged_steps`) is in effect. */
+  readonly privileged_steps: boolean;
+  /** The capabilities a step can hold at most (as root), or null: every one the runtime's user has. */
+  readonly capabilities: readonly string[] | null;
+  readonly no_new_privs: boolean;
+  /** A cgroup namespace rooted at the tree's cgroup. */
+  readonly cgroup_namespace: boolean;
+  /** /sys (cgroup filesystems included) and /proc/sys, /proc/sysrq-trigger, … read-only. */
+  readonly read_only_kernel: boolean;
+  /** Paths bound read-only in a step's mount namespace (the records root). */
+  readonly read_only: readonly string[];
+  /** Directories hidden from a step (the records key's). */
+  readonly hidden: readonly string[];
+  /** What is missing and why (`''`: nothing). */
+  readonly reason: string;
+}
+
+/** `session_start` (`docs/trace.md#session_start`): the session node. */
 export interface SessionStartFields {
   readonly capsule_name: string | null;
   readonly capsule_version: string | null;
@@ -77,7 +116,7 @@ export interface SessionStartFields {
   readonly containment: SessionContainmentFields;
 }
 
-/** `session_end` (`trace-shell.md` §9). */
+/** `session_end` (`docs/trace.md#session_end`). */
 export interface SessionEndFields {
   readonly total_turns: number;
   readonly total_input_tokens: number;
@@ -92,7 +131,7 @@ export interface SessionEndFields {
 
 /**
  * `process_start` (ours): one per process tree the runtime started, written when it starts, with
- * what it takes to find it again after a crash (issue 7): the pid and its start time tell a live
+ * what it takes to find it again after a crash: the pid and its start time tell a live
  * process from a recycled pid; the group and cgroup are what the runtime ends. Under the plan node
  * for a step's process (the session node for work outside a plan, once there is any).
  */
@@ -115,7 +154,7 @@ export interface ProcessStartFields {
   readonly argv: readonly string[];
 }
 
-/** One step of `plan_start.steps` (`trace-plan.md` §3.1). */
+/** One step of `plan_start.steps` (`docs/trace.md#plan_start`). */
 export interface PlanStartStep {
   readonly step_id: string;
   readonly kind: StepKind;
@@ -123,14 +162,14 @@ export interface PlanStartStep {
   readonly has_condition: boolean;
 }
 
-/** `plan_start` (`trace-plan.md` §3.1): the plan node; written right after the file parses, before validation. */
+/** `plan_start` (`docs/trace.md#plan_start`): the plan node; written right after the file parses, before validation. */
 export interface PlanStartFields {
   readonly plan_id: string;
   readonly step_count: number;
   readonly steps: readonly PlanStartStep[];
 }
 
-/** `plan_step_start` (`trace-plan.md` §3.2): one per dispatched step. */
+/** `plan_step_start` (`docs/trace.md#plan_step_start`): one per dispatched step. */
 export interface PlanStepStartFields {
   readonly plan_id: string;
   readonly step_id: string;
@@ -138,7 +177,7 @@ export interface PlanStepStartFields {
   readonly depends_on: readonly string[];
 }
 
-/** `plan_step` (`trace-plan.md` §3.3): one terminal record per settled step, `on_error` applied. */
+/** `plan_step` (`docs/trace.md#plan_step`): one terminal record per settled step, `on_error` applied. */
 export interface PlanStepFields {
   readonly plan_id: string;
   readonly step_id: string;
@@ -156,9 +195,11 @@ export interface PlanStepFields {
    * counts and the full-output log (`logs/shell-<epoch ms>.log`), so the step id sits beside it.
    */
   readonly truncated?: OutputTruncation;
+  /** Ours: the step's attempts' logs (`docs/records.md#step-logs`), in attempt order; absent when no attempt printed anything. */
+  readonly logs?: readonly { readonly attempt: number; readonly path: string; readonly stdout_bytes: number; readonly stderr_bytes: number }[];
 }
 
-/** `plan_end` (`trace-plan.md` §3.4): exactly one per run. */
+/** `plan_end` (`docs/trace.md#plan_end`): exactly one per run. */
 export interface PlanEndFields {
   /** `""` when the file could not be read or parsed. */
   readonly plan_id: string;
@@ -173,7 +214,7 @@ export interface PlanEndFields {
 }
 
 /**
- * `task_start` (`trace-shell.md` §3): every call that runs work (`shell.run`, `plan.submit`) and
+ * `task_start` (`docs/trace.md#task_start`): every call that runs work (`shell.run`, `plan.submit`) and
  * every completion the session delivers is a task; task-scoped records hang off this node.
  */
 export interface TaskStartFields {
@@ -182,7 +223,7 @@ export interface TaskStartFields {
   /** Which door: `serve`, `library`, `detached_shell` (a delivered completion). */
   readonly source: string;
   readonly origin: string;
-  /** Derived from the origin (`detached.md` §17); reconciliation joins on it. */
+  /** Derived from the origin (`docs/background-commands.md#provenance`); reconciliation joins on it. */
   readonly trust: 'trusted' | 'untrusted';
   readonly lane: string;
   readonly delegation_id?: string;
@@ -191,7 +232,7 @@ export interface TaskStartFields {
   readonly method?: string;
 }
 
-/** `shell` (`trace-shell.md` §4): a shell call that finished in the foreground (it registered nothing). */
+/** `shell` (`docs/trace.md#shell`): a shell call that finished in the foreground (it registered nothing). */
 export interface ShellFields {
   readonly turn?: number;
   readonly task_id: string | null;
@@ -206,16 +247,16 @@ export interface ShellFields {
   readonly resource_limit?: string;
   /** Ours: the full-output log when stdout or stderr was over the 16 KiB cap. */
   readonly full_output_path?: string;
-  /** Ours (round 17): `true` when `lifecycle.max_log_bytes` cut that log. */
+  /** Ours: `true` when `lifecycle.max_log_bytes` cut that log. */
   readonly output_capped?: true;
-  /** Ours (round 17): `log_cap` when `lifecycle.on_log_cap: "stop"` ended the call at the cap. */
+  /** Ours: `log_cap` when `lifecycle.on_log_cap: "stop"` ended the call at the cap. */
   readonly ended_by?: 'log_cap';
   /** Ours: `Killed` when processes it left still held its output at its exit (they were killed). */
   readonly output_holders?: 'Killed' | 'LeftRunning';
 }
 
 /**
- * `plan_step_late` (ours, after the spec's `delegation_late`, `trace-plan.md` §4.3): an attempt a
+ * `plan_step_late` (ours, after Murmur's `delegation_late`, `docs/trace.md#plan_step_late`): an attempt a
  * forced cancel ended produced a result after all (its process's exit, or an in-process tool that
  * returned after its abort). Recorded as ignored: the step settled with the forced-cancel error.
  */
@@ -231,7 +272,7 @@ export interface PlanStepLateFields {
   readonly reason: 'canceled';
 }
 
-/** `task_canceled` (`trace-shell.md` §10). Reserved. */
+/** `task_canceled` (`docs/trace.md#task_canceled`). Reserved. */
 export interface TaskCanceledFields {
   readonly task_id: string;
   readonly phase: string;
@@ -240,9 +281,9 @@ export interface TaskCanceledFields {
 }
 
 /**
- * `shell_detached` (`trace-shell.md` §5): a command demoted to the background, written (and
+ * `shell_detached` (`docs/trace.md#shell_detached`): a command demoted to the background, written (and
  * flushed) at the demotion instant — its `timestamp` is the `detached_at_ms` a resume reports.
- * Beyond the original (`spec/README.md`): what it takes to find the command's processes again
+ * Ours, beyond Murmur's fields: what it takes to find the command's processes again
  * after a crash, so a resume can say whether it is still alive and stop it.
  */
 export interface ShellDetachedFields {
@@ -265,7 +306,7 @@ export interface ShellDetachedFields {
   readonly output_path: string;
 }
 
-/** `shell_completed` (`trace-shell.md` §6): exactly one per finished demoted command, written by the delivery that claimed it. */
+/** `shell_completed` (`docs/trace.md#shell_completed`): exactly one per finished demoted command, written by the delivery that claimed it. */
 export interface ShellCompletedFields {
   readonly work_id: string;
   readonly binary: string;
@@ -286,7 +327,7 @@ export interface ShellCompletedFields {
   readonly ended_by?: 'stop' | 'log_cap' | null;
 }
 
-/** `shell_abandoned` (`trace-shell.md` §7): written by the session's teardown sweep for each demoted command nobody accounted for. */
+/** `shell_abandoned` (`docs/trace.md#shell_abandoned`): written by the session's teardown sweep for each demoted command nobody accounted for. */
 export interface ShellAbandonedFields {
   readonly work_id: string;
   readonly binary: string;
@@ -304,7 +345,7 @@ export interface ShellAbandonedFields {
 }
 
 /**
- * `shell_lost` (`trace-shell.md` §8, `reconcile.md` §5): appended by a resuming session to the
+ * `shell_lost` (`docs/trace.md#shell_lost`, `docs/resume.md#markers`): appended by a resuming session to the
  * PRIOR session's trace, one per demoted command it left unaccounted; the envelope's `session_id`
  * is the prior session's and `parent_id` its `session_start` (omitted, not null, when unknown).
  * Exactly these fields: never `exit_code`, `status`, `duration_ms`, `output_path` or
@@ -390,7 +431,7 @@ export interface SessionResumeFields {
   readonly context_id: string | null;
   /** The lost report's trust (origin `completion`), or null. */
   readonly trust: 'trusted' | 'untrusted' | null;
-  /** The lost report's message (`detached.md` §15.1), or null. */
+  /** The lost report's message (`docs/resume.md#lost-report-text`), or null. */
   readonly message: string | null;
   /** The reported work ids, in report order. */
   readonly lost: readonly ResumeLostEntry[];
@@ -402,6 +443,14 @@ export interface SessionResumeFields {
   readonly repaired_torn_tail: boolean;
   /** `--reap` was asked for. */
   readonly reap: boolean;
+  /**
+   * Why the prior trace's `session_start` is not proven the runtime's own (no `mac`, or one that
+   * does not match: src/records/record-proof.ts), or null when it is: then nothing it names was
+   * checked for life or signalled. Absent in records written before traces were proven.
+   */
+  readonly unproven?: string | null;
+  /** How many recorded process trees were not checked because no proven `process_start` names them. */
+  readonly unproven_trees?: number;
 }
 
 /** `process_reaped` (ours): under `session_resume`, one per live tree `--reap` ended, written once it is proven gone (or survived). */
@@ -423,7 +472,7 @@ export interface ProcessReapedFields {
   readonly gone: boolean;
 }
 
-/** `delegation_start` (`trace-plan.md` §4.1). Reserved. */
+/** `delegation_start` (`docs/trace.md#delegation_start`). Reserved. */
 export interface DelegationStartFields {
   readonly delegation_id: string;
   readonly capsule: string;
@@ -433,14 +482,14 @@ export interface DelegationStartFields {
   /**
    * Ours: epoch milliseconds by which this delegation ends — the earlier of its own bound (counted
    * from now, the child being up) and the deadline the delegating session inherited; the child's
-   * task carries it on as its own deadline (`delegation.md` §5).
+   * task carries it on as its own deadline (`docs/delegation.md#the-bound-and-the-inherited-deadline`).
    */
   readonly deadline_ms: number;
   /** Ours, present only when the parent's work folder was copied for the child (`capabilities.spawn.workdir_snapshot`): what was copied. */
   readonly workdir_snapshot?: { readonly source: string; readonly files: number; readonly bytes: number; readonly links: number; readonly skipped: number };
 }
 
-/** `delegation` (`trace-plan.md` §4.2). Reserved. */
+/** `delegation` (`docs/trace.md#delegation`). Reserved. */
 export interface DelegationFields {
   readonly capsule: string;
   readonly version: string;
@@ -483,7 +532,7 @@ export type TraceRecord<T extends TraceEventType = TraceEventType> = {
 }[T];
 
 /**
- * Which record each record type hangs off (`trace-plan.md` §2, `trace-shell.md` §1): the types its
+ * Which record each record type hangs off (`docs/trace.md#what-hangs-off-what`, `docs/trace.md#the-envelope`): the types its
  * `parent_id` may name; an empty list means `parent_id` is null. The writer's types enforce it (a
  * parent is passed as a {@link TraceNode} of one of these types), and the trace reader checks it.
  */
@@ -501,9 +550,9 @@ export const TRACE_PARENTS = {
   plan_step_late: ['plan_start'],
   task_start: ['session_start'],
   task_canceled: ['task_start', 'session_start'],
-  // Turn-scoped in the spec; without agent turns here: the task, else the session.
+  // Turn-scoped in Murmur's runtime; without agent turns here: the task, else the session.
   shell: ['task_start', 'session_start'],
-  // Turn-scoped in the spec; without agent turns here: the task, else the session.
+  // Turn-scoped in Murmur's runtime; without agent turns here: the task, else the session.
   shell_detached: ['task_start', 'session_start'],
   shell_completed: ['session_start'],
   shell_abandoned: ['session_start'],
@@ -559,7 +608,7 @@ const ORDER: { readonly [K in TraceEventType]: readonly (keyof TraceFieldsByType
   process_start: ['owner', 'pid', 'pid_start_time', 'pgid', 'cgroup', 'pid_namespace', 'executable', 'argv'],
   plan_start: ['plan_id', 'step_count', 'steps'],
   plan_step_start: ['plan_id', 'step_id', 'kind', 'depends_on'],
-  plan_step: ['plan_id', 'step_id', 'kind', 'status', 'attempts', 'duration_ms', 'error', 'input', 'state_effect', 'resource_id', 'truncated'],
+  plan_step: ['plan_id', 'step_id', 'kind', 'status', 'attempts', 'duration_ms', 'error', 'input', 'state_effect', 'resource_id', 'truncated', 'logs'],
   plan_end: ['plan_id', 'outcome', 'failed_step', 'steps_total', 'steps_succeeded', 'steps_failed', 'steps_skipped', 'duration_ms', 'reason'],
   plan_step_late: ['plan_id', 'step_id', 'attempt', 'status', 'error', 'disposition', 'reason'],
   task_start: ['task_id', 'context_id', 'source', 'origin', 'trust', 'lane', 'delegation_id', 'message_parts_bytes', 'method'],
@@ -570,7 +619,7 @@ const ORDER: { readonly [K in TraceEventType]: readonly (keyof TraceFieldsByType
   shell_abandoned: ['work_id', 'binary', 'command', 'running_ms', 'exit_code', 'output_path', 'output_bytes', 'reason', 'pid', 'pgid'],
   shell_lost: ['work_id', 'binary', 'command', 'detached_at_ms', 'reconciled_by_session', 'reconciled_task_id'],
   process_lost: ['owner', 'work_id', 'pid', 'pid_start_time', 'pgid', 'cgroup', 'live_pids', 'reconciled_by_session', 'reconciled_task_id'],
-  session_resume: ['prior_records_dir', 'prior_session_id', 'skipped', 'report_task_id', 'context_id', 'trust', 'message', 'lost', 'processes', 'damaged_lines', 'repaired_torn_tail', 'reap'],
+  session_resume: ['prior_records_dir', 'prior_session_id', 'skipped', 'report_task_id', 'context_id', 'trust', 'message', 'lost', 'processes', 'damaged_lines', 'repaired_torn_tail', 'reap', 'unproven', 'unproven_trees'],
   process_reaped: ['prior_session_id', 'owner', 'work_id', 'pid', 'pid_start_time', 'pgid', 'cgroup', 'via', 'signal', 'survivors', 'gone'],
   delegation_start: ['delegation_id', 'capsule', 'version', 'child_session_id', 'child_workdir', 'deadline_ms', 'workdir_snapshot'],
   delegation: ['capsule', 'version', 'delegation_id', 'child_session_id', 'duration_ms', 'outcome', 'reason'],

@@ -2,7 +2,7 @@
  * zod schemas of the trace records' fields (the types of `trace-records.ts`), one per
  * `event_type`: the trace reader checks every known record against its schema at the boundary, so
  * a reader past it (tests, `capsule inspect`, the coming reconcile) never meets a `plan_step`
- * whose `attempts` is a string (issue 16). Loose on purpose: keys a newer writer adds are kept,
+ * whose `attempts` is a string. Loose on purpose: keys a newer writer adds are kept,
  * and a field may be absent (another writer of the same format, such as a Murmur-written trace,
  * leaves out the fields that are ours; a reader treats an absent field as unknown), but a field
  * that is there has its type.
@@ -12,8 +12,8 @@ import type { TraceEventType } from './trace-records.js';
 
 /**
  * The schemas are built at their first use, one record type at a time, not when this module
- * loads: building all 21 record types' zod objects (26 with the nested ones) and their partial copies is ~10-20 ms that `capsule run`
- * would pay at every start (issue 14), and the start only reads a trace when an earlier session
+ * loads: building every record type's zod objects and their partial copies is time `capsule run`
+ * would pay at every start, and the start only reads a trace when an earlier session
  * left one — then only its two ends (`endedTrace`), and of an ended session's only the
  * `session_end`'s fields (the abandoned-session scan, src/process/leftovers.ts), so it builds that
  * one. The pieces several types share are built with the first of them.
@@ -52,6 +52,22 @@ function buildSchemaTable() {
     pid_namespace: z.boolean(),
     isolation_reason: text,
     run_as: z.looseObject({ user: text, uid: count, gid: count }).nullable(),
+    confinement: z
+      .looseObject({
+        privileged_steps: z.boolean(),
+        capabilities: strings.nullable(),
+        no_new_privs: z.boolean(),
+        cgroup_namespace: z.boolean(),
+        read_only_kernel: z.boolean(),
+        read_only: strings,
+        hidden: strings,
+        reason: text,
+      })
+      .optional(),
+    resources: z
+      .looseObject({ limits: z.record(z.string(), count), enforced_by: z.record(z.string(), z.enum(['cgroup', 'rlimit', 'guard']).nullable()), reason: text })
+      .optional(),
+    network: z.looseObject({ mode: z.enum(['host', 'session']), namespace: text.nullable(), inode: count.nullable(), reason: text, allow: strings.optional() }).optional(),
   });
 
 
@@ -67,6 +83,8 @@ function buildSchemaTable() {
       pid: count,
       pid_start_time: count.nullable(),
       containment,
+      // Ours: the proof that the record is the runtime's own (src/records/record-proof.ts); absent in records written before it.
+      mac: text.optional(),
     }),
     session_end: () => z.looseObject({
       total_turns: count,
@@ -86,6 +104,7 @@ function buildSchemaTable() {
       pid_namespace: z.boolean(),
       executable: text.nullable(),
       argv: strings,
+      mac: text.optional(),
     }),
     plan_start: () => z.looseObject({
       plan_id: text,
@@ -105,6 +124,7 @@ function buildSchemaTable() {
       state_effect: text.optional(),
       resource_id: text.optional(),
       truncated: truncation.optional(),
+      logs: z.array(z.looseObject({ attempt: count, path: text, stdout_bytes: count, stderr_bytes: count })).optional(),
     }),
     plan_end: () => z.looseObject({
       plan_id: text,
@@ -165,6 +185,7 @@ function buildSchemaTable() {
       pgid: count,
       cgroup: text.nullable(),
       output_path: text,
+      mac: text.optional(),
     }),
     shell_completed: () => z.looseObject({
       work_id: text,
@@ -225,6 +246,9 @@ function buildSchemaTable() {
       damaged_lines: count,
       repaired_torn_tail: z.boolean(),
       reap: z.boolean(),
+      // Absent in records written before the prior trace was proven.
+      unproven: text.nullable().optional(),
+      unproven_trees: count.optional(),
     }),
     process_reaped: () => z.looseObject({
       prior_session_id: text,

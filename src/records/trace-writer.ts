@@ -1,6 +1,7 @@
 import { newEventId } from '../ids.js';
 import { AppendFile, type TailRepair } from './append-file.js';
 import { escapeLineBreaks } from './jsonl.js';
+import { MAC_FIELD, PROVEN_TYPES, type RecordSigner } from './record-proof.js';
 import {
   OMITS_NULL_PARENT,
   traceFieldOrder,
@@ -14,13 +15,13 @@ import {
 export const UNTRACED_EVENT_ID = 'evt_untraced';
 
 /**
- * Writes trace records (`trace.jsonl`, DESIGN §8; the types are in `trace-records.ts`): the
+ * Writes trace records (`trace.jsonl`, docs/trace.md; the types are in `trace-records.ts`): the
  * envelope `event_type`, `event_id` (`evt_` + UUID v7), `parent_id` (null when none), `session_id`,
  * `timestamp` (epoch ms, from the session clock), in that order, then the record's own fields in
  * their written order. One line per record, one `write(2)` per line (a {@link TraceWriter.batch}: per
  * batch). A failed write is reported
  * to `onError` and swallowed: tracing never turns a step that ran into one that failed
- * (`trace-plan.md` §1).
+ * (`docs/trace.md#the-envelope`).
  *
  * The session owns the one writer of its records directory; plans and steps write through it.
  */
@@ -29,6 +30,7 @@ export class TraceWriter {
   readonly #file: AppendFile | null;
   readonly #onError: (error: Error) => void;
   readonly #now: () => number;
+  readonly #signer: RecordSigner | null;
   readonly #sessionIdJson: string;
   /** Where a line is encoded before its write (see {@link #encode}). */
   readonly #scratch = Buffer.allocUnsafe(64 * 1024);
@@ -37,13 +39,15 @@ export class TraceWriter {
    * @param path      `<records dir>/trace.jsonl`, or null for a run that traces nothing (the report is identical).
    * @param sessionId `ses_…` written into every record.
    * @param options.now Epoch milliseconds for `timestamp` (the session clock's `epochMs`). Default `Date.now`.
+   * @param options.signer Signs `session_start`, `process_start` and `shell_detached` (their `mac`, src/records/record-proof.ts). Default: none.
    */
-  constructor(path: string | null, sessionId: string, options: { onError?: (error: Error) => void; now?: () => number } = {}) {
+  constructor(path: string | null, sessionId: string, options: { onError?: (error: Error) => void; now?: () => number; signer?: RecordSigner | null } = {}) {
     this.sessionId = sessionId;
     this.#sessionIdJson = JSON.stringify(sessionId);
     this.#file = path === null ? null : new AppendFile(path);
     this.#onError = options.onError ?? (() => {});
     this.#now = options.now ?? Date.now;
+    this.#signer = options.signer ?? null;
   }
 
   /** True when records are written (tracing on). */
@@ -51,7 +55,7 @@ export class TraceWriter {
     return this.#file !== null;
   }
 
-  /** Bytes of a torn final line cut off when the file was opened (field report 13). */
+  /** Bytes of a torn final line cut off when the file was opened. */
   get repairedBytes(): number {
     return this.#file?.repairedBytes ?? 0;
   }
@@ -87,6 +91,8 @@ export class TraceWriter {
         typeof value === 'number' ? numberJson(value) : typeof value === 'string' ? stringJson(value) : (JSON.stringify(value) as string | undefined);
       if (json !== undefined) line += `,"${key}":${json}`;
     }
+    // The proof covers the record as built so far, the JSON a reader rebuilds from it (record-proof.ts).
+    if (this.#signer !== null && PROVEN_TYPES.has(type)) line += `,"${MAC_FIELD}":"${this.#signer.mac(`${line}}`)}"`;
     const error = this.#file.append(this.#encode(`${line}}\n`));
     if (error !== null) this.#onError(error);
     return { eventId, type };

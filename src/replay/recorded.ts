@@ -71,7 +71,7 @@ export class RecordedReplay extends Replay {
   }
 
   protected onEffect(actor: AnyActorRef): void {
-    // An actor that crashed in the recording (a runtime bug, plan.md §10.5) crashes here too: the
+    // An actor that crashed in the recording (a runtime bug, docs/plan-format.md#settling-a-wave) crashes here too: the
     // effect throws the recorded error when the next line to reproduce is that crash.
     const name = readableActorId(actor);
     const next = this.#records[this.#next];

@@ -18,7 +18,7 @@ export async function replayFile(file: string, options: ReplayOptions = {}): Pro
 
 /**
  * Rebuilds the script's root actors from the actor-kind table (src/actors/actor-kinds.ts), with
- * every effect a kind names replaced by a fake (DESIGN §9): a fake action only marks the point
+ * every effect a kind names replaced by a fake (docs/event-log.md): a fake action only marks the point
  * where the recorded effect ran; a fake promise actor settles, and a fake callback actor sends,
  * when the recording shows it did. The recorded outside inputs are fed back at their recorded
  * points: events no actor sent (`actor.send`), events from effect actors (through their fakes),

@@ -4,21 +4,21 @@ import { actorKind } from '../actors/actor-kinds.js';
 import { ERROR_CODES, RuntimeError } from '../errors.js';
 import { missingReason, readUtf8FileSync } from '../plan/read-file.js';
 import { parsePlanValue, stepKind } from '../plan/schema.js';
-import { excerpt } from '../plan/text.js';
+import { excerpt } from '../excerpt.js';
 import type { EventLine, EventLogRecord } from '../records/event-log.js';
 import { describeKind, eventLogLine, LINE_TOO_DEEP, lineTooDeep } from '../records/event-log-lines.js';
 import { planStructureProblem } from '../actors/log-inputs.js';
 
 /**
  * Largest replay file `capsule replay` reads: 256 MiB (268,435,456 bytes), read only from a
- * regular file (a FIFO or device is refused at once). Ours (issue 16).
+ * regular file (a FIFO or device is refused at once). Ours.
  */
 export const MAX_REPLAY_FILE_BYTES = 256 * 1024 * 1024;
 
 /**
  * What `capsule replay` replays, read from one JSONL file. Two kinds of lines, never mixed:
  *
- * - a **recorded** event log (`events.jsonl` of a session, DESIGN §9): lines of kind `event` and
+ * - a **recorded** event log (`events.jsonl` of a session, docs/event-log.md): lines of kind `event` and
  *   `snapshot`. Every actor no other actor started (a root: a plan, a detached command, …) is
  *   rebuilt from the input on its `xstate.init` line; the lines marked `external` are fed back
  *   in; every line is what the replay must reproduce. A session's log may hold several roots.
@@ -264,7 +264,7 @@ function isInputError(value: unknown): value is { error: string } {
 function planRoot(value: Record<string, unknown>, where: string): { root: ScriptRoot; stepIds: Set<string>; planActor: string } {
   const plan = parsePlanValue(value['plan'] ?? null);
   if (!plan.ok) throw new ReplayFileError(`${where}: "plan" is not a plan: ${plan.error}`);
-  // The structural rules a run applies before anything starts (plan.md §6 rules 1 and 5); the
+  // The structural rules a run applies before anything starts (docs/plan-format.md#rule-1 and 5); the
   // capability rules (tools installed, binaries allowed) do not apply to a simulated plan.
   const refused = planStructureProblem(plan.plan.steps);
   if (refused !== null) throw new ReplayFileError(`${where}: "plan" is refused: ${refused}`);

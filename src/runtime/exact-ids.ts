@@ -1,8 +1,8 @@
 /**
  * Number ids echoed exactly (docs/serve.md, Transport). `JSON.parse` reads a number as a double,
  * so an id such as `12345678901234567890` (beyond 2^53 − 1) or `0.1000000000000000000001` was
- * read as another number, and an answer carrying it did not carry the request's id (JSON-RPC 2.0
- * §5: the response's id is the same as the request's). Here such an id's token is taken from the
+ * read as another number, and an answer carrying it did not carry the request's id
+ * (JSON-RPC 2.0 §5: the response's id is the same as the request's). Here such an id's token is taken from the
  * line as sent, the request carries a placeholder string id while it is served, and the answer's
  * text gets the token back in the placeholder's place.
  */

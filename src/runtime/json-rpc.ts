@@ -1,5 +1,5 @@
 /**
- * JSON-RPC 2.0 dispatch for `capsule serve` (DESIGN §10; docs/serve.md): the methods of the
+ * JSON-RPC 2.0 dispatch for `capsule serve` (docs/serve.md): the methods of the
  * session API, their params checked, and their refusals as JSON-RPC errors — the standard codes
  * (-32700 parse error, -32600 invalid request, -32601 unknown method, -32602 bad params) and ours
  * in -32000…-32099 with a `data.code` word. Dispatch and error shapes are the `json-rpc-2.0`
@@ -9,9 +9,11 @@ import { createJSONRPCErrorResponse, JSONRPCErrorCode, JSONRPCErrorException, JS
 import { realpathSync } from 'node:fs';
 import { isAbsolute, relative, resolve } from 'node:path';
 import type { JsonSource } from '../plan/json-location.js';
-import type { BackgroundCommandAnswer } from '../session/background/background-command.js';
-import type { ShellRunRequest } from '../session/background/shell-call.js';
+import type { BackgroundCommandAnswer } from '../shell-calls/background-command.js';
+import type { ShellRunRequest } from '../shell-calls/request.js';
 import { UnknownTaskError, type SessionApi } from './session-api.js';
+import { messageOf } from '../errors.js';
+import { pathText, type JsonPath, type NotUtf8String } from './request-text.js';
 
 /** Our error codes (-32000…-32099), each with the `data.code` word it carries. */
 export const SERVE_ERRORS = {
@@ -21,7 +23,7 @@ export const SERVE_ERRORS = {
   UNKNOWN_WORK_ID: { code: -32001, word: 'UNKNOWN_WORK_ID' },
   /** The session is stopping (after `session.stop`, a signal, or end of input): no new work. */
   SESSION_ENDING: { code: -32002, word: 'SESSION_ENDING' },
-  /** `stop` refused to signal a process group that is not the command's own (field report 5): nothing was signalled. */
+  /** `stop` refused to signal a process group that is not the command's own: nothing was signalled. */
   SIGNAL_REFUSED: { code: -32003, word: 'SIGNAL_REFUSED' },
   /** `shell.run` of a binary not in `capabilities.shell.allow` (nor `--allow`). */
   BINARY_NOT_ALLOWED: { code: -32004, word: 'BINARY_NOT_ALLOWED' },
@@ -104,10 +106,10 @@ export type RequestSource = JsonSource | undefined;
  * Invalid Request, notifications nothing (null). `text`: the line `message` was parsed from, when
  * there is one (serve), handed to the methods as their {@link RequestSource}.
  */
-export async function receiveMessage(server: JSONRPCServer<RequestSource>, message: unknown, text?: string): Promise<unknown> {
+export async function receiveMessage(server: JSONRPCServer<RequestSource>, message: unknown, text?: string, notUtf8: readonly NotUtf8String[] = []): Promise<unknown> {
   // The package reads `.method` of whatever it is given: `null`, `3` or `"x"` must not reach it.
   const invalid = createJSONRPCErrorResponse(null, JSONRPCErrorCode.InvalidRequest, 'Invalid Request: a request is a JSON object');
-  // §4: an id, when present, is a string, a number or null; an object or `true` is not one (the
+  // JSON-RPC 2.0 §4: an id, when present, is a string, a number or null; an object or `true` is not one (the
   // package would echo it back), so such a request is refused before it runs.
   const badId = createJSONRPCErrorResponse(null, JSONRPCErrorCode.InvalidRequest, 'Invalid Request: "id" must be a string, a number or null');
   // A number id a double does not hold as sent (12345678901234567890) reaches here from serve as a
@@ -118,12 +120,15 @@ export async function receiveMessage(server: JSONRPCServer<RequestSource>, messa
       const id = (item as { id: unknown }).id;
       if (id !== null && typeof id !== 'string' && typeof id !== 'number') return badId;
     }
-    // §4: `method` is a string and `params`, when present, a structured value (an object or an
+    // JSON-RPC 2.0 §4: `method` is a string and `params`, when present, a structured value (an object or an
     // array). The package looked any `method` up (`5` was "Method not found") and handed any
     // `params` to the method (`session.stop` with `"params": 3` stopped the session). `null` is
     // taken as no params, as before.
     const request = item as { id?: JSONRPCID; method?: unknown; params?: unknown };
     const echo = request.id ?? null;
+    // Text that is not UTF-8 would run with U+FFFD in its place: refused, naming where it is (nothing runs).
+    const bad = notUtf8.find((s) => path.every((step, i) => s.path[i] === step));
+    if (bad !== undefined) return notUtf8Refusal(request, bad.path.slice(path.length), bad.key, 'id' in item);
     if ('method' in item && typeof request.method !== 'string') {
       return createJSONRPCErrorResponse(echo, JSONRPCErrorCode.InvalidRequest, 'Invalid Request: "method" must be a string');
     }
@@ -136,6 +141,26 @@ export async function receiveMessage(server: JSONRPCServer<RequestSource>, messa
   if (message.length === 0) return createJSONRPCErrorResponse(null, JSONRPCErrorCode.InvalidRequest, 'Invalid Request: an empty batch');
   const responses = (await Promise.all(message.map((item, i) => one(item, [i])))).filter((r) => r !== null && r !== undefined);
   return responses.length === 0 ? null : responses;
+}
+
+/**
+ * The answer to a request holding text that is not UTF-8 at `where` (relative to the request): in
+ * its params, invalid params naming the field; elsewhere, an invalid request. A notification
+ * (`hasId` false) gets none, and does not run either.
+ */
+function notUtf8Refusal(request: { id?: JSONRPCID; method?: unknown }, where: JsonPath, key: boolean, hasId: boolean): unknown {
+  if (!hasId) return null;
+  const place = where.length === 0 ? 'the request' : pathText(where);
+  const field = key ? `a key of ${place}` : place;
+  const fix = 'nothing was run; send text as UTF-8 (or as JSON escapes such as \\u00e9)';
+  const inParams = where[0] === 'params';
+  // In the id itself, the id cannot be echoed as sent.
+  const echo = where[0] === 'id' ? null : (request.id ?? null);
+  if (inParams) {
+    const method = typeof request.method === 'string' ? `${request.method.slice(0, 100)}: ` : '';
+    return createJSONRPCErrorResponse(echo, JSONRPCErrorCode.InvalidParams, `${method}${field} is not valid UTF-8; ${fix}`, { code: INVALID_PARAMS_WORD, field });
+  }
+  return createJSONRPCErrorResponse(echo, JSONRPCErrorCode.InvalidRequest, `Invalid Request: ${field} is not valid UTF-8; ${fix}`, { field });
 }
 
 /**
@@ -155,7 +180,7 @@ export function createRpcServer(api: SessionApi, options: RpcServerOptions = {})
   // Expected refusals are JSONRPCErrorExceptions (passed through); anything else is a bug.
   server.mapErrorToJSONRPCErrorResponse = (id, error: unknown) => {
     if (error instanceof JSONRPCErrorException) return { jsonrpc: '2.0', id, error: error.toObject() };
-    return { jsonrpc: '2.0', id, error: { code: SERVE_ERRORS.INTERNAL.code, message: `internal error: ${error instanceof Error ? error.message : String(error)}`, data: { code: SERVE_ERRORS.INTERNAL.word } } };
+    return { jsonrpc: '2.0', id, error: { code: SERVE_ERRORS.INTERNAL.code, message: `internal error: ${messageOf(error)}`, data: { code: SERVE_ERRORS.INTERNAL.word } } };
   };
   const open = (method: string): void => {
     if (api.stopping) fail(SERVE_ERRORS.SESSION_ENDING, `${method}: the session is stopping; no new work is taken`);
@@ -220,7 +245,7 @@ export function createRpcServer(api: SessionApi, options: RpcServerOptions = {})
     });
   });
 
-  // The child side of a delegation (issue 12): A2A-shaped methods a parent's delegation plane calls.
+  // The child side of a delegation: A2A-shaped methods a parent's delegation plane calls.
   server.addMethod('session.info', () => api.info());
 
   server.addMethod('message/send', (params) => {
@@ -230,14 +255,14 @@ export function createRpcServer(api: SessionApi, options: RpcServerOptions = {})
     const parts = typeof message === 'object' && message !== null && Array.isArray(message.parts) ? (message.parts as unknown[]) : null;
     const text = parts?.[0] !== undefined && typeof (parts[0] as { text?: unknown }).text === 'string' ? ((parts[0] as { text: string }).text) : null;
     if (text === null) invalidParams('message/send: message must be {role, messageId, parts: [{text}]} with one text part');
-    // The deadline a delegating parent hands its child (ours, `delegation.md` §5): epoch ms.
+    // The deadline a delegating parent hands its child (ours, `docs/delegation.md#the-bound-and-the-inherited-deadline`): epoch ms.
     const metadata = p['metadata'];
     const deadline = typeof metadata === 'object' && metadata !== null ? (metadata as { deadline_ms?: unknown }).deadline_ms : undefined;
     if (deadline !== undefined && (typeof deadline !== 'number' || !Number.isSafeInteger(deadline) || deadline < 0)) invalidParams('message/send: metadata.deadline_ms must be a whole number of epoch milliseconds');
     try {
       return api.messageSend(text as string, typeof deadline === 'number' ? deadline : null);
     } catch (error) {
-      return invalidParams(error instanceof Error ? error.message : String(error));
+      return invalidParams(messageOf(error));
     }
   });
 

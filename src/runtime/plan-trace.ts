@@ -1,5 +1,5 @@
 /**
- * The trace records of one plan run (`spec/trace-plan.md` §3), written through the session's
+ * The trace records of one plan run (`docs/trace.md#records-written-today`), written through the session's
  * trace writer from the typed records of `src/records/trace-records.ts`: `plan_start` under the
  * session node, then `plan_step_start`, `plan_step` and `plan_end` under the plan node (or
  * `plan_end` alone under the session node when the file could not be read or parsed). The
@@ -11,6 +11,7 @@ import type { SettledRecord } from '../../machines/plan-schedule.js';
 import type { PlanOutput, StartedStep } from '../../machines/plan.machine.js';
 import type { PlanEndFields, TraceNode } from '../records/trace-records.js';
 import type { TraceWriter } from '../records/trace-writer.js';
+import type { StepLogEntry } from './step-logs.js';
 
 /** Writes the records of one plan run. */
 export class PlanTrace {
@@ -21,6 +22,8 @@ export class PlanTrace {
   #plan: TraceNode<'plan_start'> | null = null;
   #planId = '';
   #ended = false;
+  /** A settled step's logs (`plan_step.logs`), once the run has them. */
+  extras: ((result: SettledRecord['result']) => { readonly logs?: readonly StepLogEntry[] }) | null = null;
 
   constructor(trace: TraceWriter, session: TraceNode<'session_start'>, task: TraceNode<'task_start'> | null = null) {
     this.#trace = trace;
@@ -28,7 +31,7 @@ export class PlanTrace {
     this.#parent = task ?? session;
   }
 
-  /** `plan_start` (§3.1), with the DAG as authored, before validation. */
+  /** `plan_start` (docs/trace.md#plan_start), with the DAG as authored, before validation. */
   start(plan: PlanFile, kinds: readonly StepKind[]): void {
     this.#planId = plan.id;
     // With tracing off nothing is written (the node is the untraced one): the DAG is not copied for it.
@@ -50,7 +53,7 @@ export class PlanTrace {
     this.#trace.write('plan_step_late', this.#plan, { plan_id: this.#planId, step_id: stepId, attempt, status, error, disposition: 'ignored', reason: 'canceled' });
   }
 
-  /** `plan_step_start` (§3.2) of each dispatched step, in order. */
+  /** `plan_step_start` (docs/trace.md#plan_step_start) of each dispatched step, in order. */
   stepsStarted(steps: readonly StartedStep[]): void {
     const plan = this.#node();
     if (!this.#trace.enabled) return; // nothing is written: no fields are built for it
@@ -61,7 +64,7 @@ export class PlanTrace {
     });
   }
 
-  /** `plan_step` (§3.3) of each settled step, in settlement order. */
+  /** `plan_step` (docs/trace.md#plan_step) of each settled step, in settlement order. */
   stepsSettled(records: readonly SettledRecord[]): void {
     const plan = this.#node();
     if (!this.#trace.enabled) return; // nothing is written: no fields are built for it
@@ -71,6 +74,7 @@ export class PlanTrace {
   #writeSettled(plan: TraceNode<'plan_start'>, records: readonly SettledRecord[]): void {
     for (const record of records) {
       const { result } = record;
+      const logs = this.extras?.(result).logs;
       this.#trace.write('plan_step', plan, {
         plan_id: this.#planId,
         step_id: result.step_id,
@@ -83,11 +87,12 @@ export class PlanTrace {
         ...(record.stateEffect !== undefined ? { state_effect: record.stateEffect } : {}),
         ...(record.resourceId !== undefined ? { resource_id: record.resourceId } : {}),
         ...(result.truncated !== undefined ? { truncated: result.truncated } : {}),
+        ...(logs !== undefined ? { logs } : {}),
       });
     }
   }
 
-  /** `plan_end` (§3.4) of a run that ran: counts over the report's results. */
+  /** `plan_end` (docs/trace.md#plan_end) of a run that ran: counts over the report's results. */
   end(output: PlanOutput, durationMs: number): void {
     this.#ended = true;
     const counts = { success: 0, failed: 0, skipped: 0 };
@@ -106,7 +111,7 @@ export class PlanTrace {
   }
 
   /**
-   * `plan_end` of a run refused before any step ran (§3.4): an unreadable plan (no `start`: under
+   * `plan_end` of a run refused before any step ran (docs/trace.md#plan_end): an unreadable plan (no `start`: under
    * the session node, `plan_id` "", `steps_total` 0) or a validation refusal (under the plan
    * node); the counts are 0 even though the report has one failed result.
    */

@@ -1,4 +1,4 @@
-import { existsSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { createActor, fromPromise, toPromise } from 'xstate';
 import type { DiscardedResult, PlanFile, StepKind, StepResult } from '../../machines/contracts.js';
@@ -7,7 +7,7 @@ import { DEFAULT_SLICE_SIZE, planActorId, type PlanInput, type PlanOutput } from
 import { missingEffects, provideKind } from '../actors/actor-kinds.js';
 import type { CancelSignal } from '../cancel/cancel-signal.js';
 import { CANCEL_PHASES } from '../cancel/phases.js';
-import { ERROR_CODES, RunInternalError, RuntimeError } from '../errors.js';
+import { ERROR_CODES, messageOf, RunInternalError, RuntimeError } from '../errors.js';
 import { canExecute } from '../executors/on-path.js';
 import { describeManifestSource, loadManifest, MANIFEST_FILE, manifestBesidePlan, type Manifest, type ManifestSource } from '../manifest.js';
 import { checkPlan, runStartWarnings, type PlanCheck } from '../plan/check.js';
@@ -22,16 +22,36 @@ import { RecordsDirInUseError, recordedSessionIn } from '../records/records-dir.
 import type { ResumeOutcome } from '../reconcile/resume.js';
 import type { TraceNode } from '../records/trace-records.js';
 import { Session, type SessionExitStatus, type SessionOptions } from '../session/session.js';
-import { closeCanceledRows, createAttemptActors, type CanceledRow, type CommandTool, type FunctionTool, type Gate } from './attempt.js';
+import type { CanceledRow, CommandTool, FunctionTool, Gate } from './attempt.js';
+import { createAttemptActors } from './attempts/attempt-actors.js';
+import { closeCanceledRows } from './attempts/delegation-attempt.js';
 import { PlanTrace } from './plan-trace.js';
 import { slicePacer } from './slice-pacer.js';
+import { errorGist, gistShortens } from '../executors/error-gist.js';
+import { StepLogs, type StepLogEntry } from './step-logs.js';
+import { missingBinaryHint } from '../plan/binary-makers.js';
 
-/** The JSON report (DESIGN §4; `plan.md` §13 plus ids, records dir and duration). */
+/**
+ * Ours, beside a step result's fields (`docs/report.md#fields-of-our-own`), each present only when it has something to say:
+ * `logs`, the step's attempts' logs (`docs/records.md#step-logs`); `error_gist`, the lines of its
+ * error that say what went wrong when the error has more to it than those.
+ */
+export interface StepResultExtras {
+  readonly logs?: readonly StepLogEntry[];
+  readonly error_gist?: readonly string[];
+}
+
+/** A step result as the report, the progress events and the CLI's summaries carry it. */
+export type ReportedStepResult = StepResult & StepResultExtras;
+/** A discarded step's result as the report carries it. */
+export type ReportedDiscardedResult = DiscardedResult & StepResultExtras;
+
+/** The JSON report (docs/report.md plus ids, records dir and duration). */
 export interface PlanReport {
   readonly plan_id: string;
   readonly session_id: string;
   /** Settled steps in settlement order. */
-  readonly results: readonly StepResult[];
+  readonly results: readonly ReportedStepResult[];
   readonly completed: boolean;
   readonly failed_step: string | null;
   readonly canceled: boolean;
@@ -40,11 +60,11 @@ export interface PlanReport {
   /** Milliseconds from the start of the call (reading the file included) to the end. */
   readonly duration_ms: number;
   /**
-   * Ours, beyond the spec's report: steps that ran in the wave a `fail` stop ended, whose outcomes
-   * `plan.md` §10.5 leaves out of `results` — as they ran (no `on_error` applied), with the reason.
-   * Present only when something was discarded (so the spec's fields are all a report has otherwise).
+   * Ours: steps that ran in the wave a `fail` stop ended, whose outcomes
+   * `docs/plan-format.md#settling-a-wave` leaves out of `results` — as they ran (no `on_error` applied), with the reason.
+   * Present only when something was discarded (so a plain report has Murmur's fields alone).
    */
-  readonly discarded?: readonly DiscardedResult[];
+  readonly discarded?: readonly ReportedDiscardedResult[];
   /**
    * Ours: for a plan refused before any step ran (not parseable, or refused by validation), the
    * refusal explained: code, rule, accepted values, fix, and the file, JSON path, line and column.
@@ -62,17 +82,18 @@ export interface PlanReport {
 
 /** Progress a host can show; every event is also written to the trace. */
 export type PlanProgressEvent =
-  | { readonly type: 'plan.started'; readonly planId: string; readonly steps: readonly { readonly id: string; readonly kind: StepKind }[] }
+  /** The plan's steps in declaration order, each with its `on_error` and `depends_on` (what a view says of a failure and of a step waiting). */
+  | { readonly type: 'plan.started'; readonly planId: string; readonly steps: readonly { readonly id: string; readonly kind: StepKind; readonly onError?: string; readonly dependsOn?: readonly string[] }[] }
   | { readonly type: 'step.started'; readonly stepId: string; readonly kind: StepKind }
   /**
    * A dispatched step ended, as it happens (its wave may still run). `result` is what it settles
    * as, unless an earlier sibling's `fail` stop discards it (then no `step.settled` follows).
    */
-  | { readonly type: 'step.ended'; readonly result: StepResult; readonly kind: StepKind }
+  | { readonly type: 'step.ended'; readonly result: ReportedStepResult; readonly kind: StepKind }
   /** A step settled (`plan_step`), in the trace's order: a wave's steps once the whole wave ended. */
-  | { readonly type: 'step.settled'; readonly result: StepResult; readonly kind: StepKind }
-  /** A step that ran, whose outcome a `fail` stop in its wave discarded (`plan.md` §10.5). */
-  | { readonly type: 'step.discarded'; readonly result: DiscardedResult; readonly kind: StepKind }
+  | { readonly type: 'step.settled'; readonly result: ReportedStepResult; readonly kind: StepKind }
+  /** A step that ran, whose outcome a `fail` stop in its wave discarded (`docs/plan-format.md#settling-a-wave`). */
+  | { readonly type: 'step.discarded'; readonly result: ReportedDiscardedResult; readonly kind: StepKind }
   | { readonly type: 'plan.canceling'; readonly force: boolean }
   | { readonly type: 'plan.ended'; readonly report: PlanReport };
 
@@ -125,17 +146,17 @@ export interface RunPlanOptions {
    * A cancel in between is honoured when the work starts. Default false.
    */
   readonly startNextTurn?: boolean;
-  /** The pre-dispatch gate (`plan.md` §18); default allows everything. */
+  /** The pre-dispatch gate (`docs/plan-format.md#the-gate`); default allows everything. */
   readonly gate?: Gate | null;
-  /** Capsule registry directory (DESIGN §3); default `<workdir>/capsules/`. */
+  /** Capsule registry directory (docs/delegation.md#the-capsule-registry); default `<workdir>/capsules/`. */
   readonly capsulesDir?: string;
   /**
    * The deadline this run inherited (epoch milliseconds; a delegated child's task carries its
-   * parent's, `delegation.md` §5): every capsule step's delegation ends by it. Default: none.
+   * parent's, `docs/delegation.md#the-bound-and-the-inherited-deadline`): every capsule step's delegation ends by it. Default: none.
    */
   readonly deadlineMs?: number | null;
   /**
-   * The capsule-version map (`plan.md` §19.2 step 7): the exact version each capsule step asks
+   * The capsule-version map (`docs/delegation.md#one-delegation`): the exact version each capsule step asks
    * for, by the capsule's name as the step writes it. Default: every step asks for `0.1.0`.
    */
   readonly capsuleVersions?: Readonly<Record<string, string>>;
@@ -143,14 +164,14 @@ export interface RunPlanOptions {
   readonly session?: Session;
   /** Write `trace.jsonl` (default true). */
   readonly trace?: boolean;
-  /** Write the actor event log `events.jsonl` (default true; DESIGN §9). Ignored with `session`. */
+  /** Write the actor event log `events.jsonl` (default true; docs/event-log.md). Ignored with `session`. */
   readonly eventLog?: boolean;
-  /** Aborting it cancels the run gracefully (`cancel.md` §3). Already aborted: nothing is dispatched. */
+  /** Aborting it cancels the run gracefully (`docs/cancel.md#plan-runs`). Already aborted: nothing is dispatched. */
   readonly signal?: AbortSignal;
   /**
-   * The cancel signal of the task the plan runs for (`cancel.md` §1, §3; a `plan.submit` task's
+   * The cancel signal of the task the plan runs for (`docs/cancel.md#cancel-signal`, `docs/cancel.md#plan-runs`; a `plan.submit` task's
    * own). Raised: the run is canceled gracefully, and the run claims the phase `plan` on it.
-   * Already raised when the run starts: nothing is dispatched (`cancel.md` §3.2). Never raised:
+   * Already raised when the run starts: nothing is dispatched (`docs/cancel.md#before-the-first-wave`). Never raised:
    * the report is identical to a run without one. A forced cancel goes through {@link PlanRun.cancel}.
    */
   readonly cancelSignal?: CancelSignal;
@@ -189,6 +210,12 @@ export interface RunPlanOptions {
   readonly isolation?: SessionOptions['isolation'];
   /** Run the steps' processes as this user (`SessionOptions.runAs`, `--run-as`). Ignored with `session`. */
   readonly runAs?: string | null;
+  /** Opt out of step confinement (`SessionOptions.privilegedSteps`, `--privileged-steps`). Ignored with `session`. */
+  readonly privilegedSteps?: boolean;
+  /** The run's own session's network (`SessionOptions.network`, `--network`). Ignored with `session`. */
+  readonly network?: SessionOptions['network'];
+  /** Keep the run's own session's scratch directory when it ends (`SessionOptions.keepScratch`, `--keep-scratch`). Ignored with `session`. */
+  readonly keepScratch?: boolean;
   /** Called with the run's session once it is open, before the plan is read (`capsule run --verbose` shows its containment). */
   readonly onSession?: (session: Session) => void;
   /**
@@ -217,13 +244,13 @@ export interface PlanRun {
   readonly report: Promise<PlanReport>;
   /**
    * Cancels the run. Graceful (`force: false`): nothing more is dispatched, no retries; running
-   * tool and shell steps finish on their own bound (`cancel.md` §3.3). Forced: running steps'
+   * tool and shell steps finish on their own bound (`docs/cancel.md#during-a-wave`). Forced: running steps'
    * process trees get SIGTERM, then SIGKILL after the grace, and settle once proven gone. Safe to
    * call any time, repeatedly.
    */
   cancel(options?: { force?: boolean }): void;
   /**
-   * Closes the rows of delegations this run's cancel ended (`cancel.md` §4.3: their terminal
+   * Closes the rows of delegations this run's cancel ended (`docs/cancel.md#one-writer-per-row`: their terminal
    * `delegation` records, outcome `canceled`): the run's task calls it after its `task_canceled`.
    * A run without a task closes them itself, after `plan_end`.
    */
@@ -233,7 +260,7 @@ export interface PlanRun {
 let runCounter = 0;
 
 /**
- * Runs one plan file to its report (`spec/plan.md` §3): read, parse, trace `plan_start`,
+ * Runs one plan file to its report (`docs/plan-format.md#how-a-plan-runs`): read, parse, trace `plan_start`,
  * validate, run the waves as XState actors, trace `plan_end`, end every process tree the plan
  * started, write `report.json`. Everything a plan author can cause ends up in the report; this
  * never throws for it.
@@ -271,7 +298,7 @@ export function startPlan(options: RunPlanOptions): PlanRun {
 
   // What an internal error needs to close the trace: the session and the plan's trace, once open.
   const opened: OpenedRun = { session: null, own: false, trace: null, clock: null, startedAtMs: 0, stop: null };
-  // Canceled delegations' rows (`cancel.md` §4.3): closed by the run's task after its task_canceled, or by the run itself when it has no task.
+  // Canceled delegations' rows (`docs/cancel.md#one-writer-per-row`): closed by the run's task after its task_canceled, or by the run itself when it has no task.
   const canceledRows: CanceledRow[] = [];
   let runSession: Session | null = null;
   const body = (async (): Promise<PlanReport> => {
@@ -281,10 +308,14 @@ export function startPlan(options: RunPlanOptions): PlanRun {
     opened.clock = clock;
     opened.startedAtMs = startedAtMs;
     const workdir = resolve(options.workdir ?? options.session?.workdir ?? process.cwd());
+    // As `capsule run --workdir`: a workdir that is not a directory is refused before anything is made (no session, no records).
+    if (options.session === undefined && !isDirectory(workdir)) {
+      throw new RuntimeError(ERROR_CODES.INVALID_ARGUMENT, `workdir ${workdir} is not a directory: steps run there, so it must exist before the run`);
+    }
     const manifest = options.loadedManifest ?? (await resolveManifest(options.manifest, workdir, options.onWarning));
     const ownSession = options.session === undefined;
     if (ownSession && options.recordsDir !== undefined) {
-      // A records directory is one session's (DESIGN §7): refuse before anything is appended to it.
+      // A records directory is one session's (docs/records.md): refuse before anything is appended to it.
       const recordsDir = resolve(options.recordsDir);
       const existing = recordedSessionIn(recordsDir);
       if (existing !== null) throw new RecordsDirInUseError(recordsDir, existing);
@@ -305,20 +336,23 @@ export function startPlan(options: RunPlanOptions): PlanRun {
         ...(options.containment !== undefined ? { containment: options.containment } : {}),
         ...(options.isolation !== undefined ? { isolation: options.isolation } : {}),
         ...(options.runAs !== undefined ? { runAs: options.runAs } : {}),
+        ...(options.privilegedSteps === true ? { privilegedSteps: true } : {}),
+        ...(options.network !== undefined ? { network: options.network } : {}),
         ...(options.resume !== undefined ? { resumeFrom: options.resume.priorDir } : {}),
+        ...(options.keepScratch !== undefined ? { keepScratch: options.keepScratch } : {}),
       });
     runSession = session;
     options.onSession?.(session);
     if (ownSession && options.resume !== undefined) {
       const { priorDir, reap, warn, onOutcome } = options.resume;
       try {
-        // Loaded for a resume only (issue 14, startup: a plain run never reads a prior session's records).
+        // Loaded for a resume only (startup: a plain run never reads a prior session's records).
         const { resumeSession } = await import('../reconcile/resume.js');
         onOutcome?.(await resumeSession(session, priorDir, { reap: reap === true, ...(warn !== undefined ? { warn } : {}) }));
       } catch (error) {
-        // A resume never refuses the launch (reconcile.md §4.1), not even for a bug of its own.
-        session.logger.error({ err: error instanceof Error ? error.message : String(error) }, 'resume failed');
-        warn?.(`resume: ${priorDir} could not be reconciled: ${error instanceof Error ? error.message : String(error)}`);
+        // A resume never refuses the launch (docs/resume.md#fail-open), not even for a bug of its own.
+        session.logger.error({ err: messageOf(error) }, 'resume failed');
+        warn?.(`resume: ${priorDir} could not be reconciled: ${messageOf(error)}`);
       }
     }
     const log = session.logger;
@@ -336,16 +370,18 @@ export function startPlan(options: RunPlanOptions): PlanRun {
         // The filesystem's doing (full, read-only), not a bug: the report is still the run's answer.
         reportFailure = error as Error;
         log.error({ err: reportFailure.message }, 'a records write failed');
+        // The session names the first of its records that failed (the trace may have failed before the report).
+        session.noteRecordsFailure(reportFailure);
       }
       log.info({ plan_id: planReport.plan_id, completed: planReport.completed, failed_step: planReport.failed_step, canceled: planReport.canceled, duration_ms: planReport.duration_ms }, 'plan ended');
       if (ownSession) await session.end(status);
-      const recordsFailure = reportFailure ?? (ownSession ? session.recordsFailure : null);
+      const recordsFailure = ownSession ? session.recordsFailure : reportFailure;
       if (recordsFailure !== null) options.onRecordsFailure?.(recordsFailure);
       options.onEvent?.({ type: 'plan.ended', report: planReport });
       return planReport;
     };
 
-    // §5: read and parse. A failure is blamed on `plan`, with plan_end under the session node.
+    // Read and parse (docs/plan-format.md#reading-the-plan-file). A failure is blamed on `plan`, with plan_end under the session node.
     const loaded = await loadPlan(options.plan, options.planText);
     const parsed = loaded.parsed;
     const located = { file: typeof options.plan === 'string' ? options.plan : null, text: loaded.text };
@@ -358,7 +394,7 @@ export function startPlan(options: RunPlanOptions): PlanRun {
     for (const warning of parsed.warnings) options.onWarning?.(warning);
     const plan = parsed.plan;
     const kinds = plan.steps.map(stepKind);
-    // The spawner boots while the plan is checked, not in the first shell step's time (issue 14).
+    // The spawner boots while the plan is checked, not in the first shell step's time.
     // Without shell steps, the spawner `capsule run` forked at its start (if any) is let go.
     if (kinds.includes('shell')) session.containment.prepareSpawner();
     else releaseEarlySpawner();
@@ -366,10 +402,10 @@ export function startPlan(options: RunPlanOptions): PlanRun {
     // launcher (execa) is loaded now, and only then — a plan of shell steps alone never loads it.
     if (kinds.some((kind) => kind !== 'shell') || !session.containment.usesSpawner) await session.containment.readyToSpawn();
 
-    // §3 step 3: plan_start with the DAG as authored, before validation.
+    // plan_start with the DAG as authored, before validation (docs/plan-format.md#how-a-plan-runs).
     trace.start(plan, kinds);
     log.info({ plan_id: plan.id, steps: plan.steps.length, max_parallel: maxParallel }, 'plan started');
-    options.onEvent?.({ type: 'plan.started', planId: plan.id, steps: plan.steps.map((s, i) => ({ id: s.id, kind: kinds[i] ?? 'unknown' })) });
+    options.onEvent?.({ type: 'plan.started', planId: plan.id, steps: plan.steps.map((s, i) => ({ id: s.id, kind: kinds[i] ?? 'unknown', onError: s.on_error, dependsOn: s.depends_on })) });
 
     const functionTools = new Map(Object.entries(options.tools ?? {}));
     const commandTools = new Map<string, CommandTool>(Object.entries(manifest.manifest?.tools ?? {}));
@@ -396,7 +432,14 @@ export function startPlan(options: RunPlanOptions): PlanRun {
     for (const warning of runStartWarnings(check)) options.onWarning?.(warning);
 
     const runId = String(++runCounter);
+    const stepLogs = new StepLogs();
+    const extras = (result: StepResult): StepResultExtras => resultExtras(result, stepLogs);
+    trace.extras = extras;
     const attemptActors = createAttemptActors({
+      planId: plan.id,
+      stepLogs,
+      // Only for a binary that is not there (ENOENT for one that is: its #! interpreter is missing).
+      missingBinaryHint: (index, binary) => (existsSync(resolve(workdir, binary)) ? '' : missingBinaryHint(plan.steps, index, binary)),
       session,
       functionTools,
       commandTools,
@@ -431,7 +474,7 @@ export function startPlan(options: RunPlanOptions): PlanRun {
       step: { actors: { ...attemptActors } },
       plan: {
         actors: {
-          // Plan end (`plan.md` §21): every tree this run's steps left (a background child of a step
+          // Plan end (`docs/plan-format.md#cleanup`): every tree this run's steps left (a background child of a step
           // that succeeded) is ended here, in one pass, and proven gone.
           endProcessGroups: fromPromise(async () => {
             await session.containment.endAll(killGraceMs, { kind: 'attempt', run: runId });
@@ -475,15 +518,15 @@ export function startPlan(options: RunPlanOptions): PlanRun {
     });
     actor.on('plan.stepEnded', ({ result, kind }) => {
       log.debug({ plan_id: plan.id, step_id: result.step_id, status: result.status, attempts: result.attempts, duration_ms: result.duration_ms }, 'step ended');
-      options.onEvent?.({ type: 'step.ended', result, kind });
+      options.onEvent?.({ type: 'step.ended', result: withExtras(result, extras), kind });
     });
     actor.on('plan.stepsSettled', ({ records }) => {
       trace.stepsSettled(records);
-      if (options.onEvent !== undefined) for (const record of records) options.onEvent({ type: 'step.settled', result: record.result, kind: record.kind });
+      if (options.onEvent !== undefined) for (const record of records) options.onEvent({ type: 'step.settled', result: withExtras(record.result, extras), kind: record.kind });
     });
     actor.on('plan.stepsDiscarded', ({ records }: { records: readonly DiscardedRecord[] }) => {
       log.debug({ plan_id: plan.id, steps: records.map((record) => record.result.step_id) }, 'steps discarded by a fail stop');
-      if (options.onEvent !== undefined) for (const record of records) options.onEvent({ type: 'step.discarded', result: record.result, kind: record.kind });
+      if (options.onEvent !== undefined) for (const record of records) options.onEvent({ type: 'step.discarded', result: withExtras(record.result, extras), kind: record.kind });
     });
     sendCancel = (force) => actor.send({ type: 'CANCEL', force });
     opened.stop = async () => {
@@ -501,14 +544,14 @@ export function startPlan(options: RunPlanOptions): PlanRun {
     const planReport: PlanReport = {
       plan_id: plan.id,
       session_id: session.id,
-      results: output.results.map(publicResult),
+      results: output.results.map((result) => publicResult(result, extras)),
       completed: output.completed,
       failed_step: output.failed_step,
       canceled: output.canceled,
       records_dir: session.recordsDir,
       duration_ms: durationMs,
       ...(output.discarded.length > 0
-        ? { discarded: output.discarded.map((result): DiscardedResult => ({ ...publicResult(result), reason: result.reason })) }
+        ? { discarded: output.discarded.map((result): ReportedDiscardedResult => ({ ...publicResult(result, extras), reason: result.reason })) }
         : {}),
     };
     return finish(planReport, output.canceled ? 'canceled' : output.completed ? 'ok' : 'failed');
@@ -580,12 +623,12 @@ async function closeAfterInternalError(opened: OpenedRun, error: unknown): Promi
 
 /** `plan_end.reason` after an internal error: `internal error: <first line of the message>`, at most 200 characters of it. */
 function internalErrorReason(error: unknown): string {
-  const message = error instanceof Error ? error.message : String(error);
+  const message = messageOf(error);
   const first = message.split('\n', 1)[0] ?? '';
   return `internal error: ${first.length > 200 ? `${first.slice(0, 200)}…` : first}`;
 }
 
-function publicResult(result: StepResult): StepResult {
+function publicResult(result: StepResult, extras: (result: StepResult) => StepResultExtras): ReportedStepResult {
   return {
     step_id: result.step_id,
     status: result.status,
@@ -594,7 +637,24 @@ function publicResult(result: StepResult): StepResult {
     attempts: result.attempts,
     duration_ms: result.duration_ms,
     ...(result.truncated !== undefined ? { truncated: result.truncated } : {}),
+    ...extras(result),
   };
+}
+
+/** A step's {@link StepResultExtras}: its logs, and the gist of its error when the error says more than it. */
+function resultExtras(result: StepResult, stepLogs: StepLogs): StepResultExtras {
+  const logs = stepLogs.entries(result.step_id);
+  const gist = result.error === null ? [] : errorGist(result.error, stepLogs.stderrTail(result.step_id));
+  return {
+    ...(logs !== undefined ? { logs } : {}),
+    ...(gist.length > 0 && gistShortens(result.error, gist) ? { error_gist: gist } : {}),
+  };
+}
+
+/** `result` with its extras, the same object when it has none. */
+function withExtras<T extends StepResult>(result: T, extras: (result: StepResult) => StepResultExtras): T & StepResultExtras {
+  const more = extras(result);
+  return more.logs === undefined && more.error_gist === undefined ? result : { ...result, ...more };
 }
 
 function refusal(
@@ -649,7 +709,7 @@ async function resolveManifest(
   return { manifest: loaded.manifest, dir: loaded.dir, source: { kind: 'file', path: resolve(path), label: path, given: manifest !== undefined } };
 }
 
-/** An unreadable or invalid manifest (`MANIFEST_INVALID`): a usage-level refusal (exit 2, DESIGN §3), thrown before any session exists. */
+/** An unreadable or invalid manifest (`MANIFEST_INVALID`): a usage-level refusal (exit 2, docs/cli.md), thrown before any session exists. */
 export class ManifestError extends RuntimeError {
   override name = 'ManifestError';
   constructor(message: string) {
@@ -666,4 +726,12 @@ export { RecordsDirInUseError, RunInternalError };
  */
 function writeReport(recordsDir: string, report: PlanReport): void {
   replaceFile(join(recordsDir, 'report.json'), JSON.stringify(report, null, 2) + '\n');
+}
+
+function isDirectory(path: string): boolean {
+  try {
+    return statSync(path).isDirectory();
+  } catch {
+    return false;
+  }
 }

@@ -1,5 +1,5 @@
 /**
- * The session API an agent harness drives (DESIGN §10), independent of any transport: `capsule
+ * The session API an agent harness drives (docs/serve.md), independent of any transport: `capsule
  * serve` maps newline-delimited JSON-RPC onto it (src/cli/serve.ts, src/runtime/json-rpc.ts); an
  * MCP door could map its tools onto the same object. One session per API: its shell calls, its
  * background commands, its plans, its completions, its end.
@@ -9,35 +9,37 @@ import { CancelSignal } from '../cancel/cancel-signal.js';
 import { CANCEL_PHASES } from '../cancel/phases.js';
 import type { JsonSource } from '../plan/json-location.js';
 import type { ResidueArtifact, ResidueItem } from '../cancel/residue.js';
-import type { BackgroundCommandAnswer } from '../session/background/background-command.js';
-import type { CompletionDelivery } from '../session/background/background-commands.js';
-import type { ShellRunRequest, ShellRunResult } from '../session/background/shell-call.js';
+import type { BackgroundCommandAnswer } from '../shell-calls/background-command.js';
+import type { CompletionDelivery } from '../shell-calls/shell-calls.js';
+import type { ShellRunRequest, ShellRunResult } from '../shell-calls/request.js';
 import type { Session, SessionExitStatus } from '../session/session.js';
 import type { CancelPolicy } from '../session/cancel-policy.js';
 import { DEFAULT_CANCEL_GRACE_SECS } from '../manifest.js';
 import type { FunctionTool } from './attempt.js';
 import { startPlan, type LoadedManifest, type PlanReport } from './run-plan.js';
-import { ChildTasks, type ChildEntry, type ChildTask } from './delegation/child-entry.js';
+import { ChildTasks, type ChildEntry } from './delegation/child-entry.js';
+import type { ChildTask } from './delegation/protocol.js';
 import { describeResume, lostNotification, LOST_NOTIFICATION_METHOD, LOST_TASK_SOURCE, resumeSession, type LostNotification, type ResumeOutcome } from '../reconcile/resume.js';
+import { messageOf } from '../errors.js';
 
-/** A notification the session sends its host on its own (DESIGN §10). */
+/** A notification the session sends its host on its own (docs/serve.md). */
 export type SessionNotification =
   | {
-      /** A background command's completion, delivered as a task (`detached.md` §8, §9.1). */
+      /** A background command's completion, delivered as a task (`docs/background-commands.md#completion-message`, `docs/background-commands.md#delivery`). */
       readonly method: 'completion';
       readonly params: CompletionNotice;
     }
   | {
       /**
        * Ours: a `shell.run` task started (before its command runs), so a caller can `task.cancel`
-       * a call still in the foreground (the cancel demotes it, `detached.md` §3).
+       * a call still in the foreground (the cancel demotes it, `docs/background-commands.md#demotion-triggers`).
        */
       readonly method: 'task.started';
       readonly params: { readonly task_id: string; readonly method: 'shell.run' };
     }
   | {
       /**
-       * A resume's lost report (`reconcile.md` §4, docs/resume.md), delivered once as a
+       * A resume's lost report (`docs/resume.md#reconcile`, docs/resume.md), delivered once as a
        * completion-origin task: same method as a shell completion, told apart by `kind: "lost"`
        * (a shell completion's params carry a `work_id`; this one's carry `lost`).
        */
@@ -54,7 +56,7 @@ export type SessionNotification =
 export interface CompletionNotice {
   readonly task_id: string;
   readonly work_id: string;
-  /** The completion message (`detached.md` §8). */
+  /** The completion message (`docs/background-commands.md#completion-message`). */
   readonly message: string;
   readonly status: 'ok' | 'error';
   readonly exit_code: number;
@@ -72,7 +74,7 @@ export interface CompletionNotice {
   readonly provenance: { readonly origin: string; readonly trust: string };
 }
 
-/** The answer of `task.cancel` (DESIGN §10; `cancel.md` §5.3). */
+/** The answer of `task.cancel` (docs/serve.md; `docs/cancel.md#residue-wire-forms`). */
 export interface TaskCancelResult {
   readonly task_id: string;
   /** `canceled` when this call canceled it; the task's state (`finished`, `canceled`) when it had already ended. */
@@ -121,7 +123,7 @@ export interface SessionApiOptions {
   readonly manifest?: LoadedManifest;
   /** Seconds a graceful `task.cancel` of a plan may take before it is forced (the cancel policy's grace). Default 10. */
   readonly cancelGraceSecs?: number;
-  /** The capsule entry a delegated child runs for `message/send` (issue 12; `src/runtime/delegation/child-entry.ts`). */
+  /** The capsule entry a delegated child runs for `message/send` (`src/runtime/delegation/child-entry.ts`). */
   readonly entry?: ChildEntry | null;
 }
 
@@ -151,8 +153,8 @@ export class SessionApi {
     this.#childTasks = new ChildTasks(session, options.entry ?? null);
     // Completions are delivered as notifications: the demotion result says they come back as a task.
     session.background.onCompletion((delivery) => this.#notify({ method: 'completion', params: completionNotice(delivery) }));
-    // The session actor runs for the whole session (it owns the demoted commands).
-    session.background.actor();
+    // The session actor runs for the whole session (it holds the session's shell calls).
+    void session.background.start();
   }
 
   /**
@@ -161,7 +163,7 @@ export class SessionApi {
    * becomes one completion-origin task (source `detached_lost`) and one notification to the
    * listeners subscribed now; `warn` gets the fail-open and damage lines and the operator's
    * description. Never throws over the prior records: a failure of its own is one `warn` line
-   * (a resume never refuses the launch, `reconcile.md` §4.1). The session should have been opened
+   * (a resume never refuses the launch, `docs/resume.md#fail-open`). The session should have been opened
    * with `resumeFrom: priorDir` (so the abandoned-session warning does not repeat the resume).
    */
   async resume(priorDir: string, options: { readonly reap?: boolean; readonly warn?: (line: string) => void } = {}): Promise<ResumeOutcome | null> {
@@ -170,7 +172,7 @@ export class SessionApi {
     try {
       outcome = await resumeSession(this.session, priorDir, { reap: options.reap === true, contextId: this.session.tasks.defaultContextId, warn });
     } catch (error) {
-      warn(`resume: ${priorDir} could not be reconciled: ${error instanceof Error ? error.message : String(error)}`);
+      warn(`resume: ${priorDir} could not be reconciled: ${messageOf(error)}`);
       return null;
     }
     for (const line of describeResume(outcome)) warn(line);
@@ -204,7 +206,7 @@ export class SessionApi {
   /**
    * `shell.run`: a task (announced by a `task.started` notification before its command runs; a
    * refused call sends none); its
-   * command in the foreground until a demotion trigger (`detached.md` §3) — a `task.cancel` of it
+   * command in the foreground until a demotion trigger (`docs/background-commands.md#demotion-triggers`) — a `task.cancel` of it
    * demotes it, and the task ends `canceled` with its `task_canceled` record (phase `shell`).
    */
   async shellRun(request: Omit<ShellRunRequest, 'task' | 'source' | 'abandoned' | 'onAccepted'>): Promise<ShellRunResult> {
@@ -234,7 +236,7 @@ export class SessionApi {
   }
 
   /**
-   * The caller went away (the abandon signal of `detached.md` §2, raised for every call): a
+   * The caller went away (the abandon signal, `docs/background-commands.md#demotion-triggers`, raised for every call): a
    * command still in the foreground is demoted at its next poll, so its call answers at once.
    */
   callerGone(): void {
@@ -255,16 +257,16 @@ export class SessionApi {
   }
 
   /**
-   * `task.cancel` (DESIGN §10, `cancel.md`): cancels a running task — a plan run gracefully
-   * (`cancel.md` §3: nothing more dispatched, no retries; a running tool or shell step finishes on
+   * `task.cancel` (docs/serve.md, `docs/cancel.md`): cancels a running task — a plan run gracefully
+   * (`docs/cancel.md#plan-runs`: nothing more dispatched, no retries; a running tool or shell step finishes on
    * its own bound), or by force (`force: true`, or a second cancel: every live step's tree gets
    * SIGTERM, SIGKILL after the grace, and the step settles canceled); a `shell.run` still in the
-   * foreground is demoted (`detached.md` §3). Answers with the residue (`cancel.md` §5.3: the
+   * foreground is demoted (`docs/background-commands.md#demotion-triggers`). Answers with the residue (`docs/cancel.md#residue-wire-forms`: the
    * `residue` artifact, `artifacts` omitted when nothing else runs): a plan's at once; a
    * `shell.run`'s once its call has answered — its command demoted, so that the residue names
    * it under its `wrk_` id —, at most {@link STOP_DEMOTION_WAIT_MS} later (a session without
    * records never demotes). A command whose exit won over the cancel (it was ending already,
-   * `shell-run.ts`) leaves its task `finished`: the answer then says `finished`. The task's
+   * `src/shell-calls/command.ts`) leaves its task `finished`: the answer then says `finished`. The task's
    * `task_canceled` record is written when it has stopped, with its own snapshot. A task that
    * already ended is answered with its state and no residue (`already: true`). Rejects with
    * {@link UnknownTaskError} for an id this session never issued.
@@ -358,7 +360,7 @@ export class SessionApi {
   }
 
   /**
-   * `message/send` (A2A-shaped, `delegation.md` §1 step 4): a task running this session's capsule
+   * `message/send` (A2A-shaped, `docs/delegation.md#one-delegation`): a task running this session's capsule
    * entry for the message's text (`src/runtime/delegation/child-entry.ts`); answers at once with
    * the task (`working`), polled with {@link tasksGet}. `deadlineMs` (epoch ms, from the
    * parent): the deadline the task inherits, by which its own delegations end. @throws {Error} without an entry.
@@ -382,7 +384,7 @@ export class SessionApi {
   }
 
   /**
-   * `session.stop`: what was still running (`cancel.md` §5.3: every outstanding background
+   * `session.stop`: what was still running (`docs/cancel.md#residue-wire-forms`: every outstanding background
    * command, an empty array when nothing was), taken now; the sweep and the session's end follow
    * ({@link ended}). Idempotent.
    */
@@ -418,9 +420,9 @@ export class SessionApi {
     // Every end demotes the shell calls still in the foreground first, as `session.stop` does
     // (bounded, and only with records), so that the sweep ends each one as a background command
     // and accounts for it (`shell_abandoned`, the abandonment report). Without this wait the
-    // session's end began while a call gave its command its moment to exit (shell-run.ts), the
-    // call no longer demoted, and the command was killed in the foreground: it answered
-    // `finished` with exit 143 and left no work id and no record of the kill (end of input, a signal).
+    // session's end could begin while a call gives its command its moment to exit (src/shell-calls/command.ts):
+    // the call would not demote, and the command would be killed in the foreground, answering
+    // `finished` with exit 143, with no work id and no record of the kill.
     await this.stop();
     for (const task of this.session.tasks.running()) if (task.kind === 'plan') this.session.tasks.cancel(task.id, true);
     await Promise.allSettled([...this.#plans]);

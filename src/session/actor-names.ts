@@ -1,4 +1,5 @@
 import { planActorId, stepActorId } from '../../machines/plan.machine.js';
+import { shellCallActorId } from '../../machines/shell-call.machine.js';
 
 /** A step pool's actor id: `<plan actor id>/pool.<n>` (`poolActorId` in machines/plan.machine.ts). */
 const POOL_OF = /^(.*)\/pool\.\d+$/;
@@ -34,6 +35,11 @@ export class ActorNames {
       stepActorIds[index] = id;
     });
     return stepActorIds === undefined ? { actorId } : { actorId, stepActorIds };
+  }
+
+  /** Claims the id of a shell call's actor: `shell:<task_id>` (tagged when a task runs more than one). */
+  claimShellCall(taskId: string): string {
+    return this.#claim(shellCallActorId(taskId));
   }
 
   #claim(base: string, clashes: (id: string) => boolean = () => false): string {

@@ -1,5 +1,5 @@
 /**
- * The session's cancel policy (DESIGN §3; docs/cli.md "Ctrl-C"): how cancel requests from
+ * The session's cancel policy (docs/cli.md "Ctrl-C"): how cancel requests from
  * outside — signals for `capsule run`, `task.cancel` calls for `capsule serve` — become graceful
  * and forced cancels of the work. The first request cancels gracefully; the next one forces;
  * requests that arrive within {@link REQUEST_BURST_MS} of the last counted one are the same

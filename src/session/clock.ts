@@ -1,5 +1,5 @@
 /**
- * The session's one clock (DESIGN, target architecture: "Session owns: clock"). Everything a
+ * The session's one clock (`docs/architecture.md`: the session owns the clock). Everything a
  * session times reads it, so a test or a replay can swap it for a {@link ManualClock} and time
  * becomes an input like any other.
  */
@@ -35,8 +35,8 @@ export interface SessionClock {
 /**
  * Milliseconds (fractional) on the process's monotonic clock, from an arbitrary origin. Read
  * through `process.hrtime` rather than `performance.now()`: the first use of the global
- * `performance` loads Node's `perf_hooks` family of modules (~1–2 ms CPU), which every
- * `capsule run` would pay before its first step (issue 14, startup).
+ * `performance` loads Node's `perf_hooks` family of modules, which every
+ * `capsule run` would pay before its first step (startup).
  */
 export function hrtimeMs(): number {
   const [secs, nanos] = process.hrtime();

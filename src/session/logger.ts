@@ -1,5 +1,5 @@
 /**
- * The runtime's own structured logs (pino; DESIGN §10 "Logs go to stderr (pino), never to
+ * The runtime's own structured logs (pino; docs/serve.md "Logs go to stderr (pino), never to
  * stdout"). Off by default: a library user or `capsule run` without `--log-level` gets a silent
  * logger and pino is not even loaded. With a level, one JSON object a line goes to stderr or to a
  * file — never to stdout, which belongs to `--json`. A log that cannot be written (a full disk)
@@ -102,8 +102,8 @@ export async function createLogger(options: LoggerOptions): Promise<OpenLogger> 
 /**
  * pino's destination: each line is handed to `write` at once, and a write that throws stops the
  * log instead of throwing into the runtime. pino's own (SonicBoom) re-throws every error but
- * EPIPE from the log call itself, so a full disk (`2> /dev/full`, `--log-file /dev/full`) threw
- * inside the session and hung `capsule run` (round 12).
+ * EPIPE from the log call itself, so a full disk (`2> /dev/full`, `--log-file /dev/full`) would
+ * throw inside the session and hang `capsule run`.
  */
 class GuardedDestination {
   failure: LogFailure | null = null;

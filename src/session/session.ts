@@ -1,23 +1,32 @@
-import { closeSync, constants as fsConstants, openSync } from 'node:fs';
+import { closeSync, constants as fsConstants, lstatSync, openSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, dirname, resolve, join } from 'node:path';
 import type { InspectionEvent } from 'xstate';
 import { ERROR_CODES, messageOf, RuntimeError } from '../errors.js';
 import { newSessionId } from '../ids.js';
 import { Containment, containmentTraceFields, type BackendChoice, type IsolationChoice } from '../process/containment.js';
+import type { NetworkMode } from '../process/network.js';
 import { abandonedSessionWarning, findAbandonedSessions } from '../process/leftovers.js';
 import { processStartTime } from '../process/proc.js';
 import { droppedPathWarning } from '../process/resolve-binary.js';
+import { privilegedStepsWarning } from '../process/spawn/confinement.js';
+import { keyDir } from '../records/key-dir.js';
+import { stepPaths } from './step-paths.js';
 import { directoryProblem, makeDirectory } from '../records/directories.js';
 import { RecordsDirInUseError, recordedSessionIn, recordsDirUnusable } from '../records/records-dir.js';
 import { EVENT_LOG_FILE, EventLog } from '../records/event-log.js';
+import { recordSigner } from '../records/record-proof.js';
+import { pointLatestAt } from '../records/latest.js';
 import type { TraceNode } from '../records/trace-records.js';
 import { TraceWriter } from '../records/trace-writer.js';
 import type { Manifest } from '../manifest.js';
 import { CancelPolicy, type Cancelable, type CancelPolicyOptions } from './cancel-policy.js';
 import { elapsedMs, systemClock, type SessionClock, type XStateClock } from './clock.js';
 import { silentLogger, type RuntimeLogger } from './logger.js';
-import { BackgroundCommands, type BackgroundOptions } from './background/background-commands.js';
+import { Background } from '../shell-calls/background.js';
+import type { BackgroundOptions } from '../shell-calls/shell-calls.js';
+import type { CommandLimits } from '../executors/command-runner.js';
+import { WorkdirGuard } from '../executors/workdir-guard.js';
 import { ActorNames } from './actor-names.js';
 import { TaskTable } from './tasks.js';
 import { LiveDelegations } from '../cancel/live-delegations.js';
@@ -33,12 +42,12 @@ export type SessionExitStatus = 'ok' | 'failed' | 'canceled' | 'error';
 export interface SessionOptions {
   /** Directory shell steps run in and `data_path` is read beneath. Default: `process.cwd()`. */
   readonly workdir?: string;
-  /** Records directory. Default `<workdir>/.capsule/records/<session_id>/` (DESIGN §3). Created if missing. */
+  /** Records directory. Default `<workdir>/.capsule/records/<session_id>/` (docs/cli.md). Created if missing. */
   readonly recordsDir?: string;
   /**
    * False: the session has no records directory at all — nothing is written (no trace, no event
    * log, no logs), and a shell call is never demoted (its output would have no place to go,
-   * `detached.md` §3). Default true.
+   * `docs/background-commands.md#demotion-triggers`). Default true.
    */
   readonly records?: boolean;
   /** The session's background commands: extra allowed binaries, the grace, where the abandonment report goes. */
@@ -52,7 +61,7 @@ export interface SessionOptions {
   /** Write `trace.jsonl` (default true). Off: nothing is written and reports are identical. */
   readonly trace?: boolean;
   /**
-   * Write the actor event log `events.jsonl` (DESIGN §9; default true). Off: nothing is written,
+   * Write the actor event log `events.jsonl` (docs/event-log.md; default true). Off: nothing is written,
    * and with no other inspector the actors run without inspection (it costs time).
    */
   readonly eventLog?: boolean;
@@ -64,14 +73,14 @@ export interface SessionOptions {
   readonly clock?: SessionClock;
   /**
    * Observers of every XState inspection event of every actor this session runs (the event log of
-   * DESIGN §9 and `capsule inspect` plug in here).
+   * docs/event-log.md and `capsule inspect` plug in here).
    */
   readonly inspectors?: readonly ((event: InspectionEvent) => void)[];
   /** The runtime's structured log (src/session/logger.ts). Default: silent. */
   readonly logger?: RuntimeLogger;
   /**
    * Called with operational warnings, such as the repair of a torn last line left in
-   * `trace.jsonl` or `events.jsonl` by a crashed earlier run (field report 13). Default:
+   * `trace.jsonl` or `events.jsonl` by a crashed earlier run. Default:
    * `process.emitWarning`.
    */
   readonly onWarning?: (message: string) => void;
@@ -86,6 +95,17 @@ export interface SessionOptions {
   readonly isolation?: IsolationChoice;
   /** Run every process as this (unprivileged) user; the runtime must be root (`--run-as`). */
   readonly runAs?: string | null;
+  /**
+   * Steps keep every capability of the runtime's user, no cgroup namespace, /sys writable
+   * (`--privileged-steps`; also asked by the manifest's `capabilities.privileged_steps`):
+   * docs/security.md#privileged-steps. Warned about at open, recorded in `session_start`.
+   */
+  readonly privilegedSteps?: boolean;
+  /**
+   * The network of every process the session starts (`--network`; else the manifest's
+   * `capabilities.network`; else `host`): docs/containment.md#network.
+   */
+  readonly network?: NetworkMode;
   /**
    * Warn (once per dead session, through `onWarning`) about the sessions in the same records root
    * that ended without `session_end` while their runtime is gone, naming the live processes they
@@ -106,12 +126,18 @@ export interface SessionOptions {
    * false (a library caller may reopen a directory).
    */
   readonly exclusiveRecords?: boolean;
+  /**
+   * Keep the scratch directory (the steps' HOME and TMPDIR) when the session ends
+   * (`--keep-scratch`, docs/records.md#scratch). Default: `CAPSULE_KEEP_SCRATCH=1` in the
+   * environment, else false: it is removed once every process of the session is gone.
+   */
+  readonly keepScratch?: boolean;
 }
 
 /**
  * One runtime session: the single owner of its records directory, its clock, its trace writer,
  * its event log, its structured log, its cancel policies and every process tree its work starts
- * (its {@link Containment}) (DESIGN §2, §7). `capsule run` is one session; `capsule serve` will
+ * (its {@link Containment}) (docs/architecture.md, docs/records.md). `capsule run` is one session; `capsule serve` will
  * be one too. Plans, background commands and delegations run inside a session and reach these
  * through it, so there is one place that ends every process when the session ends.
  */
@@ -123,7 +149,7 @@ export class Session {
    * HOME and TMPDIR of the session's steps and tools (`home/`, `tmp/`): `.<records dir
    * name>.scratch/` beside the records directory, e.g.
    * `<workdir>/.capsule/records/.ses_….scratch/`. Outside the records directory's tree, so that
-   * nothing a step writes there lands next to the records (issue 15), and nowhere the operator
+   * nothing a step writes there lands next to the records, and nowhere the operator
    * did not point the records at.
    */
   readonly scratchDir: string;
@@ -134,6 +160,8 @@ export class Session {
   readonly trace: TraceWriter;
   /** The one registry of every process tree the session starts (and the only place that signals them). */
   readonly containment: Containment;
+  /** The bounds of every shell command it runs (`capabilities.resources`, docs/shell-commands.md#resource-limits). */
+  readonly commandLimits: CommandLimits;
   /** The actor event log, or null when it is off. */
   readonly eventLog: EventLog | null;
   /** The session's clock (epoch, monotonic, timers). */
@@ -144,18 +172,21 @@ export class Session {
   readonly node: TraceNode<'session_start'>;
   /** The session's tasks (`tsk_…`): every `shell.run`, `plan.submit` and delivered completion. */
   readonly tasks: TaskTable;
-  /** The session's live delegations by `dlg_` id (`cancel.md` §4): named in a cancel's residue. */
+  /** The session's live delegations by `dlg_` id (`docs/cancel.md#live-delegations`): named in a cancel's residue. */
   readonly delegations = new LiveDelegations();
   /** The readable actor ids its plans and steps got (a repeated one is tagged `~2`, `~3`, …: docs/event-log.md "Actor ids"). */
   readonly actorNames = new ActorNames();
-  /** The session's background commands: `shell.run`, `backgroundCommand`, completions, the sweep. */
-  readonly background: BackgroundCommands;
+  /** The session's shell calls: `shell.run`, `backgroundCommand`, completions, the sweep (loaded at their first use). */
+  readonly background: Background;
   readonly #inspectors: ((event: InspectionEvent) => void)[];
   readonly #openedAtMs: number;
   #counts = { toolCalls: 0, shellCalls: 0 };
   #ended = false;
   #ending: Promise<void> | null = null;
   #recordsFailure: Error | null = null;
+  #onRecordError: (error: Error) => void = () => {};
+  readonly #keepScratch: boolean;
+  readonly #warn: (message: string) => void;
 
   private constructor(options: SessionOptions) {
     this.time = options.clock ?? systemClock;
@@ -169,9 +200,17 @@ export class Session {
     // Without a records directory the steps' HOME and TMPDIR go under the system's temp directory.
     this.scratchDir = this.hasRecords ? join(dirname(this.recordsDir), `.${basename(this.recordsDir)}.scratch`) : join(tmpdir(), `.capsule-${this.id}.scratch`);
     this.manifest = options.manifest ?? null;
+    this.#keepScratch = options.keepScratch ?? process.env['CAPSULE_KEEP_SCRATCH'] === '1';
     // Refused before the containment exists: nothing to take down (e.g. /proc or /sys, where Node's recursive mkdir would never return).
     const problem = this.hasRecords ? directoryProblem(this.recordsDir) : null;
     if (problem !== null) throw recordsDirUnusable(this.recordsDir, problem);
+    const paths = stepPaths({ workdir: this.workdir, runtimeDir: this.runtimeDir, recordsDir: this.hasRecords ? this.recordsDir : null, scratchDir: this.scratchDir, keyDir: keyDir() });
+    const privilegedSteps =
+      options.privilegedSteps === true
+        ? { privilegedSteps: true, privilegedStepsBy: '--privileged-steps' }
+        : this.manifest?.capabilities?.privileged_steps === true
+          ? { privilegedSteps: true, privilegedStepsBy: 'capabilities.privileged_steps of the manifest' }
+          : {};
     // Decided before anything is written: a containment that was asked for and cannot be had is a
     // refusal before any step runs (`CONTAINMENT_UNAVAILABLE`). It creates the session's cgroup on
     // the cgroup backend.
@@ -180,11 +219,28 @@ export class Session {
       ...(options.containment !== undefined ? { backend: options.containment } : {}),
       ...(options.isolation !== undefined ? { isolation: options.isolation } : {}),
       ...(options.runAs !== undefined ? { runAs: options.runAs } : {}),
-      // In a step's mount namespace the records directory is read-only: a step (even as root,
-      // short of undoing the mount) cannot forge or redirect records. Not when the records
-      // directory holds the workdir or the scratch directory, which steps must write.
-      readOnlyPaths: !this.hasRecords || isInside(this.workdir, this.recordsDir) || isInside(this.scratchDir, this.recordsDir) ? [] : [this.recordsDir],
+      ...privilegedSteps,
+      // In a step's mount namespace the records root is read-only and the records key hidden: a
+      // step (even as root: it cannot unmount) can neither forge records nor read the key.
+      readOnlyPaths: paths.readOnly,
+      writablePaths: paths.writable,
+      hiddenPaths: paths.hidden,
+      pathNotes: paths.notes,
+      ...(this.manifest?.capabilities?.resources !== undefined ? { resources: this.manifest.capabilities.resources } : {}),
+      ...(options.network !== undefined
+        ? { network: options.network, networkBy: `--network ${options.network}` }
+        : typeof this.manifest?.capabilities?.network === 'string'
+          ? { network: this.manifest.capabilities.network, networkBy: `capabilities.network "${this.manifest.capabilities.network}" of the manifest` }
+          : this.manifest?.capabilities?.network !== undefined
+            ? { network: 'session' as const, networkAllow: this.manifest.capabilities.network.allow, networkBy: 'capabilities.network.allow of the manifest' }
+            : {}),
     });
+    const workdirMax = this.manifest?.capabilities?.resources?.workdir_max_bytes;
+    this.commandLimits = {
+      bounds: this.containment.info.resources,
+      // The records directory is the runtime's to write (a command cannot), so it does not count.
+      workdirGuard: workdirMax !== undefined ? new WorkdirGuard(this.workdir, workdirMax, { skip: this.hasRecords ? [this.recordsDir] : [] }) : null,
+    };
     // Every failure to open the records is RECORDS_DIR_UNUSABLE, and takes the session's cgroup
     // with it (nothing ran), e.g. ELOOP: trace.jsonl is a link planted in a reused records dir.
     const unusable = (error: unknown): RuntimeError => {
@@ -217,9 +273,14 @@ export class Session {
       this.logger.error({ err: error.message }, 'a records write failed');
       options.onRecordError?.(error);
     };
+    this.#onRecordError = onRecordError;
     const now = (): number => this.time.epochMs();
+    const tracing = options.trace !== false && this.hasRecords;
+    // The proof of its session_start and process_start records (src/records/record-proof.ts): what
+    // a later resume believes before it reports a process as this session's or signals it.
+    const signing = tracing ? recordSigner(this.recordsDir) : null;
     try {
-      this.trace = new TraceWriter(options.trace === false || !this.hasRecords ? null : join(this.recordsDir, 'trace.jsonl'), this.id, { onError: onRecordError, now });
+      this.trace = new TraceWriter(tracing ? join(this.recordsDir, 'trace.jsonl') : null, this.id, { onError: onRecordError, now, signer: signing?.signer ?? null });
     } catch (error) {
       throw unusable(error);
     }
@@ -232,6 +293,7 @@ export class Session {
     this.#inspectors = [...(options.inspectors ?? [])];
     if (this.eventLog !== null) this.addInspector(this.eventLog.inspect);
     const warn = options.onWarning ?? ((message: string) => process.emitWarning(message, 'CapsuleRecordsWarning'));
+    this.#warn = warn;
     for (const [file, repair] of [
       ['trace.jsonl', this.trace.repair],
       [EVENT_LOG_FILE, this.eventLog?.repair ?? null],
@@ -245,6 +307,13 @@ export class Session {
       warn(message);
     }
     if (this.containment.path.dropped.length > 0) warn(droppedPathWarning(this.containment.path));
+    if (this.containment.info.confinement.privilegedSteps) warn(privilegedStepsWarning(this.containment.info.confinement));
+    // A declared bound this machine cannot enforce is said once, at the start (docs/shell-commands.md#resource-limits).
+    if (this.containment.info.resources.reason !== '') warn(`${this.containment.info.resources.reason}: docs/shell-commands.md#resource-limits`);
+    if (signing !== null && signing.signer === null) {
+      this.logger.warn({ why: signing.reason }, 'records not signed');
+      warn(`${join(this.recordsDir, 'trace.jsonl')}: this session's records cannot be signed (${signing.reason}): a later --resume reports what they name as untrusted and --reap stops none of it`);
+    }
     const manifest = this.manifest;
     this.node = this.trace.write('session_start', null, {
       capsule_name: manifest?.name ?? null,
@@ -262,12 +331,14 @@ export class Session {
       containment: containmentTraceFields(this.containment.info),
     });
     this.tasks = new TaskTable(this.trace, this.node, { contextId: `ctx_${this.id.replace(/^ses_/, '')}`, now });
-    this.background = new BackgroundCommands(this, options.background ?? {});
+    this.background = new Background(this, options.background ?? {});
     this.tasks.setResidueSource(() => this.residue());
     this.logger.info(
       { records_dir: this.recordsDir, workdir: this.workdir, trace: this.trace.enabled, event_log: this.eventLog !== null, containment: this.containment.info.backend, pid_namespace: this.containment.info.pidNamespace },
       'session opened',
     );
+    // The records root's `latest` names the newest session (docs/records.md#latest): only in the default root, never beside a directory the user chose.
+    if (this.hasRecords && options.recordsDir === undefined) pointLatestAt(this.recordsDir);
     if (this.hasRecords && (options.noticeAbandoned ?? options.recordsDir === undefined)) {
       const excludeDirs = options.resumeFrom !== undefined ? [resolve(options.resumeFrom)] : [];
       for (const abandoned of findAbandonedSessions(dirname(this.recordsDir), { exclude: this.id, excludeDirs, noticedBy: this.id, now })) {
@@ -331,11 +402,11 @@ export class Session {
   }
 
   /**
-   * What is still running now (`cancel.md` §5.2): every outstanding background command sorted by
+   * What is still running now (`docs/cancel.md#residue-items`): every outstanding background command sorted by
    * `work_id`, then every live delegation sorted by `delegation_id`. A snapshot, not a promise.
    */
   residue(): Residue {
-    return Residue.snapshot(this.background.registry, this.delegations);
+    return Residue.snapshot(this.background, this.delegations);
   }
 
   /** Counts a dispatched tool call or shell command for `session_end`. */
@@ -347,7 +418,7 @@ export class Session {
   /**
    * Ends the session (every ordinary end: `capsule run`'s, `session.stop`, a signal to
    * `capsule serve`, its stdin closing): first the teardown sweep of the background commands
-   * (`detached.md` §14: the ones still running are killed and proven gone, the unaccounted are
+   * (`docs/background-commands.md#session-end`: the ones still running are killed and proven gone, the unaccounted are
    * recorded as `shell_abandoned` and reported once), then every process tree still registered is
    * ended (SIGTERM, SIGKILL after `graceMs`, proven gone) and the session's cgroup removed, then
    * `session_end` — the last record — and the trace and event log are closed. Idempotent: a second
@@ -367,8 +438,45 @@ export class Session {
     return this.#recordsFailure;
   }
 
+  /**
+   * Notes a records write of the session's that failed outside the trace and the event log (a
+   * plan's `report.json`): the first failure of any is {@link recordsFailure}, what `capsule run`
+   * and `capsule serve` name when they exit 1.
+   */
+  noteRecordsFailure(error: Error): void {
+    this.#recordsFailure ??= error;
+  }
+
+  /**
+   * A records file other than the trace and the event log could not be written (a step's log,
+   * `docs/records.md#step-logs`): the records are incomplete, as for a failed trace write.
+   */
+  recordsWriteFailed(error: Error): void {
+    this.#onRecordError(error);
+  }
+
   get ended(): boolean {
     return this.#ending !== null;
+  }
+
+  /** Whether the scratch directory is kept when the session ends (a delegation's child session keeps its own then too). */
+  get keepsScratch(): boolean {
+    return this.#keepScratch;
+  }
+
+  /** Removes the scratch directory (docs/records.md#scratch); a link in its place is left alone, a failure is warned about. */
+  #removeScratch(): void {
+    try {
+      if (!lstatSync(this.scratchDir).isDirectory()) return;
+    } catch {
+      return; // never made: no step ran
+    }
+    try {
+      rmSync(this.scratchDir, { recursive: true, force: true });
+    } catch (error) {
+      this.logger.warn({ scratch_dir: this.scratchDir, err: messageOf(error) }, 'the scratch directory could not be removed');
+      this.#warn(`the scratch directory ${this.scratchDir} could not be removed: ${messageOf(error)}`);
+    }
   }
 
   async #end(exitStatus: SessionExitStatus, graceMs: number): Promise<void> {
@@ -379,6 +487,8 @@ export class Session {
       this.logger.error({ err: messageOf(error) }, 'the teardown sweep failed');
     }
     await this.containment.close(graceMs);
+    // Every process of the session is gone: nothing writes in its scratch directory any more.
+    if (!this.#keepScratch) this.#removeScratch();
     const durationMs = elapsedMs(this.#openedAtMs, this.time.monotonicMs());
     this.trace.write('session_end', this.node, {
       total_turns: 0,
@@ -399,7 +509,3 @@ export class Session {
 // `capsule validate --records` loads no machines), re-exported here where a session is opened.
 export { freshRecordsDir, RecordsDirInUseError, recordedSessionIn, SESSION_RECORD_FILES, type RecordedSession } from '../records/records-dir.js';
 
-/** Whether `path` is `dir` or inside it (both absolute, normalized). */
-function isInside(path: string, dir: string): boolean {
-  return path === dir || path.startsWith(dir.endsWith('/') ? dir : `${dir}/`);
-}

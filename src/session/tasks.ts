@@ -1,15 +1,15 @@
 /**
- * The session's task table (DESIGN §10; `trace-shell.md` §3): every call that runs work — a
+ * The session's task table (docs/serve.md; `docs/trace.md#task_start`): every call that runs work — a
  * `shell.run`, a `plan.submit`, and the completion tasks the session delivers — is a task with a
  * `tsk_` id (UUID v7, simple form), a `task_start` record and its own {@link CancelSignal}.
  *
- * Built so that cancellation with residue (`task.cancel`, `cancel.md`) is an addition, not a
+ * Built so that cancellation with residue (`task.cancel`, `docs/cancel.md`) is an addition, not a
  * reshape: a task holds its cancel signal, the door that ends its work (a plan run's cancel, set
  * by whoever runs it) and the work ids of the commands it demoted.
  */
 import { CancelSignal } from '../cancel/cancel-signal.js';
 import type { Residue } from '../cancel/residue.js';
-import { provenanceOf, type Origin, type TaskProvenance, type Trust } from '../detached/provenance.js';
+import { provenanceOf, type Origin, type TaskProvenance, type Trust } from './provenance.js';
 import { uuidV7Simple } from '../ids.js';
 import type { TraceNode } from '../records/trace-records.js';
 import type { TraceWriter } from '../records/trace-writer.js';
@@ -34,7 +34,7 @@ export interface Task {
   readonly provenance: TaskProvenance;
   /** The conversation the task belongs to (`context_id`). */
   readonly contextId: string;
-  /** The task's own cancel flag: the waits inside the task race against it (`cancel.md` §1). */
+  /** The task's own cancel flag: the waits inside the task race against it (`docs/cancel.md#cancel-signal`). */
   readonly cancel: CancelSignal;
   /** Its `task_start` record: task-scoped records hang off it. */
   readonly node: TraceNode<'task_start'>;
@@ -50,7 +50,7 @@ export interface TaskStart {
   readonly kind: TaskKind;
   /** Default `user`. */
   readonly origin?: Origin;
-  /** For `peer` and `completion` origins: the trust inherited (absent → untrusted, `detached.md` §17). */
+  /** For `peer` and `completion` origins: the trust inherited (absent → untrusted, `docs/background-commands.md#provenance`). */
   readonly inheritedTrust?: Trust | null;
   /** Which door it came through (`task_start.source`): `serve`, `library`, `detached_shell`. */
   readonly source: string;
@@ -76,7 +76,7 @@ export class TaskTable {
   readonly #now: () => number;
   /** The cancel door of each running task's work (set by the runner of a plan). */
   readonly #doors = new Map<string, (force: boolean) => void>();
-  /** What was still running, for `task_canceled` (`cancel.md` §5.2); set by the session. */
+  /** What was still running, for `task_canceled` (`docs/cancel.md#residue-items`); set by the session. */
   #residue: (() => Residue) | null = null;
 
   /** The session's conversation (`ctx_…`): the context of a task that names none. */
@@ -91,7 +91,7 @@ export class TaskTable {
     this.#now = options.now;
   }
 
-  /** Starts a task: mints its id, writes `task_start` (with `trust`, `trace-shell.md` §3) and gives it a fresh cancel signal. */
+  /** Starts a task: mints its id, writes `task_start` (with `trust`, `docs/trace.md#task_start`) and gives it a fresh cancel signal. */
   start(start: TaskStart): Task {
     const id = start.id ?? newTaskId();
     const origin = start.origin ?? 'user';
@@ -137,8 +137,7 @@ export class TaskTable {
 
   /**
    * The task's work ended (`finished`) or stopped because of a cancel (`canceled`). Idempotent;
-   * forgets its cancel door. A canceled task gets its `task_canceled` record (`cancel.md` §2,
-   * `trace-shell.md` §10) under its `task_start`: the phase its signal's first claim named (`turn`
+   * forgets its cancel door. A canceled task gets its `task_canceled` record (`docs/trace.md#task_canceled`) under its `task_start`: the phase its signal's first claim named (`turn`
    * when none did) and the residue taken now (the loop's snapshot; the door that answered the
    * cancel took its own). Returns the record's residue, or null when nothing was written.
    */
@@ -167,7 +166,7 @@ export class TaskTable {
 
   /**
    * Cancels a running task: raises its cancel signal (a shell call in the foreground demotes,
-   * `detached.md` §3) and opens its door (a plan run cancels). Returns false for an unknown or
+   * `docs/background-commands.md#demotion-triggers`) and opens its door (a plan run cancels). Returns false for an unknown or
    * settled task. The `task_canceled` record and the residue are the caller's.
    */
   cancel(id: string, force: boolean): boolean {
@@ -179,7 +178,7 @@ export class TaskTable {
   }
 }
 
-/** The queue lane of an origin (`trace-shell.md` §3: derived from the origin). */
+/** The queue lane of an origin (`docs/trace.md#task_start`: derived from the origin). */
 function laneOf(origin: Origin): string {
   return origin === 'completion' ? 'completion' : origin === 'peer' ? 'peer' : 'user';
 }

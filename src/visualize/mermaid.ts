@@ -1,7 +1,7 @@
 import { stateName, type MachineModel, type StateInfo, type TransitionInfo } from './walk.js';
 
 /**
- * Mermaid `stateDiagram-v2` text of a machine (STYLE §3.7): compound states as nested blocks,
+ * Mermaid `stateDiagram-v2` text of a machine (`visualizations/README.md`): compound states as nested blocks,
  * `[*]` for initial and final, edge labels `EVENT [guard] / action, action`, targetless
  * transitions as self-loops. Each edge is written in the block of the innermost state that
  * contains both ends, so Mermaid places it inside the right box.

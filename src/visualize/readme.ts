@@ -24,7 +24,7 @@ export function toReadme(machines: readonly { readonly entry: DrawnMachine; read
     'it, `↻`) are listed inside it, under its name.',
     '',
   ];
-  for (const { entry } of machines) out.push(`- [${entry.name}](#${entry.name}) — \`${entry.source}\``);
+  for (const { entry } of machines) out.push(`- [${entry.name}](#${entry.name.toLowerCase()}) — \`${entry.source}\``); // a heading's anchor is lower case
   out.push('');
   for (const { entry, model } of machines) {
     out.push(`## ${entry.name}`, '');

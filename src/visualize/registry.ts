@@ -10,5 +10,8 @@ export interface DrawnMachine {
   readonly source: string;
 }
 
-/** The machines drawn, in index order: every kind of the actor-kind table (src/actors/actor-kinds.ts). */
-export const DRAWN_MACHINES: readonly DrawnMachine[] = ACTOR_KINDS.map((kind) => ({ name: kind.name, machine: kind.machine, source: kind.source }));
+/**
+ * The machines drawn, in index order: every kind of the actor-kind table (src/actors/actor-kinds.ts)
+ * the runtime runs (a replaced kind, kept for earlier recordings, is not drawn).
+ */
+export const DRAWN_MACHINES: readonly DrawnMachine[] = ACTOR_KINDS.filter((kind) => kind.replacedBy === undefined).map((kind) => ({ name: kind.name, machine: kind.machine, source: kind.source }));

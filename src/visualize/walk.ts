@@ -3,7 +3,7 @@ import type { AnyStateMachine, AnyStateNode, AnyTransitionDefinition } from 'xst
 /**
  * A machine read through its `machine.root`: the states and every transition, including the
  * eventless (`always`) and delayed (`after`) ones that `toDirectedGraph` from `xstate/graph`
- * leaves out (STYLE §3.7). The Mermaid, DOT and README renderers draw from this one walk, and the
+ * leaves out. The Mermaid, DOT and README renderers draw from this one walk, and the
  * model-based tests use its transition keys to prove every transition is taken.
  */
 export interface MachineModel {

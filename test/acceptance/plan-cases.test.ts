@@ -1,7 +1,9 @@
 /**
- * The black-box acceptance cases of `spec/plan-cases.md` (sections A–L), run through `runPlan`
- * under the default setup D, plus cases for rules the list does not reach (`plan.md` §9–§13,
- * §16–§18, §20, `cancel.md` §3, `trace-plan.md`). Report facts are asserted from the returned
+ * The black-box acceptance cases of the plan rules (`docs/plan-format.md`: reading, validation,
+ * capsule input shapes, scheduling, conditions, retries and `on_error`, tool results, shell steps,
+ * the gate, cancellation, capsule steps, the trace), run through `runPlan` under the default setup
+ * D (`test/support/plan-harness.ts`), plus cases for interpolation, the report, tool steps, the
+ * gate and cancellation (`docs/cancel.md#plan-runs`, `docs/trace.md`). Report facts are asserted from the returned
  * report; trace facts from `trace.jsonl` in the report's records directory.
  */
 import { existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
@@ -53,9 +55,9 @@ function sessionNode(run: CaseRun): string {
   return run.trace.one('session_start').event_id;
 }
 
-// Issue 12 changed this deliberately: the local delegation plane replaced "no delegation plane
-// configured"; a capsule step of a session whose manifest does not allow the capsule (these runs
-// have no manifest) is refused at dispatch, starting nothing (spec/README.md's adapted refusals).
+// The local delegation plane: a capsule step of a session whose manifest does not allow the
+// capsule (these runs have no manifest) is refused at dispatch, starting nothing
+// (docs/delegation.md#who-may-delegate-to-what).
 const CAPSULE_NOT_ALLOWED = ['not allowed', 'capabilities.spawn.allow'];
 
 // ---------------------------------------------------------------------------------------------
@@ -698,7 +700,7 @@ describe('E. conditions', () => {
     expect(run.trace.one('plan_start')).toMatchObject({ steps: [{ step_id: 'a', has_condition: true }] });
   });
 
-  /** plan.md §8.4, evaluated by the running scheduler: `a` = success/"42", `b` unsettled (it depends on the step under test). */
+  /** docs/plan-format.md#conditions, evaluated by the running scheduler: `a` = success/"42", `b` unsettled (it depends on the step under test). */
   it.each<[string | undefined, 'true' | 'false' | string]>([
     [undefined, 'true'],
     ['', 'true'],
@@ -744,7 +746,7 @@ describe('E. conditions', () => {
     expect(run.stubs.inputs('ok')).toEqual(['"skipped"']);
   });
 
-  it('settles a skip cascade within one scan, in declaration order, before the wave it made ready (§10.2)', async () => {
+  it('settles a skip cascade within one scan, in declaration order, before the wave it made ready (docs/plan-format.md#the-scan)', async () => {
     // After a's wave, one scan skips b, then c (declared after b), and makes w ready; z, declared
     // before c, waits for the next scan even though c settled earlier in this one.
     const run = await runCase(
@@ -1196,8 +1198,8 @@ describe('H. shell steps', () => {
   });
 
   it.each([
-    ['XCPU', 'cpu_seconds', 152],
-    ['XFSZ', 'max_file_size_bytes', 153],
+    ['XCPU', 'cpu_secs', 152],
+    ['XFSZ', 'file_size_max_bytes', 153],
   ])('attributes a process killed by SIG%s to capabilities.resources.%s, naming the resolved binary', async (signal, limit, code) => {
     const run = await runCase(dirs, plan({ id: 's', shell: `bash -c 'ulimit -c 0; kill -${signal} $$'` }));
     const error = run.report.results[0]?.error ?? '';
@@ -1216,8 +1218,8 @@ describe('H. shell steps', () => {
     expect(readFileSync(join(run.report.records_dir, 'logs', logs[0] ?? ''), 'utf8').includes('a'.repeat(20000))).toBe(true);
   });
 
-  // Deliberately not the spec's `<records>/home` (shell.md §7 step 5, newer rule): issue 15 moves
-  // HOME and TMPDIR out of the records' tree, so a step cannot plant files next to the records.
+  // Not Murmur's `<records>/home` (docs/shell-commands.md#environment): HOME and TMPDIR are out
+  // of the records' tree, so a step cannot plant files next to the records.
   it('gives a shell step HOME and TMPDIR in a scratch directory beside the records directory, and the runtime directory', async () => {
     const run = await runCase(dirs, plan({ id: 's', shell: `bash -c 'printf "%s|%s|%s" "$HOME" "$TMPDIR" "$MURMUR_RUNTIME_DIR"'` }));
     const [home, tmp, runtime] = (run.report.results[0]?.output ?? '').split('|');
@@ -1727,7 +1729,7 @@ describe('L. trace shape', () => {
     expect(new Set(records.map((r) => r.event_id)).size).toBe(records.length);
   });
 
-  it('writes the timeline of trace-plan.md §5 for a normal run', async () => {
+  it('writes the records of a normal run in order, each under its parent (docs/trace.md#what-hangs-off-what)', async () => {
     const run = await runCase(dirs, plan({ id: 'a', tool: 'echo' }, { id: 'b', tool: 'echo', depends_on: ['a'] }));
     expect(run.trace.planTypes()).toEqual(['plan_start', 'plan_step_start', 'plan_step', 'plan_step_start', 'plan_step', 'plan_end']);
     const [startA, startB] = run.trace.ofType('plan_step_start');
@@ -1761,7 +1763,7 @@ describe('L. trace shape', () => {
     expect(untraced.trace.records).toEqual([]);
   });
 
-  it('returns the report fields of DESIGN §4, results carrying attempts and duration_ms', async () => {
+  it('returns the report fields of docs/report.md, results carrying attempts and duration_ms', async () => {
     const run = await runCase(dirs, plan({ id: 'a', tool: 'echo' }));
     expect(Object.keys(run.report).sort()).toEqual(
       ['plan_id', 'session_id', 'results', 'completed', 'failed_step', 'canceled', 'records_dir', 'duration_ms'].sort(),

@@ -71,7 +71,7 @@ const entryFiles = loadedFiles([outputOf(join('dist', 'bundle', 'capsule.js'))])
 const runFiles = loadedFiles([...entryFiles, outputOf('dist/src/cli/run-main.js', true), outputOf('dist/src/cli/run.js', true)]);
 const run = inputsOf(runFiles);
 
-describe('the bundle that ships (dist/bundle/, issue 14 startup)', () => {
+describe('the bundle that ships (dist/bundle/)', () => {
   it('is what package.json names as the capsule binary', () => {
     const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { bin: Record<string, string> };
     expect(pkg.bin).toEqual({ capsule: CLI_PROGRAM });
@@ -88,6 +88,11 @@ describe('the bundle that ships (dist/bundle/, issue 14 startup)', () => {
     expect([...run].filter((input) => lazy.test(input))).toEqual([]);
   });
 
+  it('keeps out of capsule run the CI summaries (--junit, --summary) and junit-report-builder: loaded only when asked for', () => {
+    expect([...run].filter((input) => /^dist\/src\/cli\/ci-summaries\/|^node_modules\/(junit-report-builder|xmlbuilder|lodash)\//.test(input))).toEqual([]);
+    expect(outputOf('dist/src/cli/ci-summaries/junit.js', true)).toMatch(/^dist\/bundle\/run\//);
+  });
+
   it('keeps out of capsule run the delegation plane (json-rpc-2.0 included) and the resume: a plan of shell steps never uses them', () => {
     const lazy = /^dist\/src\/runtime\/delegation\/(plane|snapshot|child-entry)\.js$|^dist\/src\/runtime\/json-rpc\.js$|^dist\/src\/reconcile\/|^node_modules\/json-rpc-2\.0\//;
     expect([...run].filter((input) => lazy.test(input))).toEqual([]);
@@ -97,14 +102,14 @@ describe('the bundle that ships (dist/bundle/, issue 14 startup)', () => {
   });
 
   it("keeps out of capsule run the background commands' doors (shell.run, backgroundCommand, their texts): a plan's shell steps are never demoted", () => {
-    const lazy = /^dist\/src\/session\/background\/(shell-run|shell-call|background-command|detached-command|doors)\.js$|^dist\/src\/detached\/(texts|abandonment|output-log|tool-input|bounded-pattern|work-id)\.js$/;
+    const lazy = /^dist\/src\/shell-calls\/(shell-calls|command|request|background-command|delivery|sweep|work-index|texts|abandonment|output-log|tool-input|bounded-pattern|work-id)\.js$/;
     expect([...run].filter((input) => lazy.test(input))).toEqual([]);
     // A chunk of its own, loaded by the first door called (capsule serve: when its session opens).
-    expect(outputOf('dist/src/session/background/doors.js', true)).toMatch(/^dist\/bundle\/run\//);
-    expect(outputOf('dist/src/session/background/doors.js')).toMatch(/^dist\/bundle\/chunks\//);
+    expect(outputOf('dist/src/shell-calls/shell-calls.js', true)).toMatch(/^dist\/bundle\/run\//);
+    expect(outputOf('dist/src/shell-calls/shell-calls.js')).toMatch(/^dist\/bundle\/chunks\//);
   });
 
-  it('loads capsule run from a few files: the entry point\'s, and its program\'s code in one chunk (round 6: 30 files)', () => {
+  it('loads capsule run from a few files: the entry point\'s, and its program\'s code in one chunk', () => {
     expect(runFiles.size).toBeLessThanOrEqual(12);
     const programFiles = [...runFiles].filter((file) => file.startsWith(PROGRAM_DIR));
     expect(programFiles.filter((file) => Object.keys((meta.outputs[file] as MetaOutput).inputs).some((input) => input.startsWith('dist/src/')))).toHaveLength(1);
@@ -139,8 +144,9 @@ describe('the bundle that ships (dist/bundle/, issue 14 startup)', () => {
     expect([...new Set([...text.matchAll(/\brequire\("([^"]+)"\)/g)].map((match) => match[1]))].filter((id) => !id?.startsWith('node:'))).toEqual([]);
   });
 
-  it('keeps the spawner to its own few modules (no package, no runtime)', () => {
+  it('keeps the spawner to its own few modules (no runtime; of packages, only what its protocol\'s schemas use of zod/mini)', () => {
     const spawner = loadedInputs([outputOf(SPAWNER_PROGRAM)]);
-    expect([...spawner].filter((input) => !/^dist\/src\/process\/(spawner\/main|proc|signals)\.js$/.test(input))).toEqual([]);
+    expect([...spawner].filter((input) => !/^dist\/src\/process\/(spawner\/(main|messages)|proc|signals)\.js$|^node_modules\/zod\/v4\/(core|mini)\//.test(input))).toEqual([]);
+    expect([...spawner].some((input) => input.startsWith('node_modules/zod/v4/classic/'))).toBe(false);
   });
 });

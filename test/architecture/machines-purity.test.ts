@@ -11,7 +11,7 @@ function importsOf(file: string): string[] {
   return found;
 }
 
-describe('machines/ purity (DESIGN §1, STYLE §3.2)', () => {
+describe('machines/ purity (docs/architecture.md)', () => {
   const files = readdirSync(machinesDir).filter((name) => name.endsWith('.ts'));
 
   it('holds machine files to check', () => {

@@ -13,7 +13,7 @@ function sources(dir: string): string[] {
 const root = process.cwd();
 const files = [...sources(join(root, 'src')), ...sources(join(root, 'machines'))].map((file) => relative(root, file));
 
-describe('one module sends signals (issue 7, blueprint: only the containment layer signals processes)', () => {
+describe('one module sends signals (blueprint: only the containment layer signals processes)', () => {
   it('finds the source files to check', () => {
     expect(files).toEqual(expect.arrayContaining(['src/process/signals.ts', 'src/runtime/attempt.ts']));
   });

@@ -1,7 +1,7 @@
 /**
  * The words of the user-facing prose (README, docs/, the charts' descriptions, the JSON Schemas'
  * descriptions): "canceled", the spelling of the status values (`canceled`), and "child capsule".
- * The spec's cancel texts keep "cancelled" and "sub-capsule" (their key terms are normative, and
+ * The cancel texts keep Murmur's "cancelled" and "sub-capsule" (scripts match their key terms, and
  * they are values of the report and the trace): a quotation of one of them, or of a part of one,
  * is not prose and is left out of the check.
  */
@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { CANCEL_BEFORE_STEP, CANCEL_CAPSULE_STEP, CANCEL_FORCED_BEFORE_ATTEMPT, CANCEL_FORCED_STEP, PLAN_CANCELED_REASON } from '../../machines/messages.js';
 
 const root = process.cwd();
-// CANCEL_FORCED_BEFORE_ATTEMPT is ours, spelled as the spec's forced-cancel text it sits beside (its key term "cancelled by force").
+// CANCEL_FORCED_BEFORE_ATTEMPT is ours, spelled as Murmur's forced-cancel text it sits beside (its key term "cancelled by force").
 const SPEC_TEXTS = [CANCEL_BEFORE_STEP, CANCEL_CAPSULE_STEP, CANCEL_FORCED_STEP, CANCEL_FORCED_BEFORE_ATTEMPT, PLAN_CANCELED_REASON];
 
 /** Every prose file a user reads: README.md, docs/*.md, visualizations/README.md and the chart data, schema/*.json. */
@@ -19,7 +19,7 @@ function proseFiles(): string[] {
   return ['README.md', ...inDir('docs', '.md'), 'visualizations/README.md', ...inDir('visualizations', '.json'), ...inDir('schema', '.json')];
 }
 
-/** The text with every quotation (`…` or "…") of a spec cancel text, or of a part of one, blanked. */
+/** The text with every quotation (`…` or "…") of a cancel text, or of a part of one, blanked. */
 function withoutSpecQuotes(text: string): string {
   return text.replace(/`([^`\n]+)`|"([^"\n]+)"/g, (whole, code?: string, quoted?: string) => {
     const inner = (code ?? quoted ?? '').replace(/^…/u, '').replace(/…$/u, '');
@@ -41,17 +41,17 @@ describe('the wording of the user-facing prose', () => {
     expect(files).toEqual(expect.arrayContaining(['README.md', 'docs/cancel.md', 'docs/delegation.md', 'visualizations/delegation.json', 'schema/plan.schema.json']));
   });
 
-  it('spells canceled as the status values do, never "cancelled" (quoting a spec cancel text aside)', () => {
+  it('spells canceled as the status values do, never "cancelled" (quoting a cancel text aside)', () => {
     const found = files.flatMap((file) => offending(file, readFileSync(join(root, file), 'utf8'), /cancell(?:ed|ing|able)/i));
     expect(found).toEqual([]);
   });
 
-  it('says "child capsule", never "sub-capsule" (quoting a spec cancel text aside)', () => {
+  it('says "child capsule", never "sub-capsule" (quoting a cancel text aside)', () => {
     const found = files.flatMap((file) => offending(file, readFileSync(join(root, file), 'utf8'), /sub-?capsule/i));
     expect(found).toEqual([]);
   });
 
-  it('leaves only quotations of the spec texts out of the check', () => {
+  it('leaves only quotations of the cancel texts out of the check', () => {
     expect(withoutSpecQuotes('error "the task running this plan was cancelled before this step ran" here')).toBe('error  here');
     expect(withoutSpecQuotes("(`…this step's sub-capsule was ended with it`)")).toBe('()');
     expect(offending('x.md', 'when the task is cancelled', /cancell(?:ed|ing|able)/i)).toEqual(['x.md:1: when the task is cancelled']);

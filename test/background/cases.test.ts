@@ -1,13 +1,14 @@
 /**
- * The acceptance cases of demoted commands (`spec/detached-cases.md` sections A, C and D) on real
+ * The acceptance cases of demoted commands (`docs/background-commands.md`: demotion, the tool and
+ * the registry, the session's end) on real
  * processes, through the library: `shell.run` on a session, `backgroundCommand`, and the
  * documented test hook (`backgroundTestHooks`). Section B and the text cases of D are in
- * test/detached/texts.test.ts. Every case ends its session, which kills what it started.
+ * test/shell-calls/texts.test.ts. Every case ends its session, which kills what it started.
  */
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
 import { readTrace } from '../../src/records/trace-reader.js';
-import { COMPLETION_HEADING } from '../../src/detached/texts.js';
+import { COMPLETION_HEADING } from '../../src/shell-calls/texts.js';
 import { endSessions, isProcessAlive, policyB, waitFor, waitForPid } from './helpers.js';
 
 afterEach(endSessions);
@@ -205,7 +206,7 @@ describe('C. background-command and the registry', () => {
     expect(b.hooks.counters(detached.work_id)?.signals_sent).toBe(0);
     const unknown = await b.session.background.operate({ operation: 'stop', work_id: 'wrk_0190aaaabbbbccccddddeeeeffff0000' });
     expect(unknown).toMatchObject({ ok: false, code: 'unknown_work_id' });
-    expect(b.session.background.registry.has('wrk_0190aaaabbbbccccddddeeeeffff0000')).toBe(false);
+    expect(b.session.background.loaded?.index.has('wrk_0190aaaabbbbccccddddeeeeffff0000')).toBe(false);
   });
 
   it('26. kill_running leaves nothing behind and counts one signal', async () => {

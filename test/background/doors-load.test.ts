@@ -1,9 +1,9 @@
 /**
- * The background commands' doors (`shell.run`, `backgroundCommand`, their texts:
- * src/session/background/doors.ts) are loaded at their first use, so that `capsule run` of a plan
- * never compiles them (issue 14, startup). `capsule serve` loads them when its session opens
- * (`BackgroundCommands.load`): from then on a call's first part runs at once, in the call, as it
- * always did.
+ * The session's shell calls (`shell.run`, `backgroundCommand`, their texts: src/shell-calls/, held
+ * by the session as src/shell-calls/background.ts) are loaded at their first use, so that
+ * `capsule run` of a plan never compiles them (startup). `capsule serve` loads them when
+ * its session opens (`session.background.load()`): from then on a call's first part runs at once,
+ * in the call, as it always did.
  */
 import { endSessions, policyB } from './helpers.js';
 

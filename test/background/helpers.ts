@@ -1,13 +1,13 @@
 /**
- * Shared setup of the background-command tests: Policy B of `spec/detached-cases.md` (allowlist
+ * Shared setup of the background-command tests: Policy B (allowlist
  * `bash`, a fresh workdir W, a records directory R outside W, a grace per case) on a real session,
  * its test hook, and the cleanup every case ends with (the session's end kills what it started).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { backgroundTestHooks, type BackgroundTestHooks } from '../../src/session/background/test-hooks.js';
-import type { ShellDetached, ShellRunResult } from '../../src/session/background/shell-call.js';
+import { backgroundTestHooks, type BackgroundTestHooks } from '../../src/shell-calls/test-hooks.js';
+import type { ShellDetached, ShellRunResult } from '../../src/shell-calls/request.js';
 import { Session, type SessionOptions } from '../../src/session/session.js';
 import type { Manifest } from '../../src/manifest.js';
 

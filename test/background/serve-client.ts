@@ -206,8 +206,7 @@ export function sessionCgroup(client: ServeClient): string | null {
 /**
  * Live host pids whose /proc/<pid>/cgroup names `cgroupPath` or a cgroup below it (also one
  * already removed: the kernel marks it `(deleted)`). A zombie is dead and not counted: its
- * reaping is up to its parent (for a re-parented helper, pid 1), as "dead" in
- * `spec/detached-cases.md` has it.
+ * reaping is up to its parent (for a re-parented helper, pid 1).
  */
 export function processesInCgroup(cgroupPath: string): number[] {
   const mount = '/sys/fs/cgroup/unified';

@@ -1,9 +1,8 @@
 /**
- * `capsule serve` answers every line as JSON-RPC 2.0 says, whatever JSON it holds (found by the
- * serve-requests fuzz target): a value that is not a request object (`null`, `3`, `"x"`) gets one
- * Invalid Request answer with id null (it used to get no answer at all, and a "request failed"
- * log line), and a batch is answered with an array even when it holds one request (the package
- * answered a batch of one with that reply alone). Real stdio, the built CLI.
+ * `capsule serve` answers every line as JSON-RPC 2.0 says, whatever JSON it holds: a value that is
+ * not a request object (`null`, `3`, `"x"`) gets one Invalid Request answer with id null, and a
+ * batch is answered with an array even when it holds one request (the package alone would answer a
+ * batch of one with that reply alone). Real stdio, the built CLI.
  */
 import { endServes, exitOf, startServe } from './serve-client.js';
 
@@ -67,7 +66,7 @@ describe('capsule serve framing', () => {
 
   it('refuses a request whose method is not a string or whose params are a scalar (Invalid Request), without running it', async () => {
     const serve = startServe();
-    // The spec's own example (JSON-RPC 2.0 §7): a method that is a number, a notification.
+    // JSON-RPC 2.0's own example (JSON-RPC 2.0 §7): a method that is a number, a notification.
     serve.writeLine('{"jsonrpc":"2.0","method":1,"params":"bar"}');
     serve.writeLine('{"jsonrpc":"2.0","id":"m1","method":["session.stop"]}');
     serve.writeLine('{"jsonrpc":"2.0","id":"p1","method":"session.stop","params":3}');
@@ -98,10 +97,10 @@ describe('capsule serve framing', () => {
     expect(serve.trace().filter((r) => r['event_type'] === 'shell_abandoned')).toEqual([]);
   });
 
-  // Round 10: the end of input (and a signal) demotes a call still in the foreground, as the docs
-  // say, so the sweep kills it as a background command and accounts for it. Since the exit-wins
-  // wait (round 9) the session's end began during that 100 ms, the call was no longer demoted,
-  // and the command was killed as a foreground one: no work id, no shell_abandoned, no report.
+  // The end of input (and a signal) demotes a call still in the foreground, as the docs say, so
+  // the sweep kills it as a background command and accounts for it — even when the session's end
+  // begins during the call's exit-wins wait (else it would be killed as a foreground command: no
+  // work id, no shell_abandoned, no report).
   it.each([
     ['the end of input', 'stdin', 0],
     ['SIGTERM', 'SIGTERM', 130],
@@ -123,8 +122,8 @@ describe('capsule serve framing', () => {
     expect(serve.stderr()).toContain(workId);
   });
 
-  // Round 10 (breaker2): a session a signal ended (exit 130) recorded `session_end.exit_status: "ok"`,
-  // as a clean end of input does; `capsule run` records `canceled` for the same signal.
+  // A session a signal ended (exit 130) records `session_end.exit_status: "canceled"`, as
+  // `capsule run` does for the same signal; a clean end of input records `ok`.
   it.each([
     ['the end of input', 'stdin', 0, 'ok'],
     ['SIGINT', 'SIGINT', 130, 'canceled'],

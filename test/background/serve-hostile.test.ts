@@ -16,6 +16,7 @@ afterEach(endServes);
 interface Detached {
   readonly status: string;
   readonly work_id: string;
+  readonly task_id: string;
 }
 
 const demote = async (client: ServeClient, command: string): Promise<Detached> => {
@@ -135,11 +136,11 @@ describe('session.stop right after a quick shell.run', () => {
     const serve = startServe();
     const tag = uniqueSleepArg();
     // The leader exits 0 once told (the file `go`); a background child that ignores SIGTERM keeps
-    // its output open, so its completion waits for that child's end (2 s, then SIGKILL).
+    // its output open, so its completion waits for that child's end (2 s, then SIGKILL). Its call's actor is shell:<task_id>.
     const command = await demote(serve, `(trap '' TERM; sleep ${tag}) & while [ ! -e go ]; do sleep 0.05; done; exit 0`);
     writeFileSync(join(serve.W, 'go'), '');
     const events = join(serve.R, 'events.jsonl');
-    await waitFor(() => existsSync(events) && readFileSync(events, 'utf8').split('\n').some((line) => line.includes('COMMAND.LEADER_EXITED') && line.includes(command.work_id)), 10_000, 'the leader to exit');
+    await waitFor(() => existsSync(events) && readFileSync(events, 'utf8').split('\n').some((line) => line.includes('COMMAND.LEADER_EXITED') && line.includes(`"actor":"shell:${command.task_id}"`)), 10_000, 'the leader to exit');
     const stopped = await serve.call<{ residue: { work_id: string }[] }>('session.stop');
     expect(stopped.residue.map((item) => item.work_id)).toEqual([command.work_id]);
     expect(await exitOf(serve)).toEqual({ code: 0, signal: null });
@@ -215,9 +216,8 @@ describe('shell.run of a command holding a NUL character', () => {
   });
 });
 
-// Round 10: `binary` beside `argv` was silently dropped, so `{"binary": "bash", "argv": ["-c",
-// "echo hi"]}` ran `-c` as the program (refused as not allowed, naming `-c`), and
-// `{"binary": "bash", "argv": ["echo", "hi"]}` ran echo: docs/serve.md allows exactly one way.
+// `binary` beside `argv` is refused, never dropped without a word (else `{"binary": "bash",
+// "argv": ["-c", "echo hi"]}` would run `-c` as the program): docs/serve.md allows exactly one way.
 describe('shell.run given both binary and argv', () => {
   it('refuses it with INVALID_PARAMS saying which to give, starting nothing (no task.started), and keeps serving', async () => {
     const serve = startServe({ args: ['--allow', 'echo'] });

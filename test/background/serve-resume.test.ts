@@ -1,5 +1,5 @@
 /**
- * `capsule serve --resume DIR [--reap]` (issue 11, docs/resume.md): a serve session SIGKILLed
+ * `capsule serve --resume DIR [--reap]` (docs/resume.md): a serve session SIGKILLed
  * with a background command still running is accounted for by the next serve, once: its work id
  * is marked `shell_lost` in the dead session's trace and reported as the resuming session's first
  * notification (method `completion`, `kind: "lost"`), before any request is answered; `--reap`

@@ -1,5 +1,5 @@
 /**
- * `capsule serve` driven over its real stdio by a test client (issue 9: what a harness does, end
+ * `capsule serve` driven over its real stdio by a test client (what a harness does, end
  * to end, on the built CLI): a command that outlives its grace is listed, polled, waited for (a
  * pattern, then the exit), stopped, and each completion reaches the client exactly once; bad
  * requests get JSON-RPC errors and the session keeps serving; two sessions in different workdirs
@@ -181,8 +181,8 @@ describe('the log cap under capsule serve (lifecycle.on_log_cap: stop)', () => {
     const serve = startServe({ setup });
     // `head -c N` writes past the cap and exits 0 on its own, so its exit races the cap's
     // SIGTERM: just past it (70000) the exit nearly always wins, further on (300000) either side
-    // may (before the fix such runs read exited / ended_by null, or stopped / exit 0 / ended_by
-    // stop); `yes` never ends by itself. Each is released by a file once demoted, so that its
+    // may (whichever wins, the answer must read stopped / ended_by log_cap); `yes` never ends by
+    // itself. Each is released by a file once demoted, so that its
     // whole output goes to the log. Several runs, to meet both sides of the race.
     const writers = ['head -c 70000 /dev/zero', 'head -c 300000 /dev/zero', 'yes'];
     const answers: Answer[] = [];

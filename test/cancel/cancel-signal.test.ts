@@ -1,4 +1,4 @@
-/** `CancelSignal` and the phase words (`cancel.md` §1; plan-cases.md section M, cases 82–83). */
+/** `CancelSignal` and the phase words (`docs/cancel.md#cancel-signal`, `docs/cancel.md#cancel-phases`). */
 import { CancelSignal } from '../../src/cancel/cancel-signal.js';
 import { CANCEL_PHASES, DEFAULT_CANCEL_PHASE, isKnownCancelPhase, readCancelPhase, TASK_CANCELED_MESSAGE } from '../../src/cancel/phases.js';
 
@@ -9,8 +9,8 @@ const settled = async (promise: Promise<unknown>): Promise<boolean> => {
   return done;
 };
 
-describe('CancelSignal (cancel.md §1)', () => {
-  it('resolves a wait armed before the cancel when it is raised, and one armed after at once (case 82)', async () => {
+describe('CancelSignal (docs/cancel.md#cancel-signal)', () => {
+  it('resolves a wait armed before the cancel when it is raised, and one armed after at once', async () => {
     const signal = new CancelSignal();
     const before = signal.canceled();
     expect(await settled(before)).toBe(false);
@@ -63,7 +63,7 @@ describe('CancelSignal (cancel.md §1)', () => {
   });
 });
 
-describe('the claimed phase (cancel.md §1, case 83)', () => {
+describe('the claimed phase (docs/cancel.md#cancel-signal)', () => {
   it('is turn when nothing claimed one', () => {
     const signal = new CancelSignal();
     signal.cancel();

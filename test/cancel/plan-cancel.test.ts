@@ -1,6 +1,6 @@
 /**
- * Plan cancellation through the library API with a task's {@link CancelSignal} (`cancel.md` §3;
- * plan-cases J 67, 70, 71), the plan machine's `running.canceling` on the way to `canceled`, and
+ * Plan cancellation through the library API with a task's {@link CancelSignal} (`docs/cancel.md#plan-runs`),
+ * the plan machine's `running.canceling` on the way to `canceled`, and
  * a forced cancel's late result recorded as ignored (`plan_step_late`), never applied. Real
  * processes where the behaviour is about them; every one is cleaned up.
  */

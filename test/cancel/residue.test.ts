@@ -1,8 +1,7 @@
-/** Live delegations and residue (`cancel.md` §4–§5; plan-cases.md section M, cases 85–86). */
+/** Live delegations and residue (`docs/cancel.md#live-delegations`, `docs/cancel.md#residue`). */
 import { LiveDelegations, type LiveDelegation } from '../../src/cancel/live-delegations.js';
 import { Residue } from '../../src/cancel/residue.js';
-import { DetachedRegistry } from '../../src/detached/registry.js';
-import { completionOf, fakeRegistration, ManualClock, RecordingSignaller } from '../detached/fakes.js';
+import { completionOf, FakeCalls, fakeRegistration, ManualClock, RecordingSignaller } from '../shell-calls/fakes.js';
 
 const child = (overrides: Partial<LiveDelegation> = {}): LiveDelegation => ({
   workdir: '/abs/children/child-1',
@@ -15,7 +14,7 @@ const child = (overrides: Partial<LiveDelegation> = {}): LiveDelegation => ({
 });
 const commands = (...work: { work_id: string; binary: string; command: string; started_at_ms: number }[]) => ({ outstanding: () => work });
 
-describe('LiveDelegations (cancel.md §4.2)', () => {
+describe('LiveDelegations (docs/cancel.md#live-delegations)', () => {
   it('lists live delegations as residue items sorted by id, the same on every read', () => {
     const live = new LiveDelegations();
     live.register('dlg_z', child());
@@ -50,8 +49,8 @@ describe('LiveDelegations (cancel.md §4.2)', () => {
   });
 });
 
-describe('Residue (cancel.md §5)', () => {
-  it('becomes one residue artifact with a part per item, ids listed per kind (case 85)', () => {
+describe('Residue (docs/cancel.md#residue)', () => {
+  it('becomes one residue artifact with a part per item, ids listed per kind', () => {
     const live = new LiveDelegations();
     live.register('dlg_one', child());
     const residue = Residue.snapshot(commands({ work_id: 'wrk_abc', binary: 'sleep', command: 'sleep 30', started_at_ms: 17 }), live);
@@ -67,7 +66,7 @@ describe('Residue (cancel.md §5)', () => {
     expect(residue.artifactsField()).toEqual({ artifacts: [artifact] });
   });
 
-  it('has no artifact when empty, while its session-stop form is the empty array (cases 85, 86)', () => {
+  it('has no artifact when empty, while its session-stop form is the empty array', () => {
     const residue = Residue.snapshot(null, new LiveDelegations());
     expect(residue.toArtifact()).toBeNull();
     expect(residue.artifactsField()).toEqual({});
@@ -77,7 +76,7 @@ describe('Residue (cancel.md §5)', () => {
     expect(residue.taskCanceledFields()).toEqual({ detached_work_ids: [], delegation_ids: [] });
   });
 
-  it('orders shell items by work id, then delegations by id (case 86)', () => {
+  it('orders shell items by work id, then delegations by id', () => {
     const live = new LiveDelegations();
     live.register('dlg_z', child());
     live.register('dlg_y', child());
@@ -90,7 +89,7 @@ describe('Residue (cancel.md §5)', () => {
   });
 
   it('names only outstanding commands of a real registry, and keeps naming what it saw after they finish', () => {
-    const registry = new DetachedRegistry({ signaller: new RecordingSignaller(), clock: new ManualClock() });
+    const registry = new FakeCalls({ signaller: new RecordingSignaller(), clock: new ManualClock() });
     registry.register(fakeRegistration('wrk_1'));
     registry.register(fakeRegistration('wrk_2'));
     registry.complete('wrk_1', completionOf('wrk_1'));

@@ -1,8 +1,8 @@
 /**
- * The runtime is SIGKILLed on the process-group backend (round 9): nothing is left to end the trees
+ * The runtime is SIGKILLed on the process-group backend: nothing is left to end the trees
  * but the session's spawner, which sees its channel close. It must end every process group it
  * started that is still its own — also the group of a step that already finished and left a
- * process in the background (the spawner used to forget a group at its leader's exit).
+ * process in the background (the spawner must not forget a group at its leader's exit).
  */
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';

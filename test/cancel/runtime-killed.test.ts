@@ -1,5 +1,5 @@
 /**
- * A supervisor SIGKILLs the runtime while a graceful cancel waits (issue 10 item 6): on the cgroup
+ * A supervisor SIGKILLs the runtime while a graceful cancel waits: on the cgroup
  * backend the session's watchdog kills the session's cgroup, so nothing the run started is left
  * (a step and the grandchild it backgrounded); an ordinary end releases the watchdog, which then
  * exits without killing anything.

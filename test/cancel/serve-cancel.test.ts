@@ -1,6 +1,6 @@
 /**
- * `task.cancel` and `session.stop` over `capsule serve` (DESIGN §10, `cancel.md` §5.3; issue 10
- * item 5), on real processes: a plan and two background commands run; cancelling the plan's task
+ * `task.cancel` and `session.stop` over `capsule serve` (docs/serve.md, `docs/cancel.md#residue-wire-forms`), on
+ * real processes: a plan and two background commands run; cancelling the plan's task
  * answers with the residue that was really running (the two commands, in work-id order), ends the
  * plan (forced: its running step's tree), returns a `backgroundCommand wait` tied to the task at
  * once, writes `task_canceled`; `session.stop` then names the same two commands.

@@ -1,5 +1,5 @@
 /**
- * A cancel landing in every state of the step machine (issue 10 Tests; `cancel.md` §3.3), for each
+ * A cancel landing in every state of the step machine (`docs/cancel.md#during-a-wave`), for each
  * step kind, graceful and forced, table-driven. The attempt actor is a stand-in the test drives
  * (it records what the step asks of it and reports what the table says), so each state is reached
  * exactly: `running` (attempting), `running.stopping` (a timeout is ending the attempt),

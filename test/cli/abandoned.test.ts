@@ -1,5 +1,5 @@
 /**
- * A SIGKILLed `capsule run` is noticed (issue 7): the next run in the same records root warns,
+ * A SIGKILLed `capsule run` is noticed: the next run in the same records root warns,
  * once, about the session that has no `session_end`, naming it and the live processes it left
  * (found by pid and start time from the trace's `process_start`, or in its cgroup).
  */

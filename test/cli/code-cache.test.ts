@@ -1,5 +1,5 @@
 /**
- * The V8 code cache of `capsule run`'s program (src/cli/code-cache.ts; issue 14, startup): written
+ * The V8 code cache of `capsule run`'s program (src/cli/code-cache.ts): written
  * at the end of a run that had none, used by the next, and never the reason a run fails or prints
  * anything — whatever is in the cache file or the directory. Every run here reports what it did
  * with the cache on stderr (`CAPSULE_CODE_CACHE_REPORT=1`) and runs with its own cache directory

@@ -1,10 +1,13 @@
 /**
- * `capsule doctor` and `capsule run --verbose` (issue 7): what a run would find here — Node,
+ * `capsule doctor` and `capsule run --verbose`: what a run would find here — Node,
  * the containment backend and why, isolation and why, the records dir, and what each allowed
  * binary resolves to — and the backend a run actually got.
  */
 import { killStartedClis, manifestAllowing, runCli, TempDirs, writeJson } from './helpers.js';
-import { cgroupUnavailable } from '../support/backends.js';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { KEPT_CAPABILITIES } from '../../src/process/spawn/helper.js';
+import { cgroupUnavailable, pidNamespaceUnavailable } from '../support/backends.js';
 
 const temp = new TempDirs();
 afterEach(() => killStartedClis());
@@ -65,6 +68,73 @@ describe('capsule doctor', () => {
     const result = await runCli(['doctor'], { cwd: temp.make('doctor-refused'), env: { CAPSULE_CONTAINMENT: 'cgroup', CAPSULE_SPAWN_HELPER: 'none' } });
     expect(result.code).toBe(1);
     expect(result.stdout).toContain('containment: refused — CAPSULE_CONTAINMENT=cgroup, but cgroups cannot be used here: no spawn helper');
+  });
+});
+
+describe('what steps get (confinement)', () => {
+  const confinable = process.getuid?.() === 0 && pidNamespaceUnavailable === null;
+  (confinable ? it : it.skip)(
+    `says the capabilities kept, no_new_privs, the cgroup namespace, the read-only /sys and records root and the hidden key, creating nothing${confinable ? '' : ' (skipped: needs root and a PID namespace)'}`,
+    async () => {
+      const dir = temp.make('doctor-confinement');
+      const key = join(temp.make('doctor-key'), 'not-yet');
+      const result = await runCli(['doctor', '--json'], { cwd: dir, env: { CAPSULE_KEY_DIR: key } });
+      expect(result.code).toBe(0);
+      expect(JSON.parse(result.stdout)).toMatchObject({
+        confinement: {
+          privileged_steps: false,
+          capabilities: [...KEPT_CAPABILITIES],
+          no_new_privs: true,
+          cgroup_namespace: true,
+          read_only_kernel: true,
+          read_only: [join(dir, '.capsule', 'records')],
+          hidden: [key],
+          reason: '',
+        },
+      });
+      expect(existsSync(key)).toBe(false);
+      const text = await runCli(['doctor'], { cwd: dir, env: { CAPSULE_KEY_DIR: key } });
+      expect(text.stdout).toContain(
+        `steps get: capabilities ${KEPT_CAPABILITIES.join(',')}; no_new_privs; a cgroup namespace; /sys and cgroup filesystems read-only; read-only ${join(dir, '.capsule', 'records')}; hidden ${key}\n`,
+      );
+    },
+  );
+
+  it('says what --privileged-steps would give, and what a run without the spawn helper gets', async () => {
+    const dir = temp.make('doctor-privileged');
+    const privileged = JSON.parse((await runCli(['doctor', '--json', '--privileged-steps'], { cwd: dir })).stdout) as { confinement: Record<string, unknown> };
+    expect(privileged.confinement).toMatchObject({ privileged_steps: true, no_new_privs: false, cgroup_namespace: false, read_only_kernel: false });
+    expect(String(privileged.confinement['reason'])).toMatch(/^privileged steps \(--privileged-steps\): steps keep every capability of the runtime's user/);
+    const bare = JSON.parse((await runCli(['doctor', '--json'], { cwd: dir, env: { CAPSULE_SPAWN_HELPER: 'none' } })).stdout) as { confinement: Record<string, unknown> };
+    expect(bare.confinement).toMatchObject({ privileged_steps: false, no_new_privs: false, cgroup_namespace: false, read_only_kernel: false, read_only: [], hidden: [] });
+    expect(String(bare.confinement['reason'])).toMatch(/^not confined: no spawn helper \(CAPSULE_SPAWN_HELPER=none\)/);
+  });
+});
+
+describe('the network and the resource limits', () => {
+  const isRoot = process.getuid?.() === 0;
+  it("says the network a run would get and whether a session's own can be had here (text and --json)", async () => {
+    const dir = temp.make('doctor-network');
+    const text = (await runCli(['doctor'], { cwd: dir })).stdout.split('\n');
+    expect(text.find((l) => l.startsWith('network: '))).toMatch(
+      isRoot ? /^network: host \(the host's network\); session: available here$/ : /^network: host \(the host's network\); session: not available here — making a network namespace needs root/,
+    );
+    writeJson(dir, 'capsule.json', { capabilities: { network: 'session' } });
+    const json = await runCli(['doctor', '--json'], { cwd: dir });
+    expect(JSON.parse(json.stdout)).toMatchObject({ network: { mode: 'session', session_available: isRoot }, ok: isRoot });
+    expect((await runCli(['doctor', '--network', 'nowhere'], { cwd: dir })).code).toBe(2);
+  });
+
+  it('says how each declared limit holds here, and which one is not enforced and why', async () => {
+    const dir = temp.make('doctor-limits');
+    writeJson(dir, 'capsule.json', { capabilities: { resources: { cpu_secs: 5, pids_max: 50, workdir_max_bytes: 1000000 } } });
+    const result = await runCli(['doctor'], { cwd: dir, env: { CAPSULE_CONTAINMENT: 'process-group' } });
+    const line = result.stdout.split('\n').find((l) => l.startsWith('resource limits: ')) ?? '';
+    expect(line).toContain('cpu_secs by an rlimit set by the spawn helper (RLIMIT_CPU)');
+    expect(line).toContain("workdir_max_bytes by the work folder's guard");
+    expect(line).toMatch(/pids_max not enforced; .* — capabilities\.resources\.pids_max is not enforced: .*--run-as/);
+    const json = JSON.parse((await runCli(['doctor', '--json'], { cwd: dir, env: { CAPSULE_CONTAINMENT: 'process-group' } })).stdout) as { resources: { declared: { enforced_by: Record<string, unknown> } } };
+    expect(json.resources.declared.enforced_by).toEqual({ pids: null, cpu: 'rlimit', workdir: 'guard' });
   });
 });
 

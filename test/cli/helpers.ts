@@ -192,7 +192,7 @@ export function parseReport<T = ReportJson>(stdout: string): T {
   }
 }
 
-/** The JSON report as the tests read it (DESIGN §4). */
+/** The JSON report as the tests read it (docs/report.md). */
 export interface ReportJson {
   readonly plan_id: string;
   readonly session_id: string;

@@ -1,5 +1,5 @@
 /**
- * No inspector by signal (issue 15): Node opens its inspector — unauthenticated, able to run code
+ * No inspector by signal: Node opens its inspector — unauthenticated, able to run code
  * in the process — on SIGUSR1 unless the process listens for it. `capsule` listens from its first
  * instruction, in every command (Node's own bootstrap, before that instruction, is the one window;
  * no step exists then). Each case sends a real SIGUSR1 and tries to connect to the port

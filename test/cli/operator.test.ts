@@ -1,5 +1,5 @@
 /**
- * An operator's first hour (issue 13), from the built CLI: what `run` would refuse, `validate`
+ * An operator's first hour, from the built CLI: what `run` would refuse, `validate`
  * refuses first; every refusal says where, the rule, the accepted values and the fix; nothing is
  * dropped, cut or ignored without saying so.
  */
@@ -27,7 +27,7 @@ interface Explained extends ReportJson {
 }
 
 describe('a sibling that ran in the wave a fail stop ended (item 1)', () => {
-  it('is kept out of results, as the spec says, and reported under discarded with its real outcome and why', async () => {
+  it('is kept out of results, as docs/plan-format.md#settling-a-wave says, and reported under discarded with its real outcome and why', async () => {
     const dir = workdirWith([fail('fast', 1), ok('slow', { shell: stepCommand('slow', 'sleep', 300) })]);
     const json = await runCli(['run', 'plan.json', '--json'], { cwd: dir });
     const human = await runCli(['run', 'plan.json'], { cwd: dir });
@@ -102,9 +102,9 @@ describe('records directories (item 3)', () => {
     expect(validate.stderr).toContain('already holds');
   });
 
-  // Round 10: the check and the first record were two steps, so two runs started at the same
-  // moment on one --records directory both found it empty and both ran, interleaving two sessions
-  // in one trace and event log (replay then refused it: "seq 1 does not follow seq 4").
+  // Were the check and the first record two steps, two runs started at the same moment on one
+  // --records directory would both find it empty and both run, interleaving two sessions in one
+  // trace and event log.
   it('refuses all but one of several runs started at the same moment on one --records directory, exit 2, one session recorded', async () => {
     const dir = workdirWith([ok('a')]);
     for (let round = 0; round < 4; round++) {
@@ -223,7 +223,7 @@ describe('shell steps (items 5, 6, 12)', () => {
     for (const pid of started) expect(() => process.kill(pid, 0)).toThrow();
   });
 
-  it('warns in validate and run that a backslash inside single quotes is dropped, and runs the command as the spec splits it', async () => {
+  it('warns in validate and run that a backslash inside single quotes is dropped, and runs the command as the splitter splits it', async () => {
     const dir = workdirWith([{ id: 'color', shell: `node -e 'process.stdout.write("\\x41")'` }]);
     const validate = await runCli(['validate', 'plan.json', '--json'], { cwd: dir });
     const run = await runCli(['run', 'plan.json', '--json'], { cwd: dir });
@@ -235,7 +235,7 @@ describe('shell steps (items 5, 6, 12)', () => {
 });
 
 describe('refusals name the accepted values and the fix (items 8, 9)', () => {
-  it('validate names the steps of a cycle, and run warns about it at its start and keeps the spec semantics', async () => {
+  it('validate names the steps of a cycle, and run warns about it at its start and still stops blocked when it gets there', async () => {
     const dir = workdirWith([ok('first'), ok('x', { depends_on: ['first', 'y'] }), ok('y', { depends_on: ['x'] })]);
     const validate = await runCli(['validate', 'plan.json'], { cwd: dir });
     const run = await runCli(['run', 'plan.json', '--json'], { cwd: dir });

@@ -1,5 +1,5 @@
 /**
- * `capsule run --resume DIR [--reap]` after a real crash (issue 11): a run whose step runs a long
+ * `capsule run --resume DIR [--reap]` after a real crash: a run whose step runs a long
  * command is SIGKILLed; the next run resumes its records: the report names the orphaned process
  * once and says it is alive (and the abandoned-session warning does not say it again); `--reap`
  * ends it, proven gone; a further resume reports nothing.

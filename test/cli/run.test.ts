@@ -1,5 +1,5 @@
 /**
- * `capsule run` end to end (DESIGN §3–§4): the built CLI as a real process, real shell steps,
+ * `capsule run` end to end (docs/cli.md, docs/report.md): the built CLI as a real process, real shell steps,
  * exit codes, the `--json` report, progress on stderr, warnings and options.
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
@@ -173,7 +173,7 @@ describe('capsule run: progress on stderr', () => {
     expect(lines).toContain('plan p: 3 steps');
     expect(lines).toContain('▶ a (shell)');
     expect(lines.some((line) => /^✔ a success \d+(ms|\.\ds)$/.test(line))).toBe(true);
-    expect(lines).toContain('✖ b failed: b is broken (2 attempts)');
+    expect(lines).toContain('✖ b failed: b is broken (2 attempts) (continuing)'); // on_error: continue: the run goes on
     expect(lines).toContain('↷ c skipped');
     expect(result.stderr).toMatch(/^step\s+status\s+attempts\s+duration\s+error$/m);
     expect(result.stderr).toMatch(/^b\s+failed\s+2\s+\S+\s+b is broken$/m);
@@ -275,7 +275,7 @@ describe('capsule run: options', () => {
   });
 
   it('fails a capsule step with an error naming the capsule registry given by --capsules', async () => {
-    // Issue 12: the capsule must be allowed first (else the refusal names capabilities.spawn.allow); then the missing registry is named.
+    // The capsule must be allowed first (else the refusal names capabilities.spawn.allow); then the missing registry is named.
     const dir = workdirWith([{ id: 'delegate', capsule: 'worker', input: 'do it' }], { name: 'cli-test', capabilities: { shell: { allow: ['node'] }, spawn: { allow: ['local/worker'] } } });
     const result = await runCli(['run', 'plan.json', '--capsules', 'my-capsules', '--json'], { cwd: dir });
 

@@ -1,5 +1,5 @@
 /**
- * Ctrl-C and SIGTERM during `capsule run` (DESIGN §3): graceful first, forced on the second signal,
+ * Ctrl-C and SIGTERM during `capsule run` (docs/cli.md): graceful first, forced on the second signal,
  * bursts within 300 ms count once, a graceful cancel escalates after `--cancel-grace` seconds,
  * exit 130, and no process of the run is left (checked in /proc).
  */

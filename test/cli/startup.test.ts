@@ -1,5 +1,5 @@
 /**
- * What `capsule run` of a shell plan loads before it is done (issue 14, startup): every built-in
+ * What `capsule run` of a shell plan loads before it is done (startup): every built-in
  * module is compiled at its first use, at every start, and so is every module of ours. The
  * session's clock reads the monotonic time with `process.hrtime`, so Node's `perf_hooks` family
  * (loaded by the first use of the global `performance`) is never loaded by such a run; a plan's
@@ -67,7 +67,7 @@ it("runs a shell plan to its end without loading the background commands' doors 
   const { code, modules } = await modulesOfRun(dir, plan);
   expect(code).toBe(0);
   expect(modules).toContain('dist/src/runtime/run-plan.js'); // the list is real
-  expect(modules).toContain('dist/src/session/background/background-commands.js'); // the session's registry of them is
-  const doors = /^dist\/src\/session\/background\/(shell-run|shell-call|background-command|detached-command|doors)\.js$|^dist\/src\/detached\/(texts|abandonment|output-log|tool-input|bounded-pattern|work-id)\.js$/;
+  expect(modules).toContain('dist/src/shell-calls/background.js'); // what the session holds of them is
+  const doors = /^dist\/src\/shell-calls\/(shell-calls|command|request|background-command|delivery|sweep|work-index|texts|abandonment|output-log|tool-input|bounded-pattern|work-id)\.js$/;
   expect(modules.filter((module) => doors.test(module))).toEqual([]);
 });

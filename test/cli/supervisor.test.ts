@@ -1,5 +1,5 @@
 /**
- * A stopped runtime is not a hung run (issue 15): `SIGSTOP` pauses `capsule run` (its steps run
+ * A stopped runtime is not a hung run: `SIGSTOP` pauses `capsule run` (its steps run
  * on); a supervisor's `SIGCONT` lets the run finish and clean up as usual, and a supervisor that
  * kills the runtime's cgroup (systemd's KillMode=control-group, a container runtime) takes every
  * step with it, because on the cgroup backend the session's cgroups are inside the runtime's own.

@@ -1,5 +1,5 @@
 /**
- * Binary resolution a step cannot steer, and records a step cannot redirect (issue 15), through
+ * Binary resolution a step cannot steer, and records a step cannot redirect, through
  * the CLI as an operator runs it: a relative or empty `PATH` entry never makes an allowed name run
  * a workdir binary, and a symlink a step plants where the runtime writes its report is never
  * written through.

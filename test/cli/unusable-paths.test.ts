@@ -1,5 +1,5 @@
 /**
- * Paths under /proc and /sys given to `capsule` (round 9): Node's recursive mkdir never returns
+ * Paths under /proc and /sys given to `capsule`: Node's recursive mkdir never returns
  * there, so each command that creates a directory refuses such a path at once, in one line naming
  * it and the fix, with its documented exit code (docs/exit-codes.md) — never a hang.
  */

@@ -1,5 +1,5 @@
 /**
- * A stdout or stderr that cannot be written (round 12; docs/exit-codes.md, "Output that cannot be
+ * A stdout or stderr that cannot be written (docs/exit-codes.md, "Output that cannot be
  * written"): `> /dev/full` makes every write fail with ENOSPC. That is no bug of `capsule`: one
  * line, `error: stdout cannot be written: <message>`, on stderr, and exit 1 unless the command's
  * own exit code is already non-zero — never the internal-error line. `capsule serve` ends its

@@ -1,6 +1,6 @@
 /**
  * `capsule run` of a plan whose capsule step is running when Ctrl-C comes: the graceful cancel
- * ends the child (cancel.md §3.3), the run exits 130, and the summary says the child was ended by
+ * ends the child (docs/cancel.md#during-a-wave), the run exits 130, and the summary says the child was ended by
  * the cancel — not that the step "finished on its own". Real CLI, real child capsule.
  */
 import { join } from 'node:path';

@@ -1,5 +1,5 @@
 /**
- * What a delegated child capsule may write (issue 12: the parent's records are read-only for the
+ * What a delegated child capsule may write (the parent's records are read-only for the
  * child's tree as for any step, with writable exceptions for the child's own directories): real
  * child capsules in a PID + mount namespace, whose steps try to write the parent's records.
  */

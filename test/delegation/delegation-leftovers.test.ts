@@ -1,6 +1,6 @@
 /**
  * A child capsule killed outright (SIGKILL) on the process-group backend without a PID namespace
- * (issue 12): its steps lead process groups of their own, which the child's death does not end.
+ *: its steps lead process groups of their own, which the child's death does not end.
  * The parent ends them from the child's own `process_start` records once the child is gone.
  */
 import { existsSync, readdirSync, readFileSync } from 'node:fs';

@@ -1,5 +1,5 @@
 /**
- * Nested delegation and deadline inheritance (issue 12; `delegation.md` §5, `plan.md` §19.2 step
+ * Nested delegation and deadline inheritance (`docs/delegation.md#the-bound-and-the-inherited-deadline`, `docs/delegation.md#one-delegation` step
  * 7): a parent delegates to a child capsule whose plan delegates to a grandchild, all real
  * `capsule serve` processes. Records nest under `children/<dlg_id>/children/<dlg_id>/`; the child's
  * task inherits the parent's deadline and its delegations end by it (or by their own smaller bound).

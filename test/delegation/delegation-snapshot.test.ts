@@ -1,5 +1,5 @@
 /**
- * Workdir snapshots and the capsule-version map (issue 12; `delegation.md` §6, `plan.md` §19.2
+ * Workdir snapshots and the capsule-version map (`docs/delegation.md#workdir-snapshots`, `docs/delegation.md#one-delegation`
  * step 7): a child of a capsule listed in the parent's `capabilities.spawn.workdir_snapshot`
  * starts with a copy of the parent's work folder, without the runtime's directories; a capsule
  * step asks for the version the map gives for its capsule's name as written.

@@ -1,5 +1,5 @@
 /**
- * Capsule steps through the local delegation plane (issue 12): real child capsules, each a
+ * Capsule steps through the local delegation plane: real child capsules, each a
  * separate `capsule serve` process started through the containment layer, with real entries
  * (a command reading the task on stdin, a plan reading `$task.output`).
  */

@@ -1,5 +1,5 @@
 /**
- * Fuzz target: a step's `if` (`spec/plan.md` §8) — the references validation finds in it
+ * Fuzz target: a step's `if` (`docs/plan-format.md#conditions`) — the references validation finds in it
  * (`conditionReferenceTokens`) and its evaluation against settled results (`evaluateCondition`).
  * Every condition ends in true, false or a clean error, in time linear in its length.
  */

@@ -12,7 +12,7 @@ import fc from 'fast-check';
 import { mkdirSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { OutputCapture } from '../../src/executors/output-capture.js';
-import { MAX_SHELL_OUTPUT_BYTES } from '../../src/executors/shell-outcome.js';
+import { MAX_SHELL_OUTPUT_BYTES } from '../../src/executors/output-cap.js';
 import { fuzzTarget } from './harness.js';
 import { tempDirForTests } from './support.js';
 import { must } from './verdicts.js';

@@ -83,7 +83,7 @@ fuzzTarget({
     if (check.refusal !== null) {
       expectCleanRefusal(check.refusal);
       must(plan.steps.some((step) => step.id === check.refusal?.step_id), `blamed step '${check.refusal.step_id}' is not in the plan`);
-      must(validatePlan(plan, ctx) !== null, 'what the check refuses for a rule of plan.md §6, validatePlan refuses too');
+      must(validatePlan(plan, ctx) !== null, 'what the check refuses for a rule of docs/plan-format.md#validation, validatePlan refuses too');
       return;
     }
     for (const later of check.failsLater) expectCleanRefusal(later.refusal);

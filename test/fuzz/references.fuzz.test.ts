@@ -1,5 +1,5 @@
 /**
- * Fuzz target: references and interpolation (`spec/plan.md` §7, §9) — `parseReference` and
+ * Fuzz target: references and interpolation (`docs/plan-format.md#references`, `docs/plan-format.md#interpolation`) — `parseReference` and
  * `resolveReference` on any text, and `interpolateInput` / `collectInputReferences` on any JSON
  * input up to the nesting limit. Every reference resolves or is refused cleanly; interpolation
  * keeps the input's shape and replaces exactly the strings starting with `$`, in the order

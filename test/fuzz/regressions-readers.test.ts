@@ -1,5 +1,5 @@
 /**
- * Regression tests of the crash classes of the records readers (issue 16 part 2): `capsule
+ * Regression tests of the crash classes of the records readers: `capsule
  * replay` of recorded event logs and hand-written scripts, `capsule inspect`, and the trace
  * reader. One test each, through the command where the symptom was the command's.
  */

@@ -4,7 +4,7 @@
  * and rare huge or deep lines — through the command itself (in-process, output captured). Every
  * file ends in a verdict (exit 0 identical, 1 diverged) or a clean refusal (exit 2, nothing on
  * stdout), never an exception, a stack trace or an uncaught error after the verdict; the output
- * is bounded (issue 16: `emitted` not an array, a malformed plan input in `xstate.init`).
+ * is bounded (`emitted` not an array, a malformed plan input in `xstate.init`).
  */
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';

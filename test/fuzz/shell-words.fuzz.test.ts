@@ -1,7 +1,7 @@
 /**
- * Fuzz target: shell-word splitting (`spec/plan.md` §17.1) and the Unicode text helpers under it.
+ * Fuzz target: shell-word splitting (`docs/shell-commands.md#word-splitting`) and the Unicode text helpers under it.
  * The splitter must agree exactly with the reference splitter below (the character-by-character
- * implementation the spec describes, kept here as the oracle) on any text, and so must the
+ * implementation docs/shell-commands.md#word-splitting describes, kept here as the oracle) on any text, and so must the
  * whitespace helpers with their regular-expression definitions — and all of them must stay linear
  * on long runs (a million U+2028, quotes or backslashes).
  */
@@ -12,7 +12,7 @@ import { anyText, longRun, shellText, specialText } from './arbitraries.js';
 import { fuzzTarget } from './harness.js';
 import { must } from './verdicts.js';
 
-/** §17.1 as the spec words it, one code point at a time (the splitter before it was made linear-time by slicing). */
+/** docs/shell-commands.md#word-splitting as written, one code point at a time (the plain form of the splitter, which slices to stay linear). */
 function referenceSplit(command: string): string[] {
   const words: string[] = [];
   let word = '';
@@ -58,7 +58,7 @@ fuzzTarget({
     must(words.every((word) => word.length > 0), 'no word is empty');
     // The regular-expression oracles are only fast on short texts (that is the bug they had).
     if (text.length <= 5_000) {
-      must(sameWords(words, referenceSplit(text)), `splits as §17.1 says: ${JSON.stringify(text)}`);
+      must(sameWords(words, referenceSplit(text)), `splits as docs/shell-commands.md#word-splitting says: ${JSON.stringify(text)}`);
       must(trimUnicode(text) === referenceTrim(text), `trims as /\\p{White_Space}/u: ${JSON.stringify(text)}`);
       must(sameWords(splitUnicodeWhitespace(text), referenceSplitWhitespace(text)), `splits on whitespace as /\\p{White_Space}+/u: ${JSON.stringify(text)}`);
     } else {

@@ -30,7 +30,7 @@ let count = 0;
 const envelope = (type: string, id: string, parent: string | null): string =>
   `"event_type":"${type}","event_id":"${id}","parent_id":${parent === null ? 'null' : `"${parent}"`},"session_id":"ses_f","timestamp":1`;
 
-/** Records of the reserved types, as the spec writes them, after a session_start. */
+/** Records of the reserved types, as Murmur writes them, after a session_start. */
 const RESERVED = [
   `{${envelope('session_start', 'evt_s', null)},"capsule_name":null,"capsule_version":null,"capabilities":{},"tools_declared":[],"workdir_exec":"/w","records_dir":"/r","runtime":"x","pid":1,"pid_start_time":null,"containment":{"backend":"process-group","reason":"r","cgroup":null,"cgroup_kill":false,"helper":null,"pid_namespace":false,"isolation_reason":"r","run_as":null}}`,
   `{${envelope('task_start', 'evt_t', 'evt_s')},"task_id":"tsk_1","source":"a2a","origin":"o","trust":"untrusted","lane":"main"}`,

@@ -73,7 +73,7 @@ describe('capsule inspect', () => {
     }).report;
     const out = capture();
     expect(await inspectCommand(recordsDir, { once: true }, out)).toBe(0);
-    // Each step shows its outcome as the plan settled it (issue 13, item 11), not only the actor's final state.
+    // Each step shows its outcome as the plan settled it (item 11), not only the actor's final state.
     expect(out.stdout.text).toBe(
       ['plan:p  finished (done)  [0 running, 2 ended]', '├─ step:a  finished (done) → success', '└─ step:b  finished (done) → failed: exit code 2', ''].join('\n'),
     );
@@ -293,7 +293,7 @@ describe('capsule inspect on a capsule serve session', () => {
 
   it('draws each plan submitted to the session under the session, with its steps and their outcomes, beside its background commands', async () => {
     const serve = startServe();
-    const demoted = await serve.call<{ work_id: string }>('shell.run', { binary: 'bash', command: 'sleep 30', grace_secs: 0 });
+    const demoted = await serve.call<{ work_id: string; task_id: string }>('shell.run', { binary: 'bash', command: 'sleep 30', grace_secs: 0 });
     await serve.call('plan.submit', { plan: { id: 'p', steps: [{ id: 'a', shell: 'bash -c "exit 0"' }, { id: 'b', shell: 'bash -c "exit 3"', depends_on: ['a'], on_error: 'continue' }] } });
     await serve.call('session.stop');
     expect(await exitOf(serve)).toEqual({ code: 0, signal: null });
@@ -302,7 +302,8 @@ describe('capsule inspect on a capsule serve session', () => {
     const lines = out.stdout.text.split('\n');
     expect(lines[0]).toMatch(/^session:ses_[0-9a-f]+  finished \(done\)  \[0 running, 2 ended\]$/);
     expect(lines.slice(1)).toEqual([
-      `├─ ${demoted.work_id}  canceled (done)`,
+      // A shell call's actor, named by its work id once demoted.
+      `├─ shell:${demoted.task_id} (${demoted.work_id})  canceled (done)`,
       '└─ plan:p  finished (done)  [0 running, 2 ended]',
       '   ├─ step:a  finished (done) → success',
       '   └─ step:b  finished (done) → failed: exit code 3',

@@ -1,4 +1,4 @@
-/** `capsule inspect` after a run shows each step's outcome (issue 13, item 11), not only its actor's final state. */
+/** `capsule inspect` after a run shows each step's outcome (item 11), not only its actor's final state. */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

@@ -1,5 +1,5 @@
 /**
- * Cleanup at the end of a plan run (`spec/plan.md` §21, DESIGN §2, STYLE §3.8), with real
+ * Cleanup at the end of a plan run (`docs/plan-format.md#cleanup`, docs/cancel.md), with real
  * processes: whatever way a run ends, nothing its shell steps started — including what they put in
  * the background, and grandchildren that trap or ignore SIGTERM — is left running. Processes are
  * found in `/proc` by a unique argument or by their process group.
@@ -92,7 +92,7 @@ describe('plan cleanup (real processes)', () => {
     // The backgrounded sleep was alive (holding stdout open) when the step settled…
     expect(aliveAtSettle.length).toBeGreaterThan(0);
     expect(pgid).not.toBe(ownProcessGroupId());
-    // …the step did not wait for it (field report 23)…
+    // …the step did not wait for it…
     expect(run.report.results[0]?.duration_ms).toBeLessThan(1500);
     // …and the plan's end took it down.
     expect(liveGroupMembers(pgid)).toEqual([]);

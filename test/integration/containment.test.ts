@@ -1,5 +1,5 @@
 /**
- * Containment with real processes (issue 7), on both backends and with and without a PID
+ * Containment with real processes, on both backends and with and without a PID
  * namespace: a retry never overlaps its previous attempt (sampled every 50 ms), `setsid` and
  * double-fork escapes end with the plan on the cgroup backend (and inside a PID namespace; on the
  * bare process-group backend the `setsid` escape is the documented limit), a SIGTERM-trapping

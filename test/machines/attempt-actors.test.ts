@@ -1,5 +1,5 @@
 /**
- * Attempts are actors (issue 8 item 1): the step machine starts each attempt as a child effect
+ * Attempts are actors: the step machine starts each attempt as a child effect
  * actor of its kind (`toolAttempt`, `shellAttempt`, `delegation`), one actor per attempt, tells
  * it what to do through events, and stopping the step stops its attempt. The effects here are
  * stand-ins that record what happened to them.

@@ -1,6 +1,6 @@
 /**
  * A bounded shell step's `timeout_secs` counts from its process's start, not from the wait for
- * the session's spawner behind a wide wave's launches (round 19): the shell attempt reports
+ * the session's spawner behind a wide wave's launches: the shell attempt reports
  * `ATTEMPT.LAUNCHING` as it asks for its process, the step stops its clock in
  * `running.launching`, and `ATTEMPT.LAUNCHED` (the process started) starts the bound again, in
  * full. The attempt actor is a stand-in the test drives; time is XState's simulated clock.

@@ -1,5 +1,5 @@
 /**
- * Model-based tests (STYLE §3.6): `xstate/graph` generates paths through the step machine and
+ * Model-based tests: `xstate/graph` generates paths through the step machine and
  * through the plan machine (a small fixed plan, its steps driven by scripted outcomes); each path
  * is run on a real actor with fake effects. Together the paths must take every transition of both
  * machines (eventless `always` and delayed `after` ones included, compared with the walk behind

@@ -1,11 +1,11 @@
 /**
- * Property tests of the plan scheduler (`spec/plan.md` §10–§13) over random DAGs: random
+ * Property tests of the plan scheduler (`docs/plan-format.md#how-a-plan-runs`, `docs/report.md`) over random DAGs: random
  * `depends_on` (cycles, self-dependencies and repeats included), random `if` verdicts (true, false,
  * an evaluation error, or a live reference to another step's status) from a fake evaluator, random
  * `on_error` and `retries`, random attempt outcomes. `planMachine` runs with fake step effects
  * (`stepMachine.provide`) that answer synchronously, or asynchronously after random microtask and
  * timer delays; invariants are checked on the plan's emitted events, and the report is compared
- * with a naive reference implementation of §10 written here (full scans in declaration order).
+ * with a naive reference implementation of docs/plan-format.md#how-a-plan-runs written here (full scans in declaration order).
  */
 import fc from 'fast-check';
 import { assign, createActor, fromCallback, fromPromise, toPromise, type AnyActorRef } from 'xstate';
@@ -124,7 +124,7 @@ const attemptOutcome = (i: number, attempt: number, success: boolean): AttemptOu
   success ? { status: 'success', output: `out:${idOf(i)}`, error: null } : { status: 'failed', output: null, error: `err:${idOf(i)}:${attempt}` };
 
 // ---------------------------------------------------------------------------------------------
-// The reference: plan.md §10 as written (naive full scans in declaration order)
+// The reference: docs/plan-format.md#how-a-plan-runs as written (naive full scans in declaration order)
 // ---------------------------------------------------------------------------------------------
 
 interface Report {
@@ -355,7 +355,7 @@ async function drive(specs: readonly StepSpec[], options: DriveOptions): Promise
       if (!settledIds.has(other) && at !== settled.length) violations.push(`${stepId} started while ${other} of an earlier wave had not settled`);
     }
     if (settledIds.has(stepId)) violations.push(`${stepId} started after it settled`);
-    // Within a wave, steps start in declaration order (§10.2 step 7, §10.5).
+    // Within a wave, steps start in declaration order (docs/plan-format.md#the-scan, docs/plan-format.md#settling-a-wave).
     const previous = started.at(-1);
     if (previous !== undefined && startedAtSettleCount.get(previous) === settled.length && Number(previous.slice(1)) > Number(stepId.slice(1))) {
       violations.push(`${stepId} started after ${previous} of the same wave, though declared before it`);
@@ -393,7 +393,7 @@ async function drive(specs: readonly StepSpec[], options: DriveOptions): Promise
   actor.start();
   const output = await toPromise(actor);
   if (cancelTimer !== undefined && canceledWhileRunning === null) clearTimeout(cancelTimer);
-  // Every attempt saw exactly the results recorded before its wave began (plan.md §10.4), even a
+  // Every attempt saw exactly the results recorded before its wave began (docs/plan-format.md#dispatching-a-wave), even a
   // retry started late in the wave.
   for (const { id, attempt, ids } of seen) {
     const before = settled.slice(0, startedAtSettleCount.get(id) ?? -1).map((r) => r.step_id).sort();
@@ -521,7 +521,7 @@ describe('planMachine scheduling (property-based, fake step effects)', () => {
     );
   });
 
-  it('starts every step of a wave far wider than a pool at once (spec §10.4: no live-step window), through a tree of pools', async () => {
+  it('starts every step of a wave far wider than a pool at once (docs/plan-format.md#dispatching-a-wave: no live-step window), through a tree of pools', async () => {
     const specs: StepSpec[] = Array.from({ length: 16 * 8 + 3 }, (_, i) => ({
       deps: [],
       cond: { kind: 'none' },
@@ -647,7 +647,7 @@ describe('planMachine dispatching a wide wave in slices (property-based, fake st
 });
 
 describe('reference implementation sanity', () => {
-  it('orders [x (depends on y, has an if), y] as [y, x] (plan.md §13)', () => {
+  it('orders [x (depends on y, has an if), y] as [y, x] (docs/report.md)', () => {
     const specs: StepSpec[] = [
       { deps: [1], cond: { kind: 'true' }, onError: 'fail', retries: 0, outcomes: [true, true, true], delays: [0, 0, 0] },
       { deps: [], cond: { kind: 'none' }, onError: 'fail', retries: 0, outcomes: [true, true, true], delays: [0, 0, 0] },

@@ -4,8 +4,7 @@
  * printable, and bash given the pasted text gets the original bytes back.
  */
 import { execFileSync } from 'node:child_process';
-import { allowFlag } from '../../src/plan/explain-finding.js';
-import { DOLLAR_QUOTE_NOTE } from '../../src/plan/text.js';
+import { allowFlag, DOLLAR_QUOTE_NOTE } from '../../src/plan/allow-flag.js';
 import { runPlan } from '../../src/runtime/run-plan.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -1,12 +1,12 @@
 /**
- * The whole plan check (`src/plan/check.ts`, issue 13): the refusal a run makes too, explained;
+ * The whole plan check (`src/plan/check.ts`): the refusal a run makes too, explained;
  * what a run would only fail on later (conditions, references without a dot, cycles), found now;
  * and the warnings a run prints before its first step.
  */
 import type { PlanFile } from '../../machines/contracts.js';
 import { execFileSync } from 'node:child_process';
 import { checkPlan, runStartWarnings, type PlanCheck } from '../../src/plan/check.js';
-import { allowFlag } from '../../src/plan/explain-finding.js';
+import { allowFlag } from '../../src/plan/allow-flag.js';
 import { DEFAULT_CTX, planFrom } from './support.js';
 
 const CTX = { ...DEFAULT_CTX, file: null, text: null, manifest: 'manifest /w/capsule.json', manifestPath: '/w/capsule.json' as string | null, unknownKeys: [] };
@@ -78,7 +78,7 @@ describe('checkPlan: conditions a run would fail on', () => {
     ]);
   });
 
-  it('passes the conditions of plan.md §8.4 that evaluate, quotes with operators inside included', () => {
+  it('passes the conditions of docs/plan-format.md#conditions that evaluate, quotes with operators inside included', () => {
     for (const condition of [
       '',
       "$a.status == 'success'",
@@ -233,7 +233,7 @@ describe('checkPlan: programs that would not start', () => {
 });
 
 describe('checkPlan: the refusal a run makes too, explained', () => {
-  it('gives the spec error, the rule, the accepted policies and the line of on_error', () => {
+  it('gives the error a run gives, the rule, the accepted policies and the line of on_error', () => {
     const found = check(plan(echo('a', { on_error: 'Continue' })));
 
     expect(found.refusal).toMatchObject({

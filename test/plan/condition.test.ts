@@ -1,11 +1,11 @@
 import { evaluateCondition } from '../../src/plan/condition.js';
 import { resultsOf } from './support.js';
 
-/** plan.md §8.4: `a` settled success with output "42", `b` not settled. */
+/** docs/plan-format.md#conditions: `a` settled success with output "42", `b` not settled. */
 const results = resultsOf({ a: ['success', '42'] });
 
 describe('evaluateCondition', () => {
-  describe('plan.md §8.4 worked values (plan-cases 47)', () => {
+  describe('docs/plan-format.md#conditions worked values', () => {
     it.each<[string | undefined, boolean]>([
       [undefined, true],
       ['', true],

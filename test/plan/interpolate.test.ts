@@ -41,7 +41,7 @@ describe('interpolateInput', () => {
     expect(interpolateInput(input, results)).toEqual({ ok: false, error: "reference '$f.output' has no output" });
   });
 
-  it('fails on a $word without a dot (plan-cases 22)', () => {
+  it('fails on a $word without a dot', () => {
     expect(interpolateInput({ home: '$HOME' }, results)).toEqual({ ok: false, error: "invalid reference '$HOME'" });
   });
 

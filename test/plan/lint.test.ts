@@ -9,7 +9,7 @@ const lint = (steps: PlanStep[]) => {
 };
 
 describe('lintPlan', () => {
-  it('finds a cycle and blames the first unsettled step in declaration order, as a run would (plan.md §10.3)', () => {
+  it('finds a cycle and blames the first unsettled step in declaration order, as a run would (docs/plan-format.md#blocked)', () => {
     const result = lint([step('a', { depends_on: ['c'] }), step('b'), step('c', { depends_on: ['d'] }), step('d', { depends_on: ['c'] })]);
     expect(result.blocked).toEqual({ step_id: 'a', error: expect.stringContaining('dependency cycle') });
   });

@@ -10,7 +10,7 @@ import {
   writeSchemas,
 } from '../../src/manifest.js';
 
-/** The example manifest of DESIGN §5. */
+/** The example manifest of docs/manifest.md. */
 const DESIGN_EXAMPLE = {
   name: 'demo',
   version: '0.1.0',
@@ -32,7 +32,7 @@ function manifestError(value: unknown): string {
 }
 
 describe('parseManifestText', () => {
-  it('parses the DESIGN §5 example and fills the missing lifecycle default', () => {
+  it('parses the docs/manifest.md example and fills the missing lifecycle default', () => {
     const parsed = parseManifestText(JSON.stringify(DESIGN_EXAMPLE), 'capsule.json');
     expect(parsed).toEqual({
       ok: true,

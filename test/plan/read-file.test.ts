@@ -15,7 +15,7 @@ describe('reading plan files and manifests', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  it('refuses a FIFO with no writer at once, naming it, instead of blocking (issue 16)', async () => {
+  it('refuses a FIFO with no writer at once, naming it, instead of blocking', async () => {
     const fifo = join(dir, 'plan.fifo');
     execFileSync('mkfifo', [fifo]);
     expect(await readPlanFile(fifo)).toEqual({

@@ -1,6 +1,6 @@
 /**
  * Parsing a layered plan does not keep zod's copies of its `depends_on` lists alive through the
- * parse (issue 14): each copy equal to the previous step's list is dropped as soon as its step is
+ * parse: each copy equal to the previous step's list is dropped as soon as its step is
  * parsed, so it dies young instead of being promoted to V8's old generation, where it stayed as
  * garbage until the next full collection, well into the run.
  */

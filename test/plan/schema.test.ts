@@ -32,7 +32,7 @@ describe('readPlanFile', () => {
     expect(await readPlanFile(path)).toEqual({ ok: true, text: '{"id":"p","steps":[]}' });
   });
 
-  it('names a missing file by the path as given (plan-cases 1)', async () => {
+  it('names a missing file by the path as given', async () => {
     expect(await readPlanFile('plans/nope.json')).toEqual({
       ok: false,
       error: 'failed to read plan file plans/nope.json: it does not exist',
@@ -66,7 +66,7 @@ describe('readPlanFile', () => {
 });
 
 describe('parsePlanText', () => {
-  describe('plan-cases A', () => {
+  describe('reading and parsing cases', () => {
     it('refuses text that is not JSON (A2)', () => {
       expect(parseError('{"id": "p", "steps": [')).toMatch(/^failed to parse plan JSON: invalid JSON: /);
       // A JSON syntax error is never called a shape error (and the other way round, below).
@@ -100,7 +100,7 @@ describe('parsePlanText', () => {
   });
 
   describe('defaults and accepted values', () => {
-    it('applies the defaults of plan.md §2.2', () => {
+    it('applies the defaults of docs/plan-format.md#parse-rules', () => {
       expect(planOf('{"id":"p","steps":[{"id":"a","shell":"bash -c true"}]}').steps[0]).toEqual({
         id: 'a',
         shell: 'bash -c true',
@@ -152,7 +152,7 @@ describe('parsePlanText', () => {
       expect(planOf('{"id":"p","steps":[{"id":"a","retries":4294967295}]}').steps[0]?.retries).toBe(4294967295);
     });
 
-    it('accepts retries written as 2.0 as 2 (the accepted divergence of §2.2)', () => {
+    it('accepts retries written as 2.0 as 2 (the accepted divergence of docs/plan-format.md#parse-rules)', () => {
       expect(planOf('{"id":"p","steps":[{"id":"a","retries":2.0}]}').steps[0]?.retries).toBe(2);
     });
 
@@ -180,8 +180,8 @@ describe('parsePlanText', () => {
       });
     });
 
-    // Changed in round 15: this plan used to parse, keeping the last 'tool' ('y') without a word
-    // (JSON.parse); the source refuses it (§2.2), and so do we now.
+    // JSON.parse would keep the last 'tool' ('y') without a word; Murmur's reader refuses the
+    // plan, and so does ours (docs/plan-format.md#parse-rules).
     it('refuses an object that writes a key twice, naming the key, its JSON path, both places and the fix', () => {
       const text = '{"id":"p","steps":[{"id":"a","tool":"x","tool":"y"}]}';
       const parsed = parsePlanText(text);

@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { splitShellWords } from '../../src/plan/shell-words.js';
 
 describe('splitShellWords', () => {
-  describe('plan.md §17.1 vectors', () => {
+  describe('docs/shell-commands.md#word-splitting vectors', () => {
     it.each<[string, string[]]>([
       ["bash -c 'exit 3'", ['bash', '-c', 'exit 3']],
       ["printf '%s|%s' 'a b' c", ['printf', '%s|%s', 'a b', 'c']],
@@ -20,7 +20,7 @@ describe('splitShellWords', () => {
     });
   });
 
-  describe('shell.md §2 vectors', () => {
+  describe('docs/shell-commands.md#word-splitting vectors', () => {
     it.each<[string, string[]]>([
       ['ls -la src', ['ls', '-la', 'src']],
       ['echo "hello world"', ['echo', 'hello world']],

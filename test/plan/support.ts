@@ -1,4 +1,4 @@
-/** Shared fixtures for the plan-model tests: results maps, the default setup (plan-cases D), plans. */
+/** Shared fixtures for the plan-model tests: results maps, the default setup, plans. */
 
 import type { PlanFile, ResultsMap, StepResult, StepStatus } from '../../machines/contracts.js';
 import { parsePlanText } from '../../src/plan/schema.js';
@@ -13,7 +13,7 @@ export function resultsOf(entries: Record<string, readonly [StepStatus, string |
   return map;
 }
 
-/** plan-cases "Default setup (D)": shell allow-list and installed tools. */
+/** The default setup: shell allow-list and installed tools. */
 export const DEFAULT_CTX: ValidationContext = {
   shellAllow: ['bash', 'printf'],
   installedTools: new Set(['echo', 'fail', 'slow', 'flaky', 'ok', 'a', 'b']),

@@ -1,5 +1,5 @@
 /**
- * The class of issue 13: no plan that `capsule validate` accepts is refused by `capsule run` for a
+ * No plan that `capsule validate` accepts is refused by `capsule run` for a
  * reason validate could have seen. Random plans (good and bad kinds, tools, binaries, policies,
  * dependencies, references, conditions, stdin) go through the check `validate` makes
  * (`checkPlan`: refusal and later failures) and through what a run does with them: its validation

@@ -10,10 +10,10 @@ import {
 } from '../../src/plan/validate.js';
 import { DEFAULT_CTX, planFrom, planOf, resultsOf } from './support.js';
 
-/** Validates plan JSON text under the default setup (plan-cases D). */
+/** Validates plan JSON text under the default setup (`test/plan/support.ts`). */
 const validate = (text: string, ctx = DEFAULT_CTX) => validatePlan(planOf(text), ctx);
 
-/** Validates `{"id":"p","steps":[{"id":"w","capsule":"worker","input":INPUT}]}` (plan-cases C). */
+/** Validates `{"id":"p","steps":[{"id":"w","capsule":"worker","input":INPUT}]}`. */
 const validateCapsuleInput = (input: JsonValue | undefined) =>
   validatePlan(
     planFrom({ id: 'p', steps: [{ id: 'w', capsule: 'worker', ...(input === undefined ? {} : { input }) }] }),
@@ -180,7 +180,7 @@ describe('validatePlan', () => {
     });
   });
 
-  describe('rule 3c: capsule input shapes (plan.md §19.1, plan-cases C)', () => {
+  describe('rule 3c: capsule input shapes (docs/plan-format.md#capsule-input)', () => {
     it('refuses keys the child cannot receive (C23)', () => {
       const failure = validateCapsuleInput({ task: 'hello' });
       expect(failure?.step_id).toBe('w');

@@ -1,9 +1,9 @@
 /**
- * The abandoned-session scan at every start (issue 14, startup): it asks of each earlier session in
+ * The abandoned-session scan at every start (startup): it asks of each earlier session in
  * the records root whether it is abandoned, and for one that ended it needs only its trace's last
  * line, a `session_end` the trace reader accepts, hanging off the first line. Checking the first
  * line's `session_start` fields too (building that type's schema, the largest of the trace's, and
- * parsing it) cost ~4 ms of CPU at every start in a workdir with any history and changed no verdict:
+ * parsing it) would cost CPU at every start in a workdir with any history and change no verdict:
  * a `session_start` the reader refuses makes a session the scan never reports either. Its own file,
  * so that no other test has built any schema first.
  */

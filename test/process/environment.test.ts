@@ -104,7 +104,7 @@ describe('credential patterns', () => {
     expect(matchesEnvPattern('XAWS_', 'AWS_*')).toBe(false);
   });
 
-  it('cover the shell.md §7 list', () => {
+  it('cover the docs/shell-commands.md#environment list', () => {
     for (const name of ['ANTHROPIC_API_KEY', 'KUBECONFIG', 'NPM_TOKEN', 'PYPI_TOKEN', 'CARGO_REGISTRY_TOKEN', 'DOCKER_CONFIG', 'HUGGING_FACE_HUB_TOKEN', 'openai_api_key']) {
       expect(isCredentialEnvName(name)).toBe(true);
     }

@@ -207,7 +207,7 @@ describe('startProcess: process groups', () => {
     await waitForFile(ready);
 
     const startedMs = Date.now();
-    await expect(handle.terminate(250)).resolves.toEqual({ signal: 'SIGKILL', survivors: [] });
+    await expect(handle.terminate(250)).resolves.toEqual({ signal: 'SIGKILL', killed: [expect.any(Number)], survivors: [] });
     expect(Date.now() - startedMs).toBeGreaterThanOrEqual(250);
     expect(groupMembers(handle.pid as number)).toEqual([]);
   });

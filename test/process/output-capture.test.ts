@@ -1,13 +1,14 @@
 /**
  * The foreground output capture (src/executors/output-capture.ts) and the log written from it:
  * the 16 KiB head per stream, the spill past it, and the log budget `lifecycle.max_log_bytes`
- * (ours, round 17) that bounds what the spill and the log hold.
+ * (ours) that bounds what the spill and the log hold.
  */
 import { jest } from '@jest/globals';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { OutputCapture } from '../../src/executors/output-capture.js';
-import { MAX_SHELL_OUTPUT_BYTES, shellStepOutcomeOf } from '../../src/executors/shell-outcome.js';
+import { MAX_SHELL_OUTPUT_BYTES } from '../../src/executors/output-cap.js';
+import { shellStepOutcomeOf } from '../../src/executors/shell-outcome.js';
 import { logCapMarker } from '../../src/executors/log-cap.js';
 import { makeTempDir, removeDirs } from './helpers.js';
 

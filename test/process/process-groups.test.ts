@@ -189,7 +189,7 @@ describe('ProcessGroupRegistry', () => {
     const startedMs = Date.now();
     const [first, second] = await Promise.all([registry.endGroup(pgid, 300), registry.endGroup(pgid, 300)]);
     expect(Date.now() - startedMs).toBeGreaterThanOrEqual(300);
-    expect(first).toEqual({ signal: 'SIGKILL', survivors: [] });
+    expect(first).toEqual({ signal: 'SIGKILL', killed: [expect.any(Number)], survivors: [] });
     expect(second).toBe(first);
     expect(groupMembers(pgid)).toEqual([]);
     expect(registry.isRegistered(pgid)).toBe(false);

@@ -2,7 +2,8 @@ import { jest } from '@jest/globals';
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { ProcessGroupRegistry } from '../../src/process/process-groups.js';
-import { MAX_SHELL_OUTPUT_BYTES, shellStepOutcome } from '../../src/executors/shell-outcome.js';
+import { MAX_SHELL_OUTPUT_BYTES } from '../../src/executors/output-cap.js';
+import { shellStepOutcome } from '../../src/executors/shell-outcome.js';
 import { TrackedStarter, fakeResult, makeTempDir, removeDirs } from './helpers.js';
 
 const starter = new TrackedStarter(new ProcessGroupRegistry());
@@ -65,7 +66,7 @@ describe('shellStepOutcome with real processes', () => {
     expect(existsSync(join(recordsDir, 'logs'))).toBe(false);
   });
 
-  it('cuts 16385 bytes of stdout to 16384 and logs the full output in the shell.md §4.1 layout', async () => {
+  it('cuts 16385 bytes of stdout to 16384 and logs the full output in the docs/shell-commands.md#output-cap layout', async () => {
     const args = ['-e', "process.stdout.write('a'.repeat(16384) + 'Z'); process.stderr.write('e\\n')"];
     const { outcome, recordsDir } = await runShell('node', args);
     expect(outcome.status).toBe('success');

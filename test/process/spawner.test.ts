@@ -1,5 +1,5 @@
 /**
- * The session's spawner process (issue 14, src/process/spawner/): `Containment.start` starts
+ * The session's spawner process (src/process/spawner/): `Containment.start` starts
  * commands in a small long-lived process that hands back their pipes and exits, keeping every
  * guarantee of `spawn` — identity, cgroup before the first instruction, output, ending — and
  * what happens when either side dies: a dead spawner's trees are ended and reported lost; a dead

@@ -1,6 +1,6 @@
 /**
- * Issue 11's crash test for a demoted command, through the library `capsule serve --resume` calls
- * (`resumeSession` + `lostNotification`; serve itself lives on another branch): a runtime (the
+ * The crash test for a demoted command, through the library `capsule serve --resume` calls
+ * (`resumeSession` + `lostNotification`): a runtime (the
  * built session and containment layer, in a child process) starts a long command contained as a
  * demoted one is, records it as the background branch's `shell_detached` does (pid, start time,
  * pgid, cgroup), and is SIGKILLed. A resume reports the work id once and says it is alive; a resume
@@ -67,8 +67,8 @@ async function crashedRuntime(containment: string): Promise<{ root: string; prio
      await session.containment.readyToSpawn();
      const p = session.containment.spawn({ owner: { kind: 'shell', task: 'tsk_1' }, file: 'sleep', args: [${JSON.stringify(sleepArg)}], cwd: ${JSON.stringify(root)}, env: { PATH: ${JSON.stringify(process.env['PATH'] ?? '/usr/bin:/bin')} } });
      const f = processStartFields(p);
-     // The background branch's shell_detached: the spec's fields, then the process identity.
-     line({ event_type: 'shell_detached', parent_id: 'evt_task_start', turn: 1, task_id: 'tsk_1', work_id: ${JSON.stringify(workId)}, binary: p.executable, command: 'sleep ${sleepArg}', grace_ms: 1000, pid: f.pid, pid_start_time: f.pid_start_time ?? -1, pgid: f.pgid, cgroup: f.cgroup });
+     // The background branch's shell_detached: Murmur's fields, then the process identity, written (and signed) by the session's trace writer as that branch writes it.
+     session.trace.write('shell_detached', { eventId: 'evt_task_start', type: 'task_start' }, { turn: 1, task_id: 'tsk_1', work_id: ${JSON.stringify(workId)}, binary: p.executable, command: 'sleep ${sleepArg}', grace_ms: 1000, pid: f.pid, pid_start_time: f.pid_start_time ?? -1, pgid: f.pgid, cgroup: f.cgroup });
      console.log(JSON.stringify({ pid: f.pid, sessionId: session.id, sessionCgroup: session.containment.info.cgroup }));
      setInterval(() => {}, 1000);`,
   );

@@ -1,5 +1,5 @@
 /**
- * Issue 11's "done when": resuming the same trace again and again never reports a work id twice,
+ * Resuming the same trace again and again never reports a work id twice,
  * and no resume silently drops a damaged record. A property over generated traces (session
  * starts, detached commands, accounting records, garbage, blank lines, NUL blocks, a torn tail),
  * each reconciled three times by three sessions, on real files.

@@ -1,6 +1,6 @@
 /**
- * Murmur compatibility (issue 11 item 4): a `trace.jsonl` as Murmur's runtime writes it, by hand
- * from the spec (`trace-shell.md`, `reconcile.md`): its record names and fields, records this
+ * Murmur compatibility: a `trace.jsonl` as Murmur's runtime writes it, written by hand
+ * (`docs/trace.md`, `docs/resume.md`): its record names and fields, records this
  * runtime never writes (inference, shell, session_end), and the shapes of its accounting records.
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -27,7 +27,7 @@ const MURMUR_TRACE = [
   { event_type: 'task_canceled', event_id: 'evt_x', parent_id: 'evt_t1', session_id: 'ses_0197a1b2c3d47e8f9a0b1c2d3e4f5a61', timestamp: 1750000040000, task_id: 'tsk_user', phase: 'harness', detached_work_ids: ['wrk_0197a1b2d0007c00800000000000000a', 'wrk_0197a1b2d0007c00800000000000000b'], delegation_ids: [] },
 ];
 
-describe("a trace written by Murmur's runtime (issue 11 item 4)", () => {
+describe("a trace written by Murmur's runtime", () => {
   let dir: string;
   beforeEach(() => {
     dir = mkdtempSync(join(tmpdir(), 'capsule-murmur-'));

@@ -1,5 +1,5 @@
 /**
- * Adopting and reaping what a dead session left (src/process/reap.ts, issue 11 item 2), on real
+ * Adopting and reaping what a dead session left (src/process/reap.ts), on real
  * processes: a recorded tree is alive only when the machine proves it (pid AND start time, its own
  * cgroup populated, or members of its group started no earlier than its leader); a reused pid or a
  * forged cgroup is never taken for it; reaping is SIGTERM, SIGKILL after the grace, proven gone.

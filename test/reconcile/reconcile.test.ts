@@ -1,11 +1,11 @@
 /**
- * Resume reconciliation (`reconcile.md`): the cases of `detached-cases.md` section E and the
- * worked example of §7, on real files in a directory named `bench-attempt-1`.
+ * Resume reconciliation (`docs/resume.md`): its cases and a worked example, on real files in a
+ * directory named `bench-attempt-1`.
  */
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { LOST_HEADING, COMPLETION_HEADING, lostReportText } from '../../src/detached/texts.js';
+import { LOST_HEADING, COMPLETION_HEADING, lostReportText } from '../../src/shell-calls/texts.js';
 import { MARKER_FS, type MarkerFs } from '../../src/reconcile/markers.js';
 import { reconcile, TRACE_FILE } from '../../src/reconcile/reconcile.js';
 
@@ -48,7 +48,7 @@ function run(sessionId = 'ses_resumed', options: Parameters<typeof reconcile>[3]
   return { ...outcome, warnings };
 }
 
-describe('the worked example (reconcile.md §7)', () => {
+describe('a worked example: one command demoted and never accounted for', () => {
   it('reports the one lost command, trusted, and appends one marker naming the report task', () => {
     writeTrace(T);
     const { report, warnings } = run();
@@ -78,7 +78,7 @@ describe('the worked example (reconcile.md §7)', () => {
     for (const key of ['exit_code', 'status', 'duration_ms', 'output_path', 'output_bytes']) expect(markers[0]).not.toHaveProperty(key);
   });
 
-  it("words the report's message as §15.1 pins it", () => {
+  it("words the report's message as docs/resume.md#lost-report-text has it", () => {
     writeTrace(T);
     const text = lostReportText(run().report ?? { started_in_session: '', lost: [] });
     expect(text.split('\n')).toEqual(expect.arrayContaining(['work_id: wrk_one', 'detached_at_ms: 1750']));
@@ -95,8 +95,8 @@ describe('the worked example (reconcile.md §7)', () => {
   });
 });
 
-describe('detached-cases.md section E', () => {
-  it('does not report a marked work id again, and a second resume appends nothing (case 40)', () => {
+describe('resume reconciliation cases', () => {
+  it('does not report a marked work id again, and a second resume appends nothing', () => {
     writeTrace(T);
     expect(run('ses_resumed').report).not.toBeNull();
     const after = readFileSync(tracePath());
@@ -111,7 +111,7 @@ describe('detached-cases.md section E', () => {
       'shell_completed',
       '{"event_type":"shell_completed","event_id":"evt_c","session_id":"ses_prior","timestamp":9,"work_id":"wrk_one","binary":"/usr/bin/bash","command":"sleep 60","exit_code":0,"duration_ms":1,"output_path":"/r/logs/wrk_one.log","output_bytes":1,"status":"ok","completion_task_id":"tsk_2"}',
     ],
-  ])('does not report a command accounted for by %s (case 41)', (_, line) => {
+  ])('does not report a command accounted for by %s', (_, line) => {
     writeTrace([...T, line]);
     expect(run().report).toBeNull();
     expect(lostLines()).toHaveLength(0);
@@ -122,7 +122,7 @@ describe('detached-cases.md section E', () => {
     expect(run().report).toBeNull();
   });
 
-  it('reports nothing and creates nothing for a missing trace, saying so on one line (case 43)', () => {
+  it('reports nothing and creates nothing for a missing trace, saying so on one line', () => {
     const { report, warnings } = run();
     expect(report).toBeNull();
     expect(existsSync(tracePath())).toBe(false);
@@ -131,7 +131,7 @@ describe('detached-cases.md section E', () => {
     expect(warnings[0]).toMatch(/not reported/);
   });
 
-  it('leaves a trace without session_start byte for byte unchanged and says so (case 44)', () => {
+  it('leaves a trace without session_start byte for byte unchanged and says so', () => {
     writeTrace([TASK_START, DETACHED_ONE]);
     const before = readFileSync(tracePath());
     const { report, warnings } = run();
@@ -140,14 +140,14 @@ describe('detached-cases.md section E', () => {
     expect(warnings.join('\n')).toMatch(/no session_start/);
   });
 
-  it('reports the lowest trust: an untrusted task makes the report untrusted (case 46a)', () => {
+  it('reports the lowest trust: an untrusted task makes the report untrusted', () => {
     writeTrace([...T, ...DETACHED_TWO_UNTRUSTED]);
     const { report } = run();
     expect(report?.lost).toHaveLength(2);
     expect(report?.provenance).toEqual({ origin: 'completion', trust: 'untrusted' });
   });
 
-  it('counts a command whose task_start is missing as untrusted (case 46b)', () => {
+  it('counts a command whose task_start is missing as untrusted', () => {
     writeTrace([...T, '{"event_type":"shell_detached","session_id":"ses_prior","timestamp":2000,"task_id":"tsk_gone","work_id":"wrk_three","binary":"b","command":"c"}']);
     expect(run().report?.provenance.trust).toBe('untrusted');
   });
@@ -164,7 +164,7 @@ describe('detached-cases.md section E', () => {
     expect(report?.provenance.trust).toBe('trusted');
   });
 
-  it('orders lost entries and markers by work id (case 47)', () => {
+  it('orders lost entries and markers by work id', () => {
     writeTrace([SESSION_START, ...DETACHED_TWO_UNTRUSTED, TASK_START, DETACHED_ONE]);
     const { report } = run();
     expect(report?.lost.map((w) => w.work_id)).toEqual(['wrk_one', 'wrk_two']);
@@ -173,13 +173,13 @@ describe('detached-cases.md section E', () => {
     expect(text.indexOf('wrk_one')).toBeLessThan(text.indexOf('wrk_two'));
   });
 
-  it('counts a shell_lost written by an earlier resume as accounting (case 49)', () => {
+  it('counts a shell_lost written by an earlier resume as accounting', () => {
     writeTrace([...T, '{"event_type":"shell_lost","session_id":"ses_prior","work_id":"wrk_one","detached_at_ms":1750}']);
     expect(run().report).toBeNull();
   });
 });
 
-describe('damaged traces (reconcile.md §3, issue 11 item 3)', () => {
+describe('damaged traces (docs/resume.md#the-scan)', () => {
   it('skips a garbage line and a torn final line, reporting the records above them, and says where each was', () => {
     writeFileSync(tracePath(), `${SESSION_START}\nnot json at all\n${TASK_START}\n${DETACHED_ONE}\n{"event_type":"shell_comple`);
     const { report, warnings, scan } = run();
@@ -232,7 +232,7 @@ describe('damaged traces (reconcile.md §3, issue 11 item 3)', () => {
   });
 });
 
-describe('failing open (reconcile.md §4.1)', () => {
+describe('failing open (docs/resume.md#fail-open)', () => {
   it('drops a work id whose marker could not be written and reports the others', () => {
     writeTrace([...T, ...DETACHED_TWO_UNTRUSTED]);
     let writes = 0;

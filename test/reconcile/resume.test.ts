@@ -1,5 +1,5 @@
 /**
- * Resuming a session (src/reconcile/resume.ts, issue 11): hand-made prior traces whose
+ * Resuming a session (src/reconcile/resume.ts): hand-made prior traces whose
  * `shell_detached` records point at a real live process this test started (its real pid and start
  * time), so liveness and reaping are exercised for real; the lost report is delivered once, a live
  * command is reported alive and stopped only with `reap`, and every fail-open case says why.
@@ -8,7 +8,7 @@ import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { lostReportText, LOST_HEADING } from '../../src/detached/texts.js';
+import { lostReportText, LOST_HEADING } from '../../src/shell-calls/texts.js';
 import { findAbandonedSessions, NOTICED_FILE } from '../../src/process/leftovers.js';
 import { processName, processStartTime } from '../../src/process/proc.js';
 import { groupMembers } from '../../src/process/process-groups.js';
@@ -21,6 +21,7 @@ import { readCgroupEvents } from '../../src/process/cgroups.js';
 import { detectContainment } from '../../src/process/containment.js';
 import { cgroupUnavailable } from '../support/backends.js';
 import { waitFor } from '../support/wait.js';
+import { signRecords } from '../support/signed-trace.js';
 
 let root: string;
 let prior: string;
@@ -65,7 +66,9 @@ const detached = (workId: string, timestamp: number, process: Record<string, unk
   event_type: 'shell_detached', event_id: `evt_${workId}`, session_id: 'ses_prior', timestamp, turn: 1, task_id: 'tsk_1', work_id: workId, binary: '/usr/bin/sleep', command: 'sleep 300', grace_ms: 1000, ...process,
 });
 const liveFields = (p: { pid: number; startTime: number }): Record<string, unknown> => ({ pid: p.pid, pid_start_time: p.startTime, pgid: p.pid, cgroup: null });
-const writePrior = (records: readonly Record<string, unknown>[], tail = ''): void => writeFileSync(join(prior, 'trace.jsonl'), records.map((r) => JSON.stringify(r)).join('\n') + '\n' + tail);
+// Signed as the runtime signs its own records: a prior trace is believed only when proven (src/records/record-proof.ts).
+const writePrior = (records: readonly Record<string, unknown>[], tail = ''): void =>
+  writeFileSync(join(prior, 'trace.jsonl'), signRecords(prior, records).map((r) => JSON.stringify(r)).join('\n') + '\n' + tail);
 const priorRecords = (): Record<string, unknown>[] =>
   readFileSync(join(prior, 'trace.jsonl'), 'utf8')
     .split('\n')
@@ -111,7 +114,7 @@ describe('a lost command that is still running', () => {
     expect(outcome.lost[0]?.tree).toMatchObject({ pid: live.pid, pid_start_time: live.startTime, alive: true, reported_before: false, reaped: null });
     expect(isAlive(live.pid)).toBe(true);
 
-    // The message: the spec's text, with what is known of each command's process before the closing sentence.
+    // The message: Murmur's text, with what is known of each command's process before the closing sentence.
     const message = outcome.message ?? '';
     expect(message.startsWith(LOST_HEADING)).toBe(true);
     expect(message).toContain('\nwork_id: wrk_one\ndetached_at_ms: 1750\n');
@@ -120,7 +123,7 @@ describe('a lost command that is still running', () => {
     expect(message.endsWith('start the work again only if it still matters.')).toBe(true);
     for (const fragment of ['binary:', 'command:', '/usr/bin/sleep', 'sleep 300', String(live.pid)]) expect(message).not.toContain(fragment);
 
-    // The prior trace: one shell_lost (the spec's), then one process_lost (ours), each naming the report's task.
+    // The prior trace: one shell_lost (Murmur's record), then one process_lost (ours), each naming the report's task.
     const markers = priorRecords().slice(3);
     expect(markers.map((m) => m['event_type'])).toEqual(['shell_lost', 'process_lost']);
     expect(markers[1]).toMatchObject({ session_id: 'ses_prior', parent_id: 'evt_session', work_id: 'wrk_one', owner: null, pid: live.pid, pid_start_time: live.startTime, live_pids: [live.pid], reconciled_by_session: expect.stringMatching(/^ses_resumer/), reconciled_task_id: outcome.report?.task_id });
@@ -178,7 +181,7 @@ describe('a lost command that is still running', () => {
       kind: 'lost', task_id: outcome.report?.task_id, context_id: 'ctx_1', started_in_session: 'ses_prior', source: 'detached_lost', provenance: { origin: 'completion', trust: 'trusted' }, origin: 'completion', trust: 'trusted', message: outcome.message,
       lost: [{
         work_id: 'wrk_one', detached_at_ms: 1750, alive: true, stopped: true, pid: live.pid, output_log: null,
-        // Field report 11: what the operator is shown beside the message (never in it).
+        // What the operator is shown beside the message (never in it).
         binary: '/usr/bin/sleep', command: 'sleep 300', pid_start_time: live.startTime, pgid: live.pid, cgroup: null, live_pids: expect.arrayContaining([live.pid]),
       }],
     });
@@ -199,7 +202,7 @@ describe('liveness is proven, never assumed', () => {
     expect(priorRecords().filter((r) => r['event_type'] === 'process_lost')).toEqual([]);
   });
 
-  it('keeps the spec text exactly for a trace with no pid (a Murmur trace): nothing is claimed about liveness', async () => {
+  it('keeps the text exactly as Murmur words it for a trace with no pid (a Murmur trace): nothing is claimed about liveness', async () => {
     writePrior([SESSION_START, TASK_START, detached('wrk_one', 1750), detached('wrk_two', 2500)]);
     const { outcome } = await resume({ reap: true });
     expect(outcome.lost.map((c) => c.tree)).toEqual([null, null]);
@@ -365,8 +368,8 @@ describe('failing open', () => {
     expect(existsSync(lock)).toBe(false);
   });
 
-  // Round 10 (breaker2): a lock holding JSON that is not an object (`null`) threw out of the lock
-  // check ("Cannot read properties of null"), so the resume reported nothing, and every later one too.
+  // A lock holding JSON that is not an object (`null`) must not throw out of the lock check, or
+  // the resume would report nothing, and every later one too.
   it.each(['null', '[]', '7', '"ses_x"'])('takes a stale lock holding %s (JSON, not an object) over, as a stale unreadable one', async (body) => {
     writePrior([SESSION_START, TASK_START, detached('wrk_one', 1750)]);
     const lock = join(prior, RESUME_LOCK_FILE);

@@ -1,11 +1,11 @@
-/** The reconcile scan (`reconcile.md` §3) as a pure function over a trace's bytes, and the marker record (§5). */
+/** The reconcile scan (`docs/resume.md#the-scan`) as a pure function over a trace's bytes, and the marker record (docs/resume.md#markers). */
 import fc from 'fast-check';
 import { lostMarker } from '../../src/reconcile/markers.js';
 import { candidateTrust, describeDamage, MAX_SCANNED_LINE_BYTES, reportTrust, scanTrace, TraceScanner, unaccounted } from '../../src/reconcile/scan.js';
 
 const line = (record: Record<string, unknown>): string => JSON.stringify(record);
 
-describe('which session the trace names (reconcile.md §3)', () => {
+describe('which session the trace names (docs/resume.md#the-scan)', () => {
   it('takes the first session_start with a non-empty session_id, and ignores later ones', () => {
     const scan = scanTrace(
       [line({ event_type: 'session_start', event_id: 'evt_a', session_id: 'ses_a' }), line({ event_type: 'session_start', event_id: 'evt_b', session_id: 'ses_b' })].join('\n'),
@@ -33,7 +33,7 @@ describe('which session the trace names (reconcile.md §3)', () => {
   });
 });
 
-describe('what the scan remembers (reconcile.md §3)', () => {
+describe('what the scan remembers (docs/resume.md#the-scan)', () => {
   it('keeps the later task_start trust for a task, only for the exact words trusted and untrusted', () => {
     const scan = scanTrace(
       [
@@ -60,7 +60,7 @@ describe('what the scan remembers (reconcile.md §3)', () => {
     expect(scan.detached.get('wrk_2')).toMatchObject({ detached_at_ms: 0, command: 'x' });
   });
 
-  it('keeps the whole shell_detached record for fields beyond the spec (pid, start time)', () => {
+  it('keeps the whole shell_detached record for our fields beyond Murmur\'s (pid, start time)', () => {
     const scan = scanTrace(line({ event_type: 'shell_detached', work_id: 'wrk_1', pid: 4321, pgid: 4321, process_start_time: 99 }));
     expect(scan.detached.get('wrk_1')?.record).toMatchObject({ pid: 4321, pgid: 4321, process_start_time: 99 });
   });
@@ -89,7 +89,7 @@ describe('what the scan remembers (reconcile.md §3)', () => {
   });
 });
 
-describe('skipped lines are counted and located (issue 11 item 3)', () => {
+describe('skipped lines are counted and located', () => {
   it('reports blank, non-JSON, invalid UTF-8, NUL and torn lines with their offsets', () => {
     const parts = [Buffer.from('{"a":1}\n'), Buffer.from('\n'), Buffer.from('garbage\n'), Buffer.from([0xff, 0xfe, 0x0a]), Buffer.from([0x7b, 0, 0, 0x7d, 0x0a]), Buffer.from('{"torn"')];
     const scan = scanTrace(Buffer.concat(parts));

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { AppendFile } from '../../src/records/append-file.js';
 import { Session } from '../../src/session/session.js';
 
-describe('AppendFile tail repair (field report 13)', () => {
+describe('AppendFile tail repair', () => {
   let dir: string;
   beforeEach(() => {
     dir = mkdtempSync(join(tmpdir(), 'capsule-append-'));

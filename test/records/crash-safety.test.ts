@@ -1,5 +1,5 @@
 /**
- * Crash safety of the trace itself (issue 11 item 3, field reports 13 and 14): a writer never
+ * Crash safety of the trace itself: a writer never
  * leaves a fragment the next append glues onto (a crash mid-write of a long record, a write that
  * fails part-way), a reader reports mid-file damage with its offset and the lines skipped instead
  * of stopping, a NUL block mid-file is skipped loudly (in the trace reader and the reconcile scan),
@@ -38,7 +38,7 @@ const parsesEveryLine = (file: string): boolean =>
       }
     });
 
-/** A 500-line trace (field report 13): a session, a task, 41 demoted commands of which every other one completed, and Murmur's inference records between. */
+/** A 500-line trace: a session, a task, 41 demoted commands of which every other one completed, and Murmur's inference records between. */
 function fiveHundredLines(): string[] {
   const env = (type: string, i: number, extra: Record<string, unknown>): string =>
     JSON.stringify({ event_type: type, event_id: `evt_${String(i).padStart(4, '0')}`, parent_id: i === 0 ? null : 'evt_0000', session_id: 'ses_prior', timestamp: 1000 + i, ...extra });
@@ -62,7 +62,7 @@ const expectedLost = (lines: readonly string[]): string[] => {
   return [...scan.detached.keys()].filter((w) => !scan.accounted.has(w)).sort();
 };
 
-describe('field report 13: a torn or corrupt trace after a crash', () => {
+describe('a torn or corrupt trace after a crash', () => {
   it('(a) a last line truncated mid-JSON: reported as torn, the 499 records above it read, lost work still found', () => {
     const lines = fiveHundredLines();
     const last = lines[499] as string;
@@ -193,7 +193,7 @@ describe('a write cut short never leaves a fragment the next record glues onto',
   });
 });
 
-describe('field report 14: line breaks inside a value', () => {
+describe('line breaks inside a value', () => {
   it('keeps every record on one line whatever its values hold (\\n, \\r, U+2028, U+2029, U+0085, NUL)', () => {
     const writer = new TraceWriter(path(), 'ses_x');
     const session = writer.write('session_start', null, {

@@ -1,6 +1,6 @@
 import { newEventId, uuidV7Simple } from '../../src/ids.js';
 
-describe('event ids (trace-plan.md §1)', () => {
+describe('event ids (docs/trace.md#the-envelope)', () => {
   it('are evt_ and a UUID v7 in simple form', () => {
     expect(newEventId()).toMatch(/^evt_[0-9a-f]{12}7[0-9a-f]{3}[89ab][0-9a-f]{15}$/);
   });

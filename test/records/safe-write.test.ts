@@ -6,7 +6,7 @@ import { AppendFile, replaceFile } from '../../src/records/append-file.js';
 const dir = mkdtempSync(join(tmpdir(), 'capsule-safe-write-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-describe('records files are never written through a planted link (issue 15)', () => {
+describe('records files are never written through a planted link', () => {
   it('refuses to open an append file that is a symlink (ELOOP), leaving its target untouched', () => {
     const victim = join(dir, 'victim-append');
     writeFileSync(victim, 'precious\n');

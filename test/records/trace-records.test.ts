@@ -16,7 +16,7 @@ let n = 0;
 const file = (): string => join(scratch, `trace-${++n}.jsonl`);
 
 describe('trace records (src/records/trace-records.ts)', () => {
-  it('defines every record the spec names for this runtime, the reserved ones included, each with a parent rule', () => {
+  it('defines every record docs/trace.md names for this runtime, the reserved ones included, each with a parent rule', () => {
     expect(TRACE_EVENT_TYPES.sort()).toEqual(
       [
         'session_start', 'session_end', 'process_start', 'plan_start', 'plan_step_start', 'plan_step', 'plan_end', 'plan_step_late',

@@ -1,5 +1,5 @@
 /**
- * The trace schemas are built one record type at a time, at their first use (issue 14, startup):
+ * The trace schemas are built one record type at a time, at their first use (startup):
  * every `capsule run` asks of each earlier session in the records root whether it ended, from the
  * two ends of its trace (`endedTrace`), and that must not build the schemas of the ~20 record
  * types it never meets. Its own file, so that no other test has built any schema first.

@@ -2,8 +2,7 @@
  * Every hand-written replay script the docs show replays as they say: each fenced `jsonl` block of
  * README.md and docs/*.md, copied into a file exactly as written, replays `identical` with
  * `capsule replay FILE` (exit 0). A block that starts with a script's root line but is not fenced
- * as `jsonl` would escape the check, so none may exist. (Round 10: docs/event-log.md's detached
- * command example had a `timer` line the machine has no timer for, and diverged at seq 4.)
+ * as `jsonl` would escape the check, so none may exist.
  */
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -48,7 +47,7 @@ function capture() {
 }
 
 describe('the replay scripts the docs show', () => {
-  it('are found: docs/event-log.md shows at least the retry and the detached-command examples', () => {
+  it('are found: docs/event-log.md shows at least the retry and the shell-call examples', () => {
     expect(scripts.filter((s) => s.page === join('docs', 'event-log.md')).length).toBeGreaterThanOrEqual(2);
   });
 

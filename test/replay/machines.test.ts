@@ -1,9 +1,9 @@
 /**
  * Replay takes any machine of the actor-kind table: recorded runs of every kind (a plan with its
- * steps and a tree of step pools, a detached command with its effect actor, a single step) replay
- * identically, a changed recording diverges, and hand-written scripts can start from any kind.
- * Nothing in replay or the event log names a machine: the detached command (a skeleton with no
- * runtime yet) is logged and replayed through its table entry alone.
+ * steps and a tree of step pools, a session with its shell calls, a detached command of earlier
+ * recordings with its effect actor, a single step) replay identically, a changed recording
+ * diverges, and hand-written scripts can start from any kind. Nothing in replay or the event log
+ * names a machine: each is logged and replayed through its table entry alone.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -23,7 +23,7 @@ afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 /** Kinds whose actors appeared in a replay that came out identical. */
 const replayedKinds = new Set<string>();
 const kindOfName = (name: string): string =>
-  name.includes('/pool.') ? 'stepPool' : name.startsWith('plan:') ? 'plan' : name.startsWith('step:') ? 'step' : name.startsWith('wrk_') ? 'detachedCommand' : name.startsWith('session:') ? 'session' : name.startsWith('delegation:') ? 'delegation' : name;
+  name.includes('/pool.') ? 'stepPool' : name.startsWith('plan:') ? 'plan' : name.startsWith('step:') ? 'step' : name.startsWith('wrk_') ? 'detachedCommand' : name.startsWith('shell:') ? 'shellCall' : name.startsWith('session:') ? 'session' : name.startsWith('delegation:') ? 'delegation' : name;
 
 function note(result: { identical: boolean; actors: Readonly<Record<string, unknown>> }): void {
   if (result.identical) for (const name of Object.keys(result.actors)) replayedKinds.add(kindOfName(name));
@@ -141,13 +141,16 @@ describe('replay of a whole session', () => {
     const stubborn = await session.background.run({ binary: 'bash', command: "trap '' TERM; sleep 30" });
     const left = await session.background.run({ binary: 'bash', command: 'sleep 30' });
     expect([stubborn.status, left.status]).toEqual(['detached', 'detached']);
-    const workId = (stubborn as { work_id: string }).work_id;
+    const workId = (stubborn as { work_id: string; task_id: string }).work_id;
     const stopped = await session.background.operate({ operation: 'stop', work_id: workId });
     expect(stopped).toMatchObject({ ok: true, state: 'stopped', exit_code: 137 });
     await session.end('ok');
     const result = await replayFile(join(recordsDir, 'events.jsonl'));
     expect(result.divergence).toBeUndefined();
-    expect(result.actors[workId]).toEqual(['running.active', 'running.stopping', 'running.killing', 'leaderExited', 'canceled']);
+    const demoted = ['running.foreground.starting', 'running.foreground.graced', 'running.foreground.demoting', 'running.background.active'];
+    // The stop (SIGTERM ignored, so SIGKILL after the grace), and the session end's SIGKILL.
+    expect(result.actors[`shell:${(stubborn as { task_id: string }).task_id}`]).toEqual([...demoted, 'running.background.active', 'running.background.stopping', 'running.background.stopping', 'running.background.killing', 'leaderExited', 'canceled']);
+    expect(result.actors[`shell:${(left as { task_id: string }).task_id}`]).toEqual([...demoted, 'running.background.active', 'running.background.killing', 'leaderExited', 'canceled']);
     expect(result.actors[`session:${session.id}`]?.at(-1)).toBe('finished');
     note(result);
   });

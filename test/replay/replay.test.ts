@@ -117,7 +117,7 @@ describe('replay of recorded runs (real tools and shell steps)', () => {
     expect(recorded.filter((l) => l.kind === 'event' && l.type.startsWith('xstate.after.') && l.external)).toHaveLength(3);
     const result = await replayFile(events);
     expect(result.divergence).toBeUndefined();
-    // A shell step's bound waits for its process to start (round 19: running.launching until ATTEMPT.LAUNCHED).
+    // A shell step's bound waits for its process to start (running.launching until ATTEMPT.LAUNCHED).
     expect(result.actors['step:sleepy']).toEqual(['running.bounded', 'running.launching', 'running.bounded', 'running.stopping', 'leaderExited', 'finished']);
     expect(result.actors['step:stuck']).toEqual(['running.bounded', 'running.stopping', 'running.bounded', 'running.stopping', 'finished']);
   }, 20000);

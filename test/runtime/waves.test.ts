@@ -1,7 +1,7 @@
 /**
- * Waves as the spec has them (`plan.md` §10.4): every ready step of a wave starts at once, with
+ * Waves (`docs/plan-format.md#dispatching-a-wave`): every ready step of a wave starts at once, with
  * `--max-parallel` the only cap, and each step's end is told as it happens while the trace keeps
- * the spec's settlement order. Real processes (`sleep 1`), sampled from the event log and the trace.
+ * the settlement order. Real processes (`sleep 1`), sampled from the event log and the trace.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

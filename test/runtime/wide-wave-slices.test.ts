@@ -108,7 +108,7 @@ describe(`a wave of ${WIDE.toLocaleString('en-US')} \`true\` steps, slices of ${
       const { records, problems } = readTrace(session.recordsDir);
       expect(problems).toEqual([]);
       expect(records.filter((r) => isRecordOf(r, 'plan_step_start'))).toHaveLength(WIDE);
-      // Every plan_step_start of the wave before any of its processes started (plan.md §10.2 step 7).
+      // Every plan_step_start of the wave before any of its processes started (docs/plan-format.md#dispatching-a-wave).
       const firstProcess = records.findIndex((r) => isRecordOf(r, 'process_start'));
       expect(records.slice(0, firstProcess).filter((r) => isRecordOf(r, 'plan_step_start'))).toHaveLength(WIDE);
     } finally {

@@ -1,5 +1,5 @@
 /**
- * `SessionOptions.exclusiveRecords` (round 10; `capsule run --records`, `capsule serve --records`):
+ * `SessionOptions.exclusiveRecords` (`capsule run --records`, `capsule serve --records`):
  * a session opened on a records directory that another session has just claimed (after both found
  * it empty) is refused with `RecordsDirInUseError`, and the first session's records are untouched.
  */

@@ -176,8 +176,8 @@ describe('ActorNames', () => {
     expect(names.claimPlan('p', [])).toEqual({ actorId: 'plan:p~3' });
   });
 
-  // Round 10: a plan id that spells another plan's step pool (`plan:p/pool.1`) shared that pool's
-  // actor id, and `capsule inspect` drew its steps under the other plan and left the plan out.
+  // A plan id that spells another plan's step pool (`plan:p/pool.1`) would share that pool's
+  // actor id, and `capsule inspect` would draw its steps under the other plan.
   it('never hands out a plan actor id that is a step pool of another plan actor (`<plan actor>/pool.<n>`), in either order', () => {
     const names = new ActorNames();
     expect(names.claimPlan('p', ['a'])).toEqual({ actorId: 'plan:p' });

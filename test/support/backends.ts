@@ -1,16 +1,20 @@
 /**
- * Both containment backends in one test run (issue 7: CI runs both). A test file wraps its
+ * Both containment backends in one test run (CI runs both). A test file wraps its
  * real-process cases in {@link eachBackend}; the cgroup backend's cases are skipped, with the
  * reason in their title, only where this machine cannot create cgroups.
  */
 import { ContainmentError, detectContainment, type ContainmentBackend, type IsolationChoice } from '../../src/process/containment.js';
 import { removeCgroupTree } from '../../src/process/cgroup-unit.js';
+import { unregisterSessionCgroup } from '../../src/process/session-registry.js';
 
 /** Why cgroups cannot be used here, or null when they can (probed once per test file). */
 export const cgroupUnavailable: string | null = (() => {
   try {
-    const info = detectContainment({ sessionId: `probe-${process.pid}-${Date.now()}`, backend: 'cgroup', isolation: 'none', env: process.env });
+    const sessionId = `probe-${process.pid}-${Date.now()}`;
+    const info = detectContainment({ sessionId, backend: 'cgroup', isolation: 'none', env: process.env });
     if (info.cgroup !== null) removeCgroupTree(info.cgroup);
+    // Its note of whose cgroup it was goes with it (src/process/session-registry.ts).
+    unregisterSessionCgroup(sessionId);
     return null;
   } catch (error) {
     return error instanceof ContainmentError ? error.message : String(error);
@@ -43,7 +47,7 @@ export function eachBackend(body: (backend: BackendCase) => void, isolation: Iso
   }
 }
 
-/** The two ways a session starts commands (issue 14): through its spawner process (the default), or `CAPSULE_SPAWNER=direct`. */
+/** The two ways a session starts commands: through its spawner process (the default), or `CAPSULE_SPAWNER=direct`. */
 export type SpawnPath = 'spawner' | 'direct';
 
 /** Sets `CAPSULE_SPAWNER` for the sessions the enclosing describe block opens, and restores it after. */

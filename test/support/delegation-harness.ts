@@ -1,5 +1,5 @@
 /**
- * Harness of the delegation tests (issue 12): a workdir holding the parent's manifest (its spawn
+ * Harness of the delegation tests: a workdir holding the parent's manifest (its spawn
  * allow list), a capsule registry and `plan.json`; real child capsules; `/proc` scans for what a
  * delegation left behind.
  */

@@ -1,6 +1,5 @@
 /**
- * Harness for the plan acceptance and integration tests: the default setup D of
- * `spec/plan-cases.md` (stub tools `echo`, `fail`, `slow`, `flaky`, `ok`, `a`, `b` as in-process
+ * Harness for the plan acceptance and integration tests: the default setup D (stub tools `echo`, `fail`, `slow`, `flaky`, `ok`, `a`, `b` as in-process
  * function tools that count invocations and record the input text; shell allow-list
  * `["bash", "printf"]`; a temporary workdir; trace on), trace parsing, and `/proc` scanning for
  * the processes a plan left behind.
@@ -189,7 +188,7 @@ export interface CaseRun {
   readonly events: PlanProgressEvent[];
 }
 
-/** The `results` rows of a report as `id:status[:output|error]` strings (plan-cases notation). */
+/** The `results` rows of a report as `id:status[:output|error]` strings (a compact notation for assertions). */
 export function rows(report: PlanReport): string[] {
   return report.results.map((r) => {
     const detail = r.status === 'success' ? r.output : r.error;

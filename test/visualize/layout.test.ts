@@ -1,5 +1,5 @@
 /**
- * The SVG charts read as pictures (issue 13 item 10): every edge ends at a real state, edges with
+ * The SVG charts read as pictures: every edge ends at a real state, edges with
  * the same ends are one edge, and transitions that stay in (or re-enter) a compound state are
  * listed inside it, so no edge points into empty space.
  */

@@ -4,11 +4,13 @@
  * It exists because a process must be inside its cgroup before it runs one instruction of the
  * command: moving it there after spawn() leaves a window in which a fork escapes. Node cannot do
  * that itself (libuv forks and execs in one call), so Node execs this helper, which joins the
- * cgroup, optionally isolates itself, and then execs the command in place.
+ * cgroup, optionally isolates and confines itself, and then execs the command in place.
  *
- *   capsule-spawn [--cgroup DIR] [--pidns] [--ro PATH]... [--rw PATH]... [--uid N --gid N [--groups G,G…]]
+ *   capsule-spawn [--cgroup DIR] [--pidns [--confine] [--ro PATH]... [--rw PATH]... [--hide PATH]...]
+ *                 [--caps] [--rlimit KIND=N]... [--netns FILE] [--uid N --gid N [--groups G,G…]]
  *                 -- FILE ARGV0 [ARG…]
  *   capsule-spawn --probe [--user NAME]
+ *   capsule-spawn --netns-make FILE | --netns-drop FILE
  *
  * --cgroup DIR   write our own pid into DIR/cgroup.procs first (cgroup v2; children inherit it).
  * --pidns        unshare a PID and a mount namespace; a minimal init (pid 1 there) mounts a
@@ -20,22 +22,53 @@
  *                the signal that killed it, so exit codes 143/137 stay right; the init stays
  *                behind while anything of the namespace is alive, and when the init dies the
  *                kernel kills everything left in the namespace.
- * --ro PATH      (with --pidns) bind PATH read-only in the step's mount namespace.
+ * --confine      (with --pidns) also a cgroup namespace, rooted at the cgroup joined above (so
+ *                the command can neither leave it nor see another), and the kernel's knobs
+ *                read-only in the mount namespace, as a container runtime mounts them: every
+ *                mount at or below /sys (the cgroup filesystems included; each cgroup2 mount is
+ *                replaced by a fresh read-only one of the new cgroup namespace), every other
+ *                cgroup mount, and /proc/{sys,sysrq-trigger,irq,bus,fs}.
+ * --ro PATH      (with --pidns) bind PATH read-only (with everything mounted beneath it).
  * --rw PATH      (with --pidns) a writable exception beneath a --ro path: PATH is bound onto itself
  *                again after every --ro bind and made writable (a bind mount copies its source
  *                mount's read-only flag, so it is remounted without it). A delegated child capsule
  *                gets the parent's records read-only and its own children/<dlg_id>/ writable.
+ * --hide PATH    (with --pidns) mount an empty read-only tmpfs over PATH (a directory).
+ *                Every directory above a --ro or --hide path that is not a mount point yet is
+ *                bound onto itself first: rename(2) refuses to move a mount point, so the command
+ *                cannot rename an ancestor away and rebuild the path with files of its own.
+ * --caps         before exec, keep only a container runtime's default capabilities (Docker's 14,
+ *                KEPT_CAPS below) in the bounding, permitted, effective and inheritable sets,
+ *                clear the ambient set, and set no_new_privs: a command running as root cannot
+ *                mount, unmount, ptrace, load modules or gain back what was dropped.
+ * --rlimit KIND=N  before exec, bound the command (not the init) by an rlimit, soft = hard:
+ *                as (RLIMIT_AS, bytes), nproc (RLIMIT_NPROC: processes of the user, so set before
+ *                the uid changes, and meaningful only for a user of its own), fsize
+ *                (RLIMIT_FSIZE, bytes: SIGXFSZ), cpu (RLIMIT_CPU, seconds: SIGXCPU at N, and
+ *                SIGKILL one second later for a command that ignores it). Core dumps are off
+ *                whenever one is set (a killed command leaves no core in the work folder).
+ *                docs/shell-commands.md#resource-limits.
+ * --netns FILE  first of all (before the cgroup, while every capability is still held), join the
+ *                network namespace FILE names (a --netns-make file): setns(2).
+ * --netns-make FILE  make a network namespace with only the loopback interface, up, and keep it
+ *                by bind-mounting it onto FILE (created empty), as `ip netns add` does; nothing
+ *                runs in it until a command joins it (docs/containment.md#network).
+ * --netns-drop FILE  unmount FILE (lazily: commands still in the namespace keep it until they
+ *                end) and remove it.
  * --uid/--gid/--groups  drop to this uid/gid/supplementary groups (and set no_new_privs) just
  *                before exec.
  *
  * Control channel: fd 3, when open, is a pipe to the runtime (close-on-exec here). We write
  *   "I <pid>\n"          the host pid of the namespace init (with --pidns);
- *   "E <stage> <errno>\n" setup or exec failed (stage: cgroup|unshare|fork|mount|user|exec|usage),
+ *   "E <stage> <errno>\n" setup or exec failed (stage: netns|cgroup|unshare|fork|mount|caps|rlimit|user|exec|usage),
  *                        then exit 127.
  * End of file on fd 3 without an E line means the command was exec'd.
  *
  * --probe prints "pidns ok" or "pidns <errno>" (can a PID + mount namespace with a private /proc
- * be made here?) and, with --user NAME, "user <uid> <gid> <g,g,…>" or "user none".
+ * be made here?), "confine ok" or "confine <stage> <errno>" (can --confine's cgroup namespace and
+ * read-only mounts be made?), "caps ok" (--caps can drop capabilities from the bounding set),
+ * "caps none" (this process holds no capability: there is nothing to drop, no_new_privs is set)
+ * or "caps <errno>", and, with --user NAME, "user <uid> <gid> <g,g,…>" or "user none".
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -47,17 +80,59 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <linux/capability.h>
 
 #define CONTROL_FD 3
 #define MAX_RO 16
 #define MAX_RW 16
+#define MAX_HIDE 8
 #define MAX_GROUPS 256
+#define MAX_RLIMITS 4
+
+#ifndef CLONE_NEWCGROUP
+#define CLONE_NEWCGROUP 0x02000000
+#endif
+#ifndef PR_CAP_AMBIENT
+#define PR_CAP_AMBIENT 47
+#define PR_CAP_AMBIENT_CLEAR_ALL 4
+#endif
+/* mount_setattr(2) (Linux 5.12): <linux/mount.h> clashes with <sys/mount.h> in older glibc. */
+#ifndef SYS_mount_setattr
+#define SYS_mount_setattr 442
+#endif
+#ifndef AT_RECURSIVE
+#define AT_RECURSIVE 0x8000
+#endif
+#define CAPSULE_MOUNT_ATTR_RDONLY 0x00000001
+#define CAPSULE_MOUNT_ATTR_NOSUID 0x00000002
+#define CAPSULE_MOUNT_ATTR_NODEV 0x00000004
+struct capsule_mount_attr {
+  unsigned long long attr_set, attr_clr, propagation, userns_fd;
+};
+
+/* What --caps keeps: the default set of Docker and containerd. Not SYS_ADMIN (mount, umount,
+   setns, …), SYS_PTRACE, DAC_READ_SEARCH (open_by_handle_at reaches files outside any mount),
+   SYS_MODULE, SYS_RAWIO, NET_ADMIN, BPF, …: docs/security.md#what-a-step-gets. */
+static const int KEPT_CAPS[] = {CAP_CHOWN,  CAP_DAC_OVERRIDE, CAP_FOWNER,           CAP_FSETID,  CAP_KILL,
+                                CAP_SETGID, CAP_SETUID,       CAP_SETPCAP,          CAP_NET_BIND_SERVICE,
+                                CAP_NET_RAW, CAP_SYS_CHROOT,  CAP_MKNOD,            CAP_AUDIT_WRITE, CAP_SETFCAP};
+#define N_KEPT_CAPS (sizeof KEPT_CAPS / sizeof KEPT_CAPS[0])
+
+/* Writable kernel knobs under /proc that a container runtime makes read-only. */
+static const char *const PROC_READ_ONLY[] = {"/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs"};
+#define N_PROC_READ_ONLY (sizeof PROC_READ_ONLY / sizeof PROC_READ_ONLY[0])
 
 static const int FORWARDED[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
 #define N_FORWARDED (sizeof FORWARDED / sizeof FORWARDED[0])
@@ -159,6 +234,27 @@ struct user_spec {
   gid_t groups[MAX_GROUPS];
 };
 
+struct rlimit_spec {
+  int resource;
+  rlim_t value;
+};
+
+/* What the command line asked for (see the top of this file). */
+struct options {
+  const char *netns;
+  struct rlimit_spec rlimits[MAX_RLIMITS];
+  int nrlimits;
+  const char *cgroup;
+  int pidns, confine, caps;
+  char *ro[MAX_RO];
+  int nro;
+  char *rw[MAX_RW];
+  int nrw;
+  char *hide[MAX_HIDE];
+  int nhide;
+  struct user_spec user;
+};
+
 static void drop_privileges(const struct user_spec *user) {
   if (!user->set) return;
   if (setgroups((size_t)user->ngroups, user->groups) != 0) fail("user", errno);
@@ -166,6 +262,400 @@ static void drop_privileges(const struct user_spec *user) {
   if (setuid(user->uid) != 0) fail("user", errno);
   /* A setuid binary must not take the step back to root. */
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) fail("user", errno);
+}
+
+/* ---- capabilities (raw syscalls: no libcap on the machines this is built on) ---- */
+
+static int cap_kept(int cap) {
+  for (size_t i = 0; i < N_KEPT_CAPS; i++)
+    if (KEPT_CAPS[i] == cap) return 1;
+  return 0;
+}
+
+static int cap_get(struct __user_cap_data_struct data[2]) {
+  struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
+  memset(data, 0, 2 * sizeof data[0]);
+  return syscall(SYS_capget, &header, data) == 0 ? 0 : errno;
+}
+
+/* Whether the bounding set holds nothing but KEPT_CAPS. */
+static int bounding_confined(void) {
+  for (int cap = 0; cap < 64; cap++) {
+    int in = prctl(PR_CAPBSET_READ, cap, 0, 0, 0);
+    if (in < 0) break; /* EINVAL: past the kernel's last capability */
+    if (in == 1 && !cap_kept(cap)) return 0;
+  }
+  return 1;
+}
+
+/*
+ * Keeps only KEPT_CAPS: dropped from the bounding set (which also bounds what exec'ing a setuid
+ * or file-capability program, or root's exec, can give), the ambient set cleared, and the
+ * permitted, effective and inheritable sets cut to them. Without CAP_SETPCAP (a process that is
+ * not root) the bounding set cannot be changed; it holds nothing to drop then, and no_new_privs
+ * (set by the caller) keeps exec from granting anything. Returns 0 or an errno.
+ */
+static int drop_capabilities(void) {
+  struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
+  struct __user_cap_data_struct data[2];
+  int err = cap_get(data);
+  if (err != 0) return err;
+  if ((data[0].effective >> CAP_SETPCAP) & 1) {
+    for (int cap = 0; cap < 64; cap++) {
+      int in = prctl(PR_CAPBSET_READ, cap, 0, 0, 0);
+      if (in < 0) break;
+      if (in == 1 && !cap_kept(cap) && prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0) return errno;
+    }
+  }
+  if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL) return errno;
+  unsigned int keep[2] = {0, 0};
+  for (size_t i = 0; i < N_KEPT_CAPS; i++) keep[KEPT_CAPS[i] / 32] |= 1u << (KEPT_CAPS[i] % 32);
+  for (int i = 0; i < 2; i++) {
+    data[i].effective &= keep[i];
+    data[i].permitted &= keep[i];
+    data[i].inheritable &= keep[i];
+  }
+  if (syscall(SYS_capset, &header, data) != 0) return errno;
+  return 0;
+}
+
+/* --rlimit's bounds, before the uid changes (RLIMIT_NPROC is checked against the new user's count). */
+static void set_rlimits(const struct options *o) {
+  for (int i = 0; i < o->nrlimits; i++) {
+    struct rlimit limit = {o->rlimits[i].value, o->rlimits[i].value};
+    if (o->rlimits[i].resource == RLIMIT_CPU) limit.rlim_max = o->rlimits[i].value + 1;
+    if (setrlimit(o->rlimits[i].resource, &limit) != 0) fail("rlimit", errno);
+  }
+  if (o->nrlimits > 0) {
+    struct rlimit no_core = {0, 0};
+    if (setrlimit(RLIMIT_CORE, &no_core) != 0) fail("rlimit", errno);
+  }
+}
+
+static int parse_rlimit(const char *text, struct rlimit_spec *out) {
+  static const struct {
+    const char *name;
+    int resource;
+  } KINDS[] = {{"as", RLIMIT_AS}, {"nproc", RLIMIT_NPROC}, {"fsize", RLIMIT_FSIZE}, {"cpu", RLIMIT_CPU}};
+  const char *eq = strchr(text, '=');
+  if (eq == NULL) return -1;
+  for (size_t k = 0; k < sizeof KINDS / sizeof KINDS[0]; k++) {
+    if (strlen(KINDS[k].name) != (size_t)(eq - text) || strncmp(text, KINDS[k].name, (size_t)(eq - text)) != 0) continue;
+    char *end;
+    errno = 0;
+    unsigned long long value = strtoull(eq + 1, &end, 10);
+    if (errno != 0 || eq[1] == '\0' || *end != '\0' || value == 0) return -1;
+    out->resource = KINDS[k].resource;
+    out->value = (rlim_t)value;
+    return 0;
+  }
+  return -1;
+}
+
+/* The last thing before exec: the rlimits, --caps, then the run-as user (which needs CAP_SETUID/SETGID, kept). */
+static void confine_command(const struct options *o) {
+  set_rlimits(o);
+  if (o->caps) {
+    int err = drop_capabilities();
+    if (err != 0) fail("caps", err);
+  }
+  drop_privileges(&o->user);
+  if (o->caps && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) fail("caps", errno);
+}
+
+/* ---- the mount namespace ---- */
+
+/* The mounts of our mount namespace: /proc/self/mountinfo, then what we mount on top. */
+struct mount_entry {
+  char *point;
+  char *type;
+};
+static struct mount_entry *mounts = NULL;
+static int n_mounts = 0, mounts_cap = 0;
+
+static int add_mount(const char *point, const char *type) {
+  if (n_mounts == mounts_cap) {
+    int cap = mounts_cap == 0 ? 64 : mounts_cap * 2;
+    struct mount_entry *grown = realloc(mounts, (size_t)cap * sizeof *grown);
+    if (grown == NULL) return ENOMEM;
+    mounts = grown;
+    mounts_cap = cap;
+  }
+  char *p = strdup(point), *t = strdup(type);
+  if (p == NULL || t == NULL) return ENOMEM;
+  mounts[n_mounts].point = p;
+  mounts[n_mounts].type = t;
+  n_mounts++;
+  return 0;
+}
+
+/* mountinfo escapes space, tab, newline and backslash as \ooo. */
+static void unescape(char *text) {
+  char *out = text;
+  for (char *in = text; *in != '\0'; in++) {
+    if (in[0] == '\\' && in[1] >= '0' && in[1] <= '3' && in[2] >= '0' && in[2] <= '7' && in[3] >= '0' && in[3] <= '7') {
+      *out++ = (char)((in[1] - '0') * 64 + (in[2] - '0') * 8 + (in[3] - '0'));
+      in += 3;
+    } else {
+      *out++ = *in;
+    }
+  }
+  *out = '\0';
+}
+
+static int read_mounts(void) {
+  FILE *file = fopen("/proc/self/mountinfo", "re");
+  if (file == NULL) return errno;
+  char *line = NULL;
+  size_t size = 0;
+  int err = 0;
+  while (err == 0 && getline(&line, &size, file) > 0) {
+    /* id parent major:minor root POINT options [optional…] - TYPE source super-options */
+    char *separator = strstr(line, " - ");
+    if (separator == NULL) continue;
+    *separator = '\0';
+    char *type = separator + 3;
+    type[strcspn(type, " \n")] = '\0';
+    char *field = line, *point = NULL;
+    for (int i = 0; i < 5 && field != NULL; i++) {
+      char *next = strchr(field, ' ');
+      if (next != NULL) *next++ = '\0';
+      if (i == 4) point = field;
+      field = next;
+    }
+    if (point == NULL) continue;
+    unescape(point);
+    err = add_mount(point, type);
+  }
+  free(line);
+  fclose(file);
+  return err;
+}
+
+static int is_mount_point(const char *path) {
+  for (int i = 0; i < n_mounts; i++)
+    if (strcmp(mounts[i].point, path) == 0) return 1;
+  return 0;
+}
+
+/* Whether `point` is `path` or beneath it. */
+static int at_or_below(const char *point, const char *path) {
+  size_t len = strlen(path);
+  if (strcmp(path, "/") == 0) return 1;
+  return strncmp(point, path, len) == 0 && (point[len] == '\0' || point[len] == '/');
+}
+
+/* Makes the visible mount at `point` read-only (per mount: the filesystem itself is untouched),
+   keeping its other flags and adding `extra`. A point hidden by a later mount is skipped. */
+static int remount_readonly(const char *point, unsigned long extra) {
+  struct statvfs st;
+  if (statvfs(point, &st) != 0) return errno == ENOENT || errno == EACCES ? 0 : errno;
+  unsigned long flags = MS_BIND | MS_REMOUNT | MS_RDONLY | extra;
+  if (st.f_flag & ST_NOSUID) flags |= MS_NOSUID;
+  if (st.f_flag & ST_NODEV) flags |= MS_NODEV;
+  if (st.f_flag & ST_NOEXEC) flags |= MS_NOEXEC;
+  if (st.f_flag & ST_NOATIME) flags |= MS_NOATIME;
+  if (st.f_flag & ST_NODIRATIME) flags |= MS_NODIRATIME;
+  if (st.f_flag & ST_RELATIME) flags |= MS_RELATIME;
+  return mount(NULL, point, NULL, flags, NULL) == 0 ? 0 : errno;
+}
+
+/* Makes the mount at `path` and every mount beneath it read-only (and nosuid, nodev with
+   `strict`): one mount_setattr(2) where the kernel has it, else one remount per mount. */
+static int readonly_tree(const char *path, int strict) {
+  struct capsule_mount_attr attr = {CAPSULE_MOUNT_ATTR_RDONLY | (strict ? CAPSULE_MOUNT_ATTR_NOSUID | CAPSULE_MOUNT_ATTR_NODEV : 0), 0, 0, 0};
+  if (syscall(SYS_mount_setattr, AT_FDCWD, path, AT_RECURSIVE, &attr, sizeof attr) == 0) return 0;
+  if (errno != ENOSYS && errno != EPERM) return errno;
+  int err = remount_readonly(path, strict ? MS_NOSUID | MS_NODEV : 0);
+  for (int i = 0; err == 0 && i < n_mounts; i++)
+    if (strcmp(mounts[i].point, path) != 0 && at_or_below(mounts[i].point, path)) err = remount_readonly(mounts[i].point, strict ? MS_NOSUID | MS_NODEV : 0);
+  return err;
+}
+
+static int bind_readonly(const char *path) {
+  if (mount(path, path, NULL, MS_BIND | MS_REC, NULL) != 0) return errno;
+  int err = add_mount(path, "bind");
+  return err != 0 ? err : readonly_tree(path, 1);
+}
+
+/*
+ * --confine's mounts: /sys (cgroup filesystems included) and the writable knobs of /proc
+ * read-only, and a fresh read-only cgroup2 over each cgroup2 mount, which in our new cgroup
+ * namespace shows the joined cgroup as its root and nothing above or beside it. Without the
+ * namespace a read-only mount would not be enough: clone3(CLONE_INTO_CGROUP) checks the cgroup
+ * files' permissions, not the mount's, and only the namespace's root bounds where it may go.
+ */
+static int confine_mounts(void) {
+  for (size_t i = 0; i < N_PROC_READ_ONLY; i++) {
+    if (access(PROC_READ_ONLY[i], F_OK) != 0) continue;
+    int err = bind_readonly(PROC_READ_ONLY[i]);
+    if (err != 0) return err;
+  }
+  int known = n_mounts;
+  if (is_mount_point("/sys")) {
+    int err = readonly_tree("/sys", 0);
+    if (err != 0) return err;
+  }
+  for (int i = 0; i < known; i++) {
+    const char *type = mounts[i].type;
+    if ((strcmp(type, "cgroup") == 0 || strcmp(type, "cgroup2") == 0) && !at_or_below(mounts[i].point, "/sys")) {
+      int err = remount_readonly(mounts[i].point, 0);
+      if (err != 0) return err;
+    }
+  }
+  for (int i = 0; i < known; i++) {
+    if (strcmp(mounts[i].type, "cgroup2") != 0) continue;
+    int seen = 0;
+    for (int j = 0; j < i; j++)
+      if (strcmp(mounts[j].type, "cgroup2") == 0 && strcmp(mounts[j].point, mounts[i].point) == 0) seen = 1;
+    if (seen) continue;
+    /* The kernel refuses a filesystem on a mount point where it is already the mount's root
+       (EBUSY): the host's view is taken away first. Read-only per mount, after mounting: the one
+       cgroup2 superblock is writable (EBUSY again). */
+    if (umount2(mounts[i].point, MNT_DETACH) != 0) return errno;
+    if (mount("cgroup2", mounts[i].point, "cgroup2", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0) return errno;
+    int err = remount_readonly(mounts[i].point, MS_NOSUID | MS_NODEV | MS_NOEXEC);
+    if (err != 0) return err;
+  }
+  return 0;
+}
+
+/* Binds every directory above `path` that is not a mount point onto itself: rename(2) of a
+   mount point fails (EBUSY), so no ancestor can be moved away and the path rebuilt. */
+static int pin_ancestors(const char *path) {
+  char prefix[4096];
+  size_t len = strlen(path);
+  if (path[0] != '/') return EINVAL;
+  if (len >= sizeof prefix) return ENAMETOOLONG;
+  for (size_t i = 1; i < len; i++) {
+    if (path[i] != '/') continue;
+    memcpy(prefix, path, i);
+    prefix[i] = '\0';
+    if (is_mount_point(prefix)) continue;
+    if (mount(prefix, prefix, NULL, MS_BIND | MS_REC, NULL) != 0) return errno;
+    int err = add_mount(prefix, "bind");
+    if (err != 0) return err;
+  }
+  return 0;
+}
+
+/* Everything the mount namespace gets once / is private and /proc is ours. */
+static void setup_mounts(const struct options *o) {
+  int err = read_mounts();
+  if (err != 0) fail("mount", err);
+  if (o->confine && (err = confine_mounts()) != 0) fail("mount", err);
+  for (int i = 0; i < o->nro; i++)
+    if ((err = pin_ancestors(o->ro[i])) != 0) fail("mount", err);
+  for (int i = 0; i < o->nhide; i++)
+    if ((err = pin_ancestors(o->hide[i])) != 0) fail("mount", err);
+  for (int i = 0; i < o->nro; i++)
+    if ((err = bind_readonly(o->ro[i])) != 0) fail("mount", err);
+  /* After the read-only binds, so that an exception beneath one is mounted on top of it. */
+  for (int i = 0; i < o->nrw; i++) {
+    if (mount(o->rw[i], o->rw[i], NULL, MS_BIND | MS_REC, NULL) != 0) fail("mount", errno);
+    if (mount(NULL, o->rw[i], NULL, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV, NULL) != 0) fail("mount", errno);
+  }
+  for (int i = 0; i < o->nhide; i++) {
+    if (mount("tmpfs", o->hide[i], "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=000") != 0) fail("mount", errno);
+  }
+}
+
+/* ---- network namespaces ---- */
+
+static int wait_exit_code(pid_t child);
+
+/* Brings the loopback interface of our (new) network namespace up. */
+static int loopback_up(void) {
+  int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return errno;
+  struct ifreq req;
+  memset(&req, 0, sizeof req);
+  strncpy(req.ifr_name, "lo", IFNAMSIZ - 1);
+  int err = 0;
+  if (ioctl(fd, SIOCGIFFLAGS, &req) != 0) err = errno;
+  else {
+    req.ifr_flags |= IFF_UP;
+    if (ioctl(fd, SIOCSIFFLAGS, &req) != 0) err = errno;
+  }
+  close(fd);
+  return err;
+}
+
+/* --netns-make: in a child (our own namespace stays the host's), unshare the network namespace,
+   bring lo up and bind it onto FILE. Prints "netns ok" or "netns <stage> <errno>"; exits 0 or 1. */
+static int netns_make(const char *file) {
+  int fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+  if (fd < 0) {
+    printf("netns create %d\n", errno);
+    return 1;
+  }
+  close(fd);
+  int report[2];
+  if (pipe2(report, O_CLOEXEC) != 0) {
+    printf("netns fork %d\n", errno);
+    unlink(file);
+    return 1;
+  }
+  fflush(stdout);
+  pid_t child = fork();
+  if (child < 0) {
+    printf("netns fork %d\n", errno);
+    unlink(file);
+    return 1;
+  }
+  if (child == 0) {
+    close(report[0]);
+    const char *stage = NULL;
+    int err = 0;
+    if (unshare(CLONE_NEWNET) != 0) stage = "unshare", err = errno;
+    else if ((err = loopback_up()) != 0) stage = "loopback";
+    else if (mount("/proc/self/ns/net", file, NULL, MS_BIND, NULL) != 0) stage = "mount", err = errno;
+    if (stage != NULL) {
+      char line[64];
+      int n = snprintf(line, sizeof line, "%s %d", stage, err);
+      ssize_t ignored = write(report[1], line, (size_t)n);
+      (void)ignored;
+      _exit(1);
+    }
+    _exit(0);
+  }
+  close(report[1]);
+  char text[64];
+  ssize_t got = read(report[0], text, sizeof text - 1);
+  close(report[0]);
+  text[got > 0 ? got : 0] = '\0';
+  int code = wait_exit_code(child);
+  if (code == 0 && got <= 0) {
+    printf("netns ok\n");
+    return 0;
+  }
+  unlink(file);
+  if (got > 0) printf("netns %s\n", text);
+  else printf("netns exit %d\n", code);
+  return 1;
+}
+
+static int netns_drop(const char *file) {
+  if (umount2(file, MNT_DETACH) != 0 && errno != EINVAL && errno != ENOENT) {
+    printf("netns umount %d\n", errno);
+    return 1;
+  }
+  if (unlink(file) != 0 && errno != ENOENT) {
+    printf("netns unlink %d\n", errno);
+    return 1;
+  }
+  printf("netns ok\n");
+  return 0;
+}
+
+/* --netns: join the namespace bound on FILE. A FILE that is not a network namespace (the session
+   ended and the file is gone, or something else is there) fails: the command never runs on the
+   host's network by mistake. */
+static void join_netns(const char *file) {
+  int fd = open(file, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail("netns", errno);
+  if (setns(fd, CLONE_NEWNET) != 0) fail("netns", errno);
+  close(fd);
 }
 
 static void exec_command(char *const argv[], const char *file) __attribute__((noreturn));
@@ -188,23 +678,21 @@ static void exec_command(char *const argv[], const char *file) {
   fail("exec", errno);
 }
 
-/* Runs as pid 1 of the new namespace: private /proc, read-only binds, the command, the reaper. */
-static void run_init(char *const argv[], const char *file, char *ro[], int nro, char *rw[], int nrw,
-                     const struct user_spec *user, int status_fd) __attribute__((noreturn));
-static void run_init(char *const argv[], const char *file, char *ro[], int nro, char *rw[], int nrw,
-                     const struct user_spec *user, int status_fd) {
+/* Runs as pid 1 of the new namespace: private /proc, the mounts asked for, the command, the reaper. */
+static void run_init(char *const argv[], const char *file, const struct options *o, int status_fd) __attribute__((noreturn));
+static void run_init(char *const argv[], const char *file, const struct options *o, int status_fd) {
+  /* Our working directory was resolved before the mounts below: it is looked up again after
+     them, or a relative path from it would bypass a read-only bind over part of it. */
+  char cwd[4096];
+  int have_cwd = getcwd(cwd, sizeof cwd) != NULL;
   /* Mounts made here must never propagate back to the host's namespace. */
   if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) fail("mount", errno);
   if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0) fail("mount", errno);
-  for (int i = 0; i < nro; i++) {
-    if (mount(ro[i], ro[i], NULL, MS_BIND | MS_REC, NULL) != 0) fail("mount", errno);
-    if (mount(NULL, ro[i], NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) != 0) fail("mount", errno);
-  }
-  /* After the read-only binds, so that an exception beneath one is mounted on top of it. */
-  for (int i = 0; i < nrw; i++) {
-    if (mount(rw[i], rw[i], NULL, MS_BIND | MS_REC, NULL) != 0) fail("mount", errno);
-    if (mount(NULL, rw[i], NULL, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV, NULL) != 0) fail("mount", errno);
-  }
+  setup_mounts(o);
+  if (have_cwd && chdir(cwd) != 0) fail("mount", errno);
+  /* The init keeps every capability (it mounts nothing more, but a confined command must not be
+     able to ptrace it): not dumpable, so its /proc files and ptrace need CAP_SYS_PTRACE. */
+  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   sigset_t forwarded, none;
   forwarded_mask(&forwarded);
   sigemptyset(&none);
@@ -222,7 +710,7 @@ static void run_init(char *const argv[], const char *file, char *ro[], int nro, 
     sigprocmask(SIG_SETMASK, &none, NULL);
     close(status_fd);
     setsid(); /* its own session and group inside the namespace (pgid 0 would confuse shells) */
-    drop_privileges(user);
+    confine_command(o);
     exec_command(argv, file);
   }
   /* The init holds none of the command's pipes (output must reach EOF when the command's tree
@@ -249,6 +737,13 @@ static void run_init(char *const argv[], const char *file, char *ro[], int nro, 
   _exit(0);
 }
 
+static int wait_exit_code(pid_t child) {
+  int status;
+  while (waitpid(child, &status, 0) < 0)
+    if (errno != EINTR) return errno;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 255;
+}
+
 static int probe_pidns(void) {
   pid_t child = fork();
   if (child < 0) return errno;
@@ -261,19 +756,99 @@ static int probe_pidns(void) {
       if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0) _exit(errno & 0xff);
       _exit(getpid() == 1 ? 0 : 255);
     }
-    int status;
-    if (waitpid(init, &status, 0) < 0) _exit(errno & 0xff);
-    _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 255);
+    _exit(wait_exit_code(init));
   }
-  int status;
-  if (waitpid(child, &status, 0) < 0) return errno;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 255;
+  return wait_exit_code(child);
+}
+
+/* Makes --confine's namespaces and mounts in a throw-away child; prints "confine ok" or the
+   stage and errno that failed, as the control channel would have said them. */
+static void probe_confine(void) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    printf("confine fork %d\n", errno);
+    return;
+  }
+  fflush(stdout);
+  pid_t child = fork();
+  if (child < 0) {
+    printf("confine fork %d\n", errno);
+    return;
+  }
+  if (child == 0) {
+    close(fds[0]);
+    if (dup2(fds[1], CONTROL_FD) < 0) _exit(127);
+    control_open = 1;
+    if (unshare(CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWCGROUP) != 0) fail("unshare", errno);
+    pid_t init = fork();
+    if (init < 0) fail("fork", errno);
+    if (init == 0) {
+      struct options none;
+      memset(&none, 0, sizeof none);
+      none.confine = 1;
+      if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) fail("mount", errno);
+      if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0) fail("mount", errno);
+      setup_mounts(&none);
+      _exit(0);
+    }
+    _exit(wait_exit_code(init));
+  }
+  close(fds[1]);
+  char text[128];
+  size_t got = 0;
+  for (;;) {
+    ssize_t n = read(fds[0], text + got, sizeof text - 1 - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += (size_t)n;
+    if (got == sizeof text - 1) break;
+  }
+  close(fds[0]);
+  text[got] = '\0';
+  int code = wait_exit_code(child);
+  char stage[32];
+  int err;
+  if (sscanf(text, "E %31s %d", stage, &err) == 2) printf("confine %s %d\n", stage, err);
+  else if (code == 0) printf("confine ok\n");
+  else printf("confine exit %d\n", code);
+}
+
+/* Whether --caps can confine the bounding set here ("caps ok"), has nothing to drop ("caps
+   none": we hold no capability) or cannot ("caps <errno>"). */
+static void probe_caps(void) {
+  struct __user_cap_data_struct data[2];
+  int err = cap_get(data);
+  if (err != 0) {
+    printf("caps %d\n", err);
+    return;
+  }
+  if (data[0].permitted == 0 && data[1].permitted == 0) {
+    printf("caps none\n");
+    return;
+  }
+  fflush(stdout);
+  pid_t child = fork();
+  if (child < 0) {
+    printf("caps %d\n", errno);
+    return;
+  }
+  if (child == 0) {
+    int dropped = drop_capabilities();
+    if (dropped != 0) _exit(dropped & 0xff);
+    _exit(bounding_confined() ? 0 : EPERM);
+  }
+  int code = wait_exit_code(child);
+  if (code == 0) printf("caps ok\n");
+  else printf("caps %d\n", code);
 }
 
 static int probe(const char *user_name) {
   int pidns = probe_pidns();
   if (pidns == 0) printf("pidns ok\n");
   else printf("pidns %d\n", pidns);
+  if (pidns == 0) probe_confine();
+  else printf("confine unshare %d\n", pidns);
+  probe_caps();
   if (user_name != NULL) {
     struct passwd *pw = getpwnam(user_name);
     if (pw == NULL) {
@@ -314,13 +889,11 @@ int main(int argc, char *argv[]) {
     }
   }
 
-  const char *cgroup = NULL;
   const char *probe_user = NULL;
-  int pidns = 0, want_probe = 0, nro = 0, nrw = 0;
-  char *ro[MAX_RO];
-  char *rw[MAX_RW];
-  struct user_spec user;
-  memset(&user, 0, sizeof user);
+  int want_probe = 0;
+  static struct options o;
+  memset(&o, 0, sizeof o);
+  struct user_spec *user = &o.user;
   int have_uid = 0, have_gid = 0;
   int i = 1;
   for (; i < argc; i++) {
@@ -330,49 +903,64 @@ int main(int argc, char *argv[]) {
       break;
     }
     unsigned long value;
-    if (strcmp(arg, "--cgroup") == 0 && i + 1 < argc) cgroup = argv[++i];
-    else if (strcmp(arg, "--pidns") == 0) pidns = 1;
-    else if (strcmp(arg, "--ro") == 0 && i + 1 < argc && nro < MAX_RO) ro[nro++] = argv[++i];
-    else if (strcmp(arg, "--rw") == 0 && i + 1 < argc && nrw < MAX_RW) rw[nrw++] = argv[++i];
+    if (strcmp(arg, "--cgroup") == 0 && i + 1 < argc) o.cgroup = argv[++i];
+    else if (strcmp(arg, "--pidns") == 0) o.pidns = 1;
+    else if (strcmp(arg, "--confine") == 0) o.confine = 1;
+    else if (strcmp(arg, "--caps") == 0) o.caps = 1;
+    else if (strcmp(arg, "--netns") == 0 && i + 1 < argc) o.netns = argv[++i];
+    else if (strcmp(arg, "--netns-make") == 0 && i + 1 < argc) return netns_make(argv[++i]);
+    else if (strcmp(arg, "--netns-drop") == 0 && i + 1 < argc) return netns_drop(argv[++i]);
+    else if (strcmp(arg, "--rlimit") == 0 && i + 1 < argc && o.nrlimits < MAX_RLIMITS) {
+      if (parse_rlimit(argv[++i], &o.rlimits[o.nrlimits]) != 0) fail("usage", EINVAL);
+      o.nrlimits++;
+    }
+    else if (strcmp(arg, "--ro") == 0 && i + 1 < argc && o.nro < MAX_RO) o.ro[o.nro++] = argv[++i];
+    else if (strcmp(arg, "--rw") == 0 && i + 1 < argc && o.nrw < MAX_RW) o.rw[o.nrw++] = argv[++i];
+    else if (strcmp(arg, "--hide") == 0 && i + 1 < argc && o.nhide < MAX_HIDE) o.hide[o.nhide++] = argv[++i];
     else if (strcmp(arg, "--probe") == 0) want_probe = 1;
     else if (strcmp(arg, "--user") == 0 && i + 1 < argc) probe_user = argv[++i];
     else if (strcmp(arg, "--uid") == 0 && i + 1 < argc && parse_id(argv[++i], &value) == 0) {
-      user.uid = (uid_t)value;
+      user->uid = (uid_t)value;
       have_uid = 1;
     } else if (strcmp(arg, "--gid") == 0 && i + 1 < argc && parse_id(argv[++i], &value) == 0) {
-      user.gid = (gid_t)value;
+      user->gid = (gid_t)value;
       have_gid = 1;
     } else if (strcmp(arg, "--groups") == 0 && i + 1 < argc) {
       char *list = argv[++i];
-      for (char *item = strtok(list, ","); item != NULL && user.ngroups < MAX_GROUPS; item = strtok(NULL, ",")) {
+      for (char *item = strtok(list, ","); item != NULL && user->ngroups < MAX_GROUPS; item = strtok(NULL, ",")) {
         if (parse_id(item, &value) != 0) fail("usage", EINVAL);
-        user.groups[user.ngroups++] = (gid_t)value;
+        user->groups[user->ngroups++] = (gid_t)value;
       }
     } else fail("usage", EINVAL);
   }
   if (want_probe) return probe(probe_user);
   if (have_uid != have_gid) fail("usage", EINVAL);
-  user.set = have_uid;
-  if (user.set && user.ngroups == 0) user.groups[user.ngroups++] = user.gid;
+  /* Mounts and a cgroup namespace exist only in a namespace of our own. */
+  if (!o.pidns && (o.confine || o.nro > 0 || o.nrw > 0 || o.nhide > 0)) fail("usage", EINVAL);
+  user->set = have_uid;
+  if (user->set && user->ngroups == 0) user->groups[user->ngroups++] = user->gid;
   /* FILE, then the command's argv (argv[0] first). */
   if (argc - i < 2) fail("usage", EINVAL);
   const char *file = argv[i];
   char **command_argv = &argv[i + 1];
 
-  if (cgroup != NULL) {
+  if (o.netns != NULL) join_netns(o.netns);
+
+  if (o.cgroup != NULL) {
     char path[4096];
-    if (snprintf(path, sizeof path, "%s/cgroup.procs", cgroup) >= (int)sizeof path) fail("cgroup", ENAMETOOLONG);
+    if (snprintf(path, sizeof path, "%s/cgroup.procs", o.cgroup) >= (int)sizeof path) fail("cgroup", ENAMETOOLONG);
     /* "0" is the writer itself; from here on every child we make is born inside the cgroup. */
     int err = write_file(path, "0");
     if (err != 0) fail("cgroup", err);
   }
 
-  if (!pidns) {
-    drop_privileges(&user);
+  if (!o.pidns) {
+    confine_command(&o);
     exec_command(command_argv, file);
   }
 
-  if (unshare(CLONE_NEWPID | CLONE_NEWNS) != 0) fail("unshare", errno);
+  /* After joining the cgroup: a new cgroup namespace is rooted at the cgroup we are in. */
+  if (unshare(CLONE_NEWPID | CLONE_NEWNS | (o.confine ? CLONE_NEWCGROUP : 0)) != 0) fail("unshare", errno);
   int status_pipe[2];
   if (pipe2(status_pipe, O_CLOEXEC) != 0) fail("fork", errno);
   sigset_t forwarded, none;
@@ -385,7 +973,7 @@ int main(int argc, char *argv[]) {
   if (init == 0) {
     close(status_pipe[0]);
     /* The status pipe must survive into the init but not into the command (closed there). */
-    run_init(command_argv, file, ro, nro, rw, nrw, &user, status_pipe[1]);
+    run_init(command_argv, file, &o, status_pipe[1]);
   }
   close(status_pipe[1]);
   forward_target = init;

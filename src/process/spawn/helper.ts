@@ -53,10 +53,41 @@ export interface RunAsUser {
   readonly groups: readonly number[];
 }
 
+/**
+ * The capabilities the helper's `--caps` keeps (a container runtime's default set, Docker's 14),
+ * in the order of `KEPT_CAPS` in capsule-spawn.c; every other one is dropped from all five sets.
+ */
+export const KEPT_CAPABILITIES: readonly string[] = [
+  'CHOWN',
+  'DAC_OVERRIDE',
+  'FOWNER',
+  'FSETID',
+  'KILL',
+  'SETGID',
+  'SETUID',
+  'SETPCAP',
+  'NET_BIND_SERVICE',
+  'NET_RAW',
+  'SYS_CHROOT',
+  'MKNOD',
+  'AUDIT_WRITE',
+  'SETFCAP',
+];
+
+/** Something the helper can do here, or why not. */
+export type ProbeAnswer = { readonly ok: true } | { readonly ok: false; readonly reason: string };
+
 /** What the helper found it can do here (`capsule-spawn --probe`). */
 export interface HelperProbe {
   /** A PID + mount namespace with a private /proc can be made, or why not. */
-  readonly pidNamespace: { readonly ok: true } | { readonly ok: false; readonly reason: string };
+  readonly pidNamespace: ProbeAnswer;
+  /** `--confine` (a cgroup namespace, /sys and the cgroup filesystems read-only) can be had, or why not. */
+  readonly confine: ProbeAnswer;
+  /**
+   * `--caps`: `ok`, the capabilities beyond {@link KEPT_CAPABILITIES} can be dropped; `none`, this
+   * process holds no capability (nothing to drop: `no_new_privs` alone applies); or why they cannot.
+   */
+  readonly capabilities: 'ok' | 'none' | { readonly reason: string };
   /** The user asked about: found, or null when there is no such user. Absent when none was asked. */
   readonly user?: RunAsUser | null;
 }
@@ -85,10 +116,15 @@ export function probeHelper(path: string, userName?: string): HelperProbe {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
   } catch (error) {
-    const probe: HelperProbe = { pidNamespace: { ok: false, reason: `the spawn helper did not run: ${(error as Error).message}` } };
+    const reason = `the spawn helper did not run: ${(error as Error).message}`;
+    const probe: HelperProbe = { pidNamespace: { ok: false, reason }, confine: { ok: false, reason }, capabilities: { reason } };
     return probe;
   }
-  let pidNamespace: HelperProbe['pidNamespace'] = { ok: false, reason: 'the spawn helper gave no answer' };
+  const silent = 'the spawn helper gave no answer';
+  let pidNamespace: HelperProbe['pidNamespace'] = { ok: false, reason: silent };
+  // A helper built before --confine and --caps existed (CAPSULE_SPAWN_HELPER) says nothing of them.
+  let confine: HelperProbe['confine'] = { ok: false, reason: `${silent} about --confine (an older build?)` };
+  let capabilities: HelperProbe['capabilities'] = { reason: `${silent} about --caps (an older build?)` };
   let user: RunAsUser | null | undefined;
   for (const line of output.split('\n')) {
     const [key, ...rest] = line.split(' ');
@@ -98,6 +134,15 @@ export function probeHelper(path: string, userName?: string): HelperProbe {
         value === 'ok'
           ? { ok: true }
           : { ok: false, reason: `unshare(CLONE_NEWPID|CLONE_NEWNS) or mounting /proc failed: ${errnoName(Number(value))} (needs root or CAP_SYS_ADMIN)` };
+    } else if (key === 'confine') {
+      const [stage = '', code = ''] = rest;
+      confine =
+        stage === 'ok'
+          ? { ok: true }
+          : { ok: false, reason: `a cgroup namespace with read-only /sys and cgroup mounts could not be made (${stage}: ${stage === 'exit' ? `exit code ${code}` : errnoName(Number(code))})` };
+    } else if (key === 'caps') {
+      const value = rest[0] ?? '';
+      capabilities = value === 'ok' || value === 'none' ? value : { reason: `capabilities could not be dropped (${errnoName(Number(value))})` };
     } else if (key === 'user' && userName !== undefined) {
       if (rest[0] === 'none') user = null;
       else {
@@ -111,7 +156,7 @@ export function probeHelper(path: string, userName?: string): HelperProbe {
       }
     }
   }
-  const probe: HelperProbe = user === undefined ? { pidNamespace } : { pidNamespace, user };
+  const probe: HelperProbe = user === undefined ? { pidNamespace, confine, capabilities } : { pidNamespace, confine, capabilities, user };
   probes.set(key, probe);
   return probe;
 }
@@ -126,6 +171,16 @@ export interface HelperLaunch {
   readonly readOnly: readonly string[];
   /** Writable exceptions beneath the read-only paths (bound after them, writable). Absent: none. */
   readonly writable?: readonly string[];
+  /** Directories hidden under an empty read-only tmpfs in that mount namespace. Absent: none. */
+  readonly hidden?: readonly string[];
+  /** With `pidNamespace`: a cgroup namespace, /sys, the cgroup filesystems and /proc/sys read-only (`--confine`). */
+  readonly confine?: boolean;
+  /** Keep only {@link KEPT_CAPABILITIES} and set `no_new_privs` before exec (`--caps`). */
+  readonly caps?: boolean;
+  /** `--rlimit KIND=N` arguments (`src/process/resources.ts`), set on the command before exec. Absent: none. */
+  readonly rlimits?: readonly string[];
+  /** The session's network namespace file to join first (`src/process/network.ts`), or null/absent: the host's network. */
+  readonly netns?: string | null;
   /** Drop to this user before exec, or null. */
   readonly user: RunAsUser | null;
 }
@@ -136,9 +191,14 @@ export function helperArgs(launch: HelperLaunch, executable: string, argv0: stri
   if (launch.cgroup !== null) out.push('--cgroup', launch.cgroup);
   if (launch.pidNamespace) {
     out.push('--pidns');
+    if (launch.confine === true) out.push('--confine');
     for (const path of launch.readOnly) out.push('--ro', path);
     for (const path of launch.writable ?? []) out.push('--rw', path);
+    for (const path of launch.hidden ?? []) out.push('--hide', path);
   }
+  if (launch.caps === true) out.push('--caps');
+  out.push(...(launch.rlimits ?? []));
+  if (launch.netns !== undefined && launch.netns !== null) out.push('--netns', launch.netns);
   if (launch.user !== null) {
     out.push('--uid', String(launch.user.uid), '--gid', String(launch.user.gid));
     if (launch.user.groups.length > 0) out.push('--groups', launch.user.groups.join(','));
@@ -158,7 +218,7 @@ export interface ControlReport {
    * of the report reads it then).
    */
   readonly initStartTime?: number | null;
-  /** Setup or exec failed: the stage (`cgroup`, `unshare`, `fork`, `mount`, `user`, `exec`, `usage`) and errno name. */
+  /** Setup or exec failed: the stage (`netns`, `cgroup`, `unshare`, `fork`, `mount`, `caps`, `rlimit`, `user`, `exec`, `usage`) and errno name. */
   readonly failure: { readonly stage: string; readonly code: string } | null;
 }
 

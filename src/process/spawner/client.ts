@@ -1,8 +1,8 @@
 /**
- * The runtime's side of the session's spawner (issue 14, `main.ts` is the other side): one small,
+ * The runtime's side of the session's spawner (`main.ts` is the other side): one small,
  * long-lived Node process per session that `fork()`s the commands, so that a spawn costs what a
- * fork of a ~45 MiB process costs, whatever the runtime holds (a fork's price grows with the
- * parent's memory: 0.70 ms from 49 MiB, 5.47 ms from 200 MiB). It tells back each command's pid,
+ * fork of a small process costs, whatever the runtime holds (a fork's price grows with the
+ * parent's memory). It tells back each command's pid,
  * output and exit; identity, cgroups, PID namespaces and ending stay in `containment.ts`.
  *
  * Output: the spawner forwards what a command prints as data messages as it comes (a quiet step
@@ -34,6 +34,8 @@ import { parseControl, type ControlReport } from '../spawn/helper.js';
 import { spawnerProgram } from '../programs.js';
 import { forkSpawner, spawnerWanted, SPAWNER_ENV, takeEarlySpawner } from './early.js';
 import { LaunchQueue } from './launch-queue.js';
+import { protocolIssue, SpawnerReport, UNREADABLE_REQUEST_EXIT, type SpawnerRequest } from './messages.js';
+import { messageOf } from '../../errors.js';
 
 export { spawnerProgram, spawnerWanted, SPAWNER_ENV };
 
@@ -168,6 +170,8 @@ export class Spawner {
   readonly #deaths = new WeakMap<ChildProcess, string>();
   /** Spawners this runtime killed for not answering (their death is said so). */
   readonly #hung = new WeakSet<ChildProcess>();
+  /** Spawners this runtime killed for a message that is not of the protocol, and what was wrong with it. */
+  readonly #unreadable = new WeakMap<ChildProcess, string>();
   /** Messages heard from the spawner so far: what the hung check watches move. */
   #heard = 0;
   /** The count at the last tick, and the ticks in a row it did not move while the runtime waited on the spawner. */
@@ -257,7 +261,7 @@ export class Spawner {
       try {
         options = queued.request.prepare();
       } catch (error) {
-        options = error instanceof Error ? error.message : String(error);
+        options = messageOf(error);
       }
       if (typeof options === 'string') {
         queued.resolve(failedStart(queued.request.name, options, queued.startedAtMs));
@@ -375,7 +379,7 @@ export class Spawner {
       });
       this.#refresh();
       this.#watchSpawner();
-      child.send({
+      const request: SpawnerRequest = {
         t: 'spawn',
         id,
         file: options.file,
@@ -386,7 +390,8 @@ export class Spawner {
         input: options.stdin ?? null,
         stdinPipe: options.stdin === undefined && options.stdinPipe === true,
         control: options.control === true,
-      });
+      };
+      child.send(request);
     });
   }
 
@@ -455,7 +460,11 @@ export class Spawner {
       });
     });
     child.on('error', () => undefined); // a failed send to a dying spawner; `exit` follows
-    child.on('message', (message: SpawnerMessage, handle: unknown) => this.#message(message, handle));
+    child.on('message', (received: unknown, handle: unknown) => {
+      const parsed = SpawnerReport.safeParse(received);
+      if (parsed.success) this.#message(parsed.data, handle);
+      else this.#unreadableReport(child, protocolIssue(parsed.error), handle);
+    });
     return child;
   }
 
@@ -472,12 +481,25 @@ export class Spawner {
     }
   }
 
+  /**
+   * The spawner sent what is not a {@link SpawnerReport}: nothing it says can be trusted any more,
+   * so it is killed (SIGKILL, by its pid) and its death handled as any other (its launches fail, its
+   * trees are ended; the next launch starts a new spawner).
+   */
+  #unreadableReport(child: ChildProcess, issue: string, handle: unknown): void {
+    (handle as { destroy?: () => void } | undefined)?.destroy?.();
+    const pid = child.pid;
+    if (pid === undefined || child.exitCode !== null || child.signalCode !== null || this.#unreadable.has(child)) return;
+    this.#unreadable.set(child, issue);
+    signalProcess(pid, 'SIGKILL');
+  }
+
   /** Sends `message` to the spawner `child`, if it is still the one running and connected. */
-  #tell(child: ChildProcess, message: object): void {
+  #tell(child: ChildProcess, message: SpawnerRequest): void {
     if (this.#child === child && child.connected) child.send(message, undefined, undefined, () => undefined);
   }
 
-  #message(message: SpawnerMessage, handle: unknown): void {
+  #message(message: SpawnerReport, handle: unknown): void {
     this.#heard += 1;
     switch (message.t) {
       case 'pong':
@@ -593,11 +615,16 @@ export class Spawner {
   /** The spawner exited: closed by us, or died. Every leader not seen exiting is lost. */
   #died(child: ChildProcess, code: number | null, signal: NodeJS.Signals | null): void {
     if (this.#child === child) this.#child = null;
+    const unreadable = this.#unreadable.get(child);
     const how = this.#hung.has(child)
       ? `said nothing for ${String(this.#answerMs / 1000)} s and was killed (SIGKILL)`
-      : signal !== null
-        ? `killed by ${signal}`
-        : `exit status ${String(code)}`;
+      : unreadable !== undefined
+        ? `sent a message that is not of the protocol (${unreadable}) and was killed (SIGKILL)`
+        : signal !== null
+          ? `killed by ${signal}`
+          : code === UNREADABLE_REQUEST_EXIT
+            ? `exit status ${String(code)}: it was sent a message that is not of the protocol`
+            : `exit status ${String(code)}`;
     const entries = [...this.#pending.values()];
     this.#pending.clear();
     for (const pending of entries) {
@@ -628,18 +655,6 @@ export class Spawner {
     });
   }
 }
-
-type SpawnerMessage =
-  | { t: 'pong' }
-  | { t: 'started'; id: number; pid: number; startTime: number }
-  | { t: 'd'; id: number; s: 0 | 1; b: string }
-  | { t: 'e'; id: number; s: 0 | 1 }
-  | { t: 'flushed'; id: number }
-  | { t: 'h'; id: number; s: 0 | 1 }
-  | { t: 'in'; id: number }
-  | { t: 'ctl'; id: number; text: string; initStart?: number | null }
-  | { t: 'exit'; id: number; code: number | null; signal: NodeJS.Signals | null; ended: [boolean, boolean]; kept?: true }
-  | { t: 'fail'; id: number; code: string | null; message: string };
 
 /**
  * Writes `text` to `path` as `writeFileSync` does (opened `w`, one write, closed), the write itself
@@ -691,7 +706,7 @@ class Output {
 
   constructor(
     readonly id: number,
-    readonly tell: (message: object) => void,
+    readonly tell: (message: SpawnerRequest) => void,
     readonly forget: () => void,
     /** +1 when a flush is asked of the spawner, -1 when it is answered: the runtime's loop waits for the answer. */
     readonly hold: (delta: 1 | -1) => void,

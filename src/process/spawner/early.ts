@@ -2,8 +2,7 @@
  * Forking the session's spawner (client.ts) — and forking it early: `capsule run` calls
  * {@link forkSpawnerEarly} at its first instruction, so that the spawner's Node boots while the
  * runtime is still loading its own code, instead of after the session and the plan are ready
- * (issue 14, startup: a Node start is ~110 ms on the reference machine, and the first shell step
- * waited for it). Imports nothing heavy: the entry point loads this before anything else.
+ * (startup: a Node start is a noticeable wait, and the first shell step would wait for it). Imports nothing heavy: the entry point loads this before anything else.
  *
  * Until a session takes it ({@link takeEarlySpawner}, in `Spawner`), the early spawner has been
  * sent nothing and started nothing; it leads its own process group and keeps nothing of the
@@ -16,7 +15,7 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { spawnerProgram } from '../programs.js';
 
-/** Environment variable choosing how commands are started: `spawner` (the default) or `direct` (the runtime forks them itself, as before issue 14). */
+/** Environment variable choosing how commands are started: `spawner` (the default) or `direct` (the runtime forks them itself). */
 export const SPAWNER_ENV = 'CAPSULE_SPAWNER';
 
 /**

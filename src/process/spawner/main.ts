@@ -1,29 +1,15 @@
 /**
- * The session's spawner process (issue 14): a small, long-lived Node process that starts commands
- * on the runtime's behalf, so that the cost of a `fork()` is that of this process (~45 MiB, and
- * it never grows with the plan) instead of the runtime's (120–190 MiB for a large plan). Started
+ * The session's spawner process: a small, long-lived Node process that starts commands
+ * on the runtime's behalf, so that the cost of a `fork()` is that of this small process (it never
+ * grows with the plan) instead of the runtime's, which does. Started
  * once per session by `client.ts` (`child_process.fork`, an IPC channel); imports nothing but
- * Node's own modules, `../proc.js` and `../signals.js`.
+ * Node's own modules, `../proc.js`, `../signals.js` and the protocol (`messages.ts`, zod/mini).
  *
- * Protocol (JSON over the IPC channel; `client.ts` is the other side; `s` is 0 for stdout, 1 for stderr):
- * - in  `{t:'spawn', id, file, args, argv0?, cwd, env, input, stdinPipe, control}`;
- *   `{t:'close', id, s}` the runtime stopped reading that stream (a held-open pipe it cut);
- *   `{t:'flush', id}` the runtime's drain grace ended while a stream is still read here;
- *   `{t:'forget', id}` the runtime has proven the process group of request `id` gone (its tree
- *   settled): this process stops holding it; `{t:'ping'}` the runtime heard nothing for a while
- *   (answered `{t:'pong'}` at once: a spawner silent through many pings is taken for hung and killed).
- * - out `{t:'started', id, pid, startTime}` at the spawn; `{t:'d', id, s, b}` bytes of a stream
- *   as they are read (`b` base64); `{t:'h', id, s}` with the stream's pipe itself as the handle;
- *   `{t:'in', id}` with stdin (only with `stdinPipe`); `{t:'ctl', id, text, initStart?}` the helper's
- *   control channel (fd 3) at its end of file, with the start time of the PID namespace's init it
- *   names (null: not readable); `{t:'exit', id, code, signal, ended, kept?}` the leader's exit,
- *   `ended` saying which streams had reached their end of file here, `kept: true` when the group
- *   still has a process (it stays held until `forget`; without it, no `forget` is needed); `{t:'e', id, s}` a stream's
- *   end of file after the exit; `{t:'fail', id, code, message}` when it could not be spawned;
- *   `{t:'flushed', id}` the answer to a flush, once the streams still read here have read nothing
- *   new for a whole loop turn (every byte read is sent before it): a held-open pipe is cut only
- *   after what it held when the grace ended has reached the runtime, even if this process was
- *   stalled (descheduled, stopped) through the grace.
+ * Protocol: the messages of `messages.ts` over the IPC channel (`client.ts` is the other side),
+ * each request parsed before it is acted on. A flush is answered once the streams still read here
+ * have read nothing new for a whole loop turn (every byte read is sent before the answer): a
+ * held-open pipe is cut only after what it held when the grace ended has reached the runtime, even
+ * if this process was stalled (descheduled, stopped) through the grace.
  *
  * Output: a quiet or small command costs no pipe handover (each is a message the runtime must
  * acknowledge before anything else can be sent, and a socket built on both sides): this process
@@ -43,39 +29,13 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import type { Readable } from 'node:stream';
 import { isSameLiveProcess, processStartTime, provenGroupMembers, type ProcessRef } from '../proc.js';
 import { processGroupExists, signalProcess, signalProcessGroup } from '../signals.js';
+import { SpawnerRequest, UNREADABLE_REQUEST_EXIT, type SpawnerReport } from './messages.js';
 
 // As `capsule` does from its first instruction (docs/security.md): a step that may signal this
 // process (same uid, no PID namespace) must not open Node's inspector in it with SIGUSR1.
 process.on('SIGUSR1', () => undefined);
 
-interface SpawnMessage {
-  readonly t: 'spawn';
-  readonly id: number;
-  readonly file: string;
-  readonly args: string[];
-  readonly argv0?: string;
-  readonly cwd: string;
-  readonly env: Record<string, string>;
-  readonly input: string | null;
-  readonly stdinPipe: boolean;
-  readonly control: boolean;
-}
-
-interface CloseMessage {
-  readonly t: 'close';
-  readonly id: number;
-  readonly s: 0 | 1;
-}
-
-interface FlushMessage {
-  readonly t: 'flush';
-  readonly id: number;
-}
-
-interface ForgetMessage {
-  readonly t: 'forget';
-  readonly id: number;
-}
+type SpawnMessage = Extract<SpawnerRequest, { t: 'spawn' }>;
 
 /** Loop turns a flush may wait while output is still arriving (as the runtime's drain does). */
 const MAX_QUIESCENCE_TURNS = 64;
@@ -119,7 +79,7 @@ const reading = new Map<number, [Forwarded | null, Forwarded | null]>();
  * when it says so is handed over instead: with {@link FORWARD_LIMIT}, what keeps this process's
  * memory bounded whatever the commands print.
  */
-const send = (message: object, handle?: unknown): boolean => {
+const send = (message: SpawnerReport, handle?: unknown): boolean => {
   if (process.connected !== true) return true;
   return process.send?.(message, handle as never, undefined, () => undefined) ?? true;
 };
@@ -338,18 +298,32 @@ async function flush(id: number): Promise<void> {
   send({ t: 'flushed', id });
 }
 
-process.on('message', (message: SpawnMessage | CloseMessage | FlushMessage | ForgetMessage | { t: 'ping' }) => {
-  if (message?.t === 'spawn') start(message);
-  else if (message?.t === 'ping') send({ t: 'pong' });
-  else if (message?.t === 'close') {
-    reading.get(message.id)?.[message.s]?.close();
-  } else if (message?.t === 'flush') void flush(message.id);
-  else if (message?.t === 'forget') release(message.id);
+process.on('message', (received: unknown) => {
+  const parsed = SpawnerRequest.safeParse(received);
+  // Not a message of the runtime's: nothing here can be trusted to be what it asked for.
+  if (!parsed.success) return endAll(UNREADABLE_REQUEST_EXIT);
+  const message = parsed.data;
+  switch (message.t) {
+    case 'spawn':
+      return start(message);
+    case 'ping':
+      send({ t: 'pong' });
+      return;
+    case 'close':
+      return reading.get(message.id)?.[message.s]?.close();
+    case 'flush':
+      return void flush(message.id);
+    case 'forget':
+      return release(message.id);
+  }
 });
+
+/** Ends every group still held that is provably ours, and exits with `status`. */
+function endAll(status: number): void {
+  for (const group of held.values()) endIfOurs(group);
+  process.exit(status);
+}
 
 // The runtime is gone (it exited or crashed): nothing it started may outlive it — including what
 // a finished step left in the background. After a session's ordinary end nothing is held any more.
-process.on('disconnect', () => {
-  for (const group of held.values()) endIfOurs(group);
-  process.exit(0);
-});
+process.on('disconnect', () => endAll(0));

@@ -2,23 +2,20 @@
  * What every attempt actor shares (`toolAttempt`, `shellAttempt`, `delegation`): its one
  * `ATTEMPT.FINISHED`, the rule that it settles only once its processes are gone, the rule that it
  * starts nothing before the previous attempt's tree is gone, its ending (`ATTEMPT.END`), and the
- * gate. One {@link AttemptRun} per attempt actor; the kind-specific part is a function of it.
+ * gate; and, for the attempts that start a process tree, its environment ({@link stepEnvironment})
+ * and its tracking ({@link trackTree}). One {@link AttemptRun} per attempt actor; the kind-specific
+ * part is a function of it.
  */
 import { fromCallback, type AnyActorRef } from 'xstate';
 import type { AttemptOutcome, AttemptReport, AttemptRequest, AttemptInput } from '../../../machines/step.machine.js';
-import type { ContainedProcess } from '../../process/containment.js';
+import { messageOf } from '../../errors.js';
+import { buildShellEnv } from '../../executors/environment.js';
+import { processStartFields, type ContainedProcess } from '../../process/containment.js';
+import { StepLog } from '../../records/step-log.js';
 import type { AttemptEnvironment, Gate, GateRequest } from '../attempt.js';
 
 /** Error of an attempt ended (timeout or forced cancel) before its tool call or process started; the step machine words the reason. */
 export const ATTEMPT_ENDED_BEFORE_DISPATCH = 'attempt ended before it was dispatched';
-
-/** What an attempt a forced cancel ended produced after all: recorded as ignored (`plan_step_late`), never applied. */
-export interface IgnoredResult {
-  readonly stepId: string;
-  readonly attempt: number;
-  readonly status: 'success' | 'failed';
-  readonly error: string | null;
-}
 
 /** Outcomes the runtime itself makes for an ended attempt (not a result of the step's work). */
 const SYNTHETIC_ERRORS = new Set<string>(['tool call abandoned']);
@@ -99,7 +96,7 @@ export class AttemptRun {
   /**
    * A graceful cancel reached the step (`ATTEMPT.CANCEL`): an attempt whose launch waits for the
    * session's spawner at this moment (behind a wide wave's) is withdrawn, so nothing queued starts
-   * after the cancel (`cli.md`: "nothing more is dispatched", no more retries); one not queued yet
+   * after the cancel (`docs/cancel.md#plan-runs`: nothing more is dispatched, no more retries); one not queued yet
    * (dispatched in this same instant) or already sent runs on, as a graceful cancel lets a started
    * step. The step machine settles a withdrawn first attempt as a step that never ran, a withdrawn
    * retry as the attempt before it.
@@ -175,12 +172,12 @@ export class AttemptRun {
   }
 
   crash(error: unknown): void {
-    this.fail(errorMessage(error));
+    this.fail(messageOf(error));
   }
 
   /**
    * Runs `dispatch` one microtask later — `plan_step_start` of every step of the wave is written
-   * before any of them runs (`plan.md` §10.2 step 7), and XState starts the first wave's step
+   * before any of them runs (`docs/plan-format.md#the-scan`), and XState starts the first wave's step
    * actors before it delivers the plan's emitted events — or, for a retry, once its predecessor's
    * tree is gone. Nothing is dispatched once the attempt was ended; a throw fails the attempt.
    */
@@ -197,7 +194,7 @@ export class AttemptRun {
     else void this.#previousGone.then(run);
   }
 
-  /** Asks the session's gate (`plan.md` §18) before `dispatch`; a refusal fails the attempt with its text. */
+  /** Asks the session's gate (`docs/plan-format.md#the-gate`) before `dispatch`; a refusal fails the attempt with its text. */
   withGate(request: GateRequest, traced: Partial<AttemptOutcome>, dispatch: () => void): void {
     const gate = this.env.gate;
     if (gate === null) return dispatch();
@@ -208,7 +205,7 @@ export class AttemptRun {
         if (typeof refusal === 'string') this.fail(refusal, traced);
         else dispatch();
       })
-      .catch((error: unknown) => this.fail(errorMessage(error), traced));
+      .catch((error: unknown) => this.fail(messageOf(error), traced));
   }
 
   /** Ends a tree the step actor's stop left running (the step was stopped, not told to end its attempt). */
@@ -247,6 +244,42 @@ export function attemptActor(
   });
 }
 
-export function errorMessage(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
+/** The environment of a step's process (`docs/shell-commands.md#environment`, docs/manifest.md#command-tools): the same for shell steps and command tools. */
+export function stepEnvironment(env: AttemptEnvironment): Record<string, string> {
+  return buildShellEnv({
+    hostEnv: process.env,
+    allow: env.envAllow,
+    scratchDir: env.session.scratchDir,
+    runtimeDir: env.session.runtimeDir,
+    owner: env.session.containment.info.runAs,
+  });
+}
+
+/** Writes the tree's `process_start` under the plan node, remembers it for the next attempt, and lets `ATTEMPT.END` end it. */
+export function trackTree(run: AttemptRun, tree: ContainedProcess): void {
+  const started = processStartFields(tree);
+  if (started !== null) {
+    run.env.session.trace.write('process_start', run.env.traceParent, started);
+    run.remember(tree);
+  }
+  // FINISHED waits for the ending: the attempt settles once its tree is proven gone.
+  run.onEnd((graceMs) => run.endTree(tree, graceMs));
+}
+
+/**
+ * The attempt's log (`docs/records.md#step-logs`): what its process prints, both streams, capped by
+ * `lifecycle.max_log_bytes`; null in a session without records or a run that keeps no step logs.
+ * A log that cannot be written is a records failure (the run ends with exit 1), never the step's.
+ */
+export function openStepLog(run: AttemptRun, kind: 'shell' | 'tool', command: string): StepLog | null {
+  const env = run.env;
+  if (env.stepLogs === undefined || !env.session.hasRecords) return null;
+  const header = { plan_id: env.planId ?? '', step_id: run.input.step.step.id, attempt: run.attempt, kind, command };
+  return new StepLog(env.session.recordsDir, header, { maxLogBytes: env.maxLogBytes ?? null, onError: (error) => env.session.recordsWriteFailed(error) });
+}
+
+/** Ends the attempt's log (its last line: how the process ended) and records it for the report; before the attempt reports FINISHED. */
+export function closeStepLog(run: AttemptRun, log: StepLog | null, exit: { readonly exitCode: number; readonly signal: string | null } | null): void {
+  if (log === null) return;
+  run.env.stepLogs?.record(run.input.step.step.id, log.end(exit));
 }

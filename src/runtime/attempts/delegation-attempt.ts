@@ -1,13 +1,13 @@
 /**
- * The `delegation` effect actor: one attempt of a capsule step (`plan.md` §19.2), through the
- * local delegation plane (`src/runtime/delegation/`, issue 12). Per attempt: interpolate the
- * input, compute the task text (§19.1), refuse without a records directory, resolve the capsule
+ * The `delegation` effect actor: one attempt of a capsule step (`docs/delegation.md#one-delegation`), through the
+ * local delegation plane (`src/runtime/delegation/`). Per attempt: interpolate the
+ * input, compute the task text (docs/plan-format.md#capsule-input), refuse without a records directory, resolve the capsule
  * in the registry against the parent's `capabilities.spawn.allow` (a refusal starts nothing),
  * then delegate: the child is a separate `capsule serve` process owned by this attempt.
  *
- * Records (`trace-plan.md` §4): `delegation_start` once the child is up (it is registered in the
+ * Records (`docs/trace.md#delegation-records`): `delegation_start` once the child is up (it is registered in the
  * session's live delegations first, so a cancel's residue names it); the terminal `delegation`
- * record by exactly one writer (`cancel.md` §4.3): the attempt for every outcome but `canceled`;
+ * record by exactly one writer (`docs/cancel.md#one-writer-per-row`): the attempt for every outcome but `canceled`;
  * a canceled delegation's row is left for the run's task, which closes it after its
  * `task_canceled` ({@link closeCanceledRows}).
  */
@@ -18,13 +18,13 @@ import { capsuleTaskText } from '../../plan/validate.js';
 import { interpolateInput } from '../../plan/interpolate.js';
 import type { ContainedProcess } from '../../process/containment.js';
 import type { Session } from '../../session/session.js';
-import type { AttemptEnvironment } from '../attempt.js';
+import { messageOf } from '../../errors.js';
+import type { AttemptEnvironment, CanceledRow } from '../attempt.js';
 import type { Delegation } from '../delegation/plane.js';
 import { resolveCapsule, spawnTarget, DEFAULT_CAPSULE_VERSION } from '../delegation/registry.js';
-import { attemptActor, type LastTrees } from './attempt-run.js';
-import { trackTree } from './tool-attempt.js';
+import { attemptActor, trackTree, type LastTrees } from './attempt-run.js';
 
-/** A capsule step of a run that has no records directory (`plan.md` §19.2 step 6). */
+/** A capsule step of a run that has no records directory (`docs/delegation.md#one-delegation`). */
 export const noRecordsDirectory = (capsule: string): string =>
   `capsule step '${capsule}' cannot be delegated: the plan runs outside a session's records directory, where the child's work folder would be created; run it with a records directory (capsule run writes one by default; do not pass records: false)`;
 
@@ -47,7 +47,7 @@ export function delegationActor(env: AttemptEnvironment, lastTrees: LastTrees) {
       const session = env.session;
       const name = step.capsule as string;
       const target = spawnTarget(name, env.spawnAllow ?? []);
-      // The version map is keyed by the name as the step writes it (`plan.md` §19.2 step 7).
+      // The version map is keyed by the name as the step writes it (`docs/delegation.md#one-delegation`).
       const version = env.capsuleVersions !== undefined && Object.hasOwn(env.capsuleVersions, name) ? (env.capsuleVersions[name] as string) : DEFAULT_CAPSULE_VERSION;
       const startedMs = session.time.monotonicMs();
       const terminal = (result: DelegationOutcome): void => {
@@ -63,7 +63,7 @@ export function delegationActor(env: AttemptEnvironment, lastTrees: LastTrees) {
       };
       const noChild = (status: DelegationOutcome['status'], reason: string): DelegationOutcome => ({ status, answer: null, reason, delegation_id: null, child_session_id: null });
       /**
-       * Closes the row of a child that is up when the step was stopped (`cancel.md` §4.3): left for
+       * Closes the row of a child that is up when the step was stopped (`docs/cancel.md#one-writer-per-row`): left for
        * the run's task while the run has not ended (`late` false: called at the stop), else closed
        * here (`late`: the child came up after the stop, once its delegation ended). With no child
        * up at the stop, writes the terminal record of a delegation canceled without one.
@@ -100,7 +100,7 @@ export function delegationActor(env: AttemptEnvironment, lastTrees: LastTrees) {
             void (async (): Promise<void> => {
               if (!session.hasRecords) return report({ type: 'DELEGATION.ENDED', outcome: noChild('failed', noRecordsDirectory(name)) });
               // The delegation plane (its JSON-RPC client, the child's work folder and snapshot) is
-              // loaded by the first capsule step, not by every plan (issue 14, startup).
+              // loaded by the first capsule step, not by every plan (startup).
               const [resolved, { delegationTimeoutSecs, newDelegationId, startDelegation }, { snapshotGranted }] = await Promise.all([
                 resolveCapsule({ capsule: name, version, spawnAllow: env.spawnAllow, capsulesDir: env.capsulesDir }),
                 import('../delegation/plane.js'),
@@ -128,7 +128,7 @@ export function delegationActor(env: AttemptEnvironment, lastTrees: LastTrees) {
                   up = true;
                   launched = { delegation_id: child.delegation_id, child_session_id: child.child_session_id };
                   trackTree(run, child.tree);
-                  // Live from the moment the child is up (`cancel.md` §4.2), before it is handed its task.
+                  // Live from the moment the child is up (`docs/cancel.md#live-delegations`), before it is handed its task.
                   session.delegations.register(child.delegation_id, {
                     workdir: child.workdir,
                     capsule: child.capsule,
@@ -157,7 +157,7 @@ export function delegationActor(env: AttemptEnvironment, lastTrees: LastTrees) {
               if (!up) return report({ type: 'DELEGATION.ENDED', outcome: result });
               report({ type: 'DELEGATION.ANSWERED', outcome: result });
               report({ type: 'DELEGATION.ENDED', outcome: result });
-            })().catch((error: unknown) => report({ type: 'DELEGATION.ENDED', outcome: noChild('failed', error instanceof Error ? error.message : String(error)) }));
+            })().catch((error: unknown) => report({ type: 'DELEGATION.ENDED', outcome: noChild('failed', messageOf(error)) }));
             return () => {
               over = true;
             };
@@ -204,7 +204,7 @@ export function delegationActor(env: AttemptEnvironment, lastTrees: LastTrees) {
         (machine as AnyActorRef | null)?.stop();
         return (delegation as Delegation | null)?.tree() ?? null;
       },
-      // A graceful cancel ends a delegation's child (`cancel.md` §3.3).
+      // A graceful cancel ends a delegation's child (`docs/cancel.md#during-a-wave`).
       onCancel: () => {
         canceled = true;
         (machine as AnyActorRef | null)?.send({ type: 'CANCEL' });
@@ -213,17 +213,8 @@ export function delegationActor(env: AttemptEnvironment, lastTrees: LastTrees) {
   });
 }
 
-/** The reason a canceled delegation's terminal record gives (`cancel.md` §4.3: the parent's cancel, child-side detail). */
+/** The reason a canceled delegation's terminal record gives (`docs/cancel.md#one-writer-per-row`: the parent's cancel, child-side detail). */
 const CANCELED_ROW_REASON = `${PARENT_ENDED_DETAIL}: the task running the plan was cancelled`;
-
-/** A canceled delegation's row, left for the run's task to close (`cancel.md` §4.3). */
-export interface CanceledRow {
-  readonly delegation_id: string;
-  readonly capsule: string;
-  readonly version: string;
-  readonly child_session_id: string | null;
-  readonly startedMs: number;
-}
 
 /**
  * Closes the rows a canceled run's delegations left (after the task's `task_canceled`): each row

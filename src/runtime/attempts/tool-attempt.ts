@@ -1,16 +1,16 @@
 /**
- * The `toolAttempt` effect actor: one attempt of a tool step (`plan.md` §16) — interpolation, the
+ * The `toolAttempt` effect actor: one attempt of a tool step (`docs/plan-format.md#tool-steps`) — interpolation, the
  * gate, then an in-process function tool (library users) or a command tool from the manifest (a
  * contained process that reads its input as JSON on stdin and prints one ToolResult).
  */
 import type { JsonValue, PlanStep } from '../../../machines/contracts.js';
 import type { AttemptOutcome } from '../../../machines/step.machine.js';
 import { MAX_TOOL_STDOUT_BYTES, toolResultFromProcess, toolStepOutcome, type ToolResult } from '../../executors/command-tool.js';
-import { buildShellEnv } from '../../executors/environment.js';
 import { interpolateInput } from '../../plan/interpolate.js';
-import { processStartFields, type ContainedProcess } from '../../process/containment.js';
+import type { ContainedProcess } from '../../process/containment.js';
 import type { AttemptEnvironment, FunctionTool, ToolCallContext } from '../attempt.js';
-import { attemptActor, errorMessage, type AttemptRun, type LastTrees } from './attempt-run.js';
+import { messageOf } from '../../errors.js';
+import { attemptActor, closeStepLog, openStepLog, stepEnvironment, trackTree, type AttemptRun, type LastTrees } from './attempt-run.js';
 
 /** Error of an in-process tool that returned something other than a ToolResult. */
 export const invalidFunctionToolResult = (name: string): string =>
@@ -56,9 +56,16 @@ function runTool(run: AttemptRun, step: PlanStep, input: JsonValue, onTree: (tre
       maxCollectBytes: MAX_TOOL_STDOUT_BYTES + 1,
       onLeaderExit: (info) => run.leaderExited(info.pid, info.exitCode, info.signal),
     });
+    // Its stdout is the ToolResult; both streams go to the attempt's log as they arrive.
+    const log = openStepLog(run, 'tool', command.command.join(' '));
+    if (log !== null) {
+      tree.stdout?.on('data', (chunk: Buffer) => log.write(1, chunk));
+      tree.stderr?.on('data', (chunk: Buffer) => log.write(2, chunk));
+    }
     trackTree(run, tree);
     onTree(tree);
     void tree.done.then((result) => {
+      closeStepLog(run, log, result.spawnError === null ? { exitCode: result.exitCode, signal: result.signal } : null);
       const parsed = toolResultFromProcess(result, name);
       if (!parsed.ok) return run.fail(parsed.error, traced);
       void toolStepOutcome(parsed.result, name, env.session.workdir).then((o) => run.finish({ ...o, ...traced }), (error: unknown) => run.crash(error));
@@ -68,7 +75,7 @@ function runTool(run: AttemptRun, step: PlanStep, input: JsonValue, onTree: (tre
 
 function callFunctionTool(run: AttemptRun, step: PlanStep, name: string, fn: FunctionTool, input: JsonValue, traced: Partial<AttemptOutcome>): void {
   // The AbortSignal is made when the tool first reads `ctx.signal`: most tools never do, and an
-  // eager one was ~3 % of a no-op step plus its garbage (`npm run bench`). Read after the
+  // eager one would cost every step an object and its garbage. Read after the
   // attempt ended, it is already aborted with the same reason.
   let controller: AbortController | null = null;
   let endedReason: Error | null = null;
@@ -93,7 +100,7 @@ function callFunctionTool(run: AttemptRun, step: PlanStep, name: string, fn: Fun
   try {
     result = fn(input, callContext);
   } catch (error) {
-    return run.fail(errorMessage(error), traced);
+    return run.fail(messageOf(error), traced);
   }
   void Promise.resolve(result)
     .then((value) => {
@@ -101,29 +108,7 @@ function callFunctionTool(run: AttemptRun, step: PlanStep, name: string, fn: Fun
       if (!isToolResult(value)) throw new Error(invalidFunctionToolResult(name));
       return toolStepOutcome(value, name, run.env.session.workdir);
     })
-    .then((o) => run.finish({ ...o, ...traced }), (error: unknown) => run.fail(errorMessage(error), traced));
-}
-
-/** The environment of a step's process (`shell.md` §7, DESIGN §6): the same for shell steps and command tools. */
-export function stepEnvironment(env: AttemptEnvironment): Record<string, string> {
-  return buildShellEnv({
-    hostEnv: process.env,
-    allow: env.envAllow,
-    scratchDir: env.session.scratchDir,
-    runtimeDir: env.session.runtimeDir,
-    owner: env.session.containment.info.runAs,
-  });
-}
-
-/** Writes the tree's `process_start` under the plan node, remembers it for the next attempt, and lets `ATTEMPT.END` end it. */
-export function trackTree(run: AttemptRun, tree: ContainedProcess): void {
-  const started = processStartFields(tree);
-  if (started !== null) {
-    run.env.session.trace.write('process_start', run.env.traceParent, started);
-    run.remember(tree);
-  }
-  // FINISHED waits for the ending: the attempt settles once its tree is proven gone.
-  run.onEnd((graceMs) => run.endTree(tree, graceMs));
+    .then((o) => run.finish({ ...o, ...traced }), (error: unknown) => run.fail(messageOf(error), traced));
 }
 
 function isToolResult(value: unknown): value is ToolResult {

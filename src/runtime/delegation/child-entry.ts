@@ -1,8 +1,8 @@
 /**
- * The child side of a delegation (issue 12 item 2): a `capsule serve` started by a parent's
- * delegation plane runs its capsule's `entry` (DESIGN §5) for the task text it is sent over
- * A2A-shaped JSON-RPC (`message/send`, then `tasks/get` polls, `tasks/cancel`; `delegation.md`
- * §1 step 4, §2):
+ * The child side of a delegation: a `capsule serve` started by a parent's
+ * delegation plane runs its capsule's `entry` (docs/manifest.md) for the task text it is sent over
+ * A2A-shaped JSON-RPC (`message/send`, then `tasks/get` polls, `tasks/cancel`;
+ * `docs/delegation.md#one-delegation`):
  * - `{ "plan": FILE }`: the plan (relative to the capsule's directory) runs in the child's session;
  *   every step `input` / `stdin` string that is exactly `$task.output` is the task text (the
  *   task is not a step of the plan, so it is substituted before validation). The answer is the
@@ -11,7 +11,7 @@
  * - `{ "command": [ARGV…] }`: the command runs in the child's workdir, contained like a shell step,
  *   with the task text on stdin; exit 0 → its stdout is the answer; otherwise it failed with its
  *   stderr (or `exit code N`).
- * The child writes its `completion.json` (`delegation.md` §9, `reported_by: child`) into its
+ * The child writes its `completion.json` (`docs/delegation.md#completion-record`, `reported_by: child`) into its
  * records directory once the task is terminal.
  */
 import { writeFileSync } from 'node:fs';
@@ -23,22 +23,11 @@ import type { Task } from '../../session/tasks.js';
 import { buildShellEnv } from '../../executors/environment.js';
 import { processStartFields } from '../../process/containment.js';
 import { startPlan, type PlanReport } from '../run-plan.js';
+import { DELEGATION_ENV, type ChildTask, type ChildTaskState } from './protocol.js';
+import { messageOf } from '../../errors.js';
 
-/** The reference a child's plan reads its task text with (DESIGN §5). */
+/** The reference a child's plan reads its task text with (docs/manifest.md). */
 export const TASK_OUTPUT_REFERENCE = '$task.output';
-
-/** Environment variable a delegated child learns its delegation from (`delegation.md` §7): compact JSON `{session_id, delegation_id, capsule, version}`. */
-export const SPAWNER_ENV = 'MURMUR_SPAWNER';
-
-/** A2A task states a child reports (`delegation.md` §2). */
-export type ChildTaskState = 'working' | 'completed' | 'failed' | 'canceled';
-
-/** The A2A-shaped task `tasks/get` answers with. */
-export interface ChildTask {
-  readonly id: string;
-  readonly status: { readonly state: ChildTaskState; readonly message?: { readonly role: 'agent'; readonly parts: readonly { readonly text: string }[] } };
-  readonly artifacts?: readonly { readonly name: 'answer'; readonly parts: readonly { readonly text: string }[] }[];
-}
 
 /** What the child runs: its capsule's entry and the directory its relative paths are relative to. */
 export interface ChildEntry {
@@ -89,7 +78,7 @@ export class ChildTasks {
     const run = 'plan' in what ? this.#runPlan(task, entry, what.plan, text, onCancel, deadlineMs) : this.#runCommand(task, entry, what.command, text, onCancel);
     void run.then(
       (outcome) => settle(task.cancel.isCanceled() ? 'canceled' : outcome.ok ? 'completed' : 'failed', outcome.ok ? outcome.answer : null, outcome.ok ? null : outcome.error),
-      (error: unknown) => settle('failed', null, error instanceof Error ? error.message : String(error)),
+      (error: unknown) => settle('failed', null, messageOf(error)),
     );
     return this.get(task.id) as ChildTask;
   }
@@ -117,7 +106,7 @@ export class ChildTasks {
     try {
       plan = JSON.parse(await readFile(path, 'utf8'));
     } catch (error) {
-      return { ok: false, error: `the capsule's entry plan ${path} cannot be read: ${error instanceof Error ? error.message : String(error)}` };
+      return { ok: false, error: `the capsule's entry plan ${path} cannot be read: ${messageOf(error)}` };
     }
     const run = startPlan({
       plan: withTaskText(plan, text) as Record<string, unknown>,
@@ -128,7 +117,7 @@ export class ChildTasks {
       // A refusal's fix names this capsule's manifest, not a flag of a session the parent started.
       refusalSurface: 'child',
       ...(entry.capsulesDir !== undefined ? { capsulesDir: entry.capsulesDir } : {}),
-      // Deadline inheritance (`delegation.md` §5): the child plan's delegations end by the parent's deadline.
+      // Deadline inheritance (`docs/delegation.md#the-bound-and-the-inherited-deadline`): the child plan's delegations end by the parent's deadline.
       deadlineMs,
     });
     onCancel(() => run.cancel({ force: true }));
@@ -147,7 +136,7 @@ export class ChildTasks {
     const session = this.#session;
     const [file, ...args] = command as [string, ...string[]];
     const env = buildShellEnv({ hostEnv: process.env, allow: entry.envAllow, scratchDir: session.scratchDir, runtimeDir: session.runtimeDir, owner: session.containment.info.runAs });
-    // The direct launcher is loaded at its first use (issue 14); a cancel meanwhile starts nothing.
+    // The direct launcher is loaded at its first use; a cancel meanwhile starts nothing.
     await session.containment.readyToSpawn();
     if (task.cancel.isCanceled()) return { ok: false, error: 'canceled before the entry command started' };
     const tree = session.containment.spawn({ owner: { kind: 'other', label: `entry:${task.id}` }, file, args, cwd: session.workdir, env, stdin: text });
@@ -168,7 +157,7 @@ export class ChildTasks {
     if (!session.hasRecords) return;
     let spawner: { delegation_id?: string; capsule?: string; version?: string } = {};
     try {
-      spawner = JSON.parse(process.env[SPAWNER_ENV] ?? '{}') as typeof spawner;
+      spawner = JSON.parse(process.env[DELEGATION_ENV] ?? '{}') as typeof spawner;
     } catch {
       // no spawner handle: a serve started by hand
     }

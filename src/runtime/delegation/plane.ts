@@ -1,6 +1,6 @@
 /**
- * The local delegation plane (issue 12 item 2; `delegation.md`, adapted per `spec/README.md`: no
- * `mur-roost`, the parent runtime launches the child itself). One {@link Delegation} is one child
+ * The local delegation plane (`docs/delegation.md`: no `mur-roost` daemon, the parent runtime
+ * launches the child itself). One {@link Delegation} is one child
  * capsule started as a separate `capsule serve` process, contained like any other command (its
  * tree is owned by the attempt that delegates), handed one task text over its stdio as JSON-RPC
  * (`session.info`, `message/send`, `tasks/get` every {@link POLL_INTERVAL_MS}), and waited for:
@@ -8,7 +8,7 @@
  * stopped), the child dies without an answer (`failed`; its completion is `crashed`), or the
  * delegation is canceled (`canceled`; the child is ended and proven gone).
  *
- * Layout (DESIGN §7): the child's records directory is `<records>/children/<dlg_id>/` (its
+ * Layout (docs/records.md): the child's records directory is `<records>/children/<dlg_id>/` (its
  * `completion.json` is there) and its work folder `<records>/children/<dlg_id>.work/`.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -18,26 +18,29 @@ import { JSONRPCClient, type JSONRPCResponse } from 'json-rpc-2.0';
 import { PARENT_ENDED_DETAIL } from '../../../machines/messages.js';
 import { uuidV7Simple } from '../../ids.js';
 import { buildShellEnv } from '../../executors/environment.js';
-import { CONTAINMENT_ENV, ISOLATION_ENV, type ContainedProcess } from '../../process/containment.js';
+import { CONTAINMENT_ENV, ISOLATION_ENV, PRIVILEGED_STEPS_ENV, type ContainedProcess } from '../../process/containment.js';
 import { cliProgram } from '../../process/programs.js';
 import { reap, type RecordedTree } from '../../process/reap.js';
 import { isRecordOf, readTrace } from '../../records/trace-reader.js';
+import { keyDir, KEY_DIR_ENV } from '../../records/key-dir.js';
+import { RecordProver } from '../../records/record-proof.js';
 import type { Owner } from '../../process/owner.js';
 import type { Session } from '../../session/session.js';
-import { SPAWNER_ENV, type ChildTask } from './child-entry.js';
+import { DELEGATION_ENV, type ChildTask } from './protocol.js';
 import type { RegisteredCapsule } from './registry.js';
 import { copyWorkdir, type WorkdirSnapshot } from './snapshot.js';
+import { messageOf } from '../../errors.js';
 
-/** Default bound on one delegation, seconds (`delegation.md` §5; = `lifecycle.delegation_deadline_secs`'s default). */
+/** Default bound on one delegation, seconds (`docs/delegation.md#the-bound-and-the-inherited-deadline`; = `lifecycle.delegation_deadline_secs`'s default). */
 export const DEFAULT_DELEGATION_TIMEOUT_SECS = 600;
 
 /** Environment variables overriding the bound (ours first, then the original's), when they hold a positive whole number of seconds. */
 export const DELEGATION_TIMEOUT_ENV = ['CAPSULE_DELEGATION_TIMEOUT_SECS', 'MURMUR_DELEGATION_TIMEOUT_SECS'] as const;
 
-/** Milliseconds between two `tasks/get` polls (`delegation.md` §2). */
+/** Milliseconds between two `tasks/get` polls (`docs/delegation.md#one-delegation`). */
 export const POLL_INTERVAL_MS = 500;
 
-/** Cap of an answer or explanation text, bytes (`delegation.md` §2), cut at a character boundary. */
+/** Cap of an answer or explanation text, bytes (`docs/delegation.md#one-delegation`), cut at a character boundary. */
 export const DELEGATION_TEXT_CAP_BYTES = 65_536;
 
 /** Marker appended to a cut answer or explanation. */
@@ -49,10 +52,10 @@ export const CHILD_START_TIMEOUT_MS = 30_000;
 /** Milliseconds between SIGTERM and SIGKILL when a child is ended. */
 export const CHILD_KILL_GRACE_MS = 2000;
 
-/** Detail of a completion the launcher writes for a child the parent ended (`cancel.md` §4.3). */
+/** Detail of a completion the launcher writes for a child the parent ended (`docs/cancel.md#one-writer-per-row`). */
 export { PARENT_ENDED_DETAIL };
 
-/** Plane status of one delegation (`delegation.md` §4). */
+/** Plane status of one delegation (`docs/delegation.md#statuses`). */
 export type DelegationStatus = 'completed' | 'failed' | 'timed_out' | 'refused' | 'canceled';
 
 /** How one delegation ended. `answer` for `completed`, `reason` otherwise. */
@@ -102,17 +105,17 @@ export interface DelegationRequest {
   readonly task: string;
   /** Owner of the child's process tree (the attempt that delegates). */
   readonly owner: Owner;
-  /** The parent's `capabilities.env.allow` (the child gets the names both declare, `delegation.md` §7). */
+  /** The parent's `capabilities.env.allow` (the child gets the names both declare, `docs/delegation.md#the-childs-environment`). */
   readonly parentEnvAllow: readonly string[];
   /** The bound, seconds, counted from the moment the child is up (its start has {@link CHILD_START_TIMEOUT_MS}). */
   readonly timeoutSecs: number;
   /**
-   * The deadline the delegating session inherited (epoch ms), or null (`delegation.md` §5): the
+   * The deadline the delegating session inherited (epoch ms), or null (`docs/delegation.md#the-bound-and-the-inherited-deadline`): the
    * delegation ends by it whatever its own bound, and the child's task inherits the earlier of
    * the two, so a grandchild ends by it too.
    */
   readonly deadlineMs?: number | null;
-  /** Start the child with a copy of the parent's work folder (`capabilities.spawn.workdir_snapshot`, `delegation.md` §6). */
+  /** Start the child with a copy of the parent's work folder (`capabilities.spawn.workdir_snapshot`, `docs/delegation.md#workdir-snapshots`). */
   readonly snapshot?: boolean;
   /** The registry directory (the child's own capsule steps resolve there too). */
   readonly capsulesDir: string;
@@ -120,7 +123,7 @@ export interface DelegationRequest {
   readonly onLaunched?: (child: LaunchedChild) => void;
 }
 
-/** The bound of one delegation (`delegation.md` §5): a positive whole number in an override variable, else the manifest's `lifecycle.delegation_deadline_secs`, else 600. */
+/** The bound of one delegation (`docs/delegation.md#the-bound-and-the-inherited-deadline`): a positive whole number in an override variable, else the manifest's `lifecycle.delegation_deadline_secs`, else 600. */
 export function delegationTimeoutSecs(manifestSecs: number | undefined, env: Readonly<Record<string, string | undefined>> = process.env): number {
   for (const name of DELEGATION_TIMEOUT_ENV) {
     const text = env[name]?.trim();
@@ -171,11 +174,17 @@ export function childScratchDir(childRecords: string): string {
  */
 function recordedChildTrees(childRecords: string): { sessionId: string | null; trees: RecordedTree[] } {
   const { records } = readTrace(childRecords);
+  // The child's steps can write its records: only what its runtime signed is believed (src/records/record-proof.ts).
+  const prover = new RecordProver(childRecords);
   let sessionId: string | null = null;
+  let proven = false;
   const trees: RecordedTree[] = [];
   for (const record of records) {
-    if (isRecordOf(record, 'session_start')) sessionId ??= record.session_id;
-    else if (isRecordOf(record, 'process_start')) {
+    if (isRecordOf(record, 'session_start')) {
+      if (sessionId !== null) continue;
+      sessionId = record.session_id;
+      proven = prover.prove(record).proven;
+    } else if (isRecordOf(record, 'process_start') && proven && sessionId !== null && prover.prove(record, sessionId).proven) {
       trees.push({ pid: record.pid, startTime: record.pid_start_time ?? null, pgid: record.pgid ?? null, cgroup: record.cgroup ?? null, pidNamespace: record.pid_namespace === true });
     }
   }
@@ -222,7 +231,7 @@ async function delegate(request: DelegationRequest, setTree: (tree: ContainedPro
     mkdirSync(childWork, { recursive: true, mode: 0o700 });
     mkdirSync(childScratch, { recursive: true, mode: 0o700 });
   } catch (error) {
-    return none('failed', `capsule '${capsule.name}' was not started: its directories under ${join(session.recordsDir, 'children')} cannot be created (${error instanceof Error ? error.message : String(error)})`);
+    return none('failed', `capsule '${capsule.name}' was not started: its directories under ${join(session.recordsDir, 'children')} cannot be created (${messageOf(error)})`);
   }
   // Never the runtime's own directories: the records (the child's own folders are in them), the scratch directory, <workdir>/.capsule/.
   const snapshot = request.snapshot === true ? copyWorkdir(session.workdir, childWork, [session.recordsDir, session.scratchDir, join(session.workdir, '.capsule')]) : null;
@@ -237,13 +246,19 @@ async function delegate(request: DelegationRequest, setTree: (tree: ContainedPro
       owner: session.containment.info.runAs,
     });
   } catch (error) {
-    return none('failed', `capsule '${capsule.name}' was not started: ${error instanceof Error ? error.message : String(error)}`);
+    return none('failed', `capsule '${capsule.name}' was not started: ${messageOf(error)}`);
   }
-  // The runtime-owned tail (`delegation.md` §7): the child cannot override it.
-  env[SPAWNER_ENV] = JSON.stringify({ session_id: session.id, delegation_id: delegationId, capsule: capsule.name, version: capsule.version });
+  // The runtime-owned tail (`docs/delegation.md#the-childs-environment`): the child cannot override it.
+  env[DELEGATION_ENV] = JSON.stringify({ session_id: session.id, delegation_id: delegationId, capsule: capsule.name, version: capsule.version });
   // The child is contained as its parent is (its own steps on the same backend and isolation).
   env[CONTAINMENT_ENV] = session.containment.info.backend;
+  // `--keep-scratch` holds for the child's session too (docs/records.md#scratch).
+  if (session.keepsScratch) env['CAPSULE_KEEP_SCRATCH'] = '1';
   env[ISOLATION_ENV] = session.containment.info.pidNamespace ? 'pid-namespace' : 'none';
+  // Its steps are confined as the parent's are: its manifest cannot opt out where the parent did not.
+  env[PRIVILEGED_STEPS_ENV] = session.containment.info.confinement.privilegedSteps ? '1' : '0';
+  // The child signs its records with the user's key, where the parent reads it (its HOME is the steps' scratch directory).
+  env[KEY_DIR_ENV] = keyDir();
   const child = session.containment.spawn({
     owner: request.owner,
     file: process.execPath,
@@ -252,6 +267,8 @@ async function delegate(request: DelegationRequest, setTree: (tree: ContainedPro
     env,
     stdinPipe: true,
     collectOutput: false,
+    // A runtime, not a step: it makes the namespaces and cgroups of its own steps, and confines them.
+    privileged: true,
     // Steps' read-only records (with a PID namespace): the child sees the parent's records
     // read-only, as any step does, and may write only its own directories beneath them.
     writablePaths: [childRecords, childWork, childScratch],
@@ -367,7 +384,7 @@ async function delegate(request: DelegationRequest, setTree: (tree: ContainedPro
     // A request that failed because the child's end of the pipe is gone: the child died (its exit may still be draining).
     if (!stdin.writable || exited) return crashed();
     await endChild();
-    const message = step.kind === 'error' ? (step.error instanceof Error ? step.error.message : String(step.error)) : 'no answer';
+    const message = step.kind === 'error' ? messageOf(step.error) : 'no answer';
     return none('failed', `capsule '${capsule.name}' stopped answering: ${message}`, ids());
   };
 

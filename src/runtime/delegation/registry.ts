@@ -1,11 +1,11 @@
 /**
- * The local capsule registry (issue 12 item 1; `spec/README.md`: a local delegation plane instead
- * of `mur-roost`). A capsule is a directory holding a `capsule.json` manifest (DESIGN §5) with an
+ * The local capsule registry (`docs/delegation.md#the-capsule-registry`: a local delegation plane
+ * instead of `mur-roost`). A capsule is a directory holding a `capsule.json` manifest (docs/manifest.md) with an
  * `entry`; the registry is a directory of such directories (`--capsules DIR`, default
  * `<workdir>/capsules/`), one per capsule, named by the capsule's bare name (`capsules/worker/`
  * for `local/worker`).
  *
- * Addressing (`delegation.md` §8): a plan step names a capsule by its bare name; the spawn target
+ * Addressing (`docs/delegation.md#who-may-delegate-to-what`): a plan step names a capsule by its bare name; the spawn target
  * is the parent's `capabilities.spawn.allow` entry whose bare part equals it, else the name as
  * given. Only the parent's manifest grants spawn rights (a plan cannot grant itself any): a
  * target the allow list does not hold is `refused` and nothing is started.
@@ -14,7 +14,7 @@ import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadManifest, MANIFEST_FILE, type Manifest, type ManifestEntry } from '../../manifest.js';
 
-/** The version a capsule step asks for when none is given (`plan.md` §19.2 step 7). */
+/** The version a capsule step asks for when none is given (`docs/delegation.md#one-delegation`). */
 export const DEFAULT_CAPSULE_VERSION = '0.1.0';
 
 /** The bare part of an allow-list entry or capsule name: what follows the last `/` (an entry without a scope is its own bare name). */
@@ -23,7 +23,7 @@ export function bareName(name: string): string {
   return slash < 0 ? name : name.slice(slash + 1);
 }
 
-/** The spawn target of `name` (`delegation.md` §8): the allow-list entry whose bare part equals it, else `name` as given. */
+/** The spawn target of `name` (`docs/delegation.md#who-may-delegate-to-what`): the allow-list entry whose bare part equals it, else `name` as given. */
 export function spawnTarget(name: string, allow: readonly string[]): string {
   if (allow.includes(name)) return name;
   return allow.find((entry) => bareName(entry) === name) ?? name;
@@ -42,7 +42,7 @@ export interface RegisteredCapsule {
   readonly entry: ManifestEntry;
 }
 
-/** Why a capsule step's delegation was refused before anything started (issue 12 item 5). `status` is the plane status it maps to. */
+/** Why a capsule step's delegation was refused before anything started. `status` is the plane status it maps to. */
 export interface CapsuleRefusal {
   readonly status: 'refused' | 'failed';
   readonly reason: string;

@@ -1,5 +1,5 @@
 /**
- * Workdir snapshots (`delegation.md` §6; `capabilities.spawn.workdir_snapshot`): a child of a
+ * Workdir snapshots (`docs/delegation.md#workdir-snapshots`; `capabilities.spawn.workdir_snapshot`): a child of a
  * capsule the parent's manifest lists there starts with a copy of the parent's work folder. The
  * copy never includes the runtime's own directories (the records directory, the scratch
  * directory, `<workdir>/.capsule/`), follows no symbolic link (a link is copied as a link), and
@@ -26,7 +26,7 @@ export interface WorkdirSnapshot {
 
 /**
  * Whether the parent's `capabilities.spawn.workdir_snapshot` lists the capsule a step names:
- * matched as the allow list is (`delegation.md` §8), by the full name it resolved to or by its bare part.
+ * matched as the allow list is (`docs/delegation.md#who-may-delegate-to-what`), by the full name it resolved to or by its bare part.
  */
 export function snapshotGranted(list: readonly string[] | undefined, stepName: string, target: string): boolean {
   return (list ?? []).some((entry) => entry === target || entry === stepName || bareName(entry) === stepName);
