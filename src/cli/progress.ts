@@ -231,19 +231,20 @@ export class Progress {
         this.#running.delete(event.result.step_id);
         this.#printedEnds.add(event.result.step_id);
         this.#done.add(event.result.step_id);
-        this.#print(this.#settledLine(event.result));
+        // Quiet: no line is built (a wide wave's cancel settles 100,000 steps at once).
+        if (this.#mode !== 'quiet') this.#print(this.#settledLine(event.result));
         break;
       case 'step.settled':
         this.#running.delete(event.result.step_id);
         this.#done.add(event.result.step_id);
-        if (!this.#printedEnds.delete(event.result.step_id)) this.#print(this.#settledLine(event.result));
+        if (!this.#printedEnds.delete(event.result.step_id) && this.#mode !== 'quiet') this.#print(this.#settledLine(event.result));
         break;
       case 'step.discarded':
         // Its end was printed as it happened (`step.ended`); this says the wave's fail stop discarded it.
         this.#running.delete(event.result.step_id);
         this.#printedEnds.delete(event.result.step_id);
         this.#done.add(event.result.step_id);
-        this.#print(this.#discardedLine(event.result));
+        if (this.#mode !== 'quiet') this.#print(this.#discardedLine(event.result));
         break;
       case 'plan.canceling':
         this.#runningAtCancel ??= [...this.#running.keys()];

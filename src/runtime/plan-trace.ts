@@ -57,15 +57,21 @@ export class PlanTrace {
   stepsStarted(steps: readonly StartedStep[]): void {
     const plan = this.#node();
     if (!this.#trace.enabled) return; // nothing is written: no fields are built for it
-    for (const step of steps) {
-      this.#trace.write('plan_step_start', plan, { plan_id: this.#planId, step_id: step.stepId, kind: step.kind, depends_on: step.dependsOn });
-    }
+    this.#trace.batch(() => {
+      for (const step of steps) {
+        this.#trace.write('plan_step_start', plan, { plan_id: this.#planId, step_id: step.stepId, kind: step.kind, depends_on: step.dependsOn });
+      }
+    });
   }
 
   /** `plan_step` (docs/trace.md#plan_step) of each settled step, in settlement order. */
   stepsSettled(records: readonly SettledRecord[]): void {
     const plan = this.#node();
     if (!this.#trace.enabled) return; // nothing is written: no fields are built for it
+    this.#trace.batch(() => this.#writeSettled(plan, records));
+  }
+
+  #writeSettled(plan: TraceNode<'plan_start'>, records: readonly SettledRecord[]): void {
     for (const record of records) {
       const { result } = record;
       const logs = this.extras?.(result).logs;

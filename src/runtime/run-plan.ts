@@ -3,7 +3,7 @@ import { join, resolve } from 'node:path';
 import { createActor, fromPromise, toPromise } from 'xstate';
 import type { DiscardedResult, PlanFile, StepKind, StepResult } from '../../machines/contracts.js';
 import type { DiscardedRecord } from '../../machines/plan-schedule.js';
-import { planActorId, type PlanInput, type PlanOutput } from '../../machines/plan.machine.js';
+import { DEFAULT_SLICE_SIZE, planActorId, type PlanInput, type PlanOutput } from '../../machines/plan.machine.js';
 import { missingEffects, provideKind } from '../actors/actor-kinds.js';
 import type { CancelSignal } from '../cancel/cancel-signal.js';
 import { CANCEL_PHASES } from '../cancel/phases.js';
@@ -26,6 +26,7 @@ import type { CanceledRow, CommandTool, FunctionTool, Gate } from './attempt.js'
 import { createAttemptActors } from './attempts/attempt-actors.js';
 import { closeCanceledRows } from './attempts/delegation-attempt.js';
 import { PlanTrace } from './plan-trace.js';
+import { slicePacer } from './slice-pacer.js';
 import { errorGist, gistShortens } from '../executors/error-gist.js';
 import { StepLogs, type StepLogEntry } from './step-logs.js';
 import { missingBinaryHint } from '../plan/binary-makers.js';
@@ -198,6 +199,11 @@ export interface RunPlanOptions {
    * changes no outcome). Default 16 (`DEFAULT_POOL_SIZE`).
    */
   readonly poolSize?: number;
+  /**
+   * Step actors a wide wave gets per slice (`PlanInput.sliceSize`: a tuning of the dispatch only;
+   * it changes no outcome and caps no running step). Default 256 (`DEFAULT_SLICE_SIZE`).
+   */
+  readonly sliceSize?: number;
   /** Containment backend of the run's own session (`SessionOptions.containment`). Ignored with `session`. */
   readonly containment?: SessionOptions['containment'];
   /** Isolation of the run's own session (`SessionOptions.isolation`). Ignored with `session`. */
@@ -461,6 +467,7 @@ export function startPlan(options: RunPlanOptions): PlanRun {
       },
     });
     const killGraceMs = options.killGraceMs ?? 2000;
+    const sliceSize = options.sliceSize ?? DEFAULT_SLICE_SIZE;
     // The effects of every machine of the plan's actor tree (src/actors/actor-kinds.ts); their pure
     // logic (the plan's scan with the condition language) comes with the kinds.
     const implementations = {
@@ -472,6 +479,7 @@ export function startPlan(options: RunPlanOptions): PlanRun {
           endProcessGroups: fromPromise(async () => {
             await session.containment.endAll(killGraceMs, { kind: 'attempt', run: runId });
           }),
+          slicePacer: slicePacer(session.containment),
         },
       },
     };
@@ -494,6 +502,7 @@ export function startPlan(options: RunPlanOptions): PlanRun {
       killGraceMs,
       canceledAtStart: cancelRequest !== null,
       ...(options.poolSize !== undefined ? { poolSize: options.poolSize } : {}),
+      sliceSize,
     };
     const actor = createActor(provideKind('plan', implementations), {
       id: actorIds.actorId,

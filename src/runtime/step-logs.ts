@@ -33,6 +33,9 @@ export class StepLogs {
   record(stepId: string, summary: StepLogSummary): void {
     let step = this.#byStep.get(stepId);
     if (step === undefined) {
+      // An attempt that printed nothing says what an absent step says: no entry is kept for it, so a
+      // wide wave of silent steps holds nothing here until the plan's end.
+      if (summary.path === null && summary.stderrTail === '') return;
       step = { entries: [], stderrTail: '' };
       this.#byStep.set(stepId, step);
     }
