@@ -12,6 +12,7 @@ import { removeCgroupTree } from '../process/cgroup-unit.js';
 import { ContainmentError, detectContainment, type ContainmentInfo } from '../process/containment.js';
 import { confinementTraceFields, describeConfinement } from '../process/spawn/confinement.js';
 import { keyDir } from '../records/key-dir.js';
+import { runtimeFiles } from '../runtime-files.js';
 import type { SessionConfinementFields } from '../records/trace-records.js';
 import { stepPaths } from '../session/step-paths.js';
 import { droppedPathWarning, resolveExecutable, trustedPath } from '../process/resolve-binary.js';
@@ -104,6 +105,7 @@ export async function doctorCommand(options: DoctorCommandOptions): Promise<Exit
     recordsDir: options.records !== undefined ? recordsDir : join(recordsDir, 'ses_doctor'),
     scratchDir: options.records !== undefined ? join(dirname(recordsDir), `.${basename(recordsDir)}.scratch`) : join(recordsDir, '.ses_doctor.scratch'),
     keyDir: keyDir(),
+    runtimeFiles: runtimeFiles(),
     createKeyDir: false,
   });
   allow.push(...(options.allow ?? []));
