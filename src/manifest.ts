@@ -5,6 +5,7 @@
 
 import { existsSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
+import { isIP } from 'node:net';
 import { dirname, join, resolve } from 'node:path';
 import * as z from 'zod';
 import {
@@ -53,6 +54,56 @@ const stringList = (description: string) =>
 
 /** Error option of every manifest section object. */
 const SECTION = { error: expecting(MANIFEST_SHAPE.object) };
+
+/** One destination of `capabilities.network.allow`, parsed (docs/containment.md#the-allow-list). */
+export interface AllowEntry {
+  /** An IPv4 or IPv6 address, or a host name (resolved at the session's start). */
+  readonly host: string;
+  readonly kind: 'ip4' | 'ip6' | 'name';
+  /** A CIDR prefix length, or null (the one address). */
+  readonly prefix: number | null;
+  /** One TCP and UDP port, or null (every port). */
+  readonly port: number | null;
+}
+
+/** Parses an allow-list entry: `IP`, `IP:PORT`, `[IPv6]:PORT`, `CIDR`, `NAME`, `NAME:PORT`; null when it is none of them. */
+export function parseAllowEntry(entry: string): AllowEntry | null {
+  const portOf = (text: string): number | null | undefined => {
+    if (!/^\d{1,5}$/.test(text)) return undefined;
+    const port = Number(text);
+    return port >= 1 && port <= 65535 ? port : undefined;
+  };
+  const bracketed = /^\[([^\]]+)\]:(\d+)$/.exec(entry);
+  if (bracketed !== null) {
+    const port = portOf(bracketed[2] ?? '');
+    return isIP(bracketed[1] ?? '') === 6 && port !== undefined ? { host: bracketed[1] ?? '', kind: 'ip6', prefix: null, port } : null;
+  }
+  const cidr = /^([^/]+)\/(\d{1,3})$/.exec(entry);
+  if (cidr !== null) {
+    const family = isIP(cidr[1] ?? '');
+    const prefix = Number(cidr[2]);
+    if (family === 0 || prefix > (family === 4 ? 32 : 128)) return null;
+    return { host: cidr[1] ?? '', kind: family === 4 ? 'ip4' : 'ip6', prefix, port: null };
+  }
+  const family = isIP(entry);
+  if (family !== 0) return { host: entry, kind: family === 4 ? 'ip4' : 'ip6', prefix: null, port: null };
+  const [host = '', portText, ...rest] = entry.split(':');
+  if (rest.length > 0) return null;
+  const port = portText === undefined ? null : portOf(portText);
+  if (port === undefined) return null;
+  if (isIP(host) === 4) return { host, kind: 'ip4', prefix: null, port };
+  if (!/^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/.test(host)) return null;
+  return { host, kind: 'name', prefix: null, port };
+}
+
+/** A positive whole number (a resource bound), absent when not given. */
+const positiveCount = (shape: string, description: string) =>
+  z
+    .number({ error: expecting(shape) })
+    .int({ error: expecting(shape) })
+    .positive({ error: expecting(shape) })
+    .optional()
+    .meta({ description });
 
 /** A non-empty argv array: program first, then its arguments. */
 const argvSchema = (description: string) =>
@@ -163,6 +214,45 @@ function buildManifestSchema() {
                 )
                 .prefault({})
                 .meta({ description: 'Environment of started commands.' }),
+              network: z
+                .union(
+                  [
+                    z.enum(['host', 'session']),
+                    z.object(
+                      {
+                        allow: z
+                          .array(
+                            z.string({ error: expecting(MANIFEST_SHAPE.listEntry) }).refine((entry) => parseAllowEntry(entry) !== null, {
+                              error: (issue) => `${MANIFEST_SHAPE.allowEntry}, got ${JSON.stringify(issue.input)}`,
+                            }),
+                            { error: expecting(MANIFEST_SHAPE.stringList) },
+                          )
+                          .min(1, { error: expecting(MANIFEST_SHAPE.allowList) })
+                          .meta({ description: 'Destinations outside the session namespace its commands may reach: "IP", "IP:PORT", "CIDR", "NAME[:PORT]" (resolved once, at the session\'s start); "192.0.2.1" is the host\'s loopback.' }),
+                      },
+                      { error: expecting(MANIFEST_SHAPE.network) },
+                    ),
+                  ],
+                  { error: expecting(MANIFEST_SHAPE.network) },
+                )
+                .optional()
+                .meta({
+                  description:
+                    'The network of the session\'s commands and plan steps: "host" (the host\'s network, the default), "session" (a network namespace of the session\'s own with only loopback: they reach each other on 127.0.0.1 and nothing else; needs root), or { "allow": [...] } (that namespace, reaching out only to the listed destinations; needs pasta and nft). --network overrides it. See docs/containment.md#network.',
+                }),
+              resources: z
+                .object(
+                  {
+                    memory_max_bytes: positiveCount(MANIFEST_SHAPE.positiveBytes, 'Most memory, in bytes, one command may use: its cgroup memory.max where the memory controller is enabled for the runtime, else its address space (RLIMIT_AS, per process). A command killed for it fails with resource_limit "memory". See docs/shell-commands.md#resource-limits.'),
+                    pids_max: positiveCount(MANIFEST_SHAPE.positiveCount, 'Most processes one command may have at once: its cgroup pids.max where the pids controller is enabled for the runtime, else RLIMIT_NPROC under --run-as (it counts every process of that user). A fork refused for it names resource_limit "pids".'),
+                    cpu_secs: positiveCount(MANIFEST_SHAPE.positiveWholeSecs, 'Most CPU seconds one process of a command may use (RLIMIT_CPU): SIGXCPU ends it, resource_limit "cpu".'),
+                    file_size_max_bytes: positiveCount(MANIFEST_SHAPE.positiveBytes, 'Largest file, in bytes, a command may write (RLIMIT_FSIZE): SIGXFSZ ends it, resource_limit "file_size".'),
+                    workdir_max_bytes: positiveCount(MANIFEST_SHAPE.positiveBytes, 'Most bytes the work folder may hold while a command runs: a command that grows it past this is stopped, resource_limit "workdir"; one started when it is already past this is refused.'),
+                  },
+                  SECTION,
+                )
+                .optional()
+                .meta({ description: 'Bounds on each shell command (plan shell steps, shell.run and background commands), per command; absent: unbounded. See docs/shell-commands.md#resource-limits.' }),
               privileged_steps: z
                 .boolean({ error: expecting('expected true or false') })
                 .optional()
@@ -248,8 +338,10 @@ const MANIFEST_KEY_SPEC: KeySpec = {
   keys: ['name', 'version', 'capabilities', 'lifecycle', 'tools', 'entry'],
   children: {
     capabilities: {
-      keys: ['shell', 'spawn', 'env', 'privileged_steps'],
+      keys: ['shell', 'spawn', 'env', 'privileged_steps', 'network', 'resources'],
       children: {
+        network: { keys: ['allow'] },
+        resources: { keys: ['memory_max_bytes', 'pids_max', 'cpu_secs', 'file_size_max_bytes', 'workdir_max_bytes'] },
         shell: { keys: ['allow'] },
         spawn: { keys: ['allow', 'workdir_snapshot'] },
         env: { keys: ['allow'] },

@@ -13,11 +13,15 @@ import { ContainmentError, detectContainment, type ContainmentInfo } from '../pr
 import { confinementTraceFields, describeConfinement } from '../process/spawn/confinement.js';
 import { keyDir } from '../records/key-dir.js';
 import { runtimeFiles } from '../runtime-files.js';
+import { decideResourceBounds, describeResourceBounds, EVERY_LIMIT, hasBounds, resourceTraceFields, type ResourceBounds } from '../process/resources.js';
+import type { ResourceLimits } from '../executors/resource-limit.js';
+import { NetworkUnavailable, openSessionNetwork, type NetworkMode } from '../process/network.js';
 import type { SessionConfinementFields } from '../records/trace-records.js';
 import { stepPaths } from '../session/step-paths.js';
 import { droppedPathWarning, resolveExecutable, trustedPath } from '../process/resolve-binary.js';
 import { SPAWNER_ENV, spawnerWanted } from '../process/spawner/client.js';
 import { collect, EXIT, usageError, type ExitCode } from './program.js';
+import { parseNetworkOption } from './network-option.js';
 
 /** Options of `capsule doctor`, as commander parses them. */
 export interface DoctorCommandOptions {
@@ -27,6 +31,7 @@ export interface DoctorCommandOptions {
   readonly allow?: readonly string[];
   readonly runAs?: string;
   readonly privilegedSteps?: boolean;
+  readonly network?: string;
   readonly json?: boolean;
 }
 
@@ -48,6 +53,17 @@ export interface DoctorReport {
   readonly isolation: { readonly pid_namespace: boolean; readonly reason: string; readonly run_as: string | null } | null;
   /** What a step gets (capabilities kept, no_new_privs, cgroup namespace, read-only /sys and records, hidden key): as `session_start.containment.confinement` would say it. */
   readonly confinement: SessionConfinementFields | null;
+  /**
+   * `capabilities.resources` (docs/shell-commands.md#resource-limits): how the declared ones would
+   * be enforced (`declared`, as `session_start.containment.resources`; null when none are), and how
+   * each one could be here (`here`).
+   */
+  readonly resources: { readonly declared: ReturnType<typeof resourceTraceFields> | null; readonly here: ReturnType<typeof resourceTraceFields> } | null;
+  /**
+   * The network a run's steps would get (docs/containment.md#network): `mode` as the manifest (or
+   * `--network`) asks, default `host`; whether a session namespace can be made here, and why not.
+   */
+  readonly network: { readonly mode: NetworkMode; readonly session_available: boolean; readonly reason: string } | null;
   /** Whether shell steps start in the session's spawner process (docs/containment.md), and why. */
   readonly spawner: { readonly used: boolean; readonly reason: string };
   readonly records: { readonly dir: string; readonly writable: boolean; readonly detail: string };
@@ -69,6 +85,7 @@ export function registerDoctor(program: Command): void {
     .option('--allow <bin>', 'also check this binary, as `run --allow` (repeatable)', collect)
     .option('--run-as <user>', 'check running steps as this user, as `run --run-as`')
     .option('--privileged-steps', 'say what steps would get with `run --privileged-steps`')
+    .option('--network <mode>', 'say what steps would get with `run --network MODE` (host or session)')
     .option('--json', 'print the findings as one JSON object on stdout')
     .addHelpText('after', '\nExit codes: 0 a run could start here, 1 something would stop it, 2 usage error or bad manifest.')
     .action(async (options: DoctorCommandOptions) => {
@@ -90,13 +107,23 @@ export async function doctorCommand(options: DoctorCommandOptions): Promise<Exit
   // Found as `capsule run` finds it: --manifest, else <workdir>/capsule.json when it exists.
   const manifest = findManifest(options.manifest, options.workdir);
   let allow: string[] = [];
+  let resources: ResourceLimits | undefined;
+  let networkMode: NetworkMode = 'host';
+  let networkAllow: readonly string[] | null = null;
   let privilegedSteps: { privilegedSteps: true; privilegedStepsBy: string } | null = options.privilegedSteps === true ? { privilegedSteps: true, privilegedStepsBy: '--privileged-steps' } : null;
   if (manifest.kind === 'file') {
     const loaded = await loadManifest(manifest.label);
     if (!loaded.ok) return usageError(loaded.error);
     allow = [...(loaded.manifest.capabilities?.shell?.allow ?? [])];
+    resources = loaded.manifest.capabilities?.resources;
+    const declared = loaded.manifest.capabilities?.network;
+    networkMode = declared === undefined ? 'host' : typeof declared === 'string' ? declared : 'session';
+    networkAllow = typeof declared === 'object' ? declared.allow : null;
     if (loaded.manifest.capabilities?.privileged_steps === true) privilegedSteps ??= { privilegedSteps: true, privilegedStepsBy: 'capabilities.privileged_steps of the manifest' };
   }
+  const asked = parseNetworkOption(options.network);
+  if (asked instanceof Error) return usageError(asked.message);
+  if (asked !== undefined) networkMode = asked;
   const recordsDir = resolve(options.records ?? join(workdir, '.capsule', 'records'));
   // As a run's session would decide them (a run's records go to <records>/<session_id>/ by default).
   const paths = stepPaths({
@@ -115,6 +142,8 @@ export async function doctorCommand(options: DoctorCommandOptions): Promise<Exit
 
   let info: ContainmentInfo | null = null;
   let containmentError: string | null = null;
+  let resourcesHere: ResourceBounds | null = null;
+  let sessionNetwork: { available: boolean; reason: string } | null = null;
   try {
     info = detectContainment({
       sessionId: `doctor-${process.pid}-${Date.now()}`,
@@ -125,7 +154,17 @@ export async function doctorCommand(options: DoctorCommandOptions): Promise<Exit
       writablePaths: paths.writable,
       hiddenPaths: paths.hidden,
       pathNotes: paths.notes,
+      ...(resources !== undefined ? { resources } : {}),
     });
+    // Made and dropped at once: whether a session's own network can be had here, whatever is asked.
+    try {
+      openSessionNetwork('session', `doctor-${process.pid}-${Date.now()}`, info.helper, true, networkMode === 'session' ? networkAllow : null);
+      sessionNetwork = { available: true, reason: 'each session can get a network namespace of its own (loopback only)' };
+    } catch (error) {
+      if (!(error instanceof NetworkUnavailable)) throw error;
+      sessionNetwork = { available: false, reason: error.message };
+    }
+    resourcesHere = decideResourceBounds({ limits: EVERY_LIMIT, sessionCgroup: info.cgroup, helper: info.helper, runAs: info.runAs !== null, probeOnly: true });
   } catch (error) {
     if (!(error instanceof ContainmentError)) throw error;
     containmentError = error.message;
@@ -158,11 +197,16 @@ export async function doctorCommand(options: DoctorCommandOptions): Promise<Exit
         : { ok: false, error: containmentError ?? 'unknown' },
     isolation: info === null ? null : { pid_namespace: info.pidNamespace, reason: info.isolationReason, run_as: info.runAs?.name ?? null },
     confinement: info === null ? null : confinementTraceFields(info.confinement),
+    network: sessionNetwork === null ? null : { mode: networkMode, session_available: sessionNetwork.available, reason: sessionNetwork.reason },
+    resources:
+      info === null || resourcesHere === null
+        ? null
+        : { declared: hasBounds(info.resources) ? resourceTraceFields(info.resources) : null, here: resourceTraceFields(resourcesHere) },
     spawner,
     records,
     path: { dirs: path.dirs, dropped: path.dropped },
     allow: resolutions,
-    ok: nodeOk && info !== null && records.writable,
+    ok: nodeOk && info !== null && records.writable && (networkMode === 'host' || sessionNetwork?.available === true),
   };
 
   if (options.json === true) {
@@ -178,6 +222,10 @@ export async function doctorCommand(options: DoctorCommandOptions): Promise<Exit
             `isolation: ${info.pidNamespace ? 'PID namespace' : 'none'} — ${info.isolationReason}`,
             `run as: ${info.runAs === null ? 'the runtime\'s own user' : `${info.runAs.name} (uid ${info.runAs.uid}, gid ${info.runAs.gid})`}`,
             `steps get: ${describeConfinement(info.confinement)}`,
+            `network: ${networkMode}${networkMode === 'host' ? " (the host's network)" : networkAllow !== null ? ` (a network namespace of the session, out only to ${networkAllow.join(', ')})` : ' (a network namespace of the session, loopback only)'}; session: ${sessionNetwork === null ? 'unknown' : sessionNetwork.available ? 'available here' : `not available here — ${sessionNetwork.reason}`}`,
+            hasBounds(info.resources)
+              ? `resource limits: ${describeResourceBounds(info.resources)}`
+              : `resource limits: none declared (capabilities.resources); here they would be: ${resourcesHere === null ? 'unknown' : describeResourceBounds(resourcesHere)}`,
             `spawn helper: ${info.helper ?? 'none'}`,
             `spawner: ${spawner.used ? 'yes' : 'no'} — ${spawner.reason}`,
           ]

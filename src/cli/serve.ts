@@ -7,6 +7,7 @@
  * cannot be written (ENOSPC, EIO: exit 1, one line on stderr; a directory as stdin is refused
  * before the session opens, exit 1), or on SIGINT / SIGTERM / SIGHUP (exit 130).
  */
+import { parseNetworkOption } from './network-option.js';
 import { fstatSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
@@ -38,8 +39,11 @@ export interface ServeCommandOptions extends GlobalOptions {
   readonly records?: string;
   readonly capsules?: string;
   readonly allow?: readonly string[];
+  readonly network?: string;
   readonly resume?: string;
   readonly reap?: boolean;
+  /** Keep the steps' scratch directory (HOME, TMPDIR) when the session ends (docs/records.md#scratch). */
+  readonly keepScratch?: boolean;
 }
 
 /** Registers `capsule serve` on the program. */
@@ -52,8 +56,10 @@ export function registerServe(program: Command): void {
     .option('--records <dir>', 'records directory (default: <workdir>/.capsule/records/<session_id>/)')
     .option('--capsules <dir>', 'capsule registry for capsule steps (default: <workdir>/capsules/)')
     .option('--allow <bin>', 'also allow this binary in shell.run and plan shell steps (repeatable)', collect)
+    .option('--network <mode>', "the network of the session's commands and steps: host (the host's, the default) or session (a namespace of the session's own, loopback only; root): docs/containment.md#network")
     .option('--resume <records_dir>', 'account for what a prior session (killed outright) left behind, before taking requests (docs/resume.md)')
     .option('--reap', 'with --resume: stop the process trees the prior session left running (SIGTERM, SIGKILL after 2 s)')
+    .option('--keep-scratch', "keep the steps' scratch directory (their HOME and TMPDIR) when the session ends")
     .addHelpText(
       'after',
       '\nMethods: shell.run, backgroundCommand, plan.submit, task.cancel, session.stop; for a delegated child capsule: session.info, message/send, tasks/get, tasks/cancel; notifications: completion, task.started, task.finished (docs/serve.md).' +
@@ -68,6 +74,8 @@ export function registerServe(program: Command): void {
 /** Runs `capsule serve` until its session ends; returns the exit code. */
 export async function serveCommand(options: ServeCommandOptions): Promise<ExitCode> {
   const workdir = resolve(options.workdir ?? process.cwd());
+  const network = parseNetworkOption(options.network);
+  if (network instanceof Error) return usageError(network.message);
   if (!isDirectory(workdir)) return usageError(`--workdir ${workdir} is not a directory`);
   if (options.reap === true && options.resume === undefined) return usageError('--reap needs --resume DIR: it stops what the resumed session left running');
   const resumeDir = options.resume !== undefined ? resolve(options.resume) : undefined;
@@ -117,6 +125,8 @@ export async function serveCommand(options: ServeCommandOptions): Promise<ExitCo
       onWarning: (message) => logger.warn({ warning: message }, 'warning'),
       ...(options.records !== undefined ? { recordsDir: resolve(options.records), exclusiveRecords: true } : {}),
       ...(resumeDir !== undefined ? { resumeFrom: resumeDir } : {}),
+      ...(network !== undefined ? { network } : {}),
+      ...(options.keepScratch === true ? { keepScratch: true } : {}),
       background: {
         allow,
         // serve offers backgroundCommand whatever the manifest declares.

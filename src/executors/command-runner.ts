@@ -12,6 +12,20 @@ import type { ContainedProcess, Containment, SpawnRequest } from '../process/con
 import type { LeaderExitInfo } from '../process/leader.js';
 import type { Owner } from '../process/owner.js';
 import type { OutputSink } from './output-capture.js';
+import { boundBy, hasBounds, type ResourceBounds } from '../process/resources.js';
+import { attributeResourceLimit, type ResourceLimitName } from './resource-limit.js';
+import { WORKDIR_STOP_GRACE_MS, type WorkdirGuard } from './workdir-guard.js';
+
+/** Bytes of a command's stderr kept for {@link attributeResourceLimit} (its last ones). */
+const STDERR_TAIL_BYTES = 4096;
+
+/** The `capabilities.resources` of a shell command (docs/shell-commands.md#resource-limits). */
+export interface CommandLimits {
+  /** How the session enforces them (`ContainmentInfo.resources`). */
+  readonly bounds: ResourceBounds;
+  /** The session's work-folder guard, or null when `workdir_max_bytes` is not declared. */
+  readonly workdirGuard: WorkdirGuard | null;
+}
 
 /**
  * What {@link runCommand} starts. `withdraw`, `withdrawWaiting` and `order` are
@@ -35,6 +49,8 @@ export interface RunCommandRequest extends Pick<SpawnRequest, 'withdraw' | 'with
   readonly onLeaderExit?: (info: LeaderExitInfo) => void;
   /** Milliseconds to keep reading output after the leader exited (default 250, `leader.ts`). */
   readonly drainGraceMs?: number;
+  /** Its resource limits; absent: unbounded. */
+  readonly limits?: CommandLimits;
 }
 
 /** How a command ended, once its output is drained. */
@@ -52,6 +68,8 @@ export interface CommandEnd {
   readonly endedAtMs: number;
   /** Processes it left in the background still held stdout or stderr when the drain grace ran out (`docs/shell-commands.md#output-holders`). */
   readonly outputHeld: boolean;
+  /** The `capabilities.resources` limit that ended it, on the evidence there is (`resource-limit.ts`), or null. */
+  readonly resourceLimit: ResourceLimitName | null;
 }
 
 /** A started command. */
@@ -99,6 +117,7 @@ function spawnRequest(request: RunCommandRequest, exited: { value: boolean }): S
     ...(request.withdraw !== undefined ? { withdraw: request.withdraw } : {}),
     ...(request.withdrawWaiting !== undefined ? { withdrawWaiting: request.withdrawWaiting } : {}),
     ...(request.order !== undefined ? { order: request.order } : {}),
+    ...(request.limits !== undefined && hasBounds(request.limits.bounds) ? { bounded: true } : {}),
     onLeaderExit: (info) => {
       exited.value = true;
       request.onLeaderExit?.(info);
@@ -108,16 +127,48 @@ function spawnRequest(request: RunCommandRequest, exited: { value: boolean }): S
 
 function running(tree: ContainedProcess, request: RunCommandRequest, exited: { value: boolean }): RunningCommand {
   let sink = request.sink;
+  const limits = request.limits !== undefined && hasBounds(request.limits.bounds) ? request.limits : null;
+  // The last bytes of stderr: a program's own report of a refused allocation or fork.
+  let stderrTail = Buffer.alloc(0);
   const pipe = (stream: Readable | null, index: 1 | 2): void => {
-    stream?.on('data', (chunk: Buffer | string) => sink.write(index, typeof chunk === 'string' ? Buffer.from(chunk) : chunk));
+    stream?.on('data', (data: Buffer | string) => {
+      const chunk = typeof data === 'string' ? Buffer.from(data) : data;
+      if (index === 2 && limits !== null) {
+        const joined = Buffer.concat([stderrTail, chunk]);
+        stderrTail = joined.subarray(Math.max(0, joined.length - STDERR_TAIL_BYTES));
+      }
+      sink.write(index, chunk);
+    });
   };
+  let workdirStopped = false;
+  const unwatch =
+    limits !== null && limits.workdirGuard !== null && tree.identity !== null
+      ? limits.workdirGuard.watch(() => {
+          workdirStopped = true;
+          void tree.end(WORKDIR_STOP_GRACE_MS).catch(() => {});
+        })
+      : null;
   pipe(tree.stdout, 1);
   pipe(tree.stderr, 2);
   // Through the spawner the pipes arrive paused (`Containment.start`): they flow from here.
   tree.stdout?.resume();
   tree.stderr?.resume();
-  const done = tree.done.then(
-    (result): CommandEnd => ({
+  const done = tree.done.then((result): CommandEnd => {
+    unwatch?.();
+    // The killing signal names its limit whether or not one was declared (an rlimit inherited from the host).
+    const resourceLimit =
+      result.spawnError !== null
+        ? null
+        : attributeResourceLimit({
+            signal: result.signal,
+            exitCode: result.exitCode,
+            cgroupEvents: limits === null ? null : tree.limitEvents(),
+            memoryBy: limits === null ? null : boundBy(limits.bounds, 'memory'),
+            pidsBy: limits === null ? null : boundBy(limits.bounds, 'pids'),
+            stderrTail: stderrTail.toString('utf8'),
+            workdirStopped,
+          });
+    return {
       spawnError: result.spawnError,
       exitCode: result.exitCode,
       signal: result.signal,
@@ -125,8 +176,9 @@ function running(tree: ContainedProcess, request: RunCommandRequest, exited: { v
       exitedAtMs: result.leaderExitedAtMs ?? result.startedAtMs,
       endedAtMs: result.endedAtMs,
       outputHeld: result.outputHeld === true,
-    }),
-  );
+      resourceLimit,
+    };
+  });
   return {
     process: tree,
     done,

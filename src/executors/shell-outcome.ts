@@ -3,6 +3,7 @@
  * the 16 KiB per-stream output cap and its full-output log (`docs/shell-commands.md#output-cap`, newer rule: the log is
  * `<records dir>/logs/shell-<epoch ms>.log`, named by its absolute path).
  */
+import { resourceLimitField } from './resource-limit.js';
 import { writeSync } from 'node:fs';
 import { mkdir, open, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -21,7 +22,7 @@ export const exitCodeError = (exitCode: number): string => `exit code ${exitCode
 
 /** Error gist of a non-zero exit attributed to a resource limit (`docs/plan-format.md#shell-dispatch`). */
 export const resourceLimitError = (binary: string, limit: string, detail: string): string =>
-  `shell subprocess '${binary}' was killed for exceeding capabilities.resources.${limit}: ${detail}`;
+  `shell subprocess '${binary}' was killed for exceeding capabilities.resources.${resourceLimitField(limit)}: ${detail}`;
 
 /** Error when the full-output log cannot be written (the older versions' behaviour: the call fails, naming the log). */
 export const logWriteError = (path: string, detail: string): string =>

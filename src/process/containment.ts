@@ -59,6 +59,9 @@ import { processStartTime } from './proc.js';
 import { resolveExecutable, trustedPath, type TrustedPath } from './resolve-binary.js';
 import { helperArgs, locateSpawnHelper, probeHelper, type RunAsUser } from './spawn/helper.js';
 import { confinementTraceFields, decideConfinement, type Confinement } from './spawn/confinement.js';
+import { applyCgroupBounds, decideResourceBounds, hasBounds, readLimitEvents, resourceTraceFields, rlimitArgs, type ResourceBounds } from './resources.js';
+import type { ResourceLimits } from '../executors/resource-limit.js';
+import { closeSessionNetwork, HOST_NETWORK, NetworkUnavailable, networkTraceFields, openSessionNetwork, type NetworkMode, type SessionNetwork } from './network.js';
 import type { EndResult, Unit } from './unit.js';
 import type { EndSignal } from './signals.js';
 import type { ProcessStartFields, SessionContainmentFields } from '../records/trace-records.js';
@@ -130,6 +133,14 @@ export interface ContainmentOptions {
   readonly hiddenPaths?: readonly string[];
   /** Why a path that should be read-only or hidden is not (`stepPaths`): added to the confinement's reason. */
   readonly pathNotes?: readonly string[];
+  /** `capabilities.resources`: the bounds of every tree started with `bounded` (docs/shell-commands.md#resource-limits). */
+  readonly resources?: ResourceLimits;
+  /** The session's network (docs/containment.md#network); default `host`. */
+  readonly network?: NetworkMode;
+  /** Who asked for `network` (for a refusal): `--network session`, `capabilities.network of the manifest`. */
+  readonly networkBy?: string;
+  /** With `network: session`: the destinations outside its commands may reach (`capabilities.network.allow`). */
+  readonly networkAllow?: readonly string[];
   /** Where environment variables are read (default `process.env`): the backend forcing, the helper, `PATH`. */
   readonly env?: Readonly<Record<string, string | undefined>>;
   /**
@@ -159,6 +170,10 @@ export interface ContainmentInfo {
   readonly runAs: RunAsUser | null;
   /** What a step is kept from (docs/security.md#what-a-step-gets). */
   readonly confinement: Confinement;
+  /** How the declared `capabilities.resources` are enforced here. */
+  readonly resources: ResourceBounds;
+  /** The session's network: the host's, or a namespace of its own that every tree joins. */
+  readonly network: SessionNetwork;
 }
 
 /** The `containment` field of `session_start` (snake_case, as trace fields are; declared in `src/records/trace-records.ts`). */
@@ -173,6 +188,9 @@ export function containmentTraceFields(info: ContainmentInfo): SessionContainmen
     isolation_reason: info.isolationReason,
     run_as: info.runAs === null ? null : { user: info.runAs.name, uid: info.runAs.uid, gid: info.runAs.gid },
     confinement: confinementTraceFields(info.confinement),
+    // Only when declared: a session without limits records what it always did.
+    ...(hasBounds(info.resources) ? { resources: resourceTraceFields(info.resources) } : {}),
+    network: networkTraceFields(info.network),
   };
 }
 
@@ -281,6 +299,17 @@ export function detectContainment(options: ContainmentOptions): ContainmentInfo 
     notes: options.pathNotes ?? [],
   });
 
+  let network: SessionNetwork = HOST_NETWORK;
+  try {
+    network = openSessionNetwork(options.network ?? 'host', options.sessionId, helper.ok ? helper.path : null, options.probeOnly === true, options.networkAllow ?? null);
+  } catch (error) {
+    if (!(error instanceof NetworkUnavailable)) throw error;
+    if (cgroup !== null) removeSessionCgroup(cgroup);
+    throw new ContainmentError(`${options.networkBy ?? 'network session'} asked for a network namespace of the session, but ${error.message}`);
+  }
+
+  const resources = decideResourceBounds({ limits: options.resources, sessionCgroup: cgroup, helper: helper.ok ? helper.path : null, runAs: runAs !== null, probeOnly: options.probeOnly === true });
+
   return {
     backend,
     reason,
@@ -291,6 +320,8 @@ export function detectContainment(options: ContainmentOptions): ContainmentInfo 
     isolationReason,
     runAs,
     confinement,
+    resources,
+    network,
   };
 }
 
@@ -369,6 +400,8 @@ export interface SpawnRequest {
   readonly writablePaths?: readonly string[];
   /** Called once when the leader exits (not for a program that could not be started). */
   readonly onLeaderExit?: (info: LeaderExitInfo) => void;
+  /** A shell command's tree: the session's `capabilities.resources` bound it (`ContainmentInfo.resources`). */
+  readonly bounded?: boolean;
   /**
    * {@link Containment.start} only: aborted when the caller no longer wants the process (its
    * attempt was ended). A launch still waiting for the spawner then starts nothing (a
@@ -453,6 +486,12 @@ export interface ContainedProcess {
   signal(signal: EndSignal): boolean;
   /** Live pids of the tree now (survivors of an ending, a report); `[]` once it is proven gone. */
   members(): number[];
+  /**
+   * The resource-limit counters of the tree's own cgroup (`memory.events` `oom_kill`,
+   * `pids.events` `max`), read when the tree was proven gone (before its cgroup was removed) or
+   * now; null on the process-group backend or when nothing started.
+   */
+  limitEvents(): { readonly oomKill: number; readonly pidsMax: number } | null;
 }
 
 /** One entry of {@link Containment.endAll}'s answer. */
@@ -684,7 +723,16 @@ export class Containment {
       } catch (error) {
         return refuse(`failed to start '${request.file}': could not create its cgroup ${cgroupDir} (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
       }
+      if (request.bounded === true) {
+        try {
+          applyCgroupBounds(cgroupDir, this.info.resources);
+        } catch (error) {
+          removeCgroupTree(cgroupDir);
+          return refuse(`failed to start '${request.file}': could not bound its cgroup ${cgroupDir} by capabilities.resources (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
+        }
+      }
     }
+    const rlimits = request.bounded === true ? rlimitArgs(this.info.resources) : [];
     const pidNamespace = this.info.pidNamespace;
     const confinement = this.info.confinement;
     const caps = confinement.dropsCapabilities && request.privileged !== true;
@@ -694,7 +742,8 @@ export class Containment {
     const writable = pidNamespace
       ? realPaths([...this.#writable, ...(request.writablePaths ?? [])]).filter((path) => readOnly.some((ro) => path === ro || path.startsWith(ro.endsWith('/') ? ro : `${ro}/`)))
       : [];
-    const useHelper = cgroupDir !== null || pidNamespace || this.info.runAs !== null || caps;
+    const netns = this.info.network.namespace;
+    const useHelper = cgroupDir !== null || pidNamespace || this.info.runAs !== null || caps || rlimits.length > 0 || netns !== null;
     const launch: LaunchOptions = {
       file: useHelper ? (this.info.helper as string) : resolved.path,
       args: useHelper
@@ -708,6 +757,8 @@ export class Containment {
               readOnly,
               writable,
               hidden: pidNamespace ? realPaths(this.#hidden) : [],
+              rlimits,
+              netns,
               user: this.info.runAs,
             },
             resolved.path,
@@ -815,6 +866,8 @@ export class Containment {
     if (this.info.cgroup !== null && this.#live.size === 0) await this.#endUnreported(this.info.cgroup);
     this.#watchdog?.release();
     if (this.info.cgroup !== null && this.#live.size === 0) removeSessionCgroup(this.info.cgroup);
+    // Lazily: a tree that survived its ending keeps the namespace until it ends.
+    closeSessionNetwork(this.info.network, this.info.helper);
     return endings;
   }
 
@@ -828,6 +881,7 @@ export class Containment {
     void this.#spawner?.close();
     this.#watchdog?.release();
     if (this.info.cgroup !== null && this.#live.size === 0) removeSessionCgroup(this.info.cgroup);
+    closeSessionNetwork(this.info.network, this.info.helper);
   }
 
   /** The pid of the session's cgroup watchdog, or null (process-group backend, or nothing contained yet). */
@@ -858,6 +912,7 @@ class Contained implements ContainedProcess {
   #released = false;
   #controlSettled = false;
   #gone: Promise<void> | null = null;
+  #limitEvents: { readonly oomKill: number; readonly pidsMax: number } | null = null;
 
   constructor(
     containment: Containment,
@@ -926,6 +981,8 @@ class Contained implements ContainedProcess {
   /** @internal The tree is proven empty: forget it and remove what held it. */
   markGone(): void {
     if (this.#released) return;
+    // The counters go with the cgroup: read them first.
+    if (this.#unit?.cgroup !== null && this.#unit?.cgroup !== undefined) this.#limitEvents = readLimitEvents(this.#unit.cgroup);
     this.#released = true;
     this.#unit?.release();
     this.#leader.forget?.();
@@ -996,6 +1053,12 @@ class Contained implements ContainedProcess {
     const unit = this.#unit;
     if (unit === null || this.#released) return [];
     return unit.members();
+  }
+
+  limitEvents(): { readonly oomKill: number; readonly pidsMax: number } | null {
+    const cgroup = this.#unit?.cgroup ?? null;
+    if (cgroup === null) return null;
+    return this.#released ? this.#limitEvents : readLimitEvents(cgroup);
   }
 }
 

@@ -294,7 +294,13 @@ export function failedLaunch(spawnError: string, startedAtMs = Date.now()): Laun
 function describeHelperFailure(name: string, cwd: string, failure: NonNullable<ControlReport['failure']>): string {
   switch (failure.stage) {
     case 'exec':
+      // RLIMIT_NPROC (capabilities.resources.pids_max under --run-as): the user is at its bound already.
+      if (failure.code === 'EAGAIN') return `failed to start '${name}': its user already has as many processes as capabilities.resources.pids_max allows (EAGAIN)`;
       return describeSpawnError(name, cwd, { code: failure.code });
+    case 'netns':
+      return `failed to start '${name}': could not join the session's network namespace (${failure.code})`;
+    case 'rlimit':
+      return `failed to start '${name}': could not set its capabilities.resources rlimits (${failure.code})`;
     case 'cgroup':
       return `failed to start '${name}': could not join its cgroup (${failure.code})`;
     case 'unshare':

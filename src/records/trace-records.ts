@@ -54,6 +54,24 @@ export interface SessionContainmentFields {
   readonly run_as: RunAsFields | null;
   /** What a step is kept from; absent in traces written before it. */
   readonly confinement?: SessionConfinementFields;
+  /** How the declared `capabilities.resources` are enforced; present only when some are declared. */
+  readonly resources?: {
+    readonly limits: Readonly<Record<string, number | undefined>>;
+    /** Each declared limit: `cgroup`, `rlimit`, `guard`, or null (not enforced here). */
+    readonly enforced_by: Readonly<Record<string, 'cgroup' | 'rlimit' | 'guard' | null | undefined>>;
+    readonly reason: string;
+  };
+  /** The session's network (`host`, or `session`: a namespace of its own); absent in traces written before it. */
+  readonly network?: {
+    readonly mode: 'host' | 'session';
+    /** The file the namespace is bound on, or null. */
+    readonly namespace: string | null;
+    /** The namespace's inode (`net:[N]`), or null. */
+    readonly inode: number | null;
+    readonly reason: string;
+    /** With an allow-list: the destinations outside it may reach, resolved. */
+    readonly allow?: readonly string[];
+  };
 }
 
 /** `session_start.containment.confinement` (ours, docs/trace.md): what a step is kept from (docs/security.md). */
@@ -179,6 +197,8 @@ export interface PlanStepFields {
    * counts and the full-output log (`logs/shell-<epoch ms>.log`), so the step id sits beside it.
    */
   readonly truncated?: OutputTruncation;
+  /** Ours: the step's attempts' logs (`docs/records.md#step-logs`), in attempt order; absent when no attempt printed anything. */
+  readonly logs?: readonly { readonly attempt: number; readonly path: string; readonly stdout_bytes: number; readonly stderr_bytes: number; readonly exit_code?: number | null; readonly signal?: string | null }[];
 }
 
 /** `plan_end` (`docs/trace.md#plan_end`): exactly one per run. */
@@ -590,7 +610,7 @@ const ORDER: { readonly [K in TraceEventType]: readonly (keyof TraceFieldsByType
   process_start: ['owner', 'pid', 'pid_start_time', 'pgid', 'cgroup', 'pid_namespace', 'executable', 'argv'],
   plan_start: ['plan_id', 'step_count', 'steps'],
   plan_step_start: ['plan_id', 'step_id', 'kind', 'depends_on'],
-  plan_step: ['plan_id', 'step_id', 'kind', 'status', 'attempts', 'duration_ms', 'error', 'input', 'state_effect', 'resource_id', 'truncated'],
+  plan_step: ['plan_id', 'step_id', 'kind', 'status', 'attempts', 'duration_ms', 'error', 'input', 'state_effect', 'resource_id', 'truncated', 'logs'],
   plan_end: ['plan_id', 'outcome', 'failed_step', 'steps_total', 'steps_succeeded', 'steps_failed', 'steps_skipped', 'duration_ms', 'reason'],
   plan_step_late: ['plan_id', 'step_id', 'attempt', 'status', 'error', 'disposition', 'reason'],
   task_start: ['task_id', 'context_id', 'source', 'origin', 'trust', 'lane', 'delegation_id', 'message_parts_bytes', 'method'],

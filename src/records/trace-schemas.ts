@@ -65,6 +65,10 @@ function buildSchemaTable() {
         reason: text,
       })
       .optional(),
+    resources: z
+      .looseObject({ limits: z.record(z.string(), count), enforced_by: z.record(z.string(), z.enum(['cgroup', 'rlimit', 'guard']).nullable()), reason: text })
+      .optional(),
+    network: z.looseObject({ mode: z.enum(['host', 'session']), namespace: text.nullable(), inode: count.nullable(), reason: text, allow: strings.optional() }).optional(),
   });
 
 
@@ -121,6 +125,7 @@ function buildSchemaTable() {
       state_effect: text.optional(),
       resource_id: text.optional(),
       truncated: truncation.optional(),
+      logs: z.array(z.looseObject({ attempt: count, path: text, stdout_bytes: count, stderr_bytes: count })).optional(),
     }),
     plan_end: () => z.looseObject({
       plan_id: text,

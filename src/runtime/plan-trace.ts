@@ -11,6 +11,7 @@ import type { SettledRecord } from '../../machines/plan-schedule.js';
 import type { PlanOutput, StartedStep } from '../../machines/plan.machine.js';
 import type { PlanEndFields, TraceNode } from '../records/trace-records.js';
 import type { TraceWriter } from '../records/trace-writer.js';
+import type { StepLogEntry } from './step-logs.js';
 
 /** Writes the records of one plan run. */
 export class PlanTrace {
@@ -21,6 +22,8 @@ export class PlanTrace {
   #plan: TraceNode<'plan_start'> | null = null;
   #planId = '';
   #ended = false;
+  /** A settled step's logs (`plan_step.logs`), once the run has them. */
+  extras: ((result: SettledRecord['result']) => { readonly logs?: readonly StepLogEntry[] }) | null = null;
 
   constructor(trace: TraceWriter, session: TraceNode<'session_start'>, task: TraceNode<'task_start'> | null = null) {
     this.#trace = trace;
@@ -65,6 +68,7 @@ export class PlanTrace {
     if (!this.#trace.enabled) return; // nothing is written: no fields are built for it
     for (const record of records) {
       const { result } = record;
+      const logs = this.extras?.(result).logs;
       this.#trace.write('plan_step', plan, {
         plan_id: this.#planId,
         step_id: result.step_id,
@@ -77,6 +81,7 @@ export class PlanTrace {
         ...(record.stateEffect !== undefined ? { state_effect: record.stateEffect } : {}),
         ...(record.resourceId !== undefined ? { resource_id: record.resourceId } : {}),
         ...(result.truncated !== undefined ? { truncated: result.truncated } : {}),
+        ...(logs !== undefined ? { logs } : {}),
       });
     }
   }

@@ -1,10 +1,11 @@
-import { closeSync, constants as fsConstants, openSync } from 'node:fs';
+import { closeSync, constants as fsConstants, lstatSync, openSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, dirname, resolve, join } from 'node:path';
 import type { InspectionEvent } from 'xstate';
 import { ERROR_CODES, messageOf, RuntimeError } from '../errors.js';
 import { newSessionId } from '../ids.js';
 import { Containment, containmentTraceFields, type BackendChoice, type IsolationChoice } from '../process/containment.js';
+import type { NetworkMode } from '../process/network.js';
 import { abandonedSessionWarning, findAbandonedSessions } from '../process/leftovers.js';
 import { processStartTime } from '../process/proc.js';
 import { droppedPathWarning } from '../process/resolve-binary.js';
@@ -16,6 +17,7 @@ import { directoryProblem, makeDirectory } from '../records/directories.js';
 import { RecordsDirInUseError, recordedSessionIn, recordsDirUnusable } from '../records/records-dir.js';
 import { EVENT_LOG_FILE, EventLog } from '../records/event-log.js';
 import { recordSigner } from '../records/record-proof.js';
+import { pointLatestAt } from '../records/latest.js';
 import type { TraceNode } from '../records/trace-records.js';
 import { TraceWriter } from '../records/trace-writer.js';
 import type { Manifest } from '../manifest.js';
@@ -24,6 +26,8 @@ import { elapsedMs, systemClock, type SessionClock, type XStateClock } from './c
 import { silentLogger, type RuntimeLogger } from './logger.js';
 import { Background } from '../shell-calls/background.js';
 import type { BackgroundOptions } from '../shell-calls/shell-calls.js';
+import type { CommandLimits } from '../executors/command-runner.js';
+import { WorkdirGuard } from '../executors/workdir-guard.js';
 import { ActorNames } from './actor-names.js';
 import { TaskTable } from './tasks.js';
 import { LiveDelegations } from '../cancel/live-delegations.js';
@@ -99,6 +103,11 @@ export interface SessionOptions {
    */
   readonly privilegedSteps?: boolean;
   /**
+   * The network of every process the session starts (`--network`; else the manifest's
+   * `capabilities.network`; else `host`): docs/containment.md#network.
+   */
+  readonly network?: NetworkMode;
+  /**
    * Warn (once per dead session, through `onWarning`) about the sessions in the same records root
    * that ended without `session_end` while their runtime is gone, naming the live processes they
    * left (`src/process/leftovers.ts`). Default: on when `recordsDir` is the default
@@ -118,6 +127,12 @@ export interface SessionOptions {
    * false (a library caller may reopen a directory).
    */
   readonly exclusiveRecords?: boolean;
+  /**
+   * Keep the scratch directory (the steps' HOME and TMPDIR) when the session ends
+   * (`--keep-scratch`, docs/records.md#scratch). Default: `CAPSULE_KEEP_SCRATCH=1` in the
+   * environment, else false: it is removed once every process of the session is gone.
+   */
+  readonly keepScratch?: boolean;
 }
 
 /**
@@ -146,6 +161,8 @@ export class Session {
   readonly trace: TraceWriter;
   /** The one registry of every process tree the session starts (and the only place that signals them). */
   readonly containment: Containment;
+  /** The bounds of every shell command it runs (`capabilities.resources`, docs/shell-commands.md#resource-limits). */
+  readonly commandLimits: CommandLimits;
   /** The actor event log, or null when it is off. */
   readonly eventLog: EventLog | null;
   /** The session's clock (epoch, monotonic, timers). */
@@ -168,6 +185,9 @@ export class Session {
   #ended = false;
   #ending: Promise<void> | null = null;
   #recordsFailure: Error | null = null;
+  #onRecordError: (error: Error) => void = () => {};
+  readonly #keepScratch: boolean;
+  readonly #warn: (message: string) => void;
 
   private constructor(options: SessionOptions) {
     this.time = options.clock ?? systemClock;
@@ -181,6 +201,7 @@ export class Session {
     // Without a records directory the steps' HOME and TMPDIR go under the system's temp directory.
     this.scratchDir = this.hasRecords ? join(dirname(this.recordsDir), `.${basename(this.recordsDir)}.scratch`) : join(tmpdir(), `.capsule-${this.id}.scratch`);
     this.manifest = options.manifest ?? null;
+    this.#keepScratch = options.keepScratch ?? process.env['CAPSULE_KEEP_SCRATCH'] === '1';
     // Refused before the containment exists: nothing to take down (e.g. /proc or /sys, where Node's recursive mkdir would never return).
     const problem = this.hasRecords ? directoryProblem(this.recordsDir) : null;
     if (problem !== null) throw recordsDirUnusable(this.recordsDir, problem);
@@ -207,7 +228,21 @@ export class Session {
       writablePaths: paths.writable,
       hiddenPaths: paths.hidden,
       pathNotes: paths.notes,
+      ...(this.manifest?.capabilities?.resources !== undefined ? { resources: this.manifest.capabilities.resources } : {}),
+      ...(options.network !== undefined
+        ? { network: options.network, networkBy: `--network ${options.network}` }
+        : typeof this.manifest?.capabilities?.network === 'string'
+          ? { network: this.manifest.capabilities.network, networkBy: `capabilities.network "${this.manifest.capabilities.network}" of the manifest` }
+          : this.manifest?.capabilities?.network !== undefined
+            ? { network: 'session' as const, networkAllow: this.manifest.capabilities.network.allow, networkBy: 'capabilities.network.allow of the manifest' }
+            : {}),
     });
+    const workdirMax = this.manifest?.capabilities?.resources?.workdir_max_bytes;
+    this.commandLimits = {
+      bounds: this.containment.info.resources,
+      // The records directory is the runtime's to write (a command cannot), so it does not count.
+      workdirGuard: workdirMax !== undefined ? new WorkdirGuard(this.workdir, workdirMax, { skip: this.hasRecords ? [this.recordsDir] : [] }) : null,
+    };
     // Every failure to open the records is RECORDS_DIR_UNUSABLE, and takes the session's cgroup
     // with it (nothing ran), e.g. ELOOP: trace.jsonl is a link planted in a reused records dir.
     const unusable = (error: unknown): RuntimeError => {
@@ -240,6 +275,7 @@ export class Session {
       this.logger.error({ err: error.message }, 'a records write failed');
       options.onRecordError?.(error);
     };
+    this.#onRecordError = onRecordError;
     const now = (): number => this.time.epochMs();
     const tracing = options.trace !== false && this.hasRecords;
     // The proof of its session_start and process_start records (src/records/record-proof.ts): what
@@ -259,6 +295,7 @@ export class Session {
     this.#inspectors = [...(options.inspectors ?? [])];
     if (this.eventLog !== null) this.addInspector(this.eventLog.inspect);
     const warn = options.onWarning ?? ((message: string) => process.emitWarning(message, 'CapsuleRecordsWarning'));
+    this.#warn = warn;
     for (const [file, repair] of [
       ['trace.jsonl', this.trace.repair],
       [EVENT_LOG_FILE, this.eventLog?.repair ?? null],
@@ -273,6 +310,8 @@ export class Session {
     }
     if (this.containment.path.dropped.length > 0) warn(droppedPathWarning(this.containment.path));
     if (this.containment.info.confinement.privilegedSteps) warn(privilegedStepsWarning(this.containment.info.confinement));
+    // A declared bound this machine cannot enforce is said once, at the start (docs/shell-commands.md#resource-limits).
+    if (this.containment.info.resources.reason !== '') warn(`${this.containment.info.resources.reason}: docs/shell-commands.md#resource-limits`);
     if (signing !== null && signing.signer === null) {
       this.logger.warn({ why: signing.reason }, 'records not signed');
       warn(`${join(this.recordsDir, 'trace.jsonl')}: this session's records cannot be signed (${signing.reason}): a later --resume reports what they name as untrusted and --reap stops none of it`);
@@ -300,6 +339,8 @@ export class Session {
       { records_dir: this.recordsDir, workdir: this.workdir, trace: this.trace.enabled, event_log: this.eventLog !== null, containment: this.containment.info.backend, pid_namespace: this.containment.info.pidNamespace },
       'session opened',
     );
+    // The records root's `latest` names the newest session (docs/records.md#latest): only in the default root, never beside a directory the user chose.
+    if (this.hasRecords && options.recordsDir === undefined) pointLatestAt(this.recordsDir);
     if (this.hasRecords && (options.noticeAbandoned ?? options.recordsDir === undefined)) {
       const excludeDirs = options.resumeFrom !== undefined ? [resolve(options.resumeFrom)] : [];
       for (const abandoned of findAbandonedSessions(dirname(this.recordsDir), { exclude: this.id, excludeDirs, noticedBy: this.id, now })) {
@@ -408,8 +449,36 @@ export class Session {
     this.#recordsFailure ??= error;
   }
 
+  /**
+   * A records file other than the trace and the event log could not be written (a step's log,
+   * `docs/records.md#step-logs`): the records are incomplete, as for a failed trace write.
+   */
+  recordsWriteFailed(error: Error): void {
+    this.#onRecordError(error);
+  }
+
   get ended(): boolean {
     return this.#ending !== null;
+  }
+
+  /** Whether the scratch directory is kept when the session ends (a delegation's child session keeps its own then too). */
+  get keepsScratch(): boolean {
+    return this.#keepScratch;
+  }
+
+  /** Removes the scratch directory (docs/records.md#scratch); a link in its place is left alone, a failure is warned about. */
+  #removeScratch(): void {
+    try {
+      if (!lstatSync(this.scratchDir).isDirectory()) return;
+    } catch {
+      return; // never made: no step ran
+    }
+    try {
+      rmSync(this.scratchDir, { recursive: true, force: true });
+    } catch (error) {
+      this.logger.warn({ scratch_dir: this.scratchDir, err: messageOf(error) }, 'the scratch directory could not be removed');
+      this.#warn(`the scratch directory ${this.scratchDir} could not be removed: ${messageOf(error)}`);
+    }
   }
 
   async #end(exitStatus: SessionExitStatus, graceMs: number): Promise<void> {
@@ -420,6 +489,8 @@ export class Session {
       this.logger.error({ err: messageOf(error) }, 'the teardown sweep failed');
     }
     await this.containment.close(graceMs);
+    // Every process of the session is gone: nothing writes in its scratch directory any more.
+    if (!this.#keepScratch) this.#removeScratch();
     const durationMs = elapsedMs(this.#openedAtMs, this.time.monotonicMs());
     this.trace.write('session_end', this.node, {
       total_turns: 0,

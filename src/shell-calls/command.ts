@@ -13,7 +13,6 @@ import { CANCEL_PHASES } from '../cancel/phases.js';
 import { STOP_TERM_GRACE_MS } from './constants.js';
 import { startCommand, type CommandEnd, type RunningCommand } from '../executors/command-runner.js';
 import { OutputCapture } from '../executors/output-capture.js';
-import { resourceLimitOfSignal } from '../executors/resource-limit.js';
 import { writeCapturedLog } from '../executors/shell-outcome.js';
 import { decodeUtf8Lossy } from '../executors/utf8.js';
 import { processStartFields, type ContainedProcess, type ProcessIdentity } from '../process/containment.js';
@@ -243,6 +242,7 @@ export class ShellCommand {
       env: this.facts.env,
       ...(this.facts.stdin !== undefined ? { stdin: this.facts.stdin } : {}),
       sink: capture,
+      limits: host.commandLimits,
       onLeaderExit: (info) => this.#onLeaderExit(info.exitCode, info.signal),
     });
     this.#running = running;
@@ -446,7 +446,7 @@ export class ShellCommand {
       exited_at_ms: end.exitedAtMs,
       output_path: log.path,
       output_bytes: summary.outputBytes,
-      resource_limit: resourceLimitOfSignal(end.signal),
+      resource_limit: end.resourceLimit,
       output_holders: holders,
       context_id: this.facts.task.contextId,
       provenance: completionProvenance(this.facts.task.provenance),
@@ -485,7 +485,7 @@ export class ShellCommand {
     const stdoutBytes = capture.stdoutBytes;
     const stderrBytes = capture.stderrBytes;
     capture.dispose();
-    const resourceLimit = resourceLimitOfSignal(end.signal);
+    const resourceLimit = end.resourceLimit;
     const exitCode = end.spawnError !== null ? -1 : end.exitCode;
     const resolved = running.process.executable ?? parsed.binary;
     const capStopped = this.#capStopped;

@@ -4,6 +4,7 @@
  * trace, and the options of its actors. Typed here so that the session holds its shell calls
  * without the shell calls importing the session back.
  */
+import type { CommandLimits } from '../executors/command-runner.js';
 import type { InspectionEvent } from 'xstate';
 import type { Manifest } from '../manifest.js';
 import type { Containment } from '../process/containment.js';
@@ -31,6 +32,8 @@ export interface ShellCallHost {
   /** `session_start`: the session-scoped records hang off it. */
   readonly node: TraceNode<'session_start'>;
   readonly containment: Containment;
+  /** The manifest's `capabilities.resources` bounds for every command (docs/shell-commands.md#resource-limits). */
+  readonly commandLimits: CommandLimits;
   /** The session's clock: epoch, monotonic, timers. */
   readonly time: SessionClock;
   /** Timers of the session's actors (XState's `clock` option). */

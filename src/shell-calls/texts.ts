@@ -6,6 +6,7 @@
  * fragments Murmur's texts carry are kept exactly. No text here ever carries
  * a command's output; only the operator's abandonment report names the command.
  */
+import { resourceLimitField } from '../executors/resource-limit.js';
 import type { AbandonedCommand } from './abandonment.js';
 import { completionStatus, type ShellCompletion, type OutputHolders } from './completion.js';
 import { MAX_SHELL_OUTPUT_BYTES } from '../executors/output-cap.js';
@@ -36,7 +37,7 @@ export function oneLine(value: string): string {
  * it are escaped, so the text stays one line.
  */
 export function resourceLimitLine(limit: string): string {
-  return `resource limit hit: capabilities.resources.${oneLine(limit)} stopped this command; raise that declared limit or do less work per command.`;
+  return `resource limit hit: capabilities.resources.${oneLine(resourceLimitField(limit))} stopped this command; raise that declared limit or do less work per command.`;
 }
 
 /**

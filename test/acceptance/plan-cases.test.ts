@@ -1198,8 +1198,8 @@ describe('H. shell steps', () => {
   });
 
   it.each([
-    ['XCPU', 'cpu_seconds', 152],
-    ['XFSZ', 'max_file_size_bytes', 153],
+    ['XCPU', 'cpu_secs', 152],
+    ['XFSZ', 'file_size_max_bytes', 153],
   ])('attributes a process killed by SIG%s to capabilities.resources.%s, naming the resolved binary', async (signal, limit, code) => {
     const run = await runCase(dirs, plan({ id: 's', shell: `bash -c 'ulimit -c 0; kill -${signal} $$'` }));
     const error = run.report.results[0]?.error ?? '';

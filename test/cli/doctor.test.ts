@@ -114,6 +114,33 @@ describe('what steps get (confinement)', () => {
   });
 });
 
+describe('the network and the resource limits', () => {
+  const isRoot = process.getuid?.() === 0;
+  it("says the network a run would get and whether a session's own can be had here (text and --json)", async () => {
+    const dir = temp.make('doctor-network');
+    const text = (await runCli(['doctor'], { cwd: dir })).stdout.split('\n');
+    expect(text.find((l) => l.startsWith('network: '))).toMatch(
+      isRoot ? /^network: host \(the host's network\); session: available here$/ : /^network: host \(the host's network\); session: not available here — making a network namespace needs root/,
+    );
+    writeJson(dir, 'capsule.json', { capabilities: { network: 'session' } });
+    const json = await runCli(['doctor', '--json'], { cwd: dir });
+    expect(JSON.parse(json.stdout)).toMatchObject({ network: { mode: 'session', session_available: isRoot }, ok: isRoot });
+    expect((await runCli(['doctor', '--network', 'nowhere'], { cwd: dir })).code).toBe(2);
+  });
+
+  it('says how each declared limit holds here, and which one is not enforced and why', async () => {
+    const dir = temp.make('doctor-limits');
+    writeJson(dir, 'capsule.json', { capabilities: { resources: { cpu_secs: 5, pids_max: 50, workdir_max_bytes: 1000000 } } });
+    const result = await runCli(['doctor'], { cwd: dir, env: { CAPSULE_CONTAINMENT: 'process-group' } });
+    const line = result.stdout.split('\n').find((l) => l.startsWith('resource limits: ')) ?? '';
+    expect(line).toContain('cpu_secs by an rlimit set by the spawn helper (RLIMIT_CPU)');
+    expect(line).toContain("workdir_max_bytes by the work folder's guard");
+    expect(line).toMatch(/pids_max not enforced; .* — capabilities\.resources\.pids_max is not enforced: .*--run-as/);
+    const json = JSON.parse((await runCli(['doctor', '--json'], { cwd: dir, env: { CAPSULE_CONTAINMENT: 'process-group' } })).stdout) as { resources: { declared: { enforced_by: Record<string, unknown> } } };
+    expect(json.resources.declared.enforced_by).toEqual({ pids: null, cpu: 'rlimit', workdir: 'guard' });
+  });
+});
+
 describe('--run-as', () => {
   it('refuses a user that does not exist, in doctor and in run, before anything runs', async () => {
     const dir = temp.make('run-as');

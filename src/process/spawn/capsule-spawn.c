@@ -7,8 +7,10 @@
  * cgroup, optionally isolates and confines itself, and then execs the command in place.
  *
  *   capsule-spawn [--cgroup DIR] [--pidns [--confine] [--ro PATH]... [--rw PATH]... [--hide PATH]...]
- *                 [--caps] [--seccomp] [--uid N --gid N [--groups G,G…]] -- FILE ARGV0 [ARG…]
+ *                 [--caps] [--seccomp] [--rlimit KIND=N]... [--netns FILE]
+ *                 [--uid N --gid N [--groups G,G…]] -- FILE ARGV0 [ARG…]
  *   capsule-spawn --probe [--user NAME]
+ *   capsule-spawn --netns-make FILE | --netns-drop FILE
  *
  * --cgroup DIR   write our own pid into DIR/cgroup.procs first (cgroup v2; children inherit it).
  * --pidns        unshare a PID and a mount namespace; a minimal init (pid 1 there) mounts a
@@ -47,17 +49,31 @@
  * --seccomp      last before exec (after no_new_privs), a seccomp filter refusing a new user
  *                namespace and setns (install_seccomp): in a user namespace of its own a root
  *                command would hold every capability again there.
+ * --rlimit KIND=N  before exec, bound the command (not the init) by an rlimit, soft = hard:
+ *                as (RLIMIT_AS, bytes), nproc (RLIMIT_NPROC: processes of the user, so set before
+ *                the uid changes, and meaningful only for a user of its own), fsize
+ *                (RLIMIT_FSIZE, bytes: SIGXFSZ), cpu (RLIMIT_CPU, seconds: SIGXCPU at N, and
+ *                SIGKILL one second later for a command that ignores it). Core dumps are off
+ *                whenever one is set (a killed command leaves no core in the work folder).
+ *                docs/shell-commands.md#resource-limits.
+ * --netns FILE  first of all (before the cgroup, while every capability is still held), join the
+ *                network namespace FILE names (a --netns-make file): setns(2).
+ * --netns-make FILE  make a network namespace with only the loopback interface, up, and keep it
+ *                by bind-mounting it onto FILE (created empty), as `ip netns add` does; nothing
+ *                runs in it until a command joins it (docs/containment.md#network).
+ * --netns-drop FILE  unmount FILE (lazily: commands still in the namespace keep it until they
+ *                end) and remove it.
  * --uid/--gid/--groups  drop to this uid/gid/supplementary groups (and set no_new_privs) just
  *                before exec.
  *
  * Descriptors: everything inherited above fd 3 is closed at our start, and everything above the
  * command's stdio is close-on-exec at its exec. The runtime starts us from a descriptor it opened
- * when its session began (/proc/self/fd/N, spawn/helper.ts), so a file put at our path later is
+ * when its session began (/proc/self/fd/N, spawn/held-helper.ts), so a file put at our path later is
  * not what runs; we name ourselves "capsule-spawn" (the kernel would name us "N").
  *
  * Control channel: fd 3, when open, is a pipe to the runtime (close-on-exec here). We write
  *   "I <pid>\n"          the host pid of the namespace init (with --pidns);
- *   "E <stage> <errno>\n" setup or exec failed (stage: cgroup|unshare|fork|mount|caps|user|seccomp|exec|usage),
+ *   "E <stage> <errno>\n" setup or exec failed (stage: netns|cgroup|unshare|fork|mount|caps|rlimit|user|seccomp|exec|usage),
  *                        then exit 127.
  * End of file on fd 3 without an E line means the command was exec'd.
  *
@@ -78,7 +94,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -98,6 +117,7 @@
 #define MAX_BINDS 32
 #define MAX_HIDE 8
 #define MAX_GROUPS 256
+#define MAX_RLIMITS 4
 
 #ifndef CLONE_NEWCGROUP
 #define CLONE_NEWCGROUP 0x02000000
@@ -246,8 +266,16 @@ struct bind {
   int writable;
 };
 
+struct rlimit_spec {
+  int resource;
+  rlim_t value;
+};
+
 /* What the command line asked for (see the top of this file). */
 struct options {
+  const char *netns;
+  struct rlimit_spec rlimits[MAX_RLIMITS];
+  int nrlimits;
   const char *cgroup;
   int pidns, confine, caps, seccomp;
   struct bind binds[MAX_BINDS];
@@ -319,6 +347,39 @@ static int drop_capabilities(void) {
   }
   if (syscall(SYS_capset, &header, data) != 0) return errno;
   return 0;
+}
+
+/* --rlimit's bounds, before the uid changes (RLIMIT_NPROC is checked against the new user's count). */
+static void set_rlimits(const struct options *o) {
+  for (int i = 0; i < o->nrlimits; i++) {
+    struct rlimit limit = {o->rlimits[i].value, o->rlimits[i].value};
+    if (o->rlimits[i].resource == RLIMIT_CPU) limit.rlim_max = o->rlimits[i].value + 1;
+    if (setrlimit(o->rlimits[i].resource, &limit) != 0) fail("rlimit", errno);
+  }
+  if (o->nrlimits > 0) {
+    struct rlimit no_core = {0, 0};
+    if (setrlimit(RLIMIT_CORE, &no_core) != 0) fail("rlimit", errno);
+  }
+}
+
+static int parse_rlimit(const char *text, struct rlimit_spec *out) {
+  static const struct {
+    const char *name;
+    int resource;
+  } KINDS[] = {{"as", RLIMIT_AS}, {"nproc", RLIMIT_NPROC}, {"fsize", RLIMIT_FSIZE}, {"cpu", RLIMIT_CPU}};
+  const char *eq = strchr(text, '=');
+  if (eq == NULL) return -1;
+  for (size_t k = 0; k < sizeof KINDS / sizeof KINDS[0]; k++) {
+    if (strlen(KINDS[k].name) != (size_t)(eq - text) || strncmp(text, KINDS[k].name, (size_t)(eq - text)) != 0) continue;
+    char *end;
+    errno = 0;
+    unsigned long long value = strtoull(eq + 1, &end, 10);
+    if (errno != 0 || eq[1] == '\0' || *end != '\0' || value == 0) return -1;
+    out->resource = KINDS[k].resource;
+    out->value = (rlim_t)value;
+    return 0;
+  }
+  return -1;
 }
 
 /* ---- the seccomp filter (raw BPF: no libseccomp on the machines this is built on) ---- */
@@ -401,9 +462,10 @@ static void cloexec_above_stdio(void) {
   for (int fd = 3; fd < max; fd++) fcntl(fd, F_SETFD, FD_CLOEXEC);
 }
 
-/* The last thing before exec: --caps, then the run-as user (which needs CAP_SETUID/SETGID, kept), then the seccomp filter. */
+/* The last thing before exec: the rlimits, --caps, then the run-as user (which needs CAP_SETUID/SETGID, kept), then the seccomp filter. */
 static void confine_command(const struct options *o) {
   cloexec_above_stdio();
+  set_rlimits(o);
   if (o->caps) {
     int err = drop_capabilities();
     if (err != 0) fail("caps", err);
@@ -700,6 +762,104 @@ static void setup_mounts(const struct options *o) {
   }
 }
 
+/* ---- network namespaces ---- */
+
+static int wait_exit_code(pid_t child);
+
+/* Brings the loopback interface of our (new) network namespace up. */
+static int loopback_up(void) {
+  int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return errno;
+  struct ifreq req;
+  memset(&req, 0, sizeof req);
+  strncpy(req.ifr_name, "lo", IFNAMSIZ - 1);
+  int err = 0;
+  if (ioctl(fd, SIOCGIFFLAGS, &req) != 0) err = errno;
+  else {
+    req.ifr_flags |= IFF_UP;
+    if (ioctl(fd, SIOCSIFFLAGS, &req) != 0) err = errno;
+  }
+  close(fd);
+  return err;
+}
+
+/* --netns-make: in a child (our own namespace stays the host's), unshare the network namespace,
+   bring lo up and bind it onto FILE. Prints "netns ok" or "netns <stage> <errno>"; exits 0 or 1. */
+static int netns_make(const char *file) {
+  int fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+  if (fd < 0) {
+    printf("netns create %d\n", errno);
+    return 1;
+  }
+  close(fd);
+  int report[2];
+  if (pipe2(report, O_CLOEXEC) != 0) {
+    printf("netns fork %d\n", errno);
+    unlink(file);
+    return 1;
+  }
+  fflush(stdout);
+  pid_t child = fork();
+  if (child < 0) {
+    printf("netns fork %d\n", errno);
+    unlink(file);
+    return 1;
+  }
+  if (child == 0) {
+    close(report[0]);
+    const char *stage = NULL;
+    int err = 0;
+    if (unshare(CLONE_NEWNET) != 0) stage = "unshare", err = errno;
+    else if ((err = loopback_up()) != 0) stage = "loopback";
+    else if (mount("/proc/self/ns/net", file, NULL, MS_BIND, NULL) != 0) stage = "mount", err = errno;
+    if (stage != NULL) {
+      char line[64];
+      int n = snprintf(line, sizeof line, "%s %d", stage, err);
+      ssize_t ignored = write(report[1], line, (size_t)n);
+      (void)ignored;
+      _exit(1);
+    }
+    _exit(0);
+  }
+  close(report[1]);
+  char text[64];
+  ssize_t got = read(report[0], text, sizeof text - 1);
+  close(report[0]);
+  text[got > 0 ? got : 0] = '\0';
+  int code = wait_exit_code(child);
+  if (code == 0 && got <= 0) {
+    printf("netns ok\n");
+    return 0;
+  }
+  unlink(file);
+  if (got > 0) printf("netns %s\n", text);
+  else printf("netns exit %d\n", code);
+  return 1;
+}
+
+static int netns_drop(const char *file) {
+  if (umount2(file, MNT_DETACH) != 0 && errno != EINVAL && errno != ENOENT) {
+    printf("netns umount %d\n", errno);
+    return 1;
+  }
+  if (unlink(file) != 0 && errno != ENOENT) {
+    printf("netns unlink %d\n", errno);
+    return 1;
+  }
+  printf("netns ok\n");
+  return 0;
+}
+
+/* --netns: join the namespace bound on FILE. A FILE that is not a network namespace (the session
+   ended and the file is gone, or something else is there) fails: the command never runs on the
+   host's network by mistake. */
+static void join_netns(const char *file) {
+  int fd = open(file, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail("netns", errno);
+  if (setns(fd, CLONE_NEWNET) != 0) fail("netns", errno);
+  close(fd);
+}
+
 static void exec_command(char *const argv[], const char *file) __attribute__((noreturn));
 static void exec_command(char *const argv[], const char *file) {
   execv(file, argv);
@@ -980,6 +1140,13 @@ int main(int argc, char *argv[]) {
     else if (strcmp(arg, "--confine") == 0) o.confine = 1;
     else if (strcmp(arg, "--caps") == 0) o.caps = 1;
     else if (strcmp(arg, "--seccomp") == 0) o.seccomp = 1;
+    else if (strcmp(arg, "--netns") == 0 && i + 1 < argc) o.netns = argv[++i];
+    else if (strcmp(arg, "--netns-make") == 0 && i + 1 < argc) return netns_make(argv[++i]);
+    else if (strcmp(arg, "--netns-drop") == 0 && i + 1 < argc) return netns_drop(argv[++i]);
+    else if (strcmp(arg, "--rlimit") == 0 && i + 1 < argc && o.nrlimits < MAX_RLIMITS) {
+      if (parse_rlimit(argv[++i], &o.rlimits[o.nrlimits]) != 0) fail("usage", EINVAL);
+      o.nrlimits++;
+    }
     else if ((strcmp(arg, "--ro") == 0 || strcmp(arg, "--rw") == 0) && i + 1 < argc && o.nbinds < MAX_BINDS) {
       o.binds[o.nbinds].writable = arg[3] == 'w';
       o.binds[o.nbinds++].path = argv[++i];
@@ -1011,6 +1178,8 @@ int main(int argc, char *argv[]) {
   if (argc - i < 2) fail("usage", EINVAL);
   const char *file = argv[i];
   char **command_argv = &argv[i + 1];
+
+  if (o.netns != NULL) join_netns(o.netns);
 
   if (o.cgroup != NULL) {
     char path[4096];

@@ -155,6 +155,10 @@ export interface HelperLaunch {
   readonly caps?: boolean;
   /** Install the seccomp filter refusing user namespaces and setns, last before exec (`--seccomp`). */
   readonly seccomp?: boolean;
+  /** `--rlimit KIND=N` arguments (`src/process/resources.ts`), set on the command before exec. Absent: none. */
+  readonly rlimits?: readonly string[];
+  /** The session's network namespace file to join first (`src/process/network.ts`), or null/absent: the host's network. */
+  readonly netns?: string | null;
   /** Drop to this user before exec, or null. */
   readonly user: RunAsUser | null;
 }
@@ -172,6 +176,8 @@ export function helperArgs(launch: HelperLaunch, executable: string, argv0: stri
   }
   if (launch.caps === true) out.push('--caps');
   if (launch.seccomp === true) out.push('--seccomp');
+  out.push(...(launch.rlimits ?? []));
+  if (launch.netns !== undefined && launch.netns !== null) out.push('--netns', launch.netns);
   if (launch.user !== null) {
     out.push('--uid', String(launch.user.uid), '--gid', String(launch.user.gid));
     if (launch.user.groups.length > 0) out.push('--groups', launch.user.groups.join(','));
@@ -191,7 +197,7 @@ export interface ControlReport {
    * of the report reads it then).
    */
   readonly initStartTime?: number | null;
-  /** Setup or exec failed: the stage (`cgroup`, `unshare`, `fork`, `mount`, `caps`, `user`, `seccomp`, `exec`, `usage`) and errno name. */
+  /** Setup or exec failed: the stage (`netns`, `cgroup`, `unshare`, `fork`, `mount`, `caps`, `rlimit`, `user`, `seccomp`, `exec`, `usage`) and errno name. */
   readonly failure: { readonly stage: string; readonly code: string } | null;
 }
 

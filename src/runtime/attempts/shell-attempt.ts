@@ -15,10 +15,9 @@ import { binaryNotAllowed, SHELL_COMMAND_EMPTY } from '../../plan/messages.js';
 import { splitShellWords } from '../../plan/shell-words.js';
 import type { ContainedProcess } from '../../process/containment.js';
 import { join } from 'node:path';
-import { resourceLimitOfSignal } from '../../executors/resource-limit.js';
 import { logCapStopError } from '../../executors/log-cap.js';
 import type { AttemptEnvironment } from '../attempt.js';
-import { attemptActor, stepEnvironment, trackTree, type LastTrees } from './attempt-run.js';
+import { attemptActor, closeStepLog, openStepLog, stepEnvironment, trackTree, type LastTrees } from './attempt-run.js';
 
 /** The `shellAttempt` actor logic for one plan run. */
 export function shellAttemptActor(env: AttemptEnvironment, lastTrees: LastTrees) {
@@ -46,8 +45,10 @@ export function shellAttemptActor(env: AttemptEnvironment, lastTrees: LastTrees)
         // The log reached lifecycle.max_log_bytes under on_log_cap "stop" (output may arrive before the tree is known).
         let capStopped = false;
         const maxLogBytes = env.maxLogBytes ?? null;
+        const log = openStepLog(run, 'shell', command);
         const capture = new OutputCapture(join(env.session.recordsDir, 'logs'), {
           maxLogBytes,
+          ...(log !== null ? { log } : {}),
           ...(env.onLogCap === 'stop'
             ? {
                 onCapped: () => {
@@ -71,6 +72,7 @@ export function shellAttemptActor(env: AttemptEnvironment, lastTrees: LastTrees)
           env: stepEnvironment(env),
           ...(stdin !== undefined ? { stdin } : {}),
           sink: capture,
+          limits: env.session.commandLimits,
           // Ended (a forced cancel, its timeout) while its launch waits for the spawner: nothing starts.
           withdraw: run.withdrawSignal,
           withdrawWaiting: run.withdrawWaitingSignal,
@@ -83,6 +85,7 @@ export function shellAttemptActor(env: AttemptEnvironment, lastTrees: LastTrees)
             // Withdrawn while it waited for the spawner (or refused as it was): nothing ran, and no shell call was made.
             return running.done.then((end) => {
               capture.dispose();
+              closeStepLog(run, log, null);
               run.fail(end.spawnError ?? 'its process was not started', { notStarted: true });
             });
           }
@@ -94,14 +97,17 @@ export function shellAttemptActor(env: AttemptEnvironment, lastTrees: LastTrees)
           else if (endAsked !== null) run.endTree(running.process, endAsked);
           else if (capStopped) run.endTree(running.process, run.input.step.killGraceMs);
           return running.done.then((end) => {
-            const resourceLimit = resourceLimitOfSignal(end.signal);
-            return shellStepOutcomeOf(end, capture, {
+            const resourceLimit = end.resourceLimit;
+            // A binary in the workdir that is not there: say which step was to make it.
+            const hint = end.spawnError?.includes('ENOENT') === true ? (env.missingBinaryHint?.(run.input.step.index, binary) ?? '') : '';
+            return shellStepOutcomeOf(hint === '' ? end : { ...end, spawnError: `${end.spawnError}${hint}` }, capture, {
               binary,
               args: argv,
               recordsDir: env.session.recordsDir,
               ...(resourceLimit !== null ? { resourceLimit, resolvedBinary: running.process.executable ?? binary } : {}),
             }).then((o) => {
               capture.dispose();
+              closeStepLog(run, log, end.spawnError === null ? { exitCode: end.exitCode, signal: end.signal } : null);
               const truncated = o.truncated !== undefined ? { truncated: o.truncated } : {};
               // A log-write failure stays the error: without its log the cap did not cut anything the user can read.
               if (capStopped && o.fullOutputPath !== null) run.fail(logCapStopError(maxLogBytes ?? 0), truncated);
@@ -110,6 +116,7 @@ export function shellAttemptActor(env: AttemptEnvironment, lastTrees: LastTrees)
           });
         }).catch((error: unknown) => {
           capture.dispose();
+          closeStepLog(run, log, null);
           run.crash(error);
         });
       });
