@@ -274,6 +274,27 @@ suite(`a confined root step${unavailable === null ? '' : ` (skipped: ${unavailab
     });
   });
 
+  it("with the package writable to it and a network of the session's own, a helper put at its path is not what drops the namespace at the session's end: that too runs from the descriptor", async () => {
+    const helper = join(pkg, 'dist', 'native', 'capsule-spawn');
+    const before = readFileSync(helper);
+    const marker = join(dirs.make('takeover-marker'), 'helper-replaced');
+    const workdir = workdirWith(
+      { id: 'held-netns', steps: [{ id: 'replace', shell: 'bash replace.sh' }] },
+      {
+        'evil.sh': `#!/bin/sh\necho ran > ${marker}\nexec ${helper}.orig "$@"`,
+        'replace.sh': `chmod +x evil.sh; cp ${helper} ${helper}.orig && cp evil.sh ${helper}.new && mv -f ${helper}.new ${helper} && echo replaced`,
+      },
+    );
+    try {
+      const run = await runCopy(workdir, ['--allow', 'bash', '--network', 'session'], { env: { CAPSULE_ISOLATION: 'none' } });
+      expect(said(run, 'replace')).toBe('replaced\n');
+      expect(run.code).toBe(0);
+      expect(existsSync(marker)).toBe(false);
+    } finally {
+      writeFileSync(helper, before);
+    }
+  });
+
   describe('cannot hold every capability again in a user namespace', () => {
     it('cannot make one: unshare -U and clone(CLONE_NEWUSER) are refused (EPERM), clone3 is not there (ENOSYS)', async () => {
       const workdir = workdirWith({ id: 'userns', steps: [{ id: 's', shell: 'bash probe.sh' }] }, {
