@@ -284,8 +284,9 @@ async function codeCachedChunks(root, metafile, common) {
         {
           name: 'capsule-code-cache-shim',
           setup(b) {
-            // The chunks the code imports stay the program's files (the same modules as before).
-            b.onResolve({ filter: /^\.\.?\// }, () => ({ external: true }));
+            // The chunks the code imports stay the program's files (the same modules as before);
+            // what the loader itself imports (tsc's output beside it) is bundled with it.
+            b.onResolve({ filter: /^\.\.?\// }, (args) => (args.resolveDir === dirname(file) ? { external: true } : undefined));
           },
         },
       ],

@@ -32,15 +32,11 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { closeSync, fstatSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, renameSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { homedir, tmpdir } from 'node:os';
-import { isAbsolute, join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { Script } from 'node:vm';
+import { codeCacheDir } from '../runtime-files.js';
 
-/** The variable that places the cache (a directory) or turns it off (`off`, `0`, `false`, `no`, `none`). */
-export const CODE_CACHE_ENV = 'CAPSULE_CODE_CACHE';
-
-/** Values of {@link CODE_CACHE_ENV} that turn the cache off (compared lower-cased). */
-const OFF = new Set(['off', '0', 'false', 'no', 'none']);
+export { CODE_CACHE_ENV, codeCacheDir } from '../runtime-files.js';
 
 /** How many cache files (of different builds or Node versions) a directory keeps at most. */
 export const KEPT_CACHES = 8;
@@ -58,28 +54,6 @@ const CACHE_FILE = /^program-[0-9a-f]{32}\.cache$/;
 /** A temp file of a write (`.program-<pid>-<random>.tmp`); one left by a process killed mid-write is removed after {@link STALE_TEMP_MS}. */
 const TEMP_FILE = /^\.program-\d+-[0-9a-f]{12}\.tmp$/;
 const STALE_TEMP_MS = 10 * 60 * 1000;
-
-/**
- * The directory the code cache lives in, or null when it is off: `CAPSULE_CODE_CACHE` when set and
- * not empty (`off`, `0`, `false`, `no`, `none`: off; else a directory, relative to the working
- * directory); else `$XDG_CACHE_HOME/capsule-runtime/code-cache` when `XDG_CACHE_HOME` is absolute;
- * else `<home>/.cache/capsule-runtime/code-cache`; with no home, `<tmpdir>/capsule-runtime-<uid>/code-cache`.
- * Nothing is created here.
- */
-export function codeCacheDir(env: NodeJS.ProcessEnv = process.env): string | null {
-  const setting = env[CODE_CACHE_ENV];
-  if (setting !== undefined && setting !== '') return OFF.has(setting.trim().toLowerCase()) ? null : resolve(setting);
-  const xdg = env['XDG_CACHE_HOME'];
-  if (xdg !== undefined && isAbsolute(xdg)) return join(xdg, 'capsule-runtime', 'code-cache');
-  let home = '';
-  try {
-    home = homedir();
-  } catch {
-    // no home directory (no HOME, no passwd entry)
-  }
-  if (isAbsolute(home) && home !== '/') return join(home, '.cache', 'capsule-runtime', 'code-cache');
-  return join(tmpdir(), `capsule-runtime-${process.getuid?.() ?? 'user'}`, 'code-cache');
-}
 
 /** The script's first characters (scripts/bundle.js): its CommonJS export, then the function expression compiled here. */
 export const SCRIPT_EXPORT = 'module.exports=';

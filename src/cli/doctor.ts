@@ -12,6 +12,7 @@ import { removeCgroupTree } from '../process/cgroup-unit.js';
 import { ContainmentError, detectContainment, type ContainmentInfo } from '../process/containment.js';
 import { confinementTraceFields, describeConfinement } from '../process/spawn/confinement.js';
 import { keyDir } from '../records/key-dir.js';
+import { runtimeFiles } from '../runtime-files.js';
 import { decideResourceBounds, describeResourceBounds, EVERY_LIMIT, hasBounds, resourceTraceFields, type ResourceBounds } from '../process/resources.js';
 import type { ResourceLimits } from '../executors/resource-limit.js';
 import { NetworkUnavailable, openSessionNetwork, type NetworkMode } from '../process/network.js';
@@ -131,6 +132,7 @@ export async function doctorCommand(options: DoctorCommandOptions): Promise<Exit
     recordsDir: options.records !== undefined ? recordsDir : join(recordsDir, 'ses_doctor'),
     scratchDir: options.records !== undefined ? join(dirname(recordsDir), `.${basename(recordsDir)}.scratch`) : join(recordsDir, '.ses_doctor.scratch'),
     keyDir: keyDir(),
+    runtimeFiles: runtimeFiles(),
     createKeyDir: false,
   });
   allow.push(...(options.allow ?? []));

@@ -52,6 +52,7 @@ import { registerSessionCgroup, sweepDeadSessionCgroups, unregisterSessionCgroup
 import { GroupUnit } from './group-unit.js';
 import { describeSpawnError, failedLaunch, launchLeader, loadLauncher, type LaunchedLeader, type LaunchOptions, type LeaderExitInfo, type ProcessResult } from './leader.js';
 import { Spawner, SPAWNER_ENV, spawnerWanted } from './spawner/client.js';
+import { heldHelperPath, holdHelper } from './spawner/early.js';
 import { ownerInScope, ownerText, type Owner, type OwnerScope } from './owner.js';
 import { liveGroupIds, ProcessGroupRegistry } from './process-groups.js';
 import { isSameLiveProcess, processStartTime } from './proc.js';
@@ -225,6 +226,8 @@ export function detectContainment(options: ContainmentOptions): ContainmentInfo 
   const privilegedSteps = privilegedForced !== undefined ? privilegedForced === '1' : options.privilegedSteps === true;
   const privilegedStepsBy = privilegedForced === '1' ? `${PRIVILEGED_STEPS_ENV}=1` : (options.privilegedStepsBy ?? 'asked for');
   const helper = locateSpawnHelper(env);
+  // Held open from now on (before any tree starts): every tree's helper is exec'd from it.
+  if (helper.ok) holdHelper(helper.path);
 
   let backend: ContainmentBackend = 'process-group';
   let reason: string;
@@ -592,7 +595,7 @@ export class Containment {
   spawn(request: SpawnRequest): ContainedProcess {
     const prepared = this.#prepare(request);
     if (prepared instanceof Contained) return prepared;
-    return this.#adopt(prepared, launchLeader(prepared.launch), null);
+    return this.#adopt(prepared, launchLeader(fromHeldHelper(prepared.launch, this.info.helper)), null);
   }
 
   /**
@@ -776,6 +779,7 @@ export class Containment {
               pidNamespace,
               confine: confinement.cgroupNamespace && request.privileged !== true,
               caps,
+              seccomp: caps && confinement.seccomp,
               readOnly,
               writable,
               hidden: pidNamespace ? realPaths(this.#hidden) : [],
@@ -1129,6 +1133,17 @@ function realPaths(paths: readonly string[]): string[] {
     }
   }
   return out;
+}
+
+/**
+ * A launch of the helper, exec'd from the descriptor this process holds (spawn/held-helper.ts): a file put
+ * at the helper's path since the session started is not what runs. argv[0] stays the path. The
+ * spawner does the same with the descriptor it was given (spawner/main.ts).
+ */
+function fromHeldHelper(launch: LaunchOptions, helper: string | null): LaunchOptions {
+  if (helper === null || launch.file !== helper) return launch;
+  const file = heldHelperPath(helper);
+  return file === helper ? launch : { ...launch, file, argv0: helper };
 }
 
 /** The namespace init's start time: as the spawner read it with the report, else read now (the direct path). */

@@ -311,6 +311,8 @@ function describeHelperFailure(name: string, cwd: string, failure: NonNullable<C
       return `failed to start '${name}': could not switch to the run-as user (${failure.code})`;
     case 'caps':
       return `failed to start '${name}': could not drop its capabilities (${failure.code})`;
+    case 'seccomp':
+      return `failed to start '${name}': could not install its seccomp filter (${failure.code})`;
     default:
       return `failed to start '${name}': the spawn helper refused its arguments (${failure.code})`;
   }

@@ -17,6 +17,7 @@ import { join } from 'node:path';
 import { parseAllowEntry, type AllowEntry } from '../manifest.js';
 import { processStartTime } from './proc.js';
 import { resolveExecutable, trustedPath } from './resolve-binary.js';
+import { heldHelperPath } from './spawner/early.js';
 
 /** What `capabilities.network` and `--network` choose. */
 export type NetworkMode = 'host' | 'session';
@@ -56,10 +57,14 @@ export const ALLOW_LINK = { address: '192.0.2.2', prefixLength: 24, hostLoopback
 /** Why a `session` network cannot be had. */
 export class NetworkUnavailable extends Error {}
 
-/** Runs the helper with `args`; its one line of answer ("netns ok", or "netns <stage> <errno>"). */
+/**
+ * Runs the helper with `args`; its one line of answer ("netns ok", or "netns <stage> <errno>").
+ * From the descriptor the session holds, as every tree's helper (spawn/held-helper.ts): the drop
+ * at the session's end runs after its steps, which may have put a file at the helper's path.
+ */
 function helperSays(helper: string, args: readonly string[]): string {
   try {
-    return execFileSync(helper, args, { encoding: 'utf8', timeout: 10_000, stdio: ['ignore', 'pipe', 'pipe'] }).trim();
+    return execFileSync(heldHelperPath(helper), args, { encoding: 'utf8', timeout: 10_000, stdio: ['ignore', 'pipe', 'pipe'] }).trim();
   } catch (error) {
     const out = (error as { stdout?: string }).stdout;
     return typeof out === 'string' && out.trim() !== '' ? out.trim() : `netns helper ${(error as Error).message}`;

@@ -81,11 +81,13 @@ export interface SessionConfinementFields {
   /** The capabilities a step can hold at most (as root), or null: every one the runtime's user has. */
   readonly capabilities: readonly string[] | null;
   readonly no_new_privs: boolean;
+  /** A seccomp filter refuses a new user namespace and `setns`; absent in traces written before it. */
+  readonly seccomp?: boolean;
   /** A cgroup namespace rooted at the tree's cgroup. */
   readonly cgroup_namespace: boolean;
   /** /sys (cgroup filesystems included) and /proc/sys, /proc/sysrq-trigger, … read-only. */
   readonly read_only_kernel: boolean;
-  /** Paths bound read-only in a step's mount namespace (the records root). */
+  /** Paths bound read-only in a step's mount namespace (the runtime's own files, the records root). */
   readonly read_only: readonly string[];
   /** Directories hidden from a step (the records key's). */
   readonly hidden: readonly string[];

@@ -57,6 +57,7 @@ function buildSchemaTable() {
         privileged_steps: z.boolean(),
         capabilities: strings.nullable(),
         no_new_privs: z.boolean(),
+        seccomp: z.boolean().optional(),
         cgroup_namespace: z.boolean(),
         read_only_kernel: z.boolean(),
         read_only: strings,

@@ -11,6 +11,7 @@ import { processStartTime } from '../process/proc.js';
 import { droppedPathWarning } from '../process/resolve-binary.js';
 import { privilegedStepsWarning } from '../process/spawn/confinement.js';
 import { keyDir } from '../records/key-dir.js';
+import { runtimeFiles } from '../runtime-files.js';
 import { stepPaths } from './step-paths.js';
 import { directoryProblem, makeDirectory } from '../records/directories.js';
 import { RecordsDirInUseError, recordedSessionIn, recordsDirUnusable } from '../records/records-dir.js';
@@ -204,7 +205,7 @@ export class Session {
     // Refused before the containment exists: nothing to take down (e.g. /proc or /sys, where Node's recursive mkdir would never return).
     const problem = this.hasRecords ? directoryProblem(this.recordsDir) : null;
     if (problem !== null) throw recordsDirUnusable(this.recordsDir, problem);
-    const paths = stepPaths({ workdir: this.workdir, runtimeDir: this.runtimeDir, recordsDir: this.hasRecords ? this.recordsDir : null, scratchDir: this.scratchDir, keyDir: keyDir() });
+    const paths = stepPaths({ workdir: this.workdir, runtimeDir: this.runtimeDir, recordsDir: this.hasRecords ? this.recordsDir : null, scratchDir: this.scratchDir, keyDir: keyDir(), runtimeFiles: runtimeFiles() });
     const privilegedSteps =
       options.privilegedSteps === true
         ? { privilegedSteps: true, privilegedStepsBy: '--privileged-steps' }
@@ -220,8 +221,9 @@ export class Session {
       ...(options.isolation !== undefined ? { isolation: options.isolation } : {}),
       ...(options.runAs !== undefined ? { runAs: options.runAs } : {}),
       ...privilegedSteps,
-      // In a step's mount namespace the records root is read-only and the records key hidden: a
-      // step (even as root: it cannot unmount) can neither forge records nor read the key.
+      // In a step's mount namespace the runtime's own files and the records root are read-only and
+      // the records key hidden: a step (even as root: it cannot unmount) can neither change what
+      // the runtime loads or execs next, nor forge records, nor read the key.
       readOnlyPaths: paths.readOnly,
       writablePaths: paths.writable,
       hiddenPaths: paths.hidden,

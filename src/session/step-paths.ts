@@ -2,19 +2,27 @@
  * Which paths a session's steps get read-only, writable beneath those, and hidden, in their mount
  * namespace (the spawn helper's `--ro`, `--rw`, `--hide`; docs/security.md#what-a-step-gets).
  *
- * - Read-only: the records ROOT `<workdir>/.capsule/records/` (every session's records, not only
- *   this one's: a later `capsule run` reads all of them), and a records directory elsewhere
- *   (`--records DIR`) itself. Never one that holds the workdir or the runtime directory, which
- *   steps must be able to write.
- * - Writable beneath them: the session's scratch directory (the steps' HOME and TMPDIR), which
- *   lies beside the records directory, inside the root.
+ * - Read-only: the runtime's own files (src/runtime-files.ts: its package, the Node executable,
+ *   the code cache), so that a step cannot change what the runtime loads or execs after it has
+ *   started — the next process tree's spawn helper, a lazily imported chunk; the records ROOT
+ *   `<workdir>/.capsule/records/` (every session's records of this workdir, not only this one's: a
+ *   later `capsule run` reads all of them), and a records directory elsewhere (`--records DIR`)
+ *   itself. Never one that holds the workdir or the runtime directory, which steps must be able
+ *   to write — but the package may: the workdir inside it (`npm start` runs examples/release
+ *   inside the repository) is a writable exception beneath it, and a package that IS the workdir
+ *   gives only its code (dist/, node_modules/, package.json).
+ * - Writable beneath them: the workdir and the runtime directory where they lie in the package,
+ *   and the session's scratch directory (the steps' HOME and TMPDIR), which lies beside the
+ *   records directory, inside the root. The helper binds them outermost first, so they nest.
  * - Hidden: the records key's directory (`src/records/key-dir.ts`): a step running as root reads
  *   any file it can see. It is created here (0700) when missing: a directory that does not exist
  *   cannot be mounted over, and a step could create it with a key of its own choosing. Not when it
- *   holds the workdir, the records or the scratch directory (hiding it would hide them).
+ *   holds the workdir, the records or the scratch directory (hiding it would hide them). The code
+ *   cache's directory is created for the same reason.
  */
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
+import type { RuntimeFiles } from '../runtime-files.js';
 
 /** What {@link stepPaths} is given: the session's layout. */
 export interface SessionLayout {
@@ -25,7 +33,9 @@ export interface SessionLayout {
   readonly scratchDir: string;
   /** The records key's directory (`keyDir()`). */
   readonly keyDir: string;
-  /** Create the key's directory when missing (default true; `capsule doctor` creates nothing). */
+  /** The runtime's own files (`runtimeFiles()`), read-only for steps; absent: none. */
+  readonly runtimeFiles?: RuntimeFiles;
+  /** Create the key's and the code cache's directories when missing (default true; `capsule doctor` creates nothing). */
   readonly createKeyDir?: boolean;
 }
 
@@ -42,20 +52,52 @@ function isInside(path: string, dir: string): boolean {
   return path === dir || path.startsWith(dir.endsWith('/') ? dir : `${dir}/`);
 }
 
+/** What of the package a step gets read-only when the package is itself a directory steps write: its code. */
+const PACKAGE_CODE = ['dist', 'node_modules', 'package.json'];
+
 export function stepPaths(layout: SessionLayout): StepPaths {
   const notes: string[] = [];
   const mustWrite = [layout.workdir, layout.runtimeDir];
+  const create = layout.createKeyDir !== false;
+  const files = layout.runtimeFiles;
+
+  // The runtime's own files: a directory steps write may lie inside the package (a writable exception there), never be it.
+  const code: string[] = [];
+  if (files !== undefined) {
+    const root = files.packageRoot;
+    const holder = mustWrite.find((dir) => dir === root);
+    if (holder === undefined) code.push(root);
+    else {
+      code.push(...PACKAGE_CODE.map((name) => join(root, name)).filter((path) => existsSync(path)));
+      notes.push(`the runtime's package ${root} is the directory steps write: only its ${PACKAGE_CODE.join(', ')} are read-only for them`);
+    }
+    code.push(files.executable);
+    const cache = files.codeCacheDir;
+    const holds = cache === null ? undefined : mustWrite.find((dir) => isInside(dir, cache));
+    if (cache !== null && holds !== undefined) notes.push(`the code cache ${cache} is not read-only for steps: it holds ${holds}, which they write`);
+    else if (cache !== null) {
+      try {
+        if (create) mkdirSync(cache, { recursive: true, mode: 0o700 });
+        code.push(cache);
+      } catch (error) {
+        notes.push(`the code cache ${cache} is not read-only for steps: it cannot be created (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
+      }
+    }
+  }
+
   const root = join(layout.workdir, '.capsule', 'records');
   const candidates: string[] = [];
   // The root when it exists (a run with --records elsewhere does not create it in the workdir).
   if ((layout.recordsDir !== null && isInside(layout.recordsDir, root)) || existsSync(root)) candidates.push(root);
   if (layout.recordsDir !== null && !isInside(layout.recordsDir, root)) candidates.push(layout.recordsDir);
-  const readOnly = candidates.filter((path) => {
+  const records = candidates.filter((path) => {
     const holds = mustWrite.find((dir) => isInside(dir, path));
     if (holds !== undefined) notes.push(`${path} is not read-only for steps: it holds ${holds}, which they write`);
     return holds === undefined;
   });
-  const writable = readOnly.some((path) => isInside(layout.scratchDir, path)) ? [layout.scratchDir] : [];
+  const readOnly = [...code, ...records];
+  // Each directory steps write that lies inside a read-only path, once (the scratch directory beside the records, the workdir in the package).
+  const writable = [...new Set([...mustWrite, layout.scratchDir])].filter((dir) => readOnly.some((path) => path !== dir && isInside(dir, path)));
 
   const hidden: string[] = [];
   const exposed = [layout.workdir, layout.runtimeDir, layout.scratchDir, ...(layout.recordsDir !== null ? [layout.recordsDir] : [])].find((dir) => isInside(dir, layout.keyDir));
@@ -63,7 +105,7 @@ export function stepPaths(layout: SessionLayout): StepPaths {
     notes.push(`the records key's directory ${layout.keyDir} is not hidden from steps: it holds ${exposed}`);
   } else {
     try {
-      if (layout.createKeyDir !== false) mkdirSync(layout.keyDir, { recursive: true, mode: 0o700 });
+      if (create) mkdirSync(layout.keyDir, { recursive: true, mode: 0o700 });
       hidden.push(layout.keyDir);
     } catch (error) {
       notes.push(`the records key's directory ${layout.keyDir} is not hidden from steps: it cannot be created (${(error as NodeJS.ErrnoException).code ?? String(error)})`);

@@ -117,9 +117,9 @@ describe('the bundle that ships (dist/bundle/)', () => {
 
   it('never loads a module twice in capsule run: its program takes the entry point\'s first-instruction modules from the entry point\'s files', () => {
     const program = inputsOf([...runFiles].filter((file) => file.startsWith(PROGRAM_DIR)));
-    // In both only modules without state (functions of their arguments, constants): the argv reader, the programs' paths.
+    // In both only modules without state (functions of their arguments, constants): the argv reader, the programs' paths, the spawn helper's path.
     const shared = [...inputsOf(entryFiles)].filter((input) => program.has(input));
-    expect(shared.filter((input) => !/^dist\/src\/(cli\/argv|process\/programs|package-root)\.js$/.test(input))).toEqual([]);
+    expect(shared.filter((input) => !/^dist\/src\/(cli\/argv|process\/programs|process\/spawn\/helper-file|package-root)\.js$/.test(input))).toEqual([]);
     expect(program.has('dist/src/cli/early-signals.js')).toBe(false);
     expect(program.has('dist/src/process/spawner/early.js')).toBe(false);
     expect(run.has('dist/src/cli/early-signals.js')).toBe(true);
@@ -146,7 +146,8 @@ describe('the bundle that ships (dist/bundle/)', () => {
 
   it('keeps the spawner to its own few modules (no runtime; of packages, only what its protocol\'s schemas use of zod/mini)', () => {
     const spawner = loadedInputs([outputOf(SPAWNER_PROGRAM)]);
-    expect([...spawner].filter((input) => !/^dist\/src\/process\/(spawner\/(main|messages)|proc|signals)\.js$|^node_modules\/zod\/v4\/(core|mini)\//.test(input))).toEqual([]);
+    // spawn/held-helper: how it is given the spawn helper at its fork.
+    expect([...spawner].filter((input) => !/^dist\/src\/process\/(spawner\/(main|messages)|spawn\/held-helper|proc|signals)\.js$|^node_modules\/zod\/v4\/(core|mini)\//.test(input))).toEqual([]);
     expect([...spawner].some((input) => input.startsWith('node_modules/zod/v4/classic/'))).toBe(false);
   });
 });

@@ -3,7 +3,7 @@
  * the containment backend and why, isolation and why, the records dir, and what each allowed
  * binary resolves to — and the backend a run actually got.
  */
-import { killStartedClis, manifestAllowing, runCli, TempDirs, writeJson } from './helpers.js';
+import { killStartedClis, manifestAllowing, ROOT, runCli, TempDirs, writeJson } from './helpers.js';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { KEPT_CAPABILITIES } from '../../src/process/spawn/helper.js';
@@ -74,10 +74,12 @@ describe('capsule doctor', () => {
 describe('what steps get (confinement)', () => {
   const confinable = process.getuid?.() === 0 && pidNamespaceUnavailable === null;
   (confinable ? it : it.skip)(
-    `says the capabilities kept, no_new_privs, the cgroup namespace, the read-only /sys and records root and the hidden key, creating nothing${confinable ? '' : ' (skipped: needs root and a PID namespace)'}`,
+    `says the capabilities kept, no_new_privs, the seccomp filter, the cgroup namespace, the read-only /sys, runtime files and records root and the hidden key, creating nothing${confinable ? '' : ' (skipped: needs root and a PID namespace)'}`,
     async () => {
       const dir = temp.make('doctor-confinement');
       const key = join(temp.make('doctor-key'), 'not-yet');
+      // The runtime's own files (src/runtime-files.ts): the package the CLI runs from, Node, the code cache (global-setup.ts places it).
+      const runtimeFiles = [ROOT, process.execPath, process.env['CAPSULE_CODE_CACHE'] ?? ''];
       const result = await runCli(['doctor', '--json'], { cwd: dir, env: { CAPSULE_KEY_DIR: key } });
       expect(result.code).toBe(0);
       expect(JSON.parse(result.stdout)).toMatchObject({
@@ -85,9 +87,10 @@ describe('what steps get (confinement)', () => {
           privileged_steps: false,
           capabilities: [...KEPT_CAPABILITIES],
           no_new_privs: true,
+          seccomp: true,
           cgroup_namespace: true,
           read_only_kernel: true,
-          read_only: [join(dir, '.capsule', 'records')],
+          read_only: [...runtimeFiles, join(dir, '.capsule', 'records')],
           hidden: [key],
           reason: '',
         },
@@ -95,7 +98,7 @@ describe('what steps get (confinement)', () => {
       expect(existsSync(key)).toBe(false);
       const text = await runCli(['doctor'], { cwd: dir, env: { CAPSULE_KEY_DIR: key } });
       expect(text.stdout).toContain(
-        `steps get: capabilities ${KEPT_CAPABILITIES.join(',')}; no_new_privs; a cgroup namespace; /sys and cgroup filesystems read-only; read-only ${join(dir, '.capsule', 'records')}; hidden ${key}\n`,
+        `steps get: capabilities ${KEPT_CAPABILITIES.join(',')}; no_new_privs; no user namespaces (seccomp); a cgroup namespace; /sys and cgroup filesystems read-only; read-only ${[...runtimeFiles, join(dir, '.capsule', 'records')].join(', ')}; hidden ${key}\n`,
       );
     },
   );
@@ -103,10 +106,10 @@ describe('what steps get (confinement)', () => {
   it('says what --privileged-steps would give, and what a run without the spawn helper gets', async () => {
     const dir = temp.make('doctor-privileged');
     const privileged = JSON.parse((await runCli(['doctor', '--json', '--privileged-steps'], { cwd: dir })).stdout) as { confinement: Record<string, unknown> };
-    expect(privileged.confinement).toMatchObject({ privileged_steps: true, no_new_privs: false, cgroup_namespace: false, read_only_kernel: false });
+    expect(privileged.confinement).toMatchObject({ privileged_steps: true, no_new_privs: false, seccomp: false, cgroup_namespace: false, read_only_kernel: false });
     expect(String(privileged.confinement['reason'])).toMatch(/^privileged steps \(--privileged-steps\): steps keep every capability of the runtime's user/);
     const bare = JSON.parse((await runCli(['doctor', '--json'], { cwd: dir, env: { CAPSULE_SPAWN_HELPER: 'none' } })).stdout) as { confinement: Record<string, unknown> };
-    expect(bare.confinement).toMatchObject({ privileged_steps: false, no_new_privs: false, cgroup_namespace: false, read_only_kernel: false, read_only: [], hidden: [] });
+    expect(bare.confinement).toMatchObject({ privileged_steps: false, no_new_privs: false, seccomp: false, cgroup_namespace: false, read_only_kernel: false, read_only: [], hidden: [] });
     expect(String(bare.confinement['reason'])).toMatch(/^not confined: no spawn helper \(CAPSULE_SPAWN_HELPER=none\)/);
   });
 });

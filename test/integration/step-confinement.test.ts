@@ -17,7 +17,7 @@ import { runPlan, type RunPlanOptions } from '../../src/runtime/run-plan.js';
 import { readTrace } from '../../src/records/trace-reader.js';
 import { cgroupUnavailable, eachBackend, pidNamespaceUnavailable } from '../support/backends.js';
 import { TempDirs } from '../support/plan-harness.js';
-import { killStartedClis, parseReport, runCli } from '../cli/helpers.js';
+import { killStartedClis, parseReport, ROOT, runCli } from '../cli/helpers.js';
 
 const dirs = new TempDirs();
 afterAll(() => dirs.removeAll());
@@ -113,7 +113,7 @@ function capabilityMask(text: string, name: string): bigint {
 
 /** The capability numbers of {@link KEPT_CAPABILITIES}, as a mask. */
 const KEPT_MASK = (() => {
-  const numbers: Record<string, number> = { CHOWN: 0, DAC_OVERRIDE: 1, FOWNER: 3, FSETID: 4, KILL: 5, SETGID: 6, SETUID: 7, SETPCAP: 8, NET_BIND_SERVICE: 10, NET_RAW: 13, SYS_CHROOT: 18, MKNOD: 27, AUDIT_WRITE: 29, SETFCAP: 31 };
+  const numbers: Record<string, number> = { CHOWN: 0, DAC_OVERRIDE: 1, FOWNER: 3, FSETID: 4, KILL: 5, SETGID: 6, SETUID: 7, SETPCAP: 8, NET_BIND_SERVICE: 10, NET_RAW: 13, SYS_CHROOT: 18, AUDIT_WRITE: 29, SETFCAP: 31 };
   return KEPT_CAPABILITIES.reduce((mask, name) => mask | (1n << BigInt(numbers[name] ?? 63)), 0n);
 })();
 const CAP_SYS_ADMIN = 1n << 21n;
@@ -129,22 +129,25 @@ suite(`a step running as root, confined (the default)${unavailable === null ? ''
   eachBackend((backend) => {
     const options = { containment: backend.containment, isolation: 'pid-namespace' } as const;
 
-    it('keeps only the 14 default capabilities, with no_new_privs, and the session_start record says so', async () => {
-      const run = await runStep('grep -E "^(CapBnd|CapEff|CapPrm|CapInh|CapAmb|NoNewPrivs):" /proc/self/status', options);
+    it('keeps only the 13 default capabilities (Docker\'s but MKNOD), with no_new_privs and the seccomp filter, and the session_start record says so', async () => {
+      const run = await runStep('grep -E "^(CapBnd|CapEff|CapPrm|CapInh|CapAmb|NoNewPrivs|Seccomp):" /proc/self/status', options);
       expect(capabilityMask(run.text, 'CapBnd')).toBe(KEPT_MASK);
       expect(capabilityMask(run.text, 'CapEff')).toBe(KEPT_MASK);
       expect(capabilityMask(run.text, 'CapPrm')).toBe(KEPT_MASK);
       expect(run.text).toMatch(/^CapInh:\s*0+$/m);
       expect(run.text).toMatch(/^CapAmb:\s*0+$/m);
       expect(run.text).toMatch(/^NoNewPrivs:\s*1$/m);
+      expect(run.text).toMatch(/^Seccomp:\s*2$/m);
       expect(sessionStart(run.recordsDir)['containment']).toMatchObject({
         confinement: {
           privileged_steps: false,
           capabilities: [...KEPT_CAPABILITIES],
           no_new_privs: true,
+          seccomp: true,
           cgroup_namespace: true,
           read_only_kernel: true,
-          read_only: [join(run.workdir, '.capsule', 'records')],
+          // The runtime's own files (the package, Node, the code cache), then the records root.
+          read_only: [ROOT, process.execPath, process.env['CAPSULE_CODE_CACHE'] ?? '', join(run.workdir, '.capsule', 'records')],
           hidden: [keyDir],
           reason: '',
         },
@@ -330,7 +333,7 @@ suite(`a step running as root, confined (the default)${unavailable === null ? ''
       expect(run.text).toContain('runtime-visible');
       expect(notices.some((n) => n.startsWith('privileged steps (--privileged-steps): ') && n.includes('docs/security.md#privileged-steps'))).toBe(true);
       expect(sessionStart(run.recordsDir)['containment']).toMatchObject({
-        confinement: { privileged_steps: true, capabilities: null, no_new_privs: false, cgroup_namespace: false, read_only_kernel: false },
+        confinement: { privileged_steps: true, capabilities: null, no_new_privs: false, seccomp: false, cgroup_namespace: false, read_only_kernel: false },
       });
     });
 
@@ -380,7 +383,7 @@ suite(`a step running as root, confined (the default)${unavailable === null ? ''
       expect(run.text).toContain('records-writable');
       expect(capabilityMask(run.text, 'CapEff')).toBe(KEPT_MASK);
       expect(sessionStart(run.recordsDir)['containment']).toMatchObject({
-        confinement: { capabilities: [...KEPT_CAPABILITIES], no_new_privs: true, cgroup_namespace: false, read_only_kernel: false, read_only: [], hidden: [] },
+        confinement: { capabilities: [...KEPT_CAPABILITIES], no_new_privs: true, seccomp: true, cgroup_namespace: false, read_only_kernel: false, read_only: [], hidden: [] },
       });
     });
   });

@@ -46,6 +46,56 @@ describe('stepPaths', () => {
     ]);
   });
 
+  it("makes the runtime's own files read-only (the package, Node, the code cache, created 0700 when missing) before the records root", () => {
+    const workdir = dirs.make('paths-files');
+    const pkg = dirs.make('paths-package');
+    const cache = join(dirs.make('paths-cache'), 'code-cache');
+    const root = join(workdir, '.capsule', 'records');
+    const paths = stepPaths({
+      workdir,
+      runtimeDir: workdir,
+      recordsDir: join(root, 'ses_1'),
+      scratchDir: join(root, '.ses_1.scratch'),
+      keyDir: join(dirs.make('paths-key'), 'k'),
+      runtimeFiles: { packageRoot: pkg, executable: '/usr/bin/node', codeCacheDir: cache },
+    });
+    expect(paths.readOnly).toEqual([pkg, '/usr/bin/node', cache, root]);
+    expect(paths.writable).toEqual([join(root, '.ses_1.scratch')]);
+    expect(statSync(cache).mode & 0o777).toBe(0o700);
+  });
+
+  it('with the workdir inside the package: the package read-only, the workdir a writable exception in it, the records root read-only in that, the scratch directory writable in that', () => {
+    const pkg = dirs.make('paths-package');
+    const workdir = join(pkg, 'examples', 'release');
+    mkdirSync(workdir, { recursive: true });
+    const root = join(workdir, '.capsule', 'records');
+    const paths = stepPaths({
+      workdir,
+      runtimeDir: workdir,
+      recordsDir: join(root, 'ses_1'),
+      scratchDir: join(root, '.ses_1.scratch'),
+      keyDir: join(dirs.make('paths-key'), 'k'),
+      runtimeFiles: { packageRoot: pkg, executable: '/usr/bin/node', codeCacheDir: null },
+    });
+    expect(paths).toEqual({ readOnly: [pkg, '/usr/bin/node', root], writable: [workdir, join(root, '.ses_1.scratch')], hidden: [paths.hidden[0]], notes: [] });
+  });
+
+  it('with the package as the workdir: only its code (dist/, node_modules/, package.json, those that exist) read-only, and says so', () => {
+    const pkg = dirs.make('paths-package');
+    mkdirSync(join(pkg, 'dist'));
+    const root = join(pkg, '.capsule', 'records');
+    const paths = stepPaths({
+      workdir: pkg,
+      runtimeDir: pkg,
+      recordsDir: join(root, 'ses_1'),
+      scratchDir: join(root, '.ses_1.scratch'),
+      keyDir: join(dirs.make('paths-key'), 'k'),
+      runtimeFiles: { packageRoot: pkg, executable: '/usr/bin/node', codeCacheDir: null },
+    });
+    expect(paths.readOnly).toEqual([join(pkg, 'dist'), '/usr/bin/node', root]);
+    expect(paths.notes).toEqual([`the runtime's package ${pkg} is the directory steps write: only its dist, node_modules, package.json are read-only for them`]);
+  });
+
   it('creates nothing when asked not to (capsule doctor), naming the key directory a run would hide', () => {
     const workdir = dirs.make('paths-doctor');
     const key = join(dirs.make('paths-key'), 'not-yet');

@@ -6,7 +6,7 @@
  * so, and at run time the containment layer falls back to process groups without isolation
  * (`capsule doctor` says why). `CC` names the compiler (default `cc`).
  */
-import { spawnSync } from 'node:child_process';
+import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, renameSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -25,7 +25,16 @@ export function buildSpawnHelper(warn: (message: string) => void = (m) => proces
   mkdirSync(outDir, { recursive: true });
   const temp = `${target}.${process.pid}.tmp`;
   const cc = process.env['CC'] ?? 'cc';
-  const result = spawnSync(cc, ['-O2', '-Wall', '-Wextra', '-o', temp, source], { encoding: 'utf8' });
+  const compile = (flags: readonly string[]): SpawnSyncReturns<string> =>
+    spawnSync(cc, ['-O2', '-Wall', '-Wextra', ...flags, '-o', temp, source], { encoding: 'utf8' });
+  // Static where the C library allows: the helper is exec'd for every tree, with every capability,
+  // while steps run; linked dynamically it would load the shared libraries and /etc/ld.so.preload
+  // a root step can rewrite (docs/security.md#what-a-step-gets).
+  let result = compile(['-static']);
+  if (result.error === undefined && result.status !== 0) {
+    result = compile([]);
+    if (result.status === 0) warn(`capsule-spawn: linked dynamically (no static C library for '${cc}'): a root step that rewrites the shared libraries or /etc/ld.so.preload runs code in the helper of the next process tree (docs/security.md#what-a-step-still-has)`);
+  }
   if (result.error !== undefined || result.status !== 0) {
     rmSync(temp, { force: true });
     rmSync(target, { force: true }); // a stale helper must not outlive its source

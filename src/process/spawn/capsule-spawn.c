@@ -7,8 +7,8 @@
  * cgroup, optionally isolates and confines itself, and then execs the command in place.
  *
  *   capsule-spawn [--cgroup DIR] [--pidns [--confine] [--ro PATH]... [--rw PATH]... [--hide PATH]...]
- *                 [--caps] [--rlimit KIND=N]... [--netns FILE] [--uid N --gid N [--groups G,G…]]
- *                 -- FILE ARGV0 [ARG…]
+ *                 [--caps] [--seccomp] [--rlimit KIND=N]... [--netns FILE]
+ *                 [--uid N --gid N [--groups G,G…]] -- FILE ARGV0 [ARG…]
  *   capsule-spawn --probe [--user NAME]
  *   capsule-spawn --netns-make FILE | --netns-drop FILE
  *
@@ -27,20 +27,28 @@
  *                read-only in the mount namespace, as a container runtime mounts them: every
  *                mount at or below /sys (the cgroup filesystems included; each cgroup2 mount is
  *                replaced by a fresh read-only one of the new cgroup namespace), every other
- *                cgroup mount, and /proc/{sys,sysrq-trigger,irq,bus,fs}.
- * --ro PATH      (with --pidns) bind PATH read-only (with everything mounted beneath it).
- * --rw PATH      (with --pidns) a writable exception beneath a --ro path: PATH is bound onto itself
- *                again after every --ro bind and made writable (a bind mount copies its source
- *                mount's read-only flag, so it is remounted without it). A delegated child capsule
- *                gets the parent's records read-only and its own children/<dlg_id>/ writable.
+ *                cgroup mount, and /proc/{sys,sysrq-trigger,irq,bus,fs}; and a private /dev
+ *                holding only null, zero, full, random, urandom, tty, a new devpts and a /dev/shm
+ *                of its own (no disk to open raw).
+ * --ro PATH      (with --pidns) bind PATH (a directory or a file) read-only, with everything
+ *                mounted beneath it.
+ * --rw PATH      (with --pidns) a writable exception beneath a --ro path: PATH is bound onto
+ *                itself and made writable again (as far as the host had it writable).
+ *                --ro and --rw paths nest in any depth: they are bound outermost first (the
+ *                runtime's package read-only, the workdir in it writable, the records root in that
+ *                read-only, the scratch directory in that writable; a delegated child capsule gets
+ *                the parent's records read-only and its own children/<dlg_id>/ writable).
  * --hide PATH    (with --pidns) mount an empty read-only tmpfs over PATH (a directory).
- *                Every directory above a --ro or --hide path that is not a mount point yet is
- *                bound onto itself first: rename(2) refuses to move a mount point, so the command
- *                cannot rename an ancestor away and rebuild the path with files of its own.
- * --caps         before exec, keep only a container runtime's default capabilities (Docker's 14,
- *                KEPT_CAPS below) in the bounding, permitted, effective and inheritable sets,
- *                clear the ambient set, and set no_new_privs: a command running as root cannot
- *                mount, unmount, ptrace, load modules or gain back what was dropped.
+ *                Every directory above a --ro, --rw or --hide path that is not a mount point yet
+ *                is bound onto itself first: rename(2) refuses to move a mount point, so the
+ *                command cannot rename an ancestor away and rebuild the path with files of its own.
+ * --caps         before exec, keep only a container runtime's default capabilities (Docker's 14
+ *                but MKNOD: KEPT_CAPS below) in the bounding, permitted, effective and inheritable
+ *                sets, clear the ambient set, and set no_new_privs: a command running as root
+ *                cannot mount, unmount, ptrace, load modules or gain back what was dropped.
+ * --seccomp      last before exec (after no_new_privs), a seccomp filter refusing a new user
+ *                namespace and setns (install_seccomp): in a user namespace of its own a root
+ *                command would hold every capability again there.
  * --rlimit KIND=N  before exec, bound the command (not the init) by an rlimit, soft = hard:
  *                as (RLIMIT_AS, bytes), nproc (RLIMIT_NPROC: processes of the user, so set before
  *                the uid changes, and meaningful only for a user of its own), fsize
@@ -58,9 +66,14 @@
  * --uid/--gid/--groups  drop to this uid/gid/supplementary groups (and set no_new_privs) just
  *                before exec.
  *
+ * Descriptors: everything inherited above fd 3 is closed at our start, and everything above the
+ * command's stdio is close-on-exec at its exec. The runtime starts us from a descriptor it opened
+ * when its session began (/proc/self/fd/N, spawn/held-helper.ts), so a file put at our path later is
+ * not what runs; we name ourselves "capsule-spawn" (the kernel would name us "N").
+ *
  * Control channel: fd 3, when open, is a pipe to the runtime (close-on-exec here). We write
  *   "I <pid>\n"          the host pid of the namespace init (with --pidns);
- *   "E <stage> <errno>\n" setup or exec failed (stage: netns|cgroup|unshare|fork|mount|caps|rlimit|user|exec|usage),
+ *   "E <stage> <errno>\n" setup or exec failed (stage: netns|cgroup|unshare|fork|mount|caps|rlimit|user|seccomp|exec|usage),
  *                        then exit 127.
  * End of file on fd 3 without an E line means the command was exec'd.
  *
@@ -68,7 +81,8 @@
  * be made here?), "confine ok" or "confine <stage> <errno>" (can --confine's cgroup namespace and
  * read-only mounts be made?), "caps ok" (--caps can drop capabilities from the bounding set),
  * "caps none" (this process holds no capability: there is nothing to drop, no_new_privs is set)
- * or "caps <errno>", and, with --user NAME, "user <uid> <gid> <g,g,…>" or "user none".
+ * or "caps <errno>", "seccomp ok" (the filter refuses a user namespace here) or "seccomp <errno>",
+ * and, with --user NAME, "user <uid> <gid> <g,g,…>" or "user none".
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -88,21 +102,31 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <linux/audit.h>
 #include <linux/capability.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
 
 #define CONTROL_FD 3
-#define MAX_RO 16
-#define MAX_RW 16
+#define MAX_BINDS 32
 #define MAX_HIDE 8
 #define MAX_GROUPS 256
 #define MAX_RLIMITS 4
 
 #ifndef CLONE_NEWCGROUP
 #define CLONE_NEWCGROUP 0x02000000
+#endif
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
+#ifndef SYS_close_range
+#define SYS_close_range 436
 #endif
 #ifndef PR_CAP_AMBIENT
 #define PR_CAP_AMBIENT 47
@@ -122,12 +146,14 @@ struct capsule_mount_attr {
   unsigned long long attr_set, attr_clr, propagation, userns_fd;
 };
 
-/* What --caps keeps: the default set of Docker and containerd. Not SYS_ADMIN (mount, umount,
-   setns, …), SYS_PTRACE, DAC_READ_SEARCH (open_by_handle_at reaches files outside any mount),
-   SYS_MODULE, SYS_RAWIO, NET_ADMIN, BPF, …: docs/security.md#what-a-step-gets. */
-static const int KEPT_CAPS[] = {CAP_CHOWN,  CAP_DAC_OVERRIDE, CAP_FOWNER,           CAP_FSETID,  CAP_KILL,
-                                CAP_SETGID, CAP_SETUID,       CAP_SETPCAP,          CAP_NET_BIND_SERVICE,
-                                CAP_NET_RAW, CAP_SYS_CHROOT,  CAP_MKNOD,            CAP_AUDIT_WRITE, CAP_SETFCAP};
+/* What --caps keeps: the default set of Docker and containerd but MKNOD (they also have a device
+   cgroup; without one, a node made for the disk holding the records key or the runtime's package
+   would read and write it raw). Not SYS_ADMIN (mount, umount, setns, …), SYS_PTRACE,
+   DAC_READ_SEARCH (open_by_handle_at reaches files outside any mount), SYS_MODULE, SYS_RAWIO,
+   NET_ADMIN, BPF, …: docs/security.md#what-a-step-gets. */
+static const int KEPT_CAPS[] = {CAP_CHOWN,  CAP_DAC_OVERRIDE, CAP_FOWNER,     CAP_FSETID,          CAP_KILL,
+                                CAP_SETGID, CAP_SETUID,       CAP_SETPCAP,    CAP_NET_BIND_SERVICE, CAP_NET_RAW,
+                                CAP_SYS_CHROOT, CAP_AUDIT_WRITE, CAP_SETFCAP};
 #define N_KEPT_CAPS (sizeof KEPT_CAPS / sizeof KEPT_CAPS[0])
 
 /* Writable kernel knobs under /proc that a container runtime makes read-only. */
@@ -234,6 +260,12 @@ struct user_spec {
   gid_t groups[MAX_GROUPS];
 };
 
+/* A --ro or --rw path. */
+struct bind {
+  char *path;
+  int writable;
+};
+
 struct rlimit_spec {
   int resource;
   rlim_t value;
@@ -245,11 +277,9 @@ struct options {
   struct rlimit_spec rlimits[MAX_RLIMITS];
   int nrlimits;
   const char *cgroup;
-  int pidns, confine, caps;
-  char *ro[MAX_RO];
-  int nro;
-  char *rw[MAX_RW];
-  int nrw;
+  int pidns, confine, caps, seccomp;
+  struct bind binds[MAX_BINDS];
+  int nbinds;
   char *hide[MAX_HIDE];
   int nhide;
   struct user_spec user;
@@ -352,8 +382,89 @@ static int parse_rlimit(const char *text, struct rlimit_spec *out) {
   return -1;
 }
 
-/* The last thing before exec: the rlimits, --caps, then the run-as user (which needs CAP_SETUID/SETGID, kept). */
+/* ---- the seccomp filter (raw BPF: no libseccomp on the machines this is built on) ---- */
+
+/*
+ * What --caps refuses, as a container runtime's default profile does: a new user namespace
+ * (unshare or clone with CLONE_NEWUSER: EPERM; clone3, whose flags sit in memory a filter cannot
+ * read: ENOSYS, so that libc falls back to clone), and setns (EPERM). In a user namespace of its
+ * own a root step holds every capability again there: it could mount a fresh cgroup v1 hierarchy
+ * (freeze or starve processes outside its tree) or tmpfs. setns too: a root step holds every
+ * capability in any user namespace uid 0 owns, so joining one it can reach (a namespace file
+ * bound somewhere, another process's /proc/<pid>/ns without a PID namespace) would do the same;
+ * a confined step has no other use for it (every other namespace needs CAP_SYS_ADMIN).
+ * Both ABIs a process of this architecture can call the kernel with are filtered (x86_64 with
+ * x32, and i386; aarch64 and arm); a call of any other ABI is refused (ENOSYS).
+ */
+#if defined(__x86_64__)
+#define SECCOMP_NATIVE_ARCH AUDIT_ARCH_X86_64
+#define SECCOMP_NATIVE_MASK 0xBFFFFFFFu /* x32 numbers are x86_64's with bit 30 set */
+#define SECCOMP_COMPAT_ARCH AUDIT_ARCH_I386
+#define COMPAT_NR_UNSHARE 310
+#define COMPAT_NR_CLONE 120
+#define COMPAT_NR_SETNS 346
+#elif defined(__aarch64__)
+#define SECCOMP_NATIVE_ARCH AUDIT_ARCH_AARCH64
+#define SECCOMP_NATIVE_MASK 0xFFFFFFFFu
+#define SECCOMP_COMPAT_ARCH AUDIT_ARCH_ARM
+#define COMPAT_NR_UNSHARE 337
+#define COMPAT_NR_CLONE 120
+#define COMPAT_NR_SETNS 375
+#endif
+#define NR_CLONE3 435 /* the same on every architecture */
+
+#ifdef SECCOMP_NATIVE_ARCH
+/* A jump from instruction `at` to `to` (classic BPF counts from the next instruction). */
+#define TO(at, to) ((unsigned char)((to) - (at) - 1))
+enum { F_ARCH, F_IS_NATIVE, F_NR, F_MASK, F_UNSHARE, F_CLONE, F_CLONE3, F_SETNS, F_NATIVE_ALLOW,
+       F_IS_COMPAT, F_CNR, F_CUNSHARE, F_CCLONE, F_CCLONE3, F_CSETNS, F_COMPAT_ALLOW, F_OTHER,
+       F_FLAGS, F_NEWUSER, F_ALLOW, F_EPERM, F_ENOSYS, F_LENGTH };
+static int install_seccomp(void) {
+  struct sock_filter filter[F_LENGTH] = {
+    [F_ARCH] = BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+    [F_IS_NATIVE] = BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SECCOMP_NATIVE_ARCH, 0, TO(F_IS_NATIVE, F_IS_COMPAT)),
+    [F_NR] = BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+    [F_MASK] = BPF_STMT(BPF_ALU | BPF_AND | BPF_K, SECCOMP_NATIVE_MASK),
+    [F_UNSHARE] = BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_unshare, TO(F_UNSHARE, F_FLAGS), 0),
+    [F_CLONE] = BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone, TO(F_CLONE, F_FLAGS), 0),
+    [F_CLONE3] = BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, NR_CLONE3, TO(F_CLONE3, F_ENOSYS), 0),
+    [F_SETNS] = BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_setns, TO(F_SETNS, F_EPERM), 0),
+    [F_NATIVE_ALLOW] = BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    [F_IS_COMPAT] = BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SECCOMP_COMPAT_ARCH, 0, TO(F_IS_COMPAT, F_OTHER)),
+    [F_CNR] = BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+    [F_CUNSHARE] = BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, COMPAT_NR_UNSHARE, TO(F_CUNSHARE, F_FLAGS), 0),
+    [F_CCLONE] = BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, COMPAT_NR_CLONE, TO(F_CCLONE, F_FLAGS), 0),
+    [F_CCLONE3] = BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, NR_CLONE3, TO(F_CCLONE3, F_ENOSYS), 0),
+    [F_CSETNS] = BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, COMPAT_NR_SETNS, TO(F_CSETNS, F_EPERM), 0),
+    [F_COMPAT_ALLOW] = BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    [F_OTHER] = BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+    /* unshare's and clone's flags are their first argument on these architectures (the low word:
+       CLONE_NEWUSER is bit 28; little-endian). */
+    [F_FLAGS] = BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0])),
+    [F_NEWUSER] = BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, CLONE_NEWUSER, TO(F_NEWUSER, F_EPERM), TO(F_NEWUSER, F_ALLOW)),
+    [F_ALLOW] = BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    [F_EPERM] = BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+    [F_ENOSYS] = BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+  };
+  struct sock_fprog program = {F_LENGTH, filter};
+  return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program, 0, 0) == 0 ? 0 : errno;
+}
+#else
+static int install_seccomp(void) { return EAFNOSUPPORT; /* an architecture the filter does not know */ }
+#endif
+
+/* Nothing the runtime (or whoever started it) holds open reaches the command: every descriptor
+   above its stdio is closed at its exec. The control channel (fd 3) stays open until then. */
+static void cloexec_above_stdio(void) {
+  if (syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) == 0) return;
+  struct rlimit limit;
+  int max = getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < 65536 ? (int)limit.rlim_cur : 65536;
+  for (int fd = 3; fd < max; fd++) fcntl(fd, F_SETFD, FD_CLOEXEC);
+}
+
+/* The last thing before exec: the rlimits, --caps, then the run-as user (which needs CAP_SETUID/SETGID, kept), then the seccomp filter. */
 static void confine_command(const struct options *o) {
+  cloexec_above_stdio();
   set_rlimits(o);
   if (o->caps) {
     int err = drop_capabilities();
@@ -361,6 +472,12 @@ static void confine_command(const struct options *o) {
   }
   drop_privileges(&o->user);
   if (o->caps && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) fail("caps", errno);
+  /* After no_new_privs (the kernel requires it without CAP_SYS_ADMIN); nothing but exec follows. */
+  if (o->seccomp) {
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) fail("seccomp", errno);
+    int err = install_seccomp();
+    if (err != 0) fail("seccomp", err);
+  }
 }
 
 /* ---- the mount namespace ---- */
@@ -369,6 +486,7 @@ static void confine_command(const struct options *o) {
 struct mount_entry {
   char *point;
   char *type;
+  int readonly; /* read-only in the host's view (from mountinfo; 0 for mounts we made) */
 };
 static struct mount_entry *mounts = NULL;
 static int n_mounts = 0, mounts_cap = 0;
@@ -385,6 +503,7 @@ static int add_mount(const char *point, const char *type) {
   if (p == NULL || t == NULL) return ENOMEM;
   mounts[n_mounts].point = p;
   mounts[n_mounts].type = t;
+  mounts[n_mounts].readonly = 0;
   n_mounts++;
   return 0;
 }
@@ -416,16 +535,18 @@ static int read_mounts(void) {
     *separator = '\0';
     char *type = separator + 3;
     type[strcspn(type, " \n")] = '\0';
-    char *field = line, *point = NULL;
-    for (int i = 0; i < 5 && field != NULL; i++) {
+    char *field = line, *point = NULL, *options = NULL;
+    for (int i = 0; i < 6 && field != NULL; i++) {
       char *next = strchr(field, ' ');
       if (next != NULL) *next++ = '\0';
       if (i == 4) point = field;
+      if (i == 5) options = field;
       field = next;
     }
     if (point == NULL) continue;
     unescape(point);
     err = add_mount(point, type);
+    if (err == 0 && options != NULL) mounts[n_mounts - 1].readonly = strncmp(options, "ro", 2) == 0 && (options[2] == ',' || options[2] == '\0');
   }
   free(line);
   fclose(file);
@@ -478,6 +599,43 @@ static int bind_readonly(const char *path) {
   return err != 0 ? err : readonly_tree(path, 1);
 }
 
+/* The device nodes of a private /dev (what a container runtime gives), each 0666. */
+static const struct {
+  const char *name;
+  unsigned major, minor;
+} DEV_NODES[] = {{"null", 1, 3}, {"zero", 1, 5}, {"full", 1, 7}, {"random", 1, 8}, {"urandom", 1, 9}, {"tty", 5, 0}};
+#define N_DEV_NODES (sizeof DEV_NODES / sizeof DEV_NODES[0])
+
+/*
+ * --confine's /dev: a fresh tmpfs holding only the harmless devices, a new devpts instance and a
+ * /dev/shm of its own, instead of the host's /dev, where root may open every disk (a raw read of
+ * the disk holding the records key or the runtime's package undoes every read-only bind and the
+ * hidden key). The command keeps no CAP_MKNOD (KEPT_CAPS) to make a disk's node elsewhere.
+ */
+static int private_dev(void) {
+  if (mount("tmpfs", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=755,size=64k") != 0) return errno;
+  int err = add_mount("/dev", "tmpfs");
+  if (err != 0) return err;
+  mode_t mask = umask(0);
+  err = 0;
+  for (size_t i = 0; err == 0 && i < N_DEV_NODES; i++) {
+    char path[64];
+    snprintf(path, sizeof path, "/dev/%s", DEV_NODES[i].name);
+    if (mknod(path, S_IFCHR | 0666, makedev(DEV_NODES[i].major, DEV_NODES[i].minor)) != 0) err = errno;
+  }
+  static const char *const links[][2] = {{"/proc/self/fd", "/dev/fd"},     {"/proc/self/fd/0", "/dev/stdin"}, {"/proc/self/fd/1", "/dev/stdout"},
+                                         {"/proc/self/fd/2", "/dev/stderr"}, {"pts/ptmx", "/dev/ptmx"}};
+  for (size_t i = 0; err == 0 && i < sizeof links / sizeof links[0]; i++)
+    if (symlink(links[i][0], links[i][1]) != 0) err = errno;
+  if (err == 0 && (mkdir("/dev/pts", 0755) != 0 || mkdir("/dev/shm", 01777) != 0)) err = errno;
+  umask(mask);
+  if (err != 0) return err;
+  if (mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620") != 0) return errno;
+  if (mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") != 0) return errno;
+  if ((err = add_mount("/dev/pts", "devpts")) != 0 || (err = add_mount("/dev/shm", "tmpfs")) != 0) return err;
+  return 0;
+}
+
 /*
  * --confine's mounts: /sys (cgroup filesystems included) and the writable knobs of /proc
  * read-only, and a fresh read-only cgroup2 over each cgroup2 mount, which in our new cgroup
@@ -517,7 +675,7 @@ static int confine_mounts(void) {
     int err = remount_readonly(mounts[i].point, MS_NOSUID | MS_NODEV | MS_NOEXEC);
     if (err != 0) return err;
   }
-  return 0;
+  return private_dev();
 }
 
 /* Binds every directory above `path` that is not a mount point onto itself: rename(2) of a
@@ -539,23 +697,67 @@ static int pin_ancestors(const char *path) {
   return 0;
 }
 
+/*
+ * A --rw exception: bound onto itself (a bind copies the read-only flag of the mount it is made
+ * from, and the mounts beneath it), then writable again — only what was writable in the host's
+ * view: the path's own mount and every mount beneath it that the host had read-only stay so.
+ */
+static int bind_writable(const char *path, int host_readonly) {
+  int known = n_mounts;
+  if (mount(path, path, NULL, MS_BIND | MS_REC, NULL) != 0) return errno;
+  int err = add_mount(path, "bind");
+  if (err != 0) return err;
+  struct capsule_mount_attr attr = {CAPSULE_MOUNT_ATTR_NOSUID | CAPSULE_MOUNT_ATTR_NODEV, CAPSULE_MOUNT_ATTR_RDONLY, 0, 0};
+  if (syscall(SYS_mount_setattr, AT_FDCWD, path, AT_RECURSIVE, &attr, sizeof attr) != 0) {
+    if (errno != ENOSYS && errno != EPERM) return errno;
+    /* Without mount_setattr: the path's own mount only (a remount is per mount). */
+    if (mount(NULL, path, NULL, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV, NULL) != 0) return errno;
+  }
+  if (host_readonly && (err = remount_readonly(path, MS_NOSUID | MS_NODEV)) != 0) return err;
+  for (int i = 0; i < known; i++)
+    if (mounts[i].readonly && strcmp(mounts[i].point, path) != 0 && at_or_below(mounts[i].point, path) && (err = remount_readonly(mounts[i].point, 0)) != 0) return err;
+  return 0;
+}
+
+/* Whether `path` is on a read-only mount in the host's view (before we mount anything). */
+static int host_readonly(const char *path) {
+  struct statvfs st;
+  return statvfs(path, &st) == 0 && (st.f_flag & ST_RDONLY) != 0;
+}
+
 /* Everything the mount namespace gets once / is private and /proc is ours. */
 static void setup_mounts(const struct options *o) {
   int err = read_mounts();
   if (err != 0) fail("mount", err);
+  int host_ro[MAX_BINDS];
+  for (int i = 0; i < o->nbinds; i++) host_ro[i] = o->binds[i].writable && host_readonly(o->binds[i].path);
   if (o->confine && (err = confine_mounts()) != 0) fail("mount", err);
-  for (int i = 0; i < o->nro; i++)
-    if ((err = pin_ancestors(o->ro[i])) != 0) fail("mount", err);
-  for (int i = 0; i < o->nhide; i++)
-    if ((err = pin_ancestors(o->hide[i])) != 0) fail("mount", err);
-  for (int i = 0; i < o->nro; i++)
-    if ((err = bind_readonly(o->ro[i])) != 0) fail("mount", err);
-  /* After the read-only binds, so that an exception beneath one is mounted on top of it. */
-  for (int i = 0; i < o->nrw; i++) {
-    if (mount(o->rw[i], o->rw[i], NULL, MS_BIND | MS_REC, NULL) != 0) fail("mount", errno);
-    if (mount(NULL, o->rw[i], NULL, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV, NULL) != 0) fail("mount", errno);
+  /*
+   * Outermost first: a --rw exception beneath a --ro path is bound after it, a --ro path beneath
+   * that exception after the exception (the package read-only, the workdir in it writable, the
+   * records root in that read-only, the scratch directory in that writable). A shorter path is
+   * never beneath a longer one, so sorting by length orders every path after its ancestors. The
+   * directories above each path are pinned just before it is bound, so that a pin is a copy of
+   * the mount it is made from as it is by then (read-only inside a --ro path, writable inside an
+   * exception).
+   */
+  int order[MAX_BINDS];
+  for (int i = 0; i < o->nbinds; i++) {
+    int j = i;
+    while (j > 0 && strlen(o->binds[order[j - 1]].path) > strlen(o->binds[i].path)) {
+      order[j] = order[j - 1];
+      j--;
+    }
+    order[j] = i;
+  }
+  for (int k = 0; k < o->nbinds; k++) {
+    const struct bind *b = &o->binds[order[k]];
+    if ((err = pin_ancestors(b->path)) != 0) fail("mount", err);
+    err = b->writable ? bind_writable(b->path, host_ro[order[k]]) : bind_readonly(b->path);
+    if (err != 0) fail("mount", err);
   }
   for (int i = 0; i < o->nhide; i++) {
+    if ((err = pin_ancestors(o->hide[i])) != 0) fail("mount", err);
     if (mount("tmpfs", o->hide[i], "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=000") != 0) fail("mount", errno);
   }
 }
@@ -842,6 +1044,26 @@ static void probe_caps(void) {
   else printf("caps %d\n", code);
 }
 
+/* Whether --caps's seccomp filter can be installed here and refuses a user namespace ("seccomp
+   ok"), or why not ("seccomp <errno>"). */
+static void probe_seccomp(void) {
+  fflush(stdout);
+  pid_t child = fork();
+  if (child < 0) {
+    printf("seccomp %d\n", errno);
+    return;
+  }
+  if (child == 0) {
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) _exit(errno & 0xff);
+    int err = install_seccomp();
+    if (err != 0) _exit(err & 0xff);
+    _exit(unshare(CLONE_NEWUSER) != 0 && errno == EPERM ? 0 : EPROTO);
+  }
+  int code = wait_exit_code(child);
+  if (code == 0) printf("seccomp ok\n");
+  else printf("seccomp %d\n", code);
+}
+
 static int probe(const char *user_name) {
   int pidns = probe_pidns();
   if (pidns == 0) printf("pidns ok\n");
@@ -849,6 +1071,7 @@ static int probe(const char *user_name) {
   if (pidns == 0) probe_confine();
   else printf("confine unshare %d\n", pidns);
   probe_caps();
+  probe_seccomp();
   if (user_name != NULL) {
     struct passwd *pw = getpwnam(user_name);
     if (pw == NULL) {
@@ -875,6 +1098,15 @@ static int parse_id(const char *text, unsigned long *out) {
 }
 
 int main(int argc, char *argv[]) {
+  /* Nothing inherited beyond stdio and the control channel is ours to keep: the runtime's own
+     inherited descriptors would otherwise live on in the namespace's init and reach the command. */
+  if (syscall(SYS_close_range, CONTROL_FD + 1, ~0U, 0) != 0) {
+    struct rlimit limit;
+    int max = getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < 65536 ? (int)limit.rlim_cur : 65536;
+    for (int fd = CONTROL_FD + 1; fd < max; fd++) close(fd);
+  }
+  /* Started from a file descriptor (/proc/self/fd/N: spawn/helper.ts), the kernel names us "N". */
+  prctl(PR_SET_NAME, "capsule-spawn", 0, 0, 0);
   control_open = fcntl(CONTROL_FD, F_GETFD) >= 0;
   if (control_open) {
     fcntl(CONTROL_FD, F_SETFD, FD_CLOEXEC);
@@ -907,6 +1139,7 @@ int main(int argc, char *argv[]) {
     else if (strcmp(arg, "--pidns") == 0) o.pidns = 1;
     else if (strcmp(arg, "--confine") == 0) o.confine = 1;
     else if (strcmp(arg, "--caps") == 0) o.caps = 1;
+    else if (strcmp(arg, "--seccomp") == 0) o.seccomp = 1;
     else if (strcmp(arg, "--netns") == 0 && i + 1 < argc) o.netns = argv[++i];
     else if (strcmp(arg, "--netns-make") == 0 && i + 1 < argc) return netns_make(argv[++i]);
     else if (strcmp(arg, "--netns-drop") == 0 && i + 1 < argc) return netns_drop(argv[++i]);
@@ -914,8 +1147,10 @@ int main(int argc, char *argv[]) {
       if (parse_rlimit(argv[++i], &o.rlimits[o.nrlimits]) != 0) fail("usage", EINVAL);
       o.nrlimits++;
     }
-    else if (strcmp(arg, "--ro") == 0 && i + 1 < argc && o.nro < MAX_RO) o.ro[o.nro++] = argv[++i];
-    else if (strcmp(arg, "--rw") == 0 && i + 1 < argc && o.nrw < MAX_RW) o.rw[o.nrw++] = argv[++i];
+    else if ((strcmp(arg, "--ro") == 0 || strcmp(arg, "--rw") == 0) && i + 1 < argc && o.nbinds < MAX_BINDS) {
+      o.binds[o.nbinds].writable = arg[3] == 'w';
+      o.binds[o.nbinds++].path = argv[++i];
+    }
     else if (strcmp(arg, "--hide") == 0 && i + 1 < argc && o.nhide < MAX_HIDE) o.hide[o.nhide++] = argv[++i];
     else if (strcmp(arg, "--probe") == 0) want_probe = 1;
     else if (strcmp(arg, "--user") == 0 && i + 1 < argc) probe_user = argv[++i];
@@ -936,7 +1171,7 @@ int main(int argc, char *argv[]) {
   if (want_probe) return probe(probe_user);
   if (have_uid != have_gid) fail("usage", EINVAL);
   /* Mounts and a cgroup namespace exist only in a namespace of our own. */
-  if (!o.pidns && (o.confine || o.nro > 0 || o.nrw > 0 || o.nhide > 0)) fail("usage", EINVAL);
+  if (!o.pidns && (o.confine || o.nbinds > 0 || o.nhide > 0)) fail("usage", EINVAL);
   user->set = have_uid;
   if (user->set && user->ngroups == 0) user->groups[user->ngroups++] = user->gid;
   /* FILE, then the command's argv (argv[0] first). */

@@ -20,13 +20,15 @@ export interface Confinement {
   readonly capabilities: readonly string[] | null;
   /** `no_new_privs` is set: exec'ing a setuid or file-capability program gains nothing. */
   readonly noNewPrivs: boolean;
+  /** A seccomp filter refuses a new user namespace (`unshare`/`clone` with `CLONE_NEWUSER`, `clone3`) and `setns`. */
+  readonly seccomp: boolean;
   /** A cgroup namespace rooted at the tree's own cgroup (the session's, on the process-group backend). */
   readonly cgroupNamespace: boolean;
   /** /sys (the cgroup filesystems included) and /proc/{sys,sysrq-trigger,irq,bus,fs} are read-only. */
   readonly readOnlyKernel: boolean;
-  /** Bound read-only (the records root), each with every directory above it pinned against rename. */
+  /** Bound read-only (the runtime's own files, the records root), each with every directory above it pinned against rename. */
   readonly readOnly: readonly string[];
-  /** Writable exceptions beneath them (the session's scratch directory). */
+  /** Writable exceptions beneath them (the session's scratch directory, a workdir inside the package). */
   readonly writable: readonly string[];
   /** Hidden under an empty read-only tmpfs (the records key's directory). */
   readonly hidden: readonly string[];
@@ -42,6 +44,7 @@ export function confinementTraceFields(confinement: Confinement): SessionConfine
     privileged_steps: confinement.privilegedSteps,
     capabilities: confinement.capabilities,
     no_new_privs: confinement.noNewPrivs,
+    seccomp: confinement.seccomp,
     cgroup_namespace: confinement.cgroupNamespace,
     read_only_kernel: confinement.readOnlyKernel,
     read_only: confinement.readOnly,
@@ -87,6 +90,7 @@ export function decideConfinement(input: {
       privilegedSteps: input.privilegedSteps,
       capabilities: undropped,
       noNewPrivs: runAs !== null,
+      seccomp: false,
       cgroupNamespace: false,
       readOnlyKernel: false,
       dropsCapabilities: false,
@@ -103,6 +107,8 @@ export function decideConfinement(input: {
   // Root's steps go through the helper to lose their capabilities even where nothing else needs it.
   const dropsCapabilities = caps === 'ok' || (caps === 'none' && input.helperAnyway);
   if (typeof caps === 'object') missing.push(caps.reason);
+  const seccomp = dropsCapabilities && probe.seccomp.ok;
+  if (dropsCapabilities && !probe.seccomp.ok) missing.push(`${probe.seccomp.reason}: a step may make a user namespace of its own`);
   const confine = pidNamespace && probe.confine.ok;
   if (pidNamespace && !probe.confine.ok) missing.push(probe.confine.reason);
   if (!pidNamespace) missing.push('no cgroup namespace, /sys and the cgroup filesystems as writable as the file permissions allow: there is no PID + mount namespace');
@@ -110,6 +116,7 @@ export function decideConfinement(input: {
     privilegedSteps: false,
     capabilities: caps === 'ok' && runAs === null ? KEPT_CAPABILITIES : undropped,
     noNewPrivs: runAs !== null || dropsCapabilities,
+    seccomp,
     cgroupNamespace: confine,
     readOnlyKernel: confine,
     dropsCapabilities,
@@ -120,7 +127,7 @@ export function decideConfinement(input: {
 
 /** The warning a session with privileged steps gives when it opens. */
 export function privilegedStepsWarning(confinement: Confinement): string {
-  return `${confinement.reason.split(';')[0] ?? 'privileged steps'}: a step running as root can undo its isolation (unmount, ptrace, leave its cgroup, read the records key): docs/security.md#privileged-steps`;
+  return `${confinement.reason.split(';')[0] ?? 'privileged steps'}: a step running as root can undo its isolation (unmount, ptrace, leave its cgroup, read the records key, make user namespaces): docs/security.md#privileged-steps`;
 }
 
 /** What a step gets, in words (`capsule doctor`, `capsule run --verbose`): one line. */
@@ -129,6 +136,7 @@ export function describeConfinement(confinement: Confinement): string {
     confinement.privilegedSteps ? 'privileged steps' : null,
     confinement.capabilities === null ? "every capability of the runtime's user" : confinement.capabilities.length === 0 ? 'no capabilities' : `capabilities ${confinement.capabilities.join(',')}`,
     confinement.noNewPrivs ? 'no_new_privs' : 'no no_new_privs',
+    confinement.seccomp ? 'no user namespaces (seccomp)' : 'user namespaces allowed',
     confinement.cgroupNamespace ? 'a cgroup namespace' : 'no cgroup namespace',
     confinement.readOnlyKernel ? '/sys and cgroup filesystems read-only' : '/sys and cgroup filesystems not read-only',
     confinement.readOnly.length > 0 ? `read-only ${confinement.readOnly.join(', ')}` : 'no read-only records',

@@ -7,42 +7,9 @@
  * falls back to process groups and no isolation, and `capsule doctor` says why.
  */
 import { execFileSync } from 'node:child_process';
-import { accessSync, constants as fsConstants, existsSync, readFileSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
-import { join } from 'node:path';
-import { packageRoot } from '../../package-root.js';
 
-/** Environment variable naming the helper binary to use instead of the built one ("" or `none`: no helper). */
-export const SPAWN_HELPER_ENV = 'CAPSULE_SPAWN_HELPER';
-
-/** File name of the built helper under `<package>/dist/native/`. */
-export const HELPER_FILE = 'capsule-spawn';
-
-export { packageRoot };
-
-/** Where `npm run build` puts the helper. */
-export function builtHelperPath(): string {
-  return join(packageRoot(), 'dist', 'native', HELPER_FILE);
-}
-
-/** The helper to use, or why there is none. */
-export function locateSpawnHelper(env: Readonly<Record<string, string | undefined>> = process.env): { ok: true; path: string } | { ok: false; reason: string } {
-  const forced = env[SPAWN_HELPER_ENV];
-  if (forced === '' || forced === 'none') return { ok: false, reason: `no spawn helper (${SPAWN_HELPER_ENV}=${forced === '' ? '""' : 'none'})` };
-  const path = forced ?? builtHelperPath();
-  try {
-    accessSync(path, fsConstants.X_OK);
-    return { ok: true, path };
-  } catch {
-    return {
-      ok: false,
-      reason:
-        forced === undefined
-          ? `the spawn helper ${path} is not built (no C compiler when dist/ was built? run \`npm run build\` with cc on PATH)`
-          : `the spawn helper ${path} (${SPAWN_HELPER_ENV}) is not an executable file`,
-    };
-  }
-}
+export { builtHelperPath, HELPER_FILE, locateSpawnHelper, packageRoot, SPAWN_HELPER_ENV } from './helper-file.js';
 
 /** An unprivileged user to run steps as (`--run-as`). */
 export interface RunAsUser {
@@ -54,8 +21,9 @@ export interface RunAsUser {
 }
 
 /**
- * The capabilities the helper's `--caps` keeps (a container runtime's default set, Docker's 14),
- * in the order of `KEPT_CAPS` in capsule-spawn.c; every other one is dropped from all five sets.
+ * The capabilities the helper's `--caps` keeps (a container runtime's default set, Docker's 14, but
+ * MKNOD: docs/security.md#what-a-step-gets), in the order of `KEPT_CAPS` in capsule-spawn.c; every
+ * other one is dropped from all five sets.
  */
 export const KEPT_CAPABILITIES: readonly string[] = [
   'CHOWN',
@@ -69,7 +37,6 @@ export const KEPT_CAPABILITIES: readonly string[] = [
   'NET_BIND_SERVICE',
   'NET_RAW',
   'SYS_CHROOT',
-  'MKNOD',
   'AUDIT_WRITE',
   'SETFCAP',
 ];
@@ -88,6 +55,8 @@ export interface HelperProbe {
    * process holds no capability (nothing to drop: `no_new_privs` alone applies); or why they cannot.
    */
   readonly capabilities: 'ok' | 'none' | { readonly reason: string };
+  /** `--seccomp`'s filter (no new user namespace, no setns) can be installed here, or why not. */
+  readonly seccomp: ProbeAnswer;
   /** The user asked about: found, or null when there is no such user. Absent when none was asked. */
   readonly user?: RunAsUser | null;
 }
@@ -117,7 +86,7 @@ export function probeHelper(path: string, userName?: string): HelperProbe {
     });
   } catch (error) {
     const reason = `the spawn helper did not run: ${(error as Error).message}`;
-    const probe: HelperProbe = { pidNamespace: { ok: false, reason }, confine: { ok: false, reason }, capabilities: { reason } };
+    const probe: HelperProbe = { pidNamespace: { ok: false, reason }, confine: { ok: false, reason }, capabilities: { reason }, seccomp: { ok: false, reason } };
     return probe;
   }
   const silent = 'the spawn helper gave no answer';
@@ -125,6 +94,7 @@ export function probeHelper(path: string, userName?: string): HelperProbe {
   // A helper built before --confine and --caps existed (CAPSULE_SPAWN_HELPER) says nothing of them.
   let confine: HelperProbe['confine'] = { ok: false, reason: `${silent} about --confine (an older build?)` };
   let capabilities: HelperProbe['capabilities'] = { reason: `${silent} about --caps (an older build?)` };
+  let seccomp: HelperProbe['seccomp'] = { ok: false, reason: `${silent} about its seccomp filter (an older build?)` };
   let user: RunAsUser | null | undefined;
   for (const line of output.split('\n')) {
     const [key, ...rest] = line.split(' ');
@@ -143,6 +113,12 @@ export function probeHelper(path: string, userName?: string): HelperProbe {
     } else if (key === 'caps') {
       const value = rest[0] ?? '';
       capabilities = value === 'ok' || value === 'none' ? value : { reason: `capabilities could not be dropped (${errnoName(Number(value))})` };
+    } else if (key === 'seccomp') {
+      const value = rest[0] ?? '';
+      seccomp =
+        value === 'ok'
+          ? { ok: true }
+          : { ok: false, reason: `the seccomp filter refusing user namespaces could not be installed (${value === String(osConstants.errno.EAFNOSUPPORT) ? 'an architecture it does not know' : errnoName(Number(value))})` };
     } else if (key === 'user' && userName !== undefined) {
       if (rest[0] === 'none') user = null;
       else {
@@ -156,7 +132,7 @@ export function probeHelper(path: string, userName?: string): HelperProbe {
       }
     }
   }
-  const probe: HelperProbe = user === undefined ? { pidNamespace, confine, capabilities } : { pidNamespace, confine, capabilities, user };
+  const probe: HelperProbe = user === undefined ? { pidNamespace, confine, capabilities, seccomp } : { pidNamespace, confine, capabilities, seccomp, user };
   probes.set(key, probe);
   return probe;
 }
@@ -177,6 +153,8 @@ export interface HelperLaunch {
   readonly confine?: boolean;
   /** Keep only {@link KEPT_CAPABILITIES} and set `no_new_privs` before exec (`--caps`). */
   readonly caps?: boolean;
+  /** Install the seccomp filter refusing user namespaces and setns, last before exec (`--seccomp`). */
+  readonly seccomp?: boolean;
   /** `--rlimit KIND=N` arguments (`src/process/resources.ts`), set on the command before exec. Absent: none. */
   readonly rlimits?: readonly string[];
   /** The session's network namespace file to join first (`src/process/network.ts`), or null/absent: the host's network. */
@@ -197,6 +175,7 @@ export function helperArgs(launch: HelperLaunch, executable: string, argv0: stri
     for (const path of launch.hidden ?? []) out.push('--hide', path);
   }
   if (launch.caps === true) out.push('--caps');
+  if (launch.seccomp === true) out.push('--seccomp');
   out.push(...(launch.rlimits ?? []));
   if (launch.netns !== undefined && launch.netns !== null) out.push('--netns', launch.netns);
   if (launch.user !== null) {
@@ -218,7 +197,7 @@ export interface ControlReport {
    * of the report reads it then).
    */
   readonly initStartTime?: number | null;
-  /** Setup or exec failed: the stage (`netns`, `cgroup`, `unshare`, `fork`, `mount`, `caps`, `rlimit`, `user`, `exec`, `usage`) and errno name. */
+  /** Setup or exec failed: the stage (`netns`, `cgroup`, `unshare`, `fork`, `mount`, `caps`, `rlimit`, `user`, `seccomp`, `exec`, `usage`) and errno name. */
   readonly failure: { readonly stage: string; readonly code: string } | null;
 }
 

@@ -14,6 +14,11 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { spawnerProgram } from '../programs.js';
+import { HELPER_ARG, HELPER_FD, holdHelper } from '../spawn/held-helper.js';
+import { locateSpawnHelper } from '../spawn/helper-file.js';
+
+// The program takes the held helper from here (one descriptor in a runtime: spawn/held-helper.ts).
+export { heldHelperPath, holdHelper } from '../spawn/held-helper.js';
 
 /** Environment variable choosing how commands are started: `spawner` (the default) or `direct` (the runtime forks them itself). */
 export const SPAWNER_ENV = 'CAPSULE_SPAWNER';
@@ -28,12 +33,20 @@ export function spawnerWanted(env: Readonly<Record<string, string | undefined>> 
   return existsSync(spawnerProgram());
 }
 
-/** Forks the spawner program (`dist/bundle/spawner.cjs`), not yet placed anywhere. Throws when the fork fails. */
+/**
+ * Forks the spawner program (`dist/bundle/spawner.cjs`), not yet placed anywhere. Throws when the
+ * fork fails. The spawn helper, held open by this process (`holdHelper`), is given to it as fd 4
+ * ({@link HELPER_FD}; `--helper PATH` names it): it execs the helper from there, not by its path.
+ */
 export function forkSpawner(): ChildProcess {
-  const child = fork(spawnerProgram(), [], {
+  const helper = locateSpawnHelper();
+  const fd = helper.ok ? holdHelper(helper.path) : null;
+  const stdio: ('ignore' | 'inherit' | 'ipc' | number)[] = ['ignore', 'ignore', 'inherit', 'ipc'];
+  if (fd !== null) stdio[HELPER_FD] = fd;
+  const child = fork(spawnerProgram(), fd !== null && helper.ok ? [HELPER_ARG, helper.path] : [], {
     // Not the runtime's flags (a test runner's --experimental-vm-modules, an inspector): a bare, small Node.
     execArgv: ['--max-old-space-size=64'],
-    stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+    stdio,
     detached: true,
     // Nothing of the runtime's environment (its credentials): every command gets its own, complete.
     env: {},

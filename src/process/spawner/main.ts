@@ -3,7 +3,7 @@
  * on the runtime's behalf, so that the cost of a `fork()` is that of this small process (it never
  * grows with the plan) instead of the runtime's, which does. Started
  * once per session by `client.ts` (`child_process.fork`, an IPC channel); imports nothing but
- * Node's own modules, `../proc.js`, `../signals.js` and the protocol (`messages.ts`, zod/mini).
+ * Node's own modules, `../proc.js`, `../signals.js`, `../spawn/held-helper.js` and the protocol (`messages.ts`, zod/mini).
  *
  * Protocol: the messages of `messages.ts` over the IPC channel (`client.ts` is the other side),
  * each request parsed before it is acted on. A flush is answered once the streams still read here
@@ -26,14 +26,62 @@
  * first request, so the cgroup watchdog's kill reaches it too.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { closeSync, openSync, readdirSync, readFileSync } from 'node:fs';
 import type { Readable } from 'node:stream';
 import { isSameLiveProcess, processStartTime, provenGroupMembers, type ProcessRef } from '../proc.js';
 import { processGroupExists, signalProcess, signalProcessGroup } from '../signals.js';
+import { HELPER_ARG, HELPER_FD } from '../spawn/held-helper.js';
 import { SpawnerRequest, UNREADABLE_REQUEST_EXIT, type SpawnerReport } from './messages.js';
 
 // As `capsule` does from its first instruction (docs/security.md): a step that may signal this
 // process (same uid, no PID namespace) must not open Node's inspector in it with SIGUSR1.
 process.on('SIGUSR1', () => undefined);
+
+/**
+ * The spawn helper the runtime gave this process at its fork (spawn/held-helper.ts): its path, and what to
+ * exec for it — the descriptor, reopened close-on-exec (the inherited one is not) — or null.
+ */
+function takeHelper(): { readonly path: string; readonly exec: string } | null {
+  const at = process.argv.indexOf(HELPER_ARG);
+  const path = at >= 0 ? process.argv[at + 1] : undefined;
+  if (path === undefined) return null;
+  try {
+    const fd = openSync(`/proc/self/fd/${HELPER_FD}`, 'r');
+    closeSync(HELPER_FD);
+    return { path, exec: `/proc/self/fd/${fd}` };
+  } catch {
+    return null;
+  }
+}
+const helper = takeHelper();
+
+/** `O_CLOEXEC` on Linux, as `/proc/<pid>/fdinfo` shows it in `flags:` (octal). */
+const O_CLOEXEC = 0o2000000;
+
+/**
+ * Closes what this process inherited beyond its stdio and IPC channel: the runtime's own
+ * inherited descriptors (`capsule run 200<secret`) are not for the commands started here. Node's
+ * own descriptors are all close-on-exec; an inherited one is not (it survived an exec).
+ */
+function closeInherited(): void {
+  let names: string[];
+  try {
+    names = readdirSync('/proc/self/fd');
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    const fd = Number(name);
+    if (!Number.isInteger(fd) || fd <= 3) continue;
+    try {
+      const flags = /^flags:\s*([0-7]+)$/m.exec(readFileSync(`/proc/self/fdinfo/${fd}`, 'utf8'));
+      if (flags !== null && (parseInt(flags[1] ?? '0', 8) & O_CLOEXEC) === 0) closeSync(fd);
+    } catch {
+      // gone meanwhile (the directory listing's own descriptor)
+    }
+  }
+}
+closeInherited();
 
 type SpawnMessage = Extract<SpawnerRequest, { t: 'spawn' }>;
 
@@ -164,12 +212,14 @@ function start(message: SpawnMessage): void {
   const stdin = message.input !== null || message.stdinPipe ? 'pipe' : 'ignore';
   let child: ChildProcess;
   try {
-    child = spawn(message.file, message.args, {
+    // The helper from the descriptor held since the session began, named by its path.
+    const fromHeld = helper !== null && message.file === helper.path;
+    child = spawn(fromHeld ? helper.exec : message.file, message.args, {
       cwd: message.cwd,
       env: message.env,
       detached: true,
       stdio: message.control ? [stdin, 'pipe', 'pipe', 'pipe'] : [stdin, 'pipe', 'pipe'],
-      ...(message.argv0 !== undefined ? { argv0: message.argv0 } : {}),
+      ...(message.argv0 !== undefined ? { argv0: message.argv0 } : fromHeld ? { argv0: message.file } : {}),
     });
   } catch (error) {
     const e = error as NodeJS.ErrnoException;
