@@ -24,13 +24,15 @@ import { sessionRuntimeMayRun } from '../process/leftovers.js';
 import { stateText } from '../replay/replay.js';
 import { missingReason, specialFileKind } from '../plan/read-file.js';
 import { excerpt } from '../excerpt.js';
-import { printable } from './progress.js';
+import { formatDuration, printable } from './progress.js';
 import { EXIT, type ExitCode } from './program.js';
 import { ERROR_CODES, RuntimeError } from '../errors.js';
 
 /** Options of `capsule inspect`, as commander parses them. */
 export interface InspectCommandOptions {
   readonly once?: boolean;
+  /** The machines' own state names (`running.bounded`, `finished (done)`) instead of the operator's words. */
+  readonly verbose?: boolean;
 }
 
 /** Where the view is drawn. */
@@ -52,9 +54,10 @@ const PRINTED_LINES = 40;
 export function registerInspect(program: Command): void {
   program
     .command('inspect')
-    .description('Live view of a session: follows <records-dir>/events.jsonl and draws the actor tree with each current state.')
+    .description('Live view of a session: follows <records-dir>/events.jsonl and draws its plan, steps and commands: waiting, running (for how long), done and how.')
     .argument('<records-dir>', 'records directory of a session (or its events.jsonl), or latest (the newest session of ./.capsule/records)')
     .option('--once', 'print the tree as the file stands now and exit')
+    .option('--verbose', "show the machines' own state names (running.bounded, finished (done)) instead of waiting / running / done")
     .addHelpText(
       'after',
       '\nExit codes: 0 when the plan ends (or --once printed the tree), 130 on Ctrl-C, 2 when --once finds no event log, RECORDS_DIR is not a directory (a file, a device such as /dev/null) or holds records directories rather than one session\'s, or the event log is not a regular file.',
@@ -113,7 +116,7 @@ async function followRecords(target: string, options: InspectCommandOptions, out
     output.stderr.write(`error: ${recordsRootText(target, sessions, 'inspect')}\n`);
     return EXIT.USAGE;
   }
-  const tree = new ActorTree();
+  const tree = new ActorTree({ verbose: options.verbose === true });
   const warn = (problem: JsonlProblem): void => void output.stderr.write(`warning: ${problem.message}\n`);
   const reader = new RecordsReader(file, warn);
   // The children's event logs, in the order their delegations were launched (a child's own children join as they are found).
@@ -145,7 +148,7 @@ async function followRecords(target: string, options: InspectCommandOptions, out
     readAll(true);
     const lines = reader.sessionEnded && tree.isEmpty
       ? ['(no actor: the run ended before its plan started, e.g. refused; see report.json)']
-      : tree.render(PRINTED_LINES);
+      : tree.render(PRINTED_LINES, reader.runtimeRunning() ? Date.now() : undefined);
     const gone = tree.ended ? null : reader.runtimeGone();
     if (gone !== null) lines.push(killedLine(gone));
     output.stdout.write(lines.join('\n') + '\n');
@@ -169,7 +172,8 @@ async function followRecords(target: string, options: InspectCommandOptions, out
       if (gone !== null) applied += readAll(true);
       if (tree.ended || reader.sessionEnded) gone = null;
     }
-    if (update !== null && (applied > 0 || first)) update(tree.render(Math.max(5, (output.stdout.rows ?? 24) - 2)).join('\n'));
+    // Redrawn on every poll while something runs: the running durations grow.
+    if (update !== null && (applied > 0 || first || !tree.ended)) update(tree.render(Math.max(5, (output.stdout.rows ?? 24) - 2), reader.runtimeRunning() ? Date.now() : undefined).join('\n'));
     first = false;
     if (gone !== null || tree.ended || signal?.aborted === true || (applied === 0 && reader.sessionEnded && tree.isEmpty)) break;
     await new Promise<void>((resolve) => {
@@ -184,7 +188,8 @@ async function followRecords(target: string, options: InspectCommandOptions, out
       signal?.addEventListener('abort', onAbort, { once: true });
     });
   }
-  const final = [...tree.render(update !== null ? Math.max(5, (output.stdout.rows ?? 24) - 2) : PRINTED_LINES), ...(gone !== null ? [killedLine(gone)] : [])].join('\n');
+  const now = gone === null && !tree.ended && reader.runtimeRunning() ? Date.now() : undefined;
+  const final = [...tree.render(update !== null ? Math.max(5, (output.stdout.rows ?? 24) - 2) : PRINTED_LINES, now), ...(gone !== null ? [killedLine(gone)] : [])].join('\n');
   if (update !== null) {
     update(final);
     update.done();
@@ -303,6 +308,14 @@ class RecordsReader {
     if (runtime === null || this.sessionEnded || basename(dirname(this.dir)) === 'children') return null;
     return sessionRuntimeMayRun(runtime.pid, runtime.startTime) ? null : runtime.pid;
   }
+
+  /**
+   * The session's runtime is known to run now (its trace names it, it has not ended the session
+   * and is there): running durations count to now; otherwise to the last line its logs hold.
+   */
+  runtimeRunning(): boolean {
+    return this.#runtime !== null && !this.sessionEnded && this.runtimeGone() === null;
+  }
 }
 
 /** The line that says a session's logs stop because its runtime was killed. */
@@ -350,6 +363,17 @@ interface ActorView {
   machine?: string;
   /** A plan's step actors: step id → key (a step's actor id may be tagged, `step:a~2`: docs/event-log.md "Actor ids"). */
   steps?: Map<string, string>;
+  /** A plan's steps as its input declares them, in order: the ones with no actor yet are shown as waiting. */
+  planned?: readonly { readonly id: string; readonly dependsOn: readonly string[] }[];
+  /** A plan's outcome from its final output (`completed`, `canceled`, `failed (step 'b' stopped it)`). */
+  planOutcome?: string;
+  /** When its `xstate.init` line was logged (epoch ms). */
+  startedAt?: number;
+  /** When its first ended snapshot was logged (epoch ms). */
+  endedAt?: number;
+  /** A settled step's attempts and duration as the plan settled it. */
+  attempts?: number;
+  durationMs?: number;
 }
 
 /** A settled (or discarded) step result as the plan emits it in `plan.stepsSettled` / `plan.stepsDiscarded`. */
@@ -369,6 +393,15 @@ export class ActorTree {
   /** Transparent actor → the actor its children are shown under. */
   readonly #shownAs = new Map<string, string>();
   #root: string | null = null;
+  readonly #verbose: boolean;
+  /** The latest timestamp the logs hold: "now" for a session that is no longer running. */
+  #lastTs = 0;
+
+  /** `verbose`: lines name the machines' own states instead of the operator's words. */
+  constructor(options: { readonly verbose?: boolean } = {}) {
+    this.#verbose = options.verbose === true;
+  }
+
   /** Told when a delegation actor's `dlg_` id is known (`DELEGATION.APPROVED`, or `DELEGATION.LAUNCHED` in an older log): the child's records can be followed. */
   onDelegation: ((scope: TreeScope, delegationActor: string, delegationId: string) => void) | null = null;
 
@@ -404,6 +437,7 @@ export class ActorTree {
       return;
     }
     const actor = this.#ensure(key, record.actor);
+    if (record.ts > this.#lastTs) this.#lastTs = record.ts;
     // A record from a child's own log: its delegation's child did start.
     if (scope.parent !== null) {
       const delegation = this.#actors.get(scope.parent);
@@ -428,6 +462,8 @@ export class ActorTree {
       const input = record.input as { step?: unknown } | undefined;
       const stepOf = record.machine === 'delegation' && typeof input?.step === 'string' ? `${scope.prefix}step:${input.step}` : undefined;
       if (record.machine !== undefined) actor.machine ??= record.machine;
+      actor.startedAt ??= record.ts;
+      if (record.machine === 'plan') actor.planned ??= plannedSteps(record.input);
       // A `capsule serve` session's tasks (each `plan.submit`'s plan) are roots of their own in
       // the log, after the session's: they are drawn under the session, whose tasks they are.
       const sessionRoot = this.#root !== null && this.#actors.get(this.#root)?.machine === 'session' ? this.#root : undefined;
@@ -448,6 +484,11 @@ export class ActorTree {
     } else if (record.kind === 'snapshot') {
       actor.state = stateText(record.state);
       actor.status = record.status;
+      if (record.status !== 'active') {
+        actor.endedAt ??= record.ts;
+        const outcome = actor.machine === 'plan' && actor.planOutcome === undefined ? planOutcome(record.output) : undefined;
+        if (outcome !== undefined) actor.planOutcome = outcome;
+      }
       for (const emitted of record.emitted ?? []) this.#applyOutcome(key, emitted, scope.prefix);
     }
   }
@@ -480,6 +521,11 @@ export class ActorTree {
       }
       const line = result.error?.split('\n').find((text) => text.trim() !== '')?.trim() ?? '';
       const error = result.error === null ? '' : `: ${line.length > 80 ? `${line.slice(0, 79)}…` : line}`;
+      const plan = this.#actors.get(planActor);
+      if (plan !== undefined && id !== planActor) (plan.steps ??= new Map()).set(result.step_id, id);
+      const counted = result as EmittedResult & { readonly attempts?: unknown; readonly duration_ms?: unknown };
+      if (typeof counted.attempts === 'number') step.attempts = counted.attempts;
+      if (typeof counted.duration_ms === 'number') step.durationMs = counted.duration_ms;
       step.outcome = type === 'plan.stepsDiscarded' ? `${result.status}, discarded by a fail stop` : `${result.status}${result.status === 'success' ? '' : error}`;
     }
   }
@@ -501,8 +547,9 @@ export class ActorTree {
    * The tree as lines, at most `maxLines`: every running actor, and as many ended ones (the most
    * recent) as fit, at least {@link ENDED_SHOWN}; the other ended ones are counted by final state.
    */
-  render(maxLines = PRINTED_LINES): string[] {
+  render(maxLines = PRINTED_LINES, now: number = this.#lastTs): string[] {
     if (this.#root === null) return ['(no actor yet)'];
+    const verbose = this.#verbose;
     const lines: string[] = [];
     // Lines past `maxLines` are only counted (no text built): with a loop and its own stack, a
     // tree as deep as the log is long costs its size, not the call stack or its prefixes' squares.
@@ -523,9 +570,11 @@ export class ActorTree {
       }
       const actor = this.#actors.get(row.id);
       if (actor === undefined) continue;
-      add(() => `${prefix}${label(actor, live, cut.has(actor.id))}`);
       const ended = actor.children.filter((child) => !live(child));
       const active = actor.children.filter(live);
+      // A plan's steps that have no actor yet: waiting (for what), or never started once it ended.
+      const unstarted = verbose ? [] : this.#unstarted(actor);
+      add(() => `${prefix}${verbose ? label(actor, live, cut.has(actor.id)) : operatorLabel(actor, active.length, ended.length, unstarted.length, cut.has(actor.id), now)}`);
       const room = maxLines - (lines.length + counted) - active.length;
       const shownEnded = ended.length <= room ? ended : ended.slice(-Math.max(ENDED_SHOWN, room - 1));
       const hidden = ended.length - shownEnded.length;
@@ -533,12 +582,14 @@ export class ActorTree {
       if (hidden > 0) {
         const byState = new Map<string, number>();
         for (const child of ended.slice(0, hidden)) {
-          const state = this.#actors.get(child)?.state ?? '?';
+          const view = this.#actors.get(child);
+          const state = view === undefined ? '?' : verbose ? view.state : shortOutcome(view);
           byState.set(state, (byState.get(state) ?? 0) + 1);
         }
         rows.push({ text: `… ${hidden} more ended (${[...byState].map(([state, n]) => `${n} ${state}`).join(', ')})` });
       }
       for (const child of [...shownEnded, ...active]) rows.push({ id: child });
+      if (unstarted.length > 0) rows.push({ text: unstartedText(unstarted, actor.status === 'active' && !cut.has(actor.id)) });
       const counting = lines.length >= maxLines;
       for (let i = rows.length - 1; i >= 0; i--) {
         const last = i === rows.length - 1;
@@ -574,6 +625,25 @@ export class ActorTree {
     return cut;
   }
 
+  /**
+   * The steps of a plan actor that have no actor and no outcome, with the dependencies each still
+   * waits for (none: it waits for its wave or a free slot).
+   */
+  #unstarted(plan: ActorView): { readonly id: string; readonly waitsFor: readonly string[] }[] {
+    if (plan.planned === undefined) return [];
+    const settled = (stepId: string): boolean => {
+      const key = plan.steps?.get(stepId);
+      const step = key === undefined ? undefined : this.#actors.get(key);
+      return step !== undefined && (step.status !== 'active' || step.outcome !== undefined);
+    };
+    const result: { readonly id: string; readonly waitsFor: readonly string[] }[] = [];
+    for (const step of plan.planned) {
+      if (plan.steps?.has(step.id) === true) continue;
+      result.push({ id: step.id, waitsFor: step.dependsOn.filter((dependency) => !settled(dependency)) });
+    }
+    return result;
+  }
+
   #ensure(id: string, name: string = id): ActorView {
     let actor = this.#actors.get(id);
     if (actor === undefined) {
@@ -584,8 +654,95 @@ export class ActorTree {
   }
 }
 
+/** Waiting steps listed on one line each render, at most this many by name. */
+const WAITING_NAMED = 8;
+
+/** `waiting: d (for b), e (for b, c), f` while the plan runs; `never started: d, e` once it ended. */
+function unstartedText(steps: readonly { readonly id: string; readonly waitsFor: readonly string[] }[], planRunning: boolean): string {
+  const named = steps.slice(0, WAITING_NAMED).map((step) => {
+    const id = printable(excerpt(step.id, LABEL_CHARS));
+    return planRunning && step.waitsFor.length > 0 ? `${id} (for ${step.waitsFor.map((dependency) => printable(excerpt(dependency, LABEL_CHARS))).join(', ')})` : id;
+  });
+  const more = steps.length > WAITING_NAMED ? `, … ${steps.length - WAITING_NAMED} more` : '';
+  return `${planRunning ? 'waiting' : 'never started'}: ${named.join(', ')}${more}`;
+}
+
+/** An actor's state in the operator's words, while it runs: what it is doing, not the machine's state name. */
+function runningWords(state: string): string {
+  if (state === '…') return 'starting';
+  if (state.startsWith('leaderExited')) return 'ending (its leader exited; ending the rest of its processes)';
+  if (state.includes('canceling') || state.includes('stopping')) return 'stopping';
+  if (state.includes('launching')) return 'starting its process';
+  if (state.includes('background')) return 'running in the background';
+  return 'running';
+}
+
+/** How an ended actor ended, in a word or two (`success`, `failed`, `canceled`, `done`). */
+function shortOutcome(actor: ActorView): string {
+  if (actor.outcome !== undefined) return actor.outcome.split(/[:,]/)[0] ?? actor.outcome;
+  if (actor.planOutcome !== undefined) return actor.planOutcome.split(' ')[0] ?? actor.planOutcome;
+  return actor.state.startsWith('canceled') ? 'canceled' : actor.state === 'not run' ? 'not run' : 'done';
+}
+
 /**
- * `step:a  running.bounded`, `step:b  finished (done) → failed: exit code 2`; a parent also counts its children: `(2 running, 10 ended)`.
+ * A line in the operator's words: `step:a  running 3.2s`, `step:b  done in 43ms: failed: exit code
+ * 2`, `step:c  not run: skipped`, `plan:p  done in 1.3s: completed  [4 done]`, with counts of a
+ * parent's children (`[1 running, 2 done, 3 waiting]`).
+ */
+function operatorLabel(actor: ActorView, running: number, ended: number, waiting: number, cut: boolean, now: number): string {
+  const id = printable(excerpt(actor.name, LABEL_CHARS)) + (actor.work === undefined ? '' : ` (${actor.work})`);
+  const unborn =
+    actor.delegation !== undefined && actor.status !== 'active' && actor.childLogged !== true
+      ? ` — its child capsule never started (no record in children/${actor.delegation}/events.jsonl)`
+      : '';
+  let text: string;
+  if (cut) {
+    text = `ended with its delegation (its log stops while it was ${runningWords(actor.state)})`;
+  } else if (actor.status === 'active') {
+    text = `${runningWords(actor.state)}${actor.startedAt === undefined ? '' : ` ${formatDuration(Math.max(0, now - actor.startedAt))}`}`;
+  } else if (actor.state === 'not run') {
+    text = `not run${actor.outcome === undefined ? '' : `: ${printable(excerpt(actor.outcome, LABEL_CHARS))}`}`;
+  } else {
+    const took = actor.durationMs ?? (actor.startedAt !== undefined && actor.endedAt !== undefined ? actor.endedAt - actor.startedAt : undefined);
+    const how = actor.outcome ?? actor.planOutcome ?? (actor.state.startsWith('canceled') ? 'canceled' : undefined);
+    const attempts = actor.attempts !== undefined && actor.attempts > 1 ? ` (${actor.attempts} attempts)` : '';
+    // A wave's steps are settled together, when the whole wave has ended.
+    const outcome = how !== undefined ? `: ${printable(excerpt(how, LABEL_CHARS))}` : actor.machine === 'step' ? ' (its wave settles it)' : '';
+    text = `done${took === undefined ? '' : ` in ${formatDuration(took)}`}${outcome}${attempts}`;
+  }
+  const parent = actor.children.length > 0 || waiting > 0;
+  const counts = [running > 0 || parent ? `${running} running` : '', `${ended} done`, waiting > 0 ? `${waiting} ${actor.status === 'active' && !cut ? 'waiting' : 'never started'}` : '']
+    .filter((part) => part !== '')
+    .join(', ');
+  return `${id}  ${text}${unborn}${parent ? `  [${counts}]` : ''}`;
+}
+
+/** A plan's outcome from its final output, or undefined when the output is not a plan's. */
+function planOutcome(output: unknown): string | undefined {
+  if (typeof output !== 'object' || output === null) return undefined;
+  const fields = output as Readonly<Record<string, unknown>>;
+  if (fields['completed'] === true) return 'completed';
+  if (fields['canceled'] === true) return 'canceled';
+  if (typeof fields['failed_step'] === 'string') return `failed (step '${fields['failed_step']}' stopped it)`;
+  return fields['completed'] === false ? 'failed' : undefined;
+}
+
+/** A plan's declared steps from its `xstate.init` input (`steps[].id`, `depends_on`); [] for anything else. */
+function plannedSteps(input: unknown): { readonly id: string; readonly dependsOn: readonly string[] }[] {
+  const steps = typeof input === 'object' && input !== null ? (input as { steps?: unknown }).steps : undefined;
+  if (!Array.isArray(steps)) return [];
+  const planned: { id: string; dependsOn: string[] }[] = [];
+  for (const step of steps as unknown[]) {
+    if (typeof step !== 'object' || step === null) continue;
+    const { id, depends_on: dependsOn } = step as { id?: unknown; depends_on?: unknown };
+    if (typeof id !== 'string') continue;
+    planned.push({ id, dependsOn: Array.isArray(dependsOn) ? dependsOn.filter((dependency): dependency is string => typeof dependency === 'string') : [] });
+  }
+  return planned;
+}
+
+/**
+ * With `--verbose`: `step:a  running.bounded`, `step:b  finished (done) → failed: exit code 2`; a parent also counts its children: `(2 running, 10 ended)`.
  * A demoted shell call names its work id: `shell:tsk_… (wrk_…)  running.background.active`.
  * An actor whose log was cut off by its delegation's end (`cut`) shows its last state and says so.
  */

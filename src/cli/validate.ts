@@ -147,7 +147,9 @@ export async function validatePlan(
     };
     process.stdout.write(`${JSON.stringify(json, null, 2)}\n`);
   } else if (report.valid) {
-    if (sayValid) process.stdout.write(`valid: plan ${printable(excerpt(report.plan_id))}\n`);
+    // A warning (an ignored key) can mean the plan does not do what its author meant: said here too, not on stderr alone.
+    const warned = sink.count === 0 ? '' : ` (${sink.count} warning${sink.count === 1 ? '' : 's'} on stderr: read ${sink.count === 1 ? 'it' : 'them'} before running)`;
+    if (sayValid) process.stdout.write(`valid: plan ${printable(excerpt(report.plan_id))}${warned}\n`);
   } else {
     const where = report.failed_step === 'plan' ? 'plan' : `step '${excerpt(report.failed_step ?? '')}'`;
     const first = `refused: ${where}: ${report.error ?? ''}`;

@@ -75,6 +75,13 @@ export class WarningSink {
     return this.#shown;
   }
 
+  /** How many warnings were given, shown or not, in all kinds. */
+  get count(): number {
+    let count = 0;
+    for (const kindCount of this.#counts.values()) count += kindCount;
+    return count;
+  }
+
   /** How many warnings were not shown, in all kinds. */
   get omitted(): number {
     let omitted = 0;

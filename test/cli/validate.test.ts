@@ -39,6 +39,16 @@ describe('capsule validate', () => {
     expect(existsSync(join(dir, '.capsule'))).toBe(false);
   });
 
+  it('says on the valid line that warnings were given, so an ignored key is not missed when stderr is not read', async () => {
+    const dir = dirWith({ id: 'p', steps: [step('a', { cwdd: 'sub' }), step('b', { envv: {} })] });
+    const result = await runCli(['validate', 'plan.json'], { cwd: dir });
+
+    expect(result.code).toBe(0);
+    expect(result.stdout).toBe('valid: plan p (2 warnings on stderr: read them before running)\n');
+    expect(result.stderr).toContain("unknown key 'cwdd' is ignored");
+    expect(result.stderr).toContain("unknown key 'envv' is ignored");
+  });
+
   it('prints {valid, plan_id, failed_step, error, warnings} with --json', async () => {
     const dir = dirWith({ id: 'p', steps: [step('a')] });
     const result = await runCli(['validate', 'plan.json', '--json'], { cwd: dir });

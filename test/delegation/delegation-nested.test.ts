@@ -67,7 +67,7 @@ eachBackend((backend) => {
       // capsule inspect nests each child's actor tree under its delegation, under its step, at any depth.
       let printed = '';
       const out = { stdout: { write: (text: string) => ((printed += text), true) }, stderr: { write: (text: string) => ((printed += `stderr: ${text}`), true) } };
-      expect(await inspectCommand(report.records_dir, { once: true }, out)).toBe(0);
+      expect(await inspectCommand(report.records_dir, { once: true, verbose: true }, out)).toBe(0);
       const lines = printed.trimEnd().split('\n').map((line) => line.replace(/(\S) {2}.*$/, '$1'));
       expect(lines).toEqual([
         'plan:p',

@@ -284,7 +284,7 @@ describe('a delegation ended before its child is up', () => {
     const { inspectCommand } = await import('../../src/cli/inspect.js');
     let text = '';
     const sink = { write: (chunk: string): boolean => ((text += chunk), true) };
-    expect(await inspectCommand(report.records_dir, { once: true }, { stdout: sink, stderr: sink })).toBe(0);
+    expect(await inspectCommand(report.records_dir, { once: true, verbose: true }, { stdout: sink, stderr: sink })).toBe(0);
     expect(text).toContain(`delegation:worker@w#1  canceled (done) — its child capsule never started (no record in children/${id as string}/events.jsonl)`);
     expect(processesWith(sleep)).toEqual([]);
   });

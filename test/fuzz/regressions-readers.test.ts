@@ -168,7 +168,7 @@ describe('capsule inspect trusted the actor tree the log described', () => {
     mkdirSync(records);
     writeFileSync(join(records, 'events.jsonl'), events);
     const { output, text } = capture();
-    const code = await inspectCommand(records, { once: true }, output);
+    const code = await inspectCommand(records, { once: true, verbose: true }, output);
     return { code, ...text() };
   }
   const init = (seq: number, actor: string, from?: string): string =>

@@ -72,7 +72,7 @@ describe('capsule inspect', () => {
       tools: { ok },
     }).report;
     const out = capture();
-    expect(await inspectCommand(recordsDir, { once: true }, out)).toBe(0);
+    expect(await inspectCommand(recordsDir, { once: true, verbose: true }, out)).toBe(0);
     // Each step shows its outcome as the plan settled it (item 11), not only the actor's final state.
     expect(out.stdout.text).toBe(
       ['plan:p  finished (done)  [0 running, 2 ended]', '├─ step:a  finished (done) → success', '└─ step:b  finished (done) → failed: exit code 2', ''].join('\n'),
@@ -83,9 +83,9 @@ describe('capsule inspect', () => {
     const recordsDir = join(scratch, 'refused');
     await startPlan({ plan: { id: 'x', steps: [{ id: 'a', tool: 'missing' }] }, manifest: null, workdir: scratch, recordsDir }).report;
     const follow = capture();
-    expect(await inspectCommand(recordsDir, {}, follow)).toBe(0);
+    expect(await inspectCommand(recordsDir, { verbose: true }, follow)).toBe(0);
     const once = capture();
-    expect(await inspectCommand(recordsDir, { once: true }, once)).toBe(0);
+    expect(await inspectCommand(recordsDir, { once: true, verbose: true }, once)).toBe(0);
     expect(once.stdout.text).toContain('the run ended before its plan started');
   });
 
@@ -100,7 +100,7 @@ describe('capsule inspect', () => {
       tools: { ok },
     });
     const out = capture();
-    const code = await inspectCommand(recordsDir, {}, out);
+    const code = await inspectCommand(recordsDir, { verbose: true }, out);
     expect(code).toBe(0);
     expect(out.stdout.text).toContain('plan:live  finished (done)');
     expect(out.stdout.text).toContain('└─ step:after  finished (done)');
@@ -111,7 +111,7 @@ describe('capsule inspect', () => {
     const recordsDir = join(scratch, 'tty');
     const run = startPlan({ plan: { id: 'tty', steps: [{ id: 'slow', shell: 'sleep 0.3' }] }, manifest: null, workdir: scratch, recordsDir, shellAllow: ['sleep'] });
     const out = capture(true);
-    expect(await inspectCommand(recordsDir, {}, out)).toBe(0);
+    expect(await inspectCommand(recordsDir, { verbose: true }, out)).toBe(0);
     await run.report;
     expect(out.stdout.text).toContain('step:slow  running.attempting');
     expect(out.stdout.text).toContain('step:slow  finished (done)');
@@ -136,7 +136,7 @@ describe('capsule inspect', () => {
   it('--once on a records directory that does not exist says that directory does not exist (exit 2)', async () => {
     const out = capture();
     const dir = join(scratch, 'no-such-records');
-    expect(await inspectCommand(dir, { once: true }, out)).toBe(2);
+    expect(await inspectCommand(dir, { once: true, verbose: true }, out)).toBe(2);
     expect(out.stderr.text).toBe(`error: no event log at ${join(dir, 'events.jsonl')}: the records directory ${dir} does not exist\n`);
   });
 
@@ -145,7 +145,7 @@ describe('capsule inspect', () => {
     const dir = join(scratch, 'dangling');
     mkdirSync(dir);
     symlinkSync(join(scratch, 'gone', 'events.jsonl'), join(dir, 'events.jsonl'));
-    expect(await inspectCommand(dir, { once: true }, out)).toBe(2);
+    expect(await inspectCommand(dir, { once: true, verbose: true }, out)).toBe(2);
     expect(out.stderr.text).toBe(`error: no event log at ${join(dir, 'events.jsonl')}: it is a symbolic link to ${join(scratch, 'gone', 'events.jsonl')}, which does not exist\n`);
   });
 
@@ -160,14 +160,14 @@ describe('capsule inspect', () => {
   it('--once on an event log file that does not exist says it does not exist (exit 2)', async () => {
     const out = capture();
     const file = join(scratch, 'no-such.jsonl');
-    expect(await inspectCommand(file, { once: true }, out)).toBe(2);
+    expect(await inspectCommand(file, { once: true, verbose: true }, out)).toBe(2);
     expect(out.stderr.text).toBe(`error: no event log at ${file}: it does not exist\n`);
   });
 });
 
 describe('ActorTree', () => {
   it('shows live children and counts the ended ones beyond the last few', () => {
-    const tree = new ActorTree();
+    const tree = new ActorTree({ verbose: true });
     let seq = 0;
     const init = (actor: string, from?: string): EventLogRecord => ({ seq: ++seq, ts: 0, actor, kind: 'event', type: 'xstate.init', ...(from ? { from } : {}) });
     const snap = (actor: string, state: unknown, status: 'active' | 'done' = 'active'): EventLogRecord => ({ seq: ++seq, ts: 0, actor, kind: 'snapshot', event: 'x', state, status });
@@ -203,14 +203,14 @@ describe('capsule inspect over the actor tree of a wide wave', () => {
       tools: { ok },
     }).report;
     const out = capture();
-    expect(await inspectCommand(recordsDir, { once: true }, out)).toBe(0);
+    expect(await inspectCommand(recordsDir, { once: true, verbose: true }, out)).toBe(0);
     expect(out.stdout.text).not.toContain('pool');
     expect(out.stdout.text.split('\n')[0]).toBe('plan:wide  finished (done)  [0 running, 7 ended]');
     expect(out.stdout.text.match(/step:s\d  finished \(done\)/g)).toHaveLength(7);
   });
 
   it("draws a child capsule's actors still running in their log as cut off once their delegation has ended, and counts them as ended", () => {
-    const tree = new ActorTree();
+    const tree = new ActorTree({ verbose: true });
     const launched: string[] = [];
     tree.onDelegation = (_scope, _actor, id) => void launched.push(id);
     let seq = 0;
@@ -243,7 +243,7 @@ describe('capsule inspect over the actor tree of a wide wave', () => {
   });
 
   it("follows a child capsule's records from its delegation's approval, so a child ended before it was up is drawn; one that logged nothing is said never to have started", () => {
-    const tree = new ActorTree();
+    const tree = new ActorTree({ verbose: true });
     const followed: string[] = [];
     tree.onDelegation = (_scope, _actor, id) => void followed.push(id);
     let seq = 0;
@@ -271,7 +271,7 @@ describe('capsule inspect over the actor tree of a wide wave', () => {
   });
 
   it('prints step ids with newlines and control bytes escaped', () => {
-    const tree = new ActorTree();
+    const tree = new ActorTree({ verbose: true });
     tree.apply({ seq: 1, ts: 0, actor: 'plan:p', kind: 'event', type: 'xstate.init' });
     tree.apply({ seq: 2, ts: 0, actor: 'step:a\nb\u001b[2J', kind: 'event', type: 'xstate.init', from: 'plan:p' });
     expect(tree.render()).toEqual(['plan:p  …  [1 running, 0 ended]', '└─ step:a\\x0ab\\x1b[2J  …']);
@@ -282,7 +282,7 @@ describe('capsule inspect over the actor tree of a wide wave', () => {
     mkdirSync(dir, { recursive: true });
     writeFileSync(join(dir, 'events.jsonl'), '{"seq":1,"ts":0,"actor":"plan:p","kind":"event","type":"xstate.init"}\ngarbage\n');
     const out = capture();
-    expect(await inspectCommand(dir, { once: true }, out)).toBe(0);
+    expect(await inspectCommand(dir, { once: true, verbose: true }, out)).toBe(0);
     expect(out.stderr.text).toMatch(/^warning: .*events\.jsonl:2 \(byte 70\): not a JSON line/);
     expect(out.stdout.text).toBe('plan:p  …\n');
   });
@@ -298,7 +298,7 @@ describe('capsule inspect on a capsule serve session', () => {
     await serve.call('session.stop');
     expect(await exitOf(serve)).toEqual({ code: 0, signal: null });
     const out = capture();
-    expect(await inspectCommand(serve.R, { once: true }, out)).toBe(0);
+    expect(await inspectCommand(serve.R, { once: true, verbose: true }, out)).toBe(0);
     const lines = out.stdout.text.split('\n');
     expect(lines[0]).toMatch(/^session:ses_[0-9a-f]+  finished \(done\)  \[0 running, 2 ended\]$/);
     expect(lines.slice(1)).toEqual([

@@ -38,7 +38,7 @@ describe('capsule inspect on a session whose runtime was SIGKILLed', () => {
     await waitFor(() => processesWithArg(sleepArg).some((p) => p.argv[0] === 'sleep'), 10_000, 'the step to run');
     // While the runtime runs, the step is running and nothing is said about the runtime.
     const before = capture();
-    expect(await inspectCommand(records, { once: true }, before)).toBe(0);
+    expect(await inspectCommand(records, { once: true, verbose: true }, before)).toBe(0);
     expect(before.stdout.text).toContain('step:s  running');
     expect(before.stdout.text).not.toContain('is gone');
     run.child.kill('SIGKILL');
@@ -46,7 +46,7 @@ describe('capsule inspect on a session whose runtime was SIGKILLed', () => {
 
     const gone = `(the session's runtime, pid ${run.child.pid}, is gone without ending the session`;
     const once = capture();
-    expect(await inspectCommand(records, { once: true }, once)).toBe(0);
+    expect(await inspectCommand(records, { once: true, verbose: true }, once)).toBe(0);
     const lines = once.stdout.text.trimEnd().split('\n');
     expect(lines[0]).toMatch(/^plan:long  running/);
     expect(lines.at(-1)).toContain(gone);
@@ -56,7 +56,7 @@ describe('capsule inspect on a session whose runtime was SIGKILLed', () => {
     const safety = new AbortController();
     const timer = setTimeout(() => safety.abort(), 20_000);
     try {
-      expect(await inspectCommand(records, {}, follow, safety.signal)).toBe(1);
+      expect(await inspectCommand(records, { verbose: true }, follow, safety.signal)).toBe(1);
     } finally {
       clearTimeout(timer);
     }

@@ -34,7 +34,7 @@ describe('capsule inspect --once after a run', () => {
     });
     const out = capture();
 
-    expect(await inspectCommand(recordsDir, { once: true }, out)).toBe(0);
+    expect(await inspectCommand(recordsDir, { once: true, verbose: true }, out)).toBe(0);
     const [header, ...steps] = out.stdout.text.trimEnd().split('\n');
     expect(header).toBe('plan:p  finished (done)  [0 running, 5 ended]');
     // A step that never had an actor joins the tree when the plan settles it, after the actors spawned with it.
@@ -55,7 +55,7 @@ describe('capsule inspect on the parent of records directories', () => {
     await runPlan({ plan: { id: 'p', steps: [] }, manifest: null, workdir: scratch, recordsDir: join(parent, 'ses_02') });
     const out = capture();
 
-    expect(await inspectCommand(parent, {}, out)).toBe(2);
+    expect(await inspectCommand(parent, { verbose: true }, out)).toBe(2);
     expect(out.stderr.text).toBe(`error: ${parent} holds records directories, not one session's records: inspect one of them, e.g. ${join(parent, 'ses_02')} (2 in all)\n`);
   });
 });

@@ -23,7 +23,7 @@ describe('capsule inspect --once of a capsule serve session', () => {
     expect(exit.code).toBe(130);
     const out = capture();
 
-    expect(await inspectCommand(client.R, { once: true }, out)).toBe(0);
+    expect(await inspectCommand(client.R, { once: true, verbose: true }, out)).toBe(0);
     expect(out.stdout.text).toMatch(/^session:ses_\w+ {2}finished \(done\) → canceled \(SIGINT or SIGTERM; session_end exit_status canceled\)\n$/);
   });
 
@@ -34,7 +34,7 @@ describe('capsule inspect --once of a capsule serve session', () => {
     expect((await exitOf(client)).code).toBe(0);
     const out = capture();
 
-    expect(await inspectCommand(client.R, { once: true }, out)).toBe(0);
+    expect(await inspectCommand(client.R, { once: true, verbose: true }, out)).toBe(0);
     expect(out.stdout.text).toMatch(/^session:ses_\w+ {2}finished \(done\)\n$/);
   });
 });

@@ -24,7 +24,7 @@ function capture() {
 
 async function inspectOnce(recordsDir: string): Promise<string[]> {
   const out = capture();
-  expect(await inspectCommand(recordsDir, { once: true }, out)).toBe(0);
+  expect(await inspectCommand(recordsDir, { once: true, verbose: true }, out)).toBe(0);
   return out.stdout.text.split('\n');
 }
 
