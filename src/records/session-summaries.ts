@@ -4,11 +4,12 @@
  * fast as one of 3): when it started, its plan and how that ended, its size on disk (its
  * records and its scratch directory). `capsule records list` and `prune` read it.
  */
-import { closeSync, constants as fsConstants, fstatSync, lstatSync, openSync, readdirSync, readSync, rmSync } from 'node:fs';
+import { closeSync, constants as fsConstants, fstatSync, lstatSync, openSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { LATEST } from './latest.js';
 import { TRACE_FILE } from './trace-reader.js';
 import { SESSION_RECORD_FILES } from './records-dir.js';
+import { readAt } from './read-at.js';
 
 /** One session of a records root, as its records say. */
 export interface SessionSummary {
@@ -116,17 +117,6 @@ function parseLine(line: Buffer): Record<string, unknown> | null {
   } catch {
     return null;
   }
-}
-
-function readAt(fd: number, position: number, length: number): Buffer {
-  const buffer = Buffer.alloc(length);
-  let read = 0;
-  while (read < length) {
-    const n = readSync(fd, buffer, read, length - read, position + read);
-    if (n <= 0) break;
-    read += n;
-  }
-  return buffer.subarray(0, read);
 }
 
 /** The epoch ms in a `ses_` id (a UUID v7: its first 48 bits), or null. */

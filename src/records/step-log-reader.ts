@@ -3,9 +3,10 @@
  * directory with what their first and last lines say, and a log's records turned back into what
  * to print — both streams as recorded, or one stream's bytes exactly. `capsule logs` reads with it.
  */
-import { closeSync, constants as fsConstants, fstatSync, openSync, readdirSync, readSync } from 'node:fs';
+import { closeSync, constants as fsConstants, fstatSync, openSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { RECORD_PREFIX, STEP_LOG_CUT, STEP_LOG_END, STEP_LOG_MAGIC, STEP_LOGS_DIR, type StepLogEnd, type StepLogHeader } from './step-log.js';
+import { readAt } from './read-at.js';
 
 /** One step log as found. */
 export interface StepLogFile {
@@ -70,17 +71,6 @@ export function readStepLogFile(path: string): StepLogFile | null {
   } finally {
     closeSync(fd);
   }
-}
-
-function readAt(fd: number, position: number, length: number): Buffer {
-  const buffer = Buffer.alloc(length);
-  let read = 0;
-  while (read < length) {
-    const n = readSync(fd, buffer, read, length - read, position + read);
-    if (n <= 0) break;
-    read += n;
-  }
-  return buffer.subarray(0, read);
 }
 
 function parseHeader(line: string): StepLogHeader | null {
