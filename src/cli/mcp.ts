@@ -17,9 +17,6 @@ import { EXIT, exitCodeAfterLog, type ExitCode, type GlobalOptions } from './pro
 import { printable } from './progress.js';
 import { packageVersion } from './version.js';
 
-/** Milliseconds the tool calls in flight when stdin closes get to answer before the session ends (as serve's). */
-export const END_OF_INPUT_ANSWER_MS = 2000;
-
 /** Registers `capsule mcp` on the program. */
 export function registerMcp(program: Command): void {
   withDoorOptions(
@@ -50,13 +47,13 @@ export async function mcpCommand(options: DoorOptions): Promise<ExitCode> {
   let resolveExit: (code: ExitCode) => void = () => {};
   const exit = new Promise<ExitCode>((r) => (resolveExit = r));
   let ending: Promise<void> | null = null;
-  const end = (code: ExitCode, why: string, endOptions: { readonly letAnswer?: boolean } = {}): Promise<void> => {
+  const end = (code: ExitCode, why: string): Promise<void> => {
     if (ending !== null) return ending;
     logger.info({ why }, 'session ending');
     ending = (async () => {
-      // As serve: the calls in flight get their moment to answer; then calls still in the
-      // foreground demote, and the session's end sweeps what still runs.
-      if (endOptions.letAnswer === true) await settlesWithin(Promise.allSettled([...door.inFlight]), END_OF_INPUT_ANSWER_MS);
+      // Unlike serve, no moment for the calls in flight: an MCP client closes stdin when it is done
+      // and no longer reads answers, and gives the server little time before its SIGTERM (the
+      // SDK's client: 2 s). Calls still in the foreground demote; the session's end sweeps what runs.
       api.callerGone();
       void api.stop();
       await api.end(code === EXIT.CANCELED ? 'canceled' : code === EXIT.FAILED ? 'error' : 'ok');
@@ -88,7 +85,7 @@ export async function mcpCommand(options: DoorOptions): Promise<ExitCode> {
     void end(error.code === 'EPIPE' ? EXIT.OK : EXIT.FAILED, 'stdout closed');
   });
   const stdin = process.stdin;
-  stdin.on('end', () => void end(EXIT.OK, 'stdin closed', { letAnswer: true }));
+  stdin.on('end', () => void end(EXIT.OK, 'stdin closed'));
   stdin.on('error', (error: Error) => {
     process.stderr.write(`error: stdin cannot be read: ${error.message.split('\n', 1)[0] ?? ''}\n`);
     void end(EXIT.FAILED, 'stdin cannot be read');
@@ -110,15 +107,4 @@ export async function mcpCommand(options: DoorOptions): Promise<ExitCode> {
   stdin.removeAllListeners('data');
   stdin.destroy();
   return exitCodeAfterLog(log, code);
-}
-
-/** Whether `promise` settles within `ms`. */
-function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => resolve(false), ms);
-    void promise.then(() => {
-      clearTimeout(timer);
-      resolve(true);
-    });
-  });
 }

@@ -55,8 +55,6 @@ export interface McpDoorOptions {
 export interface McpDoor {
   readonly server: McpServer;
   readonly inbox: CompletionInbox;
-  /** Tool calls not yet answered (the session's end lets them answer first, briefly). */
-  readonly inFlight: ReadonlySet<Promise<unknown>>;
 }
 
 export function createMcpDoor(api: SessionApi, options: McpDoorOptions): McpDoor {
@@ -69,7 +67,6 @@ export function createMcpDoor(api: SessionApi, options: McpDoorOptions): McpDoor
     },
   );
   const inbox = new CompletionInbox();
-  const inFlight = new Set<Promise<unknown>>();
 
   api.onNotification((notification) => {
     const item = inbox.receive(notification);
@@ -78,23 +75,18 @@ export function createMcpDoor(api: SessionApi, options: McpDoorOptions): McpDoor
   });
 
   /** Runs one tool call: its answer, whatever is owed appended; a throw is a tool error, never a protocol error. */
-  const call = (tool: string, subject: string | null, run: () => Promise<Answer>): Promise<CallToolResult> => {
-    const answered = (async (): Promise<CallToolResult> => {
-      let answer: Answer;
-      try {
-        answer = await run();
-      } catch (error) {
-        if (error instanceof UnknownTaskError || error instanceof JSONRPCErrorException) answer = toolError(error.message);
-        else {
-          options.onInternalError?.(tool, error);
-          answer = toolError(`internal error in ${tool}: ${messageOf(error)}`);
-        }
+  const call = async (tool: string, subject: string | null, run: () => Promise<Answer>): Promise<CallToolResult> => {
+    let answer: Answer;
+    try {
+      answer = await run();
+    } catch (error) {
+      if (error instanceof UnknownTaskError || error instanceof JSONRPCErrorException) answer = toolError(error.message);
+      else {
+        options.onInternalError?.(tool, error);
+        answer = toolError(`internal error in ${tool}: ${messageOf(error)}`);
       }
-      return toolResult(answer, inbox.take(subject));
-    })();
-    inFlight.add(answered);
-    void answered.finally(() => inFlight.delete(answered));
-    return answered;
+    }
+    return toolResult(answer, inbox.take(subject));
   };
   const refuseWhenStopping = (): Answer | null => (api.stopping ? toolError('the session is ending: no new work is taken') : null);
 
@@ -188,7 +180,7 @@ export function createMcpDoor(api: SessionApi, options: McpDoorOptions): McpDoor
     async (uri, variables) => readLog(api, uri.href, String(variables['work_id'] ?? '')),
   );
 
-  return { server, inbox, inFlight };
+  return { server, inbox };
 }
 
 /** `capsule://work/<work_id>/log`. */
