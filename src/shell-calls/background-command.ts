@@ -155,7 +155,7 @@ export async function runBackgroundCommand(
     const until = parsed.input.until;
     // `since` (docs/serve.md#backgroundcommand): the output already printed is searched first, read
     // and then subscribed to in the same turn, so no line falls between the two.
-    const since = parsed.input.since;
+    const since = parsed.input.since ?? 'now';
     const earlier = until !== null && since !== 'now' ? log.readSection(since === 'start' ? 0 : since) : null;
     const running = index.counters(workId)?.phase === 'Running';
     if (until !== null && (running || earlier !== null)) {
@@ -184,7 +184,7 @@ export async function runBackgroundCommand(
       return { ok: false, code: 'not_writable', error, result: refusedInputResult(error) };
     }
     const input = parsed.input.input ?? Buffer.alloc(0);
-    const written = await command.writeStdin(input, parsed.input.close_stdin, WRITE_BOUND_MS);
+    const written = await command.writeStdin(input, parsed.input.close_stdin === true, WRITE_BOUND_MS);
     if (!written.ok) {
       const error = `${workId}: ${written.error}`;
       return { ok: false, code: 'not_writable', error, result: refusedInputResult(error) };

@@ -27,11 +27,11 @@ export interface BackgroundCommandInput {
    * (only what is printed after the call: the default), or a byte offset of the output (a
    * `status`'s `output_bytes`).
    */
-  readonly since: 'start' | 'now' | number;
+  readonly since?: 'start' | 'now' | number;
   /** Extension, `write` only: the bytes to write to the command's stdin (from `input` text or `input_base64`). */
-  readonly input: Buffer | null;
+  readonly input?: Buffer | null;
   /** Extension, `write` only: close the command's stdin after writing. */
-  readonly close_stdin: boolean;
+  readonly close_stdin?: boolean;
 }
 
 export type InputParse = { readonly ok: true; readonly input: BackgroundCommandInput } | { readonly ok: false; readonly error: string };
@@ -127,7 +127,15 @@ export function parseBackgroundCommandInput(value: unknown, options: { readonly 
   }
   return {
     ok: true,
-    input: { operation: op, work_id: workId, wait_secs: waitSecs === undefined || waitSecs === null ? null : (waitSecs as number), tail_bytes: tailBytes, until, since, input, close_stdin: closeStdin },
+    input: {
+      operation: op,
+      work_id: workId,
+      wait_secs: waitSecs === undefined || waitSecs === null ? null : (waitSecs as number),
+      tail_bytes: tailBytes,
+      until,
+      // serve's additions, present only where they can be given.
+      ...(extended ? { since, input, close_stdin: closeStdin } : {}),
+    },
   };
 }
 
