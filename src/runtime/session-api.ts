@@ -56,6 +56,9 @@ export type SessionNotification =
 export interface CompletionNotice {
   readonly task_id: string;
   readonly work_id: string;
+  /** Ours: the resolved program and the command text after it, as in the demotion answer (which command this was). */
+  readonly binary: string;
+  readonly command: string;
   /** The completion message (`docs/background-commands.md#completion-message`). */
   readonly message: string;
   readonly status: 'ok' | 'error';
@@ -465,6 +468,8 @@ function completionNotice(delivery: CompletionDelivery): CompletionNotice {
   return {
     task_id: delivery.task_id,
     work_id: delivery.work_id,
+    binary: c.binary,
+    command: c.command,
     message: delivery.message,
     status: delivery.status,
     exit_code: c.exit_code,

@@ -145,6 +145,28 @@ describe('an MCP client drives one session through capsule mcp', () => {
   });
 });
 
+describe('an MCP cancellation of a call in flight', () => {
+  it('is a task.cancel of its task: a shell_run in the foreground moves to the background and keeps running', async () => {
+    const mcp = await startMcp();
+    const controller = new AbortController();
+    const call = mcp.client.callTool({ name: 'shell_run', arguments: { binary: 'bash', command: 'exec sleep 60' } }, undefined, { signal: controller.signal });
+    const refused = call.then(
+      () => 'answered',
+      () => 'aborted',
+    );
+    // Its process has started (the trace says so) before the client cancels.
+    await waitFor(() => mcp.trace().some((r) => r['event_type'] === 'process_start'), 15_000, 'the command to start');
+    controller.abort();
+    expect(await refused).toBe('aborted');
+    await waitFor(() => mcp.trace().some((r) => r['event_type'] === 'shell_detached'), 15_000, 'the command to be demoted');
+    const listing = await mcp.tool('background_command', { operation: 'status' });
+    const commands = listing.structuredContent['commands'] as { work_id: string; state: string; command: string }[];
+    expect(commands).toEqual([expect.objectContaining({ state: 'running', command: 'exec sleep 60' })]);
+    expect(mcp.trace().filter((r) => r['event_type'] === 'task_canceled')).toHaveLength(1);
+    await mcp.tool('background_command', { operation: 'stop', work_id: (commands[0] as { work_id: string }).work_id });
+  });
+});
+
 describe('a completion nobody waited for', () => {
   it('arrives exactly once, in the next tool result, after its notification (only a signal)', async () => {
     const mcp = await startMcp();
@@ -158,7 +180,7 @@ describe('a completion nobody waited for', () => {
     const next = await mcp.tool('shell_run', { command: 'echo unrelated' });
     expect(next.structuredContent['stdout']).toBe('unrelated\n');
     const delivered = next.structuredContent['delivered'] as Record<string, unknown>[];
-    expect(delivered).toEqual([expect.objectContaining({ kind: 'completion', work_id: workId, exit_code: 0, status: 'ok' })]);
+    expect(delivered).toEqual([expect.objectContaining({ kind: 'completion', work_id: workId, exit_code: 0, status: 'ok', binary: expect.stringMatching(/bash$/), command: 'echo done' })]);
     expect(textOf(next)).toContain(`[background command ${workId} finished]`);
     const later = await mcp.tool('shell_run', { command: 'echo again' });
     expect(later.structuredContent['delivered']).toBeUndefined();
