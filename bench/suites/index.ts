@@ -6,9 +6,10 @@
 import type { Suite } from '../harness.js';
 import { backgroundSuite } from './background.js';
 import { cancelSuite } from './cancel.js';
+import { doorsSuite } from './doors.js';
 import { memorySuite } from './memory.js';
 import { recordsSuite } from './records.js';
 import { schedulerSuite } from './scheduler.js';
 import { shellSuite } from './shell.js';
 
-export const SUITES: readonly Suite[] = [schedulerSuite, shellSuite, cancelSuite, recordsSuite, memorySuite, backgroundSuite];
+export const SUITES: readonly Suite[] = [schedulerSuite, shellSuite, cancelSuite, recordsSuite, memorySuite, backgroundSuite, doorsSuite];

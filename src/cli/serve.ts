@@ -7,22 +7,16 @@
  * cannot be written (ENOSPC, EIO: exit 1, one line on stderr; a directory as stdin is refused
  * before the session opens, exit 1), or on SIGINT / SIGTERM / SIGHUP (exit 130).
  */
-import { parseNetworkOption } from './network-option.js';
-import { fstatSync, statSync } from 'node:fs';
-import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { createJSONRPCErrorResponse, JSONRPCErrorCode, type JSONRPCRequest } from 'json-rpc-2.0';
-import { findManifest, loadManifest, MANIFEST_FILE, type ManifestWarning } from '../manifest.js';
-import { ERROR_CODES, isRuntimeError, messageOf } from '../errors.js';
-import { RecordsDirInUseError, recordedSessionIn, recordsIncomplete } from '../records/records-dir.js';
-import { createLogger } from '../session/logger.js';
-import { Session } from '../session/session.js';
+import { messageOf } from '../errors.js';
+import { recordsIncomplete } from '../records/records-dir.js';
 import { restoreExactIds, takeExactIds, type ExactIds } from '../runtime/exact-ids.js';
 import { createRpcServer, receiveMessage, SERVE_ERRORS } from '../runtime/json-rpc.js';
 import { notUtf8Strings } from '../runtime/request-text.js';
-import { SessionApi } from '../runtime/session-api.js';
+import { openDoorSession, withDoorOptions, type DoorOptions } from './door-session.js';
 import { releaseEarlySignals } from './early-signals.js';
-import { collect, EXIT, exitCodeAfterLog, logFileRefusal, usageError, type ExitCode, type GlobalOptions } from './program.js';
+import { EXIT, exitCodeAfterLog, type ExitCode, type GlobalOptions } from './program.js';
 import { LineSplitter } from './line-splitter.js';
 import { printable } from './progress.js';
 
@@ -32,34 +26,14 @@ export const MAX_REQUEST_LINE_BYTES = 8 * 1024 * 1024;
 /** Milliseconds the requests in flight when stdin closes get to answer before the session ends (a `wait` does not hold it up longer). */
 export const END_OF_INPUT_ANSWER_MS = 2000;
 
-/** Options of `capsule serve`, as commander parses them. */
-export interface ServeCommandOptions extends GlobalOptions {
-  readonly manifest?: string;
-  readonly workdir?: string;
-  readonly records?: string;
-  readonly capsules?: string;
-  readonly allow?: readonly string[];
-  readonly network?: string;
-  readonly resume?: string;
-  readonly reap?: boolean;
-  /** Keep the steps' scratch directory (HOME, TMPDIR) when the session ends (docs/records.md#scratch). */
-  readonly keepScratch?: boolean;
-}
+/** Options of `capsule serve`, as commander parses them (a door's, src/cli/door-session.ts). */
+export type ServeCommandOptions = DoorOptions;
 
 /** Registers `capsule serve` on the program. */
 export function registerServe(program: Command): void {
-  program
-    .command('serve')
-    .description('Run one session driven by newline-delimited JSON-RPC 2.0 on stdin/stdout (for agent harnesses).')
-    .option('--manifest <file>', 'capsule manifest (default: <workdir>/capsule.json when present)')
-    .option('--workdir <dir>', 'directory commands run in (default: the current directory)')
-    .option('--records <dir>', 'records directory (default: <workdir>/.capsule/records/<session_id>/)')
-    .option('--capsules <dir>', 'capsule registry for capsule steps (default: <workdir>/capsules/)')
-    .option('--allow <bin>', 'also allow this binary in shell.run and plan shell steps (repeatable)', collect)
-    .option('--network <mode>', "the network of the session's commands and steps: host (the host's, the default) or session (a namespace of the session's own, loopback only; root): docs/containment.md#network")
-    .option('--resume <records_dir>', 'account for what a prior session (killed outright) left behind, before taking requests (docs/resume.md)')
-    .option('--reap', 'with --resume: stop the process trees the prior session left running (SIGTERM, SIGKILL after 2 s)')
-    .option('--keep-scratch', "keep the steps' scratch directory (their HOME and TMPDIR) when the session ends")
+  withDoorOptions(
+    program.command('serve').description('Run one session driven by newline-delimited JSON-RPC 2.0 on stdin/stdout (for agent harnesses).'),
+  )
     .addHelpText(
       'after',
       '\nMethods: shell.run, backgroundCommand, plan.submit, task.cancel, session.stop; for a delegated child capsule: session.info, message/send, tasks/get, tasks/cancel; notifications: completion, task.started, task.finished (docs/serve.md).' +
@@ -73,91 +47,9 @@ export function registerServe(program: Command): void {
 
 /** Runs `capsule serve` until its session ends; returns the exit code. */
 export async function serveCommand(options: ServeCommandOptions): Promise<ExitCode> {
-  const workdir = resolve(options.workdir ?? process.cwd());
-  const network = parseNetworkOption(options.network);
-  if (network instanceof Error) return usageError(network.message);
-  if (!isDirectory(workdir)) return usageError(`--workdir ${workdir} is not a directory`);
-  if (options.reap === true && options.resume === undefined) return usageError('--reap needs --resume DIR: it stops what the resumed session left running');
-  const resumeDir = options.resume !== undefined ? resolve(options.resume) : undefined;
-  if (resumeDir !== undefined && options.records !== undefined && resolve(options.records) === resumeDir) {
-    return usageError(`--records ${resumeDir} and --resume ${resumeDir} name the same directory: the resuming session writes its own records elsewhere`);
-  }
-  // Node reads a directory given as stdin (`capsule serve < /tmp`) as an input that ends at once,
-  // with no error: the session would open and end with exit 0, as at a harness's end of input.
-  if (stdinIsDirectory()) {
-    process.stderr.write('error: stdin cannot be read: it is a directory (EISDIR); give capsule serve its JSON-RPC requests on stdin (a pipe, a file)\n');
-    return EXIT.FAILED;
-  }
-  const source = findManifest(options.manifest, options.workdir);
-  let manifest = null;
-  let manifestDir: string | null = null;
-  let manifestWarnings: readonly ManifestWarning[] = [];
-  if (source.kind === 'file') {
-    const loaded = await loadManifest(source.label);
-    if (!loaded.ok) return usageError(loaded.error);
-    manifest = loaded.manifest;
-    manifestDir = loaded.dir;
-    manifestWarnings = loaded.warnings;
-  }
-  let log: Awaited<ReturnType<typeof createLogger>>;
-  try {
-    log = await createLogger({ level: options.logLevel ?? 'info', ...(options.logFile !== undefined ? { file: resolve(options.logFile) } : {}) });
-  } catch (error) {
-    return usageError(logFileRefusal(resolve(options.logFile ?? ''), error));
-  }
-  const logger = log.logger;
-  logger.info(source.kind === 'file' ? { manifest: source.path } : { manifest: null, looked: join(workdir, MANIFEST_FILE) }, 'manifest');
-  // Unknown keys and settings that do nothing, as `capsule run` prints them (the log is the operator's channel here).
-  for (const warning of manifestWarnings) logger.warn({ warning: warning.message, kind: warning.kind }, 'warning');
-  const allow = options.allow ?? [];
-
-  let session: Session;
-  try {
-    if (options.records !== undefined) {
-      const existing = recordedSessionIn(resolve(options.records));
-      if (existing !== null) throw new RecordsDirInUseError(resolve(options.records), existing);
-    }
-    session = Session.open({
-      workdir,
-      manifest,
-      runtimeDir: manifestDir ?? workdir,
-      logger,
-      onWarning: (message) => logger.warn({ warning: message }, 'warning'),
-      ...(options.records !== undefined ? { recordsDir: resolve(options.records), exclusiveRecords: true } : {}),
-      ...(resumeDir !== undefined ? { resumeFrom: resumeDir } : {}),
-      ...(network !== undefined ? { network } : {}),
-      ...(options.keepScratch === true ? { keepScratch: true } : {}),
-      background: {
-        allow,
-        // serve offers backgroundCommand whatever the manifest declares.
-        toolOffered: true,
-        onAbandonmentReport: (text) => void process.stderr.write(text),
-      },
-    });
-  } catch (error) {
-    log.flush();
-    if (isRuntimeError(error, ERROR_CODES.RECORDS_DIR_IN_USE)) return exitCodeAfterLog(log, usageError(error.message));
-    process.stderr.write(`error: the session could not be opened: ${messageOf(error)}\n`);
-    return exitCodeAfterLog(log, EXIT.FAILED);
-  }
-
-  // A harness that stopped reading stderr (EPIPE) must not crash the session before its sweep
-  // and session_end: the abandonment report and the log are best effort there, as in `capsule run`.
-  process.stderr.on('error', () => {});
-
-  // The background commands are serve's from its first request (its first `shell.run` starts at
-  // once, as every later one does): loaded now, while the session opens (`capsule run` never loads them).
-  await session.background.load();
-
-  const capsulesDir = resolve(options.capsules ?? join(workdir, 'capsules'));
-  const api = new SessionApi(session, {
-    capsulesDir,
-    shellAllow: allow,
-    // plan.submit runs against the manifest loaded here (`--manifest FILE`), as `capsule run --manifest` does.
-    manifest: { manifest, dir: manifestDir, source },
-    // A delegated child runs its manifest's entry for `message/send`.
-    entry: manifest?.entry !== undefined && manifestDir !== null ? { entry: manifest.entry, dir: manifestDir, manifestPath: source.kind === 'file' ? source.path : join(manifestDir, MANIFEST_FILE), envAllow: manifest.capabilities?.env?.allow ?? [], capsulesDir } : null,
-  });
+  const opened = await openDoorSession(options, 'serve');
+  if (typeof opened === 'number') return opened;
+  const { session, api, log, logger, workdir, resumeDir } = opened;
   const out = new MessageWriter();
   let resolveExit: (code: ExitCode) => void = () => {};
   const exit = new Promise<ExitCode>((r) => (resolveExit = r));
@@ -335,21 +227,4 @@ function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> 
       resolve(true);
     });
   });
-}
-
-function isDirectory(path: string): boolean {
-  try {
-    return statSync(path).isDirectory();
-  } catch {
-    return false;
-  }
-}
-
-/** Whether fd 0 is a directory (false when it cannot be stat'ed: reading it then says why). */
-function stdinIsDirectory(): boolean {
-  try {
-    return fstatSync(0).isDirectory();
-  } catch {
-    return false;
-  }
 }

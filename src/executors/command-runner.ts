@@ -43,6 +43,8 @@ export interface RunCommandRequest extends Pick<SpawnRequest, 'withdraw' | 'with
   readonly env: Readonly<Record<string, string>>;
   /** Text written to stdin, then closed; absent: stdin is `/dev/null`. */
   readonly stdin?: string;
+  /** Keep stdin open as a pipe (`RunningCommand.process.stdin`), for an interactive command; ignored with `stdin` text. */
+  readonly stdinPipe?: boolean;
   /** Where output goes first. */
   readonly sink: OutputSink;
   /** Called once, synchronously, when the leader exits (before its output finished draining). */
@@ -113,6 +115,7 @@ function spawnRequest(request: RunCommandRequest, exited: { value: boolean }): S
     env: request.env,
     collectOutput: false,
     ...(request.stdin !== undefined ? { stdin: request.stdin } : {}),
+    ...(request.stdin === undefined && request.stdinPipe === true ? { stdinPipe: true } : {}),
     ...(request.drainGraceMs !== undefined ? { drainGraceMs: request.drainGraceMs } : {}),
     ...(request.withdraw !== undefined ? { withdraw: request.withdraw } : {}),
     ...(request.withdrawWaiting !== undefined ? { withdrawWaiting: request.withdrawWaiting } : {}),

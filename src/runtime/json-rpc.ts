@@ -33,6 +33,8 @@ export const SERVE_ERRORS = {
   REQUEST_TOO_LARGE: { code: -32006, word: 'REQUEST_TOO_LARGE' },
   /** A well-formed `task_id` this session never issued (`task.cancel`, `backgroundCommand`'s `task_id`). */
   UNKNOWN_TASK_ID: { code: -32007, word: 'UNKNOWN_TASK_ID' },
+  /** `backgroundCommand` `write` to a command that has finished, was not started interactive, or whose stdin is closed. */
+  NOT_WRITABLE: { code: -32008, word: 'NOT_WRITABLE' },
 } as const;
 
 /** The `data.code` word of a standard bad-params error (-32602). */
@@ -53,7 +55,7 @@ function objectParams(params: unknown, method: string): Record<string, unknown> 
   return params as Record<string, unknown>;
 }
 
-/** `shell.run` params → the request (`command`, `binary`, `argv`, `stdin`, `grace_secs`). */
+/** `shell.run` params → the request (`command`, `binary`, `argv`, `stdin`, `interactive`, `grace_secs`). */
 function shellRequest(params: Record<string, unknown>): Omit<ShellRunRequest, 'task' | 'source'> {
   const { command, binary, argv, stdin } = params;
   const graceSecs = params['grace_secs'];
@@ -65,6 +67,8 @@ function shellRequest(params: Record<string, unknown>): Omit<ShellRunRequest, 't
   if (command === undefined && argv === undefined) invalidParams('shell.run: give "command" (a string) or "argv" (an array of strings)');
   if (command !== undefined && argv !== undefined) invalidParams('shell.run: give "command" or "argv", not both');
   if (stdin !== undefined && typeof stdin !== 'string') invalidParams('shell.run: stdin must be a string');
+  const interactive = params['interactive'];
+  if (interactive !== undefined && typeof interactive !== 'boolean') invalidParams('shell.run: interactive must be true or false');
   if (graceSecs !== undefined && graceSecs !== null && !(typeof graceSecs === 'number' && Number.isFinite(graceSecs) && graceSecs >= 0)) {
     invalidParams('shell.run: grace_secs must be a number of seconds, 0 or more (or null for never)');
   }
@@ -73,6 +77,7 @@ function shellRequest(params: Record<string, unknown>): Omit<ShellRunRequest, 't
     ...(binary !== undefined ? { binary: binary as string } : {}),
     ...(argv !== undefined ? { argv: argv as string[] } : {}),
     ...(stdin !== undefined ? { stdin: stdin as string } : {}),
+    ...(interactive === true ? { interactive: true } : {}),
     ...(graceSecs !== undefined ? { graceMs: graceSecs === null ? null : Math.round((graceSecs as number) * 1000) } : {}),
   };
 }
@@ -82,6 +87,7 @@ function backgroundResult(answer: BackgroundCommandAnswer): unknown {
   if (answer.ok) return answer;
   if (answer.code === 'invalid_input') return invalidParams(`backgroundCommand: ${answer.error}`);
   if (answer.code === 'unknown_work_id') return fail(SERVE_ERRORS.UNKNOWN_WORK_ID, answer.error);
+  if (answer.code === 'not_writable') return fail(SERVE_ERRORS.NOT_WRITABLE, answer.error);
   return fail(SERVE_ERRORS.SIGNAL_REFUSED, answer.error);
 }
 
@@ -305,7 +311,7 @@ export function createRpcServer(api: SessionApi, options: RpcServerOptions = {})
  * read any file the runtime can (`/etc/shadow` as root). A missing file is left to the plan
  * reader, whose refusal names it.
  */
-function planPathInWorkdir(workdir: string, path: string): string {
+export function planPathInWorkdir(workdir: string, path: string): string {
   const file = resolve(workdir, path);
   let real = file;
   let root = workdir;

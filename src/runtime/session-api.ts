@@ -56,6 +56,9 @@ export type SessionNotification =
 export interface CompletionNotice {
   readonly task_id: string;
   readonly work_id: string;
+  /** Ours: the resolved program and the command text after it, as in the demotion answer (which command this was). */
+  readonly binary: string;
+  readonly command: string;
   /** The completion message (`docs/background-commands.md#completion-message`). */
   readonly message: string;
   readonly status: 'ok' | 'error';
@@ -105,6 +108,17 @@ export interface PlanSubmitParams {
   /** Default true: the result is the report; false: `{task_id}` at once, the report in `task.finished`. */
   readonly wait?: boolean;
   readonly maxParallel?: number | null;
+}
+
+/**
+ * What a door learns of one call as it starts: its task id before it answers (an MCP client's
+ * cancellation of its request maps to `task.cancel` of that task, docs/mcp.md#cancellation).
+ */
+export interface CallHooks {
+  /** Called with the call's task id once the task is opened (before its command or plan runs). */
+  readonly onTask?: (taskId: string) => void;
+  /** `task_start.source` of the call's task (default `serve`; `mcp` for `capsule mcp`). */
+  readonly source?: string;
 }
 
 /** Options of {@link SessionApi}. */
@@ -209,8 +223,9 @@ export class SessionApi {
    * command in the foreground until a demotion trigger (`docs/background-commands.md#demotion-triggers`) — a `task.cancel` of it
    * demotes it, and the task ends `canceled` with its `task_canceled` record (phase `shell`).
    */
-  async shellRun(request: Omit<ShellRunRequest, 'task' | 'source' | 'abandoned' | 'onAccepted'>): Promise<ShellRunResult> {
-    const task = this.session.tasks.start({ kind: 'shell', source: 'serve', method: 'shell.run' });
+  async shellRun(request: Omit<ShellRunRequest, 'task' | 'source' | 'abandoned' | 'onAccepted'>, hooks: CallHooks = {}): Promise<ShellRunResult> {
+    const task = this.session.tasks.start({ kind: 'shell', source: hooks.source ?? 'serve', method: 'shell.run' });
+    hooks.onTask?.(task.id);
     let answered = (): void => {};
     const call = new Promise<void>((resolve) => (answered = resolve));
     this.#shellCalls.set(task.id, call);
@@ -306,8 +321,9 @@ export class SessionApi {
    * `wait` (default) resolves with the report; without, with `{task_id}` at once, the report
    * following as `task.finished`.
    */
-  async planSubmit(params: PlanSubmitParams): Promise<{ readonly task_id: string; readonly report?: PlanReport }> {
-    const task = this.session.tasks.start({ kind: 'plan', source: 'serve', method: 'plan.submit' });
+  async planSubmit(params: PlanSubmitParams, hooks: CallHooks = {}): Promise<{ readonly task_id: string; readonly report?: PlanReport }> {
+    const task = this.session.tasks.start({ kind: 'plan', source: hooks.source ?? 'serve', method: 'plan.submit' });
+    hooks.onTask?.(task.id);
     const run = startPlan({
       plan: params.plan ?? (params.path as string),
       ...(params.plan !== undefined && params.planText !== undefined ? { planText: params.planText } : {}),
@@ -452,6 +468,8 @@ function completionNotice(delivery: CompletionDelivery): CompletionNotice {
   return {
     task_id: delivery.task_id,
     work_id: delivery.work_id,
+    binary: c.binary,
+    command: c.command,
     message: delivery.message,
     status: delivery.status,
     exit_code: c.exit_code,

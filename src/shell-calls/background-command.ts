@@ -57,18 +57,23 @@ export interface CommandListing {
 }
 
 /** Why an operation was refused. */
-export type BackgroundCommandRefusal = 'invalid_input' | 'unknown_work_id' | 'signal_refused';
+export type BackgroundCommandRefusal = 'invalid_input' | 'unknown_work_id' | 'signal_refused' | 'not_writable';
 
 /** What one `backgroundCommand` operation answers. */
 export type BackgroundCommandAnswer =
   | {
       readonly ok: true;
-      readonly operation: 'status' | 'wait' | 'stop';
+      readonly operation: 'status' | 'wait' | 'stop' | 'write';
       /** The tool result (`docs/background-commands.md#rendering`). */
       readonly result: BackgroundCommandResult;
       readonly work_id: string;
       readonly state: 'running' | 'exited' | 'stopped';
       readonly exit_code: number | null;
+      /**
+       * Ours: the bytes the command has printed so far (both pipes, without the log's header and
+       * trailer), as `result.data`'s `output_bytes` line: a `since` offset for a later `wait … until`.
+       */
+      readonly output_bytes: number;
       /**
        * Ours: who ended it, once finished — `stop`, `log_cap` (the runtime stopped it: its log
        * reached `lifecycle.max_log_bytes` under `on_log_cap: "stop"`), `session_end` (killed by
@@ -83,6 +88,8 @@ export type BackgroundCommandAnswer =
       readonly matched?: string | null;
       /** `stop` only: what the stop did. */
       readonly stop?: StopAnswer;
+      /** `write` only: what the write did. */
+      readonly write?: WriteAnswer;
     }
   | { readonly ok: true; readonly operation: 'list'; readonly commands: readonly CommandListing[] }
   | { readonly ok: false; readonly code: BackgroundCommandRefusal; readonly error: string; readonly result: BackgroundCommandResult };
@@ -98,6 +105,23 @@ export interface StopAnswer {
   readonly killed: readonly number[];
   readonly survivors: readonly number[];
 }
+
+/**
+ * What a `write` did: `bytes` handed to the command's stdin — `written` once in the pipe,
+ * `pending` when the command had not read what came before within {@link WRITE_BOUND_MS} (they
+ * go in, in order, as it reads) —, and whether stdin is now closed.
+ */
+export interface WriteAnswer {
+  readonly bytes: number;
+  readonly written: 'written' | 'pending';
+  readonly stdin_closed: boolean;
+}
+
+/** Longest a `write` waits for its bytes to be in the pipe before answering `pending`, ms. */
+export const WRITE_BOUND_MS = 2000;
+
+/** The output already printed (`since`) is searched in pieces of this many bytes. */
+const EARLIER_PIECE_BYTES = 64 * 1024;
 
 /** Longest partial line kept while matching `until` (a line longer than this is matched in pieces). */
 const MAX_PENDING_LINE_CHARS = 64 * 1024;
@@ -129,10 +153,15 @@ export async function runBackgroundCommand(
     let matched: string | null = null;
     let outcome: 'Finished' | 'TimedOut' | 'Canceled' | 'Matched';
     const until = parsed.input.until;
-    if (until !== null && index.counters(workId)?.phase === 'Running') {
-      const matcher = matchNewOutput(log, until);
-      const waited = index.wait(workId, boundMs, options.cancel ?? null);
-      const first = await Promise.race([waited, matcher.matched]);
+    // `since` (docs/serve.md#backgroundcommand): the output already printed is searched first, read
+    // and then subscribed to in the same turn, so no line falls between the two.
+    const since = parsed.input.since ?? 'now';
+    const earlier = until !== null && since !== 'now' ? log.readSection(since === 'start' ? 0 : since) : null;
+    const running = index.counters(workId)?.phase === 'Running';
+    if (until !== null && (running || earlier !== null)) {
+      const matcher = matchOutput(log, until, earlier, running);
+      const waited = running ? index.wait(workId, boundMs, options.cancel ?? null) : Promise.resolve('Finished' as const);
+      const first = await Promise.race([matcher.matched, waited]);
       matcher.stop();
       if (typeof first === 'object' && 'tooSlow' in first) {
         return { ok: false, code: 'invalid_input', error: first.tooSlow.message, result: refusedInputResult(first.tooSlow.message) };
@@ -146,6 +175,23 @@ export async function runBackgroundCommand(
     }
     const waitedMs = service.host.time.monotonicMs() - started;
     return answer(service, operation, index.read(workId, readOptions) as WorkSnapshot, { waitedMs, wait: outcome, ...(until !== null ? { matched } : {}) });
+  }
+
+  if (operation === 'write') {
+    // A finished command has no stdin to write to: refused with its state (docs/serve.md#backgroundcommand).
+    if (index.counters(workId)?.phase !== 'Running') {
+      const error = `${workId} has finished: there is no stdin to write to any more (read it with status)`;
+      return { ok: false, code: 'not_writable', error, result: refusedInputResult(error) };
+    }
+    const input = parsed.input.input ?? Buffer.alloc(0);
+    const written = await command.writeStdin(input, parsed.input.close_stdin === true, WRITE_BOUND_MS);
+    if (!written.ok) {
+      const error = `${workId}: ${written.error}`;
+      return { ok: false, code: 'not_writable', error, result: refusedInputResult(error) };
+    }
+    return answer(service, operation, index.read(workId, { ...readOptions, peek: true }) as WorkSnapshot, {
+      write: { bytes: input.length, written: written.written, stdin_closed: written.stdin_closed },
+    });
   }
 
   // stop
@@ -168,9 +214,9 @@ export async function runBackgroundCommand(
 
 function answer(
   service: DemotedCalls,
-  operation: 'status' | 'wait' | 'stop',
+  operation: 'status' | 'wait' | 'stop' | 'write',
   snapshot: WorkSnapshot,
-  extra: { waitedMs?: number; wait?: 'Finished' | 'TimedOut' | 'Canceled' | 'Matched'; matched?: string | null; stop?: StopAnswer },
+  extra: { waitedMs?: number; wait?: 'Finished' | 'TimedOut' | 'Canceled' | 'Matched'; matched?: string | null; stop?: StopAnswer; write?: WriteAnswer },
 ): BackgroundCommandAnswer {
   const rendered = renderBackgroundCommand(snapshot, {
     ...(extra.waitedMs !== undefined ? { waitedMs: extra.waitedMs } : {}),
@@ -184,11 +230,13 @@ function answer(
     work_id: snapshot.work_id,
     state: snapshot.state,
     exit_code: snapshot.finished?.exit_code ?? null,
+    output_bytes: snapshot.output_bytes,
     ended_by: snapshot.ended_by,
     delivered_now: rendered.delivered_now,
     ...(extra.wait !== undefined ? { wait: extra.wait } : {}),
     ...(extra.matched !== undefined ? { matched: extra.matched } : {}),
     ...(extra.stop !== undefined ? { stop: extra.stop } : {}),
+    ...(extra.write !== undefined ? { write: extra.write } : {}),
   };
 }
 
@@ -220,14 +268,18 @@ export function listCommands(service: DemotedCalls): CommandListing[] {
 }
 
 /**
- * Watches the output appended from now on for a line matching `pattern` (the partial last line
- * is tried too, so a prompt without a newline matches). `matched` resolves with the line, without
- * its line break, or with `tooSlow` when the pattern ran past its time bound on some output
- * (src/shell-calls/bounded-pattern.ts: a catastrophic pattern must not hold the session's thread).
+ * Searches the output for a line matching `pattern`: first `earlier` (the output already printed,
+ * from `since`; null: none), then, when `live`, every chunk appended from now on (the partial last
+ * line is tried too, so a prompt without a newline matches). `matched` resolves with the line,
+ * without its line break, or with `tooSlow` when the pattern ran past its time bound on some output
+ * (src/shell-calls/bounded-pattern.ts: a catastrophic pattern must not hold the session's thread);
+ * it never resolves when nothing matched (the caller races it with the command's end).
  */
-function matchNewOutput(
+function matchOutput(
   log: { subscribe(listener: (chunk: Uint8Array) => void): () => void },
   pattern: RegExp,
+  earlier: Uint8Array | null,
+  live: boolean,
 ): { matched: Promise<{ line: string } | { tooSlow: PatternTooSlowError }>; stop: () => void } {
   const decoder = new StringDecoder('utf8');
   const bounded = new BoundedPattern(pattern);
@@ -240,7 +292,7 @@ function matchNewOutput(
       unsubscribe();
       resolve(outcome);
     };
-    unsubscribe = log.subscribe((chunk) => {
+    const search = (chunk: Uint8Array): void => {
       if (done) return;
       pending += decoder.write(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength));
       const parts = pending.split('\n');
@@ -257,7 +309,11 @@ function matchNewOutput(
       }
       if (index >= 0) return finish({ line: candidates[index] as string });
       if (pending.length > MAX_PENDING_LINE_CHARS) pending = pending.slice(-MAX_PENDING_LINE_CHARS);
-    });
+    };
+    // In pieces, each its own bounded run: the time bound is per chunk of output, and a long log
+    // searched at once would pass it with an ordinary pattern.
+    if (earlier !== null) for (let at = 0; at < earlier.length && !done; at += EARLIER_PIECE_BYTES) search(earlier.subarray(at, at + EARLIER_PIECE_BYTES));
+    if (!done && live) unsubscribe = log.subscribe(search);
   });
   return { matched, stop: () => unsubscribe() };
 }

@@ -61,6 +61,8 @@ export interface CommandFacts {
   readonly parsed: ParsedShellCommand;
   readonly env: Readonly<Record<string, string>>;
   readonly stdin?: string;
+  /** Its stdin stays open as a pipe, written with `backgroundCommand` `write` (docs/background-commands.md#interactive-commands). */
+  readonly interactive?: boolean;
   /** The grace the call runs with (its `grace_ms`), or null. */
   readonly graceMs: number | null;
 }
@@ -78,6 +80,11 @@ export interface DemotedFacts {
   /** Monotonic ms of the spawn. */
   readonly startedMonotonicMs: number;
 }
+
+/** What a `write` to an interactive command's stdin did. */
+export type StdinWrite =
+  | { readonly ok: true; readonly written: 'written' | 'pending'; readonly stdin_closed: boolean }
+  | { readonly ok: false; readonly error: string };
 
 const STRENGTH: Readonly<Record<CommandSignal, number>> = { SIGTERM: 1, SIGKILL: 2 };
 
@@ -110,6 +117,8 @@ export class ShellCommand {
   /** The strongest signal that reached the tree, and the pids that needed SIGKILL. */
   #strongest: CommandSignal | null = null;
   readonly #killed = new Set<number>();
+  /** `close_stdin` was sent. */
+  #stdinClosed = false;
   /** Resolves once the command is settled (its result answered, or its completion reported). */
   readonly settled: Promise<void>;
   #settled: () => void = () => {};
@@ -156,6 +165,29 @@ export class ShellCommand {
   /** The signal that killed the leader, once it exited (`status` listings). */
   get leaderSignal(): string | null {
     return this.#leaderSignal;
+  }
+
+  /**
+   * Writes `input` to its stdin (an interactive command's), then closes stdin when `close`.
+   * Resolves once the bytes are handed to the pipe, or `pending` when the command has not read
+   * enough of what came before within `boundMs` (they are still written, in order, as it reads).
+   */
+  async writeStdin(input: Buffer, close: boolean, boundMs: number): Promise<StdinWrite> {
+    const stdin = this.#running?.process.stdin ?? null;
+    if (this.facts.interactive !== true || stdin === null) return { ok: false, error: 'its stdin is not open: only a command started with interactive: true can be written to' };
+    if (this.#stdinClosed || stdin.writableEnded || stdin.destroyed) return { ok: false, error: 'its stdin is closed already (close_stdin was sent, or the command closed it)' };
+    if (close) this.#stdinClosed = true;
+    const handed = new Promise<boolean>((resolve) => {
+      const done = (error?: Error | null): void => resolve(error === undefined || error === null);
+      if (input.length > 0) stdin.write(input, done);
+      else resolve(true);
+    });
+    if (close) stdin.end();
+    let timer: NodeJS.Timeout | undefined;
+    const outcome = await Promise.race([handed, new Promise<'pending'>((resolve) => (timer = setTimeout(() => resolve('pending'), boundMs)))]);
+    clearTimeout(timer);
+    if (outcome === false) return { ok: false, error: 'its stdin is closed (the command exited or closed it): nothing more can be written' };
+    return { ok: true, written: outcome === 'pending' ? 'pending' : 'written', stdin_closed: close };
   }
 
   /** Its actor took it over: reports go there from now on, and the process starts. */
@@ -241,6 +273,7 @@ export class ShellCommand {
       cwd: host.workdir,
       env: this.facts.env,
       ...(this.facts.stdin !== undefined ? { stdin: this.facts.stdin } : {}),
+      ...(this.facts.interactive === true && this.facts.stdin === undefined ? { stdinPipe: true } : {}),
       sink: capture,
       limits: host.commandLimits,
       onLeaderExit: (info) => this.#onLeaderExit(info.exitCode, info.signal),

@@ -13,7 +13,7 @@
  * coalesced, the pipe paused past a high-water mark) and a coalescing staging buffer were
  * both slower on large outputs. The price: a stalled disk stalls the event loop for the write's duration.
  */
-import { closeSync, constants as fsConstants, mkdirSync, openSync, writeSync } from 'node:fs';
+import { closeSync, constants as fsConstants, mkdirSync, openSync, readSync, writeSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { messageOf } from '../errors.js';
 import { OutputTail } from '../executors/output-tail.js';
@@ -95,6 +95,10 @@ export class OutputLog {
   readonly #listeners = new Set<(chunk: Uint8Array) => void>();
   #fd: number | null = null;
   #fileBytes = 0;
+  /** Bytes of the header (the output section starts there in the file). */
+  #headerBytes = 0;
+  /** Bytes of the output section the file holds (all of it, unless capped or failed). */
+  #sectionInFile = 0;
   #error: string | null = null;
   #capped = false;
   #finished = false;
@@ -125,6 +129,7 @@ export class OutputLog {
       return log;
     }
     log.#writeAll(Buffer.from(logHeader(options.binary, options.args)));
+    log.#headerBytes = log.#fileBytes;
     return log;
   }
 
@@ -163,7 +168,7 @@ export class OutputLog {
     this.#tail.push(chunk);
     if (this.#fd !== null && !this.#capped) {
       const room = this.#maxLogBytes === null ? chunk.length : this.#maxLogBytes - this.#fileBytes;
-      if (room >= chunk.length) this.#writeAll(chunk);
+      if (room >= chunk.length) this.#writeSection(chunk);
       else this.#cap(chunk.subarray(0, Math.max(0, room)));
     }
     for (const listener of this.#listeners) listener(chunk);
@@ -180,6 +185,37 @@ export class OutputLog {
     if (this.#finished || totalBytes === 0) return;
     this.#tail.pushElided(totalBytes, tail);
     if (this.#fd !== null && !this.#capped) this.#cap(new Uint8Array(0));
+  }
+
+  /**
+   * The output from byte `from` of the section as the file holds it now (`since` of a `wait …
+   * until`, docs/serve.md#backgroundcommand): every byte appended so far is in the file when
+   * `append` returns, so this read followed by {@link subscribe} in the same turn misses nothing.
+   * A capped log holds only the section's first part: bytes past the cap are not returned.
+   */
+  readSection(from: number): Buffer {
+    const length = this.#sectionInFile - from;
+    if (length <= 0 || this.#error !== null) return Buffer.alloc(0);
+    const buffer = Buffer.alloc(length);
+    let fd: number;
+    try {
+      fd = openSync(this.path, 'r');
+    } catch {
+      return Buffer.alloc(0);
+    }
+    try {
+      let read = 0;
+      while (read < length) {
+        const n = readSync(fd, buffer, read, length - read, this.#headerBytes + from + read);
+        if (n <= 0) break;
+        read += n;
+      }
+      return buffer.subarray(0, read);
+    } catch {
+      return Buffer.alloc(0);
+    } finally {
+      closeSync(fd);
+    }
   }
 
   /** Calls `listener` with every chunk appended from now on (e.g. a `wait … until` matcher). Returns the unsubscriber. */
@@ -210,10 +246,17 @@ export class OutputLog {
   }
 
   #cap(fitting: Uint8Array): void {
-    if (fitting.length > 0) this.#writeAll(fitting);
+    if (fitting.length > 0) this.#writeSection(fitting);
     this.#capped = true;
     this.#writeAll(Buffer.from(logCapMarker(this.#maxLogBytes ?? 0)));
     this.#onCapped?.();
+  }
+
+  /** Writes output to the file's section, counting what it holds. */
+  #writeSection(chunk: Uint8Array): void {
+    const before = this.#fileBytes;
+    this.#writeAll(chunk);
+    this.#sectionInFile += this.#fileBytes - before;
   }
 
   /** Writes all of `buffer` (looping over short writes) or records the first failure. */

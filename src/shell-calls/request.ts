@@ -27,6 +27,12 @@ export interface ShellRunRequest {
   /** Text written to the command's stdin (then closed); default: stdin is empty. */
   readonly stdin?: string;
   /**
+   * Keep the command's stdin open as a pipe (ignored when `stdin` text is given), to be written
+   * with `backgroundCommand` `write` (docs/background-commands.md#interactive-commands). Default:
+   * stdin is `/dev/null`.
+   */
+  readonly interactive?: boolean;
+  /**
    * Milliseconds the command may run in the foreground before it is demoted; null: never by the
    * clock. Default: `lifecycle.shell_grace_secs` of the manifest (absent: never).
    */

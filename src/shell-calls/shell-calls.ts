@@ -44,6 +44,8 @@ export interface BackgroundOptions {
   readonly toolOffered?: boolean;
   /** Where the abandonment report goes besides `logs/bootstrap.log`. Default: stderr. */
   readonly onAbandonmentReport?: (text: string) => void;
+  /** The command whose start flags a refusal's fix names (`capsule serve`, `capsule mcp`). Default `serve`. */
+  readonly door?: 'serve' | 'mcp';
 }
 
 export class ShellCalls implements CommandSession {
@@ -58,6 +60,7 @@ export class ShellCalls implements CommandSession {
   readonly #allow: ReadonlySet<string>;
   readonly #graceMs: number | null;
   readonly #toolOffered: boolean;
+  readonly #door: 'serve' | 'mcp';
   readonly #onReport: (text: string) => void;
   /** Calls whose actor has not taken their command yet, by actor id. */
   readonly #starting = new Map<string, ShellCommand>();
@@ -81,6 +84,7 @@ export class ShellCalls implements CommandSession {
     const declaredGraceMs = lifecycle.shell_grace_secs === undefined ? null : Math.round(lifecycle.shell_grace_secs * 1000);
     this.#graceMs = options.graceMs !== undefined ? options.graceMs : declaredGraceMs;
     this.#toolOffered = options.toolOffered ?? this.#graceMs !== null;
+    this.#door = options.door ?? 'serve';
     this.maxLogBytes = lifecycle.max_log_bytes ?? null;
     this.onLogCap = lifecycle.on_log_cap ?? 'continue';
     this.#allow = new Set([...(manifest?.capabilities?.shell?.allow ?? []), ...(options.allow ?? [])]);
@@ -146,7 +150,8 @@ export class ShellCalls implements CommandSession {
     };
     const parsed = parseShellCommand(request);
     if ('error' in parsed) return refuse('invalid_command', parsed.error);
-    if (!this.allows(parsed.binary)) return refuse('binary_not_allowed', binaryRefusal(parsed.binary, host.manifest !== null));
+    if (request.interactive === true && request.stdin !== undefined) return refuse('invalid_command', 'give stdin (text written, then closed) or interactive: true (stdin kept open for backgroundCommand write), not both');
+    if (!this.allows(parsed.binary)) return refuse('binary_not_allowed', binaryRefusal(parsed.binary, host.manifest !== null, this.#door));
     if (this.#ending) return refuse('session_ending', 'the session is ending: no new command is started');
     request.onAccepted?.(task);
     if (task.cancel.isCanceled()) {
@@ -160,9 +165,11 @@ export class ShellCalls implements CommandSession {
     } catch (error) {
       return refuse('environment', messageOf(error));
     }
-    const graceMs = request.graceMs !== undefined ? request.graceMs : this.#graceMs;
+    // An interactive command waits for input only a `write` can give, which needs its work id: it
+    // is demoted at once unless its call says otherwise.
+    const graceMs = request.graceMs !== undefined ? request.graceMs : request.interactive === true ? 0 : this.#graceMs;
     const actorId = host.actorNames.claimShellCall(task.id);
-    const command = new ShellCommand(this, { actorId, task, parsed, env, ...(request.stdin !== undefined ? { stdin: request.stdin } : {}), graceMs });
+    const command = new ShellCommand(this, { actorId, task, parsed, env, ...(request.stdin !== undefined ? { stdin: request.stdin } : {}), ...(request.interactive === true ? { interactive: true } : {}), graceMs });
     const call: ShellCallInput = {
       actorId,
       taskId: task.id,
@@ -297,9 +304,9 @@ export class ShellCalls implements CommandSession {
  * allow list is fixed when capsule serve starts (its manifest is read once then), so both ways
  * name serve's start. The flag is shell-quoted (`--allow 'my tool'`), as plan refusals write it.
  */
-function binaryRefusal(binary: string, manifestLoaded: boolean): string {
+function binaryRefusal(binary: string, manifestLoaded: boolean, door: 'serve' | 'mcp'): string {
   const where = manifestLoaded ? 'the manifest does not list it' : 'no manifest was loaded';
   // A flag written $'…' (a control character in the path) says which shells take it, as a plan refusal's fix does.
   const note = hasControlCharacter(binary) ? ` (${DOLLAR_QUOTE_NOTE})` : '';
-  return `binary '${excerpt(binary)}' is not in capabilities.shell.allow (${where}): add it to the manifest's capabilities.shell.allow and start capsule serve again (it reads its manifest once, when it starts), or add ${allowFlag(binary)} to capsule serve's start flags (for the whole session)${note}`;
+  return `binary '${excerpt(binary)}' is not in capabilities.shell.allow (${where}): add it to the manifest's capabilities.shell.allow and start capsule ${door} again (it reads its manifest once, when it starts), or add ${allowFlag(binary)} to capsule ${door}'s start flags (for the whole session${door === 'mcp' ? ": the args of capsule mcp in the MCP client's configuration" : ''})${note}`;
 }

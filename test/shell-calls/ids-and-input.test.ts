@@ -119,4 +119,24 @@ describe('the background-command input (docs/background-commands.md#tool-input)'
     expect(parseBackgroundCommandInput({ operation: 'status', work_id: 'wrk_0a', tail_bytes: 16385 }, { extended: true }).ok).toBe(false);
     expect(parseBackgroundCommandInput({ operation: 'wait', work_id: 'wrk_0a', until: 'x' })).toMatchObject({ ok: true, input: { until: null } });
   });
+
+  it('accepts since (with until) and write (input, input_base64, close_stdin) only when extended', () => {
+    const wait = (extra: Record<string, unknown>): ReturnType<typeof parseBackgroundCommandInput> => parseBackgroundCommandInput({ operation: 'wait', work_id: 'wrk_0a', until: 'x', ...extra }, { extended: true });
+    expect(wait({})).toMatchObject({ ok: true, input: { since: 'now' } });
+    expect(wait({ since: 'start' })).toMatchObject({ ok: true, input: { since: 'start' } });
+    expect(wait({ since: 42 })).toMatchObject({ ok: true, input: { since: 42 } });
+    for (const bad of [-1, 1.5, 'later', true]) expect(wait({ since: bad }).ok).toBe(false);
+    expect(parseBackgroundCommandInput({ operation: 'wait', work_id: 'wrk_0a', since: 'start' }, { extended: true })).toMatchObject({ ok: false, error: expect.stringContaining('only for a wait with until') });
+    const write = (extra: Record<string, unknown>): ReturnType<typeof parseBackgroundCommandInput> => parseBackgroundCommandInput({ operation: 'write', work_id: 'wrk_0a', ...extra }, { extended: true });
+    const text = write({ input: 'é\n' });
+    expect(text.ok && [...(text.input.input ?? [])]).toEqual([0xc3, 0xa9, 0x0a]);
+    const bytes = write({ input_base64: Buffer.from([0, 255]).toString('base64'), close_stdin: true });
+    expect(bytes.ok && [[...(bytes.input.input ?? [])], bytes.input.close_stdin]).toEqual([[0, 255], true]);
+    expect(write({ close_stdin: true })).toMatchObject({ ok: true, input: { close_stdin: true } });
+    expect(write({}).ok).toBe(false);
+    expect(write({ input: 'a', input_base64: 'YQ==' }).ok).toBe(false);
+    expect(write({ input_base64: 'not base64!' }).ok).toBe(false);
+    expect(parseBackgroundCommandInput({ operation: 'status', work_id: 'wrk_0a', input: 'x' }, { extended: true }).ok).toBe(false);
+    expect(parseBackgroundCommandInput({ operation: 'write', work_id: 'wrk_0a', input: 'x' }).ok).toBe(false);
+  });
 });
