@@ -1,7 +1,9 @@
 import type { AnyActorRef } from 'xstate';
 import { kindOfActor } from '../actors/actor-kinds.js';
 import { partialMismatch } from './compare.js';
-import { Replay, type Fake, type ReplayOptions, type ReplayResult } from './engine.js';
+import { fieldsOf, Replay, type Fake, type FieldDifference, type ReplayOptions, type ReplayResult } from './engine.js';
+import { processOutcome, type ProcessRun } from '../../machines/attempt-outcome.js';
+import type { AttemptOutcome, StepContext } from '../../machines/step.machine.js';
 import type { HandLine, HandScript, ScriptRoot } from './script.js';
 
 /**
@@ -67,7 +69,7 @@ export class HandReplay extends Replay {
       case 'cancel': {
         this.fed++;
         const refused = this.deliver(plan, { type: 'CANCEL', force: line.force });
-        if (refused !== null) this.#diverge(line.line, plan, 'the plan running, to cancel', refused);
+        if (refused !== null) this.#diverge(line.line, plan, 'the plan running, to cancel', refused.actual);
         return;
       }
       case 'timeout':
@@ -78,7 +80,7 @@ export class HandReplay extends Replay {
         const pending = this.pendingTimers(actor, line.kind === 'timer' ? line.delay : undefined);
         if (pending.length === 1) {
           const refused = this.deliver(actor, { type: pending[0] as string });
-          if (refused !== null) this.#diverge(line.line, actor, 'its timer to fire', refused);
+          if (refused !== null) this.#diverge(line.line, actor, 'its timer to fire', refused.actual);
         } else if (pending.length === 0) {
           const expected = line.kind === 'timeout' ? 'a running timeout_secs bound to elapse' : 'a pending timer to fire';
           this.#diverge(line.line, actor, expected, `no timer is pending; ${actor} is in ${this.currentState(actor)}`);
@@ -90,7 +92,9 @@ export class HandReplay extends Replay {
       case 'send': {
         this.fed++;
         const refused = this.deliver(line.actor, line.event, line.from);
-        if (refused !== null) this.#diverge(line.line, line.actor, `${line.event.type}${line.from !== undefined ? ` from ${line.from}` : ''} delivered`, refused);
+        if (refused !== null) {
+          this.#diverge(line.line, line.actor, refused.expected ?? `${line.event.type}${line.from !== undefined ? ` from ${line.from}` : ''} delivered`, refused.actual, refused.difference);
+        }
         return;
       }
       case 'root':
@@ -112,27 +116,48 @@ export class HandReplay extends Replay {
         const step = `step:${line.step}`;
         const report = (event: { readonly type: string; readonly [key: string]: unknown }): boolean => {
           const refused = this.deliver(step, event, 'attempt');
-          if (refused !== null) this.#diverge(line.line, step, `${event.type} of attempt ${attempt} delivered`, refused);
+          // The line is the check: a difference the exit decided is this line's, whichever line gave the exit.
+          if (refused !== null) this.#diverge(line.line, step, refused.expected ?? `${event.type} of attempt ${attempt} delivered`, refused.actual, lineDifference(refused.difference));
           return refused === null;
         };
         if (line.kind === 'exit' || line.exitCode !== undefined) {
           if (!report({ type: 'ATTEMPT.LEADER_EXITED', attempt, pid: 0, exitCode: line.exitCode ?? 0, signal: line.signal ?? null })) return;
         }
         if (line.kind === 'exit') return;
+        const written = this.#outcomeOf(line, ref);
+        if (typeof written === 'string') {
+          this.#diverge(line.line, step, `attempt ${attempt} of ${step} ending`, written);
+          return;
+        }
         this.#time += line.durationMs;
-        report({
-          type: 'ATTEMPT.FINISHED',
-          attempt,
-          outcome: { status: line.status, output: line.output, error: line.error },
-          startedAtMs,
-          endedAtMs: this.#time,
-        });
+        report({ type: 'ATTEMPT.FINISHED', attempt, ...written, startedAtMs, endedAtMs: this.#time });
         return;
       }
       case 'expect':
         this.#check(line);
         return;
     }
+  }
+
+  /**
+   * The outcome an outcome line reports: a shell step whose leader exited gets the one its exit and
+   * `stdout`/`stderr` decide (with the line's `status`, `output`, `error` in its place, so that the
+   * replay's check of the decision compares them); any other, the one written. A text: why none.
+   */
+  #outcomeOf(line: Extract<HandLine, { kind: 'outcome' }>, ref: AnyActorRef): { outcome: AttemptOutcome; process?: ProcessRun } | string {
+    const context = ref.getSnapshot().context as StepContext;
+    const exit = context.leaderExit;
+    if (context.input.kind === 'shell' && exit !== null) {
+      const process: ProcessRun = { stdout: line.stdout ?? line.output ?? '', stderr: line.stderr ?? line.error ?? '' };
+      const decided = processOutcome(exit.exitCode, process);
+      const status = line.status ?? decided.status;
+      return {
+        outcome: { status, output: status === 'success' ? (line.output ?? decided.output ?? '') : null, error: status === 'failed' ? (line.error ?? decided.error ?? 'failed') : null },
+        process,
+      };
+    }
+    if (line.status === undefined) return `no exit of its leader to decide the outcome from: give "exitCode" (or "status")`;
+    return { outcome: { status: line.status, output: line.status === 'success' ? (line.output ?? '') : null, error: line.status === 'failed' ? (line.error ?? 'failed') : null } };
   }
 
   #running(line: HandLine, stepId: string): AnyActorRef | null {
@@ -171,8 +196,14 @@ export class HandReplay extends Replay {
     }
   }
 
-  #diverge(lineNumber: number, actor: string, expected: string, actual: string): void {
-    if (this.divergence === null) this.divergence = { seq: lineNumber, line: lineNumber, actor, expected, actual };
+  #diverge(lineNumber: number, actor: string, expected: string, actual: string, difference?: FieldDifference): void {
+    if (this.divergence === null) this.divergence = { seq: lineNumber, line: lineNumber, actor, expected, actual, ...fieldsOf(difference) };
   }
+}
+
+/** A difference in the payload of an input an outcome or exit line made, named by the line's own key (`status`, `exitCode`). */
+function lineDifference(difference: FieldDifference | undefined): FieldDifference | undefined {
+  if (difference === undefined) return undefined;
+  return { ...difference, path: difference.path.replace(/^event\.(?:outcome\.)?/, '') };
 }
 

@@ -66,12 +66,19 @@ export interface HandScript {
  */
 export type HandLine = { readonly line: number } & (
   | {
-      /** The running attempt of `step` ends (`ATTEMPT.FINISHED`). With `exitCode`, its leader process exits first (`ATTEMPT.LEADER_EXITED`). */
+      /**
+       * The running attempt of `step` ends (`ATTEMPT.FINISHED`). With `exitCode`, its leader process
+       * exits first (`ATTEMPT.LEADER_EXITED`). A shell step's outcome is decided from its exit (this
+       * line's or an exit line's) and `stdout`/`stderr` (defaults: `output`/`error`) by the runtime's
+       * rule, and `status`, `output`, `error` are checked against it; another step's is as written.
+       */
       readonly kind: 'outcome';
       readonly step: string;
-      readonly status: 'success' | 'failed';
-      readonly output: string | null;
-      readonly error: string | null;
+      readonly status?: 'success' | 'failed';
+      readonly output?: string;
+      readonly error?: string;
+      readonly stdout?: string;
+      readonly stderr?: string;
       readonly exitCode?: number;
       readonly signal?: string | null;
       /** How long the attempt took, ms (default 0); the simulated time moves on by as much. */
@@ -261,7 +268,7 @@ function isInputError(value: unknown): value is { error: string } {
 }
 
 /** A `plan` root line: the plan (parsed as a run parses it) and the plan actor's bounds. */
-function planRoot(value: Record<string, unknown>, where: string): { root: ScriptRoot; stepIds: Set<string>; planActor: string } {
+function planRoot(value: Record<string, unknown>, where: string): { root: ScriptRoot; stepIds: Set<string>; stepKinds: Map<string, string>; planActor: string } {
   const plan = parsePlanValue(value['plan'] ?? null);
   if (!plan.ok) throw new ReplayFileError(`${where}: "plan" is not a plan: ${plan.error}`);
   // The structural rules a run applies before anything starts (docs/plan-format.md#rule-1 and 5); the
@@ -295,7 +302,7 @@ function planRoot(value: Record<string, unknown>, where: string): { root: Script
     canceledAtStart: canceledAtStart === true,
     ...(typeof poolSize === 'number' ? { poolSize } : {}),
   };
-  return { root: { machine: 'plan', input }, stepIds: new Set(seen), planActor: planActorId(plan.plan.id) };
+  return { root: { machine: 'plan', input }, stepIds: new Set(seen), stepKinds: new Map(plan.plan.steps.map((step) => [step.id, stepKind(step)])), planActor: planActorId(plan.plan.id) };
 }
 
 /** A `machine` root line: `{"kind":"machine","machine":"<kind>","input":{…}}`. */
@@ -310,12 +317,14 @@ function parseHand(parsed: readonly Parsed[], file: string): HandScript {
   const where = (line: number): string => `${file}:${line}`;
   // Step-level lines and actor names are checked against the first root when it is a plan.
   let stepIds: Set<string> | null = null;
+  let stepKinds: Map<string, string> | null = null;
   let planActor: string;
   let root: ScriptRoot;
   if (head.value['kind'] === 'plan') {
     const plan = planRoot(head.value, where(head.line));
     root = plan.root;
     stepIds = plan.stepIds;
+    stepKinds = plan.stepKinds;
     planActor = plan.planActor;
   } else {
     root = machineRoot(head.value, where(head.line));
@@ -357,18 +366,25 @@ function parseHand(parsed: readonly Parsed[], file: string): HandScript {
     switch (value['kind']) {
       case 'outcome': {
         const status = value['status'];
-        if (status !== 'success' && status !== 'failed') return fail('"status" must be "success" or "failed"');
         const exitCode = value['exitCode'];
         if (exitCode !== undefined && typeof exitCode !== 'number') return fail('"exitCode" must be a number');
+        if (status !== undefined && status !== 'success' && status !== 'failed') return fail('"status" must be "success" or "failed"');
+        const id = step();
+        // A shell step's outcome is decided from its exit; any other's is what the line says.
+        if (status === undefined && exitCode === undefined && stepKinds?.get(id) !== 'shell') return fail('an outcome line needs "status" (or, for a shell step, "exitCode")');
         const durationMs = value['durationMs'] ?? 0;
         if (typeof durationMs !== 'number' || durationMs < 0) return fail('"durationMs" must be a number ≥ 0');
+        const texts: Record<string, string> = {};
+        for (const key of ['output', 'error', 'stdout', 'stderr']) {
+          const found = text(key);
+          if (found !== null) texts[key] = found;
+        }
         return {
           line,
           kind: 'outcome',
-          step: step(),
-          status,
-          output: status === 'success' ? (text('output') ?? '') : null,
-          error: status === 'failed' ? (text('error') ?? 'failed') : null,
+          step: id,
+          ...(status !== undefined ? { status } : {}),
+          ...texts,
           ...(typeof exitCode === 'number' ? { exitCode, signal: text('signal') } : {}),
           durationMs,
         };
