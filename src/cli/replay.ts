@@ -15,6 +15,7 @@ import { replay, type ReplayResult } from '../replay/replay.js';
 import { readReplayScript, ReplayFileError } from '../replay/script.js';
 import { EXIT, type ExitCode } from './program.js';
 import type { CommandOutput } from './visualize.js';
+import type { Divergence } from '../replay/replay.js';
 
 /** Options of `capsule replay`, as commander parses them. */
 export interface ReplayCommandOptions {
@@ -107,19 +108,50 @@ export async function replayCommand(
   }
   if (options.json === true) {
     const d = result.divergence;
-    const clipped = d === undefined ? result : { ...result, divergence: { ...d, actor: excerpt(d.actor), expected: clipMiddle(d.expected), actual: clipMiddle(d.actual) } };
+    // The summaries are bounded; the values that differ are whole.
+    const clipped = { file, ...(d === undefined ? result : { ...result, divergence: { ...d, actor: excerpt(d.actor), expected: clipMiddle(d.expected), actual: clipMiddle(d.actual) } }) };
     output.stdout.write(JSON.stringify(torn === null ? clipped : { ...clipped, torn_tail: torn }) + '\n');
   } else if (result.divergence === undefined) {
     const actors = Object.keys(result.actors).length;
     output.stdout.write(`identical: ${actors} actor${actors === 1 ? '' : 's'} passed through the recorded states (${result.events} input${result.events === 1 ? '' : 's'} fed) — ${file}\n`);
   } else {
-    const d = result.divergence;
-    // The texts quote the file (actor ids, states, payloads): bounded, and unable to rewrite the terminal.
-    const shown = (text: string): string => printable(clipMiddle(text));
-    output.stdout.write(
-      `diverged at seq ${d.seq} (${file}:${d.line}), actor ${printable(excerpt(d.actor))}\n  expected: ${shown(d.expected)}\n  actual:   ${shown(d.actual)}\n`,
-    );
+    output.stdout.write(divergenceText(result.divergence, file));
   }
   if (torn !== null && options.json !== true) output.stdout.write(`note: ${printable(torn)}\n`);
   return result.identical ? EXIT.OK : EXIT.FAILED;
+}
+
+/** Longest value shown whole in a divergence; a longer one is shown around its first difference. */
+const WHOLE_VALUE_CHARS = 300;
+/** How much of a long value is shown before and after its first difference. */
+const WINDOW_BEFORE = 80;
+const WINDOW_AFTER = 160;
+
+/**
+ * The first divergence as a person reads it: where (seq, file:line, actor), both sides as lines
+ * (summaries, bounded), then the first field that differs — its JSON path and both values, whole,
+ * or around the first character where they differ when long (docs/event-log.md#the-first-divergence).
+ */
+export function divergenceText(d: Divergence, file: string): string {
+  // The texts quote the file (actor ids, states, payloads): bounded, and unable to rewrite the terminal.
+  const shown = (text: string): string => printable(clipMiddle(text));
+  let text = `diverged at seq ${d.seq} (${file}:${d.line}), actor ${printable(excerpt(d.actor))}\n  expected: ${shown(d.expected)}\n  actual:   ${shown(d.actual)}\n`;
+  if (d.path !== undefined) {
+    const expected = 'expectedValue' in d ? JSON.stringify(d.expectedValue) : '(absent)';
+    const actual = 'actualValue' in d ? JSON.stringify(d.actualValue) : '(absent)';
+    const [e, a, note] = aroundDifference(expected, actual);
+    text += `  at ${printable(clipMiddle(d.path === '' ? '(the whole value)' : d.path, 400))}${note}:\n    expected: ${printable(e)}\n    actual:   ${printable(a)}\n`;
+  }
+  return text;
+}
+
+/** Both texts whole when short; else each cut to a window around the first character where they differ, and a note saying where. */
+function aroundDifference(expected: string, actual: string): [string, string, string] {
+  if (expected.length <= WHOLE_VALUE_CHARS && actual.length <= WHOLE_VALUE_CHARS) return [expected, actual, ''];
+  let same = 0;
+  const shorter = Math.min(expected.length, actual.length);
+  while (same < shorter && expected.charCodeAt(same) === actual.charCodeAt(same)) same++;
+  const start = Math.max(0, same - WINDOW_BEFORE);
+  const cut = (text: string): string => `${start > 0 ? '…' : ''}${text.slice(start, same + WINDOW_AFTER)}${text.length > same + WINDOW_AFTER ? '…' : ''}`;
+  return [cut(expected), cut(actual), ` (${expected.length} and ${actual.length} characters; they differ from character ${same + 1})`];
 }

@@ -8,7 +8,9 @@ import { ACTOR_KINDS, kindOfActor, provideKind, readableActorId, type DecisionMi
 import { inputProblem } from '../actors/log-inputs.js';
 import { createEventRecorder, type EventLogRecord } from '../records/event-log.js';
 import { ManualClock } from '../session/clock.js';
-import { stateText } from './compare.js';
+import { stateText, type FieldDifference } from './compare.js';
+
+export type { FieldDifference } from './compare.js';
 import type { ReplayScript, ScriptRoot } from './script.js';
 
 /** Options of {@link replay}. */
@@ -40,13 +42,6 @@ export interface Divergence {
   readonly path?: string;
   readonly expectedValue?: unknown;
   readonly actualValue?: unknown;
-}
-
-/** A field where two values differ: its JSON path and both values (a key without a value: absent on that side). */
-export interface FieldDifference {
-  readonly path: string;
-  readonly expected?: unknown;
-  readonly actual?: unknown;
 }
 
 /** Why an outside input was not fed, or was found to differ from what the runtime's rules decide from it. */

@@ -1,6 +1,6 @@
 import type { AnyActorRef } from 'xstate';
 import { kindOfActor } from '../actors/actor-kinds.js';
-import { partialMismatch } from './compare.js';
+import { firstDifference, partialMismatch } from './compare.js';
 import { fieldsOf, Replay, type Fake, type FieldDifference, type ReplayOptions, type ReplayResult } from './engine.js';
 import { processOutcome, type ProcessRun } from '../../machines/attempt-outcome.js';
 import type { AttemptOutcome, StepContext } from '../../machines/step.machine.js';
@@ -173,13 +173,13 @@ export class HandReplay extends Replay {
   #check(line: Extract<HandLine, { kind: 'expect' }>): void {
     const actor = line.actor ?? this.script.planActor;
     if (line.state !== undefined && this.currentState(actor) !== line.state) {
-      this.#diverge(line.line, actor, `state ${line.state}`, `state ${this.currentState(actor)}`);
+      this.#diverge(line.line, actor, `state ${line.state}`, `state ${this.currentState(actor)}`, { path: 'state', expected: line.state, actual: this.currentState(actor) });
       return;
     }
     if (line.states !== undefined) {
       const actual = this.states.get(actor) ?? [];
       if (JSON.stringify(actual) !== JSON.stringify(line.states)) {
-        this.#diverge(line.line, actor, `states ${line.states.join(' → ')}`, `states ${actual.join(' → ') || '(none)'}`);
+        this.#diverge(line.line, actor, `states ${line.states.join(' → ')}`, `states ${actual.join(' → ') || '(none)'}`, firstDifference(line.states, actual, 'states') ?? undefined);
         return;
       }
     }
@@ -192,7 +192,10 @@ export class HandReplay extends Replay {
       }
       const output = JSON.parse(JSON.stringify(snapshot.output ?? null)) as unknown;
       const mismatch = partialMismatch(line.output, output, 'output');
-      if (mismatch !== null) this.#diverge(line.line, actor, mismatch.expected, mismatch.actual);
+      if (mismatch !== null) {
+        const side = (key: 'expected' | 'actual'): string => `${mismatch.path} = ${key in mismatch ? JSON.stringify(mismatch[key]) : 'undefined'}`;
+        this.#diverge(line.line, actor, side('expected'), side('actual'), mismatch);
+      }
     }
   }
 

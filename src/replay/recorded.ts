@@ -1,7 +1,7 @@
 import type { AnyActorRef } from 'xstate';
 import { readableActorId } from '../actors/actor-kinds.js';
 import type { EventLine, EventLogRecord } from '../records/event-log.js';
-import { commandsOf, compareKey, describe, type Command } from './compare.js';
+import { commandsOf, comparable, compareKey, describe, firstDifference, type Command } from './compare.js';
 import { fieldsOf, Replay, type FieldDifference, type ReplayOptions, type ReplayResult } from './engine.js';
 import type { RecordedScript } from './script.js';
 
@@ -98,7 +98,7 @@ export class RecordedReplay extends Replay {
     if (expected === undefined) {
       this.#diverge(this.#next, record.actor, 'nothing more from this actor', describe(record));
     } else if (compareKey(expected) !== compareKey(record)) {
-      this.#diverge(this.#records.indexOf(expected), record.actor, describe(expected), describe(record));
+      this.#diverge(this.#records.indexOf(expected), record.actor, describe(expected), describe(record), firstDifference(comparable(expected), comparable(record)) ?? undefined);
     } else {
       for (const actual of commandsOf(record, -1)) {
         const command = this.#commands[this.#commandsReplayed++];
@@ -108,6 +108,7 @@ export class RecordedReplay extends Replay {
             record.actor,
             command === undefined ? 'no further command' : `command ${command.text}`,
             `command ${actual.text}`,
+            command === undefined ? undefined : (firstDifference(command.value, actual.value, command.path) ?? undefined),
           );
           break;
         }
