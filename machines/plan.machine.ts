@@ -1,6 +1,6 @@
-import { assign, enqueueActions, fromPromise, setup } from 'xstate';
+import { assign, enqueueActions, fromCallback, fromPromise, setup } from 'xstate';
 import type { DiscardedResult, PlanStep, StepKind, StepResult } from './contracts.js';
-import { stepCrashed } from './messages.js';
+import { CANCEL_BEFORE_STEP, stepCrashed } from './messages.js';
 import { notProvided } from './not-provided.js';
 import {
   allSettled,
@@ -13,7 +13,7 @@ import {
   type DiscardedRecord,
   type Schedule,
   type SettledRecord,
-  type WaveOutcome,
+  WaveOutcomes,
 } from './plan-schedule.js';
 import {
   childTowards,
@@ -36,6 +36,13 @@ import { stepMachine, type StepCancelEvent, type StepInput, type StepOutput } fr
  * wave: every ready step of a wave starts at once (`--max-parallel` is the only cap).
  */
 export const DEFAULT_POOL_SIZE = 16;
+
+/**
+ * Step actors the plan creates for a wide wave before it waits for `SLICE.READY` (see
+ * {@link PlanInput.sliceSize}): the runtime's default. A tuning of the dispatch only: it changes no
+ * outcome and caps no running step.
+ */
+export const DEFAULT_SLICE_SIZE = 256;
 
 /** Input of a plan actor (`plan:<plan_id>`). The plan is already parsed and validated. */
 export interface PlanInput {
@@ -67,6 +74,14 @@ export interface PlanInput {
    * {@link DEFAULT_POOL_SIZE}. A tuning of the actor tree only: it changes no outcome.
    */
   readonly poolSize?: number;
+  /**
+   * A wide wave is dispatched in slices of this many step actors (≥ 1): every ready step is
+   * dispatched at once (`plan.stepsStarted`), but once the plan has this many live step actors it
+   * creates more only a slice at a time, each slice granted by its `slicePacer` effect
+   * (`SLICE.READY`); the steps it has no actor for yet are held as plain data. Absent: every
+   * dispatched step gets its actor at once (how a log recorded before slices replays).
+   */
+  readonly sliceSize?: number;
 }
 
 /** `CANCEL` from the host: graceful (`force: false`, docs/cancel.md#plan-runs) or forced (end running steps now). */
@@ -87,7 +102,17 @@ export interface StepErrorEvent {
   readonly error: unknown;
 }
 
-export type PlanEvent = PlanCancelEvent | StepDoneEvent | StepErrorEvent | StepPoolReport;
+/** From the plan's `slicePacer` effect: the plan may create the next slice of step actors. */
+export interface SliceReadyEvent {
+  readonly type: 'SLICE.READY';
+}
+
+/** What the plan tells its `slicePacer`: it holds dispatched steps it has no room for; grant a slice when there is. */
+export interface SliceWantedEvent {
+  readonly type: 'SLICE.WANTED';
+}
+
+export type PlanEvent = PlanCancelEvent | StepDoneEvent | StepErrorEvent | StepPoolReport | SliceReadyEvent;
 
 /** A step as dispatched (`plan_step_start`, `docs/trace.md#plan_step_start`). */
 export interface StartedStep {
@@ -154,15 +179,29 @@ export interface PlanContext {
   readonly maxParallel: number | null;
   readonly killGraceMs: number;
   readonly poolSize: number;
+  /** {@link PlanInput.sliceSize}; infinite when the input has none. */
+  readonly sliceSize: number;
   readonly schedule: Schedule;
   readonly canceled: boolean;
   readonly forced: boolean;
   /**
-   * Next position in `schedule.wave` to spawn. The members below without `readonly`, and the
-   * Maps and arrays, are changed in place by the plan's own actions (like the schedule): an
-   * `assign` per step copied the context and rebuilt the snapshot.
+   * Next position in `schedule.wave` to dispatch (`plan.stepsStarted`; counted under
+   * `--max-parallel`). The members below without `readonly`, and the Maps and arrays, are changed
+   * in place by the plan's own actions (like the schedule): an `assign` per step copied the
+   * context and rebuilt the snapshot.
+   */
+  nextToDispatch: number;
+  /**
+   * Next position in `schedule.wave` to spawn a step actor for (≤ `nextToDispatch`). The steps in
+   * between are dispatched and held: plain data until a slice has room for them.
    */
   nextToSpawn: number;
+  /** Step actors the plan may still create beyond `sliceSize` live ones (granted by `SLICE.READY`). */
+  sliceCredit: number;
+  /** `SLICE.WANTED` was sent and its `SLICE.READY` has not come yet. */
+  sliceWanted: boolean;
+  /** The `slicePacer` child was spawned (at the first `SLICE.WANTED`). */
+  pacing: boolean;
   /** Live step actors: declaration index → slot. Slot `s` lives in tree node ⌊s / poolSize⌋ (node 0: the plan itself). */
   readonly live: Map<number, number>;
   /** Slots free for the next spawn (a stack). */
@@ -174,7 +213,7 @@ export interface PlanContext {
   /** The plan's own pools spawned so far (node numbers 1 … poolSize). */
   readonly pools: number[];
   /** Outcomes of the current wave by declaration index. */
-  readonly outcomes: Map<number, WaveOutcome>;
+  readonly outcomes: WaveOutcomes;
 }
 
 /**
@@ -209,6 +248,12 @@ export const planMachine = setup({
     step: stepMachine,
     stepPool: stepPoolMachine,
     endProcessGroups: fromPromise<void, { planId: string }>(notProvided('actor', 'endProcessGroups')),
+    /**
+     * Effect (src/runtime): paces a wide wave's dispatch. Told `SLICE.WANTED` when the plan holds
+     * dispatched steps without an actor, it answers `SLICE.READY` once there is room for a slice
+     * (on a later turn of the event loop, when the session's launches waiting to start are few).
+     */
+    slicePacer: fromCallback<SliceWantedEvent>(notProvided('actor', 'slicePacer')),
   },
   actions: {
     /**
@@ -227,31 +272,45 @@ export const planMachine = setup({
     }),
     beginWave: enqueueActions(({ context }) => {
       context.outcomes.clear();
+      context.nextToDispatch = 0;
       context.nextToSpawn = 0;
     }),
+    /**
+     * Dispatches the wave's ready steps (`plan.stepsStarted`) while `--max-parallel` allows, then
+     * spawns step actors for the dispatched ones: freely while the plan has fewer than a slice of
+     * live step actors, beyond that one slice per `SLICE.READY`; what is left is held as data and
+     * `SLICE.WANTED` asks the pacer for room.
+     */
     spawnReadySteps: enqueueActions(({ context, enqueue }) => {
       const { schedule, poolSize } = context;
       const wave = schedule.wave;
       const limit = context.maxParallel ?? Number.POSITIVE_INFINITY;
       const started: StartedStep[] = [];
+      // A cancel stops dispatch: wave steps not dispatched yet are settled as canceled by the next scan.
+      while (!context.canceled && context.nextToDispatch < wave.length && context.live.size + held(context) < limit) {
+        const index = wave[context.nextToDispatch++] as number;
+        const step = schedule.steps[index] as PlanStep;
+        started.push({ stepId: step.id, kind: schedule.kinds[index] ?? 'unknown', dependsOn: step.depends_on });
+      }
+      if (started.length > 0) enqueue.emit({ type: 'plan.stepsStarted', steps: started });
       const own: { slot: number; input: StepInput }[] = [];
       /** Node of the tree → the steps to start there. */
       const pooled = new Map<number, PoolStart[]>();
-      let next = context.nextToSpawn;
-      // A cancel stops dispatch: wave steps not started yet are settled as canceled by the next scan.
-      while (!context.canceled && next < wave.length && context.live.size < limit) {
-        const index = wave[next++] as number;
+      while (!context.canceled && context.nextToSpawn < context.nextToDispatch) {
+        if (context.live.size >= context.sliceSize) {
+          if (context.sliceCredit === 0) break;
+          context.sliceCredit--;
+        }
+        const index = wave[context.nextToSpawn++] as number;
         const step = schedule.steps[index] as PlanStep;
-        const kind = schedule.kinds[index] ?? 'unknown';
         const slot = context.freeSlots.pop() ?? context.slotCount++;
         context.live.set(index, slot);
         context.slotIndex[slot] = index;
-        started.push({ stepId: step.id, kind, dependsOn: step.depends_on });
         const actorId = context.stepActorIds?.[index] ?? null;
         const input: StepInput = {
           step,
           index,
-          kind,
+          kind: schedule.kinds[index] ?? 'unknown',
           results: schedule.results,
           timeoutSecs: context.timeoutsSecs[index] ?? null,
           killGraceMs: context.killGraceMs,
@@ -265,9 +324,16 @@ export const planMachine = setup({
           pooled.set(node, batch);
         }
       }
-      context.nextToSpawn = next;
-      if (started.length === 0) return;
-      enqueue.emit({ type: 'plan.stepsStarted', steps: started });
+      if (held(context) > 0 && !context.sliceWanted) {
+        // Started at the first slice it is asked for: a plan whose waves are narrow never has one.
+        if (!context.pacing) {
+          context.pacing = true;
+          enqueue.spawnChild('slicePacer', { id: 'slicePacer' });
+        }
+        context.sliceWanted = true;
+        const wanted: SliceWantedEvent = { type: 'SLICE.WANTED' };
+        enqueue.sendTo('slicePacer', wanted);
+      }
       for (const { slot, input } of own) enqueue.spawnChild('step', { id: stepChildId(slot), input });
       // Batches go to the plan's pool above their node; a pool passes them on down.
       const byPool = new Map<number, PoolBatch[]>();
@@ -290,6 +356,22 @@ export const planMachine = setup({
         }
       }
     }),
+    /** `SLICE.READY`: room for one more slice of step actors. */
+    grantSlice: enqueueActions(({ context }) => {
+      context.sliceWanted = false;
+      context.sliceCredit = context.sliceSize;
+    }),
+    /**
+     * A cancel reached dispatched steps the plan holds without an actor: they never ran, and settle
+     * as a step whose launch a cancel withdrew does (`skipped`, attempts 0, the cancel-before-step error).
+     */
+    settleHeldSteps: enqueueActions(({ context }) => {
+      const wave = context.schedule.wave;
+      for (; context.nextToSpawn < context.nextToDispatch; context.nextToSpawn++) {
+        const index = wave[context.nextToSpawn] as number;
+        context.outcomes.set(index, { index, status: 'skipped', output: null, error: CANCEL_BEFORE_STEP, attempts: 0, duration_ms: 0 });
+      }
+    }),
     // Per-step actions change only the mutable members of the context (see `Schedule`), so they are
     // `enqueueActions` rather than `assign`: an assign copies the context and rebuilds the snapshot
     // (state value, tags) every time, which a plan of many steps pays once per step.
@@ -299,7 +381,10 @@ export const planMachine = setup({
       if (slot === undefined) return;
       context.live.delete(output.index);
       context.freeSlots.push(slot);
-      // The step's output is its wave outcome as it stands (`step_id` and `canceled` ride along unread).
+      // An ended actor stays in its parent's children until stopped, and with it everything its
+      // attempts held: the plan's own are stopped here, a pool's by the pool.
+      if (slot < context.poolSize) enqueue.stopChild(stepChildId(slot));
+      // The step's output is its wave outcome as it stands (`step_id` and `canceled` are not kept).
       context.outcomes.set(output.index, output);
       const step = context.schedule.steps[output.index] as PlanStep;
       enqueue.emit({
@@ -330,19 +415,22 @@ export const planMachine = setup({
       // Each pool forwards it to its live steps and its sub-pools.
       for (const pool of context.pools) enqueue.sendTo(poolChildId(pool), cancel);
     }),
-    stopPools: enqueueActions(({ context, enqueue }) => {
+    /** Stops what dispatched the waves once none is left to run: the step pools and the slice pacer. */
+    stopDispatch: enqueueActions(({ context, enqueue }) => {
       for (const pool of context.pools) enqueue.stopChild(poolChildId(pool));
+      if (context.pacing) enqueue.stopChild('slicePacer');
     }),
   },
   guards: {
     hasWave: ({ context }) => context.schedule.wave.length > 0,
     /** The step reporting now is the wave's last live one, and nothing of the wave is left to start. */
     endsWave: ({ context }) =>
-      context.live.size === 1 && (context.canceled || context.nextToSpawn >= context.schedule.wave.length),
+      context.live.size === 1 && held(context) === 0 && (context.canceled || context.nextToDispatch >= context.schedule.wave.length),
     isWaveSettledAfterCrash: ({ context }) =>
       context.schedule.wave.length > 0 &&
       context.live.size === 0 &&
-      (context.canceled || context.nextToSpawn >= context.schedule.wave.length),
+      held(context) === 0 &&
+      (context.canceled || context.nextToDispatch >= context.schedule.wave.length),
     isRunOver: ({ context }) => context.schedule.wave.length === 0 && context.live.size === 0,
     isCanceled: ({ context }) => context.canceled,
     noLiveSteps: ({ context }) => context.live.size === 0,
@@ -359,30 +447,37 @@ export const planMachine = setup({
     maxParallel: input.maxParallel,
     killGraceMs: input.killGraceMs,
     poolSize: Math.max(1, Math.floor(input.poolSize ?? DEFAULT_POOL_SIZE)),
+    sliceSize: input.sliceSize === undefined ? Number.POSITIVE_INFINITY : Math.max(1, Math.floor(input.sliceSize)),
     schedule: createSchedule(input.steps, input.kinds),
     canceled: input.canceledAtStart,
     forced: false,
+    nextToDispatch: 0,
     nextToSpawn: 0,
+    sliceCredit: 0,
+    sliceWanted: false,
+    pacing: false,
     live: new Map<number, number>(),
     freeSlots: [],
     slotIndex: [],
     slotCount: 0,
     pools: [],
-    outcomes: new Map<number, WaveOutcome>(),
+    outcomes: new WaveOutcomes(input.steps.length),
   }),
   initial: 'running',
   states: {
     running: {
       description: 'Waves are being scanned, dispatched and settled.',
       initial: 'scanning',
-      exit: 'stopPools',
+      exit: 'stopDispatch',
       on: {
         CANCEL: {
           target: '.canceling',
-          description: 'Stop dispatching; tell every live step (graceful: no more retries; forced: end its process group).',
+          description:
+            'Stop dispatching; tell every live step (graceful: no more retries; forced: end its process group); dispatched steps still held without an actor never ran.',
           actions: [
             { type: 'recordCancel', params: ({ event }) => ({ force: event.force }) },
             { type: 'forwardCancel', params: ({ event }) => ({ force: event.force }) },
+            'settleHeldSteps',
           ],
         },
       },
@@ -403,9 +498,13 @@ export const planMachine = setup({
         },
         dispatching: {
           description:
-            'The wave runs: every ready step starts at once as a step actor (at most max-parallel at a time); each sees the results as they stood when the wave began.',
+            'The wave runs: every ready step is dispatched at once (at most max-parallel at a time) and gets its step actor, a slice at a time once many are live; each sees the results as they stood when the wave began.',
           entry: ['beginWave', 'spawnReadySteps'],
           on: {
+            'SLICE.READY': {
+              description: 'The pacer has room for another slice: spawn step actors for held dispatched steps.',
+              actions: ['grantSlice', 'spawnReadySteps'],
+            },
             'xstate.done.actor.step.*': [
               {
                 guard: 'endsWave',
@@ -570,6 +669,11 @@ export const planMachine = setup({
     };
   },
 });
+
+/** Dispatched steps of the wave that have no step actor yet. */
+function held(context: PlanContext): number {
+  return context.nextToDispatch - context.nextToSpawn;
+}
 
 /** The default condition evaluator: every `if` is an error naming what is missing. */
 const conditionsNotProvided: ConditionEvaluator = () => ({

@@ -172,6 +172,8 @@ export const stepPoolMachine = setup({
     reportStepEnded: enqueueActions(({ context, event, enqueue }) => {
       const slot = slotOfStepEvent(event.type);
       context.indexOfSlot[slot] = -1;
+      // An ended actor stays among the pool's children until stopped, and with it all its attempts held.
+      enqueue.stopChild(stepChildId(slot));
       enqueue.sendTo(context.plan, { type: 'POOL.STEP_ENDED', node: context.node, slot, output: (event as PoolStepDoneEvent).output });
     }),
     reportStepCrashed: enqueueActions(({ context, event, enqueue }) => {

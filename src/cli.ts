@@ -16,7 +16,8 @@ import { forkSpawnerEarly } from './process/spawner/early.js';
 keepInspectorClosed();
 holdEarlySignals();
 const command = commandName(process.argv);
-if (command === 'run' && !process.argv.includes('--help') && !process.argv.includes('-h')) forkSpawnerEarly();
+// A dry run starts no process: no spawner either.
+if (command === 'run' && !process.argv.includes('--help') && !process.argv.includes('-h') && !process.argv.includes('--dry-run')) forkSpawnerEarly();
 if (command === 'run') {
   // `capsule run` is a program of its own in the bundle (src/cli/run-main.ts): a few files, not ~30.
   const { runMain } = await import('./cli/run-main.js');

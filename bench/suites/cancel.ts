@@ -8,9 +8,12 @@
  *     every step (the sleeps, and the spawn helper's processes where there are any) gone from
  *     `/proc` (pid and start time, polled every ms), and to the run's report. Ending N trees is one
  *     pass, so the figure must not grow with N (64 steps ≤ 100 ms).
+ * (c) SIGTERM to `capsule run` of a 100,000-step wave of `true` (no `--max-parallel`), sent once
+ *     its first process started (the wave is being dispatched, a slice at a time): time from the
+ *     signal to the CLI's exit, and the CPU time it spent after the signal (≤ 2 s).
  */
 import { spawn } from 'node:child_process';
-import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { closeSync, existsSync, fstatSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { PlanFile } from '../../machines/contracts.js';
 import type { FunctionTool } from '../../src/runtime/attempt.js';
@@ -20,6 +23,7 @@ import { now } from '../harness.js';
 import { count, makePlan } from '../lib/plans.js';
 import { liveProcesses, stillAlive } from '../lib/proc.js';
 import { noopTool, recordsDir, start } from '../lib/runtime.js';
+import { CLI, hasBinary } from '../lib/processes.js';
 import { startPlan } from '../../src/runtime/run-plan.js';
 import type { BackendChoice, IsolationChoice } from '../../src/process/containment.js';
 
@@ -195,6 +199,67 @@ async function pollGone(members: readonly number[], pgids: ReadonlySet<number>, 
   }
 }
 
+/** The last `bytes` of a file ('' when it does not exist yet). */
+function tailOf(path: string, bytes: number): string {
+  if (!existsSync(path)) return '';
+  const fd = openSync(path, 'r');
+  try {
+    const size = fstatSync(fd).size;
+    const length = Math.min(size, bytes);
+    const buffer = Buffer.alloc(length);
+    readSync(fd, buffer, 0, length, size - length);
+    return buffer.toString('utf8');
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** User + system CPU seconds of `pid` so far (`/proc/<pid>/stat`), or NaN. */
+function cpuSeconds(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+/**
+ * `capsule run` of an `n`-step wave of `true`, SIGTERM once the trace has its first `process_start`:
+ * milliseconds from the signal to the exit (130), and the CPU seconds spent after the signal (the
+ * whole run's, from `/usr/bin/time`, less what `/proc` said at the signal).
+ */
+async function sigtermWideWave(ctx: SuiteContext, n: number): Promise<{ ms: number; cpu: number }> {
+  const cwd = join(ctx.tmpDir, `sigterm-wide-${++tagCounter}`);
+  mkdirSync(cwd, { recursive: true });
+  const planFile = join(cwd, 'plan.json');
+  writeFileSync(planFile, JSON.stringify(makePlan(`sigterm-wide-${n}`, 'wide', n, () => ({ shell: 'true' }))));
+  const timeFile = join(cwd, 'time.txt');
+  const records = join(cwd, 'records');
+  const timed = spawn('/usr/bin/time', ['-f', '%U %S', '-o', timeFile, process.execPath, CLI, 'run', planFile, '--allow', 'true', '--quiet', '--records', records, '--workdir', cwd], {
+    cwd,
+    stdio: 'ignore',
+  });
+  const exited = new Promise<{ code: number | null; at: number }>((resolve) => timed.on('exit', (code) => resolve({ code, at: now() })));
+  let ended = false;
+  void exited.then(() => (ended = true));
+  const capsulePid = (): number => Number(readFileSync(`/proc/${timed.pid}/task/${timed.pid}/children`, 'utf8').trim().split(' ')[0]);
+  const deadline = now() + 600_000;
+  while (!tailOf(join(records, 'trace.jsonl'), 256 * 1024).includes('"event_type":"process_start"')) {
+    if (ended || now() > deadline) throw new Error('sigterm bench: the wave never started');
+    await sleep(10);
+  }
+  const pid = capsulePid();
+  const cpuBefore = cpuSeconds(pid);
+  const t0 = now();
+  process.kill(pid, 'SIGTERM');
+  const { code, at } = await exited;
+  if (code !== 130) throw new Error(`sigterm bench: capsule run exited ${String(code)}, not 130`);
+  const [user, system] = readFileSync(timeFile, 'utf8').trim().split('\n').pop()?.split(' ').map(Number) ?? [];
+  return { ms: at - t0, cpu: (user ?? Number.NaN) + (system ?? Number.NaN) - cpuBefore };
+}
+
 export const cancelSuite: Suite = {
   name: 'cancel',
   title: 'Suite 3 — cancel latency',
@@ -264,6 +329,27 @@ export const cancelSuite: Suite = {
     const raw: number[] = [];
     for (let r = 0; r < runs; r++) raw.push(await rawKill(64));
     rows.push({ case: 'raw: SIGTERM to 64 `sleep 30` process groups from the bench', subject: 'kill(-pgid) raw', unit: 'ms', samples: raw, note: 'baseline: no runtime, the same /proc poll' });
+    if (hasBinary('time')) {
+      const wide = ctx.quick ? 10_000 : 100_000;
+      const label = `SIGTERM to capsule run of a ${count(wide)}-step wave of \`true\` once it started`;
+      ctx.log(`cancel: ${label}`);
+      const sigterm: number[] = [];
+      const cpu: number[] = [];
+      for (let r = 0; r < Math.min(ctx.runs, 3); r++) {
+        const result = await sigtermWideWave(ctx, wide);
+        sigterm.push(result.ms);
+        cpu.push(result.cpu);
+      }
+      rows.push({
+        case: label,
+        subject: 'signal → exit',
+        unit: 'ms',
+        samples: sigterm,
+        ...(!ctx.quick ? { target: { max: 2000, on: 'median' as const, text: '≤ 2 s to the exit' } } : {}),
+        note: 'no --max-parallel, records on; the signal once the trace has its first process_start (the wave is being dispatched a slice at a time); every step then settles (the ones not started skipped), their records and the report are written and the session ends',
+      });
+      rows.push({ case: label, subject: 'CPU after the signal', unit: 's', samples: cpu, digits: 2, note: 'user + system CPU of the CLI process from the signal to its exit: what the exit costs on a machine the bench does not share' });
+    }
     return rows;
   },
 };

@@ -4,7 +4,9 @@
  * kind of child: the runtime loaded with nothing run, the plan object alone, the ready-queue
  * scheduler and one bare XState actor per step (which starts every ready step at once, as the
  * runtime does). "ours" is the runtime's peak less the plan-object-only child's, run
- * by run. And the peak RSS of `capsule run` of a 10,000-step shell plan (the CLI process, records on).
+ * by run. And the peak RSS of `capsule run` of a 10,000-step shell plan (the CLI process, records
+ * on), and of a 100,000-step wave of `true` at the default parallelism (no `--max-parallel`: the
+ * wave is dispatched a slice at a time, docs/architecture.md#waves-and-step-pools).
  */
 import { execFile } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -35,12 +37,13 @@ function peakRss(subject: string, shape: string, steps: number): Promise<number>
  * Peak RSS of `capsule run` of an `n`-step flat shell plan of `true` (max-parallel 2, records on,
  * as a user runs it), MiB: GNU time's maximum resident set size of the process it waited for.
  */
-async function cliShellPeak(dir: string, n: number): Promise<number> {
+async function cliShellPeak(dir: string, n: number, maxParallel: number | null = 2): Promise<number> {
   mkdirSync(dir, { recursive: true });
   const planFile = join(dir, `plan.shell-${n}.json`);
   writeFileSync(planFile, JSON.stringify(makePlan(`shell-wide-${n}`, 'wide', n, () => ({ shell: 'true' }))));
   const out = join(dir, `time-${n}.txt`);
-  await timeProcess('/usr/bin/time', ['-f', '%M', '-o', out, process.execPath, CLI, 'run', planFile, '--allow', 'true', '--max-parallel', '2', '--workdir', dir], { cwd: dir });
+  const cap = maxParallel === null ? [] : ['--max-parallel', String(maxParallel)];
+  await timeProcess('/usr/bin/time', ['-f', '%M', '-o', out, process.execPath, CLI, 'run', planFile, '--allow', 'true', ...cap, '--workdir', dir], { cwd: dir });
   return Number(readFileSync(out, 'utf8').trim().split('\n').pop()) / 1024;
 }
 
@@ -70,9 +73,13 @@ export const memorySuite: Suite = {
     // 10,000 shell steps through the CLI take long: one sample (peak RSS varies little run to run).
     const shellSteps = ctx.quick ? 1_000 : 10_000;
     const timeBin = hasBinary('time');
+    // 100,000 `true` steps in one wave: minutes through the CLI, one sample.
+    const wideSteps = ctx.quick ? 10_000 : 100_000;
     if (timeBin) {
       ctx.log(`memory: capsule run of ${count(shellSteps)} shell steps`);
       add('cli shell', await cliShellPeak(join(ctx.tmpDir, 'memory-shell'), shellSteps));
+      ctx.log(`memory: capsule run of a ${count(wideSteps)}-step wave of \`true\`, default parallelism`);
+      add('cli wide', await cliShellPeak(join(ctx.tmpDir, 'memory-wide'), wideSteps, null));
     }
     const get = (key: string): number[] => samples.get(key) ?? [];
     const rows: Row[] = [{ case: 'runtime loaded, nothing run', subject: 'node', unit: 'MiB', samples: get('idle') }];
@@ -122,6 +129,16 @@ export const memorySuite: Suite = {
           }
         : { case: 'capsule run, shell steps', subject: 'capsule run', unit: '', samples: [Number.NaN], note: '/usr/bin/time is not installed: no CLI peak' },
     );
+    if (timeBin) {
+      rows.push({
+        case: `capsule run, a ${count(wideSteps)}-step wave of \`true\` (no --max-parallel, records on)`,
+        subject: 'capsule run',
+        unit: 'MiB',
+        samples: get('cli wide'),
+        ...(!ctx.quick ? { target: { max: 400, on: 'median' as const, text: '≤ 400 MiB' } } : {}),
+        note: 'maximum resident set size of the CLI process, one sample: the wave is dispatched a slice at a time, so what grows with its width is the plan object, its results and records, not step actors',
+      });
+    }
     return rows;
   },
 };

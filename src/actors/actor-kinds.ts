@@ -132,7 +132,7 @@ const plan: ActorKind = {
       }),
     },
   },
-  effects: { actors: { endProcessGroups: 'promise' } },
+  effects: { actors: { endProcessGroups: 'promise', slicePacer: 'callback' } },
   children: { step: 'step', stepPool: 'stepPool' },
   logEvent: {
     // The step's output is on its own final snapshot line.

@@ -42,6 +42,7 @@ function buildSchemas() {
     killGraceMs: milliseconds.optional(),
     canceledAtStart: z.boolean().optional(),
     poolSize: positiveInteger.optional(),
+    sliceSize: positiveInteger.optional(),
   });
 
   const StepResultSchema = z.looseObject({
@@ -197,6 +198,7 @@ export function planInputFromLog(logged: unknown): PlanInput | InputError {
     killGraceMs: input.killGraceMs ?? 2000,
     canceledAtStart: input.canceledAtStart ?? false,
     ...(input.poolSize !== undefined ? { poolSize: input.poolSize } : {}),
+    ...(input.sliceSize !== undefined ? { sliceSize: input.sliceSize } : {}),
   };
 }
 

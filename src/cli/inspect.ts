@@ -18,6 +18,7 @@ import { EVENT_LOG_FILE, type EventLogRecord } from '../records/event-log.js';
 import { eventLogLine } from '../records/event-log-lines.js';
 import { JsonlFollower, type JsonlProblem } from '../records/jsonl-reader.js';
 import { recordsRootText, sessionDirsIn } from '../records/records-dir.js';
+import { expandLatest } from '../records/latest.js';
 import { isRecordOf, TraceFollower } from '../records/trace-reader.js';
 import { sessionRuntimeMayRun } from '../process/leftovers.js';
 import { stateText } from '../replay/replay.js';
@@ -52,7 +53,7 @@ export function registerInspect(program: Command): void {
   program
     .command('inspect')
     .description('Live view of a session: follows <records-dir>/events.jsonl and draws the actor tree with each current state.')
-    .argument('<records-dir>', 'records directory of a session (or its events.jsonl)')
+    .argument('<records-dir>', 'records directory of a session (or its events.jsonl), or latest (the newest session of ./.capsule/records)')
     .option('--once', 'print the tree as the file stands now and exit')
     .addHelpText(
       'after',
@@ -63,7 +64,7 @@ export function registerInspect(program: Command): void {
       const onSigint = (): void => controller.abort();
       process.once('SIGINT', onSigint);
       try {
-        process.exitCode = await inspectCommand(target, options, undefined, controller.signal);
+        process.exitCode = await inspectCommand(expandLatest(target), options, undefined, controller.signal);
       } finally {
         process.off('SIGINT', onSigint);
       }

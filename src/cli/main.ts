@@ -13,9 +13,12 @@ import { createProgram, runProgram, EXIT } from './program.js';
 const COMMANDS: Readonly<Record<string, () => Promise<(program: Command) => void>>> = {
   run: async () => (await import('./run.js')).registerRun,
   validate: async () => (await import('./validate.js')).registerValidate,
+  init: async () => (await import('./init.js')).registerInit,
   visualize: async () => (await import('./visualize.js')).registerVisualize,
   replay: async () => (await import('./replay.js')).registerReplay,
   inspect: async () => (await import('./inspect.js')).registerInspect,
+  logs: async () => (await import('./logs.js')).registerLogs,
+  records: async () => (await import('./records.js')).registerRecords,
   doctor: async () => (await import('./doctor.js')).registerDoctor,
   serve: async () => (await import('./serve.js')).registerServe,
 };

@@ -70,6 +70,13 @@ export function parsePositiveInteger(text: string): number {
   return value;
 }
 
+/** Option parser for an integer ≥ 0 (e.g. `records prune --keep 0`); anything else is a usage error. */
+export function parseNonNegativeInteger(text: string): number {
+  const value = /^\d+$/.test(text) ? Number(text) : Number.NaN;
+  if (!Number.isSafeInteger(value)) throw new InvalidArgumentError('expected a whole number (0 or more).');
+  return value;
+}
+
 /** Option parser for a number of seconds ≥ 0, e.g. `--cancel-grace 2.5`. */
 export function parseNonNegativeNumber(text: string): number {
   const value = /^\d+(\.\d+)?$/.test(text) ? Number(text) : Number.NaN;

@@ -5,10 +5,10 @@
  * to `--json`.
  */
 import type { createLogUpdate } from 'log-update';
-import type { DiscardedResult, StepKind, StepResult } from '../../machines/contracts.js';
+import type { StepKind } from '../../machines/contracts.js';
 import { CANCEL_BEFORE_STEP, CANCEL_CAPSULE_STEP, CANCEL_FORCED_BEFORE_ATTEMPT, CANCEL_FORCED_STEP } from '../../machines/messages.js';
-import { furtherRefusalsNotShown, refusalLines, type Refusal } from '../plan/refusal.js';
-import type { PlanProgressEvent, PlanReport } from '../runtime/run-plan.js';
+import { furtherRefusalsNotShown, groupRefusals, refusalGroupLines, type Refusal } from '../plan/refusal.js';
+import type { PlanProgressEvent, PlanReport, ReportedDiscardedResult as DiscardedResult, ReportedStepResult as StepResult } from '../runtime/run-plan.js';
 
 /** `lines`: a line per transition (not a TTY); `live`: an in-place view (TTY); `quiet`: no progress. */
 export type ProgressMode = 'lines' | 'live' | 'quiet';
@@ -61,6 +61,19 @@ export function formatDuration(ms: number): string {
   return `${Math.floor(totalSecs / 60)}m${String(totalSecs % 60).padStart(2, '0')}s`;
 }
 
+/** Formats a byte count for people: `0 B`, `812 B`, `1.5 KiB`, `3.2 MiB`, `1.1 GiB`. */
+export function formatBytes(bytes: number): string {
+  if (bytes < 1024) return `${bytes} B`;
+  const units = ['KiB', 'MiB', 'GiB', 'TiB'];
+  let value = bytes / 1024;
+  let unit = 0;
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit++;
+  }
+  return `${value < 10 ? value.toFixed(1) : Math.round(value)} ${units[unit]}`;
+}
+
 /**
  * `text` with every control character (C0 but tab, DEL, C1) shown as a `\xNN` escape, and as a
  * `\u{NNNN}` escape every bidirectional control (U+061C, U+200E, U+200F, U+202A–U+202E,
@@ -81,6 +94,34 @@ export function printable(text: string): string {
 export function firstLine(text: string | null): string {
   if (text === null) return '';
   return printable(text.split(/\r?\n/).find((line) => line.trim() !== '')?.trimEnd() ?? '');
+}
+
+/**
+ * The lines of a step's error that say what went wrong (`error_gist`, `docs/report.md#fields-of-our-own`), made printable: the
+ * gist when the report has one, else the error's first line; none without an error.
+ */
+export function gistLines(result: Pick<StepResult, 'error' | 'error_gist'>): string[] {
+  if (result.error_gist !== undefined) return result.error_gist.map((line) => printable(line));
+  const first = firstLine(result.error);
+  return first === '' ? [] : [first];
+}
+
+/** The last attempt's log of a step (`docs/records.md#step-logs`), or null when it printed nothing. */
+export function lastLog(result: Pick<StepResult, 'logs'>): string | null {
+  return result.logs?.[result.logs.length - 1]?.path ?? null;
+}
+
+/**
+ * How a failed step's last attempt ended, when its error does not say it (the error is its stderr):
+ * ` (exit code 3)`, ` (killed by SIGKILL)`; '' when unknown or already in the error.
+ */
+export function endedHow(result: Pick<StepResult, 'logs' | 'error'>): string {
+  const last = result.logs?.[result.logs.length - 1];
+  if (last === undefined) return '';
+  const said = result.error ?? '';
+  if (last.signal !== undefined && last.signal !== null) return said.includes(last.signal) ? '' : ` (killed by ${last.signal})`;
+  if (last.exit_code === undefined || last.exit_code === null || last.exit_code === 0) return '';
+  return said.includes(`exit code ${last.exit_code}`) ? '' : ` (exit code ${last.exit_code})`;
 }
 
 /** Which streams a cut concerned: `output`, `stderr`, or `output and stderr`. */
@@ -141,12 +182,15 @@ export class Progress {
   #planId: string | null = null;
   #planStartedAtMs: number;
   /** Every step of the plan in declaration order (from `plan.started`). */
-  #steps: { readonly id: string; readonly kind: StepKind }[] = [];
+  #steps: { readonly id: string; readonly kind: StepKind; readonly onError?: string; readonly dependsOn?: readonly string[] }[] = [];
+  /** `on_error` by step id: a failure under `continue` says the run goes on. */
+  #onError = new Map<string, string>();
+  /** Steps whose end was shown (as it happened, or at their settlement): the live view's count is of these lines. */
+  readonly #done = new Set<string>();
   /** Running steps: id → start time (insertion order = start order). */
   readonly #running = new Map<string, number>();
   /** Steps whose end was printed as it happened (`step.ended`): their settlement prints nothing more. */
   readonly #printedEnds = new Set<string>();
-  #settledCount = 0;
   #canceling: 'graceful' | 'forced' | null = null;
   /** Steps running when the first cancel came (start order): what the cancel stopped, for the summary. */
   #runningAtCancel: string[] | null = null;
@@ -171,6 +215,7 @@ export class Progress {
         this.#planId = event.planId;
         this.#planStartedAtMs = this.#now();
         this.#steps = [...event.steps];
+        this.#onError = new Map(event.steps.map((step) => [step.id, step.onError ?? 'fail']));
         this.#print(this.#paint('bold', `plan ${shownId(event.planId)}: ${event.steps.length} step${event.steps.length === 1 ? '' : 's'}`));
         if (this.#live !== null && this.#timer === undefined) {
           this.#timer = setInterval(() => this.#render(), LIVE_FRAME_MS);
@@ -185,18 +230,21 @@ export class Progress {
         // Shown when the step ends, not when its wave settles (the trace keeps the settlement order).
         this.#running.delete(event.result.step_id);
         this.#printedEnds.add(event.result.step_id);
-        this.#print(this.#settledLine(event.result));
+        this.#done.add(event.result.step_id);
+        // Quiet: no line is built (a wide wave's cancel settles 100,000 steps at once).
+        if (this.#mode !== 'quiet') this.#print(this.#settledLine(event.result));
         break;
       case 'step.settled':
         this.#running.delete(event.result.step_id);
-        this.#settledCount++;
-        if (!this.#printedEnds.delete(event.result.step_id)) this.#print(this.#settledLine(event.result));
+        this.#done.add(event.result.step_id);
+        if (!this.#printedEnds.delete(event.result.step_id) && this.#mode !== 'quiet') this.#print(this.#settledLine(event.result));
         break;
       case 'step.discarded':
         // Its end was printed as it happened (`step.ended`); this says the wave's fail stop discarded it.
         this.#running.delete(event.result.step_id);
         this.#printedEnds.delete(event.result.step_id);
-        this.#print(this.#discardedLine(event.result));
+        this.#done.add(event.result.step_id);
+        if (this.#mode !== 'quiet') this.#print(this.#discardedLine(event.result));
         break;
       case 'plan.canceling':
         this.#runningAtCancel ??= [...this.#running.keys()];
@@ -241,7 +289,7 @@ export class Progress {
         const blamed = report.results.find((result) => result.step_id === report.failed_step);
         const where =
           report.failed_step === 'plan' ? 'plan' : `step '${shownId(report.failed_step)}' stopped plan ${shownId(report.plan_id)}`;
-        this.#stream.write(`failed: ${where}: ${firstLine(blamed?.error ?? null)}\n`);
+        this.#stream.write(`failed: ${where}: ${blamed === undefined ? '' : (gistLines(blamed)[0] ?? '')}\n`);
       } else if (report.canceled) {
         // Exit 130 alone does not say the run was canceled rather than killed: the summary's line, alone.
         this.#stream.write(`${this.#canceledLine(report)}\n`);
@@ -258,8 +306,12 @@ export class Progress {
 
   /** The refusal explained, then each further refusal of the report (`further_refusals`) as its own block, then how many more. */
   #refusalsText(report: PlanReport, refusal: Refusal): string {
-    const blocks = [this.#refusalText(refusal)];
-    for (const more of report.further_refusals ?? []) blocks.push(this.#refusalText(more));
+    // Refusals of one cause (binaries not allowed, tools not installed) as one block, the fix once.
+    const blocks = groupRefusals([refusal, ...(report.further_refusals ?? [])]).map((group) => {
+      if (group.length === 1 && group[0] !== undefined) return this.#refusalText(group[0]);
+      const [first = '', ...rest] = refusalGroupLines(group, () => '', (one) => `step '${shownId(one.step_id)}': ${firstLine(one.error)}`);
+      return [this.#paint('red', first), ...rest.map(printable)].join('\n');
+    });
     const notShown = report.further_refusals_not_shown ?? 0;
     if (notShown > 0) blocks.push(this.#paint('red', furtherRefusalsNotShown(notShown)));
     return blocks.join('\n');
@@ -267,7 +319,7 @@ export class Progress {
 
   #refusalText(refusal: Refusal): string {
     const where = refusal.step_id === 'plan' ? 'plan' : `step '${shownId(refusal.step_id)}'`;
-    const [first, ...explained] = refusalLines(refusal, this.#paint('red', `refused: ${where}: ${firstLine(refusal.error)}`));
+    const [first, ...explained] = refusalGroupLines([refusal], () => this.#paint('red', `refused: ${where}: ${firstLine(refusal.error)}`), () => '');
     return [first, ...explained.map(printable)].join('\n');
   }
 
@@ -285,8 +337,15 @@ export class Progress {
     switch (result.status) {
       case 'success':
         return `${this.#paint('green', '✔')} ${shownId(result.step_id)} success ${formatDuration(result.duration_ms)}${attempts}${cut}`;
-      case 'failed':
-        return `${this.#paint('red', '✖')} ${shownId(result.step_id)} failed${reason === '' ? '' : `: ${reason}`}${attempts}${cut}`;
+      case 'failed': {
+        // The lines that say what went wrong, under it, and where the rest is.
+        const [first = '', ...more] = gistLines(result);
+        const log = lastLog(result);
+        const under = [...more, ...(log !== null ? [this.#paint('dim', `log: ${printable(log)}`)] : [])].map((line) => `\n    ${line}`).join('');
+        // Under `on_error: continue` the run goes on: the line says so, so a red line does not read as the run's end.
+        const continuing = this.#onError.get(result.step_id) === 'continue' ? this.#paint('yellow', ' (continuing)') : '';
+        return `${this.#paint('red', '✖')} ${shownId(result.step_id)} failed${endedHow(result)}${first === '' ? '' : `: ${first}`}${attempts}${continuing}${cut}${under}`;
+      }
       case 'skipped':
         return `${this.#paint('yellow', '↷')} ${shownId(result.step_id)} skipped${reason === '' ? '' : `: ${reason}`}${cut}`;
     }
@@ -318,17 +377,26 @@ export class Progress {
     const spinner = SPINNER[this.#frame++ % SPINNER.length] ?? '*';
     const status =
       this.#canceling === 'forced' ? 'canceling (forced)' : this.#canceling === 'graceful' ? 'canceling' : 'running';
+    // The counts are of the lines on screen: a step is done once its end was shown, not once its wave settled.
+    const waiting = this.#steps.filter((step) => !this.#done.has(step.id) && !this.#running.has(step.id));
     const header =
       `${this.#paint('cyan', spinner)} plan ${shownId(this.#planId)} ${status} · ` +
-      `${this.#settledCount}/${this.#steps.length} settled · ${this.#running.size} running · ${formatDuration(now - this.#planStartedAtMs)}`;
+      `${this.#done.size}/${this.#steps.length} done · ${this.#running.size} running · ${waiting.length} waiting · ${formatDuration(now - this.#planStartedAtMs)}`;
     const room = Math.max(1, (this.#stream.rows ?? 24) - 3);
     const running = [...this.#running];
     const shown = running.slice(0, room).map(([id, startedAtMs]) => [shownId(id), startedAtMs] as const);
-    const width = widest(shown.map(([id]) => id));
+    const width = widest([...shown.map(([id]) => id), ...waiting.slice(0, Math.max(0, room - shown.length)).map((step) => shownId(step.id))]);
     const lines = shown.map(
       ([id, startedAtMs]) => `  ${this.#paint('cyan', spinner)} ${id.padEnd(width)}  ${this.#paint('dim', formatDuration(now - startedAtMs))}`,
     );
     if (running.length > room) lines.push(this.#paint('dim', `  … and ${running.length - room} more running`));
+    // Then the steps still to run, with what each waits for, as far as the screen allows.
+    const waitRoom = Math.max(0, room - lines.length);
+    for (const step of waiting.slice(0, waitRoom)) {
+      const on = (step.dependsOn ?? []).filter((id) => !this.#done.has(id));
+      lines.push(this.#paint('dim', `  ○ ${shownId(step.id).padEnd(width)}  waiting${on.length > 0 ? ` for ${on.slice(0, 3).map(shownId).join(', ')}${on.length > 3 ? ', …' : ''}` : ''}`));
+    }
+    if (waiting.length > waitRoom && waitRoom > 0) lines.push(this.#paint('dim', `  … and ${waiting.length - waitRoom} more waiting`));
     this.#live([header, ...lines].join('\n'));
   }
 
@@ -340,7 +408,7 @@ export class Progress {
       result.status,
       String(result.attempts),
       formatDuration(result.duration_ms),
-      firstLine(result.error),
+      gistLines(result)[0] ?? '',
     ]);
     // Steps that ran but whose outcome a fail stop discarded (docs/plan-format.md#settling-a-wave): shown as they ran.
     for (const result of discarded) {
@@ -365,6 +433,7 @@ export class Progress {
       const ids = discarded.length > MAX_LISTED_IDS ? `${listed} and ${discarded.length - MAX_LISTED_IDS} more` : listed;
       lines.push('', `discarded: ${ids} ran, but ${discarded.length === 1 ? 'its outcome is' : 'their outcomes are'} not in the results: ${discarded[0]?.reason ?? ''} (--json lists ${discarded.length === 1 ? 'it' : 'them'} under "discarded")`);
     }
+    lines.push(...this.#failureLines(report));
     const cut = [...report.results, ...discarded].filter((result) => result.truncated !== undefined);
     if (cut.length > 0) {
       lines.push('');
@@ -386,6 +455,24 @@ export class Progress {
     if (report.canceled) lines.push(...this.#stoppedLines(report));
     lines.push(`records: ${report.records_dir}`);
     return `${lines.join('\n')}\n`;
+  }
+
+  /**
+   * The failed steps' gists beyond the table's one line, and their logs: what to read first, and the
+   * command that prints the rest (`capsule logs`). Nothing for a run without failures, or whose
+   * failures say all in one line and printed nothing.
+   */
+  #failureLines(report: PlanReport): string[] {
+    const failed = report.results.filter((result) => result.status === 'failed' && (result.error_gist !== undefined || result.logs !== undefined));
+    if (failed.length === 0) return [];
+    const lines = [''];
+    for (const result of failed.slice(0, MAX_LISTED_IDS)) {
+      lines.push(`${this.#paint('red', 'failed:')} ${shownId(result.step_id)}${endedHow(result)}${result.attempts > 1 ? ` (${result.attempts} attempts)` : ''}`);
+      for (const line of gistLines(result)) lines.push(`  ${line}`);
+      if (result.logs !== undefined) lines.push(this.#paint('dim', `  log: capsule logs ${printable(report.records_dir)} ${shellWord(printable(result.step_id))}`));
+    }
+    if (failed.length > MAX_LISTED_IDS) lines.push(`… and ${failed.length - MAX_LISTED_IDS} more failed steps (the report lists them)`);
+    return lines;
   }
 
   /**
@@ -453,4 +540,9 @@ function stoppedText(running: readonly string[], byId: ReadonlyMap<string, PlanR
     groups.set(key, names);
   }
   return [...groups].map(([many, names]) => `${names.length} ${names.length === 1 ? 'step' : 'steps'}, ${many}: ${namesText(names)}`).join('; ');
+}
+
+/** `word` as one shell word: as is when it is plain, else in single quotes. */
+function shellWord(word: string): string {
+  return /^[A-Za-z0-9_./:@%+=,-]+$/.test(word) ? word : `'${word.replace(/'/g, `'\\''`)}'`;
 }

@@ -4,6 +4,7 @@
  * through the same states. Exit 0 identical, 1 with the first divergence, 2 for a file that
  * cannot be read as a replay file (the error names the file and line).
  */
+import { expandLatest } from '../records/latest.js';
 import { existsSync, lstatSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { Command } from 'commander';
@@ -27,11 +28,11 @@ export function registerReplay(program: Command): void {
   program
     .command('replay')
     .description('Replay a recorded events.jsonl (or a hand-written replay script) and check the machines reproduce it.')
-    .argument('<events-file>', 'events.jsonl of a records directory (or the directory itself), or a hand-written script')
+    .argument('<events-file>', 'events.jsonl of a records directory (or the directory itself, or latest), or a hand-written script')
     .option('--json', 'print {identical, divergence?, actors, events} on stdout')
     .addHelpText('after', '\nExit codes: 0 identical, 1 diverged (the first divergence is printed), 2 unreadable or malformed file.')
     .action(async (file: string, options: ReplayCommandOptions) => {
-      process.exitCode = await replayCommand(file, options);
+      process.exitCode = await replayCommand(expandLatest(file), options);
     });
 }
 

@@ -2,18 +2,22 @@
  * `capsule run PLAN` (docs/cli.md, docs/report.md): runs one plan file as a session, shows progress on stderr,
  * prints the JSON report on stdout with `--json`, and maps the report to the exit code.
  */
-import { statSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { appendFileSync, statSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import type { StepKind } from '../../machines/contracts.js';
+import { replaceFile } from '../records/append-file.js';
+import { describeFsError } from '../records/directories.js';
 import type { Command } from 'commander';
 import { DEFAULT_CANCEL_GRACE_SECS, findManifest, loadManifest, MANIFEST_FILE } from '../manifest.js';
 import { ERROR_CODES, isRuntimeError, messageOf, RunInternalError } from '../errors.js';
 import { startPlan, type PlanReport } from '../runtime/run-plan.js';
-import { explainUnreadPlan } from './validate.js';
+import { explainUnreadPlan, validatePlan } from './validate.js';
 import { releaseEarlySignals } from './early-signals.js';
 import { onUncaughtError } from './internal-error.js';
 import { cancelOnSignals, DEFAULT_ON_SIGTERM, signalsFor, type OnSigterm } from './cancel-on-signals.js';
 import { createLogger } from '../session/logger.js';
 import { recordsIncomplete } from '../records/records-dir.js';
+import { expandLatest } from '../records/latest.js';
 import { collect, EXIT, exitCodeAfterLog, logFileRefusal, parseNonNegativeNumber, parsePositiveInteger, usageError, type ExitCode, type GlobalOptions } from './program.js';
 import { loadLiveView, printable, Progress, progressModeFor, useColor } from './progress.js';
 import { WarningSink } from './warning-sink.js';
@@ -50,6 +54,14 @@ export interface RunCommandOptions extends GlobalOptions {
   readonly resume?: string;
   /** With `resume`: stop the live processes it left (SIGTERM, SIGKILL after 2 s, proven gone). */
   readonly reap?: boolean;
+  /** Keep the steps' scratch directory (HOME, TMPDIR) when the run ends. */
+  readonly keepScratch?: boolean;
+  /** Validate, print what would run (waves, steps, commands), run nothing (docs/cli.md#dry-run). */
+  readonly dryRun?: boolean;
+  /** Write the run as JUnit XML to this file (docs/cli.md#ci-summaries). */
+  readonly junit?: string;
+  /** Write the run as Markdown to this file, and append it to `$GITHUB_STEP_SUMMARY` when set. */
+  readonly summary?: string;
 }
 
 /** Registers `capsule run` on the program. */
@@ -74,6 +86,10 @@ export function registerRun(program: Command): void {
     .option('--verbose', 'also print how steps are contained and isolated, and why (as capsule doctor does)')
     .option('--resume <dir>', "first account for what the session recorded in DIR left behind (lost background commands, live processes); this run's records go to a directory of its own")
     .option('--reap', 'with --resume: stop the live processes the resumed session left (SIGTERM, SIGKILL after 2 s, proven gone)')
+    .option('--keep-scratch', "keep the steps' scratch directory (their HOME and TMPDIR) when the run ends (default: removed)")
+    .option('--dry-run', 'validate, then print what would run (waves, each step and its command) and run nothing')
+    .option('--junit <file>', 'also write the run as JUnit XML (a testcase per step) to FILE')
+    .option('--summary <file>', 'also write the run as Markdown to FILE (and append it to $GITHUB_STEP_SUMMARY when set)')
     .addHelpText(
       'after',
       '\nExit codes: 0 completed; 1 failed (plan refused or unreadable, a step stopped it, the records directory unusable, a forced containment, isolation or --run-as unavailable); 2 usage error, bad manifest, unwritable --log-file, or --records DIR already holding a session; 130 canceled. All: docs/exit-codes.md.' +
@@ -93,12 +109,15 @@ export function exitCodeOf(report: PlanReport): ExitCode {
 }
 
 /** Runs `capsule run` and returns its exit code. */
-export async function runCommand(planPath: string, options: RunCommandOptions): Promise<ExitCode> {
-  const workdir = resolve(options.workdir ?? process.cwd());
+export async function runCommand(planPath: string, given: RunCommandOptions): Promise<ExitCode> {
+  const workdir = resolve(given.workdir ?? process.cwd());
+  // `--resume latest`: the newest session of the workdir's records root (docs/records.md#latest), read before this run's session replaces it.
+  const options: RunCommandOptions = given.resume !== undefined ? { ...given, resume: expandLatest(given.resume, workdir) } : given;
   if (!isDirectory(workdir)) return usageError(`--workdir ${workdir} is not a directory`);
   if (options.reap === true && options.resume === undefined) return usageError('--reap stops what a resumed session left: it needs --resume DIR');
   const network = parseNetworkOption(options.network);
   if (network instanceof Error) return usageError(network.message);
+  if (options.dryRun === true) return dryRun(planPath, options);
   if (options.resume !== undefined && options.records !== undefined && resolve(options.records) === resolve(options.resume)) {
     return usageError(
       `--records and --resume both name ${resolve(options.resume)}: a resumed session is a new session and writes its records in a directory of its own; leave --records out, or name a fresh directory`,
@@ -114,6 +133,10 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
   if (manifestSource.kind === 'file') {
     const loaded = await loadManifest(manifestSource.label);
     if (!loaded.ok) return usageError(loaded.error);
+  }
+  // A summary file that cannot be written is said before anything runs, not after.
+  for (const [flag, file] of [['--junit', options.junit], ['--summary', options.summary]] as const) {
+    if (file !== undefined && !isDirectory(dirname(resolve(file)))) return usageError(`${flag} ${file}: its directory ${dirname(resolve(file))} does not exist`);
   }
 
   // The runtime's structured log: JSON lines on stderr or in --log-file, never on stdout.
@@ -139,6 +162,9 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
   );
   // The first records write that failed (a full or read-only filesystem): said after the report.
   let recordsFailure: Error | null = null;
+  // The plan's steps and when it started, for --junit and --summary.
+  let planSteps: readonly { readonly id: string; readonly kind: StepKind }[] = [];
+  let startedAt = new Date();
   // Only a resume reads the prior session's records (src/reconcile/): loaded for --resume alone (startup).
   const describeResume = options.resume !== undefined ? (await import('../reconcile/resume.js')).describeResume : null;
   const run = startPlan({
@@ -150,13 +176,20 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
     shellAllow: options.allow ?? [],
     maxParallel: options.maxParallel ?? null,
     logger: log.logger,
-    onEvent: (event) => progress.onEvent(event),
+    onEvent: (event) => {
+      if (event.type === 'plan.started') {
+        planSteps = event.steps;
+        startedAt = new Date();
+      }
+      progress.onEvent(event);
+    },
     onWarning: (warning) => warnings.warn(warning),
     onNotice: (message) => warnings.warn({ kind: 'records', message }),
     onRecordsFailure: (error) => (recordsFailure = error),
     ...(options.runAs !== undefined ? { runAs: options.runAs } : {}),
     ...(options.privilegedSteps === true ? { privilegedSteps: true } : {}),
     ...(network !== undefined ? { network } : {}),
+    ...(options.keepScratch === true ? { keepScratch: true } : {}),
     ...(options.verbose === true ? { onSession: (session: Session) => progress.note(containmentLines(session.containment.info)) } : {}),
     ...(options.resume !== undefined
       ? {
@@ -208,6 +241,11 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
   warnings.finish();
   progress.finish(report, report.refusal ?? (report.plan_id === '' && report.failed_step === 'plan' ? explainUnreadPlan(planPath, report.results[0]?.error ?? '', options.workdir) : undefined));
   if (options.json === true) process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+  const summariesFailure = await writeCiSummaries(report, planSteps, startedAt, options);
+  if (summariesFailure !== null) {
+    process.stderr.write(`error: ${printable(summariesFailure)}\n`);
+    return exitCodeAfterLog(log, exitCodeOf(report) === EXIT.OK ? EXIT.FAILED : exitCodeOf(report));
+  }
   // A full or read-only records filesystem: the report stands, but a run without its records did not succeed.
   if (recordsFailure !== null) {
     process.stderr.write(`error: ${printable(recordsIncomplete(recordsFailure))}\n`);
@@ -215,6 +253,76 @@ export async function runCommand(planPath: string, options: RunCommandOptions): 
   }
   // A log that could not be written (a full disk): one line after the report, and exit 1 for 0.
   return exitCodeAfterLog(log, exitCodeOf(report));
+}
+
+/**
+ * `capsule run --dry-run` (docs/cli.md#dry-run): `capsule validate`'s checks and words, then what
+ * would run, in order, on stdout (`--json`: as one object); no session, no records, no process.
+ */
+async function dryRun(planPath: string, options: RunCommandOptions): Promise<ExitCode> {
+  const wouldWrite = [options.resume !== undefined ? '--resume' : null, options.junit !== undefined ? '--junit' : null, options.summary !== undefined ? '--summary' : null].filter((flag) => flag !== null);
+  if (wouldWrite.length > 0) return usageError(`--dry-run runs nothing and writes nothing: leave out ${wouldWrite.join(', ')}`);
+  const { code, plan, manifest } = await validatePlan(
+    planPath,
+    {
+      ...(options.manifest !== undefined ? { manifest: options.manifest } : {}),
+      ...(options.workdir !== undefined ? { workdir: options.workdir } : {}),
+      ...(options.records !== undefined ? { records: options.records } : {}),
+      ...(options.allow !== undefined ? { allow: options.allow } : {}),
+    },
+    { sayValid: false },
+  );
+  if (code !== EXIT.OK || plan === null) return code;
+  const { planPreview, previewText } = await import('./dry-run/preview.js');
+  const preview = planPreview(plan, { manifest, workdir: resolve(options.workdir ?? process.cwd()), maxParallel: options.maxParallel ?? null, path: process.env['PATH'] });
+  process.stdout.write(options.json === true ? `${JSON.stringify(preview, null, 2)}\n` : previewText(preview));
+  return EXIT.OK;
+}
+
+/**
+ * Writes `--junit` and `--summary` (and appends the Markdown to `$GITHUB_STEP_SUMMARY`): each file
+ * whole or not at all, never through a link planted in its place (docs/cli.md#ci-summaries). Their
+ * writers are loaded only when asked for. @returns what could not be written, or null.
+ */
+async function writeCiSummaries(
+  report: PlanReport,
+  steps: readonly { readonly id: string; readonly kind: StepKind }[],
+  startedAt: Date,
+  options: Pick<RunCommandOptions, 'junit' | 'summary'>,
+): Promise<string | null> {
+  const failures: string[] = [];
+  if (options.junit !== undefined) {
+    const { junitXml } = await import('./ci-summaries/junit.js');
+    try {
+      replaceFile(resolve(options.junit), junitXml(report, steps, startedAt));
+    } catch (error) {
+      failures.push(`--junit ${options.junit} could not be written: ${describeFsError(error)}`);
+    }
+  }
+  if (options.summary !== undefined) {
+    const { markdownSummary } = await import('./ci-summaries/markdown.js');
+    const markdown = markdownSummary(report, steps);
+    const file = resolve(options.summary);
+    const github = process.env['GITHUB_STEP_SUMMARY'];
+    const toGithub = github !== undefined && github !== '';
+    // `--summary "$GITHUB_STEP_SUMMARY"` appends to it once, as below, never replacing what earlier steps wrote there.
+    if (!toGithub || resolve(github) !== file) {
+      try {
+        replaceFile(file, markdown);
+      } catch (error) {
+        failures.push(`--summary ${options.summary} could not be written: ${describeFsError(error)}`);
+      }
+    }
+    // GitHub Actions' job summary: appended to (other steps of the job write there too).
+    if (toGithub) {
+      try {
+        appendFileSync(github, `${markdown}\n`);
+      } catch (error) {
+        failures.push(`GITHUB_STEP_SUMMARY ${github} could not be appended to: ${describeFsError(error)}`);
+      }
+    }
+  }
+  return failures.length === 0 ? null : failures.join('; ');
 }
 
 const ignoring = new WeakSet<NodeJS.WriteStream>();

@@ -42,6 +42,8 @@ export interface ServeCommandOptions extends GlobalOptions {
   readonly network?: string;
   readonly resume?: string;
   readonly reap?: boolean;
+  /** Keep the steps' scratch directory (HOME, TMPDIR) when the session ends (docs/records.md#scratch). */
+  readonly keepScratch?: boolean;
 }
 
 /** Registers `capsule serve` on the program. */
@@ -57,6 +59,7 @@ export function registerServe(program: Command): void {
     .option('--network <mode>', "the network of the session's commands and steps: host (the host's, the default) or session (a namespace of the session's own, loopback only; root): docs/containment.md#network")
     .option('--resume <records_dir>', 'account for what a prior session (killed outright) left behind, before taking requests (docs/resume.md)')
     .option('--reap', 'with --resume: stop the process trees the prior session left running (SIGTERM, SIGKILL after 2 s)')
+    .option('--keep-scratch', "keep the steps' scratch directory (their HOME and TMPDIR) when the session ends")
     .addHelpText(
       'after',
       '\nMethods: shell.run, backgroundCommand, plan.submit, task.cancel, session.stop; for a delegated child capsule: session.info, message/send, tasks/get, tasks/cancel; notifications: completion, task.started, task.finished (docs/serve.md).' +
@@ -123,6 +126,7 @@ export async function serveCommand(options: ServeCommandOptions): Promise<ExitCo
       ...(options.records !== undefined ? { recordsDir: resolve(options.records), exclusiveRecords: true } : {}),
       ...(resumeDir !== undefined ? { resumeFrom: resumeDir } : {}),
       ...(network !== undefined ? { network } : {}),
+      ...(options.keepScratch === true ? { keepScratch: true } : {}),
       background: {
         allow,
         // serve offers backgroundCommand whatever the manifest declares.

@@ -9,10 +9,11 @@
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { isAbsolute, join, resolve } from 'node:path';
 import type { Command } from 'commander';
+import type { PlanFile } from '../../machines/contracts.js';
 import { describeManifestSource, findManifest, loadManifest, manifestBesidePlan, type Manifest, type ManifestSource } from '../manifest.js';
 import { canExecute } from '../executors/on-path.js';
 import { checkPlan } from '../plan/check.js';
-import { explainParseFailure, explainReadFailure, furtherRefusalsNotShown, refusalLines, type Refusal } from '../plan/refusal.js';
+import { explainParseFailure, explainReadFailure, furtherRefusalsNotShown, groupRefusals, refusalGroupLines, type Refusal } from '../plan/refusal.js';
 import { parsePlanText, readPlanFile } from '../plan/schema.js';
 import type { PlanWarning } from '../plan/warnings.js';
 import { directoryProblem } from '../records/directories.js';
@@ -85,27 +86,41 @@ export function registerValidate(program: Command): void {
 
 /** Runs `capsule validate` and returns its exit code. */
 export async function validateCommand(planPath: string, options: ValidateCommandOptions): Promise<ExitCode> {
+  return (await validatePlan(planPath, options, { sayValid: true })).code;
+}
+
+/**
+ * `capsule validate`'s checks and output (`capsule run --dry-run` makes them first): the exit
+ * code, and the plan and manifest when the plan is valid. `sayValid` false leaves out the
+ * `valid: plan <id>` line (the caller says more).
+ */
+export async function validatePlan(
+  planPath: string,
+  options: ValidateCommandOptions,
+  { sayValid }: { readonly sayValid: boolean },
+): Promise<{ readonly code: ExitCode; readonly plan: PlanFile | null; readonly manifest: Manifest | null }> {
+  const code = (exit: ExitCode, plan: PlanFile | null = null, manifest: Manifest | null = null) => ({ code: exit, plan, manifest });
   // The one path every warning takes, capped per kind (src/cli/warning-sink.ts). The terminal gets
   // printable lines (a control character in a plan must not rewrite it); --json the texts as they are.
   const sink = new WarningSink({ write: (line) => process.stderr.write(`${printable(line)}\n`) });
   const warn = (warning: PlanWarning): void => sink.warn(warning);
 
   const workdir = resolve(options.workdir ?? process.cwd());
-  if (!isDirectory(workdir)) return usageError(`--workdir ${workdir} is not a directory`);
+  if (!isDirectory(workdir)) return code(usageError(`--workdir ${workdir} is not a directory`));
   if (options.records !== undefined) {
     const recordsDir = resolve(options.records);
     const existing = recordedSessionIn(recordsDir);
     // The refusal `capsule run --records` would make, word for word.
-    if (existing !== null) return usageError(new RecordsDirInUseError(recordsDir, existing).message);
+    if (existing !== null) return code(usageError(new RecordsDirInUseError(recordsDir, existing).message));
     // One `capsule run --records` could not create or write (e.g. under /proc): the same refusal's words.
     const problem = directoryProblem(recordsDir);
-    if (problem !== null) return usageError(recordsDirUnusable(recordsDir, problem).message);
+    if (problem !== null) return code(usageError(recordsDirUnusable(recordsDir, problem).message));
   }
   const source = findManifest(options.manifest, options.workdir);
   let manifest: Manifest | null = null;
   if (source.kind === 'file') {
     const loaded = await loadManifest(source.label);
-    if (!loaded.ok) return usageError(loaded.error);
+    if (!loaded.ok) return code(usageError(loaded.error));
     manifest = loaded.manifest;
     for (const warning of loaded.warnings) warn(warning);
   }
@@ -132,20 +147,22 @@ export async function validateCommand(planPath: string, options: ValidateCommand
     };
     process.stdout.write(`${JSON.stringify(json, null, 2)}\n`);
   } else if (report.valid) {
-    process.stdout.write(`valid: plan ${printable(excerpt(report.plan_id))}\n`);
+    if (sayValid) process.stdout.write(`valid: plan ${printable(excerpt(report.plan_id))}\n`);
   } else {
     const where = report.failed_step === 'plan' ? 'plan' : `step '${excerpt(report.failed_step ?? '')}'`;
     const first = `refused: ${where}: ${report.error ?? ''}`;
     const explained = report.refusal ?? (report.failed_step === 'plan' ? explainUnreadPlan(planPath, report.error ?? '', options.workdir) : undefined);
-    const lines = explained === undefined ? [first] : refusalLines(explained, first);
-    for (const more of further) {
-      for (const line of refusalLines(more, `refused: step '${excerpt(more.step_id)}': ${more.error}`)) lines.push(line);
+    // Refusals of one cause (binaries not allowed, tools not installed) as one block, the fix once.
+    const lines = explained === undefined ? [first] : [];
+    const all = explained === undefined ? further : [explained, ...further];
+    for (const group of groupRefusals(all)) {
+      lines.push(...refusalGroupLines(group, (refusal) => (refusal === explained ? first : `refused: step '${excerpt(refusal.step_id)}': ${refusal.error}`), (refusal) => `step '${excerpt(refusal.step_id)}': ${refusal.error}`));
     }
     if (report.moreNotShown > 0) lines.push(report.moreFailLater ? moreRefusals(report.moreNotShown) : furtherRefusalsNotShown(report.moreNotShown));
     if (laterNotShown > 0) lines.push(moreRefusals(laterNotShown));
     process.stderr.write(`${lines.map(printable).join('\n')}\n`);
   }
-  return report.valid ? EXIT.OK : EXIT.FAILED;
+  return report.valid ? code(EXIT.OK, report.plan ?? null, manifest) : code(EXIT.FAILED);
 }
 
 /**
@@ -165,6 +182,8 @@ export function explainUnreadPlan(planPath: string, error: string, workdir: stri
 }
 
 type FileReport = Omit<ValidationReport, 'warnings'> & {
+  /** The plan, when valid. */
+  readonly plan?: PlanFile;
   /** Further problems, beyond the first: the other refusals a run makes too, or (none of those) those a run would fail on later. */
   readonly more: readonly Refusal[];
   /** How many further problems there are beyond `more` (counted, not explained). */
@@ -220,7 +239,7 @@ async function validatePlanFile(
   for (const warning of check.warnings) warn(warning);
   const [first, ...more] = check.failsLater.map((later) => later.refusal);
   if (first !== undefined) return refused(parsed.plan.id, first, first.step_id, first.error, [], 0, true, more);
-  return { valid: true, plan_id: parsed.plan.id, failed_step: null, error: null, more: [], moreNotShown: 0, moreFailLater: false, later: [] };
+  return { valid: true, plan_id: parsed.plan.id, failed_step: null, error: null, more: [], moreNotShown: 0, moreFailLater: false, later: [], plan: parsed.plan };
 }
 
 function isDirectory(path: string): boolean {

@@ -211,6 +211,11 @@ export interface OutputCaptureOptions {
    * exceeded while a log is due (a stream over the cap): `lifecycle.on_log_cap: "stop"` hangs off it.
    */
   readonly onCapped?: () => void;
+  /**
+   * Also gets every chunk, as it arrives: the attempt's step log (`src/records/step-log.ts`,
+   * `docs/records.md#step-logs`), which keeps both streams interleaved under its own copy of the budget.
+   */
+  readonly log?: OutputSink;
 }
 
 /**
@@ -224,6 +229,7 @@ export class OutputCapture implements OutputSink {
   #room: number | null;
   readonly #maxLogBytes: number | null;
   readonly #onCapped: (() => void) | undefined;
+  readonly #log: OutputSink | undefined;
   /** What the budget dropped (null while nothing was), both streams in arrival order: its count and last 16 KiB (a demotion hands them to the command's log). */
   #dropped: OutputTail | null = null;
   #told = false;
@@ -239,10 +245,12 @@ export class OutputCapture implements OutputSink {
     this.#maxLogBytes = max;
     this.#room = max;
     this.#onCapped = options.onCapped;
+    this.#log = options.log;
   }
 
   write(stream: 1 | 2, chunk: Buffer): void {
     if (chunk.length === 0) return;
+    this.#log?.write(stream, chunk);
     let logBytes = chunk.length;
     if (this.#room !== null) {
       logBytes = Math.min(chunk.length, this.#room);

@@ -7,6 +7,7 @@
  * Both list every refusal of the first kind, the first one first.
  */
 
+import { isWorkdirPath } from './binary-makers.js';
 import type { PlanFile, PlanStep } from '../../machines/contracts.js';
 import { checkCondition, STATUS_WORDS } from './condition-check.js';
 import { findBlockedPlan } from './cycles.js';
@@ -242,7 +243,8 @@ function checkProgramFound(step: PlanStep, index: number, ctx: PlanCheckContext,
   if (found === undefined) return;
   if (step.shell !== undefined) {
     const binary = scanShellText(step.shell).words[0];
-    if (binary !== undefined && !found(binary)) {
+    // A path in the workdir that a step before it may build is not warned about: its start error says who was to make it.
+    if (binary !== undefined && !found(binary) && !(isWorkdirPath(binary) && step.depends_on.length > 0)) {
       warnings.push({ kind: 'binary_not_found', step_id: step.id, path: `steps[${index}].shell`, message: binaryNotFound(step.id, binary) });
     }
   } else if (step.tool !== undefined) {

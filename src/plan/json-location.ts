@@ -3,6 +3,7 @@
  * `JSON.parse` syntax error, and the place of a value given by its JSON path (`steps[2].on_error`).
  */
 
+import { createRequire } from 'node:module';
 import { BACKSLASH, CLOSE_ARRAY, CLOSE_OBJECT, COMMA, OPEN_ARRAY, OPEN_OBJECT, QUOTE } from './json-chars.js';
 
 /** A place in a text: 1-based line and column (columns count UTF-16 code units, as editors mostly do), and the 0-based offset. */
@@ -76,6 +77,46 @@ export function syntaxErrorPosition(text: string, message: string): SourcePositi
   if (position !== null) return positionAt(text, Number(position[1]));
   if (/end of JSON input/.test(message)) return positionAt(text, text.length);
   return null;
+}
+
+/**
+ * Where a `JSON.parse` error is: the place its message names ({@link syntaxErrorPosition}), else —
+ * the message names none, as Node 20's `Unexpected token ']'` for a trailing comma — the first
+ * error a parser that reports every error with its offset finds; null when neither says.
+ */
+export function syntaxErrorPlace(text: string, message: string): SourcePosition | null {
+  const named = syntaxErrorPosition(text, message);
+  if (named !== null) return named;
+  const offset = firstSyntaxErrorOffset(text);
+  return offset === null ? null : positionAt(text, offset);
+}
+
+type Jsonc = typeof import('jsonc-parser');
+let jsonc: Jsonc | null = null;
+
+/**
+ * jsonc-parser, loaded with Node's `require` on the first syntax error: a valid plan never loads
+ * it, and its UMD build's own requires are Node's to resolve (a bundler does not see them).
+ */
+function jsoncParser(): Jsonc {
+  jsonc ??= createRequire(import.meta.url)('jsonc-parser') as Jsonc;
+  return jsonc;
+}
+
+/** The offset of the first syntax error of `text` as jsonc-parser finds it (strict JSON: no comment, no trailing comma), or null. */
+export function firstSyntaxErrorOffset(text: string): number | null {
+  const errors: { readonly offset: number }[] = [];
+  jsoncParser().parse(text, errors as never, { disallowComments: true, allowTrailingComma: false, allowEmptyContent: false });
+  return errors[0]?.offset ?? null;
+}
+
+/** `a comma before ']'` when the syntax error at `offset` is a trailing comma (a `]` or `}` right after a `,`), else null. */
+export function trailingCommaAt(text: string, offset: number): string | null {
+  const closing = text[offset];
+  if (closing !== ']' && closing !== '}') return null;
+  let before = offset - 1;
+  while (before >= 0 && WHITESPACE.has(text[before] as string)) before--;
+  return text[before] === ',' ? `a comma before '${closing}': JSON allows no trailing comma` : null;
 }
 
 /** One step of a JSON path: an object key or an array index. */

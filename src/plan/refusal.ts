@@ -290,3 +290,48 @@ export function refusalLines(refusal: Refusal, firstLine: string): string[] {
   lines.push(`  fix: ${refusal.fix}`);
   return lines;
 }
+
+/**
+ * Codes whose refusals share one cause whatever the step: what the manifest (or `--allow`) grants.
+ * Their fixes name every binary or tool at stake, so one fix covers them all.
+ */
+const SHARED_CAUSE_CODES: ReadonlySet<RefusalCode> = new Set(['binary_not_allowed', 'tool_not_installed']);
+
+/**
+ * Refusals grouped by cause, in the order each cause first appears (`capsule validate`, `capsule
+ * run`): those of one shared-cause code (a binary not allowed, a tool not installed) together, and
+ * otherwise those with the same code and the same fix; every other refusal alone.
+ */
+export function groupRefusals(refusals: readonly Refusal[]): Refusal[][] {
+  const groups = new Map<string, Refusal[]>();
+  refusals.forEach((refusal, i) => {
+    const key = SHARED_CAUSE_CODES.has(refusal.code) ? refusal.code : refusal.step_id === 'plan' ? `#${i}` : `${refusal.code}\n${refusal.fix}`;
+    const group = groups.get(key);
+    if (group === undefined) groups.set(key, [refusal]);
+    else group.push(refusal);
+  });
+  return [...groups.values()];
+}
+
+/**
+ * A group of refusals as lines for people: one refusal as {@link refusalLines}; several as one
+ * block: `refused: <n> steps, one cause:`, each step with its error and where, then the rule, the
+ * accepted values and the fix once (the first one's, which names what every step needs).
+ * `describe` words a step's line (printable, cut).
+ */
+export function refusalGroupLines(group: readonly Refusal[], firstLine: (refusal: Refusal) => string, describe: (refusal: Refusal) => string): string[] {
+  const [first] = group;
+  if (first === undefined) return [];
+  // A plan run without a manifest: `capsule init` writes one allowing every binary the plan starts.
+  const init = first.code === 'binary_not_allowed' && first.file !== null && first.fix.startsWith('no manifest was loaded') ? [`  or: capsule init ${first.file} writes a first capsule.json that allows them`] : [];
+  if (group.length === 1) return [...refusalLines(first, firstLine(first)), ...init];
+  const lines = [`refused: ${group.length} steps, one cause:`];
+  for (const refusal of group) {
+    const where = refusal.file === null ? refusal.json_path : `${refusal.file}${refusal.line === null ? '' : `:${refusal.line}:${refusal.column ?? 1}`}`;
+    lines.push(`  ${describe(refusal)}${where === null ? '' : ` (at ${where})`}`);
+  }
+  lines.push(`  rule: ${first.rule}`);
+  if (first.accepted !== null && first.code !== 'unknown_dependency' && first.code !== 'unknown_reference') lines.push(`  accepted: ${listValues(first.accepted)}`);
+  lines.push(`  fix: ${first.fix}`, ...init);
+  return lines;
+}

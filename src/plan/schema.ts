@@ -29,7 +29,7 @@ import {
   unknownKey,
 } from './messages.js';
 import { findNonJsonData, textNestingExceeds } from './json-bounds.js';
-import { findDuplicateKey, syntaxErrorPosition, type DuplicateKey, type JsonSource, type SourcePosition } from './json-location.js';
+import { findDuplicateKey, syntaxErrorPlace, trailingCommaAt, type DuplicateKey, type JsonSource, type SourcePosition } from './json-location.js';
 import { MAX_INPUT_FILE_BYTES, readUtf8File } from './read-file.js';
 import { findUnknownKeys, formatJsonPath, type KeySpec } from './unknown-keys.js';
 import type { UnknownKeyWarning } from './warnings.js';
@@ -304,7 +304,7 @@ export function parsePlanText(text: string): ParsePlanResult {
   try {
     raw = JSON.parse(text);
   } catch (error) {
-    const position = text.trim() === '' ? null : syntaxErrorPosition(text, errorText(error));
+    const position = text.trim() === '' ? null : syntaxErrorPlace(text, errorText(error));
     return { ok: false, error: planParseFailed(jsonSyntaxDetail(text, error)), ...(position !== null ? { at: { position } } : {}) };
   }
   const duplicate = findDuplicateKey(text);
@@ -326,8 +326,10 @@ export function duplicateKeyDetail(duplicate: DuplicateKey): string {
 export function jsonSyntaxDetail(text: string, error: unknown): string {
   const message = errorText(error);
   if (text.trim() === '') return invalidJson(`${message} (the file is empty)`);
-  const at = syntaxErrorPosition(text, message);
-  return invalidJson(at === null || /\(line \d+ column \d+\)/.test(message) ? message : `${message} ${lineColumn(at.line, at.column)}`);
+  const at = syntaxErrorPlace(text, message);
+  const comma = at === null ? null : trailingCommaAt(text, at.offset);
+  const said = comma === null ? message : `${message}: ${comma}`;
+  return invalidJson(at === null || /\(line \d+ column \d+\)/.test(message) ? said : `${said} ${lineColumn(at.line, at.column)}`);
 }
 
 /**

@@ -54,7 +54,7 @@ import { describeSpawnError, failedLaunch, launchLeader, loadLauncher, type Laun
 import { Spawner, SPAWNER_ENV, spawnerWanted } from './spawner/client.js';
 import { ownerInScope, ownerText, type Owner, type OwnerScope } from './owner.js';
 import { liveGroupIds, ProcessGroupRegistry } from './process-groups.js';
-import { processStartTime } from './proc.js';
+import { isSameLiveProcess, processStartTime } from './proc.js';
 import { resolveExecutable, trustedPath, type TrustedPath } from './resolve-binary.js';
 import { helperArgs, locateSpawnHelper, probeHelper, type RunAsUser } from './spawn/helper.js';
 import { confinementTraceFields, decideConfinement, type Confinement } from './spawn/confinement.js';
@@ -62,7 +62,7 @@ import { applyCgroupBounds, decideResourceBounds, hasBounds, readLimitEvents, re
 import type { ResourceLimits } from '../executors/resource-limit.js';
 import { closeSessionNetwork, HOST_NETWORK, NetworkUnavailable, networkTraceFields, openSessionNetwork, type NetworkMode, type SessionNetwork } from './network.js';
 import type { EndResult, Unit } from './unit.js';
-import type { EndSignal } from './signals.js';
+import { processGroupExists, type EndSignal } from './signals.js';
 import type { ProcessStartFields, SessionContainmentFields } from '../records/trace-records.js';
 
 export type { EndResult } from './unit.js';
@@ -547,6 +547,8 @@ export class Containment {
   readonly #spawnerAnswerMs: number | undefined;
   /** Launches in flight through the spawner ({@link close} waits for them). */
   readonly #starting = new Set<Promise<unknown>>();
+  /** {@link whenLaunchesBelow} callers waiting, with their bound. */
+  #roomWaiters: { readonly below: number; readonly resolve: () => void }[] = [];
   /** Kills the session's cgroup if the runtime dies without closing (src/process/watchdog.ts); started with the first cgroup. */
   #watchdog: CgroupWatchdog | null = null;
 
@@ -643,7 +645,31 @@ export class Containment {
       return contained;
     } finally {
       this.#starting.delete(starting);
+      if (this.#roomWaiters.length > 0) this.#wakeRoomWaiters();
     }
+  }
+
+  /** Launches through the session's spawner not started yet: waiting in the runtime's queue, or sent and not answered. */
+  get launchesPending(): number {
+    return this.#starting.size;
+  }
+
+  /**
+   * Resolves once fewer than `count` launches are pending ({@link launchesPending}), at once when
+   * that is so already: a wide wave's dispatch waits on it, so that its steps' launches wait as
+   * data in the plan rather than as queued requests.
+   */
+  whenLaunchesBelow(count: number): Promise<void> {
+    if (this.#starting.size < count) return Promise.resolve();
+    return new Promise((resolve) => this.#roomWaiters.push({ below: count, resolve }));
+  }
+
+  #wakeRoomWaiters(): void {
+    const size = this.#starting.size;
+    const waiting = this.#roomWaiters;
+    if (!waiting.some((waiter) => size < waiter.below)) return;
+    this.#roomWaiters = waiting.filter((waiter) => size >= waiter.below);
+    for (const waiter of waiting) if (size < waiter.below) waiter.resolve();
   }
 
   /**
@@ -942,13 +968,21 @@ class Contained implements ContainedProcess {
       if (startTime !== null) unit.init = { pid: initPid, startTime };
     });
     // A cgroup left empty by the leader's exit is removed at once; one a background process still
-    // holds is removed the moment it empties (watched without keeping the runtime up). Process
-    // groups are checked at cleanup instead (one /proc walk for all, not one per step).
+    // holds is removed the moment it empties (watched without keeping the runtime up). A process
+    // group found empty at the leader's exit is forgotten at once too, without a /proc walk: no
+    // process left in it (`kill(-pgid, 0)`: ESRCH), or, in a PID namespace, its init gone (the
+    // kernel ends a namespace's processes before its init). One still held is checked at cleanup
+    // (one /proc walk for all). So a wide plan does not keep every tree it ran until its end.
     if (unit.cgroup !== null) {
       void leader.done.then(() => {
         if (this.#released) return;
         if (unit.isEmpty()) this.markGone();
         else void unit.whenEmpty(false).then(() => this.markGone());
+      });
+    } else {
+      void leader.done.then(() => {
+        if (this.#released) return;
+        if (!processGroupExists(unit.pgid) || (unit.init !== null && !isSameLiveProcess(unit.init))) this.markGone();
       });
     }
   }

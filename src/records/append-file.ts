@@ -40,6 +40,9 @@ export class AppendFile {
    * readers report, never glued onto a record).
    */
   #midLine = false;
+  /** Lines appended while corked ({@link cork}), not written yet, and their bytes. */
+  #corked: Buffer[] | null = null;
+  #corkedBytes = 0;
 
   constructor(path: string) {
     this.path = path;
@@ -59,6 +62,40 @@ export class AppendFile {
    * or, where that fails too, the next append starts on a new line.
    */
   append(text: string | Uint8Array): Error | null {
+    if (this.#corked !== null) {
+      // Copied: a caller may reuse its buffer for the next line.
+      const line = Buffer.from(typeof text === 'string' ? Buffer.from(text, 'utf8') : text);
+      this.#corked.push(line);
+      this.#corkedBytes += line.length;
+      return this.#corkedBytes >= CORKED_MAX_BYTES ? this.#writeCorked() : null;
+    }
+    return this.#write(text);
+  }
+
+  /**
+   * From now until {@link uncork}, appends are gathered and written together, whole lines, at most
+   * {@link CORKED_MAX_BYTES} a write: the many records of one moment (a wide wave's) cost a few
+   * writes instead of one each. A crash can lose what is gathered, never tear a line.
+   */
+  cork(): void {
+    this.#corked ??= [];
+  }
+
+  /** Writes what was gathered since {@link cork} and appends one write each again. @returns the write's error, if any. */
+  uncork(): Error | null {
+    const error = this.#corked === null ? null : this.#writeCorked();
+    this.#corked = null;
+    return error;
+  }
+
+  #writeCorked(): Error | null {
+    const lines = this.#corked ?? [];
+    this.#corked = [];
+    this.#corkedBytes = 0;
+    return lines.length === 0 ? null : this.#write(lines.length === 1 ? (lines[0] as Buffer) : Buffer.concat(lines));
+  }
+
+  #write(text: string | Uint8Array): Error | null {
     const fd = this.#fd;
     if (fd === null) return new Error(`${this.path} is closed`);
     const body = typeof text === 'string' ? Buffer.from(text, 'utf8') : text;
@@ -85,6 +122,9 @@ export class AppendFile {
     this.#fd = null;
   }
 }
+
+/** Bytes gathered while an {@link AppendFile} is corked before they are written. */
+const CORKED_MAX_BYTES = 1024 * 1024;
 
 /** `error` with `path` set (when it has none), as Node sets it for `open(2)`'s errors. */
 function withPath(error: Error, path: string): Error {

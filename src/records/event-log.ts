@@ -379,7 +379,13 @@ export class EventLog {
     const worst = json.length * 3 + 1;
     if (this.#used + worst > this.#buffer.length) {
       this.flush();
-      if (worst > this.#buffer.length) this.#buffer = Buffer.allocUnsafe(worst);
+      if (worst > this.#buffer.length) {
+        // A line longer than the buffer (a wide wave's batch of emitted events) is written on its
+        // own: a buffer grown to its size would stay that size for the rest of the session.
+        const error = this.#file.append(escapeLineBreaks(Buffer.from(`${json}\n`, 'utf8')));
+        if (error !== null) this.#onError(error);
+        return;
+      }
     }
     this.#used += this.#buffer.write(json, this.#used, 'utf8');
     this.#buffer[this.#used++] = 0x0a;

@@ -195,6 +195,8 @@ export interface PlanStepFields {
    * counts and the full-output log (`logs/shell-<epoch ms>.log`), so the step id sits beside it.
    */
   readonly truncated?: OutputTruncation;
+  /** Ours: the step's attempts' logs (`docs/records.md#step-logs`), in attempt order; absent when no attempt printed anything. */
+  readonly logs?: readonly { readonly attempt: number; readonly path: string; readonly stdout_bytes: number; readonly stderr_bytes: number; readonly exit_code?: number | null; readonly signal?: string | null }[];
 }
 
 /** `plan_end` (`docs/trace.md#plan_end`): exactly one per run. */
@@ -606,7 +608,7 @@ const ORDER: { readonly [K in TraceEventType]: readonly (keyof TraceFieldsByType
   process_start: ['owner', 'pid', 'pid_start_time', 'pgid', 'cgroup', 'pid_namespace', 'executable', 'argv'],
   plan_start: ['plan_id', 'step_count', 'steps'],
   plan_step_start: ['plan_id', 'step_id', 'kind', 'depends_on'],
-  plan_step: ['plan_id', 'step_id', 'kind', 'status', 'attempts', 'duration_ms', 'error', 'input', 'state_effect', 'resource_id', 'truncated'],
+  plan_step: ['plan_id', 'step_id', 'kind', 'status', 'attempts', 'duration_ms', 'error', 'input', 'state_effect', 'resource_id', 'truncated', 'logs'],
   plan_end: ['plan_id', 'outcome', 'failed_step', 'steps_total', 'steps_succeeded', 'steps_failed', 'steps_skipped', 'duration_ms', 'reason'],
   plan_step_late: ['plan_id', 'step_id', 'attempt', 'status', 'error', 'disposition', 'reason'],
   task_start: ['task_id', 'context_id', 'source', 'origin', 'trust', 'lane', 'delegation_id', 'message_parts_bytes', 'method'],

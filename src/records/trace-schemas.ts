@@ -124,6 +124,7 @@ function buildSchemaTable() {
       state_effect: text.optional(),
       resource_id: text.optional(),
       truncated: truncation.optional(),
+      logs: z.array(z.looseObject({ attempt: count, path: text, stdout_bytes: count, stderr_bytes: count })).optional(),
     }),
     plan_end: () => z.looseObject({
       plan_id: text,

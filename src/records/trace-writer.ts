@@ -18,7 +18,8 @@ export const UNTRACED_EVENT_ID = 'evt_untraced';
  * Writes trace records (`trace.jsonl`, docs/trace.md; the types are in `trace-records.ts`): the
  * envelope `event_type`, `event_id` (`evt_` + UUID v7), `parent_id` (null when none), `session_id`,
  * `timestamp` (epoch ms, from the session clock), in that order, then the record's own fields in
- * their written order. One line per record, one `write(2)` per line. A failed write is reported
+ * their written order. One line per record, one `write(2)` per line (a {@link TraceWriter.batch}: per
+ * batch). A failed write is reported
  * to `onError` and swallowed: tracing never turns a step that ran into one that failed
  * (`docs/trace.md#the-envelope`).
  *
@@ -109,6 +110,23 @@ export class TraceWriter {
     if (bytes === line.length) return this.#scratch.subarray(0, bytes);
     const escaped = escapeLineBreaks(line);
     return escaped === line ? this.#scratch.subarray(0, bytes) : Buffer.from(escaped, 'utf8');
+  }
+
+  /**
+   * Runs `body`, whose records are written together (whole lines, a few `write(2)`s, not one
+   * each): the records of a whole wave at once (`plan_step_start`, `plan_step`). A failed write is
+   * reported to `onError` as `write`'s are.
+   */
+  batch(body: () => void): void {
+    const file = this.#file;
+    if (file === null) return body();
+    file.cork();
+    try {
+      body();
+    } finally {
+      const error = file.uncork();
+      if (error !== null) this.#onError(error);
+    }
   }
 
   close(): void {

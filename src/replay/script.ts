@@ -279,6 +279,7 @@ function planRoot(value: Record<string, unknown>, where: string): { root: Script
   const maxParallel = value['maxParallel'];
   const killGraceMs = value['killGraceMs'];
   const poolSize = value['poolSize'];
+  const sliceSize = value['sliceSize'];
   if (maxParallel !== undefined && maxParallel !== null && (typeof maxParallel !== 'number' || !Number.isInteger(maxParallel) || maxParallel < 1)) {
     throw new ReplayFileError(`${where}: "maxParallel" must be a whole number ≥ 1`);
   }
@@ -287,6 +288,9 @@ function planRoot(value: Record<string, unknown>, where: string): { root: Script
   }
   if (poolSize !== undefined && (typeof poolSize !== 'number' || !Number.isInteger(poolSize) || poolSize < 1)) {
     throw new ReplayFileError(`${where}: "poolSize" must be a whole number ≥ 1`);
+  }
+  if (sliceSize !== undefined && (typeof sliceSize !== 'number' || !Number.isInteger(sliceSize) || sliceSize < 1)) {
+    throw new ReplayFileError(`${where}: "sliceSize" must be a whole number ≥ 1`);
   }
   const canceledAtStart = value['canceledAtStart'];
   if (canceledAtStart !== undefined && typeof canceledAtStart !== 'boolean') {
@@ -301,6 +305,7 @@ function planRoot(value: Record<string, unknown>, where: string): { root: Script
     killGraceMs: typeof killGraceMs === 'number' ? killGraceMs : 2000,
     canceledAtStart: canceledAtStart === true,
     ...(typeof poolSize === 'number' ? { poolSize } : {}),
+    ...(typeof sliceSize === 'number' ? { sliceSize } : {}),
   };
   return { root: { machine: 'plan', input }, stepIds: new Set(seen), stepKinds: new Map(plan.plan.steps.map((step) => [step.id, stepKind(step)])), planActor: planActorId(plan.plan.id) };
 }

@@ -7,6 +7,7 @@ import type { JsonValue } from '../../machines/contracts.js';
 import type { ToolResult } from '../executors/command-tool.js';
 import type { TraceNode } from '../records/trace-records.js';
 import type { Session } from '../session/session.js';
+import type { StepLogs } from './step-logs.js';
 
 /** What an in-process tool is given besides its input. */
 export interface ToolCallContext {
@@ -89,6 +90,12 @@ export interface AttemptEnvironment {
   readonly runId: string;
   /** The node the run's `process_start` records hang off (the plan node). */
   readonly traceParent: TraceNode<'plan_start'>;
+  /** What the start error of a shell step whose binary (a path in the workdir) is missing adds: who was to make it (`src/plan/binary-makers.ts`). */
+  readonly missingBinaryHint?: (stepIndex: number, binary: string) => string;
+  /** The plan's id, for the first line of each step log. */
+  readonly planId?: string;
+  /** Where the attempts of shell steps and command tools record their logs (`docs/records.md#step-logs`); absent: no step logs. */
+  readonly stepLogs?: StepLogs;
   /** Told of a result an attempt produced after a forced cancel ended it (recorded as ignored, never applied). */
   readonly onIgnoredResult?: (ignored: IgnoredResult) => void;
 }

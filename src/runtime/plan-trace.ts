@@ -11,6 +11,7 @@ import type { SettledRecord } from '../../machines/plan-schedule.js';
 import type { PlanOutput, StartedStep } from '../../machines/plan.machine.js';
 import type { PlanEndFields, TraceNode } from '../records/trace-records.js';
 import type { TraceWriter } from '../records/trace-writer.js';
+import type { StepLogEntry } from './step-logs.js';
 
 /** Writes the records of one plan run. */
 export class PlanTrace {
@@ -21,6 +22,8 @@ export class PlanTrace {
   #plan: TraceNode<'plan_start'> | null = null;
   #planId = '';
   #ended = false;
+  /** A settled step's logs (`plan_step.logs`), once the run has them. */
+  extras: ((result: SettledRecord['result']) => { readonly logs?: readonly StepLogEntry[] }) | null = null;
 
   constructor(trace: TraceWriter, session: TraceNode<'session_start'>, task: TraceNode<'task_start'> | null = null) {
     this.#trace = trace;
@@ -54,17 +57,24 @@ export class PlanTrace {
   stepsStarted(steps: readonly StartedStep[]): void {
     const plan = this.#node();
     if (!this.#trace.enabled) return; // nothing is written: no fields are built for it
-    for (const step of steps) {
-      this.#trace.write('plan_step_start', plan, { plan_id: this.#planId, step_id: step.stepId, kind: step.kind, depends_on: step.dependsOn });
-    }
+    this.#trace.batch(() => {
+      for (const step of steps) {
+        this.#trace.write('plan_step_start', plan, { plan_id: this.#planId, step_id: step.stepId, kind: step.kind, depends_on: step.dependsOn });
+      }
+    });
   }
 
   /** `plan_step` (docs/trace.md#plan_step) of each settled step, in settlement order. */
   stepsSettled(records: readonly SettledRecord[]): void {
     const plan = this.#node();
     if (!this.#trace.enabled) return; // nothing is written: no fields are built for it
+    this.#trace.batch(() => this.#writeSettled(plan, records));
+  }
+
+  #writeSettled(plan: TraceNode<'plan_start'>, records: readonly SettledRecord[]): void {
     for (const record of records) {
       const { result } = record;
+      const logs = this.extras?.(result).logs;
       this.#trace.write('plan_step', plan, {
         plan_id: this.#planId,
         step_id: result.step_id,
@@ -77,6 +87,7 @@ export class PlanTrace {
         ...(record.stateEffect !== undefined ? { state_effect: record.stateEffect } : {}),
         ...(record.resourceId !== undefined ? { resource_id: record.resourceId } : {}),
         ...(result.truncated !== undefined ? { truncated: result.truncated } : {}),
+        ...(logs !== undefined ? { logs } : {}),
       });
     }
   }

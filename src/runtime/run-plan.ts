@@ -1,9 +1,9 @@
-import { existsSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { createActor, fromPromise, toPromise } from 'xstate';
 import type { DiscardedResult, PlanFile, StepKind, StepResult } from '../../machines/contracts.js';
 import type { DiscardedRecord } from '../../machines/plan-schedule.js';
-import { planActorId, type PlanInput, type PlanOutput } from '../../machines/plan.machine.js';
+import { DEFAULT_SLICE_SIZE, planActorId, type PlanInput, type PlanOutput } from '../../machines/plan.machine.js';
 import { missingEffects, provideKind } from '../actors/actor-kinds.js';
 import type { CancelSignal } from '../cancel/cancel-signal.js';
 import { CANCEL_PHASES } from '../cancel/phases.js';
@@ -26,13 +26,32 @@ import type { CanceledRow, CommandTool, FunctionTool, Gate } from './attempt.js'
 import { createAttemptActors } from './attempts/attempt-actors.js';
 import { closeCanceledRows } from './attempts/delegation-attempt.js';
 import { PlanTrace } from './plan-trace.js';
+import { slicePacer } from './slice-pacer.js';
+import { errorGist, gistShortens } from '../executors/error-gist.js';
+import { StepLogs, type StepLogEntry } from './step-logs.js';
+import { missingBinaryHint } from '../plan/binary-makers.js';
+
+/**
+ * Ours, beside a step result's fields (`docs/report.md#fields-of-our-own`), each present only when it has something to say:
+ * `logs`, the step's attempts' logs (`docs/records.md#step-logs`); `error_gist`, the lines of its
+ * error that say what went wrong when the error has more to it than those.
+ */
+export interface StepResultExtras {
+  readonly logs?: readonly StepLogEntry[];
+  readonly error_gist?: readonly string[];
+}
+
+/** A step result as the report, the progress events and the CLI's summaries carry it. */
+export type ReportedStepResult = StepResult & StepResultExtras;
+/** A discarded step's result as the report carries it. */
+export type ReportedDiscardedResult = DiscardedResult & StepResultExtras;
 
 /** The JSON report (docs/report.md plus ids, records dir and duration). */
 export interface PlanReport {
   readonly plan_id: string;
   readonly session_id: string;
   /** Settled steps in settlement order. */
-  readonly results: readonly StepResult[];
+  readonly results: readonly ReportedStepResult[];
   readonly completed: boolean;
   readonly failed_step: string | null;
   readonly canceled: boolean;
@@ -45,7 +64,7 @@ export interface PlanReport {
    * `docs/plan-format.md#settling-a-wave` leaves out of `results` — as they ran (no `on_error` applied), with the reason.
    * Present only when something was discarded (so a plain report has Murmur's fields alone).
    */
-  readonly discarded?: readonly DiscardedResult[];
+  readonly discarded?: readonly ReportedDiscardedResult[];
   /**
    * Ours: for a plan refused before any step ran (not parseable, or refused by validation), the
    * refusal explained: code, rule, accepted values, fix, and the file, JSON path, line and column.
@@ -63,17 +82,18 @@ export interface PlanReport {
 
 /** Progress a host can show; every event is also written to the trace. */
 export type PlanProgressEvent =
-  | { readonly type: 'plan.started'; readonly planId: string; readonly steps: readonly { readonly id: string; readonly kind: StepKind }[] }
+  /** The plan's steps in declaration order, each with its `on_error` and `depends_on` (what a view says of a failure and of a step waiting). */
+  | { readonly type: 'plan.started'; readonly planId: string; readonly steps: readonly { readonly id: string; readonly kind: StepKind; readonly onError?: string; readonly dependsOn?: readonly string[] }[] }
   | { readonly type: 'step.started'; readonly stepId: string; readonly kind: StepKind }
   /**
    * A dispatched step ended, as it happens (its wave may still run). `result` is what it settles
    * as, unless an earlier sibling's `fail` stop discards it (then no `step.settled` follows).
    */
-  | { readonly type: 'step.ended'; readonly result: StepResult; readonly kind: StepKind }
+  | { readonly type: 'step.ended'; readonly result: ReportedStepResult; readonly kind: StepKind }
   /** A step settled (`plan_step`), in the trace's order: a wave's steps once the whole wave ended. */
-  | { readonly type: 'step.settled'; readonly result: StepResult; readonly kind: StepKind }
+  | { readonly type: 'step.settled'; readonly result: ReportedStepResult; readonly kind: StepKind }
   /** A step that ran, whose outcome a `fail` stop in its wave discarded (`docs/plan-format.md#settling-a-wave`). */
-  | { readonly type: 'step.discarded'; readonly result: DiscardedResult; readonly kind: StepKind }
+  | { readonly type: 'step.discarded'; readonly result: ReportedDiscardedResult; readonly kind: StepKind }
   | { readonly type: 'plan.canceling'; readonly force: boolean }
   | { readonly type: 'plan.ended'; readonly report: PlanReport };
 
@@ -179,6 +199,11 @@ export interface RunPlanOptions {
    * changes no outcome). Default 16 (`DEFAULT_POOL_SIZE`).
    */
   readonly poolSize?: number;
+  /**
+   * Step actors a wide wave gets per slice (`PlanInput.sliceSize`: a tuning of the dispatch only;
+   * it changes no outcome and caps no running step). Default 256 (`DEFAULT_SLICE_SIZE`).
+   */
+  readonly sliceSize?: number;
   /** Containment backend of the run's own session (`SessionOptions.containment`). Ignored with `session`. */
   readonly containment?: SessionOptions['containment'];
   /** Isolation of the run's own session (`SessionOptions.isolation`). Ignored with `session`. */
@@ -189,6 +214,8 @@ export interface RunPlanOptions {
   readonly privilegedSteps?: boolean;
   /** The run's own session's network (`SessionOptions.network`, `--network`). Ignored with `session`. */
   readonly network?: SessionOptions['network'];
+  /** Keep the run's own session's scratch directory when it ends (`SessionOptions.keepScratch`, `--keep-scratch`). Ignored with `session`. */
+  readonly keepScratch?: boolean;
   /** Called with the run's session once it is open, before the plan is read (`capsule run --verbose` shows its containment). */
   readonly onSession?: (session: Session) => void;
   /**
@@ -281,6 +308,10 @@ export function startPlan(options: RunPlanOptions): PlanRun {
     opened.clock = clock;
     opened.startedAtMs = startedAtMs;
     const workdir = resolve(options.workdir ?? options.session?.workdir ?? process.cwd());
+    // As `capsule run --workdir`: a workdir that is not a directory is refused before anything is made (no session, no records).
+    if (options.session === undefined && !isDirectory(workdir)) {
+      throw new RuntimeError(ERROR_CODES.INVALID_ARGUMENT, `workdir ${workdir} is not a directory: steps run there, so it must exist before the run`);
+    }
     const manifest = options.loadedManifest ?? (await resolveManifest(options.manifest, workdir, options.onWarning));
     const ownSession = options.session === undefined;
     if (ownSession && options.recordsDir !== undefined) {
@@ -308,6 +339,7 @@ export function startPlan(options: RunPlanOptions): PlanRun {
         ...(options.privilegedSteps === true ? { privilegedSteps: true } : {}),
         ...(options.network !== undefined ? { network: options.network } : {}),
         ...(options.resume !== undefined ? { resumeFrom: options.resume.priorDir } : {}),
+        ...(options.keepScratch !== undefined ? { keepScratch: options.keepScratch } : {}),
       });
     runSession = session;
     options.onSession?.(session);
@@ -373,7 +405,7 @@ export function startPlan(options: RunPlanOptions): PlanRun {
     // plan_start with the DAG as authored, before validation (docs/plan-format.md#how-a-plan-runs).
     trace.start(plan, kinds);
     log.info({ plan_id: plan.id, steps: plan.steps.length, max_parallel: maxParallel }, 'plan started');
-    options.onEvent?.({ type: 'plan.started', planId: plan.id, steps: plan.steps.map((s, i) => ({ id: s.id, kind: kinds[i] ?? 'unknown' })) });
+    options.onEvent?.({ type: 'plan.started', planId: plan.id, steps: plan.steps.map((s, i) => ({ id: s.id, kind: kinds[i] ?? 'unknown', onError: s.on_error, dependsOn: s.depends_on })) });
 
     const functionTools = new Map(Object.entries(options.tools ?? {}));
     const commandTools = new Map<string, CommandTool>(Object.entries(manifest.manifest?.tools ?? {}));
@@ -400,7 +432,14 @@ export function startPlan(options: RunPlanOptions): PlanRun {
     for (const warning of runStartWarnings(check)) options.onWarning?.(warning);
 
     const runId = String(++runCounter);
+    const stepLogs = new StepLogs();
+    const extras = (result: StepResult): StepResultExtras => resultExtras(result, stepLogs);
+    trace.extras = extras;
     const attemptActors = createAttemptActors({
+      planId: plan.id,
+      stepLogs,
+      // Only for a binary that is not there (ENOENT for one that is: its #! interpreter is missing).
+      missingBinaryHint: (index, binary) => (existsSync(resolve(workdir, binary)) ? '' : missingBinaryHint(plan.steps, index, binary)),
       session,
       functionTools,
       commandTools,
@@ -428,6 +467,7 @@ export function startPlan(options: RunPlanOptions): PlanRun {
       },
     });
     const killGraceMs = options.killGraceMs ?? 2000;
+    const sliceSize = options.sliceSize ?? DEFAULT_SLICE_SIZE;
     // The effects of every machine of the plan's actor tree (src/actors/actor-kinds.ts); their pure
     // logic (the plan's scan with the condition language) comes with the kinds.
     const implementations = {
@@ -439,6 +479,7 @@ export function startPlan(options: RunPlanOptions): PlanRun {
           endProcessGroups: fromPromise(async () => {
             await session.containment.endAll(killGraceMs, { kind: 'attempt', run: runId });
           }),
+          slicePacer: slicePacer(session.containment),
         },
       },
     };
@@ -461,6 +502,7 @@ export function startPlan(options: RunPlanOptions): PlanRun {
       killGraceMs,
       canceledAtStart: cancelRequest !== null,
       ...(options.poolSize !== undefined ? { poolSize: options.poolSize } : {}),
+      sliceSize,
     };
     const actor = createActor(provideKind('plan', implementations), {
       id: actorIds.actorId,
@@ -476,15 +518,15 @@ export function startPlan(options: RunPlanOptions): PlanRun {
     });
     actor.on('plan.stepEnded', ({ result, kind }) => {
       log.debug({ plan_id: plan.id, step_id: result.step_id, status: result.status, attempts: result.attempts, duration_ms: result.duration_ms }, 'step ended');
-      options.onEvent?.({ type: 'step.ended', result, kind });
+      options.onEvent?.({ type: 'step.ended', result: withExtras(result, extras), kind });
     });
     actor.on('plan.stepsSettled', ({ records }) => {
       trace.stepsSettled(records);
-      if (options.onEvent !== undefined) for (const record of records) options.onEvent({ type: 'step.settled', result: record.result, kind: record.kind });
+      if (options.onEvent !== undefined) for (const record of records) options.onEvent({ type: 'step.settled', result: withExtras(record.result, extras), kind: record.kind });
     });
     actor.on('plan.stepsDiscarded', ({ records }: { records: readonly DiscardedRecord[] }) => {
       log.debug({ plan_id: plan.id, steps: records.map((record) => record.result.step_id) }, 'steps discarded by a fail stop');
-      if (options.onEvent !== undefined) for (const record of records) options.onEvent({ type: 'step.discarded', result: record.result, kind: record.kind });
+      if (options.onEvent !== undefined) for (const record of records) options.onEvent({ type: 'step.discarded', result: withExtras(record.result, extras), kind: record.kind });
     });
     sendCancel = (force) => actor.send({ type: 'CANCEL', force });
     opened.stop = async () => {
@@ -502,14 +544,14 @@ export function startPlan(options: RunPlanOptions): PlanRun {
     const planReport: PlanReport = {
       plan_id: plan.id,
       session_id: session.id,
-      results: output.results.map(publicResult),
+      results: output.results.map((result) => publicResult(result, extras)),
       completed: output.completed,
       failed_step: output.failed_step,
       canceled: output.canceled,
       records_dir: session.recordsDir,
       duration_ms: durationMs,
       ...(output.discarded.length > 0
-        ? { discarded: output.discarded.map((result): DiscardedResult => ({ ...publicResult(result), reason: result.reason })) }
+        ? { discarded: output.discarded.map((result): ReportedDiscardedResult => ({ ...publicResult(result, extras), reason: result.reason })) }
         : {}),
     };
     return finish(planReport, output.canceled ? 'canceled' : output.completed ? 'ok' : 'failed');
@@ -586,7 +628,7 @@ function internalErrorReason(error: unknown): string {
   return `internal error: ${first.length > 200 ? `${first.slice(0, 200)}…` : first}`;
 }
 
-function publicResult(result: StepResult): StepResult {
+function publicResult(result: StepResult, extras: (result: StepResult) => StepResultExtras): ReportedStepResult {
   return {
     step_id: result.step_id,
     status: result.status,
@@ -595,7 +637,24 @@ function publicResult(result: StepResult): StepResult {
     attempts: result.attempts,
     duration_ms: result.duration_ms,
     ...(result.truncated !== undefined ? { truncated: result.truncated } : {}),
+    ...extras(result),
   };
+}
+
+/** A step's {@link StepResultExtras}: its logs, and the gist of its error when the error says more than it. */
+function resultExtras(result: StepResult, stepLogs: StepLogs): StepResultExtras {
+  const logs = stepLogs.entries(result.step_id);
+  const gist = result.error === null ? [] : errorGist(result.error, stepLogs.stderrTail(result.step_id));
+  return {
+    ...(logs !== undefined ? { logs } : {}),
+    ...(gist.length > 0 && gistShortens(result.error, gist) ? { error_gist: gist } : {}),
+  };
+}
+
+/** `result` with its extras, the same object when it has none. */
+function withExtras<T extends StepResult>(result: T, extras: (result: StepResult) => StepResultExtras): T & StepResultExtras {
+  const more = extras(result);
+  return more.logs === undefined && more.error_gist === undefined ? result : { ...result, ...more };
 }
 
 function refusal(
@@ -667,4 +726,12 @@ export { RecordsDirInUseError, RunInternalError };
  */
 function writeReport(recordsDir: string, report: PlanReport): void {
   replaceFile(join(recordsDir, 'report.json'), JSON.stringify(report, null, 2) + '\n');
+}
+
+function isDirectory(path: string): boolean {
+  try {
+    return statSync(path).isDirectory();
+  } catch {
+    return false;
+  }
 }

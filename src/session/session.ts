@@ -1,4 +1,4 @@
-import { closeSync, constants as fsConstants, openSync } from 'node:fs';
+import { closeSync, constants as fsConstants, lstatSync, openSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, dirname, resolve, join } from 'node:path';
 import type { InspectionEvent } from 'xstate';
@@ -16,6 +16,7 @@ import { directoryProblem, makeDirectory } from '../records/directories.js';
 import { RecordsDirInUseError, recordedSessionIn, recordsDirUnusable } from '../records/records-dir.js';
 import { EVENT_LOG_FILE, EventLog } from '../records/event-log.js';
 import { recordSigner } from '../records/record-proof.js';
+import { pointLatestAt } from '../records/latest.js';
 import type { TraceNode } from '../records/trace-records.js';
 import { TraceWriter } from '../records/trace-writer.js';
 import type { Manifest } from '../manifest.js';
@@ -125,6 +126,12 @@ export interface SessionOptions {
    * false (a library caller may reopen a directory).
    */
   readonly exclusiveRecords?: boolean;
+  /**
+   * Keep the scratch directory (the steps' HOME and TMPDIR) when the session ends
+   * (`--keep-scratch`, docs/records.md#scratch). Default: `CAPSULE_KEEP_SCRATCH=1` in the
+   * environment, else false: it is removed once every process of the session is gone.
+   */
+  readonly keepScratch?: boolean;
 }
 
 /**
@@ -177,6 +184,9 @@ export class Session {
   #ended = false;
   #ending: Promise<void> | null = null;
   #recordsFailure: Error | null = null;
+  #onRecordError: (error: Error) => void = () => {};
+  readonly #keepScratch: boolean;
+  readonly #warn: (message: string) => void;
 
   private constructor(options: SessionOptions) {
     this.time = options.clock ?? systemClock;
@@ -190,6 +200,7 @@ export class Session {
     // Without a records directory the steps' HOME and TMPDIR go under the system's temp directory.
     this.scratchDir = this.hasRecords ? join(dirname(this.recordsDir), `.${basename(this.recordsDir)}.scratch`) : join(tmpdir(), `.capsule-${this.id}.scratch`);
     this.manifest = options.manifest ?? null;
+    this.#keepScratch = options.keepScratch ?? process.env['CAPSULE_KEEP_SCRATCH'] === '1';
     // Refused before the containment exists: nothing to take down (e.g. /proc or /sys, where Node's recursive mkdir would never return).
     const problem = this.hasRecords ? directoryProblem(this.recordsDir) : null;
     if (problem !== null) throw recordsDirUnusable(this.recordsDir, problem);
@@ -262,6 +273,7 @@ export class Session {
       this.logger.error({ err: error.message }, 'a records write failed');
       options.onRecordError?.(error);
     };
+    this.#onRecordError = onRecordError;
     const now = (): number => this.time.epochMs();
     const tracing = options.trace !== false && this.hasRecords;
     // The proof of its session_start and process_start records (src/records/record-proof.ts): what
@@ -281,6 +293,7 @@ export class Session {
     this.#inspectors = [...(options.inspectors ?? [])];
     if (this.eventLog !== null) this.addInspector(this.eventLog.inspect);
     const warn = options.onWarning ?? ((message: string) => process.emitWarning(message, 'CapsuleRecordsWarning'));
+    this.#warn = warn;
     for (const [file, repair] of [
       ['trace.jsonl', this.trace.repair],
       [EVENT_LOG_FILE, this.eventLog?.repair ?? null],
@@ -324,6 +337,8 @@ export class Session {
       { records_dir: this.recordsDir, workdir: this.workdir, trace: this.trace.enabled, event_log: this.eventLog !== null, containment: this.containment.info.backend, pid_namespace: this.containment.info.pidNamespace },
       'session opened',
     );
+    // The records root's `latest` names the newest session (docs/records.md#latest): only in the default root, never beside a directory the user chose.
+    if (this.hasRecords && options.recordsDir === undefined) pointLatestAt(this.recordsDir);
     if (this.hasRecords && (options.noticeAbandoned ?? options.recordsDir === undefined)) {
       const excludeDirs = options.resumeFrom !== undefined ? [resolve(options.resumeFrom)] : [];
       for (const abandoned of findAbandonedSessions(dirname(this.recordsDir), { exclude: this.id, excludeDirs, noticedBy: this.id, now })) {
@@ -432,8 +447,36 @@ export class Session {
     this.#recordsFailure ??= error;
   }
 
+  /**
+   * A records file other than the trace and the event log could not be written (a step's log,
+   * `docs/records.md#step-logs`): the records are incomplete, as for a failed trace write.
+   */
+  recordsWriteFailed(error: Error): void {
+    this.#onRecordError(error);
+  }
+
   get ended(): boolean {
     return this.#ending !== null;
+  }
+
+  /** Whether the scratch directory is kept when the session ends (a delegation's child session keeps its own then too). */
+  get keepsScratch(): boolean {
+    return this.#keepScratch;
+  }
+
+  /** Removes the scratch directory (docs/records.md#scratch); a link in its place is left alone, a failure is warned about. */
+  #removeScratch(): void {
+    try {
+      if (!lstatSync(this.scratchDir).isDirectory()) return;
+    } catch {
+      return; // never made: no step ran
+    }
+    try {
+      rmSync(this.scratchDir, { recursive: true, force: true });
+    } catch (error) {
+      this.logger.warn({ scratch_dir: this.scratchDir, err: messageOf(error) }, 'the scratch directory could not be removed');
+      this.#warn(`the scratch directory ${this.scratchDir} could not be removed: ${messageOf(error)}`);
+    }
   }
 
   async #end(exitStatus: SessionExitStatus, graceMs: number): Promise<void> {
@@ -444,6 +487,8 @@ export class Session {
       this.logger.error({ err: messageOf(error) }, 'the teardown sweep failed');
     }
     await this.containment.close(graceMs);
+    // Every process of the session is gone: nothing writes in its scratch directory any more.
+    if (!this.#keepScratch) this.#removeScratch();
     const durationMs = elapsedMs(this.#openedAtMs, this.time.monotonicMs());
     this.trace.write('session_end', this.node, {
       total_turns: 0,

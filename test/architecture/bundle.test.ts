@@ -88,6 +88,11 @@ describe('the bundle that ships (dist/bundle/)', () => {
     expect([...run].filter((input) => lazy.test(input))).toEqual([]);
   });
 
+  it('keeps out of capsule run the CI summaries (--junit, --summary) and junit-report-builder: loaded only when asked for', () => {
+    expect([...run].filter((input) => /^dist\/src\/cli\/ci-summaries\/|^node_modules\/(junit-report-builder|xmlbuilder|lodash)\//.test(input))).toEqual([]);
+    expect(outputOf('dist/src/cli/ci-summaries/junit.js', true)).toMatch(/^dist\/bundle\/run\//);
+  });
+
   it('keeps out of capsule run the delegation plane (json-rpc-2.0 included) and the resume: a plan of shell steps never uses them', () => {
     const lazy = /^dist\/src\/runtime\/delegation\/(plane|snapshot|child-entry)\.js$|^dist\/src\/runtime\/json-rpc\.js$|^dist\/src\/reconcile\/|^node_modules\/json-rpc-2\.0\//;
     expect([...run].filter((input) => lazy.test(input))).toEqual([]);

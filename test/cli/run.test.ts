@@ -173,7 +173,7 @@ describe('capsule run: progress on stderr', () => {
     expect(lines).toContain('plan p: 3 steps');
     expect(lines).toContain('▶ a (shell)');
     expect(lines.some((line) => /^✔ a success \d+(ms|\.\ds)$/.test(line))).toBe(true);
-    expect(lines).toContain('✖ b failed: b is broken (2 attempts)');
+    expect(lines).toContain('✖ b failed (exit code 3): b is broken (2 attempts) (continuing)'); // on_error: continue: the run goes on
     expect(lines).toContain('↷ c skipped');
     expect(result.stderr).toMatch(/^step\s+status\s+attempts\s+duration\s+error$/m);
     expect(result.stderr).toMatch(/^b\s+failed\s+2\s+\S+\s+b is broken$/m);

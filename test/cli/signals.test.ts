@@ -3,7 +3,7 @@
  * bursts within 300 ms count once, a graceful cancel escalates after `--cancel-grace` seconds,
  * exit 130, and no process of the run is left (checked in /proc).
  */
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { closeSync, existsSync, fstatSync, openSync, readdirSync, readFileSync, readSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import { join } from 'node:path';
 import {
@@ -245,6 +245,52 @@ describe('capsule run: cancel by signal', () => {
     for (const step of skipped) expect(step).toMatchObject({ attempts: 0, error: 'the task running this plan was cancelled before this step ran' });
     for (const { pgid } of started) expect(groupMembers(pgid)).toEqual([]);
   });
+
+  it('ends a 100,000-step wave of `true` on SIGTERM once it has started: every step settled, exit 130, no process and no cgroup left', async () => {
+    const count = 100_000;
+    const dir = temp.make('signals-widest');
+    writeJson(dir, 'capsule.json', manifestAllowing('true'));
+    writeJson(dir, 'plan.json', { id: 'widest', steps: Array.from({ length: count }, (_, i) => ({ id: `s${i}`, shell: 'true' })) });
+    const cli = startCli(['run', 'plan.json', '--quiet', '--records', 'records'], { cwd: dir, env: backendEnv });
+    const tracePath = join(dir, 'records', 'trace.jsonl');
+    // The trace's last 256 KiB: its 100,000 plan_step_start come first, then what runs.
+    const traceTail = (): string => {
+      if (!existsSync(tracePath)) return '';
+      const fd = openSync(tracePath, 'r');
+      try {
+        const size = fstatSync(fd).size;
+        const length = Math.min(size, 256 * 1024);
+        const buffer = Buffer.alloc(length);
+        readSync(fd, buffer, 0, length, size - length);
+        return buffer.toString('utf8');
+      } finally {
+        closeSync(fd);
+      }
+    };
+    await waitFor(() => traceTail().includes('"event_type":"process_start"') || cli.child.exitCode !== null, 120_000, 'the first step to start');
+
+    cli.child.kill('SIGTERM');
+    const result = await cli.done;
+
+    expect(result.code).toBe(130);
+    const report = JSON.parse(readFileSync(join(dir, 'records', 'report.json'), 'utf8')) as { canceled: boolean; results: { step_id: string; status: string; attempts: number }[] };
+    expect(report.canceled).toBe(true);
+    expect(report.results).toHaveLength(count);
+    const lines = readFileSync(tracePath, 'utf8').split('\n');
+    const starts = lines.filter((line) => line.includes('"event_type":"process_start"')).map((line) => JSON.parse(line) as { pgid: number; cgroup: string | null });
+    expect(starts.length).toBeGreaterThan(0);
+    // Every step either ran (its process started) or settled as never run; none is left unaccounted.
+    expect(report.results.filter((step) => step.status === 'skipped' && step.attempts === 0)).toHaveLength(count - starts.length);
+    for (const { pgid, cgroup } of starts) {
+      expect(groupMembers(pgid)).toEqual([]);
+      if (cgroup !== null) expect(existsSync(cgroup)).toBe(false);
+    }
+    const sessionStart = JSON.parse(lines.find((line) => line.includes('"event_type":"session_start"')) ?? '{}') as { containment?: { cgroup?: string | null } };
+    const sessionCgroup = sessionStart.containment?.cgroup ?? null;
+    if (backend.containment === 'cgroup') expect(sessionCgroup).not.toBeNull();
+    if (sessionCgroup !== null) expect(existsSync(sessionCgroup)).toBe(false);
+    expect(lines.some((line) => line.includes('"event_type":"session_end"'))).toBe(true);
+  }, 300_000);
 
   it('refuses an --on-sigterm word it does not know (usage error, exit 2)', async () => {
     const { cli } = cancelableRun(['sleep', 0], manifestAllowing(), ['--on-sigterm', 'later']);

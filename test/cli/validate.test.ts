@@ -284,7 +284,7 @@ describe('capsule validate', () => {
     ]);
   });
 
-  it('lists every step a run refuses in one pass, the first refusal as before, and run refuses with the same list before running anything', async () => {
+  it('lists every step a run refuses in one pass, those of one cause in one block with the fix once, and run refuses with the same list before running anything', async () => {
     const dir = dirWith({
       id: 'p',
       steps: [
@@ -302,15 +302,16 @@ describe('capsule validate', () => {
 
     expect(human.code).toBe(1);
     const blocks = human.stderr.split('\n').filter((line) => line.startsWith('refused: '));
-    expect(blocks).toEqual([
-      "refused: step 'a': binary 'frobnicate' is not in capabilities.shell.allow",
-      "refused: step 'b': binary 'wibble' is not in capabilities.shell.allow",
-      "refused: step 'c': tool 'nosuch' is not installed",
-      "refused: step 'd': unknown dependency 'zz'",
-    ]);
-    // The first block is the single-problem refusal, byte for byte, apart from the fix naming the other refused binary.
-    const firstBlock = human.stderr.slice(0, human.stderr.indexOf("refused: step 'b'"));
-    expect(firstBlock.replace(/; the plan also starts.*$/m, '').replaceAll(dir, 'DIR')).toBe(alone.stderr.replaceAll(single, 'DIR'));
+    // The two binaries not allowed are one cause: one block naming both steps, the rule and the fix once (docs/cli.md#capsule-validate-plan).
+    expect(blocks).toEqual(['refused: 2 steps, one cause:', "refused: step 'c': tool 'nosuch' is not installed", "refused: step 'd': unknown dependency 'zz'"]);
+    const firstBlock = human.stderr.slice(0, human.stderr.indexOf("refused: step 'c'"));
+    expect(firstBlock).toContain("  step 'a': binary 'frobnicate' is not in capabilities.shell.allow (at plan.json:");
+    expect(firstBlock).toContain("  step 'b': binary 'wibble' is not in capabilities.shell.allow (at plan.json:");
+    expect(firstBlock.match(/ {2}fix: /g)).toHaveLength(1);
+    // The fix is the single-problem refusal's, apart from naming the other refused binary.
+    const fixOf = (text: string): string => (/^ {2}fix: (.*)$/m.exec(text)?.[1] ?? '').replace(/; the plan also starts.*$/, '');
+    expect(fixOf(firstBlock).replaceAll(dir, 'DIR')).toBe(fixOf(alone.stderr).replaceAll(single, 'DIR'));
+    expect(alone.stderr.split('\n').filter((line) => line.startsWith('refused: '))).toEqual(["refused: step 'a': binary 'frobnicate' is not in capabilities.shell.allow"]);
     expect(human.stderr).toContain('at plan.json:');
     expect(human.stderr).toContain('fix: did you mean');
     const report = parseReport<ValidationJson & { refusal: { step_id: string }; further_refusals: { step_id: string; code: string }[] }>(json.stdout);
@@ -331,7 +332,9 @@ describe('capsule validate', () => {
     const result = await runCli(['validate', 'plan.json'], { cwd: dirWith({ id: 'p', steps }) });
 
     expect(result.code).toBe(1);
-    expect(result.stderr.split('\n').filter((line) => line.startsWith('refused: step '))).toHaveLength(21);
+    // One cause: the 21 steps explained are one block.
+    expect(result.stderr).toContain('refused: 21 steps, one cause:\n');
+    expect(result.stderr.split('\n').filter((line) => /^ {2}step 's\d+': binary 'nope\d+'/.test(line))).toHaveLength(21);
     expect(result.stderr).toMatch(/\nrefused: 4 more problems not shown\n$/);
   });
 });

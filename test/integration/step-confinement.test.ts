@@ -8,7 +8,7 @@
  * (docs/security.md#what-a-step-gets).
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync, rmdirSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { detectContainment, ContainmentError } from '../../src/process/containment.js';
 import { locateOwnCgroup } from '../../src/process/cgroups.js';
@@ -251,7 +251,9 @@ suite(`a step running as root, confined (the default)${unavailable === null ? ''
       expect(run.text).toContain('home-writable');
       expect(run.text).toContain('workdir-writable');
       const root = join(workdir, '.capsule', 'records');
-      expect(readdirSync(root).filter((name) => !name.startsWith('.')).sort()).toEqual(['ses_earlier', basename(run.recordsDir)].sort());
+      // `latest` is the runtime's own link to the newest session (docs/records.md#latest).
+      expect(readdirSync(root).filter((name) => !name.startsWith('.') && name !== 'latest').sort()).toEqual(['ses_earlier', basename(run.recordsDir)].sort());
+      expect(readlinkSync(join(root, 'latest'))).toBe(basename(run.recordsDir));
       expect(readFileSync(join(earlier, 'trace.jsonl'), 'utf8')).toBe('{"event_type":"session_start"}\n');
       expect(readFileSync(join(run.recordsDir, 'trace.jsonl'), 'utf8')).not.toContain('forged');
       expect(existsSync(join(workdir, '.capsule-moved'))).toBe(false);

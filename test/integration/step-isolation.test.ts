@@ -136,7 +136,8 @@ describe('on the fallback without the spawn helper (what the README says remains
 (isRoot && pidNamespaceUnavailable === null ? describe : describe.skip)('run as an unprivileged user (runAs, root only)', () => {
   it('runs the step as that user, with a HOME and TMPDIR of its own, and no way into the records', async () => {
     const workdir = nobodyWorkdir();
-    const out = await step('id -u; touch "$HOME/h" "$TMPDIR/t" && echo home-ok; touch records/forged 2>&1 || true', { workdir, runAs: 'nobody', isolation: 'none' });
+    // The scratch directory is kept (it is removed when the session ends otherwise), so its owner can be read after the run.
+    const out = await step('id -u; touch "$HOME/h" "$TMPDIR/t" && echo home-ok; touch records/forged 2>&1 || true', { workdir, runAs: 'nobody', isolation: 'none', keepScratch: true });
     expect(out.status).toBe('success');
     const lines = out.text.trim().split('\n');
     expect(lines[0]).toBe('65534');
@@ -168,7 +169,7 @@ describe('on the fallback without the spawn helper (what the README says remains
 describe('scratch directories', () => {
   it("puts a step's HOME and TMPDIR outside the records directory's tree, so nothing it plants there lands next to the records", async () => {
     const workdir = dirs.make('scratch');
-    const run = await runCase(dirs, { id: 'h', steps: [{ id: 's', shell: "bash -c 'echo $HOME; echo $TMPDIR'" }] }, { workdir, isolation: 'none' });
+    const run = await runCase(dirs, { id: 'h', steps: [{ id: 's', shell: "bash -c 'echo $HOME; echo $TMPDIR'" }] }, { workdir, isolation: 'none', keepScratch: true });
     const [home, tmp] = (run.report.results[0]?.output ?? '').trim().split('\n');
     const records = run.report.records_dir;
     // runCase puts the records at <workdir>/records: the scratch directory is its sibling.

@@ -5,12 +5,12 @@
  * machines (eventless `always` and delayed `after` ones included, compared with the walk behind
  * the diagrams), and each path must end in a state that means what its description says.
  */
-import { assign, createActor, fromTransition, SimulatedClock, type ActorLogic, type AnyActorRef, type EventObject, type InspectionEvent } from 'xstate';
+import { assign, createActor, fromCallback, fromTransition, SimulatedClock, type ActorLogic, type AnyActorRef, type EventObject, type InspectionEvent } from 'xstate';
 import { getShortestPaths } from 'xstate/graph';
 import type { PlanStep } from '../../machines/contracts.js';
 import { CANCEL_BEFORE_STEP, CANCEL_FORCED_STEP } from '../../machines/messages.js';
 import { scan } from '../../machines/plan-schedule.js';
-import { planMachine, type PlanInput, type PlanOutput } from '../../machines/plan.machine.js';
+import { planMachine, type PlanInput, type PlanOutput, type SliceWantedEvent } from '../../machines/plan.machine.js';
 import { stepPoolMachine } from '../../machines/step-pool.machine.js';
 import { stepMachine, type StepContext, type StepEvent, type StepInput, type StepOutput } from '../../machines/step.machine.js';
 import { evaluateCondition } from '../../src/plan/condition.js';
@@ -180,7 +180,8 @@ type PlanModelEvent =
   | { type: 'CRASH'; step: string }
   | { type: 'CANCEL'; force: boolean }
   | { type: 'GROUPS_ENDED' }
-  | { type: 'GROUPS_FAILED' };
+  | { type: 'GROUPS_FAILED' }
+  | { type: 'SLICE_READY' };
 
 interface PlanModelState {
   readonly input: PlanInput;
@@ -210,6 +211,11 @@ const planInputs: Record<string, PlanInput> = {
     [{ id: 'a', on_error: 'continue' }, { id: 'b' }, { id: 'c', depends_on: ['a'] }],
     { poolSize: 1 },
   ),
+  // One step actor per slice: b is dispatched with a but held as data until the pacer grants a slice (or a cancel settles it).
+  'a, b; c after a; one step actor per slice': planInput(
+    [{ id: 'a', on_error: 'continue' }, { id: 'b' }, { id: 'c', depends_on: ['a'] }],
+    { sliceSize: 1 },
+  ),
 };
 
 /** endProcessGroups as an actor the model ends synchronously: `GROUPS_ENDED` (done) or `GROUPS_FAILED` (error). */
@@ -226,6 +232,8 @@ const groupsLogic = {
 interface PlanRun {
   readonly actor: ReturnType<typeof createActor<typeof planMachine>>;
   readonly startedAttempts: string[];
+  /** The slice pacer's `SLICE.READY`, once the plan started one (it is asked for a slice). */
+  readonly pacer: { sendReady: (() => void) | null };
 }
 
 /** Runs the plan machine through `events` from the start, synchronously. */
@@ -241,6 +249,13 @@ function runPlanModel(state: PlanModelState, taken?: Set<string>): PlanRun {
       },
     },
   });
+  const pacer: PlanRun['pacer'] = { sendReady: null };
+  const slicePacer = fromCallback<SliceWantedEvent>(({ sendBack }) => {
+    pacer.sendReady = () => sendBack({ type: 'SLICE.READY' });
+    return () => {
+      pacer.sendReady = null;
+    };
+  });
   const machine = planMachine.provide({
     actions: {
       scanSteps: assign(({ context }) => {
@@ -248,7 +263,7 @@ function runPlanModel(state: PlanModelState, taken?: Set<string>): PlanRun {
         return {};
       }),
     },
-    actors: { step, stepPool: stepPoolMachine.provide({ actors: { step } }), endProcessGroups: groupsLogic as never },
+    actors: { step, stepPool: stepPoolMachine.provide({ actors: { step } }), endProcessGroups: groupsLogic as never, slicePacer },
   });
   const actor = createActor(machine, {
     id: 'plan:model',
@@ -283,9 +298,12 @@ function runPlanModel(state: PlanModelState, taken?: Set<string>): PlanRun {
         crashing.add(event.step);
         liveStep(actor, event.step)?.send({ type: 'CANCEL', force: false });
         break;
+      case 'SLICE_READY':
+        pacer.sendReady?.();
+        break;
     }
   }
-  return { actor, startedAttempts };
+  return { actor, startedAttempts, pacer };
 }
 
 /** The plan's children and, through its pools, theirs (the plan's whole actor tree). */
@@ -328,6 +346,7 @@ function summary(state: PlanModelState): string {
     snapshot.status,
     snapshot.context.canceled,
     snapshot.context.forced,
+    snapshot.context.sliceWanted,
     snapshot.context.schedule.settled.map((r) => `${r.step_id}:${r.status}`),
     liveSteps(actor).map((id) => `${id}:${stateText((liveStep(actor, id)?.getSnapshot() as { value: unknown }).value)}`),
     groupsActor(actor) !== undefined,
@@ -337,9 +356,10 @@ function summary(state: PlanModelState): string {
 }
 
 function planEvents(state: PlanModelState): PlanModelEvent[] {
-  const { actor } = runPlanModel(state);
+  const { actor, pacer } = runPlanModel(state);
   const events: PlanModelEvent[] = [];
   if (actor.getSnapshot().status === 'active') {
+    if (pacer.sendReady !== null && actor.getSnapshot().context.sliceWanted) events.push({ type: 'SLICE_READY' });
     for (const id of liveSteps(actor)) {
       events.push({ type: 'FINISH', step: id, status: 'success' }, { type: 'FINISH', step: id, status: 'failed' }, { type: 'CRASH', step: id });
     }
@@ -356,8 +376,10 @@ function checkPlanMeaning(run: PlanRun): void {
   const value = stateText(snapshot.value);
   const steps = snapshot.context.schedule.steps;
   switch (value) {
-    case 'running.dispatching': // "The wave runs: one step actor per ready step …"
+    case 'running.dispatching': // "The wave runs: every ready step is dispatched at once … gets its step actor, a slice at a time …"
       expect(liveSteps(run.actor).length).toBeGreaterThan(0);
+      // A dispatched step held without an actor is always waiting for a slice the pacer was asked for.
+      if (snapshot.context.nextToDispatch > snapshot.context.nextToSpawn) expect(snapshot.context.sliceWanted).toBe(true);
       break;
     case 'running.canceling': // "The task was canceled … Waiting for the live steps to settle."
       expect(snapshot.context.canceled).toBe(true);

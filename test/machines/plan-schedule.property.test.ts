@@ -8,7 +8,7 @@
  * with a naive reference implementation of docs/plan-format.md#how-a-plan-runs written here (full scans in declaration order).
  */
 import fc from 'fast-check';
-import { assign, createActor, fromPromise, toPromise, type AnyActorRef } from 'xstate';
+import { assign, createActor, fromCallback, fromPromise, toPromise, type AnyActorRef } from 'xstate';
 import type { PlanStep, StepResult } from '../../machines/contracts.js';
 import { BLOCKED, CANCEL_BEFORE_STEP, CANCEL_FORCED_STEP } from '../../machines/messages.js';
 import { createSchedule, scan, type ConditionEvaluator } from '../../machines/plan-schedule.js';
@@ -209,6 +209,13 @@ interface DriveOptions {
    * the machine's default), so every property also runs wide waves through trees of step pools.
    */
   readonly poolSize?: number;
+  /**
+   * Dispatch a wide wave in slices of this many step actors (`PlanInput.sliceSize`), with a fake
+   * slice pacer that grants a slice at once (`now`), a microtask or a timer later (`later`), or
+   * never (`never`: the plan must still finish, creating actors only as live ones end). Default:
+   * no slices (every dispatched step gets its actor at once).
+   */
+  readonly slices?: { readonly size: number; readonly pacer: 'now' | 'later' | 'never' };
 }
 
 interface Observed {
@@ -217,8 +224,12 @@ interface Observed {
   readonly violations: string[];
   readonly started: string[];
   readonly settled: StepResult[];
-  /** Highest number of step actors alive at once. */
+  /** Highest number of dispatched steps not ended at once (step actors, and steps held for a slice). */
   readonly maxLive: number;
+  /** Highest number of step actors alive at once. */
+  readonly maxActors: number;
+  /** Step ids an attempt was started for. */
+  readonly attempted: ReadonlySet<string>;
   /** Whether the plan was still running when the cancel was sent. */
   readonly canceledWhileRunning: boolean | null;
   /** Attempts started after the cancel was sent. */
@@ -237,6 +248,8 @@ async function drive(specs: readonly StepSpec[], options: DriveOptions): Promise
   const startedAtSettleCount = new Map<string, number>();
   let live = 0;
   let maxLive = 0;
+  let actors = 0;
+  let maxActors = 0;
   let cancelSent = false;
   let attemptsAfterCancel = 0;
   const settledAfterCancel = new Set<string>();
@@ -294,6 +307,23 @@ async function drive(specs: readonly StepSpec[], options: DriveOptions): Promise
       step: fakeStep,
       stepPool: stepPoolMachine.provide({ actors: { step: fakeStep } }),
       endProcessGroups: fromPromise(async () => {}),
+      slicePacer: fromCallback(({ sendBack, receive }) => {
+        let stopped = false;
+        const ready = (): void => {
+          if (!stopped) sendBack({ type: 'SLICE.READY' });
+        };
+        receive(() => {
+          const pacer = options.slices?.pacer ?? 'never';
+          if (pacer === 'now') ready();
+          else if (pacer === 'later') {
+            if (started.length % 2 === 0) queueMicrotask(ready);
+            else setTimeout(ready, 1);
+          }
+        });
+        return () => {
+          stopped = true;
+        };
+      }),
     },
   });
   const poolSize = options.poolSize ?? [1, 2, 3, undefined][specs.length % 4];
@@ -307,10 +337,15 @@ async function drive(specs: readonly StepSpec[], options: DriveOptions): Promise
       killGraceMs: 0,
       canceledAtStart: false,
       ...(poolSize !== undefined ? { poolSize } : {}),
+      ...(options.slices !== undefined ? { sliceSize: options.slices.size } : {}),
     },
     inspect: (event) => {
-      // A step actor's end, wherever in the tree it lives (the plan's own slots or a pool's).
-      if (event.type === '@xstate.event' && event.event.type.startsWith('xstate.done.actor.step.')) live--;
+      // A step actor's start and end, wherever in the tree it lives (the plan's own slots or a pool's).
+      if (event.type === '@xstate.actor' && /^step\.\d+$/.test((event.actorRef as AnyActorRef).id)) maxActors = Math.max(maxActors, ++actors);
+      if (event.type === '@xstate.event' && event.event.type.startsWith('xstate.done.actor.step.')) {
+        live--;
+        actors--;
+      }
     },
   });
   const onStepStarted = ({ stepId, dependsOn }: { stepId: string; dependsOn: readonly string[] }): void => {
@@ -366,7 +401,8 @@ async function drive(specs: readonly StepSpec[], options: DriveOptions): Promise
   }
   // Let late timers of abandoned attempts fire while nothing listens any more.
   if (options.mode === 'async') await new Promise((resolve) => setTimeout(resolve, 3));
-  return { output, violations, started, settled, maxLive, canceledWhileRunning, attemptsAfterCancel, settledAfterCancel };
+  const attempted = new Set(seen.map(({ id }) => id));
+  return { output, violations, started, settled, maxLive, maxActors, attempted, canceledWhileRunning, attemptsAfterCancel, settledAfterCancel };
 }
 
 /** A report without durations, for comparing runs. */
@@ -548,6 +584,61 @@ describe('planMachine scheduling (property-based, fake step effects)', () => {
         for (const result of run.output.results) {
           if (result.error === CANCEL_FORCED_STEP) expect(result).toMatchObject({ status: 'failed', output: null });
           if (result.error === CANCEL_BEFORE_STEP) expect(run.started).not.toContain(result.step_id);
+        }
+      }),
+      RUNS,
+    );
+  });
+});
+
+describe('planMachine dispatching a wide wave in slices (property-based, fake step effects and slice pacer)', () => {
+  const slicesArb = fc.record({ size: fc.constantFrom(1, 2, 3), pacer: fc.constantFrom<'now' | 'later' | 'never'>('now', 'later', 'never') });
+
+  it('produces the reference report whatever the slice size and whenever the pacer grants a slice, or if it never does', async () => {
+    await fc.assert(
+      fc.asyncProperty(planArb(12), maxParallelArb, slicesArb, fc.constantFrom<'sync' | 'async'>('sync', 'async'), async (specs, maxParallel, slices, mode) => {
+        const run = await drive(specs, { mode, maxParallel, slices });
+        expect(run.violations).toEqual([]);
+        expect(comparable({ ...run.output })).toEqual(comparable(reference(specs)));
+        // Without a granted slice the plan creates step actors only while it has fewer than a slice of them.
+        if (slices.pacer === 'never') expect(run.maxActors).toBeLessThanOrEqual(slices.size);
+      }),
+      RUNS,
+    );
+  });
+
+  it('dispatches every step of a wide wave at once, however few step actors a slice holds', async () => {
+    const specs: StepSpec[] = Array.from({ length: 40 }, (_, i) => ({
+      deps: [],
+      cond: { kind: 'none' },
+      onError: 'continue',
+      retries: 1,
+      outcomes: [i % 3 !== 0, true, true],
+      delays: [1 + (i % 5), (i * 7) % 5, 0],
+    }));
+    for (const pacer of ['now', 'later', 'never'] as const) {
+      const run = await drive(specs, { mode: 'async', maxParallel: null, slices: { size: 4, pacer } });
+      expect(run.violations).toEqual([]);
+      expect(run.maxLive).toBe(specs.length);
+      if (pacer === 'never') expect(run.maxActors).toBe(4);
+      expect(comparable({ ...run.output })).toEqual(comparable(reference(specs)));
+    }
+  });
+
+  it('a cancel settles the dispatched steps still held for a slice as never run, and starts nothing more', async () => {
+    await fc.assert(
+      fc.asyncProperty(planArb(10), maxParallelArb, slicesArb, fc.nat({ max: 6 }), fc.boolean(), async (specs, maxParallel, slices, afterMs, force) => {
+        const run = await drive(specs, { mode: 'async', maxParallel, slices, cancel: { afterMs, force } });
+        expect(run.violations).toEqual([]);
+        if (run.canceledWhileRunning !== true) return;
+        expect(run.output).toMatchObject({ canceled: true, completed: false, failed_step: null });
+        expect(run.output.results).toHaveLength(specs.length);
+        expect(run.attemptsAfterCancel).toBe(0);
+        for (const result of run.output.results) {
+          if (result.error === CANCEL_BEFORE_STEP) {
+            expect(result).toMatchObject({ status: 'skipped', attempts: 0, duration_ms: 0 });
+            expect(run.attempted.has(result.step_id)).toBe(false);
+          }
         }
       }),
       RUNS,

@@ -51,3 +51,51 @@ describe('AppendFile tail repair', () => {
     expect(records.map((record) => record.event_type)).toEqual(['session_start', 'session_end']);
   });
 });
+
+describe('AppendFile corked: the records of one moment written together', () => {
+  let dir: string;
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), 'capsule-append-'));
+  });
+  afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('writes the lines gathered since cork at uncork, in order, each as appended even from a buffer reused between appends', () => {
+    const path = join(dir, 'trace.jsonl');
+    const file = new AppendFile(path);
+    file.append('{"a":0}\n');
+    file.cork();
+    const scratch = Buffer.alloc(8);
+    for (let i = 1; i <= 3; i++) {
+      scratch.write(`{"a":${i}}\n`);
+      expect(file.append(scratch)).toBeNull();
+    }
+    // Gathered, not written yet.
+    expect(readFileSync(path, 'utf8')).toBe('{"a":0}\n');
+    expect(file.uncork()).toBeNull();
+    file.append('{"a":4}\n');
+    file.close();
+    expect(readFileSync(path, 'utf8')).toBe('{"a":0}\n{"a":1}\n{"a":2}\n{"a":3}\n{"a":4}\n');
+  });
+
+  it('writes whole lines as soon as a MiB is gathered, so the file never holds a torn one', () => {
+    const path = join(dir, 'trace.jsonl');
+    const file = new AppendFile(path);
+    file.cork();
+    const line = `{"pad":"${'x'.repeat(1000)}"}\n`;
+    let sawWritten = false;
+    for (let i = 0; i < 3000; i++) {
+      file.append(line);
+      if (i % 100 !== 99) continue;
+      const text = readFileSync(path, 'utf8');
+      if (text.length > 0) {
+        sawWritten = true;
+        expect(text.endsWith('\n')).toBe(true);
+        expect(text.length % line.length).toBe(0);
+      }
+    }
+    expect(sawWritten).toBe(true);
+    file.uncork();
+    file.close();
+    expect(readFileSync(path, 'utf8')).toBe(line.repeat(3000));
+  });
+});

@@ -39,6 +39,7 @@ describe('replay of randomly timed runs (in-process tools with random delays, fa
   it.each([
     ['', null, 20261129],
     [', their steps in a tree of step pools (one or two live steps per actor)', 'tree', 20261130],
+    [', their waves dispatched in slices of one or two step actors', 'slices', 20261206],
   ] as const)('reproduces every recorded run identically%s', async (_what, pools, seed) => {
     await fc.assert(
       fc.asyncProperty(runSpec, async (spec) => {
@@ -74,7 +75,7 @@ describe('replay of randomly timed runs (in-process tools with random delays, fa
           })),
         };
         const recordsDir = join(scratch, plan.id);
-        const run = startPlan({ plan, manifest: null, workdir: scratch, recordsDir, tools: { work: tool }, maxParallel: spec.maxParallel, killGraceMs: 50, ...(pools === 'tree' ? { poolSize: 1 + (runs % 2) } : {}) });
+        const run = startPlan({ plan, manifest: null, workdir: scratch, recordsDir, tools: { work: tool }, maxParallel: spec.maxParallel, killGraceMs: 50, ...(pools === 'tree' ? { poolSize: 1 + (runs % 2) } : {}), ...(pools === 'slices' ? { sliceSize: 1 + (runs % 2) } : {}) });
         if (spec.cancel !== null) {
           const { afterMs, force, again } = spec.cancel;
           setTimeout(() => {

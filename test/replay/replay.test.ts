@@ -190,6 +190,32 @@ describe('replay of recorded runs (real tools and shell steps)', () => {
     expect(result.divergence).toBeUndefined();
   });
 
+  it('reproduces a wave dispatched in slices (40 shell steps, slices of 4): SLICE.READY fed back where it came', async () => {
+    const steps = Array.from({ length: 40 }, (_, i) => ({ id: `s${i}`, shell: 'sh -c true', ...(i >= 30 ? { depends_on: ['s0'] } : {}) }));
+    const { events, report } = await record({ id: 'sliced', steps }, { sliceSize: 4 });
+    expect(report.completed).toBe(true);
+    const recorded = lines(events);
+    expect(recorded.filter((line) => line.kind === 'event' && line.type === 'SLICE.READY' && line.external === true).length).toBeGreaterThan(0);
+    const result = await replayFile(events);
+    expect(result.divergence).toBeUndefined();
+    expect(result.identical).toBe(true);
+  });
+
+  it('reproduces a forced cancel of a wave dispatched in slices, its held steps settled as never run', async () => {
+    const steps = Array.from({ length: 40 }, (_, i) => ({ id: `s${i}`, shell: 'sleep 30' }));
+    const { events, report } = await record(
+      { id: 'sliced-canceled', steps },
+      {
+        sliceSize: 4,
+        control: (run) => setTimeout(() => run.cancel({ force: true }), 50),
+      },
+    );
+    expect(report.canceled).toBe(true);
+    expect(report.results.some((result) => result.status === 'skipped' && result.attempts === 0)).toBe(true);
+    const result = await replayFile(events);
+    expect(result.divergence).toBeUndefined();
+  });
+
   it('reproduces a window of reused step slots (max-parallel 2, eight steps)', async () => {
     const steps = Array.from({ length: 8 }, (_, i) => ({ id: `s${i}`, tool: 'ok', ...(i >= 4 ? { depends_on: [`s${i - 4}`] } : {}) }));
     const { events } = await record({ id: 'window', steps }, { tools: { ok: () => passed('fine') }, maxParallel: 2 });

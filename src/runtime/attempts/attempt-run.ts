@@ -12,6 +12,7 @@ import type { ProcessRun } from '../../../machines/attempt-outcome.js';
 import { messageOf } from '../../errors.js';
 import { buildShellEnv } from '../../executors/environment.js';
 import { processStartFields, type ContainedProcess } from '../../process/containment.js';
+import { StepLog } from '../../records/step-log.js';
 import type { AttemptEnvironment, Gate, GateRequest } from '../attempt.js';
 
 /** Error of an attempt ended (timeout or forced cancel) before its tool call or process started; the step machine words the reason. */
@@ -272,4 +273,22 @@ export function trackTree(run: AttemptRun, tree: ContainedProcess): void {
   }
   // FINISHED waits for the ending: the attempt settles once its tree is proven gone.
   run.onEnd((graceMs) => run.endTree(tree, graceMs));
+}
+
+/**
+ * The attempt's log (`docs/records.md#step-logs`): what its process prints, both streams, capped by
+ * `lifecycle.max_log_bytes`; null in a session without records or a run that keeps no step logs.
+ * A log that cannot be written is a records failure (the run ends with exit 1), never the step's.
+ */
+export function openStepLog(run: AttemptRun, kind: 'shell' | 'tool', command: string): StepLog | null {
+  const env = run.env;
+  if (env.stepLogs === undefined || !env.session.hasRecords) return null;
+  const header = { plan_id: env.planId ?? '', step_id: run.input.step.step.id, attempt: run.attempt, kind, command };
+  return new StepLog(env.session.recordsDir, header, { maxLogBytes: env.maxLogBytes ?? null, onError: (error) => env.session.recordsWriteFailed(error) });
+}
+
+/** Ends the attempt's log (its last line: how the process ended) and records it for the report; before the attempt reports FINISHED. */
+export function closeStepLog(run: AttemptRun, log: StepLog | null, exit: { readonly exitCode: number; readonly signal: string | null } | null): void {
+  if (log === null) return;
+  run.env.stepLogs?.record(run.input.step.step.id, log.end(exit));
 }

@@ -17,7 +17,7 @@ import type { ContainedProcess } from '../../process/containment.js';
 import { join } from 'node:path';
 import { logCapStopError } from '../../executors/log-cap.js';
 import type { AttemptEnvironment } from '../attempt.js';
-import { attemptActor, stepEnvironment, trackTree, type LastTrees } from './attempt-run.js';
+import { attemptActor, closeStepLog, openStepLog, stepEnvironment, trackTree, type LastTrees } from './attempt-run.js';
 
 /** The `shellAttempt` actor logic for one plan run. */
 export function shellAttemptActor(env: AttemptEnvironment, lastTrees: LastTrees) {
@@ -45,8 +45,10 @@ export function shellAttemptActor(env: AttemptEnvironment, lastTrees: LastTrees)
         // The log reached lifecycle.max_log_bytes under on_log_cap "stop" (output may arrive before the tree is known).
         let capStopped = false;
         const maxLogBytes = env.maxLogBytes ?? null;
+        const log = openStepLog(run, 'shell', command);
         const capture = new OutputCapture(join(env.session.recordsDir, 'logs'), {
           maxLogBytes,
+          ...(log !== null ? { log } : {}),
           ...(env.onLogCap === 'stop'
             ? {
                 onCapped: () => {
@@ -83,6 +85,7 @@ export function shellAttemptActor(env: AttemptEnvironment, lastTrees: LastTrees)
             // Withdrawn while it waited for the spawner (or refused as it was): nothing ran, and no shell call was made.
             return running.done.then((end) => {
               capture.dispose();
+              closeStepLog(run, log, null);
               run.fail(end.spawnError ?? 'its process was not started', { notStarted: true });
             });
           }
@@ -95,13 +98,16 @@ export function shellAttemptActor(env: AttemptEnvironment, lastTrees: LastTrees)
           else if (capStopped) run.endTree(running.process, run.input.step.killGraceMs);
           return running.done.then((end) => {
             const resourceLimit = end.resourceLimit;
-            return shellStepOutcomeOf(end, capture, {
+            // A binary in the workdir that is not there: say which step was to make it.
+            const hint = end.spawnError?.includes('ENOENT') === true ? (env.missingBinaryHint?.(run.input.step.index, binary) ?? '') : '';
+            return shellStepOutcomeOf(hint === '' ? end : { ...end, spawnError: `${end.spawnError}${hint}` }, capture, {
               binary,
               args: argv,
               recordsDir: env.session.recordsDir,
               ...(resourceLimit !== null ? { resourceLimit, resolvedBinary: running.process.executable ?? binary } : {}),
             }).then((o) => {
               capture.dispose();
+              closeStepLog(run, log, end.spawnError === null ? { exitCode: end.exitCode, signal: end.signal } : null);
               const truncated = o.truncated !== undefined ? { truncated: o.truncated } : {};
               // A log-write failure stays the error: without its log the cap did not cut anything the user can read.
               if (capStopped && o.fullOutputPath !== null) run.fail(logCapStopError(maxLogBytes ?? 0), truncated);
@@ -110,6 +116,7 @@ export function shellAttemptActor(env: AttemptEnvironment, lastTrees: LastTrees)
           });
         }).catch((error: unknown) => {
           capture.dispose();
+          closeStepLog(run, log, null);
           run.crash(error);
         });
       });

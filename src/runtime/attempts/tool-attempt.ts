@@ -10,7 +10,7 @@ import { interpolateInput } from '../../plan/interpolate.js';
 import type { ContainedProcess } from '../../process/containment.js';
 import type { AttemptEnvironment, FunctionTool, ToolCallContext } from '../attempt.js';
 import { messageOf } from '../../errors.js';
-import { attemptActor, stepEnvironment, trackTree, type AttemptRun, type LastTrees } from './attempt-run.js';
+import { attemptActor, closeStepLog, openStepLog, stepEnvironment, trackTree, type AttemptRun, type LastTrees } from './attempt-run.js';
 
 /** Error of an in-process tool that returned something other than a ToolResult. */
 export const invalidFunctionToolResult = (name: string): string =>
@@ -56,9 +56,16 @@ function runTool(run: AttemptRun, step: PlanStep, input: JsonValue, onTree: (tre
       maxCollectBytes: MAX_TOOL_STDOUT_BYTES + 1,
       onLeaderExit: (info) => run.leaderExited(info.pid, info.exitCode, info.signal),
     });
+    // Its stdout is the ToolResult; both streams go to the attempt's log as they arrive.
+    const log = openStepLog(run, 'tool', command.command.join(' '));
+    if (log !== null) {
+      tree.stdout?.on('data', (chunk: Buffer) => log.write(1, chunk));
+      tree.stderr?.on('data', (chunk: Buffer) => log.write(2, chunk));
+    }
     trackTree(run, tree);
     onTree(tree);
     void tree.done.then((result) => {
+      closeStepLog(run, log, result.spawnError === null ? { exitCode: result.exitCode, signal: result.signal } : null);
       const parsed = toolResultFromProcess(result, name);
       if (!parsed.ok) return run.fail(parsed.error, traced);
       void toolStepOutcome(parsed.result, name, env.session.workdir).then((o) => run.finish({ ...o, ...traced }), (error: unknown) => run.crash(error));

@@ -252,6 +252,8 @@ async function delegate(request: DelegationRequest, setTree: (tree: ContainedPro
   env[DELEGATION_ENV] = JSON.stringify({ session_id: session.id, delegation_id: delegationId, capsule: capsule.name, version: capsule.version });
   // The child is contained as its parent is (its own steps on the same backend and isolation).
   env[CONTAINMENT_ENV] = session.containment.info.backend;
+  // `--keep-scratch` holds for the child's session too (docs/records.md#scratch).
+  if (session.keepsScratch) env['CAPSULE_KEEP_SCRATCH'] = '1';
   env[ISOLATION_ENV] = session.containment.info.pidNamespace ? 'pid-namespace' : 'none';
   // Its steps are confined as the parent's are: its manifest cannot opt out where the parent did not.
   env[PRIVILEGED_STEPS_ENV] = session.containment.info.confinement.privilegedSteps ? '1' : '0';
