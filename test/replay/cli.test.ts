@@ -64,14 +64,15 @@ describe('capsule replay', () => {
     );
   });
 
-  it('--json prints {file, identical, divergence, actors, events}, the divergence with its path and both values', async () => {
+  it('--json prints {file, outcome, identical, divergence, actors, events}, the divergence with its path and both values', async () => {
     const out = capture();
     const file = join(scripts, 'diverging', 'wrong-retry-count.jsonl');
     expect(await replayCommand(file, { json: true }, out)).toBe(1);
     const result = JSON.parse(out.stdout.text) as Record<string, unknown>;
-    expect(Object.keys(result)).toEqual(['file', 'identical', 'divergence', 'actors', 'events']);
+    expect(Object.keys(result)).toEqual(['file', 'outcome', 'identical', 'divergence', 'actors', 'events']);
     expect(result).toMatchObject({
       file,
+      outcome: 'diverged',
       identical: false,
       divergence: { seq: 6, line: 6, actor: 'step:a', path: 'state', expectedValue: 'running.attempting', actualValue: 'finished' },
       actors: { 'step:a': ['running.attempting', 'running.attempting', 'finished'] },
