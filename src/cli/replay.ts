@@ -17,7 +17,8 @@ import { describeFsError, isDirectory } from '../records/directories.js';
 import { replaceFile } from '../records/append-file.js';
 import { replayTargets } from './replay-files.js';
 import { replay, type ReplayResult } from '../replay/replay.js';
-import { readReplayScript, ReplayFileError } from '../replay/script.js';
+import { MAX_REPLAY_FILE_BYTES, readReplayScript, ReplayFileError } from '../replay/script.js';
+import { rewriteExpects, type LineChange } from '../replay/script-update.js';
 import { EXIT, type ExitCode } from './program.js';
 import type { CommandOutput } from './visualize.js';
 import type { Divergence } from '../replay/replay.js';
@@ -27,6 +28,8 @@ export interface ReplayCommandOptions {
   readonly json?: boolean;
   /** Also write the results as JUnit XML to this file. */
   readonly junit?: string;
+  /** Rewrite hand-written scripts' `expect` lines to what the replay found (never recordings). */
+  readonly update?: boolean;
 }
 
 /** Registers `capsule replay` on the program. */
@@ -37,6 +40,7 @@ export function registerReplay(program: Command): void {
     .argument('<paths...>', 'events.jsonl files, records directories (or latest), hand-written scripts, directories to search, globs')
     .option('--json', 'print {file, outcome, identical, divergence?, actors, events} on stdout (an array of them for several files)')
     .option('--junit <file>', 'also write the results as JUnit XML (a testcase per file) to FILE')
+    .option('--update', "rewrite hand-written scripts' expect lines to what the machines now do, printing each change (recordings are never rewritten)")
     .addHelpText(
       'after',
       '\nA directory that is not a records directory, and a glob, stand for every events.jsonl and *.jsonl replay file under them.' +
@@ -72,14 +76,14 @@ function refusedRunBeside(file: string): string | null {
 /** One file replayed: its outcome, and what `capsule replay` prints and `--json` gives for it. */
 interface FileResult {
   readonly file: string;
-  readonly outcome: 'identical' | 'diverged' | 'refused';
+  readonly outcome: 'identical' | 'diverged' | 'refused' | 'updated';
   readonly durationMs: number;
   /** The human-readable result (for a refusal, the error without `error: `). */
   readonly text: string;
   readonly json: Record<string, unknown>;
 }
 
-async function replayOne(file: string): Promise<FileResult> {
+async function replayOne(file: string, update: boolean): Promise<FileResult> {
   const started = performance.now();
   const done = (outcome: FileResult['outcome'], text: string, json: Record<string, unknown>): FileResult => ({
     file,
@@ -97,10 +101,20 @@ async function replayOne(file: string): Promise<FileResult> {
   // A recorded log's torn last line, left out: said with the verdict, on stdout (stderr is for refusals).
   let torn: string | null = null;
   try {
-    result = await replay(readReplayScript(file, { onTornTail: (note) => (torn = note) }));
+    result = await replay(readReplayScript(file, { onTornTail: (note) => (torn = note) }), { updateExpects: update });
   } catch (error) {
     if (error instanceof ReplayFileError) return done('refused', error.message, { identical: false, error: error.message });
     throw error;
+  }
+  const updates = result.expectUpdates;
+  if (updates !== undefined && result.divergence === undefined) {
+    // Only a script that otherwise replays is rewritten: a divergence of its inputs is not the machine change to accept.
+    const { expectUpdates: _listed, ...replayed } = result;
+    const rewritten = rewriteScript(file, updates);
+    if (typeof rewritten === 'string') return done('refused', rewritten, { identical: false, error: rewritten });
+    const shown = rewritten.map((change) => `  line ${change.line}:\n  - ${printable(change.before)}\n  + ${printable(change.after)}\n`).join('');
+    const text = `updated: ${file} (${rewritten.length} expect line${rewritten.length === 1 ? ' now says' : 's now say'} what the machines do)\n${shown}`;
+    return done('updated', text, { ...replayed, identical: true, updated: rewritten });
   }
   const note = torn === null ? '' : `note: ${printable(torn)}\n`;
   const d = result.divergence;
@@ -113,6 +127,19 @@ async function replayOne(file: string): Promise<FileResult> {
   const actors = Object.keys(result.actors).length;
   const text = `identical: ${actors} actor${actors === 1 ? '' : 's'} passed through the recorded states (${result.events} input${result.events === 1 ? '' : 's'} fed) — ${file}\n`;
   return done('identical', text + note, json);
+}
+
+/** Rewrites a script's expect lines (docs/event-log.md#accepting-a-machine-change): the lines changed, or why it could not be. */
+function rewriteScript(file: string, updates: NonNullable<ReplayResult['expectUpdates']>): readonly LineChange[] | string {
+  const read = readUtf8FileSync(file, { maxBytes: MAX_REPLAY_FILE_BYTES });
+  if (!read.ok) return `cannot read ${file} again to update it: ${read.error}`;
+  const { text, changes } = rewriteExpects(read.text, updates);
+  try {
+    replaceFile(file, text);
+  } catch (error) {
+    return `${file} could not be updated: ${describeFsError(error)}`;
+  }
+  return changes;
 }
 
 /**
@@ -138,7 +165,7 @@ export async function replayCommand(
   const startedAt = new Date();
   const results: FileResult[] = [];
   for (const file of targets.files) {
-    const result = await replayOne(file);
+    const result = await replayOne(file, options.update === true);
     results.push(result);
     if (!targets.batch) {
       // One file, as `capsule replay FILE` always answered: a refusal on stderr alone.
@@ -154,7 +181,7 @@ export async function replayCommand(
     else {
       const skipped = targets.skipped === 0 ? '' : `; ${targets.skipped} other .jsonl file${targets.skipped === 1 ? ' is' : 's are'} not replay files`;
       output.stdout.write(
-        `replayed ${results.length} file${results.length === 1 ? '' : 's'}: ${count('identical')} identical, ${count('diverged')} diverged, ${count('refused')} refused${skipped}\n`,
+        `replayed ${results.length} file${results.length === 1 ? '' : 's'}: ${count('identical')} identical, ${options.update === true ? `${count('updated')} updated, ` : ''}${count('diverged')} diverged, ${count('refused')} refused${skipped}\n`,
       );
     }
   }

@@ -21,6 +21,21 @@ export interface ReplayOptions {
   readonly planMachine?: AnyStateMachine;
   /** Shorthand for `machines.step`. */
   readonly stepMachine?: AnyStateMachine;
+  /**
+   * A hand-written script's `expect` lines are not checked but corrected: each one that differs
+   * is listed in {@link ReplayResult.expectUpdates} with what the replay found (`capsule replay
+   * --update`). Every other divergence still is one. A recorded log ignores it.
+   */
+  readonly updateExpects?: boolean;
+}
+
+/** An `expect` line of a hand-written script as `--update` corrects it: the fields that differed, with what the replay found. */
+export interface ExpectUpdate {
+  /** 1-based line of the script. */
+  readonly line: number;
+  readonly state?: string;
+  readonly states?: readonly string[];
+  readonly output?: unknown;
 }
 
 /** Where the replay first differs from the recording (or from a hand-written expectation). */
@@ -63,6 +78,8 @@ export interface ReplayResult {
   readonly actors: Readonly<Record<string, readonly string[]>>;
   /** Inputs fed to the machines (recorded outside inputs, or hand-written input lines). */
   readonly events: number;
+  /** With {@link ReplayOptions.updateExpects}: the `expect` lines that differed, corrected (absent when none did). */
+  readonly expectUpdates?: readonly ExpectUpdate[];
 }
 
 /** A fake effect actor: how the replay settles it (promise) or speaks through it (callback). */

@@ -1,7 +1,7 @@
 import type { AnyActorRef } from 'xstate';
 import { kindOfActor } from '../actors/actor-kinds.js';
 import { firstDifference, partialMismatch } from './compare.js';
-import { fieldsOf, Replay, type Fake, type FieldDifference, type ReplayOptions, type ReplayResult } from './engine.js';
+import { fieldsOf, Replay, type ExpectUpdate, type Fake, type FieldDifference, type ReplayOptions, type ReplayResult } from './engine.js';
 import { processOutcome, type ProcessRun } from '../../machines/attempt-outcome.js';
 import type { AttemptOutcome, StepContext } from '../../machines/step.machine.js';
 import type { HandLine, HandScript, ScriptRoot } from './script.js';
@@ -23,6 +23,7 @@ export class HandReplay extends Replay {
     super(script, options);
     this.#lines = script.lines;
     this.#root = script.root;
+    this.#updating = options.updateExpects === true;
   }
 
   protected override now(): number {
@@ -170,7 +171,20 @@ export class HandReplay extends Replay {
     return ref;
   }
 
+  /** Update mode (`--update`): the corrected expect lines, in order. */
+  readonly #updates: ExpectUpdate[] = [];
+  readonly #updating: boolean;
+
+  protected override result(): ReplayResult {
+    const result = super.result();
+    return this.#updates.length === 0 ? result : { ...result, expectUpdates: this.#updates };
+  }
+
   #check(line: Extract<HandLine, { kind: 'expect' }>): void {
+    if (this.#updating) {
+      this.#correct(line);
+      return;
+    }
     const actor = line.actor ?? this.script.planActor;
     if (line.state !== undefined && this.currentState(actor) !== line.state) {
       this.#diverge(line.line, actor, `state ${line.state}`, `state ${this.currentState(actor)}`, { path: 'state', expected: line.state, actual: this.currentState(actor) });
@@ -199,9 +213,47 @@ export class HandReplay extends Replay {
     }
   }
 
+  /** An expect line made to say what the replay found (the fields it lists, and in `output` only the keys it lists). */
+  #correct(line: Extract<HandLine, { kind: 'expect' }>): void {
+    const actor = line.actor ?? this.script.planActor;
+    const update: { line: number; state?: string; states?: readonly string[]; output?: unknown } = { line: line.line };
+    if (line.state !== undefined && this.currentState(actor) !== line.state) update.state = this.currentState(actor);
+    const states = this.states.get(actor) ?? [];
+    if (line.states !== undefined && JSON.stringify(states) !== JSON.stringify(line.states)) update.states = [...states];
+    if (line.output !== undefined) {
+      const snapshot = this.refs.get(actor)?.getSnapshot() as { status: string; output?: unknown } | undefined;
+      if (snapshot?.status !== 'done') {
+        // Not a value to correct: the actor has not ended where the script says it has.
+        this.#diverge(line.line, actor, `${actor === this.script.planActor && this.#root.machine === 'plan' ? 'the plan' : actor} has ended`, `${actor} is in ${this.currentState(actor)}`);
+        return;
+      }
+      const output = JSON.parse(JSON.stringify(snapshot.output ?? null)) as unknown;
+      if (partialMismatch(line.output, output, 'output') !== null) update.output = corrected(line.output, output);
+    }
+    if (Object.keys(update).length > 1) this.#updates.push(update);
+  }
+
   #diverge(lineNumber: number, actor: string, expected: string, actual: string, difference?: FieldDifference): void {
     if (this.divergence === null) this.divergence = { seq: lineNumber, line: lineNumber, actor, expected, actual, ...fieldsOf(difference) };
   }
+}
+
+/**
+ * `expected` made to match `actual` the way an expect line's `output` matches (docs/event-log.md):
+ * the keys it lists, with the values found (a key the actual value lacks dropped); an array of
+ * another length, or a value of another type, replaced whole.
+ */
+function corrected(expected: unknown, actual: unknown): unknown {
+  if (Array.isArray(expected)) {
+    if (!Array.isArray(actual) || actual.length !== expected.length) return actual;
+    return expected.map((item, i) => corrected(item, actual[i]));
+  }
+  if (typeof expected === 'object' && expected !== null) {
+    if (typeof actual !== 'object' || actual === null || Array.isArray(actual)) return actual;
+    const found = actual as Record<string, unknown>;
+    return Object.fromEntries(Object.entries(expected).filter(([key]) => key in found).map(([key, value]) => [key, corrected(value, found[key])]));
+  }
+  return actual;
 }
 
 /** A difference in the payload of an input an outcome or exit line made, named by the line's own key (`status`, `exitCode`). */

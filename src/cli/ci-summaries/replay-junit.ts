@@ -12,7 +12,7 @@ const builder: Builder = (junitReportBuilder as unknown as { default?: Builder }
 /** One file's result as the JUnit report shows it. */
 export interface ReplayCase {
   readonly file: string;
-  readonly outcome: 'identical' | 'diverged' | 'refused';
+  readonly outcome: 'identical' | 'updated' | 'diverged' | 'refused';
   readonly durationMs: number;
   /** The result as `capsule replay` prints it (a divergence's first line is its summary). */
   readonly text: string;
