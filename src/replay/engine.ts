@@ -36,6 +36,7 @@ export interface ExpectUpdate {
   readonly state?: string;
   readonly states?: readonly string[];
   readonly output?: unknown;
+  readonly pending?: readonly string[];
 }
 
 /** Where the replay first differs from the recording (or from a hand-written expectation). */
@@ -284,6 +285,22 @@ export abstract class Replay {
       .filter((timer) => delay === undefined || timer.delay === delay)
       .map((timer) => timer.type)
       .filter((type) => snapshot.can?.({ type }) === true);
+  }
+
+  /** The names of the delays (`attemptTimeout`) whose timers `actorName` has pending now. */
+  protected pendingDelays(actorName: string): string[] {
+    const target = this.refs.get(actorName);
+    if (target === undefined) return [];
+    const snapshot = target.getSnapshot() as { status: string; can?: (event: unknown) => boolean; machine?: AnyStateMachine };
+    if (snapshot.status !== 'active' || snapshot.machine === undefined) return [];
+    return afterEvents(snapshot.machine)
+      .filter((timer) => snapshot.can?.({ type: timer.type }) === true)
+      .map((timer) => timer.delay);
+  }
+
+  /** Readable ids of the actors still running. */
+  protected runningActors(): string[] {
+    return [...this.refs.entries()].filter(([, ref]) => ref.getSnapshot().status === 'active').map(([id]) => id);
   }
 
   protected record(raw: EventLogRecord): void {

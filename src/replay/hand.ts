@@ -101,6 +101,26 @@ export class HandReplay extends Replay {
       case 'root':
         this.startRoot(line.root);
         return;
+      case 'launch': {
+        const ref = this.#running(line, line.step);
+        if (ref === null) return;
+        const context = ref.getSnapshot().context as StepContext;
+        const attempt = context.attempt + 1;
+        const step = `step:${line.step}`;
+        this.fed++;
+        // As the runtime does (src/runtime/attempts/attempt-run.ts): only a bounded step is told of a launch.
+        if (context.input.timeoutSecs === null) return;
+        const report = (type: 'ATTEMPT.LAUNCHING' | 'ATTEMPT.LAUNCHED'): boolean => {
+          const refused = this.deliver(step, { type, attempt }, 'attempt');
+          if (refused !== null) this.#diverge(line.line, step, refused.expected ?? `${type} of attempt ${attempt} delivered`, refused.actual);
+          return refused === null;
+        };
+        // A launch that waited (an earlier `waits` line) now started; otherwise it is asked for first.
+        const waiting = this.currentState(step) === 'running.launching';
+        if (!waiting && !report('ATTEMPT.LAUNCHING')) return;
+        if (!line.waits) report('ATTEMPT.LAUNCHED');
+        return;
+      }
       case 'exit':
       case 'outcome': {
         const ref = this.#running(line, line.step);
@@ -180,12 +200,30 @@ export class HandReplay extends Replay {
     return this.#updates.length === 0 ? result : { ...result, expectUpdates: this.#updates };
   }
 
+  /** The timers an expect line's `pending` is compared with: the actor's delays, or every running actor's as `<actor> <delay>`. */
+  #pending(line: Extract<HandLine, { kind: 'expect' }>): string[] {
+    if (line.anyActor !== true) return this.pendingDelays(line.actor ?? this.script.planActor).sort();
+    return this.runningActors()
+      .flatMap((actor) => this.pendingDelays(actor).map((delay) => `${actor} ${delay}`))
+      .sort();
+  }
+
   #check(line: Extract<HandLine, { kind: 'expect' }>): void {
     if (this.#updating) {
       this.#correct(line);
       return;
     }
     const actor = line.actor ?? this.script.planActor;
+    if (line.pending !== undefined) {
+      const pending = this.#pending(line);
+      const expected = [...line.pending].sort();
+      if (JSON.stringify(pending) !== JSON.stringify(expected)) {
+        const list = (timers: readonly string[]): string => (timers.length === 0 ? 'no timer pending' : `pending ${timers.join(', ')}`);
+        const who = line.anyActor === true ? 'every running actor' : actor;
+        this.#diverge(line.line, who, list(expected), list(pending), firstDifference(expected, pending, 'pending') ?? undefined);
+        return;
+      }
+    }
     if (line.state !== undefined && this.currentState(actor) !== line.state) {
       this.#diverge(line.line, actor, `state ${line.state}`, `state ${this.currentState(actor)}`, { path: 'state', expected: line.state, actual: this.currentState(actor) });
       return;
@@ -216,7 +254,11 @@ export class HandReplay extends Replay {
   /** An expect line made to say what the replay found (the fields it lists, and in `output` only the keys it lists). */
   #correct(line: Extract<HandLine, { kind: 'expect' }>): void {
     const actor = line.actor ?? this.script.planActor;
-    const update: { line: number; state?: string; states?: readonly string[]; output?: unknown } = { line: line.line };
+    const update: { line: number; state?: string; states?: readonly string[]; output?: unknown; pending?: readonly string[] } = { line: line.line };
+    if (line.pending !== undefined) {
+      const pending = this.#pending(line);
+      if (JSON.stringify(pending) !== JSON.stringify([...line.pending].sort())) update.pending = pending;
+    }
     if (line.state !== undefined && this.currentState(actor) !== line.state) update.state = this.currentState(actor);
     const states = this.states.get(actor) ?? [];
     if (line.states !== undefined && JSON.stringify(states) !== JSON.stringify(line.states)) update.states = [...states];
