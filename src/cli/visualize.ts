@@ -56,7 +56,9 @@ function runningBuild(): BuiltFrom {
   const built = fileURLToPath(import.meta.url);
   if (built.endsWith('.ts')) return { built, sources: [] };
   for (let dir = dirname(built); dir !== dirname(dir); dir = dirname(dir)) {
-    if (!existsSync(join(dir, 'machines')) || !existsSync(join(dir, 'package.json'))) continue;
+    // The package's own root (its first package.json): never another project's machines/ above it.
+    if (!existsSync(join(dir, 'package.json'))) continue;
+    if (!existsSync(join(dir, 'machines'))) break;
     const list = (sub: string): string[] => {
       try {
         return readdirSync(join(dir, sub)).filter((name) => name.endsWith('.ts')).map((name) => join(dir, sub, name));
