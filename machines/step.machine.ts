@@ -2,6 +2,7 @@ import { assign, enqueueActions, fromCallback, sendTo, setup, type AnyActorRef }
 import type { JsonValue, OutputTruncation, PlanStep, ResultsMap, StepKind } from './contracts.js';
 import { CANCEL_BEFORE_STEP, CANCEL_FORCED_BEFORE_ATTEMPT, CANCEL_FORCED_STEP, stepTimedOut, stepTimedOutBeforeStart } from './messages.js';
 import { notProvided } from './not-provided.js';
+import type { ProcessRun } from './attempt-outcome.js';
 
 /**
  * What one attempt produced (`docs/plan-format.md#tool-steps`, `docs/plan-format.md#shell-dispatch`, `docs/delegation.md#one-delegation`), before the plan applies `on_error`.
@@ -83,6 +84,11 @@ export type AttemptReport =
       readonly type: 'ATTEMPT.FINISHED';
       readonly attempt: number;
       readonly outcome: AttemptOutcome;
+      /**
+       * A shell attempt whose outcome its process's exit decided: the raw facts it was decided from
+       * besides the exit (its output), so that replay decides it again (machines/attempt-outcome.ts).
+       */
+      readonly process?: ProcessRun;
       /**
        * When the attempt started and ended, in whole milliseconds of the session's monotonic clock
        * (only their difference means anything; taken by the effect, so replay is exact).

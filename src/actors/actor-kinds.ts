@@ -4,8 +4,9 @@
  * so adding a machine is local: a file in `machines/`, one entry here, and its effects in `src/`
  * (see docs/architecture.md, "Adding a machine").
  *
- * Pure (model floor): imports machines, the plan model and xstate only.
+ * Pure (model floor): imports machines, the plan model, xstate and Node's signal numbers only.
  */
+import { constants } from 'node:os';
 import { enqueueActions, type AnyActorLogic, type AnyActorRef, type AnyStateMachine } from 'xstate';
 import type { PlanStep, StepKind } from '../../machines/contracts.js';
 import { delegationActorId, delegationMachine, type DelegationContext, type DelegationInput } from '../../machines/delegation.machine.js';
@@ -15,7 +16,8 @@ import { shellCallMachine, type ShellCallContext } from '../../machines/shell-ca
 import { scan } from '../../machines/plan-schedule.js';
 import { planActorId, planMachine, poolActorId, stepActorId, type PlanContext, type PlanInput } from '../../machines/plan.machine.js';
 import { stepPoolMachine, type PoolBatch, type StepPoolContext } from '../../machines/step-pool.machine.js';
-import { stepMachine, type StepContext, type StepInput } from '../../machines/step.machine.js';
+import { stepMachine, type StepContext, type StepEvent, type StepInput } from '../../machines/step.machine.js';
+import { processOutcome } from '../../machines/attempt-outcome.js';
 import { evaluateCondition } from '../plan/condition.js';
 import { detachedCommandInputFromLog, planInputFromLog, shellCallInputFromLog, stepInputFromLog } from './log-inputs.js';
 
@@ -66,6 +68,14 @@ export interface ActorKind {
    * input that will not do.
    */
   readonly inputFromLog?: (logged: unknown) => unknown | { readonly error: string };
+  /**
+   * What an effect decided, decided again: for an outside input whose payload holds a decision an
+   * effect made from raw facts (a shell attempt's outcome, from its exit and output), the first
+   * field where the recorded decision differs from the one the runtime's own rule makes from those
+   * facts — the input's, and those the actor took before (`context`). Null when it agrees or there
+   * is nothing to decide again (docs/event-log.md#what-replay-checks).
+   */
+  readonly decidedAgain?: (context: never, event: { readonly type: string; readonly [key: string]: unknown }) => DecisionMismatch | null;
   /** A recorded outside input this kind cannot take in its current state (replay says so instead of feeding it). */
   readonly refusesInput?: (context: never, event: { readonly type: string; readonly [key: string]: unknown }) => string | null;
   /** `capsule inspect` shows its children in its place (an actor that exists for XState's sake only). */
@@ -75,6 +85,20 @@ export interface ActorKind {
    * kept so that event logs recorded with it still replay.
    */
   readonly replacedBy?: string;
+}
+
+/** Where a recorded decision and the one made again differ ({@link ActorKind.decidedAgain}). */
+export interface DecisionMismatch {
+  /** The field of the input's payload, a JSON path (`outcome.status`). */
+  readonly path: string;
+  /** The value the input carries. */
+  readonly expected: unknown;
+  /** The value the rule decides. */
+  readonly actual: unknown;
+  /** What decided it, for the reader. */
+  readonly why: string;
+  /** The earlier input (its event type) whose raw fact decided the difference, when not this one: the divergence is at its line. */
+  readonly decidedBy?: string;
 }
 
 /** Summary of a step input in the log: identity and bounds, not the results map every step shares (that would make the log quadratic). */
@@ -129,6 +153,7 @@ const step: ActorKind = {
   plainEvents: /^(?:ATTEMPT\.|CANCEL$)/,
   plainOutput: true,
   inputFromLog: stepInputFromLog,
+  decidedAgain: stepDecidedAgain,
   refusesInput: (context: StepContext, event) => {
     if (!event.type.startsWith('ATTEMPT.')) return null;
     const attempt = event['attempt'];
@@ -137,6 +162,39 @@ const step: ActorKind = {
       : `the replayed step never started attempt ${String(attempt)}`;
   },
 };
+
+/**
+ * A step's outside inputs decided again: a leader killed by a signal exits with 128 + its number,
+ * and a shell attempt's outcome is what its exit and output make it (machines/attempt-outcome.ts).
+ * An `ATTEMPT.FINISHED` recorded before it carried its `process` holds only the decision: it is
+ * checked where the exit alone decides (a non-zero exit never succeeds; exit 0 never fails with
+ * `exit code <N>`).
+ */
+function stepDecidedAgain(context: StepContext, event: { readonly type: string; readonly [key: string]: unknown }): DecisionMismatch | null {
+  if (event.type === 'ATTEMPT.LEADER_EXITED') {
+    const { exitCode, signal } = event as unknown as { exitCode: number; signal: string | null };
+    const number = signal === null ? undefined : (constants.signals as Readonly<Record<string, number>>)[signal];
+    if (number === undefined || exitCode === 128 + number) return null;
+    return { path: 'exitCode', expected: exitCode, actual: 128 + number, why: `a process killed by ${signal} exits with 128 + ${number}` };
+  }
+  if (event.type !== 'ATTEMPT.FINISHED' || context.input.kind !== 'shell' || context.leaderExit === null) return null;
+  const finished = event as unknown as Extract<StepEvent, { type: 'ATTEMPT.FINISHED' }>;
+  if (finished.attempt !== context.attempt + 1 || finished.outcome.notStarted === true) return null;
+  const exitCode = context.leaderExit.exitCode;
+  const recorded = finished.outcome;
+  if (finished.process !== undefined) {
+    const decided = processOutcome(exitCode, finished.process);
+    for (const key of ['status', 'output', 'error'] as const) {
+      if (recorded[key] !== decided[key]) {
+        return { path: `outcome.${key}`, expected: recorded[key], actual: decided[key], why: `exit code ${exitCode} and this output decide it`, decidedBy: 'ATTEMPT.LEADER_EXITED' };
+      }
+    }
+    return null;
+  }
+  const contradicts = exitCode !== 0 ? recorded.status === 'success' : recorded.status === 'failed' && /^exit code -?\d+$/.test(recorded.error ?? '');
+  if (!contradicts) return null;
+  return { path: 'outcome.status', expected: recorded.status, actual: exitCode === 0 ? 'success' : 'failed', why: `exit code ${exitCode} decides it`, decidedBy: 'ATTEMPT.LEADER_EXITED' };
+}
 
 const stepPool: ActorKind = {
   name: 'stepPool',

@@ -104,6 +104,9 @@ function buildSchemas() {
           truncated: z.looseObject({ log: z.string(), stdout_bytes: z.number(), stderr_bytes: z.number(), kept_bytes: z.number() }).optional(),
           notStarted: z.literal(true).optional(),
         }),
+        process: z
+          .looseObject({ stdout: z.string(), stderr: z.string(), limit: z.looseObject({ field: z.string(), binary: z.string() }).optional() })
+          .optional(),
         startedAtMs: z.number(),
         endedAtMs: z.number(),
       }),

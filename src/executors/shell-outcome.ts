@@ -13,16 +13,15 @@ import { logCapMarker } from './log-cap.js';
 import { MAX_SHELL_OUTPUT_BYTES } from './output-cap.js';
 import { OutputCapture } from './output-capture.js';
 import { decodeUtf8Lossy } from './utf8.js';
+import { exitCodeError, processOutcome, resourceLimitFieldError, type ProcessRun } from '../../machines/attempt-outcome.js';
+
+export { exitCodeError };
 
 /** Suffixes tried (`shell-<ms>-<n>.log`) before giving up when logs of the same millisecond already exist. */
 const MAX_LOG_NAME_ATTEMPTS = 1000;
 
-/** Error of a non-zero exit with blank stderr (`docs/plan-format.md#shell-dispatch`, exact format). */
-export const exitCodeError = (exitCode: number): string => `exit code ${exitCode}`;
-
 /** Error gist of a non-zero exit attributed to a resource limit (`docs/plan-format.md#shell-dispatch`). */
-export const resourceLimitError = (binary: string, limit: string, detail: string): string =>
-  `shell subprocess '${binary}' was killed for exceeding capabilities.resources.${resourceLimitField(limit)}: ${detail}`;
+export const resourceLimitError = (binary: string, limit: string, detail: string): string => resourceLimitFieldError(binary, resourceLimitField(limit), detail);
 
 /** Error when the full-output log cannot be written (the older versions' behaviour: the call fails, naming the log). */
 export const logWriteError = (path: string, detail: string): string =>
@@ -53,6 +52,12 @@ export interface ShellStepOutcome {
   readonly fullOutputPath: string | null;
   /** What was cut and where the full text is; present only when a stream was over the cap (ours, for the report). */
   readonly truncated?: OutputTruncation;
+  /**
+   * The raw facts the outcome was decided from by the exit ({@link processOutcome}), for the
+   * event log; absent when something else decided it (the process could not start, its log could
+   * not be written).
+   */
+  readonly process?: ProcessRun;
 }
 
 /** Text of the foreground log header (`docs/shell-commands.md#output-cap`): `Command: <binary> <args…>`, exit code, blank line. */
@@ -115,7 +120,9 @@ export async function shellStepOutcome(result: ProcessResult, opts: ShellOutcome
   const capture = new OutputCapture(null);
   capture.write(1, result.stdout);
   capture.write(2, result.stderr);
-  return shellStepOutcomeOf(result, capture, opts);
+  // The raw facts are for the event log of a step's attempt; a caller of this one has them already.
+  const { process: _raw, ...outcome } = await shellStepOutcomeOf(result, capture, opts);
+  return outcome;
 }
 
 /**
@@ -143,17 +150,13 @@ export async function shellStepOutcomeOf(
     fullOutputPath === null
       ? {}
       : { truncated: truncationOf(fullOutputPath, capture) };
-  const stdout = decodeUtf8Lossy(capture.stdoutHead());
-  const stderr = decodeUtf8Lossy(capture.stderrHead());
-
-  if (result.exitCode === 0) {
-    return { status: 'success', output: stdout, error: null, fullOutputPath, ...cut };
-  }
-  const stderrBlank = stderr.trim() === '';
-  const detail = stderrBlank ? exitCodeError(result.exitCode) : stderr;
   const limit = opts.resourceLimit ?? null;
-  const error = limit === null ? detail : resourceLimitError(opts.resolvedBinary ?? opts.binary, limit, detail);
-  return { status: 'failed', output: null, error, fullOutputPath, ...cut };
+  const run: ProcessRun = {
+    stdout: decodeUtf8Lossy(capture.stdoutHead()),
+    stderr: decodeUtf8Lossy(capture.stderrHead()),
+    ...(limit !== null ? { limit: { field: resourceLimitField(limit), binary: opts.resolvedBinary ?? opts.binary } } : {}),
+  };
+  return { ...processOutcome(result.exitCode, run), fullOutputPath, ...cut, process: run };
 }
 
 /**

@@ -4,11 +4,13 @@
  * delivered.
  */
 import { createActor, fromCallback, fromPromise, type AnyActorLogic, type AnyActorRef, type AnyStateMachine, type AnyStateNode, type InspectionEvent } from 'xstate';
-import { ACTOR_KINDS, kindOfActor, provideKind, readableActorId, type Implementations } from '../actors/actor-kinds.js';
+import { ACTOR_KINDS, kindOfActor, provideKind, readableActorId, type DecisionMismatch, type Implementations } from '../actors/actor-kinds.js';
 import { inputProblem } from '../actors/log-inputs.js';
 import { createEventRecorder, type EventLogRecord } from '../records/event-log.js';
 import { ManualClock } from '../session/clock.js';
-import { stateText } from './compare.js';
+import { stateText, type FieldDifference } from './compare.js';
+
+export type { FieldDifference } from './compare.js';
 import type { ReplayScript, ScriptRoot } from './script.js';
 
 /** Options of {@link replay}. */
@@ -19,6 +21,22 @@ export interface ReplayOptions {
   readonly planMachine?: AnyStateMachine;
   /** Shorthand for `machines.step`. */
   readonly stepMachine?: AnyStateMachine;
+  /**
+   * A hand-written script's `expect` lines are not checked but corrected: each one that differs
+   * is listed in {@link ReplayResult.expectUpdates} with what the replay found (`capsule replay
+   * --update`). Every other divergence still is one. A recorded log ignores it.
+   */
+  readonly updateExpects?: boolean;
+}
+
+/** An `expect` line of a hand-written script as `--update` corrects it: the fields that differed, with what the replay found. */
+export interface ExpectUpdate {
+  /** 1-based line of the script. */
+  readonly line: number;
+  readonly state?: string;
+  readonly states?: readonly string[];
+  readonly output?: unknown;
+  readonly pending?: readonly string[];
 }
 
 /** Where the replay first differs from the recording (or from a hand-written expectation). */
@@ -29,8 +47,28 @@ export interface Divergence {
   readonly line: number;
   /** Readable actor id (`plan:<plan_id>`, `step:<step_id>`). */
   readonly actor: string;
+  /** What the recording (or the script) has there, as a person reads it. */
   readonly expected: string;
+  /** What the replay did instead. */
   readonly actual: string;
+  /**
+   * The first field that differs, when both sides are values: its JSON path (`output.results[1].error`,
+   * `event.outcome.status`) and both values in full. A value absent on one side has no key here.
+   */
+  readonly path?: string;
+  readonly expectedValue?: unknown;
+  readonly actualValue?: unknown;
+}
+
+/** Why an outside input was not fed, or was found to differ from what the runtime's rules decide from it. */
+export interface Refusal {
+  /** The replay's side of the divergence. */
+  readonly actual: string;
+  /** The recording's side, when the refusal knows it better than the input's description. */
+  readonly expected?: string;
+  readonly difference?: FieldDifference;
+  /** The `at` of an earlier input the divergence is placed at (the one whose raw fact decided the difference). */
+  readonly at?: number;
 }
 
 /** What `capsule replay --json` prints. */
@@ -41,6 +79,8 @@ export interface ReplayResult {
   readonly actors: Readonly<Record<string, readonly string[]>>;
   /** Inputs fed to the machines (recorded outside inputs, or hand-written input lines). */
   readonly events: number;
+  /** With {@link ReplayOptions.updateExpects}: the `expect` lines that differed, corrected (absent when none did). */
+  readonly expectUpdates?: readonly ExpectUpdate[];
 }
 
 /** A fake effect actor: how the replay settles it (promise) or speaks through it (callback). */
@@ -177,16 +217,40 @@ export abstract class Replay {
    * Delivers an outside input to `actorName`: from an effect actor of it (`from`, its XState id),
    * a timer firing (`xstate.after.*`), or sent from outside. Returns why it cannot be, or null.
    */
-  protected deliver(actorName: string, event: { readonly type: string; readonly [key: string]: unknown }, from?: string): string | null {
+  protected deliver(actorName: string, event: { readonly type: string; readonly [key: string]: unknown }, from?: string, at?: number): Refusal | null {
+    const refused = this.#deliver(actorName, event, from);
+    if (refused === null && at !== undefined) {
+      const fed = this.#fedAt.get(actorName) ?? new Map<string, number>();
+      fed.set(event.type, at);
+      this.#fedAt.set(actorName, fed);
+    }
+    return typeof refused === 'string' ? { actual: refused } : refused;
+  }
+
+  /** Per actor, per event type: the `at` of the last input of that type fed to it. */
+  readonly #fedAt = new Map<string, Map<string, number>>();
+
+  #deliver(actorName: string, event: { readonly type: string; readonly [key: string]: unknown }, from?: string): string | Refusal | null {
     const target = this.refs.get(actorName);
     if (target === undefined) return `${actorName} was never spawned`;
     const snapshot = target.getSnapshot() as { status: string; children?: Record<string, AnyActorRef | undefined>; context?: unknown; can?: (event: unknown) => boolean };
     if (snapshot.status !== 'active') return `${actorName} has ended in ${this.currentState(actorName)}`;
     const type = event.type;
     // The payload at the boundary: what the machine reads must have its shape (src/actors/log-inputs.ts).
-    const kindName = kindOfActor(target)?.name;
-    const malformed = kindName === undefined ? null : inputProblem(kindName, event);
+    const kind = kindOfActor(target);
+    const malformed = kind === undefined ? null : inputProblem(kind.name, event);
     if (malformed !== null) return malformed;
+    // What an effect decided, decided again by the runtime's own rule (docs/event-log.md#what-replay-checks).
+    const mismatch = (kind?.decidedAgain as ((context: unknown, event: unknown) => DecisionMismatch | null) | undefined)?.(snapshot.context, event) ?? null;
+    if (mismatch !== null) {
+      const at = mismatch.decidedBy === undefined ? undefined : this.#fedAt.get(actorName)?.get(mismatch.decidedBy);
+      return {
+        expected: `${type} with ${mismatch.path} ${JSON.stringify(mismatch.expected)}`,
+        actual: `${mismatch.path} ${JSON.stringify(mismatch.actual)}: ${mismatch.why}`,
+        difference: { path: `event.${mismatch.path}`, expected: mismatch.expected, actual: mismatch.actual },
+        ...(at !== undefined ? { at } : {}),
+      };
+    }
     if (from !== undefined) {
       const child = snapshot.children?.[from];
       const fake = child === undefined ? undefined : this.#fakes.get(child);
@@ -205,7 +269,6 @@ export abstract class Replay {
       target.send({ type });
       return null;
     }
-    const kind = kindOfActor(target);
     const refusal = (kind?.refusesInput as ((context: unknown, event: unknown) => string | null) | undefined)?.(snapshot.context, event) ?? null;
     if (refusal !== null) return `${refusal}; it is in ${this.currentState(actorName)}`;
     target.send({ ...event });
@@ -222,6 +285,22 @@ export abstract class Replay {
       .filter((timer) => delay === undefined || timer.delay === delay)
       .map((timer) => timer.type)
       .filter((type) => snapshot.can?.({ type }) === true);
+  }
+
+  /** The names of the delays (`attemptTimeout`) whose timers `actorName` has pending now. */
+  protected pendingDelays(actorName: string): string[] {
+    const target = this.refs.get(actorName);
+    if (target === undefined) return [];
+    const snapshot = target.getSnapshot() as { status: string; can?: (event: unknown) => boolean; machine?: AnyStateMachine };
+    if (snapshot.status !== 'active' || snapshot.machine === undefined) return [];
+    return afterEvents(snapshot.machine)
+      .filter((timer) => snapshot.can?.({ type: timer.type }) === true)
+      .map((timer) => timer.delay);
+  }
+
+  /** Readable ids of the actors still running. */
+  protected runningActors(): string[] {
+    return [...this.refs.entries()].filter(([, ref]) => ref.getSnapshot().status === 'active').map(([id]) => id);
   }
 
   protected record(raw: EventLogRecord): void {
@@ -262,6 +341,16 @@ export abstract class Replay {
       quiet = this.produced === before ? quiet + 1 : 0;
     }
   }
+}
+
+/** A {@link FieldDifference} as the fields of a {@link Divergence} (none for none). */
+export function fieldsOf(difference: FieldDifference | undefined): Pick<Divergence, 'path' | 'expectedValue' | 'actualValue'> {
+  if (difference === undefined) return {};
+  return {
+    path: difference.path,
+    ...('expected' in difference ? { expectedValue: difference.expected } : {}),
+    ...('actual' in difference ? { actualValue: difference.actual } : {}),
+  };
 }
 
 /** An error as a recorded line carries it (`{ name, message }`) made an Error again. */

@@ -1,8 +1,8 @@
 import type { AnyActorRef } from 'xstate';
 import { readableActorId } from '../actors/actor-kinds.js';
 import type { EventLine, EventLogRecord } from '../records/event-log.js';
-import { commandsOf, compareKey, describe, type Command } from './compare.js';
-import { Replay, type ReplayOptions, type ReplayResult } from './engine.js';
+import { commandsOf, comparable, compareKey, describe, firstDifference, type Command } from './compare.js';
+import { fieldsOf, Replay, type FieldDifference, type ReplayOptions, type ReplayResult } from './engine.js';
 import type { RecordedScript } from './script.js';
 
 /**
@@ -98,7 +98,7 @@ export class RecordedReplay extends Replay {
     if (expected === undefined) {
       this.#diverge(this.#next, record.actor, 'nothing more from this actor', describe(record));
     } else if (compareKey(expected) !== compareKey(record)) {
-      this.#diverge(this.#records.indexOf(expected), record.actor, describe(expected), describe(record));
+      this.#diverge(this.#records.indexOf(expected), record.actor, describe(expected), describe(record), firstDifference(comparable(expected), comparable(record)) ?? undefined);
     } else {
       for (const actual of commandsOf(record, -1)) {
         const command = this.#commands[this.#commandsReplayed++];
@@ -108,6 +108,7 @@ export class RecordedReplay extends Replay {
             record.actor,
             command === undefined ? 'no further command' : `command ${command.text}`,
             `command ${actual.text}`,
+            command === undefined ? undefined : (firstDifference(command.value, actual.value, command.path) ?? undefined),
           );
           break;
         }
@@ -161,9 +162,9 @@ export class RecordedReplay extends Replay {
       if (record.kind !== 'event' || record.external !== true || this.#injected.has(index)) return;
       this.#injected.add(index);
       this.fed++;
-      const refused = this.deliver(record.actor, { ...record.event, type: record.type }, record.from);
+      const refused = this.deliver(record.actor, { ...record.event, type: record.type }, record.from, index);
       if (refused !== null) {
-        this.#diverge(index, record.actor, describeInput(record), refused);
+        this.#diverge(refused.at ?? index, record.actor, refused.expected ?? describeInput(record), refused.actual, refused.difference);
         return;
       }
       if (this.#next === index) return; // delivered asynchronously (a promise settling)
@@ -183,13 +184,13 @@ export class RecordedReplay extends Replay {
   /** Recorded index of the reported divergence: the earliest one found wins. */
   #divergenceIndex = Number.POSITIVE_INFINITY;
 
-  #diverge(index: number, actor: string, expected: string, actual: string): void {
+  #diverge(index: number, actor: string, expected: string, actual: string, difference?: FieldDifference): void {
     if (this.divergence !== null && this.#divergenceIndex <= index) return;
     this.#divergenceIndex = index;
     const records = this.#records;
     const at = Math.min(index, records.length - 1);
     const seq = index >= records.length ? (records[records.length - 1]?.seq ?? 0) + 1 : (records[at]?.seq ?? 0);
-    this.divergence = { seq, line: this.#lines[at] ?? 0, actor, expected, actual };
+    this.divergence = { seq, line: this.#lines[at] ?? 0, actor, expected, actual, ...fieldsOf(difference) };
   }
 }
 

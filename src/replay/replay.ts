@@ -8,7 +8,7 @@ import { RecordedReplay } from './recorded.js';
 import { readReplayScript, type ReplayScript } from './script.js';
 import type { ReplayOptions, ReplayResult } from './engine.js';
 
-export type { Divergence, ReplayOptions, ReplayResult } from './engine.js';
+export type { Divergence, ExpectUpdate, ReplayOptions, ReplayResult } from './engine.js';
 export { describe, stateText } from './compare.js';
 
 /** Replays a file (recorded `events.jsonl` or a hand-written script). @throws {ReplayFileError} for an unreadable file. */

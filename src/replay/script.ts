@@ -4,6 +4,7 @@ import { actorKind } from '../actors/actor-kinds.js';
 import { ERROR_CODES, RuntimeError } from '../errors.js';
 import { missingReason, readUtf8FileSync } from '../plan/read-file.js';
 import { parsePlanValue, stepKind } from '../plan/schema.js';
+import { suggestKey } from '../plan/unknown-keys.js';
 import { excerpt } from '../excerpt.js';
 import type { EventLine, EventLogRecord } from '../records/event-log.js';
 import { describeKind, eventLogLine, LINE_TOO_DEEP, lineTooDeep } from '../records/event-log-lines.js';
@@ -66,12 +67,19 @@ export interface HandScript {
  */
 export type HandLine = { readonly line: number } & (
   | {
-      /** The running attempt of `step` ends (`ATTEMPT.FINISHED`). With `exitCode`, its leader process exits first (`ATTEMPT.LEADER_EXITED`). */
+      /**
+       * The running attempt of `step` ends (`ATTEMPT.FINISHED`). With `exitCode`, its leader process
+       * exits first (`ATTEMPT.LEADER_EXITED`). A shell step's outcome is decided from its exit (this
+       * line's or an exit line's) and `stdout`/`stderr` (defaults: `output`/`error`) by the runtime's
+       * rule, and `status`, `output`, `error` are checked against it; another step's is as written.
+       */
       readonly kind: 'outcome';
       readonly step: string;
-      readonly status: 'success' | 'failed';
-      readonly output: string | null;
-      readonly error: string | null;
+      readonly status?: 'success' | 'failed';
+      readonly output?: string;
+      readonly error?: string;
+      readonly stdout?: string;
+      readonly stderr?: string;
       readonly exitCode?: number;
       readonly signal?: string | null;
       /** How long the attempt took, ms (default 0); the simulated time moves on by as much. */
@@ -83,6 +91,16 @@ export type HandLine = { readonly line: number } & (
       readonly step: string;
       readonly exitCode: number;
       readonly signal: string | null;
+    }
+  | {
+      /**
+       * The running attempt of shell step `step` asks for its process (`ATTEMPT.LAUNCHING`, to a
+       * bounded step) and it starts (`ATTEMPT.LAUNCHED`); with `waits`, the launch waits (LAUNCHING
+       * only), and a later launch line without it says the process started.
+       */
+      readonly kind: 'launch';
+      readonly step: string;
+      readonly waits: boolean;
     }
   | { /** The `timeout_secs` bound of `step` elapses (its timer fires). */ readonly kind: 'timeout'; readonly step: string }
   | { /** The host cancels the plan (`force: true`: a second Ctrl-C). */ readonly kind: 'cancel'; readonly force: boolean }
@@ -106,13 +124,18 @@ export type HandLine = { readonly line: number } & (
   | { /** Another root actor starts here (a later `plan` or `machine` line). */ readonly kind: 'root'; readonly root: ScriptRoot }
   | {
       /**
-       * A check at this point: `state` (the actor's current state, e.g. `running.bounded`),
+       * A check at this point: `pending` (the timers still scheduled, `[]` for none),
+       * `state` (the actor's current state, e.g. `running.bounded`),
        * `states` (every state the actor has been in so far, one per snapshot), or `output`
        * (the actor — the first root by default — has ended and its output contains these fields;
        * arrays match element by element).
        */
       readonly kind: 'expect';
       readonly actor?: string;
+      /** The line names no actor (`pending` then covers every running actor). */
+      readonly anyActor?: boolean;
+      /** The timers still pending: the actor's delay names, or without an actor every running actor's, as `<actor> <delay>`. */
+      readonly pending?: readonly string[];
       readonly state?: string;
       readonly states?: readonly string[];
       readonly output?: JsonValue;
@@ -261,9 +284,12 @@ function isInputError(value: unknown): value is { error: string } {
 }
 
 /** A `plan` root line: the plan (parsed as a run parses it) and the plan actor's bounds. */
-function planRoot(value: Record<string, unknown>, where: string): { root: ScriptRoot; stepIds: Set<string>; planActor: string } {
+function planRoot(value: Record<string, unknown>, where: string): { root: ScriptRoot; stepIds: Set<string>; stepKinds: Map<string, string>; planActor: string } {
   const plan = parsePlanValue(value['plan'] ?? null);
   if (!plan.ok) throw new ReplayFileError(`${where}: "plan" is not a plan: ${plan.error}`);
+  // A run warns of an unknown key; a script, a test, refuses it: a misspelt key would be tested as absent.
+  const unknown = plan.warnings[0];
+  if (unknown !== undefined) throw new ReplayFileError(`${where}: "plan": ${unknown.message}`);
   // The structural rules a run applies before anything starts (docs/plan-format.md#rule-1 and 5); the
   // capability rules (tools installed, binaries allowed) do not apply to a simulated plan.
   const refused = planStructureProblem(plan.plan.steps);
@@ -300,7 +326,7 @@ function planRoot(value: Record<string, unknown>, where: string): { root: Script
     ...(typeof poolSize === 'number' ? { poolSize } : {}),
     ...(typeof sliceSize === 'number' ? { sliceSize } : {}),
   };
-  return { root: { machine: 'plan', input }, stepIds: new Set(seen), planActor: planActorId(plan.plan.id) };
+  return { root: { machine: 'plan', input }, stepIds: new Set(seen), stepKinds: new Map(plan.plan.steps.map((step) => [step.id, stepKind(step)])), planActor: planActorId(plan.plan.id) };
 }
 
 /** A `machine` root line: `{"kind":"machine","machine":"<kind>","input":{…}}`. */
@@ -310,17 +336,72 @@ function machineRoot(value: Record<string, unknown>, where: string): ScriptRoot 
   return scriptRoot(machine, value['input'], where, `machine '${machine}'`);
 }
 
+/** The keys each kind of hand-written line may hold (docs/event-log.md#hand-written-replay-scripts). */
+const LINE_KEYS: Readonly<Record<string, readonly string[]>> = {
+  plan: ['kind', 'plan', 'maxParallel', 'killGraceMs', 'canceledAtStart', 'poolSize', 'sliceSize'],
+  machine: ['kind', 'machine', 'input', 'actor'],
+  outcome: ['kind', 'step', 'status', 'output', 'error', 'stdout', 'stderr', 'exitCode', 'signal', 'durationMs'],
+  exit: ['kind', 'step', 'exitCode', 'signal'],
+  launch: ['kind', 'step', 'waits'],
+  timeout: ['kind', 'step'],
+  cancel: ['kind', 'force'],
+  send: ['kind', 'actor', 'event', 'from'],
+  timer: ['kind', 'actor', 'delay'],
+  expect: ['kind', 'actor', 'state', 'states', 'output', 'pending'],
+};
+
+/** `(did you mean "x"?)`, or the list of what is known. */
+function suggestion(word: string, known: readonly string[]): string {
+  const closest = suggestKey(word, known);
+  return closest !== null ? `did you mean "${closest}"?` : `known: ${known.join(', ')}`;
+}
+
+/**
+ * Why a hand-written line is refused for its kind or keys (a misspelt key would be read as absent,
+ * a misspelt kind never run), or null. Checked before anything else of the line.
+ */
+function lineKeysProblem(value: Record<string, unknown>): string | null {
+  const kind = value['kind'];
+  const keys = typeof kind === 'string' ? LINE_KEYS[kind] : undefined;
+  if (keys === undefined) {
+    const known = Object.keys(LINE_KEYS);
+    return `unknown kind ${describeKind(kind)} (${typeof kind === 'string' ? suggestion(kind, known) : `known: ${known.join(', ')}`})`;
+  }
+  const unknown = Object.keys(value).find((key) => !keys.includes(key));
+  if (unknown === undefined) return null;
+  const article = /^[aeiou]/.test(kind as string) ? 'an' : 'a';
+  return `unknown key "${excerpt(unknown)}" in ${article} ${kind as string} line (${suggestion(unknown, keys.filter((key) => key !== 'kind'))})`;
+}
+
+/**
+ * Why `type` is refused as an event sent to an actor of machine `kind` (none of its states takes
+ * it), or null; `xstate.*` events (an effect ending, a timer) are checked when fed.
+ */
+function eventTypeProblem(kind: string | undefined, type: string): string | null {
+  const machine = kind === undefined ? undefined : actorKind(kind)?.machine;
+  if (machine === undefined || type.startsWith('xstate.')) return null;
+  const accepted = (machine.events as string[]).filter((event) => !event.startsWith('xstate.'));
+  if (accepted.includes(type)) return null;
+  return `a ${kind} actor takes no event "${excerpt(type)}" (${suggestion(type, accepted)})`;
+}
+
 function parseHand(parsed: readonly Parsed[], file: string): HandScript {
   const [head, ...rest] = parsed as [Parsed, ...Parsed[]];
   const where = (line: number): string => `${file}:${line}`;
+  for (const { line, value } of parsed) {
+    const problem = lineKeysProblem(value);
+    if (problem !== null) throw new ReplayFileError(`${where(line)}: ${problem}`);
+  }
   // Step-level lines and actor names are checked against the first root when it is a plan.
   let stepIds: Set<string> | null = null;
+  let stepKinds: Map<string, string> | null = null;
   let planActor: string;
   let root: ScriptRoot;
   if (head.value['kind'] === 'plan') {
     const plan = planRoot(head.value, where(head.line));
     root = plan.root;
     stepIds = plan.stepIds;
+    stepKinds = plan.stepKinds;
     planActor = plan.planActor;
   } else {
     root = machineRoot(head.value, where(head.line));
@@ -362,18 +443,25 @@ function parseHand(parsed: readonly Parsed[], file: string): HandScript {
     switch (value['kind']) {
       case 'outcome': {
         const status = value['status'];
-        if (status !== 'success' && status !== 'failed') return fail('"status" must be "success" or "failed"');
         const exitCode = value['exitCode'];
         if (exitCode !== undefined && typeof exitCode !== 'number') return fail('"exitCode" must be a number');
+        if (status !== undefined && status !== 'success' && status !== 'failed') return fail('"status" must be "success" or "failed"');
+        const id = step();
+        // A shell step's outcome is decided from its exit; any other's is what the line says.
+        if (status === undefined && exitCode === undefined && stepKinds?.get(id) !== 'shell') return fail('an outcome line needs "status" (or, for a shell step, "exitCode")');
         const durationMs = value['durationMs'] ?? 0;
         if (typeof durationMs !== 'number' || durationMs < 0) return fail('"durationMs" must be a number ≥ 0');
+        const texts: Record<string, string> = {};
+        for (const key of ['output', 'error', 'stdout', 'stderr']) {
+          const found = text(key);
+          if (found !== null) texts[key] = found;
+        }
         return {
           line,
           kind: 'outcome',
-          step: step(),
-          status,
-          output: status === 'success' ? (text('output') ?? '') : null,
-          error: status === 'failed' ? (text('error') ?? 'failed') : null,
+          step: id,
+          ...(status !== undefined ? { status } : {}),
+          ...texts,
           ...(typeof exitCode === 'number' ? { exitCode, signal: text('signal') } : {}),
           durationMs,
         };
@@ -385,6 +473,13 @@ function parseHand(parsed: readonly Parsed[], file: string): HandScript {
       }
       case 'timeout':
         return { line, kind: 'timeout', step: step() };
+      case 'launch': {
+        const waits = value['waits'];
+        if (waits !== undefined && typeof waits !== 'boolean') return fail('"waits" must be true or false');
+        const id = step();
+        if (stepKinds?.get(id) !== 'shell') return fail(`a launch line speaks to a shell step (only a shell step's attempt asks for a process); '${excerpt(id)}' is a ${stepKinds?.get(id) ?? 'step'} step`);
+        return { line, kind: 'launch', step: id, waits: waits === true };
+      }
       case 'cancel': {
         const force = value['force'];
         if (force !== undefined && typeof force !== 'boolean') return fail('"force" must be true or false');
@@ -398,6 +493,10 @@ function parseHand(parsed: readonly Parsed[], file: string): HandScript {
         }
         const from = value['from'];
         if (from !== undefined && typeof from !== 'string') return fail('"from" must be the id of an effect actor of the actor (a string)');
+        // The kind of the actor, where the script says it: its first root, a step of its plan.
+        const kind = actor === planActor ? root.machine : checked !== null && actor.startsWith('step:') ? 'step' : undefined;
+        const refused = eventTypeProblem(kind, (event as { type: string }).type);
+        if (refused !== null) return fail(refused);
         return { line, kind: 'send', actor, event: event as { type: string; [key: string]: JsonValue }, ...(from !== undefined ? { from } : {}) };
       }
       case 'timer': {
@@ -411,15 +510,21 @@ function parseHand(parsed: readonly Parsed[], file: string): HandScript {
         const state = value['state'];
         const states = value['states'];
         const output = value['output'];
+        const pending = value['pending'];
+        if (pending !== undefined && (!Array.isArray(pending) || !pending.every((p) => typeof p === 'string'))) {
+          return fail('"pending" must be an array of strings (delay names such as "attemptTimeout"; without "actor": "step:a attemptTimeout")');
+        }
         if (state !== undefined && typeof state !== 'string') return fail('"state" must be a string such as "running.bounded"');
         if (states !== undefined && (!Array.isArray(states) || !states.every((s) => typeof s === 'string'))) {
           return fail('"states" must be an array of strings');
         }
-        if (state === undefined && states === undefined && output === undefined) return fail('an expect line needs "state", "states" or "output"');
+        if (state === undefined && states === undefined && output === undefined && pending === undefined) return fail('an expect line needs "state", "states", "output" or "pending"');
         return {
           line,
           kind: 'expect',
           actor: resolved,
+          anyActor: value['actor'] === undefined,
+          ...(pending !== undefined ? { pending: pending as string[] } : {}),
           ...(state !== undefined ? { state } : {}),
           ...(states !== undefined ? { states: states as string[] } : {}),
           ...(output !== undefined ? { output: output as JsonValue } : {}),
@@ -430,7 +535,7 @@ function parseHand(parsed: readonly Parsed[], file: string): HandScript {
       case 'machine':
         return { line, kind: 'root', root: machineRoot(value, where(line)) };
       default:
-        return fail(`unknown kind ${describeKind(value['kind'])} (expected outcome, exit, timeout, cancel, send, timer, plan, machine or expect)`);
+        return fail(`unknown kind ${describeKind(value['kind'])} (expected outcome, exit, launch, timeout, cancel, send, timer, plan, machine or expect)`);
     }
   });
   return { format: 'hand', file, planActor, root, lines };

@@ -47,6 +47,8 @@ export interface Drift {
   readonly name: string;
   /** `extra`: a chart file no registered machine produces (left behind by a removed or renamed machine). */
   readonly problem: 'missing' | 'differs' | 'extra';
+  /** For `differs`: the first line that differs (1-based) as the file has it and as the machines draw it (absent: past the end). */
+  readonly at?: { readonly line: number; readonly inFile?: string; readonly drawn?: string };
 }
 
 /** Compares `outDir` with the generated files; empty when everything is up to date. */
@@ -60,7 +62,7 @@ export function checkVisualizations(outDir: string, files: readonly GeneratedFil
       drift.push({ name: file.name, problem: 'missing' });
       continue;
     }
-    if (current !== file.content) drift.push({ name: file.name, problem: 'differs' });
+    if (current !== file.content) drift.push({ name: file.name, problem: 'differs', at: firstDifferentLine(current, file.content) });
   }
   const produced = new Set(files.map((file) => file.name));
   let present: string[] = [];
@@ -73,6 +75,15 @@ export function checkVisualizations(outDir: string, files: readonly GeneratedFil
     if (/\.(mmd|svg|json)$/.test(name) && !produced.has(name)) drift.push({ name, problem: 'extra' });
   }
   return drift;
+}
+
+/** The first line where two texts differ, with both versions of it. */
+function firstDifferentLine(inFile: string, drawn: string): NonNullable<Drift['at']> {
+  const a = inFile.split('\n');
+  const b = drawn.split('\n');
+  let i = 0;
+  while (i < a.length && i < b.length && a[i] === b[i]) i++;
+  return { line: i + 1, ...(i < a.length ? { inFile: a[i] } : {}), ...(i < b.length ? { drawn: b[i] } : {}) };
 }
 
 /** Drops Graphviz's version comment so an upgrade of the renderer alone does not count as drift. */

@@ -55,19 +55,74 @@ describe('capsule replay', () => {
     expect(out.stderr.text).toBe('error: the events file is an empty path; give a records directory or an events.jsonl file\n');
   });
 
-  it('exits 1 and prints the first divergence (seq, actor, expected vs actual)', async () => {
+  it('exits 1 and prints the first divergence (seq, actor, expected vs actual, the field that differs and both its values)', async () => {
     const file = join(scripts, 'diverging', 'wrong-retry-count.jsonl');
     const out = capture();
     expect(await replayCommand(file, {}, out)).toBe(1);
-    expect(out.stdout.text).toBe(`diverged at seq 6 (${file}:6), actor step:a\n  expected: state running.attempting\n  actual:   state finished\n`);
+    expect(out.stdout.text).toBe(
+      `diverged at seq 6 (${file}:6), actor step:a\n  expected: state running.attempting\n  actual:   state finished\n  at state:\n    expected: "running.attempting"\n    actual:   "finished"\n`,
+    );
   });
 
-  it('--json prints {identical, divergence, actors, events}', async () => {
+  it('--json prints {file, outcome, identical, divergence, actors, events}, the divergence with its path and both values', async () => {
     const out = capture();
-    expect(await replayCommand(join(scripts, 'diverging', 'wrong-retry-count.jsonl'), { json: true }, out)).toBe(1);
+    const file = join(scripts, 'diverging', 'wrong-retry-count.jsonl');
+    expect(await replayCommand(file, { json: true }, out)).toBe(1);
     const result = JSON.parse(out.stdout.text) as Record<string, unknown>;
-    expect(Object.keys(result)).toEqual(['identical', 'divergence', 'actors', 'events']);
-    expect(result).toMatchObject({ identical: false, divergence: { seq: 6, line: 6, actor: 'step:a' }, actors: { 'step:a': ['running.attempting', 'running.attempting', 'finished'] }, events: 2 });
+    expect(Object.keys(result)).toEqual(['file', 'outcome', 'identical', 'divergence', 'actors', 'events']);
+    expect(result).toMatchObject({
+      file,
+      outcome: 'diverged',
+      identical: false,
+      divergence: { seq: 6, line: 6, actor: 'step:a', path: 'state', expectedValue: 'running.attempting', actualValue: 'finished' },
+      actors: { 'step:a': ['running.attempting', 'running.attempting', 'finished'] },
+      events: 2,
+    });
+  });
+
+  it('shows a long value around its first difference, in full with --json (the change at the end of a 5,000-character output)', async () => {
+    const long = 'x'.repeat(5000);
+    const file = join(scratch, 'long-output.jsonl');
+    writeFileSync(
+      file,
+      [
+        '{"kind":"plan","plan":{"id":"p","steps":[{"id":"a","tool":"t"}]}}',
+        JSON.stringify({ kind: 'outcome', step: 'a', status: 'success', output: `${long}yz` }),
+        JSON.stringify({ kind: 'expect', output: { results: [{ step_id: 'a', output: `${long}yQ` }] } }),
+      ].join('\n') + '\n',
+    );
+    const out = capture();
+    expect(await replayCommand(file, {}, out)).toBe(1);
+    const lines = out.stdout.text.split('\n');
+    expect(lines[3]).toBe('  at output.results[0].output (5004 and 5004 characters; they differ from character 5003):');
+    // 80 characters before the first that differs (the JSON text's), then the rest.
+    expect(lines[4]).toBe(`    expected: …${'x'.repeat(79)}yQ"`);
+    expect(lines[5]).toBe(`    actual:   …${'x'.repeat(79)}yz"`);
+    const json = capture();
+    expect(await replayCommand(file, { json: true }, json)).toBe(1);
+    expect(JSON.parse(json.stdout.text)).toMatchObject({ divergence: { path: 'output.results[0].output', expectedValue: `${long}yQ`, actualValue: `${long}yz` } });
+  });
+
+  it('names the first differing field of a recorded line, deep in what an actor emitted', async () => {
+    const recordsDir = join(scratch, 'emitted-run');
+    await startPlan({
+      plan: { id: 'p', steps: [{ id: 'a', tool: 'ok' }] },
+      manifest: null,
+      workdir: scratch,
+      recordsDir,
+      tools: { ok: () => ({ status: 'passed', data: 'y'.repeat(3000) }) },
+    }).report;
+    const records = readFileSync(join(recordsDir, 'events.jsonl'), 'utf8').trim().split('\n');
+    const at = records.findIndex((line) => line.includes('"plan.stepsSettled"'));
+    const file = join(scratch, 'emitted-tampered.jsonl');
+    records[at] = (records[at] as string).replace(`${'y'.repeat(3000)}"`, `${'y'.repeat(2999)}Z"`);
+    writeFileSync(file, records.join('\n') + '\n');
+    const out = capture();
+    expect(await replayCommand(file, { json: true }, out)).toBe(1);
+    const { divergence } = JSON.parse(out.stdout.text) as { divergence: { path: string; expectedValue: string; actualValue: string } };
+    expect(divergence.path).toMatch(/^emitted\[\d+\]\.(?:records\[0\]\.)?result\.output$/);
+    expect(divergence.expectedValue).toBe(`${'y'.repeat(2999)}Z`);
+    expect(divergence.actualValue).toBe('y'.repeat(3000));
   });
 
   it('exits 2 naming the file and line of a malformed line', async () => {

@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, unlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { visualizeCommand } from '../../src/cli/visualize.js';
@@ -53,11 +53,32 @@ describe('capsule visualize --check', () => {
     const out = capture();
     expect(await visualizeCommand({ out: dir, check: true }, out)).toBe(1);
     expect(out.stderr.text).toContain('step.mmd: differs from what the machines produce');
+    // What differs: the first line that does, as the file has it and as the machines draw it.
+    expect(out.stderr.text).toMatch(/step\.mmd: differs from what the machines produce, from line \d+:\n {2}in the file: {2}.*after someOtherDelay.*\n {2}the machines: .*after attemptTimeout/);
     expect(out.stderr.text).toContain('plan.svg: missing');
     expect(checkVisualizations(dir, files).map((drift) => drift.name)).toEqual(['plan.svg', 'step.mmd']);
 
     expect(await visualizeCommand({ out: dir }, capture())).toBe(0);
     expect(await visualizeCommand({ out: dir, check: true }, capture())).toBe(0);
+  });
+
+  it('does not pass stale charts after a machine source was edited without a build: it names the source and says to build (exit 1; drawing: exit 2)', async () => {
+    const dir = join(scratch, 'stale');
+    expect(await visualizeCommand({ out: dir }, capture())).toBe(0);
+    const built = join(scratch, 'capsule.js');
+    const source = join(scratch, 'step.machine.ts');
+    writeFileSync(built, '');
+    writeFileSync(source, '');
+    utimesSync(built, new Date(Date.now() - 60_000), new Date(Date.now() - 60_000));
+    const out = capture();
+    expect(await visualizeCommand({ out: dir, check: true }, out, { built, sources: [source] })).toBe(1);
+    expect(out.stdout.text).toBe('');
+    expect(out.stderr.text).toContain('step.machine.ts changed after the build this command runs');
+    expect(out.stderr.text).toContain('run `npm run build` first (`npm run viz` builds, then draws)');
+    expect(await visualizeCommand({ out: dir }, capture(), { built, sources: [source] })).toBe(2);
+    // Built since: checked as before.
+    utimesSync(built, new Date(), new Date(Date.now() + 60_000));
+    expect(await visualizeCommand({ out: dir, check: true }, capture(), { built, sources: [source] })).toBe(0);
   });
 
   it('flags a chart file no machine produces, such as one left by a removed machine', async () => {

@@ -8,6 +8,7 @@
  */
 import { fromCallback, type AnyActorRef } from 'xstate';
 import type { AttemptOutcome, AttemptReport, AttemptRequest, AttemptInput } from '../../../machines/step.machine.js';
+import type { ProcessRun } from '../../../machines/attempt-outcome.js';
 import { messageOf } from '../../errors.js';
 import { buildShellEnv } from '../../executors/environment.js';
 import { processStartFields, type ContainedProcess } from '../../process/containment.js';
@@ -151,7 +152,8 @@ export class AttemptRun {
     this.#send({ type: 'ATTEMPT.LEADER_EXITED', attempt: this.attempt, pid, exitCode, signal });
   }
 
-  finish(outcome: AttemptOutcome): void {
+  /** Reports the outcome; `ran`: the raw facts it was decided from by the exit (a shell step's), for replay to decide it again. */
+  finish(outcome: AttemptOutcome, ran?: ProcessRun): void {
     // A forced cancel ended this attempt: whatever its work still produced is not applied (the
     // step settles with the forced-cancel error), but recorded as ignored.
     if (this.#endReason === 'canceled' && !this.#stopped && !this.#leaderKilled && outcome.notStarted !== true && !(outcome.error !== null && SYNTHETIC_ERRORS.has(outcome.error))) {
@@ -162,7 +164,14 @@ export class AttemptRun {
     const clock = this.env.session.time;
     // `endedAtMs` is read when FINISHED is sent: the attempt's duration includes proving its tree gone.
     const send = (): void =>
-      this.#send({ type: 'ATTEMPT.FINISHED', attempt: this.attempt, outcome, startedAtMs: this.startedAtMs, endedAtMs: Math.round(clock.monotonicMs()) });
+      this.#send({
+        type: 'ATTEMPT.FINISHED',
+        attempt: this.attempt,
+        outcome,
+        ...(ran !== undefined ? { process: ran } : {}),
+        startedAtMs: this.startedAtMs,
+        endedAtMs: Math.round(clock.monotonicMs()),
+      });
     if (this.#previousGone === null && this.#ending === null) send();
     else void Promise.all([this.#previousGone, this.#ending]).then(send);
   }

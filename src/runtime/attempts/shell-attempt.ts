@@ -111,7 +111,7 @@ export function shellAttemptActor(env: AttemptEnvironment, lastTrees: LastTrees)
               const truncated = o.truncated !== undefined ? { truncated: o.truncated } : {};
               // A log-write failure stays the error: without its log the cap did not cut anything the user can read.
               if (capStopped && o.fullOutputPath !== null) run.fail(logCapStopError(maxLogBytes ?? 0), truncated);
-              else run.finish({ status: o.status, output: o.output, error: o.error, ...truncated });
+              else run.finish({ status: o.status, output: o.output, error: o.error, ...truncated }, o.process);
             });
           });
         }).catch((error: unknown) => {
