@@ -59,7 +59,7 @@ function sessionBody(session: SessionModel, dags: readonly (string | null)[], pr
     parts.push(`<details class="banner"><summary>${session.problems.length} line${session.problems.length === 1 ? '' : 's'} of the records could not be read</summary><pre>${esc(session.problems.slice(0, 50).join('\n'))}</pre></details>`);
   }
   parts.push(nested ? '' : '</header><main>');
-  session.runs.forEach((run, i) => parts.push(runSection(run, dags[i] ?? null, `${prefix}${i}`, session.runs.length > 1, nested)));
+  session.runs.forEach((run, i) => parts.push(runSection(run, dags[i] ?? null, `${prefix}${i}`, session.runs.length > 1, nested, session.madeAtMs)));
   if (session.runs.length === 0) parts.push('<p>No plan ran in this session.</p>');
   if (session.backgroundCommands.length > 0) parts.push(backgroundSection(session));
   if (session.delegations.length > 0) parts.push(delegationSection(session, prefix));
@@ -67,7 +67,7 @@ function sessionBody(session: SessionModel, dags: readonly (string | null)[], pr
   return parts.join('\n');
 }
 
-function runSection(run: RunModel, dag: string | null, key: string, several: boolean, nested: boolean): string {
+function runSection(run: RunModel, dag: string | null, key: string, several: boolean, nested: boolean, madeAtMs: number): string {
   const h = nested ? 'h4' : several ? 'h2' : 'h2';
   const parts: string[] = [`<section class="run" id="run-${key}" aria-labelledby="run-${key}-title">`];
   parts.push(`<${h} id="run-${key}-title">${several || nested ? `Plan ${esc(run.planId)}: ` : 'Outcome: '}<span class="badge outcome-${run.outcome}" data-outcome="${run.outcome}">${esc(run.outcome)}</span>${run.durationMs !== null ? ` <span class="muted">in ${esc(formatMs(run.durationMs))}</span>` : ''}</${h}>`);
@@ -94,7 +94,7 @@ function runSection(run: RunModel, dag: string | null, key: string, several: boo
     } else {
       parts.push(`<p class="muted" id="dag-${key}-note">The graph is drawn for runs of at most ${DAG_MAX_STEPS} steps; this one has ${run.steps.length}. The timeline and the list of steps below show every step.</p>`);
     }
-    parts.push(timeline(run, key));
+    parts.push(timeline(run, key, madeAtMs));
     parts.push(stepList(run, key));
   }
   parts.push('</section>');
@@ -106,8 +106,10 @@ function legend(): string {
   return `<div class="legend" aria-hidden="true">${states.map((state) => `<span class="badge state-${state}">${state}</span>`).join('')}<span class="badge" style="border-width:3px">critical path</span></div>`;
 }
 
-function timeline(run: RunModel, key: string): string {
+/** The run's timeline; `madeAtMs` ends the bars of what was still running when the page was made. */
+function timeline(run: RunModel, key: string, madeAtMs: number): string {
   const times: number[] = [run.startMs];
+  if (run.outcome === 'running') times.push(madeAtMs);
   for (const step of run.steps) {
     for (const at of [step.readyMs, step.dispatchedMs, step.endedMs, step.settledMs]) if (at !== null) times.push(at);
     for (const attempt of step.attempts) for (const at of [attempt.startMs, attempt.endMs]) if (at !== null) times.push(at);
@@ -126,7 +128,7 @@ function timeline(run: RunModel, key: string): string {
     step.attempts.forEach((attempt, n) => {
       const start = attempt.startMs ?? step.dispatchedMs;
       if (start === null) return;
-      const end = attempt.endMs ?? run.endMs ?? Math.max(to, start);
+      const end = attempt.endMs ?? (run.outcome === 'running' ? madeAtMs : (run.endMs ?? Math.max(to, start)));
       const prev = step.attempts[n - 1];
       if (prev?.endMs != null && start > prev.endMs) segs.push(seg('retry-gap', prev.endMs, start, `${formatMs(start - prev.endMs)} between attempts ${prev.attempt} and ${attempt.attempt}`));
       if (attempt.launchedMs !== null && attempt.launchedMs > start) segs.push(seg('launch-wait', start, attempt.launchedMs, `attempt ${attempt.attempt} waited ${formatMs(attempt.launchedMs - start)} for its launch`));
