@@ -8,7 +8,8 @@ import { backgroundSuite } from './background.js';
 import { cancelSuite } from './cancel.js';
 import { memorySuite } from './memory.js';
 import { recordsSuite } from './records.js';
+import { reportSuite } from './report.js';
 import { schedulerSuite } from './scheduler.js';
 import { shellSuite } from './shell.js';
 
-export const SUITES: readonly Suite[] = [schedulerSuite, shellSuite, cancelSuite, recordsSuite, memorySuite, backgroundSuite];
+export const SUITES: readonly Suite[] = [schedulerSuite, shellSuite, cancelSuite, recordsSuite, memorySuite, backgroundSuite, reportSuite];

@@ -8,6 +8,13 @@ import type { RunModel, StepState } from './run-model.js';
 
 /** Steps of a run above which the graph is not drawn (layout time and a readable picture); the list and the timeline stay. */
 export const DAG_MAX_STEPS = 300;
+/** Dependencies above which the graph is not drawn either (Graphviz's layout time grows with them). */
+export const DAG_MAX_EDGES = 1500;
+
+/** Whether a run's graph is drawn. */
+export function drawsGraph(run: RunModel): boolean {
+  return run.steps.length > 0 && run.steps.length <= DAG_MAX_STEPS && run.steps.reduce((n, step) => n + step.dependsOn.length, 0) <= DAG_MAX_EDGES;
+}
 
 /** Fill and border per outcome; the page's legend uses the same colours. */
 export const STATE_COLOURS: Readonly<Record<StepState, { readonly fill: string; readonly border: string }>> = {
@@ -57,15 +64,16 @@ function quote(text: string): string {
 }
 
 /**
- * Draws each run's graph to SVG; null for a run of no steps or more than {@link DAG_MAX_STEPS}.
+ * Draws each run's graph to SVG; null for a run of no steps, more than {@link DAG_MAX_STEPS}
+ * steps or more than {@link DAG_MAX_EDGES} dependencies.
  * Graphviz is loaded here only, so nothing else pays for it.
  */
 export async function drawRuns(runs: readonly RunModel[]): Promise<(string | null)[]> {
-  if (!runs.some((run) => run.steps.length > 0 && run.steps.length <= DAG_MAX_STEPS)) return runs.map(() => null);
+  if (!runs.some(drawsGraph)) return runs.map(() => null);
   const { instance } = await import('@viz-js/viz');
   const viz = await instance();
   return runs.map((run, i) => {
-    if (run.steps.length === 0 || run.steps.length > DAG_MAX_STEPS) return null;
+    if (!drawsGraph(run)) return null;
     const svg = viz.renderString(runDot(run, `r${i}`), { format: 'svg', engine: 'dot' });
     // The XML prologue and doctype have no place inside HTML; the version comment says nothing to a reader.
     return svg.replace(/^[\s\S]*?(<svg\b)/, '$1').replace(/<!--[\s\S]*?-->\n?/g, '');

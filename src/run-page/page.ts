@@ -6,9 +6,11 @@
  * nested). Style and script are inline, nothing is fetched. Pure: text in, text out.
  */
 import { PAGE_SCRIPT, PAGE_STYLE } from './page-assets.js';
-import { DAG_MAX_STEPS } from './dag.js';
+import { DAG_MAX_EDGES, DAG_MAX_STEPS } from './dag.js';
 import type { AttemptModel, RunModel, SessionModel, StepModel, StepState } from './run-model.js';
 
+/** Dependencies a step's details name (a step of a wide layer may depend on hundreds). */
+const DEPS_SHOWN = 10;
 /** Waves shown open on the timeline when a run has many steps (the rest are one click away). */
 const OPEN_WAVES = 20;
 /** Steps above which only the first {@link OPEN_WAVES} waves start open. */
@@ -92,7 +94,8 @@ function runSection(run: RunModel, dag: string | null, key: string, several: boo
     if (dag !== null) {
       parts.push(`<div class="dag" id="dag-${key}" role="img" aria-label="The plan's steps as a graph, each coloured by its outcome; the same steps as text are in the list of steps below.">${dag}</div>`);
     } else {
-      parts.push(`<p class="muted" id="dag-${key}-note">The graph is drawn for runs of at most ${DAG_MAX_STEPS} steps; this one has ${run.steps.length}. The timeline and the list of steps below show every step.</p>`);
+      const edges = run.steps.reduce((n, step) => n + step.dependsOn.length, 0);
+      parts.push(`<p class="muted" id="dag-${key}-note">The graph is drawn for runs of at most ${DAG_MAX_STEPS} steps and ${DAG_MAX_EDGES} dependencies; this one has ${run.steps.length} steps and ${edges} dependencies. The timeline and the list of steps below show every step.</p>`);
     }
     parts.push(timeline(run, key, madeAtMs));
     parts.push(stepList(run, key));
@@ -178,7 +181,8 @@ function waveOrder(label: string): number {
 function stepList(run: RunModel, key: string): string {
   const items = run.steps.map((step, i) => {
     const id = `${key}-${i}`;
-    const deps = step.dependsOn.length > 0 ? step.dependsOn.map((dep) => `<a href="#step-${key}-${stepIndex(run, dep)}"><code>${esc(dep)}</code></a>`).join(', ') : 'none';
+    const shown = step.dependsOn.slice(0, DEPS_SHOWN).map((dep) => `<a href="#step-${key}-${stepIndex(run, dep)}"><code>${esc(dep)}</code></a>`);
+    const deps = step.dependsOn.length === 0 ? 'none' : `${shown.join(', ')}${step.dependsOn.length > DEPS_SHOWN ? ` and ${step.dependsOn.length - DEPS_SHOWN} more` : ''}`;
     const rows: [string, string][] = [
       ['status', `<span class="badge state-${step.state}" data-status="${step.state}">${esc(step.state)}</span>${step.critical ? ' <strong>on the critical path</strong>' : ''}`],
     ];
@@ -239,8 +243,16 @@ function attemptText(attempt: AttemptModel): string {
   return `${attempt.status}${how !== attempt.status ? ` (${how})` : ''}${attempt.timedOut ? ', timed out' : ''}`;
 }
 
+const indexes = new WeakMap<RunModel, Map<string, number>>();
+
+/** A step's index in its run (a map made once per run: a large plan names its steps many times). */
 function stepIndex(run: RunModel, id: string): number {
-  return run.steps.findIndex((step) => step.id === id);
+  let index = indexes.get(run);
+  if (index === undefined) {
+    index = new Map(run.steps.map((step, i) => [step.id, i]));
+    indexes.set(run, index);
+  }
+  return index.get(id) ?? -1;
 }
 
 /** A duration for people: `850ms`, `2.4s`, `3m 05s`. */

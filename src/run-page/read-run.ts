@@ -33,6 +33,8 @@ export function readSessionModel(recordsDir: string, nowMs: number = Date.now(),
     const read = readJsonlFile(eventFile);
     problems.push(...read.problems.map((problem) => problem.message));
     for (const entry of read.entries) {
+      // Only the lines the model reads are checked and kept: a step's outside inputs, a plan's init and its emitted batches.
+      if (!wanted(entry.value)) continue;
       const line = eventLogLine(entry.value);
       if (line.ok) events.push(line.record);
       else problems.push(`${eventFile}:${entry.line}: ${line.error}`);
@@ -77,6 +79,15 @@ export function readSessionModel(recordsDir: string, nowMs: number = Date.now(),
     children,
     nowMs,
   });
+}
+
+/** Whether the model reads an event-log line (docs/run-page.md#where-the-facts-come-from). */
+function wanted(value: Readonly<Record<string, unknown>>): boolean {
+  const actor = value['actor'];
+  if (typeof actor !== 'string') return true; // not a line: checked, to be reported
+  if (value['kind'] === 'snapshot') return actor.startsWith('plan:') && Array.isArray(value['emitted']) && value['emitted'].length > 0;
+  if (actor.startsWith('plan:')) return value['type'] === 'xstate.init';
+  return actor.startsWith('step:') && value['type'] !== undefined && !String(value['type']).startsWith('xstate.done');
 }
 
 /** The last lines of a step log's output records (`out| …`, `err| …`), or null when it has none. */

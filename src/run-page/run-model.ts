@@ -271,14 +271,19 @@ function runModel(
   const own = records.trace.filter((record) => record.parent_id === planEventId);
   const dispatched = new Map<string, number>();
   const settled = new Map<string, Extract<ReadTraceRecord, { event_type: 'plan_step' }>>();
-  const processStarts = new Map<string, number>();
+  const processStarts = new Map<string, Map<number, number>>();
   let planEnd: Extract<ReadTraceRecord, { event_type: 'plan_end' }> | null = null;
   for (const record of own) {
     if (isRecordOf(record, 'plan_step_start') && !dispatched.has(record.step_id)) dispatched.set(record.step_id, record.timestamp);
     else if (isRecordOf(record, 'plan_step')) settled.set(record.step_id, record);
     else if (isRecordOf(record, 'process_start')) {
       const owner = /\/step:(.*)#(\d+)$/.exec(record.owner);
-      if (owner !== null) processStarts.set(`${owner[1]}#${owner[2]}`, record.timestamp);
+      if (owner !== null) {
+        const step = owner[1] as string;
+        const attempts = processStarts.get(step) ?? new Map<number, number>();
+        attempts.set(Number(owner[2]), record.timestamp);
+        processStarts.set(step, attempts);
+      }
     } else if (isRecordOf(record, 'plan_end')) planEnd = record;
   }
   const report = reportOf(records.report, planId);
@@ -293,7 +298,7 @@ function runModel(
   const base = declared.map((step, index) => {
     const actor = init?.stepActorIds?.[index] ?? `step:${step.step_id}`;
     const actorFacts = facts.get(actor);
-    const attempts = attemptsOf(step.step_id, actorFacts, processStarts, logs);
+    const attempts = attemptsOf(step.step_id, actorFacts, processStarts.get(step.step_id), logs);
     const last = attempts.at(-1);
     const endedMs = last?.endMs ?? null;
     const record = settled.get(step.step_id);
@@ -393,15 +398,15 @@ function stateOf(facts: {
   return { state: 'not-run', reason: 'not run' };
 }
 
-function attemptsOf(stepId: string, facts: ActorFacts | undefined, processStarts: ReadonlyMap<string, number>, logs: ReadonlyMap<string, StepLogInput>): AttemptModel[] {
+function attemptsOf(stepId: string, facts: ActorFacts | undefined, processStarts: ReadonlyMap<number, number> | undefined, logs: ReadonlyMap<string, StepLogInput>): AttemptModel[] {
   const numbers = new Set<number>(facts?.attempts.keys() ?? []);
-  for (const key of processStarts.keys()) if (key.startsWith(`${stepId}#`)) numbers.add(Number(key.slice(stepId.length + 1)));
+  for (const attempt of processStarts?.keys() ?? []) numbers.add(attempt);
   return [...numbers]
     .sort((a, b) => a - b)
     .map((attempt) => {
       const seen = facts?.attempts.get(attempt);
       const log = logs.get(`${stepId}#${attempt}`);
-      const started = processStarts.get(`${stepId}#${attempt}`) ?? null;
+      const started = processStarts?.get(attempt) ?? null;
       return {
         attempt,
         startMs: seen?.startMs ?? started,

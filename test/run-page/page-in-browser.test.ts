@@ -224,7 +224,7 @@ describe('the page of a 1,000-step run', () => {
       expect(await page.$$eval('details.step', (items) => items.length)).toBe(1000);
       expect(await page.$$eval('button.trow', (rows) => rows.length)).toBe(1000);
       expect(await page.$$eval('details.wave', (waves) => waves.map((wave) => wave.querySelector('summary')?.textContent))).toEqual(Array.from({ length: 10 }, (_, i) => `wave ${i + 1} · 100 steps`));
-      expect(await page.$eval('[id$="-note"]', (note) => note.textContent)).toContain('at most 300 steps');
+      expect(await page.$eval('[id$="-note"]', (note) => note.textContent)).toContain('at most 300 steps and 1500 dependencies; this one has 1000 steps');
       expect(await page.$$eval('details.step [data-status="success"]', (found) => found.length)).toBe(1000);
       // The page answers: a step far down is selected from the timeline.
       await clickSettled(page, 'button.trow[data-step="r0-999"]');
