@@ -9,7 +9,8 @@ import { cancelSuite } from './cancel.js';
 import { doorsSuite } from './doors.js';
 import { memorySuite } from './memory.js';
 import { recordsSuite } from './records.js';
+import { reportSuite } from './report.js';
 import { schedulerSuite } from './scheduler.js';
 import { shellSuite } from './shell.js';
 
-export const SUITES: readonly Suite[] = [schedulerSuite, shellSuite, cancelSuite, recordsSuite, memorySuite, backgroundSuite, doorsSuite];
+export const SUITES: readonly Suite[] = [schedulerSuite, shellSuite, cancelSuite, recordsSuite, memorySuite, backgroundSuite, doorsSuite, reportSuite];

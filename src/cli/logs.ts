@@ -105,7 +105,7 @@ export async function logsCommand(first: string | undefined, second: string | un
 }
 
 /** Why `recordsDir` is not a session's records directory to read, or null. */
-function recordsDirProblem(recordsDir: string): string | null {
+export function recordsDirProblem(recordsDir: string): string | null {
   if (!existsSync(recordsDir)) {
     return recordsDir.endsWith(`/${LATEST}`)
       ? `no session recorded yet: there is no ${recordsDir} (a capsule run in this directory makes one; or name a records directory)`

@@ -18,6 +18,7 @@ const COMMANDS: Readonly<Record<string, () => Promise<(program: Command) => void
   replay: async () => (await import('./replay.js')).registerReplay,
   inspect: async () => (await import('./inspect.js')).registerInspect,
   logs: async () => (await import('./logs.js')).registerLogs,
+  report: async () => (await import('./report.js')).registerReport,
   records: async () => (await import('./records.js')).registerRecords,
   doctor: async () => (await import('./doctor.js')).registerDoctor,
   serve: async () => (await import('./serve.js')).registerServe,

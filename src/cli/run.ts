@@ -2,6 +2,7 @@
  * `capsule run PLAN` (docs/cli.md, docs/report.md): runs one plan file as a session, shows progress on stderr,
  * prints the JSON report on stdout with `--json`, and maps the report to the exit code.
  */
+import { spawn } from 'node:child_process';
 import { appendFileSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import type { StepKind } from '../../machines/contracts.js';
@@ -26,6 +27,7 @@ import type { ContainmentInfo } from '../process/containment.js';
 import { describeConfinement } from '../process/spawn/confinement.js';
 import { describeResourceBounds, hasBounds } from '../process/resources.js';
 import type { Session } from '../session/session.js';
+import { cliProgram } from '../process/programs.js';
 import type { ResumeOutcome } from '../reconcile/resume.js';
 
 /** Options of `capsule run`, as commander parses them (the global `--log-level` and `--log-file` included). */
@@ -62,6 +64,8 @@ export interface RunCommandOptions extends GlobalOptions {
   readonly junit?: string;
   /** Write the run as Markdown to this file, and append it to `$GITHUB_STEP_SUMMARY` when set. */
   readonly summary?: string;
+  /** Write the run's page (one HTML file, docs/run-page.md) to this file at the end of the run. */
+  readonly report?: string;
 }
 
 /** Registers `capsule run` on the program. */
@@ -90,6 +94,7 @@ export function registerRun(program: Command): void {
     .option('--dry-run', 'validate, then print what would run (waves, each step and its command) and run nothing')
     .option('--junit <file>', 'also write the run as JUnit XML (a testcase per step) to FILE')
     .option('--summary <file>', 'also write the run as Markdown to FILE (and append it to $GITHUB_STEP_SUMMARY when set)')
+    .option('--report <file>', "also write the run's page to FILE at its end: one self-contained HTML file, the plan's graph by outcome, a timeline of every attempt, each step's details (as capsule report)")
     .addHelpText(
       'after',
       '\nExit codes: 0 completed; 1 failed (plan refused or unreadable, a step stopped it, the records directory unusable, a forced containment, isolation or --run-as unavailable); 2 usage error, bad manifest, unwritable --log-file, or --records DIR already holding a session; 130 canceled. All: docs/exit-codes.md.' +
@@ -135,7 +140,7 @@ export async function runCommand(planPath: string, given: RunCommandOptions): Pr
     if (!loaded.ok) return usageError(loaded.error);
   }
   // A summary file that cannot be written is said before anything runs, not after.
-  for (const [flag, file] of [['--junit', options.junit], ['--summary', options.summary]] as const) {
+  for (const [flag, file] of [['--junit', options.junit], ['--summary', options.summary], ['--report', options.report]] as const) {
     if (file !== undefined && !isDirectory(dirname(resolve(file)))) return usageError(`${flag} ${file}: its directory ${dirname(resolve(file))} does not exist`);
   }
 
@@ -241,7 +246,8 @@ export async function runCommand(planPath: string, given: RunCommandOptions): Pr
   warnings.finish();
   progress.finish(report, report.refusal ?? (report.plan_id === '' && report.failed_step === 'plan' ? explainUnreadPlan(planPath, report.results[0]?.error ?? '', options.workdir) : undefined));
   if (options.json === true) process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
-  const summariesFailure = await writeCiSummaries(report, planSteps, startedAt, options);
+  const pageFailure = await writeReportPage(report, options);
+  const summariesFailure = [await writeCiSummaries(report, planSteps, startedAt, options), pageFailure].filter((failure) => failure !== null).join('; ') || null;
   if (summariesFailure !== null) {
     process.stderr.write(`error: ${printable(summariesFailure)}\n`);
     return exitCodeAfterLog(log, exitCodeOf(report) === EXIT.OK ? EXIT.FAILED : exitCodeOf(report));
@@ -260,7 +266,12 @@ export async function runCommand(planPath: string, given: RunCommandOptions): Pr
  * would run, in order, on stdout (`--json`: as one object); no session, no records, no process.
  */
 async function dryRun(planPath: string, options: RunCommandOptions): Promise<ExitCode> {
-  const wouldWrite = [options.resume !== undefined ? '--resume' : null, options.junit !== undefined ? '--junit' : null, options.summary !== undefined ? '--summary' : null].filter((flag) => flag !== null);
+  const wouldWrite = [
+    options.resume !== undefined ? '--resume' : null,
+    options.junit !== undefined ? '--junit' : null,
+    options.summary !== undefined ? '--summary' : null,
+    options.report !== undefined ? '--report' : null,
+  ].filter((flag) => flag !== null);
   if (wouldWrite.length > 0) return usageError(`--dry-run runs nothing and writes nothing: leave out ${wouldWrite.join(', ')}`);
   const { code, plan, manifest } = await validatePlan(
     planPath,
@@ -323,6 +334,32 @@ async function writeCiSummaries(
     }
   }
   return failures.length === 0 ? null : failures.join('; ');
+}
+
+/**
+ * Writes `--report FILE`, the run's page (docs/run-page.md), from the records the run just closed:
+ * after a completed, failed or canceled run alike. `capsule report` writes it, as a process of its
+ * own: the page's modules and Graphviz stay out of `capsule run`'s program (scripts/bundle.js).
+ * @returns what could not be written, or null.
+ */
+async function writeReportPage(report: PlanReport, options: Pick<RunCommandOptions, 'report'>): Promise<string | null> {
+  if (options.report === undefined) return null;
+  const file = resolve(options.report);
+  const child = spawn(process.execPath, [cliProgram(), 'report', report.records_dir, '--out', file], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  const code = await new Promise<number | null>((done) => {
+    child.on('error', (error) => {
+      stderr += error.message;
+      done(null);
+    });
+    child.on('close', (exit) => done(exit));
+  });
+  if (code === 0) {
+    process.stderr.write(stderr);
+    return null;
+  }
+  return `--report ${options.report} could not be written: ${stderr.trim().replace(/^error: /, '') || `capsule report exited with ${code ?? 'an error'}`}`;
 }
 
 const ignoring = new WeakSet<NodeJS.WriteStream>();

@@ -1,0 +1,284 @@
+/**
+ * The run's page (docs/run-page.md): one self-contained HTML file drawn from a {@link SessionModel}
+ * — per plan run its outcome, totals and critical path, the graph of its steps coloured by
+ * outcome (SVG drawn beforehand, `dag.ts`), a timeline of every attempt grouped by wave, and each
+ * step's details; then the session's background commands and delegations (a child capsule's run
+ * nested). Style and script are inline, nothing is fetched. Pure: text in, text out.
+ */
+import { PAGE_SCRIPT, PAGE_STYLE } from './page-assets.js';
+import { DAG_MAX_EDGES, DAG_MAX_STEPS } from './dag.js';
+import type { AttemptModel, RunModel, SessionModel, StepModel, StepState } from './run-model.js';
+
+/** Dependencies a step's details name (a step of a wide layer may depend on hundreds). */
+const DEPS_SHOWN = 10;
+/** Waves shown open on the timeline when a run has many steps (the rest are one click away). */
+const OPEN_WAVES = 20;
+/** Steps above which only the first {@link OPEN_WAVES} waves start open. */
+const MANY_STEPS = 500;
+
+/** How the page is written. */
+export interface PageOptions {
+  /** Seconds after which a browser reloads the page while the session runs (`capsule report --watch` rewrites it). */
+  readonly refreshSecs?: number;
+}
+
+/** The page, whole. `dags[i]` is run i's graph as SVG, or null when it is not drawn. */
+export function runPageHtml(session: SessionModel, dags: readonly (string | null)[], options: PageOptions = {}): string {
+  const title = session.runs.length === 1 ? `plan ${session.runs[0]?.planId ?? ''}` : `session ${session.sessionId}`;
+  return [
+    '<!DOCTYPE html>',
+    '<html lang="en"><head><meta charset="utf-8">',
+    '<meta name="viewport" content="width=device-width, initial-scale=1">',
+    // Nothing may be fetched: the page is one file, read offline or as a CI artifact.
+    `<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:">`,
+    ...(options.refreshSecs !== undefined && session.state === 'running' ? [`<meta http-equiv="refresh" content="${options.refreshSecs}">`] : []),
+    `<title>${esc(`capsule run: ${title}`)}</title>`,
+    `<style>${PAGE_STYLE}</style>`,
+    '</head><body>',
+    sessionBody(session, dags, 'r'),
+    `<script>${PAGE_SCRIPT}</script>`,
+    '</body></html>',
+    '',
+  ].join('\n');
+}
+
+function sessionBody(session: SessionModel, dags: readonly (string | null)[], prefix: string, nested = false): string {
+  const parts: string[] = [];
+  const heading = nested ? 'h3' : 'h1';
+  const state = session.state === 'running' ? 'running' : session.state === 'gone' ? 'killed (its runtime is gone and it never ended)' : `ended${session.exitStatus !== null ? ` (${session.exitStatus})` : ''}`;
+  parts.push(nested ? '<div class="nested">' : '<header>');
+  parts.push(`<${heading}>${esc(session.runs.length === 1 ? `Plan ${session.runs[0]?.planId}` : `Session ${session.sessionId}`)}</${heading}>`);
+  parts.push(
+    `<div class="muted">session <code>${esc(session.sessionId)}</code> · ${esc(state)} · started ${esc(isoTime(session.startMs))}` +
+      `${session.endMs !== null ? ` · ${esc(formatMs(session.endMs - session.startMs))}` : ''} · records <code>${esc(session.recordsDir)}</code></div>`,
+  );
+  if (session.state === 'running') {
+    parts.push(`<p class="banner" role="status" id="${prefix}-still-running">This session is still running: the page shows what was known at ${esc(isoTime(session.madeAtMs))}. Write it again (<code>capsule report</code>) for later news.</p>`);
+  } else if (session.state === 'gone') {
+    parts.push(`<p class="banner gone" role="status">This session never ended: its runtime is gone (killed or crashed). The page shows what its records say.</p>`);
+  }
+  if (session.problems.length > 0) {
+    parts.push(`<details class="banner"><summary>${session.problems.length} line${session.problems.length === 1 ? '' : 's'} of the records could not be read</summary><pre>${esc(session.problems.slice(0, 50).join('\n'))}</pre></details>`);
+  }
+  parts.push(nested ? '' : '</header><main>');
+  session.runs.forEach((run, i) => parts.push(runSection(run, dags[i] ?? null, `${prefix}${i}`, session.runs.length > 1, nested, session.madeAtMs)));
+  if (session.runs.length === 0) parts.push('<p>No plan ran in this session.</p>');
+  if (session.backgroundCommands.length > 0) parts.push(backgroundSection(session));
+  if (session.delegations.length > 0) parts.push(delegationSection(session, prefix));
+  parts.push(nested ? '</div>' : '</main>');
+  return parts.join('\n');
+}
+
+function runSection(run: RunModel, dag: string | null, key: string, several: boolean, nested: boolean, madeAtMs: number): string {
+  const h = nested ? 'h4' : several ? 'h2' : 'h2';
+  const parts: string[] = [`<section class="run" id="run-${key}" aria-labelledby="run-${key}-title">`];
+  parts.push(`<${h} id="run-${key}-title">${several || nested ? `Plan ${esc(run.planId)}: ` : 'Outcome: '}<span class="badge outcome-${run.outcome}" data-outcome="${run.outcome}">${esc(run.outcome)}</span>${run.durationMs !== null ? ` <span class="muted">in ${esc(formatMs(run.durationMs))}</span>` : ''}</${h}>`);
+  if (run.failedStep !== null) parts.push(`<p>Stopped by step <a href="#step-${key}-${stepIndex(run, run.failedStep)}"><code>${esc(run.failedStep)}</code></a>${run.reason !== null ? `: ${esc(run.reason)}` : ''}</p>`);
+  else if (run.reason !== null) parts.push(`<p>${esc(run.reason)}</p>`);
+  const totals = (Object.entries(run.totals) as [StepState, number][]).filter(([, n]) => n > 0);
+  parts.push(`<p class="totals">${run.steps.length} step${run.steps.length === 1 ? '' : 's'}${run.waves > 0 ? ` in ${run.waves} wave${run.waves === 1 ? '' : 's'}` : ''}: ${totals.map(([state, n]) => `<span class="badge state-${state}">${n} ${esc(state)}</span>`).join(' ')}</p>`);
+  if (run.criticalPath.length > 0) {
+    const first = run.steps.find((step) => step.id === run.criticalPath[0]?.step);
+    const last = run.steps.find((step) => step.id === run.criticalPath.at(-1)?.step);
+    const span = first?.dispatchedMs != null && last?.endedMs != null ? ` (${formatMs(last.endedMs - first.dispatchedMs)})` : '';
+    parts.push(
+      `<div class="critical-path" id="critical-${key}"><strong>Critical path${esc(span)}</strong> — the chain of steps that set the run's duration, each waiting for the one before (its dependency, or the wave it ran in):<ol>` +
+        run.criticalPath
+          .map((link) => `<li><a href="#step-${key}-${stepIndex(run, link.step)}" data-step="${key}-${stepIndex(run, link.step)}"><code>${esc(link.step)}</code></a>${link.gate === 'wave' ? ' <span class="muted">(then its wave)</span>' : ''}</li>`)
+          .join('') +
+        '</ol></div>',
+    );
+  }
+  if (run.steps.length > 0) {
+    parts.push(`<h3>Graph</h3>${legend()}`);
+    if (dag !== null) {
+      parts.push(`<div class="dag" id="dag-${key}" role="img" aria-label="The plan's steps as a graph, each coloured by its outcome; the same steps as text are in the list of steps below.">${dag}</div>`);
+    } else {
+      const edges = run.steps.reduce((n, step) => n + step.dependsOn.length, 0);
+      parts.push(`<p class="muted" id="dag-${key}-note">The graph is drawn for runs of at most ${DAG_MAX_STEPS} steps and ${DAG_MAX_EDGES} dependencies; this one has ${run.steps.length} steps and ${edges} dependencies. The timeline and the list of steps below show every step.</p>`);
+    }
+    parts.push(timeline(run, key, madeAtMs));
+    parts.push(stepList(run, key));
+  }
+  parts.push('</section>');
+  return parts.join('\n');
+}
+
+function legend(): string {
+  const states: StepState[] = ['success', 'failed', 'skipped', 'canceled', 'discarded', 'not-run', 'running', 'pending'];
+  return `<div class="legend" aria-hidden="true">${states.map((state) => `<span class="badge state-${state}">${state}</span>`).join('')}<span class="badge" style="border-width:3px">critical path</span></div>`;
+}
+
+/** The run's timeline; `madeAtMs` ends the bars of what was still running when the page was made. */
+function timeline(run: RunModel, key: string, madeAtMs: number): string {
+  const times: number[] = [run.startMs];
+  if (run.outcome === 'running') times.push(madeAtMs);
+  for (const step of run.steps) {
+    for (const at of [step.readyMs, step.dispatchedMs, step.endedMs, step.settledMs]) if (at !== null) times.push(at);
+    for (const attempt of step.attempts) for (const at of [attempt.startMs, attempt.endMs]) if (at !== null) times.push(at);
+  }
+  if (run.endMs !== null) times.push(run.endMs);
+  const from = Math.min(...times);
+  const to = Math.max(...times, from + 1);
+  const span = to - from;
+  const pct = (at: number): string => `${(((at - from) / span) * 100).toFixed(3)}%`;
+  const width = (a: number, b: number): string => `${((Math.max(0, b - a) / span) * 100).toFixed(3)}%`;
+  const seg = (cls: string, a: number, b: number, label: string, inner = ''): string =>
+    `<span class="seg ${cls}" style="left:${pct(a)};width:${width(a, b)}" title="${esc(label)}">${inner}</span>`;
+  const row = (step: StepModel, i: number): string => {
+    const segs: string[] = [];
+    if (step.readyMs !== null && step.dispatchedMs !== null && step.waveWaitMs > 0) segs.push(seg('wave-wait', step.readyMs, step.dispatchedMs, `waited ${formatMs(step.waveWaitMs)} for its wave`));
+    step.attempts.forEach((attempt, n) => {
+      const start = attempt.startMs ?? step.dispatchedMs;
+      if (start === null) return;
+      const end = attempt.endMs ?? (run.outcome === 'running' ? madeAtMs : (run.endMs ?? Math.max(to, start)));
+      const prev = step.attempts[n - 1];
+      if (prev?.endMs != null && start > prev.endMs) segs.push(seg('retry-gap', prev.endMs, start, `${formatMs(start - prev.endMs)} between attempts ${prev.attempt} and ${attempt.attempt}`));
+      if (attempt.launchedMs !== null && attempt.launchedMs > start) segs.push(seg('launch-wait', start, attempt.launchedMs, `attempt ${attempt.attempt} waited ${formatMs(attempt.launchedMs - start)} for its launch`));
+      const begin = attempt.launchedMs !== null && attempt.launchedMs > start ? attempt.launchedMs : start;
+      segs.push(
+        seg(
+          `attempt ${attempt.status}${attempt.timedOut ? ' timed-out' : ''}`,
+          begin,
+          end,
+          `attempt ${attempt.attempt}: ${attemptText(attempt)}, ${formatMs(end - start)}`,
+          attempt.timedOut ? '<span class="mark">timeout</span>' : '',
+        ),
+      );
+    });
+    if (step.endedMs !== null && step.settledMs !== null && step.settledMs > step.endedMs + 1) segs.push(seg('settle-wait', step.endedMs, step.settledMs, `ended; settled ${formatMs(step.settledMs - step.endedMs)} later, with its wave`));
+    const summary = `${step.id}: ${step.state}${step.attempts.length > 0 ? `, ${step.attempts.length} attempt${step.attempts.length === 1 ? '' : 's'}` : ''}${step.waveWaitMs > 0 ? `, waited ${formatMs(step.waveWaitMs)} for its wave` : ''}`;
+    return `<button type="button" class="trow state-${step.state}" data-step="${key}-${i}" aria-pressed="false" aria-label="${esc(summary)}"><span class="name"><span class="badge state-${step.state}">${esc(step.state)}</span> ${esc(step.id)}</span><span class="track">${segs.join('')}</span></button>`;
+  };
+  const ticks: string[] = [];
+  const step = niceStep(span / 8);
+  for (let at = 0; at <= span; at += step) ticks.push(`<span class="tick" style="left:${pct(from + at)}">${esc(formatMs(at))}</span>`);
+  const groups = new Map<string, { label: string; rows: string[] }>();
+  run.steps.forEach((s, i) => {
+    const label = s.wave !== null ? `wave ${s.wave}` : s.state === 'skipped' ? 'settled without running' : 'not dispatched';
+    const group = groups.get(label) ?? { label, rows: [] };
+    group.rows.push(row(s, i));
+    groups.set(label, group);
+  });
+  const ordered = [...groups.values()].sort((a, b) => waveOrder(a.label) - waveOrder(b.label));
+  const many = run.steps.length > MANY_STEPS;
+  const body = ordered
+    .map((group, n) => `<details class="wave"${!many || n < OPEN_WAVES ? ' open' : ''}><summary>${esc(group.label)} · ${group.rows.length} step${group.rows.length === 1 ? '' : 's'}</summary>${group.rows.join('')}</details>`)
+    .join('\n');
+  return [
+    '<h3>Timeline</h3>',
+    '<p class="muted">Each row is a step, grouped by the wave it ran in: its attempts as bars (a failed one red, hatched and marked <em>timeout</em> when its timeout_secs ended it), dotted: the time it waited for its wave after its dependencies had ended, amber: the wait for its launch, a thin line: the time between attempts, grey: from its end until its wave settled. Hover a bar for its times.</p>',
+    `<div class="timeline" id="timeline-${key}"><div class="axis" aria-hidden="true"><span class="name muted" style="padding-left:8px">0 = ${esc(isoTime(from))}</span><span class="ticks">${ticks.join('')}</span></div>${body}</div>`,
+  ].join('\n');
+}
+
+function waveOrder(label: string): number {
+  const wave = /^wave (\d+)$/.exec(label);
+  if (wave !== null) return Number(wave[1]);
+  return label === 'settled without running' ? 1e9 : 1e9 + 1;
+}
+
+function stepList(run: RunModel, key: string): string {
+  const items = run.steps.map((step, i) => {
+    const id = `${key}-${i}`;
+    const shown = step.dependsOn.slice(0, DEPS_SHOWN).map((dep) => `<a href="#step-${key}-${stepIndex(run, dep)}"><code>${esc(dep)}</code></a>`);
+    const deps = step.dependsOn.length === 0 ? 'none' : `${shown.join(', ')}${step.dependsOn.length > DEPS_SHOWN ? ` and ${step.dependsOn.length - DEPS_SHOWN} more` : ''}`;
+    const rows: [string, string][] = [
+      ['status', `<span class="badge state-${step.state}" data-status="${step.state}">${esc(step.state)}</span>${step.critical ? ' <strong>on the critical path</strong>' : ''}`],
+    ];
+    if (step.reason !== null) rows.push(['why', `<span class="reason">${esc(step.reason)}</span>`]);
+    rows.push(['kind', esc(step.kind)]);
+    if (step.command !== null) rows.push([step.kind === 'shell' ? 'command' : step.kind, `<code>${esc(step.command)}</code>`]);
+    if (step.input !== null) rows.push(['input', `<code>${esc(clip(step.input, 2000))}</code>`]);
+    rows.push(['depends on', deps]);
+    if (step.condition !== null) rows.push(['if', `<code>${esc(step.condition)}</code>`]);
+    const policy = [step.retries > 0 ? `retries ${step.retries}` : '', step.timeoutSecs !== null ? `timeout_secs ${step.timeoutSecs}` : '', step.onError !== 'fail' ? `on_error ${step.onError}` : ''].filter((text) => text !== '');
+    if (policy.length > 0) rows.push(['policy', esc(policy.join(' · '))]);
+    if (step.wave !== null) rows.push(['wave', String(step.wave)]);
+    if (step.durationMs !== null && step.attempts.length > 0) rows.push(['duration', esc(formatMs(step.durationMs))]);
+    if (step.waveWaitMs > 0) rows.push(['waited for its wave', esc(formatMs(step.waveWaitMs))]);
+    if (step.launchWaitMs > 0) rows.push(['waited for its launch', esc(formatMs(step.launchWaitMs))]);
+    if (step.errorGist !== null && step.state !== 'success') rows.push(['error', `<pre class="error">${esc(step.errorGist)}</pre>`]);
+    if (step.attempts.length > 0) {
+      rows.push([
+        'attempts',
+        `<table class="attempts"><thead><tr><th>#</th><th>start</th><th>duration</th><th>ended</th><th>log</th></tr></thead><tbody>${step.attempts
+          .map(
+            (attempt) =>
+              `<tr class="attempt" data-attempt="${attempt.attempt}" data-outcome="${attempt.status}${attempt.timedOut ? ' timed-out' : ''}"><td>${attempt.attempt}</td><td>${attempt.startMs !== null ? `+${esc(formatMs(attempt.startMs - run.startMs))}` : '-'}</td><td>${attempt.startMs !== null && attempt.endMs !== null ? esc(formatMs(attempt.endMs - attempt.startMs)) : attempt.status === 'running' ? 'running' : '-'}</td><td>${esc(attemptText(attempt))}</td><td>${attempt.log !== null ? `<code>${esc(attempt.log)}</code>` : '<span class="muted">printed nothing</span>'}</td></tr>`,
+          )
+          .join('')}</tbody></table>`,
+      ]);
+    }
+    if (step.outputTail !== null) rows.push(['output (its end)', `<pre class="output">${esc(step.outputTail)}</pre>`]);
+    if (step.logPath !== null) rows.push(['full log', `<code>${esc(step.logPath)}</code>`]);
+    const summary = `<span class="badge state-${step.state}">${esc(step.state)}</span> <code>${esc(step.id)}</code>${step.attempts.length > 1 ? ` <span class="muted">${step.attempts.length} attempts</span>` : ''}${step.reason !== null && step.state !== 'success' ? ` <span class="muted">— ${esc(clip(step.reason, 160))}</span>` : step.errorGist !== null && step.state === 'failed' ? ` <span class="muted">— ${esc(clip(step.errorGist.split('\n')[0] ?? '', 160))}</span>` : ''}`;
+    return `<li><details id="step-${id}" class="step state-${step.state}" data-step="${id}" data-step-id="${esc(step.id)}"><summary>${summary}</summary><div class="detail"><dl>${rows.map(([term, value]) => `<dt>${esc(term)}</dt><dd>${value}</dd>`).join('')}</dl></div></details></li>`;
+  });
+  return `<h3>Steps</h3><p class="muted">Every step in the order the plan declares them; open one for its details. This list is also the graph's text alternative.</p><ul class="steps" id="steps-${key}">${items.join('\n')}</ul>`;
+}
+
+function backgroundSection(session: SessionModel): string {
+  const rows = session.backgroundCommands
+    .map((command) => `<tr><td><code>${esc(command.workId)}</code></td><td><code>${esc(clip(command.command, 300))}</code></td><td>+${esc(formatMs(command.startMs - session.startMs))}</td><td>${command.endMs !== null ? esc(formatMs(command.endMs - command.startMs)) : 'running'}</td><td>${esc(command.ended)}</td><td>${command.log !== null ? `<code>${esc(command.log)}</code>` : ''}</td></tr>`)
+    .join('');
+  return `<section><h2>Background commands</h2><table><thead><tr><th>work id</th><th>command</th><th>started</th><th>ran</th><th>ended</th><th>log</th></tr></thead><tbody>${rows}</tbody></table></section>`;
+}
+
+function delegationSection(session: SessionModel, prefix: string): string {
+  const items = session.delegations.map((delegation, i) => {
+    const head = `<code>${esc(delegation.capsule)}</code> ${delegation.delegationId !== null ? `<code>${esc(delegation.delegationId)}</code> ` : ''}<span class="badge">${esc(delegation.outcome)}</span>${delegation.durationMs !== null ? ` in ${esc(formatMs(delegation.durationMs))}` : ''}${delegation.reason !== null ? ` — ${esc(delegation.reason)}` : ''}`;
+    const where = delegation.childDir !== null ? `<div class="muted">child records: <code>${esc(delegation.childDir)}</code> (<code>capsule report ${esc(delegation.childDir)}</code> writes its own page)</div>` : '';
+    // The child's graph is not drawn here (its page has it); its run, timeline and steps are.
+    const child = delegation.child !== null ? `<details><summary>the child capsule's run</summary>${sessionBody(delegation.child, [], `${prefix}c${i}-`, true)}</details>` : '';
+    return `<li>${head}${where}${child}</li>`;
+  });
+  return `<section><h2>Delegations</h2><ul>${items.join('\n')}</ul></section>`;
+}
+
+function attemptText(attempt: AttemptModel): string {
+  if (attempt.status === 'running') return 'running';
+  if (attempt.notStarted) return 'withdrawn before its process started';
+  const how = attempt.signal !== null ? `ended by ${attempt.signal}` : attempt.exitCode !== null ? `exit code ${attempt.exitCode}` : attempt.status;
+  return `${attempt.status}${how !== attempt.status ? ` (${how})` : ''}${attempt.timedOut ? ', timed out' : ''}`;
+}
+
+const indexes = new WeakMap<RunModel, Map<string, number>>();
+
+/** A step's index in its run (a map made once per run: a large plan names its steps many times). */
+function stepIndex(run: RunModel, id: string): number {
+  let index = indexes.get(run);
+  if (index === undefined) {
+    index = new Map(run.steps.map((step, i) => [step.id, i]));
+    indexes.set(run, index);
+  }
+  return index.get(id) ?? -1;
+}
+
+/** A duration for people: `850ms`, `2.4s`, `3m 05s`. */
+export function formatMs(ms: number): string {
+  if (ms < 1000) return `${Math.round(ms)}ms`;
+  if (ms < 60_000) return `${(ms / 1000).toFixed(ms < 10_000 ? 2 : 1)}s`;
+  const minutes = Math.floor(ms / 60_000);
+  return `${minutes}m ${String(Math.round((ms % 60_000) / 1000)).padStart(2, '0')}s`;
+}
+
+function niceStep(raw: number): number {
+  const steps = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10_000, 15_000, 30_000, 60_000, 120_000, 300_000, 600_000, 1_800_000, 3_600_000];
+  return steps.find((step) => step >= raw) ?? Math.ceil(raw / 3_600_000) * 3_600_000;
+}
+
+function isoTime(ms: number): string {
+  return new Date(ms).toISOString().replace('T', ' ').replace(/\.\d+Z$/, ' UTC');
+}
+
+function clip(text: string, max: number): string {
+  return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
+}
+
+const ENTITIES: Readonly<Record<string, string>> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
+
+/** Text for HTML: in an element or a quoted attribute (one pass: a large run's page escapes much). */
+function esc(text: string): string {
+  return /[&<>"']/.test(text) ? text.replace(/[&<>"']/g, (char) => ENTITIES[char] as string) : text;
+}
