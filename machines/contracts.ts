@@ -91,6 +91,14 @@ export interface PlanStep {
    * the command. Absent: stdin is empty (`/dev/null`).
    */
   readonly stdin?: string;
+  /**
+   * Shell and tool steps (ours, `docs/plan-format.md#env`): variables added to the step's process
+   * environment. A value starting with `$` is a reference resolved at dispatch; never put into the
+   * command.
+   */
+  readonly env?: Readonly<Record<string, string>>;
+  /** Shell and tool steps (ours, `docs/plan-format.md#cwd`): the directory the process starts in, relative to the workdir. */
+  readonly cwd?: string;
 }
 
 /** A parsed plan file (`docs/plan-format.md#plan-file`). */

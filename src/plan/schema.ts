@@ -38,7 +38,7 @@ export type { PlanWarning, SettingWarning, UnknownKeyWarning } from './warnings.
 export { jsonDepthExceeds, textNestingExceeds } from './json-bounds.js';
 export { MAX_INPUT_FILE_BYTES, readUtf8File, type ReadTextResult } from './read-file.js';
 
-/** Keys a step object may hold (`docs/plan-format.md#step-keys`, plus our `timeout_secs` and `stdin`). Order is the docs' order. */
+/** Keys a step object may hold (`docs/plan-format.md#step-keys`, plus ours: `timeout_secs`, `stdin`, `env`, `cwd`). Order is the docs' order. */
 export const STEP_KEYS = [
   'id',
   'tool',
@@ -51,6 +51,8 @@ export const STEP_KEYS = [
   'retries',
   'timeout_secs',
   'stdin',
+  'env',
+  'cwd',
 ] as const;
 
 /** Keys the top level of a plan file may hold (`docs/plan-format.md#plan-file`). */
@@ -82,6 +84,9 @@ export const expecting =
 
 const retriesError = expecting(PLAN_SHAPE.retries);
 const timeoutError = expecting(PLAN_SHAPE.timeoutSecs);
+const envError = expecting(PLAN_SHAPE.env);
+const envValueError = expecting(PLAN_SHAPE.envValue);
+const cwdError = expecting(PLAN_SHAPE.cwd);
 
 /** `tool`, `shell`, `capsule`, `if`: a string, or `null` meaning absent. */
 const optionalText = (description: string) =>
@@ -134,6 +139,17 @@ const RawStepSchema = z
       stdin: optionalText(
         'Shell steps only: text written to the command\'s stdin (then closed); "$step.output" is a reference resolved at dispatch. Never put into the command. null = absent.',
       ),
+      env: z
+        .record(z.string(), z.string({ error: envValueError }), { error: envError })
+        .optional()
+        .meta({
+          description:
+            'Shell and tool steps: environment variables added to the step\'s process (over the manifest\'s capabilities.env.allow); a value "$step.output" is a reference resolved at dispatch. Never put into the command.',
+        }),
+      cwd: z
+        .string({ error: cwdError })
+        .optional()
+        .meta({ description: 'Shell and tool steps: the directory the process starts in, relative to the workdir and inside it. Default: the workdir.' }),
     },
     { error: expecting(PLAN_SHAPE.step) },
   )
@@ -174,6 +190,8 @@ function toPlanStep(raw: z.output<typeof RawStepSchema>): PlanStep {
     retries: raw.retries ?? 0,
     ...(raw.timeout_secs !== undefined ? { timeout_secs: raw.timeout_secs } : {}),
     ...(typeof raw.stdin === 'string' ? { stdin: raw.stdin } : {}),
+    ...(raw.env !== undefined ? { env: raw.env } : {}),
+    ...(raw.cwd !== undefined ? { cwd: raw.cwd } : {}),
   };
 }
 

@@ -1,0 +1,80 @@
+/**
+ * Plans for real pipelines (docs/plan-format.md#env, #cwd): `capsule run` as a real process running
+ * real shell steps with a step's own environment and directory.
+ */
+import { mkdirSync, realpathSync, symlinkSync } from 'node:fs';
+import { join } from 'node:path';
+import { killStartedClis, manifestAllowing, parseReport, resultOf, runCli, TempDirs, writeJson } from './helpers.js';
+
+const temp = new TempDirs();
+afterEach(() => killStartedClis());
+afterAll(() => temp.removeAll());
+
+function workdirWith(steps: unknown[], extra: Record<string, unknown> = {}): string {
+  const dir = temp.make('pipelines');
+  writeJson(dir, 'capsule.json', manifestAllowing());
+  writeJson(dir, 'plan.json', { id: 'p', steps, ...extra });
+  return dir;
+}
+
+/** A shell step that runs `node -e <script>`. */
+const node = (id: string, script: string, extra: Record<string, unknown> = {}) => ({ id, shell: `node -e '${script}'`, ...extra });
+
+describe('a step with cwd and env', () => {
+  it('runs the step in its cwd below the workdir', async () => {
+    const dir = workdirWith([node('where', 'process.stdout.write(process.cwd())', { cwd: 'test/unit' })]);
+    mkdirSync(join(dir, 'test', 'unit'), { recursive: true });
+    const result = await runCli(['run', 'plan.json', '--json'], { cwd: dir });
+
+    expect(result.code).toBe(0);
+    expect(resultOf(parseReport(result.stdout), 'where').output).toBe(realpathSync(join(dir, 'test', 'unit')));
+  });
+
+  it('fails the step, naming it, when its cwd does not exist as it starts', async () => {
+    const dir = workdirWith([node('where', 'process.stdout.write(process.cwd())', { cwd: 'nope' })]);
+    const result = await runCli(['run', 'plan.json', '--json'], { cwd: dir });
+
+    expect(result.code).toBe(1);
+    const report = parseReport(result.stdout);
+    expect(report.failed_step).toBe('where');
+    expect(resultOf(report, 'where').error).toBe("step 'where': cwd 'nope' does not exist in the workdir (docs/plan-format.md#cwd)");
+  });
+
+  it('refuses a cwd that leads out of the workdir through a symbolic link, running nothing there', async () => {
+    const outside = temp.make('outside');
+    const dir = workdirWith([node('where', 'process.stdout.write(process.cwd())', { cwd: 'out' })]);
+    symlinkSync(outside, join(dir, 'out'));
+    const result = await runCli(['run', 'plan.json', '--json'], { cwd: dir });
+
+    expect(result.code).toBe(1);
+    expect(resultOf(parseReport(result.stdout), 'where').error).toBe(
+      "step 'where': cwd 'out' leads outside the workdir (through a symbolic link); a step runs inside the workdir (docs/plan-format.md#cwd)",
+    );
+  });
+
+  it('refuses a cwd that climbs out with .. before anything runs, in validate and run alike', async () => {
+    const dir = workdirWith([node('where', 'process.stdout.write(1)', { cwd: '../elsewhere' })]);
+    const validated = await runCli(['validate', 'plan.json'], { cwd: dir });
+    const ran = await runCli(['run', 'plan.json', '--json'], { cwd: dir });
+
+    expect(validated.code).not.toBe(0);
+    expect(validated.stderr + validated.stdout).toContain("cwd '../elsewhere' is not a directory inside the workdir");
+    expect(validated.stderr + validated.stdout).not.toContain("did you mean 'id'");
+    expect(ran.code).toBe(1);
+    expect(resultOf(parseReport(ran.stdout), 'where')).toMatchObject({ status: 'failed', attempts: 0 });
+  });
+
+  it("gives the step its env, a reference resolved to the dependency's output, and keeps it out of the command line", async () => {
+    const dir = workdirWith([
+      node('version', 'process.stdout.write("1.2.3")'),
+      node('show', 'process.stdout.write([process.env.CC, process.env.VERSION, process.argv.length].join(" "))', {
+        depends_on: ['version'],
+        env: { CC: 'clang', VERSION: '$version.output' },
+      }),
+    ]);
+    const result = await runCli(['run', 'plan.json', '--json'], { cwd: dir });
+
+    expect(result.code).toBe(0);
+    expect(resultOf(parseReport(result.stdout), 'show').output).toBe('clang 1.2.3 1');
+  });
+});
