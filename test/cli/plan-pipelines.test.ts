@@ -4,7 +4,8 @@
  */
 import { mkdirSync, realpathSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
-import { killStartedClis, manifestAllowing, parseReport, resultOf, runCli, TempDirs, writeJson } from './helpers.js';
+import { existsSync, readFileSync } from 'node:fs';
+import { killStartedClis, manifestAllowing, parseReport, resultOf, runCli, stepCommand, TempDirs, writeJson } from './helpers.js';
 
 const temp = new TempDirs();
 afterEach(() => killStartedClis());
@@ -15,6 +16,22 @@ function workdirWith(steps: unknown[], extra: Record<string, unknown> = {}): str
   writeJson(dir, 'capsule.json', manifestAllowing());
   writeJson(dir, 'plan.json', { id: 'p', steps, ...extra });
   return dir;
+}
+
+/** `capsule replay` of a run's records says the machines took every transition they took then. */
+async function expectReplayIdentical(dir: string, recordsDir: string): Promise<void> {
+  const replay = await runCli(['replay', recordsDir], { cwd: dir });
+  expect(replay.stdout).toMatch(/^identical: \d+ actors? passed through the recorded states/);
+  expect(replay.code).toBe(0);
+}
+
+/** The trace's records of one kind, in order. */
+function traceRecords(recordsDir: string, kind: string): Record<string, unknown>[] {
+  return readFileSync(join(recordsDir, 'trace.jsonl'), 'utf8')
+    .split('\n')
+    .filter((line) => line !== '')
+    .map((line) => JSON.parse(line) as Record<string, unknown>)
+    .filter((record) => record['kind'] === kind || record['type'] === kind);
 }
 
 /** A shell step that runs `node -e <script>`. */
@@ -76,5 +93,25 @@ describe('a step with cwd and env', () => {
 
     expect(result.code).toBe(0);
     expect(resultOf(parseReport(result.stdout), 'show').output).toBe('clang 1.2.3 1');
+  });
+});
+
+describe('a fail stop under --max-parallel', () => {
+  it('starts no wave sibling queued behind the cap once a step failed with on_error: fail', async () => {
+    const dir = workdirWith([
+      { id: 'slow', shell: stepCommand('slow', 'log', 600) },
+      { id: 'bad', shell: stepCommand('bad', 'fail', 3) },
+      { id: 'lint', shell: stepCommand('lint', 'log', 0) },
+    ]);
+    const result = await runCli(['run', 'plan.json', '--max-parallel', '2', '--json'], { cwd: dir });
+
+    expect(result.code).toBe(1);
+    const report = parseReport<{ failed_step: string; records_dir: string; discarded?: { step_id: string }[] }>(result.stdout);
+    expect(report.failed_step).toBe('bad');
+    // slow ran to its end (a running sibling finishes), lint never started.
+    expect(readFileSync(join(dir, 'order.log'), 'utf8').trim().split('\n')).toEqual(['start slow', 'end slow']);
+    expect(existsSync(join(dir, 'lint.pid'))).toBe(false);
+    expect((report.discarded ?? []).map((d) => d.step_id)).toEqual([]);
+    await expectReplayIdentical(dir, report.records_dir);
   });
 });
