@@ -86,6 +86,11 @@ export interface PlanStep {
   /** Seconds one attempt may run before its process group is ended; absent = no bound. */
   readonly timeout_secs?: number;
   /**
+   * Ours (`docs/plan-format.md#retries`): seconds to wait before the first retry; each next wait
+   * doubles, capped at 60 s, less a small deterministic jitter. Absent or 0: retries start at once.
+   */
+  readonly retry_delay_secs?: number;
+  /**
    * Shell steps only (ours): text written to the command's stdin, which is then closed. A string
    * starting with `$` is a reference, resolved at dispatch like `input`; never substituted into
    * the command. Absent: stdin is empty (`/dev/null`).

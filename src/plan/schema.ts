@@ -38,7 +38,7 @@ export type { PlanWarning, SettingWarning, UnknownKeyWarning } from './warnings.
 export { jsonDepthExceeds, textNestingExceeds } from './json-bounds.js';
 export { MAX_INPUT_FILE_BYTES, readUtf8File, type ReadTextResult } from './read-file.js';
 
-/** Keys a step object may hold (`docs/plan-format.md#step-keys`, plus ours: `timeout_secs`, `stdin`, `env`, `cwd`). Order is the docs' order. */
+/** Keys a step object may hold (`docs/plan-format.md#step-keys`, plus ours: `timeout_secs`, `stdin`, `env`, `cwd`, `retry_delay_secs`). Order is the docs' order. */
 export const STEP_KEYS = [
   'id',
   'tool',
@@ -53,10 +53,14 @@ export const STEP_KEYS = [
   'stdin',
   'env',
   'cwd',
+  'retry_delay_secs',
 ] as const;
 
 /** Keys the top level of a plan file may hold (`docs/plan-format.md#plan-file`). */
 export const PLAN_KEYS = ['id', 'steps'] as const;
+
+/** Largest `retry_delay_secs`: every wait is capped at 60 s, so a larger first one means nothing more. */
+export const MAX_RETRY_DELAY_SECS = 60;
 
 /** Largest `retries` value: it must fit in an unsigned 32-bit integer (`docs/plan-format.md#parse-rules`). */
 export const MAX_RETRIES = 4294967295;
@@ -87,6 +91,7 @@ const timeoutError = expecting(PLAN_SHAPE.timeoutSecs);
 const envError = expecting(PLAN_SHAPE.env);
 const envValueError = expecting(PLAN_SHAPE.envValue);
 const cwdError = expecting(PLAN_SHAPE.cwd);
+const retryDelayError = expecting(PLAN_SHAPE.retryDelaySecs);
 
 /** `tool`, `shell`, `capsule`, `if`: a string, or `null` meaning absent. */
 const optionalText = (description: string) =>
@@ -146,6 +151,12 @@ const RawStepSchema = z
           description:
             'Shell and tool steps: environment variables added to the step\'s process (over the manifest\'s capabilities.env.allow); a value "$step.output" is a reference resolved at dispatch. Never put into the command.',
         }),
+      retry_delay_secs: z
+        .number({ error: retryDelayError })
+        .min(0, { error: retryDelayError })
+        .max(MAX_RETRY_DELAY_SECS, { error: retryDelayError })
+        .optional()
+        .meta({ description: 'Seconds to wait before the first retry; each next wait doubles, capped at 60 s, less a small jitter. Default 0: retries start at once.' }),
       cwd: z
         .string({ error: cwdError })
         .optional()
@@ -192,6 +203,7 @@ function toPlanStep(raw: z.output<typeof RawStepSchema>): PlanStep {
     ...(typeof raw.stdin === 'string' ? { stdin: raw.stdin } : {}),
     ...(raw.env !== undefined ? { env: raw.env } : {}),
     ...(raw.cwd !== undefined ? { cwd: raw.cwd } : {}),
+    ...(raw.retry_delay_secs !== undefined ? { retry_delay_secs: raw.retry_delay_secs } : {}),
   };
 }
 

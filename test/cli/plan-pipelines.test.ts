@@ -5,7 +5,7 @@
 import { mkdirSync, realpathSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { existsSync, readFileSync } from 'node:fs';
-import { killStartedClis, manifestAllowing, parseReport, resultOf, runCli, stepCommand, TempDirs, writeJson } from './helpers.js';
+import { killStartedClis, manifestAllowing, parseReport, resultOf, runCli, startCli, stepCommand, TempDirs, waitFor, writeJson } from './helpers.js';
 
 const temp = new TempDirs();
 afterEach(() => killStartedClis());
@@ -31,7 +31,7 @@ function traceRecords(recordsDir: string, kind: string): Record<string, unknown>
     .split('\n')
     .filter((line) => line !== '')
     .map((line) => JSON.parse(line) as Record<string, unknown>)
-    .filter((record) => record['kind'] === kind || record['type'] === kind);
+    .filter((record) => record['event_type'] === kind);
 }
 
 /** A shell step that runs `node -e <script>`. */
@@ -114,4 +114,41 @@ describe('a fail stop under --max-parallel', () => {
     expect((report.discarded ?? []).map((d) => d.step_id)).toEqual([]);
     await expectReplayIdentical(dir, report.records_dir);
   });
+});
+
+describe('retry backoff (retry_delay_secs)', () => {
+  it('waits the delay before each retry, doubling it, as the trace times the attempts', async () => {
+    const dir = workdirWith([node('flaky', 'process.exit(1)', { retries: 2, retry_delay_secs: 0.3 })]);
+    const result = await runCli(['run', 'plan.json', '--json'], { cwd: dir });
+
+    expect(result.code).toBe(1);
+    const report = parseReport(result.stdout);
+    expect(resultOf(report, 'flaky')).toMatchObject({ status: 'failed', attempts: 3 });
+    const starts = traceRecords(report.records_dir, 'process_start').map((record) => record['timestamp'] as number);
+    expect(starts).toHaveLength(3);
+    const [first = 0, second = 0, third = 0] = starts;
+    // 0.3 s, then 0.6 s, each less at most a tenth of jitter (plus the attempt's own run time).
+    expect(second - first).toBeGreaterThanOrEqual(270);
+    expect(third - second).toBeGreaterThanOrEqual(540);
+    await expectReplayIdentical(dir, report.records_dir);
+  });
+
+  it('starts nothing more and settles the step at once when a cancel comes during the wait', async () => {
+    const dir = workdirWith([node('flaky', 'process.exit(1)', { retries: 3, retry_delay_secs: 60 }), node('after', 'process.exit(0)', { depends_on: ['flaky'] })]);
+    const records = join(dir, 'records');
+    const cli = startCli(['run', 'plan.json', '--records', records, '--json'], { cwd: dir });
+    const events = join(records, 'events.jsonl');
+    // The step machine's own record says it is waiting between attempts.
+    await waitFor(() => existsSync(events) && /"actor":"step:flaky".*"backoff"/.test(readFileSync(events, 'utf8')), 15_000, 'step:flaky in backoff');
+    cli.child.kill('SIGINT');
+    const result = await cli.done;
+
+    expect(result.code).toBe(130);
+    const report = parseReport<{ canceled: boolean; records_dir: string; results: { step_id: string; status: string; attempts: number }[] }>(result.stdout);
+    expect(report.canceled).toBe(true);
+    expect(report.results.find((r) => r.step_id === 'flaky')).toMatchObject({ status: 'failed', attempts: 1 });
+    expect(report.results.find((r) => r.step_id === 'after')).toMatchObject({ status: 'skipped', attempts: 0 });
+    expect(traceRecords(records, 'process_start')).toHaveLength(1);
+    await expectReplayIdentical(dir, records);
+  }, 30_000);
 });
