@@ -91,6 +91,11 @@ export interface PlanStep {
    */
   readonly retry_delay_secs?: number;
   /**
+   * Ours (`docs/plan-format.md#always`): the step runs once its dependencies have settled, whatever
+   * they ended as — after a fail stop and after a cancel too (a further cancel skips it).
+   */
+  readonly always?: boolean;
+  /**
    * Shell steps only (ours): text written to the command's stdin, which is then closed. A string
    * starting with `$` is a reference, resolved at dispatch like `input`; never substituted into
    * the command. Absent: stdin is empty (`/dev/null`).

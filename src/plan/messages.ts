@@ -121,6 +121,7 @@ export const PLAN_SHAPE = {
   timeoutSecs: 'expected a positive number of seconds (leave the key out for no bound)',
   env: 'expected an object of strings such as { "CC": "gcc" } (leave the key out for none)',
   envValue: 'expected the value of an environment variable as a string',
+  always: 'expected true or false (leave the key out for false)',
   retryDelaySecs: 'expected a number of seconds from 0 to 60 (the first wait before a retry; leave the key out for none)',
   cwd: 'expected a directory inside the workdir as a relative path string such as "test" (leave the key out for the workdir)',
 } as const;

@@ -54,6 +54,7 @@ export const STEP_KEYS = [
   'env',
   'cwd',
   'retry_delay_secs',
+  'always',
 ] as const;
 
 /** Keys the top level of a plan file may hold (`docs/plan-format.md#plan-file`). */
@@ -157,6 +158,10 @@ const RawStepSchema = z
         .max(MAX_RETRY_DELAY_SECS, { error: retryDelayError })
         .optional()
         .meta({ description: 'Seconds to wait before the first retry; each next wait doubles, capped at 60 s, less a small jitter. Default 0: retries start at once.' }),
+      always: z
+        .boolean({ error: expecting(PLAN_SHAPE.always) })
+        .optional()
+        .meta({ description: 'Run once the dependencies have settled whatever they ended as: after a fail stop and after a cancel too (a second cancel skips it). Default false.' }),
       cwd: z
         .string({ error: cwdError })
         .optional()
@@ -204,6 +209,7 @@ function toPlanStep(raw: z.output<typeof RawStepSchema>): PlanStep {
     ...(raw.env !== undefined ? { env: raw.env } : {}),
     ...(raw.cwd !== undefined ? { cwd: raw.cwd } : {}),
     ...(raw.retry_delay_secs !== undefined ? { retry_delay_secs: raw.retry_delay_secs } : {}),
+    ...(raw.always === true ? { always: true } : {}),
   };
 }
 

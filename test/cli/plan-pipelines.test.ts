@@ -152,3 +152,66 @@ describe('retry backoff (retry_delay_secs)', () => {
     await expectReplayIdentical(dir, records);
   }, 30_000);
 });
+
+describe('always-run steps (always: true)', () => {
+  it('runs a cleanup step after a fail stop, and the run stays failed', async () => {
+    const dir = workdirWith([
+      { id: 'build', shell: stepCommand('build', 'fail', 2) },
+      node('test', 'process.exit(0)', { depends_on: ['build'] }),
+      node('cleanup', 'require("fs").writeFileSync("cleaned", "yes")', { depends_on: ['test'], always: true }),
+    ]);
+    const result = await runCli(['run', 'plan.json', '--json'], { cwd: dir });
+
+    expect(result.code).toBe(1);
+    const report = parseReport(result.stdout);
+    expect(report).toMatchObject({ completed: false, failed_step: 'build' });
+    expect(report.results.map((r) => [r.step_id, r.status])).toEqual([
+      ['build', 'failed'],
+      ['cleanup', 'success'],
+    ]);
+    expect(readFileSync(join(dir, 'cleaned'), 'utf8')).toBe('yes');
+    await expectReplayIdentical(dir, report.records_dir);
+  });
+
+  it('runs a cleanup step after a cancel once the running step ended, and the run stays canceled', async () => {
+    const dir = workdirWith([
+      { id: 'soak', shell: stepCommand('soak', 'sleep', 60_000) },
+      node('cleanup', 'require("fs").writeFileSync("cleaned", "yes")', { depends_on: ['soak'], always: true }),
+    ]);
+    const records = join(dir, 'records');
+    const cli = startCli(['run', 'plan.json', '--records', records, '--json', '--cancel-grace', '1'], { cwd: dir });
+    await waitFor(() => existsSync(join(dir, 'soak.pid')), 15_000, 'soak started');
+    cli.child.kill('SIGINT');
+    const result = await cli.done;
+
+    expect(result.code).toBe(130);
+    const report = parseReport(result.stdout);
+    expect(report).toMatchObject({ canceled: true, completed: false });
+    expect(report.results.find((r) => r.step_id === 'cleanup')).toMatchObject({ status: 'success', attempts: 1 });
+    expect(readFileSync(join(dir, 'cleaned'), 'utf8')).toBe('yes');
+    await expectReplayIdentical(dir, records);
+  }, 30_000);
+
+  it('skips the always-run steps not started yet when a cancel comes while they run', async () => {
+    const dir = workdirWith([
+      { id: 'build', shell: stepCommand('build', 'fail', 2) },
+      { id: 'collect', shell: stepCommand('collect', 'sleep', 60_000), depends_on: ['build'], always: true },
+      node('cleanup', 'require("fs").writeFileSync("cleaned", "yes")', { depends_on: ['collect'], always: true }),
+    ]);
+    const records = join(dir, 'records');
+    const cli = startCli(['run', 'plan.json', '--records', records, '--json', '--cancel-grace', '1'], { cwd: dir });
+    await waitFor(() => existsSync(join(dir, 'collect.pid')), 15_000, 'collect started');
+    cli.child.kill('SIGINT');
+    const result = await cli.done;
+
+    expect(result.code).toBe(130);
+    const report = parseReport(result.stdout);
+    expect(report.results.map((r) => [r.step_id, r.status])).toEqual([
+      ['build', 'failed'],
+      ['collect', 'failed'],
+      ['cleanup', 'skipped'],
+    ]);
+    expect(existsSync(join(dir, 'cleaned'))).toBe(false);
+    await expectReplayIdentical(dir, records);
+  }, 30_000);
+});

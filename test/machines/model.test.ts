@@ -215,6 +215,9 @@ const planInputs: Record<string, PlanInput> = {
   // a and b form the first wave, c waits for a (on_error continue lets c run after a failure).
   'a, b; c after a': planInput([{ id: 'a', on_error: 'continue' }, { id: 'b' }, { id: 'c', depends_on: ['a'] }]),
   'canceled before it started': planInput([{ id: 'a' }], { canceledAtStart: true }),
+  // c always runs once a has settled: after a's fail stop, after a cancel; a second cancel skips it.
+  'a, b; c always after a': planInput([{ id: 'a' }, { id: 'b' }, { id: 'c', depends_on: ['a'], always: true }]),
+  'canceled before it started; b always after a': planInput([{ id: 'a' }, { id: 'b', depends_on: ['a'], always: true }], { canceledAtStart: true }),
   // One live step per actor: b lives in a pool, and c is handed to that pool when a slot frees.
   'a, b; c after a; one step per actor (a tree of pools)': planInput(
     [{ id: 'a', on_error: 'continue' }, { id: 'b' }, { id: 'c', depends_on: ['a'] }],
