@@ -86,11 +86,29 @@ export interface PlanStep {
   /** Seconds one attempt may run before its process group is ended; absent = no bound. */
   readonly timeout_secs?: number;
   /**
+   * Ours (`docs/plan-format.md#retries`): seconds to wait before the first retry; each next wait
+   * doubles, capped at 60 s, less a small deterministic jitter. Absent or 0: retries start at once.
+   */
+  readonly retry_delay_secs?: number;
+  /**
+   * Ours (`docs/plan-format.md#always`): the step runs once its dependencies have settled, whatever
+   * they ended as — after a fail stop and after a cancel too (a further cancel skips it).
+   */
+  readonly always?: boolean;
+  /**
    * Shell steps only (ours): text written to the command's stdin, which is then closed. A string
    * starting with `$` is a reference, resolved at dispatch like `input`; never substituted into
    * the command. Absent: stdin is empty (`/dev/null`).
    */
   readonly stdin?: string;
+  /**
+   * Shell and tool steps (ours, `docs/plan-format.md#env`): variables added to the step's process
+   * environment. A value starting with `$` is a reference resolved at dispatch; never put into the
+   * command.
+   */
+  readonly env?: Readonly<Record<string, string>>;
+  /** Shell and tool steps (ours, `docs/plan-format.md#cwd`): the directory the process starts in, relative to the workdir. */
+  readonly cwd?: string;
 }
 
 /** A parsed plan file (`docs/plan-format.md#plan-file`). */

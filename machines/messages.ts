@@ -25,6 +25,12 @@ export const CANCEL_FORCED_STEP =
  */
 export const CANCEL_FORCED_BEFORE_ATTEMPT = "the task running this plan was cancelled by force before this step's next attempt started";
 
+/**
+ * A step of a wave that was dispatched but held without a step actor (a wide wave's slice) when a
+ * sibling's failure stopped the plan: it never started (ours, `docs/plan-format.md#on-error`).
+ */
+export const STOPPED_BEFORE_STEP = "a step of its wave failed and stopped the plan (on_error: fail) before this step started";
+
 /** The step blamed when nothing can run (`docs/plan-format.md#blocked`). Key terms: "blocked", "dependency cycle". */
 export const BLOCKED =
   'plan is blocked: no step can run because of a dependency cycle or missing dependency';

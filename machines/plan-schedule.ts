@@ -55,6 +55,15 @@ export interface Schedule {
   readonly discarded: DiscardedResult[];
   /** Discarded outcomes waiting to be emitted to the host. */
   readonly discardedOutbox: DiscardedRecord[];
+  /** Always-run steps (`always: true`, `docs/plan-format.md#always`) without a result yet. */
+  alwaysLeft: number;
+  /**
+   * The run was stopped (a fail stop) or canceled and always-run steps are left: only they may
+   * still run, each once its dependencies have settled or will never run.
+   */
+  finishing: boolean;
+  /** A further cancel came: the always-run steps not started yet are skipped (`docs/plan-format.md#always`). */
+  skipAlways: boolean;
 }
 
 /** A sibling's outcome discarded by a `fail` stop (`docs/plan-format.md#settling-a-wave`), for the host. */
@@ -124,6 +133,9 @@ export function createSchedule(steps: readonly PlanStep[], kinds: readonly StepK
     outbox: [],
     discarded: [],
     discardedOutbox: [],
+    alwaysLeft: steps.reduce((count, step) => count + (step.always === true ? 1 : 0), 0),
+    finishing: false,
+    skipAlways: false,
   };
   unsettledDeps.forEach((count, index) => {
     if (count === 0) heapPush(schedule.candidates, index);
@@ -144,21 +156,25 @@ export function allSettled(schedule: Schedule): boolean {
  */
 export function scan(schedule: Schedule, canceled: boolean, evaluate: ConditionEvaluator): ScanResult {
   for (;;) {
-    if (canceled) {
-      settleRemainingAsCanceled(schedule);
-      return 'over';
-    }
-    if (allSettled(schedule) || schedule.failedStep !== null) return 'over';
+    if ((canceled || schedule.failedStep !== null) && !finishWithAlwaysSteps(schedule, canceled)) return 'over';
+    if (allSettled(schedule)) return 'over';
     const ready: number[] = [];
     const nextScan: number[] = [];
     let progress = false;
     const heap = schedule.candidates;
     while (heap.length > 0) {
       const index = heapPop(heap);
+      // Once the run is stopped or canceled only always-run steps start; the others never will.
+      if (schedule.hasResult[index] || (schedule.finishing && schedule.steps[index]?.always !== true)) continue;
       const step = schedule.steps[index] as PlanStep;
       const verdict = step.if === undefined ? TRUE : evaluate(step.if, schedule.results);
       if (!verdict.ok) {
         record(schedule, { step_id: step.id, status: 'failed', output: null, error: verdict.error, attempts: 0, duration_ms: 0 }, index, index, nextScan);
+        // An always-run step's condition error is its own failure: the run was stopped already.
+        if (schedule.finishing) {
+          progress = true;
+          continue;
+        }
         schedule.failedStep = step.id;
         // A condition error stops the scan: steps already in this scan's ready list are dropped (docs/plan-format.md#the-scan).
         return 'over';
@@ -176,11 +192,36 @@ export function scan(schedule: Schedule, canceled: boolean, evaluate: ConditionE
       return 'wave';
     }
     if (!progress) {
-      if (allSettled(schedule)) return 'over';
+      if (allSettled(schedule) || schedule.finishing) return 'over';
       blockFirstUnsettled(schedule);
       return 'over';
     }
   }
+}
+
+/**
+ * The run was stopped or canceled (`docs/plan-format.md#always`): whether always-run steps may
+ * still run. The first time, every other step without a result is given up — recorded skipped
+ * with the cancel-before-step error after a cancel, left without a result after a fail stop (as
+ * the steps after a stop always were) — and counts as settled for its dependants, so an always-run
+ * step becomes ready once all its dependencies have a result or never will. When none is left, or
+ * a further cancel skips them, every step without a result settles as canceled (after a cancel)
+ * and the run is over.
+ */
+function finishWithAlwaysSteps(schedule: Schedule, canceled: boolean): boolean {
+  if (schedule.alwaysLeft === 0 || schedule.skipAlways) {
+    if (canceled) settleRemainingAsCanceled(schedule);
+    return false;
+  }
+  if (schedule.finishing) return true;
+  schedule.finishing = true;
+  for (let index = schedule.firstUnsettled; index < schedule.steps.length; index++) {
+    const step = schedule.steps[index] as PlanStep;
+    if (schedule.hasResult[index] || step.always === true) continue;
+    if (canceled) record(schedule, { step_id: step.id, status: 'skipped', output: null, error: CANCEL_BEFORE_STEP, attempts: 0, duration_ms: 0 }, index, -1, null);
+    else releaseDependants(schedule, index);
+  }
+  return true;
 }
 
 /** The outcome of one dispatched step of the wave, as its actor ended. */
@@ -291,7 +332,8 @@ export function settleWave(schedule: Schedule, outcomes: WaveOutcomeReader, canc
     const step = schedule.steps[index] as PlanStep;
     const { result, stops } = settledResult(step, outcome, canceled);
     record(schedule, result, index, -1, null, outcome);
-    if (stops) {
+    // Always-run steps run after the stop: their failures stop nothing more.
+    if (stops && !schedule.finishing) {
       schedule.failedStep = step.id;
       discardRest(schedule, wave, position + 1, outcomes, step.id);
       return;
@@ -409,7 +451,17 @@ function record(
     ...(extra?.stateEffect !== undefined ? { stateEffect: extra.stateEffect } : {}),
     ...(extra?.resourceId !== undefined ? { resourceId: extra.resourceId } : {}),
   });
+  if (schedule.steps[index]?.always === true) schedule.alwaysLeft--;
   advanceFirstUnsettled(schedule);
+  releaseDependants(schedule, index, scanIndex, nextScan);
+}
+
+/**
+ * Step `index` counts as settled for its dependants (it has a result, or never will run): each
+ * becomes a candidate once all its dependencies have. During a scan (`scanIndex` ≥ 0) a dependant
+ * declared after the visited step joins this scan; one declared before waits for the next (`nextScan`).
+ */
+function releaseDependants(schedule: Schedule, index: number, scanIndex = -1, nextScan: number[] | null = null): void {
   const { dependants, dependantsFrom, dependantsTo } = schedule;
   for (let k = dependantsFrom[index] as number, end = dependantsTo[index] as number; k < end; k++) {
     const dependant = dependants[k] as number;

@@ -1,6 +1,6 @@
 import { assign, enqueueActions, fromCallback, fromPromise, setup } from 'xstate';
 import type { DiscardedResult, PlanStep, StepKind, StepResult } from './contracts.js';
-import { CANCEL_BEFORE_STEP, stepCrashed } from './messages.js';
+import { CANCEL_BEFORE_STEP, STOPPED_BEFORE_STEP, stepCrashed } from './messages.js';
 import { notProvided } from './not-provided.js';
 import {
   allSettled,
@@ -185,6 +185,12 @@ export interface PlanContext {
   readonly canceled: boolean;
   readonly forced: boolean;
   /**
+   * A step of the current wave ended with a failure that stops the run (`on_error: fail`): no
+   * further step of the wave is dispatched, and those dispatched but held without an actor never
+   * start (`docs/plan-format.md#on-error`). Changed in place, like the schedule.
+   */
+  stopping: boolean;
+  /**
    * Next position in `schedule.wave` to dispatch (`plan.stepsStarted`; counted under
    * `--max-parallel`). The members below without `readonly`, and the Maps and arrays, are changed
    * in place by the plan's own actions (like the schedule): an `assign` per step copied the
@@ -272,6 +278,7 @@ export const planMachine = setup({
     }),
     beginWave: enqueueActions(({ context }) => {
       context.outcomes.clear();
+      context.stopping = false;
       context.nextToDispatch = 0;
       context.nextToSpawn = 0;
     }),
@@ -287,7 +294,7 @@ export const planMachine = setup({
       const limit = context.maxParallel ?? Number.POSITIVE_INFINITY;
       const started: StartedStep[] = [];
       // A cancel stops dispatch: wave steps not dispatched yet are settled as canceled by the next scan.
-      while (!context.canceled && context.nextToDispatch < wave.length && context.live.size + held(context) < limit) {
+      while (!dispatchClosed(context) && context.nextToDispatch < wave.length && context.live.size + held(context) < limit) {
         const index = wave[context.nextToDispatch++] as number;
         const step = schedule.steps[index] as PlanStep;
         started.push({ stepId: step.id, kind: schedule.kinds[index] ?? 'unknown', dependsOn: step.depends_on });
@@ -296,7 +303,7 @@ export const planMachine = setup({
       const own: { slot: number; input: StepInput }[] = [];
       /** Node of the tree → the steps to start there. */
       const pooled = new Map<number, PoolStart[]>();
-      while (!context.canceled && context.nextToSpawn < context.nextToDispatch) {
+      while (!dispatchClosed(context) && context.nextToSpawn < context.nextToDispatch) {
         if (context.live.size >= context.sliceSize) {
           if (context.sliceCredit === 0) break;
           context.sliceCredit--;
@@ -387,9 +394,11 @@ export const planMachine = setup({
       // The step's output is its wave outcome as it stands (`step_id` and `canceled` are not kept).
       context.outcomes.set(output.index, output);
       const step = context.schedule.steps[output.index] as PlanStep;
+      const settled = settledResult(step, output, context.canceled);
+      if (settled.stops && !context.schedule.finishing) stopDispatch(context);
       enqueue.emit({
         type: 'plan.stepEnded',
-        result: settledResult(step, output, context.canceled).result,
+        result: settled.result,
         kind: context.schedule.kinds[output.index] ?? 'unknown',
       });
     }),
@@ -398,12 +407,22 @@ export const planMachine = setup({
       if (index === undefined || context.live.get(index) !== params.slot) return;
       context.live.delete(index);
       context.freeSlots.push(params.slot);
-      context.outcomes.set(index, { index, status: 'failed', output: null, error: stepCrashed(params.error), attempts: 1, duration_ms: 0 });
+      const crashed = { index, status: 'failed', output: null, error: stepCrashed(params.error), attempts: 1, duration_ms: 0 } as const;
+      context.outcomes.set(index, crashed);
+      if (settledResult(context.schedule.steps[index] as PlanStep, crashed, context.canceled).stops && !context.schedule.finishing) stopDispatch(context);
       if (params.ownChild) enqueue.stopChild(stepChildId(params.slot));
     }),
     settleCurrentWave: enqueueActions(({ context }) => {
       settleWave(context.schedule, context.outcomes, context.canceled);
       context.outcomes.clear();
+    }),
+    /**
+     * A cancel while the always-run steps run (or are about to): those not started yet are skipped.
+     * One that comes before only ends the running steps, after which they still run (a graceful
+     * cancel's escalation to a forced one included).
+     */
+    skipAlwaysSteps: enqueueActions(({ context }) => {
+      if (context.schedule.finishing) context.schedule.skipAlways = true;
     }),
     recordCancel: assign(({ context }, params: { force: boolean }) => ({
       canceled: true,
@@ -425,12 +444,15 @@ export const planMachine = setup({
     hasWave: ({ context }) => context.schedule.wave.length > 0,
     /** The step reporting now is the wave's last live one, and nothing of the wave is left to start. */
     endsWave: ({ context }) =>
-      context.live.size === 1 && held(context) === 0 && (context.canceled || context.nextToDispatch >= context.schedule.wave.length),
+      context.live.size === 1 && held(context) === 0 && (dispatchClosed(context) || context.nextToDispatch >= context.schedule.wave.length),
     isWaveSettledAfterCrash: ({ context }) =>
       context.schedule.wave.length > 0 &&
       context.live.size === 0 &&
       held(context) === 0 &&
-      (context.canceled || context.nextToDispatch >= context.schedule.wave.length),
+      (dispatchClosed(context) || context.nextToDispatch >= context.schedule.wave.length),
+    /** Every live step settled after a cancel, and always-run steps are left to run (`docs/plan-format.md#always`). */
+    noLiveStepsAlwaysLeft: ({ context }) =>
+      context.live.size === 0 && context.schedule.alwaysLeft > 0 && !context.schedule.skipAlways && !context.schedule.finishing,
     isRunOver: ({ context }) => context.schedule.wave.length === 0 && context.live.size === 0,
     isCanceled: ({ context }) => context.canceled,
     noLiveSteps: ({ context }) => context.live.size === 0,
@@ -451,6 +473,7 @@ export const planMachine = setup({
     schedule: createSchedule(input.steps, input.kinds),
     canceled: input.canceledAtStart,
     forced: false,
+    stopping: false,
     nextToDispatch: 0,
     nextToSpawn: 0,
     sliceCredit: 0,
@@ -475,6 +498,7 @@ export const planMachine = setup({
           description:
             'Stop dispatching; tell every live step (graceful: no more retries; forced: end its process group); dispatched steps still held without an actor never ran.',
           actions: [
+            'skipAlwaysSteps',
             { type: 'recordCancel', params: ({ event }) => ({ force: event.force }) },
             { type: 'forwardCancel', params: ({ event }) => ({ force: event.force }) },
             'settleHeldSteps',
@@ -487,12 +511,12 @@ export const planMachine = setup({
             'docs/plan-format.md#the-scan: settle canceled, false-if and condition-error steps; collect the ready list in declaration order; detect a blocked plan.',
           entry: ['scanSteps', 'emitSettledRecords'],
           always: [
+            { guard: 'hasWave', target: 'dispatching', description: 'Some steps are ready (after a stop or a cancel: always-run steps only): run them as one wave.' },
             {
               guard: 'isCanceled',
               target: 'canceling',
               description: 'The task was canceled before the first wave (docs/cancel.md#before-the-first-wave): nothing is dispatched, every step was skipped by the scan.',
             },
-            { guard: 'hasWave', target: 'dispatching', description: 'Some steps are ready: run them as one wave.' },
             { target: '#plan.leaderExited', description: 'Nothing left to run: all settled, stopped by a failure, blocked, or canceled.' },
           ],
         },
@@ -580,8 +604,9 @@ export const planMachine = setup({
             'The task was canceled (docs/cancel.md#plan-runs): nothing more is dispatched; CANCEL went to every live step (graceful: a tool or shell step finishes on its own bound, not retried; forced: its tree is ended). Waiting for the live steps to settle.',
           on: {
             CANCEL: {
-              description: 'A further cancel (a forced one after a graceful one): forwarded to every live step.',
+              description: 'A further cancel (a forced one after a graceful one): forwarded to every live step; while always-run steps run, those not started yet will be skipped.',
               actions: [
+                'skipAlwaysSteps',
                 { type: 'recordCancel', params: ({ event }) => ({ force: event.force }) },
                 { type: 'forwardCancel', params: ({ event }) => ({ force: event.force }) },
               ],
@@ -613,13 +638,22 @@ export const planMachine = setup({
               ],
             },
           },
-          always: {
+          always: [
+            {
+              guard: 'noLiveStepsAlwaysLeft',
+              target: 'scanning',
+              description:
+                'Every live step settled and always-run steps are left (docs/plan-format.md#always): record the wave as it returned, then scan for them (every other step without a result is skipped).',
+              actions: ['settleCurrentWave', 'emitSettledRecords'],
+            },
+            {
             guard: 'noLiveSteps',
             target: '#plan.leaderExited',
             description:
               'Every live step settled: record the wave as it returned, then skip every step without a result with the cancel-before-step error (declaration order).',
             actions: ['settleCurrentWave', 'emitSettledRecords', 'scanSteps', 'emitSettledRecords'],
-          },
+            },
+          ],
         },
       },
     },
@@ -669,6 +703,30 @@ export const planMachine = setup({
     };
   },
 });
+
+/**
+ * A failure that stops the run ended a step of the wave: nothing more of the wave is dispatched,
+ * and the steps dispatched but still held without an actor never start — they come after the
+ * stopping step in the wave, so the stop discards them as it discards the siblings that ran
+ * (`docs/plan-format.md#settling-a-wave`), with the reason saying they never started.
+ */
+function stopDispatch(context: PlanContext): void {
+  context.stopping = true;
+  const wave = context.schedule.wave;
+  for (; context.nextToSpawn < context.nextToDispatch; context.nextToSpawn++) {
+    const index = wave[context.nextToSpawn] as number;
+    context.outcomes.set(index, { index, status: 'skipped', output: null, error: STOPPED_BEFORE_STEP, attempts: 0, duration_ms: 0 });
+  }
+}
+
+/**
+ * No further step of the wave may be dispatched: a fail stop in it, or a cancel — unless the run is
+ * running its always-run steps and no further cancel skipped them (`docs/plan-format.md#always`).
+ */
+function dispatchClosed(context: PlanContext): boolean {
+  const schedule = context.schedule;
+  return context.stopping || (context.canceled && !(schedule.finishing && !schedule.skipAlways));
+}
 
 /** Dispatched steps of the wave that have no step actor yet. */
 function held(context: PlanContext): number {

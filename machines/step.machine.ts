@@ -31,6 +31,39 @@ export interface AttemptOutcome {
 /** Longest delay a timer can hold (2^31 - 1 ms); a longer `timeout_secs` bound is cut to it. */
 export const MAX_TIMER_DELAY_MS = 2_147_483_647;
 
+/** Longest delay between two attempts (`retry_delay_secs` doubles up to it), milliseconds. */
+export const MAX_RETRY_DELAY_MS = 60_000;
+
+/** Share of a retry delay the jitter may take off it. */
+const RETRY_JITTER = 0.1;
+
+/**
+ * The wait before the attempt after attempt `finished` (≥ 1) of `step` (`docs/plan-format.md#retries`):
+ * `retry_delay_secs`, doubled for each attempt after the first, capped at {@link MAX_RETRY_DELAY_MS},
+ * less a jitter of up to a tenth. The jitter is derived from the step id and the attempt (FNV-1a),
+ * not drawn: the machine stays deterministic, so a replay waits for the same timer, and steps of a
+ * matrix or a wave that fail together do not retry in lockstep. 0 without `retry_delay_secs`.
+ */
+export function retryDelayMs(step: PlanStep, finished: number): number {
+  const first = (step.retry_delay_secs ?? 0) * 1000;
+  if (!(first > 0)) return 0;
+  const base = Math.min(MAX_RETRY_DELAY_MS, first * 2 ** Math.min(finished - 1, 32));
+  let hash = 0x811c9dc5;
+  const key = `${step.id}#${finished}`;
+  for (let i = 0; i < key.length; i++) hash = Math.imul(hash ^ key.charCodeAt(i), 0x01000193) >>> 0;
+  return Math.round(base * (1 - RETRY_JITTER * (hash / 0x100000000)));
+}
+
+/** Another attempt follows the one that just finished: it failed (or timed out), no cancel came, retries remain. */
+function shouldRetry(context: StepContext, event: StepEvent): boolean {
+  return (
+    event.type === 'ATTEMPT.FINISHED' &&
+    (event.outcome.status === 'failed' || context.stopReason === 'timeout') &&
+    !context.cancelRequested &&
+    context.attempt + 1 <= context.input.step.retries
+  );
+}
+
 /** Input of one step actor, spawned by the plan as `step:<step_id>`. */
 export interface StepInput {
   /** The step as parsed and validated. */
@@ -257,15 +290,15 @@ export const stepMachine = setup({
     isForced: (_, params: { force: boolean }) => params.force,
     hasTimeout: ({ context }) => context.input.timeoutSecs !== null,
     wasForcedToStop: ({ context }) => context.stopReason === 'canceled',
-    shouldRetry: ({ context, event }) =>
-      event.type === 'ATTEMPT.FINISHED' &&
-      (event.outcome.status === 'failed' || context.stopReason === 'timeout') &&
-      !context.cancelRequested &&
-      context.attempt + 1 <= context.input.step.retries,
+    shouldRetry: ({ context, event }) => shouldRetry(context, event),
+    /** As `shouldRetry`, and the step waits between attempts (`retry_delay_secs`). */
+    shouldRetryAfterDelay: ({ context, event }) => shouldRetry(context, event) && (context.input.step.retry_delay_secs ?? 0) > 0,
   },
   delays: {
     // Timers hold at most 2^31 - 1 ms (about 24.8 days); a longer delay fires at once in Node.
     attemptTimeout: ({ context }) => Math.min((context.input.timeoutSecs ?? 0) * 1000, MAX_TIMER_DELAY_MS),
+    /** Before the next attempt: `retry_delay_secs` doubled per attempt (`retryDelayMs`); `context.attempt` attempts have finished. */
+    retryDelay: ({ context }) => retryDelayMs(context.input.step, context.attempt),
   },
 }).createMachine({
   id: 'step',
@@ -310,10 +343,16 @@ export const stepMachine = setup({
             actions: { type: 'recordAttempt', params: ({ event }) => event },
           },
           {
+            guard: 'shouldRetryAfterDelay',
+            target: '.backoff',
+            description: 'An in-process attempt failed, retries remain and the step has retry_delay_secs: wait before the next attempt.',
+            actions: { type: 'recordAttempt', params: ({ event }) => event },
+          },
+          {
             guard: 'shouldRetry',
             target: 'running',
             reenter: true,
-            description: 'An in-process attempt failed and retries remain: start the next attempt at once (no delay).',
+            description: 'An in-process attempt failed and retries remain: start the next attempt at once (no retry_delay_secs).',
             actions: { type: 'recordAttempt', params: ({ event }) => event },
           },
           {
@@ -367,6 +406,21 @@ export const stepMachine = setup({
             ],
           },
         },
+        backoff: {
+          description:
+            'Between two attempts (retry_delay_secs, doubled per attempt up to 60 s, less a jitter derived from the step id and the attempt): no attempt runs. A cancel settles the step at once with the last attempt\'s outcome.',
+          after: {
+            retryDelay: { target: 'attempting', description: 'The delay is over: start the next attempt.' },
+          },
+          on: {
+            CANCEL: {
+              target: '#step.finished',
+              description: 'A cancel (graceful or forced: no process runs) during the delay: no further attempt; the last attempt stands.',
+              actions: { type: 'recordCancel', params: () => ({ force: false }) },
+            },
+            'ATTEMPT.*': { description: 'No attempt runs during the delay: a report is stale and ignored.' },
+          },
+        },
         stopping: {
           description: 'The attempt was told to end (timeout or forced cancel); waiting for its leader to exit.',
           entry: 'terminateAttempt',
@@ -386,9 +440,15 @@ export const stepMachine = setup({
             actions: { type: 'recordAttempt', params: ({ event }) => event },
           },
           {
+            guard: 'shouldRetryAfterDelay',
+            target: 'running.backoff',
+            description: 'The attempt failed (or timed out), retries remain and the step has retry_delay_secs: wait before the next attempt.',
+            actions: { type: 'recordAttempt', params: ({ event }) => event },
+          },
+          {
             guard: 'shouldRetry',
             target: 'running',
-            description: 'The attempt failed (or timed out) and retries remain: start the next attempt at once.',
+            description: 'The attempt failed (or timed out) and retries remain: start the next attempt at once (no retry_delay_secs).',
             actions: { type: 'recordAttempt', params: ({ event }) => event },
           },
           {

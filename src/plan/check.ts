@@ -36,7 +36,7 @@ import { explainFinding } from './explain-finding.js';
 import { parseReference } from './references.js';
 import { scanShellText } from './shell-text.js';
 import { clipMiddle, MAX_SENTENCE_CHARS } from '../excerpt.js';
-import { validationFindings, type ValidationContext } from './validate.js';
+import { envReferences, validationFindings, type ValidationContext } from './validate.js';
 import type { StepWarning } from './warnings.js';
 
 /** What {@link checkPlan} needs: the validation context and what explaining a refusal needs. */
@@ -223,7 +223,7 @@ function checkStepCondition(
   }
 }
 
-/** Strings in `input` (and our `stdin`) that start with `$` and have no dot: every attempt fails with `invalid reference`. */
+/** Strings in `input` (and our `stdin` and `env` values) that start with `$` and have no dot: every attempt fails with `invalid reference`. */
 function checkStepReferences(step: PlanStep, index: number, plan: PlanFile, ctx: PlanCheckContext, failing: LaterFailure[]): void {
   const at = collectInputReferences(step.input).findIndex((text) => parseReference(text) === null);
   let first: { text: string; path: (string | number)[] } | null = null;
@@ -233,6 +233,9 @@ function checkStepReferences(step: PlanStep, index: number, plan: PlanFile, ctx:
     if (located !== undefined) first = { text: located.text, path: ['input', ...located.path] };
   } else if (step.stdin?.startsWith('$') === true && parseReference(step.stdin) === null) {
     first = { text: step.stdin, path: ['stdin'] };
+  } else {
+    const env = envReferences(step).find((reference) => parseReference(reference.text) === null);
+    if (env !== undefined) first = { text: env.text, path: [...env.path] };
   }
   if (first !== null) failing.push(laterStepFailure(explainInvalidReference(index, plan, first.text, first.path, ctx), WHEN_ATTEMPT));
 }

@@ -111,6 +111,34 @@ function explainUnbounded(finding: ValidationFinding, plan: PlanFile, ctx: Expla
         accepted: null,
         fix: step.tool !== undefined ? 'remove "stdin": the tool already gets "input" as JSON on its stdin' : 'remove "stdin": a capsule step gets "input" as its task text',
       };
+    case 'capsule_env_cwd':
+      return {
+        ...base,
+        rule: 'env and cwd are for shell and tool steps (docs/plan-format.md#env)',
+        accepted: null,
+        fix: `remove "${finding.path[0] ?? 'env'}" from the capsule step: its child capsule runs in its own work folder, with the variables its own manifest's capabilities.env.allow names`,
+      };
+    case 'env_name':
+      return {
+        ...base,
+        rule: 'an env name is a non-empty variable name without = or NUL, and not one the runtime sets (PATH, HOME, TMPDIR, CAPSULE_RUNTIME_DIR, MURMUR_RUNTIME_DIR) (docs/plan-format.md#env)',
+        accepted: null,
+        fix: subject === '' ? 'give the variable a name, e.g. "env": { "CC": "gcc" }' : `rename or remove '${excerpt(subject)}' in "env"${subject === 'PATH' ? '; a program outside PATH is run by its path ("shell": "./tools/gen")' : ''}`,
+      };
+    case 'env_value_nul':
+      return {
+        ...base,
+        rule: 'an env value holds no NUL character: a process\'s environment strings end at the first NUL (execve(2)) (docs/plan-format.md#env)',
+        accepted: null,
+        fix: `remove the \\u0000 from the value of '${excerpt(subject)}'; bytes with NULs go in the step's "stdin"`,
+      };
+    case 'cwd_outside_workdir':
+      return {
+        ...base,
+        rule: 'cwd is a relative path inside the workdir (docs/plan-format.md#cwd)',
+        accepted: null,
+        fix: 'write the directory relative to the workdir, e.g. "cwd": "test" (run with --workdir to move the workdir itself)',
+      };
     case 'unknown_dependency': {
       // A step cannot depend on itself (that is a cycle): its own id is no candidate.
       const others = ids.filter((id) => id !== step.id);

@@ -4,7 +4,7 @@ import { createSchedule, scan, settleWave, type WaveOutcome } from '../../machin
 import { collectInputReferences } from './interpolate.js';
 import { unorderedReference } from './messages.js';
 import { parseReference } from './references.js';
-import { conditionReferenceTokens } from './validate.js';
+import { conditionReferenceTokens, envReferences } from './validate.js';
 import type { StepWarning } from './warnings.js';
 
 /** What `capsule validate` finds beyond the refusals of `docs/plan-format.md#validation`. */
@@ -66,6 +66,7 @@ export function unorderedReferences(plan: PlanFile): StepWarning[] {
     const references = [
       ...collectInputReferences(step.input).map((text) => ({ text, key: 'input' })),
       ...(step.stdin?.startsWith('$') === true ? [{ text: step.stdin, key: 'stdin' }] : []),
+      ...envReferences(step).map((reference) => ({ text: reference.text, key: `env.${String(reference.path[1])}` })),
       ...(step.if === undefined ? [] : conditionReferenceTokens(step.if)).map((text) => ({ text, key: 'if' })),
     ];
     if (references.length === 0) continue;

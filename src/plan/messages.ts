@@ -119,6 +119,11 @@ export const PLAN_SHAPE = {
     'expected a string: "fail", "skip" or "continue" (leave the key out for "fail"; null is not accepted)',
   retries: 'expected an integer from 0 to 4294967295',
   timeoutSecs: 'expected a positive number of seconds (leave the key out for no bound)',
+  env: 'expected an object of strings such as { "CC": "gcc" } (leave the key out for none)',
+  envValue: 'expected the value of an environment variable as a string',
+  always: 'expected true or false (leave the key out for false)',
+  retryDelaySecs: 'expected a number of seconds from 0 to 60 (the first wait before a retry; leave the key out for none)',
+  cwd: 'expected a directory inside the workdir as a relative path string such as "test" (leave the key out for the workdir)',
 } as const;
 
 /** `<expected>, got <value>`: the common tail of a shape problem. */
@@ -203,6 +208,34 @@ export const SHELL_COMMAND_NUL = 'shell command holds a NUL character (\\u0000),
 /** Ours: `stdin` on a tool or capsule step (it has a stdin of its own, or none). */
 export const STDIN_NOT_SHELL =
   'stdin is for shell steps: a tool step gets its input as JSON on stdin, and a capsule step gets its input as the task text';
+
+/** Ours: a step's `env` names a variable no process can be given, or one the runtime sets itself. */
+export const invalidEnvName = (name: string, why: string): string => `env variable '${excerpt(name)}' ${why}`;
+
+/** The reasons of {@link invalidEnvName}. */
+export const ENV_NAME_WHY = {
+  empty: 'has an empty name',
+  syntax: "holds '=' or a NUL character, which no environment variable name can",
+  reserved: 'is set by the runtime itself (PATH, HOME, TMPDIR, CAPSULE_RUNTIME_DIR, MURMUR_RUNTIME_DIR) and cannot be given by a step',
+} as const;
+
+/** Ours: a NUL character in a step's `env` value (no process can receive one). */
+export const envValueNul = (name: string): string => `env variable '${excerpt(name)}' holds a NUL character (\\u0000) in its value, which no process can receive`;
+
+/** Ours: a step's `cwd` that is not a relative path inside the workdir. */
+export const cwdOutsideWorkdir = (cwd: string): string => `cwd '${excerpt(cwd)}' is not a directory inside the workdir: it must be a relative path that does not climb out with '..'`;
+
+/** Ours: `env` or `cwd` on a capsule step (its child runs in its own work folder, under its own manifest). */
+export const CAPSULE_ENV_CWD =
+  "env and cwd are for shell and tool steps: a capsule step's child runs in its own work folder with the environment its own manifest allows";
+
+/** Ours, at dispatch: the step's `cwd` does not exist (or is no directory) when the attempt starts. */
+export const cwdMissing = (stepId: string, cwd: string, why: string): string =>
+  `step '${excerpt(stepId)}': cwd '${excerpt(cwd)}' ${why} (docs/plan-format.md#cwd)`;
+
+/** Ours, at dispatch: the step's `cwd` leads out of the workdir through a symbolic link. */
+export const cwdEscapes = (stepId: string, cwd: string): string =>
+  `step '${excerpt(stepId)}': cwd '${excerpt(cwd)}' leads outside the workdir (through a symbolic link); a step runs inside the workdir (docs/plan-format.md#cwd)`;
 
 /** Rule 5. */
 export const unknownDependency = (dep: string): string => `unknown dependency '${excerpt(dep)}'`;

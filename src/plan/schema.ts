@@ -38,7 +38,7 @@ export type { PlanWarning, SettingWarning, UnknownKeyWarning } from './warnings.
 export { jsonDepthExceeds, textNestingExceeds } from './json-bounds.js';
 export { MAX_INPUT_FILE_BYTES, readUtf8File, type ReadTextResult } from './read-file.js';
 
-/** Keys a step object may hold (`docs/plan-format.md#step-keys`, plus our `timeout_secs` and `stdin`). Order is the docs' order. */
+/** Keys a step object may hold (`docs/plan-format.md#step-keys`, plus ours: `timeout_secs`, `stdin`, `env`, `cwd`, `retry_delay_secs`). Order is the docs' order. */
 export const STEP_KEYS = [
   'id',
   'tool',
@@ -51,10 +51,17 @@ export const STEP_KEYS = [
   'retries',
   'timeout_secs',
   'stdin',
+  'env',
+  'cwd',
+  'retry_delay_secs',
+  'always',
 ] as const;
 
 /** Keys the top level of a plan file may hold (`docs/plan-format.md#plan-file`). */
 export const PLAN_KEYS = ['id', 'steps'] as const;
+
+/** Largest `retry_delay_secs`: every wait is capped at 60 s, so a larger first one means nothing more. */
+export const MAX_RETRY_DELAY_SECS = 60;
 
 /** Largest `retries` value: it must fit in an unsigned 32-bit integer (`docs/plan-format.md#parse-rules`). */
 export const MAX_RETRIES = 4294967295;
@@ -82,6 +89,10 @@ export const expecting =
 
 const retriesError = expecting(PLAN_SHAPE.retries);
 const timeoutError = expecting(PLAN_SHAPE.timeoutSecs);
+const envError = expecting(PLAN_SHAPE.env);
+const envValueError = expecting(PLAN_SHAPE.envValue);
+const cwdError = expecting(PLAN_SHAPE.cwd);
+const retryDelayError = expecting(PLAN_SHAPE.retryDelaySecs);
 
 /** `tool`, `shell`, `capsule`, `if`: a string, or `null` meaning absent. */
 const optionalText = (description: string) =>
@@ -134,6 +145,27 @@ const RawStepSchema = z
       stdin: optionalText(
         'Shell steps only: text written to the command\'s stdin (then closed); "$step.output" is a reference resolved at dispatch. Never put into the command. null = absent.',
       ),
+      env: z
+        .record(z.string(), z.string({ error: envValueError }), { error: envError })
+        .optional()
+        .meta({
+          description:
+            'Shell and tool steps: environment variables added to the step\'s process (over the manifest\'s capabilities.env.allow); a value "$step.output" is a reference resolved at dispatch. Never put into the command.',
+        }),
+      retry_delay_secs: z
+        .number({ error: retryDelayError })
+        .min(0, { error: retryDelayError })
+        .max(MAX_RETRY_DELAY_SECS, { error: retryDelayError })
+        .optional()
+        .meta({ description: 'Seconds to wait before the first retry; each next wait doubles, capped at 60 s, less a small jitter. Default 0: retries start at once.' }),
+      always: z
+        .boolean({ error: expecting(PLAN_SHAPE.always) })
+        .optional()
+        .meta({ description: 'Run once the dependencies have settled whatever they ended as: after a fail stop and after a cancel too (a second cancel skips it). Default false.' }),
+      cwd: z
+        .string({ error: cwdError })
+        .optional()
+        .meta({ description: 'Shell and tool steps: the directory the process starts in, relative to the workdir and inside it. Default: the workdir.' }),
     },
     { error: expecting(PLAN_SHAPE.step) },
   )
@@ -174,6 +206,10 @@ function toPlanStep(raw: z.output<typeof RawStepSchema>): PlanStep {
     retries: raw.retries ?? 0,
     ...(raw.timeout_secs !== undefined ? { timeout_secs: raw.timeout_secs } : {}),
     ...(typeof raw.stdin === 'string' ? { stdin: raw.stdin } : {}),
+    ...(raw.env !== undefined ? { env: raw.env } : {}),
+    ...(raw.cwd !== undefined ? { cwd: raw.cwd } : {}),
+    ...(raw.retry_delay_secs !== undefined ? { retry_delay_secs: raw.retry_delay_secs } : {}),
+    ...(raw.always === true ? { always: true } : {}),
   };
 }
 

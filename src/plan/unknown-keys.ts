@@ -59,7 +59,16 @@ export function suggestKey(key: string, known: readonly string[]): string | null
   };
   // A key that begins exactly one known key was cut short: that beats a short key a few edits away
   // (`std` is `stdin`, not `id`; `tim` is `timeout_secs`).
-  return onlyOne(lower) ?? closestKey(key, known) ?? (lower.length > MIN_PREFIX_CHARS ? onlyOne(lower.slice(0, -1)) : null);
+  const whole = onlyOne(lower);
+  const cut = lower.length > MIN_PREFIX_CHARS ? onlyOne(lower.slice(0, -1)) : null;
+  if (whole !== null && lower.length > MIN_PREFIX_CHARS) {
+    // One key begins with it, one other with it less its last character: the one closer in
+    // length (`retry` is `retries`, not `retry_delay_secs`).
+    const others = known.filter((candidate) => candidate !== whole && candidate.length > lower.length - 1 && candidate.toLowerCase().startsWith(lower.slice(0, -1)));
+    const other = others.length === 1 ? (others[0] as string) : null;
+    if (other !== null && Math.abs(other.length - key.length) < Math.abs(whole.length - key.length)) return other;
+  }
+  return whole ?? closestKey(key, known) ?? cut;
 }
 
 /** The known keys of one kind of JSON object, and where to look for more objects below it. */

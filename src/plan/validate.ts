@@ -21,6 +21,11 @@ import {
   SHELL_COMMAND_EMPTY,
   SHELL_COMMAND_NUL,
   STDIN_NOT_SHELL,
+  CAPSULE_ENV_CWD,
+  cwdOutsideWorkdir,
+  ENV_NAME_WHY,
+  envValueNul,
+  invalidEnvName,
   toolNotInstalled,
   unknownDependency,
   unknownReference,
@@ -97,7 +102,9 @@ export function capsuleTaskText(input: JsonValue): CapsuleTaskResult {
 
 /**
  * Why validation refused a plan, as a closed set of codes (`docs/plan-format.md#validation`, plus ours):
- * `stdin_not_shell` is our `stdin` key on a step that is not a shell step.
+ * `stdin_not_shell` is our `stdin` key on a step that is not a shell step; `capsule_env_cwd`,
+ * `env_name`, `env_value_nul` and `cwd_outside_workdir` are our `env` and `cwd` keys
+ * (`docs/plan-format.md#env`, `docs/plan-format.md#cwd`).
  */
 export type ValidationCode =
   | 'duplicate_step_id'
@@ -111,6 +118,10 @@ export type ValidationCode =
   | 'capsule_input'
   | 'on_error_policy'
   | 'stdin_not_shell'
+  | 'capsule_env_cwd'
+  | 'env_name'
+  | 'env_value_nul'
+  | 'cwd_outside_workdir'
   | 'unknown_dependency'
   | 'unknown_reference'
   | 'unknown_reference_field';
@@ -159,7 +170,49 @@ function checkStepShape(step: PlanStep, ctx: ValidationContext, allowed: Readonl
   if (step.stdin !== undefined && step.shell === undefined) {
     return { code: 'stdin_not_shell', error: STDIN_NOT_SHELL, path: ['stdin'] };
   }
+  return checkEnvAndCwd(step);
+}
+
+/** Variables the runtime sets for every step's process itself (`docs/shell-commands.md#environment`): a step's `env` may not give them. */
+export const RESERVED_ENV_NAMES: readonly string[] = Object.freeze(['PATH', 'HOME', 'TMPDIR', 'CAPSULE_RUNTIME_DIR', 'MURMUR_RUNTIME_DIR']);
+
+/** Our `env` and `cwd` rules (`docs/plan-format.md#env`, `docs/plan-format.md#cwd`); the finding, or null. */
+function checkEnvAndCwd(step: PlanStep): StepFinding | null {
+  if (step.capsule !== undefined && (step.env !== undefined || step.cwd !== undefined)) {
+    return { code: 'capsule_env_cwd', error: CAPSULE_ENV_CWD, path: [step.env !== undefined ? 'env' : 'cwd'] };
+  }
+  for (const [name, value] of Object.entries(step.env ?? {})) {
+    const why = name === '' ? ENV_NAME_WHY.empty : /[=\u0000]/u.test(name) ? ENV_NAME_WHY.syntax : RESERVED_ENV_NAMES.includes(name) ? ENV_NAME_WHY.reserved : null;
+    if (why !== null) return { code: 'env_name', error: invalidEnvName(name, why), path: ['env', name], subject: name };
+    if (value.includes('\u0000')) return { code: 'env_value_nul', error: envValueNul(name), path: ['env', name], subject: name };
+  }
+  if (step.cwd !== undefined && !isInsideWorkdir(step.cwd)) {
+    return { code: 'cwd_outside_workdir', error: cwdOutsideWorkdir(step.cwd), path: ['cwd'], subject: step.cwd };
+  }
   return null;
+}
+
+/**
+ * Whether `cwd` names a directory inside the workdir as written: relative, no NUL, and no `..`
+ * that climbs above where it starts (`a/../b` is fine, `../x` and `a/../../x` are not). Symbolic
+ * links are looked at when the step starts (`docs/plan-format.md#cwd`).
+ */
+export function isInsideWorkdir(cwd: string): boolean {
+  if (cwd.startsWith('/') || cwd.includes('\u0000')) return false;
+  let depth = 0;
+  for (const part of cwd.split('/')) {
+    if (part === '..') depth--;
+    else if (part !== '' && part !== '.') depth++;
+    if (depth < 0) return false;
+  }
+  return true;
+}
+
+/** The references of a step's `env` values (whole strings starting with `$`), with their JSON paths below the step. */
+export function envReferences(step: PlanStep): { readonly text: string; readonly path: readonly (string | number)[] }[] {
+  const found: { text: string; path: (string | number)[] }[] = [];
+  for (const [name, value] of Object.entries(step.env ?? {})) if (value.startsWith('$')) found.push({ text: value, path: ['env', name] });
+  return found;
 }
 
 /**
@@ -214,6 +267,10 @@ function checkStepLinks(step: PlanStep, ids: ReadonlySet<string>): StepFinding |
     const found = checkReference(step.stdin, ids);
     if (found !== null) return { ...found, path: ['stdin'] };
   }
+  for (const reference of envReferences(step)) {
+    const found = checkReference(reference.text, ids);
+    if (found !== null) return { ...found, path: reference.path };
+  }
   for (const reference of step.if === undefined ? [] : conditionReferenceTokens(step.if)) {
     const found = checkReference(reference, ids);
     if (found !== null) return { ...found, path: ['if'] };
@@ -237,12 +294,14 @@ function checkStepLinks(step: PlanStep, ids: ReadonlySet<string>): StepFinding |
  *    NUL character (`SHELL_COMMAND_NUL`: no program can receive one in its arguments);
  *    capsule: the input shape (`capsuleTaskText`, `docs/plan-format.md#capsule-input`);
  * 4. `on_error` is `fail`, `skip` or `continue` → else `invalid on_error policy '<value>'`;
- *    then ours: `stdin` only on a shell step (`STDIN_NOT_SHELL`).
+ *    then ours: `stdin` only on a shell step (`STDIN_NOT_SHELL`); no `env` or `cwd` on a capsule
+ *    step (`CAPSULE_ENV_CWD`); every `env` name usable and not the runtime's own, no NUL in a
+ *    value; `cwd` a relative path that stays inside the workdir.
  *
  * **Pass 2**, steps in declaration order again:
  * 5. every `depends_on` entry is a step id → else `unknown dependency '<dep>'` (first in array order);
  * 6. every reference is well-formed, input references first (depth-first, object members in
- *    insertion order), then our `stdin`, then `if` tokens (`conditionReferenceTokens`) left to right; a reference
+ *    insertion order), then our `stdin`, then our `env` values, then `if` tokens (`conditionReferenceTokens`) left to right; a reference
  *    without a dot is ignored; unknown step → `unknown reference '<$ref>'`; field not
  *    `output`/`status` → `unknown reference field '<field>'`.
  *

@@ -18,6 +18,7 @@ import { stateText } from '../../src/replay/replay.js';
 import { transitionKey, walkMachine } from '../../src/visualize/walk.js';
 
 const AFTER = 'xstate.after.attemptTimeout.step.running.bounded';
+const AFTER_BACKOFF = 'xstate.after.retryDelay.step.running.backoff';
 
 /** Records the transitions an actor (and its children) took, by walk key. */
 function transitionRecorder(taken: Set<string>): (event: InspectionEvent) => void {
@@ -38,6 +39,7 @@ function planStep(overrides: Partial<PlanStep> = {}): PlanStep {
 const stepInputs: Record<string, StepInput> = {
   'bounded, one retry': { step: planStep({ timeout_secs: 1 }), index: 0, kind: 'tool', results: new Map(), timeoutSecs: 1, killGraceMs: 10 },
   'unbounded, no retry': { step: planStep({ retries: 0 }), index: 0, kind: 'shell', results: new Map(), timeoutSecs: null, killGraceMs: 10 },
+  'bounded, two retries after a delay': { step: planStep({ timeout_secs: 1, retries: 2, retry_delay_secs: 1 }), index: 0, kind: 'shell', results: new Map(), timeoutSecs: 1, killGraceMs: 10 },
 };
 
 interface EffectCalls {
@@ -79,6 +81,7 @@ function stepEvents(snapshot: { context: StepContext }): StepEvent[] {
     { type: 'CANCEL', force: false },
     { type: 'CANCEL', force: true },
     { type: AFTER } as unknown as StepEvent,
+    { type: AFTER_BACKOFF } as unknown as StepEvent,
   ];
 }
 
@@ -106,6 +109,12 @@ function checkStepMeaning(value: string, context: StepContext, output: StepOutpu
       break;
     case 'leaderExited': // "The attempt's leader exited … output may still be draining."
       expect(context.leaderExit).not.toBeNull();
+      break;
+    case 'running.backoff': // "Between two attempts (retry_delay_secs …): no attempt runs."
+      expect(input.step.retry_delay_secs).toBeGreaterThan(0);
+      expect(calls.started.at(-1)).toBe(context.attempt);
+      expect(context.outcome?.status).toBe('failed');
+      expect(context.cancelRequested).toBe(false);
       break;
     case 'finished': // "The last attempt stands; the outcome … is the output."
       expect(output?.canceled).toBe(false);
@@ -206,6 +215,9 @@ const planInputs: Record<string, PlanInput> = {
   // a and b form the first wave, c waits for a (on_error continue lets c run after a failure).
   'a, b; c after a': planInput([{ id: 'a', on_error: 'continue' }, { id: 'b' }, { id: 'c', depends_on: ['a'] }]),
   'canceled before it started': planInput([{ id: 'a' }], { canceledAtStart: true }),
+  // c always runs once a has settled: after a's fail stop, after a cancel; a second cancel skips it.
+  'a, b; c always after a': planInput([{ id: 'a' }, { id: 'b' }, { id: 'c', depends_on: ['a'], always: true }]),
+  'canceled before it started; b always after a': planInput([{ id: 'a' }, { id: 'b', depends_on: ['a'], always: true }], { canceledAtStart: true }),
   // One live step per actor: b lives in a pool, and c is handed to that pool when a slot frees.
   'a, b; c after a; one step per actor (a tree of pools)': planInput(
     [{ id: 'a', on_error: 'continue' }, { id: 'b' }, { id: 'c', depends_on: ['a'] }],

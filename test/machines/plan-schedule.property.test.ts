@@ -348,7 +348,10 @@ async function drive(specs: readonly StepSpec[], options: DriveOptions): Promise
       }
     },
   });
+  /** A step whose failure stops the run (on_error fail) ended, and the settled count then: nothing may start until the run goes on. */
+  let stoppedBy: { id: string; at: number } | null = null;
   const onStepStarted = ({ stepId, dependsOn }: { stepId: string; dependsOn: readonly string[] }): void => {
+    if (stoppedBy !== null) violations.push(`${stepId} started after ${stoppedBy.id} failed and stopped the run`);
     if (startedAtSettleCount.has(stepId)) violations.push(`${stepId} started twice`);
     for (const dep of dependsOn) if (!settledIds.has(dep)) violations.push(`${stepId} started before its dependency ${dep} settled`);
     for (const [other, at] of startedAtSettleCount) {
@@ -367,6 +370,10 @@ async function drive(specs: readonly StepSpec[], options: DriveOptions): Promise
     const cap = options.maxParallel ?? Number.POSITIVE_INFINITY;
     if (live > cap) violations.push(`${live} steps live at once, cap ${cap}`);
   };
+  actor.on('plan.stepEnded', ({ result }) => {
+    const spec = specs[Number(result.step_id.slice(1))];
+    if (!cancelSent && result.status === 'failed' && spec?.onError === 'fail') stoppedBy ??= { id: result.step_id, at: settled.length };
+  });
   actor.on('plan.stepsStarted', ({ steps: batch }) => {
     for (const step of batch) onStepStarted(step);
   });
@@ -476,7 +483,7 @@ describe('planMachine scheduling (property-based, fake step effects)', () => {
     );
   });
 
-  it('starts no step before all its dependencies settled, and none before the wave before it settled', async () => {
+  it('starts no step before all its dependencies settled, none before the wave before it settled, and none once a failure stopped the run', async () => {
     await fc.assert(
       fc.asyncProperty(planArb(12), maxParallelArb, async (specs, maxParallel) => {
         const run = await drive(specs, { mode: 'async', maxParallel });

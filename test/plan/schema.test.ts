@@ -272,7 +272,7 @@ describe('parsePlanText', () => {
             key: 'description',
             suggestion: null,
             message:
-              "steps[0] (id 'a'): unknown key 'description' is ignored (known keys: id, tool, shell, capsule, input, depends_on, if, on_error, retries, timeout_secs, stdin)",
+              "steps[0] (id 'a'): unknown key 'description' is ignored (known keys: id, tool, shell, capsule, input, depends_on, if, on_error, retries, timeout_secs, stdin, env, cwd, retry_delay_secs, always)",
           },
         ],
       });
@@ -308,14 +308,14 @@ describe('parsePlanText', () => {
     });
 
     it('suggests no key by prefix when the key is a truncation of none, and lists the known keys instead', () => {
-      const parsed = parsePlanText('{"id":"p","steps":[{"id":"a","tool":"x","env":1,"stdout":1,"dependencies":[]}]}');
+      const parsed = parsePlanText('{"id":"p","steps":[{"id":"a","tool":"x","vars":1,"stdout":1,"dependencies":[]}]}');
       expect(parsed.ok && parsed.warnings.map((w) => [w.key, w.suggestion])).toEqual([
-        ['env', null],
+        ['vars', null],
         ['stdout', null],
         ['dependencies', null],
       ]);
       expect(parsed.ok && parsed.warnings[1]?.message).toBe(
-        "steps[0] (id 'a'): unknown key 'stdout' is ignored (known keys: id, tool, shell, capsule, input, depends_on, if, on_error, retries, timeout_secs, stdin)",
+        "steps[0] (id 'a'): unknown key 'stdout' is ignored (known keys: id, tool, shell, capsule, input, depends_on, if, on_error, retries, timeout_secs, stdin, env, cwd, retry_delay_secs, always)",
       );
     });
 

@@ -45,6 +45,6 @@ describe('the step chart', () => {
 
   it('merges the two ATTEMPT.FINISHED transitions from leaderExited to finished-or-canceled into labelled edges of their own ends', () => {
     const fromLeaderExited = edges(dot).filter((edge) => edge.from === 's_leaderExited');
-    expect(fromLeaderExited.map((edge) => edge.to).sort()).toEqual(['s_canceled', 's_finished', 's_running_attempting']);
+    expect(fromLeaderExited.map((edge) => edge.to).sort()).toEqual(['s_canceled', 's_finished', 's_running_attempting', 's_running_backoff']);
   });
 });

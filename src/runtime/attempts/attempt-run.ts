@@ -10,7 +10,12 @@ import { fromCallback, type AnyActorRef } from 'xstate';
 import type { AttemptOutcome, AttemptReport, AttemptRequest, AttemptInput } from '../../../machines/step.machine.js';
 import type { ProcessRun } from '../../../machines/attempt-outcome.js';
 import { messageOf } from '../../errors.js';
+import { realpathSync, statSync } from 'node:fs';
+import { join, sep } from 'node:path';
+import type { JsonValue } from '../../../machines/contracts.js';
 import { buildShellEnv } from '../../executors/environment.js';
+import { interpolateInput } from '../../plan/interpolate.js';
+import { cwdEscapes, cwdMissing } from '../../plan/messages.js';
 import { processStartFields, type ContainedProcess } from '../../process/containment.js';
 import { StepLog } from '../../records/step-log.js';
 import type { AttemptEnvironment, Gate, GateRequest } from '../attempt.js';
@@ -262,6 +267,42 @@ export function stepEnvironment(env: AttemptEnvironment): Record<string, string>
     runtimeDir: env.session.runtimeDir,
     owner: env.session.containment.info.runAs,
   });
+}
+
+/** Where and with what a step's process starts: its directory and its complete environment. */
+export type StepPlace = { readonly ok: true; readonly cwd: string; readonly env: Record<string, string> } | { readonly ok: false; readonly error: string };
+
+/**
+ * The directory and environment of a shell step's or command tool's process: the workdir, or the
+ * step's `cwd` below it (`docs/plan-format.md#cwd`: checked now, when the attempt starts — it must
+ * exist, be a directory and, symbolic links followed, stay inside the workdir); the environment of
+ * {@link stepEnvironment} with the step's `env` over it, its references resolved against the
+ * wave's results (`docs/plan-format.md#env`). A failure is the attempt's error.
+ */
+export function stepPlace(run: AttemptRun): StepPlace {
+  const { step, results } = run.input.step;
+  const workdir = run.env.session.workdir;
+  let cwd = workdir;
+  if (step.cwd !== undefined) {
+    cwd = join(workdir, step.cwd);
+    let real: string;
+    try {
+      real = realpathSync(cwd);
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      return { ok: false, error: cwdMissing(step.id, step.cwd, code === 'ENOENT' ? 'does not exist in the workdir' : `cannot be reached: ${messageOf(error)}`) };
+    }
+    const root = realpathSync(workdir);
+    if (real !== root && !real.startsWith(root.endsWith(sep) ? root : root + sep)) return { ok: false, error: cwdEscapes(step.id, step.cwd) };
+    if (!statSync(real).isDirectory()) return { ok: false, error: cwdMissing(step.id, step.cwd, 'is not a directory') };
+  }
+  const processEnv = stepEnvironment(run.env);
+  if (step.env !== undefined) {
+    const resolved = interpolateInput(step.env as JsonValue, results);
+    if (!resolved.ok) return { ok: false, error: resolved.error };
+    for (const [name, value] of Object.entries(resolved.value as Record<string, string>)) processEnv[name] = value;
+  }
+  return { ok: true, cwd, env: processEnv };
 }
 
 /** Writes the tree's `process_start` under the plan node, remembers it for the next attempt, and lets `ATTEMPT.END` end it. */

@@ -17,7 +17,7 @@ import type { ContainedProcess } from '../../process/containment.js';
 import { join } from 'node:path';
 import { logCapStopError } from '../../executors/log-cap.js';
 import type { AttemptEnvironment } from '../attempt.js';
-import { attemptActor, closeStepLog, openStepLog, stepEnvironment, trackTree, type LastTrees } from './attempt-run.js';
+import { attemptActor, closeStepLog, openStepLog, stepPlace, trackTree, type LastTrees } from './attempt-run.js';
 
 /** The `shellAttempt` actor logic for one plan run. */
 export function shellAttemptActor(env: AttemptEnvironment, lastTrees: LastTrees) {
@@ -38,6 +38,8 @@ export function shellAttemptActor(env: AttemptEnvironment, lastTrees: LastTrees)
         if (!resolved.ok) return run.fail(resolved.error);
         stdin = resolved.value as string;
       }
+      const place = stepPlace(run);
+      if (!place.ok) return run.fail(place.error);
       run.withGate({ kind: 'shell', binary, command, argv }, {}, () => {
         if (!env.shellAllow.includes(binary)) return run.fail(binaryNotAllowed(binary));
         // An ATTEMPT.END while the spawner starts the command ends the tree once it is there.
@@ -68,8 +70,8 @@ export function shellAttemptActor(env: AttemptEnvironment, lastTrees: LastTrees)
           owner: { kind: 'attempt', run: env.runId, step: step.id, attempt: run.attempt },
           file: binary,
           args: argv,
-          cwd: env.session.workdir,
-          env: stepEnvironment(env),
+          cwd: place.cwd,
+          env: place.env,
           ...(stdin !== undefined ? { stdin } : {}),
           sink: capture,
           limits: env.session.commandLimits,

@@ -10,7 +10,7 @@ import { interpolateInput } from '../../plan/interpolate.js';
 import type { ContainedProcess } from '../../process/containment.js';
 import type { AttemptEnvironment, FunctionTool, ToolCallContext } from '../attempt.js';
 import { messageOf } from '../../errors.js';
-import { attemptActor, closeStepLog, openStepLog, stepEnvironment, trackTree, type AttemptRun, type LastTrees } from './attempt-run.js';
+import { attemptActor, closeStepLog, openStepLog, stepPlace, trackTree, type AttemptRun, type LastTrees } from './attempt-run.js';
 
 /** Error of an in-process tool that returned something other than a ToolResult. */
 export const invalidFunctionToolResult = (name: string): string =>
@@ -45,12 +45,14 @@ function runTool(run: AttemptRun, step: PlanStep, input: JsonValue, onTree: (tre
     const command = env.commandTools.get(name);
     if (command === undefined) return run.fail(`tool '${name}' is not installed`, traced);
     const [file, ...args] = command.command;
+    const place = stepPlace(run);
+    if (!place.ok) return run.fail(place.error, traced);
     const tree = env.session.containment.spawn({
       owner: { kind: 'attempt', run: env.runId, step: step.id, attempt: run.attempt },
       file: file as string,
       args,
-      cwd: env.session.workdir,
-      env: stepEnvironment(env),
+      cwd: place.cwd,
+      env: place.env,
       stdin: inputJson,
       // One byte past the limit is enough to refuse; the rest is only counted.
       maxCollectBytes: MAX_TOOL_STDOUT_BYTES + 1,
