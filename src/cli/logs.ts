@@ -142,9 +142,17 @@ function logsOf(recordsDir: string, step: string, files: readonly StepLogFile[] 
 }
 
 function noLogText(recordsDir: string, step: string): string {
-  const settled = readTrace(recordsDir).records.filter((record) => isRecordOf(record, 'plan_step') && record.step_id === step);
+  const records = readTrace(recordsDir).records;
+  const settled = records.filter((record) => isRecordOf(record, 'plan_step') && record.step_id === step);
   const last = settled.at(-1);
-  const how = last !== undefined && isRecordOf(last, 'plan_step') ? ` (it ${last.status === 'skipped' ? 'was skipped' : `settled ${last.status}`} after ${last.attempts} attempt${last.attempts === 1 ? '' : 's'})` : ' (it has not run yet)';
+  // A step of a session that has ended will not run any more: "not yet" would send the operator waiting.
+  const ended = records.some((record) => isRecordOf(record, 'session_end'));
+  const how =
+    last !== undefined && isRecordOf(last, 'plan_step')
+      ? ` (it ${last.status === 'skipped' ? 'was skipped' : `settled ${last.status}`} after ${last.attempts} attempt${last.attempts === 1 ? '' : 's'})`
+      : ended
+        ? ' (it never ran: the session ended before it started, e.g. a failed step stopped the plan)'
+        : ' (it has not run yet)';
   return `step '${printable(step)}' printed nothing: it has no log${how}`;
 }
 

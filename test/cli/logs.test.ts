@@ -119,6 +119,15 @@ describe('every step attempt has its own full log', () => {
     expect(unknown.stderr).toContain('its steps: build, quiet');
   });
 
+  it('says a step that a failure kept from starting never ran, once the session has ended, rather than "not yet"', async () => {
+    const dir = workdirWith([{ id: 'deploy', shell: sh('exit 7') }, { id: 'after', shell: sh('true'), depends_on: ['deploy'] }]);
+    expect((await runCli(['run', 'plan.json', '--quiet'], { cwd: dir })).code).toBe(1);
+    const after = await runCli(['logs', 'after'], { cwd: dir });
+    expect(after.code).toBe(1);
+    expect(after.stderr).toContain("step 'after' printed nothing: it has no log (it never ran: the session ended before it started");
+    expect(after.stderr).not.toContain('not run yet');
+  });
+
   it("prints a running step's output as it comes with --follow, and ends when the step has settled", async () => {
     const dir = workdirWith([{ id: 'slow', shell: sh('echo first; while [ ! -e go ]; do sleep 0.05; done; echo second >&2') }]);
     const run = startCli(['run', 'plan.json', '--quiet'], { cwd: dir });
