@@ -293,6 +293,7 @@ export class ShellCalls implements CommandSession {
         command: (workId) => this.#demoted.get(workId),
         swept: (workId) => this.#swept.add(workId),
         report: this.#onReport,
+        door: this.#door,
       });
     })();
     return this.#sweep;

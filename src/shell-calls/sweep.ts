@@ -28,6 +28,8 @@ export interface SweepScope {
   swept(workId: string): void;
   /** Where the report goes besides `logs/bootstrap.log`. */
   readonly report: (text: string) => void;
+  /** The door the session was opened by: the report's advice names its words. */
+  readonly door: 'serve' | 'mcp';
 }
 
 /**
@@ -85,7 +87,7 @@ export async function sweep(scope: SweepScope): Promise<SweepOutput> {
       ...(proc !== undefined ? { pid: proc.pid, pgid: proc.pgid } : {}),
     });
   }
-  const report = entries.length === 0 ? null : abandonmentReport(host.id, entries.map((entry) => withProcess(entry, processes.get(entry.work_id))));
+  const report = entries.length === 0 ? null : abandonmentReport(host.id, entries.map((entry) => withProcess(entry, processes.get(entry.work_id))), scope.door);
   if (report !== null) {
     if (host.hasRecords) {
       try {

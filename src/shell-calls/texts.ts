@@ -168,7 +168,7 @@ const plural = (n: number, one: string, many: string): string => (n === 1 ? one 
  * StillRunning entries have no `exit_code:` line and say where the output before the kill is;
  * FinishedTooLate entries never say `killed at session end`.
  */
-export function abandonmentReport(sessionId: string, entries: readonly AbandonedCommand[]): string | null {
+export function abandonmentReport(sessionId: string, entries: readonly AbandonedCommand[], door: 'serve' | 'mcp' = 'serve'): string | null {
   const n = entries.length;
   if (n === 0) return null;
   const lines = [
@@ -197,10 +197,14 @@ export function abandonmentReport(sessionId: string, entries: readonly Abandoned
   }
   lines.push(
     '',
-    "A session's end kills every command it demoted and every process its shell calls started in the background. " +
-      'To keep a result, end the session (session.stop, or the end of its input) only once its commands have finished: ' +
-      'backgroundCommand wait returns when one exits. ' +
-      '(A manifest may declare lifecycle.task_acceptance: queue with lifecycle.after_task: sleep for this; capsule serve accepts them and needs neither, since it always keeps its session until it is stopped.)',
+    door === 'mcp'
+      ? "A session's end kills every command it demoted and every process its shell calls started in the background. " +
+          'To keep a result, close the MCP client (its end of stdin) only once its commands have finished: ' +
+          'background_command wait returns when one exits.'
+      : "A session's end kills every command it demoted and every process its shell calls started in the background. " +
+          'To keep a result, end the session (session.stop, or the end of its input) only once its commands have finished: ' +
+          'backgroundCommand wait returns when one exits. ' +
+          '(A manifest may declare lifecycle.task_acceptance: queue with lifecycle.after_task: sleep for this; capsule serve accepts them and needs neither, since it always keeps its session until it is stopped.)',
   );
   return `${lines.join('\n')}\n`;
 }

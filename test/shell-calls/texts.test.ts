@@ -223,6 +223,15 @@ describe('the abandonment report (docs/background-commands.md#abandonment-report
     expect(text).toContain('1 demoted shell command was unaccounted for');
   });
 
+  it("advises in the door's own words: an MCP session is ended by closing the client, and waited on with background_command", () => {
+    const text = abandonmentReport('ses_x', [stillRunning], 'mcp') as string;
+    expect(text).toContain('close the MCP client');
+    expect(text).toContain('background_command wait');
+    expect(text).not.toContain('session.stop');
+    expect(text).not.toContain('backgroundCommand');
+    expect(text).not.toContain('task_acceptance');
+  });
+
   it('names a failed wait beside the status', () => {
     const text = abandonmentReport('ses_x', [{ ...tooLate, wait_error: 'no child processes', status: 'error' }]) as string;
     expect(text).toContain('status: error');
