@@ -481,6 +481,7 @@ export function startPlan(options: RunPlanOptions): PlanRun {
       functionTools: new Set(functionTools.keys()),
       envAllow: manifest.manifest?.capabilities?.env?.allow ?? [],
       ...(options.capsuleVersions !== undefined ? { capsuleVersions: options.capsuleVersions } : {}),
+      binaries: new Map<string, unknown>(),
     };
     let recall = new StepRecall(identityContext, prior?.results ?? null);
     if (options.select !== undefined) {

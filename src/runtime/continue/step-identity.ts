@@ -30,6 +30,8 @@ export interface IdentityContext {
   readonly capsuleVersions?: Readonly<Record<string, string>>;
   /** The PATH binaries are resolved on (default: this process's). */
   readonly path?: string;
+  /** Names found on the PATH so far in this run: a wide wave of one command looks its binary up once. */
+  readonly binaries?: Map<string, unknown>;
 }
 
 /** The identity of `step` dispatched with `results`, or null when its input cannot be interpolated. */
@@ -62,6 +64,15 @@ export function stepIdentity(step: PlanStep, kind: StepKind, results: ResultsMap
 
 /** A command's first word resolved as it would be run, with what says whether the file changed. */
 function binaryOf(word: string, context: IdentityContext): unknown {
+  const known = context.binaries?.get(word);
+  if (known !== undefined) return known;
+  const found = lookUpBinary(word, context);
+  // Only a name found on the PATH is kept: a path in the workdir may be made by an earlier step of this run.
+  if (!word.includes('/') && (found as { path?: string }).path !== undefined) context.binaries?.set(word, found);
+  return found;
+}
+
+function lookUpBinary(word: string, context: IdentityContext): unknown {
   const resolved = resolveExecutable(word, trustedPath(context.path ?? process.env['PATH']), context.workdir);
   if (!resolved.ok) return { word, missing: resolved.code };
   const stat = statSync(resolved.path, { throwIfNoEntry: false });
