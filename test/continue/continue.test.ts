@@ -143,6 +143,7 @@ describe('capsule run --continue', () => {
     const refused = await runCli(['run', 'plan.json', '--allow', 'sleep', '--continue', records], { cwd: dir });
     expect(refused.code).toBe(2);
     expect(refused.stderr).toMatch(/--continue .*: session ses_\w+ is still running \(runtime pid \d+\); its steps are its own/);
+    expect(existsSync(join(dir, '.capsule', 'records'))).toBe(false);
     earlier.child.kill('SIGTERM');
     await earlier.done;
   });
@@ -231,12 +232,15 @@ describe('capsule run --from and --only', () => {
     expect([runs(dir, 'one'), runs(dir, 'two'), runs(dir, 'three')]).toEqual([1, 1, 0]);
   });
 
-  it('--from and --only together, or --continue with --resume, are usage errors', async () => {
+  it('--from with --only, --continue with --resume, and --continue of a directory without a trace are usage errors', async () => {
     const dir = dirs.make('usage');
     writeJson(dir, 'plan.json', chainPlan());
     const both = await runCli(['run', 'plan.json', ...ALLOW, '--from', 'one', '--only', 'two'], { cwd: dir });
     expect(both.code).toBe(2);
     expect(both.stderr).toContain('--from and --only select the steps to run in two ways: give one of them');
+    const resume = await runCli(['run', 'plan.json', ...ALLOW, '--continue', 'latest', '--resume', 'latest'], { cwd: dir });
+    expect(resume.code).toBe(2);
+    expect(resume.stderr).toContain('--continue reconciles the session it continues as --resume does: leave out --resume');
     const none = await runCli(['run', 'plan.json', ...ALLOW, '--continue', join(dir, 'nowhere')], { cwd: dir });
     expect(none.code).toBe(2);
     expect(none.stderr).toContain(`there is no ${join(dir, 'nowhere', 'trace.jsonl')}`);
