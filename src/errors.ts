@@ -34,6 +34,11 @@ export const ERROR_CODES = {
   RECORD_LINE_INVALID: 'RECORD_LINE_INVALID',
   /** The last line of a records file has no newline and does not parse: a write a crash cut short. */
   RECORD_LINE_TORN: 'RECORD_LINE_TORN',
+  /**
+   * `--continue DIR` cannot be had (docs/continue.md): DIR holds no readable trace, its session
+   * still runs, or `--from`/`--only` need a step restored that cannot be. Refused before any step runs.
+   */
+  CONTINUE_REFUSED: 'CONTINUE_REFUSED',
   /** A library call given an argument outside its contract (e.g. `maxParallel: 0`). */
   INVALID_ARGUMENT: 'INVALID_ARGUMENT',
   /** A broken invariant: a bug in the runtime. */

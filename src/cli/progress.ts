@@ -336,6 +336,8 @@ export class Progress {
     const cut = this.#cutNote(result);
     switch (result.status) {
       case 'success':
+        // Not run: its result is the earlier session's (docs/continue.md#progress).
+        if (result.restored_from !== undefined) return `${this.#paint('green', '↺')} ${shownId(result.step_id)} restored (from ${printable(result.restored_from.session_id)})`;
         return `${this.#paint('green', '✔')} ${shownId(result.step_id)} success ${formatDuration(result.duration_ms)}${attempts}${cut}`;
       case 'failed': {
         // The lines that say what went wrong, under it, and where the rest is.
@@ -405,10 +407,10 @@ export class Progress {
     const settled = new Set([...report.results, ...discarded].map((result) => result.step_id));
     const rows: string[][] = report.results.map((result) => [
       shownId(result.step_id),
-      result.status,
+      result.restored_from !== undefined ? 'restored' : result.status,
       String(result.attempts),
       formatDuration(result.duration_ms),
-      gistLines(result)[0] ?? '',
+      result.restored_from !== undefined ? `from ${printable(result.restored_from.session_id)}` : (gistLines(result)[0] ?? ''),
     ]);
     // Steps that ran but whose outcome a fail stop discarded (docs/plan-format.md#settling-a-wave): shown as they ran.
     for (const result of discarded) {
@@ -495,7 +497,7 @@ export class Progress {
   }
 
   #paintStatus(status: string, cell: string): string {
-    if (status === 'success') return this.#paint('green', cell);
+    if (status === 'success' || status === 'restored') return this.#paint('green', cell);
     if (status === 'failed') return this.#paint('red', cell);
     if (status === 'skipped') return this.#paint('yellow', cell);
     return this.#paint('dim', cell);

@@ -56,6 +56,12 @@ export interface RunCommandOptions extends GlobalOptions {
   readonly resume?: string;
   /** With `resume`: stop the live processes it left (SIGTERM, SIGKILL after 2 s, proven gone). */
   readonly reap?: boolean;
+  /** An earlier session's records directory (or `latest`) to continue: its unchanged successful steps are restored, not run (docs/continue.md). */
+  readonly continue?: string;
+  /** Run this step and everything downstream of it (docs/continue.md#from-and-only). */
+  readonly from?: string;
+  /** Run only these steps (comma-separated, repeatable). */
+  readonly only?: readonly string[];
   /** Keep the steps' scratch directory (HOME, TMPDIR) when the run ends. */
   readonly keepScratch?: boolean;
   /** Validate, print what would run (waves, steps, commands), run nothing (docs/cli.md#dry-run). */
@@ -90,6 +96,9 @@ export function registerRun(program: Command): void {
     .option('--verbose', 'also print how steps are contained and isolated, and why (as capsule doctor does)')
     .option('--resume <dir>', "first account for what the session recorded in DIR left behind (lost background commands, live processes); this run's records go to a directory of its own")
     .option('--reap', 'with --resume: stop the live processes the resumed session left (SIGTERM, SIGKILL after 2 s, proven gone)')
+    .option('--continue <dir>', "continue the session recorded in DIR (or latest): each step that succeeded there, unchanged, is restored instead of run (docs/continue.md)")
+    .option('--from <step>', 'run STEP and every step downstream of it; the steps they depend on are restored from --continue')
+    .option('--only <steps>', 'run only these steps (comma-separated, repeatable); the steps they depend on are restored from --continue', collect)
     .option('--keep-scratch', "keep the steps' scratch directory (their HOME and TMPDIR) when the run ends (default: removed)")
     .option('--dry-run', 'validate, then print what would run (waves, each step and its command) and run nothing')
     .option('--junit <file>', 'also write the run as JUnit XML (a testcase per step) to FILE')
@@ -100,7 +109,8 @@ export function registerRun(program: Command): void {
       '\nExit codes: 0 completed; 1 failed (plan refused or unreadable, a step stopped it, the records directory unusable, a forced containment, isolation or --run-as unavailable); 2 usage error, bad manifest, unwritable --log-file, or --records DIR already holding a session; 130 canceled. All: docs/exit-codes.md.' +
         '\nCtrl-C cancels gracefully; a second Ctrl-C forces. A graceful cancel is forced after --cancel-grace seconds (default 10).' +
         '\nSIGTERM forces at once (--on-sigterm force, the default, for systemd, Kubernetes and timeout), or cancels like Ctrl-C (--on-sigterm graceful).' +
-        '\n--resume DIR (with --reap) accounts for a session that was killed outright before this run starts its plan: docs/resume.md.',
+        '\n--resume DIR (with --reap) accounts for a session that was killed outright before this run starts its plan: docs/resume.md.' +
+        '\n--continue DIR runs only what failed, did not run or changed in that session; --from/--only run part of the plan: docs/continue.md.',
     )
     .action(async (plan: string, options: RunCommandOptions, command: Command) => {
       process.exitCode = await runCommand(plan, { ...command.optsWithGlobals<GlobalOptions>(), ...options });
@@ -117,7 +127,18 @@ export function exitCodeOf(report: PlanReport): ExitCode {
 export async function runCommand(planPath: string, given: RunCommandOptions): Promise<ExitCode> {
   const workdir = resolve(given.workdir ?? process.cwd());
   // `--resume latest`: the newest session of the workdir's records root (docs/records.md#latest), read before this run's session replaces it.
-  const options: RunCommandOptions = given.resume !== undefined ? { ...given, resume: expandLatest(given.resume, workdir) } : given;
+  const options: RunCommandOptions = {
+    ...given,
+    ...(given.resume !== undefined ? { resume: expandLatest(given.resume, workdir) } : {}),
+    ...(given.continue !== undefined ? { continue: expandLatest(given.continue, workdir) } : {}),
+  };
+  const only = options.only?.flatMap((list) => list.split(',')).map((id) => id.trim()).filter((id) => id !== '');
+  if (options.from !== undefined && only !== undefined) return usageError('--from and --only select the steps to run in two ways: give one of them');
+  if (only !== undefined && only.length === 0) return usageError('--only needs at least one step id (--only build,test)');
+  if (options.continue !== undefined && options.resume !== undefined) return usageError('--continue reconciles the session it continues as --resume does: leave out --resume');
+  if (options.continue !== undefined && options.records !== undefined && resolve(options.records) === resolve(options.continue)) {
+    return usageError(`--records and --continue both name ${resolve(options.continue)}: a continued session is a new session and writes its records in a directory of its own; leave --records out, or name a fresh directory`);
+  }
   if (!isDirectory(workdir)) return usageError(`--workdir ${workdir} is not a directory`);
   if (options.reap === true && options.resume === undefined) return usageError('--reap stops what a resumed session left: it needs --resume DIR');
   const network = parseNetworkOption(options.network);
@@ -196,6 +217,8 @@ export async function runCommand(planPath: string, given: RunCommandOptions): Pr
     ...(network !== undefined ? { network } : {}),
     ...(options.keepScratch === true ? { keepScratch: true } : {}),
     ...(options.verbose === true ? { onSession: (session: Session) => progress.note(containmentLines(session.containment.info)) } : {}),
+    ...(options.continue !== undefined ? { continue: { priorDir: resolve(options.continue), warn: (line: string) => progress.note(line) } } : {}),
+    ...(options.from !== undefined ? { select: { from: options.from } } : only !== undefined ? { select: { only } } : {}),
     ...(options.resume !== undefined
       ? {
           resume: {
@@ -231,7 +254,7 @@ export async function runCommand(planPath: string, given: RunCommandOptions): Pr
   } catch (error) {
     progress.dispose();
     // A bad manifest or a records directory that holds a session: a usage error (exit 2), before any step ran.
-    if (isRuntimeError(error, ERROR_CODES.MANIFEST_INVALID, ERROR_CODES.RECORDS_DIR_IN_USE)) return exitCodeAfterLog(log, usageError(error.message));
+    if (isRuntimeError(error, ERROR_CODES.MANIFEST_INVALID, ERROR_CODES.RECORDS_DIR_IN_USE, ERROR_CODES.CONTINUE_REFUSED)) return exitCodeAfterLog(log, usageError(error.message));
     // A bug inside the session (its trace is closed): the top-level handler reports it.
     if (error instanceof RunInternalError) throw error;
     // No report: the records directory could not be used.
@@ -268,6 +291,9 @@ export async function runCommand(planPath: string, given: RunCommandOptions): Pr
 async function dryRun(planPath: string, options: RunCommandOptions): Promise<ExitCode> {
   const wouldWrite = [
     options.resume !== undefined ? '--resume' : null,
+    options.continue !== undefined ? '--continue' : null,
+    options.from !== undefined ? '--from' : null,
+    options.only !== undefined ? '--only' : null,
     options.junit !== undefined ? '--junit' : null,
     options.summary !== undefined ? '--summary' : null,
     options.report !== undefined ? '--report' : null,

@@ -26,7 +26,7 @@ import type { UnknownKeyWarning } from './warnings.js';
  * run meets them later), and the file-level ones (`plan_unreadable`, `invalid_json`, `duplicate_key`,
  * `plan_shape`).
  */
-export type RefusalCode = ValidationCode | 'condition' | 'invalid_reference' | 'dependency_cycle' | 'plan_unreadable' | 'invalid_json' | 'duplicate_key' | 'plan_shape';
+export type RefusalCode = ValidationCode | 'condition' | 'invalid_reference' | 'dependency_cycle' | 'plan_unreadable' | 'invalid_json' | 'duplicate_key' | 'plan_shape' | 'step_selection';
 
 /** A refusal with everything needed to act on it (the `refusal` field of `validate --json` and of the report). */
 export interface Refusal {

@@ -39,7 +39,7 @@ import { RecordProver, type Proof } from '../records/record-proof.js';
 import type { ResumeLostEntry, ResumeProcessEntry, TraceNode } from '../records/trace-records.js';
 import { appendMarkers, MARKER_FS, processLostMarker, type MarkerFs } from './markers.js';
 import { readPriorTrace, reconcileScan, TRACE_FILE, type ReconcileOptions } from './reconcile.js';
-import { detachedProcess, identityKey, type LineDamage, type TraceScan } from './scan.js';
+import { detachedProcess, identityKey, type LineDamage, type ScanOptions, type TraceScan } from './scan.js';
 
 /** What {@link resumeSession} needs of the resuming session (structural: `src/reconcile` sits below `src/session`). */
 export interface ResumingSession {
@@ -63,6 +63,8 @@ export interface ResumeOptions {
   readonly contextId?: string;
   /** Each fail-open and damage line as it happens (stderr in the CLI). Default: nothing. */
   readonly warn?: (line: string) => void;
+  /** Given every record of the prior trace as it is read, with its proof where one is checked (`ScanOptions.onRecord`; `--continue`, docs/continue.md). */
+  readonly onRecord?: ScanOptions['onRecord'];
   /** Test seams: the report's task id, the markers' event ids, the marker file operations. */
   readonly newTaskId?: () => string;
   readonly newEventId?: () => string;
@@ -238,7 +240,7 @@ export async function resumeSession(session: ResumingSession, priorDir: string, 
       },
       [session.recordsDir],
       // Every record a process could be signalled for is checked against the user's records key.
-      { prove: proverOf(dir) },
+      { prove: proverOf(dir), ...(options.onRecord !== undefined ? { onRecord: options.onRecord } : {}) },
     );
     // (The line saying why was just written.)
     if (prior === null) return finish(skip((lines[lines.length - 1] ?? `cannot read ${join(dir, TRACE_FILE)}`).replace(/^resume: /, ''), false));
@@ -434,7 +436,7 @@ interface TreeRecord {
 const notChecked = (why: string): TreeLiveness => ({ alive: false, leaderAlive: false, pidReused: false, evidence: [], processes: [], helperPids: [], cgroup: null, cgroupRefused: null, recordRefused: why });
 
 /** The prover of the records of `dir` (a resume reads one directory). */
-function proverOf(dir: string): (record: Readonly<Record<string, unknown>>, sessionId?: string) => Proof {
+export function proverOf(dir: string): (record: Readonly<Record<string, unknown>>, sessionId?: string) => Proof {
   const prover = new RecordProver(dir);
   return (record, sessionId) => prover.prove(record, sessionId);
 }
@@ -486,7 +488,7 @@ function recordedTrees(scan: TraceScan, unproven: string | null): TreeRecord[] {
 }
 
 /** The prior runtime's pid when `session_start` names a process that is still it (or may be: no start time recorded), else null. */
-function runtimeStillRunning(start: Readonly<Record<string, unknown>>): number | null {
+export function runtimeStillRunning(start: Readonly<Record<string, unknown>>): number | null {
   const pid = int(start['pid']);
   if (pid === null || pid <= 1 || pid === process.pid) return null;
   const startTime = int(start['pid_start_time']);

@@ -68,6 +68,12 @@ export interface ScanOptions {
    * proven (a plain reconcile, which reads Murmur traces too, needs no proof).
    */
   readonly prove?: (record: Readonly<Record<string, unknown>>, sessionId?: string) => Proof;
+  /**
+   * Given every record the scan reads, with its proof when it is one of the session's records a
+   * proof covers (`plan_step` included) and the scan proves (a `--continue` keeps the proven
+   * `plan_step` results, docs/continue.md).
+   */
+  readonly onRecord?: (record: Readonly<Record<string, unknown>>, proof: Proof | null) => void;
 }
 
 /** The key of a process identity (pid and start time) in {@link TraceScan.processLost}. */
@@ -142,6 +148,7 @@ const ACCOUNTING = new Set(['shell_completed', 'shell_abandoned', 'shell_lost'])
  */
 export class TraceScanner {
   readonly #prove: NonNullable<ScanOptions['prove']> | null;
+  readonly #onRecord: NonNullable<ScanOptions['onRecord']> | null;
   #session: { session_id: string; event_id: string | null } | null = null;
   #sessionRecord: Readonly<Record<string, unknown>> | null = null;
   #sessionProof: Proof | null = null;
@@ -165,6 +172,7 @@ export class TraceScanner {
 
   constructor(options: ScanOptions = {}) {
     this.#prove = options.prove ?? null;
+    this.#onRecord = options.onRecord ?? null;
   }
 
   /** Scans the lines `chunk` completes; an unterminated rest is held (bounded) until the next chunk or {@link finish}. */
@@ -284,6 +292,7 @@ export class TraceScanner {
   #dispatch(record: Record<string, unknown>): void {
     const type = typeof record['event_type'] === 'string' ? record['event_type'] : '';
     const workId = record['work_id'];
+    if (this.#onRecord !== null && type !== 'session_start') this.#onRecord(record, type === 'plan_step' ? this.#proofOf(record, type) : null);
     if (type === 'session_start') {
       const sessionId = record['session_id'];
       if (this.#session === null && typeof sessionId === 'string' && sessionId !== '') {

@@ -1,7 +1,8 @@
 /**
  * The proof that a trace record is the runtime's own (docs/security.md "Records a step cannot
- * forge", docs/trace.md "mac"): each session's `session_start`, every `process_start` and every
- * `shell_detached` (which names a demoted command's process) carry `mac`, an HMAC-SHA256 under the user's records key (`record-key.ts`) over
+ * forge", docs/trace.md "mac"): each session's `session_start`, every `process_start`, every
+ * `shell_detached` (which names a demoted command's process) and every `plan_step` (whose result
+ * a `--continue` restores, docs/continue.md) carry `mac`, an HMAC-SHA256 under the user's records key (`record-key.ts`) over
  *
  *     "capsule-runtime records v1" \n <records directory's identity> \n <the record's JSON without "mac">
  *
@@ -23,7 +24,7 @@ import { recordKey } from './record-key.js';
 export const MAC_FIELD = 'mac';
 
 /** The record types that carry {@link MAC_FIELD}. */
-export const PROVEN_TYPES: ReadonlySet<string> = new Set(['session_start', 'process_start', 'shell_detached']);
+export const PROVEN_TYPES: ReadonlySet<string> = new Set(['session_start', 'process_start', 'shell_detached', 'plan_step']);
 
 const DOMAIN = 'capsule-runtime records v1';
 const MAC_TEXT = /^[0-9a-f]{64}$/;

@@ -199,6 +199,22 @@ export interface PlanStepFields {
   readonly truncated?: OutputTruncation;
   /** Ours: the step's attempts' logs (`docs/records.md#step-logs`), in attempt order; absent when no attempt printed anything. */
   readonly logs?: readonly { readonly attempt: number; readonly path: string; readonly stdout_bytes: number; readonly stderr_bytes: number; readonly exit_code?: number | null; readonly signal?: string | null }[];
+  /**
+   * Ours: the step's identity (`docs/continue.md#identity`), sha256 hex of its definition after
+   * interpolation, the manifest entries it uses and its dependencies' outputs; absent for a step
+   * that never started an attempt (a `--continue` restores only a step whose identity it can compare).
+   */
+  readonly identity?: string;
+  /** Ours: a successful step's output (what a `--continue` restores); absent otherwise. */
+  readonly output?: string | null;
+  /** Ours: the step was restored from an earlier session's `plan_step`, not run (`docs/continue.md#records`). */
+  readonly restored_from?: RestoredFrom;
+}
+
+/** Where a restored step's result came from (`docs/continue.md#records`): the earlier session and its `plan_step` record. */
+export interface RestoredFrom {
+  readonly session_id: string;
+  readonly event_id: string;
 }
 
 /** `plan_end` (`docs/trace.md#plan_end`): exactly one per run. */
@@ -610,7 +626,7 @@ const ORDER: { readonly [K in TraceEventType]: readonly (keyof TraceFieldsByType
   process_start: ['owner', 'pid', 'pid_start_time', 'pgid', 'cgroup', 'pid_namespace', 'executable', 'argv'],
   plan_start: ['plan_id', 'step_count', 'steps'],
   plan_step_start: ['plan_id', 'step_id', 'kind', 'depends_on'],
-  plan_step: ['plan_id', 'step_id', 'kind', 'status', 'attempts', 'duration_ms', 'error', 'input', 'state_effect', 'resource_id', 'truncated', 'logs'],
+  plan_step: ['plan_id', 'step_id', 'kind', 'status', 'attempts', 'duration_ms', 'error', 'input', 'state_effect', 'resource_id', 'truncated', 'logs', 'identity', 'output', 'restored_from'],
   plan_end: ['plan_id', 'outcome', 'failed_step', 'steps_total', 'steps_succeeded', 'steps_failed', 'steps_skipped', 'duration_ms', 'reason'],
   plan_step_late: ['plan_id', 'step_id', 'attempt', 'status', 'error', 'disposition', 'reason'],
   task_start: ['task_id', 'context_id', 'source', 'origin', 'trust', 'lane', 'delegation_id', 'message_parts_bytes', 'method'],

@@ -126,6 +126,10 @@ function buildSchemaTable() {
       resource_id: text.optional(),
       truncated: truncation.optional(),
       logs: z.array(z.looseObject({ attempt: count, path: text, stdout_bytes: count, stderr_bytes: count })).optional(),
+      identity: text.optional(),
+      output: text.nullable().optional(),
+      restored_from: z.looseObject({ session_id: text, event_id: text }).optional(),
+      mac: text.optional(),
     }),
     plan_end: () => z.looseObject({
       plan_id: text,

@@ -4,6 +4,7 @@
  * and the plan run (`run-plan.ts`) import them, and this module imports neither back.
  */
 import type { JsonValue } from '../../machines/contracts.js';
+import type { AttemptInput, AttemptOutcome } from '../../machines/step.machine.js';
 import type { ToolResult } from '../executors/command-tool.js';
 import type { TraceNode } from '../records/trace-records.js';
 import type { Session } from '../session/session.js';
@@ -96,6 +97,11 @@ export interface AttemptEnvironment {
   readonly planId?: string;
   /** Where the attempts of shell steps and command tools record their logs (`docs/records.md#step-logs`); absent: no step logs. */
   readonly stepLogs?: StepLogs;
+  /**
+   * Asked at each attempt's start (`--continue`, docs/continue.md): the outcome an earlier session
+   * recorded for this step with the same identity, answered instead of running it, or null to run it.
+   */
+  readonly recall?: (input: AttemptInput) => AttemptOutcome | null;
   /** Told of a result an attempt produced after a forced cancel ended it (recorded as ignored, never applied). */
   readonly onIgnoredResult?: (ignored: IgnoredResult) => void;
 }

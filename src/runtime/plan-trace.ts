@@ -9,7 +9,7 @@ import type { PlanFile, StepKind } from '../../machines/contracts.js';
 import { PLAN_CANCELED_REASON } from '../../machines/messages.js';
 import type { SettledRecord } from '../../machines/plan-schedule.js';
 import type { PlanOutput, StartedStep } from '../../machines/plan.machine.js';
-import type { PlanEndFields, TraceNode } from '../records/trace-records.js';
+import type { PlanEndFields, RestoredFrom, TraceNode } from '../records/trace-records.js';
 import type { TraceWriter } from '../records/trace-writer.js';
 import type { StepLogEntry } from './step-logs.js';
 
@@ -23,7 +23,9 @@ export class PlanTrace {
   #planId = '';
   #ended = false;
   /** A settled step's logs (`plan_step.logs`), once the run has them. */
-  extras: ((result: SettledRecord['result']) => { readonly logs?: readonly StepLogEntry[] }) | null = null;
+  extras: ((result: SettledRecord['result']) => { readonly logs?: readonly StepLogEntry[]; readonly restored_from?: RestoredFrom; readonly attempts?: number }) | null = null;
+  /** A step's identity (`plan_step.identity`, docs/continue.md#identity), once its first attempt took it. */
+  identityOf: ((stepId: string) => string | undefined) | null = null;
 
   constructor(trace: TraceWriter, session: TraceNode<'session_start'>, task: TraceNode<'task_start'> | null = null) {
     this.#trace = trace;
@@ -74,13 +76,15 @@ export class PlanTrace {
   #writeSettled(plan: TraceNode<'plan_start'>, records: readonly SettledRecord[]): void {
     for (const record of records) {
       const { result } = record;
-      const logs = this.extras?.(result).logs;
+      const extras = this.extras?.(result);
+      const logs = extras?.logs;
+      const identity = this.identityOf?.(result.step_id);
       this.#trace.write('plan_step', plan, {
         plan_id: this.#planId,
         step_id: result.step_id,
         kind: record.kind,
         status: result.status,
-        attempts: result.attempts,
+        attempts: extras?.attempts ?? result.attempts,
         duration_ms: result.duration_ms,
         ...(result.error !== null ? { error: result.error } : {}),
         ...(record.kind === 'tool' && record.tracedInput !== undefined ? { input: record.tracedInput } : {}),
@@ -88,6 +92,10 @@ export class PlanTrace {
         ...(record.resourceId !== undefined ? { resource_id: record.resourceId } : {}),
         ...(result.truncated !== undefined ? { truncated: result.truncated } : {}),
         ...(logs !== undefined ? { logs } : {}),
+        // What a later `--continue` compares and restores (docs/continue.md#records).
+        ...(identity !== undefined ? { identity } : {}),
+        ...(identity !== undefined && result.status === 'success' ? { output: result.output } : {}),
+        ...(extras?.restored_from !== undefined ? { restored_from: extras.restored_from } : {}),
       });
     }
   }

@@ -20,7 +20,10 @@ import { releaseEarlySpawner } from '../process/spawner/early.js';
 import { replaceFile } from '../records/append-file.js';
 import { RecordsDirInUseError, recordedSessionIn } from '../records/records-dir.js';
 import type { ResumeOutcome } from '../reconcile/resume.js';
-import type { TraceNode } from '../records/trace-records.js';
+import type { RestoredFrom, TraceNode } from '../records/trace-records.js';
+import { StepRecall } from './continue/recall.js';
+import { checkRestorable, SELECTION_RULE, selectSteps, type StepSelection } from './continue/selection.js';
+import type { PriorSession } from './continue/prior-session.js';
 import { Session, type SessionExitStatus, type SessionOptions } from '../session/session.js';
 import type { CanceledRow, CommandTool, FunctionTool, Gate } from './attempt.js';
 import { createAttemptActors } from './attempts/attempt-actors.js';
@@ -39,6 +42,13 @@ import { missingBinaryHint } from '../plan/binary-makers.js';
 export interface StepResultExtras {
   readonly logs?: readonly StepLogEntry[];
   readonly error_gist?: readonly string[];
+  /**
+   * The step was not run but restored from an earlier session (`--continue`, `docs/continue.md#report`):
+   * that session and its `plan_step` record. Its `attempts` are then the earlier session's.
+   */
+  readonly restored_from?: RestoredFrom;
+  /** A restored step's attempts (the earlier session's), replacing the one the restore counted. */
+  readonly attempts?: number;
 }
 
 /** A step result as the report, the progress events and the CLI's summaries carry it. */
@@ -232,6 +242,20 @@ export interface RunPlanOptions {
   };
   /** The task that submitted the plan (`capsule serve`'s `plan.submit`): `plan_start` hangs off its `task_start`. */
   readonly task?: TraceNode<'task_start'>;
+  /**
+   * Continue an earlier session (`capsule run --continue DIR`, docs/continue.md; ignored with
+   * `session`): refused (`ContinueRefusedError`, before the session opens) when DIR has no
+   * readable trace or its session still runs; otherwise its unaccounted work is reconciled as a
+   * resume does, and every step that succeeded there with the same identity is restored, not run.
+   * `warn` gets each line about the earlier records.
+   */
+  readonly continue?: {
+    readonly priorDir: string;
+    readonly warn?: (line: string) => void;
+    readonly onPrior?: (prior: PriorSession) => void;
+  };
+  /** Run part of the plan (`--from STEP`, `--only STEP,…`, docs/continue.md#from-and-only); the steps it needs are restored from {@link continue}. */
+  readonly select?: StepSelection;
 }
 
 /** A started run: its report, and the cancel door. */
@@ -314,6 +338,11 @@ export function startPlan(options: RunPlanOptions): PlanRun {
     }
     const manifest = options.loadedManifest ?? (await resolveManifest(options.manifest, workdir, options.onWarning));
     const ownSession = options.session === undefined;
+    if (ownSession && options.continue !== undefined) {
+      // Refused before anything is made: a continue of a session that still runs, or of no records (docs/continue.md).
+      const { refuseUncontinuable } = await import('./continue/prior-session.js');
+      refuseUncontinuable(options.continue.priorDir);
+    }
     if (ownSession && options.recordsDir !== undefined) {
       // A records directory is one session's (docs/records.md): refuse before anything is appended to it.
       const recordsDir = resolve(options.recordsDir);
@@ -338,7 +367,7 @@ export function startPlan(options: RunPlanOptions): PlanRun {
         ...(options.runAs !== undefined ? { runAs: options.runAs } : {}),
         ...(options.privilegedSteps === true ? { privilegedSteps: true } : {}),
         ...(options.network !== undefined ? { network: options.network } : {}),
-        ...(options.resume !== undefined ? { resumeFrom: options.resume.priorDir } : {}),
+        ...(options.resume !== undefined ? { resumeFrom: options.resume.priorDir } : options.continue !== undefined ? { resumeFrom: options.continue.priorDir } : {}),
         ...(options.keepScratch !== undefined ? { keepScratch: options.keepScratch } : {}),
       });
     runSession = session;
@@ -353,6 +382,19 @@ export function startPlan(options: RunPlanOptions): PlanRun {
         // A resume never refuses the launch (docs/resume.md#fail-open), not even for a bug of its own.
         session.logger.error({ err: messageOf(error) }, 'resume failed');
         warn?.(`resume: ${priorDir} could not be reconciled: ${messageOf(error)}`);
+      }
+    }
+    let prior: PriorSession | null = null;
+    if (ownSession && options.continue !== undefined) {
+      const { priorDir, warn, onPrior } = options.continue;
+      try {
+        const { readPriorSession } = await import('./continue/prior-session.js');
+        prior = await readPriorSession(session, priorDir, warn ?? (() => {}));
+        onPrior?.(prior);
+      } catch (error) {
+        // Nothing about the earlier records refuses the run once it is open: every step runs.
+        session.logger.error({ err: messageOf(error) }, 'continue failed');
+        warn?.(`continue: ${priorDir} could not be read: ${messageOf(error)}; every step runs`);
       }
     }
     const log = session.logger;
@@ -392,8 +434,8 @@ export function startPlan(options: RunPlanOptions): PlanRun {
       return finish(refusal(session, '', 'plan', parsed.error, elapsed(), explained), 'failed');
     }
     for (const warning of parsed.warnings) options.onWarning?.(warning);
-    const plan = parsed.plan;
-    const kinds = plan.steps.map(stepKind);
+    let plan = parsed.plan;
+    let kinds = plan.steps.map(stepKind);
     // The spawner boots while the plan is checked, not in the first shell step's time.
     // Without shell steps, the spawner `capsule run` forked at its start (if any) is let go.
     if (kinds.includes('shell')) session.containment.prepareSpawner();
@@ -431,10 +473,52 @@ export function startPlan(options: RunPlanOptions): PlanRun {
     // What `capsule validate` would refuse but a run only meets later, and the other warnings: said before the first step.
     for (const warning of runStartWarnings(check)) options.onWarning?.(warning);
 
+    // Every step's identity is taken at its first attempt; with --continue, a step whose identity
+    // matches its earlier success is restored instead of run (docs/continue.md).
+    const identityContext = {
+      workdir,
+      commandTools,
+      functionTools: new Set(functionTools.keys()),
+      envAllow: manifest.manifest?.capabilities?.env?.allow ?? [],
+      ...(options.capsuleVersions !== undefined ? { capsuleVersions: options.capsuleVersions } : {}),
+      binaries: new Map<string, unknown>(),
+    };
+    let recall = new StepRecall(identityContext, prior?.results ?? null);
+    if (options.select !== undefined) {
+      const selected = selectSteps(plan.steps, options.select);
+      const refusedSelection =
+        'error' in selected ? selected : checkRestorable(plan.steps, kinds, selected, options.select, recall, options.continue !== undefined);
+      if (refusedSelection !== null) {
+        trace.refused(refusedSelection.stepId, plan.steps.length, elapsed(), refusedSelection.error);
+        log.info({ plan_id: plan.id, step_id: refusedSelection.stepId, error: refusedSelection.error }, 'plan refused');
+        const explained: Refusal = {
+          step_id: refusedSelection.stepId,
+          error: refusedSelection.error,
+          code: 'step_selection',
+          rule: SELECTION_RULE,
+          accepted: null,
+          fix: refusedSelection.fix,
+          file: located.file,
+          json_path: null,
+          line: null,
+          column: null,
+        };
+        return finish(refusal(session, plan.id, refusedSelection.stepId, refusedSelection.error, elapsed(), explained), 'failed');
+      }
+      if (!('error' in selected)) {
+        // The run covers the selection and what it needs restored; only those may be restored.
+        const keep = (id: string): boolean => selected.run.has(id) || selected.restore.has(id);
+        kinds = kinds.filter((_, i) => keep(plan.steps[i]?.id ?? ''));
+        plan = { ...plan, steps: plan.steps.filter((step) => keep(step.id)) };
+        recall = new StepRecall(identityContext, prior?.results ?? null, selected.restore);
+      }
+    }
+
     const runId = String(++runCounter);
     const stepLogs = new StepLogs();
-    const extras = (result: StepResult): StepResultExtras => resultExtras(result, stepLogs);
+    const extras = (result: StepResult): StepResultExtras => resultExtras(result, stepLogs, recall);
     trace.extras = extras;
+    trace.identityOf = (stepId) => recall.identity(stepId);
     const attemptActors = createAttemptActors({
       planId: plan.id,
       stepLogs,
@@ -457,6 +541,7 @@ export function startPlan(options: RunPlanOptions): PlanRun {
       ...(options.capsuleVersions !== undefined ? { capsuleVersions: options.capsuleVersions } : {}),
       runId,
       traceParent: trace.planNode,
+      recall: recall.recall,
       onIgnoredResult: (ignored) => {
         log.info({ plan_id: plan.id, step_id: ignored.stepId, attempt: ignored.attempt, status: ignored.status }, 'result of a step canceled by force ignored');
         try {
@@ -642,19 +727,22 @@ function publicResult(result: StepResult, extras: (result: StepResult) => StepRe
 }
 
 /** A step's {@link StepResultExtras}: its logs, and the gist of its error when the error says more than it. */
-function resultExtras(result: StepResult, stepLogs: StepLogs): StepResultExtras {
+function resultExtras(result: StepResult, stepLogs: StepLogs, recall: StepRecall): StepResultExtras {
   const logs = stepLogs.entries(result.step_id);
   const gist = result.error === null ? [] : errorGist(result.error, stepLogs.stderrTail(result.step_id));
+  const restored = result.status === 'success' ? recall.restored(result.step_id) : undefined;
   return {
     ...(logs !== undefined ? { logs } : {}),
     ...(gist.length > 0 && gistShortens(result.error, gist) ? { error_gist: gist } : {}),
+    // Restored: the earlier session's attempts, and where the result came from.
+    ...(restored !== undefined ? { attempts: restored.attempts, restored_from: restored.restored_from } : {}),
   };
 }
 
 /** `result` with its extras, the same object when it has none. */
 function withExtras<T extends StepResult>(result: T, extras: (result: StepResult) => StepResultExtras): T & StepResultExtras {
   const more = extras(result);
-  return more.logs === undefined && more.error_gist === undefined ? result : { ...result, ...more };
+  return more.logs === undefined && more.error_gist === undefined && more.restored_from === undefined ? result : { ...result, ...more };
 }
 
 function refusal(

@@ -1736,7 +1736,8 @@ describe('L. trace shape', () => {
     expect(startA).toMatchObject({ plan_id: 'p', step_id: 'a', kind: 'tool', depends_on: [] });
     expect(startB).toMatchObject({ plan_id: 'p', step_id: 'b', kind: 'tool', depends_on: ['a'] });
     expect(run.trace.step('a')).toMatchObject({ plan_id: 'p', kind: 'tool', status: 'success', attempts: 1 });
-    expect(Object.keys(run.trace.step('a')).slice(5)).toEqual(['plan_id', 'step_id', 'kind', 'status', 'attempts', 'duration_ms']);
+    // Ours after Murmur's fields: the step's identity and output (what a --continue restores) and the record's proof (docs/continue.md#records).
+    expect(Object.keys(run.trace.step('a')).slice(5)).toEqual(['plan_id', 'step_id', 'kind', 'status', 'attempts', 'duration_ms', 'identity', 'output', 'mac']);
     expect(Object.keys(run.trace.end()).slice(5)).toEqual([
       'plan_id', 'outcome', 'steps_total', 'steps_succeeded', 'steps_failed', 'steps_skipped', 'duration_ms',
     ]);

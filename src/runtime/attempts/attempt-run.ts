@@ -246,7 +246,11 @@ export function attemptActor(
     const run = new AttemptRun(env, input, (report) => {
       if (!stopped) sendBack(report);
     }, lastTrees);
-    const started = start(run) ?? undefined;
+    // A result an earlier session recorded for this very step stands for the attempt (`--continue`,
+    // docs/continue.md): it is answered as the attempt's outcome, nothing is launched.
+    const recalled = env.recall?.(input) ?? null;
+    if (recalled !== null) run.dispatchWhenClear(() => run.finish(recalled));
+    const started = recalled !== null ? undefined : (start(run) ?? undefined);
     receive((request) => {
       if (request.type === 'ATTEMPT.END') run.end(request.graceMs, request.reason);
       else started?.onCancel?.();

@@ -1,0 +1,83 @@
+/**
+ * What a plan run knows of its steps' identities and of an earlier session's results
+ * (`docs/continue.md`): every step's identity, taken at its first attempt (written in its
+ * `plan_step`, so that a later `--continue` can compare), and, with `--continue`, the answer to
+ * an attempt whose step succeeded in the earlier session with the same identity: its recorded
+ * outcome, restored instead of run. Kept beside the machines (as the step logs are): the step
+ * machine sees an attempt that finished, the report and the trace say it was restored.
+ */
+import type { AttemptInput, AttemptOutcome } from '../../../machines/step.machine.js';
+import type { RestoredFrom } from '../../records/trace-records.js';
+import { stepIdentity, type IdentityContext } from './step-identity.js';
+
+/** A step that succeeded in the earlier session, as its proven `plan_step` recorded it. */
+export interface PriorStep {
+  readonly identity: string;
+  readonly output: string | null;
+  readonly attempts: number;
+  /** The `plan_step` record's event id. */
+  readonly event_id: string;
+}
+
+/** The earlier session's successful steps, by step id (a later record of a step id wins). */
+export interface PriorResults {
+  readonly sessionId: string;
+  readonly steps: ReadonlyMap<string, PriorStep>;
+}
+
+/** What a restored step's result says beyond the machine's (`docs/continue.md#report`). */
+export interface Restored {
+  readonly restored_from: RestoredFrom;
+  /** The attempts the earlier session made. */
+  readonly attempts: number;
+}
+
+export class StepRecall {
+  readonly #context: IdentityContext;
+  readonly #prior: PriorResults | null;
+  readonly #restorable: ReadonlySet<string> | null;
+  readonly #identities = new Map<string, string>();
+  readonly #restored = new Map<string, Restored>();
+
+  /**
+   * @param prior      the earlier session's results, or null (a run that restores nothing: identities only).
+   * @param restorable the step ids that may be restored (`--from`/`--only`), or null for every one.
+   */
+  constructor(context: IdentityContext, prior: PriorResults | null = null, restorable: ReadonlySet<string> | null = null) {
+    this.#context = context;
+    this.#prior = prior;
+    this.#restorable = restorable;
+  }
+
+  /** The attempt hook (`AttemptEnvironment.recall`): the restored outcome, or null to run the attempt. */
+  readonly recall = (input: AttemptInput): AttemptOutcome | null => {
+    if (input.attempt !== 1) return null;
+    const { step, kind, results } = input.step;
+    const identity = stepIdentity(step, kind, results, this.#context);
+    if (identity === null) return null;
+    this.#identities.set(step.id, identity);
+    const prior = this.#prior?.steps.get(step.id);
+    if (prior === undefined || prior.identity !== identity) return null;
+    if (this.#restorable !== null && !this.#restorable.has(step.id)) return null;
+    this.#restored.set(step.id, { restored_from: { session_id: (this.#prior as PriorResults).sessionId, event_id: prior.event_id }, attempts: prior.attempts });
+    return { status: 'success', output: prior.output, error: null };
+  };
+
+  identity(stepId: string): string | undefined {
+    return this.#identities.get(stepId);
+  }
+
+  restored(stepId: string): Restored | undefined {
+    return this.#restored.get(stepId);
+  }
+
+  /** Whether the earlier session's result of `stepId` would stand for it dispatched with `results` (a `--from`/`--only` check). */
+  check(input: Pick<AttemptInput['step'], 'step' | 'kind' | 'results'>): { ok: true; output: string | null; attempts: number } | { ok: false; why: string } {
+    const prior = this.#prior?.steps.get(input.step.id);
+    if (this.#prior === null) return { ok: false, why: 'no earlier session was given (--continue DIR)' };
+    if (prior === undefined) return { ok: false, why: `it did not succeed in session ${this.#prior.sessionId} (or its record there is not proven)` };
+    const identity = stepIdentity(input.step, input.kind, input.results, this.#context);
+    if (identity !== prior.identity) return { ok: false, why: `it changed since session ${this.#prior.sessionId} (its definition, the binary or tool it uses, or its dependencies' outputs)` };
+    return { ok: true, output: prior.output, attempts: prior.attempts };
+  }
+}
