@@ -118,7 +118,7 @@ export function listSessions(root: string, options: RecordsCommandOptions, outpu
     output.stderr.write('no sessions\n');
     return EXIT.OK;
   }
-  const rows = sessions.map((s) => [s.name, when(s.startedAtMs), s.planId === null ? '-' : s.planId === '' ? '(unreadable plan)' : printable(s.planId), outcomeOf(s), formatBytes(s.bytes), s.latest ? LATEST : '']);
+  const rows = sessions.map((s) => [s.name, when(s.startedAtMs), s.planId === null ? '-' : s.planId === '' ? UNREADABLE_PLAN : printable(s.planId), outcomeOf(s), formatBytes(s.bytes), s.latest ? LATEST : '']);
   output.stdout.write(textTable(['session', 'started', 'plan', 'outcome', 'size', ''], rows));
   const total = sessions.reduce((sum, s) => sum + s.bytes, 0);
   output.stderr.write(`${sessions.length} session${sessions.length === 1 ? '' : 's'}, ${formatBytes(total)}\n`);
@@ -156,7 +156,7 @@ export function pruneSessions(root: string, options: RecordsCommandOptions, outp
     }
     removed++;
     freed += session.bytes;
-    output.stdout.write(`${verb} ${session.name} (${session.planId === null ? 'no plan' : `plan ${printable(session.planId)}`}, ${outcomeOf(session)}, ${formatBytes(session.bytes)})\n`);
+    output.stdout.write(`${verb} ${session.name} (${planText(session.planId)}, ${outcomeOf(session)}, ${formatBytes(session.bytes)})\n`);
   });
   if (options.dryRun !== true && removed > 0) repointLatest(root);
   const kept = sessions.length - removed;
@@ -190,4 +190,12 @@ function isDirectory(path: string): boolean {
   } catch {
     return false;
   }
+}
+
+/** A session whose plan file could not be read (its id is empty in the trace): the list and prune say it alike. */
+const UNREADABLE_PLAN = '(unreadable plan)';
+
+/** `plan p`, `no plan`, or the unreadable plan's words, as `prune` names a session. */
+function planText(planId: string | null): string {
+  return planId === null ? 'no plan' : planId === '' ? UNREADABLE_PLAN : `plan ${printable(planId)}`;
 }
