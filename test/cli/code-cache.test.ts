@@ -150,7 +150,9 @@ describe("capsule run's code cache", () => {
     });
     expectCleanRun(result);
     expect(result.outcome).toBe('source-maps');
-    expect(() => readdirSync(cache)).toThrow();
+    // The session makes the cache's directory (read-only in its steps' view, so no step can plant a
+    // cache for the next run), but nothing is written into it.
+    expect(readdirSync(cache)).toEqual([]);
   });
 
   it('takes any number of runs starting at once with no cache: each runs, one cache file is left, and no temp file', async () => {
