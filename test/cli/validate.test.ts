@@ -45,8 +45,8 @@ describe('capsule validate', () => {
 
     expect(result.code).toBe(0);
     expect(result.stdout).toBe('valid: plan p (2 warnings on stderr: read them before running)\n');
-    expect(result.stderr).toContain("unknown key 'cwdd' is ignored");
-    expect(result.stderr).toContain("unknown key 'envv' is ignored");
+    expect(result.stderr).toContain("unknown key 'cwdd'");
+    expect(result.stderr).toContain("unknown key 'envv'");
   });
 
   it('prints {valid, plan_id, failed_step, error, warnings} with --json', async () => {
