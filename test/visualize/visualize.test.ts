@@ -118,18 +118,41 @@ describe('the Mermaid charts', () => {
     expect(content('plan.mmd')).toContain('leaderExited --> canceled : done (endProcessGroups) [isCanceled]');
   });
 
-  it('draw targetless transitions as self-loops', () => {
-    expect(step()).toContain('running --> running : CANCEL / recordCancel, tellAttemptOfCancel');
+  it('draw targetless transitions of an atomic state as self-loops, and a compound state\'s in a note beside it', () => {
     expect(step()).toContain('leaderExited --> leaderExited : CANCEL / recordCancel');
+    expect(step()).toMatch(/\n {2}note right of running\n(?: {4}.*\n)* {4}CANCEL \/ recordCancel, tellAttemptOfCancel\n(?: {4}.*\n)* {2}end note\n/);
+    expect(step()).toContain('    ↻ ATTEMPT.FINISHED [shouldRetry] / recordAttempt (re-entered)\n');
+    expect(step()).not.toMatch(/^ *running --> running :/m);
   });
 
-  it('draw every transition of the walk', () => {
-    for (const { machine, name } of DRAWN_MACHINES) {
+  it('write the machine\'s own transitions in a note beside its initial state, never as a state named after the machine', () => {
+    expect(content('shellCall.mmd')).toMatch(/\n {2}note right of running\n(?: {4}.*\n)* {4}in every state: COMMAND.SIGNAL_SENT \/ recordSignal\n/);
+    expect(content('shellCall.mmd')).not.toContain('shellCall --> shellCall');
+  });
+
+  it('draw every transition of the walk, as an edge or a note line', () => {
+    for (const { machine } of DRAWN_MACHINES) {
       const model = walkMachine(machine);
-      const edges = toMermaid(model).split('\n').filter((line) => line.includes(' : '));
-      expect(edges).toHaveLength(model.transitions.reduce((n, t) => n + Math.max(1, t.targets.length), 0));
-      expect(name).toBeTruthy();
+      const compound = new Set(model.states.filter((state) => state.children.length > 0).map((state) => state.id));
+      const inNotes = model.transitions.filter((t) => !model.states.some((state) => state.id === t.sourceId) || (compound.has(t.sourceId) && t.targets.every((id) => id === t.sourceId)));
+      const text = toMermaid(model);
+      const edges = text.split('\n').filter((line) => line.includes(' --> ') && line.includes(' : '));
+      const noteLines = [...text.matchAll(/note right of \S+\n((?:.*\n)*?)\s*end note/g)].flatMap((m) => (m[1] ?? '').trimEnd().split('\n'));
+      expect(noteLines).toHaveLength(inNotes.length);
+      expect(edges).toHaveLength(model.transitions.filter((t) => !inNotes.includes(t)).reduce((n, t) => n + Math.max(1, t.targets.length), 0));
     }
+  });
+
+  it.each(DRAWN_MACHINES.map(({ name }) => [name]))('%s.mmd draws no state that does not exist: every edge and note joins declared states, and no compound state loops onto itself', (name) => {
+    const text = content(`${name}.mmd`);
+    const declared = new Set<string>();
+    for (const m of text.matchAll(/^\s*state (?:"[^"]*" as )?(\w+)(?: \{)?$/gm)) declared.add(m[1] ?? '');
+    for (const m of text.matchAll(/^\s*(\w+)$/gm)) if (m[1] !== 'stateDiagram') declared.add(m[1] ?? '');
+    const compound = new Set([...text.matchAll(/^\s*state (\w+) \{$/gm)].map((m) => m[1] ?? ''));
+    const ends = [...text.matchAll(/^\s*(\S+) --> (\S+)/gm)].flatMap((m) => [m[1] ?? '', m[2] ?? '']).filter((end) => end !== '[*]');
+    const noted = [...text.matchAll(/^\s*note right of (\S+)$/gm)].map((m) => m[1] ?? '');
+    expect([...ends, ...noted].filter((id) => !declared.has(id))).toEqual([]);
+    expect([...text.matchAll(/^\s*(\w+) --> \1 :/gm)].map((m) => m[1]).filter((id) => compound.has(id ?? ''))).toEqual([]);
   });
 });
 
