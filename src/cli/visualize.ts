@@ -1,7 +1,8 @@
 /**
- * `capsule visualize [--out DIR] [--check]` (docs/cli.md): draws the machines listed in
- * `src/visualize/registry.ts` into `visualizations/` (Mermaid, SVG, JSON and an index README).
- * `--check` writes nothing and exits 1 when the files there differ from what the machines produce.
+ * `capsule visualize [--out DIR] [--check] [--stately MACHINE]` (docs/cli.md): draws the machines
+ * listed in `src/visualize/registry.ts` into `visualizations/` (Mermaid, SVG, a Stately module each
+ * and an index README). `--check` writes nothing and exits 1 when the files there differ from what
+ * the machines produce; `--stately` prints one machine's Stately module.
  */
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
@@ -11,12 +12,16 @@ import { printable } from './progress.js';
 import type { Command } from 'commander';
 import { DirectoryError, describeFsError } from '../records/directories.js';
 import { checkVisualizations, generateVisualizations, writeVisualizations } from '../visualize/render.js';
+import { DRAWN_MACHINES } from '../visualize/registry.js';
+import { toStatelyModule } from '../visualize/stately.js';
 import { EXIT, type ExitCode } from './program.js';
 
 /** Options of `capsule visualize`, as commander parses them. */
 export interface VisualizeCommandOptions {
   readonly out?: string;
   readonly check?: boolean;
+  /** A machine's name: print its Stately module instead of drawing. */
+  readonly stately?: string;
 }
 
 /** Where the command reports (`process.stdout` / `process.stderr`, or test doubles). */
@@ -32,10 +37,11 @@ export const DEFAULT_VISUALIZATIONS_DIR = 'visualizations';
 export function registerVisualize(program: Command): void {
   program
     .command('visualize')
-    .description('Draw the state charts of the machines (Mermaid, SVG, JSON and a README index).')
+    .description('Draw the state charts of the machines (Mermaid, SVG, a Stately module each and a README index).')
     .option('--out <dir>', 'output directory', DEFAULT_VISUALIZATIONS_DIR)
     .option('--check', 'write nothing; exit 1 (naming the files) when the files in --out differ from what the machines produce')
-    .addHelpText('after', '\nExit codes: 0 written (or up to date with --check), 1 out of date (--check), 2 --out cannot be written.')
+    .option('--stately <machine>', 'print that machine as one module importing only xstate, for the Stately editor ("Import from code")')
+    .addHelpText('after', '\nExit codes: 0 written (or up to date with --check, or printed with --stately), 1 out of date (--check), 2 --out cannot be written or no machine has that name.')
     .action(async (options: VisualizeCommandOptions) => {
       process.exitCode = await visualizeCommand(options);
     });
@@ -103,6 +109,15 @@ export async function visualizeCommand(
         `the charts would be the old machines'; run \`npm run build\` first (\`npm run viz\` builds, then draws)\n`,
     );
     return options.check === true ? EXIT.FAILED : EXIT.USAGE;
+  }
+  if (options.stately !== undefined) {
+    const entry = DRAWN_MACHINES.find((drawn) => drawn.name === options.stately);
+    if (entry === undefined) {
+      output.stderr.write(`error: no machine is named ${JSON.stringify(options.stately)}; the machines: ${DRAWN_MACHINES.map((drawn) => drawn.name).join(', ')}\n`);
+      return EXIT.USAGE;
+    }
+    output.stdout.write(toStatelyModule(entry));
+    return EXIT.OK;
   }
   const files = await generateVisualizations();
   if (options.check === true) {

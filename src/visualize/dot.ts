@@ -8,7 +8,8 @@ import type { MachineModel, StateInfo } from './walk.js';
  * - an edge into a compound state ends at its initial state (where the machine goes), clipped at
  *   the cluster's border with `lhead`; an edge out of one starts at its last state, clipped with
  *   `ltail`, so it leaves from the border and never from a point in empty space;
- * - edges with the same ends are one edge with one label line per transition (no crossing twins);
+ * - edges with the same ends are one edge with one label line per transition (no crossing twins),
+ *   its label tied to it by a line (`decorate`);
  * - targetless transitions, and a compound state's transitions back into itself (re-entered, `↻`),
  *   are listed inside their state, UML's internal-transition compartment: Graphviz piles
  *   self-loop labels on top of each other, and a cluster has no self-loop.
@@ -23,7 +24,9 @@ export function toDot(model: MachineModel): string {
     '  labelloc=t; fontname="Helvetica"; fontsize=16;',
     // Wide margins: viewers substitute Helvetica with wider fonts than Graphviz measured.
     '  node [shape=box, style=rounded, fontname="Helvetica", fontsize=11, margin="0.3,0.06"];',
-    '  edge [fontname="Helvetica", fontsize=9];',
+    // decorate: each label is underlined and tied to its own edge by a line. Graphviz places a
+    // label before clipping an edge at a cluster (ltail/lhead), so it can sit far from what is drawn.
+    '  edge [fontname="Helvetica", fontsize=9, decorate=true];',
   ];
   const byId = new Map(model.states.map((state) => [state.id, state]));
   const inside = (outer: StateInfo, inner: StateInfo): boolean =>

@@ -3,14 +3,31 @@ import { stateName, type MachineModel, type StateInfo, type TransitionInfo } fro
 /**
  * Mermaid `stateDiagram-v2` text of a machine (`visualizations/README.md`): compound states as nested blocks,
  * `[*]` for initial and final, edge labels `EVENT [guard] / action, action`, targetless
- * transitions as self-loops. Each edge is written in the block of the innermost state that
- * contains both ends, so Mermaid places it inside the right box.
+ * transitions of an atomic state as self-loops. Each edge is written in the block of the innermost
+ * state that contains both ends, so Mermaid places it inside the right box.
+ * Every edge joins two declared states: Mermaid draws an edge from an undeclared id (the machine's
+ * own transitions) as a state of its own, and a compound state's loop onto itself as one too. So
+ * a compound state's targetless transitions and transitions back into itself (re-entered, `↻`) are
+ * a note beside it, and the machine's own (taken in every state) a note beside its initial state.
  */
 export function toMermaid(model: MachineModel): string {
   const lines: string[] = ['stateDiagram-v2'];
   const byId = new Map(model.states.map((state) => [state.id, state]));
   const edgesByBlock = new Map<string, TransitionInfo[]>();
+  const notes = new Map<string, string[]>();
+  const note = (stateId: string, line: string): void => void notes.set(stateId, [...(notes.get(stateId) ?? []), line]);
+  const everyState = byId.get(model.root.initial ?? '') ?? model.root.children[0];
   for (const transition of model.transitions) {
+    const source = byId.get(transition.sourceId);
+    const to = transition.targets.map((id) => stateName(byId.get(id) ?? model.root) || model.id);
+    if (source === undefined) {
+      if (everyState !== undefined) note(everyState.id, `in every state: ${edgeLabel(transition)}${to.length > 0 ? ` → ${to.join(', ')}` : ''}`);
+      continue;
+    }
+    if (source.children.length > 0 && transition.targets.every((id) => id === source.id)) {
+      note(source.id, `${transition.targets.length > 0 ? '↻ ' : ''}${edgeLabel(transition)}${transition.targets.length > 0 && transition.reenter ? ' (re-entered)' : ''}`);
+      continue;
+    }
     const block = edgeBlock(transition, byId, model.root.id);
     const list = edgesByBlock.get(block) ?? [];
     list.push(transition);
@@ -38,6 +55,11 @@ export function toMermaid(model: MachineModel): string {
     }
     for (const child of parent.children) {
       if (child.type === 'final') lines.push(`${indent}${mermaidId(child.id, model.id)} --> [*]`);
+    }
+    for (const child of parent.children) {
+      const text = notes.get(child.id);
+      if (text === undefined) continue;
+      lines.push(`${indent}note right of ${mermaidId(child.id, model.id)}`, ...text.map((line) => `${indent}  ${line}`), `${indent}end note`);
     }
   };
   writeBlock(model.root, '  ');

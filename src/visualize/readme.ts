@@ -4,7 +4,7 @@ import { stateName, type MachineModel } from './walk.js';
 
 /**
  * `visualizations/README.md`: the index. Per machine its description, the Mermaid diagram in a
- * ```` ```mermaid ```` fence (GitHub renders it), links to the SVG and JSON, and tables of the
+ * ```` ```mermaid ```` fence (GitHub renders it), links to the SVG and the Stately module, and tables of the
  * states and transitions with their descriptions.
  */
 export function toReadme(machines: readonly { readonly entry: DrawnMachine; readonly model: MachineModel }[]): string {
@@ -18,10 +18,21 @@ export function toReadme(machines: readonly { readonly entry: DrawnMachine; read
     '',
     'Edge labels read `EVENT [guard] / actions`. `always` is an eventless transition, `after <delay>`',
     'a delayed one, `done (<actor>)` / `error (<actor>)` the end of an invoked actor. In the Mermaid',
-    'charts a transition without a target is a self-loop and `[*]` marks initial and final states. In',
-    'the SVGs transitions with the same ends share one edge (a label line each), an edge into a',
+    'charts a transition without a target is a self-loop, `[*]` marks initial and final states, and',
+    'a note beside a compound state lists the transitions that stay in it (or re-enter it, `↻`); the',
+    'machine\'s own transitions, taken in every state, are a note beside its initial state. In',
+    'the SVGs each label is tied to its edge by a line, transitions with the same ends share one',
+    'edge (a label line each), an edge into a',
     'compound state ends at its initial state, and transitions that stay in their state (or re-enter',
     'it, `↻`) are listed inside it, under its name.',
+    '',
+    'Each `<name>.stately.js` is the machine as one module that imports only `xstate`: paste it into',
+    'the Stately editor (https://stately.ai/editor, "Import from code") or run it with',
+    '`createActor(<name>Machine).start()`. Its config is the machine\'s (states, transitions, guards,',
+    'actions, actors and delays by name, descriptions); the implementations are stubs (guards return',
+    '`false`, actions do nothing, actors never answer, delays are 1000 ms), and the context, inputs,',
+    'params and output, which only run as code, are left out. `capsule visualize --stately NAME`',
+    'prints one.',
     '',
   ];
   for (const { entry } of machines) out.push(`- [${entry.name}](#${entry.name.toLowerCase()}) — \`${entry.source}\``); // a heading's anchor is lower case
@@ -30,7 +41,7 @@ export function toReadme(machines: readonly { readonly entry: DrawnMachine; read
     out.push(`## ${entry.name}`, '');
     if (model.description !== null) out.push(model.description, '');
     out.push(
-      `Source: \`${entry.source}\` · [${entry.name}.svg](${entry.name}.svg) · [${entry.name}.mmd](${entry.name}.mmd) · [${entry.name}.json](${entry.name}.json) (\`machine.toJSON()\`)`,
+      `Source: \`${entry.source}\` · [${entry.name}.svg](${entry.name}.svg) · [${entry.name}.mmd](${entry.name}.mmd) · [${entry.name}.stately.js](${entry.name}.stately.js) (for the Stately editor)`,
       '',
       '```mermaid',
       toMermaid(model).trimEnd(),

@@ -4,6 +4,7 @@ import { makeDirectory } from '../records/directories.js';
 import { toDot } from './dot.js';
 import { toMermaid } from './mermaid.js';
 import { toReadme } from './readme.js';
+import { toStatelyModule } from './stately.js';
 import { DRAWN_MACHINES, type DrawnMachine } from './registry.js';
 import { walkMachine } from './walk.js';
 
@@ -14,8 +15,8 @@ export interface GeneratedFile {
 }
 
 /**
- * Everything `capsule visualize` writes, in a fixed order: per machine `<name>.mmd`, `<name>.json`
- * (`machine.toJSON()`), `<name>.svg`, then `README.md`. Deterministic: no timestamps, no versions.
+ * Everything `capsule visualize` writes, in a fixed order: per machine `<name>.mmd`, `<name>.svg`,
+ * `<name>.stately.js` (the Stately module), then `README.md`. Deterministic: no timestamps, no versions.
  */
 export async function generateVisualizations(machines: readonly DrawnMachine[] = DRAWN_MACHINES): Promise<GeneratedFile[]> {
   // Graphviz compiled to WASM: loaded here only, so no other command pays for it.
@@ -25,8 +26,8 @@ export async function generateVisualizations(machines: readonly DrawnMachine[] =
   const models = machines.map((entry) => ({ entry, model: walkMachine(entry.machine) }));
   for (const { entry, model } of models) {
     files.push({ name: `${entry.name}.mmd`, content: toMermaid(model) });
-    files.push({ name: `${entry.name}.json`, content: JSON.stringify(entry.machine.toJSON(), null, 2) + '\n' });
     files.push({ name: `${entry.name}.svg`, content: stableSvg(viz.renderString(toDot(model), { format: 'svg', engine: 'dot' })) });
+    files.push({ name: `${entry.name}.stately.js`, content: toStatelyModule(entry) });
   }
   files.push({ name: 'README.md', content: toReadme(models) });
   return files;
@@ -72,7 +73,8 @@ export function checkVisualizations(outDir: string, files: readonly GeneratedFil
     // a missing directory already shows as missing files
   }
   for (const name of present.sort()) {
-    if (/\.(mmd|svg|json)$/.test(name) && !produced.has(name)) drift.push({ name, problem: 'extra' });
+    // `.json`: the `machine.toJSON()` files an earlier version wrote, which the Stately modules replace.
+    if (/\.(mmd|svg|json|js)$/.test(name) && !produced.has(name)) drift.push({ name, problem: 'extra' });
   }
   return drift;
 }

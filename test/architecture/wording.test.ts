@@ -13,10 +13,10 @@ const root = process.cwd();
 // CANCEL_FORCED_BEFORE_ATTEMPT is ours, spelled as Murmur's forced-cancel text it sits beside (its key term "cancelled by force").
 const SPEC_TEXTS = [CANCEL_BEFORE_STEP, CANCEL_CAPSULE_STEP, CANCEL_FORCED_STEP, CANCEL_FORCED_BEFORE_ATTEMPT, PLAN_CANCELED_REASON];
 
-/** Every prose file a user reads: README.md, docs/*.md, visualizations/README.md and the chart data, schema/*.json. */
+/** Every prose file a user reads: README.md, docs/*.md, visualizations/README.md and the Stately modules (the charts' descriptions), schema/*.json. */
 function proseFiles(): string[] {
   const inDir = (dir: string, ext: string): string[] => readdirSync(join(root, dir)).filter((name) => name.endsWith(ext)).map((name) => join(dir, name));
-  return ['README.md', ...inDir('docs', '.md'), 'visualizations/README.md', ...inDir('visualizations', '.json'), ...inDir('schema', '.json')];
+  return ['README.md', ...inDir('docs', '.md'), 'visualizations/README.md', ...inDir('visualizations', '.stately.js'), ...inDir('schema', '.json')];
 }
 
 /** The text with every quotation (`…` or "…") of a cancel text, or of a part of one, blanked. */
@@ -38,7 +38,7 @@ describe('the wording of the user-facing prose', () => {
   const files = proseFiles();
 
   it('reads a real set of files', () => {
-    expect(files).toEqual(expect.arrayContaining(['README.md', 'docs/cancel.md', 'docs/delegation.md', 'visualizations/delegation.json', 'schema/plan.schema.json']));
+    expect(files).toEqual(expect.arrayContaining(['README.md', 'docs/cancel.md', 'docs/delegation.md', 'visualizations/delegation.stately.js', 'schema/plan.schema.json']));
   });
 
   it('spells canceled as the status values do, never "cancelled" (quoting a cancel text aside)', () => {

@@ -29,6 +29,11 @@ describe.each(DRAWN_MACHINES.map((entry) => [entry.name, entry] as const))('the 
     }
   });
 
+  it('ties each label to its own edge (Graphviz places a label before clipping its edge at a cluster, so it can sit away from it)', () => {
+    expect(dot).toMatch(/^ {2}edge \[.*\bdecorate=true\b.*\];$/m);
+    expect(edges(dot).filter((edge) => edge.label !== '' && /decorate=false/.test(edge.label))).toEqual([]);
+  });
+
   it('draws one edge per pair of ends', () => {
     const pairs = edges(dot).map((edge) => `${edge.from}->${edge.to}`);
     expect(new Set(pairs).size).toBe(pairs.length);

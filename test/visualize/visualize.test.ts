@@ -32,8 +32,8 @@ describe('visualizations/ (generated from machines/)', () => {
     expect(code).toBe(0);
   });
 
-  it('holds a .mmd, .json and .svg per registered machine, plus README.md', () => {
-    const expected = DRAWN_MACHINES.flatMap(({ name }) => [`${name}.mmd`, `${name}.json`, `${name}.svg`]).concat('README.md');
+  it('holds a .mmd, .svg and .stately.js per registered machine, plus README.md', () => {
+    const expected = DRAWN_MACHINES.flatMap(({ name }) => [`${name}.mmd`, `${name}.svg`, `${name}.stately.js`]).concat('README.md');
     expect(files.map((file) => file.name)).toEqual(expected);
   });
 
@@ -85,9 +85,12 @@ describe('capsule visualize --check', () => {
     const dir = join(scratch, 'extra');
     expect(await visualizeCommand({ out: dir }, capture())).toBe(0);
     writeFileSync(join(dir, 'retired.mmd'), 'stateDiagram-v2\n');
+    // The machine.toJSON() files earlier versions wrote, which the Stately modules replace.
+    writeFileSync(join(dir, 'step.json'), '{}\n');
     const out = capture();
     expect(await visualizeCommand({ out: dir, check: true }, out)).toBe(1);
     expect(out.stderr.text).toContain('retired.mmd: produced by no machine');
+    expect(out.stderr.text).toContain('step.json: produced by no machine');
   });
 
   it('exits 2 with a one-line error when --out cannot be written', async () => {
@@ -115,22 +118,45 @@ describe('the Mermaid charts', () => {
     expect(content('plan.mmd')).toContain('leaderExited --> canceled : done (endProcessGroups) [isCanceled]');
   });
 
-  it('draw targetless transitions as self-loops', () => {
-    expect(step()).toContain('running --> running : CANCEL / recordCancel, tellAttemptOfCancel');
+  it('draw targetless transitions of an atomic state as self-loops, and a compound state\'s in a note beside it', () => {
     expect(step()).toContain('leaderExited --> leaderExited : CANCEL / recordCancel');
+    expect(step()).toMatch(/\n {2}note right of running\n(?: {4}.*\n)* {4}CANCEL \/ recordCancel, tellAttemptOfCancel\n(?: {4}.*\n)* {2}end note\n/);
+    expect(step()).toContain('    ↻ ATTEMPT.FINISHED [shouldRetry] / recordAttempt (re-entered)\n');
+    expect(step()).not.toMatch(/^ *running --> running :/m);
   });
 
-  it('draw every transition of the walk', () => {
-    for (const { machine, name } of DRAWN_MACHINES) {
+  it('write the machine\'s own transitions in a note beside its initial state, never as a state named after the machine', () => {
+    expect(content('shellCall.mmd')).toMatch(/\n {2}note right of running\n(?: {4}.*\n)* {4}in every state: COMMAND.SIGNAL_SENT \/ recordSignal\n/);
+    expect(content('shellCall.mmd')).not.toContain('shellCall --> shellCall');
+  });
+
+  it('draw every transition of the walk, as an edge or a note line', () => {
+    for (const { machine } of DRAWN_MACHINES) {
       const model = walkMachine(machine);
-      const edges = toMermaid(model).split('\n').filter((line) => line.includes(' : '));
-      expect(edges).toHaveLength(model.transitions.reduce((n, t) => n + Math.max(1, t.targets.length), 0));
-      expect(name).toBeTruthy();
+      const compound = new Set(model.states.filter((state) => state.children.length > 0).map((state) => state.id));
+      const inNotes = model.transitions.filter((t) => !model.states.some((state) => state.id === t.sourceId) || (compound.has(t.sourceId) && t.targets.every((id) => id === t.sourceId)));
+      const text = toMermaid(model);
+      const edges = text.split('\n').filter((line) => line.includes(' --> ') && line.includes(' : '));
+      const noteLines = [...text.matchAll(/note right of \S+\n((?:.*\n)*?)\s*end note/g)].flatMap((m) => (m[1] ?? '').trimEnd().split('\n'));
+      expect(noteLines).toHaveLength(inNotes.length);
+      expect(edges).toHaveLength(model.transitions.filter((t) => !inNotes.includes(t)).reduce((n, t) => n + Math.max(1, t.targets.length), 0));
     }
+  });
+
+  it.each(DRAWN_MACHINES.map(({ name }) => [name]))('%s.mmd draws no state that does not exist: every edge and note joins declared states, and no compound state loops onto itself', (name) => {
+    const text = content(`${name}.mmd`);
+    const declared = new Set<string>();
+    for (const m of text.matchAll(/^\s*state (?:"[^"]*" as )?(\w+)(?: \{)?$/gm)) declared.add(m[1] ?? '');
+    for (const m of text.matchAll(/^\s*(\w+)$/gm)) if (m[1] !== 'stateDiagram') declared.add(m[1] ?? '');
+    const compound = new Set([...text.matchAll(/^\s*state (\w+) \{$/gm)].map((m) => m[1] ?? ''));
+    const ends = [...text.matchAll(/^\s*(\S+) --> (\S+)/gm)].flatMap((m) => [m[1] ?? '', m[2] ?? '']).filter((end) => end !== '[*]');
+    const noted = [...text.matchAll(/^\s*note right of (\S+)$/gm)].map((m) => m[1] ?? '');
+    expect([...ends, ...noted].filter((id) => !declared.has(id))).toEqual([]);
+    expect([...text.matchAll(/^\s*(\w+) --> \1 :/gm)].map((m) => m[1]).filter((id) => compound.has(id ?? ''))).toEqual([]);
   });
 });
 
-describe('the index, the SVG and the JSON', () => {
+describe('the index and the SVG', () => {
   it('embeds each chart in a mermaid fence, with tables of state and transition descriptions', () => {
     const readme = content('README.md');
     for (const { name } of DRAWN_MACHINES) {
@@ -151,10 +177,6 @@ describe('the index, the SVG and the JSON', () => {
       expect(svg).not.toContain('Generated by graphviz');
     }
     expect(content('step.svg')).toContain('after attemptTimeout');
-  });
-
-  it('writes machine.toJSON() as the canonical definition', () => {
-    expect(JSON.parse(content('step.json'))).toEqual(JSON.parse(JSON.stringify(stepMachine.toJSON())));
   });
 });
 
