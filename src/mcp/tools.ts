@@ -20,6 +20,18 @@ export const shellRunInput = {
   grace_secs: z.number().min(0).nullable().optional().describe('Seconds in the foreground before the command moves to the background (0: at once; null: never). Default: the session\'s.'),
   stdin: z.string().optional().describe('Text written to the command\'s stdin, which is then closed. Default: empty stdin.'),
   interactive: z.boolean().optional().describe('Keep the command\'s stdin open, to write to it later with background_command operation "write" (REPLs, prompts). Default false.'),
+  deadline_secs: z
+    .number()
+    .positive()
+    .nullable()
+    .optional()
+    .describe('Seconds from its start after which the command is stopped (its answer or completion then says ended_by "deadline", state "timed_out"); null: none. Default: the session\'s.'),
+  idle_secs: z
+    .number()
+    .positive()
+    .nullable()
+    .optional()
+    .describe('Once in the background: seconds it may print nothing before the session notifies you, once (it keeps running; status shows idle_at_ms); null: never. Default: the session\'s.'),
 };
 
 export const BACKGROUND_COMMAND_DESCRIPTION = [

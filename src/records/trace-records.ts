@@ -251,8 +251,8 @@ export interface ShellFields {
   readonly full_output_path?: string;
   /** Ours: `true` when `lifecycle.max_log_bytes` cut that log. */
   readonly output_capped?: true;
-  /** Ours: `log_cap` when `lifecycle.on_log_cap: "stop"` ended the call at the cap. */
-  readonly ended_by?: 'log_cap';
+  /** Ours: `log_cap` when `lifecycle.on_log_cap: "stop"` ended the call at the cap; `deadline` when its `deadline_secs` did. */
+  readonly ended_by?: 'log_cap' | 'deadline';
   /** Ours: `Killed` when processes it left still held its output at its exit (they were killed). */
   readonly output_holders?: 'Killed' | 'LeftRunning';
 }
@@ -323,10 +323,10 @@ export interface ShellCompletedFields {
   readonly delivered_via?: 'task' | 'background_command';
   /**
    * Ours: the stop that ended it, as `backgroundCommand` answers it — `stop` (a `backgroundCommand`
-   * stop), `log_cap` (the runtime stopped it for `lifecycle.max_log_bytes`), or null (no stop: it
+   * stop), `log_cap` (the runtime stopped it for `lifecycle.max_log_bytes`), `deadline` (its `deadline_secs` passed), or null (no stop: it
    * exited by itself). Always written; absent only in traces written before it was (read as unknown).
    */
-  readonly ended_by?: 'stop' | 'log_cap' | null;
+  readonly ended_by?: 'stop' | 'log_cap' | 'deadline' | null;
 }
 
 /** `shell_abandoned` (`docs/trace.md#shell_abandoned`): written by the session's teardown sweep for each demoted command nobody accounted for. */

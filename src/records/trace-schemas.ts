@@ -170,7 +170,7 @@ function buildSchemaTable() {
       resource_limit: text.optional(),
       full_output_path: text.optional(),
       output_capped: z.literal(true).optional(),
-      ended_by: z.literal('log_cap').optional(),
+      ended_by: z.enum(['log_cap', 'deadline']).optional(),
       output_holders: z.enum(['Killed', 'LeftRunning']).optional(),
     }),
     task_canceled: () => z.looseObject({ task_id: text, phase: text, detached_work_ids: strings, delegation_ids: strings }),
@@ -200,7 +200,7 @@ function buildSchemaTable() {
       status: z.enum(['ok', 'error']),
       completion_task_id: text.optional(),
       delivered_via: z.enum(['task', 'background_command']).optional(),
-      ended_by: z.enum(['stop', 'log_cap']).nullable().optional(),
+      ended_by: z.enum(['stop', 'log_cap', 'deadline']).nullable().optional(),
     }),
     shell_abandoned: () => z.looseObject({
       work_id: text,

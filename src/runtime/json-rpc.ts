@@ -55,7 +55,7 @@ function objectParams(params: unknown, method: string): Record<string, unknown> 
   return params as Record<string, unknown>;
 }
 
-/** `shell.run` params → the request (`command`, `binary`, `argv`, `stdin`, `interactive`, `grace_secs`). */
+/** `shell.run` params → the request (`command`, `binary`, `argv`, `stdin`, `interactive`, `grace_secs`, `deadline_secs`, `idle_secs`). */
 function shellRequest(params: Record<string, unknown>): Omit<ShellRunRequest, 'task' | 'source'> {
   const { command, binary, argv, stdin } = params;
   const graceSecs = params['grace_secs'];
@@ -72,6 +72,8 @@ function shellRequest(params: Record<string, unknown>): Omit<ShellRunRequest, 't
   if (graceSecs !== undefined && graceSecs !== null && !(typeof graceSecs === 'number' && Number.isFinite(graceSecs) && graceSecs >= 0)) {
     invalidParams('shell.run: grace_secs must be a number of seconds, 0 or more (or null for never)');
   }
+  const deadlineSecs = boundSecs(params, 'deadline_secs');
+  const idleSecs = boundSecs(params, 'idle_secs');
   return {
     ...(command !== undefined ? { command: command as string } : {}),
     ...(binary !== undefined ? { binary: binary as string } : {}),
@@ -79,7 +81,17 @@ function shellRequest(params: Record<string, unknown>): Omit<ShellRunRequest, 't
     ...(stdin !== undefined ? { stdin: stdin as string } : {}),
     ...(interactive === true ? { interactive: true } : {}),
     ...(graceSecs !== undefined ? { graceMs: graceSecs === null ? null : Math.round((graceSecs as number) * 1000) } : {}),
+    ...(deadlineSecs !== undefined ? { deadlineMs: deadlineSecs === null ? null : Math.round(deadlineSecs * 1000) } : {}),
+    ...(idleSecs !== undefined ? { idleMs: idleSecs === null ? null : Math.round(idleSecs * 1000) } : {}),
   };
+}
+
+/** `deadline_secs` / `idle_secs` of `shell.run` (docs/serve.md#bounds): a positive number of seconds, null for none, or absent. */
+function boundSecs(params: Record<string, unknown>, key: 'deadline_secs' | 'idle_secs'): number | null | undefined {
+  const value = params[key];
+  if (value === undefined || value === null) return value;
+  if (!(typeof value === 'number' && Number.isFinite(value) && value > 0)) invalidParams(`shell.run: ${key} must be a number of seconds, more than 0 (or null for none)`);
+  return value as number;
 }
 
 /** The result of `backgroundCommand`, or its refusal as an error. */

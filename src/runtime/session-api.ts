@@ -12,6 +12,7 @@ import type { ResidueArtifact, ResidueItem } from '../cancel/residue.js';
 import type { BackgroundCommandAnswer } from '../shell-calls/background-command.js';
 import type { CompletionDelivery } from '../shell-calls/shell-calls.js';
 import type { ShellRunRequest, ShellRunResult } from '../shell-calls/request.js';
+import type { IdleNotice } from '../shell-calls/command.js';
 import type { Session, SessionExitStatus } from '../session/session.js';
 import type { CancelPolicy } from '../session/cancel-policy.js';
 import { DEFAULT_CANCEL_GRACE_SECS } from '../manifest.js';
@@ -47,6 +48,14 @@ export type SessionNotification =
       readonly params: LostNotification;
     }
   | {
+      /**
+       * Ours: a background command printed nothing for its `idle_secs` (docs/serve.md#bounds),
+       * said once per command; it keeps running.
+       */
+      readonly method: 'command.idle';
+      readonly params: IdleNotice;
+    }
+  | {
       /** A plan submitted with `wait: false` ended. */
       readonly method: 'task.finished';
       readonly params: { readonly task_id: string; readonly report: PlanReport };
@@ -70,8 +79,11 @@ export interface CompletionNotice {
   readonly resource_limit: string | null;
   readonly output_holders: string;
   readonly output_capped: boolean;
-  /** Ours: the stop that ended it — `stop`, `log_cap` (its log reached `lifecycle.max_log_bytes` under `on_log_cap: "stop"`) — or null. */
-  readonly ended_by: 'stop' | 'log_cap' | null;
+  /**
+   * Ours: the stop that ended it — `stop`, `log_cap` (its log reached `lifecycle.max_log_bytes`
+   * under `on_log_cap: "stop"`), `deadline` (its `deadline_secs` passed) — or null.
+   */
+  readonly ended_by: 'stop' | 'log_cap' | 'deadline' | null;
   readonly error: string | null;
   readonly context_id: string;
   readonly provenance: { readonly origin: string; readonly trust: string };
@@ -167,6 +179,7 @@ export class SessionApi {
     this.#childTasks = new ChildTasks(session, options.entry ?? null);
     // Completions are delivered as notifications: the demotion result says they come back as a task.
     session.background.onCompletion((delivery) => this.#notify({ method: 'completion', params: completionNotice(delivery) }));
+    session.background.onIdle((notice) => this.#notify({ method: 'command.idle', params: notice }));
     // The session actor runs for the whole session (it holds the session's shell calls).
     void session.background.start();
   }

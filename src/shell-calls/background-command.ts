@@ -50,8 +50,12 @@ export interface CommandListing {
   readonly output_path: string;
   readonly output_bytes: number;
   readonly output_capped: boolean;
-  /** Who ended it, as in a `status` answer (`stop`, `log_cap`, `session_end`, or null). */
+  /** Who ended it, as in a `status` answer (`stop`, `log_cap`, `deadline`, `session_end`, or null). */
   readonly ended_by: EndedBy;
+  /** Milliseconds since its last output (or its demotion) while it runs; null once its process exited. */
+  readonly quiet_ms: number | null;
+  /** Epoch ms when its `idle_secs` passed with no output (the `command.idle` notification), or null. */
+  readonly idle_at_ms: number | null;
   readonly pid: number | null;
   readonly pgid: number | null;
 }
@@ -76,10 +80,18 @@ export type BackgroundCommandAnswer =
       readonly output_bytes: number;
       /**
        * Ours: who ended it, once finished — `stop`, `log_cap` (the runtime stopped it: its log
-       * reached `lifecycle.max_log_bytes` under `on_log_cap: "stop"`), `session_end` (killed by
+       * reached `lifecycle.max_log_bytes` under `on_log_cap: "stop"`), `deadline` (the runtime
+       * stopped it: its `deadline_secs` passed), `session_end` (killed by
        * the session's end), or null (it exited on its own, or runs).
        */
       readonly ended_by: EndedBy;
+      /** Ours: milliseconds since its last output (or its demotion) while it runs; null once its process exited. */
+      readonly quiet_ms: number | null;
+      /**
+       * Ours: epoch ms when its `idle_secs` passed with no output (the session said so once, in a
+       * `command.idle` notification), or null (no `idle_secs`, or it kept printing).
+       */
+      readonly idle_at_ms: number | null;
       /** This read claimed the completion (its `shell_completed` was written with `delivered_via: "background_command"`). */
       readonly delivered_now: boolean;
       /** `wait` only: `Finished`, `TimedOut` or `Canceled` (`docs/background-commands.md#wait`), or `Matched` (`until`). */
@@ -223,6 +235,7 @@ function answer(
     ...(extra.stop !== undefined ? { stopSignal: extra.stop.signal } : {}),
   });
   if (rendered.delivered_now && rendered.completion !== null) service.channel.writeCompleted(rendered.completion, 'background_command');
+  const command = service.command(snapshot.work_id);
   return {
     ok: true,
     operation,
@@ -232,6 +245,8 @@ function answer(
     exit_code: snapshot.finished?.exit_code ?? null,
     output_bytes: snapshot.output_bytes,
     ended_by: snapshot.ended_by,
+    quiet_ms: command?.quietMs ?? null,
+    idle_at_ms: command?.idleAtMs ?? null,
     delivered_now: rendered.delivered_now,
     ...(extra.wait !== undefined ? { wait: extra.wait } : {}),
     ...(extra.matched !== undefined ? { matched: extra.matched } : {}),
@@ -261,6 +276,8 @@ export function listCommands(service: DemotedCalls): CommandListing[] {
       output_bytes: snapshot.output_bytes,
       output_capped: snapshot.output_capped,
       ended_by: snapshot.ended_by,
+      quiet_ms: command.quietMs,
+      idle_at_ms: command.idleAtMs,
       pid: identity?.pid ?? null,
       pgid: identity?.pgid ?? null,
     };

@@ -35,8 +35,8 @@ export type Delivery = 'none' | 'background_command' | 'task' | 'swept';
 /** Outcome of {@link WorkIndex.wait}. */
 export type WaitOutcome = 'Finished' | 'TimedOut' | 'Canceled' | 'Unknown';
 
-/** Who ended a finished command: a stop (`stop`, the runtime's `log_cap`), the session's end, or null (it exited on its own, or still runs). */
-export type EndedBy = 'stop' | 'log_cap' | 'session_end' | null;
+/** Who ended a finished command: a stop (`stop`, the runtime's `log_cap` or `deadline`), the session's end, or null (it exited on its own, or still runs). */
+export type EndedBy = 'stop' | 'log_cap' | 'deadline' | 'session_end' | null;
 
 /** The work record: what the trace and the residue name a command by. */
 export interface WorkRecord {
