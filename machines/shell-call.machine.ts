@@ -70,14 +70,18 @@ export interface ShellCompletion {
   readonly command: string;
   /** Exit status; `128 + signal` for a signal death (143 SIGTERM, 137 SIGKILL); -1 when neither is known. */
   readonly exit_code: number;
+  /** The signal that killed its own process (`SIGTERM`, `SIGKILL`…), or null (it exited). Absent in completions recorded before it was. */
+  readonly signal?: string | null;
   /** Spawn to the end of its tree, foreground portion included, ms. */
   readonly duration_ms: number;
   /** Epoch ms when the command's own process exited (before its output finished draining). */
   readonly exited_at_ms: number;
   /** Absolute log path, named even when `error` is set. */
   readonly output_path: string;
-  /** Bytes of the log file, header and trailer included. */
+  /** Bytes the command printed (both pipes; the log's output section, header and trailer excluded), as `status` counts them. */
   readonly output_bytes: number;
+  /** Bytes of the log file, its `Command:` header and `Exit code:` trailer included. Absent in completions recorded before it was. */
+  readonly log_bytes?: number;
   /** The `capabilities.resources` field the ending is attributed to, or null; null when a stop ended it. */
   readonly resource_limit: string | null;
   /** Whether processes it left held its output when it exited: none, killed, or left running. */

@@ -42,7 +42,7 @@ export const BACKGROUND_COMMAND_DESCRIPTION = [
   'since "now" only new output, a number: from that byte offset (the output_bytes a status answered);',
   '"stop": SIGTERM to its whole process tree, SIGKILL after 2 s;',
   '"write": write input (text, or input_base64 for bytes) to the stdin of a command started with interactive: true',
-  '(close_stdin: true then closes it). The answer says state (running, exited, stopped), exit_code and output_bytes.',
+  '(close_stdin: true then closes it). The answer says command_state (running, exited, stopped, killed, timed_out), exit_code, signal and output_bytes.',
 ].join(' ');
 
 export const backgroundCommandInput = {

@@ -196,6 +196,8 @@ function buildSchemaTable() {
       duration_ms: count,
       output_path: text,
       output_bytes: count,
+      log_bytes: count.optional(),
+      signal: text.optional(),
       resource_limit: text.optional(),
       status: z.enum(['ok', 'error']),
       completion_task_id: text.optional(),

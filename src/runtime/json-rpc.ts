@@ -113,10 +113,11 @@ export interface RpcServerOptions {
 
 /**
  * Where a request was read (the methods' server params): the line's text and the request's JSON
- * path in it, `[]` for a request alone, `[i]` for the i-th of a batch. Only `plan.submit` reads
- * it (for a plan sent inline, a key written twice is found in the text; `JSON.parse` dropped it).
+ * path in it, `[]` for a request alone, `[i]` for the i-th of a batch (`plan.submit` reads them:
+ * for a plan sent inline, a key written twice is found in the text; `JSON.parse` dropped it), and
+ * the request's id (`shell.run` reads it: its `task.started` names the request, docs/serve.md#notifications).
  */
-export type RequestSource = JsonSource | undefined;
+export type RequestSource = (Partial<JsonSource> & { /** The request's id, when it has one (`task.started` names it). */ readonly id?: JSONRPCID }) | undefined;
 
 /**
  * One parsed message through `server`, answered as JSON-RPC 2.0 §6 says: a non-empty batch gets
@@ -153,7 +154,7 @@ export async function receiveMessage(server: JSONRPCServer<RequestSource>, messa
     if (request.params !== undefined && request.params !== null && typeof request.params !== 'object') {
       return createJSONRPCErrorResponse(echo, JSONRPCErrorCode.InvalidRequest, 'Invalid Request: "params", when given, must be an object (or an array)');
     }
-    return server.receive(item as JSONRPCRequest, text === undefined ? undefined : { text, path });
+    return server.receive(item as JSONRPCRequest, { ...(text !== undefined ? { text, path } : {}), ...('id' in item ? { id: echo } : {}) });
   };
   if (!Array.isArray(message)) return one(message, []);
   if (message.length === 0) return createJSONRPCErrorResponse(null, JSONRPCErrorCode.InvalidRequest, 'Invalid Request: an empty batch');
@@ -204,9 +205,9 @@ export function createRpcServer(api: SessionApi, options: RpcServerOptions = {})
     if (api.stopping) fail(SERVE_ERRORS.SESSION_ENDING, `${method}: the session is stopping; no new work is taken`);
   };
 
-  server.addMethod('shell.run', async (params) => {
+  server.addMethod('shell.run', async (params, source) => {
     open('shell.run');
-    const result = await api.shellRun(shellRequest(objectParams(params, 'shell.run')));
+    const result = await api.shellRun(shellRequest(objectParams(params, 'shell.run')), source?.id !== undefined ? { requestId: source.id } : {});
     if (result.status === 'refused') {
       if (result.code === 'binary_not_allowed') return fail(SERVE_ERRORS.BINARY_NOT_ALLOWED, result.error);
       if (result.code === 'session_ending') return fail(SERVE_ERRORS.SESSION_ENDING, result.error);
@@ -256,7 +257,7 @@ export function createRpcServer(api: SessionApi, options: RpcServerOptions = {})
     return api.planSubmit({
       ...(plan !== undefined ? { plan: plan as Record<string, unknown> } : {}),
       // The plan's text is searched for a key written twice when the plan is parsed, and only then.
-      ...(plan !== undefined && source !== undefined ? { planText: { text: source.text, path: [...source.path, 'params', 'plan'] } } : {}),
+      ...(plan !== undefined && source?.text !== undefined && source.path !== undefined ? { planText: { text: source.text, path: [...source.path, 'params', 'plan'] } } : {}),
       ...(file !== undefined ? { path: file } : {}),
       ...(wait !== undefined ? { wait: wait as boolean } : {}),
       ...(maxParallel !== undefined ? { maxParallel: maxParallel as number | null } : {}),

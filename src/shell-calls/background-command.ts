@@ -11,7 +11,7 @@ import type { CancelSignal } from '../cancel/cancel-signal.js';
 import { messageOf } from '../errors.js';
 import { completionStatus } from './completion.js';
 import { effectiveWaitMs } from './constants.js';
-import type { EndedBy, WorkSnapshot } from './work-index.js';
+import type { CommandStateWord, EndedBy, WorkSnapshot } from './work-index.js';
 import { refusedInputResult, renderBackgroundCommand, unknownWorkIdResult, type BackgroundCommandResult } from './texts.js';
 import { parseBackgroundCommandInput } from './tool-input.js';
 import { BoundedPattern, PatternTooSlowError } from './bounded-pattern.js';
@@ -35,6 +35,8 @@ export interface DemotedCalls {
 export interface CommandListing {
   readonly work_id: string;
   readonly state: 'running' | 'exited' | 'stopped';
+  /** The closed vocabulary (docs/serve.md#command-state): `running`, `exited`, `stopped`, `killed`, `timed_out`. */
+  readonly command_state: CommandStateWord;
   /** The binary as invoked and every argument. */
   readonly argv: readonly string[];
   /** Resolved binary. */
@@ -72,7 +74,14 @@ export type BackgroundCommandAnswer =
       readonly result: BackgroundCommandResult;
       readonly work_id: string;
       readonly state: 'running' | 'exited' | 'stopped';
+      /**
+       * Ours: the closed vocabulary of a command's state (docs/serve.md#command-state) —
+       * `running`, `exited`, `stopped`, `killed`, `timed_out`; supersedes `state` with `ended_by`.
+       */
+      readonly command_state: CommandStateWord;
       readonly exit_code: number | null;
+      /** Ours: the signal that killed its process (`SIGTERM`, `SIGKILL`…), once finished; null otherwise. */
+      readonly signal: string | null;
       /**
        * Ours: the bytes the command has printed so far (both pipes, without the log's header and
        * trailer), as `result.data`'s `output_bytes` line: a `since` offset for a later `wait … until`.
@@ -242,7 +251,9 @@ function answer(
     result: rendered.result,
     work_id: snapshot.work_id,
     state: snapshot.state,
+    command_state: snapshot.command_state,
     exit_code: snapshot.finished?.exit_code ?? null,
+    signal: snapshot.finished === null ? null : (snapshot.finished.signal ?? command?.leaderSignal ?? null),
     output_bytes: snapshot.output_bytes,
     ended_by: snapshot.ended_by,
     quiet_ms: command?.quietMs ?? null,
@@ -264,13 +275,14 @@ export function listCommands(service: DemotedCalls): CommandListing[] {
     return {
       work_id: snapshot.work_id,
       state: snapshot.state,
+      command_state: snapshot.command_state,
       argv: facts.argv,
       binary: snapshot.binary,
       command: snapshot.command,
       started_at_ms: snapshot.started_at_ms,
       elapsed_ms: snapshot.elapsed_ms,
       exit_code: snapshot.finished?.exit_code ?? null,
-      signal: snapshot.finished === null ? null : command.leaderSignal,
+      signal: snapshot.finished === null ? null : (snapshot.finished.signal ?? command.leaderSignal),
       status: snapshot.finished === null ? null : completionStatus(snapshot.finished),
       output_path: snapshot.output_path,
       output_bytes: snapshot.output_bytes,

@@ -124,6 +124,13 @@ export interface ShellFinished {
   readonly binary: string;
   /** Exit status; 128 + signal for a signal death; -1 when it could not run. */
   readonly exit_code: number;
+  /** Ours: the signal that killed its process (`SIGTERM`…), or null (it exited, or could not run). */
+  readonly signal: string | null;
+  /**
+   * Ours: how it ended in the closed vocabulary of every command answer (docs/serve.md#command-state):
+   * `exited`, `stopped` (its log cap ended it) or `timed_out` (its deadline did).
+   */
+  readonly command_state: 'exited' | 'stopped' | 'timed_out';
   /** Lossy UTF-8, cut to its first 16384 bytes. */
   readonly stdout: string;
   readonly stderr: string;

@@ -219,7 +219,7 @@ describe('bounds on background work', () => {
     const bounded = await mcp.tool('shell_run', { binary: 'bash', command: 'exec sleep 30', grace_secs: 0, deadline_secs: 1 });
     const boundedId = bounded.structuredContent['work_id'] as string;
     const waited = await mcp.tool('background_command', { operation: 'wait', work_id: boundedId, wait_secs: 20 });
-    expect(waited.structuredContent).toMatchObject({ wait: 'Finished', state: 'stopped', ended_by: 'deadline', exit_code: 143 });
+    expect(waited.structuredContent).toMatchObject({ wait: 'Finished', state: 'stopped', command_state: 'timed_out', ended_by: 'deadline', exit_code: 143, signal: 'SIGTERM' });
     expect(textOf(waited)).toContain('ended_by: deadline');
     expect(mcp.logged.filter((data) => data['event'] === 'command_idle')).toHaveLength(1);
   });
