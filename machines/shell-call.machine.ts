@@ -7,8 +7,8 @@ import { MAX_TIMER_DELAY_MS } from './step.machine.js';
  * actor (`shell:<task_id>`), from its start to its end. Its command runs in the foreground until
  * it exits or a demotion trigger holds — the grace elapsed, the caller went away, or the call's
  * task was canceled —, then in the background under a work id (`wrk_…`) until it exits, a
- * `backgroundCommand` stop ends it (SIGTERM, SIGKILL after the grace) or the session's end kills
- * it. The phases never go back: `running` → `leaderExited` (the command's own process exited; its
+ * `backgroundCommand` stop ends it (SIGTERM, SIGKILL after the grace), its deadline ends it the
+ * same way, or the session's end kills it. The phases never go back: `running` → `leaderExited` (the command's own process exited; its
  * group is never signalled again) → `finished`, or `canceled` when a stop or the session's end
  * ended it. The completion of a demoted call is the actor's output; the session actor delivers it.
  *
@@ -27,8 +27,11 @@ export type DemotionTrigger = 'grace' | 'abandoned' | 'canceled';
 /** A signal sent to the command's process tree. */
 export type CommandSignal = 'SIGTERM' | 'SIGKILL';
 
-/** Who signalled: a `backgroundCommand` stop, the runtime's log-cap stop, or the session's end. */
-export type SignalCause = 'stop' | 'log_cap' | 'kill';
+/** Who signalled: a `backgroundCommand` stop, the runtime's log-cap or deadline stop, or the session's end. */
+export type SignalCause = 'stop' | 'log_cap' | 'deadline' | 'kill';
+
+/** A stop that ended a command: a `backgroundCommand` stop, or the runtime's (its log cap, its deadline). */
+export type StopCause = 'stop' | 'log_cap' | 'deadline';
 
 /** Input of a shell call. */
 export interface ShellCallInput {
@@ -67,14 +70,18 @@ export interface ShellCompletion {
   readonly command: string;
   /** Exit status; `128 + signal` for a signal death (143 SIGTERM, 137 SIGKILL); -1 when neither is known. */
   readonly exit_code: number;
+  /** The signal that killed its own process (`SIGTERM`, `SIGKILL`…), or null (it exited). Absent in completions recorded before it was. */
+  readonly signal?: string | null;
   /** Spawn to the end of its tree, foreground portion included, ms. */
   readonly duration_ms: number;
   /** Epoch ms when the command's own process exited (before its output finished draining). */
   readonly exited_at_ms: number;
   /** Absolute log path, named even when `error` is set. */
   readonly output_path: string;
-  /** Bytes of the log file, header and trailer included. */
+  /** Bytes the command printed (both pipes; the log's output section, header and trailer excluded), as `status` counts them. */
   readonly output_bytes: number;
+  /** Bytes of the log file, its `Command:` header and `Exit code:` trailer included. Absent in completions recorded before it was. */
+  readonly log_bytes?: number;
   /** The `capabilities.resources` field the ending is attributed to, or null; null when a stop ended it. */
   readonly resource_limit: string | null;
   /** Whether processes it left held its output when it exited: none, killed, or left running. */
@@ -86,8 +93,8 @@ export interface ShellCompletion {
   readonly error: string | null;
   /** Whether `lifecycle.max_log_bytes` cut the log. Absent means false. */
   readonly output_capped?: boolean;
-  /** The stop that ended it (`stop`, or `log_cap`: the runtime's); absent when no stop did. */
-  readonly ended_by?: 'stop' | 'log_cap';
+  /** The stop that ended it (`stop`, or the runtime's: `log_cap`, `deadline`); absent when no stop did. */
+  readonly ended_by?: StopCause;
 }
 
 /** How the command's tree ended: the strongest signal that reached it, and the processes that needed SIGKILL. */
@@ -125,6 +132,13 @@ export type CommandReport =
       readonly reason: string;
     }
   | { /** Its log reached `lifecycle.max_log_bytes` under `lifecycle.on_log_cap: "stop"`. */ readonly type: 'COMMAND.LOG_CAPPED' }
+  | {
+      /**
+       * Its `deadline_secs` passed, counted from its start, while its leader runs
+       * (docs/serve.md#bounds): the effect's timer, so that a call without a deadline holds none.
+       */
+      readonly type: 'COMMAND.DEADLINE';
+    }
   | { /** A signal asked for reached the tree (only while the leader is unreaped). */ readonly type: 'COMMAND.SIGNAL_SENT'; readonly signal: CommandSignal; readonly by: SignalCause }
   | ({ /** Everything of it is settled: output drained, log trailer written, its tree ended. */ readonly type: 'COMMAND.FINISHED' } & CommandFinish);
 
@@ -140,7 +154,7 @@ export type ShellCallEvent = CommandReport | ShellCallCommand;
 export type CommandOrder =
   | { readonly type: 'DEMOTE'; readonly trigger: DemotionTrigger }
   | { readonly type: 'SIGNAL'; readonly signal: CommandSignal; readonly by: SignalCause }
-  | { /** End the whole tree now (a foreground call at its log cap). */ readonly type: 'END' }
+  | { /** End the whole tree now (a foreground call at its log cap or its deadline). */ readonly type: 'END'; readonly by: 'log_cap' | 'deadline' }
   | { /** The leader exited: settle the command; `endTree`: a stop ended it, so end whatever it left too. */ readonly type: 'SETTLE'; readonly endTree: boolean };
 
 /** The call's end. */
@@ -150,8 +164,8 @@ export interface ShellCallOutput {
   readonly workId: string | null;
   /** `stopped` when a stop ended it, else `exited`. */
   readonly state: 'exited' | 'stopped';
-  /** Who ended it: a stop (`stop`, `log_cap`), the session's end (`session_end`), or null (it ended on its own). */
-  readonly endedBy: 'stop' | 'log_cap' | 'session_end' | null;
+  /** Who ended it: a stop (`stop`, `log_cap`, `deadline`), the session's end (`session_end`), or null (it ended on its own). */
+  readonly endedBy: StopCause | 'session_end' | null;
   readonly exitCode: number | null;
   readonly durationMs: number | null;
   /** The completion of a demoted command (delivered once by the session); null for a foreground call. */
@@ -170,10 +184,10 @@ export interface ShellCallContext {
   readonly pid: number | null;
   readonly workId: string | null;
   readonly outputPath: string | null;
-  /** A stop reached it: a `backgroundCommand` stop's signal, or the log cap. */
+  /** A stop reached it: a `backgroundCommand` stop's signal, the log cap, or the deadline. */
   readonly stopRequested: boolean;
   /** The first stop that applied. */
-  readonly stopCause: 'stop' | 'log_cap' | null;
+  readonly stopCause: StopCause | null;
   /** The session's end sent it SIGKILL. */
   readonly killedBySessionEnd: boolean;
   readonly signalsSent: number;
@@ -210,13 +224,14 @@ export const shellCallMachine = setup({
   actions: {
     orderDemotion: sendTo('command', ({ context }): CommandOrder => ({ type: 'DEMOTE', trigger: context.trigger ?? 'grace' })),
     orderSignal: sendTo('command', (_, params: { signal: CommandSignal; by: SignalCause }): CommandOrder => ({ type: 'SIGNAL', signal: params.signal, by: params.by })),
-    orderEnd: sendTo('command', (): CommandOrder => ({ type: 'END' })),
+    orderEnd: sendTo('command', (_, params: { by: 'log_cap' | 'deadline' }): CommandOrder => ({ type: 'END', by: params.by })),
     orderSettle: sendTo('command', ({ context }): CommandOrder => ({ type: 'SETTLE', endTree: context.stopRequested })),
     rememberTrigger: assign(({ context }, params: { trigger: 'abandoned' | 'canceled' }) => ({ pendingTrigger: context.pendingTrigger ?? params.trigger })),
     recordTrigger: assign(({ context }, params: { trigger: DemotionTrigger | null }) => ({ trigger: params.trigger ?? context.pendingTrigger })),
     recordStart: assign((_, params: { pid: number }) => ({ pid: params.pid })),
     recordDemotion: assign((_, params: { workId: string; outputPath: string }) => ({ workId: params.workId, outputPath: params.outputPath })),
     recordLogCapStop: assign(({ context }) => ({ stopRequested: true, stopCause: context.stopCause ?? 'log_cap' })),
+    recordDeadlineStop: assign(({ context }) => ({ stopRequested: true, stopCause: context.stopCause ?? 'deadline' })),
     recordSignal: assign(({ context }, params: { by: SignalCause }) => ({
       signalsSent: context.signalsSent + 1,
       stopRequested: context.stopRequested || params.by !== 'kill',
@@ -238,6 +253,8 @@ export const shellCallMachine = setup({
     demotable: ({ context }) => context.input.demotable,
     triggered: ({ context }) => context.pendingTrigger !== null,
     hasGrace: ({ context }) => context.input.graceMs !== null && Number.isFinite(context.input.graceMs),
+    /** No stop applies yet: a deadline then ends it; after a stop (or the log cap) it is ending already. */
+    notStopping: ({ context }) => !context.stopRequested,
     isTerm: (_, params: { signal: CommandSignal }) => params.signal === 'SIGTERM',
     /** A stop or the session's end ended it (the end came after a signal of theirs). */
     wasEnded: ({ context }) => context.stopRequested || killedAtSessionEnd(context),
@@ -296,7 +313,13 @@ export const shellCallMachine = setup({
             'COMMAND.LOG_CAPPED': {
               target: '.held',
               description: 'Its log reached the cap under on_log_cap "stop": it is ended in the foreground, never demoted, and says why (ended_by log_cap).',
-              actions: ['recordLogCapStop', 'orderEnd'],
+              actions: ['recordLogCapStop', { type: 'orderEnd', params: { by: 'log_cap' } }],
+            },
+            'COMMAND.DEADLINE': {
+              guard: 'notStopping',
+              target: '.held',
+              description: 'Its deadline passed while it ran in the foreground: it is ended there, never demoted, and says why (ended_by deadline).',
+              actions: ['recordDeadlineStop', { type: 'orderEnd', params: { by: 'deadline' } }],
             },
           },
           states: {
@@ -406,6 +429,10 @@ export const shellCallMachine = setup({
                 'COMMAND.LOG_CAPPED': {
                   description: 'Its log reached the cap under on_log_cap "stop": the runtime stops it as a stop does; it reads stopped, ended_by log_cap.',
                   actions: ['recordLogCapStop', { type: 'orderSignal', params: { signal: 'SIGTERM', by: 'log_cap' } }],
+                },
+                'COMMAND.DEADLINE': {
+                  description: 'Its deadline passed: the runtime stops it as a stop does; it reads stopped, ended_by deadline.',
+                  actions: ['recordDeadlineStop', { type: 'orderSignal', params: { signal: 'SIGTERM', by: 'deadline' } }],
                 },
                 'COMMAND.SIGNAL_SENT': [
                   {

@@ -276,6 +276,22 @@ function buildManifestSchema() {
                   description:
                     'Seconds a shell.run command may run in the foreground before it is demoted to the background (capsule serve; 0: at once); absent: never demoted by the clock. Plan shell steps always run in the foreground.',
                 }),
+              shell_deadline_secs: z
+                .number({ error: expecting(MANIFEST_SHAPE.positiveSecs) })
+                .positive({ error: expecting(MANIFEST_SHAPE.positiveSecs) })
+                .optional()
+                .meta({
+                  description:
+                    'Seconds from its start after which a shell.run command is ended by the runtime (in the foreground, or stopped as by backgroundCommand stop once in the background; it reads ended_by deadline); a call\'s deadline_secs overrides it; absent: no deadline.',
+                }),
+              shell_idle_secs: z
+                .number({ error: expecting(MANIFEST_SHAPE.positiveSecs) })
+                .positive({ error: expecting(MANIFEST_SHAPE.positiveSecs) })
+                .optional()
+                .meta({
+                  description:
+                    'Seconds a background shell.run command may print nothing before the session says so, once (serve\'s command.idle notification, MCP notifications/message); a call\'s idle_secs overrides it; absent: never.',
+                }),
               max_log_bytes: z
                 .number({ error: expecting(MANIFEST_SHAPE.positiveBytes) })
                 .int({ error: expecting(MANIFEST_SHAPE.positiveBytes) })
@@ -347,7 +363,7 @@ const MANIFEST_KEY_SPEC: KeySpec = {
         env: { keys: ['allow'] },
       },
     },
-    lifecycle: { keys: ['shell_grace_secs', 'max_log_bytes', 'on_log_cap', 'task_acceptance', 'after_task', 'delegation_deadline_secs'] },
+    lifecycle: { keys: ['shell_grace_secs', 'shell_deadline_secs', 'shell_idle_secs', 'max_log_bytes', 'on_log_cap', 'task_acceptance', 'after_task', 'delegation_deadline_secs'] },
     tools: { keys: [], members: { keys: ['command', 'timeout_secs'] } },
     entry: { keys: ['plan', 'command'] },
   },

@@ -9,6 +9,7 @@ export const shellCallMachine = setup({
     demotable: () => false,
     triggered: () => false,
     hasGrace: () => false,
+    notStopping: () => false,
     isTerm: () => false,
     wasEnded: () => false,
   },
@@ -22,6 +23,7 @@ export const shellCallMachine = setup({
     recordStart: () => {},
     recordDemotion: () => {},
     recordLogCapStop: () => {},
+    recordDeadlineStop: () => {},
     recordSignal: () => {},
     recordLeaderExit: () => {},
     recordFinish: () => {},
@@ -74,7 +76,26 @@ export const shellCallMachine = setup({
               description: "Its log reached the cap under on_log_cap \"stop\": it is ended in the foreground, never demoted, and says why (ended_by log_cap).",
               actions: [
                 "recordLogCapStop",
-                "orderEnd",
+                {
+                  type: "orderEnd",
+                  params: {
+                    by: "log_cap",
+                  },
+                },
+              ],
+            },
+            "COMMAND.DEADLINE": {
+              guard: "notStopping",
+              target: ".held",
+              description: "Its deadline passed while it ran in the foreground: it is ended there, never demoted, and says why (ended_by deadline).",
+              actions: [
+                "recordDeadlineStop",
+                {
+                  type: "orderEnd",
+                  params: {
+                    by: "deadline",
+                  },
+                },
               ],
             },
           },
@@ -220,6 +241,19 @@ export const shellCallMachine = setup({
                       params: {
                         signal: "SIGTERM",
                         by: "log_cap",
+                      },
+                    },
+                  ],
+                },
+                "COMMAND.DEADLINE": {
+                  description: "Its deadline passed: the runtime stops it as a stop does; it reads stopped, ended_by deadline.",
+                  actions: [
+                    "recordDeadlineStop",
+                    {
+                      type: "orderSignal",
+                      params: {
+                        signal: "SIGTERM",
+                        by: "deadline",
                       },
                     },
                   ],

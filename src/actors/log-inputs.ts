@@ -130,7 +130,7 @@ function buildSchemas() {
       'COMMAND.STARTED': z.looseObject({ pid: z.number(), binary: z.string() }),
       'COMMAND.LEADER_EXITED': z.looseObject({ exitCode, signal: signalName }),
       'COMMAND.DEMOTED': z.looseObject({ workId: z.string(), outputPath: z.string() }),
-      'COMMAND.SIGNAL_SENT': z.looseObject({ signal: commandSignal, by: z.enum(['stop', 'log_cap', 'kill']) }),
+      'COMMAND.SIGNAL_SENT': z.looseObject({ signal: commandSignal, by: z.enum(['stop', 'log_cap', 'deadline', 'kill']) }),
       'COMMAND.FINISHED': z.looseObject({
         exitCode,
         durationMs: z.number(),

@@ -36,7 +36,7 @@ export function registerServe(program: Command): void {
   )
     .addHelpText(
       'after',
-      '\nMethods: shell.run, backgroundCommand, plan.submit, task.cancel, session.stop; for a delegated child capsule: session.info, message/send, tasks/get, tasks/cancel; notifications: completion, task.started, task.finished (docs/serve.md).' +
+      '\nMethods: shell.run, backgroundCommand, plan.submit, task.cancel, session.stop; for a delegated child capsule: session.info, message/send, tasks/get, tasks/cancel; notifications: completion, task.started, task.finished, command.idle (docs/serve.md).' +
         '\nThe session ends, with its teardown sweep, on session.stop or end of input (exit 0), when stdout cannot be written or stdin read (exit 1), or on SIGINT/SIGTERM/SIGHUP (exit 130).' +
         '\nLogs: JSON lines on stderr (--log-level; off by default); stdout carries only JSON-RPC messages.',
     )

@@ -69,6 +69,11 @@ export function createMcpDoor(api: SessionApi, options: McpDoorOptions): McpDoor
   const inbox = new CompletionInbox();
 
   api.onNotification((notification) => {
+    // A command gone quiet is a signal only (docs/mcp.md#bounds): it still runs, and a status says it too.
+    if (notification.method === 'command.idle') {
+      if (server.isConnected()) void server.sendLoggingMessage({ level: 'warning', logger: 'capsule', data: { event: 'command_idle', ...notification.params } }).catch(() => undefined);
+      return;
+    }
     const item = inbox.receive(notification);
     // An extra signal for a client that shows notifications; the delivery is the next tool result.
     if (item !== null && server.isConnected()) void server.sendLoggingMessage({ level: 'info', logger: 'capsule', data: announcement(item) }).catch(() => undefined);
@@ -103,6 +108,8 @@ export function createMcpDoor(api: SessionApi, options: McpDoorOptions): McpDoor
             ...(args.stdin !== undefined ? { stdin: args.stdin } : {}),
             ...(args.grace_secs !== undefined ? { graceMs: args.grace_secs === null ? null : Math.round(args.grace_secs * 1000) } : {}),
             ...(args.interactive === true ? { interactive: true } : {}),
+            ...(args.deadline_secs !== undefined ? { deadlineMs: args.deadline_secs === null ? null : Math.round(args.deadline_secs * 1000) } : {}),
+            ...(args.idle_secs !== undefined ? { idleMs: args.idle_secs === null ? null : Math.round(args.idle_secs * 1000) } : {}),
           },
           { source: 'mcp', onTask: cancel.task },
         );

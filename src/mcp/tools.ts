@@ -20,6 +20,18 @@ export const shellRunInput = {
   grace_secs: z.number().min(0).nullable().optional().describe('Seconds in the foreground before the command moves to the background (0: at once; null: never). Default: the session\'s.'),
   stdin: z.string().optional().describe('Text written to the command\'s stdin, which is then closed. Default: empty stdin.'),
   interactive: z.boolean().optional().describe('Keep the command\'s stdin open, to write to it later with background_command operation "write" (REPLs, prompts). Default false.'),
+  deadline_secs: z
+    .number()
+    .positive()
+    .nullable()
+    .optional()
+    .describe('Seconds from its start after which the command is stopped (its answer or completion then says ended_by "deadline", state "timed_out"); null: none. Default: the session\'s.'),
+  idle_secs: z
+    .number()
+    .positive()
+    .nullable()
+    .optional()
+    .describe('Once in the background: seconds it may print nothing before the session notifies you, once (it keeps running; status shows idle_at_ms); null: never. Default: the session\'s.'),
 };
 
 export const BACKGROUND_COMMAND_DESCRIPTION = [
@@ -30,7 +42,7 @@ export const BACKGROUND_COMMAND_DESCRIPTION = [
   'since "now" only new output, a number: from that byte offset (the output_bytes a status answered);',
   '"stop": SIGTERM to its whole process tree, SIGKILL after 2 s;',
   '"write": write input (text, or input_base64 for bytes) to the stdin of a command started with interactive: true',
-  '(close_stdin: true then closes it). The answer says state (running, exited, stopped), exit_code and output_bytes.',
+  '(close_stdin: true then closes it). The answer says command_state (running, exited, stopped, killed, timed_out), exit_code, signal and output_bytes.',
 ].join(' ');
 
 export const backgroundCommandInput = {

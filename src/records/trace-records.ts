@@ -267,8 +267,8 @@ export interface ShellFields {
   readonly full_output_path?: string;
   /** Ours: `true` when `lifecycle.max_log_bytes` cut that log. */
   readonly output_capped?: true;
-  /** Ours: `log_cap` when `lifecycle.on_log_cap: "stop"` ended the call at the cap. */
-  readonly ended_by?: 'log_cap';
+  /** Ours: `log_cap` when `lifecycle.on_log_cap: "stop"` ended the call at the cap; `deadline` when its `deadline_secs` did. */
+  readonly ended_by?: 'log_cap' | 'deadline';
   /** Ours: `Killed` when processes it left still held its output at its exit (they were killed). */
   readonly output_holders?: 'Killed' | 'LeftRunning';
 }
@@ -332,17 +332,22 @@ export interface ShellCompletedFields {
   readonly exit_code: number;
   readonly duration_ms: number;
   readonly output_path: string;
+  /** The bytes the command printed (both pipes), as `backgroundCommand` `status` counts them (traces written before `log_bytes` existed hold the log file's size here). */
   readonly output_bytes: number;
+  /** Ours: the size of the log file, its `Command:` header and `Exit code:` trailer included. */
+  readonly log_bytes?: number;
+  /** Ours: the signal that killed its process, when one did. */
+  readonly signal?: string;
   readonly resource_limit?: string;
   readonly status: 'ok' | 'error';
   readonly completion_task_id?: string;
   readonly delivered_via?: 'task' | 'background_command';
   /**
    * Ours: the stop that ended it, as `backgroundCommand` answers it — `stop` (a `backgroundCommand`
-   * stop), `log_cap` (the runtime stopped it for `lifecycle.max_log_bytes`), or null (no stop: it
+   * stop), `log_cap` (the runtime stopped it for `lifecycle.max_log_bytes`), `deadline` (its `deadline_secs` passed), or null (no stop: it
    * exited by itself). Always written; absent only in traces written before it was (read as unknown).
    */
-  readonly ended_by?: 'stop' | 'log_cap' | null;
+  readonly ended_by?: 'stop' | 'log_cap' | 'deadline' | null;
 }
 
 /** `shell_abandoned` (`docs/trace.md#shell_abandoned`): written by the session's teardown sweep for each demoted command nobody accounted for. */
@@ -633,7 +638,7 @@ const ORDER: { readonly [K in TraceEventType]: readonly (keyof TraceFieldsByType
   task_canceled: ['task_id', 'phase', 'detached_work_ids', 'delegation_ids'],
   shell: ['turn', 'task_id', 'binary', 'command', 'exit_code', 'stdout_bytes', 'stderr_bytes', 'duration_ms', 'resource_limit', 'full_output_path', 'output_capped', 'ended_by', 'output_holders'],
   shell_detached: ['turn', 'task_id', 'work_id', 'binary', 'command', 'grace_ms', 'pid', 'pid_start_time', 'pgid', 'cgroup', 'output_path'],
-  shell_completed: ['work_id', 'binary', 'command', 'exit_code', 'duration_ms', 'output_path', 'output_bytes', 'resource_limit', 'status', 'completion_task_id', 'delivered_via', 'ended_by'],
+  shell_completed: ['work_id', 'binary', 'command', 'exit_code', 'duration_ms', 'output_path', 'output_bytes', 'log_bytes', 'signal', 'resource_limit', 'status', 'completion_task_id', 'delivered_via', 'ended_by'],
   shell_abandoned: ['work_id', 'binary', 'command', 'running_ms', 'exit_code', 'output_path', 'output_bytes', 'reason', 'pid', 'pgid'],
   shell_lost: ['work_id', 'binary', 'command', 'detached_at_ms', 'reconciled_by_session', 'reconciled_task_id'],
   process_lost: ['owner', 'work_id', 'pid', 'pid_start_time', 'pgid', 'cgroup', 'live_pids', 'reconciled_by_session', 'reconciled_task_id'],

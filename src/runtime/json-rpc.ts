@@ -55,7 +55,7 @@ function objectParams(params: unknown, method: string): Record<string, unknown> 
   return params as Record<string, unknown>;
 }
 
-/** `shell.run` params → the request (`command`, `binary`, `argv`, `stdin`, `interactive`, `grace_secs`). */
+/** `shell.run` params → the request (`command`, `binary`, `argv`, `stdin`, `interactive`, `grace_secs`, `deadline_secs`, `idle_secs`). */
 function shellRequest(params: Record<string, unknown>): Omit<ShellRunRequest, 'task' | 'source'> {
   const { command, binary, argv, stdin } = params;
   const graceSecs = params['grace_secs'];
@@ -72,6 +72,8 @@ function shellRequest(params: Record<string, unknown>): Omit<ShellRunRequest, 't
   if (graceSecs !== undefined && graceSecs !== null && !(typeof graceSecs === 'number' && Number.isFinite(graceSecs) && graceSecs >= 0)) {
     invalidParams('shell.run: grace_secs must be a number of seconds, 0 or more (or null for never)');
   }
+  const deadlineSecs = boundSecs(params, 'deadline_secs');
+  const idleSecs = boundSecs(params, 'idle_secs');
   return {
     ...(command !== undefined ? { command: command as string } : {}),
     ...(binary !== undefined ? { binary: binary as string } : {}),
@@ -79,7 +81,17 @@ function shellRequest(params: Record<string, unknown>): Omit<ShellRunRequest, 't
     ...(stdin !== undefined ? { stdin: stdin as string } : {}),
     ...(interactive === true ? { interactive: true } : {}),
     ...(graceSecs !== undefined ? { graceMs: graceSecs === null ? null : Math.round((graceSecs as number) * 1000) } : {}),
+    ...(deadlineSecs !== undefined ? { deadlineMs: deadlineSecs === null ? null : Math.round(deadlineSecs * 1000) } : {}),
+    ...(idleSecs !== undefined ? { idleMs: idleSecs === null ? null : Math.round(idleSecs * 1000) } : {}),
   };
+}
+
+/** `deadline_secs` / `idle_secs` of `shell.run` (docs/serve.md#bounds): a positive number of seconds, null for none, or absent. */
+function boundSecs(params: Record<string, unknown>, key: 'deadline_secs' | 'idle_secs'): number | null | undefined {
+  const value = params[key];
+  if (value === undefined || value === null) return value;
+  if (!(typeof value === 'number' && Number.isFinite(value) && value > 0)) invalidParams(`shell.run: ${key} must be a number of seconds, more than 0 (or null for none)`);
+  return value as number;
 }
 
 /** The result of `backgroundCommand`, or its refusal as an error. */
@@ -101,10 +113,11 @@ export interface RpcServerOptions {
 
 /**
  * Where a request was read (the methods' server params): the line's text and the request's JSON
- * path in it, `[]` for a request alone, `[i]` for the i-th of a batch. Only `plan.submit` reads
- * it (for a plan sent inline, a key written twice is found in the text; `JSON.parse` dropped it).
+ * path in it, `[]` for a request alone, `[i]` for the i-th of a batch (`plan.submit` reads them:
+ * for a plan sent inline, a key written twice is found in the text; `JSON.parse` dropped it), and
+ * the request's id (`shell.run` reads it: its `task.started` names the request, docs/serve.md#notifications).
  */
-export type RequestSource = JsonSource | undefined;
+export type RequestSource = (Partial<JsonSource> & { /** The request's id, when it has one (`task.started` names it). */ readonly id?: JSONRPCID }) | undefined;
 
 /**
  * One parsed message through `server`, answered as JSON-RPC 2.0 §6 says: a non-empty batch gets
@@ -141,7 +154,7 @@ export async function receiveMessage(server: JSONRPCServer<RequestSource>, messa
     if (request.params !== undefined && request.params !== null && typeof request.params !== 'object') {
       return createJSONRPCErrorResponse(echo, JSONRPCErrorCode.InvalidRequest, 'Invalid Request: "params", when given, must be an object (or an array)');
     }
-    return server.receive(item as JSONRPCRequest, text === undefined ? undefined : { text, path });
+    return server.receive(item as JSONRPCRequest, { ...(text !== undefined ? { text, path } : {}), ...('id' in item ? { id: echo } : {}) });
   };
   if (!Array.isArray(message)) return one(message, []);
   if (message.length === 0) return createJSONRPCErrorResponse(null, JSONRPCErrorCode.InvalidRequest, 'Invalid Request: an empty batch');
@@ -192,9 +205,9 @@ export function createRpcServer(api: SessionApi, options: RpcServerOptions = {})
     if (api.stopping) fail(SERVE_ERRORS.SESSION_ENDING, `${method}: the session is stopping; no new work is taken`);
   };
 
-  server.addMethod('shell.run', async (params) => {
+  server.addMethod('shell.run', async (params, source) => {
     open('shell.run');
-    const result = await api.shellRun(shellRequest(objectParams(params, 'shell.run')));
+    const result = await api.shellRun(shellRequest(objectParams(params, 'shell.run')), source?.id !== undefined ? { requestId: source.id } : {});
     if (result.status === 'refused') {
       if (result.code === 'binary_not_allowed') return fail(SERVE_ERRORS.BINARY_NOT_ALLOWED, result.error);
       if (result.code === 'session_ending') return fail(SERVE_ERRORS.SESSION_ENDING, result.error);
@@ -244,7 +257,7 @@ export function createRpcServer(api: SessionApi, options: RpcServerOptions = {})
     return api.planSubmit({
       ...(plan !== undefined ? { plan: plan as Record<string, unknown> } : {}),
       // The plan's text is searched for a key written twice when the plan is parsed, and only then.
-      ...(plan !== undefined && source !== undefined ? { planText: { text: source.text, path: [...source.path, 'params', 'plan'] } } : {}),
+      ...(plan !== undefined && source?.text !== undefined && source.path !== undefined ? { planText: { text: source.text, path: [...source.path, 'params', 'plan'] } } : {}),
       ...(file !== undefined ? { path: file } : {}),
       ...(wait !== undefined ? { wait: wait as boolean } : {}),
       ...(maxParallel !== undefined ? { maxParallel: maxParallel as number | null } : {}),

@@ -12,6 +12,8 @@ import type { ResidueArtifact, ResidueItem } from '../cancel/residue.js';
 import type { BackgroundCommandAnswer } from '../shell-calls/background-command.js';
 import type { CompletionDelivery } from '../shell-calls/shell-calls.js';
 import type { ShellRunRequest, ShellRunResult } from '../shell-calls/request.js';
+import type { IdleNotice } from '../shell-calls/command.js';
+import { commandState, type CommandStateWord } from '../shell-calls/work-index.js';
 import type { Session, SessionExitStatus } from '../session/session.js';
 import type { CancelPolicy } from '../session/cancel-policy.js';
 import { DEFAULT_CANCEL_GRACE_SECS } from '../manifest.js';
@@ -35,7 +37,8 @@ export type SessionNotification =
        * a call still in the foreground (the cancel demotes it, `docs/background-commands.md#demotion-triggers`).
        */
       readonly method: 'task.started';
-      readonly params: { readonly task_id: string; readonly method: 'shell.run' };
+      /** `request_id` (ours): the id of the `shell.run` request that started it, so two calls in flight are told apart. */
+      readonly params: { readonly task_id: string; readonly method: 'shell.run'; readonly request_id?: string | number | null };
     }
   | {
       /**
@@ -45,6 +48,14 @@ export type SessionNotification =
        */
       readonly method: typeof LOST_NOTIFICATION_METHOD;
       readonly params: LostNotification;
+    }
+  | {
+      /**
+       * Ours: a background command printed nothing for its `idle_secs` (docs/serve.md#bounds),
+       * said once per command; it keeps running.
+       */
+      readonly method: 'command.idle';
+      readonly params: IdleNotice;
     }
   | {
       /** A plan submitted with `wait: false` ended. */
@@ -62,16 +73,26 @@ export interface CompletionNotice {
   /** The completion message (`docs/background-commands.md#completion-message`). */
   readonly message: string;
   readonly status: 'ok' | 'error';
+  /** Ours: the closed vocabulary of a command's state (docs/serve.md#command-state): `exited`, `stopped` or `timed_out` here. */
+  readonly command_state: CommandStateWord;
   readonly exit_code: number;
+  /** Ours: the signal that killed its process (`SIGTERM`, `SIGKILL`…), or null (it exited). */
+  readonly signal: string | null;
   readonly duration_ms: number;
   readonly exited_at_ms: number;
   readonly output_path: string;
+  /** The bytes the command printed, as `backgroundCommand` `status` counts them (docs/serve.md#output-bytes). */
   readonly output_bytes: number;
+  /** Ours: the size of the log file `output_path`, its `Command:` header and `Exit code:` trailer included. */
+  readonly log_bytes: number | null;
   readonly resource_limit: string | null;
   readonly output_holders: string;
   readonly output_capped: boolean;
-  /** Ours: the stop that ended it — `stop`, `log_cap` (its log reached `lifecycle.max_log_bytes` under `on_log_cap: "stop"`) — or null. */
-  readonly ended_by: 'stop' | 'log_cap' | null;
+  /**
+   * Ours: the stop that ended it — `stop`, `log_cap` (its log reached `lifecycle.max_log_bytes`
+   * under `on_log_cap: "stop"`), `deadline` (its `deadline_secs` passed) — or null.
+   */
+  readonly ended_by: 'stop' | 'log_cap' | 'deadline' | null;
   readonly error: string | null;
   readonly context_id: string;
   readonly provenance: { readonly origin: string; readonly trust: string };
@@ -119,6 +140,8 @@ export interface CallHooks {
   readonly onTask?: (taskId: string) => void;
   /** `task_start.source` of the call's task (default `serve`; `mcp` for `capsule mcp`). */
   readonly source?: string;
+  /** The JSON-RPC id of the request (serve): `task.started` carries it as `request_id`. */
+  readonly requestId?: string | number | null;
 }
 
 /** Options of {@link SessionApi}. */
@@ -150,6 +173,8 @@ export class SessionApi {
   readonly #options: SessionApiOptions;
   readonly #listeners = new Set<(notification: SessionNotification) => void>();
   readonly #plans = new Set<Promise<unknown>>();
+  /** The running steps of each plan task still running, step id → kind (a cancel's residue names them). */
+  readonly #runningSteps = new Map<string, Map<string, string>>();
   /** `shell.run` calls not yet answered (a command in the foreground, or starting), by task id; each resolves once its call answered. */
   readonly #shellCalls = new Map<string, Promise<void>>();
   /** `shell.run` tasks whose command was demoted by something other than their cancel (the session's stop, the grace). */
@@ -167,6 +192,7 @@ export class SessionApi {
     this.#childTasks = new ChildTasks(session, options.entry ?? null);
     // Completions are delivered as notifications: the demotion result says they come back as a task.
     session.background.onCompletion((delivery) => this.#notify({ method: 'completion', params: completionNotice(delivery) }));
+    session.background.onIdle((notice) => this.#notify({ method: 'command.idle', params: notice }));
     // The session actor runs for the whole session (it holds the session's shell calls).
     void session.background.start();
   }
@@ -236,7 +262,8 @@ export class SessionApi {
         task,
         source: 'serve',
         abandoned: this.#callerGone,
-        onAccepted: () => this.#notify({ method: 'task.started', params: { task_id: task.id, method: 'shell.run' } }),
+        onAccepted: () =>
+          this.#notify({ method: 'task.started', params: { task_id: task.id, method: 'shell.run', ...(hooks.requestId !== undefined ? { request_id: hooks.requestId } : {}) } }),
       });
       const canceled = result.status === 'canceled' || (result.status === 'detached' && task.cancel.phaseClaimed && task.cancel.phase() === CANCEL_PHASES.SHELL);
       if (result.status === 'detached' && !canceled) this.#demotedWithoutCancel.add(task.id);
@@ -312,7 +339,19 @@ export class SessionApi {
     // Demoted by the session's stop (or its grace) while this cancel waited: the cancel did
     // nothing, the task had ended already (its command runs on under its `wrk_` id, in the residue).
     const already = status === 'finished' && this.#demotedWithoutCancel.has(task.id);
-    return { task_id: task.id, status, ...(already ? { already: true } : {}), ...this.session.residue().artifactsField() };
+    return { task_id: task.id, status, ...(already ? { already: true } : {}), ...this.#residueOf(task.id) };
+  }
+
+  /**
+   * The residue field of a `task.cancel` answer (docs/cancel.md#residue-wire-forms): the session's
+   * (background commands, delegations), then the steps of the canceled plan still running
+   * (`plan_step` items, ours), in the order they started; omitted when nothing runs.
+   */
+  #residueOf(taskId: string): { readonly artifacts?: readonly ResidueArtifact[] } {
+    const artifact = this.session.residue().toArtifact();
+    const steps = [...(this.#runningSteps.get(taskId) ?? new Map<string, string>())].map(([stepId, kind]) => ({ kind: 'plan_step', task_id: taskId, step_id: stepId, step_kind: kind }));
+    const parts = [...(artifact?.parts ?? []), ...steps.map((step) => ({ text: JSON.stringify(step) }))];
+    return parts.length === 0 ? {} : { artifacts: [{ name: 'residue', parts }] };
   }
 
   /**
@@ -324,8 +363,15 @@ export class SessionApi {
   async planSubmit(params: PlanSubmitParams, hooks: CallHooks = {}): Promise<{ readonly task_id: string; readonly report?: PlanReport }> {
     const task = this.session.tasks.start({ kind: 'plan', source: hooks.source ?? 'serve', method: 'plan.submit' });
     hooks.onTask?.(task.id);
+    // The plan's steps that run now, by step id: a cancel's residue names them.
+    const running = new Map<string, string>();
+    this.#runningSteps.set(task.id, running);
     const run = startPlan({
       plan: params.plan ?? (params.path as string),
+      onEvent: (event) => {
+        if (event.type === 'step.started') running.set(event.stepId, event.kind);
+        else if (event.type === 'step.ended' || event.type === 'step.settled' || event.type === 'step.discarded') running.delete(event.result.step_id);
+      },
       ...(params.plan !== undefined && params.planText !== undefined ? { planText: params.planText } : {}),
       session: this.session,
       task: task.node,
@@ -356,7 +402,12 @@ export class SessionApi {
       },
     );
     this.#plans.add(settled);
-    void settled.finally(() => this.#plans.delete(settled)).catch(() => undefined);
+    void settled
+      .finally(() => {
+        this.#plans.delete(settled);
+        this.#runningSteps.delete(task.id);
+      })
+      .catch(() => undefined);
     if (params.wait === false) {
       // The run's work starts a turn after this answer (`startNextTurn` above), so even a plan
       // refused at parse time settles, and is notified, after the `{task_id}` answer is written:
@@ -472,11 +523,14 @@ function completionNotice(delivery: CompletionDelivery): CompletionNotice {
     command: c.command,
     message: delivery.message,
     status: delivery.status,
+    command_state: commandState(true, c.ended_by ?? null),
     exit_code: c.exit_code,
+    signal: c.signal ?? null,
     duration_ms: c.duration_ms,
     exited_at_ms: c.exited_at_ms,
     output_path: c.output_path,
     output_bytes: c.output_bytes,
+    log_bytes: c.log_bytes ?? null,
     resource_limit: c.resource_limit,
     output_holders: c.output_holders,
     output_capped: c.output_capped === true,

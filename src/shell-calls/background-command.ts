@@ -11,7 +11,7 @@ import type { CancelSignal } from '../cancel/cancel-signal.js';
 import { messageOf } from '../errors.js';
 import { completionStatus } from './completion.js';
 import { effectiveWaitMs } from './constants.js';
-import type { EndedBy, WorkSnapshot } from './work-index.js';
+import type { CommandStateWord, EndedBy, WorkSnapshot } from './work-index.js';
 import { refusedInputResult, renderBackgroundCommand, unknownWorkIdResult, type BackgroundCommandResult } from './texts.js';
 import { parseBackgroundCommandInput } from './tool-input.js';
 import { BoundedPattern, PatternTooSlowError } from './bounded-pattern.js';
@@ -35,6 +35,8 @@ export interface DemotedCalls {
 export interface CommandListing {
   readonly work_id: string;
   readonly state: 'running' | 'exited' | 'stopped';
+  /** The closed vocabulary (docs/serve.md#command-state): `running`, `exited`, `stopped`, `killed`, `timed_out`. */
+  readonly command_state: CommandStateWord;
   /** The binary as invoked and every argument. */
   readonly argv: readonly string[];
   /** Resolved binary. */
@@ -50,8 +52,12 @@ export interface CommandListing {
   readonly output_path: string;
   readonly output_bytes: number;
   readonly output_capped: boolean;
-  /** Who ended it, as in a `status` answer (`stop`, `log_cap`, `session_end`, or null). */
+  /** Who ended it, as in a `status` answer (`stop`, `log_cap`, `deadline`, `session_end`, or null). */
   readonly ended_by: EndedBy;
+  /** Milliseconds since its last output (or its demotion) while it runs; null once its process exited. */
+  readonly quiet_ms: number | null;
+  /** Epoch ms when its `idle_secs` passed with no output (the `command.idle` notification), or null. */
+  readonly idle_at_ms: number | null;
   readonly pid: number | null;
   readonly pgid: number | null;
 }
@@ -68,7 +74,14 @@ export type BackgroundCommandAnswer =
       readonly result: BackgroundCommandResult;
       readonly work_id: string;
       readonly state: 'running' | 'exited' | 'stopped';
+      /**
+       * Ours: the closed vocabulary of a command's state (docs/serve.md#command-state) —
+       * `running`, `exited`, `stopped`, `killed`, `timed_out`; supersedes `state` with `ended_by`.
+       */
+      readonly command_state: CommandStateWord;
       readonly exit_code: number | null;
+      /** Ours: the signal that killed its process (`SIGTERM`, `SIGKILL`…), once finished; null otherwise. */
+      readonly signal: string | null;
       /**
        * Ours: the bytes the command has printed so far (both pipes, without the log's header and
        * trailer), as `result.data`'s `output_bytes` line: a `since` offset for a later `wait … until`.
@@ -76,10 +89,18 @@ export type BackgroundCommandAnswer =
       readonly output_bytes: number;
       /**
        * Ours: who ended it, once finished — `stop`, `log_cap` (the runtime stopped it: its log
-       * reached `lifecycle.max_log_bytes` under `on_log_cap: "stop"`), `session_end` (killed by
+       * reached `lifecycle.max_log_bytes` under `on_log_cap: "stop"`), `deadline` (the runtime
+       * stopped it: its `deadline_secs` passed), `session_end` (killed by
        * the session's end), or null (it exited on its own, or runs).
        */
       readonly ended_by: EndedBy;
+      /** Ours: milliseconds since its last output (or its demotion) while it runs; null once its process exited. */
+      readonly quiet_ms: number | null;
+      /**
+       * Ours: epoch ms when its `idle_secs` passed with no output (the session said so once, in a
+       * `command.idle` notification), or null (no `idle_secs`, or it kept printing).
+       */
+      readonly idle_at_ms: number | null;
       /** This read claimed the completion (its `shell_completed` was written with `delivered_via: "background_command"`). */
       readonly delivered_now: boolean;
       /** `wait` only: `Finished`, `TimedOut` or `Canceled` (`docs/background-commands.md#wait`), or `Matched` (`until`). */
@@ -223,15 +244,20 @@ function answer(
     ...(extra.stop !== undefined ? { stopSignal: extra.stop.signal } : {}),
   });
   if (rendered.delivered_now && rendered.completion !== null) service.channel.writeCompleted(rendered.completion, 'background_command');
+  const command = service.command(snapshot.work_id);
   return {
     ok: true,
     operation,
     result: rendered.result,
     work_id: snapshot.work_id,
     state: snapshot.state,
+    command_state: snapshot.command_state,
     exit_code: snapshot.finished?.exit_code ?? null,
+    signal: snapshot.finished === null ? null : (snapshot.finished.signal ?? command?.leaderSignal ?? null),
     output_bytes: snapshot.output_bytes,
     ended_by: snapshot.ended_by,
+    quiet_ms: command?.quietMs ?? null,
+    idle_at_ms: command?.idleAtMs ?? null,
     delivered_now: rendered.delivered_now,
     ...(extra.wait !== undefined ? { wait: extra.wait } : {}),
     ...(extra.matched !== undefined ? { matched: extra.matched } : {}),
@@ -249,18 +275,21 @@ export function listCommands(service: DemotedCalls): CommandListing[] {
     return {
       work_id: snapshot.work_id,
       state: snapshot.state,
+      command_state: snapshot.command_state,
       argv: facts.argv,
       binary: snapshot.binary,
       command: snapshot.command,
       started_at_ms: snapshot.started_at_ms,
       elapsed_ms: snapshot.elapsed_ms,
       exit_code: snapshot.finished?.exit_code ?? null,
-      signal: snapshot.finished === null ? null : command.leaderSignal,
+      signal: snapshot.finished === null ? null : (snapshot.finished.signal ?? command.leaderSignal),
       status: snapshot.finished === null ? null : completionStatus(snapshot.finished),
       output_path: snapshot.output_path,
       output_bytes: snapshot.output_bytes,
       output_capped: snapshot.output_capped,
       ended_by: snapshot.ended_by,
+      quiet_ms: command.quietMs,
+      idle_at_ms: command.idleAtMs,
       pid: identity?.pid ?? null,
       pgid: identity?.pgid ?? null,
     };

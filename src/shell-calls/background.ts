@@ -8,6 +8,7 @@
 import type { SweepOutput } from '../../machines/session.machine.js';
 import type { CancelSignal } from '../cancel/cancel-signal.js';
 import type { BackgroundCommandAnswer } from './background-command.js';
+import type { IdleNotice } from './command.js';
 import type { CompletionDelivery } from './delivery.js';
 import type { ShellCallHost } from './host.js';
 import type { ShellRunRequest, ShellRunResult } from './request.js';
@@ -25,6 +26,8 @@ export class Background {
   #loading: Promise<ShellCalls> | null = null;
   /** A consumer given before the shell calls were loaded. */
   #consumer: ((delivery: CompletionDelivery) => void) | null = null;
+  /** Idle listeners given before the shell calls were loaded. */
+  readonly #idleListeners = new Set<(notice: IdleNotice) => void>();
   /** The session ended before any shell call ran. */
   #ended = false;
 
@@ -47,6 +50,9 @@ export class Background {
     this.#loading ??= import('./shell-calls.js').then(({ ShellCalls }) => {
       const calls = new ShellCalls(this.#host, this.#options, startSessionActor);
       if (this.#consumer !== null) calls.channel.onCompletion(this.#consumer);
+      calls.onIdle((notice) => {
+        for (const listener of this.#idleListeners) listener(notice);
+      });
       // Loaded after the session's end: it takes no call (its sweep finds nothing).
       if (this.#ended) void calls.sweepNow();
       this.#calls = calls;
@@ -77,6 +83,12 @@ export class Background {
       if (this.#consumer === consumer) this.#consumer = null;
       stop?.();
     };
+  }
+
+  /** Calls `listener` once for each background command that printed nothing for its `idle_secs`; returns the unsubscriber. */
+  onIdle(listener: (notice: IdleNotice) => void): () => void {
+    this.#idleListeners.add(listener);
+    return () => this.#idleListeners.delete(listener);
   }
 
   /** The next completion nobody read, delivered as a task; null when none came within `timeoutMs` or the session ended. */

@@ -8,7 +8,7 @@
  * its completion becomes the actor's output.
  */
 import { join } from 'node:path';
-import type { CommandOrder, CommandReport, CommandSignal, DemotionTrigger, TreeEnd } from '../../machines/shell-call.machine.js';
+import type { CommandOrder, CommandReport, CommandSignal, DemotionTrigger, SignalCause, TreeEnd } from '../../machines/shell-call.machine.js';
 import { CANCEL_PHASES } from '../cancel/phases.js';
 import { STOP_TERM_GRACE_MS } from './constants.js';
 import { startCommand, type CommandEnd, type RunningCommand } from '../executors/command-runner.js';
@@ -51,6 +51,23 @@ export interface CommandSession {
   readonly toolOffered: boolean;
   /** Indexes a command just demoted (before its demotion answers, so a sweep never misses it). */
   demoted(command: ShellCommand): void;
+  /** A demoted command printed nothing for its `idle_secs`: said once (docs/serve.md#bounds). */
+  idle(notice: IdleNotice): void;
+}
+
+/** A background command that printed nothing for its `idle_secs` (serve's `command.idle` params, docs/serve.md#bounds). */
+export interface IdleNotice {
+  readonly work_id: string;
+  /** The `shell.run` task it was started by. */
+  readonly task_id: string;
+  readonly binary: string;
+  readonly command: string;
+  /** The bound that passed, seconds. */
+  readonly idle_secs: number;
+  /** Milliseconds since its last output (or its demotion, when it printed nothing since). */
+  readonly quiet_ms: number;
+  /** The bytes it printed so far (a `since` offset for a later `wait … until`). */
+  readonly output_bytes: number;
 }
 
 /** What the door established about one accepted call. */
@@ -65,6 +82,10 @@ export interface CommandFacts {
   readonly interactive?: boolean;
   /** The grace the call runs with (its `grace_ms`), or null. */
   readonly graceMs: number | null;
+  /** Its deadline from its start, ms (`deadline_secs`: reported as `COMMAND.DEADLINE`, the machine ends it), or null. */
+  readonly deadlineMs?: number | null;
+  /** Once demoted: how long it may print nothing before the session says so, once (`idle_secs`), ms; or null. */
+  readonly idleMs?: number | null;
 }
 
 /** A demoted command's facts (the listing, the sweep's records). */
@@ -85,6 +106,9 @@ export interface DemotedFacts {
 export type StdinWrite =
   | { readonly ok: true; readonly written: 'written' | 'pending'; readonly stdin_closed: boolean }
   | { readonly ok: false; readonly error: string };
+
+/** Timers hold at most 2^31 - 1 ms: a longer bound (idle, deadline) is counted in steps of that. */
+const MAX_IDLE_TIMER_MS = 2 ** 31 - 1;
 
 const STRENGTH: Readonly<Record<CommandSignal, number>> = { SIGTERM: 1, SIGKILL: 2 };
 
@@ -110,8 +134,8 @@ export class ShellCommand {
   #leaderExited = false;
   #leaderExit: Promise<void>;
   #leaderExitSeen: () => void = () => {};
-  /** The log cap ended it in the foreground (`on_log_cap: "stop"`). */
-  #capStopped = false;
+  /** The runtime ended it in the foreground: its log cap (`on_log_cap: "stop"`) or its deadline. */
+  #endedBy: 'log_cap' | 'deadline' | null = null;
   #endTree = false;
   #settling: Promise<void> | null = null;
   /** The strongest signal that reached the tree, and the pids that needed SIGKILL. */
@@ -119,6 +143,12 @@ export class ShellCommand {
   readonly #killed = new Set<number>();
   /** `close_stdin` was sent. */
   #stdinClosed = false;
+  /** Monotonic ms of its last output once demoted (its demotion until it prints). */
+  #lastOutputMs = 0;
+  /** Epoch ms when it was said idle (`idle_secs`), or null. */
+  #idleAtMs: number | null = null;
+  #idleTimer: unknown = null;
+  #deadlineTimer: unknown = null;
   /** Resolves once the command is settled (its result answered, or its completion reported). */
   readonly settled: Promise<void>;
   #settled: () => void = () => {};
@@ -162,6 +192,17 @@ export class ShellCommand {
     return this.#running?.process.identity ?? null;
   }
 
+  /** Milliseconds since its last output (or its demotion) while its leader runs; null once it exited or before its demotion. */
+  get quietMs(): number | null {
+    if (this.#demoted === null || this.#leaderExited) return null;
+    return Math.max(0, Math.round(this.#session.host.time.monotonicMs() - this.#lastOutputMs));
+  }
+
+  /** Epoch ms when its `idle_secs` passed with no output (it was said idle, once), or null. */
+  get idleAtMs(): number | null {
+    return this.#idleAtMs;
+  }
+
   /** The signal that killed the leader, once it exited (`status` listings). */
   get leaderSignal(): string | null {
     return this.#leaderSignal;
@@ -202,6 +243,8 @@ export class ShellCommand {
    * rejects with it (serve answers an internal error), and the actor ends.
    */
   #broke(error: unknown): void {
+    this.#stopDeadline();
+    this.#stopIdleWatch();
     this.#fail(error);
     this.#capture?.dispose();
     this.#send({ type: 'COMMAND.FINISHED', exitCode: -1, durationMs: 0, completion: null, tree: this.#tree() });
@@ -227,7 +270,8 @@ export class ShellCommand {
         this.#signal(order.signal, order.by);
         return;
       case 'END':
-        this.#capStopped = true;
+        this.#endedBy ??= order.by;
+        // Before its start there is no tree yet: it is ended as soon as it has one (`#start`).
         void this.#endTreeNow();
         return;
       case 'SETTLE':
@@ -289,7 +333,9 @@ export class ShellCommand {
     host.trace.write('process_start', task.node, fields);
     started = true;
     this.#send({ type: 'COMMAND.STARTED', pid: fields.pid, binary: running.process.executable ?? parsed.binary });
+    this.#startDeadline();
     if (cappedEarly) this.#send({ type: 'COMMAND.LOG_CAPPED' });
+    if (this.#endedBy !== null) void this.#endTreeNow();
     if (this.#leaderExited) this.#send({ type: 'COMMAND.LEADER_EXITED', exitCode: this.#leaderExitCode, signal: this.#leaderSignal });
   }
 
@@ -301,6 +347,8 @@ export class ShellCommand {
     this.#leaderExited = true;
     this.#leaderExitCode = exitCode;
     this.#leaderSignal = signal;
+    this.#stopIdleWatch();
+    this.#stopDeadline();
     this.#leaderExitSeen();
     // Reported once its start is (a leader can exit before `startCommand` has answered).
     if (this.#running !== null) this.#send({ type: 'COMMAND.LEADER_EXITED', exitCode, signal });
@@ -318,7 +366,7 @@ export class ShellCommand {
     if ((trigger === 'abandoned' || trigger === 'canceled') && !running.leaderExited) await exitsWithin(Promise.race([this.#leaderExit, running.done]), EXIT_IN_FLIGHT_WAIT_MS);
     if (running.leaderExited || this.#leaderExited) return; // its LEADER_EXITED report ends the foreground
     const session = this.#session;
-    const reason = session.ending ? 'the session is ending' : this.#capStopped ? 'its log cap is stopping it' : running.process.identity === null ? 'it has no process' : null;
+    const reason = session.ending ? 'the session is ending' : this.#endedBy === 'log_cap' ? 'its log cap is stopping it' : this.#endedBy === 'deadline' ? 'its deadline is ending it' : running.process.identity === null ? 'it has no process' : null;
     if (reason !== null) {
       this.#send({ type: 'COMMAND.HELD', reason });
       return;
@@ -355,7 +403,14 @@ export class ShellCommand {
     log.appendElided(capture.droppedBytes, capture.droppedTail());
     capture.dispose();
     // No chunk can arrive between the copy and the switch: both happen in this one synchronous turn.
-    running.setSink({ write: (_stream, chunk) => log.append(chunk) });
+    const time = host.time;
+    this.#lastOutputMs = time.monotonicMs();
+    running.setSink({
+      write: (_stream, chunk) => {
+        this.#lastOutputMs = time.monotonicMs();
+        log.append(chunk);
+      },
+    });
     this.#log = log;
     const identity = running.process.identity as ProcessIdentity;
     const binary = running.process.executable ?? parsed.binary;
@@ -386,6 +441,7 @@ export class ShellCommand {
       output_path: outputPath,
     });
     host.tasks.noteDemoted(task.id, workId);
+    this.#watchIdle();
     return {
       status: 'detached',
       task_id: task.id,
@@ -398,8 +454,75 @@ export class ShellCommand {
     };
   }
 
+  /**
+   * Says once that it printed nothing for its `idle_secs` (docs/serve.md#bounds): a timer on the
+   * session's clock, re-armed for the rest of the bound while output keeps coming, dropped when
+   * its leader exits.
+   */
+  #watchIdle(): void {
+    const idleMs = this.facts.idleMs ?? null;
+    const demoted = this.#demoted;
+    if (idleMs === null || demoted === null || this.#leaderExited) return;
+    const timers = this.#session.host.time.timers;
+    const check = (): void => {
+      this.#idleTimer = null;
+      const quiet = this.quietMs;
+      if (quiet === null) return;
+      if (quiet < idleMs) {
+        this.#idleTimer = timers.setTimeout(check, Math.min(idleMs - quiet, MAX_IDLE_TIMER_MS));
+        return;
+      }
+      this.#idleAtMs = this.#session.host.time.epochMs();
+      this.#session.idle({
+        work_id: demoted.workId,
+        task_id: this.facts.task.id,
+        binary: demoted.binary,
+        command: demoted.command,
+        idle_secs: idleMs / 1000,
+        quiet_ms: quiet,
+        output_bytes: this.#log?.sectionBytes ?? 0,
+      });
+    };
+    this.#idleTimer = timers.setTimeout(check, Math.min(idleMs, MAX_IDLE_TIMER_MS));
+  }
+
+  /**
+   * Its deadline (docs/serve.md#bounds), on the session's clock from its start: reported once to
+   * its machine, which ends it; dropped when its leader exits. A longer deadline than a timer
+   * holds is counted in steps.
+   */
+  #startDeadline(): void {
+    const deadlineMs = this.facts.deadlineMs ?? null;
+    if (deadlineMs === null || this.#leaderExited) return;
+    const time = this.#session.host.time;
+    const due = this.#startedMonotonicMs + deadlineMs;
+    const check = (): void => {
+      this.#deadlineTimer = null;
+      if (this.#leaderExited) return;
+      const left = due - time.monotonicMs();
+      if (left > 0) {
+        this.#deadlineTimer = time.timers.setTimeout(check, Math.min(Math.ceil(left), MAX_IDLE_TIMER_MS));
+        return;
+      }
+      this.#send({ type: 'COMMAND.DEADLINE' });
+    };
+    this.#deadlineTimer = time.timers.setTimeout(check, Math.min(Math.max(0, Math.ceil(due - time.monotonicMs())), MAX_IDLE_TIMER_MS));
+  }
+
+  #stopDeadline(): void {
+    if (this.#deadlineTimer === null) return;
+    this.#session.host.time.timers.clearTimeout(this.#deadlineTimer as never);
+    this.#deadlineTimer = null;
+  }
+
+  #stopIdleWatch(): void {
+    if (this.#idleTimer === null) return;
+    this.#session.host.time.timers.clearTimeout(this.#idleTimer as never);
+    this.#idleTimer = null;
+  }
+
   /** A signal the machine ordered, sent only while the leader is unreaped; reported when it went out. */
-  #signal(signal: CommandSignal, by: 'stop' | 'log_cap' | 'kill'): void {
+  #signal(signal: CommandSignal, by: SignalCause): void {
     const running = this.#running;
     if (running === null || running.leaderExited || this.#leaderExited) return;
     // Who needed SIGKILL: what is alive as it goes out.
@@ -437,6 +560,8 @@ export class ShellCommand {
       if (this.#demoted !== null) await this.#complete(end);
       else await this.#finishInForeground(end);
     } finally {
+      this.#stopDeadline();
+      this.#stopIdleWatch();
       this.#settled();
     }
   }
@@ -475,10 +600,12 @@ export class ShellCommand {
       binary: demoted.binary,
       command: demoted.command,
       exit_code: exitCode,
+      signal: this.#leaderSignal,
       duration_ms: durationMs,
       exited_at_ms: end.exitedAtMs,
       output_path: log.path,
-      output_bytes: summary.outputBytes,
+      output_bytes: log.sectionBytes,
+      log_bytes: summary.outputBytes,
       resource_limit: end.resourceLimit,
       output_holders: holders,
       context_id: this.facts.task.contextId,
@@ -521,7 +648,7 @@ export class ShellCommand {
     const resourceLimit = end.resourceLimit;
     const exitCode = end.spawnError !== null ? -1 : end.exitCode;
     const resolved = running.process.executable ?? parsed.binary;
-    const capStopped = this.#capStopped;
+    const endedBy = this.#endedBy;
     if (end.spawnError === null) {
       host.countCall('shell');
       host.trace.write('shell', task.node, {
@@ -535,7 +662,7 @@ export class ShellCommand {
         ...(resourceLimit !== null ? { resource_limit: resourceLimit } : {}),
         ...(fullOutputPath !== null ? { full_output_path: fullOutputPath } : {}),
         ...(capped ? { output_capped: true } : {}),
-        ...(capStopped ? { ended_by: 'log_cap' } : {}),
+        ...(endedBy !== null ? { ended_by: endedBy } : {}),
         ...(holders !== 'Closed' ? { output_holders: holders } : {}),
       });
     }
@@ -545,13 +672,15 @@ export class ShellCommand {
       task_id: task.id,
       binary: resolved,
       exit_code: exitCode,
+      signal: this.#leaderSignal,
+      command_state: endedBy === 'deadline' ? 'timed_out' : endedBy === 'log_cap' ? 'stopped' : 'exited',
       stdout,
       stderr,
       duration_ms: durationMs,
       truncated,
       ...(fullOutputPath !== null ? { full_output_path: fullOutputPath } : {}),
       ...(capped ? { output_capped: true as const } : {}),
-      ...(capStopped ? { ended_by: 'log_cap' as const } : {}),
+      ...(endedBy !== null ? { ended_by: endedBy } : {}),
       resource_limit_hit: resourceLimit,
       output_holders: holders,
       ...(note !== null ? { output_holders_note: note } : {}),

@@ -129,6 +129,8 @@ export class CompletionChannel {
       duration_ms: completion.duration_ms,
       output_path: completion.output_path,
       output_bytes: completion.output_bytes,
+      ...(completion.log_bytes !== undefined ? { log_bytes: completion.log_bytes } : {}),
+      ...(completion.signal !== undefined && completion.signal !== null ? { signal: completion.signal } : {}),
       ...(completion.resource_limit !== null ? { resource_limit: completion.resource_limit } : {}),
       status: completionStatus(completion),
       ...(completionTaskId !== undefined ? { completion_task_id: completionTaskId } : {}),

@@ -37,6 +37,16 @@ export interface ShellRunRequest {
    * clock. Default: `lifecycle.shell_grace_secs` of the manifest (absent: never).
    */
   readonly graceMs?: number | null;
+  /**
+   * Milliseconds from its start after which the runtime ends the command (`ended_by:
+   * "deadline"`, docs/serve.md#bounds); null: none. Default: `lifecycle.shell_deadline_secs`.
+   */
+  readonly deadlineMs?: number | null;
+  /**
+   * Milliseconds a background command may print nothing before the session says so, once
+   * (`command.idle`, docs/serve.md#bounds); null: never. Default: `lifecycle.shell_idle_secs`.
+   */
+  readonly idleMs?: number | null;
   /** Raised when the caller waiting for the foreground result went away: a command still in the foreground demotes at once (`docs/background-commands.md#demotion-triggers`). */
   readonly abandoned?: CancelSignal;
   /** The task the call belongs to (its cancel demotes a command in the foreground). Default: a task of its own. */
@@ -114,6 +124,13 @@ export interface ShellFinished {
   readonly binary: string;
   /** Exit status; 128 + signal for a signal death; -1 when it could not run. */
   readonly exit_code: number;
+  /** Ours: the signal that killed its process (`SIGTERM`…), or null (it exited, or could not run). */
+  readonly signal: string | null;
+  /**
+   * Ours: how it ended in the closed vocabulary of every command answer (docs/serve.md#command-state):
+   * `exited`, `stopped` (its log cap ended it) or `timed_out` (its deadline did).
+   */
+  readonly command_state: 'exited' | 'stopped' | 'timed_out';
   /** Lossy UTF-8, cut to its first 16384 bytes. */
   readonly stdout: string;
   readonly stderr: string;
@@ -124,8 +141,11 @@ export interface ShellFinished {
   readonly full_output_path?: string;
   /** Ours: `lifecycle.max_log_bytes` cut that log (it holds the first that many bytes of output and a marker line). */
   readonly output_capped?: true;
-  /** Ours: `log_cap` when the runtime ended the command because its log reached the cap under `lifecycle.on_log_cap: "stop"`. */
-  readonly ended_by?: 'log_cap';
+  /**
+   * Ours: why the runtime ended the command — `log_cap` (its log reached the cap under
+   * `lifecycle.on_log_cap: "stop"`) or `deadline` (its `deadline_secs` passed).
+   */
+  readonly ended_by?: 'log_cap' | 'deadline';
   /** Attributed `capabilities.resources` field, or null. */
   readonly resource_limit_hit: string | null;
   /** Whether processes it left still held its output when it exited (they were killed then). */

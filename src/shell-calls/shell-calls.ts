@@ -23,7 +23,7 @@ import { allowFlag, DOLLAR_QUOTE_NOTE, hasControlCharacter } from '../plan/allow
 import { assertSignallableGroup } from '../process/signals.js';
 import type { Task } from '../session/tasks.js';
 import { runBackgroundCommand, type BackgroundCommandAnswer } from './background-command.js';
-import { ShellCommand, type CommandSession } from './command.js';
+import { ShellCommand, type CommandSession, type IdleNotice } from './command.js';
 import { CompletionChannel } from './delivery.js';
 import type { ShellCallHost } from './host.js';
 import { parseShellCommand, type ShellRunRequest, type ShellRunResult } from './request.js';
@@ -59,6 +59,11 @@ export class ShellCalls implements CommandSession {
   readonly onLogCap: 'continue' | 'stop';
   readonly #allow: ReadonlySet<string>;
   readonly #graceMs: number | null;
+  /** `lifecycle.shell_deadline_secs`, ms (null: none). */
+  readonly #deadlineMs: number | null;
+  /** `lifecycle.shell_idle_secs`, ms (null: none). */
+  readonly #idleMs: number | null;
+  readonly #idleListeners = new Set<(notice: IdleNotice) => void>();
   readonly #toolOffered: boolean;
   readonly #door: 'serve' | 'mcp';
   readonly #onReport: (text: string) => void;
@@ -80,7 +85,15 @@ export class ShellCalls implements CommandSession {
     this.host = host;
     this.#startActor = startActor;
     const manifest = host.manifest;
-    const lifecycle = (manifest?.lifecycle ?? {}) as { shell_grace_secs?: number; max_log_bytes?: number; on_log_cap?: 'continue' | 'stop' };
+    const lifecycle = (manifest?.lifecycle ?? {}) as {
+      shell_grace_secs?: number;
+      shell_deadline_secs?: number;
+      shell_idle_secs?: number;
+      max_log_bytes?: number;
+      on_log_cap?: 'continue' | 'stop';
+    };
+    this.#deadlineMs = lifecycle.shell_deadline_secs === undefined ? null : Math.round(lifecycle.shell_deadline_secs * 1000);
+    this.#idleMs = lifecycle.shell_idle_secs === undefined ? null : Math.round(lifecycle.shell_idle_secs * 1000);
     const declaredGraceMs = lifecycle.shell_grace_secs === undefined ? null : Math.round(lifecycle.shell_grace_secs * 1000);
     this.#graceMs = options.graceMs !== undefined ? options.graceMs : declaredGraceMs;
     this.#toolOffered = options.toolOffered ?? this.#graceMs !== null;
@@ -169,7 +182,19 @@ export class ShellCalls implements CommandSession {
     // is demoted at once unless its call says otherwise.
     const graceMs = request.graceMs !== undefined ? request.graceMs : request.interactive === true ? 0 : this.#graceMs;
     const actorId = host.actorNames.claimShellCall(task.id);
-    const command = new ShellCommand(this, { actorId, task, parsed, env, ...(request.stdin !== undefined ? { stdin: request.stdin } : {}), ...(request.interactive === true ? { interactive: true } : {}), graceMs });
+    const deadlineMs = finiteOrNull(request.deadlineMs !== undefined ? request.deadlineMs : this.#deadlineMs);
+    const idleMs = finiteOrNull(request.idleMs !== undefined ? request.idleMs : this.#idleMs);
+    const command = new ShellCommand(this, {
+      actorId,
+      task,
+      parsed,
+      env,
+      ...(request.stdin !== undefined ? { stdin: request.stdin } : {}),
+      ...(request.interactive === true ? { interactive: true } : {}),
+      graceMs,
+      deadlineMs,
+      idleMs,
+    });
     const call: ShellCallInput = {
       actorId,
       taskId: task.id,
@@ -191,6 +216,23 @@ export class ShellCalls implements CommandSession {
     for (const stop of unsubscribe) stop?.();
     settle(command.trigger === 'canceled' ? 'canceled' : 'finished');
     return result;
+  }
+
+  /** Calls `listener` with each background command that went idle (`idle_secs`); returns the unsubscriber. */
+  onIdle(listener: (notice: IdleNotice) => void): () => void {
+    this.#idleListeners.add(listener);
+    return () => this.#idleListeners.delete(listener);
+  }
+
+  /** A demoted command printed nothing for its `idle_secs` (`command.ts`): said once to every listener. */
+  idle(notice: IdleNotice): void {
+    for (const listener of this.#idleListeners) {
+      try {
+        listener(notice);
+      } catch {
+        // a listener's failure is its own
+      }
+    }
   }
 
   /** `backgroundCommand` status / wait / stop (`background-command.ts`); `extended`: serve's additions. */
@@ -298,6 +340,11 @@ export class ShellCalls implements CommandSession {
     })();
     return this.#sweep;
   }
+}
+
+/** A bound in ms that a timer can count (a finite number, 0 or more), or null for none. */
+function finiteOrNull(ms: number | null): number | null {
+  return ms === null || !Number.isFinite(ms) ? null : Math.max(0, ms);
 }
 
 /**

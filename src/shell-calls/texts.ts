@@ -66,6 +66,9 @@ export { logCapMarker } from '../executors/log-cap.js';
  */
 export const LOG_CAP_ENDED_BY_LINE = 'ended_by: log_cap (its log reached lifecycle.max_log_bytes and lifecycle.on_log_cap is stop, so the runtime stopped it)';
 
+/** The `ended_by` line of a command the runtime stopped at its deadline (ours; completion message and rendered status alike). */
+export const DEADLINE_ENDED_BY_LINE = 'ended_by: deadline (its deadline_secs passed while it ran, so the runtime stopped it)';
+
 // ---------------------------------------------------------------------------------------------
 // The completion message (docs/background-commands.md#completion-message)
 // ---------------------------------------------------------------------------------------------
@@ -97,6 +100,7 @@ export function completionMessage(completion: ShellCompletion): string {
   if (note !== null) lines.push(note);
   if (completion.error !== null) lines.push(`wait_error: ${oneLine(completion.error)}`);
   if (completion.ended_by === 'log_cap') lines.push(LOG_CAP_ENDED_BY_LINE);
+  else if (completion.ended_by === 'deadline') lines.push(DEADLINE_ENDED_BY_LINE);
   lines.push('', COMPLETION_CLOSING);
   return lines.join('\n');
 }
@@ -327,6 +331,7 @@ export function renderBackgroundCommand(snapshot: WorkSnapshot, options: RenderO
     if (done.error !== null) header.push(`wait_error: ${oneLine(done.error)}`);
     if (snapshot.ended_by === 'session_end') header.push('ended_by: session_end (the session ended while it ran and killed it)');
     else if (snapshot.ended_by === 'log_cap') header.push(LOG_CAP_ENDED_BY_LINE);
+    else if (snapshot.ended_by === 'deadline') header.push(DEADLINE_ENDED_BY_LINE);
   }
   header.push(`output: ${oneLine(snapshot.output_path)}`);
   if (snapshot.output_capped) header.push('output_capped: true');
@@ -343,9 +348,11 @@ export function renderBackgroundCommand(snapshot: WorkSnapshot, options: RenderO
         ? `${snapshot.work_id} was killed at session end (exit code ${done.exit_code}).`
         : snapshot.ended_by === 'log_cap'
           ? `${snapshot.work_id} was stopped by the runtime when its log reached lifecycle.max_log_bytes (exit code ${done.exit_code}).`
-          : options.stopSignal === 'SIGKILL'
-            ? `${snapshot.work_id} ${snapshot.state} with exit code ${done.exit_code}: a process outlived SIGTERM's grace and was killed (SIGKILL).`
-            : `${snapshot.work_id} ${snapshot.state} with exit code ${done.exit_code}.`;
+          : snapshot.ended_by === 'deadline'
+            ? `${snapshot.work_id} was stopped by the runtime at its deadline (exit code ${done.exit_code}).`
+            : options.stopSignal === 'SIGKILL'
+              ? `${snapshot.work_id} ${snapshot.state} with exit code ${done.exit_code}: a process outlived SIGTERM's grace and was killed (SIGKILL).`
+              : `${snapshot.work_id} ${snapshot.state} with exit code ${done.exit_code}.`;
   // `passed` reports a found command whatever its own exit status (docs/background-commands.md#result-fields); a
   // command the session's end killed has no result of its own — it is abandoned, never delivered,
   // "no task carries an exit code" (docs/background-commands.md#abandonment-report) — so the answer is `failed`, the status of a

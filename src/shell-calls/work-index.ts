@@ -25,6 +25,30 @@ export type Phase = 'Running' | 'LeaderExited' | 'Finished';
 export type CommandState = 'running' | 'exited' | 'stopped';
 
 /**
+ * The closed vocabulary of a command's state in every answer (`command_state`,
+ * docs/serve.md#command-state): `running`; `exited` (it ended on its own, whatever its exit code
+ * or signal); `stopped` (a `backgroundCommand` stop or its log cap ended it); `killed` (the
+ * session's end killed it); `timed_out` (its `deadline_secs` ended it).
+ */
+export type CommandStateWord = 'running' | 'exited' | 'stopped' | 'killed' | 'timed_out';
+
+/** The {@link CommandStateWord} of a command: running until finished, then by who ended it. */
+export function commandState(finished: boolean, endedBy: EndedBy): CommandStateWord {
+  if (!finished) return 'running';
+  switch (endedBy) {
+    case 'deadline':
+      return 'timed_out';
+    case 'session_end':
+      return 'killed';
+    case 'stop':
+    case 'log_cap':
+      return 'stopped';
+    case null:
+      return 'exited';
+  }
+}
+
+/**
  * Which path claimed the completion: a `backgroundCommand` answer, the delivery as a task, or
  * `swept` — the session's teardown took a command still running, which is abandoned
  * (`shell_abandoned`) and never delivered, so a read that sees it finish afterwards (a `wait` in
@@ -35,8 +59,8 @@ export type Delivery = 'none' | 'background_command' | 'task' | 'swept';
 /** Outcome of {@link WorkIndex.wait}. */
 export type WaitOutcome = 'Finished' | 'TimedOut' | 'Canceled' | 'Unknown';
 
-/** Who ended a finished command: a stop (`stop`, the runtime's `log_cap`), the session's end, or null (it exited on its own, or still runs). */
-export type EndedBy = 'stop' | 'log_cap' | 'session_end' | null;
+/** Who ended a finished command: a stop (`stop`, the runtime's `log_cap` or `deadline`), the session's end, or null (it exited on its own, or still runs). */
+export type EndedBy = 'stop' | 'log_cap' | 'deadline' | 'session_end' | null;
 
 /** The work record: what the trace and the residue name a command by. */
 export interface WorkRecord {
@@ -75,6 +99,8 @@ export interface WorkEntryInit {
 /** A read of one demoted call. */
 export interface WorkSnapshot extends WorkRecord {
   readonly state: CommandState;
+  /** The closed vocabulary (docs/serve.md#command-state); supersedes `state` with `ended_by`. */
+  readonly command_state: CommandStateWord;
   readonly phase: Phase;
   /** The completion's `duration_ms` once finished, else time since spawn. */
   readonly elapsed_ms: number;
@@ -366,9 +392,11 @@ export class WorkIndex {
     const finished = completionOf(snapshot);
     const context = snapshot.context;
     const state: CommandState = finished === null ? 'running' : context.stopRequested ? 'stopped' : 'exited';
+    const endedBy: EndedBy = finished === null ? null : (snapshot.output?.endedBy ?? null);
     return {
       ...entry.work,
       state,
+      command_state: commandState(finished !== null, endedBy),
       phase: phaseOf(snapshot),
       elapsed_ms: finished !== null ? finished.duration_ms : Math.max(0, Math.round(this.#clock.monotonicMs() - entry.startedMonotonicMs)),
       finished,
@@ -378,7 +406,7 @@ export class WorkIndex {
       tail: entry.output.tail(tailBytes),
       delivered_now: deliveredNow,
       output_capped: entry.output.capped === true,
-      ended_by: finished === null ? null : (snapshot.output?.endedBy ?? null),
+      ended_by: endedBy,
     };
   }
 }

@@ -33,7 +33,9 @@ describe('A. foreground versus demotion', () => {
     expect(b.hooks.outstanding()).toEqual([]);
     const log = readFileSync(completion?.output_path ?? '', 'utf8');
     expect(log).toContain('finished-marker');
-    expect(completion?.output_bytes).toBe(statSync(completion?.output_path ?? '').size);
+    // output_bytes is what the command printed, as status counts it; log_bytes the file with its header and trailer.
+    expect(completion?.log_bytes).toBe(statSync(completion?.output_path ?? '').size);
+    expect(completion?.output_bytes).toBe('finished-marker'.length);
     expect(delivery?.message).not.toContain('finished-marker');
     expect(delivery?.message).toContain(`output: ${completion?.output_path} (${completion?.output_bytes} bytes)`);
     expect(delivery?.message).not.toContain('in the capsule workdir');

@@ -93,7 +93,8 @@ describe('output', () => {
     expect(log.subarray(log.length - trailer.length).equals(trailer)).toBe(true);
     const section = log.subarray(header.length, log.length - trailer.length);
     expect(createHash('sha256').update(section).digest('hex')).toBe(createHash('sha256').update(payload).digest('hex'));
-    expect(completion?.output_bytes).toBe(log.length);
+    expect(completion?.log_bytes).toBe(log.length);
+    expect(completion?.output_bytes).toBe(section.length);
   });
 
   it('keeps the log of a command writing zeros forever under an 8 MiB cap plus 64 KiB, says output_capped, and keeps it running', async () => {

@@ -118,7 +118,10 @@ eachBackend((backend) => {
       const artifacts = canceled.result?.['artifacts'] as { name: string; parts: { text: string }[] }[];
       expect(artifacts).toHaveLength(1);
       expect(artifacts[0]?.name).toBe('residue');
-      const items = (artifacts[0]?.parts ?? []).map((part) => JSON.parse(part.text) as Record<string, unknown>);
+      const all = (artifacts[0]?.parts ?? []).map((part) => JSON.parse(part.text) as Record<string, unknown>);
+      // After what else runs, the plan's own step still running (docs/cancel.md#residue-items, plan_step: ours).
+      expect(all.at(-1)).toEqual({ kind: 'plan_step', task_id: taskId, step_id: 's', step_kind: 'shell' });
+      const items = all.slice(0, -1);
       expect(items.map((item) => item['work_id'])).toEqual(workIds);
       // The registry's fields as the `shell_detached` record has them: the resolved binary, the command text after it.
       expect(items.map((item) => item['command']).sort()).toEqual([bg1, bg2].sort());
@@ -165,7 +168,8 @@ eachBackend((backend) => {
       const call = serve.call('shell.run', { command: `sleep ${tag}`, grace_secs: null });
       const started = await serve.next((m) => m.method === 'task.started');
       const taskId = started.params?.['task_id'] as string;
-      expect(started.params).toEqual({ task_id: taskId, method: 'shell.run' });
+      // request_id (ours): the id of the shell.run request that started it.
+      expect(started.params).toEqual({ task_id: taskId, method: 'shell.run', request_id: expect.anything() });
       await waitFor(() => processesWithArg(tag).some((p) => p.argv[0] === 'sleep'), 10_000, 'the command to run');
 
       const canceled = await serve.call('task.cancel', { task_id: taskId });
@@ -203,9 +207,11 @@ eachBackend((backend) => {
       const taskId = submitted.result?.['task_id'] as string;
       await waitFor(() => processesWithArg(step).some((p) => p.argv[0] === 'sleep'), 10_000, 'the plan step to run');
 
-      expect((await serve.call('task.cancel', { task_id: taskId })).result).toEqual({ task_id: taskId, status: 'canceled' });
+      // The residue names the plan's step still running (a plan_step item, ours): a graceful cancel lets it finish.
+      const stepResidue = { artifacts: [{ name: 'residue', parts: [{ text: JSON.stringify({ kind: 'plan_step', task_id: taskId, step_id: 's', step_kind: 'shell' }) }] }] };
+      expect((await serve.call('task.cancel', { task_id: taskId })).result).toEqual({ task_id: taskId, status: 'canceled', ...stepResidue });
       expect(processesWithArg(step).length).toBeGreaterThan(0);
-      expect((await serve.call('task.cancel', { task_id: taskId })).result).toEqual({ task_id: taskId, status: 'canceled' });
+      expect((await serve.call('task.cancel', { task_id: taskId })).result).toEqual({ task_id: taskId, status: 'canceled', ...stepResidue });
       const finished = await serve.next((m) => m.method === 'task.finished' && m.params?.['task_id'] === taskId);
       const report = finished.params?.['report'] as { canceled: boolean; results: { step_id: string; status: string; error: string | null }[] };
       expect(report.canceled).toBe(true);
@@ -215,7 +221,7 @@ eachBackend((backend) => {
       expect(await serve.exit).toBe(0);
     });
 
-    it('answers a graceful cancel with no artifacts when nothing else runs, and session.stop with an empty residue', async () => {
+    it('answers a graceful cancel with only the plan\'s running step as residue when nothing else runs, and session.stop with an empty residue', async () => {
       const dir = temp.make('serve-cancel-empty');
       const step = uniqueSleepArg();
       tags.push(step);
@@ -229,7 +235,12 @@ eachBackend((backend) => {
       await waitFor(() => processesWithArg(step).length > 0, 10_000, 'the plan step to run');
 
       const canceled = await serve.call('task.cancel', { task_id: taskId });
-      expect(canceled.result).toEqual({ task_id: taskId, status: 'canceled' });
+      // No background command or delegation runs: the residue is the plan's own step still running (plan_step, ours).
+      expect(canceled.result).toEqual({
+        task_id: taskId,
+        status: 'canceled',
+        artifacts: [{ name: 'residue', parts: [{ text: JSON.stringify({ kind: 'plan_step', task_id: taskId, step_id: 's', step_kind: 'shell' }) }] }],
+      });
       writeJson(dir, 'go', {});
       const finished = await serve.next((m) => m.method === 'task.finished' && m.params?.['task_id'] === taskId);
       const report = finished.params?.['report'] as { canceled: boolean; results: { step_id: string; status: string }[] };

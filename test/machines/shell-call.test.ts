@@ -94,7 +94,7 @@ describe('the shell-call machine', () => {
     capped.report({ type: 'COMMAND.STARTED', pid: 10, binary: '/usr/bin/bash' });
     capped.report({ type: 'COMMAND.LOG_CAPPED' });
     capped.clock.increment(5000);
-    expect(capped.orders).toEqual([{ type: 'END' }]);
+    expect(capped.orders).toEqual([{ type: 'END', by: 'log_cap' }]);
     capped.report({ type: 'COMMAND.LEADER_EXITED', exitCode: 143, signal: 'SIGTERM' });
     capped.report(finish(143, false));
     expect(capped.actor.getSnapshot().value).toBe('canceled');
@@ -141,6 +141,51 @@ describe('the shell-call machine', () => {
       expect(actor.getSnapshot().value).toBe(end);
       expect(actor.getSnapshot().output).toMatchObject({ state: 'exited', endedBy: signal === null ? null : 'session_end' });
     }
+  });
+
+  it('stops a background command whose deadline passed as a stop does: SIGTERM, SIGKILL after the grace, ended_by deadline', () => {
+    const { actor, report, orders, clock } = start({ graceMs: 1000 });
+    report({ type: 'COMMAND.STARTED', pid: 10, binary: '/usr/bin/bash' });
+    clock.increment(1000);
+    report({ type: 'COMMAND.DEMOTED', workId: 'wrk_1', outputPath: '/l' });
+    orders.length = 0;
+    report({ type: 'COMMAND.DEADLINE' });
+    expect(orders).toEqual([{ type: 'SIGNAL', signal: 'SIGTERM', by: 'deadline' }]);
+    report({ type: 'COMMAND.SIGNAL_SENT', signal: 'SIGTERM', by: 'deadline' });
+    clock.increment(2000);
+    expect(orders[1]).toEqual({ type: 'SIGNAL', signal: 'SIGKILL', by: 'deadline' });
+    report({ type: 'COMMAND.SIGNAL_SENT', signal: 'SIGKILL', by: 'deadline' });
+    report({ type: 'COMMAND.LEADER_EXITED', exitCode: 137, signal: 'SIGKILL' });
+    report(finish(137, true));
+    expect(actor.getSnapshot().value).toBe('canceled');
+    expect(actor.getSnapshot().output).toMatchObject({ state: 'stopped', endedBy: 'deadline', completion: { ended_by: 'deadline', resource_limit: null } });
+  });
+
+  it('ends a command still in the foreground at its deadline, never demoting it; a stop that came first keeps its cause', () => {
+    const foreground = start({ graceMs: 60_000 });
+    foreground.report({ type: 'COMMAND.STARTED', pid: 10, binary: '/usr/bin/bash' });
+    foreground.clock.increment(500);
+    foreground.report({ type: 'COMMAND.DEADLINE' });
+    expect(foreground.orders).toEqual([{ type: 'END', by: 'deadline' }]);
+    expect(foreground.actor.getSnapshot().value).toEqual({ running: { foreground: 'held' } });
+    foreground.clock.increment(60_000);
+    expect(foreground.orders).toHaveLength(1);
+    foreground.report({ type: 'COMMAND.LEADER_EXITED', exitCode: 143, signal: 'SIGTERM' });
+    foreground.report(finish(143, false));
+    expect(foreground.actor.getSnapshot().output).toMatchObject({ workId: null, state: 'stopped', endedBy: 'deadline' });
+
+    const stopped = start({ graceMs: 0 });
+    stopped.report({ type: 'COMMAND.STARTED', pid: 10, binary: '/usr/bin/bash' });
+    stopped.clock.increment(0);
+    stopped.report({ type: 'COMMAND.DEMOTED', workId: 'wrk_1', outputPath: '/l' });
+    stopped.orders.length = 0;
+    stopped.actor.send({ type: 'STOP' });
+    stopped.report({ type: 'COMMAND.SIGNAL_SENT', signal: 'SIGTERM', by: 'stop' });
+    stopped.report({ type: 'COMMAND.DEADLINE' });
+    expect(stopped.orders).toEqual([{ type: 'SIGNAL', signal: 'SIGTERM', by: 'stop' }]);
+    stopped.report({ type: 'COMMAND.LEADER_EXITED', exitCode: 143, signal: 'SIGTERM' });
+    stopped.report(finish(143, true));
+    expect(stopped.actor.getSnapshot().output).toMatchObject({ endedBy: 'stop' });
   });
 
   it('sends no signal once the leader has exited: a stop then does nothing', () => {

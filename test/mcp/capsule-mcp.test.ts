@@ -205,6 +205,26 @@ describe('a completion nobody waited for', () => {
   });
 });
 
+describe('bounds on background work', () => {
+  it('stops a command at its deadline_secs (ended_by deadline in the wait answer, as fields and text) and says once, as a warning message, that one printed nothing for idle_secs', async () => {
+    const mcp = await startMcp();
+    const quiet = await mcp.tool('shell_run', { binary: 'bash', command: 'echo hi; exec sleep 30', grace_secs: 0, idle_secs: 0.5 });
+    const quietId = quiet.structuredContent['work_id'] as string;
+    await waitFor(() => mcp.logged.some((data) => data['event'] === 'command_idle' && data['work_id'] === quietId), 15_000, 'the idle message');
+    expect(mcp.logged.find((data) => data['event'] === 'command_idle')).toMatchObject({ work_id: quietId, idle_secs: 0.5, output_bytes: 3 });
+    const status = await mcp.tool('background_command', { operation: 'status', work_id: quietId });
+    expect(status.structuredContent).toMatchObject({ state: 'running', idle_at_ms: expect.any(Number) });
+    await mcp.tool('background_command', { operation: 'stop', work_id: quietId });
+
+    const bounded = await mcp.tool('shell_run', { binary: 'bash', command: 'exec sleep 30', grace_secs: 0, deadline_secs: 1 });
+    const boundedId = bounded.structuredContent['work_id'] as string;
+    const waited = await mcp.tool('background_command', { operation: 'wait', work_id: boundedId, wait_secs: 20 });
+    expect(waited.structuredContent).toMatchObject({ wait: 'Finished', state: 'stopped', command_state: 'timed_out', ended_by: 'deadline', exit_code: 143, signal: 'SIGTERM' });
+    expect(textOf(waited)).toContain('ended_by: deadline');
+    expect(mcp.logged.filter((data) => data['event'] === 'command_idle')).toHaveLength(1);
+  });
+});
+
 describe('the client closing the session', () => {
   it('ends everything: the server exits and no process of the session remains', async () => {
     const mcp = await startMcp();
