@@ -69,6 +69,11 @@ export interface ExplainContext {
   /** Unknown-key warnings of the plan: a refused step's misspelt key is the likely cause. */
   readonly unknownKeys: readonly UnknownKeyWarning[];
   /**
+   * Where a step of the (matrix-expanded) plan is declared in the file: its index there
+   * (`docs/plan-format.md#matrix`: a matrix step's instances all point at it). Absent: the same index.
+   */
+  readonly declaredStep?: (index: number) => number;
+  /**
    * Where the plan was submitted, for the fix of a refused binary: `run` (default; also
    * `validate`), where `--allow X` widens the allow list for one run, or `serve` (`plan.submit`),
    * whose allow list is fixed by `capsule serve`'s own `--allow` flags when it starts, or `child`
@@ -89,7 +94,8 @@ export function listValues(values: readonly string[], max = MAX_ACCEPTED_SHOWN):
 }
 
 /** The location fields of a refusal about the value at `path` (segments from the document root). */
-export function located(ctx: Pick<ExplainContext, 'file' | 'text'>, path: readonly JsonPathSegment[] | null, position?: SourcePosition | null) {
+export function located(ctx: Pick<ExplainContext, 'file' | 'text' | 'declaredStep'>, path: readonly JsonPathSegment[] | null, position?: SourcePosition | null) {
+  if (path !== null && ctx.declaredStep !== undefined && path[0] === 'steps' && typeof path[1] === 'number') path = ['steps', ctx.declaredStep(path[1]), ...path.slice(2)];
   const at = position ?? (ctx.text !== null && path !== null ? locateJsonPath(ctx.text, path) : null);
   return {
     file: ctx.file,

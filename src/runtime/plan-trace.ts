@@ -5,7 +5,7 @@
  * `plan_end` alone under the session node when the file could not be read or parsed). The
  * `process_start` records of the run's attempts hang off the plan node too ({@link PlanTrace.planNode}).
  */
-import type { PlanFile, StepKind } from '../../machines/contracts.js';
+import type { MatrixValue, PlanFile, StepKind } from '../../machines/contracts.js';
 import { PLAN_CANCELED_REASON } from '../../machines/messages.js';
 import type { SettledRecord } from '../../machines/plan-schedule.js';
 import type { PlanOutput, StartedStep } from '../../machines/plan.machine.js';
@@ -23,7 +23,7 @@ export class PlanTrace {
   #planId = '';
   #ended = false;
   /** A settled step's logs (`plan_step.logs`), once the run has them. */
-  extras: ((result: SettledRecord['result']) => { readonly logs?: readonly StepLogEntry[] }) | null = null;
+  extras: ((result: SettledRecord['result']) => { readonly logs?: readonly StepLogEntry[]; readonly matrix_group?: string; readonly matrix?: Readonly<Record<string, MatrixValue>> }) | null = null;
 
   constructor(trace: TraceWriter, session: TraceNode<'session_start'>, task: TraceNode<'task_start'> | null = null) {
     this.#trace = trace;
@@ -43,6 +43,7 @@ export class PlanTrace {
         kind: kinds[i] ?? 'unknown',
         depends_on: step.depends_on,
         has_condition: step.if !== undefined,
+        ...(step.matrix_group !== undefined ? { matrix_group: step.matrix_group, ...(step.matrix_values !== undefined ? { matrix: step.matrix_values } : {}) } : {}),
       })),
     });
   }
@@ -74,7 +75,8 @@ export class PlanTrace {
   #writeSettled(plan: TraceNode<'plan_start'>, records: readonly SettledRecord[]): void {
     for (const record of records) {
       const { result } = record;
-      const logs = this.extras?.(result).logs;
+      const extras = this.extras?.(result);
+      const logs = extras?.logs;
       this.#trace.write('plan_step', plan, {
         plan_id: this.#planId,
         step_id: result.step_id,
@@ -87,6 +89,8 @@ export class PlanTrace {
         ...(record.stateEffect !== undefined ? { state_effect: record.stateEffect } : {}),
         ...(record.resourceId !== undefined ? { resource_id: record.resourceId } : {}),
         ...(result.truncated !== undefined ? { truncated: result.truncated } : {}),
+        ...(extras?.matrix_group !== undefined ? { matrix_group: extras.matrix_group } : {}),
+        ...(extras?.matrix !== undefined ? { matrix: extras.matrix } : {}),
         ...(logs !== undefined ? { logs } : {}),
       });
     }
