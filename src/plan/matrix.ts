@@ -130,9 +130,11 @@ export function matrixCombinations(
     const keys = Object.keys(pattern);
     combinations = combinations.filter((combination) => !matches(combination, pattern, keys));
   }
-  // GitHub Actions: an include extends every combination whose original values it does not
-  // overwrite (added values may be overwritten); one that extends none is a new combination.
+  // GitHub Actions: an include extends every combination of the product whose original values it
+  // does not overwrite (values an include added may be overwritten); one that extends none is a
+  // new combination, which no later include extends.
   const original = combinations.map((combination) => ({ ...combination }));
+  const added: Combination[] = [];
   for (const pattern of edits['include'] as Combination[]) {
     let extended = false;
     combinations.forEach((combination, index) => {
@@ -142,11 +144,9 @@ export function matrixCombinations(
       Object.assign(combination, pattern);
       extended = true;
     });
-    if (!extended) {
-      combinations.push({ ...pattern });
-      original.push({ ...pattern });
-    }
+    if (!extended) added.push({ ...pattern });
   }
+  combinations.push(...added);
   if (combinations.length > MAX_MATRIX_INSTANCES) return fail(tooMany(combinations.length), []);
   if (combinations.length === 0) return fail('every combination is excluded: the step would run no instance', ['exclude']);
   return { ok: true, combinations };
