@@ -19,6 +19,8 @@ export type MatrixGroups = ReadonlyMap<string, readonly string[]>;
 
 /** A matrix problem: what is wrong, and where below the plan (`['steps', 0, 'matrix', 'cc']`). */
 export interface MatrixProblem {
+  /** The matrix step's id. */
+  readonly step: string;
   readonly error: string;
   readonly path: readonly (string | number)[];
 }
@@ -85,7 +87,7 @@ export function matrixCombinations(
   matrix: Readonly<Record<string, unknown>>,
   at: readonly (string | number)[],
 ): { ok: true; combinations: Combination[] } | { ok: false; problem: MatrixProblem } {
-  const fail = (error: string, path: readonly (string | number)[]) => ({ ok: false as const, problem: { error: `step '${stepId}': matrix: ${error}`, path: [...at, ...path] } });
+  const fail = (error: string, path: readonly (string | number)[]) => ({ ok: false as const, problem: { step: stepId, error: `step '${stepId}': matrix: ${error}`, path: [...at, ...path] } });
   const axes: [string, MatrixValue[]][] = [];
   for (const [key, values] of Object.entries(matrix)) {
     if ((MATRIX_EDITS as readonly string[]).includes(key)) continue;
@@ -188,6 +190,7 @@ export function expandMatrices(
           return {
             ok: false,
             problem: {
+              step: step.id,
               error: `step '${step.id}': '$matrix.${name}' names no key of the matrix${keys.length > 0 ? ` (instance '${instanceId(step.id, combination)}' has ${keys.join(', ')})` : ''}`,
               path: ['steps', index, ...path],
             },
@@ -218,14 +221,14 @@ export function expandMatrices(
     const owner = step.matrix_group ?? step.id;
     const clash = seen.get(step.id);
     if (clash !== undefined && (step.matrix_group !== undefined || clash !== step.id)) {
-      return { ok: false, problem: { error: `step '${owner}': the id '${step.id}' is used by two steps (${describeOwner(clash)} and ${describeOwner(owner, step.id)}): rename one`, path: declaredAt.get(owner) ?? ['steps', index] } };
+      return { ok: false, problem: { step: owner, error: `step '${owner}': the id '${step.id}' is used by two steps (${describeOwner(clash)} and ${describeOwner(owner, step.id)}): rename one`, path: declaredAt.get(owner) ?? ['steps', index] } };
     }
     seen.set(step.id, owner);
   }
   for (const [group, ids] of groups) {
     const other = expanded.find((step) => step.id === group);
     if (other !== undefined) {
-      return { ok: false, problem: { error: `step '${group}': a matrix step's id names all its ${ids.length} instances, and another step is also called '${group}': rename one`, path: declaredAt.get(group) ?? [] } };
+      return { ok: false, problem: { step: group, error: `step '${group}': a matrix step's id names all its ${ids.length} instances, and another step is also called '${group}': rename one`, path: declaredAt.get(group) ?? [] } };
     }
   }
   if (groups.size === 0) return { ok: true, steps: expanded };

@@ -317,7 +317,7 @@ export type ParsePlanResult =
       readonly error: string;
       /** Where the problem is: the JSON path of the first shape problem, or the place of a syntax error. */
       readonly at?:
-        | { readonly path: readonly (string | number)[] }
+        | { readonly path: readonly (string | number)[]; readonly matrixStep?: string }
         | { readonly position: SourcePosition }
         /** A key written twice in one object (see `findDuplicateKey`). */
         | { readonly duplicateKey: DuplicateKey };
@@ -339,6 +339,9 @@ export type ParsePlanResult =
  *   column C: remove one of them` (see `duplicateKey`), as the source's reader refuses it (docs/plan-format.md#parse-rules).
  *
  * `retries: 2.0` is read as 2 (an accepted divergence, docs/plan-format.md#parse-rules).
+ *
+ * A matrix step is then expanded into its instances (`docs/plan-format.md#matrix`); a matrix
+ * mistake is refused with `step '<id>': …` and the matrix step's id and place in `at`.
  *
  * @param text The file's text.
  * @returns The plan, plus one warning per unknown key (top level and steps, document order).
@@ -449,7 +452,7 @@ function parseJsonValue(raw: unknown): ParsePlanResult {
 }
 
 /** The plan with its matrix steps expanded into their instances (`docs/plan-format.md#matrix`), or the refusal, located. */
-function expandPlanMatrices(plan: PlanFile, raw: unknown): { ok: true; plan: PlanFile } | { ok: false; error: string; at: { path: readonly (string | number)[] } } {
+function expandPlanMatrices(plan: PlanFile, raw: unknown): { ok: true; plan: PlanFile } | { ok: false; error: string; at: { path: readonly (string | number)[]; matrixStep: string } } {
   // The schema passed, so `raw.steps` is an array of objects, one per parsed step.
   const rawSteps = (raw as { steps: readonly Record<string, unknown>[] }).steps;
   const matrices = new Map<number, Readonly<Record<string, unknown>>>();
@@ -458,7 +461,8 @@ function expandPlanMatrices(plan: PlanFile, raw: unknown): { ok: true; plan: Pla
   });
   if (matrices.size === 0) return { ok: true, plan };
   const expanded = expandMatrices(plan.steps, matrices);
-  if (!expanded.ok) return { ok: false, error: planParseFailed(expanded.problem.error), at: { path: expanded.problem.path } };
+  // The file parsed: the error is the matrix's, not a parse error's.
+  if (!expanded.ok) return { ok: false, error: expanded.problem.error, at: { path: expanded.problem.path, matrixStep: expanded.problem.step } };
   return { ok: true, plan: { id: plan.id, steps: expanded.steps } };
 }
 

@@ -146,6 +146,18 @@ describe('validate and a matrix', () => {
     expect(validated.stdout + validated.stderr).toMatch(expected);
   });
 
+  it('explains a matrix refusal in validate --json: code matrix, the matrix step, its place', async () => {
+    const dir = workdirWith([node('build', 'process.stdout.write(1)', { matrix: { cc: ['gcc'] }, cwd: 'src/$matrix.os' })]);
+    const validated = await runCli(['validate', 'plan.json', '--json'], { cwd: dir });
+
+    expect(validated.code).toBe(1);
+    expect(JSON.parse(validated.stdout)).toMatchObject({
+      valid: false,
+      error: "step 'build': '$matrix.os' names no key of the matrix (instance 'build[cc=gcc]' has cc)",
+      refusal: { step_id: 'build', code: 'matrix', json_path: 'steps[0].cwd', file: 'plan.json', line: expect.any(Number) },
+    });
+  });
+
   it('refuses an instance id that another step has, and locates a later step where it is written', async () => {
     const clash = workdirWith([node('build[cc=gcc]', 'process.stdout.write(1)'), node('build', 'process.stdout.write(1)', { matrix: { cc: ['gcc'] } })]);
     const clashed = await runCli(['validate', 'plan.json'], { cwd: clash });

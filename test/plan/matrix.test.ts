@@ -58,7 +58,7 @@ describe('matrix combinations', () => {
 
   it('refuses every combination excluded', () => {
     const found = matrixCombinations('build', { cc: ['gcc'], exclude: [{ cc: 'gcc' }] }, ['steps', 0, 'matrix']);
-    expect(found).toEqual({ ok: false, problem: { error: "step 'build': matrix: every combination is excluded: the step would run no instance", path: ['steps', 0, 'matrix', 'exclude'] } });
+    expect(found).toEqual({ ok: false, problem: { step: 'build', error: "step 'build': matrix: every combination is excluded: the step would run no instance", path: ['steps', 0, 'matrix', 'exclude'] } });
   });
 
   it('refuses past 256 instances, before making them when the product is far past it', () => {
