@@ -155,7 +155,10 @@ function laterFailures(plan: PlanFile, ctx: PlanCheckContext): Pick<PlanCheck, '
       },
     });
   }
-  return { failsLater: failing.map(boundedLater), warnings: warnings.map(boundedWarning) };
+  const declared = ctx.declaredStep;
+  // A matrix instance's warning points where its step is written (docs/plan-format.md#matrix).
+  const placed = declared === undefined ? warnings : warnings.map((warning) => ({ ...warning, path: warning.path.replace(/^steps\[(\d+)\]/, (_, index: string) => `steps[${declared(Number(index))}]`) }));
+  return { failsLater: failing.map(boundedLater), warnings: placed.map(boundedWarning) };
 }
 
 function memoized(found: ((program: string) => boolean) | undefined): ((program: string) => boolean) | undefined {

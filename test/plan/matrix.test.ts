@@ -7,6 +7,8 @@ import type { StepResult } from '../../machines/contracts.js';
 import { groupResult, matrixCombinations, matrixGroups, withMatrixGroups } from '../../src/plan/matrix.js';
 import { resolveReference } from '../../src/plan/references.js';
 import { parsePlanText } from '../../src/plan/schema.js';
+import { checkPlan } from '../../src/plan/check.js';
+import { DEFAULT_CTX } from './support.js';
 
 const combinations = (matrix: Record<string, unknown>) => {
   const found = matrixCombinations('build', matrix, ['steps', 0, 'matrix']);
@@ -111,5 +113,15 @@ describe('a reference to a matrix step', () => {
     const parsed = parsePlanText(JSON.stringify({ id: 'p', steps: [{ id: 'b', shell: 'true', matrix: { n: [1, 2] } }] }));
     if (!parsed.ok) throw new Error(parsed.error);
     expect([...matrixGroups(parsed.plan.steps)]).toEqual([['b', ['b[n=1]', 'b[n=2]']]]);
+  });
+});
+
+describe('checking an expanded plan', () => {
+  it('places a warning about a step after a matrix step where that step is written', () => {
+    const parsed = parsePlanText(JSON.stringify({ id: 'p', steps: [{ id: 'b', shell: 'printf x', matrix: { n: [1, 2, 3] } }, { id: 'c', shell: 'printf y', input: 'ignored', depends_on: ['b'] }] }));
+    if (!parsed.ok) throw new Error(parsed.error);
+    const check = checkPlan(parsed.plan, { ...DEFAULT_CTX, file: 'plan.json', text: null, manifest: 'manifest', manifestPath: null, unknownKeys: [] });
+    expect(check.refusal).toBeNull();
+    expect(check.warnings.find((warning) => warning.kind === 'shell_input')?.path).toBe('steps[1].input');
   });
 });
