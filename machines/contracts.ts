@@ -109,7 +109,17 @@ export interface PlanStep {
   readonly env?: Readonly<Record<string, string>>;
   /** Shell and tool steps (ours, `docs/plan-format.md#cwd`): the directory the process starts in, relative to the workdir. */
   readonly cwd?: string;
+  /**
+   * Ours (`docs/plan-format.md#matrix`): set on each instance a matrix step expands into, the
+   * matrix step's id (the group a reference to that id aggregates). Never written in a plan file.
+   */
+  readonly matrix_group?: string;
+  /** With {@link matrix_group}: this instance's combination, keys in declaration order. */
+  readonly matrix_values?: Readonly<Record<string, MatrixValue>>;
 }
+
+/** One value of a matrix key (`docs/plan-format.md#matrix`). */
+export type MatrixValue = string | number | boolean;
 
 /** A parsed plan file (`docs/plan-format.md#plan-file`). */
 export interface PlanFile {

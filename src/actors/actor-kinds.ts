@@ -19,6 +19,7 @@ import { stepPoolMachine, type PoolBatch, type StepPoolContext } from '../../mac
 import { stepMachine, type StepContext, type StepEvent, type StepInput } from '../../machines/step.machine.js';
 import { processOutcome } from '../../machines/attempt-outcome.js';
 import { evaluateCondition } from '../plan/condition.js';
+import { matrixGroups, withMatrixGroups } from '../plan/matrix.js';
 import { detachedCommandInputFromLog, planInputFromLog, shellCallInputFromLog, stepInputFromLog } from './log-inputs.js';
 
 /** How an effect actor is faked in replay: a promise settles once, a callback sends events back. */
@@ -128,7 +129,9 @@ const plan: ActorKind = {
       // The full scan needs the condition language (src/plan). It changes only the mutable
       // schedule: not an `assign`, which would copy the context and rebuild the snapshot.
       scanSteps: enqueueActions(({ context }: { context: PlanContext }) => {
-        scan(context.schedule, context.canceled, evaluateCondition);
+        // A reference to a matrix step's id reads its instances' aggregate (docs/plan-format.md#matrix).
+        const groups = matrixGroups(context.schedule.steps);
+        scan(context.schedule, context.canceled, groups.size === 0 ? evaluateCondition : (condition, results) => evaluateCondition(condition, withMatrixGroups(results, groups)));
       }),
     },
   },

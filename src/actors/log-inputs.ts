@@ -7,7 +7,7 @@
  * Pure (model floor): the plan model and zod only.
  */
 import * as z from 'zod';
-import type { PlanStep, StepKind, StepResult } from '../../machines/contracts.js';
+import type { MatrixValue, PlanStep, StepKind, StepResult } from '../../machines/contracts.js';
 import type { DetachedCommandInput } from '../../machines/detached-command.machine.js';
 import type { PlanInput } from '../../machines/plan.machine.js';
 import type { ShellCallInput } from '../../machines/shell-call.machine.js';
@@ -171,7 +171,27 @@ function parsedSteps(steps: readonly unknown[]): readonly PlanStep[] | InputErro
   const parsed = parsePlanValue({ id: 'replay', steps });
   if (!parsed.ok) return { error: `"steps" are not plan steps: ${parsed.error}` };
   const problem = planStructureProblem(parsed.plan.steps);
-  return problem === null ? parsed.plan.steps : { error: `"steps" are refused: ${problem}` };
+  return problem === null ? withMatrixInstances(parsed.plan.steps, steps) : { error: `"steps" are refused: ${problem}` };
+}
+
+/**
+ * The parsed steps with the matrix instance fields their logged form holds (`matrix_group`,
+ * `matrix_values`, `docs/plan-format.md#matrix`): a plan file cannot write them, so parsing drops them.
+ */
+function withMatrixInstances(parsed: readonly PlanStep[], logged: readonly unknown[]): readonly PlanStep[] {
+  const instance = (raw: unknown): { matrix_group: string; matrix_values: Record<string, MatrixValue> } | null => {
+    if (raw === null || typeof raw !== 'object') return null;
+    const { matrix_group: group, matrix_values: values } = raw as Record<string, unknown>;
+    if (typeof group !== 'string' || values === null || typeof values !== 'object' || Array.isArray(values)) return null;
+    const entries = Object.entries(values);
+    if (!entries.every(([, value]) => typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean')) return null;
+    return { matrix_group: group, matrix_values: Object.fromEntries(entries) as Record<string, MatrixValue> };
+  };
+  if (!logged.some((raw) => instance(raw) !== null)) return parsed;
+  return parsed.map((step, index) => {
+    const found = instance(logged[index]);
+    return found === null ? step : { ...step, ...found };
+  });
 }
 
 /** A plan actor's input (`PlanInput`) from its logged form. */

@@ -34,6 +34,7 @@ import {
 } from './refusal.js';
 import { explainFinding } from './explain-finding.js';
 import { parseReference } from './references.js';
+import { declaredStepIndex, matrixGroups } from './matrix.js';
 import { scanShellText } from './shell-text.js';
 import { clipMiddle, MAX_SENTENCE_CHARS } from '../excerpt.js';
 import { envReferences, validationFindings, type ValidationContext } from './validate.js';
@@ -91,6 +92,8 @@ export interface PlanCheck {
  *   With `ctx.canExecute`, programs that would not start are warned about (`binary_not_found`).
  */
 export function checkPlan(plan: PlanFile, ctx: PlanCheckContext, options: { readonly refusalOnly?: boolean; readonly laterWithRefusals?: boolean } = {}): PlanCheck {
+  // A matrix step's instances are located where the step is written (docs/plan-format.md#matrix).
+  if (ctx.declaredStep === undefined && matrixGroups(plan.steps).size > 0) ctx = { ...ctx, declaredStep: declaredStepIndex(plan.steps) };
   const findings = validationFindings(plan, ctx);
   const first = findings.next();
   if (first.done !== true) {
@@ -124,6 +127,8 @@ const STRUCTURAL_CODES: ReadonlySet<string> = new Set(['duplicate_step_id', 'unk
 function laterFailures(plan: PlanFile, ctx: PlanCheckContext): Pick<PlanCheck, 'failsLater' | 'warnings'> {
 
   const ids = new Set(plan.steps.map((step) => step.id));
+  // A reference may name a matrix step's id (docs/plan-format.md#matrix).
+  for (const group of matrixGroups(plan.steps).keys()) ids.add(group);
   // Asked once per program, not once per step: a PATH lookup is a dozen system calls.
   const canExecute = memoized(ctx.canExecute);
   ctx = canExecute === undefined ? ctx : { ...ctx, canExecute };
@@ -150,7 +155,10 @@ function laterFailures(plan: PlanFile, ctx: PlanCheckContext): Pick<PlanCheck, '
       },
     });
   }
-  return { failsLater: failing.map(boundedLater), warnings: warnings.map(boundedWarning) };
+  const declared = ctx.declaredStep;
+  // A matrix instance's warning points where its step is written (docs/plan-format.md#matrix).
+  const placed = declared === undefined ? warnings : warnings.map((warning) => ({ ...warning, path: warning.path.replace(/^steps\[(\d+)\]/, (_, index: string) => `steps[${declared(Number(index))}]`) }));
+  return { failsLater: failing.map(boundedLater), warnings: placed.map(boundedWarning) };
 }
 
 function memoized(found: ((program: string) => boolean) | undefined): ((program: string) => boolean) | undefined {

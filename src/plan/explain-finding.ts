@@ -35,7 +35,7 @@ function explainUnbounded(finding: ValidationFinding, plan: PlanFile, ctx: Expla
       };
     }
     case 'no_step_kind': {
-      const misspelt = ctx.unknownKeys.find((w) => w.path === `steps[${finding.index}]` && w.suggestion !== null && ['tool', 'shell', 'capsule'].includes(w.suggestion));
+      const misspelt = ctx.unknownKeys.find((w) => w.path === `steps[${ctx.declaredStep?.(finding.index) ?? finding.index}]` && w.suggestion !== null && ['tool', 'shell', 'capsule'].includes(w.suggestion));
       return {
         ...base,
         rule: 'a step declares exactly one of tool, shell or capsule (docs/plan-format.md#rule-2a)',

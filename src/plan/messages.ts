@@ -124,6 +124,8 @@ export const PLAN_SHAPE = {
   always: 'expected true or false (leave the key out for false)',
   retryDelaySecs: 'expected a number of seconds from 0 to 60 (the first wait before a retry; leave the key out for none)',
   cwd: 'expected a directory inside the workdir as a relative path string such as "test" (leave the key out for the workdir)',
+  matrix: 'expected an object of value lists such as {"cc": ["gcc", "clang"]}',
+  matrixValue: 'expected an array of values such as ["gcc", "clang"] (for include and exclude: of objects such as {"cc": "gcc"})',
 } as const;
 
 /** `<expected>, got <value>`: the common tail of a shape problem. */

@@ -19,6 +19,7 @@ import { clipMiddle, excerpt } from '../excerpt.js';
 import { closestKey, formatJsonPath, MAX_SUGGESTED_CHARS } from './unknown-keys.js';
 import type { ValidationCode } from './validate.js';
 import type { UnknownKeyWarning } from './warnings.js';
+import { MAX_MATRIX_INSTANCES } from './matrix.js';
 
 /**
  * Why a plan was refused: the validation codes of `docs/plan-format.md#validation` (see `ValidationCode`), what
@@ -26,7 +27,7 @@ import type { UnknownKeyWarning } from './warnings.js';
  * run meets them later), and the file-level ones (`plan_unreadable`, `invalid_json`, `duplicate_key`,
  * `plan_shape`).
  */
-export type RefusalCode = ValidationCode | 'condition' | 'invalid_reference' | 'dependency_cycle' | 'plan_unreadable' | 'invalid_json' | 'duplicate_key' | 'plan_shape' | 'step_selection';
+export type RefusalCode = ValidationCode | 'condition' | 'invalid_reference' | 'dependency_cycle' | 'plan_unreadable' | 'invalid_json' | 'duplicate_key' | 'plan_shape' | 'step_selection' | 'matrix';
 
 /** A refusal with everything needed to act on it (the `refusal` field of `validate --json` and of the report). */
 export interface Refusal {
@@ -69,6 +70,11 @@ export interface ExplainContext {
   /** Unknown-key warnings of the plan: a refused step's misspelt key is the likely cause. */
   readonly unknownKeys: readonly UnknownKeyWarning[];
   /**
+   * Where a step of the (matrix-expanded) plan is declared in the file: its index there
+   * (`docs/plan-format.md#matrix`: a matrix step's instances all point at it). Absent: the same index.
+   */
+  readonly declaredStep?: (index: number) => number;
+  /**
    * Where the plan was submitted, for the fix of a refused binary: `run` (default; also
    * `validate`), where `--allow X` widens the allow list for one run, or `serve` (`plan.submit`),
    * whose allow list is fixed by `capsule serve`'s own `--allow` flags when it starts, or `child`
@@ -89,7 +95,8 @@ export function listValues(values: readonly string[], max = MAX_ACCEPTED_SHOWN):
 }
 
 /** The location fields of a refusal about the value at `path` (segments from the document root). */
-export function located(ctx: Pick<ExplainContext, 'file' | 'text'>, path: readonly JsonPathSegment[] | null, position?: SourcePosition | null) {
+export function located(ctx: Pick<ExplainContext, 'file' | 'text' | 'declaredStep'>, path: readonly JsonPathSegment[] | null, position?: SourcePosition | null) {
+  if (path !== null && ctx.declaredStep !== undefined && path[0] === 'steps' && typeof path[1] === 'number') path = ['steps', ctx.declaredStep(path[1]), ...path.slice(2)];
   const at = position ?? (ctx.text !== null && path !== null ? locateJsonPath(ctx.text, path) : null);
   return {
     file: ctx.file,
@@ -180,12 +187,23 @@ export function explainCycle(blocked: BlockedPlan, plan: PlanFile, ctx: Pick<Exp
 export function explainParseFailure(
   error: string,
   at:
-    | { readonly path: readonly JsonPathSegment[] }
+    | { readonly path: readonly JsonPathSegment[]; readonly matrixStep?: string }
     | { readonly position: SourcePosition }
     | { readonly duplicateKey: DuplicateKey }
     | undefined,
   ctx: Pick<ExplainContext, 'file' | 'text'>,
 ): Refusal {
+  if (at !== undefined && 'path' in at && at.matrixStep !== undefined) {
+    return bounded({
+      step_id: at.matrixStep,
+      error,
+      code: 'matrix',
+      rule: `a matrix is an object of non-empty lists of strings, numbers or booleans; include and exclude are lists of objects (an exclude names only the matrix's keys); at most ${MAX_MATRIX_INSTANCES} instances per step; $matrix.<key> names a key of every instance; instance ids are unique (docs/plan-format.md#matrix)`,
+      accepted: null,
+      fix: `change ${formatJsonPath(at.path) || 'the top level'} as the error says`,
+      ...located(ctx, at.path),
+    });
+  }
   if (error === planParseFailed(TOO_DEEP)) {
     // Perhaps valid JSON, over our limit: not a syntax error, so the rule and the fix say what the
     // limit is, and where the first bracket past it is (found again: the scan stops there).

@@ -32,13 +32,14 @@ import { findNonJsonData, textNestingExceeds } from './json-bounds.js';
 import { findDuplicateKey, syntaxErrorPlace, trailingCommaAt, type DuplicateKey, type JsonSource, type SourcePosition } from './json-location.js';
 import { MAX_INPUT_FILE_BYTES, readUtf8File } from './read-file.js';
 import { findUnknownKeys, formatJsonPath, type KeySpec } from './unknown-keys.js';
+import { expandMatrices } from './matrix.js';
 import type { UnknownKeyWarning } from './warnings.js';
 
 export type { PlanWarning, SettingWarning, UnknownKeyWarning } from './warnings.js';
 export { jsonDepthExceeds, textNestingExceeds } from './json-bounds.js';
 export { MAX_INPUT_FILE_BYTES, readUtf8File, type ReadTextResult } from './read-file.js';
 
-/** Keys a step object may hold (`docs/plan-format.md#step-keys`, plus ours: `timeout_secs`, `stdin`, `env`, `cwd`, `retry_delay_secs`). Order is the docs' order. */
+/** Keys a step object may hold (`docs/plan-format.md#step-keys`, plus ours: `timeout_secs`, `stdin`, `env`, `cwd`, `retry_delay_secs`, `always`, `matrix`). Order is the docs' order. */
 export const STEP_KEYS = [
   'id',
   'tool',
@@ -55,6 +56,7 @@ export const STEP_KEYS = [
   'cwd',
   'retry_delay_secs',
   'always',
+  'matrix',
 ] as const;
 
 /** Keys the top level of a plan file may hold (`docs/plan-format.md#plan-file`). */
@@ -162,6 +164,13 @@ const RawStepSchema = z
         .boolean({ error: expecting(PLAN_SHAPE.always) })
         .optional()
         .meta({ description: 'Run once the dependencies have settled whatever they ended as: after a fail stop and after a cancel too (a second cancel skips it). Default false.' }),
+      matrix: z
+        .record(z.string(), z.array(z.unknown(), { error: expecting(PLAN_SHAPE.matrixValue) }), { error: expecting(PLAN_SHAPE.matrix) })
+        .optional()
+        .meta({
+          description:
+            'Runs the step once per combination of the values (keys in declaration order), as steps with ids such as "build[cc=gcc,opt=O0]"; "$matrix.<key>" in shell, input, env, cwd and stdin is the value. "include" and "exclude" (arrays of objects) add and remove combinations as GitHub Actions does. At most 256 instances.',
+        }),
       cwd: z
         .string({ error: cwdError })
         .optional()
@@ -308,7 +317,7 @@ export type ParsePlanResult =
       readonly error: string;
       /** Where the problem is: the JSON path of the first shape problem, or the place of a syntax error. */
       readonly at?:
-        | { readonly path: readonly (string | number)[] }
+        | { readonly path: readonly (string | number)[]; readonly matrixStep?: string }
         | { readonly position: SourcePosition }
         /** A key written twice in one object (see `findDuplicateKey`). */
         | { readonly duplicateKey: DuplicateKey };
@@ -330,6 +339,9 @@ export type ParsePlanResult =
  *   column C: remove one of them` (see `duplicateKey`), as the source's reader refuses it (docs/plan-format.md#parse-rules).
  *
  * `retries: 2.0` is read as 2 (an accepted divergence, docs/plan-format.md#parse-rules).
+ *
+ * A matrix step is then expanded into its instances (`docs/plan-format.md#matrix`); a matrix
+ * mistake is refused with `step '<id>': …` and the matrix step's id and place in `at`.
  *
  * @param text The file's text.
  * @returns The plan, plus one warning per unknown key (top level and steps, document order).
@@ -434,7 +446,24 @@ function parseJsonValue(raw: unknown): ParsePlanResult {
       message: unknownKey(where, found.key, found.suggestion, found.known),
     };
   });
-  return { ok: true, plan: parsed.data, warnings };
+  const expanded = expandPlanMatrices(parsed.data, raw);
+  if (!expanded.ok) return expanded;
+  return { ok: true, plan: expanded.plan, warnings };
+}
+
+/** The plan with its matrix steps expanded into their instances (`docs/plan-format.md#matrix`), or the refusal, located. */
+function expandPlanMatrices(plan: PlanFile, raw: unknown): { ok: true; plan: PlanFile } | { ok: false; error: string; at: { path: readonly (string | number)[]; matrixStep: string } } {
+  // The schema passed, so `raw.steps` is an array of objects, one per parsed step.
+  const rawSteps = (raw as { steps: readonly Record<string, unknown>[] }).steps;
+  const matrices = new Map<number, Readonly<Record<string, unknown>>>();
+  rawSteps.forEach((step, index) => {
+    if (step['matrix'] !== undefined) matrices.set(index, step['matrix'] as Record<string, unknown>);
+  });
+  if (matrices.size === 0) return { ok: true, plan };
+  const expanded = expandMatrices(plan.steps, matrices);
+  // The file parsed: the error is the matrix's, not a parse error's.
+  if (!expanded.ok) return { ok: false, error: expanded.problem.error, at: { path: expanded.problem.path, matrixStep: expanded.problem.step } };
+  return { ok: true, plan: { id: plan.id, steps: expanded.steps } };
 }
 
 /**

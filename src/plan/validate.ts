@@ -32,6 +32,7 @@ import {
   unknownReferenceField,
 } from './messages.js';
 import { isReferenceField, parseReference } from './references.js';
+import { matrixGroups } from './matrix.js';
 import { splitShellWords } from './shell-words.js';
 import { compareCodePoints, splitUnicodeWhitespace } from './text.js';
 
@@ -251,7 +252,7 @@ function checkReference(reference: string, ids: ReadonlySet<string>): Omit<StepF
 }
 
 /** Rules 5–6 for one step; the finding, or `null` when it passes. */
-function checkStepLinks(step: PlanStep, ids: ReadonlySet<string>): StepFinding | null {
+function checkStepLinks(step: PlanStep, ids: ReadonlySet<string>, referable: ReadonlySet<string>): StepFinding | null {
   const missing = step.depends_on.findIndex((dep) => !ids.has(dep));
   if (missing !== -1) {
     const dep = step.depends_on[missing] as string;
@@ -259,20 +260,20 @@ function checkStepLinks(step: PlanStep, ids: ReadonlySet<string>): StepFinding |
   }
   const inputReferences = collectInputReferences(step.input);
   for (let i = 0; i < inputReferences.length; i++) {
-    const found = checkReference(inputReferences[i] as string, ids);
+    const found = checkReference(inputReferences[i] as string, referable);
     // The path is looked up only for a refusal: the plain walk is the one every run pays for.
     if (found !== null) return { ...found, path: ['input', ...(locateInputReferences(step.input)[i]?.path ?? [])] };
   }
   if (step.stdin !== undefined && step.stdin.startsWith('$')) {
-    const found = checkReference(step.stdin, ids);
+    const found = checkReference(step.stdin, referable);
     if (found !== null) return { ...found, path: ['stdin'] };
   }
   for (const reference of envReferences(step)) {
-    const found = checkReference(reference.text, ids);
+    const found = checkReference(reference.text, referable);
     if (found !== null) return { ...found, path: reference.path };
   }
   for (const reference of step.if === undefined ? [] : conditionReferenceTokens(step.if)) {
-    const found = checkReference(reference, ids);
+    const found = checkReference(reference, referable);
     if (found !== null) return { ...found, path: ['if'] };
   }
   return null;
@@ -346,9 +347,12 @@ export function* validationFindings(plan: PlanFile, ctx: ValidationContext): Gen
     const found = checkStepShape(step, ctx, allowed);
     if (found !== null) yield { step_id: step.id, index, ...found };
   }
+  // A reference may name a matrix step's id: it reads the aggregate of its instances (docs/plan-format.md#matrix).
+  const groups = matrixGroups(plan.steps);
+  const referable = groups.size === 0 ? ids : new Set([...ids, ...groups.keys()]);
   for (let index = 0; index < plan.steps.length; index++) {
     const step = plan.steps[index] as PlanStep;
-    const found = checkStepLinks(step, ids);
+    const found = checkStepLinks(step, ids, referable);
     if (found !== null) yield { step_id: step.id, index, ...found };
   }
 }

@@ -9,7 +9,7 @@
  * Murmur trace reads the same; fields marked "ours" go beyond it. Optional fields are omitted
  * when absent (never written as `null`), as Murmur does.
  */
-import type { JsonValue, OutputTruncation, StepKind, StepStatus } from '../../machines/contracts.js';
+import type { JsonValue, MatrixValue, OutputTruncation, StepKind, StepStatus } from '../../machines/contracts.js';
 
 /** The five keys every record starts with, in this order (`docs/trace.md#the-envelope`). */
 export interface TraceEnvelope<T extends string = string> {
@@ -162,6 +162,10 @@ export interface PlanStartStep {
   readonly kind: StepKind;
   readonly depends_on: readonly string[];
   readonly has_condition: boolean;
+  /** Ours (`docs/plan-format.md#matrix`): on a matrix instance, the matrix step's id. */
+  readonly matrix_group?: string;
+  /** Ours: on a matrix instance, its combination (keys in declaration order). */
+  readonly matrix?: Readonly<Record<string, MatrixValue>>;
 }
 
 /** `plan_start` (`docs/trace.md#plan_start`): the plan node; written right after the file parses, before validation. */
@@ -197,6 +201,10 @@ export interface PlanStepFields {
    * counts and the full-output log (`logs/shell-<epoch ms>.log`), so the step id sits beside it.
    */
   readonly truncated?: OutputTruncation;
+  /** Ours (`docs/plan-format.md#matrix`): on a matrix instance, the matrix step's id. */
+  readonly matrix_group?: string;
+  /** Ours: on a matrix instance, its combination (keys in declaration order). */
+  readonly matrix?: Readonly<Record<string, MatrixValue>>;
   /** Ours: the step's attempts' logs (`docs/records.md#step-logs`), in attempt order; absent when no attempt printed anything. */
   readonly logs?: readonly { readonly attempt: number; readonly path: string; readonly stdout_bytes: number; readonly stderr_bytes: number; readonly exit_code?: number | null; readonly signal?: string | null }[];
   /**
@@ -631,7 +639,7 @@ const ORDER: { readonly [K in TraceEventType]: readonly (keyof TraceFieldsByType
   process_start: ['owner', 'pid', 'pid_start_time', 'pgid', 'cgroup', 'pid_namespace', 'executable', 'argv'],
   plan_start: ['plan_id', 'step_count', 'steps'],
   plan_step_start: ['plan_id', 'step_id', 'kind', 'depends_on'],
-  plan_step: ['plan_id', 'step_id', 'kind', 'status', 'attempts', 'duration_ms', 'error', 'input', 'state_effect', 'resource_id', 'truncated', 'logs', 'identity', 'output', 'restored_from'],
+  plan_step: ['plan_id', 'step_id', 'kind', 'status', 'attempts', 'duration_ms', 'error', 'input', 'state_effect', 'resource_id', 'truncated', 'matrix_group', 'matrix', 'logs', 'identity', 'output', 'restored_from'],
   plan_end: ['plan_id', 'outcome', 'failed_step', 'steps_total', 'steps_succeeded', 'steps_failed', 'steps_skipped', 'duration_ms', 'reason'],
   plan_step_late: ['plan_id', 'step_id', 'attempt', 'status', 'error', 'disposition', 'reason'],
   task_start: ['task_id', 'context_id', 'source', 'origin', 'trust', 'lane', 'delegation_id', 'message_parts_bytes', 'method'],

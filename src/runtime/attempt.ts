@@ -9,6 +9,7 @@ import type { ToolResult } from '../executors/command-tool.js';
 import type { TraceNode } from '../records/trace-records.js';
 import type { Session } from '../session/session.js';
 import type { StepLogs } from './step-logs.js';
+import type { MatrixGroups } from '../plan/matrix.js';
 
 /** What an in-process tool is given besides its input. */
 export interface ToolCallContext {
@@ -87,6 +88,8 @@ export interface AttemptEnvironment {
   readonly deadlineMs?: number | null;
   /** Canceled delegations whose rows the run's task closes after its `task_canceled` (`docs/cancel.md#one-writer-per-row`). */
   readonly canceledRows?: CanceledRow[];
+  /** The plan's matrix groups (`docs/plan-format.md#matrix`): a reference to a matrix step's id reads its instances' aggregate. Absent: none. */
+  readonly matrixGroups?: MatrixGroups;
   /** This plan run's id within the session: every process tree it starts is owned by an attempt of run `runId`. */
   readonly runId: string;
   /** The node the run's `process_start` records hang off (the plan node). */

@@ -5,7 +5,7 @@
  * `plan_end` alone under the session node when the file could not be read or parsed). The
  * `process_start` records of the run's attempts hang off the plan node too ({@link PlanTrace.planNode}).
  */
-import type { PlanFile, StepKind } from '../../machines/contracts.js';
+import type { MatrixValue, PlanFile, StepKind } from '../../machines/contracts.js';
 import { PLAN_CANCELED_REASON } from '../../machines/messages.js';
 import type { SettledRecord } from '../../machines/plan-schedule.js';
 import type { PlanOutput, StartedStep } from '../../machines/plan.machine.js';
@@ -23,7 +23,7 @@ export class PlanTrace {
   #planId = '';
   #ended = false;
   /** A settled step's logs (`plan_step.logs`), once the run has them. */
-  extras: ((result: SettledRecord['result']) => { readonly logs?: readonly StepLogEntry[]; readonly restored_from?: RestoredFrom; readonly attempts?: number }) | null = null;
+  extras: ((result: SettledRecord['result']) => { readonly logs?: readonly StepLogEntry[]; readonly restored_from?: RestoredFrom; readonly attempts?: number; readonly matrix_group?: string; readonly matrix?: Readonly<Record<string, MatrixValue>> }) | null = null;
   /** A step's identity (`plan_step.identity`, docs/continue.md#identity), once its first attempt took it. */
   identityOf: ((stepId: string) => string | undefined) | null = null;
 
@@ -45,6 +45,7 @@ export class PlanTrace {
         kind: kinds[i] ?? 'unknown',
         depends_on: step.depends_on,
         has_condition: step.if !== undefined,
+        ...(step.matrix_group !== undefined ? { matrix_group: step.matrix_group, ...(step.matrix_values !== undefined ? { matrix: step.matrix_values } : {}) } : {}),
       })),
     });
   }
@@ -91,6 +92,8 @@ export class PlanTrace {
         ...(record.stateEffect !== undefined ? { state_effect: record.stateEffect } : {}),
         ...(record.resourceId !== undefined ? { resource_id: record.resourceId } : {}),
         ...(result.truncated !== undefined ? { truncated: result.truncated } : {}),
+        ...(extras?.matrix_group !== undefined ? { matrix_group: extras.matrix_group } : {}),
+        ...(extras?.matrix !== undefined ? { matrix: extras.matrix } : {}),
         ...(logs !== undefined ? { logs } : {}),
         // What a later `--continue` compares and restores (docs/continue.md#records).
         ...(identity !== undefined ? { identity } : {}),

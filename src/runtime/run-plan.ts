@@ -1,7 +1,7 @@
 import { existsSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { createActor, fromPromise, toPromise } from 'xstate';
-import type { DiscardedResult, PlanFile, StepKind, StepResult } from '../../machines/contracts.js';
+import type { DiscardedResult, MatrixValue, PlanFile, PlanStep, StepKind, StepResult } from '../../machines/contracts.js';
 import type { DiscardedRecord } from '../../machines/plan-schedule.js';
 import { DEFAULT_SLICE_SIZE, planActorId, type PlanInput, type PlanOutput } from '../../machines/plan.machine.js';
 import { missingEffects, provideKind } from '../actors/actor-kinds.js';
@@ -33,6 +33,7 @@ import { slicePacer } from './slice-pacer.js';
 import { errorGist, gistShortens } from '../executors/error-gist.js';
 import { StepLogs, type StepLogEntry } from './step-logs.js';
 import { missingBinaryHint } from '../plan/binary-makers.js';
+import { matrixGroups } from '../plan/matrix.js';
 
 /**
  * Ours, beside a step result's fields (`docs/report.md#fields-of-our-own`), each present only when it has something to say:
@@ -49,6 +50,10 @@ export interface StepResultExtras {
   readonly restored_from?: RestoredFrom;
   /** A restored step's attempts (the earlier session's), replacing the one the restore counted. */
   readonly attempts?: number;
+  /** On a matrix instance (`docs/plan-format.md#matrix`): the matrix step's id. */
+  readonly matrix_group?: string;
+  /** On a matrix instance: its combination, keys in declaration order. */
+  readonly matrix?: Readonly<Record<string, MatrixValue>>;
 }
 
 /** A step result as the report, the progress events and the CLI's summaries carry it. */
@@ -516,7 +521,8 @@ export function startPlan(options: RunPlanOptions): PlanRun {
 
     const runId = String(++runCounter);
     const stepLogs = new StepLogs();
-    const extras = (result: StepResult): StepResultExtras => resultExtras(result, stepLogs, recall);
+    const instances = matrixInstances(plan.steps);
+    const extras = (result: StepResult): StepResultExtras => resultExtras(result, stepLogs, recall, instances);
     trace.extras = extras;
     trace.identityOf = (stepId) => recall.identity(stepId);
     const attemptActors = createAttemptActors({
@@ -540,6 +546,7 @@ export function startPlan(options: RunPlanOptions): PlanRun {
       spawnSnapshot: manifest.manifest?.capabilities?.spawn?.workdir_snapshot ?? [],
       ...(options.capsuleVersions !== undefined ? { capsuleVersions: options.capsuleVersions } : {}),
       runId,
+      matrixGroups: matrixGroups(plan.steps),
       traceParent: trace.planNode,
       recall: recall.recall,
       onIgnoredResult: (ignored) => {
@@ -726,12 +733,22 @@ function publicResult(result: StepResult, extras: (result: StepResult) => StepRe
   };
 }
 
-/** A step's {@link StepResultExtras}: its logs, and the gist of its error when the error says more than it. */
-function resultExtras(result: StepResult, stepLogs: StepLogs, recall: StepRecall): StepResultExtras {
+/** The matrix instances of a plan's steps (`docs/plan-format.md#matrix`), by id: their results carry their group and combination. */
+function matrixInstances(steps: readonly PlanStep[]): ReadonlyMap<string, PlanStep> {
+  const found = new Map<string, PlanStep>();
+  for (const step of steps) if (step.matrix_group !== undefined) found.set(step.id, step);
+  return found;
+}
+
+/** A step's {@link StepResultExtras}: its matrix group and combination, its logs, and the gist of its error when the error says more than it. */
+function resultExtras(result: StepResult, stepLogs: StepLogs, recall: StepRecall, instances: ReadonlyMap<string, PlanStep>): StepResultExtras {
   const logs = stepLogs.entries(result.step_id);
   const gist = result.error === null ? [] : errorGist(result.error, stepLogs.stderrTail(result.step_id));
+  const instance = instances.get(result.step_id);
   const restored = result.status === 'success' ? recall.restored(result.step_id) : undefined;
   return {
+    ...(instance?.matrix_group !== undefined ? { matrix_group: instance.matrix_group } : {}),
+    ...(instance?.matrix_values !== undefined ? { matrix: instance.matrix_values } : {}),
     ...(logs !== undefined ? { logs } : {}),
     ...(gist.length > 0 && gistShortens(result.error, gist) ? { error_gist: gist } : {}),
     // Restored: the earlier session's attempts, and where the result came from.
@@ -742,7 +759,7 @@ function resultExtras(result: StepResult, stepLogs: StepLogs, recall: StepRecall
 /** `result` with its extras, the same object when it has none. */
 function withExtras<T extends StepResult>(result: T, extras: (result: StepResult) => StepResultExtras): T & StepResultExtras {
   const more = extras(result);
-  return more.logs === undefined && more.error_gist === undefined && more.restored_from === undefined ? result : { ...result, ...more };
+  return Object.keys(more).length === 0 ? result : { ...result, ...more };
 }
 
 function refusal(

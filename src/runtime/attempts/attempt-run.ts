@@ -15,6 +15,7 @@ import { join, sep } from 'node:path';
 import type { JsonValue } from '../../../machines/contracts.js';
 import { buildShellEnv } from '../../executors/environment.js';
 import { interpolateInput } from '../../plan/interpolate.js';
+import { withMatrixGroups } from '../../plan/matrix.js';
 import { cwdEscapes, cwdMissing } from '../../plan/messages.js';
 import { processStartFields, type ContainedProcess } from '../../process/containment.js';
 import { StepLog } from '../../records/step-log.js';
@@ -62,7 +63,8 @@ export class AttemptRun {
 
   constructor(env: AttemptEnvironment, input: AttemptInput, send: (report: AttemptReport) => void, lastTrees: LastTrees) {
     this.env = env;
-    this.input = input;
+    // A reference to a matrix step's id reads its instances' aggregate (docs/plan-format.md#matrix).
+    this.input = env.matrixGroups === undefined || env.matrixGroups.size === 0 ? input : { ...input, step: { ...input.step, results: withMatrixGroups(input.step.results, env.matrixGroups) } };
     this.attempt = input.attempt;
     this.#send = send;
     this.#lastTrees = lastTrees;
