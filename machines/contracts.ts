@@ -115,4 +115,6 @@ export interface PlanStep {
 export interface PlanFile {
   readonly id: string;
   readonly steps: readonly PlanStep[];
+  /** `docs/plan-format.md#schedule`: absent is `waves`. */
+  readonly schedule?: 'waves' | 'eager';
 }

@@ -14,7 +14,7 @@ import { detachedCommandMachine, type DetachedCommandInput } from '../../machine
 import { sessionActorId, sessionMachine, type SessionActorContext, type SessionActorInput } from '../../machines/session.machine.js';
 import { shellCallMachine, type ShellCallContext } from '../../machines/shell-call.machine.js';
 import { scan } from '../../machines/plan-schedule.js';
-import { planActorId, planMachine, poolActorId, stepActorId, type PlanContext, type PlanInput } from '../../machines/plan.machine.js';
+import { joinReadySteps, planActorId, planMachine, poolActorId, stepActorId, type PlanContext, type PlanInput } from '../../machines/plan.machine.js';
 import { stepPoolMachine, type PoolBatch, type StepPoolContext } from '../../machines/step-pool.machine.js';
 import { stepMachine, type StepContext, type StepEvent, type StepInput } from '../../machines/step.machine.js';
 import { processOutcome } from '../../machines/attempt-outcome.js';
@@ -129,6 +129,10 @@ const plan: ActorKind = {
       // schedule: not an `assign`, which would copy the context and rebuild the snapshot.
       scanSteps: enqueueActions(({ context }: { context: PlanContext }) => {
         scan(context.schedule, context.canceled, evaluateCondition);
+      }),
+      // Eager scheduling's join of newly ready steps reads `if` with the same condition language.
+      joinReadySteps: enqueueActions(({ context }: { context: PlanContext }) => {
+        joinReadySteps(context, evaluateCondition);
       }),
     },
   },

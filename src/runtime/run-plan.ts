@@ -140,6 +140,8 @@ export interface RunPlanOptions {
   readonly refusalSurface?: 'run' | 'serve' | 'child';
   /** Cap on concurrently running steps of a wave (`--max-parallel`); default no cap. */
   readonly maxParallel?: number | null;
+  /** How steps are scheduled (`docs/plan-format.md#schedule`); overrides the plan's `schedule`. Absent: the plan's, else `waves`. */
+  readonly schedule?: 'waves' | 'eager';
   /**
    * Start the run's work (parsing, checks, the first wave) on the next turn of the event loop,
    * not in this call: `plan.submit` with `wait: false` answers `{task_id}` "at once", and a big
@@ -518,6 +520,8 @@ export function startPlan(options: RunPlanOptions): PlanRun {
       canceledAtStart: cancelRequest !== null,
       ...(options.poolSize !== undefined ? { poolSize: options.poolSize } : {}),
       sliceSize,
+      // Logged only when eager: a waves run logs the input it always did.
+      ...((options.schedule ?? plan.schedule) === 'eager' ? { schedule: 'eager' as const } : {}),
     };
     const actor = createActor(provideKind('plan', implementations), {
       id: actorIds.actorId,
