@@ -125,4 +125,6 @@ export type MatrixValue = string | number | boolean;
 export interface PlanFile {
   readonly id: string;
   readonly steps: readonly PlanStep[];
+  /** `docs/plan-format.md#schedule`: absent is `waves`. */
+  readonly schedule?: 'waves' | 'eager';
 }

@@ -64,6 +64,11 @@ export interface Schedule {
   finishing: boolean;
   /** A further cancel came: the always-run steps not started yet are skipped (`docs/plan-format.md#always`). */
   skipAlways: boolean;
+  /**
+   * Eager scheduling (`docs/plan-format.md#schedule`): a step a scan releases joins that scan
+   * wherever it is declared (no declaration-order pass to wait for), and steps settle as they end.
+   */
+  readonly eager: boolean;
 }
 
 /** A sibling's outcome discarded by a `fail` stop (`docs/plan-format.md#settling-a-wave`), for the host. */
@@ -89,7 +94,7 @@ export type ConditionEvaluator = (condition: string | undefined, results: Result
 export type ScanResult = 'wave' | 'over';
 
 /** Builds the schedule of a validated plan. O(steps + dependency mentions). */
-export function createSchedule(steps: readonly PlanStep[], kinds: readonly StepKind[]): Schedule {
+export function createSchedule(steps: readonly PlanStep[], kinds: readonly StepKind[], eager = false): Schedule {
   const indexOf = new Map<string, number>();
   steps.forEach((step, index) => indexOf.set(step.id, index));
   const unsettledDeps = steps.map(() => 0);
@@ -136,6 +141,7 @@ export function createSchedule(steps: readonly PlanStep[], kinds: readonly StepK
     alwaysLeft: steps.reduce((count, step) => count + (step.always === true ? 1 : 0), 0),
     finishing: false,
     skipAlways: false,
+    eager,
   };
   unsettledDeps.forEach((count, index) => {
     if (count === 0) heapPush(schedule.candidates, index);
@@ -162,6 +168,8 @@ export function scan(schedule: Schedule, canceled: boolean, evaluate: ConditionE
     const nextScan: number[] = [];
     let progress = false;
     const heap = schedule.candidates;
+    // Waves: a step released by one declared after it waits for the next pass. Eager: it joins this one.
+    const passOf = (index: number): number => (schedule.eager ? -1 : index);
     while (heap.length > 0) {
       const index = heapPop(heap);
       // Once the run is stopped or canceled only always-run steps start; the others never will.
@@ -169,7 +177,7 @@ export function scan(schedule: Schedule, canceled: boolean, evaluate: ConditionE
       const step = schedule.steps[index] as PlanStep;
       const verdict = step.if === undefined ? TRUE : evaluate(step.if, schedule.results);
       if (!verdict.ok) {
-        record(schedule, { step_id: step.id, status: 'failed', output: null, error: verdict.error, attempts: 0, duration_ms: 0 }, index, index, nextScan);
+        record(schedule, { step_id: step.id, status: 'failed', output: null, error: verdict.error, attempts: 0, duration_ms: 0 }, index, passOf(index), nextScan);
         // An always-run step's condition error is its own failure: the run was stopped already.
         if (schedule.finishing) {
           progress = true;
@@ -182,7 +190,7 @@ export function scan(schedule: Schedule, canceled: boolean, evaluate: ConditionE
       if (verdict.value) {
         ready.push(index);
       } else {
-        record(schedule, { step_id: step.id, status: 'skipped', output: null, error: null, attempts: 0, duration_ms: 0 }, index, index, nextScan);
+        record(schedule, { step_id: step.id, status: 'skipped', output: null, error: null, attempts: 0, duration_ms: 0 }, index, passOf(index), nextScan);
         progress = true;
       }
     }
@@ -328,16 +336,61 @@ export function settleWave(schedule: Schedule, outcomes: WaveOutcomeReader, canc
   for (let position = 0; position < wave.length; position++) {
     const index = wave[position] as number;
     const outcome = outcomes.get(index);
-    if (outcome === undefined) continue;
+    // No outcome: never started (a cancel came first). A result already: settled as it ended (eager).
+    if (outcome === undefined || schedule.hasResult[index]) continue;
     const step = schedule.steps[index] as PlanStep;
     const { result, stops } = settledResult(step, outcome, canceled);
     record(schedule, result, index, -1, null, outcome);
-    // Always-run steps run after the stop: their failures stop nothing more.
-    if (stops && !schedule.finishing) {
+    // Always-run steps run after the stop: their failures stop nothing more. Nor does a failure that
+    // ended after the stop (eager: the run was stopped while it ran; it settles as it ended).
+    if (stops && !schedule.finishing && schedule.failedStep === null) {
       schedule.failedStep = step.id;
       discardRest(schedule, wave, position + 1, outcomes, step.id);
       return;
     }
+  }
+}
+
+/**
+ * Eager scheduling (`docs/plan-format.md#schedule`): settles one step of the running wave as it
+ * ends, `on_error` applied unless the run is canceled, so its dependants need not wait for the
+ * wave. Returns whether it stops the run (the first `fail` stop names the failed step; an outcome
+ * that ends after it settles as it ended, stopping nothing more). The wave's settlement skips it
+ * later.
+ */
+export function settleEnded(schedule: Schedule, outcome: WaveOutcome, canceled: boolean): boolean {
+  const index = outcome.index;
+  if (schedule.hasResult[index]) return false;
+  const step = schedule.steps[index] as PlanStep;
+  const { result, stops } = settledResult(step, outcome, canceled);
+  record(schedule, result, index, -1, null, outcome);
+  if (!stops || schedule.finishing || schedule.failedStep !== null) return false;
+  schedule.failedStep = step.id;
+  return true;
+}
+
+/**
+ * Eager scheduling: the steps whose dependencies have all settled now join the running wave
+ * (appended to `schedule.wave`, declaration order among themselves), their `if` read against the
+ * results as they stand. A false `if` settles skipped (its dependants may join in turn); a
+ * condition error fails the step and stops the run. Nothing joins once the run is stopped,
+ * canceled or finishing (the next scan, at the wave's end, decides what still runs). A plan that
+ * is blocked is found by that scan too: here no ready step only means none yet.
+ */
+export function joinReady(schedule: Schedule, canceled: boolean, evaluate: ConditionEvaluator): void {
+  const heap = schedule.candidates;
+  while (heap.length > 0 && !canceled && schedule.failedStep === null && !schedule.finishing) {
+    const index = heapPop(heap);
+    if (schedule.hasResult[index]) continue;
+    const step = schedule.steps[index] as PlanStep;
+    const verdict = step.if === undefined ? TRUE : evaluate(step.if, schedule.results);
+    if (!verdict.ok) {
+      record(schedule, { step_id: step.id, status: 'failed', output: null, error: verdict.error, attempts: 0, duration_ms: 0 }, index, -1, null);
+      schedule.failedStep = step.id;
+      return;
+    }
+    if (verdict.value) schedule.wave.push(index);
+    else record(schedule, { step_id: step.id, status: 'skipped', output: null, error: null, attempts: 0, duration_ms: 0 }, index, -1, null);
   }
 }
 
@@ -352,7 +405,7 @@ function discardRest(
   for (let position = from; position < wave.length; position++) {
     const index = wave[position] as number;
     const outcome = outcomes.get(index);
-    if (outcome === undefined) continue;
+    if (outcome === undefined || schedule.hasResult[index]) continue;
     const result: DiscardedResult = {
       step_id: (schedule.steps[index] as PlanStep).id,
       status: outcome.status,

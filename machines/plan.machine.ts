@@ -6,8 +6,10 @@ import {
   allSettled,
   createSchedule,
   finalFailedStep,
+  joinReady,
   scan,
   settledResult,
+  settleEnded,
   settleWave,
   type ConditionEvaluator,
   type DiscardedRecord,
@@ -82,6 +84,12 @@ export interface PlanInput {
    * dispatched step gets its actor at once (how a log recorded before slices replays).
    */
   readonly sliceSize?: number;
+  /**
+   * How steps are scheduled (`docs/plan-format.md#schedule`): `waves` (absent: the default) settles a
+   * wave when its last step ends and then scans for the next; `eager` settles each step as it ends
+   * and starts at once every step whose dependencies have all settled.
+   */
+  readonly schedule?: 'waves' | 'eager';
 }
 
 /** `CANCEL` from the host: graceful (`force: false`, docs/cancel.md#plan-runs) or forced (end running steps now). */
@@ -412,6 +420,18 @@ export const planMachine = setup({
       if (settledResult(context.schedule.steps[index] as PlanStep, crashed, context.canceled).stops && !context.schedule.finishing) stopDispatch(context);
       if (params.ownChild) enqueue.stopChild(stepChildId(params.slot));
     }),
+    /** Eager scheduling: the step that ended settles now (`on_error` applied), not with its wave. */
+    settleEndedStep: enqueueActions(({ context }, params: { output: StepOutput }) => {
+      if (settleEnded(context.schedule, params.output, context.canceled)) stopDispatch(context);
+    }),
+    /**
+     * Eager scheduling: the steps whose dependencies have all settled join the running wave (a pure
+     * computation, like `scanSteps`; src/plan provides it with the condition language, and this
+     * default fails every step that has an `if`).
+     */
+    joinReadySteps: enqueueActions(({ context }) => {
+      joinReadySteps(context, conditionsNotProvided);
+    }),
     settleCurrentWave: enqueueActions(({ context }) => {
       settleWave(context.schedule, context.outcomes, context.canceled);
       context.outcomes.clear();
@@ -442,6 +462,8 @@ export const planMachine = setup({
   },
   guards: {
     hasWave: ({ context }) => context.schedule.wave.length > 0,
+    /** Steps are scheduled eagerly (`PlanInput.schedule`). */
+    isEager: ({ context }) => context.schedule.eager,
     /** The step reporting now is the wave's last live one, and nothing of the wave is left to start. */
     endsWave: ({ context }) =>
       context.live.size === 1 && held(context) === 0 && (dispatchClosed(context) || context.nextToDispatch >= context.schedule.wave.length),
@@ -470,7 +492,7 @@ export const planMachine = setup({
     killGraceMs: input.killGraceMs,
     poolSize: Math.max(1, Math.floor(input.poolSize ?? DEFAULT_POOL_SIZE)),
     sliceSize: input.sliceSize === undefined ? Number.POSITIVE_INFINITY : Math.max(1, Math.floor(input.sliceSize)),
-    schedule: createSchedule(input.steps, input.kinds),
+    schedule: createSchedule(input.steps, input.kinds, input.schedule === 'eager'),
     canceled: input.canceledAtStart,
     forced: false,
     stopping: false,
@@ -545,6 +567,18 @@ export const planMachine = setup({
                 ],
               },
               {
+                guard: 'isEager',
+                description:
+                  'Eager (docs/plan-format.md#schedule): a step ended: settle it now (on_error), let the steps whose dependencies have all settled join the wave, and start what max-parallel allows.',
+                actions: [
+                  { type: 'collectStepOutcome', params: ({ event }) => ({ output: event.output }) },
+                  { type: 'settleEndedStep', params: ({ event }) => ({ output: event.output }) },
+                  'joinReadySteps',
+                  'emitSettledRecords',
+                  'spawnReadySteps',
+                ],
+              },
+              {
                 description: 'A step ended: keep its outcome, start the next ready step of the wave (max-parallel).',
                 actions: [{ type: 'collectStepOutcome', params: ({ event }) => ({ output: event.output }) }, 'spawnReadySteps'],
               },
@@ -560,6 +594,17 @@ export const planMachine = setup({
                   'scanSteps',
                   'emitSettledRecords',
                   'beginWave',
+                  'spawnReadySteps',
+                ],
+              },
+              {
+                guard: 'isEager',
+                description: 'Eager: a step ended in a pool: settle it now, let the steps it unblocked join the wave, start what max-parallel allows.',
+                actions: [
+                  { type: 'collectStepOutcome', params: ({ event }) => ({ output: event.output }) },
+                  { type: 'settleEndedStep', params: ({ event }) => ({ output: event.output }) },
+                  'joinReadySteps',
+                  'emitSettledRecords',
                   'spawnReadySteps',
                 ],
               },
@@ -717,6 +762,15 @@ function stopDispatch(context: PlanContext): void {
     const index = wave[context.nextToSpawn] as number;
     context.outcomes.set(index, { index, status: 'skipped', output: null, error: STOPPED_BEFORE_STEP, attempts: 0, duration_ms: 0 });
   }
+}
+
+/**
+ * Eager scheduling: the steps whose dependencies have all settled join the running wave
+ * ({@link joinReady}); a condition error among them stops the run as a fail stop does.
+ */
+export function joinReadySteps(context: PlanContext, evaluate: ConditionEvaluator): void {
+  joinReady(context.schedule, context.canceled, evaluate);
+  if (context.schedule.failedStep !== null && !context.stopping) stopDispatch(context);
 }
 
 /**

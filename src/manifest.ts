@@ -209,6 +209,12 @@ function buildManifestSchema() {
                       })
                       .optional()
                       .meta({ description: 'Environment variables passed to commands.' }),
+                    secrets: z
+                      .array(z.string({ error: expecting(MANIFEST_SHAPE.listEntry) }), {
+                        error: expecting(MANIFEST_SHAPE.stringList),
+                      })
+                      .optional()
+                      .meta({ description: "Environment variables passed to plan shell steps and command tools as secrets: credential-shaped names too, and their values (base64 and URL-encoded forms included) read *** in everything the run writes or prints. See docs/security.md#masked-secrets." }),
                   },
                   SECTION,
                 )
@@ -360,7 +366,7 @@ const MANIFEST_KEY_SPEC: KeySpec = {
         resources: { keys: ['memory_max_bytes', 'pids_max', 'cpu_secs', 'file_size_max_bytes', 'workdir_max_bytes'] },
         shell: { keys: ['allow'] },
         spawn: { keys: ['allow', 'workdir_snapshot'] },
-        env: { keys: ['allow'] },
+        env: { keys: ['allow', 'secrets'] },
       },
     },
     lifecycle: { keys: ['shell_grace_secs', 'shell_deadline_secs', 'shell_idle_secs', 'max_log_bytes', 'on_log_cap', 'task_acceptance', 'after_task', 'delegation_deadline_secs'] },

@@ -7,6 +7,7 @@ import { fromCallback, fromPromise, setup } from 'xstate';
 export const planMachine = setup({
   guards: {
     hasWave: () => false,
+    isEager: () => false,
     endsWave: () => false,
     isWaveSettledAfterCrash: () => false,
     noLiveStepsAlwaysLeft: () => false,
@@ -23,6 +24,8 @@ export const planMachine = setup({
     settleHeldSteps: () => {},
     collectStepOutcome: () => {},
     collectStepCrash: () => {},
+    settleEndedStep: () => {},
+    joinReadySteps: () => {},
     settleCurrentWave: () => {},
     skipAlwaysSteps: () => {},
     recordCancel: () => {},
@@ -110,6 +113,17 @@ export const planMachine = setup({
                 ],
               },
               {
+                guard: "isEager",
+                description: "Eager (docs/plan-format.md#schedule): a step ended: settle it now (on_error), let the steps whose dependencies have all settled join the wave, and start what max-parallel allows.",
+                actions: [
+                  "collectStepOutcome",
+                  "settleEndedStep",
+                  "joinReadySteps",
+                  "emitSettledRecords",
+                  "spawnReadySteps",
+                ],
+              },
+              {
                 description: "A step ended: keep its outcome, start the next ready step of the wave (max-parallel).",
                 actions: [
                   "collectStepOutcome",
@@ -128,6 +142,17 @@ export const planMachine = setup({
                   "scanSteps",
                   "emitSettledRecords",
                   "beginWave",
+                  "spawnReadySteps",
+                ],
+              },
+              {
+                guard: "isEager",
+                description: "Eager: a step ended in a pool: settle it now, let the steps it unblocked join the wave, start what max-parallel allows.",
+                actions: [
+                  "collectStepOutcome",
+                  "settleEndedStep",
+                  "joinReadySteps",
+                  "emitSettledRecords",
                   "spawnReadySteps",
                 ],
               },

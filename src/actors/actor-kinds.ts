@@ -14,7 +14,7 @@ import { detachedCommandMachine, type DetachedCommandInput } from '../../machine
 import { sessionActorId, sessionMachine, type SessionActorContext, type SessionActorInput } from '../../machines/session.machine.js';
 import { shellCallMachine, type ShellCallContext } from '../../machines/shell-call.machine.js';
 import { scan } from '../../machines/plan-schedule.js';
-import { planActorId, planMachine, poolActorId, stepActorId, type PlanContext, type PlanInput } from '../../machines/plan.machine.js';
+import { joinReadySteps, planActorId, planMachine, poolActorId, stepActorId, type PlanContext, type PlanInput } from '../../machines/plan.machine.js';
 import { stepPoolMachine, type PoolBatch, type StepPoolContext } from '../../machines/step-pool.machine.js';
 import { stepMachine, type StepContext, type StepEvent, type StepInput } from '../../machines/step.machine.js';
 import { processOutcome } from '../../machines/attempt-outcome.js';
@@ -132,6 +132,10 @@ const plan: ActorKind = {
         // A reference to a matrix step's id reads its instances' aggregate (docs/plan-format.md#matrix).
         const groups = matrixGroups(context.schedule.steps);
         scan(context.schedule, context.canceled, groups.size === 0 ? evaluateCondition : (condition, results) => evaluateCondition(condition, withMatrixGroups(results, groups)));
+      }),
+      // Eager scheduling's join of newly ready steps reads `if` with the same condition language.
+      joinReadySteps: enqueueActions(({ context }: { context: PlanContext }) => {
+        joinReadySteps(context, evaluateCondition);
       }),
     },
   },

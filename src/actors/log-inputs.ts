@@ -43,6 +43,7 @@ function buildSchemas() {
     canceledAtStart: z.boolean().optional(),
     poolSize: positiveInteger.optional(),
     sliceSize: positiveInteger.optional(),
+    schedule: z.enum(['waves', 'eager']).optional(),
   });
 
   const StepResultSchema = z.looseObject({
@@ -219,6 +220,7 @@ export function planInputFromLog(logged: unknown): PlanInput | InputError {
     canceledAtStart: input.canceledAtStart ?? false,
     ...(input.poolSize !== undefined ? { poolSize: input.poolSize } : {}),
     ...(input.sliceSize !== undefined ? { sliceSize: input.sliceSize } : {}),
+    ...(input.schedule !== undefined ? { schedule: input.schedule } : {}),
   };
 }
 

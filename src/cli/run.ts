@@ -38,6 +38,8 @@ export interface RunCommandOptions extends GlobalOptions {
   readonly capsules?: string;
   readonly allow?: readonly string[];
   readonly maxParallel?: number;
+  /** `waves` or `eager` (docs/plan-format.md#schedule); overrides the plan's `schedule`. */
+  readonly schedule?: string;
   readonly json?: boolean;
   readonly quiet?: boolean;
   /** Seconds a graceful cancel may take before it is forced. */
@@ -86,6 +88,7 @@ export function registerRun(program: Command): void {
     .option('--capsules <dir>', 'capsule registry for capsule steps (default: <workdir>/capsules/)')
     .option('--allow <bin>', 'also allow this binary in shell steps (repeatable)', collect)
     .option('--max-parallel <n>', 'run at most N steps of a wave at once', parsePositiveInteger)
+    .option('--schedule <mode>', "how steps start: waves (a wave of ready steps settles together, then the next; the default) or eager (each step as soon as its own dependencies settled); overrides the plan's schedule")
     .option('--json', 'print exactly the JSON report on stdout')
     .option('--quiet', 'no progress on stderr (warnings and errors still go there)')
     .option('--cancel-grace <secs>', 'seconds a graceful cancel may take before it is forced (default 10)', parseNonNegativeNumber)
@@ -154,6 +157,7 @@ export async function runCommand(planPath: string, given: RunCommandOptions): Pr
   // startPlan finds and reads the same file again (and warns once).
   const manifestSource = findManifest(options.manifest, options.workdir);
   const graceSecs = options.cancelGrace ?? DEFAULT_CANCEL_GRACE_SECS;
+  if (options.schedule !== undefined && options.schedule !== 'waves' && options.schedule !== 'eager') return usageError(`--schedule ${options.schedule} is not one of waves, eager`);
   const onSigterm = options.onSigterm ?? DEFAULT_ON_SIGTERM;
   if (onSigterm !== 'force' && onSigterm !== 'graceful') return usageError(`--on-sigterm ${onSigterm} is not one of force, graceful`);
   if (manifestSource.kind === 'file') {
@@ -201,6 +205,7 @@ export async function runCommand(planPath: string, given: RunCommandOptions): Pr
     ...(options.capsules !== undefined ? { capsulesDir: resolve(options.capsules) } : {}),
     shellAllow: options.allow ?? [],
     maxParallel: options.maxParallel ?? null,
+    ...(options.schedule === 'waves' || options.schedule === 'eager' ? { schedule: options.schedule } : {}),
     logger: log.logger,
     onEvent: (event) => {
       if (event.type === 'plan.started') {

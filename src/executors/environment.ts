@@ -98,6 +98,12 @@ export interface ShellEnvInput {
   /** Exact names whose host values are passed through (manifest `capabilities.env.allow`). Credential-shaped names are still stripped. */
   readonly allow: readonly string[];
   /**
+   * Names passed like `allow` that are declared secrets (manifest `capabilities.env.secrets`): kept
+   * even when credential-shaped (declaring one is the opt-in; its value is masked in output,
+   * `docs/security.md#masked-secrets`). The `strip` policy still removes them.
+   */
+  readonly secrets?: readonly string[];
+  /**
    * The session's scratch directory (`Session.scratchDir`): `HOME` = `<scratchDir>/home`,
    * `TMPDIR` = `<scratchDir>/tmp`. Not in the records directory's tree (a step must not
    * be able to plant files next to the records the runtime writes).
@@ -114,8 +120,9 @@ export interface ShellEnvInput {
 /**
  * Builds the complete environment of one shell step / command tool, later steps winning:
  * 1. {@link BASELINE_ENV_NAMES} copied from `hostEnv` when set (an empty value counts as set);
- * 2. host values of the names in `allow`;
- * 3. every credential-shaped name removed ({@link isCredentialEnvName}, plus `strip`);
+ * 2. host values of the names in `allow` and `secrets`;
+ * 3. every credential-shaped name removed ({@link isCredentialEnvName}, plus `strip`), but a
+ *    declared secret only by `strip`;
  * 4. `PATH` reduced to its absolute entries (relative and empty ones would make lookups depend on
  *    the working directory, `src/process/resolve-binary.ts`);
  * 5. `HOME` = `<scratchDir>/home` and `TMPDIR` = `<scratchDir>/tmp` (both created if missing,
@@ -128,12 +135,14 @@ export interface ShellEnvInput {
 export function buildShellEnv(input: ShellEnvInput): Record<string, string> {
   // A Map, then Object.fromEntries: a name such as `__proto__` stays an ordinary own property.
   const env = new Map<string, string>();
-  for (const name of [...BASELINE_ENV_NAMES, ...input.allow]) {
+  const secrets = new Set(input.secrets ?? []);
+  for (const name of [...BASELINE_ENV_NAMES, ...input.allow, ...secrets]) {
     const value = Object.hasOwn(input.hostEnv, name) ? input.hostEnv[name] : undefined;
     if (value !== undefined) env.set(name, value);
   }
   for (const name of [...env.keys()]) {
-    if (isCredentialEnvName(name, input.strip)) env.delete(name);
+    const stripped = secrets.has(name) ? (input.strip ?? []).some((pattern) => matchesEnvPattern(name, pattern)) : isCredentialEnvName(name, input.strip);
+    if (stripped) env.delete(name);
   }
   const path = env.get('PATH');
   if (path !== undefined) env.set('PATH', trustedPath(path).text);

@@ -60,7 +60,7 @@ export const STEP_KEYS = [
 ] as const;
 
 /** Keys the top level of a plan file may hold (`docs/plan-format.md#plan-file`). */
-export const PLAN_KEYS = ['id', 'steps'] as const;
+export const PLAN_KEYS = ['id', 'steps', 'schedule'] as const;
 
 /** Largest `retry_delay_secs`: every wait is capped at 60 s, so a larger first one means nothing more. */
 export const MAX_RETRY_DELAY_SECS = 60;
@@ -244,6 +244,13 @@ export const PlanFileSchema = z
       steps: z
         .array(PlanStepSchema, { error: expecting(PLAN_SHAPE.steps) })
         .meta({ description: 'The steps, in declaration order; may be empty.' }),
+      schedule: z
+        .enum(['waves', 'eager'], { error: expecting('"waves" or "eager"') })
+        .optional()
+        .meta({
+          description:
+            'How steps start (docs/plan-format.md#schedule): "waves" (the default: a wave of ready steps runs and settles together, then the next) or "eager" (each step starts as soon as its own dependencies have settled). capsule run --schedule overrides it.',
+        }),
     },
     { error: expecting(PLAN_SHAPE.topLevel) },
   )
@@ -251,7 +258,7 @@ export const PlanFileSchema = z
     title: 'capsule-runtime plan file',
     description: 'A DAG of tool, shell and capsule steps (docs/plan-format.md#plan-file).',
   })
-  .transform((raw): PlanFile => ({ id: raw.id, steps: shareEqualDependencies(raw.steps) })) satisfies z.ZodType<PlanFile>;
+  .transform((raw): PlanFile => ({ id: raw.id, steps: shareEqualDependencies(raw.steps), ...(raw.schedule !== undefined ? { schedule: raw.schedule } : {}) })) satisfies z.ZodType<PlanFile>;
 
 /**
  * The parsed steps with a `depends_on` equal to the previous step's sharing that one (readonly)

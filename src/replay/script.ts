@@ -325,6 +325,8 @@ function planRoot(value: Record<string, unknown>, where: string): { root: Script
     canceledAtStart: canceledAtStart === true,
     ...(typeof poolSize === 'number' ? { poolSize } : {}),
     ...(typeof sliceSize === 'number' ? { sliceSize } : {}),
+    // A hand-written plan's own `"schedule": "eager"` (docs/plan-format.md#schedule) runs it eagerly, as `capsule run` would.
+    ...(plan.plan.schedule === 'eager' ? { schedule: 'eager' as const } : {}),
   };
   return { root: { machine: 'plan', input }, stepIds: new Set(seen), stepKinds: new Map(plan.plan.steps.map((step) => [step.id, stepKind(step)])), planActor: planActorId(plan.plan.id) };
 }

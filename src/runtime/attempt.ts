@@ -6,6 +6,7 @@
 import type { JsonValue } from '../../machines/contracts.js';
 import type { AttemptInput, AttemptOutcome } from '../../machines/step.machine.js';
 import type { ToolResult } from '../executors/command-tool.js';
+import type { SecretMask } from '../executors/secret-mask.js';
 import type { TraceNode } from '../records/trace-records.js';
 import type { Session } from '../session/session.js';
 import type { StepLogs } from './step-logs.js';
@@ -69,6 +70,10 @@ export interface AttemptEnvironment {
   readonly shellAllow: readonly string[];
   /** `capabilities.env.allow`. */
   readonly envAllow: readonly string[];
+  /** `capabilities.env.secrets`: passed like {@link envAllow} (credential-shaped names too), their values masked (`docs/security.md#masked-secrets`). */
+  readonly envSecrets?: readonly string[];
+  /** The secrets' values to mask in what steps print and report; null or absent: none. */
+  readonly mask?: SecretMask | null;
   readonly gate: Gate | null;
   /** Capsule registry directory (docs/delegation.md#the-capsule-registry), where capsule steps' capsules are resolved. */
   readonly capsulesDir: string;

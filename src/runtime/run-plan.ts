@@ -9,6 +9,7 @@ import type { CancelSignal } from '../cancel/cancel-signal.js';
 import { CANCEL_PHASES } from '../cancel/phases.js';
 import { ERROR_CODES, messageOf, RunInternalError, RuntimeError } from '../errors.js';
 import { canExecute } from '../executors/on-path.js';
+import { SecretMask, SHORT_SECRET_CHARS, secretValuesOf, type SecretValues } from '../executors/secret-mask.js';
 import { describeManifestSource, loadManifest, MANIFEST_FILE, manifestBesidePlan, type Manifest, type ManifestSource } from '../manifest.js';
 import { checkPlan, runStartWarnings, type PlanCheck } from '../plan/check.js';
 import { explainParseFailure, type Refusal } from '../plan/refusal.js';
@@ -154,6 +155,8 @@ export interface RunPlanOptions {
   readonly refusalSurface?: 'run' | 'serve' | 'child';
   /** Cap on concurrently running steps of a wave (`--max-parallel`); default no cap. */
   readonly maxParallel?: number | null;
+  /** How steps are scheduled (`docs/plan-format.md#schedule`); overrides the plan's `schedule`. Absent: the plan's, else `waves`. */
+  readonly schedule?: 'waves' | 'eager';
   /**
    * Start the run's work (parsing, checks, the first wave) on the next turn of the event loop,
    * not in this call: `plan.submit` with `wait: false` answers `{task_id}` "at once", and a big
@@ -440,6 +443,17 @@ export function startPlan(options: RunPlanOptions): PlanRun {
     }
     for (const warning of parsed.warnings) options.onWarning?.(warning);
     let plan = parsed.plan;
+    // Masked secrets (docs/security.md#masked-secrets): their values, read once; a plan that holds one is refused before anything records it.
+    const envAllow = manifest.manifest?.capabilities?.env?.allow ?? [];
+    const envSecrets = manifest.manifest?.capabilities?.env?.secrets ?? [];
+    const secrets = secretValuesOf(envAllow, envSecrets, process.env);
+    const mask = new SecretMask(secrets.values);
+    const leaked = secretInPlan(plan, envSecrets, process.env);
+    if (leaked !== null) {
+      trace.refused(leaked.stepId, 0, elapsed(), leaked.error);
+      log.info({ plan_id: plan.id, step_id: leaked.stepId, error: leaked.error }, 'plan refused');
+      return finish(refusal(session, plan.id, leaked.stepId, leaked.error, elapsed()), 'failed');
+    }
     let kinds = plan.steps.map(stepKind);
     // The spawner boots while the plan is checked, not in the first shell step's time.
     // Without shell steps, the spawner `capsule run` forked at its start (if any) is let go.
@@ -477,6 +491,7 @@ export function startPlan(options: RunPlanOptions): PlanRun {
     }
     // What `capsule validate` would refuse but a run only meets later, and the other warnings: said before the first step.
     for (const warning of runStartWarnings(check)) options.onWarning?.(warning);
+    for (const warning of environmentWarnings(secrets, manifest.source)) options.onWarning?.(warning);
 
     // Every step's identity is taken at its first attempt; with --continue, a step whose identity
     // matches its earlier success is restored instead of run (docs/continue.md).
@@ -534,7 +549,9 @@ export function startPlan(options: RunPlanOptions): PlanRun {
       functionTools,
       commandTools,
       shellAllow,
-      envAllow: manifest.manifest?.capabilities?.env?.allow ?? [],
+      envAllow,
+      envSecrets,
+      mask: mask.empty ? null : mask,
       gate: options.gate ?? null,
       capsulesDir: resolve(options.capsulesDir ?? join(workdir, 'capsules')),
       spawnAllow: manifest.manifest === null ? null : (manifest.manifest.capabilities?.spawn?.allow ?? []),
@@ -595,6 +612,8 @@ export function startPlan(options: RunPlanOptions): PlanRun {
       canceledAtStart: cancelRequest !== null,
       ...(options.poolSize !== undefined ? { poolSize: options.poolSize } : {}),
       sliceSize,
+      // Logged only when eager: a waves run logs the input it always did.
+      ...((options.schedule ?? plan.schedule) === 'eager' ? { schedule: 'eager' as const } : {}),
     };
     const actor = createActor(provideKind('plan', implementations), {
       id: actorIds.actorId,
@@ -795,6 +814,46 @@ async function loadPlan(plan: RunPlanOptions['plan'], planText: JsonSource | und
   const read = await readPlanFile(plan);
   if (!read.ok) return { parsed: read, text: null };
   return { parsed: parsePlanText(read.text), text: read.text };
+}
+
+/**
+ * A plan that holds the value of a declared secret (`docs/security.md#masked-secrets`): its command,
+ * input, env or stdin would carry it into a command line, the trace's plan_start or an error. The
+ * error names the secret, never its value. Values shorter than {@link SHORT_SECRET_CHARS} are not
+ * looked for (they would match ordinary text).
+ */
+function secretInPlan(plan: PlanFile, names: readonly string[], hostEnv: NodeJS.ProcessEnv): { readonly stepId: string; readonly error: string } | null {
+  for (const name of names) {
+    const value = Object.hasOwn(hostEnv, name) ? hostEnv[name] : undefined;
+    if (value === undefined || [...value].length < SHORT_SECRET_CHARS) continue;
+    const mask = new SecretMask([value]);
+    const step = plan.steps.find((candidate) => mask.occursIn(JSON.stringify(candidate)));
+    if (step === undefined && !mask.occursIn(JSON.stringify(plan))) continue;
+    const where = step === undefined ? 'the plan' : `step '${step.id}'`;
+    return {
+      stepId: step?.id ?? 'plan',
+      error: `${where} holds the value of the secret ${name} (capabilities.env.secrets): a secret reaches a step only through its environment, never through the plan; remove the value from the plan and read $${name} in the step's program`,
+    };
+  }
+  return null;
+}
+
+/** What is said once at start about the environment steps get: allowed or secret names the runtime's environment leaves unset or empty, and short secrets. */
+function environmentWarnings(secrets: SecretValues, source: ManifestSource): PlanWarning[] {
+  const label = source.kind === 'file' ? source.label : 'the manifest';
+  const warnings: PlanWarning[] = secrets.missing.map(({ name, unset, secret }) => ({
+    kind: 'inert_setting',
+    path: secret ? 'capabilities.env.secrets' : 'capabilities.env.allow',
+    message: `${label}: capabilities.env.${secret ? 'secrets' : 'allow'} names ${name}, which is ${unset ? 'not set' : 'empty'} in the runtime's environment: steps ${unset ? 'do not get it' : 'get it empty'}; set it where capsule runs`,
+  }));
+  if (secrets.short.length > 0) {
+    warnings.push({
+      kind: 'inert_setting',
+      path: 'capabilities.env.secrets',
+      message: `${label}: the secret${secrets.short.length > 1 ? 's' : ''} ${secrets.short.join(', ')} ${secrets.short.length > 1 ? 'are' : 'is'} shorter than ${SHORT_SECRET_CHARS} characters: every occurrence of ${secrets.short.length > 1 ? 'their values' : 'its value'} in output reads ***, wherever it comes from`,
+    });
+  }
+  return warnings;
 }
 
 /** A manifest given as a path is loaded; a missing default `capsule.json` means none. */

@@ -4,7 +4,7 @@
  */
 import { mkdirSync, realpathSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { killStartedClis, manifestAllowing, parseReport, resultOf, runCli, startCli, stepCommand, TempDirs, waitFor, writeJson } from './helpers.js';
 
 const temp = new TempDirs();
@@ -214,4 +214,51 @@ describe('always-run steps (always: true)', () => {
     expect(existsSync(join(dir, 'cleaned'))).toBe(false);
     await expectReplayIdentical(dir, records);
   }, 30_000);
+});
+
+describe('eager scheduling (schedule: eager, --schedule eager)', () => {
+  /** A step that runs until the file `go` exists in the workdir (created by the test, never a timer). */
+  const waitsForGo = node('slow', 'const fs = require("fs"); const t = setInterval(() => { if (fs.existsSync("go")) clearInterval(t); }, 20)');
+
+  it.each([
+    ['the plan says "schedule": "eager"', { schedule: 'eager' }, [] as string[]],
+    ['capsule run --schedule eager', {}, ['--schedule', 'eager']],
+  ])('starts a step once its own dependency settled while an unrelated one still runs (%s), as the trace times it; replay identical', async (_how, extra, flags) => {
+    const dir = workdirWith([waitsForGo, node('fast', 'process.exit(0)'), node('after-fast', 'process.stdout.write("ok")', { depends_on: ['fast'] })], extra);
+    const records = join(dir, 'records');
+    const cli = startCli(['run', 'plan.json', '--records', records, '--json', ...flags], { cwd: dir });
+    const trace = join(records, 'trace.jsonl');
+    // after-fast is dispatched while slow still runs: slow cannot end before `go` exists.
+    await waitFor(() => existsSync(trace) && /"event_type":"plan_step_start"[^\n]*"step_id":"after-fast"/.test(readFileSync(trace, 'utf8')), 20_000, 'after-fast dispatched');
+    writeFileSync(join(dir, 'go'), '');
+    const result = await cli.done;
+
+    expect(result.code).toBe(0);
+    const report = parseReport(result.stdout);
+    expect(resultOf(report, 'after-fast')).toMatchObject({ status: 'success', output: 'ok' });
+    const startOf = (id: string): number => traceRecords(records, 'plan_step_start').find((r) => r['step_id'] === id)?.['timestamp'] as number;
+    const endOf = (id: string): number => traceRecords(records, 'plan_step').find((r) => r['step_id'] === id)?.['timestamp'] as number;
+    // Under waves after-fast would wait for slow, which waits for `go`: the wait above would time out.
+    expect(startOf('after-fast')).toBeLessThan(endOf('slow'));
+    expect(report.results.map((r) => r.step_id).sort()).toEqual(['after-fast', 'fast', 'slow']);
+    expect(report.results.every((r) => r.status === 'success')).toBe(true);
+    await expectReplayIdentical(dir, records);
+  }, 40_000);
+
+  it('keeps waves by default: the dependent step waits for the unrelated one', async () => {
+    const dir = workdirWith([node('slow', 'setTimeout(() => {}, 300)'), node('fast', 'process.exit(0)'), node('after-fast', 'process.exit(0)', { depends_on: ['fast'] })]);
+    const result = await runCli(['run', 'plan.json', '--json'], { cwd: dir });
+
+    expect(result.code).toBe(0);
+    const report = parseReport(result.stdout);
+    expect(report.results.map((r) => r.step_id)).toEqual(['slow', 'fast', 'after-fast']);
+  });
+
+  it('refuses --schedule with another word', async () => {
+    const dir = workdirWith([node('a', 'process.exit(0)')]);
+    const result = await runCli(['run', 'plan.json', '--schedule', 'fast'], { cwd: dir });
+
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain('--schedule fast is not one of waves, eager');
+  });
 });

@@ -10,7 +10,7 @@ import { getShortestPaths } from 'xstate/graph';
 import type { PlanStep } from '../../machines/contracts.js';
 import { CANCEL_BEFORE_STEP, CANCEL_FORCED_STEP } from '../../machines/messages.js';
 import { scan } from '../../machines/plan-schedule.js';
-import { planMachine, type PlanInput, type PlanOutput, type SliceWantedEvent } from '../../machines/plan.machine.js';
+import { joinReadySteps, planMachine, type PlanInput, type PlanOutput, type SliceWantedEvent } from '../../machines/plan.machine.js';
 import { stepPoolMachine } from '../../machines/step-pool.machine.js';
 import { stepMachine, type StepContext, type StepEvent, type StepInput, type StepOutput } from '../../machines/step.machine.js';
 import { evaluateCondition } from '../../src/plan/condition.js';
@@ -228,6 +228,12 @@ const planInputs: Record<string, PlanInput> = {
     [{ id: 'a', on_error: 'continue' }, { id: 'b' }, { id: 'c', depends_on: ['a'] }],
     { sliceSize: 1 },
   ),
+  // Eager (docs/plan-format.md#schedule): c starts once a settled, while b still runs.
+  'a, b; c after a; eager': planInput([{ id: 'a', on_error: 'continue' }, { id: 'b' }, { id: 'c', depends_on: ['a'] }], { schedule: 'eager' }),
+  'a, b; c after a; eager, one step per actor (a tree of pools)': planInput(
+    [{ id: 'a', on_error: 'continue' }, { id: 'b' }, { id: 'c', depends_on: ['a'] }],
+    { schedule: 'eager', poolSize: 1 },
+  ),
 };
 
 /** endProcessGroups as an actor the model ends synchronously: `GROUPS_ENDED` (done) or `GROUPS_FAILED` (error). */
@@ -272,6 +278,10 @@ function runPlanModel(state: PlanModelState, taken?: Set<string>): PlanRun {
     actions: {
       scanSteps: assign(({ context }) => {
         scan(context.schedule, context.canceled, evaluateCondition);
+        return {};
+      }),
+      joinReadySteps: assign(({ context }) => {
+        joinReadySteps(context, evaluateCondition);
         return {};
       }),
     },

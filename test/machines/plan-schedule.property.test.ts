@@ -12,7 +12,7 @@ import { assign, createActor, fromCallback, fromPromise, toPromise, type AnyActo
 import type { PlanStep, StepResult } from '../../machines/contracts.js';
 import { BLOCKED, CANCEL_BEFORE_STEP, CANCEL_FORCED_STEP } from '../../machines/messages.js';
 import { createSchedule, scan, type ConditionEvaluator } from '../../machines/plan-schedule.js';
-import { planMachine, type PlanOutput } from '../../machines/plan.machine.js';
+import { joinReadySteps, planMachine, type PlanOutput } from '../../machines/plan.machine.js';
 import { stepPoolMachine } from '../../machines/step-pool.machine.js';
 import { stepMachine, type AttemptOutcome, type StepContext } from '../../machines/step.machine.js';
 
@@ -216,6 +216,8 @@ interface DriveOptions {
    * no slices (every dispatched step gets its actor at once).
    */
   readonly slices?: { readonly size: number; readonly pacer: 'now' | 'later' | 'never' };
+  /** Eager scheduling (`PlanInput.schedule`, docs/plan-format.md#schedule): the wave checks give way to the eager ones. */
+  readonly eager?: boolean;
 }
 
 interface Observed {
@@ -302,6 +304,10 @@ async function drive(specs: readonly StepSpec[], options: DriveOptions): Promise
         scan(context.schedule, context.canceled, evaluate);
         return {};
       }),
+      joinReadySteps: assign(({ context }) => {
+        joinReadySteps(context, evaluate);
+        return {};
+      }),
     },
     actors: {
       step: fakeStep,
@@ -338,6 +344,7 @@ async function drive(specs: readonly StepSpec[], options: DriveOptions): Promise
       canceledAtStart: false,
       ...(poolSize !== undefined ? { poolSize } : {}),
       ...(options.slices !== undefined ? { sliceSize: options.slices.size } : {}),
+      ...(options.eager === true ? { schedule: 'eager' as const } : {}),
     },
     inspect: (event) => {
       // A step actor's start and end, wherever in the tree it lives (the plan's own slots or a pool's).
@@ -354,13 +361,13 @@ async function drive(specs: readonly StepSpec[], options: DriveOptions): Promise
     if (stoppedBy !== null) violations.push(`${stepId} started after ${stoppedBy.id} failed and stopped the run`);
     if (startedAtSettleCount.has(stepId)) violations.push(`${stepId} started twice`);
     for (const dep of dependsOn) if (!settledIds.has(dep)) violations.push(`${stepId} started before its dependency ${dep} settled`);
-    for (const [other, at] of startedAtSettleCount) {
+    for (const [other, at] of options.eager === true ? [] : startedAtSettleCount) {
       if (!settledIds.has(other) && at !== settled.length) violations.push(`${stepId} started while ${other} of an earlier wave had not settled`);
     }
     if (settledIds.has(stepId)) violations.push(`${stepId} started after it settled`);
     // Within a wave, steps start in declaration order (docs/plan-format.md#the-scan, docs/plan-format.md#settling-a-wave).
     const previous = started.at(-1);
-    if (previous !== undefined && startedAtSettleCount.get(previous) === settled.length && Number(previous.slice(1)) > Number(stepId.slice(1))) {
+    if (options.eager !== true && previous !== undefined && startedAtSettleCount.get(previous) === settled.length && Number(previous.slice(1)) > Number(stepId.slice(1))) {
       violations.push(`${stepId} started after ${previous} of the same wave, though declared before it`);
     }
     startedAtSettleCount.set(stepId, settled.length);
@@ -371,6 +378,14 @@ async function drive(specs: readonly StepSpec[], options: DriveOptions): Promise
     if (live > cap) violations.push(`${live} steps live at once, cap ${cap}`);
   };
   actor.on('plan.stepEnded', ({ result }) => {
+    // Eager, uncapped, before a stop or a cancel: no step whose dependencies have all settled is left waiting (the
+    // previous transition, which settled them, started it or settled it).
+    if (options.eager === true && options.maxParallel === null && stoppedBy === null && !cancelSent) {
+      steps.forEach((step) => {
+        if (settledIds.has(step.id) || startedAtSettleCount.has(step.id)) return;
+        if (step.depends_on.every((dep) => settledIds.has(dep))) violations.push(`${step.id} waits though its dependencies [${step.depends_on.join()}] settled`);
+      });
+    }
     const spec = specs[Number(result.step_id.slice(1))];
     if (!cancelSent && result.status === 'failed' && spec?.onError === 'fail') stoppedBy ??= { id: result.step_id, at: settled.length };
   });
@@ -384,6 +399,8 @@ async function drive(specs: readonly StepSpec[], options: DriveOptions): Promise
       settledIds.add(id);
       settled.push(record.result);
       if (cancelSent) settledAfterCancel.add(id);
+      // Eager: a condition error (or a blocked plan) stops the run while other steps may still run.
+      if (options.eager === true && !cancelSent && record.result.status === 'failed' && record.result.attempts === 0) stoppedBy ??= { id, at: settled.length };
     }
   });
 
@@ -402,7 +419,7 @@ async function drive(specs: readonly StepSpec[], options: DriveOptions): Promise
   if (cancelTimer !== undefined && canceledWhileRunning === null) clearTimeout(cancelTimer);
   // Every attempt saw exactly the results recorded before its wave began (docs/plan-format.md#dispatching-a-wave), even a
   // retry started late in the wave.
-  for (const { id, attempt, ids } of seen) {
+  for (const { id, attempt, ids } of options.eager === true ? [] : seen) {
     const before = settled.slice(0, startedAtSettleCount.get(id) ?? -1).map((r) => r.step_id).sort();
     if (ids.join() !== before.join()) violations.push(`${id} attempt ${attempt} saw [${ids.join()}], its wave began after [${before.join()}]`);
   }
@@ -591,6 +608,61 @@ describe('planMachine scheduling (property-based, fake step effects)', () => {
         for (const result of run.output.results) {
           if (result.error === CANCEL_FORCED_STEP) expect(result).toMatchObject({ status: 'failed', output: null });
           if (result.error === CANCEL_BEFORE_STEP) expect(run.started).not.toContain(result.step_id);
+        }
+      }),
+      RUNS,
+    );
+  });
+});
+
+describe('planMachine scheduling eagerly (docs/plan-format.md#schedule; property-based, fake step effects)', () => {
+  /** The plan without what makes a run's outcome depend on when steps settle: `if`s reading statuses, condition errors, fail stops. */
+  const orderFree = (specs: readonly StepSpec[]): StepSpec[] =>
+    specs.map((spec) => ({
+      ...spec,
+      cond: spec.cond.kind === 'ref' || spec.cond.kind === 'error' ? { kind: 'none' } : spec.cond,
+      onError: spec.onError === 'fail' ? 'continue' : spec.onError,
+    }));
+  const byId = (report: Report): Report => ({ ...comparable(report), results: [...comparable(report).results].sort((a, b) => a.step_id.localeCompare(b.step_id)) });
+
+  it('starts each step as soon as its dependencies settled, never before, never twice, and nothing once a failure stopped the run', async () => {
+    await fc.assert(
+      fc.asyncProperty(planArb(12), fc.constantFrom<'sync' | 'async'>('sync', 'async'), async (specs, mode) => {
+        const run = await drive(specs, { mode, maxParallel: null, eager: true });
+        expect(run.violations).toEqual([]);
+        const ids = run.output.results.map((r) => r.step_id);
+        expect(new Set(ids).size).toBe(ids.length);
+        expect(run.output.results).toEqual(run.settled);
+        if (run.output.completed) expect([...ids].sort()).toEqual(specs.map((_, i) => idOf(i)).sort());
+        else expect(run.output.failed_step).not.toBeNull();
+      }),
+      RUNS,
+    );
+  });
+
+  it('settles every step as waves do when no outcome depends on the order steps settle in, under any max-parallel and pool size', async () => {
+    await fc.assert(
+      fc.asyncProperty(planArb(12).map(orderFree), maxParallelArb, fc.constantFrom<'sync' | 'async'>('sync', 'async'), async (specs, maxParallel, mode) => {
+        const run = await drive(specs, { mode, maxParallel, eager: true });
+        expect(run.violations).toEqual([]);
+        expect(byId(run.output)).toEqual(byId(reference(specs)));
+        if (maxParallel !== null) expect(run.maxLive).toBeLessThanOrEqual(maxParallel);
+      }),
+      RUNS,
+    );
+  });
+
+  it('a graceful cancel at any moment names no failed step, settles every step once and starts nothing more', async () => {
+    await fc.assert(
+      fc.asyncProperty(planArb(10), fc.nat({ max: 4 }), async (specs, afterMs) => {
+        const run = await drive(specs, { mode: 'async', maxParallel: null, eager: true, cancel: { afterMs, force: false } });
+        expect(run.violations).toEqual([]);
+        const ids = run.output.results.map((r) => r.step_id);
+        expect(new Set(ids).size).toBe(ids.length);
+        if (run.canceledWhileRunning === true) {
+          expect(run.output).toMatchObject({ canceled: true, completed: false, failed_step: null });
+          expect([...ids].sort()).toEqual(specs.map((_, i) => idOf(i)).sort());
+          expect(run.attemptsAfterCancel).toBe(0);
         }
       }),
       RUNS,

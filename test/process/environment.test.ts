@@ -55,6 +55,14 @@ describe('buildShellEnv', () => {
     expect(statSync(join(scratchDir, 'tmp')).isDirectory()).toBe(true);
   });
 
+  it('passes a declared secret even when its name is credential-shaped, but not past the strip policy (docs/security.md#masked-secrets)', () => {
+    const scratchDir = makeTempDir('env', dirs);
+    const env = buildShellEnv({ hostEnv, allow: ['FOO_API_KEY'], secrets: ['GITHUB_TOKEN', 'AWS_REGION'], strip: ['AWS_*'], scratchDir, runtimeDir: '/r' });
+    expect(env['GITHUB_TOKEN']).toBe('gh');
+    expect(env['FOO_API_KEY']).toBeUndefined();
+    expect(env['AWS_REGION']).toBeUndefined();
+  });
+
   it('strips extra policy patterns and keeps a name like __proto__ as an ordinary variable', () => {
     const scratchDir = makeTempDir('env', dirs);
     const env = buildShellEnv({

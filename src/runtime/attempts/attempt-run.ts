@@ -14,12 +14,24 @@ import { realpathSync, statSync } from 'node:fs';
 import { join, sep } from 'node:path';
 import type { JsonValue } from '../../../machines/contracts.js';
 import { buildShellEnv } from '../../executors/environment.js';
+import type { SecretMask } from '../../executors/secret-mask.js';
 import { interpolateInput } from '../../plan/interpolate.js';
 import { withMatrixGroups } from '../../plan/matrix.js';
 import { cwdEscapes, cwdMissing } from '../../plan/messages.js';
 import { processStartFields, type ContainedProcess } from '../../process/containment.js';
 import { StepLog } from '../../records/step-log.js';
 import type { AttemptEnvironment, Gate, GateRequest } from '../attempt.js';
+
+/** `outcome` with its output, error and traced input masked. */
+function maskOutcome(mask: SecretMask, outcome: AttemptOutcome): AttemptOutcome {
+  const masked: AttemptOutcome = { ...outcome, output: mask.json(outcome.output), error: outcome.error === null ? null : mask.text(outcome.error) };
+  return {
+    ...masked,
+    ...(outcome.tracedInput !== undefined ? { tracedInput: mask.json(outcome.tracedInput) } : {}),
+    ...(outcome.stateEffect !== undefined ? { stateEffect: mask.text(outcome.stateEffect) } : {}),
+    ...(outcome.resourceId !== undefined ? { resourceId: mask.text(outcome.resourceId) } : {}),
+  };
+}
 
 /** Error of an attempt ended (timeout or forced cancel) before its tool call or process started; the step machine words the reason. */
 export const ATTEMPT_ENDED_BEFORE_DISPATCH = 'attempt ended before it was dispatched';
@@ -168,6 +180,13 @@ export class AttemptRun {
     }
     if (this.#finished) return;
     this.#finished = true;
+    // Where a result enters the runtime: a secret's value never goes further (`docs/security.md#masked-secrets`).
+    // The facts are masked as the outcome is, so replay decides the same outcome from them.
+    const mask = this.env.mask;
+    if (mask !== null && mask !== undefined && !mask.empty) {
+      outcome = maskOutcome(mask, outcome);
+      if (ran !== undefined) ran = { ...ran, stdout: mask.text(ran.stdout), stderr: mask.text(ran.stderr), ...(ran.limit !== undefined ? { limit: { field: ran.limit.field, binary: mask.text(ran.limit.binary) } } : {}) };
+    }
     const clock = this.env.session.time;
     // `endedAtMs` is read when FINISHED is sent: the attempt's duration includes proving its tree gone.
     const send = (): void =>
@@ -269,6 +288,7 @@ export function stepEnvironment(env: AttemptEnvironment): Record<string, string>
   return buildShellEnv({
     hostEnv: process.env,
     allow: env.envAllow,
+    ...(env.envSecrets !== undefined ? { secrets: env.envSecrets } : {}),
     scratchDir: env.session.scratchDir,
     runtimeDir: env.session.runtimeDir,
     owner: env.session.containment.info.runAs,

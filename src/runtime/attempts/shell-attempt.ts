@@ -9,6 +9,7 @@
  */
 import { startCommand } from '../../executors/command-runner.js';
 import { OutputCapture } from '../../executors/output-capture.js';
+import { maskedSink } from '../../executors/secret-mask.js';
 import { shellStepOutcomeOf } from '../../executors/shell-outcome.js';
 import { interpolateInput } from '../../plan/interpolate.js';
 import { binaryNotAllowed, SHELL_COMMAND_EMPTY } from '../../plan/messages.js';
@@ -60,6 +61,8 @@ export function shellAttemptActor(env: AttemptEnvironment, lastTrees: LastTrees)
               }
             : {}),
         });
+        // The one door the process's output comes in by: masked before the capture, the step log and the output log see it.
+        const sink = maskedSink(env.mask, capture);
         run.onEnd((graceMs) => {
           endAsked ??= graceMs;
         });
@@ -73,7 +76,7 @@ export function shellAttemptActor(env: AttemptEnvironment, lastTrees: LastTrees)
           cwd: place.cwd,
           env: place.env,
           ...(stdin !== undefined ? { stdin } : {}),
-          sink: capture,
+          sink,
           limits: env.session.commandLimits,
           // Ended (a forced cancel, its timeout) while its launch waits for the spawner: nothing starts.
           withdraw: run.withdrawSignal,
@@ -99,6 +102,7 @@ export function shellAttemptActor(env: AttemptEnvironment, lastTrees: LastTrees)
           else if (endAsked !== null) run.endTree(running.process, endAsked);
           else if (capStopped) run.endTree(running.process, run.input.step.killGraceMs);
           return running.done.then((end) => {
+            sink.flush();
             const resourceLimit = end.resourceLimit;
             // A binary in the workdir that is not there: say which step was to make it.
             const hint = end.spawnError?.includes('ENOENT') === true ? (env.missingBinaryHint?.(run.input.step.index, binary) ?? '') : '';

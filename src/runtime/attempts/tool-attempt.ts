@@ -10,6 +10,7 @@ import { interpolateInput } from '../../plan/interpolate.js';
 import type { ContainedProcess } from '../../process/containment.js';
 import type { AttemptEnvironment, FunctionTool, ToolCallContext } from '../attempt.js';
 import { messageOf } from '../../errors.js';
+import { maskedSink } from '../../executors/secret-mask.js';
 import { attemptActor, closeStepLog, openStepLog, stepPlace, trackTree, type AttemptRun, type LastTrees } from './attempt-run.js';
 
 /** Error of an in-process tool that returned something other than a ToolResult. */
@@ -60,13 +61,16 @@ function runTool(run: AttemptRun, step: PlanStep, input: JsonValue, onTree: (tre
     });
     // Its stdout is the ToolResult; both streams go to the attempt's log as they arrive.
     const log = openStepLog(run, 'tool', command.command.join(' '));
-    if (log !== null) {
-      tree.stdout?.on('data', (chunk: Buffer) => log.write(1, chunk));
-      tree.stderr?.on('data', (chunk: Buffer) => log.write(2, chunk));
+    // Masked on the way in, as a shell step's output is (`docs/security.md#masked-secrets`); the ToolResult is masked when the attempt finishes.
+    const logSink = log === null ? null : maskedSink(env.mask, log);
+    if (logSink !== null) {
+      tree.stdout?.on('data', (chunk: Buffer) => logSink.write(1, chunk));
+      tree.stderr?.on('data', (chunk: Buffer) => logSink.write(2, chunk));
     }
     trackTree(run, tree);
     onTree(tree);
     void tree.done.then((result) => {
+      logSink?.flush();
       closeStepLog(run, log, result.spawnError === null ? { exitCode: result.exitCode, signal: result.signal } : null);
       const parsed = toolResultFromProcess(result, name);
       if (!parsed.ok) return run.fail(parsed.error, traced);
