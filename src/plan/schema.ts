@@ -470,7 +470,7 @@ function expandPlanMatrices(plan: PlanFile, raw: unknown): { ok: true; plan: Pla
   const expanded = expandMatrices(plan.steps, matrices);
   // The file parsed: the error is the matrix's, not a parse error's.
   if (!expanded.ok) return { ok: false, error: expanded.problem.error, at: { path: expanded.problem.path, matrixStep: expanded.problem.step } };
-  return { ok: true, plan: { id: plan.id, steps: expanded.steps } };
+  return { ok: true, plan: { ...plan, steps: expanded.steps } };
 }
 
 /**

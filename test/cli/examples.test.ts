@@ -107,6 +107,33 @@ describe('examples/', () => {
     expectOnlyRecordsAndBuildWritten(dir, before);
   });
 
+  it('pipeline: a C library built and tested over a matrix in its test folder, eagerly scheduled, with an always-run cleanup', async () => {
+    const { dir, report, before } = await runExample('pipeline');
+
+    expect(report).toMatchObject({ plan_id: 'pipeline', completed: true, failed_step: null, canceled: false });
+    const instances = ['std=c99,opt=O2', 'std=c11,opt=O0', 'std=c11,opt=O2']; // c99 with O0 is excluded
+    // Eager: results are listed as steps settle, so compared as a set.
+    expect(Object.fromEntries(report.results.map((r) => [r.step_id, r.status]))).toEqual({
+      prepare: 'success',
+      ...Object.fromEntries(instances.map((combination) => [`build[${combination}]`, 'success'])),
+      ...Object.fromEntries(instances.map((combination) => [`test[${combination}]`, 'success'])),
+      soak: 'success',
+      checksum: 'success',
+      package: 'success',
+      cleanup: 'success',
+    });
+    expect(report.results).toHaveLength(11);
+    // env reaches the test binary, run from the step's cwd.
+    expect(resultOf(report, 'test[std=c11,opt=O2]').output).toBe('sample has 4 words\nok\n');
+    expect(existsSync(join(dir, 'build', 'wc.tar.gz'))).toBe(true);
+    expect(existsSync(join(dir, 'build', 'tmp'))).toBe(false); // the always-run cleanup
+    // Eager: the checksum settles as soon as it ends, not with the long soak it started beside.
+    const settled = readFileSync(join(report.records_dir, 'trace.jsonl'), 'utf8').split('\n').filter(Boolean).map((line) => JSON.parse(line) as { event_type: string; step_id?: string })
+      .filter((record) => record.event_type === 'plan_step').map((record) => record.step_id);
+    expect(settled.indexOf('checksum')).toBeLessThan(settled.indexOf('soak'));
+    expectOnlyRecordsAndBuildWritten(dir, before);
+  });
+
   it('`npm start` runs an example plan with its directory as the workdir', () => {
     const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string>; bin: Record<string, string> };
     const start = pkg.scripts['start'];

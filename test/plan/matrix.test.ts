@@ -116,6 +116,15 @@ describe('a reference to a matrix step', () => {
   });
 });
 
+describe('a plan with a matrix step', () => {
+  it("keeps the plan's own keys when its steps are expanded: an eager plan stays eager", () => {
+    const parsed = parsePlanText(JSON.stringify({ id: 'p', schedule: 'eager', steps: [{ id: 'b', shell: 'true', matrix: { n: [1, 2] } }] }));
+    if (!parsed.ok) throw new Error(parsed.error);
+    expect(parsed.plan.schedule).toBe('eager');
+    expect(parsed.plan.steps.map((step) => step.id)).toEqual(['b[n=1]', 'b[n=2]']);
+  });
+});
+
 describe('checking an expanded plan', () => {
   it('places a warning about a step after a matrix step where that step is written', () => {
     const parsed = parsePlanText(JSON.stringify({ id: 'p', steps: [{ id: 'b', shell: 'printf x', matrix: { n: [1, 2, 3] } }, { id: 'c', shell: 'printf y', input: 'ignored', depends_on: ['b'] }] }));

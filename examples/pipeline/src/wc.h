@@ -1,0 +1,4 @@
+#ifndef WC_H
+#define WC_H
+unsigned wc_words(const char *text);
+#endif
