@@ -333,8 +333,10 @@ describe('a delegation under a serve task', () => {
       await waitFor(() => session.delegations.size === 1, 30_000, 'the child to be live');
       const dlg = session.delegations.live()[0]?.delegation_id as string;
       const answer = await api.taskCancel({ task_id: submitted.task_id });
+      // The residue names the delegation, then the plan's step still running (docs/cancel.md).
       expect(answer.artifacts?.[0]?.parts.map((p) => JSON.parse(p.text) as Record<string, unknown>)).toEqual([
         expect.objectContaining({ kind: 'delegation', delegation_id: dlg, capsule: 'local/worker', version: '0.1.0' }),
+        { kind: 'plan_step', task_id: submitted.task_id, step_id: 'w', step_kind: 'capsule' },
       ]);
       const report = await finished;
       expect(rows(report)).toEqual([`w:failed:${CANCEL_CAPSULE_STEP}`]);
