@@ -13,6 +13,7 @@ import { StepLogRenderer, stepLogFiles } from '../records/step-log-reader.js';
 import { readTrace } from '../records/trace-reader.js';
 import { sessionLiveness } from '../process/session-liveness.js';
 import { sessionModel, type SessionModel, type StepLogInput } from './run-model.js';
+import { readAt } from '../records/read-at.js';
 
 /** Bytes of a log's end read for the page's tail of a step's output. */
 const TAIL_BYTES = 4096;
@@ -113,9 +114,7 @@ function readEnd(path: string, max: number): Buffer | null {
     const stat = fstatSync(fd);
     if (!stat.isFile()) return null;
     const length = Math.min(max, stat.size);
-    const buffer = Buffer.alloc(length);
-    const read = readSync(fd, buffer, 0, length, stat.size - length);
-    return buffer.subarray(0, read);
+    return readAt(fd, stat.size - length, length);
   } catch {
     return null;
   } finally {
