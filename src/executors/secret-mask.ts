@@ -84,6 +84,13 @@ export class SecretMask {
         }
       }
       if (found === null) break;
+      // A longer form may be under way from here or before (one secret the start of another): the
+      // shorter found would otherwise be masked now and the longer one's rest passed on in clear.
+      const pending = final ? -1 : this.#pendingStart(buffer, Math.max(from, buffer.length - this.longest + 1), at);
+      if (pending !== -1) {
+        parts.push(buffer.subarray(from, pending));
+        return { out: Buffer.concat(parts), rest: buffer.subarray(pending) };
+      }
       parts.push(buffer.subarray(from, at), MASK_BYTES);
       from = at + found.length;
       lastEnd = from;
@@ -93,6 +100,12 @@ export class SecretMask {
     while (cut < buffer.length && !this.#startsAForm(buffer.subarray(cut))) cut += 1;
     parts.push(buffer.subarray(from, Math.max(from, cut)));
     return { out: Buffer.concat(parts), rest: buffer.subarray(Math.max(from, cut)) };
+  }
+
+  /** The first place in `[lo, hi]` from which the rest of `buffer` is the start of a longer form, or -1. */
+  #pendingStart(buffer: Buffer, lo: number, hi: number): number {
+    for (let place = Math.max(0, lo); place <= hi; place++) if (this.#startsAForm(buffer.subarray(place))) return place;
+    return -1;
   }
 
   /** Whether `tail` is the first bytes of a form (shorter than it). */

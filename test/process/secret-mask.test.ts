@@ -54,6 +54,34 @@ describe('the secret mask', () => {
     );
   });
 
+  it('masks a longer secret whole when a shorter one is its start, whatever the cut (no tail of the longer one in clear)', () => {
+    const short = 's3cr3t-value-123';
+    const long = `${short}-EXTRA-9876`;
+    const both = new SecretMask([short, long]);
+    fc.assert(
+      fc.property(fc.array(fc.constantFrom('x', '\n', short, long, 's3cr3', '-EXTRA'), { maxLength: 10 }), fc.array(fc.nat(30), { maxLength: 10 }), (pieces, cuts) => {
+        const whole = Buffer.from(pieces.join(''));
+        const sink = collector();
+        const masking = new MaskingSink(both, sink);
+        let at = 0;
+        for (const cut of [...cuts, whole.length]) {
+          const end = Math.min(whole.length, at + Math.max(1, cut));
+          masking.write(1, whole.subarray(at, end));
+          at = end;
+          if (at >= whole.length) break;
+        }
+        masking.flush();
+        expect(sink.text[0]).toBe(both.text(whole.toString('utf8')));
+      }),
+    );
+    // One byte a write, as a step printing a character at a time.
+    const sink = collector();
+    const masking = new MaskingSink(both, sink);
+    for (const byte of Buffer.from(`${long}\n`)) masking.write(1, Buffer.from([byte]));
+    masking.flush();
+    expect(sink.text[0]).toBe('***\n');
+  });
+
   it('passes on at once output that cannot be the start of a form, holding back only a possible start', () => {
     const sink = collector();
     const masking = new MaskingSink(mask, sink);
