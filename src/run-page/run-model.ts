@@ -401,15 +401,21 @@ function stateOf(facts: {
 function attemptsOf(stepId: string, facts: ActorFacts | undefined, processStarts: ReadonlyMap<number, number> | undefined, logs: ReadonlyMap<string, StepLogInput>): AttemptModel[] {
   const numbers = new Set<number>(facts?.attempts.keys() ?? []);
   for (const attempt of processStarts?.keys() ?? []) numbers.add(attempt);
+  let previousEnd: number | null = null;
   return [...numbers]
     .sort((a, b) => a - b)
     .map((attempt) => {
       const seen = facts?.attempts.get(attempt);
       const log = logs.get(`${stepId}#${attempt}`);
       const started = processStarts?.get(attempt) ?? null;
+      // A retry starts once the attempt before it ended; the two times come from rounded clocks
+      // that can put it a millisecond earlier, which would draw the bars overlapping.
+      const from = seen?.startMs ?? started;
+      const startMs = from !== null && previousEnd !== null ? Math.max(from, previousEnd) : from;
+      previousEnd = seen?.endMs ?? previousEnd;
       return {
         attempt,
-        startMs: seen?.startMs ?? started,
+        startMs,
         launchedMs: started,
         endMs: seen?.endMs ?? null,
         status: seen?.status ?? 'running',

@@ -35,6 +35,9 @@ function processes(): { pid: number; nsPid: number; ns: string; ppid: number; cm
       const detached = await b.demote(`(trap '' TERM; echo $BASHPID > child.pid; exec sleep 300) & wait`);
       await waitFor(() => { try { return readFileSync(join(b.W, 'child.pid'), 'utf8').endsWith('\n'); } catch { return false; } }, 10_000, 'the child to write its pid');
       const nsChild = Number(readFileSync(join(b.W, 'child.pid'), 'utf8'));
+      // The pid is written before the child execs sleep: wait until it has.
+      const isChild = (p: ReturnType<typeof processes>[number]): boolean => p.nsPid === nsChild && p.ns !== readlinkSync('/proc/self/ns/pid') && p.cmd === 'sleep 300';
+      await waitFor(() => processes().some(isChild), 10_000, 'the child to exec sleep');
       const all = processes();
       const child = all.find((p) => p.nsPid === nsChild && p.ns !== readlinkSync('/proc/self/ns/pid') && p.cmd === 'sleep 300');
       expect(child).toBeDefined();
