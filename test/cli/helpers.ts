@@ -218,3 +218,18 @@ export function resultOf(report: ReportJson, id: string): ReportJson['results'][
   return result;
 }
 
+/** `capsule replay` of a run's records says the machines took every transition they took then. */
+export async function expectReplayIdentical(dir: string, recordsDir: string): Promise<void> {
+  const replay = await runCli(['replay', recordsDir], { cwd: dir });
+  expect(replay.stdout).toMatch(/^identical: \d+ actors? passed through the recorded states/);
+  expect(replay.code).toBe(0);
+}
+
+/** The trace's records of one kind, in order. */
+export function traceRecords(recordsDir: string, kind: string): Record<string, unknown>[] {
+  return readFileSync(join(recordsDir, 'trace.jsonl'), 'utf8')
+    .split('\n')
+    .filter((line) => line !== '')
+    .map((line) => JSON.parse(line) as Record<string, unknown>)
+    .filter((record) => record['event_type'] === kind);
+}

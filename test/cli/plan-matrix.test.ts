@@ -5,7 +5,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { killStartedClis, manifestAllowing, parseReport, resultOf, runCli, TempDirs, writeJson } from './helpers.js';
+import { expectReplayIdentical, killStartedClis, manifestAllowing, parseReport, resultOf, runCli, TempDirs, traceRecords, writeJson } from './helpers.js';
 
 const temp = new TempDirs();
 afterEach(() => killStartedClis());
@@ -16,22 +16,6 @@ function workdirWith(steps: unknown[]): string {
   writeJson(dir, 'capsule.json', manifestAllowing());
   writeJson(dir, 'plan.json', { id: 'p', steps });
   return dir;
-}
-
-/** `capsule replay` of a run's records says the machines took every transition they took then. */
-async function expectReplayIdentical(dir: string, recordsDir: string): Promise<void> {
-  const replay = await runCli(['replay', recordsDir], { cwd: dir });
-  expect(replay.stdout).toMatch(/^identical: \d+ actors? passed through the recorded states/);
-  expect(replay.code).toBe(0);
-}
-
-/** The trace's records of one kind, in order. */
-function traceRecords(recordsDir: string, kind: string): Record<string, unknown>[] {
-  return readFileSync(join(recordsDir, 'trace.jsonl'), 'utf8')
-    .split('\n')
-    .filter((line) => line !== '')
-    .map((line) => JSON.parse(line) as Record<string, unknown>)
-    .filter((record) => record['event_type'] === kind);
 }
 
 /** A shell step that runs `node -e <script>` with more words after it. */
