@@ -115,9 +115,10 @@ export function lastLog(result: Pick<StepResult, 'logs'>): string | null {
  * How a failed step's last attempt ended, when its error does not say it (the error is its stderr):
  * ` (exit code 3)`, ` (killed by SIGKILL)`; '' when unknown or already in the error.
  */
-export function endedHow(result: Pick<StepResult, 'logs' | 'error'>): string {
+export function endedHow(result: Pick<StepResult, 'logs' | 'error' | 'attempts'>): string {
   const last = result.logs?.[result.logs.length - 1];
-  if (last === undefined) return '';
+  // The last log may be an earlier attempt's (the last one started no process): its exit is not this error's.
+  if (last === undefined || last.attempt !== result.attempts) return '';
   const said = result.error ?? '';
   if (last.signal !== undefined && last.signal !== null) return said.includes(last.signal) ? '' : ` (killed by ${last.signal})`;
   if (last.exit_code === undefined || last.exit_code === null || last.exit_code === 0) return '';

@@ -15,6 +15,7 @@ import { collectInputReferences, locateInputReferences } from './interpolate.js'
 import { unorderedReferences } from './lint.js';
 import {
   binaryNotFound,
+  cwdReferenceLiteral,
   cycleWarning,
   droppedBackslashes,
   failsLater,
@@ -109,7 +110,9 @@ export function checkPlan(plan: PlanFile, ctx: PlanCheckContext, options: { read
     }
     // With `laterWithRefusals` (capsule validate), what a run would fail on later is found too,
     // where the step ids and links are sound (a refusal of a binary or a tool, not of a link).
-    const failsLater = options.laterWithRefusals === true && !structural ? laterFailures(plan, ctx).failsLater : [];
+    // After a structural refusal the per-step checks still hold (a bad `if` is reported beside a bad
+    // dependency, in one round); only the blocked-plan check needs sound links.
+    const failsLater = options.laterWithRefusals === true ? laterFailures(plan, ctx, { blockedCheck: !structural }).failsLater : [];
     return { refusal: explainFinding(first.value, plan, explain), furtherRefusals, furtherNotShown, failsLater, warnings: [] };
   }
   if (options.refusalOnly === true) return { refusal: null, furtherRefusals: [], furtherNotShown: 0, failsLater: [], warnings: [] };
@@ -118,14 +121,13 @@ export function checkPlan(plan: PlanFile, ctx: PlanCheckContext, options: { read
 }
 
 /**
- * Refusals after which the later checks are not sound: a duplicate step id, a dependency or a
+ * Refusals after which the blocked-plan check is not sound: a duplicate step id, a dependency or a
  * reference to no step (a missing dependency would read as a step that never starts).
  */
 const STRUCTURAL_CODES: ReadonlySet<string> = new Set(['duplicate_step_id', 'unknown_dependency', 'unknown_reference', 'unknown_reference_field']);
 
 /** What a run would fail on later, and the warnings, of a plan whose step ids and links are sound. */
-function laterFailures(plan: PlanFile, ctx: PlanCheckContext): Pick<PlanCheck, 'failsLater' | 'warnings'> {
-
+function laterFailures(plan: PlanFile, ctx: PlanCheckContext, options: { readonly blockedCheck: boolean } = { blockedCheck: true }): Pick<PlanCheck, 'failsLater' | 'warnings'> {
   const ids = new Set(plan.steps.map((step) => step.id));
   // A reference may name a matrix step's id (docs/plan-format.md#matrix).
   for (const group of matrixGroups(plan.steps).keys()) ids.add(group);
@@ -138,11 +140,14 @@ function laterFailures(plan: PlanFile, ctx: PlanCheckContext): Pick<PlanCheck, '
     checkStepCondition(step, index, plan, ids, ctx, failing, warnings);
     checkStepReferences(step, index, plan, ctx, failing);
     if (step.shell !== undefined) checkShellStep(step, step.shell, index, warnings);
+    if (step.cwd !== undefined && parseReference(step.cwd) !== null) {
+      warnings.push({ kind: 'cwd_reference', step_id: step.id, path: `steps[${index}].cwd`, message: cwdReferenceLiteral(step.id, step.cwd) });
+    }
     checkProgramFound(step, index, ctx, warnings);
   });
   // A loop, not push(...): a plan can have a million unordered references.
   for (const warning of unorderedReferences(plan)) warnings.push(warning);
-  const blocked = findBlockedPlan(plan.steps);
+  const blocked = options.blockedCheck ? findBlockedPlan(plan.steps) : null;
   if (blocked !== null) {
     const refusal = explainCycle(blocked, plan, ctx);
     failing.push({

@@ -235,6 +235,15 @@ export const CAPSULE_ENV_CWD =
 export const cwdMissing = (stepId: string, cwd: string, why: string): string =>
   `step '${excerpt(stepId)}': cwd '${excerpt(cwd)}' ${why} (docs/plan-format.md#cwd)`;
 
+/** Ours, a warning: `cwd` is never resolved, so a reference written there is a folder name. */
+export const cwdReferenceLiteral = (stepId: string, cwd: string): string =>
+  `step '${excerpt(stepId)}': cwd '${excerpt(cwd)}' is taken as a folder name, not resolved: only input, stdin and env values are references (docs/plan-format.md#cwd); ` +
+  `to start in a folder a step printed, pass it in env and cd there (bash -c 'cd "$DIR" && …')`;
+
+/** Ours, at dispatch: a resolved `env` value holds a NUL, which no environment variable carries; the value is not echoed. */
+export const resolvedEnvValueNul = (stepId: string, name: string, written: string): string =>
+  `step '${excerpt(stepId)}': env ${excerpt(name)}: the value of ${excerpt(written)} holds a NUL byte, which an environment variable cannot carry; pass that output through stdin instead (docs/plan-format.md#env)`;
+
 /** Ours, at dispatch: the step's `cwd` leads out of the workdir through a symbolic link. */
 export const cwdEscapes = (stepId: string, cwd: string): string =>
   `step '${excerpt(stepId)}': cwd '${excerpt(cwd)}' leads outside the workdir (through a symbolic link); a step runs inside the workdir (docs/plan-format.md#cwd)`;

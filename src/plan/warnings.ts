@@ -15,6 +15,7 @@
  * - `binary_not_found`: a shell step's binary, or a command tool's program, is not on `PATH`;
  * - `condition`, `invalid_reference`, `dependency_cycle`: what `validate` refuses but a run only
  *   meets later (then the step fails or the run stops blocked); `run` warns before its first step;
+ * - `cwd_reference`: a `cwd` written as a reference (`$a.output`), which is taken as a folder name;
  * - `inert_setting`: a manifest setting that has no effect as written (`lifecycle.on_log_cap:
  *   "stop"` without `lifecycle.max_log_bytes`).
  */
@@ -28,6 +29,7 @@ export type WarningKind =
   | 'condition'
   | 'invalid_reference'
   | 'dependency_cycle'
+  | 'cwd_reference'
   | 'inert_setting';
 
 /** One unknown key found in a plan file or manifest. */

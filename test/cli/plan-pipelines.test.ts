@@ -78,6 +78,20 @@ describe('a step with cwd and env', () => {
     expect(result.code).toBe(0);
     expect(resultOf(parseReport(result.stdout), 'show').output).toBe('clang 1.2.3 1');
   });
+
+  it("fails the step, naming the variable and not echoing the value, when a referenced output holds a NUL byte no environment variable can carry", async () => {
+    const dir = workdirWith([
+      node('leak', 'process.stdout.write("x\\\\u0000hunter2")'),
+      node('show', 'process.stdout.write(String(process.env.V))', { depends_on: ['leak'], env: { V: '$leak.output' } }),
+    ]);
+    const result = await runCli(['run', 'plan.json', '--json'], { cwd: dir });
+
+    expect(result.code).toBe(1);
+    const show = resultOf(parseReport(result.stdout), 'show');
+    expect(show.status).toBe('failed');
+    expect(show.error).toBe("step 'show': env V: the value of $leak.output holds a NUL byte, which an environment variable cannot carry; pass that output through stdin instead (docs/plan-format.md#env)");
+    expect(result.stderr).not.toContain('hunter2');
+  });
 });
 
 describe('a fail stop under --max-parallel', () => {

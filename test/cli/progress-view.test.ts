@@ -25,6 +25,20 @@ describe('progress', () => {
     expect(text.split('\n')).toEqual(expect.arrayContaining(['✖ lint failed: lint found 3 problems (continuing)', '✖ b failed: b broke']));
   });
 
+  it("names a failed step's exit code only when it is the last attempt's: one that started no process says only its error", () => {
+    let text = '';
+    const progress = new Progress({ stream: { write: (chunk) => ((text += chunk), true) }, mode: 'lines', color: false });
+    progress.onEvent({ type: 'plan.started', planId: 'p', steps });
+    const log = (attempt: number, exit_code: number) => ({ attempt, path: `/r/logs/x.${attempt}.log`, stdout_bytes: 1, stderr_bytes: 0, exit_code, signal: null });
+    const lastWithoutProcess = { ...result('b', 'failed', "step 'b': cwd 'gone' does not exist in the workdir"), attempts: 2, logs: [log(1, 3)] };
+    const lastWithProcess = { ...result('lint', 'failed', 'lint found 3 problems'), attempts: 2, logs: [log(1, 3), log(2, 4)] };
+    progress.onEvent({ type: 'step.ended', result: lastWithProcess, kind: 'shell' });
+    progress.onEvent({ type: 'step.ended', result: lastWithoutProcess, kind: 'shell' });
+    const lines = text.split('\n');
+    expect(lines).toContainEqual(expect.stringMatching(/^✖ lint failed \(exit code 4\): lint found 3 problems/));
+    expect(lines).toContainEqual(expect.stringMatching(/^✖ b failed: step 'b': cwd 'gone' does not exist/));
+  });
+
   it('counts in the live view the steps whose end is on screen, and shows those waiting with what they wait for', async () => {
     await loadLiveView('live');
     let screen = '';

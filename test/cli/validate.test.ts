@@ -294,6 +294,18 @@ describe('capsule validate', () => {
     ]);
   });
 
+  it('reports a condition that does not parse beside an unknown dependency, in one round', async () => {
+    const dir = dirWith({ id: 'p', steps: [step('a'), step('b', { depends_on: ['nope'] }), step('c', { depends_on: ['a'], if: "$a.status = 'success'" })] });
+    const human = await runCli(['validate', 'plan.json'], { cwd: dir });
+
+    expect(human.code).toBe(1);
+    expect(human.stderr.split('\n').filter((line) => line.startsWith('refused: '))).toEqual([
+      "refused: step 'b': unknown dependency 'nope'",
+      "refused: step 'c': unsupported condition expression '$a.status = 'success''",
+    ]);
+    expect(human.stderr).toContain('fix: compare with ==');
+  });
+
   it('lists every step a run refuses in one pass, those of one cause in one block with the fix once, and run refuses with the same list before running anything', async () => {
     const dir = dirWith({
       id: 'p',

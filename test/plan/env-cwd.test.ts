@@ -79,6 +79,14 @@ describe('a step with env and cwd', () => {
   });
 });
 
+describe('a cwd written as a reference', () => {
+  it('is warned about: cwd is never resolved, so it names a folder of that name', () => {
+    const found = check(plan(shell('a'), shell('b', { depends_on: ['a'], cwd: '$a.output' })));
+    expect(found.refusal).toBeNull();
+    expect(found.warnings).toEqual([expect.objectContaining({ kind: 'cwd_reference', step_id: 'b', path: 'steps[1].cwd', message: expect.stringContaining("cwd '$a.output' is taken as a folder name") })]);
+  });
+});
+
 describe('isInsideWorkdir', () => {
   it.each([
     ['test', true],

@@ -17,7 +17,7 @@ import { buildShellEnv } from '../../executors/environment.js';
 import type { SecretMask } from '../../executors/secret-mask.js';
 import { interpolateInput } from '../../plan/interpolate.js';
 import { withMatrixGroups } from '../../plan/matrix.js';
-import { cwdEscapes, cwdMissing } from '../../plan/messages.js';
+import { cwdEscapes, cwdMissing, resolvedEnvValueNul } from '../../plan/messages.js';
 import { processStartFields, type ContainedProcess } from '../../process/containment.js';
 import { StepLog } from '../../records/step-log.js';
 import type { AttemptEnvironment, Gate, GateRequest } from '../attempt.js';
@@ -326,7 +326,11 @@ export function stepPlace(run: AttemptRun): StepPlace {
   if (step.env !== undefined) {
     const resolved = interpolateInput(step.env as JsonValue, results);
     if (!resolved.ok) return { ok: false, error: resolved.error };
-    for (const [name, value] of Object.entries(resolved.value as Record<string, string>)) processEnv[name] = value;
+    for (const [name, value] of Object.entries(resolved.value as Record<string, string>)) {
+      // A reference can bring a NUL, which no environment variable carries; say so without echoing the value.
+      if (value.includes('\u0000')) return { ok: false, error: resolvedEnvValueNul(step.id, name, (step.env as Record<string, string>)[name] ?? '') };
+      processEnv[name] = value;
+    }
   }
   return { ok: true, cwd, env: processEnv };
 }
