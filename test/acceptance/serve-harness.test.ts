@@ -414,6 +414,10 @@ describe('a harness written from docs/serve.md drives a real capsule serve sessi
     expect(finished.output_bytes).toBe('name? hello ada\nbye\n'.length);
 
     await expect(command({ operation: 'write', input: 'more\n' })).rejects.toMatchObject({ code: -32008, data: { code: 'NOT_WRITABLE' } });
+    // The wait's answer claimed the completion: none comes as a notification, even by the session's end.
+    serve.endInput();
+    expect(await serve.exited).toEqual({ code: 0, signal: null });
+    expect(serve.completionsOf(workId)).toEqual([]);
   });
 
   it('stop ends the whole tree of a background command, and its answer claims the completion', async () => {
@@ -490,6 +494,14 @@ describe('a harness written from docs/serve.md drives a real capsule serve sessi
 
     const next = await serve.request<ShellRunAnswer>('shell.run', { command: 'echo still here' });
     expect(next).toMatchObject({ status: 'finished', exit_code: 0, stdout: 'still here\n' });
+  });
+
+  it('an allowed binary that cannot be started answers finished with exit code -1 and an error, not a JSON-RPC error', async () => {
+    const missing = 'capsule-serve-harness-no-such-binary';
+    const serve = ServeHarness.start({ ...MANIFEST, capabilities: { shell: { allow: [missing] } } });
+    const answer = await serve.request<ShellRunAnswer & { error?: string }>('shell.run', { command: `${missing} --version` });
+    expect(answer).toMatchObject({ status: 'finished', exit_code: -1, command_state: 'exited' });
+    expect(answer.error).toContain(missing);
   });
 
   it('an inline plan runs in the session and answers its report; with wait false the report comes as task.finished', async () => {
