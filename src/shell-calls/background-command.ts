@@ -178,9 +178,11 @@ export async function runBackgroundCommand(
     // and then subscribed to in the same turn, so no line falls between the two.
     const since = parsed.input.since ?? 'now';
     const earlier = until !== null && since !== 'now' ? log.readSection(since === 'start' ? 0 : since) : null;
+    // An offset past what was printed so far starts the search there in the output still to come.
+    const skipLive = typeof since === 'number' ? Math.max(0, since - log.sectionBytes) : 0;
     const running = index.counters(workId)?.phase === 'Running';
     if (until !== null && (running || earlier !== null)) {
-      const matcher = matchOutput(log, until, earlier, running);
+      const matcher = matchOutput(log, until, earlier, running, skipLive);
       const waited = running ? index.wait(workId, boundMs, options.cancel ?? null) : Promise.resolve('Finished' as const);
       const first = await Promise.race([matcher.matched, waited]);
       matcher.stop();
@@ -298,7 +300,8 @@ export function listCommands(service: DemotedCalls): CommandListing[] {
 
 /**
  * Searches the output for a line matching `pattern`: first `earlier` (the output already printed,
- * from `since`; null: none), then, when `live`, every chunk appended from now on (the partial last
+ * from `since`; null: none), then, when `live`, every chunk appended from now on, less its first
+ * `skipLive` bytes (a `since` past the output printed so far) (the partial last
  * line is tried too, so a prompt without a newline matches). `matched` resolves with the line,
  * without its line break, or with `tooSlow` when the pattern ran past its time bound on some output
  * (src/shell-calls/bounded-pattern.ts: a catastrophic pattern must not hold the session's thread);
@@ -309,6 +312,7 @@ function matchOutput(
   pattern: RegExp,
   earlier: Uint8Array | null,
   live: boolean,
+  skipLive: number,
 ): { matched: Promise<{ line: string } | { tooSlow: PatternTooSlowError }>; stop: () => void } {
   const decoder = new StringDecoder('utf8');
   const bounded = new BoundedPattern(pattern);
@@ -342,7 +346,17 @@ function matchOutput(
     // In pieces, each its own bounded run: the time bound is per chunk of output, and a long log
     // searched at once would pass it with an ordinary pattern.
     if (earlier !== null) for (let at = 0; at < earlier.length && !done; at += EARLIER_PIECE_BYTES) search(earlier.subarray(at, at + EARLIER_PIECE_BYTES));
-    if (!done && live) unsubscribe = log.subscribe(search);
+    let toSkip = skipLive;
+    const searchLive = (chunk: Uint8Array): void => {
+      if (toSkip >= chunk.byteLength) {
+        toSkip -= chunk.byteLength;
+        return;
+      }
+      const rest = toSkip === 0 ? chunk : chunk.subarray(toSkip);
+      toSkip = 0;
+      search(rest);
+    };
+    if (!done && live) unsubscribe = log.subscribe(searchLive);
   });
   return { matched, stop: () => unsubscribe() };
 }

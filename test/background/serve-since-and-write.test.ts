@@ -25,6 +25,22 @@ describe('backgroundCommand wait until, since', () => {
     await serve.call('backgroundCommand', { operation: 'stop', work_id: demoted.work_id });
   });
 
+  it('starts the search at a since offset past the output printed so far once the output reaches it, whenever the wait was sent', async () => {
+    const serve = startServe({ args: ['--allow', 'cat'] });
+    const demoted = await serve.call<{ work_id: string }>('shell.run', { command: 'cat', interactive: true });
+    const wait = (extra: Record<string, unknown>) => serve.call('backgroundCommand', { operation: 'wait', work_id: demoted.work_id, wait_secs: 10, ...extra });
+    await serve.call('backgroundCommand', { operation: 'write', work_id: demoted.work_id, input: '0123456789\n' });
+    expect(await wait({ until: '^0123456789$', since: 'start' })).toMatchObject({ wait: 'Matched', output_bytes: 11 });
+    // Sent before the output reaches byte 16: the Z at byte 11 is before the offset, so only the later line matches.
+    const pending = wait({ until: 'Z', since: 16 });
+    await serve.call('backgroundCommand', { operation: 'write', work_id: demoted.work_id, input: 'Zbbbbbbbbb\n' });
+    await serve.call('backgroundCommand', { operation: 'write', work_id: demoted.work_id, input: 'Zlater\n' });
+    expect(await pending).toMatchObject({ wait: 'Matched', matched: 'Zlater' });
+    // The same offset asked once the output is there finds what follows it.
+    expect(await wait({ until: '^b+$', since: 16 })).toMatchObject({ wait: 'Matched', matched: 'bbbbb' });
+    await serve.call('backgroundCommand', { operation: 'stop', work_id: demoted.work_id });
+  });
+
   it('matches a finished command\'s output with since "start"', async () => {
     const serve = startServe();
     const demoted = await serve.call<{ work_id: string }>('shell.run', { binary: 'bash', command: 'echo one; echo two; sleep 0.2', grace_secs: 0 });
