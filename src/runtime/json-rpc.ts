@@ -10,7 +10,7 @@ import { realpathSync } from 'node:fs';
 import { isAbsolute, relative, resolve } from 'node:path';
 import type { JsonSource } from '../plan/json-location.js';
 import type { BackgroundCommandAnswer } from '../shell-calls/background-command.js';
-import type { ShellRunRequest } from '../shell-calls/request.js';
+import { TERMINAL_COLS, TERMINAL_ROWS, type ShellRunRequest } from '../shell-calls/request.js';
 import { UnknownTaskError, type SessionApi } from './session-api.js';
 import { messageOf } from '../errors.js';
 import { pathText, type JsonPath, type NotUtf8String } from './request-text.js';
@@ -55,7 +55,7 @@ function objectParams(params: unknown, method: string): Record<string, unknown> 
   return params as Record<string, unknown>;
 }
 
-/** `shell.run` params → the request (`command`, `binary`, `argv`, `stdin`, `interactive`, `grace_secs`, `deadline_secs`, `idle_secs`). */
+/** `shell.run` params → the request (`command`, `binary`, `argv`, `stdin`, `interactive`, `tty`, `cols`, `rows`, `grace_secs`, `deadline_secs`, `idle_secs`). */
 function shellRequest(params: Record<string, unknown>): Omit<ShellRunRequest, 'task' | 'source'> {
   const { command, binary, argv, stdin } = params;
   const graceSecs = params['grace_secs'];
@@ -72,6 +72,9 @@ function shellRequest(params: Record<string, unknown>): Omit<ShellRunRequest, 't
   if (graceSecs !== undefined && graceSecs !== null && !(typeof graceSecs === 'number' && Number.isFinite(graceSecs) && graceSecs >= 0)) {
     invalidParams('shell.run: grace_secs must be a number of seconds, 0 or more (or null for never)');
   }
+  const tty = params['tty'];
+  if (tty !== undefined && typeof tty !== 'boolean') invalidParams('shell.run: tty must be true or false');
+  const size = terminalSize(params, tty === true);
   const deadlineSecs = boundSecs(params, 'deadline_secs');
   const idleSecs = boundSecs(params, 'idle_secs');
   return {
@@ -80,10 +83,25 @@ function shellRequest(params: Record<string, unknown>): Omit<ShellRunRequest, 't
     ...(argv !== undefined ? { argv: argv as string[] } : {}),
     ...(stdin !== undefined ? { stdin: stdin as string } : {}),
     ...(interactive === true ? { interactive: true } : {}),
+    ...(size !== null ? { tty: size } : {}),
     ...(graceSecs !== undefined ? { graceMs: graceSecs === null ? null : Math.round((graceSecs as number) * 1000) } : {}),
     ...(deadlineSecs !== undefined ? { deadlineMs: deadlineSecs === null ? null : Math.round(deadlineSecs * 1000) } : {}),
     ...(idleSecs !== undefined ? { idleMs: idleSecs === null ? null : Math.round(idleSecs * 1000) } : {}),
   };
+}
+
+/** `cols` and `rows` of a `shell.run` with `tty: true` (docs/serve.md#terminals): default 80x24; refused without `tty`. */
+function terminalSize(params: Record<string, unknown>, tty: boolean): { cols: number; rows: number } | null {
+  const read = (key: 'cols' | 'rows', fallback: number): number => {
+    const value = params[key];
+    if (value === undefined || value === null) return fallback;
+    if (!tty) invalidParams(`shell.run: ${key} sets a terminal's size: give it with tty: true`);
+    if (!(typeof value === 'number' && Number.isInteger(value) && value >= 1 && value <= 65535)) invalidParams(`shell.run: ${key} must be an integer from 1 to 65535`);
+    return value as number;
+  };
+  const cols = read('cols', TERMINAL_COLS);
+  const rows = read('rows', TERMINAL_ROWS);
+  return tty ? { cols, rows } : null;
 }
 
 /** `deadline_secs` / `idle_secs` of `shell.run` (docs/serve.md#bounds): a positive number of seconds, null for none, or absent. */

@@ -80,6 +80,8 @@ export interface CommandFacts {
   readonly stdin?: string;
   /** Its stdin stays open as a pipe, written with `backgroundCommand` `write` (docs/background-commands.md#interactive-commands). */
   readonly interactive?: boolean;
+  /** A pseudo-terminal of this size as its stdio (docs/serve.md#terminals); its input stays open for `write` unless `stdin` text was given. */
+  readonly tty?: { readonly cols: number; readonly rows: number };
   /** The grace the call runs with (its `grace_ms`), or null. */
   readonly graceMs: number | null;
   /** Its deadline from its start, ms (`deadline_secs`: reported as `COMMAND.DEADLINE`, the machine ends it), or null. */
@@ -215,7 +217,7 @@ export class ShellCommand {
    */
   async writeStdin(input: Buffer, close: boolean, boundMs: number): Promise<StdinWrite> {
     const stdin = this.#running?.process.stdin ?? null;
-    if (this.facts.interactive !== true || stdin === null) return { ok: false, error: 'its stdin is not open: only a command started with interactive: true can be written to' };
+    if ((this.facts.interactive !== true && this.facts.tty === undefined) || stdin === null) return { ok: false, error: 'its stdin is not open: only a command started with interactive: true or tty: true (without stdin text) can be written to' };
     if (this.#stdinClosed || stdin.writableEnded || stdin.destroyed) return { ok: false, error: 'its stdin is closed already (close_stdin was sent, or the command closed it)' };
     if (close) this.#stdinClosed = true;
     const handed = new Promise<boolean>((resolve) => {
@@ -317,7 +319,8 @@ export class ShellCommand {
       cwd: host.workdir,
       env: this.facts.env,
       ...(this.facts.stdin !== undefined ? { stdin: this.facts.stdin } : {}),
-      ...(this.facts.interactive === true && this.facts.stdin === undefined ? { stdinPipe: true } : {}),
+      ...((this.facts.interactive === true || this.facts.tty !== undefined) && this.facts.stdin === undefined ? { stdinPipe: true } : {}),
+      ...(this.facts.tty !== undefined ? { tty: this.facts.tty } : {}),
       sink: capture,
       limits: host.commandLimits,
       onLeaderExit: (info) => this.#onLeaderExit(info.exitCode, info.signal),
