@@ -33,6 +33,7 @@ export function shellRunAnswer(result: ShellRunResult): Answer {
       if (result.stderr !== '') lines.push('--- stderr ---', result.stderr.replace(/\n$/, ''));
       if (result.stdout === '' && result.stderr === '') lines.push('(no output)');
       if (result.truncated) lines.push(`(output cut to its first 16384 bytes per stream; all of it is in ${result.full_output_path ?? 'the log'})`);
+      if (result.not_utf8 === true) lines.push(`(output not UTF-8: shown with U+FFFD; its bytes are in ${result.full_output_path ?? 'the log'})`);
       if (result.output_holders_note !== undefined) lines.push(result.output_holders_note);
       // A program that could not be started (exit_code -1) is a failed call; a program that ran
       // and exited non-zero is an answer (its exit_code says how it ended).

@@ -7,6 +7,7 @@
  * foreground answers with its result (one `shell` record); a demoted one with its demotion, and
  * its completion becomes the actor's output.
  */
+import { isUtf8 } from 'node:buffer';
 import { join } from 'node:path';
 import type { CommandOrder, CommandReport, CommandSignal, DemotionTrigger, SignalCause, TreeEnd } from '../../machines/shell-call.machine.js';
 import { CANCEL_PHASES } from '../cancel/phases.js';
@@ -633,7 +634,10 @@ export class ShellCommand {
     }
     const durationMs = this.#durationMs(end.outputHeld);
     let fullOutputPath: string | null = null;
-    if (end.spawnError === null && capture.truncated && host.hasRecords) {
+    // Text for the model replaces bytes that are not UTF-8 with U+FFFD; the log keeps them
+    // (docs/serve.md#log-files), so output that is not UTF-8 gets one even when it was not cut.
+    const notUtf8 = !capture.truncated && (!isUtf8(capture.stdoutHead()) || !isUtf8(capture.stderrHead()));
+    if (end.spawnError === null && (capture.truncated || notUtf8) && host.hasRecords) {
       try {
         fullOutputPath = await writeCapturedLog(host.recordsDir, capture, parsed.binary, parsed.args, end.exitCode);
       } catch {
@@ -682,6 +686,7 @@ export class ShellCommand {
       duration_ms: durationMs,
       truncated,
       ...(fullOutputPath !== null ? { full_output_path: fullOutputPath } : {}),
+      ...(notUtf8 ? { not_utf8: true as const } : {}),
       ...(capped ? { output_capped: true as const } : {}),
       ...(endedBy !== null ? { ended_by: endedBy } : {}),
       resource_limit_hit: resourceLimit,

@@ -147,8 +147,16 @@ export interface ShellFinished {
   readonly duration_ms: number;
   /** Either stream was over 16384 bytes. */
   readonly truncated: boolean;
-  /** The full output (`<records>/logs/shell-<ms>.log`), only when truncated. */
+  /**
+   * The full output, bytes exact (`<records>/logs/shell-<ms>.log`, docs/serve.md#log-files): when
+   * truncated, or when its output is not UTF-8 (`not_utf8`).
+   */
   readonly full_output_path?: string;
+  /**
+   * Ours: stdout or stderr held bytes that are not UTF-8; `stdout`/`stderr` show U+FFFD for them
+   * and `full_output_path` has the bytes (absent when the output was cut: `truncated` says so then).
+   */
+  readonly not_utf8?: true;
   /** Ours: `lifecycle.max_log_bytes` cut that log (it holds the first that many bytes of output and a marker line). */
   readonly output_capped?: true;
   /**
