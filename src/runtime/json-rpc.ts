@@ -13,6 +13,7 @@ import type { BackgroundCommandAnswer } from '../shell-calls/background-command.
 import { TERMINAL_COLS, TERMINAL_ROWS, type ShellRunRequest } from '../shell-calls/request.js';
 import { UnknownTaskError, type SessionApi } from './session-api.js';
 import { messageOf } from '../errors.js';
+import { backgroundText, cancelText, planText, shellRunText, stopText } from './answer-text.js';
 import { pathText, type JsonPath, type NotUtf8String } from './request-text.js';
 
 /** Our error codes (-32000…-32099), each with the `data.code` word it carries. */
@@ -114,7 +115,7 @@ function boundSecs(params: Record<string, unknown>, key: 'deadline_secs' | 'idle
 
 /** The result of `backgroundCommand`, or its refusal as an error. */
 function backgroundResult(answer: BackgroundCommandAnswer): unknown {
-  if (answer.ok) return answer;
+  if (answer.ok) return { ...answer, text: backgroundText(answer) };
   if (answer.code === 'invalid_input') return invalidParams(`backgroundCommand: ${answer.error}`);
   if (answer.code === 'unknown_work_id') return fail(SERVE_ERRORS.UNKNOWN_WORK_ID, answer.error);
   if (answer.code === 'not_writable') return fail(SERVE_ERRORS.NOT_WRITABLE, answer.error);
@@ -232,7 +233,7 @@ export function createRpcServer(api: SessionApi, options: RpcServerOptions = {})
       if (result.code === 'environment') return fail(SERVE_ERRORS.SHELL_ENVIRONMENT, result.error);
       return invalidParams(`shell.run: ${result.error}`);
     }
-    return result;
+    return { ...result, text: shellRunText(result) };
   });
 
   server.addMethod('backgroundCommand', async (params) => {
@@ -252,7 +253,8 @@ export function createRpcServer(api: SessionApi, options: RpcServerOptions = {})
     if (typeof taskId !== 'string' || taskId === '') invalidParams('task.cancel: task_id must be a non-empty string (a tsk_ id from shell.run or plan.submit)');
     if (force !== undefined && typeof force !== 'boolean') invalidParams('task.cancel: force must be true or false');
     try {
-      return await api.taskCancel({ task_id: taskId as string, ...(force !== undefined ? { force: force as boolean } : {}) });
+      const answer = await api.taskCancel({ task_id: taskId as string, ...(force !== undefined ? { force: force as boolean } : {}) });
+      return { ...answer, text: cancelText(answer) };
     } catch (error) {
       if (error instanceof UnknownTaskError) return fail(SERVE_ERRORS.UNKNOWN_TASK_ID, error.message);
       throw error;
@@ -272,7 +274,7 @@ export function createRpcServer(api: SessionApi, options: RpcServerOptions = {})
       invalidParams('plan.submit: max_parallel must be a whole number ≥ 1');
     }
     const file = path !== undefined ? planPathInWorkdir(api.session.workdir, path as string) : undefined;
-    return api.planSubmit({
+    const answer = await api.planSubmit({
       ...(plan !== undefined ? { plan: plan as Record<string, unknown> } : {}),
       // The plan's text is searched for a key written twice when the plan is parsed, and only then.
       ...(plan !== undefined && source?.text !== undefined && source.path !== undefined ? { planText: { text: source.text, path: [...source.path, 'params', 'plan'] } } : {}),
@@ -280,6 +282,7 @@ export function createRpcServer(api: SessionApi, options: RpcServerOptions = {})
       ...(wait !== undefined ? { wait: wait as boolean } : {}),
       ...(maxParallel !== undefined ? { maxParallel: maxParallel as number | null } : {}),
     });
+    return { ...answer, text: planText(answer.task_id, answer.report) };
   });
 
   // The child side of a delegation: A2A-shaped methods a parent's delegation plane calls.
@@ -329,7 +332,7 @@ export function createRpcServer(api: SessionApi, options: RpcServerOptions = {})
     const answer = await api.stop();
     // The answer goes out first; then the transport ends the session.
     queueMicrotask(() => options.onStop?.());
-    return answer;
+    return { ...answer, text: stopText(answer.residue) };
   });
 
   return server;
