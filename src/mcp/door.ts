@@ -249,7 +249,15 @@ function announcement(item: OwedItem): Record<string, unknown> {
   const note = 'delivered once, with the next tool result';
   switch (item.kind) {
     case 'completion':
-      return { event: 'completion', work_id: item.work_id, status: item.completion.status, exit_code: item.completion.exit_code, note };
+      return {
+        event: 'completion',
+        work_id: item.work_id,
+        status: item.completion.status,
+        command_state: item.completion.command_state,
+        exit_code: item.completion.exit_code,
+        signal: item.completion.signal,
+        note,
+      };
     case 'plan_finished':
       return { event: 'plan_finished', task_id: item.task_id, completed: item.report.completed, note };
     case 'lost':

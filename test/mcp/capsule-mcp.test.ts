@@ -200,7 +200,7 @@ describe('a completion nobody waited for', () => {
     // The notification says it finished; it is no delivery.
     await waitFor(() => mcp.logged.some((data) => data['work_id'] === workId), 15_000, 'the completion notification');
     const announced = mcp.logged.find((data) => data['work_id'] === workId) as Record<string, unknown>;
-    expect(announced).toMatchObject({ event: 'completion', exit_code: 0 });
+    expect(announced).toMatchObject({ event: 'completion', status: 'ok', command_state: 'exited', exit_code: 0, signal: null });
     expect(announced['message']).toBeUndefined();
     const next = await mcp.tool('shell_run', { command: 'echo unrelated' });
     expect(next.structuredContent['stdout']).toBe('unrelated\n');
