@@ -9,7 +9,6 @@ import type { IdleNotice } from '../shell-calls/command.js';
 import type { ShellRunResult } from '../shell-calls/request.js';
 import type { PlanReport } from './run-plan.js';
 import type { SessionNotification, TaskCancelResult } from './session-api.js';
-import type { ResidueItem } from '../cancel/residue.js';
 
 /** A `shell.run` / `shell_run` result: the exit and output, the demotion and how to follow it, or why nothing ran. */
 export function shellRunText(result: ShellRunResult): string {
@@ -88,15 +87,6 @@ export function cancelText(answer: TaskCancelResult): string {
 /** A background command that printed nothing for its `idle_secs`. */
 export function idleText(notice: IdleNotice): string {
   return `${notice.work_id} printed nothing for ${Math.round(notice.quiet_ms / 1000)} s (idle_secs ${notice.idle_secs}); it keeps running (${notice.output_bytes} bytes of output so far): check it, or stop it.`;
-}
-
-/** `session.stop`'s answer: what was still running, which the session's end now ends. */
-export function stopText(residue: readonly ResidueItem[]): string {
-  if (residue.length === 0) return 'The session is ending; nothing was still running.';
-  return [
-    'The session is ending; still running, and ended with it:',
-    ...residue.map((item) => (item.kind === 'detached_shell' ? `${item.work_id} ${[item.binary, item.command].filter((w) => w !== '').join(' ')}` : JSON.stringify(item))),
-  ].join('\n');
 }
 
 /**

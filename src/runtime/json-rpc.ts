@@ -13,7 +13,7 @@ import type { BackgroundCommandAnswer } from '../shell-calls/background-command.
 import { TERMINAL_COLS, TERMINAL_ROWS, type ShellRunRequest } from '../shell-calls/request.js';
 import { UnknownTaskError, type SessionApi } from './session-api.js';
 import { messageOf } from '../errors.js';
-import { backgroundText, cancelText, planText, shellRunText, stopText } from './answer-text.js';
+import { backgroundText, cancelText, planText, shellRunText } from './answer-text.js';
 import { pathText, type JsonPath, type NotUtf8String } from './request-text.js';
 
 /** Our error codes (-32000…-32099), each with the `data.code` word it carries. */
@@ -332,7 +332,7 @@ export function createRpcServer(api: SessionApi, options: RpcServerOptions = {})
     const answer = await api.stop();
     // The answer goes out first; then the transport ends the session.
     queueMicrotask(() => options.onStop?.());
-    return { ...answer, text: stopText(answer.residue) };
+    return answer;
   });
 
   return server;
