@@ -1,5 +1,5 @@
 /**
- * The text for a model of every answer about the session's work (docs/serve.md#text): one
+ * The text for a model of every answer about the session's work (docs/serve.md#text-for-a-model): one
  * rendering, shared by the two doors — serve's `text` field beside the structured fields, and
  * the text content of `capsule mcp`'s tool results (docs/mcp.md#answers). It never holds more
  * than the fields do; a harness reads state from the fields and shows this.
