@@ -60,6 +60,14 @@ describe('shell.run with tty: true', () => {
     expect(tail).toContain('cat ended');
   });
 
+  it('types stdin text given with the call into the terminal, then its end of file (through the session\'s spawner)', async () => {
+    const serve = startServe({ args: ['--allow', 'bash'] });
+    const result = await serve.call<{ status: string; exit_code: number; stdout: string }>('shell.run', { binary: 'bash', command: 'read -r line; echo "got:$line"; cat; echo "eof"', tty: true, stdin: 'typed\n' });
+    expect(result).toMatchObject({ status: 'finished', exit_code: 0 });
+    expect(result.stdout).toContain('got:typed\r\n');
+    expect(result.stdout).toContain('eof\r\n');
+  });
+
   it('leaves nothing running once the session ends, a process the command left behind on the terminal included', async () => {
     const serve = startServe({ args: ['--allow', 'bash'] });
     const tag = uniqueSleepArg();
