@@ -3,7 +3,8 @@
  * (the MCP SDK's client, stdio) against the same call over `capsule serve` (newline-delimited
  * JSON-RPC), target ≤ 1.5× (pairwise ratio of medians per run); and how soon a `write` to an
  * interactive command (`cat`) shows in its log, from the write's request to the bytes in the file
- * (target ≤ 20 ms, median). Both doors run as installed (`dist/bundle/capsule.js`), one session
+ * (target ≤ 20 ms, median), on pipes and on a terminal (`tty: true`, docs/serve.md#terminals:
+ * the terminal's echo and cat's copy of the line, through the spawn helper's relay). Both doors run as installed (`dist/bundle/capsule.js`), one session
  * each for the whole suite; the calls are interleaved.
  */
 import { spawn } from 'node:child_process';
@@ -68,16 +69,21 @@ export const doorsSuite: Suite = {
     const serveMs: number[] = [];
     const mcpMs: number[] = [];
     const writeMs: number[] = [];
+    const ttyWriteMs: number[] = [];
     try {
       const cat = (await client.callTool({ name: 'shell_run', arguments: { command: 'cat', interactive: true } })) as unknown as { structuredContent: { work_id: string; output_path: string } };
       const { work_id: workId, output_path: logPath } = cat.structuredContent;
       // The header is in the log once the command is demoted (before its answer).
       let written = readFileSync(logPath).length;
+      const ttyCat = (await client.callTool({ name: 'shell_run', arguments: { command: 'cat', tty: true, interactive: true } })) as unknown as { structuredContent: { work_id: string; output_path: string } };
+      const { work_id: ttyWorkId, output_path: ttyLogPath } = ttyCat.structuredContent;
+      let ttyWritten = readFileSync(ttyLogPath).length;
       for (let i = -ctx.warmups; i < runs; i++) {
         ctx.log(`doors: run ${i + 1}/${runs}`);
         const s: number[] = [];
         const m: number[] = [];
         const w: number[] = [];
+        const tw: number[] = [];
         for (let c = 0; c < CALLS_PER_RUN; c++) {
           let t = now();
           await serve.call('shell.run', { command: 'true' });
@@ -92,13 +98,21 @@ export const doorsSuite: Suite = {
           // The log holds a byte the moment it is appended (writeSync): polled until it does.
           while (readFileSync(logPath).length < written) await new Promise((resolve) => setImmediate(resolve));
           w.push(now() - t);
+          // On a terminal the line comes back twice, each ending \r\n: its echo, then cat's copy.
+          ttyWritten += 2 * (line.length + 1);
+          t = now();
+          void client.callTool({ name: 'background_command', arguments: { operation: 'write', work_id: ttyWorkId, input: line } });
+          while (readFileSync(ttyLogPath).length < ttyWritten) await new Promise((resolve) => setImmediate(resolve));
+          tw.push(now() - t);
         }
         if (i < 0) continue;
         serveMs.push(median(s));
         mcpMs.push(median(m));
         writeMs.push(median(w));
+        ttyWriteMs.push(median(tw));
       }
       await client.callTool({ name: 'background_command', arguments: { operation: 'write', work_id: workId, close_stdin: true } });
+      await client.callTool({ name: 'background_command', arguments: { operation: 'stop', work_id: ttyWorkId } });
     } finally {
       await client.close();
       await serve.end();
@@ -114,6 +128,7 @@ export const doorsSuite: Suite = {
         target: { max: 1.5, on: 'ratio', against: 'capsule serve', text: '≤ 1.5× serve' },
       },
       { case: 'write to cat', subject: 'write → bytes in the log', unit: 'ms', samples: writeMs, target: { max: 20, on: 'median', text: '≤ 20 ms' } },
+      { case: 'write to cat on a terminal (tty)', subject: 'write → echo and output in the log', unit: 'ms', samples: ttyWriteMs, target: { max: 20, on: 'median', text: '≤ 20 ms' } },
     ];
     return rows;
   },

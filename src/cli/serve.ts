@@ -14,6 +14,7 @@ import { recordsIncomplete } from '../records/records-dir.js';
 import { restoreExactIds, takeExactIds, type ExactIds } from '../runtime/exact-ids.js';
 import { createRpcServer, receiveMessage, SERVE_ERRORS } from '../runtime/json-rpc.js';
 import { notUtf8Strings } from '../runtime/request-text.js';
+import { notificationText } from '../runtime/answer-text.js';
 import { openDoorSession, withDoorOptions, type DoorOptions } from './door-session.js';
 import { releaseEarlySignals } from './early-signals.js';
 import { EXIT, exitCodeAfterLog, type ExitCode, type GlobalOptions } from './program.js';
@@ -95,7 +96,10 @@ export async function serveCommand(options: ServeCommandOptions): Promise<ExitCo
     // After the answer is written (a turn later), the session ends: sweep, then exit 0.
     onStop: () => setImmediate(() => void end(EXIT.OK, 'session.stop')),
   });
-  api.onNotification((notification) => out.write({ jsonrpc: '2.0', method: notification.method, params: notification.params }));
+  api.onNotification((notification) => {
+    const text = notificationText(notification);
+    out.write({ jsonrpc: '2.0', method: notification.method, params: text === null ? notification.params : { ...notification.params, text } });
+  });
   // Before the first request is read: the lost report is the session's first notification.
   if (resumeDir !== undefined) {
     await api.resume(resumeDir, { reap: options.reap === true, warn: (line) => void process.stderr.write(`${line}\n`) });

@@ -45,6 +45,8 @@ export interface RunCommandRequest extends Pick<SpawnRequest, 'withdraw' | 'with
   readonly stdin?: string;
   /** Keep stdin open as a pipe (`RunningCommand.process.stdin`), for an interactive command; ignored with `stdin` text. */
   readonly stdinPipe?: boolean;
+  /** A pseudo-terminal of this size as its stdio (`SpawnRequest.tty`); its output then comes on stdout alone. */
+  readonly tty?: SpawnRequest['tty'];
   /** Where output goes first. */
   readonly sink: OutputSink;
   /** Called once, synchronously, when the leader exits (before its output finished draining). */
@@ -116,6 +118,7 @@ function spawnRequest(request: RunCommandRequest, exited: { value: boolean }): S
     collectOutput: false,
     ...(request.stdin !== undefined ? { stdin: request.stdin } : {}),
     ...(request.stdin === undefined && request.stdinPipe === true ? { stdinPipe: true } : {}),
+    ...(request.tty !== undefined ? { tty: request.tty } : {}),
     ...(request.drainGraceMs !== undefined ? { drainGraceMs: request.drainGraceMs } : {}),
     ...(request.withdraw !== undefined ? { withdraw: request.withdraw } : {}),
     ...(request.withdrawWaiting !== undefined ? { withdrawWaiting: request.withdrawWaiting } : {}),

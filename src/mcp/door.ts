@@ -17,6 +17,7 @@ import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/proto
 import { JSONRPCErrorException } from 'json-rpc-2.0';
 import { messageOf } from '../errors.js';
 import type { CommandListing } from '../shell-calls/background-command.js';
+import { TERMINAL_COLS, TERMINAL_ROWS } from '../shell-calls/request.js';
 import { planPathInWorkdir } from '../runtime/json-rpc.js';
 import { UnknownTaskError, type SessionApi } from '../runtime/session-api.js';
 import { backgroundAnswer, cancelAnswer, planAnswer, shellRunAnswer, toolError, toolResult, type Answer } from './answers.js';
@@ -99,6 +100,7 @@ export function createMcpDoor(api: SessionApi, options: McpDoorOptions): McpDoor
     call('shell_run', null, async () => {
       const refused = refuseWhenStopping();
       if (refused !== null) return refused;
+      if (args.tty !== true && (args.cols !== undefined || args.rows !== undefined)) return toolError('cols and rows set a terminal\'s size: give them with tty: true');
       const cancel = cancelOnAbort(api, extra);
       try {
         const result = await api.shellRun(
@@ -108,6 +110,7 @@ export function createMcpDoor(api: SessionApi, options: McpDoorOptions): McpDoor
             ...(args.stdin !== undefined ? { stdin: args.stdin } : {}),
             ...(args.grace_secs !== undefined ? { graceMs: args.grace_secs === null ? null : Math.round(args.grace_secs * 1000) } : {}),
             ...(args.interactive === true ? { interactive: true } : {}),
+            ...(args.tty === true ? { tty: { cols: args.cols ?? TERMINAL_COLS, rows: args.rows ?? TERMINAL_ROWS } } : {}),
             ...(args.deadline_secs !== undefined ? { deadlineMs: args.deadline_secs === null ? null : Math.round(args.deadline_secs * 1000) } : {}),
             ...(args.idle_secs !== undefined ? { idleMs: args.idle_secs === null ? null : Math.round(args.idle_secs * 1000) } : {}),
           },
@@ -246,7 +249,15 @@ function announcement(item: OwedItem): Record<string, unknown> {
   const note = 'delivered once, with the next tool result';
   switch (item.kind) {
     case 'completion':
-      return { event: 'completion', work_id: item.work_id, status: item.completion.status, exit_code: item.completion.exit_code, note };
+      return {
+        event: 'completion',
+        work_id: item.work_id,
+        status: item.completion.status,
+        command_state: item.completion.command_state,
+        exit_code: item.completion.exit_code,
+        signal: item.completion.signal,
+        note,
+      };
     case 'plan_finished':
       return { event: 'plan_finished', task_id: item.task_id, completed: item.report.completed, note };
     case 'lost':

@@ -20,6 +20,12 @@ export const shellRunInput = {
   grace_secs: z.number().min(0).nullable().optional().describe('Seconds in the foreground before the command moves to the background (0: at once; null: never). Default: the session\'s.'),
   stdin: z.string().optional().describe('Text written to the command\'s stdin, which is then closed. Default: empty stdin.'),
   interactive: z.boolean().optional().describe('Keep the command\'s stdin open, to write to it later with background_command operation "write" (REPLs, prompts). Default false.'),
+  tty: z
+    .boolean()
+    .optional()
+    .describe('Run it in a terminal (a pseudo-terminal): its output comes line by line as on a screen (programs that buffer a pipe, colours, progress bars), stdout and stderr together with \r\n line ends, and what you write with background_command "write" is typed into it (echoed). Default false.'),
+  cols: z.number().int().min(1).max(65535).optional().describe('With tty: the terminal\'s width in characters (default 80).'),
+  rows: z.number().int().min(1).max(65535).optional().describe('With tty: the terminal\'s height in lines (default 24).'),
   deadline_secs: z
     .number()
     .positive()
@@ -41,7 +47,7 @@ export const BACKGROUND_COMMAND_DESCRIPTION = [
   'its output matches — since "start" searches the whole output so far (no race with lines already printed),',
   'since "now" only new output, a number: from that byte offset (the output_bytes a status answered);',
   '"stop": SIGTERM to its whole process tree, SIGKILL after 2 s;',
-  '"write": write input (text, or input_base64 for bytes) to the stdin of a command started with interactive: true',
+  '"write": write input (text, or input_base64 for bytes) to the stdin of a command started with interactive: true or tty: true',
   '(close_stdin: true then closes it). The answer says command_state (running, exited, stopped, killed, timed_out), exit_code, signal and output_bytes.',
 ].join(' ');
 

@@ -57,7 +57,7 @@ import { ownerInScope, ownerText, type Owner, type OwnerScope } from './owner.js
 import { liveGroupIds, ProcessGroupRegistry } from './process-groups.js';
 import { isSameLiveProcess, processStartTime } from './proc.js';
 import { resolveExecutable, trustedPath, type TrustedPath } from './resolve-binary.js';
-import { helperArgs, locateSpawnHelper, probeHelper, type RunAsUser } from './spawn/helper.js';
+import { helperArgs, locateSpawnHelper, probeHelper, type RunAsUser, type TerminalSize } from './spawn/helper.js';
 import { confinementTraceFields, decideConfinement, type Confinement } from './spawn/confinement.js';
 import { applyCgroupBounds, decideResourceBounds, hasBounds, readLimitEvents, resourceTraceFields, rlimitArgs, type ResourceBounds } from './resources.js';
 import type { ResourceLimits } from '../executors/resource-limit.js';
@@ -382,6 +382,12 @@ export interface SpawnRequest {
   readonly stdin?: string;
   /** Keep stdin open as a pipe ({@link ContainedProcess.stdin}); ignored when `stdin` text is given. */
   readonly stdinPipe?: boolean;
+  /**
+   * A pseudo-terminal of this size as the command's stdin, stdout and stderr, made by the spawn
+   * helper inside the tree's containment (docs/serve.md#terminals): everything it prints comes on
+   * `stdout`, and `stdin` (give `stdinPipe`) is what is typed. Refused without the helper.
+   */
+  readonly tty?: TerminalSize;
   /** Paths bound read-only in this tree's mount namespace instead of the session's (`readOnlyPaths`). */
   readonly readOnlyPaths?: readonly string[];
   /**
@@ -739,6 +745,9 @@ export class Containment {
     if (this.#closed) return refuse(`failed to start '${request.file}': the session has ended`);
     const resolved = resolveExecutable(request.file, this.path, request.cwd);
     if (!resolved.ok) return refuse(describeSpawnError(request.file, request.cwd, { code: resolved.code }));
+    if (request.tty !== undefined && this.info.helper === null) {
+      return refuse(`failed to start '${request.file}': a terminal (tty) is made by the spawn helper capsule-spawn, which this installation does not have (no C compiler when it was built; see capsule doctor)`);
+    }
 
     let cgroupDir: string | null = null;
     if (this.info.backend === 'cgroup' && this.info.cgroup !== null) {
@@ -769,7 +778,7 @@ export class Containment {
       ? realPaths([...this.#writable, ...(request.writablePaths ?? [])]).filter((path) => readOnly.some((ro) => path === ro || path.startsWith(ro.endsWith('/') ? ro : `${ro}/`)))
       : [];
     const netns = this.info.network.namespace;
-    const useHelper = cgroupDir !== null || pidNamespace || this.info.runAs !== null || caps || rlimits.length > 0 || netns !== null;
+    const useHelper = cgroupDir !== null || pidNamespace || this.info.runAs !== null || caps || rlimits.length > 0 || netns !== null || request.tty !== undefined;
     const launch: LaunchOptions = {
       file: useHelper ? (this.info.helper as string) : resolved.path,
       args: useHelper
@@ -786,6 +795,7 @@ export class Containment {
               rlimits,
               netns,
               user: this.info.runAs,
+              ...(request.tty !== undefined ? { tty: request.tty } : {}),
             },
             resolved.path,
             request.file,

@@ -309,6 +309,8 @@ function describeHelperFailure(name: string, cwd: string, failure: NonNullable<C
       return `failed to start '${name}': could not give it its own PID namespace (${failure.stage}: ${failure.code})`;
     case 'user':
       return `failed to start '${name}': could not switch to the run-as user (${failure.code})`;
+    case 'tty':
+      return `failed to start '${name}': could not give it a terminal (tty: true; ${failure.code})`;
     case 'caps':
       return `failed to start '${name}': could not drop its capabilities (${failure.code})`;
     case 'seccomp':

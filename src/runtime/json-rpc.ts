@@ -10,9 +10,10 @@ import { realpathSync } from 'node:fs';
 import { isAbsolute, relative, resolve } from 'node:path';
 import type { JsonSource } from '../plan/json-location.js';
 import type { BackgroundCommandAnswer } from '../shell-calls/background-command.js';
-import type { ShellRunRequest } from '../shell-calls/request.js';
+import { TERMINAL_COLS, TERMINAL_ROWS, type ShellRunRequest } from '../shell-calls/request.js';
 import { UnknownTaskError, type SessionApi } from './session-api.js';
 import { messageOf } from '../errors.js';
+import { backgroundText, cancelText, planText, shellRunText } from './answer-text.js';
 import { pathText, type JsonPath, type NotUtf8String } from './request-text.js';
 
 /** Our error codes (-32000…-32099), each with the `data.code` word it carries. */
@@ -55,7 +56,7 @@ function objectParams(params: unknown, method: string): Record<string, unknown> 
   return params as Record<string, unknown>;
 }
 
-/** `shell.run` params → the request (`command`, `binary`, `argv`, `stdin`, `interactive`, `grace_secs`, `deadline_secs`, `idle_secs`). */
+/** `shell.run` params → the request (`command`, `binary`, `argv`, `stdin`, `interactive`, `tty`, `cols`, `rows`, `grace_secs`, `deadline_secs`, `idle_secs`). */
 function shellRequest(params: Record<string, unknown>): Omit<ShellRunRequest, 'task' | 'source'> {
   const { command, binary, argv, stdin } = params;
   const graceSecs = params['grace_secs'];
@@ -72,6 +73,9 @@ function shellRequest(params: Record<string, unknown>): Omit<ShellRunRequest, 't
   if (graceSecs !== undefined && graceSecs !== null && !(typeof graceSecs === 'number' && Number.isFinite(graceSecs) && graceSecs >= 0)) {
     invalidParams('shell.run: grace_secs must be a number of seconds, 0 or more (or null for never)');
   }
+  const tty = params['tty'];
+  if (tty !== undefined && typeof tty !== 'boolean') invalidParams('shell.run: tty must be true or false');
+  const size = terminalSize(params, tty === true);
   const deadlineSecs = boundSecs(params, 'deadline_secs');
   const idleSecs = boundSecs(params, 'idle_secs');
   return {
@@ -80,10 +84,25 @@ function shellRequest(params: Record<string, unknown>): Omit<ShellRunRequest, 't
     ...(argv !== undefined ? { argv: argv as string[] } : {}),
     ...(stdin !== undefined ? { stdin: stdin as string } : {}),
     ...(interactive === true ? { interactive: true } : {}),
+    ...(size !== null ? { tty: size } : {}),
     ...(graceSecs !== undefined ? { graceMs: graceSecs === null ? null : Math.round((graceSecs as number) * 1000) } : {}),
     ...(deadlineSecs !== undefined ? { deadlineMs: deadlineSecs === null ? null : Math.round(deadlineSecs * 1000) } : {}),
     ...(idleSecs !== undefined ? { idleMs: idleSecs === null ? null : Math.round(idleSecs * 1000) } : {}),
   };
+}
+
+/** `cols` and `rows` of a `shell.run` with `tty: true` (docs/serve.md#terminals): default 80x24; refused without `tty`. */
+function terminalSize(params: Record<string, unknown>, tty: boolean): { cols: number; rows: number } | null {
+  const read = (key: 'cols' | 'rows', fallback: number): number => {
+    const value = params[key];
+    if (value === undefined || value === null) return fallback;
+    if (!tty) invalidParams(`shell.run: ${key} sets a terminal's size: give it with tty: true`);
+    if (!(typeof value === 'number' && Number.isInteger(value) && value >= 1 && value <= 65535)) invalidParams(`shell.run: ${key} must be an integer from 1 to 65535`);
+    return value as number;
+  };
+  const cols = read('cols', TERMINAL_COLS);
+  const rows = read('rows', TERMINAL_ROWS);
+  return tty ? { cols, rows } : null;
 }
 
 /** `deadline_secs` / `idle_secs` of `shell.run` (docs/serve.md#bounds): a positive number of seconds, null for none, or absent. */
@@ -96,7 +115,7 @@ function boundSecs(params: Record<string, unknown>, key: 'deadline_secs' | 'idle
 
 /** The result of `backgroundCommand`, or its refusal as an error. */
 function backgroundResult(answer: BackgroundCommandAnswer): unknown {
-  if (answer.ok) return answer;
+  if (answer.ok) return { ...answer, text: backgroundText(answer) };
   if (answer.code === 'invalid_input') return invalidParams(`backgroundCommand: ${answer.error}`);
   if (answer.code === 'unknown_work_id') return fail(SERVE_ERRORS.UNKNOWN_WORK_ID, answer.error);
   if (answer.code === 'not_writable') return fail(SERVE_ERRORS.NOT_WRITABLE, answer.error);
@@ -214,7 +233,7 @@ export function createRpcServer(api: SessionApi, options: RpcServerOptions = {})
       if (result.code === 'environment') return fail(SERVE_ERRORS.SHELL_ENVIRONMENT, result.error);
       return invalidParams(`shell.run: ${result.error}`);
     }
-    return result;
+    return { ...result, text: shellRunText(result) };
   });
 
   server.addMethod('backgroundCommand', async (params) => {
@@ -234,7 +253,8 @@ export function createRpcServer(api: SessionApi, options: RpcServerOptions = {})
     if (typeof taskId !== 'string' || taskId === '') invalidParams('task.cancel: task_id must be a non-empty string (a tsk_ id from shell.run or plan.submit)');
     if (force !== undefined && typeof force !== 'boolean') invalidParams('task.cancel: force must be true or false');
     try {
-      return await api.taskCancel({ task_id: taskId as string, ...(force !== undefined ? { force: force as boolean } : {}) });
+      const answer = await api.taskCancel({ task_id: taskId as string, ...(force !== undefined ? { force: force as boolean } : {}) });
+      return { ...answer, text: cancelText(answer) };
     } catch (error) {
       if (error instanceof UnknownTaskError) return fail(SERVE_ERRORS.UNKNOWN_TASK_ID, error.message);
       throw error;
@@ -254,7 +274,7 @@ export function createRpcServer(api: SessionApi, options: RpcServerOptions = {})
       invalidParams('plan.submit: max_parallel must be a whole number ≥ 1');
     }
     const file = path !== undefined ? planPathInWorkdir(api.session.workdir, path as string) : undefined;
-    return api.planSubmit({
+    const answer = await api.planSubmit({
       ...(plan !== undefined ? { plan: plan as Record<string, unknown> } : {}),
       // The plan's text is searched for a key written twice when the plan is parsed, and only then.
       ...(plan !== undefined && source?.text !== undefined && source.path !== undefined ? { planText: { text: source.text, path: [...source.path, 'params', 'plan'] } } : {}),
@@ -262,6 +282,7 @@ export function createRpcServer(api: SessionApi, options: RpcServerOptions = {})
       ...(wait !== undefined ? { wait: wait as boolean } : {}),
       ...(maxParallel !== undefined ? { maxParallel: maxParallel as number | null } : {}),
     });
+    return { ...answer, text: planText(answer.task_id, answer.report) };
   });
 
   // The child side of a delegation: A2A-shaped methods a parent's delegation plane calls.

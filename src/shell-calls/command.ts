@@ -7,6 +7,7 @@
  * foreground answers with its result (one `shell` record); a demoted one with its demotion, and
  * its completion becomes the actor's output.
  */
+import { isUtf8 } from 'node:buffer';
 import { join } from 'node:path';
 import type { CommandOrder, CommandReport, CommandSignal, DemotionTrigger, SignalCause, TreeEnd } from '../../machines/shell-call.machine.js';
 import { CANCEL_PHASES } from '../cancel/phases.js';
@@ -80,6 +81,8 @@ export interface CommandFacts {
   readonly stdin?: string;
   /** Its stdin stays open as a pipe, written with `backgroundCommand` `write` (docs/background-commands.md#interactive-commands). */
   readonly interactive?: boolean;
+  /** A pseudo-terminal of this size as its stdio (docs/serve.md#terminals); its input stays open for `write` unless `stdin` text was given. */
+  readonly tty?: { readonly cols: number; readonly rows: number };
   /** The grace the call runs with (its `grace_ms`), or null. */
   readonly graceMs: number | null;
   /** Its deadline from its start, ms (`deadline_secs`: reported as `COMMAND.DEADLINE`, the machine ends it), or null. */
@@ -215,7 +218,7 @@ export class ShellCommand {
    */
   async writeStdin(input: Buffer, close: boolean, boundMs: number): Promise<StdinWrite> {
     const stdin = this.#running?.process.stdin ?? null;
-    if (this.facts.interactive !== true || stdin === null) return { ok: false, error: 'its stdin is not open: only a command started with interactive: true can be written to' };
+    if ((this.facts.interactive !== true && this.facts.tty === undefined) || stdin === null) return { ok: false, error: 'its stdin is not open: only a command started with interactive: true or tty: true (without stdin text) can be written to' };
     if (this.#stdinClosed || stdin.writableEnded || stdin.destroyed) return { ok: false, error: 'its stdin is closed already (close_stdin was sent, or the command closed it)' };
     if (close) this.#stdinClosed = true;
     const handed = new Promise<boolean>((resolve) => {
@@ -317,7 +320,8 @@ export class ShellCommand {
       cwd: host.workdir,
       env: this.facts.env,
       ...(this.facts.stdin !== undefined ? { stdin: this.facts.stdin } : {}),
-      ...(this.facts.interactive === true && this.facts.stdin === undefined ? { stdinPipe: true } : {}),
+      ...((this.facts.interactive === true || this.facts.tty !== undefined) && this.facts.stdin === undefined ? { stdinPipe: true } : {}),
+      ...(this.facts.tty !== undefined ? { tty: this.facts.tty } : {}),
       sink: capture,
       limits: host.commandLimits,
       onLeaderExit: (info) => this.#onLeaderExit(info.exitCode, info.signal),
@@ -630,7 +634,10 @@ export class ShellCommand {
     }
     const durationMs = this.#durationMs(end.outputHeld);
     let fullOutputPath: string | null = null;
-    if (end.spawnError === null && capture.truncated && host.hasRecords) {
+    // Text for the model replaces bytes that are not UTF-8 with U+FFFD; the log keeps them
+    // (docs/serve.md#log-files), so output that is not UTF-8 gets one even when it was not cut.
+    const notUtf8 = !capture.truncated && (!isUtf8(capture.stdoutHead()) || !isUtf8(capture.stderrHead()));
+    if (end.spawnError === null && (capture.truncated || notUtf8) && host.hasRecords) {
       try {
         fullOutputPath = await writeCapturedLog(host.recordsDir, capture, parsed.binary, parsed.args, end.exitCode);
       } catch {
@@ -679,6 +686,7 @@ export class ShellCommand {
       duration_ms: durationMs,
       truncated,
       ...(fullOutputPath !== null ? { full_output_path: fullOutputPath } : {}),
+      ...(notUtf8 ? { not_utf8: true as const } : {}),
       ...(capped ? { output_capped: true as const } : {}),
       ...(endedBy !== null ? { ended_by: endedBy } : {}),
       resource_limit_hit: resourceLimit,

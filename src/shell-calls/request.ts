@@ -8,6 +8,10 @@ import type { DemotionResult } from './texts.js';
 import { splitShellWords } from '../plan/shell-words.js';
 import type { Task } from '../session/tasks.js';
 
+/** A terminal's window size when a call gives none (`shell.run` `tty: true`): a VT100's. */
+export const TERMINAL_COLS = 80;
+export const TERMINAL_ROWS = 24;
+
 /** The interpreters whose `command` is the script itself (`docs/shell-commands.md#argv`): `[binary, "-c", command]`. */
 export const INTERPRETERS: readonly string[] = ['bash', 'sh', 'zsh', 'fish', 'dash', 'ksh'];
 
@@ -32,6 +36,12 @@ export interface ShellRunRequest {
    * stdin is `/dev/null`.
    */
   readonly interactive?: boolean;
+  /**
+   * A pseudo-terminal of this window size as the command's stdin, stdout and stderr, made inside
+   * its containment (docs/serve.md#terminals); its stdin (the terminal's input) stays open for
+   * `backgroundCommand` `write` unless `stdin` text is given. Default: pipes.
+   */
+  readonly tty?: { readonly cols: number; readonly rows: number };
   /**
    * Milliseconds the command may run in the foreground before it is demoted; null: never by the
    * clock. Default: `lifecycle.shell_grace_secs` of the manifest (absent: never).
@@ -137,8 +147,16 @@ export interface ShellFinished {
   readonly duration_ms: number;
   /** Either stream was over 16384 bytes. */
   readonly truncated: boolean;
-  /** The full output (`<records>/logs/shell-<ms>.log`), only when truncated. */
+  /**
+   * The full output, bytes exact (`<records>/logs/shell-<ms>.log`, docs/serve.md#log-files): when
+   * truncated, or when its output is not UTF-8 (`not_utf8`).
+   */
   readonly full_output_path?: string;
+  /**
+   * Ours: stdout or stderr held bytes that are not UTF-8; `stdout`/`stderr` show U+FFFD for them
+   * and `full_output_path` has the bytes (absent when the output was cut: `truncated` says so then).
+   */
+  readonly not_utf8?: true;
   /** Ours: `lifecycle.max_log_bytes` cut that log (it holds the first that many bytes of output and a marker line). */
   readonly output_capped?: true;
   /**

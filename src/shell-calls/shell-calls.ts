@@ -191,6 +191,7 @@ export class ShellCalls implements CommandSession {
       env,
       ...(request.stdin !== undefined ? { stdin: request.stdin } : {}),
       ...(request.interactive === true ? { interactive: true } : {}),
+      ...(request.tty !== undefined ? { tty: request.tty } : {}),
       graceMs,
       deadlineMs,
       idleMs,

@@ -1,5 +1,6 @@
 /**
- * One answer shape a harness reads from fields (docs/serve.md#command-state): `command_state`
+ * One answer shape a harness reads from fields (docs/serve.md#command-state), with the text for a
+ * model as one field beside them (docs/serve.md#text-for-a-model): `command_state`
  * (`running`, `exited`, `stopped`, `killed`, `timed_out`), `exit_code` and `signal` in every
  * background command answer and completion; `output_bytes` the command's output everywhere (the
  * log's size is `log_bytes`); `task.started` names its request; a plan cancel's residue names the
@@ -99,5 +100,39 @@ describe('a plan cancel\'s residue', () => {
     expect(items).toEqual([{ kind: 'plan_step', task_id: submitted.task_id, step_id: 'long', step_kind: 'shell' }]);
     await serve.call('task.cancel', { task_id: submitted.task_id, force: true });
     await serve.awaitNotification('task.finished', (params) => params['task_id'] === submitted.task_id, 20_000);
+  });
+});
+
+describe('text, the text for a model, beside the fields', () => {
+  it('is in every answer and in the completion, command.idle and task.finished notifications; session.stop and task.started have none', async () => {
+    const serve = startServe({ args: ['--allow', 'echo'] });
+    const finished = await serve.call<Record<string, unknown>>('shell.run', { binary: 'bash', command: 'echo out; echo err >&2; exit 4' });
+    expect(finished['text']).toBe('exit_code: 4 (' + String(finished['duration_ms']) + ' ms)\n--- stdout ---\nout\n--- stderr ---\nerr');
+    const demoted = await serve.call<Record<string, unknown>>('shell.run', { binary: 'bash', command: 'exec sleep 30', grace_secs: 0, idle_secs: 0.3 });
+    expect(demoted['text']).toContain(`Still running in the background as ${String(demoted['work_id'])}`);
+    const status = await serve.call<Record<string, unknown>>('backgroundCommand', { operation: 'status', work_id: demoted['work_id'] });
+    expect(status['text']).toEqual(expect.stringContaining(String(demoted['work_id'])));
+    const listing = await serve.call<Record<string, unknown>>('backgroundCommand', { operation: 'status' });
+    expect(listing['text']).toContain(`${String(demoted['work_id'])} running`);
+    const idle = await serve.awaitNotification('command.idle', (params) => params['work_id'] === demoted['work_id'], 20_000);
+    expect(idle['text']).toContain('printed nothing for');
+    await serve.call('backgroundCommand', { operation: 'stop', work_id: demoted['work_id'] });
+
+    const quick = await serve.call<Record<string, unknown>>('shell.run', { binary: 'bash', command: 'sleep 0.2; echo done', grace_secs: 0 });
+    const completion = await serve.awaitNotification('completion', (params) => params['work_id'] === quick['work_id'], 20_000);
+    expect(completion['text']).toBe(completion['message']);
+
+    const plan = await serve.call<Record<string, unknown>>('plan.submit', { plan: { id: 'p', steps: [{ id: 'a', shell: 'echo planned' }] } });
+    expect(plan['text']).toContain('plan p (task ');
+    expect(plan['text']).toContain('- a: success');
+    const later = await serve.call<{ task_id: string; text: string }>('plan.submit', { plan: { id: 'q', steps: [{ id: 'b', shell: 'echo later' }] }, wait: false });
+    expect(later.text).toContain(later.task_id);
+    const planDone = await serve.awaitNotification('task.finished', (params) => params['task_id'] === later.task_id, 20_000);
+    expect(planDone['text']).toContain('plan q (task ');
+    const cancel = await serve.call<Record<string, unknown>>('task.cancel', { task_id: later.task_id });
+    expect(cancel['text']).toContain('had already ended');
+
+    expect(serve.notifications('task.started').every((n) => !('text' in (n.params ?? {})))).toBe(true);
+    expect(await serve.call('session.stop')).not.toHaveProperty('text');
   });
 });

@@ -68,6 +68,18 @@ describe('idle_secs', () => {
     await serve.call('backgroundCommand', { operation: 'stop', work_id: demoted.work_id });
   });
 
+  it('counts idle_secs from the demotion, not from the start: a command quiet in the foreground is said idle only idle_secs after it moved to the background', async () => {
+    const serve = startServe();
+    const demoted = await serve.call<{ status: string; work_id: string }>('shell.run', { binary: 'bash', command: 'exec sleep 30', grace_secs: 1.5, idle_secs: 1 });
+    const demotedAt = Date.now();
+    expect(demoted.status).toBe('detached');
+    const idle = await serve.awaitNotification('command.idle', (params) => params['work_id'] === demoted.work_id, 20_000);
+    // Counted from its start it would have been idle at the demotion already (1.5 s quiet > 1 s).
+    expect(Date.now() - demotedAt).toBeGreaterThanOrEqual(900);
+    expect(idle['quiet_ms'] as number).toBeGreaterThanOrEqual(1000);
+    await serve.call('backgroundCommand', { operation: 'stop', work_id: demoted.work_id });
+  });
+
   it('says nothing of a command that keeps printing within idle_secs', async () => {
     const serve = startServe();
     const demoted = await serve.call<{ work_id: string }>('shell.run', { binary: 'bash', command: 'for i in $(seq 1 12); do echo $i; sleep 0.1; done', grace_secs: 0, idle_secs: 1 });

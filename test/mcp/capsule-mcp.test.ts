@@ -113,6 +113,31 @@ describe('an MCP client drives one session through capsule mcp', () => {
     await mcp.tool('background_command', { operation: 'stop', work_id: workId });
   });
 
+  it('runs a tty command in a terminal: a program that buffers a pipe shows its first line while it runs; stty reports the size asked; write is typed into it', async () => {
+    const started = await mcp.tool('shell_run', {
+      binary: 'bash',
+      command: 'stty size; python3 -c \'import time; print("first line"); time.sleep(30)\'',
+      tty: true,
+      cols: 120,
+      rows: 40,
+      grace_secs: 0,
+    });
+    expect(started.structuredContent).toMatchObject({ status: 'detached' });
+    const workId = started.structuredContent['work_id'] as string;
+    const seen = await mcp.tool('background_command', { operation: 'wait', work_id: workId, until: '^first line', wait_secs: 20 });
+    expect(seen.structuredContent).toMatchObject({ wait: 'Matched', command_state: 'running' });
+    expect(readFileSync(started.structuredContent['output_path'] as string, 'latin1')).toContain('40 120\r\nfirst line\r\n');
+    await mcp.tool('background_command', { operation: 'stop', work_id: workId });
+
+    const prompt = await mcp.tool('shell_run', { binary: 'bash', command: 'read -r -p "name? " name; echo "hi $name"', tty: true, grace_secs: 0 });
+    const promptId = prompt.structuredContent['work_id'] as string;
+    await mcp.tool('background_command', { operation: 'wait', work_id: promptId, until: 'name\\? ', wait_secs: 20 });
+    await mcp.tool('background_command', { operation: 'write', work_id: promptId, input: 'ada\n' });
+    const answered = await mcp.tool('background_command', { operation: 'wait', work_id: promptId, wait_secs: 20 });
+    expect(answered.structuredContent).toMatchObject({ wait: 'Finished', command_state: 'exited', exit_code: 0 });
+    expect(textOf(answered)).toContain('hi ada');
+  });
+
   it('runs an inline plan and answers its report', async () => {
     const result = await mcp.tool('plan_run', { plan: { id: 'greet', steps: [{ id: 'hello', shell: 'echo planned' }, { id: 'after', shell: 'echo second', depends_on: ['hello'] }] } });
     expect(result.isError).toBeFalsy();
@@ -175,7 +200,7 @@ describe('a completion nobody waited for', () => {
     // The notification says it finished; it is no delivery.
     await waitFor(() => mcp.logged.some((data) => data['work_id'] === workId), 15_000, 'the completion notification');
     const announced = mcp.logged.find((data) => data['work_id'] === workId) as Record<string, unknown>;
-    expect(announced).toMatchObject({ event: 'completion', exit_code: 0 });
+    expect(announced).toMatchObject({ event: 'completion', status: 'ok', command_state: 'exited', exit_code: 0, signal: null });
     expect(announced['message']).toBeUndefined();
     const next = await mcp.tool('shell_run', { command: 'echo unrelated' });
     expect(next.structuredContent['stdout']).toBe('unrelated\n');

@@ -8,7 +8,7 @@
  *
  *   capsule-spawn [--cgroup DIR] [--pidns [--confine] [--ro PATH]... [--rw PATH]... [--hide PATH]...]
  *                 [--caps] [--seccomp] [--rlimit KIND=N]... [--netns FILE]
- *                 [--uid N --gid N [--groups G,G…]] -- FILE ARGV0 [ARG…]
+ *                 [--uid N --gid N [--groups G,G…]] [--tty COLSxROWS] -- FILE ARGV0 [ARG…]
  *   capsule-spawn --probe [--user NAME]
  *   capsule-spawn --netns-make FILE | --netns-drop FILE
  *
@@ -65,6 +65,16 @@
  *                end) and remove it.
  * --uid/--gid/--groups  drop to this uid/gid/supplementary groups (and set no_new_privs) just
  *                before exec.
+ * --tty COLSxROWS  the command's stdin, stdout and stderr are a pseudo-terminal of that window
+ *                size, its controlling terminal, instead of our stdio. With --pidns the init
+ *                allocates it inside the namespace (after the mounts: with --confine from the
+ *                namespace's own devpts, so ttyname(3) works there) and hands the master to us
+ *                over a socket (SCM_RIGHTS); without, we allocate it and fork the command. Either
+ *                way we (the leader, in the cgroup) stay the relay: the terminal's output goes to
+ *                our stdout as it is read, our stdin to the terminal's input (its end of file as
+ *                the terminal's EOF character), until the command ended and the terminal was
+ *                drained (its last holder closed it, or 250 ms without output after the end).
+ *                The command is confined exactly as without --tty (docs/serve.md#terminals).
  *
  * Descriptors: everything inherited above fd 3 is closed at our start, and everything above the
  * command's stdio is close-on-exec at its exec. The runtime starts us from a descriptor it opened
@@ -73,7 +83,7 @@
  *
  * Control channel: fd 3, when open, is a pipe to the runtime (close-on-exec here). We write
  *   "I <pid>\n"          the host pid of the namespace init (with --pidns);
- *   "E <stage> <errno>\n" setup or exec failed (stage: netns|cgroup|unshare|fork|mount|caps|rlimit|user|seccomp|exec|usage),
+ *   "E <stage> <errno>\n" setup or exec failed (stage: netns|cgroup|unshare|fork|mount|tty|caps|rlimit|user|seccomp|exec|usage),
  *                        then exit 127.
  * End of file on fd 3 without an E line means the command was exec'd.
  *
@@ -98,6 +108,9 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
+#include <poll.h>
+#include <termios.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -118,6 +131,8 @@
 #define MAX_HIDE 8
 #define MAX_GROUPS 256
 #define MAX_RLIMITS 4
+/* After the command ended, how long the relay keeps reading a terminal something else still holds. */
+#define TTY_DRAIN_MS 250
 
 #ifndef CLONE_NEWCGROUP
 #define CLONE_NEWCGROUP 0x02000000
@@ -283,6 +298,8 @@ struct options {
   char *hide[MAX_HIDE];
   int nhide;
   struct user_spec user;
+  int tty;
+  unsigned short tty_cols, tty_rows;
 };
 
 static void drop_privileges(const struct user_spec *user) {
@@ -880,9 +897,247 @@ static void exec_command(char *const argv[], const char *file) {
   fail("exec", errno);
 }
 
+
+/* ---- the pseudo-terminal (--tty) ---- */
+
+#ifndef TIOCGPTPEER
+#define TIOCGPTPEER _IO('T', 0x41)
+#endif
+
+/* A new pseudo-terminal of --tty's window size, from the /dev/ptmx of our mount namespace: its
+   master and its slave, both close-on-exec (the command gets the slave as its stdio by dup2). */
+static int open_terminal(const struct options *o, int *master_out, int *slave_out) {
+  int master = open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (master < 0) return errno;
+  int unlock = 0;
+  int slave = -1;
+  if (ioctl(master, TIOCSPTLCK, &unlock) == 0) {
+    slave = ioctl(master, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (slave < 0) {
+      /* Before Linux 4.13: by name, from the same devpts. */
+      char name[64];
+      if (ptsname_r(master, name, sizeof name) == 0) slave = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
+    }
+  }
+  if (slave < 0) {
+    int err = errno;
+    close(master);
+    return err;
+  }
+  struct winsize size;
+  memset(&size, 0, sizeof size);
+  size.ws_col = o->tty_cols;
+  size.ws_row = o->tty_rows;
+  if (ioctl(slave, TIOCSWINSZ, &size) != 0) {
+    int err = errno;
+    close(master);
+    close(slave);
+    return err;
+  }
+  *master_out = master;
+  *slave_out = slave;
+  return 0;
+}
+
+/* In the command's process: the terminal becomes its stdin, stdout and stderr. */
+static void terminal_stdio(int slave) {
+  if (dup2(slave, 0) < 0 || dup2(slave, 1) < 0 || dup2(slave, 2) < 0) fail("tty", errno);
+  if (slave > 2) close(slave);
+}
+
+/* Hands `fd` over `sock` (SCM_RIGHTS). */
+static int send_fd(int sock, int fd) {
+  char byte = 'T';
+  struct iovec iov = {&byte, 1};
+  union {
+    struct cmsghdr header;
+    char bytes[CMSG_SPACE(sizeof(int))];
+  } control;
+  memset(&control, 0, sizeof control);
+  struct msghdr message;
+  memset(&message, 0, sizeof message);
+  message.msg_iov = &iov;
+  message.msg_iovlen = 1;
+  message.msg_control = control.bytes;
+  message.msg_controllen = sizeof control.bytes;
+  struct cmsghdr *header = CMSG_FIRSTHDR(&message);
+  header->cmsg_level = SOL_SOCKET;
+  header->cmsg_type = SCM_RIGHTS;
+  header->cmsg_len = CMSG_LEN(sizeof(int));
+  memcpy(CMSG_DATA(header), &fd, sizeof fd);
+  while (sendmsg(sock, &message, MSG_NOSIGNAL) < 0)
+    if (errno != EINTR) return errno;
+  return 0;
+}
+
+/* The descriptor sent over `sock`, or -1 (the sender ended without one: its setup failed). */
+static int recv_fd(int sock) {
+  char byte;
+  struct iovec iov = {&byte, 1};
+  union {
+    struct cmsghdr header;
+    char bytes[CMSG_SPACE(sizeof(int))];
+  } control;
+  memset(&control, 0, sizeof control);
+  struct msghdr message;
+  memset(&message, 0, sizeof message);
+  message.msg_iov = &iov;
+  message.msg_iovlen = 1;
+  message.msg_control = control.bytes;
+  message.msg_controllen = sizeof control.bytes;
+  ssize_t n;
+  while ((n = recvmsg(sock, &message, MSG_CMSG_CLOEXEC)) < 0)
+    if (errno != EINTR) return -1;
+  if (n <= 0) return -1;
+  for (struct cmsghdr *header = CMSG_FIRSTHDR(&message); header != NULL; header = CMSG_NXTHDR(&message, header)) {
+    if (header->cmsg_level == SOL_SOCKET && header->cmsg_type == SCM_RIGHTS) {
+      int fd;
+      memcpy(&fd, CMSG_DATA(header), sizeof fd);
+      return fd;
+    }
+  }
+  return -1;
+}
+
+/* Writes all of `data`; a reader that went away (EPIPE) drops the rest: the command must never
+   block on a terminal nobody reads. */
+static void write_all(int fd, const char *data, size_t len) {
+  while (len > 0) {
+    ssize_t n = write(fd, data, len);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    data += n;
+    len -= (size_t)n;
+  }
+}
+
+/*
+ * The relay between the terminal's master and our stdio, until the command ended and the
+ * terminal is drained. How the end is learned: `status_fd` (with --pidns: the init's status
+ * pipe, one int written at once) or else `child` (our own child). Returns 1 with the command's
+ * wait status in `*status`, or 0 when it is not known (the init ended without sending it).
+ */
+static int relay_terminal(int master, int status_fd, pid_t child, int *status) {
+  fcntl(master, F_SETFL, fcntl(master, F_GETFL) | O_NONBLOCK);
+  int exit_fd = status_fd;
+  if (exit_fd < 0) exit_fd = (int)syscall(SYS_pidfd_open, child, 0); /* -1 before Linux 5.3: polled */
+  static char out[65536];
+  char in[4096];
+  size_t in_len = 0, in_off = 0;
+  int in_open = 1, master_open = 1, ended = 0, known = 0;
+  while (master_open) {
+    struct pollfd fds[3];
+    nfds_t n = 0;
+    int input = -1, exit_at = -1;
+    fds[n++] = (struct pollfd){master, (short)(POLLIN | (in_off < in_len ? POLLOUT : 0)), 0};
+    if (in_open && in_off == in_len) {
+      input = (int)n;
+      fds[n++] = (struct pollfd){0, POLLIN, 0};
+    }
+    if (!ended && exit_fd >= 0) {
+      exit_at = (int)n;
+      fds[n++] = (struct pollfd){exit_fd, POLLIN, 0};
+    }
+    int ready = poll(fds, n, ended ? TTY_DRAIN_MS : exit_fd < 0 ? 50 : -1);
+    if (ready < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    if (ready == 0 && ended) break; /* nothing more within the drain: something else holds it */
+    if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+      ssize_t got = read(master, out, sizeof out);
+      if (got > 0) write_all(1, out, (size_t)got);
+      else if (got == 0 || (errno != EAGAIN && errno != EINTR)) master_open = 0; /* EIO: no one holds the terminal */
+    }
+    if (master_open && (fds[0].revents & POLLOUT) && in_off < in_len) {
+      ssize_t put = write(master, in + in_off, in_len - in_off);
+      if (put > 0) in_off += (size_t)put;
+      else if (put < 0 && errno != EAGAIN && errno != EINTR) in_off = in_len;
+    }
+    if (input >= 0 && (fds[input].revents & (POLLIN | POLLHUP | POLLERR))) {
+      ssize_t got = read(0, in, sizeof in);
+      if (got > 0) {
+        in_len = (size_t)got;
+        in_off = 0;
+      } else if (got == 0 || (errno != EAGAIN && errno != EINTR)) {
+        /* Our stdin's end is the terminal's end-of-file character (^D), typed once. */
+        in_open = 0;
+        struct termios modes;
+        in[0] = tcgetattr(master, &modes) == 0 && modes.c_cc[VEOF] != 0 ? (char)modes.c_cc[VEOF] : 4;
+        in_len = 1;
+        in_off = 0;
+      }
+    }
+    if (!ended && status_fd >= 0 && exit_at >= 0 && fds[exit_at].revents != 0) {
+      ssize_t got = read(status_fd, status, sizeof *status);
+      if (got < 0 && errno == EINTR) continue;
+      ended = 1;
+      known = got == (ssize_t)sizeof *status;
+    } else if (!ended && status_fd < 0 && (exit_fd < 0 || (exit_at >= 0 && fds[exit_at].revents != 0))) {
+      if (waitpid(child, status, WNOHANG) == child) ended = known = 1;
+    }
+  }
+  if (status_fd < 0 && exit_fd >= 0) close(exit_fd);
+  if (ended) return known;
+  if (status_fd >= 0) {
+    ssize_t got;
+    while ((got = read(status_fd, status, sizeof *status)) < 0 && errno == EINTR) {
+    }
+    return got == (ssize_t)sizeof *status;
+  }
+  while (waitpid(child, status, 0) < 0)
+    if (errno != EINTR) return 0;
+  return 1;
+}
+
+/* Our stderr goes nowhere (the terminal carries the command's); our stdout stays the relay's. */
+static void null_stderr(void) {
+  int fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  dup2(fd, 2);
+  if (fd != 2) close(fd);
+}
+
+/*
+ * --tty without --pidns: we are the relay, the command our child. We lead our session (Node
+ * starts us detached, setsid), so the terminal becomes the session's controlling terminal and the
+ * command, in our session and process group, has it too: a signal to the group reaches it.
+ */
+static void run_with_terminal(char *const argv[], const char *file, const struct options *o) __attribute__((noreturn));
+static void run_with_terminal(char *const argv[], const char *file, const struct options *o) {
+  int master, slave;
+  int err = open_terminal(o, &master, &slave);
+  if (err != 0) fail("tty", err);
+  /* Started otherwise than detached, we lead no session yet: lead one if we can; if not, the
+     terminal is still the command's stdio, only not its controlling terminal. */
+  if (getsid(0) != getpid()) (void)setsid();
+  (void)ioctl(slave, TIOCSCTTY, 0);
+  pid_t command = fork();
+  if (command < 0) fail("fork", errno);
+  if (command == 0) {
+    close(master);
+    terminal_stdio(slave);
+    confine_command(o);
+    exec_command(argv, file);
+  }
+  close(slave);
+  close(CONTROL_FD);
+  control_open = 0;
+  /* The terminal's own signals (^C, ^\, ^Z, a resize) reach its foreground group, which we are in:
+     they are the command's. So are the runtime's, which go to the whole group or cgroup. */
+  static const int IGNORED[] = {SIGINT, SIGQUIT, SIGTSTP, SIGTTIN, SIGTTOU, SIGTERM, SIGHUP, SIGPIPE};
+  for (size_t i = 0; i < sizeof IGNORED / sizeof IGNORED[0]; i++) signal(IGNORED[i], SIG_IGN);
+  null_stderr();
+  int status;
+  if (!relay_terminal(master, -1, command, &status)) _exit(127);
+  exit_like(status);
+}
+
 /* Runs as pid 1 of the new namespace: private /proc, the mounts asked for, the command, the reaper. */
-static void run_init(char *const argv[], const char *file, const struct options *o, int status_fd) __attribute__((noreturn));
-static void run_init(char *const argv[], const char *file, const struct options *o, int status_fd) {
+static void run_init(char *const argv[], const char *file, const struct options *o, int status_fd, int tty_sock) __attribute__((noreturn));
+static void run_init(char *const argv[], const char *file, const struct options *o, int status_fd, int tty_sock) {
   /* Our working directory was resolved before the mounts below: it is looked up again after
      them, or a relative path from it would bypass a read-only bind over part of it. */
   char cwd[4096];
@@ -892,6 +1147,16 @@ static void run_init(char *const argv[], const char *file, const struct options 
   if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0) fail("mount", errno);
   setup_mounts(o);
   if (have_cwd && chdir(cwd) != 0) fail("mount", errno);
+  /* --tty: allocated here, after the mounts (the namespace's devpts); the master goes to the leader. */
+  int slave = -1;
+  if (tty_sock >= 0) {
+    int master;
+    int err = open_terminal(o, &master, &slave);
+    if (err == 0) err = send_fd(tty_sock, master);
+    if (err != 0) fail("tty", err);
+    close(master);
+    close(tty_sock);
+  }
   /* The init keeps every capability (it mounts nothing more, but a confined command must not be
      able to ptrace it): not dumpable, so its /proc files and ptrace need CAP_SYS_PTRACE. */
   prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
@@ -912,11 +1177,16 @@ static void run_init(char *const argv[], const char *file, const struct options 
     sigprocmask(SIG_SETMASK, &none, NULL);
     close(status_fd);
     setsid(); /* its own session and group inside the namespace (pgid 0 would confuse shells) */
+    if (slave >= 0) {
+      if (ioctl(slave, TIOCSCTTY, 0) != 0) fail("tty", errno);
+      terminal_stdio(slave);
+    }
     confine_command(o);
     exec_command(argv, file);
   }
   /* The init holds none of the command's pipes (output must reach EOF when the command's tree
-     closes it) and not the control channel (EOF there means the command was exec'd). */
+     closes it), not its terminal, and not the control channel (EOF there means the command was exec'd). */
+  if (slave >= 0) close(slave);
   close(CONTROL_FD);
   control_open = 0;
   null_stdio();
@@ -1152,6 +1422,14 @@ int main(int argc, char *argv[]) {
       o.binds[o.nbinds++].path = argv[++i];
     }
     else if (strcmp(arg, "--hide") == 0 && i + 1 < argc && o.nhide < MAX_HIDE) o.hide[o.nhide++] = argv[++i];
+    else if (strcmp(arg, "--tty") == 0 && i + 1 < argc) {
+      unsigned cols = 0, rows = 0;
+      char extra;
+      if (sscanf(argv[++i], "%ux%u%c", &cols, &rows, &extra) != 2 || cols == 0 || rows == 0 || cols > 65535 || rows > 65535) fail("usage", EINVAL);
+      o.tty = 1;
+      o.tty_cols = (unsigned short)cols;
+      o.tty_rows = (unsigned short)rows;
+    }
     else if (strcmp(arg, "--probe") == 0) want_probe = 1;
     else if (strcmp(arg, "--user") == 0 && i + 1 < argc) probe_user = argv[++i];
     else if (strcmp(arg, "--uid") == 0 && i + 1 < argc && parse_id(argv[++i], &value) == 0) {
@@ -1190,6 +1468,7 @@ int main(int argc, char *argv[]) {
   }
 
   if (!o.pidns) {
+    if (o.tty) run_with_terminal(command_argv, file, &o);
     confine_command(&o);
     exec_command(command_argv, file);
   }
@@ -1198,6 +1477,8 @@ int main(int argc, char *argv[]) {
   if (unshare(CLONE_NEWPID | CLONE_NEWNS | (o.confine ? CLONE_NEWCGROUP : 0)) != 0) fail("unshare", errno);
   int status_pipe[2];
   if (pipe2(status_pipe, O_CLOEXEC) != 0) fail("fork", errno);
+  int tty_sock[2] = {-1, -1};
+  if (o.tty && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, tty_sock) != 0) fail("tty", errno);
   sigset_t forwarded, none;
   forwarded_mask(&forwarded);
   sigemptyset(&none);
@@ -1207,20 +1488,34 @@ int main(int argc, char *argv[]) {
   if (init < 0) fail("fork", errno);
   if (init == 0) {
     close(status_pipe[0]);
+    if (tty_sock[0] >= 0) close(tty_sock[0]);
     /* The status pipe must survive into the init but not into the command (closed there). */
-    run_init(command_argv, file, &o, status_pipe[1]);
+    run_init(command_argv, file, &o, status_pipe[1], tty_sock[1]);
   }
   close(status_pipe[1]);
+  if (tty_sock[1] >= 0) close(tty_sock[1]);
   forward_target = init;
   char line[32];
   snprintf(line, sizeof line, "I %d\n", (int)init);
   control_write(line);
   close(CONTROL_FD);
   control_open = 0;
-  null_stdio();
-  sigprocmask(SIG_SETMASK, &none, NULL);
-
   int status;
+  if (o.tty) {
+    /* We relay the terminal the init made: our stdin and stdout stay the runtime's pipes. */
+    null_stderr();
+    signal(SIGPIPE, SIG_IGN);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    int master = recv_fd(tty_sock[0]);
+    close(tty_sock[0]);
+    if (master >= 0 && relay_terminal(master, status_pipe[0], -1, &status)) exit_like(status);
+    /* No terminal came (the init's setup failed), or the init ended without the status: as below. */
+    null_stdio();
+  } else {
+    null_stdio();
+    sigprocmask(SIG_SETMASK, &none, NULL);
+  }
+
   size_t got = 0;
   char *bytes = (char *)&status;
   while (got < sizeof status) {

@@ -161,6 +161,14 @@ export interface HelperLaunch {
   readonly netns?: string | null;
   /** Drop to this user before exec, or null. */
   readonly user: RunAsUser | null;
+  /** A pseudo-terminal of this window size as the command's stdio (`--tty`, docs/serve.md#terminals). Absent: the helper's stdio. */
+  readonly tty?: TerminalSize;
+}
+
+/** A terminal's window size, in characters. */
+export interface TerminalSize {
+  readonly cols: number;
+  readonly rows: number;
 }
 
 /** The helper's arguments for `launch`: options, `--`, the absolute executable, then the command's argv (argv[0] first). */
@@ -182,6 +190,7 @@ export function helperArgs(launch: HelperLaunch, executable: string, argv0: stri
     out.push('--uid', String(launch.user.uid), '--gid', String(launch.user.gid));
     if (launch.user.groups.length > 0) out.push('--groups', launch.user.groups.join(','));
   }
+  if (launch.tty !== undefined) out.push('--tty', `${launch.tty.cols}x${launch.tty.rows}`);
   out.push('--', executable, argv0, ...args);
   return out;
 }
@@ -197,7 +206,7 @@ export interface ControlReport {
    * of the report reads it then).
    */
   readonly initStartTime?: number | null;
-  /** Setup or exec failed: the stage (`netns`, `cgroup`, `unshare`, `fork`, `mount`, `caps`, `rlimit`, `user`, `seccomp`, `exec`, `usage`) and errno name. */
+  /** Setup or exec failed: the stage (`netns`, `cgroup`, `unshare`, `fork`, `mount`, `tty`, `caps`, `rlimit`, `user`, `seccomp`, `exec`, `usage`) and errno name. */
   readonly failure: { readonly stage: string; readonly code: string } | null;
 }
 
