@@ -65,6 +65,7 @@ export function pruneCache(dir: string, options: PruneOptions): PruneOutcome {
   const blobs = new Map(listFiles(join(store.root, 'blobs')).map((file) => [file.path.slice(file.path.lastIndexOf('/') + 1), file]));
   const refs = new Map<string, number>();
   for (const entry of entries) for (const sha of new Set(entry.blobs)) refs.set(sha, (refs.get(sha) ?? 0) + 1);
+  const named = new Set(refs.keys());
   let total = entries.reduce((sum, entry) => sum + entry.file.bytes, 0);
   for (const [sha, file] of blobs) if (refs.has(sha)) total += file.bytes;
 
@@ -88,7 +89,8 @@ export function pruneCache(dir: string, options: PruneOptions): PruneOutcome {
   }
 
   for (const [sha, file] of blobs) {
-    if (refs.has(sha) || now - file.mtimeMs < UNREFERENCED_GRACE_MS) continue;
+    // A file no entry named before this prune may be a store under way: left for a minute.
+    if (refs.has(sha) || (!named.has(sha) && now - file.mtimeMs < UNREFERENCED_GRACE_MS)) continue;
     remove(file);
     removedFiles++;
   }

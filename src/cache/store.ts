@@ -6,7 +6,7 @@
  * a damaged one is found when it is read, never restored.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, unlinkSync, utimesSync, writeSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, statSync, unlinkSync, utimesSync, writeSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { forEachChunk, writableInside } from './files.js';
 
@@ -127,7 +127,8 @@ export class CacheStore {
       }
       const sha256 = hash.digest('hex');
       const target = this.blobPath(sha256);
-      if (existsSync(target)) unlinkSync(tmp);
+      // One already there is kept unless its size says it was damaged (a restore checks its bytes).
+      if (statSync(target, { throwIfNoEntry: false })?.size === size) unlinkSync(tmp);
       else {
         mkdirSync(dirname(target), { recursive: true });
         renameSync(tmp, target);
@@ -147,6 +148,7 @@ export class CacheStore {
    */
   restoreFiles(workdir: string, workdirReal: string, files: readonly StoredFile[], buffer: Buffer): Restore {
     const ready: { tmp: string; target: string; mode: number }[] = [];
+    const damaged: string[] = [];
     const discard = (): void => {
       for (const file of ready) rmSync(file.tmp, { force: true });
     };
@@ -178,10 +180,15 @@ export class CacheStore {
           closeSync(fd);
         }
         if (size !== file.size || hash.digest('hex') !== file.sha256) {
-          discard();
+          // Removed, so that the step's next success stores it again; the entry's other files are
+          // checked on, so that every damaged one goes now.
           rmSync(blob, { force: true });
-          return { ok: false, why: `the stored content of ${file.path} does not match its sha256 (the store was damaged)` };
+          damaged.push(file.path);
         }
+      }
+      if (damaged.length > 0) {
+        discard();
+        return { ok: false, why: `the stored content of ${damaged.join(', ')} does not match its sha256 (the store was damaged)` };
       }
       for (const file of ready) {
         chmodSync(file.tmp, file.mode);
