@@ -6,9 +6,9 @@
  * a damaged one is found when it is read, never restored.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, statSync, unlinkSync, utimesSync, writeSync } from 'node:fs';
+import { chmodSync, closeSync, lstatSync, mkdirSync, openSync, readFileSync, readSync, renameSync, rmSync, statSync, unlinkSync, utimesSync, writeSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { forEachChunk, writableInside } from './files.js';
+import { forEachChunk, sha256OfFile, writableInside } from './files.js';
 
 /** The layout's version: a store laid out otherwise lives beside it, never read as this one. */
 export const STORE_LAYOUT = 'v1';
@@ -152,37 +152,61 @@ export class CacheStore {
     const discard = (): void => {
       for (const file of ready) rmSync(file.tmp, { force: true });
     };
+    // Outputs share their directories: each is checked (and made) once per restore.
+    const dirs = new Map<string, boolean>();
     try {
       for (const file of files) {
-        if (!writableInside(workdirReal, workdir, file.path)) {
+        const target = join(workdir, file.path);
+        const dir = dirname(target);
+        let inside = dirs.get(dir);
+        if (inside === undefined) {
+          inside = writableInside(workdirReal, workdir, file.path);
+          if (inside) mkdirSync(dir, { recursive: true });
+          dirs.set(dir, inside);
+        }
+        if (!inside) {
           discard();
           return { ok: false, why: `its file ${file.path} would be written outside the workdir (through a symbolic link)` };
         }
-        const blob = this.blobPath(file.sha256);
-        if (!existsSync(blob)) {
+        // Already in place (a rebuild whose outputs are still there): its own bytes are checked, nothing is written.
+        const present = lstatSync(target, { throwIfNoEntry: false });
+        if (present?.isFile() === true && present.size === file.size && sha256OfFile(target, buffer).sha256 === file.sha256) {
+          if ((present.mode & 0o7777) !== file.mode) chmodSync(target, file.mode);
+          continue;
+        }
+        const tmp = join(dir, `.capsule-cache-${tempName()}`);
+        const hash = createHash('sha256');
+        let size = 0;
+        let fd: number;
+        try {
+          fd = openSync(this.blobPath(file.sha256), 'r');
+        } catch (error) {
+          if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
           discard();
           return { ok: false, why: `the stored content of ${file.path} is missing from the store` };
         }
-        const target = join(workdir, file.path);
-        mkdirSync(dirname(target), { recursive: true });
-        const tmp = join(dirname(target), `.capsule-cache-${randomBytes(6).toString('hex')}`);
-        ready.push({ tmp, target, mode: file.mode });
-        const hash = createHash('sha256');
-        let size = 0;
-        const fd = openSync(tmp, 'wx', 0o600);
         try {
-          forEachChunk(blob, buffer, (chunk) => {
-            size += chunk.length;
-            hash.update(chunk);
-            writeAll(fd, chunk);
-          });
+          const out = openSync(tmp, 'wx', 0o600);
+          ready.push({ tmp, target, mode: file.mode });
+          try {
+            for (;;) {
+              const read = readSync(fd, buffer, 0, buffer.length, null);
+              if (read === 0) break;
+              const chunk = buffer.subarray(0, read);
+              size += read;
+              hash.update(chunk);
+              writeAll(out, chunk);
+            }
+          } finally {
+            closeSync(out);
+          }
         } finally {
           closeSync(fd);
         }
         if (size !== file.size || hash.digest('hex') !== file.sha256) {
           // Removed, so that the step's next success stores it again; the entry's other files are
           // checked on, so that every damaged one goes now.
-          rmSync(blob, { force: true });
+          rmSync(this.blobPath(file.sha256), { force: true });
           damaged.push(file.path);
         }
       }
@@ -219,7 +243,7 @@ export class CacheStore {
   #tempPath(): string {
     const dir = join(this.root, 'tmp');
     mkdirSync(dir, { recursive: true });
-    return join(dir, `${process.pid}-${randomBytes(8).toString('hex')}`);
+    return join(dir, tempName());
   }
 }
 
@@ -238,6 +262,13 @@ export function entryOf(value: unknown): CacheEntry | null {
     files.push({ path: f['path'], sha256: f['sha256'], size: f['size'] as number, mode: f['mode'] as number });
   }
   return { v: 1, key: v['key'], step_id: v['step_id'], output: v['output'] as string | null, files, stored_at: v['stored_at'] };
+}
+
+/** This process's temporary names: unpredictable once, then counted (a name per file of a restore without a random draw each). */
+const TEMP_PREFIX = `${process.pid}-${randomBytes(8).toString('hex')}`;
+let tempCounter = 0;
+function tempName(): string {
+  return `${TEMP_PREFIX}-${++tempCounter}`;
 }
 
 function digestOf(entry: CacheEntry): string {
