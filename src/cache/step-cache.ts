@@ -65,6 +65,16 @@ export class StepCache {
   readonly lookup = (input: AttemptInput, identity: string | undefined): CachedOutcome | null => {
     const { step } = input.step;
     if (step.cache === undefined || input.attempt !== 1 || identity === undefined) return null;
+    try {
+      return this.#lookup(step, identity);
+    } catch (error) {
+      // The hook runs inside the attempt actor: a store that cannot be used is a miss, said, never a crash.
+      this.#warn(`cache: step '${step.id}': the store ${this.store.dir} cannot be read (${messageOf(error)}): a miss, the step runs`);
+      return null;
+    }
+  };
+
+  #lookup(step: PlanStep, identity: string): CachedOutcome | null {
     let key: string;
     try {
       key = this.key(step, identity);
@@ -97,7 +107,7 @@ export class StepCache {
     this.#pending.delete(step.id);
     this.#cached.add(step.id);
     return { status: 'success', output: read.entry.output, error: null, cached: true };
-  };
+  }
 
   /** Whether `stepId`'s result is a cache hit of this run. */
   cached(stepId: string): boolean {

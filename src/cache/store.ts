@@ -55,14 +55,16 @@ export class CacheStore {
     return join(this.root, 'blobs', sha256.slice(0, 2), sha256);
   }
 
-  /** The entry of `key`: missing, corrupt (unreadable, not ours, or its digest does not match), or found. */
+  /** The entry of `key`: missing, corrupt (not JSON, not an entry, or its digest does not match), or found. @throws when the store cannot be read. */
   readEntry(key: string): EntryRead {
     let text: string;
     try {
       text = readFileSync(this.entryPath(key), 'utf8');
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { kind: 'missing' };
-      return { kind: 'corrupt', why: `it cannot be read: ${(error as Error).message}` };
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT' || code === 'ENOTDIR') return { kind: 'missing' };
+      // Not the entry's fault (EACCES, EIO): the store cannot be used, which the caller says.
+      throw error;
     }
     let value: unknown;
     try {

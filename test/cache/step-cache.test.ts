@@ -273,6 +273,17 @@ describe('the step cache', () => {
     expect(runs(dir, 'build')).toBe(3);
   });
 
+  it('says a store that cannot be written as an error, and the step that ran stands', async () => {
+    const { dir } = project('unwritable', [buildStep()]);
+    // The store's directory cannot be made: a file stands where its parent should be.
+    const blocker = join(dirs.make('blocker'), 'a-file');
+    writeFileSync(blocker, '');
+    const done = await run(dir, join(blocker, 'steps'));
+    expect(done.code).toBe(0);
+    expect(result(done.report, 'build')).toMatchObject({ status: 'success', output: 'built\n' });
+    expect(done.stderr).toMatch(/cache: error: step 'build' could not be stored in .*a-file\/steps: ENOTDIR.*; its result stands but is not cached/);
+  });
+
   it('refuses, before anything runs, a step whose outputs or inputs leave the workdir, naming the file, the step and the fix', async () => {
     const { dir, cache } = project('escape', [buildStep({ cache: { inputs: ['src/**'], outputs: ['../elsewhere/**'] } })]);
     const refused = await run(dir, cache);
