@@ -9,7 +9,7 @@
  */
 import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { expectReplayIdentical, killStartedClis, parseReport, runCli, startCli, TempDirs, traceRecords, writeJson, type ReportJson } from '../cli/helpers.js';
+import { expectReplayIdentical, killStartedClis, manifestAllowing, parseReport, runCli, startCli, TempDirs, traceRecords, writeJson, type ReportJson } from '../cli/helpers.js';
 
 type Result = ReportJson['results'][number] & { readonly cached?: true };
 type Report = Omit<ReportJson, 'results'> & { readonly results: readonly Result[]; readonly refusal?: { readonly code: string; readonly step_id: string; readonly file: string | null; readonly fix: string } };
@@ -131,6 +131,14 @@ describe('the step cache', () => {
     }
     expect(runs(dir, 'build')).toBe(1);
     expect(entryFiles(join(xdg, 'capsule-runtime', 'steps'))).toHaveLength(1);
+  });
+
+  it("keeps its store in the manifest's cache.dir, relative to the manifest's directory", async () => {
+    const { dir } = project('manifest-dir', [buildStep()]);
+    writeJson(dir, 'capsule.json', { ...manifestAllowing('sh', 'cat'), cache: { dir: 'store' } });
+    for (let i = 0; i < 2; i++) expect((await runCli(['run', 'plan.json', '--json'], { cwd: dir, timeoutMs: 30_000 })).code).toBe(0);
+    expect(runs(dir, 'build')).toBe(1);
+    expect(entryFiles(join(dir, 'store'))).toHaveLength(1);
   });
 
   it('runs the step again when an input file changed, and when one is added', async () => {
