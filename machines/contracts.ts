@@ -116,6 +116,18 @@ export interface PlanStep {
   readonly matrix_group?: string;
   /** With {@link matrix_group}: this instance's combination, keys in declaration order. */
   readonly matrix_values?: Readonly<Record<string, MatrixValue>>;
+  /**
+   * Shell and tool steps (ours, `docs/cache.md`): the step cache. `inputs` globs name the files
+   * whose content is part of its key, `outputs` globs the files stored on success and restored on
+   * a hit; both relative to the workdir and inside it.
+   */
+  readonly cache?: StepCacheSpec;
+}
+
+/** A step's `cache` key (`docs/cache.md#declaring`). */
+export interface StepCacheSpec {
+  readonly inputs: readonly string[];
+  readonly outputs: readonly string[];
 }
 
 /** One value of a matrix key (`docs/plan-format.md#matrix`). */

@@ -337,6 +337,19 @@ function buildManifestSchema() {
           .default(() => ({}))
           .meta({ description: 'Command tools by name.' }),
         entry: EntrySchema.optional(),
+        cache: z
+          .object(
+            {
+              dir: z
+                .string({ error: expecting('a directory path string (relative to the manifest\'s directory)') })
+                .min(1, { error: expecting('a directory path string (relative to the manifest\'s directory)') })
+                .optional()
+                .meta({ description: "Ours (docs/cache.md#the-store): the step cache's store, relative to the manifest's directory; capsule run --cache-dir overrides it. Default: $XDG_CACHE_HOME/capsule-runtime/steps (~/.cache when unset)." }),
+            },
+            SECTION,
+          )
+          .optional()
+          .meta({ description: 'Ours: the step cache (docs/cache.md).' }),
       },
       { error: expecting(MANIFEST_SHAPE.topLevel) },
     )
@@ -357,8 +370,9 @@ export type Manifest = z.output<ReturnType<typeof buildManifestSchema>>;
 
 /** Where unknown keys are looked for in a manifest. */
 const MANIFEST_KEY_SPEC: KeySpec = {
-  keys: ['name', 'version', 'capabilities', 'lifecycle', 'tools', 'entry'],
+  keys: ['name', 'version', 'capabilities', 'lifecycle', 'tools', 'entry', 'cache'],
   children: {
+    cache: { keys: ['dir'] },
     capabilities: {
       keys: ['shell', 'spawn', 'env', 'privileged_steps', 'network', 'resources'],
       children: {

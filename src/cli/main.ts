@@ -20,6 +20,7 @@ const COMMANDS: Readonly<Record<string, () => Promise<(program: Command) => void
   logs: async () => (await import('./logs.js')).registerLogs,
   report: async () => (await import('./report.js')).registerReport,
   records: async () => (await import('./records.js')).registerRecords,
+  cache: async () => (await import('./cache.js')).registerCache,
   doctor: async () => (await import('./doctor.js')).registerDoctor,
   serve: async () => (await import('./serve.js')).registerServe,
   mcp: async () => (await import('./mcp.js')).registerMcp,

@@ -339,6 +339,8 @@ export class Progress {
       case 'success':
         // Not run: its result is the earlier session's (docs/continue.md#progress).
         if (result.restored_from !== undefined) return `${this.#paint('green', '↺')} ${shownId(result.step_id)} restored (from ${printable(result.restored_from.session_id)})`;
+        // Not run: its outputs and result came from the step cache (docs/cache.md#in-progress).
+        if (result.cached === true) return `${this.#paint('green', '↺')} ${shownId(result.step_id)} cached`;
         return `${this.#paint('green', '✔')} ${shownId(result.step_id)} success ${formatDuration(result.duration_ms)}${attempts}${cut}`;
       case 'failed': {
         // The lines that say what went wrong, under it, and where the rest is.
@@ -408,7 +410,7 @@ export class Progress {
     const settled = new Set([...report.results, ...discarded].map((result) => result.step_id));
     const rows: string[][] = report.results.map((result) => [
       shownId(result.step_id),
-      result.restored_from !== undefined ? 'restored' : result.status,
+      result.restored_from !== undefined ? 'restored' : result.cached === true ? 'cached' : result.status,
       String(result.attempts),
       formatDuration(result.duration_ms),
       result.restored_from !== undefined ? `from ${printable(result.restored_from.session_id)}` : (gistLines(result)[0] ?? ''),
@@ -436,6 +438,8 @@ export class Progress {
       const ids = discarded.length > MAX_LISTED_IDS ? `${listed} and ${discarded.length - MAX_LISTED_IDS} more` : listed;
       lines.push('', `discarded: ${ids} ran, but ${discarded.length === 1 ? 'its outcome is' : 'their outcomes are'} not in the results: ${discarded[0]?.reason ?? ''} (--json lists ${discarded.length === 1 ? 'it' : 'them'} under "discarded")`);
     }
+    const cached = report.results.filter((result) => result.cached === true).length;
+    if (cached > 0) lines.push('', `cached: ${cached} ${cached === 1 ? 'step was' : 'steps were'} not run, ${cached === 1 ? 'its' : 'their'} outputs restored from the step cache (--no-cache runs every step)`);
     lines.push(...this.#failureLines(report));
     const cut = [...report.results, ...discarded].filter((result) => result.truncated !== undefined);
     if (cut.length > 0) {
@@ -498,7 +502,7 @@ export class Progress {
   }
 
   #paintStatus(status: string, cell: string): string {
-    if (status === 'success' || status === 'restored') return this.#paint('green', cell);
+    if (status === 'success' || status === 'restored' || status === 'cached') return this.#paint('green', cell);
     if (status === 'failed') return this.#paint('red', cell);
     if (status === 'skipped') return this.#paint('yellow', cell);
     return this.#paint('dim', cell);

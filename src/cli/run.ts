@@ -64,6 +64,10 @@ export interface RunCommandOptions extends GlobalOptions {
   readonly from?: string;
   /** Run only these steps (comma-separated, repeatable). */
   readonly only?: readonly string[];
+  /** The step cache's store (docs/cache.md#the-store). */
+  readonly cacheDir?: string;
+  /** False with `--no-cache`: every step runs, nothing is stored (docs/cache.md). */
+  readonly cache?: boolean;
   /** Keep the steps' scratch directory (HOME, TMPDIR) when the run ends. */
   readonly keepScratch?: boolean;
   /** Validate, print what would run (waves, steps, commands), run nothing (docs/cli.md#dry-run). */
@@ -102,6 +106,8 @@ export function registerRun(program: Command): void {
     .option('--continue <dir>', "continue the session recorded in DIR (or latest): each step that succeeded there, unchanged, is restored instead of run (docs/continue.md)")
     .option('--from <step>', 'run STEP and every step downstream of it; the steps they depend on are restored from --continue')
     .option('--only <steps>', 'run only these steps (comma-separated, repeatable); the steps they depend on are restored from --continue', collect)
+    .option('--cache-dir <dir>', "the step cache's store (default: the manifest's cache.dir, else $XDG_CACHE_HOME/capsule-runtime/steps): docs/cache.md")
+    .option('--no-cache', 'bypass the step cache: every step with "cache" runs, nothing is restored or stored')
     .option('--keep-scratch', "keep the steps' scratch directory (their HOME and TMPDIR) when the run ends (default: removed)")
     .option('--dry-run', 'validate, then print what would run (waves, each step and its command) and run nothing')
     .option('--junit <file>', 'also write the run as JUnit XML (a testcase per step) to FILE')
@@ -113,7 +119,8 @@ export function registerRun(program: Command): void {
         '\nCtrl-C cancels gracefully; a second Ctrl-C forces. A graceful cancel is forced after --cancel-grace seconds (default 10).' +
         '\nSIGTERM forces at once (--on-sigterm force, the default, for systemd, Kubernetes and timeout), or cancels like Ctrl-C (--on-sigterm graceful).' +
         '\n--resume DIR (with --reap) accounts for a session that was killed outright before this run starts its plan: docs/resume.md.' +
-        '\n--continue DIR runs only what failed, did not run or changed in that session; --from/--only run part of the plan: docs/continue.md.',
+        '\n--continue DIR runs only what failed, did not run or changed in that session; --from/--only run part of the plan: docs/continue.md.' +
+        '\nA step with "cache" whose inputs did not change is not run, its outputs restored (--no-cache, --cache-dir, capsule cache prune): docs/cache.md.',
     )
     .action(async (plan: string, options: RunCommandOptions, command: Command) => {
       process.exitCode = await runCommand(plan, { ...command.optsWithGlobals<GlobalOptions>(), ...options });
@@ -143,6 +150,7 @@ export async function runCommand(planPath: string, given: RunCommandOptions): Pr
     return usageError(`--records and --continue both name ${resolve(options.continue)}: a continued session is a new session and writes its records in a directory of its own; leave --records out, or name a fresh directory`);
   }
   if (!isDirectory(workdir)) return usageError(`--workdir ${workdir} is not a directory`);
+  if (options.cache === false && options.cacheDir !== undefined) return usageError('--no-cache bypasses the step cache and --cache-dir names its store: give one of them');
   if (options.reap === true && options.resume === undefined) return usageError('--reap stops what a resumed session left: it needs --resume DIR');
   const network = parseNetworkOption(options.network);
   if (network instanceof Error) return usageError(network.message);
@@ -222,6 +230,9 @@ export async function runCommand(planPath: string, given: RunCommandOptions): Pr
     ...(network !== undefined ? { network } : {}),
     ...(options.keepScratch === true ? { keepScratch: true } : {}),
     ...(options.verbose === true ? { onSession: (session: Session) => progress.note(containmentLines(session.containment.info)) } : {}),
+    ...(options.cache === false ? { cacheDir: null } : options.cacheDir !== undefined ? { cacheDir: resolve(options.cacheDir) } : {}),
+    // What the step cache could not do is the operator's, like warnings: shown with --quiet too.
+    onCacheNotice: (line: string) => progress.note(line),
     ...(options.continue !== undefined ? { continue: { priorDir: resolve(options.continue), warn: (line: string) => progress.note(line) } } : {}),
     ...(options.from !== undefined ? { select: { from: options.from } } : only !== undefined ? { select: { only } } : {}),
     ...(options.resume !== undefined

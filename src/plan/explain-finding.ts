@@ -139,6 +139,20 @@ function explainUnbounded(finding: ValidationFinding, plan: PlanFile, ctx: Expla
         accepted: null,
         fix: 'write the directory relative to the workdir, e.g. "cwd": "test" (run with --workdir to move the workdir itself)',
       };
+    case 'cache_not_shell_or_tool':
+      return {
+        ...base,
+        rule: 'cache is for shell and tool steps (docs/cache.md#declaring)',
+        accepted: null,
+        fix: 'remove "cache" from the capsule step, or cache the shell or tool steps its work is made of',
+      };
+    case 'cache_outside_workdir':
+      return {
+        ...base,
+        rule: 'a cache glob is a relative path inside the workdir, without .. (docs/cache.md#declaring)',
+        accepted: null,
+        fix: `write the glob relative to the workdir, e.g. "${finding.path[1] === 'inputs' ? 'src/**/*.c' : 'build/**'}"; files outside the workdir are neither hashed nor stored (run with --workdir to move the workdir itself)`,
+      };
     case 'unknown_dependency': {
       // A step cannot depend on itself (that is a cycle): its own id is no candidate.
       const others = ids.filter((id) => id !== step.id);

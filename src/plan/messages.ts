@@ -124,6 +124,7 @@ export const PLAN_SHAPE = {
   always: 'expected true or false (leave the key out for false)',
   retryDelaySecs: 'expected a number of seconds from 0 to 60 (the first wait before a retry; leave the key out for none)',
   cwd: 'expected a directory inside the workdir as a relative path string such as "test" (leave the key out for the workdir)',
+  cache: 'expected an object { "inputs": [glob, …], "outputs": [glob, …] } of glob strings relative to the workdir, such as { "inputs": ["src/**/*.c"], "outputs": ["build/**"] }',
   matrix: 'expected an object of value lists such as {"cc": ["gcc", "clang"]}',
   matrixValue: 'expected an array of values such as ["gcc", "clang"] (for include and exclude: of objects such as {"cc": "gcc"})',
 } as const;
@@ -226,6 +227,14 @@ export const envValueNul = (name: string): string => `env variable '${excerpt(na
 
 /** Ours: a step's `cwd` that is not a relative path inside the workdir. */
 export const cwdOutsideWorkdir = (cwd: string): string => `cwd '${excerpt(cwd)}' is not a directory inside the workdir: it must be a relative path that does not climb out with '..'`;
+
+/** Ours: `cache` on a capsule step (its child's work is its own; nothing of it is a file of this workdir). */
+export const CACHE_NOT_SHELL_OR_TOOL =
+  "cache is for shell and tool steps: a capsule step's child runs in its own work folder, whose files this run does not store";
+
+/** Ours: a `cache` glob that is not a relative path inside the workdir. */
+export const cacheGlobOutsideWorkdir = (field: 'inputs' | 'outputs', glob: string): string =>
+  `cache.${field} glob '${excerpt(glob)}' leaves the workdir: a cache glob is a relative path that never climbs out with '..'${field === 'outputs' ? ': a step whose outputs escape the workdir cannot be cached' : ''}`;
 
 /** Ours: `env` or `cwd` on a capsule step (its child runs in its own work folder, under its own manifest). */
 export const CAPSULE_ENV_CWD =

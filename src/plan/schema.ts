@@ -39,7 +39,7 @@ export type { PlanWarning, SettingWarning, UnknownKeyWarning } from './warnings.
 export { jsonDepthExceeds, textNestingExceeds } from './json-bounds.js';
 export { MAX_INPUT_FILE_BYTES, readUtf8File, type ReadTextResult } from './read-file.js';
 
-/** Keys a step object may hold (`docs/plan-format.md#step-keys`, plus ours: `timeout_secs`, `stdin`, `env`, `cwd`, `retry_delay_secs`, `always`, `matrix`). Order is the docs' order. */
+/** Keys a step object may hold (`docs/plan-format.md#step-keys`, plus ours: `timeout_secs`, `stdin`, `env`, `cwd`, `retry_delay_secs`, `always`, `matrix`, `cache`). Order is the docs' order. */
 export const STEP_KEYS = [
   'id',
   'tool',
@@ -57,6 +57,7 @@ export const STEP_KEYS = [
   'retry_delay_secs',
   'always',
   'matrix',
+  'cache',
 ] as const;
 
 /** Keys the top level of a plan file may hold (`docs/plan-format.md#plan-file`). */
@@ -95,6 +96,7 @@ const envError = expecting(PLAN_SHAPE.env);
 const envValueError = expecting(PLAN_SHAPE.envValue);
 const cwdError = expecting(PLAN_SHAPE.cwd);
 const retryDelayError = expecting(PLAN_SHAPE.retryDelaySecs);
+const cacheError = expecting(PLAN_SHAPE.cache);
 
 /** `tool`, `shell`, `capsule`, `if`: a string, or `null` meaning absent. */
 const optionalText = (description: string) =>
@@ -175,6 +177,19 @@ const RawStepSchema = z
         .string({ error: cwdError })
         .optional()
         .meta({ description: 'Shell and tool steps: the directory the process starts in, relative to the workdir and inside it. Default: the workdir.' }),
+      cache: z
+        .object(
+          {
+            inputs: z.array(z.string({ error: cacheError }), { error: cacheError }).optional(),
+            outputs: z.array(z.string({ error: cacheError }), { error: cacheError }).optional(),
+          },
+          { error: cacheError },
+        )
+        .optional()
+        .meta({
+          description:
+            'Shell and tool steps (docs/cache.md): the step cache. "inputs": globs of the files whose content is part of the key; "outputs": globs of the files stored on success and restored on a hit. Relative to the workdir and inside it. A hit does not run the step.',
+        }),
     },
     { error: expecting(PLAN_SHAPE.step) },
   )
@@ -219,6 +234,7 @@ function toPlanStep(raw: z.output<typeof RawStepSchema>): PlanStep {
     ...(raw.cwd !== undefined ? { cwd: raw.cwd } : {}),
     ...(raw.retry_delay_secs !== undefined ? { retry_delay_secs: raw.retry_delay_secs } : {}),
     ...(raw.always === true ? { always: true } : {}),
+    ...(raw.cache !== undefined ? { cache: { inputs: raw.cache.inputs ?? [], outputs: raw.cache.outputs ?? [] } } : {}),
   };
 }
 

@@ -21,6 +21,8 @@ import {
   SHELL_COMMAND_EMPTY,
   SHELL_COMMAND_NUL,
   STDIN_NOT_SHELL,
+  CACHE_NOT_SHELL_OR_TOOL,
+  cacheGlobOutsideWorkdir,
   CAPSULE_ENV_CWD,
   cwdOutsideWorkdir,
   ENV_NAME_WHY,
@@ -105,7 +107,8 @@ export function capsuleTaskText(input: JsonValue): CapsuleTaskResult {
  * Why validation refused a plan, as a closed set of codes (`docs/plan-format.md#validation`, plus ours):
  * `stdin_not_shell` is our `stdin` key on a step that is not a shell step; `capsule_env_cwd`,
  * `env_name`, `env_value_nul` and `cwd_outside_workdir` are our `env` and `cwd` keys
- * (`docs/plan-format.md#env`, `docs/plan-format.md#cwd`).
+ * (`docs/plan-format.md#env`, `docs/plan-format.md#cwd`); `cache_not_shell_or_tool` and
+ * `cache_outside_workdir` our `cache` key (`docs/cache.md#declaring`).
  */
 export type ValidationCode =
   | 'duplicate_step_id'
@@ -123,6 +126,8 @@ export type ValidationCode =
   | 'env_name'
   | 'env_value_nul'
   | 'cwd_outside_workdir'
+  | 'cache_not_shell_or_tool'
+  | 'cache_outside_workdir'
   | 'unknown_dependency'
   | 'unknown_reference'
   | 'unknown_reference_field';
@@ -171,7 +176,32 @@ function checkStepShape(step: PlanStep, ctx: ValidationContext, allowed: Readonl
   if (step.stdin !== undefined && step.shell === undefined) {
     return { code: 'stdin_not_shell', error: STDIN_NOT_SHELL, path: ['stdin'] };
   }
-  return checkEnvAndCwd(step);
+  return checkEnvAndCwd(step) ?? checkCache(step);
+}
+
+/** Our `cache` rules (`docs/cache.md#declaring`): shell and tool steps only, every glob inside the workdir; the finding, or null. */
+function checkCache(step: PlanStep): StepFinding | null {
+  if (step.cache === undefined) return null;
+  if (step.capsule !== undefined) return { code: 'cache_not_shell_or_tool', error: CACHE_NOT_SHELL_OR_TOOL, path: ['cache'] };
+  for (const field of ['inputs', 'outputs'] as const) {
+    const globs = step.cache[field];
+    for (let index = 0; index < globs.length; index++) {
+      const glob = globs[index] as string;
+      if (!isGlobInsideWorkdir(glob)) return { code: 'cache_outside_workdir', error: cacheGlobOutsideWorkdir(field, glob), path: ['cache', field, index], subject: glob };
+    }
+  }
+  return null;
+}
+
+/**
+ * Whether a cache glob stays inside the workdir as written: not empty, relative (no leading `/`
+ * or `~`), no NUL or backslash (an escape could spell a separator), and no `..` segment anywhere —
+ * also not as a brace alternative (`{..,src}`): a glob's directories are not resolved as a `cwd`'s
+ * are, so no climbing is allowed at all. Symbolic links are not followed when globs are matched.
+ */
+export function isGlobInsideWorkdir(glob: string): boolean {
+  if (glob.trim() === '' || glob.startsWith('/') || glob.startsWith('~') || glob.includes('\u0000') || glob.includes('\\')) return false;
+  return !/(^|[/{,])\.\.($|[/},])/u.test(glob);
 }
 
 /** Variables the runtime sets for every step's process itself (`docs/shell-commands.md#environment`): a step's `env` may not give them. */
@@ -297,7 +327,8 @@ function checkStepLinks(step: PlanStep, ids: ReadonlySet<string>, referable: Rea
  * 4. `on_error` is `fail`, `skip` or `continue` → else `invalid on_error policy '<value>'`;
  *    then ours: `stdin` only on a shell step (`STDIN_NOT_SHELL`); no `env` or `cwd` on a capsule
  *    step (`CAPSULE_ENV_CWD`); every `env` name usable and not the runtime's own, no NUL in a
- *    value; `cwd` a relative path that stays inside the workdir.
+ *    value; `cwd` a relative path that stays inside the workdir; `cache` only on a shell or tool
+ *    step, its globs inside the workdir.
  *
  * **Pass 2**, steps in declaration order again:
  * 5. every `depends_on` entry is a step id → else `unknown dependency '<dep>'` (first in array order);

@@ -217,6 +217,8 @@ export interface PlanStepFields {
   readonly output?: string | null;
   /** Ours: the step was restored from an earlier session's `plan_step`, not run (`docs/continue.md#records`). */
   readonly restored_from?: RestoredFrom;
+  /** Ours: the step was not run, its outputs and result were restored from the step cache (`docs/cache.md#in-the-records`). */
+  readonly cached?: true;
 }
 
 /** Where a restored step's result came from (`docs/continue.md#records`): the earlier session and its `plan_step` record. */
@@ -639,7 +641,7 @@ const ORDER: { readonly [K in TraceEventType]: readonly (keyof TraceFieldsByType
   process_start: ['owner', 'pid', 'pid_start_time', 'pgid', 'cgroup', 'pid_namespace', 'executable', 'argv'],
   plan_start: ['plan_id', 'step_count', 'steps'],
   plan_step_start: ['plan_id', 'step_id', 'kind', 'depends_on'],
-  plan_step: ['plan_id', 'step_id', 'kind', 'status', 'attempts', 'duration_ms', 'error', 'input', 'state_effect', 'resource_id', 'truncated', 'matrix_group', 'matrix', 'logs', 'identity', 'output', 'restored_from'],
+  plan_step: ['plan_id', 'step_id', 'kind', 'status', 'attempts', 'duration_ms', 'error', 'input', 'state_effect', 'resource_id', 'truncated', 'matrix_group', 'matrix', 'logs', 'identity', 'output', 'restored_from', 'cached'],
   plan_end: ['plan_id', 'outcome', 'failed_step', 'steps_total', 'steps_succeeded', 'steps_failed', 'steps_skipped', 'duration_ms', 'reason'],
   plan_step_late: ['plan_id', 'step_id', 'attempt', 'status', 'error', 'disposition', 'reason'],
   task_start: ['task_id', 'context_id', 'source', 'origin', 'trust', 'lane', 'delegation_id', 'message_parts_bytes', 'method'],

@@ -129,6 +129,7 @@ function buildSchemaTable() {
       identity: text.optional(),
       output: text.nullable().optional(),
       restored_from: z.looseObject({ session_id: text, event_id: text }).optional(),
+      cached: z.literal(true).optional(),
       mac: text.optional(),
     }),
     plan_end: () => z.looseObject({

@@ -23,7 +23,7 @@ export class PlanTrace {
   #planId = '';
   #ended = false;
   /** A settled step's logs (`plan_step.logs`), once the run has them. */
-  extras: ((result: SettledRecord['result']) => { readonly logs?: readonly StepLogEntry[]; readonly restored_from?: RestoredFrom; readonly attempts?: number; readonly matrix_group?: string; readonly matrix?: Readonly<Record<string, MatrixValue>> }) | null = null;
+  extras: ((result: SettledRecord['result']) => { readonly logs?: readonly StepLogEntry[]; readonly restored_from?: RestoredFrom; readonly cached?: true; readonly attempts?: number; readonly matrix_group?: string; readonly matrix?: Readonly<Record<string, MatrixValue>> }) | null = null;
   /** A step's identity (`plan_step.identity`, docs/continue.md#identity), once its first attempt took it. */
   identityOf: ((stepId: string) => string | undefined) | null = null;
 
@@ -99,6 +99,7 @@ export class PlanTrace {
         ...(identity !== undefined ? { identity } : {}),
         ...(identity !== undefined && result.status === 'success' ? { output: result.output } : {}),
         ...(extras?.restored_from !== undefined ? { restored_from: extras.restored_from } : {}),
+        ...(extras?.cached === true ? { cached: true } : {}),
       });
     }
   }

@@ -23,6 +23,7 @@ import { RecordsDirInUseError, recordedSessionIn } from '../records/records-dir.
 import type { ResumeOutcome } from '../reconcile/resume.js';
 import type { RestoredFrom, TraceNode } from '../records/trace-records.js';
 import { StepRecall } from './continue/recall.js';
+import type { StepCache } from '../cache/step-cache.js';
 import { checkRestorable, SELECTION_RULE, selectSteps, type StepSelection } from './continue/selection.js';
 import type { PriorSession } from './continue/prior-session.js';
 import { Session, type SessionExitStatus, type SessionOptions } from '../session/session.js';
@@ -51,6 +52,8 @@ export interface StepResultExtras {
   readonly restored_from?: RestoredFrom;
   /** A restored step's attempts (the earlier session's), replacing the one the restore counted. */
   readonly attempts?: number;
+  /** The step was not run: its outputs and result were restored from the step cache (`docs/cache.md#in-the-records`). */
+  readonly cached?: true;
   /** On a matrix instance (`docs/plan-format.md#matrix`): the matrix step's id. */
   readonly matrix_group?: string;
   /** On a matrix instance: its combination, keys in declaration order. */
@@ -264,6 +267,14 @@ export interface RunPlanOptions {
   };
   /** Run part of the plan (`--from STEP`, `--only STEP,…`, docs/continue.md#from-and-only); the steps it needs are restored from {@link continue}. */
   readonly select?: StepSelection;
+  /**
+   * The step cache's store (`--cache-dir`, docs/cache.md#the-store); null bypasses the cache
+   * (`--no-cache`): every step runs and nothing is stored. Default: the manifest's `cache.dir`
+   * (relative to its directory), else `$XDG_CACHE_HOME/capsule-runtime/steps`.
+   */
+  readonly cacheDir?: string | null;
+  /** What the step cache could not do (a corrupt entry, a store that failed). Default: {@link onNotice}, else `process.emitWarning`. */
+  readonly onCacheNotice?: (line: string) => void;
 }
 
 /** A started run: its report, and the cancel door. */
@@ -537,7 +548,9 @@ export function startPlan(options: RunPlanOptions): PlanRun {
     const runId = String(++runCounter);
     const stepLogs = new StepLogs();
     const instances = matrixInstances(plan.steps);
-    const extras = (result: StepResult): StepResultExtras => resultExtras(result, stepLogs, recall, instances);
+    const stepCache = await stepCacheOf(plan.steps, options, workdir, manifest);
+    const cachedSteps = stepCache === null ? null : new Map(plan.steps.filter((step) => step.cache !== undefined).map((step) => [step.id, step]));
+    const extras = (result: StepResult): StepResultExtras => resultExtras(result, stepLogs, recall, instances, stepCache);
     trace.extras = extras;
     trace.identityOf = (stepId) => recall.identity(stepId);
     const attemptActors = createAttemptActors({
@@ -565,7 +578,8 @@ export function startPlan(options: RunPlanOptions): PlanRun {
       runId,
       matrixGroups: matrixGroups(plan.steps),
       traceParent: trace.planNode,
-      recall: recall.recall,
+      // A step --continue does not restore may be a hit of the step cache (docs/cache.md).
+      recall: stepCache === null ? recall.recall : (attempt) => recall.recall(attempt) ?? stepCache.lookup(attempt, recall.identity(attempt.step.step.id)),
       onIgnoredResult: (ignored) => {
         log.info({ plan_id: plan.id, step_id: ignored.stepId, attempt: ignored.attempt, status: ignored.status }, 'result of a step canceled by force ignored');
         try {
@@ -628,6 +642,9 @@ export function startPlan(options: RunPlanOptions): PlanRun {
       if (options.onEvent !== undefined) for (const step of steps) options.onEvent({ type: 'step.started', stepId: step.stepId, kind: step.kind });
     });
     actor.on('plan.stepEnded', ({ result, kind }) => {
+      // Stored as it ends, before a dependant (started on this event's transition) can run.
+      const cachedStep = cachedSteps?.get(result.step_id);
+      if (cachedStep !== undefined) stepCache?.ended(cachedStep, result);
       log.debug({ plan_id: plan.id, step_id: result.step_id, status: result.status, attempts: result.attempts, duration_ms: result.duration_ms }, 'step ended');
       options.onEvent?.({ type: 'step.ended', result: withExtras(result, extras), kind });
     });
@@ -760,7 +777,7 @@ function matrixInstances(steps: readonly PlanStep[]): ReadonlyMap<string, PlanSt
 }
 
 /** A step's {@link StepResultExtras}: its matrix group and combination, its logs, and the gist of its error when the error says more than it. */
-function resultExtras(result: StepResult, stepLogs: StepLogs, recall: StepRecall, instances: ReadonlyMap<string, PlanStep>): StepResultExtras {
+function resultExtras(result: StepResult, stepLogs: StepLogs, recall: StepRecall, instances: ReadonlyMap<string, PlanStep>, cache: StepCache | null): StepResultExtras {
   const logs = stepLogs.entries(result.step_id);
   const gist = result.error === null ? [] : errorGist(result.error, stepLogs.stderrTail(result.step_id));
   const instance = instances.get(result.step_id);
@@ -772,7 +789,28 @@ function resultExtras(result: StepResult, stepLogs: StepLogs, recall: StepRecall
     ...(gist.length > 0 && gistShortens(result.error, gist) ? { error_gist: gist } : {}),
     // Restored: the earlier session's attempts, and where the result came from.
     ...(restored !== undefined ? { attempts: restored.attempts, restored_from: restored.restored_from } : {}),
+    ...(result.status === 'success' && cache?.cached(result.step_id) === true ? { cached: true as const } : {}),
   };
+}
+
+/**
+ * The run's step cache (docs/cache.md), or null: none of the plan's steps has `cache`, or the
+ * caller bypassed it (`cacheDir: null`, `--no-cache`). Its store: `cacheDir`, else the manifest's
+ * `cache.dir` (relative to the manifest's directory), else the default.
+ */
+async function stepCacheOf(steps: readonly PlanStep[], options: RunPlanOptions, workdir: string, manifest: LoadedManifest): Promise<StepCache | null> {
+  if (options.cacheDir === null || !steps.some((step) => step.cache !== undefined)) return null;
+  // Loaded for a plan that caches alone (it brings the glob library).
+  const [{ StepCache }, { defaultCacheDir }] = await Promise.all([import('../cache/step-cache.js'), import('../cache/cache-dir.js')]);
+  const fromManifest = manifest.manifest?.cache?.dir;
+  const dir =
+    options.cacheDir !== undefined
+      ? resolve(options.cacheDir)
+      : fromManifest !== undefined
+        ? resolve(manifest.dir ?? workdir, fromManifest)
+        : defaultCacheDir();
+  const warn = options.onCacheNotice ?? options.onNotice ?? ((line: string) => process.emitWarning(line));
+  return new StepCache({ dir, workdir, warn });
 }
 
 /** `result` with its extras, the same object when it has none. */

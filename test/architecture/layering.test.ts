@@ -101,14 +101,14 @@ function loopOf(cycle: readonly string[], graph: ReadonlyMap<string, readonly st
 
 /**
  * The floor of a source file. Model: machines' contracts interpreted (the plan model, the
- * actor-kind table). Effects: processes, executors, records. Tools above the session: replay and
+ * actor-kind table). Effects: processes, executors, records, the step cache's store. Tools above the session: replay and
  * the charts, which rebuild machines but start no process.
  */
 function floorOf(path: string): number {
   if (path.startsWith('machines/')) return 0;
   if (/^src\/(errors|excerpt|ids|package-root|runtime-files)$/.test(path)) return 0;
   if (path.startsWith('src/plan/') || path.startsWith('src/actors/') || path === 'src/manifest') return 1;
-  if (/^src\/(process|executors|records|cancel)\//.test(path)) return 2;
+  if (/^src\/(process|executors|records|cancel|cache)\//.test(path)) return 2;
   // The session and what a session does: its shell calls, the resume of an earlier session's records.
   if (/^src\/(session|shell-calls|reconcile)\//.test(path)) return 3;
   if (/^src\/(runtime|replay|visualize|mcp|run-page)\//.test(path)) return 4;

@@ -168,7 +168,7 @@ describe('parseManifestText', () => {
     it('names the top level and lists the known keys when nothing is close', () => {
       const parsed = parseManifestText('{"description":"x"}', 'capsule.json');
       expect(parsed.ok && parsed.warnings[0]?.message).toBe(
-        "capsule.json: top level: unknown key 'description' is ignored (known keys: name, version, capabilities, lifecycle, tools, entry)",
+        "capsule.json: top level: unknown key 'description' is ignored (known keys: name, version, capabilities, lifecycle, tools, entry, cache)",
       );
     });
 

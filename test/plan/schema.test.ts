@@ -272,7 +272,7 @@ describe('parsePlanText', () => {
             key: 'description',
             suggestion: null,
             message:
-              "steps[0] (id 'a'): unknown key 'description' is ignored (known keys: id, tool, shell, capsule, input, depends_on, if, on_error, retries, timeout_secs, stdin, env, cwd, retry_delay_secs, always, matrix)",
+              "steps[0] (id 'a'): unknown key 'description' is ignored (known keys: id, tool, shell, capsule, input, depends_on, if, on_error, retries, timeout_secs, stdin, env, cwd, retry_delay_secs, always, matrix, cache)",
           },
         ],
       });
@@ -315,7 +315,7 @@ describe('parsePlanText', () => {
         ['dependencies', null],
       ]);
       expect(parsed.ok && parsed.warnings[1]?.message).toBe(
-        "steps[0] (id 'a'): unknown key 'stdout' is ignored (known keys: id, tool, shell, capsule, input, depends_on, if, on_error, retries, timeout_secs, stdin, env, cwd, retry_delay_secs, always, matrix)",
+        "steps[0] (id 'a'): unknown key 'stdout' is ignored (known keys: id, tool, shell, capsule, input, depends_on, if, on_error, retries, timeout_secs, stdin, env, cwd, retry_delay_secs, always, matrix, cache)",
       );
     });
 

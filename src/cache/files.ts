@@ -1,0 +1,106 @@
+/**
+ * The workdir's side of the step cache (`docs/cache.md`): the files a step's `cache` globs match
+ * (never outside the workdir, never through a symbolic link), hashed in one pass as they are read.
+ */
+import { createHash, type Hash } from 'node:crypto';
+import { closeSync, existsSync, lstatSync, openSync, readlinkSync, readSync, realpathSync, type Stats } from 'node:fs';
+import { dirname, isAbsolute, join, relative, sep } from 'node:path';
+import { globSync } from 'tinyglobby';
+
+/** Bytes read at a time: small files are read in one call, big ones never held whole. */
+export const CHUNK_BYTES = 1 << 20;
+
+/** A file a glob matched: its path relative to the workdir (with `/`) and what `lstat` said of it. */
+export interface MatchedFile {
+  readonly path: string;
+  readonly stat: Stats;
+}
+
+/**
+ * The regular files and symbolic links `globs` match below `workdir`, sorted by path (code units),
+ * each once. Directories are not descended through symbolic links, and a match whose path would
+ * leave the workdir is dropped (validation refuses such globs; this holds whatever the plan says).
+ */
+export function matchFiles(workdir: string, globs: readonly string[]): MatchedFile[] {
+  if (globs.length === 0) return [];
+  const paths = globSync([...globs], { cwd: workdir, dot: true, onlyFiles: true, followSymbolicLinks: false, expandDirectories: false });
+  const found: MatchedFile[] = [];
+  for (const path of new Set(paths)) {
+    if (isAbsolute(path) || path.split('/').includes('..')) continue;
+    const stat = lstatSync(join(workdir, path), { throwIfNoEntry: false });
+    if (stat === undefined || !(stat.isFile() || stat.isSymbolicLink())) continue;
+    found.push({ path, stat });
+  }
+  return found.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
+}
+
+/**
+ * Feeds `files` into `hash`, each as its kind, path and length, then its bytes (a link: its
+ * target's text, never what it points to): a file renamed, changed or added changes the hash.
+ */
+export function hashFiles(hash: Hash, workdir: string, files: readonly MatchedFile[], buffer: Buffer): void {
+  for (const file of files) {
+    const full = join(workdir, file.path);
+    if (file.stat.isSymbolicLink()) {
+      const target = readlinkSync(full);
+      hash.update(`L\0${file.path}\0${Buffer.byteLength(target)}\0${target}\0`);
+      continue;
+    }
+    hash.update(`F\0${file.path}\0`);
+    // The length is what was read, not what lstat said: a file growing meanwhile is hashed as read.
+    let size = 0;
+    forEachChunk(full, buffer, (chunk) => {
+      size += chunk.length;
+      hash.update(chunk);
+    });
+    hash.update(`\0${size}\0`);
+  }
+}
+
+/** Calls `onChunk` with each piece of the file at `path`, read into `buffer` (the piece is only valid during the call). */
+export function forEachChunk(path: string, buffer: Buffer, onChunk: (chunk: Buffer) => void): void {
+  const fd = openSync(path, 'r');
+  try {
+    for (;;) {
+      const read = readSync(fd, buffer, 0, buffer.length, null);
+      if (read === 0) break;
+      onChunk(buffer.subarray(0, read));
+    }
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** sha256 (hex) of a file's bytes. */
+export function sha256OfFile(path: string, buffer: Buffer): { sha256: string; size: number } {
+  const hash = createHash('sha256');
+  let size = 0;
+  forEachChunk(path, buffer, (chunk) => {
+    size += chunk.length;
+    hash.update(chunk);
+  });
+  return { sha256: hash.digest('hex'), size };
+}
+
+/**
+ * Whether writing `path` (relative to the workdir, as an entry names it) stays inside the workdir:
+ * a relative path without `..`, whose nearest existing directory is inside the workdir once its
+ * symbolic links are resolved (a `build` that is a link to `/etc` is not written through).
+ */
+export function writableInside(workdirReal: string, workdir: string, path: string): boolean {
+  if (path === '' || isAbsolute(path) || path.split('/').some((part) => part === '..' || part === '')) return false;
+  let dir = dirname(join(workdir, path));
+  while (!existsSync(dir)) {
+    const up = dirname(dir);
+    if (up === dir) return false;
+    dir = up;
+  }
+  let real: string;
+  try {
+    real = realpathSync(dir);
+  } catch {
+    return false;
+  }
+  const rel = relative(workdirReal, real);
+  return rel === '' || (!rel.startsWith(`..${sep}`) && rel !== '..' && !isAbsolute(rel));
+}

@@ -1,0 +1,283 @@
+/**
+ * The step cache's store (`docs/cache.md#the-store`): entries by key, the files they restore as
+ * content-addressed blobs. Every file is written under a temporary name and renamed into place,
+ * so two runs storing the same key at once each leave a whole entry (the last rename wins, both
+ * hold the same thing); every entry carries a digest of itself and every blob is its sha256, so
+ * a damaged one is found when it is read, never restored.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import { chmodSync, closeSync, lstatSync, mkdirSync, openSync, readFileSync, readSync, renameSync, rmSync, statSync, unlinkSync, utimesSync, writeSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { forEachChunk, sha256OfFile, writableInside } from './files.js';
+
+/** The layout's version: a store laid out otherwise lives beside it, never read as this one. */
+export const STORE_LAYOUT = 'v1';
+
+/** A stored file of an entry: where it goes in the workdir, its blob, its permissions. */
+export interface StoredFile {
+  readonly path: string;
+  readonly sha256: string;
+  readonly size: number;
+  /** Permission bits (`mode & 0o7777`). */
+  readonly mode: number;
+}
+
+/** One stored step result (`docs/cache.md#the-store`). */
+export interface CacheEntry {
+  readonly v: 1;
+  readonly key: string;
+  readonly step_id: string;
+  readonly output: string | null;
+  readonly files: readonly StoredFile[];
+  readonly stored_at: string;
+}
+
+export type EntryRead = { readonly kind: 'missing' } | { readonly kind: 'corrupt'; readonly why: string } | { readonly kind: 'found'; readonly entry: CacheEntry };
+
+export type Restore = { readonly ok: true } | { readonly ok: false; readonly why: string };
+
+const HEX64 = /^[0-9a-f]{64}$/u;
+
+export class CacheStore {
+  readonly dir: string;
+  readonly root: string;
+
+  constructor(dir: string) {
+    this.dir = dir;
+    this.root = join(dir, STORE_LAYOUT);
+  }
+
+  entryPath(key: string): string {
+    return join(this.root, 'entries', key.slice(0, 2), `${key}.json`);
+  }
+
+  blobPath(sha256: string): string {
+    return join(this.root, 'blobs', sha256.slice(0, 2), sha256);
+  }
+
+  /** The entry of `key`: missing, corrupt (not JSON, not an entry, or its digest does not match), or found. @throws when the store cannot be read. */
+  readEntry(key: string): EntryRead {
+    let text: string;
+    try {
+      text = readFileSync(this.entryPath(key), 'utf8');
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT' || code === 'ENOTDIR') return { kind: 'missing' };
+      // Not the entry's fault (EACCES, EIO): the store cannot be used, which the caller says.
+      throw error;
+    }
+    let value: unknown;
+    try {
+      value = JSON.parse(text);
+    } catch {
+      return { kind: 'corrupt', why: 'it is not JSON' };
+    }
+    const entry = entryOf(value);
+    if (entry === null) return { kind: 'corrupt', why: 'it is not a cache entry' };
+    if (entry.key !== key) return { kind: 'corrupt', why: `it holds the key ${entry.key.slice(0, 12)}…` };
+    if ((value as { digest?: unknown }).digest !== digestOf(entry)) return { kind: 'corrupt', why: 'its digest does not match its content' };
+    return { kind: 'found', entry };
+  }
+
+  /** Writes `entry` whole under its key (temp + rename). @throws on a write that fails (ENOSPC, EROFS, …). */
+  putEntry(entry: CacheEntry): void {
+    // Written in the order `entryOf` reads it back, so that the digest is taken over the same text.
+    const body: CacheEntry = {
+      v: 1,
+      key: entry.key,
+      step_id: entry.step_id,
+      output: entry.output,
+      files: entry.files.map((file) => ({ path: file.path, sha256: file.sha256, size: file.size, mode: file.mode })),
+      stored_at: entry.stored_at,
+    };
+    const text = `${JSON.stringify({ ...body, digest: digestOf(body) })}\n`;
+    const target = this.entryPath(body.key);
+    mkdirSync(dirname(target), { recursive: true });
+    const tmp = this.#tempPath();
+    try {
+      const fd = openSync(tmp, 'wx', 0o644);
+      try {
+        writeAll(fd, Buffer.from(text, 'utf8'));
+      } finally {
+        closeSync(fd);
+      }
+      renameSync(tmp, target);
+    } catch (error) {
+      rmSync(tmp, { force: true });
+      throw error;
+    }
+  }
+
+  /**
+   * Copies the file at `source` into the store as a blob, hashing it as it is copied.
+   * @throws on a read or write that fails.
+   */
+  putBlob(source: string, buffer: Buffer): { sha256: string; size: number } {
+    const tmp = this.#tempPath();
+    const hash = createHash('sha256');
+    let size = 0;
+    try {
+      const fd = openSync(tmp, 'wx', 0o644);
+      try {
+        forEachChunk(source, buffer, (chunk) => {
+          size += chunk.length;
+          hash.update(chunk);
+          writeAll(fd, chunk);
+        });
+      } finally {
+        closeSync(fd);
+      }
+      const sha256 = hash.digest('hex');
+      const target = this.blobPath(sha256);
+      // One already there is kept unless its size says it was damaged (a restore checks its bytes).
+      if (statSync(target, { throwIfNoEntry: false })?.size === size) unlinkSync(tmp);
+      else {
+        mkdirSync(dirname(target), { recursive: true });
+        renameSync(tmp, target);
+      }
+      return { sha256, size };
+    } catch (error) {
+      rmSync(tmp, { force: true });
+      throw error;
+    }
+  }
+
+  /**
+   * Restores `files` into the workdir, byte-exact with their permissions: each blob is copied to a
+   * temporary file beside its target while its sha256 is checked, and only once every one checked
+   * are they renamed over their targets. A blob that is missing or does not match is removed and
+   * nothing is restored. @throws on a write into the workdir that fails.
+   */
+  restoreFiles(workdir: string, workdirReal: string, files: readonly StoredFile[], buffer: Buffer): Restore {
+    const ready: { tmp: string; target: string; mode: number }[] = [];
+    const damaged: string[] = [];
+    const discard = (): void => {
+      for (const file of ready) rmSync(file.tmp, { force: true });
+    };
+    // Outputs share their directories: each is checked (and made) once per restore.
+    const dirs = new Map<string, boolean>();
+    try {
+      for (const file of files) {
+        const target = join(workdir, file.path);
+        const dir = dirname(target);
+        let inside = dirs.get(dir);
+        if (inside === undefined) {
+          inside = writableInside(workdirReal, workdir, file.path);
+          if (inside) mkdirSync(dir, { recursive: true });
+          dirs.set(dir, inside);
+        }
+        if (!inside) {
+          discard();
+          return { ok: false, why: `its file ${file.path} would be written outside the workdir (through a symbolic link)` };
+        }
+        // Already in place (a rebuild whose outputs are still there): its own bytes are checked, nothing is written.
+        const present = lstatSync(target, { throwIfNoEntry: false });
+        if (present?.isFile() === true && present.size === file.size && sha256OfFile(target, buffer).sha256 === file.sha256) {
+          if ((present.mode & 0o7777) !== file.mode) chmodSync(target, file.mode);
+          continue;
+        }
+        const tmp = join(dir, `.capsule-cache-${tempName()}`);
+        const hash = createHash('sha256');
+        let size = 0;
+        let fd: number;
+        try {
+          fd = openSync(this.blobPath(file.sha256), 'r');
+        } catch (error) {
+          if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+          discard();
+          return { ok: false, why: `the stored content of ${file.path} is missing from the store` };
+        }
+        try {
+          const out = openSync(tmp, 'wx', 0o600);
+          ready.push({ tmp, target, mode: file.mode });
+          try {
+            for (;;) {
+              const read = readSync(fd, buffer, 0, buffer.length, null);
+              if (read === 0) break;
+              const chunk = buffer.subarray(0, read);
+              size += read;
+              hash.update(chunk);
+              writeAll(out, chunk);
+            }
+          } finally {
+            closeSync(out);
+          }
+        } finally {
+          closeSync(fd);
+        }
+        if (size !== file.size || hash.digest('hex') !== file.sha256) {
+          // Removed, so that the step's next success stores it again; the entry's other files are
+          // checked on, so that every damaged one goes now.
+          rmSync(this.blobPath(file.sha256), { force: true });
+          damaged.push(file.path);
+        }
+      }
+      if (damaged.length > 0) {
+        discard();
+        return { ok: false, why: `the stored content of ${damaged.join(', ')} does not match its sha256 (the store was damaged)` };
+      }
+      for (const file of ready) {
+        chmodSync(file.tmp, file.mode);
+        renameSync(file.tmp, file.target);
+      }
+      return { ok: true };
+    } catch (error) {
+      discard();
+      throw error;
+    }
+  }
+
+  /** Removes the entry of `key` (a corrupt one: the next success stores it again). */
+  removeEntry(key: string): void {
+    rmSync(this.entryPath(key), { force: true });
+  }
+
+  /** Marks the entry of `key` used now: `capsule cache prune` removes the least recently used first. */
+  touch(key: string): void {
+    const now = new Date();
+    try {
+      utimesSync(this.entryPath(key), now, now);
+    } catch {
+      // A prune may have removed it since it was read: the restore stands, the next run misses.
+    }
+  }
+
+  #tempPath(): string {
+    const dir = join(this.root, 'tmp');
+    mkdirSync(dir, { recursive: true });
+    return join(dir, tempName());
+  }
+}
+
+/** The entry `value` holds, its keys in the order they are written (its digest depends on that order), or null. */
+export function entryOf(value: unknown): CacheEntry | null {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return null;
+  const v = value as Record<string, unknown>;
+  if (v['v'] !== 1 || typeof v['key'] !== 'string' || !HEX64.test(v['key']) || typeof v['step_id'] !== 'string') return null;
+  if (!(typeof v['output'] === 'string' || v['output'] === null) || typeof v['stored_at'] !== 'string' || !Array.isArray(v['files'])) return null;
+  const files: StoredFile[] = [];
+  for (const item of v['files'] as unknown[]) {
+    if (item === null || typeof item !== 'object') return null;
+    const f = item as Record<string, unknown>;
+    if (typeof f['path'] !== 'string' || typeof f['sha256'] !== 'string' || !HEX64.test(f['sha256'])) return null;
+    if (!Number.isSafeInteger(f['size']) || !Number.isSafeInteger(f['mode']) || (f['mode'] as number) < 0 || (f['mode'] as number) > 0o7777) return null;
+    files.push({ path: f['path'], sha256: f['sha256'], size: f['size'] as number, mode: f['mode'] as number });
+  }
+  return { v: 1, key: v['key'], step_id: v['step_id'], output: v['output'] as string | null, files, stored_at: v['stored_at'] };
+}
+
+/** This process's temporary names: unpredictable once, then counted (a name per file of a restore without a random draw each). */
+const TEMP_PREFIX = `${process.pid}-${randomBytes(8).toString('hex')}`;
+let tempCounter = 0;
+function tempName(): string {
+  return `${TEMP_PREFIX}-${++tempCounter}`;
+}
+
+function digestOf(entry: CacheEntry): string {
+  return createHash('sha256').update(JSON.stringify(entry), 'utf8').digest('hex');
+}
+
+function writeAll(fd: number, bytes: Buffer): void {
+  let offset = 0;
+  while (offset < bytes.length) offset += writeSync(fd, bytes, offset, bytes.length - offset);
+}
