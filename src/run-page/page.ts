@@ -25,7 +25,9 @@ export interface PageOptions {
 /** The page, whole. `dags[i]` is run i's graphs as SVG (`dag.ts`), or null when none is drawn. */
 export function runPageHtml(session: SessionModel, dags: readonly (RunGraphs | null)[], options: PageOptions = {}): string {
   const title = session.runs.length === 1 ? `plan ${session.runs[0]?.planId ?? ''}` : `session ${session.sessionId}`;
-  return [
+  // Every part is pushed onto one array and joined once: a 10,000-step page is megabytes, and
+  // joining at each level would copy it once per level.
+  const out: string[] = [
     '<!DOCTYPE html>',
     '<html lang="en"><head><meta charset="utf-8">',
     '<meta name="viewport" content="width=device-width, initial-scale=1">',
@@ -35,15 +37,14 @@ export function runPageHtml(session: SessionModel, dags: readonly (RunGraphs | n
     `<title>${esc(`capsule run: ${title}`)}</title>`,
     `<style>${PAGE_STYLE}</style>`,
     '</head><body>',
-    sessionBody(session, dags, 'r'),
-    `<script>${PAGE_SCRIPT}</script>`,
-    '</body></html>',
-    '',
-  ].join('\n');
+  ];
+  sessionBody(out, session, dags, 'r');
+  out.push(`<script>${PAGE_SCRIPT}</script>`, '</body></html>', '');
+  return out.join('\n');
 }
 
-function sessionBody(session: SessionModel, dags: readonly (RunGraphs | null)[], prefix: string, nested = false): string {
-  const parts: string[] = [];
+/** Pushes the session's part of the page onto `parts`. */
+function sessionBody(parts: string[], session: SessionModel, dags: readonly (RunGraphs | null)[], prefix: string, nested = false): void {
   const heading = nested ? 'h3' : 'h1';
   const state = session.state === 'running' ? 'running' : session.state === 'gone' ? 'killed (its runtime is gone and it never ended)' : `ended${session.exitStatus !== null ? ` (${session.exitStatus})` : ''}`;
   parts.push(nested ? '<div class="nested">' : '<header>');
@@ -61,17 +62,16 @@ function sessionBody(session: SessionModel, dags: readonly (RunGraphs | null)[],
     parts.push(`<details class="banner"><summary>${session.problems.length} line${session.problems.length === 1 ? '' : 's'} of the records could not be read</summary><pre>${esc(session.problems.slice(0, 50).join('\n'))}</pre></details>`);
   }
   parts.push(nested ? '' : '</header><main>');
-  session.runs.forEach((run, i) => parts.push(runSection(run, dags[i] ?? null, `${prefix}${i}`, session.runs.length > 1, nested, session.madeAtMs)));
+  session.runs.forEach((run, i) => runSection(parts, run, dags[i] ?? null, `${prefix}${i}`, session.runs.length > 1, nested, session.madeAtMs));
   if (session.runs.length === 0) parts.push('<p>No plan ran in this session.</p>');
   if (session.backgroundCommands.length > 0) parts.push(backgroundSection(session));
   if (session.delegations.length > 0) parts.push(delegationSection(session, prefix));
   parts.push(nested ? '</div>' : '</main>');
-  return parts.join('\n');
 }
 
-function runSection(run: RunModel, graphs: RunGraphs | null, key: string, several: boolean, nested: boolean, madeAtMs: number): string {
+function runSection(parts: string[], run: RunModel, graphs: RunGraphs | null, key: string, several: boolean, nested: boolean, madeAtMs: number): void {
   const h = nested ? 'h4' : 'h2';
-  const parts: string[] = [`<section class="run" id="run-${key}" aria-labelledby="run-${key}-title">`];
+  parts.push(`<section class="run" id="run-${key}" aria-labelledby="run-${key}-title">`);
   parts.push(`<${h} id="run-${key}-title">${several || nested ? `Plan ${esc(run.planId)}: ` : 'Outcome: '}<span class="badge outcome-${run.outcome}" data-outcome="${run.outcome}">${esc(run.outcome)}</span>${run.durationMs !== null ? ` <span class="muted">in ${esc(formatMs(run.durationMs))}</span>` : ''}</${h}>`);
   if (run.failedStep !== null) parts.push(`<p>Stopped by step <a href="#step-${key}-${stepIndex(run, run.failedStep)}"><code>${esc(run.failedStep)}</code></a>${run.reason !== null ? `: ${esc(run.reason)}` : ''}</p>`);
   else if (run.reason !== null) parts.push(`<p>${esc(run.reason)}</p>`);
@@ -93,11 +93,10 @@ function runSection(run: RunModel, graphs: RunGraphs | null, key: string, severa
   if (run.steps.length > 0) {
     parts.push(`<h3>Graph</h3>${legend()}`);
     parts.push(graphSection(run, graphs, key));
-    parts.push(timeline(run, key, madeAtMs));
-    parts.push(stepList(run, key));
+    timeline(parts, run, key, madeAtMs);
+    stepList(parts, run, key);
   }
   parts.push('</section>');
-  return parts.join('\n');
 }
 
 /**
@@ -133,8 +132,8 @@ function groupIndexes(run: RunModel): Int32Array {
   return groupOf;
 }
 
-/** The run's timeline; `madeAtMs` ends the bars of what was still running when the page was made. */
-function timeline(run: RunModel, key: string, madeAtMs: number): string {
+/** Pushes the run's timeline; `madeAtMs` ends the bars of what was still running when the page was made. */
+function timeline(out: string[], run: RunModel, key: string, madeAtMs: number): void {
   let from = run.startMs;
   let to = run.startMs;
   const see = (at: number | null): void => {
@@ -224,19 +223,17 @@ function timeline(run: RunModel, key: string, madeAtMs: number): string {
   });
   const ordered = [...waves.values()].sort((a, b) => waveOrder(a.label) - waveOrder(b.label));
   const many = run.steps.length > MANY_STEPS;
-  const body = ordered
-    .map(
-      (wave, n) =>
-        `<details class="wave"${!many || n < OPEN_WAVES ? ' open' : ''}><summary>${esc(wave.label)} · ${wave.count} step${wave.count === 1 ? '' : 's'}</summary>${wave.items
-          .map((item) => (typeof item === 'number' ? row(run.steps[item] as StepModel, item) : groupRows(run.groups[item.group] as GroupModel, item.group, item.members)))
-          .join('')}</details>`,
-    )
-    .join('\n');
-  return [
+  out.push(
     '<h3>Timeline</h3>',
     `<p class="muted">Each row is a step, grouped by the wave it ran in${run.groups.length > 0 ? " (a matrix step's instances under one row, their span in their aggregate state: open it for each)" : ''}: its attempts as bars (a failed one red, hatched and marked <em>timeout</em> when its timeout_secs ended it), dotted: the time it waited for its wave after its dependencies had ended, amber: the wait for its launch, a thin line: the time between attempts, grey: from its end until its wave settled. Hover a bar for its times.</p>`,
-    `<div class="timeline" id="timeline-${key}"><div class="axis" aria-hidden="true"><span class="name muted" style="padding-left:8px">0 = ${esc(isoTime(from))}</span><span class="ticks">${ticks.join('')}</span></div>${body}</div>`,
-  ].join('\n');
+    `<div class="timeline" id="timeline-${key}"><div class="axis" aria-hidden="true"><span class="name muted" style="padding-left:8px">0 = ${esc(isoTime(from))}</span><span class="ticks">${ticks.join('')}</span></div>`,
+  );
+  ordered.forEach((wave, n) => {
+    out.push(`<details class="wave"${!many || n < OPEN_WAVES ? ' open' : ''}><summary>${esc(wave.label)} · ${wave.count} step${wave.count === 1 ? '' : 's'}</summary>`);
+    for (const item of wave.items) out.push(typeof item === 'number' ? row(run.steps[item] as StepModel, item) : groupRows(run.groups[item.group] as GroupModel, item.group, item.members));
+    out.push('</details>');
+  });
+  out.push('</div>');
 }
 
 function waveOrder(label: string): number {
@@ -246,9 +243,10 @@ function waveOrder(label: string): number {
 }
 
 /** The list of steps in declaration order, a matrix step's instances under one item of their own: the graph's text alternative. */
-function stepList(run: RunModel, key: string): string {
+function stepList(out: string[], run: RunModel, key: string): void {
   const groupOf = groupIndexes(run);
-  const items: string[] = [];
+  out.push(`<h3>Steps</h3><p class="muted">Every step in the order the plan declares them${run.groups.length > 0 ? " (a matrix step's instances under one line with their aggregate state: open it for each)" : ''}; open one for its details. This list is also the graph's text alternative.</p><ul class="steps" id="steps-${key}">`);
+  const items = out;
   const listed = new Set<number>();
   run.steps.forEach((step, i) => {
     const g = groupOf[i] as number;
@@ -266,7 +264,7 @@ function stepList(run: RunModel, key: string): string {
         .join('\n')}</ul></details></li>`,
     );
   });
-  return `<h3>Steps</h3><p class="muted">Every step in the order the plan declares them${run.groups.length > 0 ? " (a matrix step's instances under one line with their aggregate state: open it for each)" : ''}; open one for its details. This list is also the graph's text alternative.</p><ul class="steps" id="steps-${key}">${items.join('\n')}</ul>`;
+  out.push('</ul>');
 }
 
 /** One step of the list: a line that opens to its details. */
@@ -276,14 +274,16 @@ function stepItem(run: RunModel, step: StepModel, i: number, key: string, group:
   if (step.dependsOn.length > 0) {
     deps = step.dependsOn
       .slice(0, DEPS_SHOWN)
-      .map((dep) => `<a href="#step-${key}-${stepIndex(run, dep)}"><code>${esc(dep)}</code></a>`)
+      .map((dep) => `<a href="#step-${key}-${stepIndex(run, dep)}">${esc(dep)}</a>`)
       .join(', ');
+    deps = `<span class="mono">${deps}</span>`;
     if (step.dependsOn.length > DEPS_SHOWN) deps += ` and ${step.dependsOn.length - DEPS_SHOWN} more`;
   }
-  let dl = `<dt>status</dt><dd><span class="badge state-${step.state}" data-status="${step.state}">${step.state}</span>${step.critical ? ' <strong>on the critical path</strong>' : ''}</dd>`;
+  let dl = '';
   const row = (term: string, value: string): void => {
     dl += `<dt>${term}</dt><dd>${value}</dd>`;
   };
+  if (step.critical) row('critical path', 'on it');
   if (step.reason !== null) row('why', `<span class="reason">${esc(step.reason)}</span>`);
   if (step.restoredFrom !== null) row('restored from', `session <code>${esc(step.restoredFrom.sessionId)}</code>, its record <code>${esc(step.restoredFrom.eventId)}</code>`);
   row('kind', esc(step.kind));
@@ -312,7 +312,7 @@ function stepItem(run: RunModel, step: StepModel, i: number, key: string, group:
   if (step.outputTail !== null) row('output (its end)', `<pre class="output">${esc(step.outputTail)}</pre>`);
   if (step.logPath !== null) row('full log', `<code>${esc(step.logPath)}</code>`);
   const why = step.reason !== null && step.state !== 'success' ? ` <span class="muted">— ${esc(clip(step.reason, 160))}</span>` : step.errorGist !== null && step.state === 'failed' ? ` <span class="muted">— ${esc(clip(step.errorGist.split('\n')[0] ?? '', 160))}</span>` : '';
-  const summary = `<span class="badge state-${step.state}">${step.state}</span> <code>${esc(step.id)}</code>${step.always ? ' <span class="badge mark">always</span>' : ''}${step.attempts.length > 1 ? ` <span class="muted">${step.attempts.length} attempts</span>` : ''}${why}`;
+  const summary = `<span class="badge state-${step.state}" data-status="${step.state}">${step.state}</span> <code>${esc(step.id)}</code>${step.always ? ' <span class="badge mark">always</span>' : ''}${step.attempts.length > 1 ? ` <span class="muted">${step.attempts.length} attempts</span>` : ''}${why}`;
   return `<details id="step-${id}" class="step state-${step.state}" data-step="${id}"${group !== null ? ` data-group="${group}"` : ''} data-step-id="${esc(step.id)}"><summary>${summary}</summary><div class="detail"><dl>${dl}</dl></div></details>`;
 }
 
@@ -328,10 +328,17 @@ function delegationSection(session: SessionModel, prefix: string): string {
     const head = `<code>${esc(delegation.capsule)}</code> ${delegation.delegationId !== null ? `<code>${esc(delegation.delegationId)}</code> ` : ''}<span class="badge">${esc(delegation.outcome)}</span>${delegation.durationMs !== null ? ` in ${esc(formatMs(delegation.durationMs))}` : ''}${delegation.reason !== null ? ` — ${esc(delegation.reason)}` : ''}`;
     const where = delegation.childDir !== null ? `<div class="muted">child records: <code>${esc(delegation.childDir)}</code> (<code>capsule report ${esc(delegation.childDir)}</code> writes its own page)</div>` : '';
     // The child's graph is not drawn here (its page has it); its run, timeline and steps are.
-    const child = delegation.child !== null ? `<details><summary>the child capsule's run</summary>${sessionBody(delegation.child, [], `${prefix}c${i}-`, true)}</details>` : '';
+    const child = delegation.child !== null ? `<details><summary>the child capsule's run</summary>${nestedBody(delegation.child, `${prefix}c${i}-`)}</details>` : '';
     return `<li>${head}${where}${child}</li>`;
   });
   return `<section><h2>Delegations</h2><ul>${items.join('\n')}</ul></section>`;
+}
+
+/** A child capsule's session, nested under its delegation. */
+function nestedBody(session: SessionModel, prefix: string): string {
+  const parts: string[] = [];
+  sessionBody(parts, session, [], prefix, true);
+  return parts.join('\n');
 }
 
 function attemptText(attempt: AttemptModel): string {

@@ -345,8 +345,16 @@ function runModel(
   for (const { step, attempts, endedMs, record } of base) {
     const def = written.get(step.step_id);
     const dispatchedMs = dispatched.get(step.step_id) ?? null;
-    const depEnds = step.depends_on.map((dep) => endedAt.get(dep) ?? null);
-    const readyMs = step.depends_on.length === 0 ? planStartMs : depEnds.every((at) => at !== null) ? Math.max(...(depEnds as number[])) : null;
+    // When its last dependency ended; null while one has not (one loop: a layered step has a hundred).
+    let readyMs: number | null = planStartMs;
+    for (let d = 0; d < step.depends_on.length; d++) {
+      const at = endedAt.get(step.depends_on[d] as string);
+      if (at === undefined) {
+        readyMs = null;
+        break;
+      }
+      readyMs = d === 0 ? at : Math.max(readyMs as number, at);
+    }
     const firstStart = attempts[0]?.startMs ?? null;
     const firstLaunch = attempts[0]?.launchedMs ?? firstStart;
     const discarded = report.discarded.get(step.step_id);
