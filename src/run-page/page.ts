@@ -64,7 +64,7 @@ function sessionBody(parts: string[], session: SessionModel, dags: readonly (Run
   parts.push(nested ? '' : '</header><main>');
   session.runs.forEach((run, i) => runSection(parts, run, dags[i] ?? null, `${prefix}${i}`, session.runs.length > 1, nested, session.madeAtMs));
   if (session.runs.length === 0) parts.push('<p>No plan ran in this session.</p>');
-  if (session.backgroundCommands.length > 0) parts.push(backgroundSection(session));
+  if (session.backgroundCommands.length > 0) parts.push(backgroundSection(session, prefix));
   if (session.delegations.length > 0) parts.push(delegationSection(session, prefix));
   parts.push(nested ? '</div>' : '</main>');
 }
@@ -316,11 +316,11 @@ function stepItem(run: RunModel, step: StepModel, i: number, key: string, group:
   return `<details id="step-${id}" class="step state-${step.state}" data-step="${id}"${group !== null ? ` data-group="${group}"` : ''} data-step-id="${esc(step.id)}"><summary>${summary}</summary><div class="detail"><dl>${dl}</dl></div></details>`;
 }
 
-function backgroundSection(session: SessionModel): string {
+function backgroundSection(session: SessionModel, prefix: string): string {
   const rows = session.backgroundCommands
-    .map((command) => `<tr><td><code>${esc(command.workId)}</code></td><td><code>${esc(clip(command.command, 300))}</code></td><td>+${esc(formatMs(command.startMs - session.startMs))}</td><td>${command.endMs !== null ? esc(formatMs(command.endMs - command.startMs)) : 'running'}</td><td>${esc(command.ended)}</td><td>${command.log !== null ? `<code>${esc(command.log)}</code>` : ''}</td></tr>`)
+    .map((command) => `<tr class="background-command" data-work-id="${esc(command.workId)}"><td><code>${esc(command.workId)}</code></td><td><code>${esc(clip(command.command, 300))}</code></td><td>+${esc(formatMs(command.startMs - session.startMs))}</td><td>${command.endMs !== null ? esc(formatMs(command.endMs - command.startMs)) : 'running'}</td><td>${esc(command.ended)}</td><td>${command.log !== null ? `<code>${esc(command.log)}</code>` : ''}</td></tr>`)
     .join('');
-  return `<section><h2>Background commands</h2><table><thead><tr><th>work id</th><th>command</th><th>started</th><th>ran</th><th>ended</th><th>log</th></tr></thead><tbody>${rows}</tbody></table></section>`;
+  return `<section id="${prefix}-background" class="background-commands"><h2>Background commands</h2><table><thead><tr><th>work id</th><th>command</th><th>started</th><th>ran</th><th>ended</th><th>log</th></tr></thead><tbody>${rows}</tbody></table></section>`;
 }
 
 function delegationSection(session: SessionModel, prefix: string): string {
@@ -328,10 +328,10 @@ function delegationSection(session: SessionModel, prefix: string): string {
     const head = `<code>${esc(delegation.capsule)}</code> ${delegation.delegationId !== null ? `<code>${esc(delegation.delegationId)}</code> ` : ''}<span class="badge">${esc(delegation.outcome)}</span>${delegation.durationMs !== null ? ` in ${esc(formatMs(delegation.durationMs))}` : ''}${delegation.reason !== null ? ` — ${esc(delegation.reason)}` : ''}`;
     const where = delegation.childDir !== null ? `<div class="muted">child records: <code>${esc(delegation.childDir)}</code> (<code>capsule report ${esc(delegation.childDir)}</code> writes its own page)</div>` : '';
     // The child's graph is not drawn here (its page has it); its run, timeline and steps are.
-    const child = delegation.child !== null ? `<details><summary>the child capsule's run</summary>${nestedBody(delegation.child, `${prefix}c${i}-`)}</details>` : '';
-    return `<li>${head}${where}${child}</li>`;
+    const child = delegation.child !== null ? `<details class="child-run"><summary>the child capsule's run</summary>${nestedBody(delegation.child, `${prefix}c${i}-`)}</details>` : '';
+    return `<li class="delegation"${delegation.delegationId !== null ? ` data-delegation-id="${esc(delegation.delegationId)}"` : ''}>${head}${where}${child}</li>`;
   });
-  return `<section><h2>Delegations</h2><ul>${items.join('\n')}</ul></section>`;
+  return `<section id="${prefix}-delegations" class="delegations"><h2>Delegations</h2><ul>${items.join('\n')}</ul></section>`;
 }
 
 /** A child capsule's session, nested under its delegation. */
