@@ -118,7 +118,9 @@ describe("the page of a plan with a matrix step, an always-run step, a --continu
       await page.keyboard.press('Enter');
       expect(await selectedElements(page)).toEqual(['details:r0-g0', 'details:r0-g0', 'g:r0-g0', 'g:r0-g0']);
       // To a screen reader the graph is a group of buttons named by step and state, the matrix step's by its instances.
-      const tree = await page.accessibility.snapshot({ root: (await page.$('#dag-r0')) ?? undefined, interestingOnly: true });
+      const dag = await page.$('#dag-r0');
+      expect(dag).not.toBeNull();
+      const tree = dag !== null ? await page.accessibility.snapshot({ root: dag, interestingOnly: true }) : null;
       const names: string[] = [];
       const walk = (node: { role?: string; name?: string; children?: unknown[] } | null | undefined): void => {
         if (node === null || node === undefined) return;
