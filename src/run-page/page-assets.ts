@@ -108,6 +108,8 @@ export const PAGE_SCRIPT = `
     if(scroll){var d=document.getElementById('step-'+key);if(d&&d.scrollIntoView)d.scrollIntoView({block:'nearest'});}
     if(history.replaceState)history.replaceState(null,'','#step-'+key);
   }
+  // An arrow read out as "s0->s4" tells a screen reader nothing the list does not say better.
+  var edges=all('.dag g.edge');for(var x=0;x<edges.length;x++)edges[x].setAttribute('aria-hidden','true');
   var nodes=all('.dag g.node[id^="dag"], .dag g.cluster[id^="dagx-"]');
   for(var n=0;n<nodes.length;n++){var g=nodes[n];var key=g.id.slice(g.id.indexOf('-')+1);g.setAttribute('data-step',key);
     if(g.classList.contains('cluster'))continue;
