@@ -10,7 +10,7 @@ import { interleave, now } from '../harness.js';
 import { count, noopPlan, type Shape } from '../lib/plans.js';
 import { recordsDir, runChecked } from '../lib/runtime.js';
 import { drawRuns } from '../../src/run-page/dag.js';
-import { runPageHtml } from '../../src/run-page/page.js';
+import { runPageBytes } from '../../src/run-page/page.js';
 import { readSessionModel } from '../../src/run-page/read-run.js';
 import { shapeLabel } from './scheduler.js';
 
@@ -40,11 +40,11 @@ export const reportSuite: Suite = {
       recorded.map(({ label, dir }) => [
         label,
         async (): Promise<number> => {
-          // What runPage does, timed in its two parts.
+          // What writeRunPage does but the file's write, timed in its two parts.
           const t0 = now();
           const session = readSessionModel(dir);
           const t1 = now();
-          const html = runPageHtml(session, await drawRuns(session.runs));
+          const html = runPageBytes(session, await drawRuns(session.runs));
           const ms = now() - t0;
           const split = parts.get(label) ?? { read: [], page: [] };
           split.read.push(t1 - t0);

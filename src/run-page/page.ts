@@ -24,10 +24,14 @@ export interface PageOptions {
 
 /** The page, whole. `dags[i]` is run i's graphs as SVG (`dag.ts`), or null when none is drawn. */
 export function runPageHtml(session: SessionModel, dags: readonly (RunGraphs | null)[], options: PageOptions = {}): string {
+  return runPageBytes(session, dags, options).toString('utf8');
+}
+
+/** The page, whole, as the UTF-8 bytes of its file (a large page is written without being decoded into one string first). */
+export function runPageBytes(session: SessionModel, dags: readonly (RunGraphs | null)[], options: PageOptions = {}): Buffer {
   const title = session.runs.length === 1 ? `plan ${session.runs[0]?.planId ?? ''}` : `session ${session.sessionId}`;
-  // Every part is pushed onto one array and joined once: a 10,000-step page is megabytes, and
-  // joining at each level would copy it once per level.
-  const out: string[] = [
+  const out = new HtmlSink();
+  out.push(
     '<!DOCTYPE html>',
     '<html lang="en"><head><meta charset="utf-8">',
     '<meta name="viewport" content="width=device-width, initial-scale=1">',
@@ -37,14 +41,48 @@ export function runPageHtml(session: SessionModel, dags: readonly (RunGraphs | n
     `<title>${esc(`capsule run: ${title}`)}</title>`,
     `<style>${PAGE_STYLE}</style>`,
     '</head><body>',
-  ];
+  );
   sessionBody(out, session, dags, 'r');
-  out.push(`<script>${PAGE_SCRIPT}</script>`, '</body></html>', '');
-  return out.join('\n');
+  out.push(`<script>${PAGE_SCRIPT}</script>`, '</body></html>');
+  return out.bytes();
+}
+
+/**
+ * The page as it is written: each part encoded at once into one growing buffer, a line each.
+ * A 10,000-step page is megabytes in hundreds of thousands of parts; kept as strings until a
+ * final join they all outlive the young generation and cost the garbage collector more than
+ * writing them; encoded at once, each part dies young.
+ */
+class HtmlSink {
+  private buffer = Buffer.allocUnsafe(1 << 16);
+  private length = 0;
+
+  push(...parts: string[]): void {
+    for (const part of parts) {
+      // At most 3 bytes per UTF-16 unit, and the newline.
+      const room = this.length + part.length * 3 + 1;
+      if (room > this.buffer.length) {
+        const grown = Buffer.allocUnsafe(Math.max(room, this.buffer.length * 2));
+        this.buffer.copy(grown, 0, 0, this.length);
+        this.buffer = grown;
+      }
+      this.length += this.buffer.write(part, this.length, 'utf8');
+      this.buffer[this.length++] = 10;
+    }
+  }
+
+  /** What was written (a view of the buffer: the sink is not written to again). */
+  bytes(): Buffer {
+    return this.buffer.subarray(0, this.length);
+  }
+
+  text(): string {
+    return this.buffer.toString('utf8', 0, this.length);
+  }
 }
 
 /** Pushes the session's part of the page onto `parts`. */
-function sessionBody(parts: string[], session: SessionModel, dags: readonly (RunGraphs | null)[], prefix: string, nested = false): void {
+function sessionBody(parts: HtmlSink, session: SessionModel, dags: readonly (RunGraphs | null)[], prefix: string, nested = false): void {
   const heading = nested ? 'h3' : 'h1';
   const state = session.state === 'running' ? 'running' : session.state === 'gone' ? 'killed (its runtime is gone and it never ended)' : `ended${session.exitStatus !== null ? ` (${session.exitStatus})` : ''}`;
   parts.push(nested ? '<div class="nested">' : '<header>');
@@ -69,7 +107,7 @@ function sessionBody(parts: string[], session: SessionModel, dags: readonly (Run
   parts.push(nested ? '</div>' : '</main>');
 }
 
-function runSection(parts: string[], run: RunModel, graphs: RunGraphs | null, key: string, several: boolean, nested: boolean, madeAtMs: number): void {
+function runSection(parts: HtmlSink, run: RunModel, graphs: RunGraphs | null, key: string, several: boolean, nested: boolean, madeAtMs: number): void {
   const h = nested ? 'h4' : 'h2';
   parts.push(`<section class="run" id="run-${key}" aria-labelledby="run-${key}-title">`);
   parts.push(`<${h} id="run-${key}-title">${several || nested ? `Plan ${esc(run.planId)}: ` : 'Outcome: '}<span class="badge outcome-${run.outcome}" data-outcome="${run.outcome}">${esc(run.outcome)}</span>${run.durationMs !== null ? ` <span class="muted">in ${esc(formatMs(run.durationMs))}</span>` : ''}</${h}>`);
@@ -133,7 +171,7 @@ function groupIndexes(run: RunModel): Int32Array {
 }
 
 /** Pushes the run's timeline; `madeAtMs` ends the bars of what was still running when the page was made. */
-function timeline(out: string[], run: RunModel, key: string, madeAtMs: number): void {
+function timeline(out: HtmlSink, run: RunModel, key: string, madeAtMs: number): void {
   let from = run.startMs;
   let to = run.startMs;
   const see = (at: number | null): void => {
@@ -243,7 +281,7 @@ function waveOrder(label: string): number {
 }
 
 /** The list of steps in declaration order, a matrix step's instances under one item of their own: the graph's text alternative. */
-function stepList(out: string[], run: RunModel, key: string): void {
+function stepList(out: HtmlSink, run: RunModel, key: string): void {
   const groupOf = groupIndexes(run);
   out.push(`<h3>Steps</h3><p class="muted">Every step in the order the plan declares them${run.groups.length > 0 ? " (a matrix step's instances under one line with their aggregate state: open it for each)" : ''}; open one for its details. This list is also the graph's text alternative.</p><ul class="steps" id="steps-${key}">`);
   const items = out;
@@ -336,9 +374,9 @@ function delegationSection(session: SessionModel, prefix: string): string {
 
 /** A child capsule's session, nested under its delegation. */
 function nestedBody(session: SessionModel, prefix: string): string {
-  const parts: string[] = [];
+  const parts = new HtmlSink();
   sessionBody(parts, session, [], prefix, true);
-  return parts.join('\n');
+  return parts.text();
 }
 
 function attemptText(attempt: AttemptModel): string {

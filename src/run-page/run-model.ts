@@ -253,12 +253,20 @@ export function sessionModel(records: RunRecords): SessionModel {
   const plans = planInits(records.events);
   const runs: RunModel[] = [];
   const planUses = new Map<string, number>();
+  // Each plan's records, found in one pass (a serve session may run many plans).
+  const byParent = new Map<string, ReadTraceRecord[]>();
+  for (const record of trace) {
+    if (record.parent_id === undefined || record.parent_id === null) continue;
+    const list = byParent.get(record.parent_id);
+    if (list === undefined) byParent.set(record.parent_id, [record]);
+    else list.push(record);
+  }
   for (const record of trace) {
     if (!isRecordOf(record, 'plan_start')) continue;
     const use = planUses.get(record.plan_id) ?? 0;
     planUses.set(record.plan_id, use + 1);
     const init = plans.filter((plan) => plan.planId === record.plan_id)[use] ?? null;
-    runs.push(runModel(records, record.event_id, record.timestamp, record.plan_id, record.steps, init, facts));
+    runs.push(runModel(records, byParent.get(record.event_id) ?? [], record.timestamp, record.plan_id, record.steps, init, facts));
   }
   // A plan file that could not be read has no plan_start: its plan_end hangs off the session node.
   for (const record of trace) {
@@ -296,14 +304,13 @@ export function sessionModel(records: RunRecords): SessionModel {
 
 function runModel(
   records: RunRecords,
-  planEventId: string,
+  own: readonly ReadTraceRecord[],
   planStartMs: number,
   planId: string,
   declared: readonly PlanStartStep[],
   init: PlanInit | null,
   facts: ReadonlyMap<string, ActorFacts>,
 ): RunModel {
-  const own = records.trace.filter((record) => record.parent_id === planEventId);
   const dispatched = new Map<string, number>();
   const settled = new Map<string, Extract<ReadTraceRecord, { event_type: 'plan_step' }>>();
   const processStarts = new Map<string, Map<number, number>>();
