@@ -72,8 +72,10 @@ export function dependencyCount(run: RunModel): number {
 /** Whether a run's graph is drawn: its grouped picture within the bounds (each matrix group one node). */
 export function drawsGraph(run: RunModel): boolean {
   if (run.steps.length === 0) return false;
-  // Cheap bounds first: a large run is never grouped down below them in a way worth a walk of every edge.
   if (run.groups.length === 0) return drawable(run.steps.length, dependencyCount(run));
+  // The boxes are counted before the arrows are: too many boxes need no walk of every dependency.
+  const boxes = run.steps.length - run.groups.reduce((n, group) => n + group.steps.length - 1, 0);
+  if (!drawable(boxes, 0)) return false;
   const { shape } = groupedShape(run);
   return drawable(shape.nodes, shape.edges.size);
 }
