@@ -2,8 +2,9 @@
  * The run's page (docs/run-page.md): one self-contained HTML file drawn from a {@link SessionModel}
  * — per plan run its outcome, totals and critical path, the graph of its steps coloured by
  * outcome (SVG drawn beforehand, `dag.ts`), a timeline of every attempt grouped by wave, and each
- * step's details; then the session's background commands and delegations (a child capsule's run
- * nested). Style and script are inline, nothing is fetched. Pure: text in, text out.
+ * step's details, a matrix step's instances grouped under it in each; then the session's
+ * background commands and delegations (a child capsule's run nested). Style and script are
+ * inline, nothing is fetched. Pure: the model in, the page out (its text, or its bytes).
  */
 import { PAGE_SCRIPT, PAGE_STYLE } from './page-assets.js';
 import { DAG_MAX_EDGES, DAG_MAX_STEPS, dependencyCount, groupCounts, type RunGraphs } from './dag.js';
