@@ -218,7 +218,7 @@ function timeline(out: HtmlSink, run: RunModel, key: string, madeAtMs: number): 
     if (step.endedMs !== null && step.settledMs !== null && step.settledMs > step.endedMs + 1) segs += seg('settle-wait', step.endedMs, step.settledMs, `ended; settled ${formatMs(step.settledMs - step.endedMs)} later, with its wave`);
     const summary = `${step.id}: ${step.state}${step.always ? ', always runs' : ''}${step.attempts.length > 0 ? `, ${step.attempts.length} attempt${step.attempts.length === 1 ? '' : 's'}` : ''}${step.waveWaitMs > 0 ? `, waited ${formatMs(step.waveWaitMs)} for its wave` : ''}`;
     const group = groupOf[i] as number;
-    return `<button type="button" class="trow state-${step.state}" data-step="${key}-${i}"${group >= 0 ? ` data-group="${key}-g${group}"` : ''} aria-pressed="false" aria-label="${esc(summary)}"><span class="name"><span class="badge state-${step.state}">${step.state}</span> ${esc(step.id)}${step.always ? ' <span class="badge mark">always</span>' : ''}</span><span class="track">${segs}</span></button>`;
+    return `<button type="button" class="trow state-${step.state}" data-step="${key}-${i}"${group >= 0 ? ` data-group="${key}-g${group}"` : ''} aria-pressed="false" aria-label="${esc(summary)}"><span class="name"${step.matrixGroup !== null ? ` title="${esc(step.id)}"` : ''}><span class="badge state-${step.state}">${step.state}</span> ${esc(shortName(step))}${step.always ? ' <span class="badge mark">always</span>' : ''}</span><span class="track">${segs}</span></button>`;
   };
   /** A matrix group's rows of one wave, under a row of its own: its instances' span, in their aggregate state. */
   const groupRows = (group: GroupModel, g: number, members: readonly number[]): string => {
@@ -273,6 +273,11 @@ function timeline(out: HtmlSink, run: RunModel, key: string, madeAtMs: number): 
     out.push('</details>');
   });
   out.push('</div>');
+}
+
+/** A step's name on its timeline row: an instance under its group's row by its combination alone (`[cc=gcc,opt=O0]`). */
+function shortName(step: StepModel): string {
+  return step.matrixGroup !== null && step.id.startsWith(`${step.matrixGroup}[`) ? step.id.slice(step.matrixGroup.length) : step.id;
 }
 
 function waveOrder(label: string): number {
