@@ -36,6 +36,19 @@ ${stateRules}
 .dag g.node.selected polygon,.dag g.node.selected path{stroke:var(--accent);stroke-width:4px}
 .dag g.node:focus{outline:none}
 .dag g.node:focus polygon,.dag g.node:focus path{stroke:var(--accent);stroke-width:4px}
+.dag g.cluster.selected path,.dag g.cluster.selected polygon{stroke:var(--accent);stroke-width:3px}
+.dag-toggle{font:inherit;padding:2px 10px;border:1px solid var(--line);border-radius:6px;background:#fff;cursor:pointer}
+.dag-toggle[aria-pressed="true"]{background:#eff8ff;border-color:var(--accent)}
+.badge.mark{--fill:#fef0c7;--border:#dc6803;font-size:11px;padding:0 6px}
+.tgroup>summary{list-style:none}
+.tgroup>summary::-webkit-details-marker{display:none}
+.tgroup>summary .name::before{content:"▸ ";color:var(--muted)}.tgroup[open]>summary .name::before{content:"▾ "}
+.tgroup>summary.selected{background:#eff8ff;outline:2px solid var(--accent);outline-offset:-2px}
+.tgroup>.trow .name{padding-left:24px}
+.seg.group-span{opacity:.85;border-style:dashed}
+.steps .group>details>summary{padding:4px 8px;cursor:pointer}
+.steps .group>details.selected>summary{background:#eff8ff;outline:2px solid var(--accent);outline-offset:-2px}
+.steps .group>details>.steps{margin-left:20px;border-left:3px double var(--line)}
 .timeline{border:1px solid var(--line);border-radius:6px;overflow:auto}
 .axis,.trow{display:grid;grid-template-columns:minmax(120px,220px) 1fr;align-items:center}
 .axis{position:sticky;top:0;background:#fff;border-bottom:1px solid var(--line);z-index:1;height:22px}
@@ -73,29 +86,45 @@ td,th{border-bottom:1px solid var(--line);padding:3px 10px 3px 0;text-align:left
 .nested{border-left:3px solid var(--line);padding-left:12px;margin-left:4px}
 `;
 
-/** Links the three views; written as plain ES5 so every browser that opens the file runs it. */
+/**
+ * Links the three views; written as plain ES5 so every browser that opens the file runs it.
+ * A step's (or a matrix group's) elements share `data-step`; a matrix instance's also carry
+ * `data-group`, its group's key, so selecting it outlines its group's box in the grouped graph.
+ */
 export const PAGE_SCRIPT = `
 (function(){
-  function all(key){return document.querySelectorAll('[data-step="'+key+'"]');}
-  var current=null;
-  function select(key,scroll){
-    if(current!==null){var old=all(current);for(var i=0;i<old.length;i++){old[i].classList.remove('selected');if(old[i].hasAttribute('aria-pressed'))old[i].setAttribute('aria-pressed','false');}}
-    current=key;
-    var els=all(key);
-    for(var j=0;j<els.length;j++){els[j].classList.add('selected');if(els[j].hasAttribute('aria-pressed'))els[j].setAttribute('aria-pressed','true');
-      if(els[j].tagName==='DETAILS'){els[j].open=true;var wave=els[j].closest('details.wave');if(wave)wave.open=true;}
-      if(els[j].classList.contains('trow')){var w=els[j].closest('details.wave');if(w)w.open=true;}}
+  function all(sel){return document.querySelectorAll(sel);}
+  var marked=[];
+  function mark(el){el.classList.add('selected');if(el.hasAttribute('aria-pressed'))el.setAttribute('aria-pressed','true');marked.push(el);}
+  function openUp(el,except){for(var d=el;d;d=d.parentElement?d.parentElement.closest('details'):null){if(d.tagName==='DETAILS'&&d!==except)d.open=true;}}
+  function select(key,scroll,except){
+    for(var i=0;i<marked.length;i++){marked[i].classList.remove('selected');if(marked[i].hasAttribute('aria-pressed'))marked[i].setAttribute('aria-pressed','false');}
+    marked=[];
+    var els=all('[data-step="'+key+'"]');var group=null;
+    for(var j=0;j<els.length;j++){mark(els[j]);
+      if(els[j].tagName==='DETAILS'||els[j].classList.contains('trow'))openUp(els[j],except);
+      if(els[j].getAttribute('data-group'))group=els[j].getAttribute('data-group');}
+    if(group){var boxes=all('.dag [data-step="'+group+'"]');for(var k=0;k<boxes.length;k++)mark(boxes[k]);}
     if(scroll){var d=document.getElementById('step-'+key);if(d&&d.scrollIntoView)d.scrollIntoView({block:'nearest'});}
     if(history.replaceState)history.replaceState(null,'','#step-'+key);
   }
-  var nodes=document.querySelectorAll('.dag g.node[id^="dag-"]');
-  for(var n=0;n<nodes.length;n++){var g=nodes[n];var key=g.id.slice(4);g.setAttribute('data-step',key);g.setAttribute('tabindex','0');g.setAttribute('role','button');
+  // An arrow read out as "s0->s4" tells a screen reader nothing the list does not say better.
+  var edges=all('.dag g.edge');for(var x=0;x<edges.length;x++)edges[x].setAttribute('aria-hidden','true');
+  var nodes=all('.dag g.node[id^="dag"], .dag g.cluster[id^="dagx-"]');
+  for(var n=0;n<nodes.length;n++){var g=nodes[n];var key=g.id.slice(g.id.indexOf('-')+1);g.setAttribute('data-step',key);
+    if(g.classList.contains('cluster'))continue;
+    g.setAttribute('tabindex','0');g.setAttribute('role','button');
     var t=g.querySelector('title');var a=g.querySelector('a');g.setAttribute('aria-label',(a&&a.getAttribute('xlink:title'))||(t?t.textContent:key));}
   document.addEventListener('click',function(e){
-    var el=e.target&&e.target.closest?e.target.closest('[data-step]'):null;
-    if(!el)return;
-    if(el.tagName==='DETAILS')return;
-    if(el.closest('summary')){var det=el.closest('details[data-step]');if(det){select(det.getAttribute('data-step'),false);}return;}
+    var t=e.target&&e.target.closest?e.target:null;if(!t)return;
+    var toggle=t.closest('button.dag-toggle');
+    if(toggle){var run=toggle.getAttribute('data-dag');var on=toggle.getAttribute('aria-pressed')!=='true';
+      toggle.setAttribute('aria-pressed',on?'true':'false');toggle.textContent=on?'Group each matrix step':'Show every matrix instance';
+      document.getElementById('dag-'+run).hidden=on;document.getElementById('dagx-'+run).hidden=!on;return;}
+    var summary=t.closest('summary');
+    if(summary){var det=summary.parentElement;if(det&&det.hasAttribute('data-step'))select(det.getAttribute('data-step'),false,det);return;}
+    var el=t.closest('[data-step]');
+    if(!el||el.tagName==='DETAILS')return;
     e.preventDefault();select(el.getAttribute('data-step'),true);
   });
   document.addEventListener('keydown',function(e){

@@ -12,11 +12,19 @@
  * (`ATTEMPT.LEADER_EXITED`) and its timeout (the `attemptTimeout` timer); `report.json` gives the
  * discarded steps and the error gists; the step logs the command as run and its output's tail.
  */
+import type { MatrixValue } from '../../machines/contracts.js';
 import type { EventLogRecord } from '../records/event-log.js';
 import { isRecordOf, type ReadTraceRecord } from '../records/trace-reader.js';
+import type { PlanStartStep } from '../records/trace-records.js';
 
-/** How a step stands on the page. */
-export type StepState = 'success' | 'failed' | 'skipped' | 'canceled' | 'discarded' | 'not-run' | 'running' | 'pending';
+/**
+ * How a step stands on the page. `restored` and `cached` are successes that did not run now: the
+ * result was taken from an earlier session (`--continue`) or from the step cache.
+ */
+export type StepState = 'success' | 'restored' | 'cached' | 'failed' | 'skipped' | 'canceled' | 'discarded' | 'not-run' | 'running' | 'pending';
+
+/** Every state, in the order the page's legend and totals give them. */
+export const STEP_STATES: readonly StepState[] = ['success', 'restored', 'cached', 'failed', 'skipped', 'canceled', 'discarded', 'not-run', 'running', 'pending'];
 
 /** One attempt of a step. Times are epoch milliseconds; null when the records do not say. */
 export interface AttemptModel {
@@ -82,6 +90,28 @@ export interface StepModel {
   readonly logPath: string | null;
   /** On the critical path, and what it waited for there. */
   readonly critical: boolean;
+  /** The matrix step this step is an instance of (docs/plan-format.md#matrix); null for other steps. */
+  readonly matrixGroup: string | null;
+  /** Its combination, on a matrix instance. */
+  readonly matrix: Readonly<Record<string, MatrixValue>> | null;
+  /** `always: true`: it runs after a stop or a cancel too (docs/plan-format.md#always). */
+  readonly always: boolean;
+  /** Where `--continue` restored its result from (docs/continue.md#records). */
+  readonly restoredFrom: { readonly sessionId: string; readonly eventId: string } | null;
+}
+
+/** A matrix step's instances, shown together (docs/run-page.md#matrix-groups). */
+export interface GroupModel {
+  /** The matrix step's id, as written. */
+  readonly id: string;
+  /** Its instances' indexes in {@link RunModel.steps}, in expansion order. */
+  readonly steps: readonly number[];
+  /** The instances' aggregate state ({@link groupState}). */
+  readonly state: StepState;
+  readonly totals: Readonly<Record<StepState, number>>;
+  /** Some instance is on the critical path. */
+  readonly critical: boolean;
+  readonly always: boolean;
 }
 
 /** One link of the critical path: a step, and why the next one could not start before it ended. */
@@ -106,6 +136,8 @@ export interface RunModel {
   /** From the first step to the one that ended last, each gated by the one before. */
   readonly criticalPath: readonly CriticalLink[];
   readonly waves: number;
+  /** Its matrix steps' instances, one group per matrix step, in declaration order. */
+  readonly groups: readonly GroupModel[];
 }
 
 /** A background command of the session (`capsule serve`'s demoted shell calls). */
@@ -184,6 +216,7 @@ interface WrittenStep {
   readonly shell?: string;
   readonly capsule?: string;
   readonly if?: string;
+  readonly always?: boolean;
   readonly on_error?: string;
   readonly retries?: number;
   readonly timeout_secs?: number;
@@ -198,6 +231,7 @@ interface ReportEntry {
   readonly attempts?: number;
   readonly duration_ms?: number;
   readonly reason?: string;
+  readonly cached?: boolean;
 }
 
 /** What the event log tells of one step actor. */
@@ -219,12 +253,20 @@ export function sessionModel(records: RunRecords): SessionModel {
   const plans = planInits(records.events);
   const runs: RunModel[] = [];
   const planUses = new Map<string, number>();
+  // Each plan's records, found in one pass (a serve session may run many plans).
+  const byParent = new Map<string, ReadTraceRecord[]>();
+  for (const record of trace) {
+    if (record.parent_id === undefined || record.parent_id === null) continue;
+    const list = byParent.get(record.parent_id);
+    if (list === undefined) byParent.set(record.parent_id, [record]);
+    else list.push(record);
+  }
   for (const record of trace) {
     if (!isRecordOf(record, 'plan_start')) continue;
     const use = planUses.get(record.plan_id) ?? 0;
     planUses.set(record.plan_id, use + 1);
     const init = plans.filter((plan) => plan.planId === record.plan_id)[use] ?? null;
-    runs.push(runModel(records, record.event_id, record.timestamp, record.plan_id, record.steps, init, facts));
+    runs.push(runModel(records, byParent.get(record.event_id) ?? [], record.timestamp, record.plan_id, record.steps, init, facts));
   }
   // A plan file that could not be read has no plan_start: its plan_end hangs off the session node.
   for (const record of trace) {
@@ -241,6 +283,7 @@ export function sessionModel(records: RunRecords): SessionModel {
         totals: totalsOf([]),
         criticalPath: [],
         waves: 0,
+        groups: [],
       });
     }
   }
@@ -261,14 +304,13 @@ export function sessionModel(records: RunRecords): SessionModel {
 
 function runModel(
   records: RunRecords,
-  planEventId: string,
+  own: readonly ReadTraceRecord[],
   planStartMs: number,
   planId: string,
-  declared: readonly { readonly step_id: string; readonly kind: string; readonly depends_on: readonly string[]; readonly has_condition: boolean }[],
+  declared: readonly PlanStartStep[],
   init: PlanInit | null,
   facts: ReadonlyMap<string, ActorFacts>,
 ): RunModel {
-  const own = records.trace.filter((record) => record.parent_id === planEventId);
   const dispatched = new Map<string, number>();
   const settled = new Map<string, Extract<ReadTraceRecord, { event_type: 'plan_step' }>>();
   const processStarts = new Map<string, Map<number, number>>();
@@ -310,15 +352,23 @@ function runModel(
   for (const { step, attempts, endedMs, record } of base) {
     const def = written.get(step.step_id);
     const dispatchedMs = dispatched.get(step.step_id) ?? null;
-    const depEnds = step.depends_on.map((dep) => endedAt.get(dep) ?? null);
-    const readyMs = step.depends_on.length === 0 ? planStartMs : depEnds.every((at) => at !== null) ? Math.max(...(depEnds as number[])) : null;
+    // When its last dependency ended; null while one has not (one loop: a layered step has a hundred).
+    let readyMs: number | null = planStartMs;
+    for (let d = 0; d < step.depends_on.length; d++) {
+      const at = endedAt.get(step.depends_on[d] as string);
+      if (at === undefined) {
+        readyMs = null;
+        break;
+      }
+      readyMs = d === 0 ? at : Math.max(readyMs as number, at);
+    }
     const firstStart = attempts[0]?.startMs ?? null;
     const firstLaunch = attempts[0]?.launchedMs ?? firstStart;
     const discarded = report.discarded.get(step.step_id);
     const result = report.results.get(step.step_id);
     const error = record?.error ?? discarded?.error ?? result?.error ?? attempts.at(-1)?.error ?? null;
     const gist = result?.error_gist ?? discarded?.error_gist;
-    const { state, reason } = stateOf({ record, discarded, dispatchedMs, attempts, running, canceled, planEnd, def, error });
+    const { state, reason } = stateOf({ record, discarded, result, dispatchedMs, attempts, running, canceled, planEnd, def, error });
     const lastLog = [...attempts].reverse().find((attempt) => attempt.log !== null);
     const lastLogInput = lastLog !== undefined ? logs.get(`${step.step_id}#${lastLog.attempt}`) : undefined;
     steps.push({
@@ -348,6 +398,10 @@ function runModel(
       outputTail: lastLogInput?.tail ?? null,
       logPath: lastLog?.log ?? null,
       critical: false,
+      matrixGroup: step.matrix_group ?? null,
+      matrix: step.matrix ?? null,
+      always: def?.always === true,
+      restoredFrom: record?.restored_from !== undefined ? { sessionId: record.restored_from.session_id, eventId: record.restored_from.event_id } : null,
     });
   }
   const criticalPath = criticalPathOf(steps);
@@ -365,13 +419,56 @@ function runModel(
     steps: marked,
     totals: totalsOf(marked),
     criticalPath,
-    waves: Math.max(0, ...[...waves.values()]),
+    waves: maxOf(waves.values(), 0),
+    groups: groupsOf(marked),
   };
+}
+
+/** The matrix steps' instances of `steps`, a group per matrix step, in the order their first instance comes. */
+function groupsOf(steps: readonly StepModel[]): GroupModel[] {
+  const byId = new Map<string, number[]>();
+  steps.forEach((step, i) => {
+    if (step.matrixGroup === null) return;
+    const list = byId.get(step.matrixGroup);
+    if (list === undefined) byId.set(step.matrixGroup, [i]);
+    else list.push(i);
+  });
+  return [...byId].map(([id, indexes]) => {
+    const members = indexes.map((i) => steps[i] as StepModel);
+    return {
+      id,
+      steps: indexes,
+      state: groupState(members.map((step) => step.state)),
+      totals: totalsOf(members),
+      critical: members.some((step) => step.critical),
+      always: members.every((step) => step.always),
+    };
+  });
+}
+
+/**
+ * The state a matrix group shows for its instances: the first of failed, canceled, running,
+ * pending, discarded, not-run and skipped that one of them has (what needs a look first); else
+ * every instance succeeded: `restored` or `cached` when all of them were, `success` otherwise.
+ */
+export function groupState(states: readonly StepState[]): StepState {
+  for (const state of ['failed', 'canceled', 'running', 'pending', 'discarded', 'not-run', 'skipped'] as const) if (states.includes(state)) return state;
+  if (states.length > 0 && states.every((state) => state === 'restored')) return 'restored';
+  if (states.length > 0 && states.every((state) => state === 'cached')) return 'cached';
+  return 'success';
+}
+
+/** The largest of `values`, or `empty` (no spread: a large run has many). */
+function maxOf(values: Iterable<number>, empty: number): number {
+  let max = empty;
+  for (const value of values) if (value > max) max = value;
+  return max;
 }
 
 function stateOf(facts: {
   record: Extract<ReadTraceRecord, { event_type: 'plan_step' }> | undefined;
   discarded: ReportEntry | undefined;
+  result: ReportEntry | undefined;
   dispatchedMs: number | null;
   attempts: readonly AttemptModel[];
   running: boolean;
@@ -380,8 +477,11 @@ function stateOf(facts: {
   def: WrittenStep | undefined;
   error: string | null;
 }): { state: StepState; reason: string | null } {
-  const { record, discarded, dispatchedMs, attempts, running, canceled, planEnd, def, error } = facts;
+  const { record, discarded, result, dispatchedMs, attempts, running, canceled, planEnd, def, error } = facts;
   if (record !== undefined) {
+    if (record.status === 'success' && record.restored_from !== undefined) return { state: 'restored', reason: `restored from session ${record.restored_from.session_id} (--continue)` };
+    // The step cache marks a result it gave with `cached: true` on the plan_step record and the report entry.
+    if (record.status === 'success' && ((record as { cached?: unknown }).cached === true || result?.cached === true)) return { state: 'cached', reason: 'its result came from the step cache' };
     if (canceled && error !== null && /cancel/i.test(error)) return { state: 'canceled', reason: firstLine(error) };
     if (record.status === 'skipped') {
       if (record.attempts === 0 && error === null && def?.if !== undefined) return { state: 'skipped', reason: `its condition was false: if ${def.if}` };
@@ -548,30 +648,54 @@ function waveNumbers(events: readonly EventLogRecord[], planActor: string | null
  * when one ended then, else a step of the wave before it) — to a step dispatched at the start.
  */
 export function criticalPathOf(steps: readonly StepModel[]): CriticalLink[] {
-  const ran = steps.filter((step) => step.endedMs !== null && step.dispatchedMs !== null);
+  // Sorted by end once (stable: declaration order among equal ends); each link then looks back
+  // from the dispatch it gated, so a path of k links over n steps costs n log n, not k × n.
+  const ran = steps
+    .map((step, order) => ({ step, order, end: step.endedMs as number }))
+    .filter(({ step }) => step.endedMs !== null && step.dispatchedMs !== null)
+    .sort((a, b) => a.end - b.end);
   if (ran.length === 0) return [];
-  let current = ran.reduce((latest, step) => ((step.endedMs as number) > (latest.endedMs as number) ? step : latest));
+  let at = ran.length - 1;
+  while (at > 0 && (ran[at - 1] as (typeof ran)[number]).end === (ran[at] as (typeof ran)[number]).end) at -= 1;
+  let current = (ran[at] as (typeof ran)[number]).step;
   const path: CriticalLink[] = [];
   const seen = new Set<string>();
   let gate: CriticalLink['gate'] = null;
   for (;;) {
-    path.unshift({ step: current.id, gate });
+    path.push({ step: current.id, gate });
     seen.add(current.id);
-    const dispatched = current.dispatchedMs as number;
-    const before = ran.filter((step) => !seen.has(step.id) && (step.endedMs as number) <= dispatched + GATE_SLACK_MS);
-    if (before.length === 0) break;
-    const latest = Math.max(...before.map((step) => step.endedMs as number));
+    const limit = (current.dispatchedMs as number) + GATE_SLACK_MS;
+    let lo = 0;
+    let hi = ran.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if ((ran[mid] as (typeof ran)[number]).end <= limit) lo = mid + 1;
+      else hi = mid;
+    }
+    // The latest end by then, of a step not on the path yet.
+    let last = lo - 1;
+    while (last >= 0 && seen.has((ran[last] as (typeof ran)[number]).step.id)) last -= 1;
+    if (last < 0) break;
+    const latest = (ran[last] as (typeof ran)[number]).end;
+    // Of the steps that ended then (within the slack), a dependency first, else the first declared.
     const deps = new Set(current.dependsOn);
-    const candidates = before.filter((step) => (step.endedMs as number) >= latest - GATE_SLACK_MS);
-    const next = candidates.find((step) => deps.has(step.id)) ?? (candidates[0] as StepModel);
-    gate = deps.has(next.id) ? 'dependency' : 'wave';
+    let dependency: (typeof ran)[number] | undefined;
+    let first: (typeof ran)[number] | undefined;
+    for (let i = last; i >= 0 && (ran[i] as (typeof ran)[number]).end >= latest - GATE_SLACK_MS; i--) {
+      const candidate = ran[i] as (typeof ran)[number];
+      if (seen.has(candidate.step.id)) continue;
+      if (first === undefined || candidate.order < first.order) first = candidate;
+      if (deps.has(candidate.step.id) && (dependency === undefined || candidate.order < dependency.order)) dependency = candidate;
+    }
+    const next = (dependency ?? (first as (typeof ran)[number])).step;
+    gate = dependency !== undefined ? 'dependency' : 'wave';
     current = next;
   }
-  return path;
+  return path.reverse();
 }
 
 function totalsOf(steps: readonly StepModel[]): Record<StepState, number> {
-  const totals: Record<StepState, number> = { success: 0, failed: 0, skipped: 0, canceled: 0, discarded: 0, 'not-run': 0, running: 0, pending: 0 };
+  const totals: Record<StepState, number> = { success: 0, restored: 0, cached: 0, failed: 0, skipped: 0, canceled: 0, discarded: 0, 'not-run': 0, running: 0, pending: 0 };
   for (const step of steps) totals[step.state] += 1;
   return totals;
 }

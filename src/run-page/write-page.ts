@@ -5,7 +5,7 @@
  */
 import { replaceFile } from '../records/append-file.js';
 import { drawRuns } from './dag.js';
-import { runPageHtml, type PageOptions } from './page.js';
+import { runPageBytes, runPageHtml, type PageOptions } from './page.js';
 import { readSessionModel } from './read-run.js';
 import type { SessionModel } from './run-model.js';
 
@@ -18,7 +18,7 @@ export async function runPage(recordsDir: string, options: PageOptions = {}, now
 
 /** Writes the page of `recordsDir` to `outFile`. @throws the write's error (the file is then unchanged). */
 export async function writeRunPage(recordsDir: string, outFile: string, options: PageOptions = {}): Promise<SessionModel> {
-  const { html, session } = await runPage(recordsDir, options);
-  replaceFile(outFile, html);
+  const session = readSessionModel(recordsDir);
+  replaceFile(outFile, runPageBytes(session, await drawRuns(session.runs), options));
   return session;
 }

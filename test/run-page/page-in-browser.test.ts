@@ -6,78 +6,27 @@
  * with every request that is not the page's own file refused and counted, and no console error.
  * A screenshot of each page is left in `test-artifacts/` (ignored by git) for people to look at.
  */
-import chromium from '@sparticuz/chromium';
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
-import puppeteer, { type Browser, type Page } from 'puppeteer-core';
-import { killStartedClis, manifestAllowing, ROOT, runCli, startCli, TempDirs, waitFor, writeJson } from '../cli/helpers.js';
+import type { Browser, Page } from 'puppeteer-core';
+import { killStartedClis, manifestAllowing, runCli, startCli, TempDirs, waitFor, writeJson } from '../cli/helpers.js';
+import { ARTIFACTS, clickSettled, closeBrowser, launchBrowser, listedSteps, openPage as openIn } from './browser.js';
 import { DEMO_STEPS, runDemo } from './runs.js';
 
 const temp = new TempDirs();
-const ARTIFACTS = join(ROOT, 'test-artifacts');
 let browser: Browser;
 
 beforeAll(async () => {
-  mkdirSync(ARTIFACTS, { recursive: true });
-  browser = await puppeteer.launch({ args: chromium.args, executablePath: await chromium.executablePath(), headless: true });
+  browser = await launchBrowser();
 }, 60_000);
 
 afterAll(async () => {
   killStartedClis();
-  const process = browser?.process();
-  await browser?.close();
-  // A browser that did not close is ended: no process of the test outlives it.
-  if (process !== null && process !== undefined && process.exitCode === null && process.signalCode === null) process.kill('SIGKILL');
+  await closeBrowser(browser);
   await temp.removeAll();
 });
 
-/** A page opened from `file` with every request that is not a `file:` or `data:` URL refused and listed, and its console errors listed. */
-async function openPage(file: string): Promise<{ page: Page; refused: string[]; errors: string[] }> {
-  const page = await browser.newPage();
-  const refused: string[] = [];
-  const errors: string[] = [];
-  await page.setRequestInterception(true);
-  page.on('request', (request) => {
-    const url = request.url();
-    if (url.startsWith('file:') || url.startsWith('data:')) void request.continue();
-    else {
-      refused.push(url);
-      void request.abort();
-    }
-  });
-  page.on('console', (message) => {
-    if (message.type() === 'error') errors.push(message.text());
-  });
-  page.on('pageerror', (error) => errors.push(String(error)));
-  await page.setViewport({ width: 1280, height: 1000 });
-  await page.goto(pathToFileURL(file).href, { waitUntil: 'load' });
-  return { page, refused, errors };
-}
-
-/**
- * Clicks `selector` with the mouse once it is scrolled to and laid out: rows off screen are not laid
- * out until then (`content-visibility: auto`), so a click aimed before would land beside it.
- */
-async function clickSettled(page: Page, selector: string): Promise<void> {
-  await page.$eval(selector, (el) => el.scrollIntoView({ block: 'center' }));
-  await page.evaluate(() => {
-    const frame = (globalThis as unknown as { requestAnimationFrame(callback: () => void): void }).requestAnimationFrame;
-    return new Promise<void>((done) => frame(() => frame(done)));
-  });
-  await page.click(selector);
-}
-
-/** Each step of the list: its id, its status, and the text of its line. */
-async function listedSteps(page: Page): Promise<{ id: string; status: string; summary: string }[]> {
-  return page.$$eval('details.step', (items) =>
-    items.map((item) => ({
-      id: item.getAttribute('data-step-id') ?? '',
-      status: item.querySelector('[data-status]')?.getAttribute('data-status') ?? '',
-      summary: item.querySelector('summary')?.textContent ?? '',
-    })),
-  );
-}
+const openPage = (file: string): ReturnType<typeof openIn> => openIn(browser, file);
 
 describe("the page capsule run --report writes, in a browser", () => {
   let page: Page;

@@ -5,7 +5,7 @@
  * plan's discarded and not-run steps, and the critical path.
  */
 import { readSessionModel } from '../../src/run-page/read-run.js';
-import type { RunModel, StepModel } from '../../src/run-page/run-model.js';
+import { groupState, type RunModel, type StepModel } from '../../src/run-page/run-model.js';
 import { killStartedClis, TempDirs } from '../cli/helpers.js';
 import { runDemo, runStopped } from './runs.js';
 
@@ -132,5 +132,19 @@ describe('the run model of a run a failure stopped', () => {
     expect(stepOf(run, 'b').attempts[0]?.status).toBe('success');
     expect(stepOf(run, 'c').reason).toBe("not run: the plan stopped when 'a' failed");
     expect(stepOf(run, 'c').attempts).toEqual([]);
+  });
+});
+
+describe("a matrix group's aggregate state", () => {
+  it('is the first state that needs a look (failed, canceled, running, pending, discarded, not-run, skipped), else a success', () => {
+    expect(groupState(['success', 'failed', 'running'])).toBe('failed');
+    expect(groupState(['success', 'canceled', 'skipped'])).toBe('canceled');
+    expect(groupState(['success', 'running', 'pending'])).toBe('running');
+    expect(groupState(['pending', 'not-run'])).toBe('pending');
+    expect(groupState(['discarded', 'not-run'])).toBe('discarded');
+    expect(groupState(['success', 'skipped'])).toBe('skipped');
+    expect(groupState(['success', 'restored', 'cached'])).toBe('success');
+    expect(groupState(['restored', 'restored'])).toBe('restored');
+    expect(groupState(['cached', 'cached'])).toBe('cached');
   });
 });
