@@ -4,12 +4,15 @@
  * the run model, draw the graph when there is one, render the HTML — for 10,000-step runs
  * (layered: 100 waves of 100; wide: one wave), and for a 300-step chain, the largest run whose
  * graph is drawn. The runs are recorded once, with the no-op tool (no step logs), before the timing.
+ * Beside each page, the part of it that reads the records (`readSessionRecords`: the trace, the
+ * event log's lines the page uses, report.json, the step logs' ends) alone.
  */
 import type { Row, Suite } from '../harness.js';
 import { interleave, now } from '../harness.js';
 import { count, noopPlan, type Shape } from '../lib/plans.js';
 import { recordsDir, runChecked } from '../lib/runtime.js';
 import { runPage } from '../../src/run-page/write-page.js';
+import { readSessionRecords } from '../../src/run-page/read-run.js';
 import { shapeLabel } from './scheduler.js';
 
 export const reportSuite: Suite = {
@@ -33,26 +36,39 @@ export const reportSuite: Suite = {
     const graphs = new Map<string, boolean>();
     const samples = await interleave(
       ctx,
-      recorded.map(({ label, dir }) => [
-        label,
-        async (): Promise<number> => {
-          const t0 = now();
-          const { html } = await runPage(dir);
-          const ms = now() - t0;
-          sizes.set(label, html.length);
-          graphs.set(label, html.includes('<svg'));
-          return ms;
-        },
+      recorded.flatMap(({ label, dir }): [string, () => Promise<number>][] => [
+        [
+          label,
+          async (): Promise<number> => {
+            const t0 = now();
+            const { html } = await runPage(dir);
+            const ms = now() - t0;
+            sizes.set(label, html.length);
+            graphs.set(label, html.includes('<svg'));
+            return ms;
+          },
+        ],
+        [
+          `${label} (read)`,
+          async (): Promise<number> => {
+            const t0 = now();
+            readSessionRecords(dir);
+            return now() - t0;
+          },
+        ],
       ]),
     );
     ctx.log(`report: ${count(n)} done`);
-    return recorded.map(({ label, n: steps }): Row => ({
-      case: label,
-      subject: 'capsule report (read, model, draw, render)',
-      unit: 'ms/page',
-      samples: samples.get(label) ?? [],
-      ...(steps >= 10_000 ? { target: { max: 2000, on: 'median' as const, text: '≤ 2 s' } } : {}),
-      note: `page ${Math.round((sizes.get(label) ?? 0) / 1024)} KiB${graphs.get(label) === true ? '; the graph drawn (Graphviz dot in WASM)' : '; no graph (past 300 steps or 1,500 dependencies)'}`,
-    }));
+    return recorded.flatMap(({ label, n: steps }): Row[] => [
+      {
+        case: label,
+        subject: 'capsule report (read, model, draw, render)',
+        unit: 'ms/page',
+        samples: samples.get(label) ?? [],
+        ...(steps >= 10_000 ? { target: { max: 2000, on: 'median' as const, text: '≤ 2 s' } } : {}),
+        note: `page ${Math.round((sizes.get(label) ?? 0) / 1024)} KiB${graphs.get(label) === true ? '; the graph drawn (Graphviz dot in WASM)' : '; no graph (past 300 steps or 1,500 dependencies)'}`,
+      },
+      { case: label, subject: 'reading the records alone', unit: 'ms/page', samples: samples.get(`${label} (read)`) ?? [] },
+    ]);
   },
 };

@@ -86,6 +86,8 @@ export function canonicalJson(value: JsonValue | undefined): string {
   // Built by concatenation (every step of a large --continue takes an identity before the run starts).
   let text: string;
   if (Array.isArray(value)) {
+    // Arrays with no object in them (a `depends_on`, the dependencies' [id, status, output]) are written by JSON.stringify alike, at once.
+    if (withoutObjects(value)) return JSON.stringify(value);
     text = '[';
     for (let i = 0; i < value.length; i++) text += (i === 0 ? '' : ',') + canonicalJson(value[i]);
     return `${text}]`;
@@ -100,4 +102,13 @@ export function canonicalJson(value: JsonValue | undefined): string {
     first = false;
   }
   return `${text}}`;
+}
+
+/** Whether `array` holds only scalars and arrays of the same, at any depth (no object to sort the keys of). */
+function withoutObjects(array: readonly JsonValue[]): boolean {
+  for (const item of array) {
+    if (item === null || typeof item !== 'object') continue;
+    if (!Array.isArray(item) || !withoutObjects(item)) return false;
+  }
+  return true;
 }
