@@ -61,9 +61,14 @@ export class StepRecall {
     const identity = stepIdentity(step, kind, results, this.#context);
     if (identity === null) return null;
     this.#identities.set(step.id, identity);
-    const prior = this.#prior?.steps.get(step.id);
+    return this.restoredFor(step.id, identity);
+  }
+
+  /** The earlier session's result of step `stepId` when it was recorded with `identity` (and the step may be restored), else null. */
+  restoredFor(stepId: string, identity: string): { readonly prior: PriorStep; readonly restored: Restored } | null {
+    const prior = this.#prior?.steps.get(stepId);
     if (prior === undefined || prior.identity !== identity) return null;
-    if (this.#restorable !== null && !this.#restorable.has(step.id)) return null;
+    if (this.#restorable !== null && !this.#restorable.has(stepId)) return null;
     return { prior, restored: { restored_from: { session_id: (this.#prior as PriorResults).sessionId, event_id: prior.event_id }, attempts: prior.attempts } };
   }
 
