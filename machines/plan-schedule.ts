@@ -69,6 +69,17 @@ export interface Schedule {
    * wherever it is declared (no declaration-order pass to wait for), and steps settle as they end.
    */
   readonly eager: boolean;
+  /**
+   * Results restored from an earlier session (`PlanInput.restored`, docs/continue.md#records), by
+   * declaration index (null: none), or null when the run restores nothing.
+   */
+  readonly restored: readonly (StepResult | null)[] | null;
+  /**
+   * For each step, how many `depends_on` mentions have not settled restored: a restored result
+   * stands only for a step whose dependencies all settled restored (its identity was taken
+   * against their restored outputs). Null when the run restores nothing.
+   */
+  readonly unrestoredDeps: Int32Array | null;
 }
 
 /** A sibling's outcome discarded by a `fail` stop (`docs/plan-format.md#settling-a-wave`), for the host. */
@@ -94,7 +105,7 @@ export type ConditionEvaluator = (condition: string | undefined, results: Result
 export type ScanResult = 'wave' | 'over';
 
 /** Builds the schedule of a validated plan. O(steps + dependency mentions). */
-export function createSchedule(steps: readonly PlanStep[], kinds: readonly StepKind[], eager = false): Schedule {
+export function createSchedule(steps: readonly PlanStep[], kinds: readonly StepKind[], eager = false, restored: readonly (StepResult | null)[] | null = null): Schedule {
   const indexOf = new Map<string, number>();
   steps.forEach((step, index) => indexOf.set(step.id, index));
   const unsettledDeps = steps.map(() => 0);
@@ -142,6 +153,8 @@ export function createSchedule(steps: readonly PlanStep[], kinds: readonly StepK
     finishing: false,
     skipAlways: false,
     eager,
+    restored,
+    unrestoredDeps: restored === null ? null : Int32Array.from(unsettledDeps),
   };
   unsettledDeps.forEach((count, index) => {
     if (count === 0) heapPush(schedule.candidates, index);
@@ -188,7 +201,8 @@ export function scan(schedule: Schedule, canceled: boolean, evaluate: ConditionE
         return 'over';
       }
       if (verdict.value) {
-        ready.push(index);
+        if (settleRestored(schedule, index, passOf(index), nextScan)) progress = true;
+        else ready.push(index);
       } else {
         record(schedule, { step_id: step.id, status: 'skipped', output: null, error: null, attempts: 0, duration_ms: 0 }, index, passOf(index), nextScan);
         progress = true;
@@ -389,8 +403,9 @@ export function joinReady(schedule: Schedule, canceled: boolean, evaluate: Condi
       schedule.failedStep = step.id;
       return;
     }
-    if (verdict.value) schedule.wave.push(index);
-    else record(schedule, { step_id: step.id, status: 'skipped', output: null, error: null, attempts: 0, duration_ms: 0 }, index, -1, null);
+    if (verdict.value) {
+      if (!settleRestored(schedule, index, -1, null)) schedule.wave.push(index);
+    } else record(schedule, { step_id: step.id, status: 'skipped', output: null, error: null, attempts: 0, duration_ms: 0 }, index, -1, null);
   }
 }
 
@@ -478,6 +493,24 @@ function blockFirstUnsettled(schedule: Schedule): void {
   const step = schedule.steps[schedule.firstUnsettled] as PlanStep;
   record(schedule, { step_id: step.id, status: 'failed', output: null, error: BLOCKED, attempts: 0, duration_ms: 0 }, schedule.firstUnsettled, -1, null);
   schedule.failedStep = step.id;
+}
+
+/**
+ * A ready step with a restored result (`PlanInput.restored`) whose dependencies all settled
+ * restored settles with it at once, as a false `if` settles skipped: it is not dispatched (no
+ * step actor, no attempt), and its dependants may join the same scan. False: the step is dispatched.
+ */
+function settleRestored(schedule: Schedule, index: number, scanIndex: number, nextScan: number[] | null): boolean {
+  const result = schedule.restored?.[index];
+  const unrestored = schedule.unrestoredDeps;
+  if (result === null || result === undefined || unrestored === null || unrestored[index] !== 0) return false;
+  const { dependants, dependantsFrom, dependantsTo } = schedule;
+  for (let k = dependantsFrom[index] as number, end = dependantsTo[index] as number; k < end; k++) {
+    const dependant = dependants[k] as number;
+    unrestored[dependant] = (unrestored[dependant] as number) - 1;
+  }
+  record(schedule, result, index, scanIndex, nextScan);
+  return true;
 }
 
 /**

@@ -90,6 +90,14 @@ export interface PlanInput {
    * and starts at once every step whose dependencies have all settled.
    */
   readonly schedule?: 'waves' | 'eager';
+  /**
+   * Results restored from an earlier session (`--continue`, docs/continue.md#records), by
+   * declaration index: the result a step settles with instead of being dispatched, or null. Such
+   * a step settles with it when the scan finds it ready (its `if` holding) and every step it
+   * depends on settled restored too; otherwise it is dispatched as any step. Absent: nothing is
+   * restored this way (how a log recorded before it replays).
+   */
+  readonly restored?: readonly (StepResult | null)[];
 }
 
 /** `CANCEL` from the host: graceful (`force: false`, docs/cancel.md#plan-runs) or forced (end running steps now). */
@@ -492,7 +500,7 @@ export const planMachine = setup({
     killGraceMs: input.killGraceMs,
     poolSize: Math.max(1, Math.floor(input.poolSize ?? DEFAULT_POOL_SIZE)),
     sliceSize: input.sliceSize === undefined ? Number.POSITIVE_INFINITY : Math.max(1, Math.floor(input.sliceSize)),
-    schedule: createSchedule(input.steps, input.kinds, input.schedule === 'eager'),
+    schedule: createSchedule(input.steps, input.kinds, input.schedule === 'eager', input.restored ?? null),
     canceled: input.canceledAtStart,
     forced: false,
     stopping: false,

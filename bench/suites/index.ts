@@ -7,6 +7,7 @@ import type { Suite } from '../harness.js';
 import { backgroundSuite } from './background.js';
 import { cacheSuite } from './cache.js';
 import { cancelSuite } from './cancel.js';
+import { continueSuite } from './continue.js';
 import { doorsSuite } from './doors.js';
 import { memorySuite } from './memory.js';
 import { recordsSuite } from './records.js';
@@ -14,4 +15,4 @@ import { reportSuite } from './report.js';
 import { schedulerSuite } from './scheduler.js';
 import { shellSuite } from './shell.js';
 
-export const SUITES: readonly Suite[] = [schedulerSuite, shellSuite, cancelSuite, recordsSuite, memorySuite, backgroundSuite, doorsSuite, reportSuite, cacheSuite];
+export const SUITES: readonly Suite[] = [schedulerSuite, shellSuite, cancelSuite, recordsSuite, memorySuite, backgroundSuite, doorsSuite, reportSuite, cacheSuite, continueSuite];

@@ -31,6 +31,15 @@ function buildSchemas() {
   const positiveInteger = z.number().int().positive();
   const milliseconds = z.number().nonnegative();
 
+  const StepResultSchema = z.looseObject({
+    step_id: z.string(),
+    status: z.enum(['success', 'failed', 'skipped']),
+    output: z.unknown().optional(),
+    error: z.string().nullable().optional(),
+    attempts: z.number().optional(),
+    duration_ms: z.number().optional(),
+  });
+
   const PlanInputSchema = z.looseObject({
     planId: z.string(),
     actorId: z.string().optional(),
@@ -44,16 +53,9 @@ function buildSchemas() {
     poolSize: positiveInteger.optional(),
     sliceSize: positiveInteger.optional(),
     schedule: z.enum(['waves', 'eager']).optional(),
+    restored: z.array(StepResultSchema.nullable()).optional(),
   });
 
-  const StepResultSchema = z.looseObject({
-    step_id: z.string(),
-    status: z.enum(['success', 'failed', 'skipped']),
-    output: z.unknown().optional(),
-    error: z.string().nullable().optional(),
-    attempts: z.number().optional(),
-    duration_ms: z.number().optional(),
-  });
 
   const StepInputSchema = z.looseObject({
     step: z.looseObject({ id: z.string() }),
@@ -195,6 +197,18 @@ function withMatrixInstances(parsed: readonly PlanStep[], logged: readonly unkno
   });
 }
 
+/** A step result as a logged input holds it (its fields checked by `StepResultSchema`). */
+function stepResultFromLog(result: { step_id: string; status: StepResult['status']; output?: unknown; error?: string | null | undefined; attempts?: number | undefined; duration_ms?: number | undefined }): StepResult {
+  return {
+    step_id: result.step_id,
+    status: result.status,
+    output: (result.output ?? null) as StepResult['output'],
+    error: result.error ?? null,
+    attempts: result.attempts ?? 1,
+    duration_ms: result.duration_ms ?? 0,
+  };
+}
+
 /** A plan actor's input (`PlanInput`) from its logged form. */
 export function planInputFromLog(logged: unknown): PlanInput | InputError {
   const checked = decoders().PlanInputSchema.safeParse(logged);
@@ -207,6 +221,9 @@ export function planInputFromLog(logged: unknown): PlanInput | InputError {
   }
   if (input.stepActorIds !== undefined && input.stepActorIds.length !== steps.length) {
     return { error: `the plan actor's input has ${steps.length} steps but ${input.stepActorIds.length} stepActorIds` };
+  }
+  if (input.restored !== undefined && input.restored.length !== steps.length) {
+    return { error: `the plan actor's input has ${steps.length} steps but ${input.restored.length} restored results` };
   }
   return {
     planId: input.planId,
@@ -221,6 +238,7 @@ export function planInputFromLog(logged: unknown): PlanInput | InputError {
     ...(input.poolSize !== undefined ? { poolSize: input.poolSize } : {}),
     ...(input.sliceSize !== undefined ? { sliceSize: input.sliceSize } : {}),
     ...(input.schedule !== undefined ? { schedule: input.schedule } : {}),
+    ...(input.restored !== undefined ? { restored: input.restored.map((result) => (result === null ? null : stepResultFromLog(result))) } : {}),
   };
 }
 
@@ -236,14 +254,7 @@ export function stepInputFromLog(logged: unknown): StepInput | InputError {
   const planStep = steps[0] as PlanStep;
   const results = new Map<string, StepResult>();
   for (const [id, result] of Object.entries(input.results ?? {})) {
-    results.set(id, {
-      step_id: result.step_id,
-      status: result.status,
-      output: (result.output ?? null) as StepResult['output'],
-      error: result.error ?? null,
-      attempts: result.attempts ?? 1,
-      duration_ms: result.duration_ms ?? 0,
-    });
+    results.set(id, stepResultFromLog(result));
   }
   const kind: StepKind = input.kind ?? (planStep.tool !== undefined ? 'tool' : planStep.shell !== undefined ? 'shell' : 'capsule');
   return {

@@ -28,12 +28,12 @@
  * reused (a window of microseconds; a cgroup is frozen while its members are read and signalled,
  * which closes it there).
  */
-import { readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { normalize, sep } from 'node:path';
 import { hasCgroupKill, parseCgroup2Mounts, readCgroupEvents } from './cgroups.js';
 import { CgroupSignaller, CgroupUnit, cgroupTreeProcs, removeCgroupTree, settlesWithin } from './cgroup-unit.js';
 import { CGROUP_ROOT_NAME } from './containment.js';
-import { forEachLiveProcess, groupNumberReused as groupNumberReusedSince, isProvenGroupMember, isSameLiveProcess, processName, readProcStat, type ProcessRef } from './proc.js';
+import { forEachLiveProcess, isProvenGroupMember, isSameLiveProcess, processName, readProcStat, type ProcessRef, type ProcStat } from './proc.js';
 import { groupMembers, KILL_VERIFY_TIMEOUT_MS, ProcessGroupRegistry } from './process-groups.js';
 import { signalProcess, type EndSignal } from './signals.js';
 
@@ -145,6 +145,34 @@ export function vetRecordedCgroup(
   return { ok: true, dir: recorded, sessionDir };
 }
 
+/** Trees past which {@link procStats} reads `/proc` once rather than a stat per tree. */
+const PROC_SNAPSHOT_TREES = 64;
+
+/**
+ * How {@link probeTrees} reads a pid's stat: for a few trees, one read each; for many (a dead
+ * session of thousands of steps names thousands of exited pids), one walk of `/proc` first, every
+ * process in it (zombies too) — a failed read per exited pid costs far more than the walk.
+ */
+function procStats(trees: number): (pid: number) => ProcStat | null {
+  if (trees <= PROC_SNAPSHOT_TREES) return readProcStat;
+  const stats = new Map<number, ProcStat>();
+  let entries: string[] = [];
+  try {
+    entries = readdirSync('/proc');
+  } catch {
+    // no /proc: nothing is found alive, as a read per pid would find
+  }
+  for (const entry of entries) {
+    const first = entry.charCodeAt(0);
+    if (first < 48 || first > 57) continue;
+    const pid = Number(entry);
+    if (!Number.isInteger(pid)) continue;
+    const stat = readProcStat(pid);
+    if (stat !== null) stats.set(pid, stat);
+  }
+  return (pid) => stats.get(pid) ?? null;
+}
+
 /**
  * What is alive of each recorded tree of session `sessionId` (one `/proc` walk for all of them).
  * Fields are checked before use: a pid ≤ 1, a negative start time or a cgroup that is not the
@@ -153,13 +181,16 @@ export function vetRecordedCgroup(
 export function probeTrees(trees: readonly RecordedTree[], sessionId: string, options: ProbeOptions = {}): TreeLiveness[] {
   const mounts = cgroupMountPoints();
   const notBefore = isTick(options.notBefore ?? null) ? (options.notBefore as number) : null;
+  const statOf = procStats(trees.length);
+  // A session's cgroup directory that is gone holds no unit: its trees' cgroups are not read one by one.
+  const sessionDirs = new Map<string, boolean>();
   const partial = trees.map((tree) => {
-    const leaderStat = isPid(tree.pid) ? readProcStat(tree.pid) : null;
+    const leaderStat = isPid(tree.pid) ? statOf(tree.pid) : null;
     const recordRefused =
       notBefore !== null && isTick(tree.startTime) && tree.startTime < notBefore
         ? `pid ${tree.pid} is recorded as starting at tick ${tree.startTime}, before the session's runtime did (tick ${notBefore}): not a process it started`
         : null;
-    const sameProcess = recordRefused === null && isPid(tree.pid) && isTick(tree.startTime) && isSameLiveProcess({ pid: tree.pid, startTime: tree.startTime });
+    const sameProcess = recordRefused === null && isPid(tree.pid) && isTick(tree.startTime) && leaderStat !== null && leaderStat.state !== 'Z' && leaderStat.startTime === tree.startTime;
     // The runtime starts every tree with setsid: a leader of its own group still leads its own session.
     const leaderAlive = sameProcess && (tree.pgid !== tree.pid || leaderStat?.session === tree.pid);
     const pidReused = leaderStat !== null && leaderStat.state !== 'Z' && isTick(tree.startTime) && leaderStat.startTime !== tree.startTime;
@@ -168,10 +199,15 @@ export function probeTrees(trees: readonly RecordedTree[], sessionId: string, op
     if (tree.cgroup !== null) {
       const vetted = vetRecordedCgroup(tree.cgroup, sessionId, mounts);
       if (!vetted.ok) cgroupRefused = vetted.reason;
-      else if (readCgroupEvents(vetted.dir) !== null) cgroup = vetted.dir;
+      else {
+        let present = sessionDirs.get(vetted.sessionDir);
+        if (present === undefined) sessionDirs.set(vetted.sessionDir, (present = existsSync(vetted.sessionDir)));
+        if (present && readCgroupEvents(vetted.dir) !== null) cgroup = vetted.dir;
+      }
     }
     // Without a cgroup the group is the tree: believed when its number still names the leader, or nobody.
-    const groupNumberReused = tree.pgid !== null && tree.pgid === tree.pid && isTick(tree.startTime) && groupNumberReusedSince(tree.pgid, tree.startTime);
+    // The group's number names another process now (the leader's own stat: pgid is its pid).
+    const groupNumberReused = tree.pgid !== null && tree.pgid === tree.pid && isTick(tree.startTime) && leaderStat !== null && leaderStat.startTime !== tree.startTime;
     const byGroup = recordRefused === null && cgroup === null && tree.cgroup === null && isPid(tree.pgid) && isTick(tree.startTime) && !groupNumberReused;
     return { tree, leaderAlive, pidReused, cgroup, cgroupRefused, recordRefused, byGroup };
   });

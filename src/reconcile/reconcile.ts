@@ -181,6 +181,7 @@ export function scanFile(path: string, options: ScanOptions = {}): TraceScan {
       const n = readSync(fd, buffer, 0, buffer.length, null);
       if (n === 0) break;
       scanner.push(buffer.subarray(0, n));
+      if (options.untilSession === true && scanner.hasSession) break;
     }
     return scanner.finish();
   } finally {

@@ -267,7 +267,8 @@ export async function resumeSession(session: ResumingSession, priorDir: string, 
     const notBefore = unproven === null ? int(start['pid_start_time']) : null;
     const checked = trees.filter((t) => t.refused === null);
     const probed = probeTrees(checked.map((t) => t.recorded), priorId, { notBefore });
-    const liveness = trees.map((t) => (t.refused === null ? probed[checked.indexOf(t)] : notChecked(t.refused)));
+    const probedOf = new Map(checked.map((t, i) => [t, probed[i]]));
+    const liveness = trees.map((t) => (t.refused === null ? probedOf.get(t) : notChecked(t.refused)));
     outcome = { ...outcome, unprovenTrees: trees.length - checked.length };
 
     const reconcileOptions: ReconcileOptions = {

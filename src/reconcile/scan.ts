@@ -74,6 +74,11 @@ export interface ScanOptions {
    * `plan_step` results, docs/continue.md).
    */
   readonly onRecord?: (record: Readonly<Record<string, unknown>>, proof: Proof | null) => void;
+  /**
+   * Stop reading once a `session_start` was read (a caller that wants only whose session the
+   * trace is, as `--continue` asks before a session opens): the scan covers the file up to it.
+   */
+  readonly untilSession?: boolean;
 }
 
 /** The key of a process identity (pid and start time) in {@link TraceScan.processLost}. */
@@ -190,6 +195,11 @@ export class TraceScanner {
       this.#lineOffset = base + start;
     }
     if (start < data.length) this.#hold(Buffer.from(data.subarray(start)), base + start);
+  }
+
+  /** Whether a `session_start` was read. */
+  get hasSession(): boolean {
+    return this.#session !== null;
   }
 
   /** Scans the unterminated last line, if any, and returns the result. */

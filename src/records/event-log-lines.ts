@@ -53,10 +53,48 @@ export function eventLogLine(value: Readonly<Record<string, unknown>>): EventLog
   if (kind !== 'event' && kind !== 'snapshot') {
     return { ok: false, error: `unknown kind ${describeKind(kind)} (an event-log line is of kind event or snapshot)` };
   }
+  // Most lines are plainly well-formed: said so without zod (a 10,000-step run's log has ~10^5 lines); the schemas judge the rest, and word every error.
+  if (kind === 'event' ? plainEventLine(value) : plainSnapshotLine(value)) return { ok: true, record: value as unknown as EventLine | SnapshotLine };
   const parsed = kind === 'event' ? EventLineSchema.safeParse(value) : SnapshotLineSchema.safeParse(value);
   if (!parsed.success) return { ok: false, error: `not an event-log ${kind} line: ${formatIssues(parsed.error.issues)}` };
   // The parse keeps every key (and copies nothing deep): the line itself is the record.
   return { ok: true, record: value as unknown as EventLine | SnapshotLine };
+}
+
+const isNumber = (value: unknown): boolean => typeof value === 'number' && Number.isFinite(value);
+const isPlainObject = (value: unknown): value is Readonly<Record<string, unknown>> => typeof value === 'object' && value !== null && !Array.isArray(value);
+const optional = (value: unknown, check: (v: unknown) => boolean): boolean => value === undefined || check(value);
+const isString = (value: unknown): boolean => typeof value === 'string';
+
+/** A line {@link EventLineSchema} accepts, checked field by field (false: let the schema judge it). */
+function plainEventLine(value: Readonly<Record<string, unknown>>): boolean {
+  return (
+    isNumber(value['seq']) &&
+    optional(value['ts'], isNumber) &&
+    isString(value['actor']) &&
+    isString(value['type']) &&
+    optional(value['from'], isString) &&
+    optional(value['external'], (v) => v === true) &&
+    optional(value['machine'], isString) &&
+    optional(value['event'], isPlainObject)
+  );
+}
+
+const SNAPSHOT_STATUSES: ReadonlySet<unknown> = new Set(['active', 'done', 'error', 'stopped']);
+
+/** A line {@link SnapshotLineSchema} accepts, checked field by field (false: let the schema judge it). */
+function plainSnapshotLine(value: Readonly<Record<string, unknown>>): boolean {
+  const emitted = value['emitted'];
+  return (
+    isNumber(value['seq']) &&
+    optional(value['ts'], isNumber) &&
+    isString(value['actor']) &&
+    isString(value['event']) &&
+    'state' in value &&
+    SNAPSHOT_STATUSES.has(value['status']) &&
+    optional(value['error'], isString) &&
+    (emitted === undefined || (Array.isArray(emitted) && emitted.every((item) => isPlainObject(item) && isString(item['type']))))
+  );
 }
 
 /** Whether a line's text nests deeper than {@link MAX_RECORD_DEPTH} (checked before `JSON.parse`). */

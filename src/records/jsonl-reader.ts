@@ -127,8 +127,12 @@ export class JsonlFollower {
   #push(chunk: Buffer, at: number, entries: JsonlEntry[], problems: JsonlProblem[]): void {
     let start = 0;
     for (let end = chunk.indexOf(0x0a, start); end >= 0; end = chunk.indexOf(0x0a, start)) {
-      this.#hold(chunk.subarray(start, end));
-      this.#endLine(false, entries, problems);
+      // A line whole in this chunk is read in place: it is parsed before the buffer is reused.
+      if (this.#pendingBytes === 0 && end - start <= MAX_RECORD_LINE_BYTES) this.#lineBytes(chunk.subarray(start, end), end - start, false, entries, problems);
+      else {
+        this.#hold(chunk.subarray(start, end));
+        this.#endLine(false, entries, problems);
+      }
       this.#offset = at + end + 1;
       start = end + 1;
     }
@@ -148,7 +152,6 @@ export class JsonlFollower {
   }
 
   #endLine(last: boolean, entries: JsonlEntry[], problems: JsonlProblem[]): void {
-    const offset = this.#offset;
     const length = this.#pendingBytes;
     const overflow = this.#overflow;
     const bytes = overflow ? null : this.#pending.length === 1 ? (this.#pending[0] as Buffer) : Buffer.concat(this.#pending, length);
@@ -156,6 +159,12 @@ export class JsonlFollower {
     this.#pendingBytes = 0;
     this.#overflow = false;
     if (last) this.#offset += length;
+    this.#lineBytes(bytes, length, last, entries, problems);
+  }
+
+  /** One line's bytes (null: past the limit, not held), `length` bytes, starting at {@link offset} (before it, for the `last` line). */
+  #lineBytes(bytes: Buffer | null, length: number, last: boolean, entries: JsonlEntry[], problems: JsonlProblem[]): void {
+    const offset = last ? this.#offset - length : this.#offset;
     const line = ++this.#line;
     const where = `${this.file}:${line} (byte ${offset})`;
     const problem = (code: JsonlProblem['code'], message: string): void => {
@@ -179,8 +188,8 @@ export class JsonlFollower {
     } catch {
       return problem(torn, last ? `the last line has no newline and is not UTF-8 (${length} bytes): a write cut short by a crash` : `not UTF-8 (${length} bytes)`);
     }
-    if (text.trim() === '') return;
-    if (textNestingExceeds(text, MAX_RECORD_DEPTH)) return problem(ERROR_CODES.RECORD_LINE_INVALID, `nested deeper than ${MAX_RECORD_DEPTH} levels of arrays and objects (no record is)`);
+    if (text.charCodeAt(0) !== 0x7b && text.trim() === '') return;
+    if (!bracketsAtMost(bytes, MAX_RECORD_DEPTH) && textNestingExceeds(text, MAX_RECORD_DEPTH)) return problem(ERROR_CODES.RECORD_LINE_INVALID, `nested deeper than ${MAX_RECORD_DEPTH} levels of arrays and objects (no record is)`);
     let value: unknown;
     try {
       value = JSON.parse(text);
@@ -190,6 +199,18 @@ export class JsonlFollower {
     if (typeof value !== 'object' || value === null || Array.isArray(value)) return problem(ERROR_CODES.RECORD_LINE_INVALID, `expected a JSON object, got ${clip(text)}`);
     entries.push({ value: value as Record<string, unknown>, line, offset });
   }
+}
+
+/**
+ * Whether `bytes` holds at most `limit` opening brackets (`{`, `[`), strings included: then it
+ * cannot nest deeper than `limit`, and the character-by-character depth check is not needed.
+ */
+function bracketsAtMost(bytes: Uint8Array, limit: number): boolean {
+  let count = 0;
+  for (const bracket of [0x7b, 0x5b]) {
+    for (let i = bytes.indexOf(bracket); i >= 0; i = bytes.indexOf(bracket, i + 1)) if (++count > limit) return false;
+  }
+  return true;
 }
 
 /**

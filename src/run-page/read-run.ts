@@ -26,6 +26,11 @@ const REPORT_MAX_BYTES = 64 * 1024 * 1024;
 
 /** The model of the session recorded in `recordsDir`. */
 export function readSessionModel(recordsDir: string, nowMs: number = Date.now(), depth = 0): SessionModel {
+  return sessionModel(readSessionRecords(recordsDir, nowMs, depth));
+}
+
+/** What {@link sessionModel} is made of, read from `recordsDir` (its children's models made already). */
+export function readSessionRecords(recordsDir: string, nowMs: number = Date.now(), depth = 0): Parameters<typeof sessionModel>[0] {
   const trace = readTrace(recordsDir);
   const events: EventLogRecord[] = [];
   const problems = trace.problems.map((problem) => problem.message);
@@ -69,7 +74,7 @@ export function readSessionModel(recordsDir: string, nowMs: number = Date.now(),
       if (existsSync(join(dir, 'trace.jsonl'))) children.set(id, readSessionModel(dir, nowMs, depth + 1));
     }
   }
-  return sessionModel({
+  return {
     recordsDir,
     trace: trace.records,
     events,
@@ -79,7 +84,7 @@ export function readSessionModel(recordsDir: string, nowMs: number = Date.now(),
     problems,
     children,
     nowMs,
-  });
+  };
 }
 
 /** Whether the model reads an event-log line (docs/run-page.md#where-the-facts-come-from). */

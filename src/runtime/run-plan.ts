@@ -613,6 +613,8 @@ export function startPlan(options: RunPlanOptions): PlanRun {
     // In a session that ran a plan of this id (or a step of one of these ids) already, the new
     // actors are tagged (`plan:<id>~2`): the event log, replay and inspect tell them apart.
     const actorIds = session.actorNames.claimPlan(plan.id, plan.steps.map((step) => step.id));
+    // What can be restored before anything runs settles in the plan actor without a step actor (docs/continue.md#records).
+    const restored = recall.settledAhead(plan.steps, kinds);
     const input: PlanInput = {
       planId: plan.id,
       // Only a tag is logged: a plan with the plain ids logs the input it always did.
@@ -628,6 +630,8 @@ export function startPlan(options: RunPlanOptions): PlanRun {
       sliceSize,
       // Logged only when eager: a waves run logs the input it always did.
       ...((options.schedule ?? plan.schedule) === 'eager' ? { schedule: 'eager' as const } : {}),
+      // Logged only with --continue: a run that restores nothing logs the input it always did.
+      ...(restored !== null ? { restored } : {}),
     };
     const actor = createActor(provideKind('plan', implementations), {
       id: actorIds.actorId,

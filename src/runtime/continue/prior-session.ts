@@ -31,7 +31,8 @@ export function refuseUncontinuable(priorDir: string): void {
   const path = join(dir, TRACE_FILE);
   let start: Readonly<Record<string, unknown>> | null;
   try {
-    start = scanFile(path).sessionRecord;
+    // Only whose session it is matters here: the whole trace is read once, by the resume after.
+    start = scanFile(path, { untilSession: true }).sessionRecord;
   } catch (error) {
     const missing = (error as NodeJS.ErrnoException).code === 'ENOENT';
     throw new ContinueRefusedError(

@@ -6,6 +6,7 @@
  * outcome, restored instead of run. Kept beside the machines (as the step logs are): the step
  * machine sees an attempt that finished, the report and the trace say it was restored.
  */
+import type { PlanStep, StepKind, StepResult } from '../../../machines/contracts.js';
 import type { AttemptInput, AttemptOutcome } from '../../../machines/step.machine.js';
 import type { RestoredFrom } from '../../records/trace-records.js';
 import { stepIdentity, type IdentityContext } from './step-identity.js';
@@ -38,6 +39,8 @@ export class StepRecall {
   readonly #restorable: ReadonlySet<string> | null;
   readonly #identities = new Map<string, string>();
   readonly #restored = new Map<string, Restored>();
+  /** Steps {@link settledAhead} handed to the plan actor, until one of them is dispatched after all. */
+  readonly #ahead = new Map<string, Restored>();
 
   /**
    * @param prior      the earlier session's results, or null (a run that restores nothing: identities only).
@@ -49,18 +52,91 @@ export class StepRecall {
     this.#restorable = restorable;
   }
 
+  /**
+   * The seam of every restore: the earlier session's result of `step` when it stands for the step
+   * dispatched with `results` (same identity, and the step may be restored), else null. The
+   * identity, when there is one, is kept for the step's `plan_step`.
+   */
+  lookUp(step: PlanStep, kind: StepKind, results: AttemptInput['step']['results']): { readonly prior: PriorStep; readonly restored: Restored } | null {
+    const identity = stepIdentity(step, kind, results, this.#context);
+    if (identity === null) return null;
+    this.#identities.set(step.id, identity);
+    return this.restoredFor(step.id, identity);
+  }
+
+  /** The earlier session's result of step `stepId` when it was recorded with `identity` (and the step may be restored), else null. */
+  restoredFor(stepId: string, identity: string): { readonly prior: PriorStep; readonly restored: Restored } | null {
+    const prior = this.#prior?.steps.get(stepId);
+    if (prior === undefined || prior.identity !== identity) return null;
+    if (this.#restorable !== null && !this.#restorable.has(stepId)) return null;
+    return { prior, restored: { restored_from: { session_id: (this.#prior as PriorResults).sessionId, event_id: prior.event_id }, attempts: prior.attempts } };
+  }
+
+  /**
+   * The plan actor's `restored` input (`PlanInput.restored`, declaration order): for each step
+   * that can be restored before anything runs — every step it depends on restored so too, and
+   * its identity, taken against their restored results, the one recorded — the result it settles
+   * with, without a step actor or an attempt; null for every other step, which is dispatched
+   * (and may still be restored by {@link recall} once its dependencies' outputs are known). Null
+   * when nothing is restored this way.
+   */
+  settledAhead(steps: readonly PlanStep[], kinds: readonly StepKind[]): (StepResult | null)[] | null {
+    if (this.#prior === null || this.#prior.steps.size === 0) return null;
+    const indexOf = new Map<string, number>();
+    steps.forEach((step, index) => indexOf.set(step.id, index));
+    // Dependencies first (a step may depend on one declared after it): Kahn's order over the DAG.
+    const waiting = steps.map((step) => step.depends_on.length);
+    const dependants: number[][] = steps.map(() => []);
+    steps.forEach((step, index) => {
+      for (const dep of step.depends_on) {
+        const at = indexOf.get(dep);
+        if (at !== undefined) dependants[at]?.push(index);
+      }
+    });
+    const ready: number[] = [];
+    waiting.forEach((count, index) => {
+      if (count === 0) ready.push(index);
+    });
+    const settled: (StepResult | null)[] = steps.map(() => null);
+    let any = false;
+    while (ready.length > 0) {
+      const index = ready.pop() as number;
+      const step = steps[index] as PlanStep;
+      for (const next of dependants[index] ?? []) {
+        waiting[next] = (waiting[next] as number) - 1;
+        if (waiting[next] === 0) ready.push(next);
+      }
+      if (!this.#prior.steps.has(step.id)) continue;
+      const results = new Map<string, StepResult>();
+      let restoredDeps = true;
+      for (const dep of step.depends_on) {
+        const result = settled[indexOf.get(dep) ?? -1];
+        if (result === null || result === undefined) {
+          restoredDeps = false;
+          break;
+        }
+        results.set(dep, result);
+      }
+      if (!restoredDeps) continue;
+      const found = this.lookUp(step, kinds[index] ?? 'unknown', results);
+      if (found === null) continue;
+      settled[index] = { step_id: step.id, status: 'success', output: found.prior.output, error: null, attempts: found.prior.attempts, duration_ms: 0 };
+      this.#ahead.set(step.id, found.restored);
+      any = true;
+    }
+    return any ? settled : null;
+  }
+
   /** The attempt hook (`AttemptEnvironment.recall`): the restored outcome, or null to run the attempt. */
   readonly recall = (input: AttemptInput): AttemptOutcome | null => {
     if (input.attempt !== 1) return null;
     const { step, kind, results } = input.step;
-    const identity = stepIdentity(step, kind, results, this.#context);
-    if (identity === null) return null;
-    this.#identities.set(step.id, identity);
-    const prior = this.#prior?.steps.get(step.id);
-    if (prior === undefined || prior.identity !== identity) return null;
-    if (this.#restorable !== null && !this.#restorable.has(step.id)) return null;
-    this.#restored.set(step.id, { restored_from: { session_id: (this.#prior as PriorResults).sessionId, event_id: prior.event_id }, attempts: prior.attempts });
-    return { status: 'success', output: prior.output, error: null };
+    // Dispatched after all (a dependency was not restored): whatever it settles as, it is not the restore planned ahead.
+    this.#ahead.delete(step.id);
+    const found = this.lookUp(step, kind, results);
+    if (found === null) return null;
+    this.#restored.set(step.id, found.restored);
+    return { status: 'success', output: found.prior.output, error: null };
   };
 
   identity(stepId: string): string | undefined {
@@ -68,7 +144,7 @@ export class StepRecall {
   }
 
   restored(stepId: string): Restored | undefined {
-    return this.#restored.get(stepId);
+    return this.#restored.get(stepId) ?? this.#ahead.get(stepId);
   }
 
   /** Whether the earlier session's result of `stepId` would stand for it dispatched with `results` (a `--from`/`--only` check). */

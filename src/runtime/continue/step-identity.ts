@@ -83,7 +83,32 @@ function lookUpBinary(word: string, context: IdentityContext): unknown {
 export function canonicalJson(value: JsonValue | undefined): string {
   if (value === undefined) return 'null';
   if (value === null || typeof value !== 'object') return JSON.stringify(value);
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  const keys = Object.keys(value).filter((key) => value[key] !== undefined).sort();
-  return `{${keys.map((key) => `${JSON.stringify(key)}:${canonicalJson(value[key])}`).join(',')}}`;
+  // Built by concatenation (every step of a large --continue takes an identity before the run starts).
+  let text: string;
+  if (Array.isArray(value)) {
+    // Arrays with no object in them (a `depends_on`, the dependencies' [id, status, output]) are written by JSON.stringify alike, at once.
+    if (withoutObjects(value)) return JSON.stringify(value);
+    text = '[';
+    for (let i = 0; i < value.length; i++) text += (i === 0 ? '' : ',') + canonicalJson(value[i]);
+    return `${text}]`;
+  }
+  const keys = Object.keys(value).sort();
+  text = '{';
+  let first = true;
+  for (const key of keys) {
+    const member = value[key];
+    if (member === undefined) continue;
+    text += `${first ? '' : ','}${JSON.stringify(key)}:${canonicalJson(member)}`;
+    first = false;
+  }
+  return `${text}}`;
+}
+
+/** Whether `array` holds only scalars and arrays of the same, at any depth (no object to sort the keys of). */
+function withoutObjects(array: readonly JsonValue[]): boolean {
+  for (const item of array) {
+    if (item === null || typeof item !== 'object') continue;
+    if (!Array.isArray(item) || !withoutObjects(item)) return false;
+  }
+  return true;
 }
