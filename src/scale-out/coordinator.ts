@@ -69,14 +69,16 @@ export class Coordinator implements RemoteAttempts {
   readonly #redis: Redis;
   readonly #queue: Queue;
   readonly #events: QueueEvents;
+  readonly #connections: readonly Redis[];
   readonly #pending = new Map<string, Pending>();
   readonly #lease: NodeJS.Timeout;
   readonly #watch: NodeJS.Timeout;
   #downSince: number | null = null;
   #closed = false;
 
-  private constructor(options: CoordinatorOptions, redis: Redis, queue: Queue, events: QueueEvents) {
+  private constructor(options: CoordinatorOptions, redis: Redis, queue: Queue, events: QueueEvents, connections: readonly Redis[]) {
     this.#options = options;
+    this.#connections = connections;
     this.#redis = redis;
     this.#queue = queue;
     this.#events = events;
@@ -97,8 +99,10 @@ export class Coordinator implements RemoteAttempts {
   static async open(options: CoordinatorOptions): Promise<Coordinator> {
     const redis = await connectRedis(options.redis, `capsule-coordinator:${options.sessionId}`);
     const name = queueName(options.sessionId);
-    const queue = new Queue(name, { connection: redis.duplicate() });
-    const events = new QueueEvents(name, { connection: redis.duplicate() });
+    const connections = [redis.duplicate(), redis.duplicate()] as const;
+    for (const connection of connections) connection.on('error', () => {});
+    const queue = new Queue(name, { connection: connections[0] });
+    const events = new QueueEvents(name, { connection: connections[1] });
     queue.on('error', () => {});
     await events.waitUntilReady();
     const lockDurationMs = options.lockDurationMs ?? DEFAULT_LOCK_DURATION_MS;
@@ -109,7 +113,7 @@ export class Coordinator implements RemoteAttempts {
       .sadd(SESSIONS_KEY, options.sessionId)
       .publish(SESSIONS_CHANNEL, JSON.stringify({ type: 'open', session: options.sessionId }))
       .exec();
-    return new Coordinator(options, redis, queue, events);
+    return new Coordinator(options, redis, queue, events, connections);
   }
 
   runsRemotely(run: AttemptRun): boolean {
@@ -170,6 +174,8 @@ export class Coordinator implements RemoteAttempts {
       // Redis is gone: the lease expires on its own and the workers drop the session then.
     }
     await Promise.allSettled([this.#events.close(), this.#queue.close()]);
+    // BullMQ leaves a connection it was given open.
+    for (const connection of this.#connections) connection.disconnect();
     this.#redis.disconnect();
   }
 

@@ -64,6 +64,8 @@ interface Running {
 /** One coordinator session's queue, served. */
 interface Served {
   readonly worker: Worker;
+  /** Its own connection: BullMQ leaves a connection it was given open. */
+  readonly connection: Redis;
   readonly lockDurationMs: number;
   lastRenewedAt: number;
 }
@@ -136,7 +138,7 @@ export class ScaleOutWorker {
     this.#closing = true;
     clearInterval(this.#timer);
     if (force) for (const running of this.#running.values()) this.#endAttempt(running, graceMs, 'the worker was stopped');
-    await Promise.allSettled([...this.#served.values()].map((served) => served.worker.close()));
+    await Promise.allSettled([...this.#served.values()].map((served) => served.worker.close().finally(() => served.connection.disconnect())));
     this.#served.clear();
     this.#subscriber.disconnect();
     this.#redis.disconnect();
@@ -174,15 +176,17 @@ export class ScaleOutWorker {
     }
     if (this.#served.has(session)) return;
     const lockDurationMs = settings.lock_duration_ms ?? DEFAULT_LOCK_DURATION_MS;
+    const connection = this.#redis.duplicate();
+    connection.on('error', () => {});
     const worker = new Worker(queueName(session), (job) => this.#process(session, job), {
-      connection: this.#redis.duplicate(),
+      connection,
       concurrency: this.#options.concurrency,
       lockDuration: lockDurationMs,
       stalledInterval: Math.max(1000, Math.round(lockDurationMs / 2)),
       // A job whose worker was lost more often than the session allows fails (the coordinator says why first).
       maxStalledCount: settings.max_lost ?? DEFAULT_MAX_LOST,
     });
-    const served: Served = { worker, lockDurationMs, lastRenewedAt: Date.now() };
+    const served: Served = { worker, connection, lockDurationMs, lastRenewedAt: Date.now() };
     worker.on('locksRenewed', () => (served.lastRenewedAt = Date.now()));
     worker.on('error', () => {});
     this.#served.set(session, served);
@@ -196,6 +200,7 @@ export class ScaleOutWorker {
     for (const running of this.#running.values()) if (running.session === session) this.#endAttempt(running, 2000, why);
     this.#notice(`session ${session} dropped: ${why}`);
     await served.worker.close().catch(() => {});
+    served.connection.disconnect();
   }
 
   #endAttempt(running: Running, graceMs: number, why: string): void {
