@@ -138,7 +138,22 @@ export class ScaleOutWorker {
     this.#closing = true;
     clearInterval(this.#timer);
     if (force) for (const running of this.#running.values()) this.#endAttempt(running, graceMs, 'the worker was stopped');
-    await Promise.allSettled([...this.#served.values()].map((served) => served.worker.close().finally(() => served.connection.disconnect())));
+    // BullMQ's close waits on Redis: with Redis gone it would wait for ever, so the running attempts end first and the wait is bounded.
+    const closing = Promise.allSettled([...this.#served.values()].map((served) => served.worker.close()));
+    const idle = (): boolean => this.#running.size === 0;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      closing,
+      new Promise<void>((resolve) => {
+        const check = (): void => {
+          if (idle() && this.#redis.status !== 'ready') return resolve();
+          timer = setTimeout(check, 200);
+        };
+        check();
+      }),
+    ]);
+    clearTimeout(timer);
+    for (const served of this.#served.values()) served.connection.disconnect();
     this.#served.clear();
     this.#subscriber.disconnect();
     this.#redis.disconnect();

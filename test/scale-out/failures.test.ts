@@ -1,0 +1,90 @@
+/**
+ * What happens when things go wrong in a run on workers (docs/scale-out.md#what-is-guaranteed):
+ * SIGTERM to the coordinator ends every step on every worker; a worker SIGKILLed mid-step loses
+ * nothing — the attempt runs again on another worker, recorded as `worker_lost`, without using the
+ * step's retries — and no step ever has two live process trees (sampled). Real redis-server and
+ * real worker processes, all stopped after.
+ */
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { isProcessAlive, killStartedClis, parseReport, startCli, TempDirs, traceRecords, waitFor, writeJson } from '../cli/helpers.js';
+import type { StartedCli } from '../cli/helpers.js';
+import { describeWithRedis, startRedis, startWorker, stopWorker, TEST_KEY, type TestRedis } from './redis-harness.js';
+
+const dirs = new TempDirs();
+const ENV = { CAPSULE_SCALE_OUT_KEY: TEST_KEY };
+
+/** The coordinator's records directory, once its session has opened. */
+function recordsDirOf(cli: StartedCli): string | null {
+  return /records: (\S+)/.exec(cli.stderr())?.[1] ?? null;
+}
+
+/** The process_start records the coordinator's trace holds so far (none before its trace exists). */
+function starts(dir: string): Record<string, unknown>[] {
+  const recordsRoot = join(dir, '.capsule', 'records', 'latest');
+  if (!existsSync(join(recordsRoot, 'trace.jsonl'))) return [];
+  return traceRecords(recordsRoot, 'process_start');
+}
+
+describeWithRedis('a run on workers when something fails', () => {
+  let redis: TestRedis;
+  const workers: StartedCli[] = [];
+
+  beforeAll(async () => {
+    redis = await startRedis();
+  });
+
+  afterEach(async () => {
+    await Promise.all(workers.splice(0).map(stopWorker));
+    killStartedClis();
+  });
+
+  afterAll(async () => {
+    killStartedClis();
+    await redis?.stop();
+    await dirs.removeAll();
+  });
+
+  it('ends every step on every worker when the coordinator gets SIGTERM', async () => {
+    const dir = dirs.make('sigterm');
+    writeJson(dir, 'plan.json', { id: 'long', steps: ['s1', 's2', 's3', 's4'].map((id) => ({ id, shell: 'sleep 60' })) });
+    for (const name of ['w1', 'w2']) workers.push(await startWorker(redis.url, ['--name', name, '--concurrency', '2', '--allow', 'sleep'], { cwd: dir }));
+    const coordinator = startCli(['run', 'plan.json', '--json', '--redis', redis.url, '--allow', 'sleep'], { cwd: dir, env: ENV });
+    await waitFor(() => starts(dir).length === 4, 20_000, 'the four steps to start on the workers');
+    const trees = starts(dir);
+    expect(new Set(trees.map((start) => (start['worker'] as { name: string }).name))).toEqual(new Set(['w1', 'w2']));
+    coordinator.child.kill('SIGTERM');
+    const ended = await coordinator.done;
+    const report = parseReport(ended.stdout);
+    expect(report.canceled).toBe(true);
+    expect(report.results.map((result) => result.status)).toEqual(['failed', 'failed', 'failed', 'failed']);
+    // Every tree on every worker is gone (the workers run on this machine: their pids are ours to look at).
+    for (const start of trees) expect(isProcessAlive(start['pid'] as number)).toBe(false);
+    expect(recordsDirOf(coordinator)).toBe(report.records_dir);
+  });
+
+  it('loses no step when a worker is SIGKILLed mid-step: the attempt runs on another worker, recorded as worker_lost, its retries untouched, never two live trees', async () => {
+    const dir = dirs.make('lost');
+    writeJson(dir, 'plan.json', { id: 'survive', steps: [{ id: 'slow', shell: 'sleep 3', retries: 0 }] });
+    const first = await startWorker(redis.url, ['--name', 'doomed', '--allow', 'sleep'], { cwd: dir });
+    workers.push(first);
+    const coordinator = startCli(['run', 'plan.json', '--json', '--redis', redis.url, '--allow', 'sleep', '--lock-duration', '2'], { cwd: dir, env: ENV });
+    await waitFor(() => starts(dir).length === 1, 20_000, 'the step to start on the first worker');
+    workers.push(await startWorker(redis.url, ['--name', 'spare', '--allow', 'sleep'], { cwd: dir }));
+    first.child.kill('SIGKILL');
+    // Sampled until the run ends: at most one of the step's trees is alive at any moment.
+    let mostAlive = 0;
+    const sampler = setInterval(() => {
+      const alive = starts(dir).filter((start) => isProcessAlive(start['pid'] as number)).length;
+      mostAlive = Math.max(mostAlive, alive);
+    }, 20);
+    const ended = await coordinator.done;
+    clearInterval(sampler);
+    const report = parseReport(ended.stdout);
+    expect(report.results[0]).toMatchObject({ step_id: 'slow', status: 'success', attempts: 1 });
+    expect(mostAlive).toBe(1);
+    const trees = traceRecords(report.records_dir, 'process_start');
+    expect(trees.map((start) => (start['worker'] as { name: string }).name)).toEqual(['doomed', 'spare']);
+    expect(traceRecords(report.records_dir, 'worker_lost')).toEqual([expect.objectContaining({ step_id: 'slow', attempt: 1, lost: 1 })]);
+  });
+});
