@@ -29,7 +29,7 @@ export function registerWorker(program: Command): void {
   program
     .command('worker')
     .description("run the steps of capsule run --redis coordinators on this machine (docs/scale-out.md): each in a session of this worker's, under its own manifest and allow list")
-    .requiredOption('--redis <url>', 'the Redis the coordinators use: redis://[user:password@]host:port[/db], or rediss://… for TLS')
+    .option('--redis <url>', 'the Redis the coordinators use: redis://[user:password@]host:port[/db], or rediss://… for TLS (default: $CAPSULE_REDIS_URL, which keeps a password off the command line)')
     .option('--concurrency <n>', 'steps run at once (per coordinator session; default 1)', parsePositiveInteger)
     .option('--workdir <dir>', 'directory the steps run in (default: the current directory)')
     .option('--manifest <file>', "this worker's manifest: what its steps may run (default: <workdir>/capsule.json when present)")
@@ -42,7 +42,10 @@ export function registerWorker(program: Command): void {
     });
 }
 
-async function workerCommand(options: WorkerCommandOptions): Promise<ExitCode> {
+async function workerCommand(given: WorkerCommandOptions): Promise<ExitCode> {
+  const redis = given.redis ?? process.env['CAPSULE_REDIS_URL'];
+  if (redis === undefined || redis === '') return usageError('capsule worker needs the Redis its coordinators use: --redis URL or $CAPSULE_REDIS_URL (docs/scale-out.md#running-workers)');
+  const options = { ...given, redis };
   const workdir = resolve(options.workdir ?? process.cwd());
   if (!isDirectory(workdir)) return usageError(`--workdir ${workdir} is not a directory`);
   const source = findManifest(options.manifest, options.workdir);
@@ -58,7 +61,7 @@ async function workerCommand(options: WorkerCommandOptions): Promise<ExitCode> {
   const { redisOptions } = await import('../scale-out/redis.js');
   let key: Buffer;
   try {
-    redisOptions(options.redis as string);
+    redisOptions(options.redis);
     key = sharedKey(options.keyFile);
   } catch (error) {
     return usageError(messageOf(error));
@@ -81,7 +84,7 @@ async function workerCommand(options: WorkerCommandOptions): Promise<ExitCode> {
   const { ScaleOutWorker } = await import('../scale-out/worker.js');
   let worker: Awaited<ReturnType<typeof ScaleOutWorker.start>>;
   try {
-    worker = await ScaleOutWorker.start({ redis: options.redis as string, key, session, concurrency: options.concurrency ?? 1, allow: options.allow ?? [], name, onNotice: say });
+    worker = await ScaleOutWorker.start({ redis: options.redis, key, session, concurrency: options.concurrency ?? 1, allow: options.allow ?? [], name, onNotice: say });
   } catch (error) {
     await session.end('error');
     return usageError(messageOf(error));
