@@ -6,6 +6,7 @@
  * real worker processes, all stopped after.
  */
 import { existsSync } from 'node:fs';
+import { createServer, connect, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { isProcessAlive, killStartedClis, parseReport, startCli, TempDirs, traceRecords, waitFor, writeJson } from '../cli/helpers.js';
 import type { StartedCli } from '../cli/helpers.js';
@@ -24,6 +25,32 @@ function starts(dir: string): Record<string, unknown>[] {
   const recordsRoot = join(dir, '.capsule', 'records', 'latest');
   if (!existsSync(join(recordsRoot, 'trace.jsonl'))) return [];
   return traceRecords(recordsRoot, 'process_start');
+}
+
+/** A TCP proxy to Redis the test can cut: every connection through it is dropped and new ones refused (a partition). */
+async function startProxy(targetPort: number): Promise<{ port: number; cut(): void; close(): Promise<void> }> {
+  const sockets = new Set<Socket>();
+  let cut = false;
+  const server: Server = createServer((client) => {
+    if (cut) return client.destroy();
+    const upstream = connect(targetPort, '127.0.0.1');
+    for (const socket of [client, upstream]) {
+      sockets.add(socket);
+      socket.on('error', () => {});
+      socket.on('close', () => sockets.delete(socket));
+    }
+    client.pipe(upstream).pipe(client);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  return {
+    port: typeof address === 'object' && address !== null ? address.port : 0,
+    cut: () => {
+      cut = true;
+      for (const socket of sockets) socket.destroy();
+    },
+    close: () => new Promise((resolve) => server.close(() => resolve())),
+  };
 }
 
 describeWithRedis('a run on workers when something fails', () => {
@@ -86,5 +113,35 @@ describeWithRedis('a run on workers when something fails', () => {
     const trees = traceRecords(report.records_dir, 'process_start');
     expect(trees.map((start) => (start['worker'] as { name: string }).name)).toEqual(['doomed', 'spare']);
     expect(traceRecords(report.records_dir, 'worker_lost')).toEqual([expect.objectContaining({ step_id: 'slow', attempt: 1, lost: 1 })]);
+  });
+
+  it('has a worker cut off from Redis end its tree before the step is re-dispatched to another worker', async () => {
+    const dir = dirs.make('partition');
+    writeJson(dir, 'plan.json', { id: 'partitioned', steps: [{ id: 'slow', shell: 'sleep 4' }] });
+    const proxy = await startProxy(redis.port);
+    try {
+      // The first worker reaches Redis only through the proxy; the spare one directly.
+      const cutOff = await startWorker(`redis://127.0.0.1:${proxy.port}`, ['--name', 'cut-off', '--allow', 'sleep'], { cwd: dir });
+      workers.push(cutOff);
+      const coordinator = startCli(['run', 'plan.json', '--json', '--redis', redis.url, '--allow', 'sleep', '--lock-duration', '2'], { cwd: dir, env: ENV });
+      await waitFor(() => starts(dir).length === 1, 20_000, 'the step to start on the worker behind the proxy');
+      const first = starts(dir)[0] as Record<string, unknown>;
+      workers.push(await startWorker(redis.url, ['--name', 'spare', '--allow', 'sleep'], { cwd: dir }));
+      proxy.cut();
+      // The cut-off worker ends its tree on its own (it hears nothing from Redis any more) …
+      await waitFor(() => !isProcessAlive(first['pid'] as number), 10_000, "the cut-off worker's tree to end");
+      // … and only then does the step start elsewhere.
+      expect(starts(dir)).toHaveLength(1);
+      await waitFor(() => cutOff.stderr().includes('was not renewed'), 5_000, 'the cut-off worker to say why it ended the step');
+      const ended = await coordinator.done;
+      const report = parseReport(ended.stdout);
+      expect(report.results[0]).toMatchObject({ step_id: 'slow', status: 'success', attempts: 1 });
+      const trees = traceRecords(report.records_dir, 'process_start');
+      expect(trees.map((start) => (start['worker'] as { name: string }).name)).toEqual(['cut-off', 'spare']);
+      expect(traceRecords(report.records_dir, 'worker_lost')).toHaveLength(1);
+    } finally {
+      proxy.cut();
+      await proxy.close();
+    }
   });
 });

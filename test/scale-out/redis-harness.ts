@@ -5,6 +5,7 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
+import { join } from 'node:path';
 import { startCli, waitFor, type StartedCli } from '../cli/helpers.js';
 
 /** The shared key of the tests' coordinators and workers. */
@@ -71,9 +72,13 @@ export async function startRedis(extraArgs: readonly string[] = []): Promise<Tes
   };
 }
 
+let workers = 0;
+
 /** Starts `capsule worker` and resolves once it is ready (it serves every session announced from then on). */
 export async function startWorker(redisUrl: string, args: readonly string[], options: { cwd: string; env?: Record<string, string> }): Promise<StartedCli> {
-  const worker = startCli(['worker', '--redis', redisUrl, ...args], { cwd: options.cwd, env: { CAPSULE_SCALE_OUT_KEY: TEST_KEY, ...(options.env ?? {}) } });
+  // Records of its own, outside the workdir's records root: the coordinator's `latest` stays the coordinator's.
+  const records = join(options.cwd, '.workers', `worker-${++workers}`);
+  const worker = startCli(['worker', '--redis', redisUrl, '--records', records, ...args], { cwd: options.cwd, env: { CAPSULE_SCALE_OUT_KEY: TEST_KEY, ...(options.env ?? {}) } });
   await waitFor(() => worker.stderr().includes(': ready (') || worker.child.exitCode !== null, 20_000, 'the worker to be ready');
   if (worker.child.exitCode !== null) throw new Error(`capsule worker exited: ${worker.stderr()}`);
   return worker;
