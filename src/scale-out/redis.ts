@@ -38,7 +38,9 @@ export async function connectRedis(url: string, name: string): Promise<Redis> {
   const { options } = redisOptions(url);
   const redis = new Redis(url, { ...options, connectionName: name, retryStrategy: (times: number) => Math.min(times * 200, 2000) } as never);
   // ioredis reports every failed reconnection as an error event; the owner watches the connection's state instead.
-  redis.on('error', () => {});
+  // The first one says why a first connection failed (NOAUTH, ECONNREFUSED) better than the closed connection does.
+  let cause: Error | null = null;
+  redis.on('error', (error: Error) => (cause ??= error));
   let timer: NodeJS.Timeout | undefined;
   try {
     await Promise.race([
@@ -49,7 +51,9 @@ export async function connectRedis(url: string, name: string): Promise<Redis> {
     ]);
   } catch (error) {
     redis.disconnect();
-    throw new Error(`cannot reach Redis at ${redisUrlText(url)}: ${(error as Error).message}; is redis-server running there (docs/scale-out.md#running-workers)?`);
+    const why = (cause ?? (error as Error)).message;
+    const fix = /NOAUTH|WRONGPASS|auth/i.test(why) ? 'give its password in the URL (redis://:password@host:port)' : 'is redis-server running there';
+    throw new Error(`cannot reach Redis at ${redisUrlText(url)}: ${why}; ${fix} (docs/scale-out.md#running-workers)?`);
   } finally {
     clearTimeout(timer);
   }

@@ -144,4 +144,19 @@ describeWithRedis('a run on workers when something fails', () => {
       await proxy.close();
     }
   });
+
+  it("has the workers end what they run for a coordinator that died, once its lease expires", async () => {
+    const dir = dirs.make('orphan');
+    writeJson(dir, 'plan.json', { id: 'orphaned', steps: [{ id: 'long', shell: 'sleep 60' }] });
+    const worker = await startWorker(redis.url, ['--name', 'lessee', '--allow', 'sleep'], { cwd: dir });
+    workers.push(worker);
+    const coordinator = startCli(['run', 'plan.json', '--json', '--redis', redis.url, '--allow', 'sleep'], { cwd: dir, env: ENV });
+    await waitFor(() => starts(dir).length === 1, 20_000, 'the step to start on the worker');
+    const tree = starts(dir)[0] as Record<string, unknown>;
+    coordinator.child.kill('SIGKILL');
+    await coordinator.done;
+    // The lease lasts 10 s unless renewed; the worker checks it every second.
+    await waitFor(() => !isProcessAlive(tree['pid'] as number), 20_000, "the dead coordinator's step to be ended by its worker");
+    expect(worker.stderr()).toMatch(/lease expired/);
+  }, 40_000);
 });

@@ -144,4 +144,23 @@ describeWithRedis('capsule run --redis on capsule workers', () => {
     expect(report.ok).toBe(false);
     expect(missing.code).toBe(1);
   });
+
+  it('works with a Redis that asks for a password, given in the URL', async () => {
+    const guarded = await startRedis(['--requirepass', 's3cret-redis-pass']);
+    try {
+      const dir = dirs.make('password');
+      writeJson(dir, 'plan.json', { id: 'guarded', steps: [{ id: 'greet', shell: 'echo through a password' }] });
+      const url = `redis://:s3cret-redis-pass@127.0.0.1:${guarded.port}`;
+      workers.push(await startWorker(url, ['--allow', 'echo'], { cwd: dir }));
+      const run = await runCli(['run', 'plan.json', '--json', '--redis', url, '--allow', 'echo'], { cwd: dir, env: ENV });
+      expect(parseReport(run.stdout).results[0]).toMatchObject({ status: 'success', output: 'through a password\n' });
+      // Without it, a clear error at the start.
+      const refused = await runCli(['run', 'plan.json', '--redis', guarded.url, '--allow', 'echo'], { cwd: dir, env: ENV });
+      expect(refused.code).toBe(2);
+      expect(refused.stderr).toMatch(/cannot reach Redis at redis:\/\/127\.0\.0\.1:\d+\/?: .*(NOAUTH|auth)/i);
+    } finally {
+      await Promise.all(workers.splice(0).map(stopWorker));
+      await guarded.stop();
+    }
+  });
 });
