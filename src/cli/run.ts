@@ -221,6 +221,7 @@ export async function runCommand(planPath: string, given: RunCommandOptions): Pr
         sessionId,
         key: sharedKey(options.keyFile),
         ...(options.lockDuration !== undefined ? { lockDurationMs: options.lockDuration * 1000 } : {}),
+        onNotice: (line: string) => warnings.warn({ kind: 'scale-out', message: line }),
       });
       coordinator = opened;
       remote = opened;

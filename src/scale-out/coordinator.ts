@@ -44,7 +44,12 @@ export interface CoordinatorOptions {
   readonly maxLost?: number;
   /** How long Redis may be out of reach mid-run before every attempt waiting on it fails. Default 30 s. */
   readonly unreachableMs?: number;
+  /** Told when steps wait in the queue and no worker serves it (every {@link IDLE_NOTICE_MS}). */
+  readonly onNotice?: (line: string) => void;
 }
+
+/** How long steps may wait in a queue no worker serves before the coordinator says so (and again every as long). */
+export const IDLE_NOTICE_MS = 10_000;
 
 export const DEFAULT_LOCK_DURATION_MS = 30_000;
 export const DEFAULT_MAX_LOST = 2;
@@ -74,6 +79,8 @@ export class Coordinator implements RemoteAttempts {
   readonly #lease: NodeJS.Timeout;
   readonly #watch: NodeJS.Timeout;
   #downSince: number | null = null;
+  /** Since when steps have waited in the queue with none started, or null. */
+  #waitingSince: number | null = null;
   #closed = false;
 
   private constructor(options: CoordinatorOptions, redis: Redis, queue: Queue, events: QueueEvents, connections: readonly Redis[]) {
@@ -268,8 +275,28 @@ export class Coordinator implements RemoteAttempts {
     }
   }
 
+  /** Steps wait and no worker serves the queue: said (the run waits for a worker; a step's `timeout_secs` counts only once it started). */
+  async #checkWorkers(): Promise<void> {
+    const waiting = [...this.#pending.values()].filter((pending) => !pending.started).length;
+    if (waiting === 0 || [...this.#pending.values()].some((pending) => pending.started)) {
+      this.#waitingSince = null;
+      return;
+    }
+    this.#waitingSince ??= Date.now();
+    if (Date.now() - this.#waitingSince < IDLE_NOTICE_MS) return;
+    this.#waitingSince = Date.now();
+    let workers = -1;
+    try {
+      workers = await this.#queue.getWorkersCount();
+    } catch {
+      return;
+    }
+    if (workers === 0) this.#options.onNotice?.(`${waiting} step(s) wait for a worker: no capsule worker serves this session's queue (start one: capsule worker --redis ${redisUrlText(this.#options.redis)}, docs/scale-out.md#running-workers)`);
+  }
+
   /** Redis out of reach longer than the bound: every attempt waiting on it fails, saying so (a run never hangs on Redis). */
   #checkReach(): void {
+    void this.#checkWorkers();
     const bound = this.#options.unreachableMs ?? DEFAULT_UNREACHABLE_MS;
     if (this.#downSince === null || Date.now() - this.#downSince < bound) return;
     for (const jobId of [...this.#pending.keys()]) {

@@ -50,8 +50,10 @@ export interface WorkerOptions {
   readonly onNotice?: (line: string) => void;
 }
 
-/** How often leases are checked. */
+/** How often coordinators' leases are checked. */
 const LEASE_CHECK_MS = 1000;
+/** How often the locks of the running attempts are checked (a small part of any sensible lock duration). */
+const LOCK_CHECK_MS = 100;
 
 /** One attempt this worker runs. */
 interface Running {
@@ -80,6 +82,7 @@ export class ScaleOutWorker {
   readonly #served = new Map<string, Served>();
   readonly #running = new Map<string, Running>();
   readonly #timer: NodeJS.Timeout;
+  readonly #lockTimer: NodeJS.Timeout;
   readonly #me: WorkerName;
   #closing = false;
 
@@ -110,7 +113,8 @@ export class ScaleOutWorker {
     };
     // Its trees hang off its own session node: no plan runs here, only attempts of others' plans.
     this.#traceParent = session.node as unknown as TraceNode<'plan_start'>;
-    this.#timer = setInterval(() => void this.#watch(), LEASE_CHECK_MS);
+    this.#timer = setInterval(() => void this.#watchLeases(), LEASE_CHECK_MS);
+    this.#lockTimer = setInterval(() => this.#watchLocks(), LOCK_CHECK_MS);
   }
 
   /** Connects (a clear error when Redis cannot be reached), then serves every announced session. */
@@ -137,6 +141,7 @@ export class ScaleOutWorker {
   async close(force: boolean, graceMs = 2000): Promise<void> {
     this.#closing = true;
     clearInterval(this.#timer);
+    clearInterval(this.#lockTimer);
     if (force) for (const running of this.#running.values()) this.#endAttempt(running, graceMs, 'the worker was stopped');
     // BullMQ's close waits on Redis: with Redis gone it would wait for ever, so the running attempts end first and the wait is bounded.
     const closing = Promise.allSettled([...this.#served.values()].map((served) => served.worker.close()));
@@ -226,26 +231,31 @@ export class ScaleOutWorker {
   }
 
   /**
-   * Every second: a session whose coordinator's lease expired is dropped (what runs for it is
-   * ended); an attempt whose lock this worker could not renew for 80% of the lock duration is
-   * ended, so that its tree is gone before the lock expires and the job runs elsewhere.
+   * Every {@link LOCK_CHECK_MS}: an attempt whose lock this worker could not renew for 75% of the
+   * lock duration (renewed every half of it) is ended — SIGTERM, SIGKILL after at most a tenth of
+   * the lock duration — so that its tree is gone before the lock expires and the job can run
+   * elsewhere (docs/scale-out.md#a-partition).
    */
-  async #watch(): Promise<void> {
+  #watchLocks(): void {
     const now = Date.now();
     for (const running of this.#running.values()) {
       const served = this.#served.get(running.session);
       if (served === undefined || running.ended) continue;
       const since = Math.max(served.lastRenewedAt, running.startedAt);
-      if (now - since > served.lockDurationMs * 0.8) {
+      if (now - since > served.lockDurationMs * 0.75) {
         this.#endAttempt(running, Math.min(running.run.input.step.killGraceMs, Math.round(served.lockDurationMs * 0.1)), `its lock on the job was not renewed for ${now - since} ms (Redis out of reach?): ended before the lock expires and the job runs elsewhere`);
       }
     }
+  }
+
+  /** Every second: a session whose coordinator's lease expired is dropped, what runs for it ended. */
+  async #watchLeases(): Promise<void> {
     for (const session of [...this.#served.keys()]) {
       let alive = true;
       try {
         alive = (await this.#redis.exists(leaseKey(session))) === 1;
       } catch {
-        continue; // Redis out of reach: the lock rule above ends what runs
+        continue; // Redis out of reach: the lock rule ends what runs
       }
       if (!alive) await this.#drop(session, "its coordinator's lease expired (the coordinator is gone)");
     }

@@ -5,7 +5,7 @@
  * worker processes, all stopped after.
  */
 import { readFileSync } from 'node:fs';
-import { expectReplayIdentical, killStartedClis, parseReport, runCli, TempDirs, traceRecords, writeJson, type ReportJson } from '../cli/helpers.js';
+import { expectReplayIdentical, killStartedClis, parseReport, runCli, startCli, TempDirs, traceRecords, waitFor, writeJson, type ReportJson } from '../cli/helpers.js';
 import type { StartedCli } from '../cli/helpers.js';
 import { describeWithRedis, freePort, startRedis, startWorker, stopWorker, TEST_KEY, type TestRedis } from './redis-harness.js';
 
@@ -162,5 +162,15 @@ describeWithRedis('capsule run --redis on capsule workers', () => {
       await Promise.all(workers.splice(0).map(stopWorker));
       await guarded.stop();
     }
+  });
+
+  it('warns when steps wait and no worker serves the queue, and runs them once a worker comes', async () => {
+    const dir = dirs.make('idle');
+    writeJson(dir, 'plan.json', { id: 'waiting', steps: [{ id: 'greet', shell: 'echo at last' }] });
+    const coordinator = startCli(['run', 'plan.json', '--json', '--redis', redis.url, '--allow', 'echo'], { cwd: dir, env: ENV });
+    await waitFor(() => coordinator.stderr().includes('1 step(s) wait for a worker: no capsule worker serves'), 20_000, 'the warning that no worker serves the queue');
+    workers.push(await startWorker(redis.url, ['--allow', 'echo'], { cwd: dir }));
+    const ended = await coordinator.done;
+    expect(parseReport(ended.stdout).results[0]).toMatchObject({ status: 'success', output: 'at last\n' });
   });
 });
