@@ -2,7 +2,7 @@
  * The coordinator's side of scale-out (`capsule run --redis URL`, docs/scale-out.md): the
  * {@link RemoteAttempts} a plan run starts its shell steps' and command tools' attempts through.
  * The plan actor and the step actors are the local ones; an attempt here enqueues one job in the
- * session's queue (job id: session, step, attempt), and turns what the worker reports into the
+ * session's queue (job id: session, run, step, attempt), and turns what the worker reports into the
  * reports a local attempt sends (LAUNCHED, LEADER_EXITED, one FINISHED), writing the tree's
  * `process_start` with the worker's name and host. So the report, trace and event log are those
  * of a local run.
@@ -135,7 +135,7 @@ export class Coordinator implements RemoteAttempts {
     };
     run.dispatchWhenClear(() => {
       const step = run.input.step;
-      const jobId = jobIdOf(this.#options.sessionId, step.step.id, run.attempt);
+      const jobId = jobIdOf(this.#options.sessionId, run.env.runId, step.step.id, run.attempt);
       pending = { run, jobId, started: false, lost: 0, settled: false };
       this.#pending.set(jobId, pending);
       run.onEnd((graceMs) => end(graceMs));

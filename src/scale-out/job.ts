@@ -28,8 +28,11 @@ export const leaseKey = (sessionId: string): string => `capsule:lease:${sessionI
 /** Marks an attempt told to end, for a worker that takes its job after the control message went by. */
 export const endedKey = (jobId: string): string => `capsule:ended:${jobId}`;
 
-/** The job id of one attempt: session, step and attempt (BullMQ refuses `:` in a custom id). */
-export const jobIdOf = (sessionId: string, stepId: string, attempt: number): string => `${sessionId}.${encodeURIComponent(stepId)}.${attempt}`;
+/**
+ * The job id of one attempt: session, plan run (a session may run several plans whose step ids
+ * repeat), step and attempt (BullMQ refuses `:` in a custom id).
+ */
+export const jobIdOf = (sessionId: string, runId: string, stepId: string, attempt: number): string => `${sessionId}.${runId}.${encodeURIComponent(stepId)}.${attempt}`;
 
 /** What the coordinator sends: one attempt of one step. */
 export interface AttemptJob {
