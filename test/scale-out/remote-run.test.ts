@@ -5,6 +5,7 @@
  * worker processes, all stopped after.
  */
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { expectReplayIdentical, killStartedClis, parseReport, runCli, startCli, TempDirs, traceRecords, waitFor, writeJson, type ReportJson } from '../cli/helpers.js';
 import type { StartedCli } from '../cli/helpers.js';
 import { describeWithRedis, freePort, startRedis, startWorker, stopWorker, TEST_KEY, type TestRedis } from './redis-harness.js';
@@ -172,5 +173,24 @@ describeWithRedis('capsule run --redis on capsule workers', () => {
     workers.push(await startWorker(redis.url, ['--allow', 'echo'], { cwd: dir }));
     const ended = await coordinator.done;
     expect(parseReport(ended.stdout).results[0]).toMatchObject({ status: 'success', output: 'at last\n' });
+  });
+
+  it("masks a declared secret a worker's step prints, in the worker's records and in the coordinator's report and trace", async () => {
+    const value = `ghp_${'x7Q'.repeat(12)}`;
+    const dir = dirs.make('secret');
+    const manifest = { name: 'scale-out-secret', capabilities: { shell: { allow: ['sh'] }, env: { secrets: ['GITHUB_TOKEN'] } } };
+    writeJson(dir, 'capsule.json', manifest);
+    writeJson(dir, 'plan.json', { id: 'secretive', steps: [{ id: 'leak', shell: `sh -c 'echo "token $GITHUB_TOKEN"'` }] });
+    // The worker reads the secret from its own environment, as its manifest declares it.
+    workers.push(await startWorker(redis.url, [], { cwd: dir, env: { GITHUB_TOKEN: value } }));
+    const run = await runCli(['run', 'plan.json', '--json', '--redis', redis.url], { cwd: dir, env: { ...ENV, GITHUB_TOKEN: value } });
+    const report = parseReport(run.stdout);
+    expect(report.results[0]).toMatchObject({ status: 'success', output: 'token ***\n' });
+    expect(run.stdout).not.toContain(value);
+    expect(readFileSync(join(report.records_dir, 'trace.jsonl'), 'utf8')).not.toContain(value);
+    expect(readFileSync(join(report.records_dir, 'events.jsonl'), 'utf8')).not.toContain(value);
+    const log = (report.results[0] as unknown as { logs: { path: string }[] }).logs[0]?.path ?? '';
+    expect(readFileSync(log, 'utf8')).toContain('token ***');
+    expect(readFileSync(log, 'utf8')).not.toContain(value);
   });
 });
