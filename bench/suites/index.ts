@@ -12,7 +12,8 @@ import { doorsSuite } from './doors.js';
 import { memorySuite } from './memory.js';
 import { recordsSuite } from './records.js';
 import { reportSuite } from './report.js';
+import { scaleOutSuite } from './scale-out.js';
 import { schedulerSuite } from './scheduler.js';
 import { shellSuite } from './shell.js';
 
-export const SUITES: readonly Suite[] = [schedulerSuite, shellSuite, cancelSuite, recordsSuite, memorySuite, backgroundSuite, doorsSuite, reportSuite, cacheSuite, continueSuite];
+export const SUITES: readonly Suite[] = [schedulerSuite, shellSuite, cancelSuite, recordsSuite, memorySuite, backgroundSuite, doorsSuite, reportSuite, cacheSuite, continueSuite, scaleOutSuite];

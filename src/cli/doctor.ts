@@ -32,6 +32,9 @@ export interface DoctorCommandOptions {
   readonly runAs?: string;
   readonly privilegedSteps?: boolean;
   readonly network?: string;
+  /** Also check the Redis a worker or `run --redis` would use (docs/scale-out.md). */
+  readonly redis?: string;
+  readonly keyFile?: string;
   readonly json?: boolean;
 }
 
@@ -86,6 +89,8 @@ export function registerDoctor(program: Command): void {
     .option('--run-as <user>', 'check running steps as this user, as `run --run-as`')
     .option('--privileged-steps', 'say what steps would get with `run --privileged-steps`')
     .option('--network <mode>', 'say what steps would get with `run --network MODE` (host or session)')
+    .option('--redis <url>', 'also say what a capsule worker (or run --redis) would get from this Redis: whether it answers, its version, the sessions announced, the shared key')
+    .option('--key-file <file>', 'with --redis: the shared key file to check (default: $CAPSULE_SCALE_OUT_KEY)')
     .option('--json', 'print the findings as one JSON object on stdout')
     .addHelpText('after', '\nExit codes: 0 a run could start here, 1 something would stop it, 2 usage error or bad manifest.')
     .action(async (options: DoctorCommandOptions) => {
@@ -209,8 +214,11 @@ export async function doctorCommand(options: DoctorCommandOptions): Promise<Exit
     ok: nodeOk && info !== null && records.writable && (networkMode === 'host' || sessionNetwork?.available === true),
   };
 
+  // Scale-out (docs/scale-out.md): loaded with --redis alone.
+  const scaleOut = options.redis !== undefined ? await (await import('../scale-out/check.js')).checkScaleOut(options.redis, options.keyFile) : null;
+  const ok = report.ok && (scaleOut?.ok ?? true);
   if (options.json === true) {
-    process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+    process.stdout.write(`${JSON.stringify(scaleOut === null ? report : { ...report, scale_out: scaleOut, ok }, null, 2)}\n`);
   } else {
     const lines = [
       `node: ${process.version}${nodeOk ? '' : ` (too old: capsule-runtime needs ${MIN_NODE.join('.')} or newer)`}`,
@@ -235,8 +243,9 @@ export async function doctorCommand(options: DoctorCommandOptions): Promise<Exit
       ...(path.dropped.length > 0 ? [`warning: ${droppedPathWarning(path)}`] : []),
       resolutions.length === 0 ? 'allow-list: empty (no manifest allow-list, no --allow)' : 'allow-list:',
       ...resolutions.map((r) => `  ${r.entry} → ${r.resolved ?? r.error ?? ''}`),
+      ...(scaleOut !== null ? [(await import('../scale-out/check.js')).describeScaleOut(scaleOut)] : []),
     ];
     process.stdout.write(`${lines.join('\n')}\n`);
   }
-  return report.ok ? EXIT.OK : EXIT.FAILED;
+  return ok ? EXIT.OK : EXIT.FAILED;
 }

@@ -24,6 +24,7 @@ const COMMANDS: Readonly<Record<string, () => Promise<(program: Command) => void
   doctor: async () => (await import('./doctor.js')).registerDoctor,
   serve: async () => (await import('./serve.js')).registerServe,
   mcp: async () => (await import('./mcp.js')).registerMcp,
+  worker: async () => (await import('./worker.js')).registerWorker,
 };
 
 /** Runs the command line `argv` (as `process.argv`) and returns the exit code. */
@@ -39,6 +40,6 @@ export async function main(argv: readonly string[]): Promise<number> {
   for (const command of only) (await (COMMANDS[command] as () => Promise<(program: Command) => void>)())(program);
   // `capsule run`, `capsule serve` and `capsule mcp` take over signals that came while loading (a cancel before
   // the first step; a session ending at once); any other command ends on them as Node would have.
-  if (name !== 'run' && name !== 'serve' && name !== 'mcp' && releaseEarlySignals().length > 0) return EXIT.CANCELED;
+  if (name !== 'run' && name !== 'serve' && name !== 'mcp' && name !== 'worker' && releaseEarlySignals().length > 0) return EXIT.CANCELED;
   return runProgram(program, [...argv]);
 }

@@ -11,6 +11,8 @@ import { describeFsError } from '../records/directories.js';
 import type { Command } from 'commander';
 import { DEFAULT_CANCEL_GRACE_SECS, findManifest, loadManifest, MANIFEST_FILE } from '../manifest.js';
 import { ERROR_CODES, isRuntimeError, messageOf, RunInternalError } from '../errors.js';
+import { newSessionId } from '../ids.js';
+import type { RemoteAttempts } from '../runtime/attempts/remote.js';
 import { startPlan, type PlanReport } from '../runtime/run-plan.js';
 import { explainUnreadPlan, validatePlan } from './validate.js';
 import { releaseEarlySignals } from './early-signals.js';
@@ -37,6 +39,12 @@ export interface RunCommandOptions extends GlobalOptions {
   readonly records?: string;
   readonly capsules?: string;
   readonly allow?: readonly string[];
+  /** Run shell steps and command tools on `capsule worker`s through the Redis at this URL (docs/scale-out.md). */
+  readonly redis?: string;
+  /** The scale-out shared key's file (else `$CAPSULE_SCALE_OUT_KEY`). */
+  readonly keyFile?: string;
+  /** Seconds a worker's lock on a step lasts unless renewed: a lost worker's step is re-dispatched after it. */
+  readonly lockDuration?: number;
   readonly maxParallel?: number;
   /** `waves` or `eager` (docs/plan-format.md#schedule); overrides the plan's `schedule`. */
   readonly schedule?: string;
@@ -91,6 +99,9 @@ export function registerRun(program: Command): void {
     .option('--records <dir>', 'records directory (default: <workdir>/.capsule/records/<session_id>/)')
     .option('--capsules <dir>', 'capsule registry for capsule steps (default: <workdir>/capsules/)')
     .option('--allow <bin>', 'also allow this binary in shell steps (repeatable)', collect)
+    .option('--redis <url>', "run shell steps and command tools on capsule workers through this Redis (redis://[user:password@]host:port or rediss:// for TLS): docs/scale-out.md")
+    .option('--key-file <file>', 'with --redis: the key jobs are signed with, shared with the workers (default: $CAPSULE_SCALE_OUT_KEY)')
+    .option('--lock-duration <secs>', 'with --redis: seconds a worker\'s lock on a step lasts unless renewed; a lost worker\'s step runs elsewhere after it (default 30)', parsePositiveInteger)
     .option('--max-parallel <n>', 'run at most N steps of a wave at once', parsePositiveInteger)
     .option('--schedule <mode>', "how steps start: waves (a wave of ready steps settles together, then the next; the default) or eager (each step as soon as its own dependencies settled); overrides the plan's schedule")
     .option('--json', 'print exactly the JSON report on stdout')
@@ -205,7 +216,34 @@ export async function runCommand(planPath: string, given: RunCommandOptions): Pr
   let startedAt = new Date();
   // Only a resume reads the prior session's records (src/reconcile/): loaded for --resume alone (startup).
   const describeResume = options.resume !== undefined ? (await import('../reconcile/resume.js')).describeResume : null;
+  // Scale-out (docs/scale-out.md): the coordinator is open before the session, its queue named after the session's id; loaded with --redis alone.
+  const sessionId = newSessionId();
+  let coordinator: { close(): Promise<void> } | null = null;
+  let remote: RemoteAttempts | undefined;
+  if (options.redis !== undefined) {
+    try {
+      const { Coordinator } = await import('../scale-out/coordinator.js');
+      const { sharedKey } = await import('../scale-out/job.js');
+      const opened = await Coordinator.open({
+        redis: options.redis,
+        sessionId,
+        key: sharedKey(options.keyFile),
+        ...(options.lockDuration !== undefined ? { lockDurationMs: options.lockDuration * 1000 } : {}),
+        onNotice: (line: string) => warnings.warn({ kind: 'scale-out', message: line }),
+      });
+      coordinator = opened;
+      remote = opened;
+    } catch (error) {
+      progress.dispose();
+      return exitCodeAfterLog(log, usageError(messageOf(error)));
+    }
+  } else if (options.keyFile !== undefined || options.lockDuration !== undefined) {
+    progress.dispose();
+    return exitCodeAfterLog(log, usageError(`${options.keyFile !== undefined ? '--key-file' : '--lock-duration'} is for a run on workers: it needs --redis URL`));
+  }
   const run = startPlan({
+    sessionId,
+    ...(remote !== undefined ? { remote } : {}),
     plan: planPath,
     workdir,
     ...(options.manifest !== undefined ? { manifest: options.manifest } : {}),
@@ -279,6 +317,7 @@ export async function runCommand(planPath: string, given: RunCommandOptions): Pr
   } finally {
     stopHandlingSignals();
     stopOnUncaughtError();
+    await coordinator?.close();
     log.flush();
   }
 

@@ -118,7 +118,8 @@ function inspectUnendedSessionDir(recordsDir: string): AbandonedSession | null {
   // Still running (or, without a recorded start time, possibly still running): not abandoned.
   if (runtimePid !== null && sessionRuntimeMayRun(runtimePid, runtimeStart)) return null;
   const sessionId = str(start['session_id']) ?? '?';
-  const processStarts = records.filter((r) => r['event_type'] === 'process_start' && num(r['pid']) !== null);
+  // A tree a worker ran (docs/scale-out.md#the-same-records) is that machine's, not this one's.
+  const processStarts = records.filter((r) => r['event_type'] === 'process_start' && num(r['pid']) !== null && r['worker'] === undefined);
   // Believed only when proven the runtime's own: a step can write records, not sign them.
   const prover = new RecordProver(recordsDir);
   const proof = prover.prove(start);

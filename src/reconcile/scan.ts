@@ -314,6 +314,8 @@ export class TraceScanner {
     } else if (type === 'session_end') {
       this.#ended = true;
     } else if (type === 'process_start') {
+      // A tree a worker ran on its machine (docs/scale-out.md#the-same-records): not this machine's to look for or signal.
+      if (record['worker'] !== undefined) return;
       const pid = int(record['pid'], 2);
       if (pid === null) return;
       const startTime = int(record['pid_start_time'], 0);

@@ -154,6 +154,23 @@ export interface ProcessStartFields {
   readonly executable: string | null;
   /** The command's argv, `argv[0]` as written. */
   readonly argv: readonly string[];
+  /** Ours: the worker that runs it, for a step run on a worker (`capsule run --redis`, docs/scale-out.md); its pid, cgroup and paths are that machine's. */
+  readonly worker?: { readonly name: string; readonly host: string };
+}
+
+/**
+ * `worker_lost` (ours, docs/scale-out.md#a-worker-dies): the worker running a step's attempt
+ * stopped renewing its lock on the job (it died, or lost Redis); the attempt goes back to the
+ * queue without using the step's retries.
+ */
+export interface WorkerLostFields {
+  readonly plan_id: string;
+  readonly step_id: string;
+  readonly attempt: number;
+  /** The BullMQ job: session, step and attempt. */
+  readonly job_id: string;
+  /** Times this attempt lost its worker so far (bounded: past the bound the step fails saying so). */
+  readonly lost: number;
 }
 
 /** One step of `plan_start.steps` (`docs/trace.md#plan_start`). */
@@ -543,6 +560,7 @@ export interface TraceFieldsByType {
   readonly plan_step: PlanStepFields;
   readonly plan_end: PlanEndFields;
   readonly plan_step_late: PlanStepLateFields;
+  readonly worker_lost: WorkerLostFields;
   readonly task_start: TaskStartFields;
   readonly task_canceled: TaskCanceledFields;
   readonly shell: ShellFields;
@@ -581,6 +599,7 @@ export const TRACE_PARENTS = {
   // Under the session node only when the plan file could not be read or parsed.
   plan_end: ['plan_start', 'session_start'],
   plan_step_late: ['plan_start'],
+  worker_lost: ['plan_start'],
   task_start: ['session_start'],
   task_canceled: ['task_start', 'session_start'],
   // Turn-scoped in Murmur's runtime; without agent turns here: the task, else the session.
@@ -638,12 +657,13 @@ function ordered<T extends object>(fields: T, order: readonly (keyof T)[]): T {
 const ORDER: { readonly [K in TraceEventType]: readonly (keyof TraceFieldsByType[K])[] } = {
   session_start: ['capsule_name', 'capsule_version', 'capabilities', 'tools_declared', 'workdir_exec', 'records_dir', 'runtime', 'pid', 'pid_start_time', 'containment'],
   session_end: ['total_turns', 'total_input_tokens', 'total_output_tokens', 'total_tool_calls', 'total_shell_calls', 'duration_ms', 'exit_status'],
-  process_start: ['owner', 'pid', 'pid_start_time', 'pgid', 'cgroup', 'pid_namespace', 'executable', 'argv'],
+  process_start: ['owner', 'pid', 'pid_start_time', 'pgid', 'cgroup', 'pid_namespace', 'executable', 'argv', 'worker'],
   plan_start: ['plan_id', 'step_count', 'steps'],
   plan_step_start: ['plan_id', 'step_id', 'kind', 'depends_on'],
   plan_step: ['plan_id', 'step_id', 'kind', 'status', 'attempts', 'duration_ms', 'error', 'input', 'state_effect', 'resource_id', 'truncated', 'matrix_group', 'matrix', 'logs', 'identity', 'output', 'restored_from', 'cached'],
   plan_end: ['plan_id', 'outcome', 'failed_step', 'steps_total', 'steps_succeeded', 'steps_failed', 'steps_skipped', 'duration_ms', 'reason'],
   plan_step_late: ['plan_id', 'step_id', 'attempt', 'status', 'error', 'disposition', 'reason'],
+  worker_lost: ['plan_id', 'step_id', 'attempt', 'job_id', 'lost'],
   task_start: ['task_id', 'context_id', 'source', 'origin', 'trust', 'lane', 'delegation_id', 'message_parts_bytes', 'method'],
   task_canceled: ['task_id', 'phase', 'detached_work_ids', 'delegation_ids'],
   shell: ['turn', 'task_id', 'binary', 'command', 'exit_code', 'stdout_bytes', 'stderr_bytes', 'duration_ms', 'resource_limit', 'full_output_path', 'output_capped', 'ended_by', 'output_holders'],

@@ -163,6 +163,13 @@ function buildSchemaTable() {
       disposition: z.literal('ignored'),
       reason: z.literal('canceled'),
     }),
+    worker_lost: () => z.looseObject({
+      plan_id: text,
+      step_id: text,
+      attempt: count,
+      job_id: text,
+      lost: count,
+    }),
     shell: () => z.looseObject({
       turn: count.optional(),
       task_id: text.nullable(),

@@ -8,6 +8,7 @@ import type { AttemptInput, AttemptOutcome } from '../../machines/step.machine.j
 import type { ToolResult } from '../executors/command-tool.js';
 import type { SecretMask } from '../executors/secret-mask.js';
 import type { TraceNode } from '../records/trace-records.js';
+import type { ProcessStartFields } from '../records/trace-records.js';
 import type { Session } from '../session/session.js';
 import type { StepLogs } from './step-logs.js';
 import type { MatrixGroups } from '../plan/matrix.js';
@@ -112,4 +113,6 @@ export interface AttemptEnvironment {
   readonly recall?: (input: AttemptInput) => AttemptOutcome | null;
   /** Told of a result an attempt produced after a forced cancel ended it (recorded as ignored, never applied). */
   readonly onIgnoredResult?: (ignored: IgnoredResult) => void;
+  /** Told of each process tree an attempt started, once its `process_start` is written (a scale-out worker reports it to the coordinator, docs/scale-out.md). */
+  readonly onProcessStart?: (input: AttemptInput, started: ProcessStartFields) => void;
 }

@@ -29,6 +29,7 @@ import type { PriorSession } from './continue/prior-session.js';
 import { Session, type SessionExitStatus, type SessionOptions } from '../session/session.js';
 import type { CanceledRow, CommandTool, FunctionTool, Gate } from './attempt.js';
 import { createAttemptActors } from './attempts/attempt-actors.js';
+import type { RemoteAttempts } from './attempts/remote.js';
 import { closeCanceledRows } from './attempts/delegation-attempt.js';
 import { PlanTrace } from './plan-trace.js';
 import { slicePacer } from './slice-pacer.js';
@@ -181,6 +182,13 @@ export interface RunPlanOptions {
    * for, by the capsule's name as the step writes it. Default: every step asks for `0.1.0`.
    */
   readonly capsuleVersions?: Readonly<Record<string, string>>;
+  /**
+   * Shell steps and command tools run on workers through this (`capsule run --redis`,
+   * docs/scale-out.md); in-process tools and capsule steps run here. Default: every attempt runs here.
+   */
+  readonly remote?: RemoteAttempts;
+  /** The id of the run's own session (ignored with `session`); default a new one. A coordinator names its queue after it before the session opens. */
+  readonly sessionId?: string;
   /** Run inside this session (not ended by the run). Default: a session of its own, ended at the end. */
   readonly session?: Session;
   /** Write `trace.jsonl` (default true). */
@@ -375,6 +383,7 @@ export function startPlan(options: RunPlanOptions): PlanRun {
         manifest: manifest.manifest,
         runtimeDir: manifest.dir ?? workdir,
         clock,
+        ...(options.sessionId !== undefined ? { sessionId: options.sessionId } : {}),
         ...(options.logger !== undefined ? { logger: options.logger } : {}),
         // Claimed atomically too: a run started at the same moment on the same directory is refused (exit 2), not merged into this one's records.
         ...(options.recordsDir !== undefined ? { recordsDir: options.recordsDir, exclusiveRecords: true } : {}),
@@ -588,7 +597,7 @@ export function startPlan(options: RunPlanOptions): PlanRun {
           // the session's trace is closed (the result came after the session ended): the log line stands
         }
       },
-    });
+    }, options.remote);
     const killGraceMs = options.killGraceMs ?? 2000;
     const sliceSize = options.sliceSize ?? DEFAULT_SLICE_SIZE;
     // The effects of every machine of the plan's actor tree (src/actors/actor-kinds.ts); their pure

@@ -111,7 +111,7 @@ function floorOf(path: string): number {
   if (/^src\/(process|executors|records|cancel|cache)\//.test(path)) return 2;
   // The session and what a session does: its shell calls, the resume of an earlier session's records.
   if (/^src\/(session|shell-calls|reconcile)\//.test(path)) return 3;
-  if (/^src\/(runtime|replay|visualize|mcp|run-page)\//.test(path)) return 4;
+  if (/^src\/(runtime|replay|visualize|mcp|run-page|scale-out)\//.test(path)) return 4;
   if (path.startsWith('src/cli') || path === 'src/index') return 5;
   return -1;
 }

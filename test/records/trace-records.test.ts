@@ -19,7 +19,7 @@ describe('trace records (src/records/trace-records.ts)', () => {
   it('defines every record docs/trace.md names for this runtime, the reserved ones included, each with a parent rule', () => {
     expect(TRACE_EVENT_TYPES.sort()).toEqual(
       [
-        'session_start', 'session_end', 'process_start', 'plan_start', 'plan_step_start', 'plan_step', 'plan_end', 'plan_step_late',
+        'session_start', 'session_end', 'process_start', 'plan_start', 'plan_step_start', 'plan_step', 'plan_end', 'plan_step_late', 'worker_lost',
         'task_start', 'task_canceled', 'shell', 'shell_detached', 'shell_completed', 'shell_abandoned', 'shell_lost',
         'process_lost', 'session_resume', 'process_reaped', 'delegation_start', 'delegation',
       ].sort(),

@@ -252,16 +252,18 @@ export class AttemptRun {
   }
 }
 
+/** What starting an attempt gives its actor: the tree it started (ended if the actor is stopped), and what a graceful cancel does. */
+export interface AttemptStart {
+  readonly tree: () => ContainedProcess | null;
+  readonly onCancel?: () => void;
+}
+
 /**
  * An attempt actor of one kind: a callback actor that creates the {@link AttemptRun}, runs
  * `start` with it, takes `ATTEMPT.END` / `ATTEMPT.CANCEL`, and on stop (the step was stopped
  * before the attempt finished) ends the tree the attempt started.
  */
-export function attemptActor(
-  env: AttemptEnvironment,
-  lastTrees: LastTrees,
-  start: (run: AttemptRun) => { readonly tree: () => ContainedProcess | null; readonly onCancel?: () => void } | void,
-) {
+export function attemptActor(env: AttemptEnvironment, lastTrees: LastTrees, start: (run: AttemptRun) => AttemptStart | void) {
   return fromCallback<AttemptRequest, AttemptInput>(({ input, sendBack, receive }) => {
     let stopped = false;
     const run = new AttemptRun(env, input, (report) => {
@@ -340,6 +342,7 @@ export function trackTree(run: AttemptRun, tree: ContainedProcess): void {
   const started = processStartFields(tree);
   if (started !== null) {
     run.env.session.trace.write('process_start', run.env.traceParent, started);
+    run.env.onProcessStart?.(run.input, started);
     run.remember(tree);
   }
   // FINISHED waits for the ending: the attempt settles once its tree is proven gone.

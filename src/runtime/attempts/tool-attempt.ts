@@ -11,7 +11,7 @@ import type { ContainedProcess } from '../../process/containment.js';
 import type { AttemptEnvironment, FunctionTool, ToolCallContext } from '../attempt.js';
 import { messageOf } from '../../errors.js';
 import { maskedSink } from '../../executors/secret-mask.js';
-import { attemptActor, closeStepLog, openStepLog, stepPlace, trackTree, type AttemptRun, type LastTrees } from './attempt-run.js';
+import { attemptActor, closeStepLog, openStepLog, stepPlace, trackTree, type AttemptRun, type AttemptStart, type LastTrees } from './attempt-run.js';
 
 /** Error of an in-process tool that returned something other than a ToolResult. */
 export const invalidFunctionToolResult = (name: string): string =>
@@ -19,19 +19,22 @@ export const invalidFunctionToolResult = (name: string): string =>
 
 /** The `toolAttempt` actor logic for one plan run. */
 export function toolAttemptActor(env: AttemptEnvironment, lastTrees: LastTrees) {
-  return attemptActor(env, lastTrees, (run) => {
-    let tree: ContainedProcess | null = null;
-    run.dispatchWhenClear(() => {
-      const { step, results } = run.input.step;
-      const interpolated = interpolateInput(step.input, results);
-      if (!interpolated.ok) return run.fail(interpolated.error);
-      if (step.tool === undefined) return run.fail(`step '${step.id}' has no runnable kind`);
-      runTool(run, step, interpolated.value, (started) => {
-        tree = started;
-      });
+  return attemptActor(env, lastTrees, startToolAttempt);
+}
+
+/** Runs one tool attempt here (the actor's work; a scale-out worker runs a command tool's for a job too, `src/scale-out/`). */
+export function startToolAttempt(run: AttemptRun): AttemptStart {
+  let tree: ContainedProcess | null = null;
+  run.dispatchWhenClear(() => {
+    const { step, results } = run.input.step;
+    const interpolated = interpolateInput(step.input, results);
+    if (!interpolated.ok) return run.fail(interpolated.error);
+    if (step.tool === undefined) return run.fail(`step '${step.id}' has no runnable kind`);
+    runTool(run, step, interpolated.value, (started) => {
+      tree = started;
     });
-    return { tree: () => tree };
   });
+  return { tree: () => tree };
 }
 
 function runTool(run: AttemptRun, step: PlanStep, input: JsonValue, onTree: (tree: ContainedProcess) => void): void {

@@ -1,0 +1,128 @@
+/**
+ * One attempt as a BullMQ job (docs/scale-out.md#jobs): what the coordinator sends a worker, what
+ * the worker reports back, the names the two agree on in Redis, and the job's proof. A job is
+ * signed with the key the coordinator and its workers share, an HMAC-SHA256 as the records are
+ * (`src/records/record-proof.ts`), so a worker runs nothing a party without the key put in the
+ * queue. A job carries no secret's value: the step's text (a plan naming a secret's value is
+ * refused before it runs), and the results it references, masked where they entered the run.
+ */
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import type { AttemptOutcome, StepInput } from '../../machines/step.machine.js';
+import type { ProcessRun } from '../../machines/attempt-outcome.js';
+import type { PlanStep, StepKind, StepResult } from '../../machines/contracts.js';
+import type { ProcessStartFields } from '../records/trace-records.js';
+import type { StepLogSummary } from '../records/step-log.js';
+
+/** The set of sessions whose queues workers serve. */
+export const SESSIONS_KEY = 'capsule:sessions';
+/** Where a coordinator announces its session's queue (and its end) to the workers. */
+export const SESSIONS_CHANNEL = 'capsule:sessions';
+/** The control channel: an attempt to end now (timeout, forced cancel), heard by every worker at once. */
+export const CONTROL_CHANNEL = 'capsule:control';
+
+/** The queue of one coordinator session: one queue per session. */
+export const queueName = (sessionId: string): string => `capsule.${sessionId}`;
+/** The coordinator's lease: while it is there, its session's work goes on; once it expires, workers end what they run for it. */
+export const leaseKey = (sessionId: string): string => `capsule:lease:${sessionId}`;
+/** Marks an attempt told to end, for a worker that takes its job after the control message went by. */
+export const endedKey = (jobId: string): string => `capsule:ended:${jobId}`;
+
+/**
+ * The job id of one attempt: session, plan run (a session may run several plans whose step ids
+ * repeat), step and attempt (BullMQ refuses `:` in a custom id).
+ */
+export const jobIdOf = (sessionId: string, runId: string, stepId: string, attempt: number): string => `${sessionId}.${runId}.${encodeURIComponent(stepId)}.${attempt}`;
+
+/** What the coordinator sends: one attempt of one step. */
+export interface AttemptJob {
+  readonly v: 1;
+  readonly session: string;
+  readonly plan: string;
+  readonly run: string;
+  readonly attempt: number;
+  readonly step: {
+    readonly step: PlanStep;
+    readonly index: number;
+    readonly kind: StepKind;
+    readonly timeoutSecs: number | null;
+    readonly killGraceMs: number;
+    /** The results the step's text names (a matrix group's aggregate included), as `[step_id, result]`. */
+    readonly results: readonly (readonly [string, StepResult])[];
+  };
+  /** The proof: {@link signJob}. */
+  readonly mac: string;
+}
+
+/** What a worker reports while the attempt runs (the job's progress). */
+export type AttemptProgress =
+  | { readonly type: 'started'; readonly process: ProcessStartFields; readonly worker: WorkerName }
+  | { readonly type: 'leader_exited'; readonly pid: number; readonly exitCode: number; readonly signal: string | null };
+
+/** The worker and its machine, on every `process_start` of a remote attempt. */
+export interface WorkerName {
+  readonly name: string;
+  readonly host: string;
+}
+
+/** What a worker returns: the attempt's outcome, the facts it was decided from, and its log (which stays on the worker). */
+export interface AttemptJobResult {
+  readonly outcome: AttemptOutcome;
+  readonly process?: ProcessRun;
+  readonly log?: StepLogSummary;
+  readonly worker: WorkerName;
+}
+
+/** The step input of a job (the results a step names, nothing else: a wide plan's map is not sent with every job). */
+export function jobStep(step: StepInput): AttemptJob['step'] {
+  const text = JSON.stringify(step.step);
+  const results: (readonly [string, StepResult])[] = [];
+  for (const [id, result] of step.results) if (text.includes(id)) results.push([id, result]);
+  return { step: step.step, index: step.index, kind: step.kind, timeoutSecs: step.timeoutSecs, killGraceMs: step.killGraceMs, results };
+}
+
+const DOMAIN = 'capsule-runtime scale-out job v1';
+
+const macOf = (key: Buffer, body: string): string => createHmac('sha256', key).update(`${DOMAIN}\n${body}`, 'utf8').digest('hex');
+
+/** The job with its proof: an HMAC-SHA256 under the shared key over the job's JSON without `mac`. */
+export function signJob(job: Omit<AttemptJob, 'mac'>, key: Buffer): AttemptJob {
+  return { ...job, mac: macOf(key, JSON.stringify(job)) };
+}
+
+/** Whether `data` is a job signed with `key`; why not, in words, otherwise. */
+export function verifyJob(data: unknown, key: Buffer): { readonly ok: true; readonly job: AttemptJob } | { readonly ok: false; readonly reason: string } {
+  if (typeof data !== 'object' || data === null || typeof (data as { mac?: unknown }).mac !== 'string') return { ok: false, reason: 'the job carries no proof (mac)' };
+  const { mac, ...rest } = data as AttemptJob;
+  const expected = Buffer.from(macOf(key, JSON.stringify(rest)), 'hex');
+  const given = Buffer.from(mac, 'hex');
+  if (given.length !== expected.length || !timingSafeEqual(given, expected)) return { ok: false, reason: 'its proof does not match the shared key (a job from a session without the key, or changed in Redis)' };
+  if ((rest as { v?: unknown }).v !== 1) return { ok: false, reason: 'it is of a job format this worker does not know' };
+  return { ok: true, job: data as AttemptJob };
+}
+
+/** The environment variable that holds the shared key (its text), when no key file is given. */
+export const KEY_ENV = 'CAPSULE_SCALE_OUT_KEY';
+
+/**
+ * The shared key: the contents of `file` (`--key-file`), else `$CAPSULE_SCALE_OUT_KEY`. Refused
+ * (thrown, with the fix) when there is none or it is shorter than 16 bytes.
+ */
+export function sharedKey(file: string | undefined, env: NodeJS.ProcessEnv = process.env): Buffer {
+  let key: Buffer;
+  let source: string;
+  if (file !== undefined) {
+    source = file;
+    try {
+      key = Buffer.from(readFileSync(file, 'utf8').trim(), 'utf8');
+    } catch (error) {
+      throw new Error(`cannot read the scale-out key file ${file}: ${(error as Error).message}`);
+    }
+  } else {
+    source = `$${KEY_ENV}`;
+    key = Buffer.from(env[KEY_ENV] ?? '', 'utf8');
+  }
+  if (key.length < 16)
+    throw new Error(`no scale-out key: ${source} ${key.length === 0 ? 'is empty or unset' : 'holds fewer than 16 bytes'}; give the coordinator and its workers the same key (--key-file FILE or $${KEY_ENV}, docs/scale-out.md#the-shared-key)`);
+  return key;
+}
