@@ -16,6 +16,7 @@ import { sessionLiveness } from '../process/session-liveness.js';
 import { formatBytes, printable } from './progress.js';
 import { textTable } from './text-table.js';
 import { EXIT, parsePositiveInteger, usageError, type ExitCode } from './program.js';
+import { isDirectory } from '../records/directories.js';
 
 /** Options of `capsule logs`, as commander parses them. */
 export interface LogsCommandOptions {
@@ -334,14 +335,6 @@ function sleep(ms: number, signal?: AbortSignal): Promise<boolean> {
     };
     signal?.addEventListener('abort', onAbort, { once: true });
   });
-}
-
-function isDirectory(path: string): boolean {
-  try {
-    return statSync(path).isDirectory();
-  } catch {
-    return false;
-  }
 }
 
 function mtimeOf(path: string): number {
