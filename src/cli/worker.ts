@@ -76,6 +76,7 @@ async function workerCommand(given: WorkerCommandOptions): Promise<ExitCode> {
       manifest,
       runtimeDir: manifestDir ?? workdir,
       onWarning: (message) => say(`warning: ${message}`),
+      pointLatest: false,
       ...(options.records !== undefined ? { recordsDir: resolve(options.records), exclusiveRecords: true } : {}),
     });
   } catch (error) {

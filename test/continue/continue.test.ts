@@ -134,6 +134,17 @@ describe('capsule run --continue', () => {
     expect(result(changed.report, 'use').restored_from).toBeUndefined();
   });
 
+  it('says so when the continued session has no successful step (a refused run that became latest), and runs every step', async () => {
+    const dir = dirs.make('refused');
+    writeJson(dir, 'plan.json', chainPlan());
+    const refused = await run(dir, '--from', 'nope');
+    expect(refused.code).not.toBe(0);
+    const continued = await run(dir, '--continue', 'latest');
+    expect(continued.code).toBe(0);
+    expect(continued.stderr).toMatch(/continue: session ses_\w+ has no successful step to restore \(it ran none, or none succeeded\); every step runs/);
+    expect([runs(dir, 'one'), runs(dir, 'two'), runs(dir, 'three')]).toEqual([1, 1, 1]);
+  });
+
   it('refuses to continue a session that is still running, before anything is made', async () => {
     const dir = dirs.make('alive');
     writeJson(dir, 'plan.json', { id: 'slow', steps: [{ id: 'wait', shell: 'sleep 60' }] });
