@@ -89,6 +89,9 @@ describeWithRedis('capsule run --redis on capsule workers', () => {
     // The step logs stay on the workers and the report names them there.
     const flakyLogs = (remoteReport.results.find((r) => r.step_id === 'flaky') as unknown as { logs: { path: string }[] }).logs;
     expect(readFileSync(flakyLogs[0]?.path ?? '', 'utf8')).toContain('first try');
+    // capsule logs on the coordinator says where the log is, not that the step printed nothing.
+    const logs = await runCli(['logs', remoteReport.records_dir, 'flaky'], { cwd: remote });
+    expect(logs.stderr).toContain(`step 'flaky' ran on a worker: its log stays on the worker's machine, at ${flakyLogs[0]?.path ?? ''}`);
     await expectReplayIdentical(remote, remoteReport.records_dir);
   });
 
