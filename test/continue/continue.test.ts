@@ -228,6 +228,25 @@ describe('capsule run --from and --only', () => {
     expect(result(report, 'three').restored_from).toBeUndefined();
   });
 
+  it('--from and --only take a matrix step by its id: every instance runs, the rest is restored', async () => {
+    const dir = dirs.make('matrix');
+    writeJson(dir, 'plan.json', {
+      id: 'grid',
+      steps: [
+        { id: 'one', shell: counted('one', 'echo base') },
+        { id: 'build', shell: counted('build-$matrix.n', 'echo n=$matrix.n'), matrix: { n: [1, 2] }, depends_on: ['one'] },
+      ],
+    });
+    expect((await run(dir)).code).toBe(0);
+    const only = await run(dir, '--continue', 'latest', '--only', 'build');
+    expect(only.code).toBe(0);
+    expect([runs(dir, 'one'), runs(dir, 'build-1'), runs(dir, 'build-2')]).toEqual([1, 2, 2]);
+    expect(result(only.report, 'one').restored_from).toBeDefined();
+    const from = await run(dir, '--continue', 'latest', '--from', 'build');
+    expect(from.code).toBe(0);
+    expect([runs(dir, 'one'), runs(dir, 'build-1'), runs(dir, 'build-2')]).toEqual([1, 3, 3]);
+  });
+
   it('--only with a dependency that cannot be restored is refused, naming the step and the fix; nothing runs', async () => {
     const { dir, first } = await failedAtTwo();
     const without = await run(dir, '--only', 'three');
