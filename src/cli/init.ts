@@ -4,7 +4,7 @@
  * to — written once confirmed (`--yes`, or `y` at the prompt on a terminal). Tool steps are named
  * with what they still need (a `tools` entry the plan cannot tell).
  */
-import { existsSync, statSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { basename, isAbsolute, join, relative, resolve } from 'node:path';
 import { createInterface } from 'node:readline/promises';
 import type { Command } from 'commander';
@@ -14,7 +14,7 @@ import { parsePlanText, readPlanFile } from '../plan/schema.js';
 import { splitShellWords } from '../plan/shell-words.js';
 import { resolveExecutable, trustedPath } from '../process/resolve-binary.js';
 import { replaceFile } from '../records/append-file.js';
-import { describeFsError } from '../records/directories.js';
+import { describeFsError, isDirectory } from '../records/directories.js';
 import { printable } from './progress.js';
 import { EXIT, usageError, type ExitCode } from './program.js';
 
@@ -120,12 +120,4 @@ export async function initCommand(planArg: string | undefined, options: InitComm
   }
   io.stderr.write(`wrote ${target}; next: capsule run ${planPath === null ? 'PLAN' : printable(relative(process.cwd(), planPath) || planPath)}${options.workdir !== undefined ? ` --workdir ${printable(options.workdir)}` : ''}\n`);
   return EXIT.OK;
-}
-
-function isDirectory(path: string): boolean {
-  try {
-    return statSync(path).isDirectory();
-  } catch {
-    return false;
-  }
 }

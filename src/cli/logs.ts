@@ -5,7 +5,7 @@
  * (`--stream`); `--follow` prints a running step's output as it comes, until the step settles.
  */
 import { closeSync, constants as fsConstants, existsSync, openSync, readSync, statSync } from 'node:fs';
-import { join, relative } from 'node:path';
+import { join, relative, sep } from 'node:path';
 import type { Command } from 'commander';
 import { InvalidArgumentError } from 'commander';
 import { LATEST, resolveRecordsArg } from '../records/latest.js';
@@ -16,6 +16,7 @@ import { sessionLiveness } from '../process/session-liveness.js';
 import { formatBytes, printable } from './progress.js';
 import { textTable } from './text-table.js';
 import { EXIT, parsePositiveInteger, usageError, type ExitCode } from './program.js';
+import { isDirectory } from '../records/directories.js';
 
 /** Options of `capsule logs`, as commander parses them. */
 export interface LogsCommandOptions {
@@ -145,6 +146,12 @@ function noLogText(recordsDir: string, step: string): string {
   const records = readTrace(recordsDir).records;
   const settled = records.filter((record) => isRecordOf(record, 'plan_step') && record.step_id === step);
   const last = settled.at(-1);
+  // A step run on a worker (capsule run --redis) keeps its log on that machine: say where, not "nothing".
+  const away = last !== undefined && isRecordOf(last, 'plan_step') ? (last.logs ?? []).filter((log) => !log.path.startsWith(recordsDir + sep)) : [];
+  if (away.length > 0) {
+    const paths = away.map((log) => printable(log.path)).join(', ');
+    return `step '${printable(step)}' ran on a worker: its log stays on the worker's machine, at ${paths} (docs/scale-out.md#jobs); there: capsule logs <that records directory> ${printable(step)}`;
+  }
   // A step of a session that has ended will not run any more: "not yet" would send the operator waiting.
   const ended = records.some((record) => isRecordOf(record, 'session_end'));
   const how =
@@ -334,14 +341,6 @@ function sleep(ms: number, signal?: AbortSignal): Promise<boolean> {
     };
     signal?.addEventListener('abort', onAbort, { once: true });
   });
-}
-
-function isDirectory(path: string): boolean {
-  try {
-    return statSync(path).isDirectory();
-  } catch {
-    return false;
-  }
 }
 
 function mtimeOf(path: string): number {

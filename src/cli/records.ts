@@ -4,7 +4,7 @@
  * ones, never a session that is still running (its runtime is checked by pid and start time,
  * as the abandoned-session scan does).
  */
-import { readlinkSync, statSync, unlinkSync } from 'node:fs';
+import { readlinkSync, unlinkSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { InvalidArgumentError } from 'commander';
@@ -14,6 +14,7 @@ import { sessionLiveness, type SessionLiveness } from '../process/session-livene
 import { formatBytes, printable } from './progress.js';
 import { textTable } from './text-table.js';
 import { EXIT, parseNonNegativeInteger, usageError, type ExitCode } from './program.js';
+import { isDirectory } from '../records/directories.js';
 
 /** Options of `capsule records list` / `prune`, as commander parses them. */
 export interface RecordsCommandOptions {
@@ -181,14 +182,6 @@ function repointLatest(root: string): void {
     unlinkSync(join(root, LATEST));
   } catch {
     // gone already
-  }
-}
-
-function isDirectory(path: string): boolean {
-  try {
-    return statSync(path).isDirectory();
-  } catch {
-    return false;
   }
 }
 

@@ -7,7 +7,7 @@
 import { statSync } from 'node:fs';
 import { basename, dirname, resolve } from 'node:path';
 import type { Command } from 'commander';
-import { describeFsError } from '../records/directories.js';
+import { describeFsError, isDirectory } from '../records/directories.js';
 import { LATEST, resolveRecordsArg } from '../records/latest.js';
 import { sessionLiveness } from '../process/session-liveness.js';
 import { recordsDirProblem } from './logs.js';
@@ -105,12 +105,4 @@ function sleep(ms: number, signal?: AbortSignal): Promise<void> {
     }
     signal?.addEventListener('abort', finish, { once: true });
   });
-}
-
-function isDirectory(path: string): boolean {
-  try {
-    return statSync(path).isDirectory();
-  } catch {
-    return false;
-  }
 }

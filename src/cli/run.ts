@@ -3,11 +3,11 @@
  * prints the JSON report on stdout with `--json`, and maps the report to the exit code.
  */
 import { spawn } from 'node:child_process';
-import { appendFileSync, statSync } from 'node:fs';
+import { appendFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import type { StepKind } from '../../machines/contracts.js';
 import { replaceFile } from '../records/append-file.js';
-import { describeFsError } from '../records/directories.js';
+import { describeFsError, isDirectory } from '../records/directories.js';
 import type { Command } from 'commander';
 import { DEFAULT_CANCEL_GRACE_SECS, findManifest, loadManifest, MANIFEST_FILE } from '../manifest.js';
 import { ERROR_CODES, isRuntimeError, messageOf, RunInternalError } from '../errors.js';
@@ -468,12 +468,4 @@ export function containmentLines(info: ContainmentInfo): string {
     `network: ${info.network.mode} — ${info.network.reason}`,
     ...(hasBounds(info.resources) ? [`resource limits: ${describeResourceBounds(info.resources)}`] : []),
   ].join('\n');
-}
-
-function isDirectory(path: string): boolean {
-  try {
-    return statSync(path).isDirectory();
-  } catch {
-    return false;
-  }
 }

@@ -16,7 +16,7 @@ import { checkPlan } from '../plan/check.js';
 import { explainParseFailure, explainReadFailure, furtherRefusalsNotShown, groupRefusals, refusalGroupLines, type Refusal } from '../plan/refusal.js';
 import { parsePlanText, readPlanFile } from '../plan/schema.js';
 import type { PlanWarning } from '../plan/warnings.js';
-import { directoryProblem } from '../records/directories.js';
+import { directoryProblem, isDirectory } from '../records/directories.js';
 import { recordedSessionIn, RecordsDirInUseError, recordsDirUnusable } from '../records/records-dir.js';
 import { excerpt } from '../excerpt.js';
 import { collect, EXIT, usageError, type ExitCode } from './program.js';
@@ -242,12 +242,4 @@ async function validatePlanFile(
   const [first, ...more] = check.failsLater.map((later) => later.refusal);
   if (first !== undefined) return refused(parsed.plan.id, first, first.step_id, first.error, [], 0, true, more);
   return { valid: true, plan_id: parsed.plan.id, failed_step: null, error: null, more: [], moreNotShown: 0, moreFailLater: false, later: [], plan: parsed.plan };
-}
-
-function isDirectory(path: string): boolean {
-  try {
-    return statSync(path).isDirectory();
-  } catch {
-    return false;
-  }
 }

@@ -13,6 +13,7 @@ import { findManifest, loadManifest, MANIFEST_FILE } from '../manifest.js';
 import { Session } from '../session/session.js';
 import { releaseEarlySignals } from './early-signals.js';
 import { collect, EXIT, parsePositiveInteger, usageError, type ExitCode } from './program.js';
+import { isDirectory } from '../records/directories.js';
 
 interface WorkerCommandOptions {
   readonly redis?: string;
@@ -75,6 +76,7 @@ async function workerCommand(given: WorkerCommandOptions): Promise<ExitCode> {
       manifest,
       runtimeDir: manifestDir ?? workdir,
       onWarning: (message) => say(`warning: ${message}`),
+      pointLatest: false,
       ...(options.records !== undefined ? { recordsDir: resolve(options.records), exclusiveRecords: true } : {}),
     });
   } catch (error) {
@@ -109,12 +111,4 @@ async function workerCommand(given: WorkerCommandOptions): Promise<ExitCode> {
   await session.end('ok');
   say('stopped');
   return EXIT.OK;
-}
-
-function isDirectory(path: string): boolean {
-  try {
-    return statSync(path).isDirectory();
-  } catch {
-    return false;
-  }
 }

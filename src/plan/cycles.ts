@@ -27,6 +27,20 @@ export interface BlockedPlan {
  * @returns null when every step can settle; else the blamed step, one cycle and the count.
  */
 export function findBlockedPlan(steps: readonly PlanStep[]): BlockedPlan | null {
+  const { order, indexOf } = dependenciesFirst(steps);
+  const settled = steps.map(() => false);
+  for (const index of order) settled[index] = true;
+  const settledCount = order.length;
+  if (settledCount === steps.length) return null;
+  const blamedIndex = settled.indexOf(false);
+  return { blamed: (steps[blamedIndex] as PlanStep).id, cycle: cycleFrom(blamedIndex, steps, indexOf, settled), stuck: steps.length - settledCount };
+}
+
+/**
+ * The indexes of the steps that can settle, each after every step it depends on (Kahn's order over
+ * the DAG; a step in or behind a cycle, or waiting on an unknown id, is left out), and each id's index.
+ */
+export function dependenciesFirst(steps: readonly PlanStep[]): { readonly order: number[]; readonly indexOf: ReadonlyMap<string, number> } {
   const indexOf = new Map<string, number>();
   steps.forEach((step, index) => indexOf.set(step.id, index));
   const waiting = steps.map((step) => step.depends_on.length);
@@ -41,20 +55,16 @@ export function findBlockedPlan(steps: readonly PlanStep[]): BlockedPlan | null 
   waiting.forEach((count, index) => {
     if (count === 0) ready.push(index);
   });
-  const settled = steps.map(() => false);
-  let settledCount = 0;
+  const order: number[] = [];
   for (let next = ready.pop(); next !== undefined; next = ready.pop()) {
-    settled[next] = true;
-    settledCount++;
+    order.push(next);
     for (const dependant of dependants[next] ?? []) {
       const left = (waiting[dependant] ?? 0) - 1;
       waiting[dependant] = left;
       if (left === 0) ready.push(dependant);
     }
   }
-  if (settledCount === steps.length) return null;
-  const blamedIndex = settled.indexOf(false);
-  return { blamed: (steps[blamedIndex] as PlanStep).id, cycle: cycleFrom(blamedIndex, steps, indexOf, settled), stuck: steps.length - settledCount };
+  return { order, indexOf };
 }
 
 /** Follows unsettled dependencies from `start` until a step repeats; the steps from that repeat on are a cycle. */

@@ -303,10 +303,10 @@ function sameStrings(a: readonly string[], b: readonly string[]): boolean {
   return true;
 }
 
-/** Where unknown keys are looked for in a plan file: the top level and every step. */
+/** Where unknown keys are looked for in a plan file: the top level, every step and its `cache` (a mistyped `input` there would leave the key without the files). */
 const PLAN_KEY_SPEC: KeySpec = {
   keys: PLAN_KEYS,
-  children: { steps: { keys: [], items: { keys: STEP_KEYS } } },
+  children: { steps: { keys: [], items: { keys: STEP_KEYS, children: { cache: { keys: ['inputs', 'outputs'] } } } } },
 };
 
 /** How many shape problems a parse detail lists before summarising the rest. */

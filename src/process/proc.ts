@@ -72,6 +72,13 @@ export function isSameLiveProcess(ref: ProcessRef): boolean {
 
 /** Calls `visit` with the pid and stat of every live (non-zombie) process in `/proc`; nothing without `/proc`. */
 export function forEachLiveProcess(visit: (pid: number, stat: ProcStat) => void): void {
+  forEachProcess((pid, stat) => {
+    if (stat.state !== 'Z') visit(pid, stat);
+  });
+}
+
+/** Calls `visit` with the pid and stat of every process in `/proc`, zombies included; nothing without `/proc`. */
+export function forEachProcess(visit: (pid: number, stat: ProcStat) => void): void {
   let entries: string[];
   try {
     entries = readdirSync('/proc');
@@ -84,7 +91,7 @@ export function forEachLiveProcess(visit: (pid: number, stat: ProcStat) => void)
     const pid = Number(entry);
     if (!Number.isInteger(pid)) continue;
     const stat = readProcStat(pid);
-    if (stat !== null && stat.state !== 'Z') visit(pid, stat);
+    if (stat !== null) visit(pid, stat);
   }
 }
 

@@ -28,12 +28,12 @@
  * reused (a window of microseconds; a cgroup is frozen while its members are read and signalled,
  * which closes it there).
  */
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { normalize, sep } from 'node:path';
 import { hasCgroupKill, parseCgroup2Mounts, readCgroupEvents } from './cgroups.js';
 import { CgroupSignaller, CgroupUnit, cgroupTreeProcs, removeCgroupTree, settlesWithin } from './cgroup-unit.js';
 import { CGROUP_ROOT_NAME } from './containment.js';
-import { forEachLiveProcess, isProvenGroupMember, isSameLiveProcess, processName, readProcStat, type ProcessRef, type ProcStat } from './proc.js';
+import { forEachLiveProcess, forEachProcess, isProvenGroupMember, isSameLiveProcess, processName, readProcStat, type ProcessRef, type ProcStat } from './proc.js';
 import { groupMembers, KILL_VERIFY_TIMEOUT_MS, ProcessGroupRegistry } from './process-groups.js';
 import { signalProcess, type EndSignal } from './signals.js';
 
@@ -156,20 +156,8 @@ const PROC_SNAPSHOT_TREES = 64;
 function procStats(trees: number): (pid: number) => ProcStat | null {
   if (trees <= PROC_SNAPSHOT_TREES) return readProcStat;
   const stats = new Map<number, ProcStat>();
-  let entries: string[] = [];
-  try {
-    entries = readdirSync('/proc');
-  } catch {
-    // no /proc: nothing is found alive, as a read per pid would find
-  }
-  for (const entry of entries) {
-    const first = entry.charCodeAt(0);
-    if (first < 48 || first > 57) continue;
-    const pid = Number(entry);
-    if (!Number.isInteger(pid)) continue;
-    const stat = readProcStat(pid);
-    if (stat !== null) stats.set(pid, stat);
-  }
+  // Without /proc nothing is found alive, as a read per pid would find.
+  forEachProcess((pid, stat) => stats.set(pid, stat));
   return (pid) => stats.get(pid) ?? null;
 }
 

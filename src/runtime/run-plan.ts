@@ -1,4 +1,4 @@
-import { existsSync, statSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { createActor, fromPromise, toPromise } from 'xstate';
 import type { DiscardedResult, MatrixValue, PlanFile, PlanStep, StepKind, StepResult } from '../../machines/contracts.js';
@@ -37,6 +37,7 @@ import { errorGist, gistShortens } from '../executors/error-gist.js';
 import { StepLogs, type StepLogEntry } from './step-logs.js';
 import { missingBinaryHint } from '../plan/binary-makers.js';
 import { matrixGroups } from '../plan/matrix.js';
+import { isDirectory } from '../records/directories.js';
 
 /**
  * Ours, beside a step result's fields (`docs/report.md#fields-of-our-own`), each present only when it has something to say:
@@ -941,12 +942,4 @@ export { RecordsDirInUseError, RunInternalError };
  */
 function writeReport(recordsDir: string, report: PlanReport): void {
   replaceFile(join(recordsDir, 'report.json'), JSON.stringify(report, null, 2) + '\n');
-}
-
-function isDirectory(path: string): boolean {
-  try {
-    return statSync(path).isDirectory();
-  } catch {
-    return false;
-  }
 }

@@ -115,6 +115,11 @@ export interface SessionOptions {
    */
   readonly noticeAbandoned?: boolean;
   /**
+   * False: the records root's `latest` is left as it is (a `capsule worker`'s session, which runs
+   * no plan of its own: `--continue latest` and `capsule logs latest` mean the last run). Default true.
+   */
+  readonly pointLatest?: boolean;
+  /**
    * The records directory this session will resume (`--resume`, `src/reconcile/resume.ts`): left
    * out of the abandoned-session warning, since the resume reports it (one story, not two).
    */
@@ -340,7 +345,7 @@ export class Session {
       'session opened',
     );
     // The records root's `latest` names the newest session (docs/records.md#latest): only in the default root, never beside a directory the user chose.
-    if (this.hasRecords && options.recordsDir === undefined) pointLatestAt(this.recordsDir);
+    if (this.hasRecords && options.recordsDir === undefined && options.pointLatest !== false) pointLatestAt(this.recordsDir);
     if (this.hasRecords && (options.noticeAbandoned ?? options.recordsDir === undefined)) {
       const excludeDirs = options.resumeFrom !== undefined ? [resolve(options.resumeFrom)] : [];
       for (const abandoned of findAbandonedSessions(dirname(this.recordsDir), { exclude: this.id, excludeDirs, noticedBy: this.id, now })) {

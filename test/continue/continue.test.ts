@@ -134,6 +134,17 @@ describe('capsule run --continue', () => {
     expect(result(changed.report, 'use').restored_from).toBeUndefined();
   });
 
+  it('says so when the continued session has no successful step (a refused run that became latest), and runs every step', async () => {
+    const dir = dirs.make('refused');
+    writeJson(dir, 'plan.json', chainPlan());
+    const refused = await run(dir, '--from', 'nope');
+    expect(refused.code).not.toBe(0);
+    const continued = await run(dir, '--continue', 'latest');
+    expect(continued.code).toBe(0);
+    expect(continued.stderr).toMatch(/continue: session ses_\w+ has no successful step to restore \(it ran none, or none succeeded\); every step runs/);
+    expect([runs(dir, 'one'), runs(dir, 'two'), runs(dir, 'three')]).toEqual([1, 1, 1]);
+  });
+
   it('refuses to continue a session that is still running, before anything is made', async () => {
     const dir = dirs.make('alive');
     writeJson(dir, 'plan.json', { id: 'slow', steps: [{ id: 'wait', shell: 'sleep 60' }] });
@@ -215,6 +226,25 @@ describe('capsule run --from and --only', () => {
     expect(result(report, 'one').restored_from).toBeDefined();
     expect(result(report, 'two').restored_from).toBeUndefined();
     expect(result(report, 'three').restored_from).toBeUndefined();
+  });
+
+  it('--from and --only take a matrix step by its id: every instance runs, the rest is restored', async () => {
+    const dir = dirs.make('matrix');
+    writeJson(dir, 'plan.json', {
+      id: 'grid',
+      steps: [
+        { id: 'one', shell: counted('one', 'echo base') },
+        { id: 'build', shell: counted('build-$matrix.n', 'echo n=$matrix.n'), matrix: { n: [1, 2] }, depends_on: ['one'] },
+      ],
+    });
+    expect((await run(dir)).code).toBe(0);
+    const only = await run(dir, '--continue', 'latest', '--only', 'build');
+    expect(only.code).toBe(0);
+    expect([runs(dir, 'one'), runs(dir, 'build-1'), runs(dir, 'build-2')]).toEqual([1, 2, 2]);
+    expect(result(only.report, 'one').restored_from).toBeDefined();
+    const from = await run(dir, '--continue', 'latest', '--from', 'build');
+    expect(from.code).toBe(0);
+    expect([runs(dir, 'one'), runs(dir, 'build-1'), runs(dir, 'build-2')]).toEqual([1, 3, 3]);
   });
 
   it('--only with a dependency that cannot be restored is refused, naming the step and the fix; nothing runs', async () => {

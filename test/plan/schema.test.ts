@@ -254,6 +254,14 @@ describe('parsePlanText', () => {
       });
     });
 
+    it("warns about an unknown key in a step's cache ('input' → 'inputs'), which would leave the files out of its key", () => {
+      const parsed = parsePlanText('{"id":"p","steps":[{"id":"a","shell":"true","cache":{"input":["src/**"],"outputs":["out/**"]}}]}');
+      expect(parsed).toMatchObject({
+        ok: true,
+        warnings: [{ path: 'steps[0].cache', key: 'input', suggestion: 'inputs', message: "steps[0].cache: unknown key 'input' (did you mean 'inputs'?)" }],
+      });
+    });
+
     it('warns about unknown top-level keys', () => {
       const parsed = parsePlanText('{"id":"p","step":[],"steps":[]}');
       expect(parsed).toMatchObject({

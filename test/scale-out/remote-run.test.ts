@@ -4,7 +4,7 @@
  * key is refused; an unreachable Redis is a clear error at the start. Real redis-server, real
  * worker processes, all stopped after.
  */
-import { readFileSync } from 'node:fs';
+import { readFileSync, realpathSync } from 'node:fs';
 import { join } from 'node:path';
 import { expectReplayIdentical, killStartedClis, parseReport, runCli, startCli, TempDirs, traceRecords, waitFor, writeJson, type ReportJson } from '../cli/helpers.js';
 import type { StartedCli } from '../cli/helpers.js';
@@ -89,6 +89,9 @@ describeWithRedis('capsule run --redis on capsule workers', () => {
     // The step logs stay on the workers and the report names them there.
     const flakyLogs = (remoteReport.results.find((r) => r.step_id === 'flaky') as unknown as { logs: { path: string }[] }).logs;
     expect(readFileSync(flakyLogs[0]?.path ?? '', 'utf8')).toContain('first try');
+    // capsule logs on the coordinator says where the log is, not that the step printed nothing.
+    const logs = await runCli(['logs', remoteReport.records_dir, 'flaky'], { cwd: remote });
+    expect(logs.stderr).toContain(`step 'flaky' ran on a worker: its log stays on the worker's machine, at ${flakyLogs[0]?.path ?? ''}`);
     await expectReplayIdentical(remote, remoteReport.records_dir);
   });
 
@@ -102,6 +105,18 @@ describeWithRedis('capsule run --redis on capsule workers', () => {
     expect(report.results[0]?.status).toBe('failed');
     expect(report.results[0]?.error).toBe("binary 'echo' is not in capabilities.shell.allow");
     expect(traceRecords(report.records_dir, 'process_start')).toEqual([]);
+  });
+
+  it("leaves the workdir's latest to the runs: a worker in the same workdir, with the default records root, does not become latest", async () => {
+    const dir = dirs.make('latest');
+    writeJson(dir, 'plan.json', { id: 'one', steps: [{ id: 'greet', shell: 'echo hi' }] });
+    const local = await runCli(['run', 'plan.json', '--json', '--allow', 'echo'], { cwd: dir });
+    const ran = parseReport(local.stdout).records_dir;
+    const worker = startCli(['worker', '--redis', redis.url, '--allow', 'echo'], { cwd: dir, env: ENV });
+    workers.push(worker);
+    await waitFor(() => worker.stderr().includes(': ready (') || worker.child.exitCode !== null, 20_000, 'the worker to be ready');
+    expect(worker.stderr()).toContain(join(dir, '.capsule', 'records', 'ses_'));
+    expect(realpathSync(join(dir, '.capsule', 'records', 'latest'))).toBe(realpathSync(ran));
   });
 
   it('has a worker refuse a job it cannot authenticate with its key', async () => {

@@ -96,5 +96,7 @@ export async function readPriorSession(session: ResumingSession, priorDir: strin
     return { results: null, resume };
   }
   if (unproven > 0) warn(`continue: ${file}: ${unproven} step ${unproven === 1 ? 'result is' : 'results are'} not proven the runtime's own (${why ?? 'not proven'}): not restored`);
+  // A refused or canceled run becomes `latest` too: say plainly that it has nothing to give.
+  else if (steps.size === 0) warn(`continue: session ${resume.priorSession} has no successful step to restore (it ran none, or none succeeded); every step runs`);
   return { results: { sessionId: resume.priorSession, steps }, resume };
 }

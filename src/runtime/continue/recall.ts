@@ -8,6 +8,7 @@
  */
 import type { PlanStep, StepKind, StepResult } from '../../../machines/contracts.js';
 import type { AttemptInput, AttemptOutcome } from '../../../machines/step.machine.js';
+import { dependenciesFirst } from '../../plan/cycles.js';
 import type { RestoredFrom } from '../../records/trace-records.js';
 import { stepIdentity, type IdentityContext } from './step-identity.js';
 
@@ -82,30 +83,12 @@ export class StepRecall {
    */
   settledAhead(steps: readonly PlanStep[], kinds: readonly StepKind[]): (StepResult | null)[] | null {
     if (this.#prior === null || this.#prior.steps.size === 0) return null;
-    const indexOf = new Map<string, number>();
-    steps.forEach((step, index) => indexOf.set(step.id, index));
-    // Dependencies first (a step may depend on one declared after it): Kahn's order over the DAG.
-    const waiting = steps.map((step) => step.depends_on.length);
-    const dependants: number[][] = steps.map(() => []);
-    steps.forEach((step, index) => {
-      for (const dep of step.depends_on) {
-        const at = indexOf.get(dep);
-        if (at !== undefined) dependants[at]?.push(index);
-      }
-    });
-    const ready: number[] = [];
-    waiting.forEach((count, index) => {
-      if (count === 0) ready.push(index);
-    });
+    // Dependencies first (a step may depend on one declared after it).
+    const { order, indexOf } = dependenciesFirst(steps);
     const settled: (StepResult | null)[] = steps.map(() => null);
     let any = false;
-    while (ready.length > 0) {
-      const index = ready.pop() as number;
+    for (const index of order) {
       const step = steps[index] as PlanStep;
-      for (const next of dependants[index] ?? []) {
-        waiting[next] = (waiting[next] as number) - 1;
-        if (waiting[next] === 0) ready.push(next);
-      }
       if (!this.#prior.steps.has(step.id)) continue;
       const results = new Map<string, StepResult>();
       let restoredDeps = true;

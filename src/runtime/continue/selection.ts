@@ -5,6 +5,7 @@
  * and that does not run is restored, or the run is refused naming it and the fix.
  */
 import type { PlanStep, ResultsMap, StepKind, StepResult } from '../../../machines/contracts.js';
+import { matrixGroups } from '../../plan/matrix.js';
 import type { StepRecall } from './recall.js';
 
 /** What `--from`/`--only` asked for. */
@@ -36,7 +37,10 @@ const flagText = (selection: StepSelection): string => (selection.from !== undef
 /** The steps `selection` runs and those it needs restored, or why it cannot be had (an unknown step id). */
 export function selectSteps(steps: readonly PlanStep[], selection: StepSelection): SelectedSteps | SelectionRefusal {
   const byId = new Map(steps.map((step) => [step.id, step]));
-  const asked = selection.from !== undefined ? [selection.from] : [...(selection.only ?? [])];
+  const named = selection.from !== undefined ? [selection.from] : [...(selection.only ?? [])];
+  // A matrix step's id names all its instances (docs/plan-format.md#matrix), as in depends_on.
+  const groups = matrixGroups(steps);
+  const asked = named.flatMap((id) => (byId.has(id) ? [id] : (groups.get(id) ?? [id])));
   for (const id of asked) {
     if (!byId.has(id)) {
       const known = steps.slice(0, 10).map((step) => step.id).join(', ');

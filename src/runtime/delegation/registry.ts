@@ -10,9 +10,10 @@
  * given. Only the parent's manifest grants spawn rights (a plan cannot grant itself any): a
  * target the allow list does not hold is `refused` and nothing is started.
  */
-import { existsSync, statSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadManifest, MANIFEST_FILE, type Manifest, type ManifestEntry } from '../../manifest.js';
+import { isDirectory } from '../../records/directories.js';
 
 /** The version a capsule step asks for when none is given (`docs/delegation.md#one-delegation`). */
 export const DEFAULT_CAPSULE_VERSION = '0.1.0';
@@ -101,12 +102,4 @@ export async function resolveCapsule(request: ResolveRequest): Promise<{ ok: tru
     return refuse('failed', `capsule '${target}' has no entry: add "entry": {"plan": FILE} or {"command": [ARGV…]} to ${manifestPath}`);
   }
   return { ok: true, capsule: { name: target, version, dir, manifestPath, manifest, entry: manifest.entry } };
-}
-
-function isDirectory(path: string): boolean {
-  try {
-    return statSync(path).isDirectory();
-  } catch {
-    return false;
-  }
 }
