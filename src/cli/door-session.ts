@@ -9,13 +9,15 @@ import { fstatSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { findManifest, loadManifest, MANIFEST_FILE, type ManifestWarning } from '../manifest.js';
 import { ERROR_CODES, isRuntimeError, messageOf } from '../errors.js';
+import { newSessionId } from '../ids.js';
+import type { RemoteAttempts } from '../runtime/attempts/remote.js';
 import { RecordsDirInUseError, recordedSessionIn } from '../records/records-dir.js';
 import { createLogger } from '../session/logger.js';
 import { Session } from '../session/session.js';
 import { SessionApi } from '../runtime/session-api.js';
 import { parseNetworkOption } from './network-option.js';
 import type { Command } from 'commander';
-import { collect, EXIT, exitCodeAfterLog, logFileRefusal, usageError, type ExitCode, type GlobalOptions } from './program.js';
+import { collect, EXIT, exitCodeAfterLog, logFileRefusal, parsePositiveInteger, usageError, type ExitCode, type GlobalOptions } from './program.js';
 
 /** Options of a door (`capsule serve`, `capsule mcp`), as commander parses them. */
 export interface DoorOptions extends GlobalOptions {
@@ -29,6 +31,12 @@ export interface DoorOptions extends GlobalOptions {
   readonly reap?: boolean;
   /** Keep the steps' scratch directory (HOME, TMPDIR) when the session ends (docs/records.md#scratch). */
   readonly keepScratch?: boolean;
+  /** The session's plans run their shell steps and command tools on `capsule worker`s through the Redis at this URL (docs/scale-out.md). */
+  readonly redis?: string;
+  /** The scale-out shared key's file (else `$CAPSULE_SCALE_OUT_KEY`). */
+  readonly keyFile?: string;
+  /** Seconds a worker's lock on a step lasts unless renewed: a lost worker's step is re-dispatched after it. */
+  readonly lockDuration?: number;
 }
 
 /** Declares a door's options on its command (one list for both doors). */
@@ -42,7 +50,10 @@ export function withDoorOptions(command: Command): Command {
     .option('--network <mode>', "the network of the session's commands and steps: host (the host's, the default) or session (a namespace of the session's own, loopback only; root): docs/containment.md#network")
     .option('--resume <records_dir>', 'account for what a prior session (killed outright) left behind, before taking requests (docs/resume.md)')
     .option('--reap', 'with --resume: stop the process trees the prior session left running (SIGTERM, SIGKILL after 2 s)')
-    .option('--keep-scratch', "keep the steps' scratch directory (their HOME and TMPDIR) when the session ends");
+    .option('--keep-scratch', "keep the steps' scratch directory (their HOME and TMPDIR) when the session ends")
+    .option('--redis <url>', "run the shell steps and command tools of the session's plans on capsule workers through this Redis (redis://[user:password@]host:port or rediss:// for TLS); shell.run and background commands stay here: docs/scale-out.md")
+    .option('--key-file <file>', 'with --redis: the key jobs are signed with, shared with the workers (default: $CAPSULE_SCALE_OUT_KEY)')
+    .option('--lock-duration <secs>', "with --redis: seconds a worker's lock on a step lasts unless renewed; a lost worker's step runs elsewhere after it (default 30)", parsePositiveInteger);
 }
 
 /** A door's session, opened. */
@@ -54,6 +65,11 @@ export interface OpenedDoor {
   readonly workdir: string;
   /** `--resume DIR`, resolved; the door runs `api.resume` before it reads its first request. */
   readonly resumeDir: string | undefined;
+  /**
+   * Ends the session's scale-out (`--redis`): its queue removed, its lease dropped, the workers
+   * told. The door calls it after `api.end` (every plan settled); a no-op without `--redis`.
+   */
+  readonly closeScaleOut: () => Promise<void>;
 }
 
 /**
@@ -67,6 +83,9 @@ export async function openDoorSession(options: DoorOptions, door: 'serve' | 'mcp
   if (network instanceof Error) return usageError(network.message);
   if (!isDirectory(workdir)) return usageError(`--workdir ${workdir} is not a directory`);
   if (options.reap === true && options.resume === undefined) return usageError('--reap needs --resume DIR: it stops what the resumed session left running');
+  if (options.redis === undefined && (options.keyFile !== undefined || options.lockDuration !== undefined)) {
+    return usageError(`${options.keyFile !== undefined ? '--key-file' : '--lock-duration'} is for plans run on workers: it needs --redis URL`);
+  }
   const resumeDir = options.resume !== undefined ? resolve(options.resume) : undefined;
   if (resumeDir !== undefined && options.records !== undefined && resolve(options.records) === resumeDir) {
     return usageError(`--records ${resumeDir} and --resume ${resumeDir} name the same directory: the resuming session writes its own records elsewhere`);
@@ -100,6 +119,29 @@ export async function openDoorSession(options: DoorOptions, door: 'serve' | 'mcp
   for (const warning of manifestWarnings) logger.warn({ warning: warning.message, kind: warning.kind }, 'warning');
   const allow = options.allow ?? [];
 
+  // Scale-out (docs/scale-out.md): one coordinator for the whole session, open before the session
+  // (its queue is named after the session's id), as `capsule run --redis` opens it; loaded with --redis alone.
+  const sessionId = newSessionId();
+  let coordinator: (RemoteAttempts & { close(): Promise<void> }) | null = null;
+  if (options.redis !== undefined) {
+    try {
+      const { Coordinator } = await import('../scale-out/coordinator.js');
+      const { sharedKey } = await import('../scale-out/job.js');
+      coordinator = await Coordinator.open({
+        redis: options.redis,
+        sessionId,
+        key: sharedKey(options.keyFile),
+        ...(options.lockDuration !== undefined ? { lockDurationMs: options.lockDuration * 1000 } : {}),
+        onNotice: (line: string) => logger.warn({ warning: line, kind: 'scale-out' }, 'warning'),
+      });
+    } catch (error) {
+      return exitCodeAfterLog(log, usageError(messageOf(error)));
+    }
+  }
+  const closeScaleOut = async (): Promise<void> => {
+    await coordinator?.close();
+  };
+
   let session: Session;
   try {
     if (options.records !== undefined) {
@@ -107,6 +149,7 @@ export async function openDoorSession(options: DoorOptions, door: 'serve' | 'mcp
       if (existing !== null) throw new RecordsDirInUseError(resolve(options.records), existing);
     }
     session = Session.open({
+      sessionId,
       workdir,
       manifest,
       runtimeDir: manifestDir ?? workdir,
@@ -125,6 +168,7 @@ export async function openDoorSession(options: DoorOptions, door: 'serve' | 'mcp
       },
     });
   } catch (error) {
+    await closeScaleOut();
     log.flush();
     if (isRuntimeError(error, ERROR_CODES.RECORDS_DIR_IN_USE)) return exitCodeAfterLog(log, usageError(error.message));
     process.stderr.write(`error: the session could not be opened: ${messageOf(error)}\n`);
@@ -143,12 +187,13 @@ export async function openDoorSession(options: DoorOptions, door: 'serve' | 'mcp
   const api = new SessionApi(session, {
     capsulesDir,
     shellAllow: allow,
+    ...(coordinator !== null ? { remote: coordinator } : {}),
     // plan.submit runs against the manifest loaded here (`--manifest FILE`), as `capsule run --manifest` does.
     manifest: { manifest, dir: manifestDir, source },
     // A delegated child runs its manifest's entry for `message/send`.
     entry: manifest?.entry !== undefined && manifestDir !== null ? { entry: manifest.entry, dir: manifestDir, manifestPath: source.kind === 'file' ? source.path : join(manifestDir, MANIFEST_FILE), envAllow: manifest.capabilities?.env?.allow ?? [], capsulesDir } : null,
   });
-  return { session, api, log, logger, workdir, resumeDir };
+  return { session, api, log, logger, workdir, resumeDir, closeScaleOut };
 }
 
 function isDirectory(path: string): boolean {

@@ -38,7 +38,7 @@ export function registerMcp(program: Command): void {
 export async function mcpCommand(options: DoorOptions): Promise<ExitCode> {
   const opened = await openDoorSession(options, 'mcp');
   if (typeof opened === 'number') return opened;
-  const { session, api, log, logger, workdir, resumeDir } = opened;
+  const { session, api, log, logger, workdir, resumeDir, closeScaleOut } = opened;
   const door = createMcpDoor(api, {
     version: packageVersion(),
     onInternalError: (tool, error) => logger.error({ err: messageOf(error), tool }, 'internal error in a tool'),
@@ -57,6 +57,8 @@ export async function mcpCommand(options: DoorOptions): Promise<ExitCode> {
       api.callerGone();
       void api.stop();
       await api.end(code === EXIT.CANCELED ? 'canceled' : code === EXIT.FAILED ? 'error' : 'ok');
+      // Every plan has settled (its attempts on workers ended): the session's queue and lease go.
+      await closeScaleOut();
       // What the session owed the client and no tool result carried: said on stderr (the operator's channel).
       for (const item of door.inbox.drain()) {
         const what = item.kind === 'completion' ? `the completion of ${item.work_id}` : item.kind === 'plan_finished' ? `the report of plan task ${item.task_id}` : `the lost report ${item.lost.task_id}`;

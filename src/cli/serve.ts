@@ -50,7 +50,7 @@ export function registerServe(program: Command): void {
 export async function serveCommand(options: ServeCommandOptions): Promise<ExitCode> {
   const opened = await openDoorSession(options, 'serve');
   if (typeof opened === 'number') return opened;
-  const { session, api, log, logger, workdir, resumeDir } = opened;
+  const { session, api, log, logger, workdir, resumeDir, closeScaleOut } = opened;
   const out = new MessageWriter();
   let resolveExit: (code: ExitCode) => void = () => {};
   const exit = new Promise<ExitCode>((r) => (resolveExit = r));
@@ -73,6 +73,8 @@ export async function serveCommand(options: ServeCommandOptions): Promise<ExitCo
       // A signal is a cancel (exit 130): recorded as `canceled`, as `capsule run` records it; a stdin
       // or stdout that failed (exit 1) is an `error`; every other end is `ok` (exit 0).
       await api.end(code === EXIT.CANCELED ? 'canceled' : code === EXIT.FAILED ? 'error' : 'ok');
+      // Every plan has settled (its attempts on workers ended): the session's queue and lease go.
+      await closeScaleOut();
       // A full or read-only records filesystem: said as `capsule run` says it, and the session did not succeed.
       const recordsFailure = session.recordsFailure;
       if (recordsFailure !== null) {

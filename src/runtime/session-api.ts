@@ -19,6 +19,7 @@ import type { CancelPolicy } from '../session/cancel-policy.js';
 import { DEFAULT_CANCEL_GRACE_SECS } from '../manifest.js';
 import type { FunctionTool } from './attempt.js';
 import { startPlan, type LoadedManifest, type PlanReport } from './run-plan.js';
+import type { RemoteAttempts } from './attempts/remote.js';
 import { ChildTasks, type ChildEntry } from './delegation/child-entry.js';
 import type { ChildTask } from './delegation/protocol.js';
 import { describeResume, lostNotification, LOST_NOTIFICATION_METHOD, LOST_TASK_SOURCE, resumeSession, type LostNotification, type ResumeOutcome } from '../reconcile/resume.js';
@@ -162,6 +163,12 @@ export interface SessionApiOptions {
   readonly cancelGraceSecs?: number;
   /** The capsule entry a delegated child runs for `message/send` (`src/runtime/delegation/child-entry.ts`). */
   readonly entry?: ChildEntry | null;
+  /**
+   * `plan.submit`'s shell steps and command tools run on workers through this (`capsule serve
+   * --redis`, docs/scale-out.md); `shell.run` and background commands always run here. Its owner
+   * opens it before the session and closes it after {@link SessionApi.end}.
+   */
+  readonly remote?: RemoteAttempts;
 }
 
 /** Longest `session.stop` (and a `task.cancel` of a `shell.run`) waits for the shell calls still in the foreground to demote, ms. */
@@ -382,6 +389,7 @@ export class SessionApi {
       ...(this.#options.capsulesDir !== undefined ? { capsulesDir: this.#options.capsulesDir } : {}),
       ...(this.#options.shellAllow !== undefined ? { shellAllow: this.#options.shellAllow } : {}),
       ...(this.#options.manifest !== undefined ? { loadedManifest: this.#options.manifest } : {}),
+      ...(this.#options.remote !== undefined ? { remote: this.#options.remote } : {}),
       ...(params.maxParallel !== undefined ? { maxParallel: params.maxParallel } : {}),
       // `wait: false` answers at once: the plan's parse and first wave come after the answer.
       ...(params.wait === false ? { startNextTurn: true } : {}),
