@@ -148,7 +148,7 @@ eachBackend((backend) => {
 
       // A second cancel of the ended task does nothing and says so.
       const again = await serve.call('task.cancel', { task_id: taskId });
-      expect(again.result).toEqual({ task_id: taskId, status: 'canceled', already: true });
+      expect(again.result).toEqual({ task_id: taskId, status: 'canceled', already: true, text: `task ${taskId} had already ended (canceled); nothing was done` });
 
       const stopped = await serve.call('session.stop', {});
       const residue = stopped.result?.['residue'] as Record<string, unknown>[];
@@ -209,9 +209,9 @@ eachBackend((backend) => {
 
       // The residue names the plan's step still running (a plan_step item, ours): a graceful cancel lets it finish.
       const stepResidue = { artifacts: [{ name: 'residue', parts: [{ text: JSON.stringify({ kind: 'plan_step', task_id: taskId, step_id: 's', step_kind: 'shell' }) }] }] };
-      expect((await serve.call('task.cancel', { task_id: taskId })).result).toEqual({ task_id: taskId, status: 'canceled', ...stepResidue });
+      expect((await serve.call('task.cancel', { task_id: taskId })).result).toEqual({ task_id: taskId, status: 'canceled', ...stepResidue, text: expect.stringContaining(`task ${taskId}: canceled\nstill running:`) });
       expect(processesWithArg(step).length).toBeGreaterThan(0);
-      expect((await serve.call('task.cancel', { task_id: taskId })).result).toEqual({ task_id: taskId, status: 'canceled', ...stepResidue });
+      expect((await serve.call('task.cancel', { task_id: taskId })).result).toEqual({ task_id: taskId, status: 'canceled', ...stepResidue, text: expect.stringContaining(`task ${taskId}: canceled\nstill running:`) });
       const finished = await serve.next((m) => m.method === 'task.finished' && m.params?.['task_id'] === taskId);
       const report = finished.params?.['report'] as { canceled: boolean; results: { step_id: string; status: string; error: string | null }[] };
       expect(report.canceled).toBe(true);
@@ -240,6 +240,7 @@ eachBackend((backend) => {
         task_id: taskId,
         status: 'canceled',
         artifacts: [{ name: 'residue', parts: [{ text: JSON.stringify({ kind: 'plan_step', task_id: taskId, step_id: 's', step_kind: 'shell' }) }] }],
+        text: expect.stringContaining(`task ${taskId}: canceled\nstill running:`),
       });
       writeJson(dir, 'go', {});
       const finished = await serve.next((m) => m.method === 'task.finished' && m.params?.['task_id'] === taskId);
