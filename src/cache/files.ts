@@ -3,7 +3,7 @@
  * (never outside the workdir, never through a symbolic link), hashed in one pass as they are read.
  */
 import { createHash, type Hash } from 'node:crypto';
-import { closeSync, existsSync, lstatSync, openSync, readlinkSync, readSync, realpathSync, type Stats } from 'node:fs';
+import { closeSync, constants, existsSync, fstatSync, lstatSync, openSync, readlinkSync, readSync, realpathSync, type Stats } from 'node:fs';
 import { dirname, isAbsolute, join, relative, sep } from 'node:path';
 import { globSync } from 'tinyglobby';
 
@@ -57,10 +57,15 @@ export function hashFiles(hash: Hash, workdir: string, files: readonly MatchedFi
   }
 }
 
-/** Calls `onChunk` with each piece of the file at `path`, read into `buffer` (the piece is only valid during the call). */
+/**
+ * Calls `onChunk` with each piece of the regular file at `path`, read into `buffer` (the piece is
+ * only valid during the call). A link or a FIFO swapped in since the file was matched is refused,
+ * never followed nor waited on. @throws when `path` is not a regular file.
+ */
 export function forEachChunk(path: string, buffer: Buffer, onChunk: (chunk: Buffer) => void): void {
-  const fd = openSync(path, 'r');
+  const fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
   try {
+    if (!fstatSync(fd).isFile()) throw new Error(`${path} is not a regular file`);
     for (;;) {
       const read = readSync(fd, buffer, 0, buffer.length, null);
       if (read === 0) break;

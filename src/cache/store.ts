@@ -6,9 +6,9 @@
  * a damaged one is found when it is read, never restored.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { chmodSync, closeSync, lstatSync, mkdirSync, openSync, readFileSync, readSync, renameSync, rmSync, statSync, unlinkSync, utimesSync, writeSync } from 'node:fs';
+import { chmodSync, closeSync, constants, fstatSync, lstatSync, mkdirSync, openSync, readFileSync, readSync, renameSync, rmSync, statSync, unlinkSync, utimesSync, writeSync, type Stats } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { forEachChunk, sha256OfFile, writableInside } from './files.js';
+import { sha256OfFile, writableInside } from './files.js';
 
 /** The layout's version: a store laid out otherwise lives beside it, never read as this one. */
 export const STORE_LAYOUT = 'v1';
@@ -37,6 +37,9 @@ export type EntryRead = { readonly kind: 'missing' } | { readonly kind: 'corrupt
 export type Restore = { readonly ok: true } | { readonly ok: false; readonly why: string };
 
 const HEX64 = /^[0-9a-f]{64}$/u;
+/** What is stored is the user's: readable by them only (an output may hold a secret), in directories only they enter. */
+const BLOB_MODE = 0o600;
+const DIR_MODE = 0o700;
 
 export class CacheStore {
   readonly dir: string;
@@ -92,10 +95,10 @@ export class CacheStore {
     };
     const text = `${JSON.stringify({ ...body, digest: digestOf(body) })}\n`;
     const target = this.entryPath(body.key);
-    mkdirSync(dirname(target), { recursive: true });
+    mkdirSync(dirname(target), { recursive: true, mode: DIR_MODE });
     const tmp = this.#tempPath();
     try {
-      const fd = openSync(tmp, 'wx', 0o644);
+      const fd = openSync(tmp, 'wx', BLOB_MODE);
       try {
         writeAll(fd, Buffer.from(text, 'utf8'));
       } finally {
@@ -109,30 +112,46 @@ export class CacheStore {
   }
 
   /**
-   * Copies the file at `source` into the store as a blob, hashing it as it is copied.
-   * @throws on a read or write that fails.
+   * Copies the regular file at `source`, the one `matched` (its `lstat` when a glob matched it),
+   * into the store as a blob, hashing it as it is copied. The file is opened without following a
+   * link and without waiting (a FIFO never blocks the run), and must still be that regular file
+   * (same device and inode): a step that swapped it for a link to a secret or a FIFO since it was
+   * matched gets it refused. At most `matched.size` bytes are read.
+   * @throws on a read or write that fails, and on a file that is not the one matched.
    */
-  putBlob(source: string, buffer: Buffer): { sha256: string; size: number } {
+  putBlob(source: string, matched: Stats, buffer: Buffer): { sha256: string; size: number } {
     const tmp = this.#tempPath();
     const hash = createHash('sha256');
     let size = 0;
     try {
-      const fd = openSync(tmp, 'wx', 0o644);
+      const input = openSync(source, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
       try {
-        forEachChunk(source, buffer, (chunk) => {
-          size += chunk.length;
-          hash.update(chunk);
-          writeAll(fd, chunk);
-        });
+        const opened = fstatSync(input);
+        if (!opened.isFile() || !matched.isFile() || opened.dev !== matched.dev || opened.ino !== matched.ino) {
+          throw new Error(`${source} is no longer the regular file that was matched (replaced while being stored)`);
+        }
+        const fd = openSync(tmp, 'wx', BLOB_MODE);
+        try {
+          while (size < matched.size) {
+            const read = readSync(input, buffer, 0, Math.min(buffer.length, matched.size - size), null);
+            if (read === 0) break;
+            const chunk = buffer.subarray(0, read);
+            size += read;
+            hash.update(chunk);
+            writeAll(fd, chunk);
+          }
+        } finally {
+          closeSync(fd);
+        }
       } finally {
-        closeSync(fd);
+        closeSync(input);
       }
       const sha256 = hash.digest('hex');
       const target = this.blobPath(sha256);
       // One already there is kept unless its size says it was damaged (a restore checks its bytes).
       if (statSync(target, { throwIfNoEntry: false })?.size === size) unlinkSync(tmp);
       else {
-        mkdirSync(dirname(target), { recursive: true });
+        mkdirSync(dirname(target), { recursive: true, mode: DIR_MODE });
         renameSync(tmp, target);
       }
       return { sha256, size };
@@ -244,7 +263,7 @@ export class CacheStore {
 
   #tempPath(): string {
     const dir = join(this.root, 'tmp');
-    mkdirSync(dir, { recursive: true });
+    mkdirSync(dir, { recursive: true, mode: DIR_MODE });
     return join(dir, tempName());
   }
 }
