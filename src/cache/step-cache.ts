@@ -131,7 +131,7 @@ export class StepCache {
         // Only regular files are stored: a link's target may be outside the workdir or made by another step.
         if (!file.stat.isFile()) continue;
         const blob = this.store.putBlob(`${this.#workdir}/${file.path}`, file.stat, this.#buffer);
-        files.push({ path: file.path, sha256: blob.sha256, size: blob.size, mode: file.stat.mode & 0o7777 });
+        files.push({ path: file.path, sha256: blob.sha256, size: blob.size, mode: file.stat.mode & 0o777 });
       }
       this.store.putEntry({ v: 1, key, step_id: step.id, output: result.output, files, stored_at: new Date().toISOString() });
     } catch (error) {

@@ -2,12 +2,15 @@
  * The step cache's store (`docs/cache.md#the-store`): entries by key, the files they restore as
  * content-addressed blobs. Every file is written under a temporary name and renamed into place,
  * so two runs storing the same key at once each leave a whole entry (the last rename wins, both
- * hold the same thing); every entry carries a digest of itself and every blob is its sha256, so
- * a damaged one is found when it is read, never restored.
+ * hold the same thing); every entry carries a MAC of itself under the user's records key
+ * (`docs/cache.md#against-a-step`: whoever can write the store but not read the key cannot forge
+ * an entry) and every blob is its sha256, so a damaged or forged one is found when it is read,
+ * never restored.
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { chmodSync, closeSync, constants, fstatSync, lstatSync, mkdirSync, openSync, readFileSync, readSync, renameSync, rmSync, statSync, unlinkSync, utimesSync, writeSync, type Stats } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { recordKey } from '../records/record-key.js';
 import { sha256OfFile, writableInside } from './files.js';
 
 /** The layout's version: a store laid out otherwise lives beside it, never read as this one. */
@@ -18,7 +21,7 @@ export interface StoredFile {
   readonly path: string;
   readonly sha256: string;
   readonly size: number;
-  /** Permission bits (`mode & 0o7777`). */
+  /** Permission bits (`mode & 0o777`: a setuid, setgid or sticky bit is never stored nor restored). */
   readonly mode: number;
 }
 
@@ -58,7 +61,7 @@ export class CacheStore {
     return join(this.root, 'blobs', sha256.slice(0, 2), sha256);
   }
 
-  /** The entry of `key`: missing, corrupt (not JSON, not an entry, or its digest does not match), or found. @throws when the store cannot be read. */
+  /** The entry of `key`: missing, corrupt (not JSON, not an entry, or its MAC does not verify), or found. @throws when the store cannot be read. */
   readEntry(key: string): EntryRead {
     let text: string;
     try {
@@ -78,22 +81,29 @@ export class CacheStore {
     const entry = entryOf(value);
     if (entry === null) return { kind: 'corrupt', why: 'it is not a cache entry' };
     if (entry.key !== key) return { kind: 'corrupt', why: `it holds the key ${entry.key.slice(0, 12)}…` };
-    if ((value as { digest?: unknown }).digest !== digestOf(entry)) return { kind: 'corrupt', why: 'its digest does not match its content' };
+    const mac = (value as { mac?: unknown }).mac;
+    const secret = entryKey();
+    if (secret.key === null) return { kind: 'corrupt', why: `its mac cannot be verified: the records key ${secret.path}: ${secret.reason}` };
+    if (typeof mac !== 'string' || !MAC_TEXT.test(mac) || !timingSafeEqual(Buffer.from(mac, 'hex'), macOf(secret.key, entry))) {
+      return { kind: 'corrupt', why: 'its mac does not verify (altered, or not stored by this user on this machine)' };
+    }
     return { kind: 'found', entry };
   }
 
   /** Writes `entry` whole under its key (temp + rename). @throws on a write that fails (ENOSPC, EROFS, …). */
   putEntry(entry: CacheEntry): void {
-    // Written in the order `entryOf` reads it back, so that the digest is taken over the same text.
+    // Written in the order `entryOf` reads it back, so that the MAC is taken over the same text.
     const body: CacheEntry = {
       v: 1,
       key: entry.key,
       step_id: entry.step_id,
       output: entry.output,
-      files: entry.files.map((file) => ({ path: file.path, sha256: file.sha256, size: file.size, mode: file.mode })),
+      files: entry.files.map((file) => ({ path: file.path, sha256: file.sha256, size: file.size, mode: file.mode & 0o777 })),
       stored_at: entry.stored_at,
     };
-    const text = `${JSON.stringify({ ...body, digest: digestOf(body) })}\n`;
+    const secret = entryKey(true);
+    if (secret.key === null) throw new Error(`the entry cannot be signed: the records key ${secret.path}: ${secret.reason}`);
+    const text = `${JSON.stringify({ ...body, mac: macOf(secret.key, body).toString('hex') })}\n`;
     const target = this.entryPath(body.key);
     mkdirSync(dirname(target), { recursive: true, mode: DIR_MODE });
     const tmp = this.#tempPath();
@@ -192,7 +202,7 @@ export class CacheStore {
         // Already in place (a rebuild whose outputs are still there): its own bytes are checked, nothing is written.
         const present = lstatSync(target, { throwIfNoEntry: false });
         if (present?.isFile() === true && present.size === file.size && sha256OfFile(target, buffer).sha256 === file.sha256) {
-          if ((present.mode & 0o7777) !== file.mode) chmodSync(target, file.mode);
+          if ((present.mode & 0o7777) !== (file.mode & 0o777)) chmodSync(target, file.mode & 0o777);
           continue;
         }
         const tmp = join(dir, `.capsule-cache-${tempName()}`);
@@ -208,7 +218,7 @@ export class CacheStore {
         }
         try {
           const out = openSync(tmp, 'wx', 0o600);
-          ready.push({ tmp, target, mode: file.mode });
+          ready.push({ tmp, target, mode: file.mode & 0o777 });
           try {
             for (;;) {
               const read = readSync(fd, buffer, 0, buffer.length, null);
@@ -268,7 +278,7 @@ export class CacheStore {
   }
 }
 
-/** The entry `value` holds, its keys in the order they are written (its digest depends on that order), or null. */
+/** The entry `value` holds, its keys in the order they are written (its MAC depends on that order), or null. */
 export function entryOf(value: unknown): CacheEntry | null {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) return null;
   const v = value as Record<string, unknown>;
@@ -292,8 +302,21 @@ function tempName(): string {
   return `${TEMP_PREFIX}-${++tempCounter}`;
 }
 
-function digestOf(entry: CacheEntry): string {
-  return createHash('sha256').update(JSON.stringify(entry), 'utf8').digest('hex');
+const MAC_DOMAIN = 'capsule-runtime step cache v1';
+const MAC_TEXT = /^[0-9a-f]{64}$/u;
+
+/**
+ * The records key (`src/records/record-key.ts`): outside every workdir and hidden from a confined
+ * step's view (docs/security.md#records-a-step-cannot-forge), so a step that can write the store
+ * cannot sign what it writes there. Made on first use when storing.
+ */
+function entryKey(create = false): ReturnType<typeof recordKey> {
+  return recordKey({ create });
+}
+
+/** HMAC-SHA256 of an entry under `key`, in a domain of its own (a record's MAC is never an entry's). */
+function macOf(key: Buffer, entry: CacheEntry): Buffer {
+  return createHmac('sha256', key).update(`${MAC_DOMAIN}\n${JSON.stringify(entry)}`, 'utf8').digest();
 }
 
 function writeAll(fd: number, bytes: Buffer): void {
