@@ -2,9 +2,9 @@
  * The workdir's side of the step cache (`docs/cache.md`): the files a step's `cache` globs match
  * (never outside the workdir, never through a symbolic link), hashed in one pass as they are read.
  */
-import { createHash, type Hash } from 'node:crypto';
-import { closeSync, constants, existsSync, fstatSync, lstatSync, openSync, readlinkSync, readSync, realpathSync, type Stats } from 'node:fs';
-import { dirname, isAbsolute, join, relative, sep } from 'node:path';
+import type { Hash } from 'node:crypto';
+import { closeSync, constants, fstatSync, lstatSync, openSync, readlinkSync, readSync, type Stats } from 'node:fs';
+import { isAbsolute, join } from 'node:path';
 import { globSync } from 'tinyglobby';
 
 /** Bytes read at a time: small files are read in one call, big ones never held whole. */
@@ -74,38 +74,4 @@ export function forEachChunk(path: string, buffer: Buffer, onChunk: (chunk: Buff
   } finally {
     closeSync(fd);
   }
-}
-
-/** sha256 (hex) of a file's bytes. */
-export function sha256OfFile(path: string, buffer: Buffer): { sha256: string; size: number } {
-  const hash = createHash('sha256');
-  let size = 0;
-  forEachChunk(path, buffer, (chunk) => {
-    size += chunk.length;
-    hash.update(chunk);
-  });
-  return { sha256: hash.digest('hex'), size };
-}
-
-/**
- * Whether writing `path` (relative to the workdir, as an entry names it) stays inside the workdir:
- * a relative path without `..`, whose nearest existing directory is inside the workdir once its
- * symbolic links are resolved (a `build` that is a link to `/etc` is not written through).
- */
-export function writableInside(workdirReal: string, workdir: string, path: string): boolean {
-  if (path === '' || isAbsolute(path) || path.split('/').some((part) => part === '..' || part === '')) return false;
-  let dir = dirname(join(workdir, path));
-  while (!existsSync(dir)) {
-    const up = dirname(dir);
-    if (up === dir) return false;
-    dir = up;
-  }
-  let real: string;
-  try {
-    real = realpathSync(dir);
-  } catch {
-    return false;
-  }
-  const rel = relative(workdirReal, real);
-  return rel === '' || (!rel.startsWith(`..${sep}`) && rel !== '..' && !isAbsolute(rel));
 }

@@ -8,10 +8,9 @@
  * never restored.
  */
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import { chmodSync, closeSync, constants, fstatSync, lstatSync, mkdirSync, openSync, readFileSync, readSync, renameSync, rmSync, statSync, unlinkSync, utimesSync, writeSync, type Stats } from 'node:fs';
+import { closeSync, constants, fchmodSync, fstatSync, mkdirSync, openSync, readFileSync, readSync, renameSync, rmSync, statSync, unlinkSync, utimesSync, writeSync, type Stats } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { recordKey } from '../records/record-key.js';
-import { sha256OfFile, writableInside } from './files.js';
 
 /** The layout's version: a store laid out otherwise lives beside it, never read as this one. */
 export const STORE_LAYOUT = 'v1';
@@ -176,49 +175,81 @@ export class CacheStore {
    * temporary file beside its target while its sha256 is checked, and only once every one checked
    * are they renamed over their targets. A blob that is missing or does not match is removed and
    * nothing is restored. @throws on a write into the workdir that fails.
+   *
+   * Nothing is written through a symbolic link, even one a running step swaps in meanwhile: each
+   * output's directories are walked from the workdir one name at a time, each opened without
+   * following a link (`/proc/self/fd/<dir>/<name>` with `O_DIRECTORY|O_NOFOLLOW`, Node having no
+   * `openat`), and the temporary file is made and renamed within the directory so opened. A path
+   * under `.capsule/` (the runtime's records) is never written.
    */
-  restoreFiles(workdir: string, workdirReal: string, files: readonly StoredFile[], buffer: Buffer): Restore {
-    const ready: { tmp: string; target: string; mode: number }[] = [];
+  restoreFiles(workdir: string, files: readonly StoredFile[], buffer: Buffer): Restore {
+    const ready: { dir: number; tmp: string; name: string }[] = [];
     const damaged: string[] = [];
+    const at = (dir: number, name: string): string => `/proc/self/fd/${dir}/${name}`;
     const discard = (): void => {
-      for (const file of ready) rmSync(file.tmp, { force: true });
+      for (const file of ready) rmSync(at(file.dir, file.tmp), { force: true });
     };
-    // Outputs share their directories: each is checked (and made) once per restore.
-    const dirs = new Map<string, boolean>();
+    // Outputs share their directories: each is opened (and made) once per restore, held until the renames.
+    const dirs = new Map<string, number>();
+    const opened: number[] = [];
+    const openDir = (path: string, flags: number): number => {
+      const fd = openSync(path, constants.O_RDONLY | constants.O_DIRECTORY | flags);
+      opened.push(fd);
+      return fd;
+    };
     try {
+      // The workdir itself is the user's choice (it may be reached through a link); below it, no link is followed.
+      const top = openDir(workdir, 0);
       for (const file of files) {
-        const target = join(workdir, file.path);
-        const dir = dirname(target);
-        let inside = dirs.get(dir);
-        if (inside === undefined) {
-          inside = writableInside(workdirReal, workdir, file.path);
-          if (inside) mkdirSync(dir, { recursive: true });
-          dirs.set(dir, inside);
-        }
-        if (!inside) {
+        const parts = file.path.split('/');
+        if (file.path === '' || file.path.startsWith('/') || parts.some((part) => part === '' || part === '.' || part === '..')) {
           discard();
-          return { ok: false, why: `its file ${file.path} would be written outside the workdir (through a symbolic link)` };
+          return { ok: false, why: `its file ${file.path} is not a path inside the workdir` };
         }
+        if (parts[0] === '.capsule') {
+          discard();
+          return { ok: false, why: `its file ${file.path} is under .capsule/, the runtime's own records` };
+        }
+        const name = parts.pop() as string;
+        let dir = top;
+        let walked = '';
+        for (const part of parts) {
+          walked += `/${part}`;
+          const known = dirs.get(walked);
+          if (known !== undefined) {
+            dir = known;
+            continue;
+          }
+          const child = childDir(dir, part, (path) => openDir(path, constants.O_NOFOLLOW));
+          if (child === null) {
+            discard();
+            return { ok: false, why: `its file ${file.path} would be written through a symbolic link or a non-directory (${walked.slice(1)})` };
+          }
+          dirs.set(walked, child);
+          dir = child;
+        }
+        const mode = file.mode & 0o777;
         // Already in place (a rebuild whose outputs are still there): its own bytes are checked, nothing is written.
-        const present = lstatSync(target, { throwIfNoEntry: false });
-        if (present?.isFile() === true && present.size === file.size && sha256OfFile(target, buffer).sha256 === file.sha256) {
-          if ((present.mode & 0o7777) !== (file.mode & 0o777)) chmodSync(target, file.mode & 0o777);
-          continue;
-        }
-        const tmp = join(dir, `.capsule-cache-${tempName()}`);
+        if (alreadyThere(at(dir, name), file, mode, buffer)) continue;
+        const tmp = `.capsule-cache-${tempName()}`;
         const hash = createHash('sha256');
         let size = 0;
         let fd: number;
         try {
-          fd = openSync(this.blobPath(file.sha256), 'r');
+          fd = openSync(this.blobPath(file.sha256), constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
         } catch (error) {
-          if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+          const code = (error as NodeJS.ErrnoException).code;
+          if (code !== 'ENOENT' && code !== 'ELOOP') throw error;
           discard();
           return { ok: false, why: `the stored content of ${file.path} is missing from the store` };
         }
         try {
-          const out = openSync(tmp, 'wx', 0o600);
-          ready.push({ tmp, target, mode: file.mode & 0o777 });
+          if (!fstatSync(fd).isFile()) {
+            discard();
+            return { ok: false, why: `the stored content of ${file.path} is not a regular file` };
+          }
+          const out = openSync(at(dir, tmp), constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
+          ready.push({ dir, tmp, name });
           try {
             for (;;) {
               const read = readSync(fd, buffer, 0, buffer.length, null);
@@ -228,6 +259,7 @@ export class CacheStore {
               hash.update(chunk);
               writeAll(out, chunk);
             }
+            fchmodSync(out, mode);
           } finally {
             closeSync(out);
           }
@@ -245,14 +277,14 @@ export class CacheStore {
         discard();
         return { ok: false, why: `the stored content of ${damaged.join(', ')} does not match its sha256 (the store was damaged)` };
       }
-      for (const file of ready) {
-        chmodSync(file.tmp, file.mode);
-        renameSync(file.tmp, file.target);
-      }
+      // rename(2) replaces a link at the target's name itself, never what it points to.
+      for (const file of ready) renameSync(at(file.dir, file.tmp), at(file.dir, file.name));
       return { ok: true };
     } catch (error) {
       discard();
       throw error;
+    } finally {
+      for (const fd of opened) closeSync(fd);
     }
   }
 
@@ -317,6 +349,58 @@ function entryKey(create = false): ReturnType<typeof recordKey> {
 /** HMAC-SHA256 of an entry under `key`, in a domain of its own (a record's MAC is never an entry's). */
 function macOf(key: Buffer, entry: CacheEntry): Buffer {
   return createHmac('sha256', key).update(`${MAC_DOMAIN}\n${JSON.stringify(entry)}`, 'utf8').digest();
+}
+
+/**
+ * The directory `name` in the directory open as `parent`, made when missing, opened through
+ * `open` without following a link; null when `name` is a link or not a directory.
+ */
+function childDir(parent: number, name: string, open: (path: string) => number): number | null {
+  const path = `/proc/self/fd/${parent}/${name}`;
+  for (let tries = 0; tries < 2; tries++) {
+    try {
+      return open(path);
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === 'ELOOP' || code === 'ENOTDIR') return null;
+      if (code !== 'ENOENT' || tries > 0) throw error;
+    }
+    try {
+      mkdirSync(path);
+    } catch (error) {
+      // Made meanwhile (another restore): opened as any other, a link refused.
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    }
+  }
+  return null;
+}
+
+/**
+ * Whether the output at `path` already holds `file`'s bytes (a regular file, never through a
+ * link); its permissions are then set to `mode` on the file opened, never on what a name points to.
+ */
+function alreadyThere(path: string, file: StoredFile, mode: number, buffer: Buffer): boolean {
+  let fd: number;
+  try {
+    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  } catch {
+    return false;
+  }
+  try {
+    const stat = fstatSync(fd);
+    if (!stat.isFile() || stat.size !== file.size) return false;
+    const hash = createHash('sha256');
+    for (;;) {
+      const read = readSync(fd, buffer, 0, buffer.length, null);
+      if (read === 0) break;
+      hash.update(buffer.subarray(0, read));
+    }
+    if (hash.digest('hex') !== file.sha256) return false;
+    if ((stat.mode & 0o7777) !== mode) fchmodSync(fd, mode);
+    return true;
+  } finally {
+    closeSync(fd);
+  }
 }
 
 function writeAll(fd: number, bytes: Buffer): void {

@@ -2,10 +2,11 @@
  * The step cache's store against a step that can write the workdir or the store
  * (docs/cache.md#against-a-step): a prune never follows a symbolic link out of the store; storing
  * an output refuses one swapped for a FIFO (without waiting on it) or for a link to a secret, and
- * keeps what it stores readable by its owner only.
+ * keeps what it stores readable by its owner only; a restore never writes through a symbolic link
+ * nor under `.capsule/`.
  */
 import { execFileSync } from 'node:child_process';
-import { lstatSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, renameSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pruneCache } from '../../src/cache/prune.js';
@@ -86,5 +87,50 @@ describe('the step cache store', () => {
     expect(blob.size).toBe(now.size);
     expect(statSync(store.blobPath(blob.sha256)).mode & 0o777).toBe(0o600);
     for (const dir of [store.dir, store.root, join(store.root, 'blobs'), join(store.root, 'tmp')]) expect(statSync(dir).mode & 0o777).toBe(0o700);
+  });
+
+  it('restores without writing through a symbolic link, at any depth, and never under .capsule/: nothing lands outside the workdir', () => {
+    const store = new CacheStore(join(temp('store'), 'steps'));
+    const work = temp('work');
+    const outside = temp('outside');
+    const buffer = Buffer.alloc(1 << 16);
+    const source = join(temp('source'), 'payload');
+    writeFileSync(source, 'payload\n');
+    const blob = store.putBlob(source, lstatSync(source), buffer);
+    const file = (path: string): { path: string; sha256: string; size: number; mode: number } => ({ path, ...blob, mode: 0o755 });
+
+    // The output's directory is a link to a directory outside.
+    symlinkSync(outside, join(work, 'out'));
+    expect(store.restoreFiles(work, [file('out/payload')], buffer)).toMatchObject({ ok: false, why: expect.stringContaining('symbolic link') });
+    // Deeper: a real directory holding a link.
+    mkdirSync(join(work, 'build'));
+    symlinkSync(outside, join(work, 'build', 'bin'));
+    expect(store.restoreFiles(work, [file('build/bin/deeper/payload')], buffer)).toMatchObject({ ok: false });
+    // Refused whole: the good file of the same entry is not written either.
+    expect(store.restoreFiles(work, [file('ok/payload'), file('out/payload')], buffer)).toMatchObject({ ok: false });
+    expect(readdirSync(outside)).toEqual([]);
+    expect(readdirSync(join(work, 'ok'))).toEqual([]);
+
+    // The records are the runtime's: never written from the store.
+    mkdirSync(join(work, '.capsule', 'records', 'ses'), { recursive: true });
+    writeFileSync(join(work, '.capsule', 'records', 'ses', 'trace.jsonl'), 'genuine\n');
+    expect(store.restoreFiles(work, [file('.capsule/records/ses/trace.jsonl')], buffer)).toMatchObject({ ok: false, why: expect.stringContaining('.capsule/') });
+    expect(readFileSync(join(work, '.capsule', 'records', 'ses', 'trace.jsonl'), 'utf8')).toBe('genuine\n');
+    expect(store.restoreFiles(work, [file('a/../../escape')], buffer)).toMatchObject({ ok: false });
+
+    // A link at the output's own name is replaced, never written through.
+    const victim = join(outside, 'victim');
+    writeFileSync(victim, 'victim\n', { mode: 0o600 });
+    mkdirSync(join(work, 'dist'));
+    symlinkSync(victim, join(work, 'dist', 'payload'));
+    expect(store.restoreFiles(work, [file('dist/payload'), file('new/dir/payload')], buffer)).toEqual({ ok: true });
+    expect(readFileSync(victim, 'utf8')).toBe('victim\n');
+    expect(statSync(victim).mode & 0o777).toBe(0o600);
+    expect(lstatSync(join(work, 'dist', 'payload')).isFile()).toBe(true);
+    expect(readFileSync(join(work, 'dist', 'payload'), 'utf8')).toBe('payload\n');
+    expect(statSync(join(work, 'new', 'dir', 'payload')).mode & 0o7777).toBe(0o755);
+    expect(readdirSync(join(work, 'dist'))).toEqual(['payload']);
+    expect(readlinkSync(join(work, 'out'))).toBe(outside);
+    expect(readdirSync(outside)).toEqual(['victim']);
   });
 });
