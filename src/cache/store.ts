@@ -60,7 +60,7 @@ export class CacheStore {
     return join(this.root, 'blobs', sha256.slice(0, 2), sha256);
   }
 
-  /** The entry of `key`: missing, corrupt (not JSON, not an entry, or its MAC does not verify), or found. @throws when the store cannot be read. */
+  /** The entry of `key`: missing, corrupt (not JSON, not an entry, or its MAC does not verify), or found. @throws when the store or the records key cannot be read. */
   readEntry(key: string): EntryRead {
     let text: string;
     try {
@@ -82,7 +82,8 @@ export class CacheStore {
     if (entry.key !== key) return { kind: 'corrupt', why: `it holds the key ${entry.key.slice(0, 12)}…` };
     const mac = (value as { mac?: unknown }).mac;
     const secret = entryKey();
-    if (secret.key === null) return { kind: 'corrupt', why: `its mac cannot be verified: the records key ${secret.path}: ${secret.reason}` };
+    // Not the entry's fault: it stays (the key may be back next run), this run misses.
+    if (secret.key === null) throw new Error(`the records key ${secret.path} that signs its entries: ${secret.reason}`);
     if (typeof mac !== 'string' || !MAC_TEXT.test(mac) || !timingSafeEqual(Buffer.from(mac, 'hex'), macOf(secret.key, entry))) {
       return { kind: 'corrupt', why: 'its mac does not verify (altered, or not stored by this user on this machine)' };
     }

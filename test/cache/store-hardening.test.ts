@@ -133,4 +133,24 @@ describe('the step cache store', () => {
     expect(readlinkSync(join(work, 'out'))).toBe(outside);
     expect(readdirSync(outside)).toEqual(['victim']);
   });
+
+  it('keeps an entry it cannot verify for want of the records key, and says so: a miss, never a restore nor a removal', () => {
+    const saved = process.env['CAPSULE_KEY_DIR'];
+    try {
+      process.env['CAPSULE_KEY_DIR'] = join(temp('keys'), 'state');
+      const store = new CacheStore(join(temp('store'), 'steps'));
+      const key = 'cd'.repeat(32);
+      store.putEntry({ v: 1, key, step_id: 'build', output: 'built\n', files: [], stored_at: new Date(0).toISOString() });
+      expect(store.readEntry(key)).toMatchObject({ kind: 'found', entry: { output: 'built\n' } });
+      // A key directory that cannot hold a key (a file where it should be).
+      const blocker = join(temp('blocked'), 'file');
+      writeFileSync(blocker, '');
+      process.env['CAPSULE_KEY_DIR'] = join(blocker, 'state');
+      expect(() => store.readEntry(key)).toThrow(/the records key .* that signs its entries/);
+      expect(lstatSync(store.entryPath(key)).isFile()).toBe(true);
+    } finally {
+      if (saved === undefined) delete process.env['CAPSULE_KEY_DIR'];
+      else process.env['CAPSULE_KEY_DIR'] = saved;
+    }
+  });
 });
