@@ -2,9 +2,9 @@
  * The workdir's side of the step cache (`docs/cache.md`): the files a step's `cache` globs match
  * (never outside the workdir, never through a symbolic link), hashed in one pass as they are read.
  */
-import { createHash, type Hash } from 'node:crypto';
-import { closeSync, existsSync, lstatSync, openSync, readlinkSync, readSync, realpathSync, type Stats } from 'node:fs';
-import { dirname, isAbsolute, join, relative, sep } from 'node:path';
+import type { Hash } from 'node:crypto';
+import { closeSync, constants, fstatSync, lstatSync, openSync, readlinkSync, readSync, type Stats } from 'node:fs';
+import { isAbsolute, join } from 'node:path';
 import { globSync } from 'tinyglobby';
 
 /** Bytes read at a time: small files are read in one call, big ones never held whole. */
@@ -57,10 +57,15 @@ export function hashFiles(hash: Hash, workdir: string, files: readonly MatchedFi
   }
 }
 
-/** Calls `onChunk` with each piece of the file at `path`, read into `buffer` (the piece is only valid during the call). */
+/**
+ * Calls `onChunk` with each piece of the regular file at `path`, read into `buffer` (the piece is
+ * only valid during the call). A link or a FIFO swapped in since the file was matched is refused,
+ * never followed nor waited on. @throws when `path` is not a regular file.
+ */
 export function forEachChunk(path: string, buffer: Buffer, onChunk: (chunk: Buffer) => void): void {
-  const fd = openSync(path, 'r');
+  const fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
   try {
+    if (!fstatSync(fd).isFile()) throw new Error(`${path} is not a regular file`);
     for (;;) {
       const read = readSync(fd, buffer, 0, buffer.length, null);
       if (read === 0) break;
@@ -69,38 +74,4 @@ export function forEachChunk(path: string, buffer: Buffer, onChunk: (chunk: Buff
   } finally {
     closeSync(fd);
   }
-}
-
-/** sha256 (hex) of a file's bytes. */
-export function sha256OfFile(path: string, buffer: Buffer): { sha256: string; size: number } {
-  const hash = createHash('sha256');
-  let size = 0;
-  forEachChunk(path, buffer, (chunk) => {
-    size += chunk.length;
-    hash.update(chunk);
-  });
-  return { sha256: hash.digest('hex'), size };
-}
-
-/**
- * Whether writing `path` (relative to the workdir, as an entry names it) stays inside the workdir:
- * a relative path without `..`, whose nearest existing directory is inside the workdir once its
- * symbolic links are resolved (a `build` that is a link to `/etc` is not written through).
- */
-export function writableInside(workdirReal: string, workdir: string, path: string): boolean {
-  if (path === '' || isAbsolute(path) || path.split('/').some((part) => part === '..' || part === '')) return false;
-  let dir = dirname(join(workdir, path));
-  while (!existsSync(dir)) {
-    const up = dirname(dir);
-    if (up === dir) return false;
-    dir = up;
-  }
-  let real: string;
-  try {
-    real = realpathSync(dir);
-  } catch {
-    return false;
-  }
-  const rel = relative(workdirReal, real);
-  return rel === '' || (!rel.startsWith(`..${sep}`) && rel !== '..' && !isAbsolute(rel));
 }

@@ -4,8 +4,10 @@
  * entry names. An entry's modification time is when it was stored or last restored. A run
  * storing while a prune runs may lose its newest files to it: its entry is then a miss with a
  * warning, never a wrong restore; files younger than a minute are left for that reason.
+ * A prune never follows a symbolic link and only removes names of the store's own shape: a step
+ * that could write the store must not turn a prune into a removal elsewhere.
  */
-import { readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { lstatSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { CacheStore, entryOf } from './store.js';
 
@@ -49,7 +51,7 @@ export function pruneCache(dir: string, options: PruneOptions): PruneOutcome {
 
   // Entries, each with the blobs it names; an unreadable one is removed (it could only ever miss).
   const entries: { file: Listed; blobs: string[] }[] = [];
-  for (const file of listFiles(join(store.root, 'entries'))) {
+  for (const file of listFiles(store.root, 'entries')) {
     let blobs: string[] | null = null;
     try {
       blobs = entryOf(JSON.parse(readFileSync(file.path, 'utf8')))?.files.map((f) => f.sha256) ?? null;
@@ -62,7 +64,7 @@ export function pruneCache(dir: string, options: PruneOptions): PruneOutcome {
     } else entries.push({ file, blobs });
   }
 
-  const blobs = new Map(listFiles(join(store.root, 'blobs')).map((file) => [file.path.slice(file.path.lastIndexOf('/') + 1), file]));
+  const blobs = new Map(listFiles(store.root, 'blobs').map((file) => [file.path.slice(file.path.lastIndexOf('/') + 1), file]));
   const refs = new Map<string, number>();
   for (const entry of entries) for (const sha of new Set(entry.blobs)) refs.set(sha, (refs.get(sha) ?? 0) + 1);
   const named = new Set(refs.keys());
@@ -94,29 +96,48 @@ export function pruneCache(dir: string, options: PruneOptions): PruneOutcome {
     remove(file);
     removedFiles++;
   }
-  for (const file of listFiles(join(store.root, 'tmp'))) if (now - file.mtimeMs > TEMP_GRACE_MS) remove(file);
+  for (const file of listFiles(store.root, 'tmp')) if (now - file.mtimeMs > TEMP_GRACE_MS) remove(file);
   return { removedEntries, removedFiles, freedBytes, keptEntries: entries.length, keptBytes: total };
 }
 
-/** The files two levels below `dir` (`<dir>/<xx>/<name>`, the store's fan-out), or directly in it. */
-function listFiles(dir: string): Listed[] {
+/** A fan-out directory's name (the first two hex digits of what it holds). */
+const FAN = /^[0-9a-f]{2}$/u;
+/** An entry's, a blob's, or a temporary file's name. */
+const NAMES = { entries: /^[0-9a-f]{64}\.json$/u, blobs: /^[0-9a-f]{64}$/u, tmp: /^\d+-[0-9a-f]{16}-\d+$/u } as const;
+
+/**
+ * The files of `kind` under `root` (`<root>/<kind>/<xx>/<name>`, the store's fan-out; `tmp` has
+ * none): only real directories and regular files of the store's names, never through a link.
+ */
+function listFiles(root: string, kind: keyof typeof NAMES): Listed[] {
   const found: Listed[] = [];
-  const walk = (at: string, depth: number): void => {
-    let names: string[];
+  const isRealDir = (path: string): boolean => lstatSync(path, { throwIfNoEntry: false })?.isDirectory() === true;
+  if (!isRealDir(root) || !isRealDir(join(root, kind))) return found;
+  const files = (at: string): void => {
+    let names;
     try {
-      names = readdirSync(at);
+      names = readdirSync(at, { withFileTypes: true });
     } catch {
       return;
     }
-    for (const name of names) {
-      const path = join(at, name);
-      const stat = statSync(path, { throwIfNoEntry: false });
-      if (stat === undefined) continue;
-      if (stat.isDirectory() && depth < 1) walk(path, depth + 1);
-      else if (stat.isFile()) found.push({ path, bytes: stat.size, mtimeMs: stat.mtimeMs });
+    for (const item of names) {
+      if (!item.isFile() || !NAMES[kind].test(item.name)) continue;
+      const path = join(at, item.name);
+      const stat = lstatSync(path, { throwIfNoEntry: false });
+      if (stat?.isFile() === true) found.push({ path, bytes: stat.size, mtimeMs: stat.mtimeMs });
     }
   };
-  walk(dir, 0);
+  if (kind === 'tmp') {
+    files(join(root, kind));
+    return found;
+  }
+  let fans;
+  try {
+    fans = readdirSync(join(root, kind), { withFileTypes: true });
+  } catch {
+    return found;
+  }
+  for (const fan of fans) if (fan.isDirectory() && FAN.test(fan.name)) files(join(root, kind, fan.name));
   return found;
 }
 

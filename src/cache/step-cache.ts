@@ -7,7 +7,6 @@
  * see an attempt that finished. A step that ran and succeeded is stored once it ended.
  */
 import { createHash } from 'node:crypto';
-import { realpathSync } from 'node:fs';
 import type { AttemptInput, AttemptOutcome } from '../../machines/step.machine.js';
 import type { PlanStep, StepResult } from '../../machines/contracts.js';
 import { messageOf } from '../errors.js';
@@ -33,7 +32,6 @@ export class StepCache {
   readonly store: CacheStore;
   readonly #workdir: string;
   readonly #warn: (line: string) => void;
-  #workdirReal: string | null = null;
   /** Read and copy buffer, one per run: the cache's work is synchronous, so it is never shared. */
   readonly #buffer = Buffer.allocUnsafe(CHUNK_BYTES);
   /** The key of each step that missed, to store under when it succeeds. */
@@ -93,7 +91,7 @@ export class StepCache {
     }
     let restored;
     try {
-      restored = this.store.restoreFiles(this.#workdir, this.#realWorkdir(), read.entry.files, this.#buffer);
+      restored = this.store.restoreFiles(this.#workdir, read.entry.files, this.#buffer);
     } catch (error) {
       this.#warn(`cache: step '${step.id}': its outputs could not be restored from ${entryFile} (${messageOf(error)}): a miss, the step runs`);
       return null;
@@ -130,17 +128,12 @@ export class StepCache {
       for (const file of matchFiles(this.#workdir, step.cache.outputs)) {
         // Only regular files are stored: a link's target may be outside the workdir or made by another step.
         if (!file.stat.isFile()) continue;
-        const blob = this.store.putBlob(`${this.#workdir}/${file.path}`, this.#buffer);
-        files.push({ path: file.path, sha256: blob.sha256, size: blob.size, mode: file.stat.mode & 0o7777 });
+        const blob = this.store.putBlob(`${this.#workdir}/${file.path}`, file.stat, this.#buffer);
+        files.push({ path: file.path, sha256: blob.sha256, size: blob.size, mode: file.stat.mode & 0o777 });
       }
       this.store.putEntry({ v: 1, key, step_id: step.id, output: result.output, files, stored_at: new Date().toISOString() });
     } catch (error) {
       this.#warn(`cache: error: step '${step.id}' could not be stored in ${this.store.dir}: ${messageOf(error)}; its result stands but is not cached (free space, or move the store with --cache-dir)`);
     }
-  }
-
-  #realWorkdir(): string {
-    this.#workdirReal ??= realpathSync(this.#workdir);
-    return this.#workdirReal;
   }
 }

@@ -2,13 +2,15 @@
  * The step cache's store (`docs/cache.md#the-store`): entries by key, the files they restore as
  * content-addressed blobs. Every file is written under a temporary name and renamed into place,
  * so two runs storing the same key at once each leave a whole entry (the last rename wins, both
- * hold the same thing); every entry carries a digest of itself and every blob is its sha256, so
- * a damaged one is found when it is read, never restored.
+ * hold the same thing); every entry carries a MAC of itself under the user's records key
+ * (`docs/cache.md#against-a-step`: whoever can write the store but not read the key cannot forge
+ * an entry) and every blob is its sha256, so a damaged or forged one is found when it is read,
+ * never restored.
  */
-import { createHash, randomBytes } from 'node:crypto';
-import { chmodSync, closeSync, lstatSync, mkdirSync, openSync, readFileSync, readSync, renameSync, rmSync, statSync, unlinkSync, utimesSync, writeSync } from 'node:fs';
+import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { closeSync, constants, fchmodSync, fstatSync, mkdirSync, openSync, readFileSync, readSync, renameSync, rmSync, statSync, unlinkSync, utimesSync, writeSync, type Stats } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { forEachChunk, sha256OfFile, writableInside } from './files.js';
+import { recordKey } from '../records/record-key.js';
 
 /** The layout's version: a store laid out otherwise lives beside it, never read as this one. */
 export const STORE_LAYOUT = 'v1';
@@ -18,7 +20,7 @@ export interface StoredFile {
   readonly path: string;
   readonly sha256: string;
   readonly size: number;
-  /** Permission bits (`mode & 0o7777`). */
+  /** Permission bits (`mode & 0o777`: a setuid, setgid or sticky bit is never stored nor restored). */
   readonly mode: number;
 }
 
@@ -37,6 +39,9 @@ export type EntryRead = { readonly kind: 'missing' } | { readonly kind: 'corrupt
 export type Restore = { readonly ok: true } | { readonly ok: false; readonly why: string };
 
 const HEX64 = /^[0-9a-f]{64}$/u;
+/** What is stored is the user's: readable by them only (an output may hold a secret), in directories only they enter. */
+const BLOB_MODE = 0o600;
+const DIR_MODE = 0o700;
 
 export class CacheStore {
   readonly dir: string;
@@ -55,7 +60,7 @@ export class CacheStore {
     return join(this.root, 'blobs', sha256.slice(0, 2), sha256);
   }
 
-  /** The entry of `key`: missing, corrupt (not JSON, not an entry, or its digest does not match), or found. @throws when the store cannot be read. */
+  /** The entry of `key`: missing, corrupt (not JSON, not an entry, or its MAC does not verify), or found. @throws when the store or the records key cannot be read. */
   readEntry(key: string): EntryRead {
     let text: string;
     try {
@@ -75,27 +80,35 @@ export class CacheStore {
     const entry = entryOf(value);
     if (entry === null) return { kind: 'corrupt', why: 'it is not a cache entry' };
     if (entry.key !== key) return { kind: 'corrupt', why: `it holds the key ${entry.key.slice(0, 12)}…` };
-    if ((value as { digest?: unknown }).digest !== digestOf(entry)) return { kind: 'corrupt', why: 'its digest does not match its content' };
+    const mac = (value as { mac?: unknown }).mac;
+    const secret = entryKey();
+    // Not the entry's fault: it stays (the key may be back next run), this run misses.
+    if (secret.key === null) throw new Error(`the records key ${secret.path} that signs its entries: ${secret.reason}`);
+    if (typeof mac !== 'string' || !MAC_TEXT.test(mac) || !timingSafeEqual(Buffer.from(mac, 'hex'), macOf(secret.key, entry))) {
+      return { kind: 'corrupt', why: 'its mac does not verify (altered, or not stored by this user on this machine)' };
+    }
     return { kind: 'found', entry };
   }
 
   /** Writes `entry` whole under its key (temp + rename). @throws on a write that fails (ENOSPC, EROFS, …). */
   putEntry(entry: CacheEntry): void {
-    // Written in the order `entryOf` reads it back, so that the digest is taken over the same text.
+    // Written in the order `entryOf` reads it back, so that the MAC is taken over the same text.
     const body: CacheEntry = {
       v: 1,
       key: entry.key,
       step_id: entry.step_id,
       output: entry.output,
-      files: entry.files.map((file) => ({ path: file.path, sha256: file.sha256, size: file.size, mode: file.mode })),
+      files: entry.files.map((file) => ({ path: file.path, sha256: file.sha256, size: file.size, mode: file.mode & 0o777 })),
       stored_at: entry.stored_at,
     };
-    const text = `${JSON.stringify({ ...body, digest: digestOf(body) })}\n`;
+    const secret = entryKey(true);
+    if (secret.key === null) throw new Error(`the entry cannot be signed: the records key ${secret.path}: ${secret.reason}`);
+    const text = `${JSON.stringify({ ...body, mac: macOf(secret.key, body).toString('hex') })}\n`;
     const target = this.entryPath(body.key);
-    mkdirSync(dirname(target), { recursive: true });
+    mkdirSync(dirname(target), { recursive: true, mode: DIR_MODE });
     const tmp = this.#tempPath();
     try {
-      const fd = openSync(tmp, 'wx', 0o644);
+      const fd = openSync(tmp, 'wx', BLOB_MODE);
       try {
         writeAll(fd, Buffer.from(text, 'utf8'));
       } finally {
@@ -109,30 +122,46 @@ export class CacheStore {
   }
 
   /**
-   * Copies the file at `source` into the store as a blob, hashing it as it is copied.
-   * @throws on a read or write that fails.
+   * Copies the regular file at `source`, the one `matched` (its `lstat` when a glob matched it),
+   * into the store as a blob, hashing it as it is copied. The file is opened without following a
+   * link and without waiting (a FIFO never blocks the run), and must still be that regular file
+   * (same device and inode): a step that swapped it for a link to a secret or a FIFO since it was
+   * matched gets it refused. At most `matched.size` bytes are read.
+   * @throws on a read or write that fails, and on a file that is not the one matched.
    */
-  putBlob(source: string, buffer: Buffer): { sha256: string; size: number } {
+  putBlob(source: string, matched: Stats, buffer: Buffer): { sha256: string; size: number } {
     const tmp = this.#tempPath();
     const hash = createHash('sha256');
     let size = 0;
     try {
-      const fd = openSync(tmp, 'wx', 0o644);
+      const input = openSync(source, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
       try {
-        forEachChunk(source, buffer, (chunk) => {
-          size += chunk.length;
-          hash.update(chunk);
-          writeAll(fd, chunk);
-        });
+        const opened = fstatSync(input);
+        if (!opened.isFile() || !matched.isFile() || opened.dev !== matched.dev || opened.ino !== matched.ino) {
+          throw new Error(`${source} is no longer the regular file that was matched (replaced while being stored)`);
+        }
+        const fd = openSync(tmp, 'wx', BLOB_MODE);
+        try {
+          while (size < matched.size) {
+            const read = readSync(input, buffer, 0, Math.min(buffer.length, matched.size - size), null);
+            if (read === 0) break;
+            const chunk = buffer.subarray(0, read);
+            size += read;
+            hash.update(chunk);
+            writeAll(fd, chunk);
+          }
+        } finally {
+          closeSync(fd);
+        }
       } finally {
-        closeSync(fd);
+        closeSync(input);
       }
       const sha256 = hash.digest('hex');
       const target = this.blobPath(sha256);
       // One already there is kept unless its size says it was damaged (a restore checks its bytes).
       if (statSync(target, { throwIfNoEntry: false })?.size === size) unlinkSync(tmp);
       else {
-        mkdirSync(dirname(target), { recursive: true });
+        mkdirSync(dirname(target), { recursive: true, mode: DIR_MODE });
         renameSync(tmp, target);
       }
       return { sha256, size };
@@ -147,49 +176,81 @@ export class CacheStore {
    * temporary file beside its target while its sha256 is checked, and only once every one checked
    * are they renamed over their targets. A blob that is missing or does not match is removed and
    * nothing is restored. @throws on a write into the workdir that fails.
+   *
+   * Nothing is written through a symbolic link, even one a running step swaps in meanwhile: each
+   * output's directories are walked from the workdir one name at a time, each opened without
+   * following a link (`/proc/self/fd/<dir>/<name>` with `O_DIRECTORY|O_NOFOLLOW`, Node having no
+   * `openat`), and the temporary file is made and renamed within the directory so opened. A path
+   * under `.capsule/` (the runtime's records) is never written.
    */
-  restoreFiles(workdir: string, workdirReal: string, files: readonly StoredFile[], buffer: Buffer): Restore {
-    const ready: { tmp: string; target: string; mode: number }[] = [];
+  restoreFiles(workdir: string, files: readonly StoredFile[], buffer: Buffer): Restore {
+    const ready: { dir: number; tmp: string; name: string }[] = [];
     const damaged: string[] = [];
+    const at = (dir: number, name: string): string => `/proc/self/fd/${dir}/${name}`;
     const discard = (): void => {
-      for (const file of ready) rmSync(file.tmp, { force: true });
+      for (const file of ready) rmSync(at(file.dir, file.tmp), { force: true });
     };
-    // Outputs share their directories: each is checked (and made) once per restore.
-    const dirs = new Map<string, boolean>();
+    // Outputs share their directories: each is opened (and made) once per restore, held until the renames.
+    const dirs = new Map<string, number>();
+    const opened: number[] = [];
+    const openDir = (path: string, flags: number): number => {
+      const fd = openSync(path, constants.O_RDONLY | constants.O_DIRECTORY | flags);
+      opened.push(fd);
+      return fd;
+    };
     try {
+      // The workdir itself is the user's choice (it may be reached through a link); below it, no link is followed.
+      const top = openDir(workdir, 0);
       for (const file of files) {
-        const target = join(workdir, file.path);
-        const dir = dirname(target);
-        let inside = dirs.get(dir);
-        if (inside === undefined) {
-          inside = writableInside(workdirReal, workdir, file.path);
-          if (inside) mkdirSync(dir, { recursive: true });
-          dirs.set(dir, inside);
-        }
-        if (!inside) {
+        const parts = file.path.split('/');
+        if (file.path === '' || file.path.startsWith('/') || parts.some((part) => part === '' || part === '.' || part === '..')) {
           discard();
-          return { ok: false, why: `its file ${file.path} would be written outside the workdir (through a symbolic link)` };
+          return { ok: false, why: `its file ${file.path} is not a path inside the workdir` };
         }
+        if (parts[0] === '.capsule') {
+          discard();
+          return { ok: false, why: `its file ${file.path} is under .capsule/, the runtime's own records` };
+        }
+        const name = parts.pop() as string;
+        let dir = top;
+        let walked = '';
+        for (const part of parts) {
+          walked += `/${part}`;
+          const known = dirs.get(walked);
+          if (known !== undefined) {
+            dir = known;
+            continue;
+          }
+          const child = childDir(dir, part, (path) => openDir(path, constants.O_NOFOLLOW));
+          if (child === null) {
+            discard();
+            return { ok: false, why: `its file ${file.path} would be written through a symbolic link or a non-directory (${walked.slice(1)})` };
+          }
+          dirs.set(walked, child);
+          dir = child;
+        }
+        const mode = file.mode & 0o777;
         // Already in place (a rebuild whose outputs are still there): its own bytes are checked, nothing is written.
-        const present = lstatSync(target, { throwIfNoEntry: false });
-        if (present?.isFile() === true && present.size === file.size && sha256OfFile(target, buffer).sha256 === file.sha256) {
-          if ((present.mode & 0o7777) !== file.mode) chmodSync(target, file.mode);
-          continue;
-        }
-        const tmp = join(dir, `.capsule-cache-${tempName()}`);
+        if (alreadyThere(at(dir, name), file, mode, buffer)) continue;
+        const tmp = `.capsule-cache-${tempName()}`;
         const hash = createHash('sha256');
         let size = 0;
         let fd: number;
         try {
-          fd = openSync(this.blobPath(file.sha256), 'r');
+          fd = openSync(this.blobPath(file.sha256), constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
         } catch (error) {
-          if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+          const code = (error as NodeJS.ErrnoException).code;
+          if (code !== 'ENOENT' && code !== 'ELOOP') throw error;
           discard();
           return { ok: false, why: `the stored content of ${file.path} is missing from the store` };
         }
         try {
-          const out = openSync(tmp, 'wx', 0o600);
-          ready.push({ tmp, target, mode: file.mode });
+          if (!fstatSync(fd).isFile()) {
+            discard();
+            return { ok: false, why: `the stored content of ${file.path} is not a regular file` };
+          }
+          const out = openSync(at(dir, tmp), constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
+          ready.push({ dir, tmp, name });
           try {
             for (;;) {
               const read = readSync(fd, buffer, 0, buffer.length, null);
@@ -199,6 +260,7 @@ export class CacheStore {
               hash.update(chunk);
               writeAll(out, chunk);
             }
+            fchmodSync(out, mode);
           } finally {
             closeSync(out);
           }
@@ -216,14 +278,14 @@ export class CacheStore {
         discard();
         return { ok: false, why: `the stored content of ${damaged.join(', ')} does not match its sha256 (the store was damaged)` };
       }
-      for (const file of ready) {
-        chmodSync(file.tmp, file.mode);
-        renameSync(file.tmp, file.target);
-      }
+      // rename(2) replaces a link at the target's name itself, never what it points to.
+      for (const file of ready) renameSync(at(file.dir, file.tmp), at(file.dir, file.name));
       return { ok: true };
     } catch (error) {
       discard();
       throw error;
+    } finally {
+      for (const fd of opened) closeSync(fd);
     }
   }
 
@@ -244,12 +306,12 @@ export class CacheStore {
 
   #tempPath(): string {
     const dir = join(this.root, 'tmp');
-    mkdirSync(dir, { recursive: true });
+    mkdirSync(dir, { recursive: true, mode: DIR_MODE });
     return join(dir, tempName());
   }
 }
 
-/** The entry `value` holds, its keys in the order they are written (its digest depends on that order), or null. */
+/** The entry `value` holds, its keys in the order they are written (its MAC depends on that order), or null. */
 export function entryOf(value: unknown): CacheEntry | null {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) return null;
   const v = value as Record<string, unknown>;
@@ -273,8 +335,73 @@ function tempName(): string {
   return `${TEMP_PREFIX}-${++tempCounter}`;
 }
 
-function digestOf(entry: CacheEntry): string {
-  return createHash('sha256').update(JSON.stringify(entry), 'utf8').digest('hex');
+const MAC_DOMAIN = 'capsule-runtime step cache v1';
+const MAC_TEXT = /^[0-9a-f]{64}$/u;
+
+/**
+ * The records key (`src/records/record-key.ts`): outside every workdir and hidden from a confined
+ * step's view (docs/security.md#records-a-step-cannot-forge), so a step that can write the store
+ * cannot sign what it writes there. Made on first use when storing.
+ */
+function entryKey(create = false): ReturnType<typeof recordKey> {
+  return recordKey({ create });
+}
+
+/** HMAC-SHA256 of an entry under `key`, in a domain of its own (a record's MAC is never an entry's). */
+function macOf(key: Buffer, entry: CacheEntry): Buffer {
+  return createHmac('sha256', key).update(`${MAC_DOMAIN}\n${JSON.stringify(entry)}`, 'utf8').digest();
+}
+
+/**
+ * The directory `name` in the directory open as `parent`, made when missing, opened through
+ * `open` without following a link; null when `name` is a link or not a directory.
+ */
+function childDir(parent: number, name: string, open: (path: string) => number): number | null {
+  const path = `/proc/self/fd/${parent}/${name}`;
+  for (let tries = 0; tries < 2; tries++) {
+    try {
+      return open(path);
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === 'ELOOP' || code === 'ENOTDIR') return null;
+      if (code !== 'ENOENT' || tries > 0) throw error;
+    }
+    try {
+      mkdirSync(path);
+    } catch (error) {
+      // Made meanwhile (another restore): opened as any other, a link refused.
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    }
+  }
+  return null;
+}
+
+/**
+ * Whether the output at `path` already holds `file`'s bytes (a regular file, never through a
+ * link); its permissions are then set to `mode` on the file opened, never on what a name points to.
+ */
+function alreadyThere(path: string, file: StoredFile, mode: number, buffer: Buffer): boolean {
+  let fd: number;
+  try {
+    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  } catch {
+    return false;
+  }
+  try {
+    const stat = fstatSync(fd);
+    if (!stat.isFile() || stat.size !== file.size) return false;
+    const hash = createHash('sha256');
+    for (;;) {
+      const read = readSync(fd, buffer, 0, buffer.length, null);
+      if (read === 0) break;
+      hash.update(buffer.subarray(0, read));
+    }
+    if (hash.digest('hex') !== file.sha256) return false;
+    if ((stat.mode & 0o7777) !== mode) fchmodSync(fd, mode);
+    return true;
+  } finally {
+    closeSync(fd);
+  }
 }
 
 function writeAll(fd: number, bytes: Buffer): void {

@@ -4,9 +4,11 @@
  * are restored byte-exact with their permissions and its result is `success` with `cached: true`
  * in the report, the trace and the event log (the replay is identical); a changed input file,
  * `env` value or matrix value, or an upstream output, runs it again; `--no-cache` bypasses it;
- * two runs filling the same key at once leave a whole entry; a corrupt entry is a miss with a
- * warning; globs leaving the workdir are refused; `capsule cache prune` shrinks the store.
+ * two runs filling the same key at once leave a whole entry; a corrupt or forged entry (its MAC
+ * under the records key does not verify) is a miss with a warning; no setuid bit is restored;
+ * globs leaving the workdir are refused; `capsule cache prune` shrinks the store.
  */
+import { createHash } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { expectReplayIdentical, killStartedClis, manifestAllowing, parseReport, runCli, startCli, TempDirs, traceRecords, writeJson, type ReportJson } from '../cli/helpers.js';
@@ -270,15 +272,48 @@ describe('the step cache', () => {
     expect(result((await run(dir, cache)).report, 'build').cached).toBe(true);
     expect(snapshot(join(dir, 'build'))).toEqual(good);
 
-    // An entry altered by hand (its output): its digest no longer matches.
+    // An entry altered by hand (its output): its MAC no longer verifies.
     const [entry] = entryFiles(cache);
     if (entry === undefined) throw new Error('no entry');
     writeFileSync(entry, readFileSync(entry, 'utf8').replace('built\\n', 'forged\\n'));
     const forged = await run(dir, cache);
-    expect(forged.stderr).toMatch(/cache: step 'build': the entry .* is corrupt \(its digest does not match its content\): a miss/);
+    expect(forged.stderr).toMatch(/cache: step 'build': the entry .* is corrupt \(its mac does not verify .*\): a miss/);
     expect(result(forged.report, 'build')).toMatchObject({ output: 'built\n' });
     expect(result(forged.report, 'build').cached).toBeUndefined();
     expect(runs(dir, 'build')).toBe(3);
+
+    // Forged by someone who can write the store but not read the key: the output changed and the
+    // entry re-signed with a plain sha256 of itself, as a digest would be. Still a miss.
+    const [again] = entryFiles(cache);
+    if (again === undefined) throw new Error('no entry');
+    const { mac: _mac, ...body } = JSON.parse(readFileSync(again, 'utf8')) as Record<string, unknown>;
+    const altered = { ...body, output: 'forged\n' };
+    const sha = createHash('sha256').update(JSON.stringify(altered), 'utf8').digest('hex');
+    writeFileSync(again, `${JSON.stringify({ ...altered, digest: sha, mac: sha })}\n`);
+    const reSigned = await run(dir, cache);
+    expect(reSigned.stderr).toMatch(/cache: step 'build': the entry .* is corrupt \(its mac does not verify .*\): a miss/);
+    expect(result(reSigned.report, 'build')).toMatchObject({ output: 'built\n' });
+    expect(result(reSigned.report, 'build').cached).toBeUndefined();
+    expect(runs(dir, 'build')).toBe(4);
+  });
+
+  it('never stores nor restores a setuid, setgid or sticky bit: an output made 4755 comes back 0755', async () => {
+    const { dir, cache } = project('setuid', [
+      { id: 'tool', shell: counted('tool', 'mkdir -p out; cp Makefile out/tool; chmod 7755 out/tool; echo made'), cache: { outputs: ['out/**'] } },
+    ]);
+    expect((await run(dir, cache)).code).toBe(0);
+    const [entry] = entryFiles(cache);
+    if (entry === undefined) throw new Error('no entry');
+    expect((JSON.parse(readFileSync(entry, 'utf8')) as { files: { mode: number }[] }).files[0]?.mode).toBe(0o755);
+    rmSync(join(dir, 'out'), { recursive: true });
+    const second = await run(dir, cache);
+    expect(result(second.report, 'tool').cached).toBe(true);
+    expect(runs(dir, 'tool')).toBe(1);
+    expect(statSync(join(dir, 'out', 'tool')).mode & 0o7777).toBe(0o755);
+    // Already in place with the same bytes and a setuid bit: the bit is taken off, not kept.
+    chmodSync(join(dir, 'out', 'tool'), 0o4755);
+    expect(result((await run(dir, cache)).report, 'tool').cached).toBe(true);
+    expect(statSync(join(dir, 'out', 'tool')).mode & 0o7777).toBe(0o755);
   });
 
   it('says a store that cannot be written as an error, and the step that ran stands', async () => {
