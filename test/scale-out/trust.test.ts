@@ -4,6 +4,8 @@
  * have a worker run a captured job again (under another job id, or a second time under its own).
  * The fake worker and the replaying party use BullMQ and ioredis directly, as an attacker would.
  */
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { killStartedClis, parseReport, runCli, startCli, TempDirs, traceRecords, waitFor, writeJson } from '../cli/helpers.js';
@@ -121,5 +123,21 @@ describeWithRedis('scale-out without the shared key', () => {
     await waitFor(() => worker.stderr().includes(`refused: this worker already ran job ${captured.id}`), 20_000, 'the job run again to be refused');
     expect(runs()).toBe(1);
     await client.del(`capsule:lease:${session}`);
+  });
+
+  it("keeps the --key-file out of a step's view on its worker", async () => {
+    const dir = dirs.make('keyfile');
+    const keyFile = join(dir, 'scale.key');
+    writeFileSync(keyFile, `${TEST_KEY}\n`, { mode: 0o600 });
+    writeJson(dir, 'plan.json', { id: 'peek', steps: [{ id: 'peek', shell: `cat ${keyFile}` }] });
+    workers.push(await startWorker(redis.url, ['--allow', 'cat', '--key-file', keyFile], { cwd: dir, env: { CAPSULE_SCALE_OUT_KEY: '' } }));
+    const run = await runCli(['run', 'plan.json', '--json', '--redis', redis.url, '--key-file', keyFile, '--allow', 'cat'], { cwd: dir, env: { CAPSULE_SCALE_OUT_KEY: '' } });
+    const report = parseReport(run.stdout);
+    // The step ran (the key worked for the job) and read nothing of the key.
+    expect(traceRecords(report.records_dir, 'process_start')).toHaveLength(1);
+    expect(report.results[0]?.status).toBe('failed');
+    expect(JSON.stringify(report)).not.toContain(TEST_KEY);
+    const log = (report.results[0] as unknown as { logs: { path: string }[] }).logs[0]?.path ?? '';
+    expect(readFileSync(log, 'utf8')).toMatch(/Permission denied/);
   });
 });
