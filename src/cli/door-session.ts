@@ -150,6 +150,8 @@ export async function openDoorSession(options: DoorOptions, door: 'serve' | 'mcp
     }
     session = Session.open({
       sessionId,
+      // The scale-out key is out of the steps' view, as the records key is.
+      ...(options.redis !== undefined && options.keyFile !== undefined ? { hiddenFiles: [resolve(options.keyFile)] } : {}),
       workdir,
       manifest,
       runtimeDir: manifestDir ?? workdir,

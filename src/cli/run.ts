@@ -244,6 +244,8 @@ export async function runCommand(planPath: string, given: RunCommandOptions): Pr
   const run = startPlan({
     sessionId,
     ...(remote !== undefined ? { remote } : {}),
+    // The scale-out key is out of the steps' view, as the records key is.
+    ...(remote !== undefined && options.keyFile !== undefined ? { hiddenFiles: [resolve(options.keyFile)] } : {}),
     plan: planPath,
     workdir,
     ...(options.manifest !== undefined ? { manifest: options.manifest } : {}),

@@ -73,6 +73,8 @@ async function workerCommand(given: WorkerCommandOptions): Promise<ExitCode> {
   try {
     session = Session.open({
       workdir,
+      // The key is out of its steps' view, as the records key is (docs/security.md#what-a-step-gets).
+      ...(options.keyFile !== undefined ? { hiddenFiles: [resolve(options.keyFile)] } : {}),
       manifest,
       runtimeDir: manifestDir ?? workdir,
       onWarning: (message) => say(`warning: ${message}`),

@@ -188,6 +188,8 @@ export interface RunPlanOptions {
    * docs/scale-out.md); in-process tools and capsule steps run here. Default: every attempt runs here.
    */
   readonly remote?: RemoteAttempts;
+  /** Files hidden from the steps (the scale-out key file, docs/security.md#what-a-step-gets). */
+  readonly hiddenFiles?: readonly string[];
   /** The id of the run's own session (ignored with `session`); default a new one. A coordinator names its queue after it before the session opens. */
   readonly sessionId?: string;
   /** Run inside this session (not ended by the run). Default: a session of its own, ended at the end. */
@@ -398,6 +400,7 @@ export function startPlan(options: RunPlanOptions): PlanRun {
         ...(options.network !== undefined ? { network: options.network } : {}),
         ...(options.resume !== undefined ? { resumeFrom: options.resume.priorDir } : options.continue !== undefined ? { resumeFrom: options.continue.priorDir } : {}),
         ...(options.keepScratch !== undefined ? { keepScratch: options.keepScratch } : {}),
+        ...(options.hiddenFiles !== undefined ? { hiddenFiles: options.hiddenFiles } : {}),
       });
     runSession = session;
     options.onSession?.(session);

@@ -29,6 +29,8 @@ import {
   leaseKey,
   queueName,
   signJob,
+  signLease,
+  verifyReport,
   type AttemptJobResult,
   type AttemptProgress,
 } from './job.js';
@@ -63,6 +65,8 @@ export const settingsKey = (sessionId: string): string => `capsule:settings:${se
 interface Pending {
   readonly run: AttemptRun;
   readonly jobId: string;
+  /** The job's proof: every report of its worker is signed over it. */
+  readonly jobMac: string;
   started: boolean;
   lost: number;
   settled: boolean;
@@ -78,13 +82,18 @@ export class Coordinator implements RemoteAttempts {
   readonly #pending = new Map<string, Pending>();
   readonly #lease: NodeJS.Timeout;
   readonly #watch: NodeJS.Timeout;
+  /** The lease's signed value (docs/scale-out.md#trust): renewed as it is, its creation time fixed. */
+  readonly #leaseValue: string;
+  readonly #leaseCreated: number;
   #downSince: number | null = null;
   /** Since when steps have waited in the queue with none started, or null. */
   #waitingSince: number | null = null;
   #closed = false;
 
-  private constructor(options: CoordinatorOptions, redis: Redis, queue: Queue, events: QueueEvents, connections: readonly Redis[]) {
+  private constructor(options: CoordinatorOptions, redis: Redis, queue: Queue, events: QueueEvents, connections: readonly Redis[], lease: { readonly value: string; readonly created: number }) {
     this.#options = options;
+    this.#leaseValue = lease.value;
+    this.#leaseCreated = lease.created;
     this.#connections = connections;
     this.#redis = redis;
     this.#queue = queue;
@@ -113,14 +122,16 @@ export class Coordinator implements RemoteAttempts {
     queue.on('error', () => {});
     await events.waitUntilReady();
     const lockDurationMs = options.lockDurationMs ?? DEFAULT_LOCK_DURATION_MS;
+    const created = Date.now();
+    const lease = signLease(options.sessionId, process.pid, created, options.key);
     await redis
       .multi()
-      .set(leaseKey(options.sessionId), String(process.pid), 'PX', LEASE_MS)
+      .set(leaseKey(options.sessionId), lease, 'PX', LEASE_MS)
       .set(settingsKey(options.sessionId), JSON.stringify({ lock_duration_ms: lockDurationMs, max_lost: options.maxLost ?? DEFAULT_MAX_LOST, coordinator: hostname() }), 'PX', 7 * 24 * 3600_000)
       .sadd(SESSIONS_KEY, options.sessionId)
       .publish(SESSIONS_CHANNEL, JSON.stringify({ type: 'open', session: options.sessionId }))
       .exec();
-    return new Coordinator(options, redis, queue, events, connections);
+    return new Coordinator(options, redis, queue, events, connections, { value: lease, created });
   }
 
   runsRemotely(run: AttemptRun): boolean {
@@ -136,12 +147,14 @@ export class Coordinator implements RemoteAttempts {
     run.dispatchWhenClear(() => {
       const step = run.input.step;
       const jobId = jobIdOf(this.#options.sessionId, run.env.runId, step.step.id, run.attempt);
-      pending = { run, jobId, started: false, lost: 0, settled: false };
+      // Never older than the lease, even if the clock stepped back meanwhile: a worker refuses a job older than its session's lease.
+      const created = Math.max(Date.now(), this.#leaseCreated);
+      const job = signJob({ v: 1, job: jobId, created, session: this.#options.sessionId, plan: run.env.planId ?? '', run: run.env.runId, attempt: run.attempt, step: jobStep(step) }, this.#options.key);
+      pending = { run, jobId, jobMac: job.mac, started: false, lost: 0, settled: false };
       this.#pending.set(jobId, pending);
       run.onEnd((graceMs) => end(graceMs));
       // The step's bound counts from the process's start on its worker, not from the wait in the queue.
       run.launching();
-      const job = signJob({ v: 1, session: this.#options.sessionId, plan: run.env.planId ?? '', run: run.env.runId, attempt: run.attempt, step: jobStep(step) }, this.#options.key);
       this.#queue.add('attempt', job, { jobId, removeOnComplete: true, removeOnFail: true, attempts: 1 }).catch((error: unknown) => {
         this.#settle(jobId, (p) => p.run.fail(`the step's attempt could not be queued in Redis (${redisUrlText(this.#options.redis)}): ${(error as Error).message}`, { notStarted: true }));
       });
@@ -217,10 +230,27 @@ export class Coordinator implements RemoteAttempts {
     settle(pending);
   }
 
+  /**
+   * A report on `pending`'s job that is not signed with the shared key over this job (a party in
+   * Redis without the key, docs/scale-out.md#trust): the attempt fails saying so, its worker told
+   * to end it; what it claims is never taken.
+   */
+  #unsigned(pending: Pending, what: string, data: unknown, reason: string): void {
+    const claimed = typeof data === 'object' && data !== null ? (data as { worker?: { name?: unknown } }).worker?.name : undefined;
+    const who = typeof claimed === 'string' ? `a worker calling itself ${JSON.stringify(claimed)}` : 'a worker';
+    const run = pending.run;
+    const error = `${who} answered job ${pending.jobId} (step ${run.input.step.step.id}, attempt ${run.attempt}) with ${what} not signed with the shared key (${reason}): not accepted (docs/scale-out.md#trust)`;
+    void this.#end(pending, run.input.step.killGraceMs);
+    this.#options.onNotice?.(error);
+    this.#settle(pending.jobId, (p) => p.run.fail(error));
+  }
+
   #progress(jobId: string, data: unknown): void {
     const pending = this.#pending.get(jobId);
     if (pending === undefined || pending.settled) return;
-    const progress = (typeof data === 'string' ? JSON.parse(data) : data) as AttemptProgress;
+    const verified = verifyReport<AttemptProgress>(data, jobId, pending.jobMac, this.#options.key);
+    if (!verified.ok) return this.#unsigned(pending, 'a progress report', parsed(data), verified.reason);
+    const progress = verified.report;
     const run = pending.run;
     if (progress.type === 'started') {
       pending.started = true;
@@ -236,8 +266,12 @@ export class Coordinator implements RemoteAttempts {
   }
 
   #completed(jobId: string, value: unknown): void {
+    const unverified = this.#pending.get(jobId);
+    if (unverified === undefined || unverified.settled) return;
+    const verified = verifyReport<AttemptJobResult>(value, jobId, unverified.jobMac, this.#options.key);
+    if (!verified.ok) return this.#unsigned(unverified, 'a result', parsed(value), verified.reason);
     this.#settle(jobId, (pending) => {
-      const result = (typeof value === 'string' ? JSON.parse(value) : value) as AttemptJobResult;
+      const result = verified.report;
       const run = pending.run;
       if (result.log !== undefined) run.env.stepLogs?.record(run.input.step.step.id, result.log);
       run.finish(result.outcome, result.process);
@@ -269,7 +303,7 @@ export class Coordinator implements RemoteAttempts {
 
   async #renewLease(): Promise<void> {
     try {
-      await this.#redis.set(leaseKey(this.#options.sessionId), String(process.pid), 'PX', LEASE_MS);
+      await this.#redis.set(leaseKey(this.#options.sessionId), this.#leaseValue, 'PX', LEASE_MS);
     } catch {
       // out of reach: #checkReach bounds it
     }
@@ -304,5 +338,15 @@ export class Coordinator implements RemoteAttempts {
         p.run.fail(`Redis at ${redisUrlText(this.#options.redis)} was out of reach for ${Math.round(bound / 1000)} s: what became of the attempt on its worker is unknown (the worker ends it when the session's lease expires)`),
       );
     }
+  }
+}
+
+/** A report as it came through Redis, parsed when it is JSON text (for naming the worker it claims to be from). */
+function parsed(data: unknown): unknown {
+  if (typeof data !== 'string') return data;
+  try {
+    return JSON.parse(data) as unknown;
+  } catch {
+    return data;
   }
 }

@@ -37,6 +37,10 @@ export const jobIdOf = (sessionId: string, runId: string, stepId: string, attemp
 /** What the coordinator sends: one attempt of one step. */
 export interface AttemptJob {
   readonly v: 1;
+  /** The BullMQ job id it was queued under ({@link jobIdOf}): a worker runs it under no other id. */
+  readonly job: string;
+  /** When the coordinator signed it (ms since the epoch, the coordinator's clock): never before its session's lease was taken. */
+  readonly created: number;
   readonly session: string;
   readonly plan: string;
   readonly run: string;
@@ -99,6 +103,72 @@ export function verifyJob(data: unknown, key: Buffer): { readonly ok: true; read
   if (given.length !== expected.length || !timingSafeEqual(given, expected)) return { ok: false, reason: 'its proof does not match the shared key (a job from a session without the key, or changed in Redis)' };
   if ((rest as { v?: unknown }).v !== 1) return { ok: false, reason: 'it is of a job format this worker does not know' };
   return { ok: true, job: data as AttemptJob };
+}
+
+const REPORT_DOMAIN = 'capsule-runtime scale-out report v1';
+
+/** The MAC of a worker's report (a progress report or the result) on one job, bound to the job's id and its own mac. */
+const reportMacOf = (key: Buffer, jobId: string, jobMac: string, body: string): string =>
+  createHmac('sha256', key).update(`${REPORT_DOMAIN}\n${jobId}\n${jobMac}\n${body}`, 'utf8').digest('hex');
+
+/** A worker's report (progress or result) with its proof. */
+export type Signed<T> = T & { readonly mac: string };
+
+/** A worker's report on the job `jobId` whose proof is `jobMac`, signed with the shared key. */
+export function signReport<T extends object>(report: T, jobId: string, jobMac: string, key: Buffer): Signed<T> {
+  return { ...report, mac: reportMacOf(key, jobId, jobMac, JSON.stringify(report)) };
+}
+
+/** Whether `data` (as it came through Redis: an object or its JSON) is a report on that job signed with `key`; why not otherwise. */
+export function verifyReport<T>(data: unknown, jobId: string, jobMac: string, key: Buffer): { readonly ok: true; readonly report: T } | { readonly ok: false; readonly reason: string } {
+  let value = data;
+  if (typeof value === 'string') {
+    try {
+      value = JSON.parse(value) as unknown;
+    } catch {
+      return { ok: false, reason: 'it is not JSON' };
+    }
+  }
+  if (typeof value !== 'object' || value === null || typeof (value as { mac?: unknown }).mac !== 'string') return { ok: false, reason: 'it carries no proof (mac)' };
+  const { mac, ...rest } = value as { mac: string };
+  const expected = Buffer.from(reportMacOf(key, jobId, jobMac, JSON.stringify(rest)), 'hex');
+  const given = Buffer.from(mac, 'hex');
+  if (given.length !== expected.length || !timingSafeEqual(given, expected)) return { ok: false, reason: 'its proof does not match the shared key and this job' };
+  return { ok: true, report: rest as T };
+}
+
+const LEASE_DOMAIN = 'capsule-runtime scale-out lease v1';
+
+/** The value of a session's lease: when the coordinator took it, signed, so that a party without the key cannot announce a session. */
+export interface Lease {
+  readonly pid: number;
+  /** When the coordinator took the lease (ms since the epoch): its jobs are never older. */
+  readonly created: number;
+  readonly mac: string;
+}
+
+const leaseMacOf = (key: Buffer, session: string, pid: number, created: number): string =>
+  createHmac('sha256', key).update(`${LEASE_DOMAIN}\n${session}\n${pid}\n${created}`, 'utf8').digest('hex');
+
+/** The signed value of `session`'s lease. */
+export function signLease(session: string, pid: number, created: number, key: Buffer): string {
+  return JSON.stringify({ pid, created, mac: leaseMacOf(key, session, pid, created) } satisfies Lease);
+}
+
+/** The lease `value` of `session` if it is signed with `key`; why not otherwise (null: no lease). */
+export function verifyLease(session: string, value: string | null, key: Buffer): { readonly ok: true; readonly lease: Lease } | { readonly ok: false; readonly reason: string } {
+  if (value === null) return { ok: false, reason: 'its session has no lease (its coordinator is gone)' };
+  let lease: Partial<Lease>;
+  try {
+    lease = JSON.parse(value) as Partial<Lease>;
+  } catch {
+    return { ok: false, reason: "its session's lease is not signed with the shared key" };
+  }
+  if (typeof lease.pid !== 'number' || typeof lease.created !== 'number' || typeof lease.mac !== 'string') return { ok: false, reason: "its session's lease is not signed with the shared key" };
+  const expected = Buffer.from(leaseMacOf(key, session, lease.pid, lease.created), 'hex');
+  const given = Buffer.from(lease.mac, 'hex');
+  if (given.length !== expected.length || !timingSafeEqual(given, expected)) return { ok: false, reason: "its session's lease is not signed with the shared key" };
+  return { ok: true, lease: lease as Lease };
 }
 
 /** The environment variable that holds the shared key (its text), when no key file is given. */

@@ -32,7 +32,22 @@ import { startShellAttempt } from '../runtime/attempts/shell-attempt.js';
 import { startToolAttempt } from '../runtime/attempts/tool-attempt.js';
 import { StepLogs } from '../runtime/step-logs.js';
 import { DEFAULT_LOCK_DURATION_MS, DEFAULT_MAX_LOST, settingsKey } from './coordinator.js';
-import { CONTROL_CHANNEL, SESSIONS_CHANNEL, SESSIONS_KEY, endedKey, leaseKey, queueName, verifyJob, type AttemptJob, type AttemptJobResult, type AttemptProgress, type WorkerName } from './job.js';
+import {
+  CONTROL_CHANNEL,
+  SESSIONS_CHANNEL,
+  SESSIONS_KEY,
+  endedKey,
+  leaseKey,
+  queueName,
+  signReport,
+  verifyJob,
+  verifyLease,
+  type AttemptJob,
+  type AttemptJobResult,
+  type AttemptProgress,
+  type Signed,
+  type WorkerName,
+} from './job.js';
 import { connectRedis } from './redis.js';
 
 /** Options of {@link ScaleOutWorker.start}. */
@@ -61,6 +76,8 @@ interface Running {
   readonly run: AttemptRun;
   readonly startedAt: number;
   ended: boolean;
+  /** Ended by the lock rule: BullMQ may give the job back to this worker, which then runs it again. */
+  lost: boolean;
 }
 
 /** One coordinator session's queue, served. */
@@ -84,6 +101,11 @@ export class ScaleOutWorker {
   readonly #timer: NodeJS.Timeout;
   readonly #lockTimer: NodeJS.Timeout;
   readonly #me: WorkerName;
+  /**
+   * The job ids this worker took, for its life (docs/scale-out.md#trust): a job is run once;
+   * `true` while a second run is due (the lock rule ended the first, BullMQ re-dispatches it).
+   */
+  readonly #taken = new Map<string, boolean>();
   #closing = false;
 
   private constructor(options: WorkerOptions, redis: Redis, subscriber: Redis) {
@@ -190,6 +212,7 @@ export class ScaleOutWorker {
     try {
       const [lease, text] = await Promise.all([this.#redis.exists(leaseKey(session)), this.#redis.get(settingsKey(session))]);
       if (lease === 0) return; // its coordinator is gone
+      // Its lease's proof is checked with each job: a coordinator with another key learns from the refusal of its first job.
       settings = text === null ? {} : (JSON.parse(text) as typeof settings);
     } catch {
       return;
@@ -243,6 +266,7 @@ export class ScaleOutWorker {
       if (served === undefined || running.ended) continue;
       const since = Math.max(served.lastRenewedAt, running.startedAt);
       if (now - since > served.lockDurationMs * 0.75) {
+        running.lost = true;
         this.#endAttempt(running, Math.min(running.run.input.step.killGraceMs, Math.round(served.lockDurationMs * 0.1)), `its lock on the job was not renewed for ${now - since} ms (Redis out of reach?): ended before the lock expires and the job runs elsewhere`);
       }
     }
@@ -261,24 +285,43 @@ export class ScaleOutWorker {
     }
   }
 
-  async #process(session: string, job: Job): Promise<AttemptJobResult> {
+  /** Refuses a job: said on stderr, the job failed with the reason (the coordinator's step says it). */
+  #refuse(job: Job, reason: string): never {
+    this.#notice(`job ${job.id ?? '?'} refused: ${reason}`);
+    throw new UnrecoverableError(`worker ${this.#me.name} refused the job: ${reason}`);
+  }
+
+  async #process(session: string, job: Job): Promise<Signed<AttemptJobResult>> {
     const verified = verifyJob(job.data, this.#options.key);
-    if (!verified.ok) {
-      this.#notice(`job ${job.id ?? '?'} refused: ${verified.reason}`);
-      throw new UnrecoverableError(`worker ${this.#me.name} refused the job: ${verified.reason}`);
-    }
+    if (!verified.ok) this.#refuse(job, verified.reason);
     const data = verified.job;
-    if (data.session !== session) throw new UnrecoverableError(`worker ${this.#me.name} refused the job: it names session ${data.session}, not its queue's ${session}`);
+    if (data.session !== session) this.#refuse(job, `it names session ${data.session}, not its queue's ${session}`);
     const jobId = job.id as string;
+    // The signed body names the job id: a captured job re-added under another id is not run.
+    if (data.job !== jobId) this.#refuse(job, `it was signed for job ${JSON.stringify(data.job)}, not ${JSON.stringify(jobId)} (a job replayed under another id)`);
+    const taken = this.#taken.get(jobId);
+    if (taken === false) this.#refuse(job, `this worker already ran job ${jobId} (a job is run once; a replayed job is not run again)`);
+    let lease: string | null;
+    try {
+      lease = await this.#redis.get(leaseKey(session));
+    } catch (error) {
+      throw new Error(`worker ${this.#me.name} could not read the session's lease: ${(error as Error).message}`);
+    }
+    const leased = verifyLease(session, lease, this.#options.key);
+    if (!leased.ok) this.#refuse(job, leased.reason);
+    if (data.created < leased.lease.created) this.#refuse(job, "it is older than its session's lease (a job of an earlier coordinator replayed)");
+    this.#taken.set(jobId, false);
+    const sign = <T extends object>(report: T): Signed<T> => signReport(report, jobId, data.mac, this.#options.key);
     // Told to end before this worker took it: it never starts.
     if ((await this.#redis.exists(endedKey(jobId))) === 1) {
-      return { outcome: { status: 'failed', output: null, error: 'its process was not started', notStarted: true }, worker: this.#me };
+      return sign<AttemptJobResult>({ outcome: { status: 'failed', output: null, error: 'its process was not started', notStarted: true }, worker: this.#me });
     }
-    return await new Promise<AttemptJobResult>((resolve) => {
+    return await new Promise<Signed<AttemptJobResult>>((resolve) => {
       let log: StepLogSummary | undefined;
       let reports: Promise<unknown> = Promise.resolve();
+      // Signed over the job: the coordinator takes no report a party without the key wrote.
       const report = (progress: AttemptProgress): void => {
-        reports = reports.then(() => job.updateProgress(progress as unknown as object)).catch(() => {});
+        reports = reports.then(() => job.updateProgress(sign(progress) as unknown as object)).catch(() => {});
       };
       const env: AttemptEnvironment = {
         ...this.#base,
@@ -299,15 +342,18 @@ export class ScaleOutWorker {
         (sent) => {
           if (sent.type === 'ATTEMPT.LEADER_EXITED') report({ type: 'leader_exited', pid: sent.pid, exitCode: sent.exitCode, signal: sent.signal });
           else if (sent.type === 'ATTEMPT.FINISHED') {
+            const running = this.#running.get(jobId);
             this.#running.delete(jobId);
+            // Ended by the lock rule: BullMQ may give it back to this worker, which runs it once more then.
+            if (running?.lost === true) this.#taken.set(jobId, true);
             const outcome: AttemptOutcome = sent.outcome;
             const ran: ProcessRun | undefined = sent.process;
-            void reports.then(() => resolve({ outcome, ...(ran !== undefined ? { process: ran } : {}), ...(log !== undefined ? { log } : {}), worker: this.#me }));
+            void reports.then(() => resolve(sign<AttemptJobResult>({ outcome, ...(ran !== undefined ? { process: ran } : {}), ...(log !== undefined ? { log } : {}), worker: this.#me })));
           }
         },
         new WeakMap(),
       );
-      this.#running.set(jobId, { session, run, startedAt: Date.now(), ended: false });
+      this.#running.set(jobId, { session, run, startedAt: Date.now(), ended: false, lost: false });
       this.#notice(`${data.step.step.id}#${data.attempt} of ${session} started`);
       const start: AttemptStart = data.step.kind === 'shell' ? startShellAttempt(run) : startToolAttempt(run);
       void start;

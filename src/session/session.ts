@@ -41,6 +41,8 @@ export type SessionExitStatus = 'ok' | 'failed' | 'canceled' | 'error';
 
 /** Options of {@link Session.open}. */
 export interface SessionOptions {
+  /** Files hidden from the steps besides the records key (the scale-out key file, docs/security.md#what-a-step-gets). */
+  readonly hiddenFiles?: readonly string[];
   /** Directory shell steps run in and `data_path` is read beneath. Default: `process.cwd()`. */
   readonly workdir?: string;
   /** Records directory. Default `<workdir>/.capsule/records/<session_id>/` (docs/cli.md). Created if missing. */
@@ -231,7 +233,7 @@ export class Session {
       // the runtime loads or execs next, nor forge records, nor read the key.
       readOnlyPaths: paths.readOnly,
       writablePaths: paths.writable,
-      hiddenPaths: paths.hidden,
+      hiddenPaths: [...paths.hidden, ...(options.hiddenFiles ?? []).map((file) => resolve(file))],
       pathNotes: paths.notes,
       ...(this.manifest?.capabilities?.resources !== undefined ? { resources: this.manifest.capabilities.resources } : {}),
       ...(options.network !== undefined

@@ -38,7 +38,9 @@
  *                runtime's package read-only, the workdir in it writable, the records root in that
  *                read-only, the scratch directory in that writable; a delegated child capsule gets
  *                the parent's records read-only and its own children/<dlg_id>/ writable).
- * --hide PATH    (with --pidns) mount an empty read-only tmpfs over PATH (a directory).
+ * --hide PATH    (with --pidns) mount an empty read-only tmpfs over PATH (a directory), or, over
+ *                a file (the scale-out key file), /dev/null bound read-only with nodev: opening it
+ *                fails (EACCES).
  *                Every directory above a --ro, --rw or --hide path that is not a mount point yet
  *                is bound onto itself first: rename(2) refuses to move a mount point, so the
  *                command cannot rename an ancestor away and rebuild the path with files of its own.
@@ -775,6 +777,13 @@ static void setup_mounts(const struct options *o) {
   }
   for (int i = 0; i < o->nhide; i++) {
     if ((err = pin_ancestors(o->hide[i])) != 0) fail("mount", err);
+    struct stat st;
+    if (stat(o->hide[i], &st) == 0 && !S_ISDIR(st.st_mode)) {
+      // A file cannot take a tmpfs; a device node on a nodev mount cannot be opened, so nothing is read through it.
+      if (mount("/dev/null", o->hide[i], NULL, MS_BIND, NULL) != 0) fail("mount", errno);
+      if (mount(NULL, o->hide[i], NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0) fail("mount", errno);
+      continue;
+    }
     if (mount("tmpfs", o->hide[i], "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=000") != 0) fail("mount", errno);
   }
 }
