@@ -6,7 +6,7 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
-import { startCli, waitFor, type StartedCli } from '../cli/helpers.js';
+import { startCli, waitFor, type ReportJson, type StartedCli } from '../cli/helpers.js';
 
 /** The shared key of the tests' coordinators and workers. */
 export const TEST_KEY = 'scale-out-test-key-0123456789';
@@ -88,4 +88,16 @@ export async function startWorker(redisUrl: string, args: readonly string[], opt
 export async function stopWorker(worker: StartedCli): Promise<void> {
   if (worker.child.exitCode === null && worker.child.signalCode === null) worker.child.kill('SIGTERM');
   await worker.done;
+}
+
+/** A report without what differs from run to run and machine to machine (timings, ids, paths). */
+export function comparableReport(report: ReportJson): unknown {
+  const { session_id: _s, records_dir: _r, duration_ms: _d, ...rest } = report as unknown as Record<string, unknown>;
+  return {
+    ...rest,
+    results: (report.results as unknown as Record<string, unknown>[]).map((result) => {
+      const { duration_ms: _rd, logs, ...kept } = result;
+      return { ...kept, logs: ((logs as Record<string, unknown>[] | undefined) ?? []).map(({ path: _p, ...log }) => log) };
+    }),
+  };
 }

@@ -6,9 +6,9 @@
  */
 import { readFileSync, realpathSync } from 'node:fs';
 import { join } from 'node:path';
-import { expectReplayIdentical, killStartedClis, parseReport, runCli, startCli, TempDirs, traceRecords, waitFor, writeJson, type ReportJson } from '../cli/helpers.js';
+import { expectReplayIdentical, killStartedClis, parseReport, runCli, startCli, TempDirs, traceRecords, waitFor, writeJson } from '../cli/helpers.js';
 import type { StartedCli } from '../cli/helpers.js';
-import { describeWithRedis, freePort, startRedis, startWorker, stopWorker, TEST_KEY, type TestRedis } from './redis-harness.js';
+import { comparableReport, describeWithRedis, freePort, startRedis, startWorker, stopWorker, TEST_KEY, type TestRedis } from './redis-harness.js';
 
 const dirs = new TempDirs();
 const ENV = { CAPSULE_SCALE_OUT_KEY: TEST_KEY };
@@ -27,18 +27,6 @@ const PLAN = {
     { id: 'cleanup', shell: 'echo cleaned', depends_on: ['m', 'bad'], always: true },
   ],
 };
-
-/** A report without what differs from run to run (timings, ids, paths). */
-function comparable(report: ReportJson): unknown {
-  const { session_id: _s, records_dir: _r, duration_ms: _d, ...rest } = report as unknown as Record<string, unknown>;
-  return {
-    ...rest,
-    results: (report.results as unknown as Record<string, unknown>[]).map((result) => {
-      const { duration_ms: _rd, logs, ...kept } = result;
-      return { ...kept, logs: ((logs as Record<string, unknown>[] | undefined) ?? []).map(({ path: _p, ...log }) => log) };
-    }),
-  };
-}
 
 /** The trace's process_start records without what differs from machine to machine. */
 function processStarts(recordsDir: string): unknown[] {
@@ -79,7 +67,7 @@ describeWithRedis('capsule run --redis on capsule workers', () => {
     expect(remoteRun.stderr).not.toMatch(/^error:/m);
     const remoteReport = parseReport(remoteRun.stdout);
 
-    expect(comparable(remoteReport)).toEqual(comparable(localReport));
+    expect(comparableReport(remoteReport)).toEqual(comparableReport(localReport));
     expect(remoteRun.code).toBe(localRun.code);
     // Every process_start names its worker and host; apart from the machine's own facts the trace is the local one's.
     const starts = traceRecords(remoteReport.records_dir, 'process_start');

@@ -11,7 +11,7 @@ import { isProcessAlive, killStartedClis, runCli, TempDirs, waitFor, type Report
 import type { StartedCli } from '../cli/helpers.js';
 import { endServes, exitOf, startServe } from '../background/serve-client.js';
 import { endMcpClients, startMcp } from '../mcp/mcp-client.js';
-import { describeWithRedis, freePort, startRedis, startWorker, stopWorker, TEST_KEY, type TestRedis } from './redis-harness.js';
+import { comparableReport, describeWithRedis, freePort, startRedis, startWorker, stopWorker, TEST_KEY, type TestRedis } from './redis-harness.js';
 
 const dirs = new TempDirs();
 const ENV = { CAPSULE_SCALE_OUT_KEY: TEST_KEY };
@@ -28,18 +28,6 @@ const PLAN = {
     { id: 'cleanup', shell: 'echo cleaned', depends_on: ['m', 'flaky'], always: true },
   ],
 };
-
-/** A report without what differs from session to session (timings, ids, paths). */
-function comparable(report: ReportJson): unknown {
-  const { session_id: _s, records_dir: _r, duration_ms: _d, ...rest } = report as unknown as Record<string, unknown>;
-  return {
-    ...rest,
-    results: (report.results as unknown as Record<string, unknown>[]).map((result) => {
-      const { duration_ms: _rd, logs, ...kept } = result;
-      return { ...kept, logs: ((logs as Record<string, unknown>[] | undefined) ?? []).map(({ path: _p, ...log }) => log) };
-    }),
-  };
-}
 
 describeWithRedis('capsule serve and capsule mcp with --redis', () => {
   let redis: TestRedis;
@@ -70,7 +58,7 @@ describeWithRedis('capsule serve and capsule mcp with --redis', () => {
     const serve = startServe({ args: ['--redis', redis.url, ...ALLOW], env: ENV });
     const answer = await serve.call<{ report: ReportJson }>('plan.submit', { plan: PLAN });
 
-    expect(comparable(answer.report)).toEqual(comparable(localAnswer.report));
+    expect(comparableReport(answer.report)).toEqual(comparableReport(localAnswer.report));
     expect(answer.report.results.every((result) => result.status === 'success' || result.status === 'skipped')).toBe(true);
     const starts = serve.trace().filter((record) => record['event_type'] === 'process_start');
     expect(starts.length).toBeGreaterThan(0);
