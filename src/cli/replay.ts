@@ -214,8 +214,10 @@ export function divergenceText(d: Divergence, file: string): string {
   const shown = (text: string): string => printable(clipMiddle(text));
   let text = `diverged at seq ${d.seq} (${file}:${d.line}), actor ${printable(excerpt(d.actor))}\n  expected: ${shown(d.expected)}\n  actual:   ${shown(d.actual)}\n`;
   if (d.path !== undefined) {
-    const expected = 'expectedValue' in d ? JSON.stringify(d.expectedValue) : '(absent)';
-    const actual = 'actualValue' in d ? JSON.stringify(d.actualValue) : '(absent)';
+    // A differ may hand back what is not JSON (undefined; an inherited `constructor` of a plain object): named, not crashed on.
+    const json = (value: unknown): string => JSON.stringify(value) ?? `(no JSON value: ${typeof value})`;
+    const expected = 'expectedValue' in d ? json(d.expectedValue) : '(absent)';
+    const actual = 'actualValue' in d ? json(d.actualValue) : '(absent)';
     const [e, a, note] = aroundDifference(expected, actual);
     text += `  at ${printable(clipMiddle(d.path === '' ? '(the whole value)' : d.path, 400))}${note}:\n    expected: ${printable(e)}\n    actual:   ${printable(a)}\n`;
   }
