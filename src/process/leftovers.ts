@@ -117,6 +117,9 @@ function inspectUnendedSessionDir(recordsDir: string): AbandonedSession | null {
   const runtimeStart = num(start['pid_start_time']);
   // Still running (or, without a recorded start time, possibly still running): not abandoned.
   if (runtimePid !== null && sessionRuntimeMayRun(runtimePid, runtimeStart)) return null;
+  // A runtime writes session_end before it exits: one that ended between the read above and the
+  // liveness check (a run finishing while another starts in the same workdir) has it now.
+  if (endedTrace(recordsDir, { startFields: false })) return null;
   const sessionId = str(start['session_id']) ?? '?';
   // A tree a worker ran (docs/scale-out.md#the-same-records) is that machine's, not this one's.
   const processStarts = records.filter((r) => r['event_type'] === 'process_start' && num(r['pid']) !== null && r['worker'] === undefined);
