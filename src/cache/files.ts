@@ -19,19 +19,27 @@ export interface MatchedFile {
 /**
  * The regular files and symbolic links `globs` match below `workdir`, sorted by path (code units),
  * each once. Directories are not descended through symbolic links, and a match whose path would
- * leave the workdir is dropped (validation refuses such globs; this holds whatever the plan says).
+ * leave the workdir is dropped (validation refuses such globs; this holds whatever the plan says),
+ * as is one at or below a path of `runtimeOwn` (workdir-relative: the records, a store inside the
+ * workdir — the runtime's, never a step's input or output).
  */
-export function matchFiles(workdir: string, globs: readonly string[]): MatchedFile[] {
+export function matchFiles(workdir: string, globs: readonly string[], runtimeOwn: readonly string[] = []): MatchedFile[] {
   if (globs.length === 0) return [];
   const paths = globSync([...globs], { cwd: workdir, dot: true, onlyFiles: true, followSymbolicLinks: false, expandDirectories: false });
   const found: MatchedFile[] = [];
   for (const path of new Set(paths)) {
     if (isAbsolute(path) || path.split('/').includes('..')) continue;
+    if (runtimeOwn.some((own) => isAtOrBelow(path, own))) continue;
     const stat = lstatSync(join(workdir, path), { throwIfNoEntry: false });
     if (stat === undefined || !(stat.isFile() || stat.isSymbolicLink())) continue;
     found.push({ path, stat });
   }
   return found.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
+}
+
+/** Whether the workdir-relative `path` is `dir` or below it. */
+export function isAtOrBelow(path: string, dir: string): boolean {
+  return path === dir || path.startsWith(`${dir}/`);
 }
 
 /**

@@ -7,11 +7,13 @@
  * see an attempt that finished. A step that ran and succeeded is stored once it ended.
  */
 import { createHash } from 'node:crypto';
+import { realpathSync } from 'node:fs';
+import { isAbsolute, relative, sep } from 'node:path';
 import type { AttemptInput, AttemptOutcome } from '../../machines/step.machine.js';
 import type { PlanStep, StepResult } from '../../machines/contracts.js';
 import { messageOf } from '../errors.js';
 import { CHUNK_BYTES, hashFiles, matchFiles } from './files.js';
-import { CacheStore, type StoredFile } from './store.js';
+import { CacheStore, type FileOwner, type StoredFile } from './store.js';
 
 /** Bumped when what goes into a key changes: a key of another version never matches. */
 const KEY_VERSION = 1;
@@ -23,6 +25,8 @@ export interface StepCacheOptions {
   readonly workdir: string;
   /** Said once per thing the cache could not do: a corrupt entry (then a miss), a store that failed (an error). */
   readonly warn: (line: string) => void;
+  /** Who restored files belong to: the user steps run as (`--run-as`); null or absent: the runtime's user. */
+  readonly owner?: FileOwner | null;
 }
 
 /** The outcome of a cache hit as the attempt answers it: `cached` rides along in the event log's `ATTEMPT.FINISHED` (the machines ignore it). */
@@ -32,6 +36,9 @@ export class StepCache {
   readonly store: CacheStore;
   readonly #workdir: string;
   readonly #warn: (line: string) => void;
+  readonly #owner: FileOwner | null;
+  /** Workdir-relative trees of the runtime's (the records, the store when inside the workdir): never matched nor restored. */
+  readonly #runtimeOwn: readonly string[];
   /** Read and copy buffer, one per run: the cache's work is synchronous, so it is never shared. */
   readonly #buffer = Buffer.allocUnsafe(CHUNK_BYTES);
   /** The key of each step that missed, to store under when it succeeds. */
@@ -42,6 +49,10 @@ export class StepCache {
     this.store = new CacheStore(options.dir);
     this.#workdir = options.workdir;
     this.#warn = options.warn;
+    this.#owner = options.owner ?? null;
+    const store = relative(realOrSelf(options.workdir), realOrSelf(options.dir));
+    const inside = store !== '' && !store.startsWith('..') && !isAbsolute(store);
+    this.#runtimeOwn = ['.capsule', ...(inside ? [store.split(sep).join('/')] : [])];
   }
 
   /**
@@ -51,7 +62,7 @@ export class StepCache {
   key(step: PlanStep, identity: string): string {
     const hash = createHash('sha256');
     hash.update(`capsule-step-cache\0${KEY_VERSION}\0${identity}\0`);
-    hashFiles(hash, this.#workdir, matchFiles(this.#workdir, step.cache?.inputs ?? []), this.#buffer);
+    hashFiles(hash, this.#workdir, matchFiles(this.#workdir, step.cache?.inputs ?? [], this.#runtimeOwn), this.#buffer);
     return hash.digest('hex');
   }
 
@@ -91,7 +102,7 @@ export class StepCache {
     }
     let restored;
     try {
-      restored = this.store.restoreFiles(this.#workdir, read.entry.files, this.#buffer);
+      restored = this.store.restoreFiles(this.#workdir, read.entry.files, this.#buffer, { owner: this.#owner, runtimeOwn: this.#runtimeOwn });
     } catch (error) {
       this.#warn(`cache: step '${step.id}': its outputs could not be restored from ${entryFile} (${messageOf(error)}): a miss, the step runs`);
       return null;
@@ -125,7 +136,7 @@ export class StepCache {
     if (result.status !== 'success' || result.truncated !== undefined || step.cache === undefined) return;
     try {
       const files: StoredFile[] = [];
-      for (const file of matchFiles(this.#workdir, step.cache.outputs)) {
+      for (const file of matchFiles(this.#workdir, step.cache.outputs, this.#runtimeOwn)) {
         // Only regular files are stored: a link's target may be outside the workdir or made by another step.
         if (!file.stat.isFile()) continue;
         const blob = this.store.putBlob(`${this.#workdir}/${file.path}`, file.stat, this.#buffer);
@@ -135,5 +146,14 @@ export class StepCache {
     } catch (error) {
       this.#warn(`cache: error: step '${step.id}' could not be stored in ${this.store.dir}: ${messageOf(error)}; its result stands but is not cached (free space, or move the store with --cache-dir)`);
     }
+  }
+}
+
+/** `path` with its links resolved, or as it is when it does not exist (yet). */
+function realOrSelf(path: string): string {
+  try {
+    return realpathSync(path);
+  } catch {
+    return path;
   }
 }

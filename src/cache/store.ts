@@ -8,9 +8,10 @@
  * never restored.
  */
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import { closeSync, constants, fchmodSync, fstatSync, mkdirSync, openSync, readFileSync, readSync, renameSync, rmSync, statSync, unlinkSync, utimesSync, writeSync, type Stats } from 'node:fs';
+import { closeSync, constants, fchmodSync, fchownSync, fstatSync, mkdirSync, openSync, readFileSync, readSync, renameSync, rmSync, statSync, unlinkSync, utimesSync, writeSync, type Stats } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { recordKey } from '../records/record-key.js';
+import { isAtOrBelow } from './files.js';
 
 /** The layout's version: a store laid out otherwise lives beside it, never read as this one. */
 export const STORE_LAYOUT = 'v1';
@@ -37,6 +38,20 @@ export interface CacheEntry {
 export type EntryRead = { readonly kind: 'missing' } | { readonly kind: 'corrupt'; readonly why: string } | { readonly kind: 'found'; readonly entry: CacheEntry };
 
 export type Restore = { readonly ok: true } | { readonly ok: false; readonly why: string };
+
+/** Who a restored file and a directory made for it belong to: the user the step runs as (`--run-as`). */
+export interface FileOwner {
+  readonly uid: number;
+  readonly gid: number;
+}
+
+/** Options of {@link CacheStore.restoreFiles}. */
+export interface RestoreOptions {
+  /** The owner of what is written (a restore under `--run-as`); null or absent: the runtime's user. */
+  readonly owner?: FileOwner | null;
+  /** Workdir-relative directories never written besides `.capsule/` (a store inside the workdir). */
+  readonly runtimeOwn?: readonly string[];
+}
 
 const HEX64 = /^[0-9a-f]{64}$/u;
 /** What is stored is the user's: readable by them only (an output may hold a secret), in directories only they enter. */
@@ -181,9 +196,15 @@ export class CacheStore {
    * output's directories are walked from the workdir one name at a time, each opened without
    * following a link (`/proc/self/fd/<dir>/<name>` with `O_DIRECTORY|O_NOFOLLOW`, Node having no
    * `openat`), and the temporary file is made and renamed within the directory so opened. A path
-   * under `.capsule/` (the runtime's records) is never written.
+   * under `.capsule/` (the runtime's records) or `runtimeOwn` is never written.
+   *
+   * With an `owner`, each file and each directory made for it are given to that user (through the
+   * descriptor, before the rename), as the step would have made them: under `--run-as` the step's
+   * user can rewrite its restored outputs. A directory already there keeps its owner.
    */
-  restoreFiles(workdir: string, files: readonly StoredFile[], buffer: Buffer): Restore {
+  restoreFiles(workdir: string, files: readonly StoredFile[], buffer: Buffer, options: RestoreOptions = {}): Restore {
+    const owner = options.owner ?? null;
+    const refused = ['.capsule', ...(options.runtimeOwn ?? [])];
     const ready: { dir: number; tmp: string; name: string }[] = [];
     const damaged: string[] = [];
     const at = (dir: number, name: string): string => `/proc/self/fd/${dir}/${name}`;
@@ -207,9 +228,10 @@ export class CacheStore {
           discard();
           return { ok: false, why: `its file ${file.path} is not a path inside the workdir` };
         }
-        if (parts[0] === '.capsule') {
+        const own = refused.find((dir) => isAtOrBelow(file.path, dir));
+        if (own !== undefined) {
           discard();
-          return { ok: false, why: `its file ${file.path} is under .capsule/, the runtime's own records` };
+          return { ok: false, why: own === '.capsule' ? `its file ${file.path} is under .capsule/, the runtime's own records` : `its file ${file.path} is under ${own}/, the step cache's own store` };
         }
         const name = parts.pop() as string;
         let dir = top;
@@ -221,7 +243,7 @@ export class CacheStore {
             dir = known;
             continue;
           }
-          const child = childDir(dir, part, (path) => openDir(path, constants.O_NOFOLLOW));
+          const child = childDir(dir, part, (path) => openDir(path, constants.O_NOFOLLOW), owner);
           if (child === null) {
             discard();
             return { ok: false, why: `its file ${file.path} would be written through a symbolic link or a non-directory (${walked.slice(1)})` };
@@ -252,6 +274,8 @@ export class CacheStore {
           const out = openSync(at(dir, tmp), constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
           ready.push({ dir, tmp, name });
           try {
+            // Before the mode: a chown may clear mode bits.
+            if (owner !== null) fchownSync(out, owner.uid, owner.gid);
             for (;;) {
               const read = readSync(fd, buffer, 0, buffer.length, null);
               if (read === 0) break;
@@ -354,13 +378,18 @@ function macOf(key: Buffer, entry: CacheEntry): Buffer {
 
 /**
  * The directory `name` in the directory open as `parent`, made when missing, opened through
- * `open` without following a link; null when `name` is a link or not a directory.
+ * `open` without following a link; null when `name` is a link or not a directory. One made here
+ * is given to `owner` through its descriptor — if it is still the runtime's own (a directory a
+ * step swapped in meanwhile is left as it is).
  */
-function childDir(parent: number, name: string, open: (path: string) => number): number | null {
+function childDir(parent: number, name: string, open: (path: string) => number, owner: FileOwner | null): number | null {
   const path = `/proc/self/fd/${parent}/${name}`;
+  let made = false;
   for (let tries = 0; tries < 2; tries++) {
     try {
-      return open(path);
+      const fd = open(path);
+      if (made && owner !== null && fstatSync(fd).uid === process.getuid?.()) fchownSync(fd, owner.uid, owner.gid);
+      return fd;
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code;
       if (code === 'ELOOP' || code === 'ENOTDIR') return null;
@@ -368,6 +397,7 @@ function childDir(parent: number, name: string, open: (path: string) => number):
     }
     try {
       mkdirSync(path);
+      made = true;
     } catch (error) {
       // Made meanwhile (another restore): opened as any other, a link refused.
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;

@@ -18,6 +18,7 @@ import type { ResourceLimits } from '../executors/resource-limit.js';
 import { NetworkUnavailable, openSessionNetwork, type NetworkMode } from '../process/network.js';
 import type { SessionConfinementFields } from '../records/trace-records.js';
 import { stepPaths } from '../session/step-paths.js';
+import { manifestCacheDir } from '../cache/cache-dir.js';
 import { droppedPathWarning, resolveExecutable, trustedPath } from '../process/resolve-binary.js';
 import { SPAWNER_ENV, spawnerWanted } from '../process/spawner/client.js';
 import { collect, EXIT, usageError, type ExitCode } from './program.js';
@@ -116,9 +117,12 @@ export async function doctorCommand(options: DoctorCommandOptions): Promise<Exit
   let networkMode: NetworkMode = 'host';
   let networkAllow: readonly string[] | null = null;
   let privilegedSteps: { privilegedSteps: true; privilegedStepsBy: string } | null = options.privilegedSteps === true ? { privilegedSteps: true, privilegedStepsBy: '--privileged-steps' } : null;
+  const runtimeDir = manifest.kind === 'file' ? dirname(manifest.path) : workdir;
+  let cacheDir = manifestCacheDir(null, runtimeDir);
   if (manifest.kind === 'file') {
     const loaded = await loadManifest(manifest.label);
     if (!loaded.ok) return usageError(loaded.error);
+    cacheDir = manifestCacheDir(loaded.manifest, runtimeDir);
     allow = [...(loaded.manifest.capabilities?.shell?.allow ?? [])];
     resources = loaded.manifest.capabilities?.resources;
     const declared = loaded.manifest.capabilities?.network;
@@ -133,11 +137,12 @@ export async function doctorCommand(options: DoctorCommandOptions): Promise<Exit
   // As a run's session would decide them (a run's records go to <records>/<session_id>/ by default).
   const paths = stepPaths({
     workdir,
-    runtimeDir: manifest.kind === 'file' ? dirname(manifest.path) : workdir,
+    runtimeDir,
     recordsDir: options.records !== undefined ? recordsDir : join(recordsDir, 'ses_doctor'),
     scratchDir: options.records !== undefined ? join(dirname(recordsDir), `.${basename(recordsDir)}.scratch`) : join(recordsDir, '.ses_doctor.scratch'),
     keyDir: keyDir(),
     runtimeFiles: runtimeFiles(),
+    cacheDir,
     createKeyDir: false,
   });
   allow.push(...(options.allow ?? []));

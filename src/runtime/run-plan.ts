@@ -280,8 +280,10 @@ export interface RunPlanOptions {
   readonly select?: StepSelection;
   /**
    * The step cache's store (`--cache-dir`, docs/cache.md#the-store); null bypasses the cache
-   * (`--no-cache`): every step runs and nothing is stored. Default: the manifest's `cache.dir`
-   * (relative to its directory), else `$XDG_CACHE_HOME/capsule-runtime/steps`.
+   * (`--no-cache`): every step runs and nothing is stored. Default: the session's store
+   * (`SessionOptions.cacheDir`): the manifest's `cache.dir` (relative to its directory), else
+   * `$XDG_CACHE_HOME/capsule-runtime/steps`. The run's own session hides it from the steps; a
+   * `session` given hides its own store only.
    */
   readonly cacheDir?: string | null;
   /** What the step cache could not do (a corrupt entry, a store that failed). Default: {@link onNotice}, else `process.emitWarning`. */
@@ -401,6 +403,9 @@ export function startPlan(options: RunPlanOptions): PlanRun {
         ...(options.resume !== undefined ? { resumeFrom: options.resume.priorDir } : options.continue !== undefined ? { resumeFrom: options.continue.priorDir } : {}),
         ...(options.keepScratch !== undefined ? { keepScratch: options.keepScratch } : {}),
         ...(options.hiddenFiles !== undefined ? { hiddenFiles: options.hiddenFiles } : {}),
+        // Known before the plan is read (it comes from the flags and the manifest), so that the
+        // store is hidden from the steps; hidden under --no-cache too: a later run uses it.
+        ...(typeof options.cacheDir === 'string' ? { cacheDir: options.cacheDir } : {}),
       });
     runSession = session;
     options.onSession?.(session);
@@ -561,7 +566,7 @@ export function startPlan(options: RunPlanOptions): PlanRun {
     const runId = String(++runCounter);
     const stepLogs = new StepLogs();
     const instances = matrixInstances(plan.steps);
-    const stepCache = await stepCacheOf(plan.steps, options, workdir, manifest);
+    const stepCache = await stepCacheOf(plan.steps, options, workdir, session);
     const cachedSteps = stepCache === null ? null : new Map(plan.steps.filter((step) => step.cache !== undefined).map((step) => [step.id, step]));
     const extras = (result: StepResult): StepResultExtras => resultExtras(result, stepLogs, recall, instances, stepCache);
     trace.extras = extras;
@@ -812,22 +817,19 @@ function resultExtras(result: StepResult, stepLogs: StepLogs, recall: StepRecall
 
 /**
  * The run's step cache (docs/cache.md), or null: none of the plan's steps has `cache`, or the
- * caller bypassed it (`cacheDir: null`, `--no-cache`). Its store: `cacheDir`, else the manifest's
- * `cache.dir` (relative to the manifest's directory), else the default.
+ * caller bypassed it (`cacheDir: null`, `--no-cache`). Its store: `cacheDir`, else the session's
+ * (`Session.cacheDir`: the manifest's `cache.dir`, else the default), which the session hides
+ * from its steps. Restored files are the step's user's (`--run-as`).
  */
-async function stepCacheOf(steps: readonly PlanStep[], options: RunPlanOptions, workdir: string, manifest: LoadedManifest): Promise<StepCache | null> {
+async function stepCacheOf(steps: readonly PlanStep[], options: RunPlanOptions, workdir: string, session: Session): Promise<StepCache | null> {
   if (options.cacheDir === null || !steps.some((step) => step.cache !== undefined)) return null;
+  const dir = options.cacheDir !== undefined ? resolve(options.cacheDir) : session.cacheDir;
+  if (dir === null) return null;
   // Loaded for a plan that caches alone (it brings the glob library).
-  const [{ StepCache }, { defaultCacheDir }] = await Promise.all([import('../cache/step-cache.js'), import('../cache/cache-dir.js')]);
-  const fromManifest = manifest.manifest?.cache?.dir;
-  const dir =
-    options.cacheDir !== undefined
-      ? resolve(options.cacheDir)
-      : fromManifest !== undefined
-        ? resolve(manifest.dir ?? workdir, fromManifest)
-        : defaultCacheDir();
+  const { StepCache } = await import('../cache/step-cache.js');
   const warn = options.onCacheNotice ?? options.onNotice ?? ((line: string) => process.emitWarning(line));
-  return new StepCache({ dir, workdir, warn });
+  const runAs = session.containment.info.runAs;
+  return new StepCache({ dir, workdir, warn, owner: runAs === null ? null : { uid: runAs.uid, gid: runAs.gid } });
 }
 
 /** `result` with its extras, the same object when it has none. */

@@ -11,6 +11,7 @@ import { processStartTime } from '../process/proc.js';
 import { droppedPathWarning } from '../process/resolve-binary.js';
 import { privilegedStepsWarning } from '../process/spawn/confinement.js';
 import { keyDir } from '../records/key-dir.js';
+import { manifestCacheDir } from '../cache/cache-dir.js';
 import { runtimeFiles } from '../runtime-files.js';
 import { stepPaths } from './step-paths.js';
 import { directoryProblem, makeDirectory } from '../records/directories.js';
@@ -135,6 +136,13 @@ export interface SessionOptions {
    */
   readonly exclusiveRecords?: boolean;
   /**
+   * The step cache's store of the session's plans (docs/cache.md#the-store), hidden from its steps
+   * (made, 0700, when missing: docs/security.md#the-step-cache). Default: the manifest's
+   * `cache.dir` (relative to `runtimeDir`), else `$XDG_CACHE_HOME/capsule-runtime/steps`. Null:
+   * its plans have no step cache, and nothing is hidden for one.
+   */
+  readonly cacheDir?: string | null;
+  /**
    * Keep the scratch directory (the steps' HOME and TMPDIR) when the session ends
    * (`--keep-scratch`, docs/records.md#scratch). Default: `CAPSULE_KEEP_SCRATCH=1` in the
    * environment, else false: it is removed once every process of the session is gone.
@@ -162,6 +170,8 @@ export class Session {
    */
   readonly scratchDir: string;
   readonly runtimeDir: string;
+  /** The step cache's store of its plans, hidden from its steps (`SessionOptions.cacheDir`), or null: no step cache. */
+  readonly cacheDir: string | null;
   readonly manifest: Manifest | null;
   /** Whether the session has a records directory (`SessionOptions.records`): without one nothing is written and nothing demoted. */
   readonly hasRecords: boolean;
@@ -208,11 +218,12 @@ export class Session {
     // Without a records directory the steps' HOME and TMPDIR go under the system's temp directory.
     this.scratchDir = this.hasRecords ? join(dirname(this.recordsDir), `.${basename(this.recordsDir)}.scratch`) : join(tmpdir(), `.capsule-${this.id}.scratch`);
     this.manifest = options.manifest ?? null;
+    this.cacheDir = options.cacheDir === null ? null : options.cacheDir !== undefined ? resolve(options.cacheDir) : manifestCacheDir(this.manifest, this.runtimeDir);
     this.#keepScratch = options.keepScratch ?? process.env['CAPSULE_KEEP_SCRATCH'] === '1';
     // Refused before the containment exists: nothing to take down (e.g. /proc or /sys, where Node's recursive mkdir would never return).
     const problem = this.hasRecords ? directoryProblem(this.recordsDir) : null;
     if (problem !== null) throw recordsDirUnusable(this.recordsDir, problem);
-    const paths = stepPaths({ workdir: this.workdir, runtimeDir: this.runtimeDir, recordsDir: this.hasRecords ? this.recordsDir : null, scratchDir: this.scratchDir, keyDir: keyDir(), runtimeFiles: runtimeFiles() });
+    const paths = stepPaths({ workdir: this.workdir, runtimeDir: this.runtimeDir, recordsDir: this.hasRecords ? this.recordsDir : null, scratchDir: this.scratchDir, keyDir: keyDir(), runtimeFiles: runtimeFiles(), cacheDir: this.cacheDir });
     const privilegedSteps =
       options.privilegedSteps === true
         ? { privilegedSteps: true, privilegedStepsBy: '--privileged-steps' }
@@ -229,8 +240,9 @@ export class Session {
       ...(options.runAs !== undefined ? { runAs: options.runAs } : {}),
       ...privilegedSteps,
       // In a step's mount namespace the runtime's own files and the records root are read-only and
-      // the records key hidden: a step (even as root: it cannot unmount) can neither change what
-      // the runtime loads or execs next, nor forge records, nor read the key.
+      // the records key and the step cache's store hidden: a step (even as root: it cannot
+      // unmount) can neither change what the runtime loads or execs next, nor forge records, nor
+      // read the key, nor damage or fill what later runs restore.
       readOnlyPaths: paths.readOnly,
       writablePaths: paths.writable,
       hiddenPaths: [...paths.hidden, ...(options.hiddenFiles ?? []).map((file) => resolve(file))],
@@ -247,8 +259,8 @@ export class Session {
     const workdirMax = this.manifest?.capabilities?.resources?.workdir_max_bytes;
     this.commandLimits = {
       bounds: this.containment.info.resources,
-      // The records directory is the runtime's to write (a command cannot), so it does not count.
-      workdirGuard: workdirMax !== undefined ? new WorkdirGuard(this.workdir, workdirMax, { skip: this.hasRecords ? [this.recordsDir] : [] }) : null,
+      // The records directory and a store inside the workdir are the runtime's to write (a command cannot), so they do not count.
+      workdirGuard: workdirMax !== undefined ? new WorkdirGuard(this.workdir, workdirMax, { skip: [...(this.hasRecords ? [this.recordsDir] : []), ...(this.cacheDir !== null ? [this.cacheDir] : [])] }) : null,
     };
     // Every failure to open the records is RECORDS_DIR_UNUSABLE, and takes the session's cgroup
     // with it (nothing ran), e.g. ELOOP: trace.jsonl is a link planted in a reused records dir.

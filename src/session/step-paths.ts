@@ -18,7 +18,13 @@
  *   any file it can see. It is created here (0700) when missing: a directory that does not exist
  *   cannot be mounted over, and a step could create it with a key of its own choosing. Not when it
  *   holds the workdir, the records or the scratch directory (hiding it would hide them). The code
- *   cache's directory is created for the same reason.
+ *   cache's directory is created for the same reason. And the step cache's store
+ *   (docs/security.md#the-step-cache): only the runtime writes it, and a step that could would
+ *   delete, damage or fill what later runs (of every workdir sharing it) restore from; made (0700)
+ *   when missing for the same reason. Hidden rather than read-only: no step needs to read it, and
+ *   it holds outputs of other workdirs. Hidden also where it lies inside the workdir. Not when it
+ *   holds a directory steps use (the workdir, the records, the scratch directory, the runtime's
+ *   package or Node).
  */
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -35,7 +41,9 @@ export interface SessionLayout {
   readonly keyDir: string;
   /** The runtime's own files (`runtimeFiles()`), read-only for steps; absent: none. */
   readonly runtimeFiles?: RuntimeFiles;
-  /** Create the key's and the code cache's directories when missing (default true; `capsule doctor` creates nothing). */
+  /** The step cache's store (`Session.cacheDir`), hidden from steps; absent or null: none. */
+  readonly cacheDir?: string | null;
+  /** Create the key's, the code cache's and the store's directories when missing (default true; `capsule doctor` creates nothing). */
   readonly createKeyDir?: boolean;
 }
 
@@ -100,16 +108,27 @@ export function stepPaths(layout: SessionLayout): StepPaths {
   const writable = [...new Set([...mustWrite, layout.scratchDir])].filter((dir) => readOnly.some((path) => path !== dir && isInside(dir, path)));
 
   const hidden: string[] = [];
-  const exposed = [layout.workdir, layout.runtimeDir, layout.scratchDir, ...(layout.recordsDir !== null ? [layout.recordsDir] : [])].find((dir) => isInside(dir, layout.keyDir));
-  if (exposed !== undefined) {
-    notes.push(`the records key's directory ${layout.keyDir} is not hidden from steps: it holds ${exposed}`);
-  } else {
-    try {
-      if (create) mkdirSync(layout.keyDir, { recursive: true, mode: 0o700 });
-      hidden.push(layout.keyDir);
-    } catch (error) {
-      notes.push(`the records key's directory ${layout.keyDir} is not hidden from steps: it cannot be created (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
+  const used = [layout.workdir, layout.runtimeDir, layout.scratchDir, ...(layout.recordsDir !== null ? [layout.recordsDir] : [])];
+  // A directory is hidden (made first when missing: a step could otherwise make it) unless that would hide one of `visible`.
+  const hide = (what: string, dir: string, visible: readonly string[]): void => {
+    const exposed = visible.find((path) => isInside(path, dir));
+    if (exposed !== undefined) {
+      notes.push(`${what} ${dir} is not hidden from steps: it holds ${exposed}`);
+      return;
     }
+    try {
+      if (create) mkdirSync(dir, { recursive: true, mode: 0o700 });
+      hidden.push(dir);
+    } catch (error) {
+      notes.push(`${what} ${dir} is not hidden from steps: it cannot be created (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
+    }
+  };
+  hide("the records key's directory", layout.keyDir, used);
+  // Steps run Node and a delegated child's runtime from the package: the store never hides them.
+  const cacheDir = layout.cacheDir ?? null;
+  // One inside the key's directory is hidden with it (and a mount inside that empty tmpfs would fail).
+  if (cacheDir !== null && !hidden.some((dir) => isInside(cacheDir, dir))) {
+    hide("the step cache's store", cacheDir, [...used, ...(files !== undefined ? [files.packageRoot, files.executable] : [])]);
   }
   return { readOnly, writable, hidden, notes };
 }

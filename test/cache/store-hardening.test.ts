@@ -3,12 +3,14 @@
  * (docs/cache.md#against-a-step): a prune never follows a symbolic link out of the store; storing
  * an output refuses one swapped for a FIFO (without waiting on it) or for a link to a secret, and
  * keeps what it stores readable by its owner only; a restore never writes through a symbolic link
- * nor under `.capsule/`.
+ * nor under `.capsule/` or the store itself (inside the workdir), and under `--run-as` gives what it
+ * writes to the step's user.
  */
 import { execFileSync } from 'node:child_process';
 import { lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, renameSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { matchFiles } from '../../src/cache/files.js';
 import { pruneCache } from '../../src/cache/prune.js';
 import { CacheStore } from '../../src/cache/store.js';
 
@@ -153,4 +155,44 @@ describe('the step cache store', () => {
       else process.env['CAPSULE_KEY_DIR'] = saved;
     }
   });
+
+  it("never restores into the store itself when it lies inside the workdir, nor matches the store's or the records' files", () => {
+    const work = temp('work');
+    const store = new CacheStore(join(work, '.cache', 'steps'));
+    const buffer = Buffer.alloc(1 << 16);
+    const source = join(temp('source'), 'payload');
+    writeFileSync(source, 'payload\n');
+    const blob = store.putBlob(source, lstatSync(source), buffer);
+    const file = { path: '.cache/steps/v1/planted', ...blob, mode: 0o644 };
+    expect(store.restoreFiles(work, [file], buffer, { runtimeOwn: ['.cache/steps'] })).toMatchObject({ ok: false, why: expect.stringContaining("under .cache/steps/, the step cache's own store") });
+    expect(lstatSync(join(work, '.cache', 'steps', 'v1', 'planted'), { throwIfNoEntry: false })).toBeUndefined();
+    mkdirSync(join(work, '.capsule', 'records'), { recursive: true });
+    writeFileSync(join(work, '.capsule', 'records', 'trace.jsonl'), '{}\n');
+    writeFileSync(join(work, 'kept.txt'), 'kept\n');
+    expect(matchFiles(work, ['**'], ['.capsule', '.cache/steps']).map((found) => found.path)).toEqual(['kept.txt']);
+  });
+
+  (process.getuid?.() === 0 ? it : it.skip)(
+    `gives each restored file and each directory it made to the owner asked (--run-as), leaving a directory already there as it was${process.getuid?.() === 0 ? '' : ' (skipped: not root)'}`,
+    () => {
+      const store = new CacheStore(join(temp('store'), 'steps'));
+      const work = temp('work');
+      const buffer = Buffer.alloc(1 << 16);
+      const source = join(temp('source'), 'payload');
+      writeFileSync(source, 'payload\n');
+      const blob = store.putBlob(source, lstatSync(source), buffer);
+      mkdirSync(join(work, 'kept'));
+      const owner = { uid: 65534, gid: 65534 };
+      const files = ['kept/payload', 'made/deeper/payload'].map((path) => ({ path, ...blob, mode: 0o640 }));
+      expect(store.restoreFiles(work, files, buffer, { owner })).toEqual({ ok: true });
+      const ownerOf = (path: string): { uid: number; gid: number; mode: number } => {
+        const stat = statSync(join(work, path));
+        return { uid: stat.uid, gid: stat.gid, mode: stat.mode & 0o7777 };
+      };
+      expect(ownerOf('kept/payload')).toEqual({ ...owner, mode: 0o640 });
+      expect(ownerOf('made/deeper/payload')).toEqual({ ...owner, mode: 0o640 });
+      expect([ownerOf('made'), ownerOf('made/deeper')].map(({ uid, gid }) => ({ uid, gid }))).toEqual([owner, owner]);
+      expect(statSync(join(work, 'kept')).uid).toBe(0);
+    },
+  );
 });

@@ -127,7 +127,10 @@ describe("capsule run's code cache", () => {
     const result = await run(dir, plan, 'off', { XDG_CACHE_HOME: xdg });
     expectCleanRun(result);
     expect(result.outcome).toBe('off');
-    expect(() => readdirSync(xdg)).toThrow();
+    // Only the step cache's store, made empty so that steps cannot reach it (docs/security.md#the-step-cache): no code cache.
+    expect(readdirSync(xdg)).toEqual(['capsule-runtime']);
+    expect(readdirSync(join(xdg, 'capsule-runtime'))).toEqual(['steps']);
+    expect(readdirSync(join(xdg, 'capsule-runtime', 'steps'))).toEqual([]);
   });
 
   it('lives under XDG_CACHE_HOME by default', async () => {

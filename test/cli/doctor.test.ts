@@ -74,13 +74,16 @@ describe('capsule doctor', () => {
 describe('what steps get (confinement)', () => {
   const confinable = process.getuid?.() === 0 && pidNamespaceUnavailable === null;
   (confinable ? it : it.skip)(
-    `says the capabilities kept, no_new_privs, the seccomp filter, the cgroup namespace, the read-only /sys, runtime files and records root and the hidden key, creating nothing${confinable ? '' : ' (skipped: needs root and a PID namespace)'}`,
+    `says the capabilities kept, no_new_privs, the seccomp filter, the cgroup namespace, the read-only /sys, runtime files and records root and the hidden key and step cache store, creating nothing${confinable ? '' : ' (skipped: needs root and a PID namespace)'}`,
     async () => {
       const dir = temp.make('doctor-confinement');
       const key = join(temp.make('doctor-key'), 'not-yet');
+      const xdg = temp.make('doctor-xdg');
+      const store = join(xdg, 'capsule-runtime', 'steps');
+      const env = { CAPSULE_KEY_DIR: key, XDG_CACHE_HOME: xdg };
       // The runtime's own files (src/runtime-files.ts): the package the CLI runs from, Node, the code cache (global-setup.ts places it).
       const runtimeFiles = [ROOT, process.execPath, process.env['CAPSULE_CODE_CACHE'] ?? ''];
-      const result = await runCli(['doctor', '--json'], { cwd: dir, env: { CAPSULE_KEY_DIR: key } });
+      const result = await runCli(['doctor', '--json'], { cwd: dir, env });
       expect(result.code).toBe(0);
       expect(JSON.parse(result.stdout)).toMatchObject({
         confinement: {
@@ -91,14 +94,15 @@ describe('what steps get (confinement)', () => {
           cgroup_namespace: true,
           read_only_kernel: true,
           read_only: [...runtimeFiles, join(dir, '.capsule', 'records')],
-          hidden: [key],
+          hidden: [key, store],
           reason: '',
         },
       });
       expect(existsSync(key)).toBe(false);
-      const text = await runCli(['doctor'], { cwd: dir, env: { CAPSULE_KEY_DIR: key } });
+      expect(existsSync(store)).toBe(false);
+      const text = await runCli(['doctor'], { cwd: dir, env });
       expect(text.stdout).toContain(
-        `steps get: capabilities ${KEPT_CAPABILITIES.join(',')}; no_new_privs; no user namespaces (seccomp); a cgroup namespace; /sys and cgroup filesystems read-only; read-only ${[...runtimeFiles, join(dir, '.capsule', 'records')].join(', ')}; hidden ${key}\n`,
+        `steps get: capabilities ${KEPT_CAPABILITIES.join(',')}; no_new_privs; no user namespaces (seccomp); a cgroup namespace; /sys and cgroup filesystems read-only; read-only ${[...runtimeFiles, join(dir, '.capsule', 'records')].join(', ')}; hidden ${key}, ${store}\n`,
       );
     },
   );

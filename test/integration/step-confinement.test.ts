@@ -12,6 +12,7 @@ import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, readlinkSy
 import { basename, join } from 'node:path';
 import { detectContainment, ContainmentError } from '../../src/process/containment.js';
 import { locateOwnCgroup } from '../../src/process/cgroups.js';
+import { defaultCacheDir } from '../../src/cache/cache-dir.js';
 import { KEPT_CAPABILITIES } from '../../src/process/spawn/helper.js';
 import { runPlan, type RunPlanOptions } from '../../src/runtime/run-plan.js';
 import { readTrace } from '../../src/records/trace-reader.js';
@@ -148,7 +149,8 @@ suite(`a step running as root, confined (the default)${unavailable === null ? ''
           read_only_kernel: true,
           // The runtime's own files (the package, Node, the code cache), then the records root.
           read_only: [ROOT, process.execPath, process.env['CAPSULE_CODE_CACHE'] ?? '', join(run.workdir, '.capsule', 'records')],
-          hidden: [keyDir],
+          // The records key's directory, then the step cache's store (the default one: no manifest names another).
+          hidden: [keyDir, defaultCacheDir()],
           reason: '',
         },
       });

@@ -1,8 +1,9 @@
 /**
  * Which paths a session's steps get read-only, writable beneath them and hidden (see
  * `src/session/step-paths.ts`): the records root and not only the session's directory, the
- * scratch directory as the one writable exception, the records key's directory created and
- * hidden, and never a path whose protection would take the workdir away from the steps.
+ * scratch directory as the one writable exception, the records key's directory and the step
+ * cache's store created and hidden, and never a path whose protection would take the workdir away
+ * from the steps.
  */
 import { existsSync, mkdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
@@ -102,5 +103,48 @@ describe('stepPaths', () => {
     const paths = stepPaths({ workdir, runtimeDir: workdir, recordsDir: join(workdir, '.capsule', 'records', 'ses_d'), scratchDir: join(workdir, '.capsule', 'records', '.ses_d.scratch'), keyDir: key, createKeyDir: false });
     expect(paths.hidden).toEqual([key]);
     expect(existsSync(key)).toBe(false);
+  });
+
+  it("hides the step cache's store, created 0700 when missing, outside the workdir and inside it (where steps write everything else)", () => {
+    const workdir = dirs.make('paths-store');
+    const root = join(workdir, '.capsule', 'records');
+    const key = join(dirs.make('paths-key'), 'k');
+    const layout = { workdir, runtimeDir: workdir, recordsDir: join(root, 'ses_1'), scratchDir: join(root, '.ses_1.scratch'), keyDir: key };
+    const elsewhere = join(dirs.make('paths-xdg'), 'capsule-runtime', 'steps');
+    expect(stepPaths({ ...layout, cacheDir: elsewhere })).toEqual({ readOnly: [root], writable: [join(root, '.ses_1.scratch')], hidden: [key, elsewhere], notes: [] });
+    expect(statSync(elsewhere).mode & 0o777).toBe(0o700);
+    const inside = join(workdir, '.cache', 'steps');
+    expect(stepPaths({ ...layout, cacheDir: inside }).hidden).toEqual([key, inside]);
+    expect(statSync(inside).isDirectory()).toBe(true);
+  });
+
+  it("never hides a store that holds the workdir or the runtime's package, nor one inside the key's directory (hidden with it), and says why", () => {
+    const outer = dirs.make('paths-store-outer');
+    const workdir = join(outer, 'work');
+    mkdirSync(workdir);
+    const key = join(dirs.make('paths-key'), 'k');
+    const pkg = join(dirs.make('paths-package'), 'capsule-runtime');
+    const layout = {
+      workdir,
+      runtimeDir: workdir,
+      recordsDir: join(workdir, '.capsule', 'records', 'ses_1'),
+      scratchDir: join(workdir, '.capsule', 'records', '.ses_1.scratch'),
+      keyDir: key,
+      runtimeFiles: { packageRoot: pkg, executable: '/usr/bin/node', codeCacheDir: null },
+    };
+    const holdsWorkdir = stepPaths({ ...layout, cacheDir: outer });
+    expect(holdsWorkdir.hidden).toEqual([key]);
+    expect(holdsWorkdir.notes).toEqual([`the step cache's store ${outer} is not hidden from steps: it holds ${workdir}`]);
+    expect(stepPaths({ ...layout, cacheDir: join(pkg, '..') }).notes).toEqual([`the step cache's store ${join(pkg, '..')} is not hidden from steps: it holds ${pkg}`]);
+    expect(stepPaths({ ...layout, cacheDir: join(key, 'steps') })).toMatchObject({ hidden: [key], notes: [] });
+  });
+
+  it('creates no store when asked not to (capsule doctor), naming the one a run would hide', () => {
+    const workdir = dirs.make('paths-doctor-store');
+    const key = join(dirs.make('paths-key'), 'not-yet');
+    const store = join(dirs.make('paths-xdg'), 'not-yet', 'steps');
+    const paths = stepPaths({ workdir, runtimeDir: workdir, recordsDir: join(workdir, '.capsule', 'records', 'ses_d'), scratchDir: join(workdir, '.capsule', 'records', '.ses_d.scratch'), keyDir: key, cacheDir: store, createKeyDir: false });
+    expect(paths.hidden).toEqual([key, store]);
+    expect(existsSync(store)).toBe(false);
   });
 });

@@ -81,7 +81,7 @@ export function decideConfinement(input: {
   const { probe, pidNamespace, runAs } = input;
   const missing: string[] = pidNamespace ? [...input.notes] : [];
   const mounts = pidNamespace ? { readOnly: input.readOnly, writable: input.writable, hidden: input.hidden } : { readOnly: [], writable: [], hidden: [] };
-  if (!pidNamespace && (input.readOnly.length > 0 || input.hidden.length > 0)) missing.push('no mount namespace: the records root is writable and the records key visible to steps (as the file permissions allow)');
+  if (!pidNamespace && (input.readOnly.length > 0 || input.hidden.length > 0)) missing.push("no mount namespace: the records root is writable and the records key and the step cache's store visible to steps (as the file permissions allow)");
   const holds = holdsCapabilities();
   // What a step can hold with nothing dropped: the runtime user's own (none when it holds none, or runs steps as another user).
   const undropped = runAs !== null || !holds ? [] : null;
