@@ -37,7 +37,9 @@ export class StepCache {
   readonly #workdir: string;
   readonly #warn: (line: string) => void;
   readonly #owner: FileOwner | null;
-  /** Workdir-relative trees of the runtime's (the records, the store when inside the workdir): never matched nor restored. */
+  /** The store's workdir-relative path when it lies inside the workdir: never matched nor restored into. */
+  readonly #storeInWorkdir: readonly string[];
+  /** Workdir-relative trees of the runtime's (the records, the store inside the workdir): never matched. */
   readonly #runtimeOwn: readonly string[];
   /** Read and copy buffer, one per run: the cache's work is synchronous, so it is never shared. */
   readonly #buffer = Buffer.allocUnsafe(CHUNK_BYTES);
@@ -52,7 +54,8 @@ export class StepCache {
     this.#owner = options.owner ?? null;
     const store = relative(realOrSelf(options.workdir), realOrSelf(options.dir));
     const inside = store !== '' && !store.startsWith('..') && !isAbsolute(store);
-    this.#runtimeOwn = ['.capsule', ...(inside ? [store.split(sep).join('/')] : [])];
+    this.#storeInWorkdir = inside ? [store.split(sep).join('/')] : [];
+    this.#runtimeOwn = ['.capsule', ...this.#storeInWorkdir];
   }
 
   /**
@@ -102,7 +105,7 @@ export class StepCache {
     }
     let restored;
     try {
-      restored = this.store.restoreFiles(this.#workdir, read.entry.files, this.#buffer, { owner: this.#owner, runtimeOwn: this.#runtimeOwn });
+      restored = this.store.restoreFiles(this.#workdir, read.entry.files, this.#buffer, { owner: this.#owner, runtimeOwn: this.#storeInWorkdir });
     } catch (error) {
       this.#warn(`cache: step '${step.id}': its outputs could not be restored from ${entryFile} (${messageOf(error)}): a miss, the step runs`);
       return null;
