@@ -151,6 +151,44 @@ describeWithRedis('a run on workers when something fails', () => {
     }
   });
 
+  it('fails the run, saying so, when the coordinator loses Redis mid-run for longer than --redis-timeout, and its workers end what they ran for it', async () => {
+    const dir = dirs.make('redis-lost');
+    writeJson(dir, 'plan.json', {
+      id: 'cut-coordinator',
+      steps: [
+        { id: 'long', shell: 'sleep 60' },
+        { id: 'after', shell: 'sleep 1', depends_on: ['long'] },
+        { id: 'cleanup', shell: 'sleep 1', depends_on: ['long'], always: true },
+      ],
+    });
+    const proxy = await startProxy(redis.port);
+    try {
+      // The worker reaches Redis directly; the coordinator only through the proxy.
+      const worker = await startWorker(redis.url, ['--name', 'steady', '--allow', 'sleep'], { cwd: dir });
+      workers.push(worker);
+      const coordinator = startCli(['run', 'plan.json', '--json', '--redis', `redis://127.0.0.1:${proxy.port}`, '--allow', 'sleep', '--redis-timeout', '3'], { cwd: dir, env: ENV });
+      await waitFor(() => starts(dir).length === 1, 20_000, 'the step to start on the worker');
+      const tree = starts(dir)[0] as Record<string, unknown>;
+      proxy.cut();
+      // The run ends on its own (it never hangs on Redis), each step waiting on Redis failed, saying why.
+      const ended = await coordinator.done;
+      expect(ended.code).toBe(1);
+      expect(ended.stderr).toMatch(/Redis at redis:\/\/127\.0\.0\.1:\d+\/? is out of reach: the steps on workers wait for it at most 3 s/);
+      const report = parseReport(ended.stdout);
+      const outOfReach = /^Redis at redis:\/\/127\.0\.0\.1:\d+\/? was out of reach for 3 s \(--redis-timeout\): what became of the attempt on its worker is unknown/;
+      expect(report.results.find((result) => result.step_id === 'long')).toMatchObject({ status: 'failed', error: expect.stringMatching(outOfReach) });
+      // The fail stop: the step after it has no result; the always-run step ran, and failed on Redis too (at once).
+      expect(report.results.map((result) => result.step_id).sort()).toEqual(['cleanup', 'long']);
+      expect(report.results.find((result) => result.step_id === 'cleanup')).toMatchObject({ status: 'failed', error: expect.stringMatching(outOfReach) });
+      // Its lease no longer renewed, the worker ends the tree it ran for it.
+      await waitFor(() => !isProcessAlive(tree['pid'] as number), 20_000, "the lost coordinator's step to be ended by its worker");
+      expect(worker.stderr()).toMatch(/lease expired/);
+    } finally {
+      proxy.cut();
+      await proxy.close();
+    }
+  }, 60_000);
+
   it("has the workers end what they run for a coordinator that died, once its lease expires", async () => {
     const dir = dirs.make('orphan');
     writeJson(dir, 'plan.json', { id: 'orphaned', steps: [{ id: 'long', shell: 'sleep 60' }] });
