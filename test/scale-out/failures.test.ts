@@ -5,7 +5,7 @@
  * step's retries — and no step ever has two live process trees (sampled). Real redis-server and
  * real worker processes, all stopped after.
  */
-import { existsSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { isProcessAlive, killStartedClis, parseReport, startCli, TempDirs, traceRecords, waitFor, writeJson } from '../cli/helpers.js';
@@ -27,8 +27,8 @@ function starts(dir: string): Record<string, unknown>[] {
   return traceRecords(recordsRoot, 'process_start');
 }
 
-/** A TCP proxy to Redis the test can cut: every connection through it is dropped and new ones refused (a partition). */
-async function startProxy(targetPort: number): Promise<{ port: number; cut(): void; close(): Promise<void> }> {
+/** A TCP proxy to Redis the test can cut: every connection through it is dropped and new ones refused (a partition) until it heals. */
+async function startProxy(targetPort: number): Promise<{ port: number; cut(): void; heal(): void; close(): Promise<void> }> {
   const sockets = new Set<Socket>();
   let cut = false;
   const server: Server = createServer((client) => {
@@ -48,6 +48,9 @@ async function startProxy(targetPort: number): Promise<{ port: number; cut(): vo
     cut: () => {
       cut = true;
       for (const socket of sockets) socket.destroy();
+    },
+    heal: () => {
+      cut = false;
     },
     close: () => new Promise((resolve) => server.close(() => resolve())),
   };
@@ -183,6 +186,43 @@ describeWithRedis('a run on workers when something fails', () => {
       // Its lease no longer renewed, the worker ends the tree it ran for it.
       await waitFor(() => !isProcessAlive(tree['pid'] as number), 20_000, "the lost coordinator's step to be ended by its worker");
       expect(worker.stderr()).toMatch(/lease expired/);
+    } finally {
+      proxy.cut();
+      await proxy.close();
+    }
+  }, 60_000);
+
+  it('goes on when Redis comes back within --redis-timeout: the session announced again after its lease expired, the results reported meanwhile taken', async () => {
+    const dir = dirs.make('redis-back');
+    writeJson(dir, 'plan.json', {
+      id: 'comes-back',
+      steps: [
+        { id: 'first', shell: "sh -c 'while [ ! -f release ]; do sleep 0.05; done; echo first'" },
+        { id: 'second', shell: 'echo second', depends_on: ['first'] },
+      ],
+    });
+    const proxy = await startProxy(redis.port);
+    try {
+      const worker = await startWorker(redis.url, ['--name', 'steady', '--allow', 'sh', '--allow', 'echo'], { cwd: dir });
+      workers.push(worker);
+      const coordinator = startCli(['run', 'plan.json', '--json', '--redis', `redis://127.0.0.1:${proxy.port}`, '--allow', 'sh', '--allow', 'echo', '--redis-timeout', '60'], { cwd: dir, env: ENV });
+      await waitFor(() => starts(dir).length === 1, 20_000, 'first to start on the worker');
+      proxy.cut();
+      await waitFor(() => /is out of reach: the steps on workers wait for it at most 60 s/.test(coordinator.stderr()), 10_000, 'the coordinator to say Redis is out of reach');
+      // first ends while the coordinator cannot hear it; then its lease expires and the worker drops the session.
+      writeFileSync(join(dir, 'release'), '');
+      await waitFor(() => /session \S+ dropped: its coordinator's lease expired/.test(worker.stderr()), 20_000, "the worker to drop the session whose lease expired");
+      proxy.heal();
+      await waitFor(() => /Redis at redis:\/\/127\.0\.0\.1:\d+\/? answers again after \d+ s/.test(coordinator.stderr()), 20_000, 'the coordinator to say Redis answers again');
+      const ended = await coordinator.done;
+      expect(ended.code).toBe(0);
+      const report = parseReport(ended.stdout);
+      expect(report.results.map((result) => [result.step_id, result.status, result.output])).toEqual([
+        ['first', 'success', 'first\n'],
+        ['second', 'success', 'second\n'],
+      ]);
+      // The worker served the session again, announced anew.
+      expect(worker.stderr().match(/serving session /g)).toHaveLength(2);
     } finally {
       proxy.cut();
       await proxy.close();
