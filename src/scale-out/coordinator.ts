@@ -88,6 +88,8 @@ interface Pending {
   startedOn: { readonly name: string; readonly host: string; readonly pid: number } | null;
   lost: number;
   settled: boolean;
+  /** Its job is in Redis (the add answered): only then can it be missing there. */
+  queued: boolean;
   /** Since when its job has been missing from Redis (null: found at the last look). */
   missingSince: number | null;
 }
@@ -188,16 +190,20 @@ export class Coordinator implements RemoteAttempts {
       // Never older than the lease, even if the clock stepped back meanwhile: a worker refuses a job older than its session's lease.
       const created = Math.max(Date.now(), this.#lease0.created);
       const job = signJob({ v: 1, job: jobId, created, session: this.#options.sessionId, plan: run.env.planId ?? '', run: run.env.runId, attempt: run.attempt, step: jobStep(step) }, this.#options.key);
-      pending = { run, jobId, jobMac: job.mac, started: false, startedOn: null, lost: 0, settled: false, missingSince: null };
-      this.#pending.set(jobId, pending);
+      const entry: Pending = { run, jobId, jobMac: job.mac, started: false, startedOn: null, lost: 0, settled: false, queued: false, missingSince: null };
+      pending = entry;
+      this.#pending.set(jobId, entry);
       run.onEnd((graceMs) => end(graceMs));
       // Redis has been out of reach longer than the bound: nothing is queued, the attempt fails now.
       if (this.#gaveUp) return this.#settle(jobId, (p) => p.run.fail(this.#outOfReach()));
       // The step's bound counts from the process's start on its worker, not from the wait in the queue.
       run.launching();
-      this.#queue.add('attempt', job, { jobId, removeOnComplete: true, removeOnFail: true, attempts: 1 }).catch((error: unknown) => {
-        this.#settle(jobId, (p) => p.run.fail(`the step's attempt could not be queued in Redis (${redisUrlText(this.#options.redis)}): ${(error as Error).message}`, { notStarted: true }));
-      });
+      this.#queue.add('attempt', job, { jobId, removeOnComplete: true, removeOnFail: true, attempts: 1 }).then(
+        () => (entry.queued = true),
+        (error: unknown) => {
+          this.#settle(jobId, (p) => p.run.fail(`the step's attempt could not be queued in Redis (${redisUrlText(this.#options.redis)}): ${(error as Error).message}`, { notStarted: true }));
+        },
+      );
     });
     // A step stopped while its attempt runs: the worker ends the attempt's tree.
     run.withdrawSignal.addEventListener('abort', () => end(run.input.step.killGraceMs), { once: true });
@@ -414,7 +420,8 @@ export class Coordinator implements RemoteAttempts {
    */
   async #checkVanished(): Promise<void> {
     if (this.#downSince !== null || this.#pending.size === 0) return;
-    const pendings = [...this.#pending.values()];
+    const pendings = [...this.#pending.values()].filter((pending) => pending.queued);
+    if (pendings.length === 0) return;
     let found: ([Error | null, unknown] | null)[] | null;
     try {
       const pipeline = this.#redis.pipeline();
