@@ -37,6 +37,8 @@ export interface DoorOptions extends GlobalOptions {
   readonly keyFile?: string;
   /** Seconds a worker's lock on a step lasts unless renewed: a lost worker's step is re-dispatched after it. */
   readonly lockDuration?: number;
+  /** Seconds Redis may be out of reach mid-run before the steps waiting on it fail. */
+  readonly redisTimeout?: number;
 }
 
 /** Declares a door's options on its command (one list for both doors). */
@@ -53,7 +55,8 @@ export function withDoorOptions(command: Command): Command {
     .option('--keep-scratch', "keep the steps' scratch directory (their HOME and TMPDIR) when the session ends")
     .option('--redis <url>', "run the shell steps and command tools of the session's plans on capsule workers through this Redis (redis://[user:password@]host:port or rediss:// for TLS); shell.run and background commands stay here: docs/scale-out.md")
     .option('--key-file <file>', 'with --redis: the key jobs are signed with, shared with the workers (default: $CAPSULE_SCALE_OUT_KEY)')
-    .option('--lock-duration <secs>', "with --redis: seconds a worker's lock on a step lasts unless renewed; a lost worker's step runs elsewhere after it (default 30)", parsePositiveInteger);
+    .option('--lock-duration <secs>', "with --redis: seconds a worker's lock on a step lasts unless renewed; a lost worker's step runs elsewhere after it (default 30)", parsePositiveInteger)
+    .option('--redis-timeout <secs>', 'with --redis: seconds Redis may be out of reach before the steps waiting on it fail (default 30)', parsePositiveInteger);
 }
 
 /** A door's session, opened. */
@@ -83,8 +86,9 @@ export async function openDoorSession(options: DoorOptions, door: 'serve' | 'mcp
   if (network instanceof Error) return usageError(network.message);
   if (!isDirectory(workdir)) return usageError(`--workdir ${workdir} is not a directory`);
   if (options.reap === true && options.resume === undefined) return usageError('--reap needs --resume DIR: it stops what the resumed session left running');
-  if (options.redis === undefined && (options.keyFile !== undefined || options.lockDuration !== undefined)) {
-    return usageError(`${options.keyFile !== undefined ? '--key-file' : '--lock-duration'} is for plans run on workers: it needs --redis URL`);
+  if (options.redis === undefined && (options.keyFile !== undefined || options.lockDuration !== undefined || options.redisTimeout !== undefined)) {
+    const flag = options.keyFile !== undefined ? '--key-file' : options.lockDuration !== undefined ? '--lock-duration' : '--redis-timeout';
+    return usageError(`${flag} is for plans run on workers: it needs --redis URL`);
   }
   const resumeDir = options.resume !== undefined ? resolve(options.resume) : undefined;
   if (resumeDir !== undefined && options.records !== undefined && resolve(options.records) === resumeDir) {
@@ -132,6 +136,7 @@ export async function openDoorSession(options: DoorOptions, door: 'serve' | 'mcp
         sessionId,
         key: sharedKey(options.keyFile),
         ...(options.lockDuration !== undefined ? { lockDurationMs: options.lockDuration * 1000 } : {}),
+        ...(options.redisTimeout !== undefined ? { unreachableMs: options.redisTimeout * 1000 } : {}),
         onNotice: (line: string) => logger.warn({ warning: line, kind: 'scale-out' }, 'warning'),
       });
     } catch (error) {

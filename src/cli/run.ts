@@ -45,6 +45,8 @@ export interface RunCommandOptions extends GlobalOptions {
   readonly keyFile?: string;
   /** Seconds a worker's lock on a step lasts unless renewed: a lost worker's step is re-dispatched after it. */
   readonly lockDuration?: number;
+  /** Seconds Redis may be out of reach mid-run before the steps waiting on it fail. */
+  readonly redisTimeout?: number;
   readonly maxParallel?: number;
   /** `waves` or `eager` (docs/plan-format.md#schedule); overrides the plan's `schedule`. */
   readonly schedule?: string;
@@ -102,6 +104,7 @@ export function registerRun(program: Command): void {
     .option('--redis <url>', "run shell steps and command tools on capsule workers through this Redis (redis://[user:password@]host:port or rediss:// for TLS): docs/scale-out.md")
     .option('--key-file <file>', 'with --redis: the key jobs are signed with, shared with the workers (default: $CAPSULE_SCALE_OUT_KEY)')
     .option('--lock-duration <secs>', 'with --redis: seconds a worker\'s lock on a step lasts unless renewed; a lost worker\'s step runs elsewhere after it (default 30)', parsePositiveInteger)
+    .option('--redis-timeout <secs>', 'with --redis: seconds Redis may be out of reach mid-run before the steps waiting on it fail (default 30)', parsePositiveInteger)
     .option('--max-parallel <n>', 'run at most N steps of a wave at once', parsePositiveInteger)
     .option('--schedule <mode>', "how steps start: waves (a wave of ready steps settles together, then the next; the default) or eager (each step as soon as its own dependencies settled); overrides the plan's schedule")
     .option('--json', 'print exactly the JSON report on stdout')
@@ -229,6 +232,7 @@ export async function runCommand(planPath: string, given: RunCommandOptions): Pr
         sessionId,
         key: sharedKey(options.keyFile),
         ...(options.lockDuration !== undefined ? { lockDurationMs: options.lockDuration * 1000 } : {}),
+        ...(options.redisTimeout !== undefined ? { unreachableMs: options.redisTimeout * 1000 } : {}),
         onNotice: (line: string) => warnings.warn({ kind: 'scale-out', message: line }),
       });
       coordinator = opened;
@@ -237,9 +241,10 @@ export async function runCommand(planPath: string, given: RunCommandOptions): Pr
       progress.dispose();
       return exitCodeAfterLog(log, usageError(messageOf(error)));
     }
-  } else if (options.keyFile !== undefined || options.lockDuration !== undefined) {
+  } else if (options.keyFile !== undefined || options.lockDuration !== undefined || options.redisTimeout !== undefined) {
     progress.dispose();
-    return exitCodeAfterLog(log, usageError(`${options.keyFile !== undefined ? '--key-file' : '--lock-duration'} is for a run on workers: it needs --redis URL`));
+    const flag = options.keyFile !== undefined ? '--key-file' : options.lockDuration !== undefined ? '--lock-duration' : '--redis-timeout';
+    return exitCodeAfterLog(log, usageError(`${flag} is for a run on workers: it needs --redis URL`));
   }
   const run = startPlan({
     sessionId,

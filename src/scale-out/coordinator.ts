@@ -12,8 +12,11 @@
  * dies is noticed by BullMQ's stalled-job check (its lock not renewed within the lock duration):
  * the job goes back to the queue, recorded as `worker_lost`, without using the step's retries, at
  * most `maxLost` times. The session's lease tells the workers this coordinator still lives.
+ *
+ * What Redis cannot be made to keep (docs/scale-out.md#trust): a job that vanished from the queue
+ * fails its step, a second start of a job is ended, and Redis out of reach longer than
+ * `unreachableMs` fails what waits on it — a run never hangs on Redis.
  */
-import { hostname } from 'node:os';
 import { Queue, QueueEvents } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { AttemptRun, AttemptStart } from '../runtime/attempts/attempt-run.js';
@@ -27,12 +30,17 @@ import {
   jobIdOf,
   jobStep,
   leaseKey,
+  LEASE_MS,
   queueName,
+  redisTimeMs,
+  signControl,
   signJob,
   signLease,
   verifyReport,
   type AttemptJobResult,
   type AttemptProgress,
+  type ControlMessage,
+  type Lease,
 } from './job.js';
 
 /** Options of {@link Coordinator.open}. */
@@ -56,11 +64,19 @@ export const IDLE_NOTICE_MS = 10_000;
 export const DEFAULT_LOCK_DURATION_MS = 30_000;
 export const DEFAULT_MAX_LOST = 2;
 export const DEFAULT_UNREACHABLE_MS = 30_000;
-/** How long the coordinator's lease lasts unless renewed (renewed every third of it). */
-export const LEASE_MS = 10_000;
+export { LEASE_MS };
 
-/** The session's settings the workers read (lock duration, lost-worker bound): in Redis beside its lease. */
-export const settingsKey = (sessionId: string): string => `capsule:settings:${sessionId}`;
+/** How often the queued and running jobs are looked for in Redis (a job deleted there fails its step). */
+export const VANISHED_CHECK_MS = 2000;
+/**
+ * How long a job may be missing from Redis before its step fails: a job that just finished is
+ * removed before its result reaches the coordinator, which takes milliseconds, not this.
+ */
+export const VANISHED_AFTER_MS = 5000;
+/** How long closing the session may wait on Redis before it lets go (the lease then expires on its own). */
+const CLOSE_WAIT_MS = 5000;
+/** How many settled attempts' proofs are kept, to recognise a second start of one of them (a replayed job). */
+const SETTLED_KEPT = 65_536;
 
 interface Pending {
   readonly run: AttemptRun;
@@ -68,8 +84,14 @@ interface Pending {
   /** The job's proof: every report of its worker is signed over it. */
   readonly jobMac: string;
   started: boolean;
+  /** The worker whose start was taken (a second start of the job is ended). */
+  startedOn: { readonly name: string; readonly host: string; readonly pid: number } | null;
   lost: number;
   settled: boolean;
+  /** Its job is in Redis (the add answered): only then can it be missing there. */
+  queued: boolean;
+  /** Since when its job has been missing from Redis (null: found at the last look). */
+  missingSince: number | null;
 }
 
 /** The coordinator of one session's remote attempts. */
@@ -82,24 +104,41 @@ export class Coordinator implements RemoteAttempts {
   readonly #pending = new Map<string, Pending>();
   readonly #lease: NodeJS.Timeout;
   readonly #watch: NodeJS.Timeout;
-  /** The lease's signed value (docs/scale-out.md#trust): renewed as it is, its creation time fixed. */
-  readonly #leaseValue: string;
-  readonly #leaseCreated: number;
+  readonly #vanishedWatch: NodeJS.Timeout;
+  /** The lease's fields but its renewal time (docs/scale-out.md#trust): signed again at each renewal, on Redis's clock. */
+  readonly #lease0: Omit<Lease, 'mac' | 'renewed'>;
+  #renewing = false;
+  /** The proofs of the last {@link SETTLED_KEPT} settled jobs: a start reported for one of them is a replay, ended. */
+  readonly #settledMacs = new Map<string, string>();
   #downSince: number | null = null;
+  /** Redis was out of reach longer than the bound: attempts fail at once until it answers again. */
+  #gaveUp = false;
   /** Since when steps have waited in the queue with none started, or null. */
   #waitingSince: number | null = null;
   #closed = false;
 
-  private constructor(options: CoordinatorOptions, redis: Redis, queue: Queue, events: QueueEvents, connections: readonly Redis[], lease: { readonly value: string; readonly created: number }) {
+  private constructor(options: CoordinatorOptions, redis: Redis, queue: Queue, events: QueueEvents, connections: readonly Redis[], lease: Omit<Lease, 'mac' | 'renewed'>) {
     this.#options = options;
-    this.#leaseValue = lease.value;
-    this.#leaseCreated = lease.created;
+    this.#lease0 = lease;
     this.#connections = connections;
     this.#redis = redis;
     this.#queue = queue;
     this.#events = events;
-    redis.on('close', () => (this.#downSince ??= Date.now()));
-    redis.on('ready', () => (this.#downSince = null));
+    redis.on('close', () => {
+      if (this.#closed || this.#downSince !== null) return;
+      this.#downSince = Date.now();
+      const bound = this.#options.unreachableMs ?? DEFAULT_UNREACHABLE_MS;
+      if (this.#pending.size > 0) this.#options.onNotice?.(`Redis at ${redisUrlText(this.#options.redis)} is out of reach: the steps on workers wait for it at most ${Math.round(bound / 1000)} s (docs/scale-out.md#redis-out-of-reach)`);
+    });
+    redis.on('ready', () => {
+      const downSince = this.#downSince;
+      this.#downSince = null;
+      this.#gaveUp = false;
+      if (downSince === null || this.#closed) return;
+      this.#options.onNotice?.(`Redis at ${redisUrlText(this.#options.redis)} answers again after ${Math.round((Date.now() - downSince) / 1000)} s`);
+      // The lease may have expired meanwhile, and the workers dropped the session: it is taken and announced again.
+      void this.#renewLease().then(() => this.#redis.multi().sadd(SESSIONS_KEY, this.#options.sessionId).publish(SESSIONS_CHANNEL, JSON.stringify({ type: 'open', session: this.#options.sessionId })).exec()).catch(() => {});
+    });
     events.on('progress', ({ jobId, data }) => this.#progress(jobId, data as unknown));
     events.on('completed', ({ jobId, returnvalue }) => this.#completed(jobId, returnvalue as unknown));
     events.on('failed', ({ jobId, failedReason }) => this.#failed(jobId, failedReason));
@@ -107,8 +146,10 @@ export class Coordinator implements RemoteAttempts {
     events.on('error', () => {});
     this.#lease = setInterval(() => void this.#renewLease(), LEASE_MS / 3);
     this.#watch = setInterval(() => this.#checkReach(), 500);
+    this.#vanishedWatch = setInterval(() => void this.#checkVanished(), VANISHED_CHECK_MS);
     this.#lease.unref();
     this.#watch.unref();
+    this.#vanishedWatch.unref();
   }
 
   /** Connects, announces the session's queue to the workers and takes its lease; a clear error when Redis cannot be reached. */
@@ -121,17 +162,16 @@ export class Coordinator implements RemoteAttempts {
     const events = new QueueEvents(name, { connection: connections[1] });
     queue.on('error', () => {});
     await events.waitUntilReady();
-    const lockDurationMs = options.lockDurationMs ?? DEFAULT_LOCK_DURATION_MS;
-    const created = Date.now();
-    const lease = signLease(options.sessionId, process.pid, created, options.key);
+    // The session's settings travel in its signed lease: a party without the key cannot change what its workers take.
+    const lease0 = { pid: process.pid, created: Date.now(), lock_duration_ms: options.lockDurationMs ?? DEFAULT_LOCK_DURATION_MS, max_lost: options.maxLost ?? DEFAULT_MAX_LOST };
+    const renewed = redisTimeMs(await redis.time());
     await redis
       .multi()
-      .set(leaseKey(options.sessionId), lease, 'PX', LEASE_MS)
-      .set(settingsKey(options.sessionId), JSON.stringify({ lock_duration_ms: lockDurationMs, max_lost: options.maxLost ?? DEFAULT_MAX_LOST, coordinator: hostname() }), 'PX', 7 * 24 * 3600_000)
+      .set(leaseKey(options.sessionId), signLease(options.sessionId, { ...lease0, renewed }, options.key), 'PX', LEASE_MS)
       .sadd(SESSIONS_KEY, options.sessionId)
       .publish(SESSIONS_CHANNEL, JSON.stringify({ type: 'open', session: options.sessionId }))
       .exec();
-    return new Coordinator(options, redis, queue, events, connections, { value: lease, created });
+    return new Coordinator(options, redis, queue, events, connections, lease0);
   }
 
   runsRemotely(run: AttemptRun): boolean {
@@ -148,24 +188,30 @@ export class Coordinator implements RemoteAttempts {
       const step = run.input.step;
       const jobId = jobIdOf(this.#options.sessionId, run.env.runId, step.step.id, run.attempt);
       // Never older than the lease, even if the clock stepped back meanwhile: a worker refuses a job older than its session's lease.
-      const created = Math.max(Date.now(), this.#leaseCreated);
+      const created = Math.max(Date.now(), this.#lease0.created);
       const job = signJob({ v: 1, job: jobId, created, session: this.#options.sessionId, plan: run.env.planId ?? '', run: run.env.runId, attempt: run.attempt, step: jobStep(step) }, this.#options.key);
-      pending = { run, jobId, jobMac: job.mac, started: false, lost: 0, settled: false };
-      this.#pending.set(jobId, pending);
+      const entry: Pending = { run, jobId, jobMac: job.mac, started: false, startedOn: null, lost: 0, settled: false, queued: false, missingSince: null };
+      pending = entry;
+      this.#pending.set(jobId, entry);
       run.onEnd((graceMs) => end(graceMs));
+      // Redis has been out of reach longer than the bound: nothing is queued, the attempt fails now.
+      if (this.#gaveUp) return this.#settle(jobId, (p) => p.run.fail(this.#outOfReach()));
       // The step's bound counts from the process's start on its worker, not from the wait in the queue.
       run.launching();
-      this.#queue.add('attempt', job, { jobId, removeOnComplete: true, removeOnFail: true, attempts: 1 }).catch((error: unknown) => {
-        this.#settle(jobId, (p) => p.run.fail(`the step's attempt could not be queued in Redis (${redisUrlText(this.#options.redis)}): ${(error as Error).message}`, { notStarted: true }));
-      });
+      this.#queue.add('attempt', job, { jobId, removeOnComplete: true, removeOnFail: true, attempts: 1 }).then(
+        () => (entry.queued = true),
+        (error: unknown) => {
+          this.#settle(jobId, (p) => p.run.fail(`the step's attempt could not be queued in Redis (${redisUrlText(this.#options.redis)}): ${(error as Error).message}`, { notStarted: true }));
+        },
+      );
     });
     // A step stopped while its attempt runs: the worker ends the attempt's tree.
     run.withdrawSignal.addEventListener('abort', () => end(run.input.step.killGraceMs), { once: true });
     return {
       tree: () => null,
-      // A graceful cancel: an attempt still in the queue never starts; one that started runs on.
+      // A graceful cancel: an attempt still in the queue never starts, nor one a worker took but has not started; one that started runs on.
       onCancel: () => {
-        if (pending !== null && !pending.started) void this.#withdraw(pending);
+        if (pending !== null && !pending.started) void this.#mark(pending, { type: 'withdraw', session: this.#options.sessionId, job: pending.jobId }).then(() => this.#withdraw(pending as Pending));
       },
     };
   }
@@ -175,39 +221,57 @@ export class Coordinator implements RemoteAttempts {
     for (const pending of this.#pending.values()) void this.#end(pending, graceMs);
   }
 
-  /** Ends the session: its queue emptied and removed, its lease dropped, the workers told. */
+  /**
+   * Ends the session: its queue emptied and removed, its lease dropped, the workers told. Waits on
+   * Redis at most {@link CLOSE_WAIT_MS} (not at all when it is out of reach): the lease then expires
+   * on its own and the workers drop the session then.
+   */
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
     clearInterval(this.#lease);
     clearInterval(this.#watch);
+    clearInterval(this.#vanishedWatch);
     const id = this.#options.sessionId;
-    try {
-      await this.#redis
-        .multi()
-        .srem(SESSIONS_KEY, id)
-        .del(leaseKey(id), settingsKey(id))
-        .publish(SESSIONS_CHANNEL, JSON.stringify({ type: 'close', session: id }))
-        .exec();
-      await this.#queue.obliterate({ force: true });
-    } catch {
-      // Redis is gone: the lease expires on its own and the workers drop the session then.
+    const reachable = this.#redis.status === 'ready';
+    if (reachable) {
+      await bounded(async () => {
+        await this.#redis
+          .multi()
+          .srem(SESSIONS_KEY, id)
+          .del(leaseKey(id))
+          .publish(SESSIONS_CHANNEL, signControl({ type: 'close', session: id }, this.#options.key))
+          .exec();
+        await this.#queue.obliterate({ force: true });
+      });
     }
-    await Promise.allSettled([this.#events.close(), this.#queue.close()]);
-    // BullMQ leaves a connection it was given open.
-    for (const connection of this.#connections) connection.disconnect();
-    this.#redis.disconnect();
+    // BullMQ leaves a connection it was given open; one out of reach would retry for ever (and its
+    // commands wait in it): let go of it first then, so that BullMQ's close ends at once.
+    const letGo = (): void => {
+      for (const connection of this.#connections) connection.disconnect();
+      this.#redis.disconnect();
+    };
+    if (!reachable) letGo();
+    await bounded(() => Promise.allSettled([this.#events.close(), this.#queue.close()]));
+    letGo();
+  }
+
+  /**
+   * Marks `pending`'s job (signed, docs/scale-out.md#trust) and tells every worker: a worker that
+   * takes the job after the message went by starts nothing of it.
+   */
+  async #mark(pending: Pending, message: ControlMessage): Promise<void> {
+    const signed = signControl(message, this.#options.key);
+    try {
+      await this.#redis.multi().set(endedKey(pending.jobId), signed, 'PX', 3600_000).publish(CONTROL_CHANNEL, signed).exec();
+    } catch {
+      // Redis out of reach: the outage bound fails the attempt.
+    }
   }
 
   async #end(pending: Pending, graceMs: number): Promise<void> {
     if (pending.settled) return;
-    const message = JSON.stringify({ type: 'end', session: this.#options.sessionId, job: pending.jobId, grace_ms: graceMs });
-    try {
-      // Marked first: a worker that takes the job after the message went by ends it at once.
-      await this.#redis.multi().set(endedKey(pending.jobId), String(graceMs), 'PX', 3600_000).publish(CONTROL_CHANNEL, message).exec();
-    } catch {
-      // Redis out of reach: the outage bound fails the attempt.
-    }
+    await this.#mark(pending, { type: 'end', session: this.#options.sessionId, job: pending.jobId, grace_ms: graceMs });
     if (!pending.started) await this.#withdraw(pending);
   }
 
@@ -227,6 +291,8 @@ export class Coordinator implements RemoteAttempts {
     if (pending === undefined || pending.settled) return;
     pending.settled = true;
     this.#pending.delete(jobId);
+    this.#settledMacs.set(jobId, pending.jobMac);
+    if (this.#settledMacs.size > SETTLED_KEPT) this.#settledMacs.delete(this.#settledMacs.keys().next().value as string);
     settle(pending);
   }
 
@@ -247,13 +313,15 @@ export class Coordinator implements RemoteAttempts {
 
   #progress(jobId: string, data: unknown): void {
     const pending = this.#pending.get(jobId);
-    if (pending === undefined || pending.settled) return;
+    if (pending === undefined || pending.settled) return this.#strayStart(jobId, data);
     const verified = verifyReport<AttemptProgress>(data, jobId, pending.jobMac, this.#options.key);
     if (!verified.ok) return this.#unsigned(pending, 'a progress report', parsed(data), verified.reason);
     const progress = verified.report;
     const run = pending.run;
     if (progress.type === 'started') {
+      if (pending.started) return this.#startedTwice(pending, progress);
       pending.started = true;
+      pending.startedOn = { name: progress.worker.name, host: progress.worker.host, pid: progress.process.pid };
       const env = run.env;
       // The owner as a local run writes it (the worker's own trace names it under its session).
       const owner = `run:${env.runId}/step:${run.input.step.step.id}#${run.attempt}`;
@@ -276,6 +344,36 @@ export class Coordinator implements RemoteAttempts {
       if (result.log !== undefined) run.env.stepLogs?.record(run.input.step.step.id, result.log);
       run.finish(result.outcome, result.process);
     });
+  }
+
+  /**
+   * A worker proves it started a job this coordinator has settled (a captured job put back in the
+   * queue, docs/scale-out.md#trust, or queued while Redis was out of reach): that tree is ended at
+   * once, and said. A report that does not prove itself is ignored.
+   */
+  #strayStart(jobId: string, data: unknown): void {
+    const mac = this.#settledMacs.get(jobId);
+    if (mac === undefined) return;
+    const verified = verifyReport<AttemptProgress>(data, jobId, mac, this.#options.key);
+    if (!verified.ok || verified.report.type !== 'started') return;
+    const { worker, process: started } = verified.report;
+    const message = signControl({ type: 'end', session: this.#options.sessionId, job: jobId, grace_ms: 0, only: { name: worker.name, host: worker.host, pid: started.pid } }, this.#options.key);
+    void this.#redis.publish(CONTROL_CHANNEL, message).catch(() => {});
+    this.#options.onNotice?.(`worker ${JSON.stringify(worker.name)} (${worker.host}) started job ${jobId} again after its step's attempt had settled (a job put back in the queue): told to end it (pid ${started.pid}) (docs/scale-out.md#trust)`);
+  }
+
+  /**
+   * Two workers prove they started the same attempt (its job duplicated in Redis, docs/scale-out.md#trust):
+   * both trees are ended and the attempt fails, saying so — never two live processes of one step,
+   * and no result of such a pair is taken.
+   */
+  #startedTwice(pending: Pending, progress: Extract<AttemptProgress, { type: 'started' }>): void {
+    const first = pending.startedOn;
+    const run = pending.run;
+    const error = `job ${pending.jobId} (step ${run.input.step.step.id}, attempt ${run.attempt}) was started twice, on worker ${JSON.stringify(first?.name ?? '?')} and on worker ${JSON.stringify(progress.worker.name)} (its job duplicated in Redis): both ended, the attempt not taken (docs/scale-out.md#trust)`;
+    this.#options.onNotice?.(error);
+    void this.#end(pending, run.input.step.killGraceMs);
+    this.#settle(pending.jobId, (p) => p.run.fail(error));
   }
 
   #failed(jobId: string, reason: string): void {
@@ -301,12 +399,54 @@ export class Coordinator implements RemoteAttempts {
     }
   }
 
+  /** Signs the lease again with Redis's time (a worker refuses a lease older than a lease lasts: a copy put back) and sets it. */
   async #renewLease(): Promise<void> {
+    if (this.#renewing || this.#downSince !== null) return;
+    this.#renewing = true;
     try {
-      await this.#redis.set(leaseKey(this.#options.sessionId), this.#leaseValue, 'PX', LEASE_MS);
+      const renewed = redisTimeMs(await this.#redis.time());
+      await this.#redis.set(leaseKey(this.#options.sessionId), signLease(this.#options.sessionId, { ...this.#lease0, renewed }, this.#options.key), 'PX', LEASE_MS);
     } catch {
       // out of reach: #checkReach bounds it
+    } finally {
+      this.#renewing = false;
     }
+  }
+
+  /**
+   * Every {@link VANISHED_CHECK_MS}: the jobs of the attempts not settled are looked for in Redis
+   * (one round trip). One missing for {@link VANISHED_AFTER_MS} was deleted there (docs/scale-out.md#trust):
+   * its step fails saying so rather than wait for ever, and a worker still running it is told to end it.
+   */
+  async #checkVanished(): Promise<void> {
+    if (this.#downSince !== null || this.#pending.size === 0) return;
+    const pendings = [...this.#pending.values()].filter((pending) => pending.queued);
+    if (pendings.length === 0) return;
+    let found: ([Error | null, unknown] | null)[] | null;
+    try {
+      const pipeline = this.#redis.pipeline();
+      for (const pending of pendings) pipeline.exists(this.#queue.toKey(pending.jobId));
+      found = await pipeline.exec();
+    } catch {
+      return;
+    }
+    if (found === null || this.#downSince !== null) return;
+    const now = Date.now();
+    pendings.forEach((pending, index) => {
+      const answer = found?.[index];
+      if (answer === null || answer === undefined || answer[0] !== null) return;
+      if (answer[1] === 1) {
+        pending.missingSince = null;
+        return;
+      }
+      pending.missingSince ??= now;
+      if (now - pending.missingSince < VANISHED_AFTER_MS || pending.settled) return;
+      const run = pending.run;
+      const error = `its job ${pending.jobId} vanished from the queue in Redis ${pending.started ? 'while it ran on its worker' : 'before a worker reported starting it'} (deleted there by a party with access to the Redis?); the attempt is not taken (docs/scale-out.md#trust)`;
+      this.#options.onNotice?.(`step ${run.input.step.step.id}, attempt ${run.attempt}: ${error}`);
+      void this.#end(pending, run.input.step.killGraceMs);
+      this.#settle(pending.jobId, (p) => p.run.fail(error));
+    });
   }
 
   /** Steps wait and no worker serves the queue: said (the run waits for a worker; a step's `timeout_secs` counts only once it started). */
@@ -328,17 +468,27 @@ export class Coordinator implements RemoteAttempts {
     if (workers === 0) this.#options.onNotice?.(`${waiting} step(s) wait for a worker: no capsule worker serves this session's queue (start one: capsule worker --redis ${redisUrlText(this.#options.redis)}, docs/scale-out.md#running-workers)`);
   }
 
-  /** Redis out of reach longer than the bound: every attempt waiting on it fails, saying so (a run never hangs on Redis). */
+  /** Redis out of reach longer than the bound: every attempt waiting on it fails, saying so, and so does every attempt after it until Redis answers (a run never hangs on Redis). */
   #checkReach(): void {
     void this.#checkWorkers();
     const bound = this.#options.unreachableMs ?? DEFAULT_UNREACHABLE_MS;
     if (this.#downSince === null || Date.now() - this.#downSince < bound) return;
-    for (const jobId of [...this.#pending.keys()]) {
-      this.#settle(jobId, (p) =>
-        p.run.fail(`Redis at ${redisUrlText(this.#options.redis)} was out of reach for ${Math.round(bound / 1000)} s: what became of the attempt on its worker is unknown (the worker ends it when the session's lease expires)`),
-      );
-    }
+    if (!this.#gaveUp && this.#pending.size > 0) this.#options.onNotice?.(`${this.#outOfReach()}: the ${this.#pending.size} step(s) waiting on it fail`);
+    this.#gaveUp = true;
+    for (const jobId of [...this.#pending.keys()]) this.#settle(jobId, (p) => p.run.fail(this.#outOfReach()));
   }
+
+  #outOfReach(): string {
+    const bound = this.#options.unreachableMs ?? DEFAULT_UNREACHABLE_MS;
+    return `Redis at ${redisUrlText(this.#options.redis)} was out of reach for ${Math.round(bound / 1000)} s (--redis-timeout): what became of the attempt on its worker is unknown (the worker ends it when the session's lease expires, within ${LEASE_MS / 1000} s)`;
+  }
+}
+
+/** Runs `work`, waiting for it at most {@link CLOSE_WAIT_MS}; its failure is ignored (what it does is best effort). */
+async function bounded(work: () => Promise<unknown>): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([work().catch(() => {}), new Promise<void>((resolve) => (timer = setTimeout(resolve, CLOSE_WAIT_MS)))]);
+  clearTimeout(timer);
 }
 
 /** A report as it came through Redis, parsed when it is JSON text (for naming the worker it claims to be from). */

@@ -5,6 +5,8 @@
  * (`src/records/record-proof.ts`), so a worker runs nothing a party without the key put in the
  * queue. A job carries no secret's value: the step's text (a plan naming a secret's value is
  * refused before it runs), and the results it references, masked where they entered the run.
+ * The session's lease (with the settings its workers take) and the coordinator's control messages
+ * are signed with the same key (docs/scale-out.md#trust).
  */
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -18,14 +20,14 @@ import type { StepLogSummary } from '../records/step-log.js';
 export const SESSIONS_KEY = 'capsule:sessions';
 /** Where a coordinator announces its session's queue (and its end) to the workers. */
 export const SESSIONS_CHANNEL = 'capsule:sessions';
-/** The control channel: an attempt to end now (timeout, forced cancel), heard by every worker at once. */
+/** The control channel: an attempt to end now (timeout, forced cancel) or to withdraw (graceful cancel), heard by every worker at once; signed. */
 export const CONTROL_CHANNEL = 'capsule:control';
 
 /** The queue of one coordinator session: one queue per session. */
 export const queueName = (sessionId: string): string => `capsule.${sessionId}`;
 /** The coordinator's lease: while it is there, its session's work goes on; once it expires, workers end what they run for it. */
 export const leaseKey = (sessionId: string): string => `capsule:lease:${sessionId}`;
-/** Marks an attempt told to end, for a worker that takes its job after the control message went by. */
+/** Marks an attempt told to end or withdrawn (its value a signed {@link ControlMessage}), for a worker that takes its job after the control message went by. */
 export const endedKey = (jobId: string): string => `capsule:ended:${jobId}`;
 
 /**
@@ -137,23 +139,47 @@ export function verifyReport<T>(data: unknown, jobId: string, jobMac: string, ke
   return { ok: true, report: rest as T };
 }
 
-const LEASE_DOMAIN = 'capsule-runtime scale-out lease v1';
+const LEASE_DOMAIN = 'capsule-runtime scale-out lease v2';
 
-/** The value of a session's lease: when the coordinator took it, signed, so that a party without the key cannot announce a session. */
+/**
+ * How long a lease lasts in Redis unless renewed (renewed every third of it). A lease value
+ * signed longer ago than this (and {@link LEASE_CLOCK_SLACK_MS}) was put back by someone else:
+ * its coordinator's own copy would have expired.
+ */
+export const LEASE_MS = 10_000;
+/** What a lease's age may be off by: the round trips to Redis's clock of the coordinator and the worker. */
+export const LEASE_CLOCK_SLACK_MS = 2000;
+
+/**
+ * The value of a session's lease, signed, so that a party without the key can neither announce a
+ * session, nor change the settings its workers take from it, nor keep a dead session alive with a
+ * copy of its lease (docs/scale-out.md#trust).
+ */
 export interface Lease {
   readonly pid: number;
-  /** When the coordinator took the lease (ms since the epoch): its jobs are never older. */
+  /** When the coordinator took the lease (ms since the epoch, the coordinator's clock): its jobs are never older. */
   readonly created: number;
+  /** When the coordinator last renewed it, on Redis's clock (`TIME`, ms): a worker refuses a lease older than {@link LEASE_MS}. */
+  readonly renewed: number;
+  /** The session's settings for its workers: the lock duration on its jobs. */
+  readonly lock_duration_ms: number;
+  /** Times an attempt may lose its worker before its job fails. */
+  readonly max_lost: number;
   readonly mac: string;
 }
 
-const leaseMacOf = (key: Buffer, session: string, pid: number, created: number): string =>
-  createHmac('sha256', key).update(`${LEASE_DOMAIN}\n${session}\n${pid}\n${created}`, 'utf8').digest('hex');
+const leaseMacOf = (key: Buffer, session: string, lease: Omit<Lease, 'mac'>): string =>
+  createHmac('sha256', key)
+    .update(`${LEASE_DOMAIN}\n${JSON.stringify([session, lease.pid, lease.created, lease.renewed, lease.lock_duration_ms, lease.max_lost])}`, 'utf8')
+    .digest('hex');
 
 /** The signed value of `session`'s lease. */
-export function signLease(session: string, pid: number, created: number, key: Buffer): string {
-  return JSON.stringify({ pid, created, mac: leaseMacOf(key, session, pid, created) } satisfies Lease);
+export function signLease(session: string, lease: Omit<Lease, 'mac'>, key: Buffer): string {
+  const { pid, created, renewed, lock_duration_ms, max_lost } = lease;
+  return JSON.stringify({ pid, created, renewed, lock_duration_ms, max_lost, mac: leaseMacOf(key, session, lease) } satisfies Lease);
 }
+
+const UNSIGNED_LEASE = "its session's lease is not signed with the shared key";
 
 /** The lease `value` of `session` if it is signed with `key`; why not otherwise (null: no lease). */
 export function verifyLease(session: string, value: string | null, key: Buffer): { readonly ok: true; readonly lease: Lease } | { readonly ok: false; readonly reason: string } {
@@ -162,13 +188,64 @@ export function verifyLease(session: string, value: string | null, key: Buffer):
   try {
     lease = JSON.parse(value) as Partial<Lease>;
   } catch {
-    return { ok: false, reason: "its session's lease is not signed with the shared key" };
+    return { ok: false, reason: UNSIGNED_LEASE };
   }
-  if (typeof lease.pid !== 'number' || typeof lease.created !== 'number' || typeof lease.mac !== 'string') return { ok: false, reason: "its session's lease is not signed with the shared key" };
-  const expected = Buffer.from(leaseMacOf(key, session, lease.pid, lease.created), 'hex');
+  if (typeof lease !== 'object' || lease === null || typeof lease.mac !== 'string') return { ok: false, reason: UNSIGNED_LEASE };
+  for (const field of ['pid', 'created', 'renewed', 'lock_duration_ms', 'max_lost'] as const) if (typeof lease[field] !== 'number' || !Number.isFinite(lease[field])) return { ok: false, reason: UNSIGNED_LEASE };
+  const expected = Buffer.from(leaseMacOf(key, session, lease as Lease), 'hex');
   const given = Buffer.from(lease.mac, 'hex');
-  if (given.length !== expected.length || !timingSafeEqual(given, expected)) return { ok: false, reason: "its session's lease is not signed with the shared key" };
+  if (given.length !== expected.length || !timingSafeEqual(given, expected)) return { ok: false, reason: UNSIGNED_LEASE };
   return { ok: true, lease: lease as Lease };
+}
+
+/** Why a signed lease is too old to be its coordinator's own at Redis time `redisNowMs`, or null when it is fresh. */
+export function staleLease(lease: Lease, redisNowMs: number): string | null {
+  const age = redisNowMs - lease.renewed;
+  if (age <= LEASE_MS + LEASE_CLOCK_SLACK_MS) return null;
+  return `its session's lease was last renewed ${Math.round(age / 1000)} s ago, longer than a lease lasts (${LEASE_MS / 1000} s): a copy put back in Redis, its coordinator gone`;
+}
+
+/** Redis's clock (`TIME`) in milliseconds. */
+export function redisTimeMs(time: readonly (string | number)[]): number {
+  return Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000);
+}
+
+const CONTROL_DOMAIN = 'capsule-runtime scale-out control v1';
+
+/**
+ * A coordinator's word to its workers on the control channel, or as a job's end mark
+ * ({@link endedKey}): signed, so that a party without the key cannot end a worker's attempts.
+ */
+export type ControlMessage =
+  /** End the attempt of `job` now (its tree: SIGTERM, SIGKILL after `grace_ms`); `only`: on that worker's tree alone (a second start of a job). */
+  | { readonly type: 'end'; readonly session: string; readonly job: string; readonly grace_ms: number; readonly only?: { readonly name: string; readonly host: string; readonly pid: number } }
+  /** A graceful cancel: start nothing of `job`; what started runs on. */
+  | { readonly type: 'withdraw'; readonly session: string; readonly job: string }
+  /** The session ended: its queue is gone, what runs for it ends. */
+  | { readonly type: 'close'; readonly session: string };
+
+const controlMacOf = (key: Buffer, body: string): string => createHmac('sha256', key).update(`${CONTROL_DOMAIN}\n${body}`, 'utf8').digest('hex');
+
+/** The message as sent: its JSON with its proof. */
+export function signControl(message: ControlMessage, key: Buffer): string {
+  return JSON.stringify({ ...message, mac: controlMacOf(key, JSON.stringify(message)) });
+}
+
+/** The message `text` if it is signed with `key`; null otherwise (not JSON, no proof, or another key's). */
+export function verifyControl(text: string, key: Buffer): ControlMessage | null {
+  let value: unknown;
+  try {
+    value = JSON.parse(text) as unknown;
+  } catch {
+    return null;
+  }
+  if (typeof value !== 'object' || value === null || typeof (value as { mac?: unknown }).mac !== 'string') return null;
+  const { mac, ...rest } = value as { mac: string };
+  const expected = Buffer.from(controlMacOf(key, JSON.stringify(rest)), 'hex');
+  const given = Buffer.from(mac, 'hex');
+  if (given.length !== expected.length || !timingSafeEqual(given, expected)) return null;
+  const message = rest as ControlMessage;
+  return typeof message.session === 'string' && (message.type === 'close' || typeof (message as { job?: unknown }).job === 'string') ? message : null;
 }
 
 /** The environment variable that holds the shared key (its text), when no key file is given. */

@@ -11,7 +11,10 @@
  * the shared key is refused; an attempt the coordinator ends (control channel) is ended at once;
  * when its lock on a job is not renewed for most of the lock duration (Redis out of reach: a
  * partition), it ends the job's tree before the lock can expire and the job be re-dispatched;
- * when a coordinator's lease expires (the coordinator died), it ends what it runs for it.
+ * when a coordinator's lease expires (the coordinator died), it ends what it runs for it. It takes
+ * from Redis nothing unsigned that it acts on: the session's settings come in its signed lease, a
+ * lease older than a lease lasts (a copy put back) is refused, and the control channel's messages
+ * and end marks are signed (docs/scale-out.md#trust).
  */
 import { hostname } from 'node:os';
 import { join } from 'node:path';
@@ -31,7 +34,7 @@ import { AttemptRun, type AttemptStart } from '../runtime/attempts/attempt-run.j
 import { startShellAttempt } from '../runtime/attempts/shell-attempt.js';
 import { startToolAttempt } from '../runtime/attempts/tool-attempt.js';
 import { StepLogs } from '../runtime/step-logs.js';
-import { DEFAULT_LOCK_DURATION_MS, DEFAULT_MAX_LOST, settingsKey } from './coordinator.js';
+import { DEFAULT_LOCK_DURATION_MS, DEFAULT_MAX_LOST } from './coordinator.js';
 import {
   CONTROL_CHANNEL,
   SESSIONS_CHANNEL,
@@ -39,9 +42,13 @@ import {
   endedKey,
   leaseKey,
   queueName,
+  redisTimeMs,
   signReport,
+  staleLease,
+  verifyControl,
   verifyJob,
   verifyLease,
+  type ControlMessage,
   type AttemptJob,
   type AttemptJobResult,
   type AttemptProgress,
@@ -69,12 +76,16 @@ export interface WorkerOptions {
 const LEASE_CHECK_MS = 1000;
 /** How often the locks of the running attempts are checked (a small part of any sensible lock duration). */
 const LOCK_CHECK_MS = 100;
+/** How many job ids told to end or withdrawn are remembered, for a job taken just after its message went by. */
+const TOLD_KEPT = 4096;
 
 /** One attempt this worker runs. */
 interface Running {
   readonly session: string;
   readonly run: AttemptRun;
   readonly startedAt: number;
+  /** Its tree's leader, once started: a message naming another tree of the same job leaves this one be. */
+  pid: number | null;
   ended: boolean;
   /** Ended by the lock rule: BullMQ may give the job back to this worker, which then runs it again. */
   lost: boolean;
@@ -106,6 +117,10 @@ export class ScaleOutWorker {
    * `true` while a second run is due (the lock rule ended the first, BullMQ re-dispatches it).
    */
   readonly #taken = new Map<string, boolean>();
+  /** The jobs the control channel withdrew or ended (signed), for one taken just after its message went by. */
+  readonly #told = new Map<string, ControlMessage>();
+  /** Redis's clock minus this machine's (ms): a lease's age is read on Redis's clock, as its coordinator signs it. */
+  #redisOffsetMs = 0;
   #closing = false;
 
   private constructor(options: WorkerOptions, redis: Redis, subscriber: Redis) {
@@ -145,6 +160,7 @@ export class ScaleOutWorker {
     const subscriber = redis.duplicate();
     subscriber.on('error', () => {});
     const worker = new ScaleOutWorker(options, redis, subscriber);
+    await worker.#readClock();
     subscriber.on('message', (channel: string, text: string) => worker.#message(channel, text));
     await subscriber.subscribe(SESSIONS_CHANNEL, CONTROL_CHANNEL);
     for (const session of await redis.smembers(SESSIONS_KEY)) await worker.#serve(session);
@@ -190,35 +206,72 @@ export class ScaleOutWorker {
     this.#options.onNotice?.(line);
   }
 
+  /**
+   * A message of a coordinator. An announced session is served whoever announced it (its jobs are
+   * refused unless its lease is signed: a coordinator with another key learns so from the refusal
+   * of its first job); ending a session or an attempt is done only on a signed message.
+   */
   #message(channel: string, text: string): void {
-    let message: { type?: string; session?: string; job?: string; grace_ms?: number };
+    let claimed: { type?: unknown; session?: unknown };
     try {
-      message = JSON.parse(text) as typeof message;
+      claimed = JSON.parse(text) as typeof claimed;
     } catch {
       return;
     }
-    if (typeof message.session !== 'string') return;
-    if (channel === SESSIONS_CHANNEL && message.type === 'open') void this.#serve(message.session);
-    else if (channel === SESSIONS_CHANNEL && message.type === 'close') void this.#drop(message.session, 'its coordinator ended the session');
-    else if (channel === CONTROL_CHANNEL && message.type === 'end' && typeof message.job === 'string') {
-      const running = this.#running.get(message.job);
-      if (running !== undefined) this.#endAttempt(running, message.grace_ms ?? 2000, 'its coordinator ended it');
+    if (typeof claimed !== 'object' || claimed === null) return;
+    if (channel === SESSIONS_CHANNEL && claimed.type === 'open' && typeof claimed.session === 'string') return void this.#serve(claimed.session);
+    const message = verifyControl(text, this.#options.key);
+    if (message === null) {
+      if (typeof claimed.type === 'string' && typeof claimed.session === 'string' && this.#served.has(claimed.session))
+        this.#notice(`a ${JSON.stringify(claimed.type)} message for session ${claimed.session} not signed with the shared key: ignored (docs/scale-out.md#trust)`);
+      return;
     }
+    if (channel === SESSIONS_CHANNEL && message.type === 'close') return void this.#drop(message.session, 'its coordinator ended the session');
+    if (channel !== CONTROL_CHANNEL || message.type === 'close') return;
+    const running = this.#running.get(message.job);
+    if (message.type === 'end' && message.only !== undefined) {
+      // A second start of a job its coordinator had settled: only that tree ends.
+      const only = message.only;
+      if (running !== undefined && only.name === this.#me.name && only.host === this.#me.host && only.pid === running.pid)
+        this.#endAttempt(running, message.grace_ms, 'its coordinator had settled this job already (a job put back in the queue): not run twice');
+      return;
+    }
+    this.#told.set(message.job, message);
+    if (this.#told.size > TOLD_KEPT) this.#told.delete(this.#told.keys().next().value as string);
+    if (running === undefined) return;
+    if (message.type === 'end') this.#endAttempt(running, message.grace_ms, 'its coordinator ended it');
+    // A graceful cancel: a launch still waiting for this worker's spawner is withdrawn; a started tree runs on.
+    else if (running.pid === null) running.run.withdrawWaitingLaunch();
+  }
+
+  /** Reads Redis's clock (the leases' clock) against this machine's. */
+  async #readClock(): Promise<void> {
+    const before = Date.now();
+    const time = await this.#redis.time();
+    this.#redisOffsetMs = redisTimeMs(time) - Math.round((before + Date.now()) / 2);
+  }
+
+  /** Redis's time now, as this worker last measured its clock. */
+  #redisNow(): number {
+    return Date.now() + this.#redisOffsetMs;
   }
 
   async #serve(session: string): Promise<void> {
     if (this.#closing || this.#served.has(session)) return;
-    let settings: { lock_duration_ms?: number; max_lost?: number } = {};
+    let value: string | null;
     try {
-      const [lease, text] = await Promise.all([this.#redis.exists(leaseKey(session)), this.#redis.get(settingsKey(session))]);
-      if (lease === 0) return; // its coordinator is gone
-      // Its lease's proof is checked with each job: a coordinator with another key learns from the refusal of its first job.
-      settings = text === null ? {} : (JSON.parse(text) as typeof settings);
+      value = await this.#redis.get(leaseKey(session));
     } catch {
       return;
     }
-    if (this.#served.has(session)) return;
-    const lockDurationMs = settings.lock_duration_ms ?? DEFAULT_LOCK_DURATION_MS;
+    if (value === null) return; // its coordinator is gone
+    // Its settings are those of its signed lease; an unsigned one's jobs are refused one by one (its proof is checked with each job).
+    const leased = verifyLease(session, value, this.#options.key);
+    const stale = leased.ok ? staleLease(leased.lease, this.#redisNow()) : null;
+    if (stale !== null) return this.#notice(`session ${session} not served: ${stale}`);
+    if (this.#served.has(session) || this.#closing) return;
+    const settings = leased.ok ? leased.lease : { lock_duration_ms: DEFAULT_LOCK_DURATION_MS, max_lost: DEFAULT_MAX_LOST };
+    const lockDurationMs = settings.lock_duration_ms;
     const connection = this.#redis.duplicate();
     connection.on('error', () => {});
     const worker = new Worker(queueName(session), (job) => this.#process(session, job), {
@@ -227,7 +280,7 @@ export class ScaleOutWorker {
       lockDuration: lockDurationMs,
       stalledInterval: Math.max(1000, Math.round(lockDurationMs / 2)),
       // A job whose worker was lost more often than the session allows fails (the coordinator says why first).
-      maxStalledCount: settings.max_lost ?? DEFAULT_MAX_LOST,
+      maxStalledCount: settings.max_lost,
     });
     const served: Served = { worker, connection, lockDurationMs, lastRenewedAt: Date.now() };
     worker.on('locksRenewed', () => (served.lastRenewedAt = Date.now()));
@@ -272,16 +325,30 @@ export class ScaleOutWorker {
     }
   }
 
-  /** Every second: a session whose coordinator's lease expired is dropped, what runs for it ended. */
+  /**
+   * Every second: a session whose coordinator's lease expired, or whose signed lease is older
+   * than a lease lasts (a copy put back in Redis), is dropped, what runs for it ended.
+   */
   async #watchLeases(): Promise<void> {
+    try {
+      await this.#readClock();
+    } catch {
+      return; // Redis out of reach: the lock rule ends what runs
+    }
     for (const session of [...this.#served.keys()]) {
-      let alive = true;
+      let value: string | null;
       try {
-        alive = (await this.#redis.exists(leaseKey(session))) === 1;
+        value = await this.#redis.get(leaseKey(session));
       } catch {
-        continue; // Redis out of reach: the lock rule ends what runs
+        continue;
       }
-      if (!alive) await this.#drop(session, "its coordinator's lease expired (the coordinator is gone)");
+      if (value === null) {
+        await this.#drop(session, "its coordinator's lease expired (the coordinator is gone)");
+        continue;
+      }
+      const leased = verifyLease(session, value, this.#options.key);
+      const stale = leased.ok ? staleLease(leased.lease, this.#redisNow()) : null;
+      if (stale !== null) await this.#drop(session, stale);
     }
   }
 
@@ -310,10 +377,16 @@ export class ScaleOutWorker {
     const leased = verifyLease(session, lease, this.#options.key);
     if (!leased.ok) this.#refuse(job, leased.reason);
     if (data.created < leased.lease.created) this.#refuse(job, "it is older than its session's lease (a job of an earlier coordinator replayed)");
+    const stale = staleLease(leased.lease, this.#redisNow());
+    if (stale !== null) this.#refuse(job, stale);
     this.#taken.set(jobId, false);
     const sign = <T extends object>(report: T): Signed<T> => signReport(report, jobId, data.mac, this.#options.key);
-    // Told to end before this worker took it: it never starts.
-    if ((await this.#redis.exists(endedKey(jobId))) === 1) {
+    // Told to end (or withdrawn by a graceful cancel) before this worker took it: it never starts. Only a signed mark counts.
+    const mark = await this.#redis.get(endedKey(jobId));
+    const marked = mark === null ? null : verifyControl(mark, this.#options.key);
+    const told = this.#told.get(jobId) ?? (marked !== null && marked.type !== 'close' && marked.job === jobId ? marked : null);
+    if (told !== null) {
+      this.#notice(`${data.step.step.id}#${data.attempt} of ${session} not started: ${told.type === 'withdraw' ? 'withdrawn by its coordinator (a graceful cancel)' : 'its coordinator ended it'}`);
       return sign<AttemptJobResult>({ outcome: { status: 'failed', output: null, error: 'its process was not started', notStarted: true }, worker: this.#me });
     }
     return await new Promise<Signed<AttemptJobResult>>((resolve) => {
@@ -333,7 +406,11 @@ export class ScaleOutWorker {
             log = summary;
           }
         })(),
-        onProcessStart: (_input, started) => report({ type: 'started', process: started, worker: this.#me }),
+        onProcessStart: (_input, started) => {
+          const running = this.#running.get(jobId);
+          if (running !== undefined) running.pid = started.pid;
+          report({ type: 'started', process: started, worker: this.#me });
+        },
       };
       const input: AttemptInput = { stepRef: {} as AnyActorRef, step: stepInputOf(data), attempt: data.attempt };
       const run = new AttemptRun(
@@ -353,7 +430,7 @@ export class ScaleOutWorker {
         },
         new WeakMap(),
       );
-      this.#running.set(jobId, { session, run, startedAt: Date.now(), ended: false, lost: false });
+      this.#running.set(jobId, { session, run, startedAt: Date.now(), pid: null, ended: false, lost: false });
       this.#notice(`${data.step.step.id}#${data.attempt} of ${session} started`);
       const start: AttemptStart = data.step.kind === 'shell' ? startShellAttempt(run) : startToolAttempt(run);
       void start;

@@ -5,7 +5,7 @@
  * step's retries — and no step ever has two live process trees (sampled). Real redis-server and
  * real worker processes, all stopped after.
  */
-import { existsSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { isProcessAlive, killStartedClis, parseReport, startCli, TempDirs, traceRecords, waitFor, writeJson } from '../cli/helpers.js';
@@ -27,8 +27,8 @@ function starts(dir: string): Record<string, unknown>[] {
   return traceRecords(recordsRoot, 'process_start');
 }
 
-/** A TCP proxy to Redis the test can cut: every connection through it is dropped and new ones refused (a partition). */
-async function startProxy(targetPort: number): Promise<{ port: number; cut(): void; close(): Promise<void> }> {
+/** A TCP proxy to Redis the test can cut: every connection through it is dropped and new ones refused (a partition) until it heals. */
+async function startProxy(targetPort: number): Promise<{ port: number; cut(): void; heal(): void; close(): Promise<void> }> {
   const sockets = new Set<Socket>();
   let cut = false;
   const server: Server = createServer((client) => {
@@ -48,6 +48,9 @@ async function startProxy(targetPort: number): Promise<{ port: number; cut(): vo
     cut: () => {
       cut = true;
       for (const socket of sockets) socket.destroy();
+    },
+    heal: () => {
+      cut = false;
     },
     close: () => new Promise((resolve) => server.close(() => resolve())),
   };
@@ -150,6 +153,81 @@ describeWithRedis('a run on workers when something fails', () => {
       await proxy.close();
     }
   });
+
+  it('fails the run, saying so, when the coordinator loses Redis mid-run for longer than --redis-timeout, and its workers end what they ran for it', async () => {
+    const dir = dirs.make('redis-lost');
+    writeJson(dir, 'plan.json', {
+      id: 'cut-coordinator',
+      steps: [
+        { id: 'long', shell: 'sleep 60' },
+        { id: 'after', shell: 'sleep 1', depends_on: ['long'] },
+        { id: 'cleanup', shell: 'sleep 1', depends_on: ['long'], always: true },
+      ],
+    });
+    const proxy = await startProxy(redis.port);
+    try {
+      // The worker reaches Redis directly; the coordinator only through the proxy.
+      const worker = await startWorker(redis.url, ['--name', 'steady', '--allow', 'sleep'], { cwd: dir });
+      workers.push(worker);
+      const coordinator = startCli(['run', 'plan.json', '--json', '--redis', `redis://127.0.0.1:${proxy.port}`, '--allow', 'sleep', '--redis-timeout', '3'], { cwd: dir, env: ENV });
+      await waitFor(() => starts(dir).length === 1, 20_000, 'the step to start on the worker');
+      const tree = starts(dir)[0] as Record<string, unknown>;
+      proxy.cut();
+      // The run ends on its own (it never hangs on Redis), each step waiting on Redis failed, saying why.
+      const ended = await coordinator.done;
+      expect(ended.code).toBe(1);
+      expect(ended.stderr).toMatch(/Redis at redis:\/\/127\.0\.0\.1:\d+\/? is out of reach: the steps on workers wait for it at most 3 s/);
+      const report = parseReport(ended.stdout);
+      const outOfReach = /^Redis at redis:\/\/127\.0\.0\.1:\d+\/? was out of reach for 3 s \(--redis-timeout\): what became of the attempt on its worker is unknown/;
+      expect(report.results.find((result) => result.step_id === 'long')).toMatchObject({ status: 'failed', error: expect.stringMatching(outOfReach) });
+      // The fail stop: the step after it has no result; the always-run step ran, and failed on Redis too (at once).
+      expect(report.results.map((result) => result.step_id).sort()).toEqual(['cleanup', 'long']);
+      expect(report.results.find((result) => result.step_id === 'cleanup')).toMatchObject({ status: 'failed', error: expect.stringMatching(outOfReach) });
+      // Its lease no longer renewed, the worker ends the tree it ran for it.
+      await waitFor(() => !isProcessAlive(tree['pid'] as number), 20_000, "the lost coordinator's step to be ended by its worker");
+      expect(worker.stderr()).toMatch(/lease expired/);
+    } finally {
+      proxy.cut();
+      await proxy.close();
+    }
+  }, 60_000);
+
+  it('goes on when Redis comes back within --redis-timeout: the session announced again after its lease expired, the results reported meanwhile taken', async () => {
+    const dir = dirs.make('redis-back');
+    writeJson(dir, 'plan.json', {
+      id: 'comes-back',
+      steps: [
+        { id: 'first', shell: "sh -c 'while [ ! -f release ]; do sleep 0.05; done; echo first'" },
+        { id: 'second', shell: 'echo second', depends_on: ['first'] },
+      ],
+    });
+    const proxy = await startProxy(redis.port);
+    try {
+      const worker = await startWorker(redis.url, ['--name', 'steady', '--allow', 'sh', '--allow', 'echo'], { cwd: dir });
+      workers.push(worker);
+      const coordinator = startCli(['run', 'plan.json', '--json', '--redis', `redis://127.0.0.1:${proxy.port}`, '--allow', 'sh', '--allow', 'echo', '--redis-timeout', '60'], { cwd: dir, env: ENV });
+      await waitFor(() => starts(dir).length === 1, 20_000, 'first to start on the worker');
+      proxy.cut();
+      await waitFor(() => /is out of reach: the steps on workers wait for it at most 60 s/.test(coordinator.stderr()), 10_000, 'the coordinator to say Redis is out of reach');
+      // first ends while the coordinator cannot hear it; then its lease expires and the worker drops the session.
+      writeFileSync(join(dir, 'release'), '');
+      await waitFor(() => /session \S+ dropped: its coordinator's lease expired/.test(worker.stderr()), 20_000, "the worker to drop the session whose lease expired");
+      proxy.heal();
+      await waitFor(() => /Redis at redis:\/\/127\.0\.0\.1:\d+\/? answers again after \d+ s/.test(coordinator.stderr()), 20_000, 'the coordinator to say Redis answers again');
+      const ended = await coordinator.done;
+      expect(ended.code).toBe(0);
+      const report = parseReport(ended.stdout);
+      expect(report.results.map((result) => [result.step_id, result.status, result.output])).toEqual([
+        ['first', 'success', 'first\n'],
+        ['second', 'success', 'second\n'],
+      ]);
+      // The worker served the session again, announced anew.
+      expect(worker.stderr().match(/serving session /g)).toHaveLength(2);
+    } finally {
+      proxy.cut();
+      await proxy.close();
+    }
+  }, 60_000);
 
   it("has the workers end what they run for a coordinator that died, once its lease expires", async () => {
     const dir = dirs.make('orphan');

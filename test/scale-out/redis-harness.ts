@@ -6,6 +6,7 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
+import type { Redis } from 'ioredis';
 import { startCli, waitFor, type ReportJson, type StartedCli } from '../cli/helpers.js';
 
 /** The shared key of the tests' coordinators and workers. */
@@ -100,4 +101,27 @@ export function comparableReport(report: ReportJson): unknown {
       return { ...kept, logs: ((logs as Record<string, unknown>[] | undefined) ?? []).map(({ path: _p, ...log }) => log) };
     }),
   };
+}
+
+/** Waits until `condition` (asked of Redis, or of anything asynchronous) holds, asking every 50 ms, at most `timeoutMs`. */
+export async function until(condition: () => Promise<boolean>, timeoutMs: number, what: string | (() => string)): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${typeof what === 'string' ? what : what()}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/** The one coordinator session announced in the Redis `client` talks to, once there is one (a test's coordinators run one at a time). */
+export async function announcedSession(client: Redis): Promise<string> {
+  let session: string | undefined;
+  await until(
+    async () => {
+      session = (await client.smembers('capsule:sessions'))[0];
+      return session !== undefined;
+    },
+    20_000,
+    'the coordinator to announce its session',
+  );
+  return session as string;
 }

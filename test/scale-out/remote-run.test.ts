@@ -4,7 +4,7 @@
  * key is refused; an unreachable Redis is a clear error at the start. Real redis-server, real
  * worker processes, all stopped after.
  */
-import { readFileSync, realpathSync } from 'node:fs';
+import { readFileSync, realpathSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { expectReplayIdentical, killStartedClis, parseReport, runCli, startCli, TempDirs, traceRecords, waitFor, writeJson } from '../cli/helpers.js';
 import type { StartedCli } from '../cli/helpers.js';
@@ -166,6 +166,22 @@ describeWithRedis('capsule run --redis on capsule workers', () => {
       await Promise.all(workers.splice(0).map(stopWorker));
       await guarded.stop();
     }
+  });
+
+  it("gives each coordinator session its own --concurrency slots on a shared worker: one session's long step does not keep another session's step from running", async () => {
+    const dir = dirs.make('shared');
+    writeJson(dir, 'long.json', { id: 'long', steps: [{ id: 'hog', shell: "sh -c 'while [ ! -f release ]; do sleep 0.05; done; echo released'" }] });
+    writeJson(dir, 'short.json', { id: 'short', steps: [{ id: 'quick', shell: 'echo through' }] });
+    const worker = await startWorker(redis.url, ['--name', 'shared', '--concurrency', '1', ...ALLOW], { cwd: dir });
+    workers.push(worker);
+    const long = startCli(['run', 'long.json', '--json', '--redis', redis.url, ...ALLOW], { cwd: dir, env: ENV });
+    await waitFor(() => /: hog#1 of \S+ started$/m.test(worker.stderr()), 20_000, "the first session's step to take the worker's one slot");
+    // The worker's one slot for the first session is taken; the second session's step runs all the same.
+    const short = await runCli(['run', 'short.json', '--json', '--redis', redis.url, ...ALLOW], { cwd: dir, env: ENV });
+    expect(parseReport(short.stdout).results[0]).toMatchObject({ status: 'success', output: 'through\n' });
+    expect(long.child.exitCode).toBeNull();
+    writeFileSync(join(dir, 'release'), '');
+    expect(parseReport((await long.done).stdout).results[0]).toMatchObject({ status: 'success', output: 'released\n' });
   });
 
   it('warns when steps wait and no worker serves the queue, and runs them once a worker comes', async () => {
