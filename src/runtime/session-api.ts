@@ -5,6 +5,7 @@
  * background commands, its plans, its completions, its end.
  */
 import type { PlanFile } from '../../machines/contracts.js';
+import type { StopCause } from '../../machines/shell-call.machine.js';
 import { CancelSignal } from '../cancel/cancel-signal.js';
 import { CANCEL_PHASES } from '../cancel/phases.js';
 import type { JsonSource } from '../plan/json-location.js';
@@ -93,7 +94,7 @@ export interface CompletionNotice {
    * Ours: the stop that ended it — `stop`, `log_cap` (its log reached `lifecycle.max_log_bytes`
    * under `on_log_cap: "stop"`), `deadline` (its `deadline_secs` passed) — or null.
    */
-  readonly ended_by: 'stop' | 'log_cap' | 'deadline' | null;
+  readonly ended_by: StopCause | null;
   readonly error: string | null;
   readonly context_id: string;
   readonly provenance: { readonly origin: string; readonly trust: string };

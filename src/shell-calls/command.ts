@@ -9,7 +9,7 @@
  */
 import { isUtf8 } from 'node:buffer';
 import { join } from 'node:path';
-import type { CommandOrder, CommandReport, CommandSignal, DemotionTrigger, SignalCause, TreeEnd } from '../../machines/shell-call.machine.js';
+import type { CommandOrder, CommandReport, CommandSignal, DemotionTrigger, RuntimeStopCause, SignalCause, TreeEnd } from '../../machines/shell-call.machine.js';
 import { CANCEL_PHASES } from '../cancel/phases.js';
 import { STOP_TERM_GRACE_MS } from './constants.js';
 import { startCommand, type CommandEnd, type RunningCommand } from '../executors/command-runner.js';
@@ -26,6 +26,7 @@ import { OutputLog } from './output-log.js';
 import type { ParsedShellCommand, ShellFinished, ShellRunResult } from './request.js';
 import { demotionResult, outputHoldersNote } from './texts.js';
 import { newWorkId } from './work-id.js';
+import { commandState } from './work-index.js';
 
 /**
  * Longest a call waits, ms, after an abandon or a cancel, for the exit of a command that is
@@ -138,7 +139,7 @@ export class ShellCommand {
   #leaderExit: Promise<void>;
   #leaderExitSeen: () => void = () => {};
   /** The runtime ended it in the foreground: its log cap (`on_log_cap: "stop"`) or its deadline. */
-  #endedBy: 'log_cap' | 'deadline' | null = null;
+  #endedBy: RuntimeStopCause | null = null;
   #endTree = false;
   #settling: Promise<void> | null = null;
   /** The strongest signal that reached the tree, and the pids that needed SIGKILL. */
@@ -680,7 +681,7 @@ export class ShellCommand {
       binary: resolved,
       exit_code: exitCode,
       signal: this.#leaderSignal,
-      command_state: endedBy === 'deadline' ? 'timed_out' : endedBy === 'log_cap' ? 'stopped' : 'exited',
+      command_state: commandState(true, endedBy),
       stdout,
       stderr,
       duration_ms: durationMs,

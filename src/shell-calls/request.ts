@@ -2,11 +2,13 @@
  * What a `shell.run` call asks for, and its result shapes (`docs/shell-commands.md#argv`, `docs/shell-commands.md#foreground-result`; `docs/background-commands.md#demotion`,
  * docs/background-commands.md#demotion-result). Transport-independent: `capsule serve` and the library take the same request.
  */
+import type { RuntimeStopCause } from '../../machines/shell-call.machine.js';
 import type { CancelSignal } from '../cancel/cancel-signal.js';
 import type { OutputHolders } from './completion.js';
 import type { DemotionResult } from './texts.js';
 import { splitShellWords } from '../plan/shell-words.js';
 import type { Task } from '../session/tasks.js';
+import type { CommandStateWord } from './work-index.js';
 
 /** A terminal's window size when a call gives none (`shell.run` `tty: true`): a VT100's. */
 export const TERMINAL_COLS = 80;
@@ -140,7 +142,7 @@ export interface ShellFinished {
    * Ours: how it ended in the closed vocabulary of every command answer (docs/serve.md#command-state):
    * `exited`, `stopped` (its log cap ended it) or `timed_out` (its deadline did).
    */
-  readonly command_state: 'exited' | 'stopped' | 'timed_out';
+  readonly command_state: CommandStateWord;
   /** Lossy UTF-8, cut to its first 16384 bytes. */
   readonly stdout: string;
   readonly stderr: string;
@@ -163,7 +165,7 @@ export interface ShellFinished {
    * Ours: why the runtime ended the command — `log_cap` (its log reached the cap under
    * `lifecycle.on_log_cap: "stop"`) or `deadline` (its `deadline_secs` passed).
    */
-  readonly ended_by?: 'log_cap' | 'deadline';
+  readonly ended_by?: RuntimeStopCause;
   /** Attributed `capabilities.resources` field, or null. */
   readonly resource_limit_hit: string | null;
   /** Whether processes it left still held its output when it exited (they were killed then). */
