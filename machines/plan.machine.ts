@@ -1,5 +1,5 @@
 import { assign, enqueueActions, fromCallback, fromPromise, setup } from 'xstate';
-import type { DiscardedResult, PlanStep, StepKind, StepResult } from './contracts.js';
+import type { DiscardedResult, PlanStep, ScheduleMode, StepKind, StepResult } from './contracts.js';
 import { CANCEL_BEFORE_STEP, STOPPED_BEFORE_STEP, stepCrashed } from './messages.js';
 import { notProvided } from './not-provided.js';
 import {
@@ -89,7 +89,7 @@ export interface PlanInput {
    * wave when its last step ends and then scans for the next; `eager` settles each step as it ends
    * and starts at once every step whose dependencies have all settled.
    */
-  readonly schedule?: 'waves' | 'eager';
+  readonly schedule?: ScheduleMode;
   /**
    * Results restored from an earlier session (`--continue`, docs/continue.md#records), by
    * declaration index: the result a step settles with instead of being dispatched, or null. Such
