@@ -14,6 +14,42 @@ import type { CommandStateWord } from './work-index.js';
 export const TERMINAL_COLS = 80;
 export const TERMINAL_ROWS = 24;
 
+/** Seconds, as a call or the manifest gives them, in the milliseconds the runtime counts; null (none) stays null. */
+export function millisOf(secs: number | null): number | null {
+  return secs === null ? null : Math.round(secs * 1000);
+}
+
+/** A `shell.run` call's bounds and terminal as both doors take them (docs/serve.md#bounds, docs/serve.md#terminals), each already checked; undefined: absent. */
+export interface ShellRunParams {
+  readonly grace_secs?: number | null | undefined;
+  readonly deadline_secs?: number | null | undefined;
+  readonly idle_secs?: number | null | undefined;
+  readonly tty?: boolean | undefined;
+  readonly cols?: number | null | undefined;
+  readonly rows?: number | null | undefined;
+}
+
+/**
+ * The refusal of a terminal size given without a terminal (`cols` or `rows` without `tty: true`,
+ * docs/serve.md#terminals), naming the first one given; null when there is none. Separate from
+ * {@link shellRunRequestOf} so that a door can refuse it before it checks the size's range.
+ */
+export function sizeWithoutTerminal(params: { readonly tty?: unknown; readonly cols?: unknown; readonly rows?: unknown }): string | null {
+  if (params.tty === true) return null;
+  const key = (['cols', 'rows'] as const).find((side) => params[side] !== undefined && params[side] !== null);
+  return key === undefined ? null : `${key} sets a terminal's size: give it with tty: true`;
+}
+
+/** The request's bounds (milliseconds) and terminal (its size, 80x24 unless given) from a call's; an absent field stays absent. */
+export function shellRunRequestOf(params: ShellRunParams): Pick<ShellRunRequest, 'tty' | 'graceMs' | 'deadlineMs' | 'idleMs'> {
+  return {
+    ...(params.tty === true ? { tty: { cols: params.cols ?? TERMINAL_COLS, rows: params.rows ?? TERMINAL_ROWS } } : {}),
+    ...(params.grace_secs !== undefined ? { graceMs: millisOf(params.grace_secs) } : {}),
+    ...(params.deadline_secs !== undefined ? { deadlineMs: millisOf(params.deadline_secs) } : {}),
+    ...(params.idle_secs !== undefined ? { idleMs: millisOf(params.idle_secs) } : {}),
+  };
+}
+
 /** The interpreters whose `command` is the script itself (`docs/shell-commands.md#argv`): `[binary, "-c", command]`. */
 export const INTERPRETERS: readonly string[] = ['bash', 'sh', 'zsh', 'fish', 'dash', 'ksh'];
 

@@ -26,7 +26,7 @@ import { runBackgroundCommand, type BackgroundCommandAnswer } from './background
 import { ShellCommand, type CommandSession, type IdleNotice } from './command.js';
 import { CompletionChannel } from './delivery.js';
 import type { ShellCallHost } from './host.js';
-import { parseShellCommand, type ShellRunRequest, type ShellRunResult } from './request.js';
+import { millisOf, parseShellCommand, type ShellRunRequest, type ShellRunResult } from './request.js';
 import type { startSessionActor } from './session-actor.js';
 import { sweep } from './sweep.js';
 import { WorkIndex, type ShellCallActor } from './work-index.js';
@@ -92,9 +92,9 @@ export class ShellCalls implements CommandSession {
       max_log_bytes?: number;
       on_log_cap?: 'continue' | 'stop';
     };
-    this.#deadlineMs = lifecycle.shell_deadline_secs === undefined ? null : Math.round(lifecycle.shell_deadline_secs * 1000);
-    this.#idleMs = lifecycle.shell_idle_secs === undefined ? null : Math.round(lifecycle.shell_idle_secs * 1000);
-    const declaredGraceMs = lifecycle.shell_grace_secs === undefined ? null : Math.round(lifecycle.shell_grace_secs * 1000);
+    this.#deadlineMs = millisOf(lifecycle.shell_deadline_secs ?? null);
+    this.#idleMs = millisOf(lifecycle.shell_idle_secs ?? null);
+    const declaredGraceMs = millisOf(lifecycle.shell_grace_secs ?? null);
     this.#graceMs = options.graceMs !== undefined ? options.graceMs : declaredGraceMs;
     this.#toolOffered = options.toolOffered ?? this.#graceMs !== null;
     this.#door = options.door ?? 'serve';
