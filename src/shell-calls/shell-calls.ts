@@ -85,21 +85,15 @@ export class ShellCalls implements CommandSession {
     this.host = host;
     this.#startActor = startActor;
     const manifest = host.manifest;
-    const lifecycle = (manifest?.lifecycle ?? {}) as {
-      shell_grace_secs?: number;
-      shell_deadline_secs?: number;
-      shell_idle_secs?: number;
-      max_log_bytes?: number;
-      on_log_cap?: 'continue' | 'stop';
-    };
-    this.#deadlineMs = millisOf(lifecycle.shell_deadline_secs ?? null);
-    this.#idleMs = millisOf(lifecycle.shell_idle_secs ?? null);
-    const declaredGraceMs = millisOf(lifecycle.shell_grace_secs ?? null);
+    const lifecycle = manifest?.lifecycle;
+    this.#deadlineMs = millisOf(lifecycle?.shell_deadline_secs ?? null);
+    this.#idleMs = millisOf(lifecycle?.shell_idle_secs ?? null);
+    const declaredGraceMs = millisOf(lifecycle?.shell_grace_secs ?? null);
     this.#graceMs = options.graceMs !== undefined ? options.graceMs : declaredGraceMs;
     this.#toolOffered = options.toolOffered ?? this.#graceMs !== null;
     this.#door = options.door ?? 'serve';
-    this.maxLogBytes = lifecycle.max_log_bytes ?? null;
-    this.onLogCap = lifecycle.on_log_cap ?? 'continue';
+    this.maxLogBytes = lifecycle?.max_log_bytes ?? null;
+    this.onLogCap = lifecycle?.on_log_cap ?? 'continue';
     this.#allow = new Set([...(manifest?.capabilities?.shell?.allow ?? []), ...(options.allow ?? [])]);
     this.envAllow = manifest?.capabilities?.env?.allow ?? [];
     this.#onReport = options.onAbandonmentReport ?? ((text) => void process.stderr.write(text));
