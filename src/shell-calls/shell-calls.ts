@@ -63,7 +63,7 @@ export class ShellCalls implements CommandSession {
   readonly #deadlineMs: number | null;
   /** `lifecycle.shell_idle_secs`, ms (null: none). */
   readonly #idleMs: number | null;
-  readonly #idleListeners = new Set<(notice: IdleNotice) => void>();
+  readonly #onIdle: (notice: IdleNotice) => void;
   readonly #toolOffered: boolean;
   readonly #door: 'serve' | 'mcp';
   readonly #onReport: (text: string) => void;
@@ -80,10 +80,14 @@ export class ShellCalls implements CommandSession {
   #ending = false;
   #sweep: Promise<SweepOutput> | null = null;
 
-  /** `startActor`: `startSessionActor` (`session-actor.ts`, loaded with the session). */
-  constructor(host: ShellCallHost, options: BackgroundOptions, startActor: typeof startSessionActor) {
+  /**
+   * `startActor`: `startSessionActor` (`session-actor.ts`, loaded with the session); `onIdle`: told
+   * each background command that went idle (`idle_secs`; the session's listeners are `Background`'s).
+   */
+  constructor(host: ShellCallHost, options: BackgroundOptions, startActor: typeof startSessionActor, onIdle: (notice: IdleNotice) => void) {
     this.host = host;
     this.#startActor = startActor;
+    this.#onIdle = onIdle;
     const manifest = host.manifest;
     const lifecycle = manifest?.lifecycle;
     this.#deadlineMs = millisOf(lifecycle?.shell_deadline_secs ?? null);
@@ -213,21 +217,9 @@ export class ShellCalls implements CommandSession {
     return result;
   }
 
-  /** Calls `listener` with each background command that went idle (`idle_secs`); returns the unsubscriber. */
-  onIdle(listener: (notice: IdleNotice) => void): () => void {
-    this.#idleListeners.add(listener);
-    return () => this.#idleListeners.delete(listener);
-  }
-
-  /** A demoted command printed nothing for its `idle_secs` (`command.ts`): said once to every listener. */
+  /** A demoted command printed nothing for its `idle_secs` (`command.ts`): said once, to the session's listeners. */
   idle(notice: IdleNotice): void {
-    for (const listener of this.#idleListeners) {
-      try {
-        listener(notice);
-      } catch {
-        // a listener's failure is its own
-      }
-    }
+    this.#onIdle(notice);
   }
 
   /** `backgroundCommand` status / wait / stop (`background-command.ts`); `extended`: serve's additions. */
