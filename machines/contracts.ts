@@ -133,10 +133,13 @@ export interface StepCacheSpec {
 /** One value of a matrix key (`docs/plan-format.md#matrix`). */
 export type MatrixValue = string | number | boolean;
 
+/** How a plan's steps start (`docs/plan-format.md#schedule`). */
+export type ScheduleMode = 'waves' | 'eager';
+
 /** A parsed plan file (`docs/plan-format.md#plan-file`). */
 export interface PlanFile {
   readonly id: string;
   readonly steps: readonly PlanStep[];
   /** `docs/plan-format.md#schedule`: absent is `waves`. */
-  readonly schedule?: 'waves' | 'eager';
+  readonly schedule?: ScheduleMode;
 }

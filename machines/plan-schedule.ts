@@ -190,7 +190,7 @@ export function scan(schedule: Schedule, canceled: boolean, evaluate: ConditionE
       const step = schedule.steps[index] as PlanStep;
       const verdict = step.if === undefined ? TRUE : evaluate(step.if, schedule.results);
       if (!verdict.ok) {
-        record(schedule, { step_id: step.id, status: 'failed', output: null, error: verdict.error, attempts: 0, duration_ms: 0 }, index, passOf(index), nextScan);
+        record(schedule, notRunResult(step, 'failed', verdict.error), index, passOf(index), nextScan);
         // An always-run step's condition error is its own failure: the run was stopped already.
         if (schedule.finishing) {
           progress = true;
@@ -204,7 +204,7 @@ export function scan(schedule: Schedule, canceled: boolean, evaluate: ConditionE
         if (settleRestored(schedule, index, passOf(index), nextScan)) progress = true;
         else ready.push(index);
       } else {
-        record(schedule, { step_id: step.id, status: 'skipped', output: null, error: null, attempts: 0, duration_ms: 0 }, index, passOf(index), nextScan);
+        record(schedule, notRunResult(step, 'skipped', null), index, passOf(index), nextScan);
         progress = true;
       }
     }
@@ -240,7 +240,7 @@ function finishWithAlwaysSteps(schedule: Schedule, canceled: boolean): boolean {
   for (let index = schedule.firstUnsettled; index < schedule.steps.length; index++) {
     const step = schedule.steps[index] as PlanStep;
     if (schedule.hasResult[index] || step.always === true) continue;
-    if (canceled) record(schedule, { step_id: step.id, status: 'skipped', output: null, error: CANCEL_BEFORE_STEP, attempts: 0, duration_ms: 0 }, index, -1, null);
+    if (canceled) record(schedule, notRunResult(step, 'skipped', CANCEL_BEFORE_STEP), index, -1, null);
     else releaseDependants(schedule, index);
   }
   return true;
@@ -399,13 +399,13 @@ export function joinReady(schedule: Schedule, canceled: boolean, evaluate: Condi
     const step = schedule.steps[index] as PlanStep;
     const verdict = step.if === undefined ? TRUE : evaluate(step.if, schedule.results);
     if (!verdict.ok) {
-      record(schedule, { step_id: step.id, status: 'failed', output: null, error: verdict.error, attempts: 0, duration_ms: 0 }, index, -1, null);
+      record(schedule, notRunResult(step, 'failed', verdict.error), index, -1, null);
       schedule.failedStep = step.id;
       return;
     }
     if (verdict.value) {
       if (!settleRestored(schedule, index, -1, null)) schedule.wave.push(index);
-    } else record(schedule, { step_id: step.id, status: 'skipped', output: null, error: null, attempts: 0, duration_ms: 0 }, index, -1, null);
+    } else record(schedule, notRunResult(step, 'skipped', null), index, -1, null);
   }
 }
 
@@ -479,11 +479,16 @@ export function finalFailedStep(schedule: Schedule, canceled: boolean): string |
 
 const TRUE = { ok: true as const, value: true };
 
+/** The result of a step that never ran (a false or failing `if`, a cancel, a blocked plan): no output, no attempt, no time. */
+function notRunResult(step: PlanStep, status: 'failed' | 'skipped', error: string | null): StepResult {
+  return { step_id: step.id, status, output: null, error, attempts: 0, duration_ms: 0 };
+}
+
 function settleRemainingAsCanceled(schedule: Schedule): void {
   for (let index = schedule.firstUnsettled; index < schedule.steps.length; index++) {
     if (schedule.hasResult[index]) continue;
     const step = schedule.steps[index] as PlanStep;
-    record(schedule, { step_id: step.id, status: 'skipped', output: null, error: CANCEL_BEFORE_STEP, attempts: 0, duration_ms: 0 }, index, -1, null);
+    record(schedule, notRunResult(step, 'skipped', CANCEL_BEFORE_STEP), index, -1, null);
   }
   schedule.candidates.length = 0;
 }
@@ -491,7 +496,7 @@ function settleRemainingAsCanceled(schedule: Schedule): void {
 function blockFirstUnsettled(schedule: Schedule): void {
   advanceFirstUnsettled(schedule);
   const step = schedule.steps[schedule.firstUnsettled] as PlanStep;
-  record(schedule, { step_id: step.id, status: 'failed', output: null, error: BLOCKED, attempts: 0, duration_ms: 0 }, schedule.firstUnsettled, -1, null);
+  record(schedule, notRunResult(step, 'failed', BLOCKED), schedule.firstUnsettled, -1, null);
   schedule.failedStep = step.id;
 }
 

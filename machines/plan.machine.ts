@@ -1,5 +1,5 @@
 import { assign, enqueueActions, fromCallback, fromPromise, setup } from 'xstate';
-import type { DiscardedResult, PlanStep, StepKind, StepResult } from './contracts.js';
+import type { DiscardedResult, PlanStep, ScheduleMode, StepKind, StepResult } from './contracts.js';
 import { CANCEL_BEFORE_STEP, STOPPED_BEFORE_STEP, stepCrashed } from './messages.js';
 import { notProvided } from './not-provided.js';
 import {
@@ -89,7 +89,7 @@ export interface PlanInput {
    * wave when its last step ends and then scans for the next; `eager` settles each step as it ends
    * and starts at once every step whose dependencies have all settled.
    */
-  readonly schedule?: 'waves' | 'eager';
+  readonly schedule?: ScheduleMode;
   /**
    * Results restored from an earlier session (`--continue`, docs/continue.md#records), by
    * declaration index: the result a step settles with instead of being dispatched, or null. Such
@@ -249,6 +249,35 @@ export const planActorId = (planId: string): string => `plan:${planId}`;
 
 /** Readable actor id of a plan's pool: `<plan actor id>/pool.<node>` (`plan:<plan_id>/pool.1`). */
 export const poolActorId = (planActor: string, node: number): string => `${planActor}/${poolChildId(node)}`;
+
+/** The outcome a step's end carries: its own actor's done event, or a pool's `POOL.STEP_ENDED`. */
+const endedOutcome = ({ event }: { readonly event: { readonly output: StepOutput } }): { output: StepOutput } => ({ output: event.output });
+
+/**
+ * What the end of the wave's last step does, wherever the step ran: settle the wave
+ * (docs/plan-format.md#settling-a-wave), scan again and start the next wave.
+ */
+const SETTLE_WAVE = [
+  { type: 'collectStepOutcome', params: endedOutcome },
+  'settleCurrentWave',
+  'emitSettledRecords',
+  'scanSteps',
+  'emitSettledRecords',
+  'beginWave',
+  'spawnReadySteps',
+] as const;
+
+/**
+ * What a step's end does under `eager` (docs/plan-format.md#schedule), wherever the step ran:
+ * settle it now, let the steps it unblocked join the wave, start what max-parallel allows.
+ */
+const SETTLE_EAGER = [
+  { type: 'collectStepOutcome', params: endedOutcome },
+  { type: 'settleEndedStep', params: endedOutcome },
+  'joinReadySteps',
+  'emitSettledRecords',
+  'spawnReadySteps',
+] as const;
 
 /**
  * The plan supervisor (`docs/plan-format.md#how-a-plan-runs`). Scans for ready steps in declaration order, starts
@@ -564,27 +593,13 @@ export const planMachine = setup({
                 guard: 'endsWave',
                 description:
                   'The last step of the wave ended: settle the wave (docs/plan-format.md#settling-a-wave: declaration order, on_error unless canceled, a fail stop discards later siblings), scan again and start the next wave.',
-                actions: [
-                  { type: 'collectStepOutcome', params: ({ event }) => ({ output: event.output }) },
-                  'settleCurrentWave',
-                  'emitSettledRecords',
-                  'scanSteps',
-                  'emitSettledRecords',
-                  'beginWave',
-                  'spawnReadySteps',
-                ],
+                actions: SETTLE_WAVE,
               },
               {
                 guard: 'isEager',
                 description:
                   'Eager (docs/plan-format.md#schedule): a step ended: settle it now (on_error), let the steps whose dependencies have all settled join the wave, and start what max-parallel allows.',
-                actions: [
-                  { type: 'collectStepOutcome', params: ({ event }) => ({ output: event.output }) },
-                  { type: 'settleEndedStep', params: ({ event }) => ({ output: event.output }) },
-                  'joinReadySteps',
-                  'emitSettledRecords',
-                  'spawnReadySteps',
-                ],
+                actions: SETTLE_EAGER,
               },
               {
                 description: 'A step ended: keep its outcome, start the next ready step of the wave (max-parallel).',
@@ -595,26 +610,12 @@ export const planMachine = setup({
               {
                 guard: 'endsWave',
                 description: 'The last step of the wave ended in a pool: settle the wave, scan again and start the next wave.',
-                actions: [
-                  { type: 'collectStepOutcome', params: ({ event }) => ({ output: event.output }) },
-                  'settleCurrentWave',
-                  'emitSettledRecords',
-                  'scanSteps',
-                  'emitSettledRecords',
-                  'beginWave',
-                  'spawnReadySteps',
-                ],
+                actions: SETTLE_WAVE,
               },
               {
                 guard: 'isEager',
                 description: 'Eager: a step ended in a pool: settle it now, let the steps it unblocked join the wave, start what max-parallel allows.',
-                actions: [
-                  { type: 'collectStepOutcome', params: ({ event }) => ({ output: event.output }) },
-                  { type: 'settleEndedStep', params: ({ event }) => ({ output: event.output }) },
-                  'joinReadySteps',
-                  'emitSettledRecords',
-                  'spawnReadySteps',
-                ],
+                actions: SETTLE_EAGER,
               },
               {
                 description: 'A step ended in a pool: keep its outcome, start the next ready step of the wave.',

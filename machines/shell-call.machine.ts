@@ -27,11 +27,14 @@ export type DemotionTrigger = 'grace' | 'abandoned' | 'canceled';
 /** A signal sent to the command's process tree. */
 export type CommandSignal = 'SIGTERM' | 'SIGKILL';
 
-/** Who signalled: a `backgroundCommand` stop, the runtime's log-cap or deadline stop, or the session's end. */
-export type SignalCause = 'stop' | 'log_cap' | 'deadline' | 'kill';
+/** A stop the runtime makes on its own: the command's log cap, or its deadline. */
+export type RuntimeStopCause = 'log_cap' | 'deadline';
 
 /** A stop that ended a command: a `backgroundCommand` stop, or the runtime's (its log cap, its deadline). */
-export type StopCause = 'stop' | 'log_cap' | 'deadline';
+export type StopCause = 'stop' | RuntimeStopCause;
+
+/** Who signalled: a `backgroundCommand` stop, the runtime's log-cap or deadline stop, or the session's end. */
+export type SignalCause = StopCause | 'kill';
 
 /** Input of a shell call. */
 export interface ShellCallInput {
@@ -154,7 +157,7 @@ export type ShellCallEvent = CommandReport | ShellCallCommand;
 export type CommandOrder =
   | { readonly type: 'DEMOTE'; readonly trigger: DemotionTrigger }
   | { readonly type: 'SIGNAL'; readonly signal: CommandSignal; readonly by: SignalCause }
-  | { /** End the whole tree now (a foreground call at its log cap or its deadline). */ readonly type: 'END'; readonly by: 'log_cap' | 'deadline' }
+  | { /** End the whole tree now (a foreground call at its log cap or its deadline). */ readonly type: 'END'; readonly by: RuntimeStopCause }
   | { /** The leader exited: settle the command; `endTree`: a stop ended it, so end whatever it left too. */ readonly type: 'SETTLE'; readonly endTree: boolean };
 
 /** The call's end. */
@@ -224,7 +227,7 @@ export const shellCallMachine = setup({
   actions: {
     orderDemotion: sendTo('command', ({ context }): CommandOrder => ({ type: 'DEMOTE', trigger: context.trigger ?? 'grace' })),
     orderSignal: sendTo('command', (_, params: { signal: CommandSignal; by: SignalCause }): CommandOrder => ({ type: 'SIGNAL', signal: params.signal, by: params.by })),
-    orderEnd: sendTo('command', (_, params: { by: 'log_cap' | 'deadline' }): CommandOrder => ({ type: 'END', by: params.by })),
+    orderEnd: sendTo('command', (_, params: { by: RuntimeStopCause }): CommandOrder => ({ type: 'END', by: params.by })),
     orderSettle: sendTo('command', ({ context }): CommandOrder => ({ type: 'SETTLE', endTree: context.stopRequested })),
     rememberTrigger: assign(({ context }, params: { trigger: 'abandoned' | 'canceled' }) => ({ pendingTrigger: context.pendingTrigger ?? params.trigger })),
     recordTrigger: assign(({ context }, params: { trigger: DemotionTrigger | null }) => ({ trigger: params.trigger ?? context.pendingTrigger })),

@@ -2,6 +2,7 @@
  * A snapshot of what was still running when a task stopped (`docs/cancel.md#residue`): outstanding
  * background commands, then live delegations. Items are named, not stopped.
  */
+import type { StepKind } from '../../machines/contracts.js';
 import { compareStrings, type DelegationItem, type LiveDelegations } from './live-delegations.js';
 
 /** A residue item of kind `detached_shell` (`docs/cancel.md#residue-items`); key order as Murmur writes it. */
@@ -12,6 +13,19 @@ export interface DetachedShellItem {
   readonly command: string;
   /** Epoch ms of the spawn. */
   readonly started_at_ms: number;
+}
+
+/**
+ * A residue item of kind `plan_step` (ours, `docs/cancel.md#residue-items`): a step of the canceled
+ * plan still running. Only in `task.cancel`'s answer for a plan, after the session's items, so it
+ * is no {@link ResidueItem} of the session's snapshot.
+ */
+export interface PlanStepItem {
+  readonly kind: 'plan_step';
+  /** The canceled plan's task. */
+  readonly task_id: string;
+  readonly step_id: string;
+  readonly step_kind: StepKind;
 }
 
 export type ResidueItem = DetachedShellItem | DelegationItem;
@@ -80,16 +94,18 @@ export class Residue {
   /**
    * The cancel-response form (`docs/cancel.md#residue-wire-forms`): null when empty — no artifact at all, so "nothing
    * else is running" differs from "these are running" — else one artifact `residue` whose parts
-   * are one text part per item, each the item's JSON object as a string, in snapshot order.
+   * are one text part per item, each the item's JSON object as a string, in snapshot order, then
+   * the canceled plan's `steps` still running (a plan's `task.cancel`).
    */
-  toArtifact(): ResidueArtifact | null {
-    if (this.isEmpty) return null;
-    return { name: 'residue', parts: this.items.map((item) => ({ text: JSON.stringify(item) })) };
+  toArtifact(steps: readonly PlanStepItem[] = []): ResidueArtifact | null {
+    const items: readonly (ResidueItem | PlanStepItem)[] = [...this.items, ...steps];
+    if (items.length === 0) return null;
+    return { name: 'residue', parts: items.map((item) => ({ text: JSON.stringify(item) })) };
   }
 
   /** The cancel response's `artifacts` key: present with one artifact, or omitted entirely when empty. */
-  artifactsField(): { readonly artifacts?: readonly ResidueArtifact[] } {
-    const artifact = this.toArtifact();
+  artifactsField(steps: readonly PlanStepItem[] = []): { readonly artifacts?: readonly ResidueArtifact[] } {
+    const artifact = this.toArtifact(steps);
     return artifact === null ? {} : { artifacts: [artifact] };
   }
 

@@ -5,12 +5,13 @@
  * (docs/serve.md, docs/mcp.md). Each door then reads its own transport and ends the session with
  * the same teardown (`SessionApi.end`).
  */
-import { fstatSync, statSync } from 'node:fs';
+import { fstatSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { findManifest, loadManifest, MANIFEST_FILE, type ManifestWarning } from '../manifest.js';
 import { ERROR_CODES, isRuntimeError, messageOf } from '../errors.js';
 import { newSessionId } from '../ids.js';
 import type { RemoteAttempts } from '../runtime/attempts/remote.js';
+import { isDirectory } from '../records/directories.js';
 import { RecordsDirInUseError, recordedSessionIn } from '../records/records-dir.js';
 import { createLogger } from '../session/logger.js';
 import { Session } from '../session/session.js';
@@ -201,14 +202,6 @@ export async function openDoorSession(options: DoorOptions, door: 'serve' | 'mcp
     entry: manifest?.entry !== undefined && manifestDir !== null ? { entry: manifest.entry, dir: manifestDir, manifestPath: source.kind === 'file' ? source.path : join(manifestDir, MANIFEST_FILE), envAllow: manifest.capabilities?.env?.allow ?? [], capsulesDir } : null,
   });
   return { session, api, log, logger, workdir, resumeDir, closeScaleOut };
-}
-
-function isDirectory(path: string): boolean {
-  try {
-    return statSync(path).isDirectory();
-  } catch {
-    return false;
-  }
 }
 
 /** Whether fd 0 is a directory (false when it cannot be stat'ed: reading it then says why). */

@@ -5,7 +5,7 @@
 import { spawn } from 'node:child_process';
 import { appendFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
-import type { StepKind } from '../../machines/contracts.js';
+import type { ScheduleMode, StepKind } from '../../machines/contracts.js';
 import { replaceFile } from '../records/append-file.js';
 import { describeFsError, isDirectory } from '../records/directories.js';
 import type { Command } from 'commander';
@@ -89,6 +89,9 @@ export interface RunCommandOptions extends GlobalOptions {
   /** Write the run's page (one HTML file, docs/run-page.md) to this file at the end of the run. */
   readonly report?: string;
 }
+
+/** The words of `--schedule`, in the order its usage error lists them. */
+const SCHEDULE_MODES: readonly ScheduleMode[] = ['waves', 'eager'];
 
 /** Registers `capsule run` on the program. */
 export function registerRun(program: Command): void {
@@ -179,7 +182,8 @@ export async function runCommand(planPath: string, given: RunCommandOptions): Pr
   // startPlan finds and reads the same file again (and warns once).
   const manifestSource = findManifest(options.manifest, options.workdir);
   const graceSecs = options.cancelGrace ?? DEFAULT_CANCEL_GRACE_SECS;
-  if (options.schedule !== undefined && options.schedule !== 'waves' && options.schedule !== 'eager') return usageError(`--schedule ${options.schedule} is not one of waves, eager`);
+  const schedule = SCHEDULE_MODES.find((mode) => mode === options.schedule);
+  if (options.schedule !== undefined && schedule === undefined) return usageError(`--schedule ${options.schedule} is not one of ${SCHEDULE_MODES.join(', ')}`);
   const onSigterm = options.onSigterm ?? DEFAULT_ON_SIGTERM;
   if (onSigterm !== 'force' && onSigterm !== 'graceful') return usageError(`--on-sigterm ${onSigterm} is not one of force, graceful`);
   if (manifestSource.kind === 'file') {
@@ -258,7 +262,7 @@ export async function runCommand(planPath: string, given: RunCommandOptions): Pr
     ...(options.capsules !== undefined ? { capsulesDir: resolve(options.capsules) } : {}),
     shellAllow: options.allow ?? [],
     maxParallel: options.maxParallel ?? null,
-    ...(options.schedule === 'waves' || options.schedule === 'eager' ? { schedule: options.schedule } : {}),
+    ...(schedule !== undefined ? { schedule } : {}),
     logger: log.logger,
     onEvent: (event) => {
       if (event.type === 'plan.started') {

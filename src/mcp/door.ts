@@ -17,7 +17,7 @@ import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/proto
 import { JSONRPCErrorException } from 'json-rpc-2.0';
 import { messageOf } from '../errors.js';
 import type { CommandListing } from '../shell-calls/background-command.js';
-import { TERMINAL_COLS, TERMINAL_ROWS } from '../shell-calls/request.js';
+import { shellRunRequestOf, sizeWithoutTerminal } from '../shell-calls/request.js';
 import { planPathInWorkdir } from '../runtime/json-rpc.js';
 import { UnknownTaskError, type SessionApi } from '../runtime/session-api.js';
 import { backgroundAnswer, cancelAnswer, planAnswer, shellRunAnswer, toolError, toolResult, type Answer } from './answers.js';
@@ -100,7 +100,8 @@ export function createMcpDoor(api: SessionApi, options: McpDoorOptions): McpDoor
     call('shell_run', null, async () => {
       const refused = refuseWhenStopping();
       if (refused !== null) return refused;
-      if (args.tty !== true && (args.cols !== undefined || args.rows !== undefined)) return toolError('cols and rows set a terminal\'s size: give them with tty: true');
+      const misplaced = sizeWithoutTerminal(args);
+      if (misplaced !== null) return toolError(misplaced);
       const cancel = cancelOnAbort(api, extra);
       try {
         const result = await api.shellRun(
@@ -108,11 +109,8 @@ export function createMcpDoor(api: SessionApi, options: McpDoorOptions): McpDoor
             command: args.command,
             ...(args.binary !== undefined ? { binary: args.binary } : {}),
             ...(args.stdin !== undefined ? { stdin: args.stdin } : {}),
-            ...(args.grace_secs !== undefined ? { graceMs: args.grace_secs === null ? null : Math.round(args.grace_secs * 1000) } : {}),
             ...(args.interactive === true ? { interactive: true } : {}),
-            ...(args.tty === true ? { tty: { cols: args.cols ?? TERMINAL_COLS, rows: args.rows ?? TERMINAL_ROWS } } : {}),
-            ...(args.deadline_secs !== undefined ? { deadlineMs: args.deadline_secs === null ? null : Math.round(args.deadline_secs * 1000) } : {}),
-            ...(args.idle_secs !== undefined ? { idleMs: args.idle_secs === null ? null : Math.round(args.idle_secs * 1000) } : {}),
+            ...shellRunRequestOf(args),
           },
           { source: 'mcp', onTask: cancel.task },
         );

@@ -10,6 +10,7 @@
  * when absent (never written as `null`), as Murmur does.
  */
 import type { JsonValue, MatrixValue, OutputTruncation, StepKind, StepStatus } from '../../machines/contracts.js';
+import type { RuntimeStopCause, StopCause } from '../../machines/shell-call.machine.js';
 
 /** The five keys every record starts with, in this order (`docs/trace.md#the-envelope`). */
 export interface TraceEnvelope<T extends string = string> {
@@ -295,7 +296,7 @@ export interface ShellFields {
   /** Ours: `true` when `lifecycle.max_log_bytes` cut that log. */
   readonly output_capped?: true;
   /** Ours: `log_cap` when `lifecycle.on_log_cap: "stop"` ended the call at the cap; `deadline` when its `deadline_secs` did. */
-  readonly ended_by?: 'log_cap' | 'deadline';
+  readonly ended_by?: RuntimeStopCause;
   /** Ours: `Killed` when processes it left still held its output at its exit (they were killed). */
   readonly output_holders?: 'Killed' | 'LeftRunning';
 }
@@ -374,7 +375,7 @@ export interface ShellCompletedFields {
    * stop), `log_cap` (the runtime stopped it for `lifecycle.max_log_bytes`), `deadline` (its `deadline_secs` passed), or null (no stop: it
    * exited by itself). Always written; absent only in traces written before it was (read as unknown).
    */
-  readonly ended_by?: 'stop' | 'log_cap' | 'deadline' | null;
+  readonly ended_by?: StopCause | null;
 }
 
 /** `shell_abandoned` (`docs/trace.md#shell_abandoned`): written by the session's teardown sweep for each demoted command nobody accounted for. */

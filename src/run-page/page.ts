@@ -55,30 +55,30 @@ export function runPageBytes(session: SessionModel, dags: readonly (RunGraphs | 
  * writing them; encoded at once, each part dies young.
  */
 class HtmlSink {
-  private buffer = Buffer.allocUnsafe(1 << 16);
-  private length = 0;
+  #buffer = Buffer.allocUnsafe(1 << 16);
+  #length = 0;
 
   push(...parts: string[]): void {
     for (const part of parts) {
       // At most 3 bytes per UTF-16 unit, and the newline.
-      const room = this.length + part.length * 3 + 1;
-      if (room > this.buffer.length) {
-        const grown = Buffer.allocUnsafe(Math.max(room, this.buffer.length * 2));
-        this.buffer.copy(grown, 0, 0, this.length);
-        this.buffer = grown;
+      const room = this.#length + part.length * 3 + 1;
+      if (room > this.#buffer.length) {
+        const grown = Buffer.allocUnsafe(Math.max(room, this.#buffer.length * 2));
+        this.#buffer.copy(grown, 0, 0, this.#length);
+        this.#buffer = grown;
       }
-      this.length += this.buffer.write(part, this.length, 'utf8');
-      this.buffer[this.length++] = 10;
+      this.#length += this.#buffer.write(part, this.#length, 'utf8');
+      this.#buffer[this.#length++] = 10;
     }
   }
 
   /** What was written (a view of the buffer: the sink is not written to again). */
   bytes(): Buffer {
-    return this.buffer.subarray(0, this.length);
+    return this.#buffer.subarray(0, this.#length);
   }
 
   text(): string {
-    return this.buffer.toString('utf8', 0, this.length);
+    return this.#buffer.toString('utf8', 0, this.#length);
   }
 }
 

@@ -10,7 +10,7 @@ import { realpathSync } from 'node:fs';
 import { isAbsolute, relative, resolve } from 'node:path';
 import type { JsonSource } from '../plan/json-location.js';
 import type { BackgroundCommandAnswer } from '../shell-calls/background-command.js';
-import { TERMINAL_COLS, TERMINAL_ROWS, type ShellRunRequest } from '../shell-calls/request.js';
+import { shellRunRequestOf, sizeWithoutTerminal, type ShellRunRequest } from '../shell-calls/request.js';
 import { UnknownTaskError, type SessionApi } from './session-api.js';
 import { messageOf } from '../errors.js';
 import { backgroundText, cancelText, planText, shellRunText } from './answer-text.js';
@@ -75,7 +75,10 @@ function shellRequest(params: Record<string, unknown>): Omit<ShellRunRequest, 't
   }
   const tty = params['tty'];
   if (tty !== undefined && typeof tty !== 'boolean') invalidParams('shell.run: tty must be true or false');
-  const size = terminalSize(params, tty === true);
+  const misplaced = sizeWithoutTerminal(params);
+  if (misplaced !== null) invalidParams(`shell.run: ${misplaced}`);
+  const cols = terminalSide(params, 'cols');
+  const rows = terminalSide(params, 'rows');
   const deadlineSecs = boundSecs(params, 'deadline_secs');
   const idleSecs = boundSecs(params, 'idle_secs');
   return {
@@ -84,25 +87,16 @@ function shellRequest(params: Record<string, unknown>): Omit<ShellRunRequest, 't
     ...(argv !== undefined ? { argv: argv as string[] } : {}),
     ...(stdin !== undefined ? { stdin: stdin as string } : {}),
     ...(interactive === true ? { interactive: true } : {}),
-    ...(size !== null ? { tty: size } : {}),
-    ...(graceSecs !== undefined ? { graceMs: graceSecs === null ? null : Math.round((graceSecs as number) * 1000) } : {}),
-    ...(deadlineSecs !== undefined ? { deadlineMs: deadlineSecs === null ? null : Math.round(deadlineSecs * 1000) } : {}),
-    ...(idleSecs !== undefined ? { idleMs: idleSecs === null ? null : Math.round(idleSecs * 1000) } : {}),
+    ...shellRunRequestOf({ tty: tty as boolean | undefined, cols, rows, grace_secs: graceSecs as number | null | undefined, deadline_secs: deadlineSecs, idle_secs: idleSecs }),
   };
 }
 
-/** `cols` and `rows` of a `shell.run` with `tty: true` (docs/serve.md#terminals): default 80x24; refused without `tty`. */
-function terminalSize(params: Record<string, unknown>, tty: boolean): { cols: number; rows: number } | null {
-  const read = (key: 'cols' | 'rows', fallback: number): number => {
-    const value = params[key];
-    if (value === undefined || value === null) return fallback;
-    if (!tty) invalidParams(`shell.run: ${key} sets a terminal's size: give it with tty: true`);
-    if (!(typeof value === 'number' && Number.isInteger(value) && value >= 1 && value <= 65535)) invalidParams(`shell.run: ${key} must be an integer from 1 to 65535`);
-    return value as number;
-  };
-  const cols = read('cols', TERMINAL_COLS);
-  const rows = read('rows', TERMINAL_ROWS);
-  return tty ? { cols, rows } : null;
+/** `cols` or `rows` of a `shell.run` (docs/serve.md#terminals): an integer from 1 to 65535, or null when absent. */
+function terminalSide(params: Record<string, unknown>, key: 'cols' | 'rows'): number | null {
+  const value = params[key];
+  if (value === undefined || value === null) return null;
+  if (!(typeof value === 'number' && Number.isInteger(value) && value >= 1 && value <= 65535)) invalidParams(`shell.run: ${key} must be an integer from 1 to 65535`);
+  return value as number;
 }
 
 /** `deadline_secs` / `idle_secs` of `shell.run` (docs/serve.md#bounds): a positive number of seconds, null for none, or absent. */

@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { createActor, fromPromise, toPromise } from 'xstate';
-import type { DiscardedResult, MatrixValue, PlanFile, PlanStep, StepKind, StepResult } from '../../machines/contracts.js';
+import type { DiscardedResult, MatrixValue, PlanFile, PlanStep, ScheduleMode, StepKind, StepResult } from '../../machines/contracts.js';
 import type { DiscardedRecord } from '../../machines/plan-schedule.js';
 import { DEFAULT_SLICE_SIZE, planActorId, type PlanInput, type PlanOutput } from '../../machines/plan.machine.js';
 import { missingEffects, provideKind } from '../actors/actor-kinds.js';
@@ -161,7 +161,7 @@ export interface RunPlanOptions {
   /** Cap on concurrently running steps of a wave (`--max-parallel`); default no cap. */
   readonly maxParallel?: number | null;
   /** How steps are scheduled (`docs/plan-format.md#schedule`); overrides the plan's `schedule`. Absent: the plan's, else `waves`. */
-  readonly schedule?: 'waves' | 'eager';
+  readonly schedule?: ScheduleMode;
   /**
    * Start the run's work (parsing, checks, the first wave) on the next turn of the event loop,
    * not in this call: `plan.submit` with `wait: false` answers `{task_id}` "at once", and a big

@@ -4,11 +4,12 @@
  * MCP door could map its tools onto the same object. One session per API: its shell calls, its
  * background commands, its plans, its completions, its end.
  */
-import type { PlanFile } from '../../machines/contracts.js';
+import type { PlanFile, StepKind } from '../../machines/contracts.js';
+import type { StopCause } from '../../machines/shell-call.machine.js';
 import { CancelSignal } from '../cancel/cancel-signal.js';
 import { CANCEL_PHASES } from '../cancel/phases.js';
 import type { JsonSource } from '../plan/json-location.js';
-import type { ResidueArtifact, ResidueItem } from '../cancel/residue.js';
+import type { PlanStepItem, ResidueArtifact, ResidueItem } from '../cancel/residue.js';
 import type { BackgroundCommandAnswer } from '../shell-calls/background-command.js';
 import type { CompletionDelivery } from '../shell-calls/shell-calls.js';
 import type { ShellRunRequest, ShellRunResult } from '../shell-calls/request.js';
@@ -93,7 +94,7 @@ export interface CompletionNotice {
    * Ours: the stop that ended it — `stop`, `log_cap` (its log reached `lifecycle.max_log_bytes`
    * under `on_log_cap: "stop"`), `deadline` (its `deadline_secs` passed) — or null.
    */
-  readonly ended_by: 'stop' | 'log_cap' | 'deadline' | null;
+  readonly ended_by: StopCause | null;
   readonly error: string | null;
   readonly context_id: string;
   readonly provenance: { readonly origin: string; readonly trust: string };
@@ -181,7 +182,7 @@ export class SessionApi {
   readonly #listeners = new Set<(notification: SessionNotification) => void>();
   readonly #plans = new Set<Promise<unknown>>();
   /** The running steps of each plan task still running, step id → kind (a cancel's residue names them). */
-  readonly #runningSteps = new Map<string, Map<string, string>>();
+  readonly #runningSteps = new Map<string, Map<string, StepKind>>();
   /** `shell.run` calls not yet answered (a command in the foreground, or starting), by task id; each resolves once its call answered. */
   readonly #shellCalls = new Map<string, Promise<void>>();
   /** `shell.run` tasks whose command was demoted by something other than their cancel (the session's stop, the grace). */
@@ -355,10 +356,8 @@ export class SessionApi {
    * (`plan_step` items, ours), in the order they started; omitted when nothing runs.
    */
   #residueOf(taskId: string): { readonly artifacts?: readonly ResidueArtifact[] } {
-    const artifact = this.session.residue().toArtifact();
-    const steps = [...(this.#runningSteps.get(taskId) ?? new Map<string, string>())].map(([stepId, kind]) => ({ kind: 'plan_step', task_id: taskId, step_id: stepId, step_kind: kind }));
-    const parts = [...(artifact?.parts ?? []), ...steps.map((step) => ({ text: JSON.stringify(step) }))];
-    return parts.length === 0 ? {} : { artifacts: [{ name: 'residue', parts }] };
+    const steps = [...(this.#runningSteps.get(taskId) ?? [])].map(([stepId, kind]): PlanStepItem => ({ kind: 'plan_step', task_id: taskId, step_id: stepId, step_kind: kind }));
+    return this.session.residue().artifactsField(steps);
   }
 
   /**
@@ -371,7 +370,7 @@ export class SessionApi {
     const task = this.session.tasks.start({ kind: 'plan', source: hooks.source ?? 'serve', method: 'plan.submit' });
     hooks.onTask?.(task.id);
     // The plan's steps that run now, by step id: a cancel's residue names them.
-    const running = new Map<string, string>();
+    const running = new Map<string, StepKind>();
     this.#runningSteps.set(task.id, running);
     const run = startPlan({
       plan: params.plan ?? (params.path as string),

@@ -6,6 +6,7 @@
  * request; a graceful cancel that has not ended the work within the grace is forced on its own.
  * An adapter (src/cli/cancel-on-signals.ts) turns signals into requests and notices into text.
  */
+import { MAX_TIMER_DELAY_MS } from '../../machines/step.machine.js';
 import { systemClock, type SessionClock } from './clock.js';
 
 /**
@@ -14,8 +15,6 @@ import { systemClock, type SessionClock } from './clock.js';
  */
 export const REQUEST_BURST_MS = 300;
 
-/** Longest delay a timer keeps (2^31 - 1 ms, about 24.8 days); a longer grace never escalates. */
-const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** What can be canceled: a plan run (`PlanRun`), later a task. */
 export interface Cancelable {
@@ -91,7 +90,7 @@ export class CancelPolicy {
       this.#options.onNotice?.({ kind: 'graceful' });
       this.#target.cancel();
       const graceMs = this.#options.graceSecs * 1000;
-      if (graceMs <= MAX_TIMER_MS) {
+      if (graceMs <= MAX_TIMER_DELAY_MS) {
         this.#escalation = this.#clock.timers.setTimeout(() => this.#force('grace'), graceMs);
       }
     } else if (this.#stage === 'graceful') {

@@ -26,7 +26,7 @@ export class Background {
   #loading: Promise<ShellCalls> | null = null;
   /** A consumer given before the shell calls were loaded. */
   #consumer: ((delivery: CompletionDelivery) => void) | null = null;
-  /** Idle listeners given before the shell calls were loaded. */
+  /** Who is told of a background command gone idle (`onIdle`), before the shell calls were loaded and after. */
   readonly #idleListeners = new Set<(notice: IdleNotice) => void>();
   /** The session ended before any shell call ran. */
   #ended = false;
@@ -48,11 +48,8 @@ export class Background {
    */
   load(): Promise<ShellCalls> {
     this.#loading ??= import('./shell-calls.js').then(({ ShellCalls }) => {
-      const calls = new ShellCalls(this.#host, this.#options, startSessionActor);
+      const calls = new ShellCalls(this.#host, this.#options, startSessionActor, (notice) => this.#idle(notice));
       if (this.#consumer !== null) calls.channel.onCompletion(this.#consumer);
-      calls.onIdle((notice) => {
-        for (const listener of this.#idleListeners) listener(notice);
-      });
       // Loaded after the session's end: it takes no call (its sweep finds nothing).
       if (this.#ended) void calls.sweepNow();
       this.#calls = calls;
@@ -89,6 +86,16 @@ export class Background {
   onIdle(listener: (notice: IdleNotice) => void): () => void {
     this.#idleListeners.add(listener);
     return () => this.#idleListeners.delete(listener);
+  }
+
+  #idle(notice: IdleNotice): void {
+    for (const listener of this.#idleListeners) {
+      try {
+        listener(notice);
+      } catch {
+        // a listener's failure is its own
+      }
+    }
   }
 
   /** The next completion nobody read, delivered as a task; null when none came within `timeoutMs` or the session ended. */

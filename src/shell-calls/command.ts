@@ -9,7 +9,8 @@
  */
 import { isUtf8 } from 'node:buffer';
 import { join } from 'node:path';
-import type { CommandOrder, CommandReport, CommandSignal, DemotionTrigger, SignalCause, TreeEnd } from '../../machines/shell-call.machine.js';
+import type { CommandOrder, CommandReport, CommandSignal, DemotionTrigger, RuntimeStopCause, SignalCause, TreeEnd } from '../../machines/shell-call.machine.js';
+import { MAX_TIMER_DELAY_MS } from '../../machines/step.machine.js';
 import { CANCEL_PHASES } from '../cancel/phases.js';
 import { STOP_TERM_GRACE_MS } from './constants.js';
 import { startCommand, type CommandEnd, type RunningCommand } from '../executors/command-runner.js';
@@ -26,6 +27,7 @@ import { OutputLog } from './output-log.js';
 import type { ParsedShellCommand, ShellFinished, ShellRunResult } from './request.js';
 import { demotionResult, outputHoldersNote } from './texts.js';
 import { newWorkId } from './work-id.js';
+import { commandState } from './work-index.js';
 
 /**
  * Longest a call waits, ms, after an abandon or a cancel, for the exit of a command that is
@@ -110,9 +112,6 @@ export type StdinWrite =
   | { readonly ok: true; readonly written: 'written' | 'pending'; readonly stdin_closed: boolean }
   | { readonly ok: false; readonly error: string };
 
-/** Timers hold at most 2^31 - 1 ms: a longer bound (idle, deadline) is counted in steps of that. */
-const MAX_IDLE_TIMER_MS = 2 ** 31 - 1;
-
 const STRENGTH: Readonly<Record<CommandSignal, number>> = { SIGTERM: 1, SIGKILL: 2 };
 
 /** One shell call's command. Reports go to its actor once attached; those from before are handed over in order. */
@@ -138,7 +137,7 @@ export class ShellCommand {
   #leaderExit: Promise<void>;
   #leaderExitSeen: () => void = () => {};
   /** The runtime ended it in the foreground: its log cap (`on_log_cap: "stop"`) or its deadline. */
-  #endedBy: 'log_cap' | 'deadline' | null = null;
+  #endedBy: RuntimeStopCause | null = null;
   #endTree = false;
   #settling: Promise<void> | null = null;
   /** The strongest signal that reached the tree, and the pids that needed SIGKILL. */
@@ -246,8 +245,7 @@ export class ShellCommand {
    * rejects with it (serve answers an internal error), and the actor ends.
    */
   #broke(error: unknown): void {
-    this.#stopDeadline();
-    this.#stopIdleWatch();
+    this.#clearTimers();
     this.#fail(error);
     this.#capture?.dispose();
     this.#send({ type: 'COMMAND.FINISHED', exitCode: -1, durationMs: 0, completion: null, tree: this.#tree() });
@@ -351,8 +349,7 @@ export class ShellCommand {
     this.#leaderExited = true;
     this.#leaderExitCode = exitCode;
     this.#leaderSignal = signal;
-    this.#stopIdleWatch();
-    this.#stopDeadline();
+    this.#clearTimers();
     this.#leaderExitSeen();
     // Reported once its start is (a leader can exit before `startCommand` has answered).
     if (this.#running !== null) this.#send({ type: 'COMMAND.LEADER_EXITED', exitCode, signal });
@@ -473,7 +470,7 @@ export class ShellCommand {
       const quiet = this.quietMs;
       if (quiet === null) return;
       if (quiet < idleMs) {
-        this.#idleTimer = timers.setTimeout(check, Math.min(idleMs - quiet, MAX_IDLE_TIMER_MS));
+        this.#idleTimer = timers.setTimeout(check, Math.min(idleMs - quiet, MAX_TIMER_DELAY_MS));
         return;
       }
       this.#idleAtMs = this.#session.host.time.epochMs();
@@ -487,7 +484,7 @@ export class ShellCommand {
         output_bytes: this.#log?.sectionBytes ?? 0,
       });
     };
-    this.#idleTimer = timers.setTimeout(check, Math.min(idleMs, MAX_IDLE_TIMER_MS));
+    this.#idleTimer = timers.setTimeout(check, Math.min(idleMs, MAX_TIMER_DELAY_MS));
   }
 
   /**
@@ -505,24 +502,19 @@ export class ShellCommand {
       if (this.#leaderExited) return;
       const left = due - time.monotonicMs();
       if (left > 0) {
-        this.#deadlineTimer = time.timers.setTimeout(check, Math.min(Math.ceil(left), MAX_IDLE_TIMER_MS));
+        this.#deadlineTimer = time.timers.setTimeout(check, Math.min(Math.ceil(left), MAX_TIMER_DELAY_MS));
         return;
       }
       this.#send({ type: 'COMMAND.DEADLINE' });
     };
-    this.#deadlineTimer = time.timers.setTimeout(check, Math.min(Math.max(0, Math.ceil(due - time.monotonicMs())), MAX_IDLE_TIMER_MS));
+    this.#deadlineTimer = time.timers.setTimeout(check, Math.min(Math.max(0, Math.ceil(due - time.monotonicMs())), MAX_TIMER_DELAY_MS));
   }
 
-  #stopDeadline(): void {
-    if (this.#deadlineTimer === null) return;
-    this.#session.host.time.timers.clearTimeout(this.#deadlineTimer as never);
-    this.#deadlineTimer = null;
-  }
-
-  #stopIdleWatch(): void {
-    if (this.#idleTimer === null) return;
-    this.#session.host.time.timers.clearTimeout(this.#idleTimer as never);
+  /** Drops its idle watch and its deadline (its leader exited, or it ended). */
+  #clearTimers(): void {
+    for (const timer of [this.#idleTimer, this.#deadlineTimer]) if (timer !== null) this.#session.host.time.timers.clearTimeout(timer as never);
     this.#idleTimer = null;
+    this.#deadlineTimer = null;
   }
 
   /** A signal the machine ordered, sent only while the leader is unreaped; reported when it went out. */
@@ -564,8 +556,7 @@ export class ShellCommand {
       if (this.#demoted !== null) await this.#complete(end);
       else await this.#finishInForeground(end);
     } finally {
-      this.#stopDeadline();
-      this.#stopIdleWatch();
+      this.#clearTimers();
       this.#settled();
     }
   }
@@ -680,7 +671,7 @@ export class ShellCommand {
       binary: resolved,
       exit_code: exitCode,
       signal: this.#leaderSignal,
-      command_state: endedBy === 'deadline' ? 'timed_out' : endedBy === 'log_cap' ? 'stopped' : 'exited',
+      command_state: commandState(true, endedBy),
       stdout,
       stderr,
       duration_ms: durationMs,

@@ -2,15 +2,53 @@
  * What a `shell.run` call asks for, and its result shapes (`docs/shell-commands.md#argv`, `docs/shell-commands.md#foreground-result`; `docs/background-commands.md#demotion`,
  * docs/background-commands.md#demotion-result). Transport-independent: `capsule serve` and the library take the same request.
  */
+import type { RuntimeStopCause } from '../../machines/shell-call.machine.js';
 import type { CancelSignal } from '../cancel/cancel-signal.js';
 import type { OutputHolders } from './completion.js';
 import type { DemotionResult } from './texts.js';
 import { splitShellWords } from '../plan/shell-words.js';
 import type { Task } from '../session/tasks.js';
+import type { CommandStateWord } from './work-index.js';
 
 /** A terminal's window size when a call gives none (`shell.run` `tty: true`): a VT100's. */
 export const TERMINAL_COLS = 80;
 export const TERMINAL_ROWS = 24;
+
+/** Seconds, as a call or the manifest gives them, in the milliseconds the runtime counts; null (none) stays null. */
+export function millisOf(secs: number | null): number | null {
+  return secs === null ? null : Math.round(secs * 1000);
+}
+
+/** A `shell.run` call's bounds and terminal as both doors take them (docs/serve.md#bounds, docs/serve.md#terminals), each already checked; undefined: absent. */
+export interface ShellRunParams {
+  readonly grace_secs?: number | null | undefined;
+  readonly deadline_secs?: number | null | undefined;
+  readonly idle_secs?: number | null | undefined;
+  readonly tty?: boolean | undefined;
+  readonly cols?: number | null | undefined;
+  readonly rows?: number | null | undefined;
+}
+
+/**
+ * The refusal of a terminal size given without a terminal (`cols` or `rows` without `tty: true`,
+ * docs/serve.md#terminals), naming the first one given; null when there is none. Separate from
+ * {@link shellRunRequestOf} so that a door can refuse it before it checks the size's range.
+ */
+export function sizeWithoutTerminal(params: { readonly tty?: unknown; readonly cols?: unknown; readonly rows?: unknown }): string | null {
+  if (params.tty === true) return null;
+  const key = (['cols', 'rows'] as const).find((side) => params[side] !== undefined && params[side] !== null);
+  return key === undefined ? null : `${key} sets a terminal's size: give it with tty: true`;
+}
+
+/** The request's bounds (milliseconds) and terminal (its size, 80x24 unless given) from a call's; an absent field stays absent. */
+export function shellRunRequestOf(params: ShellRunParams): Pick<ShellRunRequest, 'tty' | 'graceMs' | 'deadlineMs' | 'idleMs'> {
+  return {
+    ...(params.tty === true ? { tty: { cols: params.cols ?? TERMINAL_COLS, rows: params.rows ?? TERMINAL_ROWS } } : {}),
+    ...(params.grace_secs !== undefined ? { graceMs: millisOf(params.grace_secs) } : {}),
+    ...(params.deadline_secs !== undefined ? { deadlineMs: millisOf(params.deadline_secs) } : {}),
+    ...(params.idle_secs !== undefined ? { idleMs: millisOf(params.idle_secs) } : {}),
+  };
+}
 
 /** The interpreters whose `command` is the script itself (`docs/shell-commands.md#argv`): `[binary, "-c", command]`. */
 export const INTERPRETERS: readonly string[] = ['bash', 'sh', 'zsh', 'fish', 'dash', 'ksh'];
@@ -140,7 +178,7 @@ export interface ShellFinished {
    * Ours: how it ended in the closed vocabulary of every command answer (docs/serve.md#command-state):
    * `exited`, `stopped` (its log cap ended it) or `timed_out` (its deadline did).
    */
-  readonly command_state: 'exited' | 'stopped' | 'timed_out';
+  readonly command_state: CommandStateWord;
   /** Lossy UTF-8, cut to its first 16384 bytes. */
   readonly stdout: string;
   readonly stderr: string;
@@ -163,7 +201,7 @@ export interface ShellFinished {
    * Ours: why the runtime ended the command — `log_cap` (its log reached the cap under
    * `lifecycle.on_log_cap: "stop"`) or `deadline` (its `deadline_secs` passed).
    */
-  readonly ended_by?: 'log_cap' | 'deadline';
+  readonly ended_by?: RuntimeStopCause;
   /** Attributed `capabilities.resources` field, or null. */
   readonly resource_limit_hit: string | null;
   /** Whether processes it left still held its output when it exited (they were killed then). */

@@ -26,7 +26,7 @@ import { runBackgroundCommand, type BackgroundCommandAnswer } from './background
 import { ShellCommand, type CommandSession, type IdleNotice } from './command.js';
 import { CompletionChannel } from './delivery.js';
 import type { ShellCallHost } from './host.js';
-import { parseShellCommand, type ShellRunRequest, type ShellRunResult } from './request.js';
+import { millisOf, parseShellCommand, type ShellRunRequest, type ShellRunResult } from './request.js';
 import type { startSessionActor } from './session-actor.js';
 import { sweep } from './sweep.js';
 import { WorkIndex, type ShellCallActor } from './work-index.js';
@@ -63,7 +63,7 @@ export class ShellCalls implements CommandSession {
   readonly #deadlineMs: number | null;
   /** `lifecycle.shell_idle_secs`, ms (null: none). */
   readonly #idleMs: number | null;
-  readonly #idleListeners = new Set<(notice: IdleNotice) => void>();
+  readonly #onIdle: (notice: IdleNotice) => void;
   readonly #toolOffered: boolean;
   readonly #door: 'serve' | 'mcp';
   readonly #onReport: (text: string) => void;
@@ -80,26 +80,24 @@ export class ShellCalls implements CommandSession {
   #ending = false;
   #sweep: Promise<SweepOutput> | null = null;
 
-  /** `startActor`: `startSessionActor` (`session-actor.ts`, loaded with the session). */
-  constructor(host: ShellCallHost, options: BackgroundOptions, startActor: typeof startSessionActor) {
+  /**
+   * `startActor`: `startSessionActor` (`session-actor.ts`, loaded with the session); `onIdle`: told
+   * each background command that went idle (`idle_secs`; the session's listeners are `Background`'s).
+   */
+  constructor(host: ShellCallHost, options: BackgroundOptions, startActor: typeof startSessionActor, onIdle: (notice: IdleNotice) => void) {
     this.host = host;
     this.#startActor = startActor;
+    this.#onIdle = onIdle;
     const manifest = host.manifest;
-    const lifecycle = (manifest?.lifecycle ?? {}) as {
-      shell_grace_secs?: number;
-      shell_deadline_secs?: number;
-      shell_idle_secs?: number;
-      max_log_bytes?: number;
-      on_log_cap?: 'continue' | 'stop';
-    };
-    this.#deadlineMs = lifecycle.shell_deadline_secs === undefined ? null : Math.round(lifecycle.shell_deadline_secs * 1000);
-    this.#idleMs = lifecycle.shell_idle_secs === undefined ? null : Math.round(lifecycle.shell_idle_secs * 1000);
-    const declaredGraceMs = lifecycle.shell_grace_secs === undefined ? null : Math.round(lifecycle.shell_grace_secs * 1000);
+    const lifecycle = manifest?.lifecycle;
+    this.#deadlineMs = millisOf(lifecycle?.shell_deadline_secs ?? null);
+    this.#idleMs = millisOf(lifecycle?.shell_idle_secs ?? null);
+    const declaredGraceMs = millisOf(lifecycle?.shell_grace_secs ?? null);
     this.#graceMs = options.graceMs !== undefined ? options.graceMs : declaredGraceMs;
     this.#toolOffered = options.toolOffered ?? this.#graceMs !== null;
     this.#door = options.door ?? 'serve';
-    this.maxLogBytes = lifecycle.max_log_bytes ?? null;
-    this.onLogCap = lifecycle.on_log_cap ?? 'continue';
+    this.maxLogBytes = lifecycle?.max_log_bytes ?? null;
+    this.onLogCap = lifecycle?.on_log_cap ?? 'continue';
     this.#allow = new Set([...(manifest?.capabilities?.shell?.allow ?? []), ...(options.allow ?? [])]);
     this.envAllow = manifest?.capabilities?.env?.allow ?? [];
     this.#onReport = options.onAbandonmentReport ?? ((text) => void process.stderr.write(text));
@@ -219,21 +217,9 @@ export class ShellCalls implements CommandSession {
     return result;
   }
 
-  /** Calls `listener` with each background command that went idle (`idle_secs`); returns the unsubscriber. */
-  onIdle(listener: (notice: IdleNotice) => void): () => void {
-    this.#idleListeners.add(listener);
-    return () => this.#idleListeners.delete(listener);
-  }
-
-  /** A demoted command printed nothing for its `idle_secs` (`command.ts`): said once to every listener. */
+  /** A demoted command printed nothing for its `idle_secs` (`command.ts`): said once, to the session's listeners. */
   idle(notice: IdleNotice): void {
-    for (const listener of this.#idleListeners) {
-      try {
-        listener(notice);
-      } catch {
-        // a listener's failure is its own
-      }
-    }
+    this.#onIdle(notice);
   }
 
   /** `backgroundCommand` status / wait / stop (`background-command.ts`); `extended`: serve's additions. */

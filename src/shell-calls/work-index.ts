@@ -9,7 +9,7 @@
  * first (docs/serve.md "Exactly once").
  */
 import type { ActorRef, SnapshotFrom } from 'xstate';
-import type { shellCallMachine, ShellCallEvent, ShellCompletion, TreeEnd } from '../../machines/shell-call.machine.js';
+import type { shellCallMachine, ShellCallEvent, ShellCompletion, StopCause, TreeEnd } from '../../machines/shell-call.machine.js';
 import type { CancelSignal } from '../cancel/cancel-signal.js';
 import { STOP_KILL_WAIT_MS, STOP_TERM_GRACE_MS } from './constants.js';
 import type { SessionClock } from '../session/clock.js';
@@ -60,7 +60,7 @@ export type Delivery = 'none' | 'background_command' | 'task' | 'swept';
 export type WaitOutcome = 'Finished' | 'TimedOut' | 'Canceled' | 'Unknown';
 
 /** Who ended a finished command: a stop (`stop`, the runtime's `log_cap` or `deadline`), the session's end, or null (it exited on its own, or still runs). */
-export type EndedBy = 'stop' | 'log_cap' | 'deadline' | 'session_end' | null;
+export type EndedBy = StopCause | 'session_end' | null;
 
 /** The work record: what the trace and the residue name a command by. */
 export interface WorkRecord {

@@ -1,5 +1,6 @@
 import { toMermaid } from './mermaid.js';
 import type { DrawnMachine } from './registry.js';
+import { STUB_DELAY_MS } from './stately.js';
 import { stateName, type MachineModel } from './walk.js';
 
 /**
@@ -30,7 +31,7 @@ export function toReadme(machines: readonly { readonly entry: DrawnMachine; read
     'the Stately editor (https://stately.ai/editor, "Import from code") or run it with',
     '`createActor(<name>Machine).start()`. Its config is the machine\'s (states, transitions, guards,',
     'actions, actors and delays by name, descriptions); the implementations are stubs (guards return',
-    '`false`, actions do nothing, actors never answer, delays are 1000 ms), and the context, inputs,',
+    `\`false\`, actions do nothing, actors never answer, delays are ${STUB_DELAY_MS} ms), and the context, inputs,`,
     'params and output, which only run as code, are left out. `capsule visualize --stately NAME`',
     'prints one.',
     '',

@@ -113,6 +113,12 @@ describe('an MCP client drives one session through capsule mcp', () => {
     await mcp.tool('background_command', { operation: 'stop', work_id: workId });
   });
 
+  it('refuses cols or rows without tty as serve does, naming the one given', async () => {
+    const refused = await mcp.tool('shell_run', { binary: 'bash', command: 'true', rows: 40 });
+    expect(refused.isError).toBe(true);
+    expect(textOf(refused)).toContain("rows sets a terminal's size: give it with tty: true");
+  });
+
   it('runs a tty command in a terminal: a program that buffers a pipe shows its first line while it runs; stty reports the size asked; write is typed into it', async () => {
     const started = await mcp.tool('shell_run', {
       binary: 'bash',

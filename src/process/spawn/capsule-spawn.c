@@ -183,18 +183,22 @@ static const int FORWARDED[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
 static int control_open = 0;
 static volatile pid_t forward_target = 0;
 
-static void control_write(const char *text) {
-  if (!control_open) return;
-  size_t len = strlen(text);
+/* Writes all of `data`; a write that fails (EPIPE: a reader that went away) drops the rest: the
+   command must never block on a terminal nobody reads, nor we on a runtime that is gone. */
+static void write_all(int fd, const char *data, size_t len) {
   while (len > 0) {
-    ssize_t n = write(CONTROL_FD, text, len);
+    ssize_t n = write(fd, data, len);
     if (n < 0) {
       if (errno == EINTR) continue;
       return;
     }
-    text += n;
+    data += n;
     len -= (size_t)n;
   }
+}
+
+static void control_write(const char *text) {
+  if (control_open) write_all(CONTROL_FD, text, strlen(text));
 }
 
 static void fail(const char *stage, int err) __attribute__((noreturn));
@@ -214,13 +218,13 @@ static int write_file(const char *path, const char *text) {
   return err;
 }
 
-static void null_stdio(void) {
+/* Points fds `first`..2 at /dev/null: 0 for all of stdio; 2 for our stderr alone (a terminal's
+   relay: the terminal carries the command's stderr, and our stdout stays the relay's). */
+static void null_stdio(int first) {
   int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
   if (fd < 0) return;
-  dup2(fd, 0);
-  dup2(fd, 1);
-  dup2(fd, 2);
-  if (fd > 2) close(fd);
+  for (int target = first; target <= 2; target++) dup2(fd, target);
+  if (fd < first || fd > 2) close(fd);
 }
 
 /* The init's handler: one kill(-1) reaches every process of the namespace but the init itself. */
@@ -779,7 +783,7 @@ static void setup_mounts(const struct options *o) {
     if ((err = pin_ancestors(o->hide[i])) != 0) fail("mount", err);
     struct stat st;
     if (stat(o->hide[i], &st) == 0 && !S_ISDIR(st.st_mode)) {
-      // A file cannot take a tmpfs; a device node on a nodev mount cannot be opened, so nothing is read through it.
+      /* A file cannot take a tmpfs; a device node on a nodev mount cannot be opened, so nothing is read through it. */
       if (mount("/dev/null", o->hide[i], NULL, MS_BIND, NULL) != 0) fail("mount", errno);
       if (mount(NULL, o->hide[i], NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0) fail("mount", errno);
       continue;
@@ -1008,20 +1012,6 @@ static int recv_fd(int sock) {
   return -1;
 }
 
-/* Writes all of `data`; a reader that went away (EPIPE) drops the rest: the command must never
-   block on a terminal nobody reads. */
-static void write_all(int fd, const char *data, size_t len) {
-  while (len > 0) {
-    ssize_t n = write(fd, data, len);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return;
-    }
-    data += n;
-    len -= (size_t)n;
-  }
-}
-
 /*
  * The relay between the terminal's master and our stdio, until the command ended and the
  * terminal is drained. How the end is learned: `status_fd` (with --pidns: the init's status
@@ -1101,14 +1091,6 @@ static int relay_terminal(int master, int status_fd, pid_t child, int *status) {
   return 1;
 }
 
-/* Our stderr goes nowhere (the terminal carries the command's); our stdout stays the relay's. */
-static void null_stderr(void) {
-  int fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return;
-  dup2(fd, 2);
-  if (fd != 2) close(fd);
-}
-
 /*
  * --tty without --pidns: we are the relay, the command our child. We lead our session (Node
  * starts us detached, setsid), so the terminal becomes the session's controlling terminal and the
@@ -1138,7 +1120,7 @@ static void run_with_terminal(char *const argv[], const char *file, const struct
      they are the command's. So are the runtime's, which go to the whole group or cgroup. */
   static const int IGNORED[] = {SIGINT, SIGQUIT, SIGTSTP, SIGTTIN, SIGTTOU, SIGTERM, SIGHUP, SIGPIPE};
   for (size_t i = 0; i < sizeof IGNORED / sizeof IGNORED[0]; i++) signal(IGNORED[i], SIG_IGN);
-  null_stderr();
+  null_stdio(2);
   int status;
   if (!relay_terminal(master, -1, command, &status)) _exit(127);
   exit_like(status);
@@ -1198,7 +1180,7 @@ static void run_init(char *const argv[], const char *file, const struct options 
   if (slave >= 0) close(slave);
   close(CONTROL_FD);
   control_open = 0;
-  null_stdio();
+  null_stdio(0);
   sigprocmask(SIG_SETMASK, &none, NULL);
 
   for (;;) {
@@ -1512,16 +1494,16 @@ int main(int argc, char *argv[]) {
   int status;
   if (o.tty) {
     /* We relay the terminal the init made: our stdin and stdout stay the runtime's pipes. */
-    null_stderr();
+    null_stdio(2);
     signal(SIGPIPE, SIG_IGN);
     sigprocmask(SIG_SETMASK, &none, NULL);
     int master = recv_fd(tty_sock[0]);
     close(tty_sock[0]);
     if (master >= 0 && relay_terminal(master, status_pipe[0], -1, &status)) exit_like(status);
     /* No terminal came (the init's setup failed), or the init ended without the status: as below. */
-    null_stdio();
+    null_stdio(0);
   } else {
-    null_stdio();
+    null_stdio(0);
     sigprocmask(SIG_SETMASK, &none, NULL);
   }
 

@@ -16,6 +16,7 @@ import { basename, dirname, join, relative, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { JSONRPCClient, type JSONRPCResponse } from 'json-rpc-2.0';
 import { PARENT_ENDED_DETAIL } from '../../../machines/messages.js';
+import { MAX_TIMER_DELAY_MS } from '../../../machines/step.machine.js';
 import { uuidV7Simple } from '../../ids.js';
 import { buildShellEnv } from '../../executors/environment.js';
 import { CONTAINMENT_ENV, ISOLATION_ENV, PRIVILEGED_STEPS_ENV, type ContainedProcess } from '../../process/containment.js';
@@ -310,7 +311,7 @@ async function delegate(request: DelegationRequest, setTree: (tree: ContainedPro
   setCancel(() => settleOther('canceled'));
   // The inherited deadline runs from the start (the child's launch counts against it); the own bound from the moment the child is up.
   const inherited = request.deadlineMs ?? null;
-  const timer = (ms: number, why: 'timeout' | 'deadline'): NodeJS.Timeout => setTimeout(() => settleOther(why), Math.min(Math.max(0, ms), 2_147_483_647));
+  const timer = (ms: number, why: 'timeout' | 'deadline'): NodeJS.Timeout => setTimeout(() => settleOther(why), Math.min(Math.max(0, ms), MAX_TIMER_DELAY_MS));
   const deadlineTimer = inherited === null ? null : timer(inherited - Date.now(), 'deadline');
   let bound: NodeJS.Timeout | null = null;
 
