@@ -16,24 +16,34 @@ export const CODE_CACHE_ENV = 'CAPSULE_CODE_CACHE';
 const OFF = new Set(['off', '0', 'false', 'no', 'none']);
 
 /**
- * The directory the code cache lives in, or null when it is off: `CAPSULE_CODE_CACHE` when set and
- * not empty (`off`, `0`, `false`, `no`, `none`: off; else a directory, relative to the working
- * directory); else `$XDG_CACHE_HOME/capsule-runtime/code-cache` when `XDG_CACHE_HOME` is absolute;
- * else `<home>/.cache/capsule-runtime/code-cache`; with no home, `<tmpdir>/capsule-runtime-<uid>/code-cache`.
- * Nothing is created here.
+ * The XDG cache home: `$XDG_CACHE_HOME` when it is absolute (the XDG base directory specification
+ * ignores a relative one), else `<home>/.cache`; null with no usable home directory (none, relative,
+ * or `/`). Each cache decides what it does without one.
  */
-export function codeCacheDir(env: NodeJS.ProcessEnv = process.env): string | null {
-  const setting = env[CODE_CACHE_ENV];
-  if (setting !== undefined && setting !== '') return OFF.has(setting.trim().toLowerCase()) ? null : resolve(setting);
+export function cacheHome(env: NodeJS.ProcessEnv = process.env): string | null {
   const xdg = env['XDG_CACHE_HOME'];
-  if (xdg !== undefined && isAbsolute(xdg)) return join(xdg, 'capsule-runtime', 'code-cache');
+  if (xdg !== undefined && isAbsolute(xdg)) return xdg;
   let home = '';
   try {
     home = homedir();
   } catch {
     // no home directory (no HOME, no passwd entry)
   }
-  if (isAbsolute(home) && home !== '/') return join(home, '.cache', 'capsule-runtime', 'code-cache');
+  return isAbsolute(home) && home !== '/' ? join(home, '.cache') : null;
+}
+
+/**
+ * The directory the code cache lives in, or null when it is off: `CAPSULE_CODE_CACHE` when set and
+ * not empty (`off`, `0`, `false`, `no`, `none`: off; else a directory, relative to the working
+ * directory); else `capsule-runtime/code-cache` under {@link cacheHome}; with no home,
+ * `<tmpdir>/capsule-runtime-<uid>/code-cache` (src/cli/code-cache.ts uses it only when it is this
+ * user's alone). Nothing is created here.
+ */
+export function codeCacheDir(env: NodeJS.ProcessEnv = process.env): string | null {
+  const setting = env[CODE_CACHE_ENV];
+  if (setting !== undefined && setting !== '') return OFF.has(setting.trim().toLowerCase()) ? null : resolve(setting);
+  const home = cacheHome(env);
+  if (home !== null) return join(home, 'capsule-runtime', 'code-cache');
   return join(tmpdir(), `capsule-runtime-${process.getuid?.() ?? 'user'}`, 'code-cache');
 }
 

@@ -1,17 +1,17 @@
 /** Where the step cache's store is (`docs/cache.md#the-store`). */
 import { homedir } from 'node:os';
-import { isAbsolute, join, resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import type { Manifest } from '../manifest.js';
+import { cacheHome } from '../runtime-files.js';
 
 /**
- * `$XDG_CACHE_HOME/capsule-runtime/steps`, or `~/.cache/capsule-runtime/steps` when
- * `XDG_CACHE_HOME` is unset, empty or relative (the XDG base directory specification ignores a
- * relative one).
+ * `capsule-runtime/steps` under the XDG cache home ({@link cacheHome}). With no usable home it
+ * stays `<home>/.cache/capsule-runtime/steps` (failing when there is no home at all) rather than
+ * taking the code cache's shared temporary directory: nothing vets that directory's owner before
+ * cached outputs are written there.
  */
 export function defaultCacheDir(env: NodeJS.ProcessEnv = process.env): string {
-  const xdg = env['XDG_CACHE_HOME'];
-  const base = xdg !== undefined && xdg !== '' && isAbsolute(xdg) ? xdg : join(homedir(), '.cache');
-  return join(base, 'capsule-runtime', 'steps');
+  return join(cacheHome(env) ?? join(homedir(), '.cache'), 'capsule-runtime', 'steps');
 }
 
 /**
