@@ -9,7 +9,7 @@
  */
 import { lstatSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { CacheStore, entryOf } from './store.js';
+import { CacheStore, entryOf, TEMP_NAME } from './store.js';
 
 /** Stored files no entry names are kept this long: a run storing now writes its files before its entry. */
 const UNREFERENCED_GRACE_MS = 60_000;
@@ -103,7 +103,7 @@ export function pruneCache(dir: string, options: PruneOptions): PruneOutcome {
 /** A fan-out directory's name (the first two hex digits of what it holds). */
 const FAN = /^[0-9a-f]{2}$/u;
 /** An entry's, a blob's, or a temporary file's name. */
-const NAMES = { entries: /^[0-9a-f]{64}\.json$/u, blobs: /^[0-9a-f]{64}$/u, tmp: /^\d+-[0-9a-f]{16}-\d+$/u } as const;
+const NAMES = { entries: /^[0-9a-f]{64}\.json$/u, blobs: /^[0-9a-f]{64}$/u, tmp: TEMP_NAME } as const;
 
 /**
  * The files of `kind` under `root` (`<root>/<kind>/<xx>/<name>`, the store's fan-out; `tmp` has

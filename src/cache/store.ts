@@ -96,10 +96,10 @@ export class CacheStore {
     if (entry === null) return { kind: 'corrupt', why: 'it is not a cache entry' };
     if (entry.key !== key) return { kind: 'corrupt', why: `it holds the key ${entry.key.slice(0, 12)}…` };
     const mac = (value as { mac?: unknown }).mac;
-    const secret = entryKey();
+    const secret = recordKey();
     // Not the entry's fault: it stays (the key may be back next run), this run misses.
     if (secret.key === null) throw new Error(`the records key ${secret.path} that signs its entries: ${secret.reason}`);
-    if (typeof mac !== 'string' || !MAC_TEXT.test(mac) || !timingSafeEqual(Buffer.from(mac, 'hex'), macOf(secret.key, entry))) {
+    if (typeof mac !== 'string' || !HEX64.test(mac) || !timingSafeEqual(Buffer.from(mac, 'hex'), macOf(secret.key, entry))) {
       return { kind: 'corrupt', why: 'its mac does not verify (altered, or not stored by this user on this machine)' };
     }
     return { kind: 'found', entry };
@@ -116,7 +116,7 @@ export class CacheStore {
       files: entry.files.map((file) => ({ path: file.path, sha256: file.sha256, size: file.size, mode: file.mode & 0o777 })),
       stored_at: entry.stored_at,
     };
-    const secret = entryKey(true);
+    const secret = recordKey({ create: true });
     if (secret.key === null) throw new Error(`the entry cannot be signed: the records key ${secret.path}: ${secret.reason}`);
     const text = `${JSON.stringify({ ...body, mac: macOf(secret.key, body).toString('hex') })}\n`;
     const target = this.entryPath(body.key);
@@ -355,22 +355,13 @@ export function entryOf(value: unknown): CacheEntry | null {
 /** This process's temporary names: unpredictable once, then counted (a name per file of a restore without a random draw each). */
 const TEMP_PREFIX = `${process.pid}-${randomBytes(8).toString('hex')}`;
 let tempCounter = 0;
+/** A temporary file's name in the store's `tmp/` (what `capsule cache prune` may remove there). */
+export const TEMP_NAME = /^\d+-[0-9a-f]{16}-\d+$/u;
 function tempName(): string {
   return `${TEMP_PREFIX}-${++tempCounter}`;
 }
 
 const MAC_DOMAIN = 'capsule-runtime step cache v1';
-const MAC_TEXT = /^[0-9a-f]{64}$/u;
-
-/**
- * The records key (`src/records/record-key.ts`): outside every workdir and hidden from a confined
- * step's view (docs/security.md#records-a-step-cannot-forge), so a step that can write the store
- * cannot sign what it writes there. Made on first use when storing.
- */
-function entryKey(create = false): ReturnType<typeof recordKey> {
-  return recordKey({ create });
-}
-
 /** HMAC-SHA256 of an entry under `key`, in a domain of its own (a record's MAC is never an entry's). */
 function macOf(key: Buffer, entry: CacheEntry): Buffer {
   return createHmac('sha256', key).update(`${MAC_DOMAIN}\n${JSON.stringify(entry)}`, 'utf8').digest();
