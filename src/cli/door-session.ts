@@ -10,7 +10,6 @@ import { join, resolve } from 'node:path';
 import { findManifest, loadManifest, MANIFEST_FILE, type ManifestWarning } from '../manifest.js';
 import { ERROR_CODES, isRuntimeError, messageOf } from '../errors.js';
 import { newSessionId } from '../ids.js';
-import type { RemoteAttempts } from '../runtime/attempts/remote.js';
 import { isDirectory } from '../records/directories.js';
 import { RecordsDirInUseError, recordedSessionIn } from '../records/records-dir.js';
 import { createLogger } from '../session/logger.js';
@@ -18,10 +17,14 @@ import { Session } from '../session/session.js';
 import { SessionApi } from '../runtime/session-api.js';
 import { parseNetworkOption } from './network-option.js';
 import type { Command } from 'commander';
-import { collect, EXIT, exitCodeAfterLog, logFileRefusal, parsePositiveInteger, usageError, type ExitCode, type GlobalOptions } from './program.js';
+import { openScaleOut, scaleOutWithoutRedis, withScaleOutOptions, type ScaleOutOptions } from './scale-out-options.js';
+import { collect, EXIT, exitCodeAfterLog, logFileRefusal, usageError, type ExitCode, type GlobalOptions } from './program.js';
 
-/** Options of a door (`capsule serve`, `capsule mcp`), as commander parses them. */
-export interface DoorOptions extends GlobalOptions {
+/**
+ * Options of a door (`capsule serve`, `capsule mcp`), as commander parses them; with `redis`, the
+ * session's plans run their shell steps and command tools on `capsule worker`s (docs/scale-out.md#sessions-of-serve-and-mcp).
+ */
+export interface DoorOptions extends GlobalOptions, ScaleOutOptions {
   readonly manifest?: string;
   readonly workdir?: string;
   readonly records?: string;
@@ -32,19 +35,11 @@ export interface DoorOptions extends GlobalOptions {
   readonly reap?: boolean;
   /** Keep the steps' scratch directory (HOME, TMPDIR) when the session ends (docs/records.md#scratch). */
   readonly keepScratch?: boolean;
-  /** The session's plans run their shell steps and command tools on `capsule worker`s through the Redis at this URL (docs/scale-out.md). */
-  readonly redis?: string;
-  /** The scale-out shared key's file (else `$CAPSULE_SCALE_OUT_KEY`). */
-  readonly keyFile?: string;
-  /** Seconds a worker's lock on a step lasts unless renewed: a lost worker's step is re-dispatched after it. */
-  readonly lockDuration?: number;
-  /** Seconds Redis may be out of reach mid-run before the steps waiting on it fail. */
-  readonly redisTimeout?: number;
 }
 
 /** Declares a door's options on its command (one list for both doors). */
 export function withDoorOptions(command: Command): Command {
-  return command
+  command
     .option('--manifest <file>', 'capsule manifest (default: <workdir>/capsule.json when present)')
     .option('--workdir <dir>', 'directory commands run in (default: the current directory)')
     .option('--records <dir>', 'records directory (default: <workdir>/.capsule/records/<session_id>/)')
@@ -53,11 +48,8 @@ export function withDoorOptions(command: Command): Command {
     .option('--network <mode>', "the network of the session's commands and steps: host (the host's, the default) or session (a namespace of the session's own, loopback only; root): docs/containment.md#network")
     .option('--resume <records_dir>', 'account for what a prior session (killed outright) left behind, before taking requests (docs/resume.md)')
     .option('--reap', 'with --resume: stop the process trees the prior session left running (SIGTERM, SIGKILL after 2 s)')
-    .option('--keep-scratch', "keep the steps' scratch directory (their HOME and TMPDIR) when the session ends")
-    .option('--redis <url>', "run the shell steps and command tools of the session's plans on capsule workers through this Redis (redis://[user:password@]host:port or rediss:// for TLS); shell.run and background commands stay here: docs/scale-out.md")
-    .option('--key-file <file>', 'with --redis: the key jobs are signed with, shared with the workers (default: $CAPSULE_SCALE_OUT_KEY)')
-    .option('--lock-duration <secs>', "with --redis: seconds a worker's lock on a step lasts unless renewed; a lost worker's step runs elsewhere after it (default 30)", parsePositiveInteger)
-    .option('--redis-timeout <secs>', 'with --redis: seconds Redis may be out of reach before the steps waiting on it fail (default 30)', parsePositiveInteger);
+    .option('--keep-scratch', "keep the steps' scratch directory (their HOME and TMPDIR) when the session ends");
+  return withScaleOutOptions(command, "run the shell steps and command tools of the session's plans on capsule workers through this Redis (redis://[user:password@]host:port or rediss:// for TLS); shell.run and background commands stay here: docs/scale-out.md");
 }
 
 /** A door's session, opened. */
@@ -87,10 +79,8 @@ export async function openDoorSession(options: DoorOptions, door: 'serve' | 'mcp
   if (network instanceof Error) return usageError(network.message);
   if (!isDirectory(workdir)) return usageError(`--workdir ${workdir} is not a directory`);
   if (options.reap === true && options.resume === undefined) return usageError('--reap needs --resume DIR: it stops what the resumed session left running');
-  if (options.redis === undefined && (options.keyFile !== undefined || options.lockDuration !== undefined || options.redisTimeout !== undefined)) {
-    const flag = options.keyFile !== undefined ? '--key-file' : options.lockDuration !== undefined ? '--lock-duration' : '--redis-timeout';
-    return usageError(`${flag} is for plans run on workers: it needs --redis URL`);
-  }
+  const withoutRedis = scaleOutWithoutRedis(options, 'plans run on workers');
+  if (withoutRedis !== null) return usageError(withoutRedis);
   const resumeDir = options.resume !== undefined ? resolve(options.resume) : undefined;
   if (resumeDir !== undefined && options.records !== undefined && resolve(options.records) === resumeDir) {
     return usageError(`--records ${resumeDir} and --resume ${resumeDir} name the same directory: the resuming session writes its own records elsewhere`);
@@ -124,25 +114,13 @@ export async function openDoorSession(options: DoorOptions, door: 'serve' | 'mcp
   for (const warning of manifestWarnings) logger.warn({ warning: warning.message, kind: warning.kind }, 'warning');
   const allow = options.allow ?? [];
 
-  // Scale-out (docs/scale-out.md): one coordinator for the whole session, open before the session
-  // (its queue is named after the session's id), as `capsule run --redis` opens it; loaded with --redis alone.
+  // Scale-out (docs/scale-out.md): one coordinator for the whole session, as `capsule run --redis` opens it.
   const sessionId = newSessionId();
-  let coordinator: (RemoteAttempts & { close(): Promise<void> }) | null = null;
-  if (options.redis !== undefined) {
-    try {
-      const { Coordinator } = await import('../scale-out/coordinator.js');
-      const { sharedKey } = await import('../scale-out/job.js');
-      coordinator = await Coordinator.open({
-        redis: options.redis,
-        sessionId,
-        key: sharedKey(options.keyFile),
-        ...(options.lockDuration !== undefined ? { lockDurationMs: options.lockDuration * 1000 } : {}),
-        ...(options.redisTimeout !== undefined ? { unreachableMs: options.redisTimeout * 1000 } : {}),
-        onNotice: (line: string) => logger.warn({ warning: line, kind: 'scale-out' }, 'warning'),
-      });
-    } catch (error) {
-      return exitCodeAfterLog(log, usageError(messageOf(error)));
-    }
+  let coordinator: Awaited<ReturnType<typeof openScaleOut>> = null;
+  try {
+    coordinator = await openScaleOut(options, sessionId, (line) => logger.warn({ warning: line, kind: 'scale-out' }, 'warning'));
+  } catch (error) {
+    return exitCodeAfterLog(log, usageError(messageOf(error)));
   }
   const closeScaleOut = async (): Promise<void> => {
     await coordinator?.close();

@@ -12,7 +12,6 @@ import type { Command } from 'commander';
 import { DEFAULT_CANCEL_GRACE_SECS, findManifest, loadManifest, MANIFEST_FILE } from '../manifest.js';
 import { ERROR_CODES, isRuntimeError, messageOf, RunInternalError } from '../errors.js';
 import { newSessionId } from '../ids.js';
-import type { RemoteAttempts } from '../runtime/attempts/remote.js';
 import { startPlan, type PlanReport } from '../runtime/run-plan.js';
 import { explainUnreadPlan, validatePlan } from './validate.js';
 import { releaseEarlySignals } from './early-signals.js';
@@ -24,6 +23,7 @@ import { expandLatest } from '../records/latest.js';
 import { collect, EXIT, exitCodeAfterLog, logFileRefusal, parseNonNegativeNumber, parsePositiveInteger, usageError, type ExitCode, type GlobalOptions } from './program.js';
 import { loadLiveView, printable, Progress, progressModeFor, useColor } from './progress.js';
 import { WarningSink } from './warning-sink.js';
+import { openScaleOut, scaleOutWithoutRedis, withScaleOutOptions, type ScaleOutOptions } from './scale-out-options.js';
 import { parseNetworkOption } from './network-option.js';
 import type { ContainmentInfo } from '../process/containment.js';
 import { describeConfinement } from '../process/spawn/confinement.js';
@@ -33,20 +33,12 @@ import { cliProgram } from '../process/programs.js';
 import type { ResumeOutcome } from '../reconcile/resume.js';
 
 /** Options of `capsule run`, as commander parses them (the global `--log-level` and `--log-file` included). */
-export interface RunCommandOptions extends GlobalOptions {
+export interface RunCommandOptions extends GlobalOptions, ScaleOutOptions {
   readonly manifest?: string;
   readonly workdir?: string;
   readonly records?: string;
   readonly capsules?: string;
   readonly allow?: readonly string[];
-  /** Run shell steps and command tools on `capsule worker`s through the Redis at this URL (docs/scale-out.md). */
-  readonly redis?: string;
-  /** The scale-out shared key's file (else `$CAPSULE_SCALE_OUT_KEY`). */
-  readonly keyFile?: string;
-  /** Seconds a worker's lock on a step lasts unless renewed: a lost worker's step is re-dispatched after it. */
-  readonly lockDuration?: number;
-  /** Seconds Redis may be out of reach mid-run before the steps waiting on it fail. */
-  readonly redisTimeout?: number;
   readonly maxParallel?: number;
   /** `waves` or `eager` (docs/plan-format.md#schedule); overrides the plan's `schedule`. */
   readonly schedule?: string;
@@ -95,7 +87,7 @@ const SCHEDULE_MODES: readonly ScheduleMode[] = ['waves', 'eager'];
 
 /** Registers `capsule run` on the program. */
 export function registerRun(program: Command): void {
-  program
+  const run = program
     .command('run')
     .description('Run a plan file; progress on stderr, the JSON report with --json on stdout.')
     .argument('<plan>', 'plan file (JSON), relative to the current directory')
@@ -103,11 +95,8 @@ export function registerRun(program: Command): void {
     .option('--workdir <dir>', 'directory shell steps and command tools run in (default: the current directory)')
     .option('--records <dir>', 'records directory (default: <workdir>/.capsule/records/<session_id>/)')
     .option('--capsules <dir>', 'capsule registry for capsule steps (default: <workdir>/capsules/)')
-    .option('--allow <bin>', 'also allow this binary in shell steps (repeatable)', collect)
-    .option('--redis <url>', "run shell steps and command tools on capsule workers through this Redis (redis://[user:password@]host:port or rediss:// for TLS): docs/scale-out.md")
-    .option('--key-file <file>', 'with --redis: the key jobs are signed with, shared with the workers (default: $CAPSULE_SCALE_OUT_KEY)')
-    .option('--lock-duration <secs>', 'with --redis: seconds a worker\'s lock on a step lasts unless renewed; a lost worker\'s step runs elsewhere after it (default 30)', parsePositiveInteger)
-    .option('--redis-timeout <secs>', 'with --redis: seconds Redis may be out of reach mid-run before the steps waiting on it fail (default 30)', parsePositiveInteger)
+    .option('--allow <bin>', 'also allow this binary in shell steps (repeatable)', collect);
+  withScaleOutOptions(run, 'run shell steps and command tools on capsule workers through this Redis (redis://[user:password@]host:port or rediss:// for TLS): docs/scale-out.md')
     .option('--max-parallel <n>', 'run at most N steps of a wave at once', parsePositiveInteger)
     .option('--schedule <mode>', "how steps start: waves (a wave of ready steps settles together, then the next; the default) or eager (each step as soon as its own dependencies settled); overrides the plan's schedule")
     .option('--json', 'print exactly the JSON report on stdout')
@@ -223,38 +212,24 @@ export async function runCommand(planPath: string, given: RunCommandOptions): Pr
   let startedAt = new Date();
   // Only a resume reads the prior session's records (src/reconcile/): loaded for --resume alone (startup).
   const describeResume = options.resume !== undefined ? (await import('../reconcile/resume.js')).describeResume : null;
-  // Scale-out (docs/scale-out.md): the coordinator is open before the session, its queue named after the session's id; loaded with --redis alone.
   const sessionId = newSessionId();
-  let coordinator: { close(): Promise<void> } | null = null;
-  let remote: RemoteAttempts | undefined;
-  if (options.redis !== undefined) {
-    try {
-      const { Coordinator } = await import('../scale-out/coordinator.js');
-      const { sharedKey } = await import('../scale-out/job.js');
-      const opened = await Coordinator.open({
-        redis: options.redis,
-        sessionId,
-        key: sharedKey(options.keyFile),
-        ...(options.lockDuration !== undefined ? { lockDurationMs: options.lockDuration * 1000 } : {}),
-        ...(options.redisTimeout !== undefined ? { unreachableMs: options.redisTimeout * 1000 } : {}),
-        onNotice: (line: string) => warnings.warn({ kind: 'scale-out', message: line }),
-      });
-      coordinator = opened;
-      remote = opened;
-    } catch (error) {
-      progress.dispose();
-      return exitCodeAfterLog(log, usageError(messageOf(error)));
-    }
-  } else if (options.keyFile !== undefined || options.lockDuration !== undefined || options.redisTimeout !== undefined) {
+  let remote: Awaited<ReturnType<typeof openScaleOut>> = null;
+  try {
+    remote = await openScaleOut(options, sessionId, (line) => warnings.warn({ kind: 'scale-out', message: line }));
+  } catch (error) {
     progress.dispose();
-    const flag = options.keyFile !== undefined ? '--key-file' : options.lockDuration !== undefined ? '--lock-duration' : '--redis-timeout';
-    return exitCodeAfterLog(log, usageError(`${flag} is for a run on workers: it needs --redis URL`));
+    return exitCodeAfterLog(log, usageError(messageOf(error)));
+  }
+  const withoutRedis = scaleOutWithoutRedis(options, 'a run on workers');
+  if (withoutRedis !== null) {
+    progress.dispose();
+    return exitCodeAfterLog(log, usageError(withoutRedis));
   }
   const run = startPlan({
     sessionId,
-    ...(remote !== undefined ? { remote } : {}),
+    ...(remote !== null ? { remote } : {}),
     // The scale-out key is out of the steps' view, as the records key is.
-    ...(remote !== undefined && options.keyFile !== undefined ? { hiddenFiles: [resolve(options.keyFile)] } : {}),
+    ...(remote !== null && options.keyFile !== undefined ? { hiddenFiles: [resolve(options.keyFile)] } : {}),
     plan: planPath,
     workdir,
     ...(options.manifest !== undefined ? { manifest: options.manifest } : {}),
@@ -328,7 +303,7 @@ export async function runCommand(planPath: string, given: RunCommandOptions): Pr
   } finally {
     stopHandlingSignals();
     stopOnUncaughtError();
-    await coordinator?.close();
+    await remote?.close();
     log.flush();
   }
 

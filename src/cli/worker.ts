@@ -14,6 +14,7 @@ import { Session } from '../session/session.js';
 import { releaseEarlySignals } from './early-signals.js';
 import { collect, EXIT, parsePositiveInteger, usageError, type ExitCode } from './program.js';
 import { isDirectory } from '../records/directories.js';
+import { withScaleOutOptions } from './scale-out-options.js';
 
 interface WorkerCommandOptions {
   readonly redis?: string;
@@ -27,16 +28,15 @@ interface WorkerCommandOptions {
 }
 
 export function registerWorker(program: Command): void {
-  program
+  const worker = program
     .command('worker')
-    .description("run the steps of capsule run --redis coordinators on this machine (docs/scale-out.md): each in a session of this worker's, under its own manifest and allow list")
-    .option('--redis <url>', 'the Redis the coordinators use: redis://[user:password@]host:port[/db], or rediss://… for TLS (default: $CAPSULE_REDIS_URL, which keeps a password off the command line)')
+    .description("run the steps of capsule run --redis coordinators on this machine (docs/scale-out.md): each in a session of this worker's, under its own manifest and allow list");
+  withScaleOutOptions(worker, 'the Redis the coordinators use: redis://[user:password@]host:port[/db], or rediss://… for TLS (default: $CAPSULE_REDIS_URL, which keeps a password off the command line)', 'worker')
     .option('--concurrency <n>', 'steps run at once (per coordinator session; default 1)', parsePositiveInteger)
     .option('--workdir <dir>', 'directory the steps run in (default: the current directory)')
     .option('--manifest <file>', "this worker's manifest: what its steps may run (default: <workdir>/capsule.json when present)")
     .option('--allow <bin>', 'also allow this binary in shell steps (repeatable)', collect)
     .option('--name <name>', 'the name on every process_start of its steps (default: <host>:<pid>)')
-    .option('--key-file <file>', 'the key jobs are signed with, shared with the coordinators (default: $CAPSULE_SCALE_OUT_KEY)')
     .option('--records <dir>', "this worker's records directory (default: <workdir>/.capsule/records/<session_id>/)")
     .action(async (options: WorkerCommandOptions, command: Command) => {
       command.setOptionValue('exitCode', await workerCommand(options));
