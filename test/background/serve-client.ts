@@ -260,12 +260,13 @@ export async function endServes(): Promise<void> {
       await waitFor(() => processesInCgroup(cgroup).length === 0, 5000, `cgroup ${cgroup} to be empty`).catch(() => undefined);
       removeCgroupTree(cgroup);
     }
-    const pgids = client
-      .trace()
-      .filter((r) => r['event_type'] === 'process_start')
-      .map((r) => Number(r['pgid']))
-      .filter((pgid) => Number.isSafeInteger(pgid));
-    killGroups(pgids);
+    killGroups(
+      client
+        .trace()
+        .filter((r) => r['event_type'] === 'process_start' && r['pgid'] === r['pid'])
+        .map((r) => ({ pgid: Number(r['pgid']), startTime: typeof r['pid_start_time'] === 'number' ? r['pid_start_time'] : null }))
+        .filter((group) => Number.isSafeInteger(group.pgid)),
+    );
     for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
   }
 }
