@@ -243,7 +243,10 @@ export async function endServes(): Promise<void> {
     const { child } = client;
     if (child.exitCode === null && child.signalCode === null) {
       child.kill('SIGTERM');
-      const ended = await Promise.race([client.exited.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), 10_000))]);
+      let timer: NodeJS.Timeout | undefined;
+      const ended = await Promise.race([client.exited.then(() => true), new Promise<boolean>((r) => (timer = setTimeout(() => r(false), 10_000)))]);
+      // Cleared once it exited: a pending 10 s timer would keep the worker up past the run.
+      clearTimeout(timer);
       if (!ended) {
         child.kill('SIGKILL');
         await client.exited;

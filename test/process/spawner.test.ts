@@ -474,7 +474,9 @@ describe("the session's spawner, its memory", () => {
     const gone = new Promise((resolve) => orphan.once('exit', resolve));
     try {
       await containment.close(200);
-      await Promise.race([gone, new Promise((resolve) => setTimeout(resolve, 5000))]);
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([gone, new Promise((resolve) => (timer = setTimeout(resolve, 5000)))]);
+      clearTimeout(timer);
       expect(alive(orphan.pid ?? -1)).toBe(false);
       expect(existsSync(session)).toBe(false);
     } finally {
