@@ -145,11 +145,15 @@ async function followRecords(target: string, options: InspectCommandOptions, out
       output.stderr.write(`error: no event log at ${printable(file)}${printable(why)}\n`);
       return EXIT.USAGE;
     }
+    readAll(false);
+    let gone = tree.ended ? null : reader.runtimeGone();
+    // Then the rest as it stands (a torn last line included): a runtime writes session_end before
+    // it exits, so one that ended between the read above and its liveness check has it now.
     readAll(true);
+    if (tree.ended || reader.sessionEnded) gone = null;
     const lines = reader.sessionEnded && tree.isEmpty
       ? ['(no actor: the run ended before its plan started, e.g. refused; see report.json)']
       : tree.render(PRINTED_LINES, reader.runtimeRunning() ? Date.now() : undefined);
-    const gone = tree.ended ? null : reader.runtimeGone();
     if (gone !== null) lines.push(killedLine(gone));
     output.stdout.write(lines.join('\n') + '\n');
     return EXIT.OK;

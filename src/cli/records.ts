@@ -82,7 +82,13 @@ function listed(root: string): Listed[] {
   } catch {
     // no latest link
   }
-  return sessionSummaries(root).map((session) => ({ ...session, liveness: sessionLiveness(session.dir), latest: session.name === latest }));
+  const read = sessionSummaries(root);
+  const liveness = new Map(read.map((session) => [session.name, sessionLiveness(session.dir)]));
+  // A session that ended after its summary was read (its session_end, written before its runtime
+  // exits, is there now) is read again, so that it lists how it ended, not `ended (?)`.
+  const stale = read.some((session) => liveness.get(session.name) === 'ended' && session.exitStatus === null);
+  const sessions = stale ? sessionSummaries(root).filter((session) => liveness.has(session.name)) : read;
+  return sessions.map((session) => ({ ...session, liveness: liveness.get(session.name) as SessionLiveness, latest: session.name === latest }));
 }
 
 /** How a session ended, in a word: running, killed, completed, failed, canceled, refused, or `ended (<exit status>)`. */

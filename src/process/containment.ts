@@ -837,13 +837,14 @@ export class Containment {
       return new Contained(this, owner, null, executable, argv, leader, null);
     }
     const pid = leader.pid;
+    const leaderStartTime = startTime ?? processStartTime(pid) ?? -1;
     const unit: Unit =
       cgroupDir !== null
         ? new CgroupUnit(cgroupDir, pid, this.info.cgroupKill, this.#signaller as CgroupSignaller)
-        : new GroupUnit(this.#groups, pid, ownerText(owner));
+        : new GroupUnit(this.#groups, pid, ownerText(owner), leaderStartTime);
     const identity: ProcessIdentity = {
       pid,
-      startTime: startTime ?? processStartTime(pid) ?? -1,
+      startTime: leaderStartTime,
       pgid: pid,
       cgroup: cgroupDir,
       pidNamespace,

@@ -21,10 +21,11 @@ export class GroupUnit implements Unit {
   readonly #groups: ProcessGroupRegistry;
   #gone: Promise<void> | null = null;
 
-  constructor(groups: ProcessGroupRegistry, pgid: number, ownerTag: string) {
+  /** @param leaderStartTime the leader's start time (clock ticks; -1 unknown): the group's number is signalled only while no other process has it. */
+  constructor(groups: ProcessGroupRegistry, pgid: number, ownerTag: string, leaderStartTime = -1) {
     this.#groups = groups;
     this.pgid = pgid;
-    groups.register(pgid, ownerTag, { init: () => this.init });
+    groups.register(pgid, ownerTag, { init: () => this.init, leader: { pid: pgid, startTime: leaderStartTime } });
   }
 
   isEmpty(): boolean {
@@ -64,7 +65,7 @@ export class GroupUnit implements Unit {
   }
 
   signal(signal: EndSignal): boolean {
-    if (!this.#groups.isRegistered(this.pgid)) return false;
+    if (!this.#groups.isRegistered(this.pgid) || this.#groups.numberReused(this.pgid)) return false;
     const init = signal === 'SIGTERM' ? this.init : null;
     if (init !== null && isSameLiveProcess(init)) return signalProcess(init.pid, 'SIGTERM');
     return signalProcessGroup(this.pgid, signal);

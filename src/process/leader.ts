@@ -17,6 +17,7 @@ import { constants as osConstants } from 'node:os';
 import type { Readable, Writable } from 'node:stream';
 import type { execa as Execa } from 'execa';
 import type { GroupEndResult, ProcessGroupRegistry } from './process-groups.js';
+import { processStartTime } from './proc.js';
 import { parseControl, type ControlReport } from './spawn/helper.js';
 import { messageOf } from '../errors.js';
 
@@ -557,7 +558,8 @@ export function startProcess(options: StartProcessOptions): ProcessHandle {
   const { groups, owner, ...launch } = options;
   const leader = launchLeader({ ...launch, label: owner });
   const pid = leader.pid;
-  if (pid !== null) groups.register(pid, owner);
+  // Its start time while it is our unreaped child: once its group has emptied, a reused number is not signalled.
+  if (pid !== null) groups.register(pid, owner, { leader: { pid, startTime: processStartTime(pid) ?? -1 } });
   const done = leader.done;
   return {
     pid,

@@ -12,7 +12,7 @@
  *
  * Linux only (`/proc` must be mounted).
  */
-import { forEachLiveProcess, isSameLiveProcess, parseProcStat, readProcStat, type ProcessRef } from './proc.js';
+import { forEachLiveProcess, groupNumberReused, isSameLiveProcess, parseProcStat, readProcStat, type ProcessRef } from './proc.js';
 import { assertSignallableGroup, signalProcess, signalProcessGroup, type EndSignal } from './signals.js';
 
 export { parseProcStat, assertSignallableGroup };
@@ -143,6 +143,13 @@ export interface GroupOptions {
    * namespace exactly once (signalling the group as well would deliver it twice).
    */
   readonly init?: () => ProcessRef | null;
+  /**
+   * The group's leader (its pid is the group's number) and its start time, when known. Once the
+   * leader has been reaped and the group has emptied, the number may name another process's
+   * group: while a process of another start time has that pid, the group is not signalled (it is
+   * gone, and what has the number now is not ours).
+   */
+  readonly leader?: ProcessRef;
 }
 
 /**
@@ -245,6 +252,15 @@ export class ProcessGroupRegistry {
     return ending;
   }
 
+  /**
+   * Whether group `pgid`'s number now names another process than its leader (same pid, another
+   * start time): its own group emptied, and a group of that number is someone else's.
+   */
+  numberReused(pgid: number): boolean {
+    const leader = this.#options.get(pgid)?.leader;
+    return leader !== undefined && leader.startTime >= 0 && groupNumberReused(pgid, leader.startTime);
+  }
+
   /** SIGTERM as {@link endGroup} sends it. @returns false when nobody could be signalled. */
   #terminate(pgid: number): boolean {
     const init = this.#options.get(pgid)?.init?.() ?? null;
@@ -255,6 +271,10 @@ export class ProcessGroupRegistry {
   #end(pgid: number, graceMs: number): Promise<GroupEndResult> {
     // Synchronous up to the first await: the group is signalled within this call, without a
     // /proc walk first (ending many groups at once must not cost one walk each before the last SIGTERM).
+    if (this.numberReused(pgid)) {
+      this.forget(pgid);
+      return Promise.resolve({ signal: null, survivors: [] });
+    }
     if (!this.#terminate(pgid)) {
       // Nobody to signal (ESRCH) or not ours (EPERM): gone, unless /proc still shows members.
       const survivors = groupMembers(pgid);
@@ -265,6 +285,8 @@ export class ProcessGroupRegistry {
       let left = await this.#waiter.wait(pgid, graceMs);
       let signal: EndSignal = 'SIGTERM';
       let killed: number[] | undefined;
+      // Emptied during the grace and its number taken since: gone, and the new group is not ours.
+      if (left.length > 0 && this.numberReused(pgid)) left = [];
       if (left.length > 0) {
         if (signalProcessGroup(pgid, 'SIGKILL')) {
           signal = 'SIGKILL';

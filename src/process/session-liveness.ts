@@ -28,7 +28,10 @@ export function sessionLiveness(recordsDir: string, nowMs: number = Date.now()):
     }
   }
   if (start.pid === process.pid) return 'running';
-  return sessionRuntimeMayRun(start.pid, start.startTime) ? 'running' : 'gone';
+  if (sessionRuntimeMayRun(start.pid, start.startTime)) return 'running';
+  // A runtime writes session_end before it exits: one that ended between the first look and the
+  // liveness check has it now, and was not killed.
+  return endedTrace(recordsDir, { startFields: false }) ? 'ended' : 'gone';
 }
 
 /** The `pid` and `pid_start_time` of a trace's first line (`session_start`), or null. */

@@ -38,7 +38,7 @@ import type { TraceWriter } from '../records/trace-writer.js';
 import { RecordProver, type Proof } from '../records/record-proof.js';
 import type { ResumeLostEntry, ResumeProcessEntry, TraceNode } from '../records/trace-records.js';
 import { appendMarkers, MARKER_FS, processLostMarker, type MarkerFs } from './markers.js';
-import { readPriorTrace, reconcileScan, TRACE_FILE, type ReconcileOptions } from './reconcile.js';
+import { readPriorTrace, reconcileScan, scanFile, TRACE_FILE, type ReconcileOptions } from './reconcile.js';
 import { detachedProcess, identityKey, type LineDamage, type ScanOptions, type TraceScan } from './scan.js';
 
 /** What {@link resumeSession} needs of the resuming session (structural: `src/reconcile` sits below `src/session`). */
@@ -231,6 +231,11 @@ export async function resumeSession(session: ResumingSession, priorDir: string, 
   const lock = takeLock(dir, session.id);
   if (lock.held !== null) return finish(skip(`${dir} is being resumed right now by ${lock.held}; nothing is reconciled here`));
   try {
+    // Whether the prior runtime runs is asked before its trace is read, and again after (a session
+    // opening there meanwhile): a runtime writes session_end before it exits, so one found gone
+    // first has written everything it will; asked only after the read, one that ended during it
+    // would be taken for killed, and the work its sweep accounted for reported lost.
+    const runningBefore = priorRuntimeRunning(dir);
     const lines: string[] = [];
     const prior = readPriorTrace(
       dir,
@@ -256,7 +261,7 @@ export async function resumeSession(session: ResumingSession, priorDir: string, 
     const priorId = scan.session.session_id;
     const priorNode = scan.session.event_id;
     if (priorId === session.id) return finish(skip(`${prior.path} is this session's own trace (${priorId}); nothing is reconciled`));
-    const running = runtimeStillRunning(start);
+    const running = runningBefore ?? runtimeStillRunning(start);
     if (running !== null) return finish(skip(`session ${priorId} (records ${dir}) is still running (runtime pid ${running}): its work is its own; nothing is reconciled or reaped`));
 
     // Every tree the prior session recorded, one per identity: a demoted command's own record
@@ -486,6 +491,16 @@ function recordedTrees(scan: TraceScan, unproven: string | null): TreeRecord[] {
     });
   }
   return [...byIdentity.values()];
+}
+
+/** {@link runtimeStillRunning} of the `session_start` of `<dir>/trace.jsonl` (its first chunk only), or null when it has none or cannot be read (the whole read says why). */
+function priorRuntimeRunning(dir: string): number | null {
+  try {
+    const start = scanFile(join(dir, TRACE_FILE), { untilSession: true }).sessionRecord;
+    return start === null ? null : runtimeStillRunning(start);
+  } catch {
+    return null;
+  }
 }
 
 /** The prior runtime's pid when `session_start` names a process that is still it (or may be: no start time recorded), else null. */

@@ -31,6 +31,10 @@ export function readSessionModel(recordsDir: string, nowMs: number = Date.now(),
 
 /** What {@link sessionModel} is made of, read from `recordsDir` (its children's models made already). */
 export function readSessionRecords(recordsDir: string, nowMs: number = Date.now(), depth = 0): Parameters<typeof sessionModel>[0] {
+  // Asked before the records are read: a runtime writes session_end before it exits, so a session
+  // found ended or gone here has all of its records below (asked after, one that ended meanwhile
+  // would have been read without its end).
+  const liveness = sessionLiveness(recordsDir, nowMs);
   const trace = readTrace(recordsDir);
   const events: EventLogRecord[] = [];
   const problems = trace.problems.map((problem) => problem.message);
@@ -80,7 +84,7 @@ export function readSessionRecords(recordsDir: string, nowMs: number = Date.now(
     events,
     report: readReport(recordsDir),
     stepLogs: withTails,
-    liveness: sessionLiveness(recordsDir, nowMs),
+    liveness,
     problems,
     children,
     nowMs,

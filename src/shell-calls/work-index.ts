@@ -381,7 +381,17 @@ export class WorkIndex {
       };
       const subscription = entry.actor.subscribe({ next: () => reached() && settle('reached'), complete: () => reached() && settle('reached') });
       cleanups.push(() => subscription.unsubscribe());
-      const timer = timers.setTimeout(() => settle('timeout'), boundMs);
+      // The bound is kept on the monotonic clock the answer's `waited_secs` is measured on: a
+      // timer can fire a little early by it (Node counts from the event loop's cached time, which
+      // lags on a loaded machine), and then waits the rest.
+      const due = this.#clock.monotonicMs() + boundMs;
+      let timer: unknown;
+      const check = (): void => {
+        const left = due - this.#clock.monotonicMs();
+        if (left > 0) timer = timers.setTimeout(check, Math.ceil(left));
+        else settle('timeout');
+      };
+      timer = timers.setTimeout(check, boundMs);
       cleanups.push(() => timers.clearTimeout(timer));
       if (cancel !== null) cleanups.push(cancel.subscribe(() => settle('canceled')));
     });

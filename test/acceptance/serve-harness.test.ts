@@ -234,8 +234,12 @@ class ServeHarness {
 }
 
 const started: ServeHarness[] = [];
-/** Process groups the answers named, killed after a test only if a failed test left them. */
-const namedGroups = new Set<number>();
+/**
+ * Process groups the answers named, with their leaders' start times (clock ticks), killed after a
+ * test only if a failed test left them — and only while still the group named: once a group has
+ * emptied, its number may be another process's (pids wrap around), and is not killed by.
+ */
+const namedGroups = new Map<number, number | null>();
 
 const delay = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -248,16 +252,16 @@ async function until(condition: () => boolean, what: string, timeoutMs = 20_000)
   }
 }
 
-/** Every live (non-zombie) process of this host: pid → {ppid, pgid}, from /proc. */
-function processTable(): Map<number, { ppid: number; pgid: number }> {
-  const table = new Map<number, { ppid: number; pgid: number }>();
+/** Every live (non-zombie) process of this host: pid → {ppid, pgid, startTime (clock ticks after boot)}, from /proc. */
+function processTable(): Map<number, { ppid: number; pgid: number; startTime: number }> {
+  const table = new Map<number, { ppid: number; pgid: number; startTime: number }>();
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     try {
       const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
       const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
       if (fields[0] === 'Z') continue;
-      table.set(Number(entry), { ppid: Number(fields[1]), pgid: Number(fields[2]) });
+      table.set(Number(entry), { ppid: Number(fields[1]), pgid: Number(fields[2]), startTime: Number(fields[19]) });
     } catch {
       // it ended while we read
     }
@@ -277,6 +281,14 @@ function treeOf(pid: number): number[] {
 
 function liveMembersOf(pgid: number): number[] {
   return [...processTable()].filter(([, { pgid: group }]) => group === pgid).map(([pid]) => pid);
+}
+
+/** The live members of group `pgid` that its leader (started at `startTime`) made: none when a process of another start time has the number now. */
+function provenMembersOf(pgid: number, startTime: number): number[] {
+  const table = processTable();
+  const holder = table.get(pgid);
+  if (holder !== undefined && holder.startTime !== startTime) return [];
+  return [...table].filter(([, p]) => p.pgid === pgid && p.startTime >= startTime).map(([pid]) => pid);
 }
 
 function traceRecords(recordsDir: string): Record<string, unknown>[] {
@@ -306,7 +318,7 @@ async function listed(serve: ServeHarness, workId: string): Promise<ListedComman
   expect(listing.operation).toBe('list');
   const entry = listing.commands.find((c) => c.work_id === workId);
   if (entry === undefined) throw new Error(`${workId} is not in the listing ${JSON.stringify(listing)}`);
-  namedGroups.add(entry.pgid);
+  if (!namedGroups.has(entry.pgid)) namedGroups.set(entry.pgid, processTable().get(entry.pgid)?.startTime ?? null);
   return entry;
 }
 
@@ -320,8 +332,8 @@ afterEach(async () => {
     await rm(serve.workdir, { recursive: true, force: true });
   }));
   // A session that ended ran its teardown; only a failed test's SIGKILLed serve can leave these.
-  for (const pgid of namedGroups) {
-    if (liveMembersOf(pgid).length > 0) {
+  for (const [pgid, startTime] of namedGroups) {
+    if (startTime !== null && provenMembersOf(pgid, startTime).length > 0) {
       try {
         process.kill(-pgid, 'SIGKILL');
       } catch {

@@ -243,7 +243,10 @@ export async function endServes(): Promise<void> {
     const { child } = client;
     if (child.exitCode === null && child.signalCode === null) {
       child.kill('SIGTERM');
-      const ended = await Promise.race([client.exited.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), 10_000))]);
+      let timer: NodeJS.Timeout | undefined;
+      const ended = await Promise.race([client.exited.then(() => true), new Promise<boolean>((r) => (timer = setTimeout(() => r(false), 10_000)))]);
+      // Cleared once it exited: a pending 10 s timer would keep the worker up past the run.
+      clearTimeout(timer);
       if (!ended) {
         child.kill('SIGKILL');
         await client.exited;
@@ -260,12 +263,13 @@ export async function endServes(): Promise<void> {
       await waitFor(() => processesInCgroup(cgroup).length === 0, 5000, `cgroup ${cgroup} to be empty`).catch(() => undefined);
       removeCgroupTree(cgroup);
     }
-    const pgids = client
-      .trace()
-      .filter((r) => r['event_type'] === 'process_start')
-      .map((r) => Number(r['pgid']))
-      .filter((pgid) => Number.isSafeInteger(pgid));
-    killGroups(pgids);
+    killGroups(
+      client
+        .trace()
+        .filter((r) => r['event_type'] === 'process_start' && r['pgid'] === r['pid'])
+        .map((r) => ({ pgid: Number(r['pgid']), startTime: typeof r['pid_start_time'] === 'number' ? r['pid_start_time'] : null }))
+        .filter((group) => Number.isSafeInteger(group.pgid)),
+    );
     for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
   }
 }

@@ -7,7 +7,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { groupMembers, isProcessAlive, killGroups } from '../cli/helpers.js';
+import { groupLedBy, groupMembers, isProcessAlive, killGroups } from '../cli/helpers.js';
 import { waitFor } from '../support/wait.js';
 import { cgroupUnavailable } from '../support/backends.js';
 import { endServes, exitOf, startServe } from './serve-client.js';
@@ -40,6 +40,8 @@ describe.each([
     const command = listed.commands.find((c) => c.work_id === demoted.work_id);
     expect(command).toBeDefined();
     const pgid = command?.pgid ?? 0;
+    // Its leader's start time, read while it runs: the cleanup kills the group only while it is still this one.
+    const group = groupLedBy(pgid);
     try {
       // Killed outright: no sweep, no session_end, no terminal record for the command.
       dead.child.kill('SIGKILL');
@@ -70,7 +72,7 @@ describe.each([
       expect(again.notifications('completion')).toEqual([]);
       expect(traceOf(dead.R).filter((r) => r['event_type'] === 'shell_lost')).toHaveLength(1);
     } finally {
-      killGroups([pgid]);
+      killGroups([group]);
     }
   });
 });

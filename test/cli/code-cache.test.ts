@@ -96,7 +96,8 @@ describe("capsule run's code cache", () => {
         throw new Error(`with a cache file ${what}: ${String(error)}`);
       }
     }
-  });
+    // 15 runs one after another: on a loaded machine (CI) they take longer than jest's 30 s.
+  }, 120_000);
 
   it('is silent when its directory cannot be made or written: the run goes on without a cache', async () => {
     const { dir, plan } = setUp('cc-unwritable');

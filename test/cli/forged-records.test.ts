@@ -11,7 +11,7 @@
 import { spawn } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { processStartTime } from '../../src/process/proc.js';
+import { isSameLiveProcess, processStartTime } from '../../src/process/proc.js';
 import { eachBackend } from '../support/backends.js';
 import { killTaggedLeftovers, processesWithArg, uniqueSleepArg } from '../support/plan-harness.js';
 import { signRecords } from '../support/signed-trace.js';
@@ -87,11 +87,8 @@ eachBackend((backend) => {
   afterAll(async () => {
     victim.run.child.kill('SIGTERM');
     await victim.run.done;
-    try {
-      process.kill(host.pid, 'SIGKILL');
-    } catch {
-      // gone
-    }
+    // By pid only while it is still that process (an ended one's pid may be another's by then).
+    if (isSameLiveProcess(host)) process.kill(host.pid, 'SIGKILL');
   });
 
   /** Nothing was signalled: the live session's step and its run, and the host process, all run on. */

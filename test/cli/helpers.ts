@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { groupMembers } from '../../src/process/process-groups.js';
+import { processStartTime, provenGroupMembers } from '../../src/process/proc.js';
 import { CLI_PROGRAM } from '../../src/process/programs.js';
 import { waitFor } from '../support/wait.js';
 
@@ -170,10 +171,28 @@ export function isProcessAlive(pid: number): boolean {
 /** Live (non-zombie) members of process group `pgid`, from /proc. */
 export { groupMembers };
 
-/** Kills what is left of the groups the tests' steps led (a failing test must not leak processes). */
-export function killGroups(pgids: Iterable<number>): void {
-  for (const pgid of pgids) {
-    if (pgid > 1 && groupMembers(pgid).length > 0) {
+/** A process group a test's step led: its number (its leader's pid) and its leader's start time (clock ticks after boot; null when unknown). */
+export interface LedGroup {
+  readonly pgid: number;
+  readonly startTime: number | null;
+}
+
+/** Group `pgid` as its leader runs now (its start time read from `/proc`; null once the leader is gone). Call it while the leader is known to run. */
+export function groupLedBy(pgid: number): LedGroup {
+  return { pgid, startTime: processStartTime(pgid) };
+}
+
+/**
+ * Kills what is left of the groups the tests' steps led (a failing test must not leak processes),
+ * each only while it is provably still the group its leader made (`provenGroupMembers`, the
+ * runtime's own rule: the number names no other process, and its members started no earlier than
+ * the leader). A bare group number proves nothing once its group has emptied: pids wrap around
+ * (32768 of them) within seconds while a wide wave runs, and a kill by the reused number takes
+ * another test's process (another run's step, the leftover a test is about to look for).
+ */
+export function killGroups(groups: Iterable<LedGroup>): void {
+  for (const { pgid, startTime } of groups) {
+    if (pgid > 1 && startTime !== null && provenGroupMembers(pgid, startTime).length > 0) {
       try {
         process.kill(-pgid, 'SIGKILL');
       } catch {

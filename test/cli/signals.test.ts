@@ -7,10 +7,12 @@ import { closeSync, existsSync, fstatSync, openSync, readdirSync, readFileSync, 
 import { constants as osConstants } from 'node:os';
 import { join } from 'node:path';
 import {
+  groupLedBy,
   groupMembers,
   isProcessAlive,
   killGroups,
   killStartedClis,
+  type LedGroup,
   manifestAllowing,
   parseReport,
   resultOf,
@@ -27,11 +29,10 @@ import { eachBackend } from '../support/backends.js';
 
 const temp = new TempDirs();
 /** Process groups led by the tests' steps: killed after each test if a failure left them. */
-const stepGroups = new Set<number>();
+const stepGroups: LedGroup[] = [];
 afterEach(() => {
   killStartedClis();
-  killGroups(stepGroups);
-  stepGroups.clear();
+  killGroups(stepGroups.splice(0));
 });
 afterAll(() => temp.removeAll());
 
@@ -72,7 +73,7 @@ async function waitUntilCatches(pid: number, signal: NodeJS.Signals): Promise<vo
 /** Waits until step `first` of `cli`'s run runs and returns its pid (= the pgid of its group); fails at once if the run ended first. */
 async function firstStepRunning(dir: string, cli: StartedCli): Promise<number> {
   const pgid = await waitForPid(join(dir, 'first.pid'), { cli });
-  stepGroups.add(pgid);
+  stepGroups.push(groupLedBy(pgid));
   return pgid;
 }
 

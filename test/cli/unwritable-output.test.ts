@@ -13,7 +13,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, existsSync, openSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
-import { CLI, manifestAllowing, TempDirs, writeJson } from './helpers.js';
+import { CLI, manifestAllowing, TempDirs, waitFor, writeJson } from './helpers.js';
 
 const temp = new TempDirs();
 const children = new Set<ChildProcess>();
@@ -36,12 +36,13 @@ const HANG_MS = 20_000;
 /**
  * Runs the built CLI in `cwd` with stdout (and stdin, when given) opened on `stdoutPath` /
  * `stdinPath`, stderr piped (its read end closed at once with `closeStderr`); `input` is written
- * to a piped stdin and closed.
+ * to a piped stdin and closed — with `then`, only once the answer to request `then.afterId` is in
+ * `stdoutPath`, `then.input` follows it.
  */
 function runWith(
   args: readonly string[],
   cwd: string,
-  io: { stdoutPath?: string; stderrPath?: string; stdinPath?: string; input?: string; closeStderr?: boolean },
+  io: { stdoutPath?: string; stderrPath?: string; stdinPath?: string; input?: string; then?: { afterId: number; input: string }; closeStderr?: boolean },
 ): Promise<Ended> {
   const stdout = openSync(io.stdoutPath ?? '/dev/null', 'w');
   const stderrFd = io.stderrPath !== undefined ? openSync(io.stderrPath, 'w') : 'pipe';
@@ -53,7 +54,16 @@ function runWith(
   closeSync(stdout);
   if (typeof stderrFd === 'number') closeSync(stderrFd);
   if (typeof stdin === 'number') closeSync(stdin);
-  if (child.stdin !== null) child.stdin.end(io.input ?? '');
+  if (child.stdin !== null && io.then === undefined) child.stdin.end(io.input ?? '');
+  else if (child.stdin !== null && io.then !== undefined) {
+    const then = io.then;
+    const answers = io.stdoutPath as string;
+    child.stdin.write(io.input ?? '');
+    // The next request waits for that answer: sent at once, it would race the command (a
+    // session.stop gives a running command only 100 ms to exit before demoting it, docs/serve.md).
+    void waitFor(() => answered(answers, then.afterId), HANG_MS, `the answer to request ${then.afterId}`)
+      .then(() => child.stdin?.end(then.input), () => child.stdin?.end());
+  }
   // A reader that went away before the CLI wrote a byte: every write to its stderr meets EPIPE.
   if (io.closeStderr === true) child.stderr?.destroy();
   let stderr = '';
@@ -69,6 +79,20 @@ function runWith(
       resolve({ code, stderr, hung });
     }),
   );
+}
+
+/** Whether the JSON-RPC answers written to `path` so far (whole lines) hold the one to request `id`. */
+function answered(path: string, id: number): boolean {
+  return readFileSync(path, 'utf8')
+    .split('\n')
+    .slice(0, -1)
+    .some((line) => {
+      try {
+        return (JSON.parse(line) as { id?: unknown }).id === id;
+      } catch {
+        return false;
+      }
+    });
 }
 
 /**
@@ -239,9 +263,8 @@ describe('a log that cannot be written (--log-level info on a full disk, ENOSPC)
     const answers = join(dir, 'answers.out');
     const result = await runWith(['serve', '--log-level', 'info', '--log-file', '/dev/full', '--records', records, '--allow', 'node'], dir, {
       stdoutPath: answers,
-      input:
-        '{"jsonrpc":"2.0","id":1,"method":"shell.run","params":{"command":"node -e 0"}}\n' +
-        '{"jsonrpc":"2.0","id":2,"method":"session.stop"}\n',
+      input: '{"jsonrpc":"2.0","id":1,"method":"shell.run","params":{"command":"node -e 0"}}\n',
+      then: { afterId: 1, input: '{"jsonrpc":"2.0","id":2,"method":"session.stop"}\n' },
     });
     expect(result.hung).toBe(false);
     expect(result.stderr).toBe(LOG_LINE('/dev/full'));

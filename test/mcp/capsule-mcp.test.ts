@@ -2,13 +2,21 @@
  * `capsule mcp` driven by the MCP SDK's own client over stdio (docs/mcp.md): real sessions, real
  * processes, waits on events (a logging notification, a log's bytes, a process's end).
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { isProcessAlive } from '../cli/helpers.js';
 import { processesInCgroup } from '../background/serve-client.js';
 import { waitFor } from '../support/wait.js';
 import { cgroupOf, demotedProcesses, endMcpClients, startMcp, textOf, type McpSession } from './mcp-client.js';
 
 afterAll(endMcpClients);
+
+/**
+ * A shell loop that ends once `path` exists: a command demoted at the first poll (`grace_secs: 0`)
+ * must still run then, and one that only echoes can exit first on a loaded machine (the exit wins:
+ * it answers finished, with no work id).
+ */
+const untilExists = (path: string): string => `until [ -e '${path}' ]; do sleep 0.05; done`;
 
 describe('an MCP client drives one session through capsule mcp', () => {
   let mcp: McpSession;
@@ -163,8 +171,11 @@ describe('an MCP client drives one session through capsule mcp', () => {
   });
 
   it('lists each background command\'s log as a resource and reads it', async () => {
-    const demoted = await mcp.tool('shell_run', { binary: 'bash', command: 'echo logged line', grace_secs: 0 });
+    const gate = join(mcp.W, 'log-gate');
+    const demoted = await mcp.tool('shell_run', { binary: 'bash', command: `echo logged line; ${untilExists(gate)}`, grace_secs: 0 });
     const workId = demoted.structuredContent['work_id'] as string;
+    expect(workId).toMatch(/^wrk_/);
+    writeFileSync(gate, '');
     await mcp.tool('background_command', { operation: 'wait', work_id: workId, wait_secs: 10 });
     const { resources } = await mcp.client.listResources();
     const uri = `capsule://work/${workId}/log`;
@@ -201,8 +212,12 @@ describe('an MCP cancellation of a call in flight', () => {
 describe('a completion nobody waited for', () => {
   it('arrives exactly once, in the next tool result, after its notification (only a signal)', async () => {
     const mcp = await startMcp();
-    const demoted = await mcp.tool('shell_run', { binary: 'bash', command: 'echo done', grace_secs: 0 });
+    const gate = join(mcp.W, 'done-gate');
+    const command = `${untilExists(gate)}; echo done`;
+    const demoted = await mcp.tool('shell_run', { binary: 'bash', command, grace_secs: 0 });
     const workId = demoted.structuredContent['work_id'] as string;
+    expect(workId).toMatch(/^wrk_/);
+    writeFileSync(gate, '');
     // The notification says it finished; it is no delivery.
     await waitFor(() => mcp.logged.some((data) => data['work_id'] === workId), 15_000, 'the completion notification');
     const announced = mcp.logged.find((data) => data['work_id'] === workId) as Record<string, unknown>;
@@ -211,7 +226,7 @@ describe('a completion nobody waited for', () => {
     const next = await mcp.tool('shell_run', { command: 'echo unrelated' });
     expect(next.structuredContent['stdout']).toBe('unrelated\n');
     const delivered = next.structuredContent['delivered'] as Record<string, unknown>[];
-    expect(delivered).toEqual([expect.objectContaining({ kind: 'completion', work_id: workId, exit_code: 0, status: 'ok', binary: expect.stringMatching(/bash$/), command: 'echo done' })]);
+    expect(delivered).toEqual([expect.objectContaining({ kind: 'completion', work_id: workId, exit_code: 0, status: 'ok', binary: expect.stringMatching(/bash$/), command })]);
     expect(textOf(next)).toContain(`[background command ${workId} finished]`);
     const later = await mcp.tool('shell_run', { command: 'echo again' });
     expect(later.structuredContent['delivered']).toBeUndefined();

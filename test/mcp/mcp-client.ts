@@ -11,7 +11,8 @@ import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { LoggingMessageNotificationSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { CLI, isProcessAlive, killGroups } from '../cli/helpers.js';
+import { CLI, killGroups, type LedGroup } from '../cli/helpers.js';
+import { isSameLiveProcess, processStartTime } from '../../src/process/proc.js';
 import { processesInCgroup } from '../background/serve-client.js';
 import { waitFor } from '../support/wait.js';
 
@@ -33,7 +34,7 @@ export interface McpSession {
   trace(): Record<string, unknown>[];
 }
 
-const started: { session: McpSession; dirs: string[] }[] = [];
+const started: { session: McpSession; startTime: number | null; dirs: string[] }[] = [];
 
 /** Starts `capsule mcp --workdir W --records R --allow …` and connects the SDK client to it. */
 export async function startMcp(options: { readonly allow?: readonly string[]; readonly args?: readonly string[] } = {}): Promise<McpSession> {
@@ -70,7 +71,8 @@ export async function startMcp(options: { readonly allow?: readonly string[]; re
             .map((line) => JSON.parse(line) as Record<string, unknown>)
         : [],
   };
-  started.push({ session, dirs: [W, root] });
+  // Its start time, read while it runs: the cleanup kills it only while it is still that process.
+  started.push({ session, startTime: processStartTime(pid), dirs: [W, root] });
   return session;
 }
 
@@ -83,17 +85,22 @@ export function cgroupOf(session: McpSession): string | null {
   return start?.containment?.cgroup ?? null;
 }
 
-/** The pids and groups of the commands the session demoted (its `shell_detached` records). */
-export function demotedProcesses(session: McpSession): { pids: number[]; pgids: number[] } {
+/** The pids and groups (with their leaders' start times) of the commands the session demoted (its `shell_detached` records). */
+export function demotedProcesses(session: McpSession): { pids: number[]; groups: LedGroup[] } {
   const records = session.trace().filter((r) => r['event_type'] === 'shell_detached');
-  return { pids: records.map((r) => r['pid'] as number).filter((p) => typeof p === 'number'), pgids: records.map((r) => r['pgid'] as number).filter((p) => typeof p === 'number') };
+  return {
+    pids: records.map((r) => r['pid'] as number).filter((p) => typeof p === 'number'),
+    groups: records
+      .filter((r) => typeof r['pgid'] === 'number')
+      .map((r) => ({ pgid: r['pgid'] as number, startTime: r['pgid'] === r['pid'] && typeof r['pid_start_time'] === 'number' ? r['pid_start_time'] : null })),
+  };
 }
 
 /** Ends every session the tests started and removes their directories. */
 export async function endMcpClients(): Promise<void> {
-  for (const { session, dirs } of started.splice(0)) {
+  for (const { session, startTime, dirs } of started.splice(0)) {
     await session.client.close().catch(() => undefined);
-    if (isProcessAlive(session.pid)) {
+    if (startTime !== null && isSameLiveProcess({ pid: session.pid, startTime })) {
       try {
         process.kill(session.pid, 'SIGKILL');
       } catch {
@@ -109,7 +116,7 @@ export async function endMcpClients(): Promise<void> {
       }
       await waitFor(() => processesInCgroup(cgroup).length === 0, 5000, `cgroup ${cgroup} to be empty`).catch(() => undefined);
     }
-    killGroups(demotedProcesses(session).pgids);
+    killGroups(demotedProcesses(session).groups);
     for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
   }
 }

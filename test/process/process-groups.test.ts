@@ -9,6 +9,7 @@ import {
   parseProcStat,
   ProcessGroupRegistry,
 } from '../../src/process/process-groups.js';
+import { GroupUnit } from '../../src/process/group-unit.js';
 import { groupNumberReused, isProvenGroupMember, processStartTime, provenGroupMembers, readProcStat } from '../../src/process/proc.js';
 import { FIXTURES_DIR, TrackedStarter, makeTempDir, removeDirs, waitFor, waitForFile } from './helpers.js';
 
@@ -149,6 +150,32 @@ describe('ProcessGroupRegistry', () => {
     await expect(stranger.endGroup(pgid, 0)).rejects.toThrow(/not registered/);
     expect(isGroupAlive(pgid)).toBe(true);
     await handle.terminate(1000);
+  });
+
+  it("signals nothing of a registered group whose number names another process now (the group emptied and its leader's pid was reused)", async () => {
+    // A live group stands in for the one that took the number: registered for a leader that started at another tick.
+    const handle = starter.start({ file: 'sleep', args: ['30'] });
+    const pgid = handle.pid as number;
+    const startTime = processStartTime(pgid) as number;
+    const ended = new ProcessGroupRegistry();
+    ended.register(pgid, 'step:gone', { leader: { pid: pgid, startTime: startTime - 1 } });
+    const kill = jest.spyOn(process, 'kill');
+    try {
+      await expect(ended.endGroup(pgid, 0)).resolves.toEqual({ signal: null, survivors: [] });
+      expect(ended.isRegistered(pgid)).toBe(false);
+      const unit = new GroupUnit(new ProcessGroupRegistry(), pgid, 'step:gone', startTime - 1);
+      expect(unit.signal('SIGTERM')).toBe(false);
+      await expect(unit.end(0)).resolves.toEqual({ signal: null, survivors: [] });
+      expect(kill.mock.calls.filter(([, signal]) => signal !== undefined && signal !== 0)).toEqual([]);
+    } finally {
+      kill.mockRestore();
+    }
+    expect(isGroupAlive(pgid)).toBe(true);
+    // Registered with its own start time, the same group is ended.
+    const own = new ProcessGroupRegistry();
+    own.register(pgid, 'step:own', { leader: { pid: pgid, startTime } });
+    await expect(own.endGroup(pgid, 1000)).resolves.toEqual({ signal: 'SIGTERM', survivors: [] });
+    await handle.done;
   });
 
   it('reports signal null and forgets a registered group that is already gone', async () => {

@@ -11,16 +11,17 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { spawnerProgram } from '../../src/process/programs.js';
 import { groupMembers } from '../../src/process/process-groups.js';
-import { readProcStat } from '../../src/process/proc.js';
+import { provenGroupMembers, readProcStat } from '../../src/process/proc.js';
 import { SpawnerReport, SpawnerRequest, UNREADABLE_REQUEST_EXIT } from '../../src/process/spawner/messages.js';
 import { TEST_ENV, waitFor } from './helpers.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'capsule-spawner-protocol-'));
 const children: ChildProcess[] = [];
-const groups: number[] = [];
+/** Groups the spawners started, with their leaders' start times: killed only while still theirs (a number alone may be another's by then). */
+const groups: { pgid: number; startTime: number }[] = [];
 afterAll(() => {
   for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  for (const pgid of groups) if (groupMembers(pgid).length > 0) process.kill(-pgid, 'SIGKILL');
+  for (const { pgid, startTime } of groups) if (provenGroupMembers(pgid, startTime).length > 0) process.kill(-pgid, 'SIGKILL');
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -96,8 +97,8 @@ describe('the spawner protocol, a message the other side did not mean', () => {
     const request: SpawnerRequest = { t: 'spawn', id: 1, file: 'sh', args: ['-c', 'sleep 30 & exec sleep 30'], cwd: '/tmp', env: { ...TEST_ENV }, input: null, stdinPipe: false, control: false };
     spawner.send(request);
     const pgid = await started;
-    groups.push(pgid);
     await waitFor(() => groupMembers(pgid).length === 2, 5000, 'both sleeps to run');
+    groups.push({ pgid, startTime: readProcStat(pgid)?.startTime ?? -1 });
     spawner.send({ t: 'spawn', id: 'two' });
     await expect(exited).resolves.toBe(UNREADABLE_REQUEST_EXIT);
     await waitFor(() => groupMembers(pgid).length === 0, 5000, 'the group to be ended');

@@ -15,7 +15,7 @@ import { Containment, type ContainedProcess } from '../../src/process/containmen
 import { createCgroup, readCgroupProcs } from '../../src/process/cgroups.js';
 import { cgroupTreeProcs } from '../../src/process/cgroup-unit.js';
 import { groupMembers } from '../../src/process/process-groups.js';
-import { processStartTime, readProcStat } from '../../src/process/proc.js';
+import { isSameLiveProcess, processStartTime, readProcStat, type ProcessRef } from '../../src/process/proc.js';
 import { helperArgs, locateSpawnHelper, packageRoot } from '../../src/process/spawn/helper.js';
 import { resolveExecutable, trustedPath } from '../../src/process/resolve-binary.js';
 import { Spawner } from '../../src/process/spawner/client.js';
@@ -474,7 +474,9 @@ describe("the session's spawner, its memory", () => {
     const gone = new Promise((resolve) => orphan.once('exit', resolve));
     try {
       await containment.close(200);
-      await Promise.race([gone, new Promise((resolve) => setTimeout(resolve, 5000))]);
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([gone, new Promise((resolve) => (timer = setTimeout(resolve, 5000)))]);
+      clearTimeout(timer);
       expect(alive(orphan.pid ?? -1)).toBe(false);
       expect(existsSync(session)).toBe(false);
     } finally {
@@ -496,15 +498,16 @@ describe("the session's spawner, the groups it holds", () => {
     expect(readProcStat(background)?.pgrp).toBe(leader.pid);
     return { leader, background };
   };
-  const started: number[] = [];
+  /** Background processes the tests left, by pid and start time (an ended one's pid may be another's by then). */
+  const started: ProcessRef[] = [];
   afterAll(() => {
-    for (const pid of started) if (alive(pid)) process.kill(pid, 'SIGKILL');
+    for (const ref of started) if (isSameLiveProcess(ref)) process.kill(ref.pid, 'SIGKILL');
   });
 
   it("ends a finished leader's background process when the runtime's channel closes", async () => {
     const spawner = new Spawner({ cgroup: null });
     const { background } = await leaveBackground(spawner);
-    started.push(background);
+    started.push({ pid: background, startTime: readProcStat(background)?.startTime ?? -1 });
     expect(alive(background)).toBe(true);
     await spawner.close(); // the channel closes, as when the runtime dies
     await waitFor(() => !alive(background), 5000, 'the spawner to end the group it still held');
@@ -513,7 +516,7 @@ describe("the session's spawner, the groups it holds", () => {
   it('stops holding a group once the runtime says it is gone: the channel closing then leaves it alone', async () => {
     const spawner = new Spawner({ cgroup: null });
     const { leader, background } = await leaveBackground(spawner);
-    started.push(background);
+    started.push({ pid: background, startTime: readProcStat(background)?.startTime ?? -1 });
     // The containment calls this once it has proven the tree gone; here it is told early, so that
     // what the spawner still holds shows: nothing of this group.
     expect(leader.forget).toBeInstanceOf(Function);

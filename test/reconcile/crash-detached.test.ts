@@ -6,7 +6,7 @@
  * pgid, cgroup), and is SIGKILLed. A resume reports the work id once and says it is alive; a resume
  * with reap ends it, proven gone, and records that; a further resume reports nothing.
  */
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -23,15 +23,10 @@ import { ROOT } from '../cli/helpers.js';
 const roots: string[] = [];
 const tags: string[] = [];
 const cgroups: string[] = [];
-const runtimes: number[] = [];
+/** The stand-in runtimes (killed after each test while they run: an exited one's pid may be another's by then). */
+const runtimes: ChildProcess[] = [];
 afterEach(async () => {
-  for (const pid of runtimes.splice(0)) {
-    try {
-      process.kill(pid, 'SIGKILL');
-    } catch {
-      // already gone
-    }
-  }
+  for (const runtime of runtimes.splice(0)) if (runtime.exitCode === null && runtime.signalCode === null) runtime.kill('SIGKILL');
   for (const p of tags.splice(0).flatMap((t) => processesWithArg(t))) process.kill(p.pid, 'SIGKILL');
   for (const dir of cgroups.splice(0)) {
     await waitFor(() => readCgroupEvents(dir)?.populated !== true, 5000, `cgroup ${dir} to empty`);
@@ -73,7 +68,7 @@ async function crashedRuntime(containment: string): Promise<{ root: string; prio
      setInterval(() => {}, 1000);`,
   );
   const runtime = spawn(process.execPath, [script], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, NODE_OPTIONS: '' } });
-  runtimes.push(runtime.pid as number);
+  runtimes.push(runtime);
   const line = await new Promise<string>((resolve, reject) => {
     let out = '';
     runtime.stdout.on('data', (d: Buffer) => {

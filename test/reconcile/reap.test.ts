@@ -13,19 +13,12 @@ import { processStartTime } from '../../src/process/proc.js';
 import { probeTrees, reap, REAP_GRACE_MS, vetRecordedCgroup, type RecordedTree } from '../../src/process/reap.js';
 import { cgroupUnavailable, pidNamespaceUnavailable } from '../support/backends.js';
 import { waitFor } from '../support/wait.js';
-import { ROOT } from '../cli/helpers.js';
+import { killGroups, type LedGroup, ROOT } from '../cli/helpers.js';
 import { killWatchdogOf } from '../support/plan-harness.js';
 
-const started: number[] = [];
-afterEach(() => {
-  for (const pid of started.splice(0)) {
-    try {
-      process.kill(-pid, 'SIGKILL');
-    } catch {
-      // already gone
-    }
-  }
-});
+/** The groups the tests started (killed after each test only while still theirs: a reaped one's number may be another's by then). */
+const started: LedGroup[] = [];
+afterEach(() => killGroups(started.splice(0)));
 
 const fakeSession = (): string => `ses_reaptest${process.pid}${Math.floor(Math.random() * 1e9)}`;
 
@@ -35,9 +28,10 @@ async function startGroup(script: string): Promise<{ pid: number; startTime: num
   let out = '';
   child.stdout.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
   const pid = child.pid as number;
-  started.push(pid);
   await waitFor(() => processStartTime(pid) !== null, 5000, 'the process to start');
-  return { pid, startTime: processStartTime(pid) as number, stdout: () => out };
+  const startTime = processStartTime(pid) as number;
+  started.push({ pgid: pid, startTime });
+  return { pid, startTime, stdout: () => out };
 }
 
 const tree = (fields: Partial<RecordedTree> & { pid: number }): RecordedTree => ({ startTime: null, pgid: null, cgroup: null, pidNamespace: false, ...fields });

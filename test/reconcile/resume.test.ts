@@ -21,24 +21,20 @@ import { readCgroupEvents } from '../../src/process/cgroups.js';
 import { detectContainment } from '../../src/process/containment.js';
 import { cgroupUnavailable } from '../support/backends.js';
 import { waitFor } from '../support/wait.js';
+import { killGroups, type LedGroup } from '../cli/helpers.js';
 import { signRecords } from '../support/signed-trace.js';
 
 let root: string;
 let prior: string;
-const started: number[] = [];
+/** The groups the tests started (killed after each test only while still theirs: a reaped one's number may be another's by then). */
+const started: LedGroup[] = [];
 beforeEach(() => {
   root = mkdtempSync(join(tmpdir(), 'capsule-resume-'));
   prior = join(root, 'bench-attempt-1');
   mkdirSync(prior);
 });
 afterEach(() => {
-  for (const pid of started.splice(0)) {
-    try {
-      process.kill(-pid, 'SIGKILL');
-    } catch {
-      // already gone
-    }
-  }
+  killGroups(started.splice(0));
   rmSync(root, { recursive: true, force: true });
 });
 
@@ -46,9 +42,9 @@ afterEach(() => {
 async function startLive(script = 'exec sleep 300'): Promise<{ pid: number; startTime: number }> {
   const child = spawn('bash', ['-c', script], { detached: true, stdio: 'ignore' });
   const pid = child.pid as number;
-  started.push(pid);
   await waitFor(() => processStartTime(pid) !== null, 5000, 'the process to start');
   const startTime = processStartTime(pid) as number;
+  started.push({ pgid: pid, startTime });
   await waitFor(() => groupMembers(pid).some((member) => processName(member) === 'sleep'), 5000, 'the script to reach its sleep');
   return { pid, startTime };
 }

@@ -3,9 +3,27 @@
  * no process is started; "signals" are recorded calls.
  */
 import { CancelSignal } from '../../src/cancel/cancel-signal.js';
+import type { XStateClock } from '../../src/session/clock.js';
 import { OutputTail } from '../../src/executors/output-tail.js';
 import { newWorkId } from '../../src/shell-calls/work-id.js';
 import { completionOf, FakeCalls, fakeRegistration, flush, ManualClock, RecordingSignaller } from './fakes.js';
+
+/**
+ * A manual clock whose timers fire early by a tenth of their delay (5 ms at most), as Node's do on
+ * a loaded machine by the monotonic clock: they count from the event loop's cached time, which lags.
+ */
+class EarlyTimersClock extends ManualClock {
+  constructor() {
+    super();
+    const onTime = this.timers;
+    Object.defineProperty(this, 'timers', {
+      value: {
+        setTimeout: (fn: (...args: unknown[]) => void, ms: number) => onTime.setTimeout(fn, ms - Math.min(5, ms / 10)),
+        clearTimeout: (id: unknown) => onTime.clearTimeout(id),
+      } satisfies XStateClock,
+    });
+  }
+}
 
 function setup() {
   const clock = new ManualClock();
@@ -365,6 +383,24 @@ describe('wait (docs/background-commands.md#wait)', () => {
     expect(outcome).toBe('TimedOut');
     expect(registry.read('wrk_w60')?.state).toBe('running');
     expect(registry.exitReported('wrk_w60')).toBe(false);
+  });
+
+  it('times out only once its bound has passed on the monotonic clock, when its timer fires early', async () => {
+    const clock = new EarlyTimersClock();
+    const registry = new FakeCalls({ signaller: new RecordingSignaller(), clock });
+    registry.register(fakeRegistration('wrk_early'));
+    let outcome: string | null = null;
+    let atMs = -1;
+    void registry.wait('wrk_early', 1000).then((o) => {
+      outcome = o;
+      atMs = clock.monotonicMs();
+    });
+    await clock.advance(999);
+    expect(outcome).toBeNull();
+    await clock.advance(10);
+    expect(outcome).toBe('TimedOut');
+    expect(atMs).toBeGreaterThanOrEqual(1000);
+    expect(clock.pendingTimers).toBe(0);
   });
 
   it('returns TimedOut at once for a zero bound on a running command', async () => {
