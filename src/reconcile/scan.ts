@@ -392,7 +392,8 @@ const TYPE_PREFIX = Buffer.from('{"event_type":"', 'latin1');
 /** The type a line starts with (`{"event_type":"<type>"`, the type of lowercase letters and `_`), or null. */
 function leadingType(bytes: Buffer): string | null {
   const from = TYPE_PREFIX.length;
-  if (bytes.length <= from || bytes.compare(TYPE_PREFIX, 0, from, 0, from) !== 0) return null;
+  if (bytes.length <= from) return null;
+  for (let k = 0; k < from; k++) if (bytes[k] !== TYPE_PREFIX[k]) return null;
   let i = from;
   for (; i < bytes.length && bytes[i] !== 0x22; i++) {
     const byte = bytes[i] as number;

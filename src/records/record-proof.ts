@@ -16,7 +16,7 @@
  * session's runtime pid, a process tree's pid, start time, group and cgroup — only when it is
  * proven, so nothing a step writes into the records can make the runtime signal a process.
  */
-import { createHmac, createSecretKey, timingSafeEqual, type KeyObject } from 'node:crypto';
+import { createHmac, createSecretKey, timingSafeEqual, type Hmac, type KeyObject } from 'node:crypto';
 import { statSync } from 'node:fs';
 import { recordKey } from './record-key.js';
 
@@ -45,8 +45,8 @@ export function recordsDirIdentity(dir: string): string | null {
   }
 }
 
-/** The `mac` of `json` under `key` (a key object made once: the HMAC does not copy the key each time), `prefix` being the domain and directory lines. */
-const macOf = (key: KeyObject, prefix: string, json: string): string => createHmac('sha256', key).update(`${prefix}${json}`, 'utf8').digest('hex');
+/** The HMAC of `json` under `key` (a key object made once: the HMAC does not copy the key each time), `prefix` being the domain and directory lines. */
+const hmacOf = (key: KeyObject, prefix: string, json: string): Hmac => createHmac('sha256', key).update(`${prefix}${json}`, 'utf8');
 
 /** What precedes a record's JSON in the text its `mac` covers, for the records directory of `identity`. */
 const macPrefix = (identity: string): string => `${DOMAIN}\n${identity}\n`;
@@ -72,7 +72,7 @@ export function recordSigner(recordsDir: string, env?: NodeJS.ProcessEnv): { sig
   if (identity === null) return { signer: null, reason: `${recordsDir} cannot be stat'ed` };
   const secret = createSecretKey(key.key);
   const prefix = macPrefix(identity);
-  return { signer: { mac: (json) => macOf(secret, prefix, json) } };
+  return { signer: { mac: (json) => hmacOf(secret, prefix, json).digest('hex') } };
 }
 
 /**
@@ -115,10 +115,8 @@ export class RecordProver {
     if (typeof mac !== 'string' || !MAC_TEXT.test(mac)) return refused(`its ${type} has a ${MAC_FIELD} that is not 64 hex digits`);
     if (sessionId !== undefined && record['session_id'] !== sessionId) return refused(`its ${type} names another session than its session_start`);
     const key = this.#key as KeyObject;
-    if (line !== undefined && signedAsRead(line, mac)) {
-      const expected = Buffer.from(macOf(key, this.#prefix, `${line.slice(0, line.length - MAC_SUFFIX_CHARS)}}`), 'hex');
-      if (timingSafeEqual(expected, Buffer.from(mac, 'hex'))) return PROVEN;
-    }
+    const given = Buffer.from(mac, 'hex');
+    if (line !== undefined && signedAsRead(line, mac) && timingSafeEqual(hmacOf(key, this.#prefix, `${line.slice(0, line.length - MAC_SUFFIX_CHARS)}}`).digest(), given)) return PROVEN;
     const { [MAC_FIELD]: _mac, ...rest } = record;
     let json: string;
     try {
@@ -126,8 +124,7 @@ export class RecordProver {
     } catch {
       return refused(`its ${type} cannot be written as JSON`);
     }
-    const expected = Buffer.from(macOf(key, this.#prefix, json), 'hex');
-    if (!timingSafeEqual(expected, Buffer.from(mac, 'hex'))) {
+    if (!timingSafeEqual(hmacOf(key, this.#prefix, json).digest(), given)) {
       return refused(`the ${MAC_FIELD} of its ${type} does not match: the record was forged or altered, written under another user's key, or copied here from another records directory`);
     }
     return PROVEN;
