@@ -108,24 +108,34 @@ export type ScanResult = 'wave' | 'over';
 export function createSchedule(steps: readonly PlanStep[], kinds: readonly StepKind[], eager = false, restored: readonly (StepResult | null)[] | null = null): Schedule {
   const indexOf = new Map<string, number>();
   steps.forEach((step, index) => indexOf.set(step.id, index));
-  const unsettledDeps = steps.map(() => 0);
+  // Unknown dependencies are refused by validation; counting them keeps the step blocked if one slips through.
+  const unsettledDeps = steps.map((step) => step.depends_on.length);
+  // The indexes of each step's known dependencies. Steps one after the other with equal lists
+  // share one array (src/plan/schema.ts): its ids are looked up once for them all.
+  const depIndexes: (readonly number[])[] = [];
+  let list: readonly string[] | null = null;
+  let listIndexes: number[] = [];
+  for (const step of steps) {
+    if (step.depends_on !== list) {
+      list = step.depends_on;
+      listIndexes = [];
+      for (const dep of list) {
+        const depIndex = indexOf.get(dep);
+        if (depIndex !== undefined) listIndexes.push(depIndex);
+      }
+    }
+    depIndexes.push(listIndexes);
+  }
   // Two passes over the mentions: count each step's dependants, then place them (declaration order).
   const dependantsFrom = new Int32Array(steps.length + 1);
-  steps.forEach((step, index) => {
-    for (const dep of step.depends_on) {
-      const depIndex = indexOf.get(dep);
-      // Unknown dependencies are refused by validation; counting them keeps the step blocked if one slips through.
-      unsettledDeps[index] = (unsettledDeps[index] ?? 0) + 1;
-      if (depIndex !== undefined) dependantsFrom[depIndex + 1] = (dependantsFrom[depIndex + 1] as number) + 1;
-    }
+  depIndexes.forEach((indexes) => {
+    for (const depIndex of indexes) dependantsFrom[depIndex + 1] = (dependantsFrom[depIndex + 1] as number) + 1;
   });
   for (let i = 0; i < steps.length; i++) dependantsFrom[i + 1] = (dependantsFrom[i + 1] as number) + (dependantsFrom[i] as number);
   const dependants = new Int32Array(dependantsFrom[steps.length] as number);
   const placed = dependantsFrom.slice(0, steps.length);
-  steps.forEach((step, index) => {
-    for (const dep of step.depends_on) {
-      const depIndex = indexOf.get(dep);
-      if (depIndex === undefined) continue;
+  depIndexes.forEach((indexes, index) => {
+    for (const depIndex of indexes) {
       const at = placed[depIndex] as number;
       dependants[at] = index;
       placed[depIndex] = at + 1;

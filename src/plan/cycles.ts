@@ -39,10 +39,13 @@ export function findBlockedPlan(steps: readonly PlanStep[]): BlockedPlan | null 
 /**
  * The indexes of the steps that can settle, each after every step it depends on (Kahn's order over
  * the DAG; a step in or behind a cycle, or waiting on an unknown id, is left out), and each id's index.
+ * A plan whose every step depends only on steps declared before it (as plans are mostly written)
+ * is in such an order already: its declaration order is returned.
  */
 export function dependenciesFirst(steps: readonly PlanStep[]): { readonly order: number[]; readonly indexOf: ReadonlyMap<string, number> } {
   const indexOf = new Map<string, number>();
   steps.forEach((step, index) => indexOf.set(step.id, index));
+  if (declaredDependenciesFirst(steps, indexOf)) return { order: steps.map((_, index) => index), indexOf };
   const waiting = steps.map((step) => step.depends_on.length);
   const dependants: number[][] = steps.map(() => []);
   steps.forEach((step, index) => {
@@ -65,6 +68,27 @@ export function dependenciesFirst(steps: readonly PlanStep[]): { readonly order:
     }
   }
   return { order, indexOf };
+}
+
+/** Whether every step depends only on steps declared before it (and on no unknown id). */
+function declaredDependenciesFirst(steps: readonly PlanStep[], indexOf: ReadonlyMap<string, number>): boolean {
+  // Steps one after the other with equal lists share one array (src/plan/schema.ts): its latest dependency is found once.
+  let list: readonly string[] | null = null;
+  let latest = -1;
+  for (let index = 0; index < steps.length; index++) {
+    const deps = (steps[index] as PlanStep).depends_on;
+    if (deps !== list) {
+      list = deps;
+      latest = -1;
+      for (const dep of deps) {
+        const at = indexOf.get(dep);
+        if (at === undefined) return false;
+        if (at > latest) latest = at;
+      }
+    }
+    if (latest >= index) return false;
+  }
+  return true;
 }
 
 /** Follows unsettled dependencies from `start` until a step repeats; the steps from that repeat on are a cycle. */

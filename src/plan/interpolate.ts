@@ -25,7 +25,7 @@ export type InterpolateResult =
  * @param results The snapshot the step was dispatched with.
  * @returns `{ ok: true, value }`, or `{ ok: false, error }` with a `resolveReference` error text.
  */
-export function interpolateInput(input: JsonValue, results: ResultsMap): InterpolateResult {
+export function interpolateInput(input: JsonValue, results: Pick<ResultsMap, 'get'>): InterpolateResult {
   if (typeof input === 'string') {
     return input.startsWith('$') ? resolveReference(input, results) : { ok: true, value: input };
   }

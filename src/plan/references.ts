@@ -68,7 +68,7 @@ export type ResolveResult =
  * @param text The reference as written, with its `$`.
  * @param results Settled results by step id (a wave's snapshot, or the live map for `if`).
  */
-export function resolveReference(text: string, results: ResultsMap): ResolveResult {
+export function resolveReference(text: string, results: Pick<ResultsMap, 'get'>): ResolveResult {
   if (!text.startsWith('$')) return { ok: false, error: unsupportedConditionOperand(text) };
   const parsed = parseReference(text);
   if (parsed === null) return { ok: false, error: invalidReference(text) };

@@ -65,6 +65,8 @@ export interface ResumeOptions {
   readonly warn?: (line: string) => void;
   /** Given every record of the prior trace as it is read, with its proof where one is checked (`ScanOptions.onRecord`; `--continue`, docs/continue.md). */
   readonly onRecord?: ScanOptions['onRecord'];
+  /** The record types `onRecord` wants (`ScanOptions.onRecordTypes`; default: every one). */
+  readonly onRecordTypes?: ScanOptions['onRecordTypes'];
   /** Test seams: the report's task id, the markers' event ids, the marker file operations. */
   readonly newTaskId?: () => string;
   readonly newEventId?: () => string;
@@ -245,7 +247,11 @@ export async function resumeSession(session: ResumingSession, priorDir: string, 
       },
       [session.recordsDir],
       // Every record a process could be signalled for is checked against the user's records key.
-      { prove: proverOf(dir), ...(options.onRecord !== undefined ? { onRecord: options.onRecord } : {}) },
+      {
+        prove: proverOf(dir),
+        ...(options.onRecord !== undefined ? { onRecord: options.onRecord } : {}),
+        ...(options.onRecordTypes !== undefined ? { onRecordTypes: options.onRecordTypes } : {}),
+      },
     );
     // (The line saying why was just written.)
     if (prior === null) return finish(skip((lines[lines.length - 1] ?? `cannot read ${join(dir, TRACE_FILE)}`).replace(/^resume: /, ''), false));
@@ -442,9 +448,9 @@ interface TreeRecord {
 const notChecked = (why: string): TreeLiveness => ({ alive: false, leaderAlive: false, pidReused: false, evidence: [], processes: [], helperPids: [], cgroup: null, cgroupRefused: null, recordRefused: why });
 
 /** The prover of the records of `dir` (a resume reads one directory). */
-export function proverOf(dir: string): (record: Readonly<Record<string, unknown>>, sessionId?: string) => Proof {
+export function proverOf(dir: string): NonNullable<ScanOptions['prove']> {
   const prover = new RecordProver(dir);
-  return (record, sessionId) => prover.prove(record, sessionId);
+  return (record, sessionId, line) => prover.prove(record, sessionId, line);
 }
 
 /**

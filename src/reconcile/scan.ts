@@ -4,8 +4,10 @@
  * skipping rules are Murmur's (split at `\n`, drop a trailing `\r`, skip what does not
  * parse), and every skipped line is counted and reported with its byte offset.
  */
+import { isUtf8 } from 'node:buffer';
 import type { LostWork } from '../shell-calls/lost-report.js';
 import { readBesideNuls } from '../records/jsonl-reader.js';
+import { checkRecordText } from '../records/json-text.js';
 import { lowestTrust, parseTrust, type Trust } from '../session/provenance.js';
 import type { Proof } from '../records/record-proof.js';
 
@@ -64,16 +66,22 @@ export interface ProcessStartCandidate {
 export interface ScanOptions {
   /**
    * Proves a `session_start` (no session id given) or a `process_start` of the session the first
-   * `session_start` names (src/records/record-proof.ts `RecordProver.prove`). Absent: nothing is
-   * proven (a plain reconcile, which reads Murmur traces too, needs no proof).
+   * `session_start` names (src/records/record-proof.ts `RecordProver.prove`), given the line's
+   * text it was parsed from when there is one. Absent: nothing is proven (a plain reconcile, which
+   * reads Murmur traces too, needs no proof).
    */
-  readonly prove?: (record: Readonly<Record<string, unknown>>, sessionId?: string) => Proof;
+  readonly prove?: (record: Readonly<Record<string, unknown>>, sessionId?: string, line?: string) => Proof;
   /**
    * Given every record the scan reads, with its proof when it is one of the session's records a
    * proof covers (`plan_step` included) and the scan proves (a `--continue` keeps the proven
    * `plan_step` results, docs/continue.md).
    */
   readonly onRecord?: (record: Readonly<Record<string, unknown>>, proof: Proof | null) => void;
+  /**
+   * The record types {@link onRecord} wants (default: every one). A line of a type neither the
+   * scan nor `onRecord` reads is checked (UTF-8, JSON), not parsed: its damage is reported alike.
+   */
+  readonly onRecordTypes?: ReadonlySet<string>;
   /**
    * Stop reading once a `session_start` was read (a caller that wants only whose session the
    * trace is, as `--continue` asks before a session opens): the scan covers the file up to it.
@@ -146,6 +154,8 @@ export interface TraceScan {
 
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 const ACCOUNTING = new Set(['shell_completed', 'shell_abandoned', 'shell_lost']);
+/** The record types the scan itself reads ({@link TraceScanner}'s dispatch). */
+const SCANNED_TYPES: ReadonlySet<string> = new Set(['session_start', 'session_end', 'process_start', 'process_lost', 'task_start', 'shell_detached', ...ACCOUNTING]);
 
 /**
  * An incremental scan: {@link push} chunks of the file in order, then {@link finish}. Memory is
@@ -154,6 +164,8 @@ const ACCOUNTING = new Set(['shell_completed', 'shell_abandoned', 'shell_lost'])
 export class TraceScanner {
   readonly #prove: NonNullable<ScanOptions['prove']> | null;
   readonly #onRecord: NonNullable<ScanOptions['onRecord']> | null;
+  /** The record types a line is parsed for (others are only checked), or null: every line is parsed. */
+  readonly #parsed: ReadonlySet<string> | null;
   #session: { session_id: string; event_id: string | null } | null = null;
   #sessionRecord: Readonly<Record<string, unknown>> | null = null;
   #sessionProof: Proof | null = null;
@@ -178,6 +190,8 @@ export class TraceScanner {
   constructor(options: ScanOptions = {}) {
     this.#prove = options.prove ?? null;
     this.#onRecord = options.onRecord ?? null;
+    const wanted = options.onRecordTypes;
+    this.#parsed = this.#onRecord === null ? SCANNED_TYPES : wanted === undefined ? null : new Set([...SCANNED_TYPES, ...wanted]);
   }
 
   /** Scans the lines `chunk` completes; an unterminated rest is held (bounded) until the next chunk or {@link finish}. */
@@ -282,34 +296,45 @@ export class TraceScanner {
       const { nul, recovered } = readBesideNuls(bytes, parseRecord, (record) => this.#dispatch(record));
       return damage('nul', nul, offset + firstNul, recovered);
     }
+    if (this.#parsed !== null) {
+      // A record nothing here reads (most of a large plan's trace: its `plan_start`, its
+      // `plan_step_start`s) is checked, not parsed; its damage is reported as a parse would.
+      const type = leadingType(bytes);
+      if (type !== null && !this.#parsed.has(type)) {
+        const check = isUtf8(bytes) ? checkRecordText(bytes) : 'invalid_utf8';
+        if (check === 'json') return;
+        if (check !== 'rekeyed') return damage(unterminated ? 'torn' : check);
+        // Another top-level `event_type` (or an escaped key) may make it a record of another type: parsed.
+      }
+    }
     const parsed = parseLine(bytes);
     if (parsed.kind === 'value') {
-      if (typeof parsed.value === 'object' && parsed.value !== null && !Array.isArray(parsed.value)) this.#dispatch(parsed.value as Record<string, unknown>);
+      if (typeof parsed.value === 'object' && parsed.value !== null && !Array.isArray(parsed.value)) this.#dispatch(parsed.value as Record<string, unknown>, parsed.text);
       // Any other JSON value parses and has no event_type: ignored, as Murmur's reader does.
       return;
     }
     damage(unterminated ? 'torn' : parsed.kind);
   }
 
-  /** The proof of a record of the session the first `session_start` names (null when not asked to prove). */
-  #proofOf(record: Record<string, unknown>, type: string): Proof | null {
+  /** The proof of a record of the session the first `session_start` names (null when not asked to prove); `line`: the text it was parsed from. */
+  #proofOf(record: Record<string, unknown>, type: string, line: string | undefined): Proof | null {
     if (this.#prove === null) return null;
     if (this.#session === null) return { proven: false, reason: `its ${type} comes before any session_start` };
-    return this.#prove(record, this.#session.session_id);
+    return this.#prove(record, this.#session.session_id, line);
   }
 
-  /** docs/resume.md#the-scan. */
-  #dispatch(record: Record<string, unknown>): void {
+  /** docs/resume.md#the-scan. `line`: the text the record was parsed from (none for a record read beside NUL bytes). */
+  #dispatch(record: Record<string, unknown>, line?: string): void {
     const type = typeof record['event_type'] === 'string' ? record['event_type'] : '';
     const workId = record['work_id'];
-    if (this.#onRecord !== null && type !== 'session_start') this.#onRecord(record, type === 'plan_step' ? this.#proofOf(record, type) : null);
+    if (this.#onRecord !== null && type !== 'session_start') this.#onRecord(record, type === 'plan_step' ? this.#proofOf(record, type, line) : null);
     if (type === 'session_start') {
       const sessionId = record['session_id'];
       if (this.#session === null && typeof sessionId === 'string' && sessionId !== '') {
         const eventId = record['event_id'];
         this.#session = { session_id: sessionId, event_id: typeof eventId === 'string' ? eventId : null };
         this.#sessionRecord = record;
-        this.#sessionProof = this.#prove?.(record) ?? null;
+        this.#sessionProof = this.#prove?.(record, undefined, line) ?? null;
       }
     } else if (type === 'session_end') {
       this.#ended = true;
@@ -321,7 +346,7 @@ export class TraceScanner {
       const startTime = int(record['pid_start_time'], 0);
       const argv = Array.isArray(record['argv']) ? record['argv'].filter((a): a is string => typeof a === 'string') : [];
       const key = identityKey(pid, startTime);
-      const proof = this.#proofOf(record, 'process_start');
+      const proof = this.#proofOf(record, 'process_start', line);
       // A line that proves nothing never takes the place of one that does (a planted copy of a genuine record).
       if (this.#processes.get(key)?.proof?.proven === true && proof?.proven !== true) return;
       this.#processes.set(key, {
@@ -353,7 +378,7 @@ export class TraceScanner {
         detached_at_ms: typeof timestamp === 'number' && Number.isInteger(timestamp) && timestamp >= 0 ? timestamp : 0,
         task_id: typeof taskId === 'string' ? taskId : null,
         record,
-        proof: this.#proofOf(record, 'shell_detached'),
+        proof: this.#proofOf(record, 'shell_detached', line),
       });
     } else if (ACCOUNTING.has(type)) {
       if (typeof workId === 'string') this.#accounted.add(workId);
@@ -361,8 +386,24 @@ export class TraceScanner {
   }
 }
 
-/** A line's bytes as JSON: the value, or why it is not one. */
-function parseLine(bytes: Uint8Array): { kind: 'value'; value: unknown } | { kind: 'invalid_utf8' | 'blank' | 'not_json' } {
+/** `{"event_type":"`: how every record the runtime writes starts. */
+const TYPE_PREFIX = Buffer.from('{"event_type":"', 'latin1');
+
+/** The type a line starts with (`{"event_type":"<type>"`, the type of lowercase letters and `_`), or null. */
+function leadingType(bytes: Buffer): string | null {
+  const from = TYPE_PREFIX.length;
+  if (bytes.length <= from) return null;
+  for (let k = 0; k < from; k++) if (bytes[k] !== TYPE_PREFIX[k]) return null;
+  let i = from;
+  for (; i < bytes.length && bytes[i] !== 0x22; i++) {
+    const byte = bytes[i] as number;
+    if (!((byte >= 0x61 && byte <= 0x7a) || byte === 0x5f)) return null;
+  }
+  return i < bytes.length ? bytes.toString('latin1', from, i) : null;
+}
+
+/** A line's bytes as JSON: the value and the text it was parsed from, or why it is not one. */
+function parseLine(bytes: Uint8Array): { kind: 'value'; value: unknown; text: string } | { kind: 'invalid_utf8' | 'blank' | 'not_json' } {
   let text: string;
   try {
     text = utf8.decode(bytes);
@@ -371,7 +412,7 @@ function parseLine(bytes: Uint8Array): { kind: 'value'; value: unknown } | { kin
   }
   if (text.trim() === '') return { kind: 'blank' };
   try {
-    return { kind: 'value', value: JSON.parse(text) };
+    return { kind: 'value', value: JSON.parse(text), text };
   } catch {
     return { kind: 'not_json' };
   }

@@ -1,6 +1,7 @@
 import type { AnyActorRef, InspectionEvent } from 'xstate';
 import { kindOfActor, readableActorId, type ActorKind } from '../actors/actor-kinds.js';
 import { AppendFile, type TailRepair } from './append-file.js';
+import { numberJson } from './jsonl.js';
 
 /**
  * The actor event log (docs/records.md, docs/event-log.md; docs/event-log.md): `<records dir>/events.jsonl`, one JSON
@@ -234,11 +235,6 @@ export function createEventLineRecorder(sink: (line: string) => void, options: E
 const ACTOR_KEY = ',"actor":';
 const JSON_CACHE_MAX = 4096;
 
-/** A number as `JSON.stringify` writes it (finite: its shortest text; otherwise `null`). */
-function numberJson(value: number): string {
-  return Number.isFinite(value) ? String(value) : 'null';
-}
-
 /** The recorder's decisions (which actors and events are recorded, what of them is kept), written through `writer`. */
 function recorder(writer: LineWriter, options: EventRecorderOptions): (event: InspectionEvent) => void {
   const now = options.now ?? Date.now;
@@ -451,7 +447,7 @@ export function jsonSafe(value: unknown, depth = 0): unknown {
   }
   if (value === null || value === undefined || typeof value !== 'object') return null;
   if (depth >= 64) return '[too deep]';
-  if (Array.isArray(value)) return value.map((item) => jsonSafe(item, depth + 1) ?? null);
+  if (Array.isArray(value)) return scalarsOnly(value) ? value.slice() : value.map((item) => jsonSafe(item, depth + 1) ?? null);
   if (isActorRef(value)) return undefined;
   if (value instanceof Map) {
     const out: Record<string, unknown> = {};
@@ -471,6 +467,15 @@ export function jsonSafe(value: unknown, depth = 0): unknown {
     if (safe !== undefined) out[key] = safe;
   }
   return out;
+}
+
+/** Whether `array` holds only what {@link jsonSafe} keeps as it is (strings, booleans, null, finite numbers): a plan's `depends_on` lists, 1,000,000 ids in a layered plan. */
+function scalarsOnly(array: readonly unknown[]): boolean {
+  for (const item of array) {
+    if (typeof item === 'string' || typeof item === 'boolean' || item === null) continue;
+    if (typeof item !== 'number' || !Number.isFinite(item)) return false;
+  }
+  return true;
 }
 
 function isActorRef(value: object): boolean {

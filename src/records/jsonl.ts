@@ -14,3 +14,19 @@ const HAS_LINE_BREAK = /[\u0085\u2028\u2029]/;
 export function escapeLineBreaks(json: string): string {
   return HAS_LINE_BREAK.test(json) ? json.replace(LINE_BREAKS, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`) : json;
 }
+
+/** A number as `JSON.stringify` writes it (finite: its shortest text; otherwise `null`). */
+export function numberJson(value: number): string {
+  return Number.isFinite(value) ? String(value) : 'null';
+}
+
+/** What `JSON.stringify` escapes in a string: `"`, `\\`, control characters and (lone) surrogates. */
+const NEEDS_ESCAPE = /["\\\u0000-\u001f\ud800-\udfff]/;
+
+/**
+ * A string as `JSON.stringify` writes it: between quotes as it is when nothing in it is escaped
+ * (ids, step ids, kinds, statuses: nearly every string field), else through the serializer.
+ */
+export function stringJson(value: string): string {
+  return NEEDS_ESCAPE.test(value) ? JSON.stringify(value) : `"${value}"`;
+}

@@ -16,7 +16,7 @@
  * session's runtime pid, a process tree's pid, start time, group and cgroup — only when it is
  * proven, so nothing a step writes into the records can make the runtime signal a process.
  */
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createHmac, createSecretKey, timingSafeEqual, type Hmac, type KeyObject } from 'node:crypto';
 import { statSync } from 'node:fs';
 import { recordKey } from './record-key.js';
 
@@ -45,7 +45,15 @@ export function recordsDirIdentity(dir: string): string | null {
   }
 }
 
-const macOf = (key: Buffer, identity: string, json: string): string => createHmac('sha256', key).update(`${DOMAIN}\n${identity}\n${json}`, 'utf8').digest('hex');
+/** The HMAC of `json` under `key` (a key object made once: the HMAC does not copy the key each time), `prefix` being the domain and directory lines. */
+const hmacOf = (key: KeyObject, prefix: string, json: string): Hmac => createHmac('sha256', key).update(`${prefix}${json}`, 'utf8');
+
+/** What precedes a record's JSON in the text its `mac` covers, for the records directory of `identity`. */
+const macPrefix = (identity: string): string => `${DOMAIN}\n${identity}\n`;
+
+/** `,"mac":"` — the proof as a line ends with it: this, 64 hex digits, `"}`. */
+const MAC_SUFFIX_START = `,"${MAC_FIELD}":"`;
+const MAC_SUFFIX_CHARS = MAC_SUFFIX_START.length + 64 + 2;
 
 /** Signs the records written in one records directory (the trace writer's {@link RecordSigner.mac}). */
 export interface RecordSigner {
@@ -62,8 +70,9 @@ export function recordSigner(recordsDir: string, env?: NodeJS.ProcessEnv): { sig
   if (key.key === null) return { signer: null, reason: `the records key ${key.path}: ${key.reason}` };
   const identity = recordsDirIdentity(recordsDir);
   if (identity === null) return { signer: null, reason: `${recordsDir} cannot be stat'ed` };
-  const bytes = key.key;
-  return { signer: { mac: (json) => macOf(bytes, identity, json) } };
+  const secret = createSecretKey(key.key);
+  const prefix = macPrefix(identity);
+  return { signer: { mac: (json) => hmacOf(secret, prefix, json).digest('hex') } };
 }
 
 /**
@@ -71,16 +80,17 @@ export function recordSigner(recordsDir: string, env?: NodeJS.ProcessEnv): { sig
  * stat'ed once, when the prover is made.
  */
 export class RecordProver {
-  readonly #key: Buffer | null;
-  readonly #identity: string | null;
+  readonly #key: KeyObject | null;
+  readonly #prefix: string;
   readonly #unavailable: string | null;
 
   constructor(recordsDir: string, env?: NodeJS.ProcessEnv) {
     const key = recordKey(env !== undefined ? { env } : {});
-    this.#key = key.key;
-    this.#identity = recordsDirIdentity(recordsDir);
+    this.#key = key.key === null ? null : createSecretKey(key.key);
+    const identity = recordsDirIdentity(recordsDir);
+    this.#prefix = macPrefix(identity ?? '');
     this.#unavailable =
-      key.key === null ? `no record can be proven without the records key ${key.path}: ${key.reason}` : this.#identity === null ? `${recordsDir} cannot be stat'ed` : null;
+      key.key === null ? `no record can be proven without the records key ${key.path}: ${key.reason}` : identity === null ? `${recordsDir} cannot be stat'ed` : null;
   }
 
   /**
@@ -88,8 +98,14 @@ export class RecordProver {
    * wrote in this directory, unchanged. With `sessionId` (the proven session's), the record must
    * name that session: a records directory reused by another session proves nothing about that
    * one's processes.
+   *
+   * With `line`, the text `value` was parsed from (a trace line as read, without its line break):
+   * when it ends with the proof, the proof is checked over the text before it, as the writer
+   * built it, with no JSON written again. A line whose text is not exactly the one signed (a line
+   * break character the writer escaped after signing, or a record written out again by hand) is
+   * checked as without it.
    */
-  prove(value: object, sessionId?: string): Proof {
+  prove(value: object, sessionId?: string, line?: string): Proof {
     const record = value as Readonly<Record<string, unknown>>;
     const type = record['event_type'];
     if (typeof type !== 'string' || !PROVEN_TYPES.has(type)) return refused(`a ${typeof type === 'string' ? type.slice(0, 40) : 'record'} carries no proof`);
@@ -98,6 +114,9 @@ export class RecordProver {
     if (mac === undefined) return refused(`its ${type} carries no ${MAC_FIELD} (written before records were signed, or not by this runtime)`);
     if (typeof mac !== 'string' || !MAC_TEXT.test(mac)) return refused(`its ${type} has a ${MAC_FIELD} that is not 64 hex digits`);
     if (sessionId !== undefined && record['session_id'] !== sessionId) return refused(`its ${type} names another session than its session_start`);
+    const key = this.#key as KeyObject;
+    const given = Buffer.from(mac, 'hex');
+    if (line !== undefined && signedAsRead(line, mac) && timingSafeEqual(hmacOf(key, this.#prefix, `${line.slice(0, line.length - MAC_SUFFIX_CHARS)}}`).digest(), given)) return PROVEN;
     const { [MAC_FIELD]: _mac, ...rest } = record;
     let json: string;
     try {
@@ -105,10 +124,25 @@ export class RecordProver {
     } catch {
       return refused(`its ${type} cannot be written as JSON`);
     }
-    const expected = Buffer.from(macOf(this.#key as Buffer, this.#identity as string, json), 'hex');
-    if (!timingSafeEqual(expected, Buffer.from(mac, 'hex'))) {
+    if (!timingSafeEqual(hmacOf(key, this.#prefix, json).digest(), given)) {
       return refused(`the ${MAC_FIELD} of its ${type} does not match: the record was forged or altered, written under another user's key, or copied here from another records directory`);
     }
     return PROVEN;
   }
+}
+
+/**
+ * Whether `line` ends with the proof `mac` (`,"mac":"<mac>"}`) and holds no `\u` escape (the
+ * writer escapes U+0085, U+2028 and U+2029 after signing): then the text before the proof, closed,
+ * is the very text the writer signed.
+ */
+function signedAsRead(line: string, mac: string): boolean {
+  const start = line.length - MAC_SUFFIX_CHARS;
+  return (
+    start > 0 &&
+    line.startsWith(MAC_SUFFIX_START, start) &&
+    line.startsWith(mac, start + MAC_SUFFIX_START.length) &&
+    line.endsWith('"}') &&
+    !line.includes('\\u')
+  );
 }

@@ -1,6 +1,6 @@
 import { newEventId } from '../ids.js';
 import { AppendFile, type TailRepair } from './append-file.js';
-import { escapeLineBreaks } from './jsonl.js';
+import { escapeLineBreaks, numberJson, stringJson } from './jsonl.js';
 import { MAC_FIELD, PROVEN_TYPES, type RecordSigner } from './record-proof.js';
 import {
   OMITS_NULL_PARENT,
@@ -132,20 +132,4 @@ export class TraceWriter {
   close(): void {
     this.#file?.close();
   }
-}
-
-/** A number as `JSON.stringify` writes it (finite: its shortest text; otherwise `null`). */
-function numberJson(value: number): string {
-  return Number.isFinite(value) ? String(value) : 'null';
-}
-
-/** What `JSON.stringify` escapes in a string: `"`, `\\`, control characters and (lone) surrogates. */
-const NEEDS_ESCAPE = /["\\\u0000-\u001f\ud800-\udfff]/;
-
-/**
- * A string as `JSON.stringify` writes it: between quotes as it is when nothing in it is escaped
- * (ids, step ids, kinds, statuses: nearly every string field), else through the serializer.
- */
-function stringJson(value: string): string {
-  return NEEDS_ESCAPE.test(value) ? JSON.stringify(value) : `"${value}"`;
 }

@@ -159,4 +159,43 @@ describe('skipped lines are counted and located', () => {
       { seed: 1111, numRuns: 400 },
     );
   });
+
+  it('checks, not parses, the lines of records nothing reads, and finds the same records and damage as a scan that parses them all (property)', () => {
+    const planLines = [
+      '{"event_type":"plan_start","plan_id":"p","steps":[{"step_id":"a","depends_on":[]}]}',
+      '{"event_type":"plan_step_start","step_id":"b","depends_on":["a"]}',
+      // A record of another type written after a first `event_type`: JSON.parse keeps the last.
+      '{"event_type":"plan_step_start","event_type":"shell_detached","work_id":"wrk_hidden"}',
+      '{"event_type":"plan_step_start","event\\u005ftype":"shell_lost","work_id":"wrk_1"}',
+      '{"event_type":"plan_step","step_id":"a","status":"success"}',
+    ];
+    const lineArb = fc.oneof(
+      fc.constantFrom(...planLines, '{"event_type":"session_start","event_id":"e","session_id":"s"}', '{"event_type":"shell_detached","work_id":"wrk_1"}', 'junk', '\0\0'),
+      // A plan line with a byte changed or cut out: damaged, or not.
+      fc.tuple(fc.constantFrom(...planLines), fc.nat(), fc.constantFrom('', '"', '\\', '\u00ff', ',', '\u0001', '\r')).map(([text, at, put]) => text.slice(0, at % text.length) + put + text.slice((at % text.length) + 1)),
+    );
+    fc.assert(
+      fc.property(fc.array(lineArb, { maxLength: 12 }), fc.boolean(), (lines, terminated) => {
+        // Latin-1: U+00FF is the byte 0xff, not UTF-8.
+        const bytes = Buffer.from(lines.join('\n') + (terminated && lines.length > 0 ? '\n' : ''), 'latin1');
+        const kept = (into: unknown[]) => (record: Readonly<Record<string, unknown>>): void => {
+          if (record['event_type'] === 'plan_step') into.push(record);
+        };
+        const all: unknown[] = [];
+        const some: unknown[] = [];
+        const parsedAll = scanTrace(bytes, { onRecord: kept(all) });
+        const checked = scanTrace(bytes, { onRecord: kept(some), onRecordTypes: new Set(['plan_step']) });
+        const plain = scanTrace(bytes);
+        for (const scan of [checked, plain]) {
+          expect(scan.damage).toEqual(parsedAll.damage);
+          expect([...scan.detached.keys()]).toEqual([...parsedAll.detached.keys()]);
+          expect([...scan.accounted]).toEqual([...parsedAll.accounted]);
+          expect(scan.session).toEqual(parsedAll.session);
+          expect(scan.lines).toBe(parsedAll.lines);
+        }
+        expect(some).toEqual(all);
+      }),
+      { seed: 2222, numRuns: 2000 },
+    );
+  });
 });

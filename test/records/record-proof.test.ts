@@ -131,6 +131,31 @@ describe('the proof of a record', () => {
     expect(new RecordProver(dir, keys(join(root, 'other-key'))).prove(start).proven).toBe(false);
   });
 
+  it.each([
+    ['plain text', 'plain'],
+    ['characters the writer escapes after signing', 'a\u2028b\u0085c"d\\e\u0001'],
+  ])('proves a record from the line it was read from as from the record alone, with %s in it', (_what, odd) => {
+    const env = keys(join(root, 'k'));
+    const dir = join(root, 'r');
+    written(dir, env, 'ses_proof', odd);
+    const prover = new RecordProver(dir, env);
+    const lines = readFileSync(join(dir, 'trace.jsonl'), 'utf8').trimEnd().split('\n');
+    const [startLine, procLine] = lines as [string, string];
+    const start = JSON.parse(startLine) as Record<string, unknown>;
+    expect(prover.prove(start, undefined, startLine)).toEqual({ proven: true });
+    expect(prover.prove(JSON.parse(procLine) as object, 'ses_proof', procLine)).toEqual({ proven: true });
+    // The same record written out again (spaces after the colons) is proven as the record alone is.
+    const respaced = procLine.replace(/":/g, '": ');
+    expect(prover.prove(JSON.parse(respaced) as object, 'ses_proof', respaced)).toEqual({ proven: true });
+    // A line altered before its proof proves nothing.
+    const altered = procLine.replace('"pid_start_time":5', '"pid_start_time":6');
+    expect(altered).not.toBe(procLine);
+    expect(prover.prove(JSON.parse(altered) as object, 'ses_proof', altered).proven).toBe(false);
+    // Another record's proof at the end of this line proves nothing.
+    const grafted = `${procLine.slice(0, -66)}${start['mac'] as string}"}`;
+    expect(prover.prove(JSON.parse(grafted) as object, 'ses_proof', grafted).proven).toBe(false);
+  });
+
   it('proves nothing copied into another directory; a directory moved within its filesystem keeps its proof', () => {
     const env = keys(join(root, 'k'));
     const dir = join(root, 'r');

@@ -48,6 +48,9 @@ export function refuseUncontinuable(priorDir: string): void {
   }
 }
 
+/** The records {@link readPriorSession} keeps: the rest of the trace is the resume's to read. */
+const STEP_RECORDS: ReadonlySet<string> = new Set(['plan_step']);
+
 /** What {@link readPriorSession} found: the results to restore (null: nothing can be), and the resume it did first. */
 export interface PriorSession {
   readonly results: PriorResults | null;
@@ -84,7 +87,7 @@ export async function readPriorSession(session: ResumingSession, priorDir: strin
       attempts: typeof attempts === 'number' && Number.isSafeInteger(attempts) ? attempts : 1,
     });
   };
-  const resume = await resumeSession(session, dir, { warn, onRecord });
+  const resume = await resumeSession(session, dir, { warn, onRecord, onRecordTypes: STEP_RECORDS });
   for (const line of describeResume(resume)) warn(line);
   const file = join(dir, TRACE_FILE);
   if (resume.skipped !== null || resume.priorSession === null) {

@@ -10,7 +10,7 @@ import type { PlanStep, StepKind, StepResult } from '../../../machines/contracts
 import type { AttemptInput, AttemptOutcome } from '../../../machines/step.machine.js';
 import { dependenciesFirst } from '../../plan/cycles.js';
 import type { RestoredFrom } from '../../records/trace-records.js';
-import { stepIdentity, type IdentityContext } from './step-identity.js';
+import { dependenciesDigest, DIGEST_BYTES, resultDigest, stepIdentity, type IdentityContext, type IdentityResults } from './step-identity.js';
 
 /** A step that succeeded in the earlier session, as its proven `plan_step` recorded it. */
 export interface PriorStep {
@@ -58,8 +58,8 @@ export class StepRecall {
    * dispatched with `results` (same identity, and the step may be restored), else null. The
    * identity, when there is one, is kept for the step's `plan_step`.
    */
-  lookUp(step: PlanStep, kind: StepKind, results: AttemptInput['step']['results']): { readonly prior: PriorStep; readonly restored: Restored } | null {
-    const identity = stepIdentity(step, kind, results, this.#context);
+  lookUp(step: PlanStep, kind: StepKind, results: IdentityResults, dependencies?: Uint8Array): { readonly prior: PriorStep; readonly restored: Restored } | null {
+    const identity = stepIdentity(step, kind, results, this.#context, dependencies);
     if (identity === null) return null;
     this.#identities.set(step.id, identity);
     return this.restoredFor(step.id, identity);
@@ -86,24 +86,54 @@ export class StepRecall {
     // Dependencies first (a step may depend on one declared after it).
     const { order, indexOf } = dependenciesFirst(steps);
     const settled: (StepResult | null)[] = steps.map(() => null);
+    // The results a step is taken against are its dependencies' alone: `dependencyOf[d] === list`
+    // marks step d as one of the current dependency list's (no map of them built for every step).
+    const dependencyOf = new Int32Array(steps.length).fill(-1);
+    let list = -1;
+    const results: IdentityResults = {
+      get: (id) => {
+        const at = indexOf.get(id);
+        return at !== undefined && dependencyOf[at] === list ? (settled[at] ?? undefined) : undefined;
+      },
+    };
+    // Each settled step's result digest, once, at its index; a list's are copied one after the
+    // other into `laid` (32-bit words: a digest is 8) for its dependencies' digest.
+    const words = DIGEST_BYTES / 4;
+    const digests = new Int32Array(steps.length * words);
+    let laid = new Int32Array(64 * words);
+    // Steps that depend on the same steps come one after the other in `order` (a layer, a
+    // matrix's instances): the list is checked and digested once for them all.
+    let listIds: readonly string[] | null = null;
+    let listDigest: Uint8Array | null = null;
     let any = false;
     for (const index of order) {
       const step = steps[index] as PlanStep;
       if (!this.#prior.steps.has(step.id)) continue;
-      const results = new Map<string, StepResult>();
-      let restoredDeps = true;
-      for (const dep of step.depends_on) {
-        const result = settled[indexOf.get(dep) ?? -1];
-        if (result === null || result === undefined) {
-          restoredDeps = false;
-          break;
+      const deps = step.depends_on;
+      if (listIds === null || !sameIds(deps, listIds)) {
+        listIds = deps;
+        listDigest = null;
+        list++;
+        if (laid.length < deps.length * words) laid = new Int32Array(deps.length * words);
+        let restoredDeps = true;
+        for (let k = 0; k < deps.length; k++) {
+          const at = indexOf.get(deps[k] as string) ?? -1;
+          if ((settled[at] ?? null) === null) {
+            restoredDeps = false;
+            break;
+          }
+          dependencyOf[at] = list;
+          for (let w = 0, from = at * words, to = k * words; w < words; w++) laid[to + w] = digests[from + w] as number;
         }
-        results.set(dep, result);
+        // Results only ever join `settled`: a list that was not all restored is not, for the next step either.
+        if (restoredDeps) listDigest = dependenciesDigest(new Uint8Array(laid.buffer, 0, deps.length * DIGEST_BYTES));
       }
-      if (!restoredDeps) continue;
-      const found = this.lookUp(step, kinds[index] ?? 'unknown', results);
+      if (listDigest === null) continue;
+      const found = this.lookUp(step, kinds[index] ?? 'unknown', results, listDigest);
       if (found === null) continue;
-      settled[index] = { step_id: step.id, status: 'success', output: found.prior.output, error: null, attempts: found.prior.attempts, duration_ms: 0 };
+      const result: StepResult = { step_id: step.id, status: 'success', output: found.prior.output, error: null, attempts: found.prior.attempts, duration_ms: 0 };
+      settled[index] = result;
+      new Uint8Array(digests.buffer).set(resultDigest(step.id, result), index * DIGEST_BYTES);
       this.#ahead.set(step.id, found.restored);
       any = true;
     }
@@ -139,4 +169,12 @@ export class StepRecall {
     if (identity !== prior.identity) return { ok: false, why: `it changed since session ${this.#prior.sessionId} (its definition, the binary or tool it uses, or its dependencies' outputs)` };
     return { ok: true, output: prior.output, attempts: prior.attempts };
   }
+}
+
+/** Whether two `depends_on` lists name the same steps in the same order. */
+function sameIds(a: readonly string[], b: readonly string[]): boolean {
+  if (a === b) return true;
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
 }
