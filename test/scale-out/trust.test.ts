@@ -33,6 +33,22 @@ describeWithRedis('scale-out without the shared key', () => {
     closers.unshift(async () => duplicate.disconnect());
     return duplicate;
   };
+  /** What anyone who reads Redis sees of a session: its queue, and the first job waiting in it (no worker yet). */
+  const captureWaitingJob = async (session: string, what: string): Promise<{ queue: Queue; captured: { id: string; data: Record<string, unknown> } }> => {
+    const queue = new Queue(`capsule.${session}`, { connection: connection() });
+    closers.push(() => queue.close());
+    let captured: { id: string; data: Record<string, unknown> } | null = null;
+    await until(
+      async () => {
+        const [job] = await queue.getWaiting();
+        if (job !== undefined) captured = { id: job.id as string, data: job.data as Record<string, unknown> };
+        return job !== undefined;
+      },
+      20_000,
+      what,
+    );
+    return { queue, captured: captured as unknown as { id: string; data: Record<string, unknown> } };
+  };
 
   beforeEach(async () => {
     redis = await startRedis();
@@ -78,18 +94,7 @@ describeWithRedis('scale-out without the shared key', () => {
     const coordinator = startCli(['run', 'plan.json', '--json', '--redis', redis.url, '--allow', 'echo'], { cwd: dir, env: ENV });
     const session = await announcedSession(client);
     // What anyone who reads Redis sees: the job waiting in the queue (no worker yet) and the lease.
-    const queue = new Queue(`capsule.${session}`, { connection: connection() });
-    closers.push(() => queue.close());
-    let captured: { id: string; data: Record<string, unknown> } = { id: '', data: {} };
-    await until(
-      async () => {
-        const [job] = await queue.getWaiting();
-        if (job !== undefined) captured = { id: job.id as string, data: job.data as Record<string, unknown> };
-        return job !== undefined;
-      },
-      20_000,
-      'the job to wait in the queue',
-    );
+    const { queue, captured } = await captureWaitingJob(session, 'the job to wait in the queue');
     const lease = (await client.get(`capsule:lease:${session}`)) as string;
     const worker = await startWorker(redis.url, ['--allow', 'echo'], { cwd: dir });
     workers.push(worker);
@@ -114,18 +119,7 @@ describeWithRedis('scale-out without the shared key', () => {
     writeJson(dir, 'plan.json', { id: 'stale', steps: [{ id: 'greet', shell: 'echo once' }] });
     const coordinator = startCli(['run', 'plan.json', '--json', '--redis', redis.url, '--allow', 'echo'], { cwd: dir, env: ENV });
     const session = await announcedSession(client);
-    const queue = new Queue(`capsule.${session}`, { connection: connection() });
-    closers.push(() => queue.close());
-    let captured: { id: string; data: unknown } | null = null;
-    await until(
-      async () => {
-        const [job] = await queue.getWaiting();
-        if (job !== undefined) captured = { id: job.id as string, data: job.data as unknown };
-        return job !== undefined;
-      },
-      20_000,
-      'the job to wait in the queue',
-    );
+    const { queue, captured: job } = await captureWaitingJob(session, 'the job to wait in the queue');
     const lease = (await client.get(`capsule:lease:${session}`)) as string;
     workers.push(await startWorker(redis.url, ['--name', 'first', '--allow', 'echo'], { cwd: dir }));
     expect(parseReport((await coordinator.done).stdout).results[0]).toMatchObject({ status: 'success', output: 'once\n' });
@@ -133,7 +127,6 @@ describeWithRedis('scale-out without the shared key', () => {
     // The guarantee is about time: a lease lasts LEASE_MS in Redis unless its coordinator renews it, so a copy older than that was put back.
     const renewed = (JSON.parse(lease) as { renewed: number }).renewed;
     await until(async () => redisTimeMs(await client.time()) - renewed > LEASE_MS + LEASE_CLOCK_SLACK_MS, 30_000, 'the captured lease to be older than a lease lasts');
-    const job = captured as unknown as { id: string; data: unknown };
     await client.multi().set(`capsule:lease:${session}`, lease, 'PX', 60_000).sadd('capsule:sessions', session).exec();
     await queue.add('attempt', job.data, { jobId: job.id });
     // A worker that never ran it: it does not serve the session, and says why.
@@ -156,18 +149,7 @@ describeWithRedis('scale-out without the shared key', () => {
     });
     const coordinator = startCli(['run', 'plan.json', '--json', '--redis', redis.url, '--allow', 'sh'], { cwd: dir, env: ENV });
     const session = await announcedSession(client);
-    const queue = new Queue(`capsule.${session}`, { connection: connection() });
-    closers.push(() => queue.close());
-    let captured: { id: string; data: unknown } | null = null;
-    await until(
-      async () => {
-        const [job] = await queue.getWaiting();
-        if (job !== undefined) captured = { id: job.id as string, data: job.data as unknown };
-        return job !== undefined;
-      },
-      20_000,
-      "first's job to wait in the queue",
-    );
+    const { queue, captured: job } = await captureWaitingJob(session, "first's job to wait in the queue");
     const first = await startWorker(redis.url, ['--name', 'w1', '--allow', 'sh'], { cwd: dir });
     workers.push(first);
     await waitFor(() => startsOf(first, 'first') === 1, 20_000, 'first to start on w1');
@@ -175,7 +157,6 @@ describeWithRedis('scale-out without the shared key', () => {
     await waitFor(() => startsOf(first, 'hold') === 1, 20_000, 'first to end and hold to start on w1');
     // w1 is busy with hold; the captured job of first, put back, goes to a worker that never ran it.
     rmSync(join(dir, 'go-first'));
-    const job = captured as unknown as { id: string; data: unknown };
     await queue.add('attempt', job.data, { jobId: job.id });
     const second = await startWorker(redis.url, ['--name', 'w2', '--allow', 'sh'], { cwd: dir });
     workers.push(second);
