@@ -8,7 +8,7 @@
  * never restored.
  */
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import { closeSync, constants, fchmodSync, fchownSync, fstatSync, mkdirSync, openSync, readFileSync, readSync, renameSync, rmSync, statSync, unlinkSync, utimesSync, writeSync, type Stats } from 'node:fs';
+import { closeSync, constants, fchmodSync, fchownSync, fstatSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, renameSync, rmSync, statSync, unlinkSync, utimesSync, writeSync, type Stats } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { recordKey } from '../records/record-key.js';
 import { isAtOrBelow } from './files.js';
@@ -57,6 +57,48 @@ const HEX64 = /^[0-9a-f]{64}$/u;
 /** What is stored is the user's: readable by them only (an output may hold a secret), in directories only they enter. */
 const BLOB_MODE = 0o600;
 const DIR_MODE = 0o700;
+
+/**
+ * Why the store at `dir` may hold something the runtime did not put there, or null when every
+ * directory of it (the store, its layout and the two-character fan-out directories) is a real
+ * directory owned by `uid` that no other user may write (docs/cache.md#against-a-step). The store is
+ * written and read by path as root: a directory another user made or may write (a `cache.dir` in a
+ * `--run-as` step's workdir, planted by a step of an earlier run) could hold a link that sends a
+ * root write anywhere. A store that is missing is fine: the runtime makes it.
+ */
+export function storeUnsafe(dir: string, uid: number = process.geteuid?.() ?? 0): string | null {
+  const check = (path: string): string | null => {
+    let stat: Stats;
+    try {
+      stat = lstatSync(path);
+    } catch {
+      return null; // missing: made by the runtime when needed
+    }
+    if (stat.isSymbolicLink()) return `${path} is a symbolic link`;
+    if (!stat.isDirectory()) return `${path} is not a directory`;
+    if (stat.uid !== uid) return `${path} belongs to uid ${stat.uid}, not to the runtime's user (uid ${uid})`;
+    if ((stat.mode & 0o022) !== 0) return `${path} may be written by other users (mode ${(stat.mode & 0o777).toString(8)})`;
+    return null;
+  };
+  const root = join(dir, STORE_LAYOUT);
+  for (const path of [dir, root, join(root, 'blobs'), join(root, 'entries'), join(root, 'tmp')]) {
+    const why = check(path);
+    if (why !== null) return why;
+  }
+  for (const kind of ['blobs', 'entries']) {
+    let names: string[];
+    try {
+      names = readdirSync(join(root, kind));
+    } catch {
+      continue;
+    }
+    for (const name of names) {
+      const why = check(join(root, kind, name));
+      if (why !== null) return why;
+    }
+  }
+  return null;
+}
 
 export class CacheStore {
   readonly dir: string;

@@ -826,8 +826,14 @@ async function stepCacheOf(steps: readonly PlanStep[], options: RunPlanOptions, 
   const dir = options.cacheDir !== undefined ? resolve(options.cacheDir) : session.cacheDir;
   if (dir === null) return null;
   // Loaded for a plan that caches alone (it brings the glob library).
-  const { StepCache } = await import('../cache/step-cache.js');
+  const [{ StepCache }, { storeUnsafe }] = await Promise.all([import('../cache/step-cache.js'), import('../cache/store.js')]);
   const warn = options.onCacheNotice ?? options.onNotice ?? ((line: string) => process.emitWarning(line));
+  // Steps run uncached rather than trust a store another user could have planted links in.
+  const unsafe = storeUnsafe(dir);
+  if (unsafe !== null) {
+    warn(`step cache off for this run: the store ${dir} is not the runtime's alone: ${unsafe}; remove it or point --cache-dir (or the manifest's cache.dir) at a directory only this user writes (docs/cache.md#against-a-step)`);
+    return null;
+  }
   const runAs = session.containment.info.runAs;
   return new StepCache({ dir, workdir, warn, owner: runAs === null ? null : { uid: runAs.uid, gid: runAs.gid } });
 }

@@ -64,6 +64,28 @@ async function failedAtTwo(): Promise<{ dir: string; first: Report }> {
 }
 
 describe('capsule run --continue', () => {
+  it("runs again a step whose env names an earlier step's output that changed, though that step is not one it depends on", async () => {
+    const dir = dirs.make('continue-env');
+    const plan = (aSays: string): Record<string, unknown> => ({
+      id: 'env-ref',
+      steps: [
+        { id: 'a', shell: counted('a', `echo ${aSays}`) },
+        { id: 'b', shell: counted('b', 'echo fixed'), depends_on: ['a'] },
+        { id: 'c', shell: counted('c', 'echo X=$X'), env: { X: '$a.output' }, depends_on: ['b'] },
+      ],
+    });
+    writeJson(dir, 'plan.json', plan('one'));
+    expect((await run(dir)).code).toBe(0);
+    writeJson(dir, 'plan.json', plan('two'));
+    const { code, report } = await run(dir, '--continue', 'latest');
+    expect(code).toBe(0);
+    // b ran again (its dependency changed) and printed what it printed: only c's env tells c apart.
+    expect(result(report, 'b').output).toBe('fixed\n');
+    expect(result(report, 'c').restored_from).toBeUndefined();
+    expect(result(report, 'c').output).toBe('X=two\n');
+    expect(runs(dir, 'c')).toBe(2);
+  });
+
   it('continues a chain that failed at its second step: the first is restored, not run again, and its output flows into the third; the replay is identical', async () => {
     const { dir, first } = await failedAtTwo();
     const { code, report, stderr } = await run(dir, '--continue', 'latest');

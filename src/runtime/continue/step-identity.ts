@@ -2,7 +2,7 @@
  * A step's identity (`docs/continue.md#identity`): what must be the same for an earlier session's
  * result of the step to stand for a run of it now. sha256 (hex) over one canonical JSON text of
  * - the step's definition after interpolation: every key of the step as parsed but `depends_on`
- *   (keys the plan language grows are in it without a change here), `input` and `stdin` resolved
+ *   (keys the plan language grows are in it without a change here), `input`, `stdin` and `env` resolved
  *   against the results the step was dispatched with;
  * - what it uses of the manifest and the host: the resolved binary of a shell step (its absolute
  *   path, size and modification time), a command tool's manifest entry, a capsule step's version,
@@ -60,6 +60,12 @@ export function stepIdentity(step: PlanStep, kind: StepKind, results: IdentityRe
     const stdin = interpolateInput(step.stdin, results);
     if (!stdin.ok) return null;
     definition['stdin'] = stdin.value;
+  }
+  // `env` may name any earlier step's output, not only a dependency's: the values it resolves to, as the attempt gets them.
+  if (step.env !== undefined) {
+    const env = interpolateInput(step.env as JsonValue, results);
+    if (!env.ok) return null;
+    definition['env'] = env.value;
   }
   const uses: Record<string, unknown> = { env_allow: [...context.envAllow].sort() };
   if (kind === 'shell' && step.shell !== undefined) uses['binary'] = binaryOf(splitShellWords(step.shell)[0] ?? '', context);
