@@ -133,8 +133,9 @@ export interface StepCacheSpec {
 /** One value of a matrix key (`docs/plan-format.md#matrix`). */
 export type MatrixValue = string | number | boolean;
 
-/** How a plan's steps start (`docs/plan-format.md#schedule`). */
-export type ScheduleMode = 'waves' | 'eager';
+/** How a plan's steps start (`docs/plan-format.md#schedule`); the first is the default. */
+export const SCHEDULE_MODES = ['waves', 'eager'] as const;
+export type ScheduleMode = (typeof SCHEDULE_MODES)[number];
 
 /** A parsed plan file (`docs/plan-format.md#plan-file`). */
 export interface PlanFile {

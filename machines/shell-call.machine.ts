@@ -28,13 +28,16 @@ export type DemotionTrigger = 'grace' | 'abandoned' | 'canceled';
 export type CommandSignal = 'SIGTERM' | 'SIGKILL';
 
 /** A stop the runtime makes on its own: the command's log cap, or its deadline. */
-export type RuntimeStopCause = 'log_cap' | 'deadline';
+export const RUNTIME_STOP_CAUSES = ['log_cap', 'deadline'] as const;
+export type RuntimeStopCause = (typeof RUNTIME_STOP_CAUSES)[number];
 
 /** A stop that ended a command: a `backgroundCommand` stop, or the runtime's (its log cap, its deadline). */
-export type StopCause = 'stop' | RuntimeStopCause;
+export const STOP_CAUSES = ['stop', ...RUNTIME_STOP_CAUSES] as const;
+export type StopCause = (typeof STOP_CAUSES)[number];
 
 /** Who signalled: a `backgroundCommand` stop, the runtime's log-cap or deadline stop, or the session's end. */
-export type SignalCause = StopCause | 'kill';
+export const SIGNAL_CAUSES = [...STOP_CAUSES, 'kill'] as const;
+export type SignalCause = (typeof SIGNAL_CAUSES)[number];
 
 /** Input of a shell call. */
 export interface ShellCallInput {

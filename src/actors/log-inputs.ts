@@ -7,10 +7,10 @@
  * Pure (model floor): the plan model and zod only.
  */
 import * as z from 'zod';
-import type { MatrixValue, PlanStep, StepKind, StepResult } from '../../machines/contracts.js';
+import { SCHEDULE_MODES, type MatrixValue, type PlanStep, type StepKind, type StepResult } from '../../machines/contracts.js';
 import type { DetachedCommandInput } from '../../machines/detached-command.machine.js';
 import type { PlanInput } from '../../machines/plan.machine.js';
-import type { ShellCallInput } from '../../machines/shell-call.machine.js';
+import { SIGNAL_CAUSES, type ShellCallInput } from '../../machines/shell-call.machine.js';
 import type { StepInput } from '../../machines/step.machine.js';
 import { formatIssues, parsePlanValue } from '../plan/schema.js';
 import { excerpt } from '../excerpt.js';
@@ -52,7 +52,7 @@ function buildSchemas() {
     canceledAtStart: z.boolean().optional(),
     poolSize: positiveInteger.optional(),
     sliceSize: positiveInteger.optional(),
-    schedule: z.enum(['waves', 'eager']).optional(),
+    schedule: z.enum(SCHEDULE_MODES).optional(),
     restored: z.array(StepResultSchema.nullable()).optional(),
   });
 
@@ -133,7 +133,7 @@ function buildSchemas() {
       'COMMAND.STARTED': z.looseObject({ pid: z.number(), binary: z.string() }),
       'COMMAND.LEADER_EXITED': z.looseObject({ exitCode, signal: signalName }),
       'COMMAND.DEMOTED': z.looseObject({ workId: z.string(), outputPath: z.string() }),
-      'COMMAND.SIGNAL_SENT': z.looseObject({ signal: commandSignal, by: z.enum(['stop', 'log_cap', 'deadline', 'kill']) }),
+      'COMMAND.SIGNAL_SENT': z.looseObject({ signal: commandSignal, by: z.enum(SIGNAL_CAUSES) }),
       'COMMAND.FINISHED': z.looseObject({
         exitCode,
         durationMs: z.number(),

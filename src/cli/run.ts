@@ -5,7 +5,7 @@
 import { spawn } from 'node:child_process';
 import { appendFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
-import type { ScheduleMode, StepKind } from '../../machines/contracts.js';
+import { SCHEDULE_MODES, type StepKind } from '../../machines/contracts.js';
 import { replaceFile } from '../records/append-file.js';
 import { describeFsError, isDirectory } from '../records/directories.js';
 import type { Command } from 'commander';
@@ -83,7 +83,6 @@ export interface RunCommandOptions extends GlobalOptions, ScaleOutOptions {
 }
 
 /** The words of `--schedule`, in the order its usage error lists them. */
-const SCHEDULE_MODES: readonly ScheduleMode[] = ['waves', 'eager'];
 
 /** Registers `capsule run` on the program. */
 export function registerRun(program: Command): void {

@@ -4,7 +4,7 @@
  */
 
 import * as z from 'zod';
-import type { JsonValue, PlanFile, PlanStep, StepKind } from '../../machines/contracts.js';
+import { SCHEDULE_MODES, type JsonValue, type PlanFile, type PlanStep, type StepKind } from '../../machines/contracts.js';
 import {
   describeValue,
   duplicateKey,
@@ -261,7 +261,7 @@ export const PlanFileSchema = z
         .array(PlanStepSchema, { error: expecting(PLAN_SHAPE.steps) })
         .meta({ description: 'The steps, in declaration order; may be empty.' }),
       schedule: z
-        .enum(['waves', 'eager'], { error: expecting('"waves" or "eager"') })
+        .enum(SCHEDULE_MODES, { error: expecting('"waves" or "eager"') })
         .optional()
         .meta({
           description:

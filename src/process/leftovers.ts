@@ -78,6 +78,20 @@ export function sessionRuntimeMayRun(pid: number, startTime: number | null): boo
   return startTime !== null ? isSameLiveProcess({ pid, startTime }) : processStartTime(pid) !== null;
 }
 
+/** How a recorded session stands: ended (`session_end`), running (its runtime may run) or gone without ending it. */
+export type SessionLiveness = 'ended' | 'running' | 'gone';
+
+/**
+ * How the session in `recordsDir`, whose trace did not end when last read, stands now: `running`
+ * while its runtime (`pid`, `startTime`; null: none recorded) may still run; else `ended` when
+ * the trace ends with `session_end` now — a runtime writes it before it exits, so one that ended
+ * between that read and the liveness check has it — else `gone`.
+ */
+export function runtimeStanding(recordsDir: string, pid: number | null, startTime: number | null): SessionLiveness {
+  if (pid !== null && sessionRuntimeMayRun(pid, startTime)) return 'running';
+  return endedTrace(recordsDir, { startFields: false }) ? 'ended' : 'gone';
+}
+
 /** {@link inspectSession}'s answer for a session that ended with `session_end` (it may be listed in the ended-sessions index). */
 const ENDED: unique symbol = Symbol('ended');
 
@@ -115,11 +129,9 @@ function inspectUnendedSessionDir(recordsDir: string): AbandonedSession | null {
   if (start === undefined || records.some((r) => r['event_type'] === 'session_end')) return null;
   const runtimePid = num(start['pid']);
   const runtimeStart = num(start['pid_start_time']);
-  // Still running (or, without a recorded start time, possibly still running): not abandoned.
-  if (runtimePid !== null && sessionRuntimeMayRun(runtimePid, runtimeStart)) return null;
-  // A runtime writes session_end before it exits: one that ended between the read above and the
-  // liveness check (a run finishing while another starts in the same workdir) has it now.
-  if (endedTrace(recordsDir, { startFields: false })) return null;
+  // Running (or, without a recorded start time, possibly running), or ended meanwhile (a run
+  // finishing while another starts in the same workdir): not abandoned.
+  if (runtimeStanding(recordsDir, runtimePid, runtimeStart) !== 'gone') return null;
   const sessionId = str(start['session_id']) ?? '?';
   // A tree a worker ran (docs/scale-out.md#the-same-records) is that machine's, not this one's.
   const processStarts = records.filter((r) => r['event_type'] === 'process_start' && num(r['pid']) !== null && r['worker'] === undefined);

@@ -2,16 +2,15 @@
  * Whether a recorded session is still running (`docs/records.md#listing-and-pruning`): its trace ends with
  * `session_end` (ended), or its runtime — the pid and start time `session_start` recorded — is
  * still the same live process (running), or is gone without ending it (gone: killed or crashed).
- * The rule the abandoned-session scan and `capsule inspect` use (`sessionRuntimeMayRun`); `capsule
+ * The rule the abandoned-session scan and `capsule inspect` use (`runtimeStanding`); `capsule
  * logs --follow` and `capsule records` ask it too.
  */
 import { closeSync, constants as fsConstants, openSync, readSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { endedTrace, TRACE_FILE } from '../records/trace-reader.js';
-import { sessionRuntimeMayRun } from './leftovers.js';
+import { runtimeStanding, type SessionLiveness } from './leftovers.js';
 
-/** How a recorded session stands. */
-export type SessionLiveness = 'ended' | 'running' | 'gone';
+export type { SessionLiveness };
 
 /** A records directory without a trace yet, younger than this, may be a session opening right now. */
 const OPENING_GRACE_MS = 60_000;
@@ -28,10 +27,7 @@ export function sessionLiveness(recordsDir: string, nowMs: number = Date.now()):
     }
   }
   if (start.pid === process.pid) return 'running';
-  if (sessionRuntimeMayRun(start.pid, start.startTime)) return 'running';
-  // A runtime writes session_end before it exits: one that ended between the first look and the
-  // liveness check has it now, and was not killed.
-  return endedTrace(recordsDir, { startFields: false }) ? 'ended' : 'gone';
+  return runtimeStanding(recordsDir, start.pid, start.startTime);
 }
 
 /** The `pid` and `pid_start_time` of a trace's first line (`session_start`), or null. */

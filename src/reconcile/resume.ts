@@ -448,7 +448,7 @@ interface TreeRecord {
 const notChecked = (why: string): TreeLiveness => ({ alive: false, leaderAlive: false, pidReused: false, evidence: [], processes: [], helperPids: [], cgroup: null, cgroupRefused: null, recordRefused: why });
 
 /** The prover of the records of `dir` (a resume reads one directory). */
-export function proverOf(dir: string): NonNullable<ScanOptions['prove']> {
+function proverOf(dir: string): NonNullable<ScanOptions['prove']> {
   const prover = new RecordProver(dir);
   return (record, sessionId, line) => prover.prove(record, sessionId, line);
 }

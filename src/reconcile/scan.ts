@@ -323,7 +323,11 @@ export class TraceScanner {
     return this.#prove(record, this.#session.session_id, line);
   }
 
-  /** docs/resume.md#the-scan. `line`: the text the record was parsed from (none for a record read beside NUL bytes). */
+  /**
+   * docs/resume.md#the-scan. `line`: the text the record was parsed from (none for a record read
+   * beside NUL bytes). A type read here must be in SCANNED_TYPES, or its lines are only checked
+   * and never reach this.
+   */
   #dispatch(record: Record<string, unknown>, line?: string): void {
     const type = typeof record['event_type'] === 'string' ? record['event_type'] : '';
     const workId = record['work_id'];

@@ -469,7 +469,7 @@ export function jsonSafe(value: unknown, depth = 0): unknown {
   return out;
 }
 
-/** Whether `array` holds only what {@link jsonSafe} keeps as it is (strings, booleans, null, finite numbers): a plan's `depends_on` lists, 1,000,000 ids in a layered plan. */
+/** Whether `array` holds only what {@link jsonSafe} keeps as it is (strings, booleans, null, finite numbers): a plan's `depends_on` lists (large in a layered plan). */
 function scalarsOnly(array: readonly unknown[]): boolean {
   for (const item of array) {
     if (typeof item === 'string' || typeof item === 'boolean' || item === null) continue;

@@ -55,6 +55,9 @@ const macPrefix = (identity: string): string => `${DOMAIN}\n${identity}\n`;
 const MAC_SUFFIX_START = `,"${MAC_FIELD}":"`;
 const MAC_SUFFIX_CHARS = MAC_SUFFIX_START.length + 64 + 2;
 
+/** What the trace writer appends to a proven record's JSON before its closing `}`: the field {@link MAC_SUFFIX_START} opens. */
+export const macField = (mac: string): string => `${MAC_SUFFIX_START}${mac}"`;
+
 /** Signs the records written in one records directory (the trace writer's {@link RecordSigner.mac}). */
 export interface RecordSigner {
   /** The `mac` of a record whose JSON (without `mac`) is `json`. */
@@ -94,8 +97,8 @@ export class RecordProver {
   }
 
   /**
-   * Whether `record` is a `session_start`, `process_start` or `shell_detached` this user's runtime
-   * wrote in this directory, unchanged. With `sessionId` (the proven session's), the record must
+   * Whether `record` is one of {@link PROVEN_TYPES} this user's runtime wrote in this directory,
+   * unchanged. With `sessionId` (the proven session's), the record must
    * name that session: a records directory reused by another session proves nothing about that
    * one's processes.
    *

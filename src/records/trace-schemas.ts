@@ -8,6 +8,7 @@
  * that is there has its type.
  */
 import * as z from 'zod';
+import { RUNTIME_STOP_CAUSES, STOP_CAUSES } from '../../machines/shell-call.machine.js';
 import type { TraceEventType } from './trace-records.js';
 
 /**
@@ -182,7 +183,7 @@ function buildSchemaTable() {
       resource_limit: text.optional(),
       full_output_path: text.optional(),
       output_capped: z.literal(true).optional(),
-      ended_by: z.enum(['log_cap', 'deadline']).optional(),
+      ended_by: z.enum(RUNTIME_STOP_CAUSES).optional(),
       output_holders: z.enum(['Killed', 'LeftRunning']).optional(),
     }),
     task_canceled: () => z.looseObject({ task_id: text, phase: text, detached_work_ids: strings, delegation_ids: strings }),
@@ -214,7 +215,7 @@ function buildSchemaTable() {
       status: z.enum(['ok', 'error']),
       completion_task_id: text.optional(),
       delivered_via: z.enum(['task', 'background_command']).optional(),
-      ended_by: z.enum(['stop', 'log_cap', 'deadline']).nullable().optional(),
+      ended_by: z.enum(STOP_CAUSES).nullable().optional(),
     }),
     shell_abandoned: () => z.looseObject({
       work_id: text,

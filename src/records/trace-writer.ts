@@ -1,7 +1,7 @@
 import { newEventId } from '../ids.js';
 import { AppendFile, type TailRepair } from './append-file.js';
 import { escapeLineBreaks, numberJson, stringJson } from './jsonl.js';
-import { MAC_FIELD, PROVEN_TYPES, type RecordSigner } from './record-proof.js';
+import { macField, PROVEN_TYPES, type RecordSigner } from './record-proof.js';
 import {
   OMITS_NULL_PARENT,
   traceFieldOrder,
@@ -39,7 +39,7 @@ export class TraceWriter {
    * @param path      `<records dir>/trace.jsonl`, or null for a run that traces nothing (the report is identical).
    * @param sessionId `ses_…` written into every record.
    * @param options.now Epoch milliseconds for `timestamp` (the session clock's `epochMs`). Default `Date.now`.
-   * @param options.signer Signs `session_start`, `process_start` and `shell_detached` (their `mac`, src/records/record-proof.ts). Default: none.
+   * @param options.signer Signs the records of `PROVEN_TYPES` (their `mac`, src/records/record-proof.ts). Default: none.
    */
   constructor(path: string | null, sessionId: string, options: { onError?: (error: Error) => void; now?: () => number; signer?: RecordSigner | null } = {}) {
     this.sessionId = sessionId;
@@ -92,7 +92,7 @@ export class TraceWriter {
       if (json !== undefined) line += `,"${key}":${json}`;
     }
     // The proof covers the record as built so far, the JSON a reader rebuilds from it (record-proof.ts).
-    if (this.#signer !== null && PROVEN_TYPES.has(type)) line += `,"${MAC_FIELD}":"${this.#signer.mac(`${line}}`)}"`;
+    if (this.#signer !== null && PROVEN_TYPES.has(type)) line += macField(this.#signer.mac(`${line}}`));
     const error = this.#file.append(this.#encode(`${line}}\n`));
     if (error !== null) this.#onError(error);
     return { eventId, type };

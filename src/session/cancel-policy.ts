@@ -15,7 +15,6 @@ import { systemClock, type SessionClock } from './clock.js';
  */
 export const REQUEST_BURST_MS = 300;
 
-
 /** What can be canceled: a plan run (`PlanRun`), later a task. */
 export interface Cancelable {
   cancel(options?: { force?: boolean }): void;

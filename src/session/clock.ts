@@ -4,6 +4,7 @@
  * becomes an input like any other.
  */
 import type { ActorOptions, AnyActorLogic } from 'xstate';
+import { MAX_TIMER_DELAY_MS } from '../../machines/step.machine.js';
 
 /** XState's timer interface (`createActor({ clock })`; the type itself is not exported by xstate). */
 export type XStateClock = NonNullable<ActorOptions<AnyActorLogic>['clock']>;
@@ -116,4 +117,27 @@ export class ManualClock implements SessionClock {
 /** Whole milliseconds between two {@link SessionClock.monotonicMs} readings (never negative). */
 export function elapsedMs(fromMs: number, toMs: number): number {
   return Math.max(0, Math.round(toMs - fromMs));
+}
+
+/**
+ * Calls `fire` once `clock`'s monotonic reading reaches `dueMs`, never before, and returns what
+ * cancels it. A timer can fire a little early by that reading (Node counts from the event loop's
+ * cached time, which lags on a loaded machine) and cannot hold more than 2^31 - 1 ms: it is armed
+ * again for what is left until the reading is due. Always fires from a timer, never at once.
+ */
+export function timeoutAt(clock: Pick<SessionClock, 'monotonicMs' | 'timers'>, dueMs: number, fire: () => void): () => void {
+  let handle: unknown = null;
+  const arm = (): void => {
+    handle = clock.timers.setTimeout(check, Math.min(Math.max(0, Math.ceil(dueMs - clock.monotonicMs())), MAX_TIMER_DELAY_MS));
+  };
+  const check = (): void => {
+    handle = null;
+    if (dueMs - clock.monotonicMs() > 0) arm();
+    else fire();
+  };
+  arm();
+  return () => {
+    if (handle !== null) clock.timers.clearTimeout(handle as never);
+    handle = null;
+  };
 }

@@ -19,6 +19,7 @@ import { writeCapturedLog } from '../executors/shell-outcome.js';
 import { decodeUtf8Lossy } from '../executors/utf8.js';
 import { processStartFields, type ContainedProcess, type ProcessIdentity } from '../process/containment.js';
 import type { EndResult } from '../process/unit.js';
+import { timeoutAt } from '../session/clock.js';
 import { completionProvenance } from '../session/provenance.js';
 import type { Task } from '../session/tasks.js';
 import type { OutputHolders, ShellCompletion } from './completion.js';
@@ -150,7 +151,7 @@ export class ShellCommand {
   /** Epoch ms when it was said idle (`idle_secs`), or null. */
   #idleAtMs: number | null = null;
   #idleTimer: unknown = null;
-  #deadlineTimer: unknown = null;
+  #cancelDeadline: (() => void) | null = null;
   /** Resolves once the command is settled (its result answered, or its completion reported). */
   readonly settled: Promise<void>;
   #settled: () => void = () => {};
@@ -495,26 +496,18 @@ export class ShellCommand {
   #startDeadline(): void {
     const deadlineMs = this.facts.deadlineMs ?? null;
     if (deadlineMs === null || this.#leaderExited) return;
-    const time = this.#session.host.time;
-    const due = this.#startedMonotonicMs + deadlineMs;
-    const check = (): void => {
-      this.#deadlineTimer = null;
-      if (this.#leaderExited) return;
-      const left = due - time.monotonicMs();
-      if (left > 0) {
-        this.#deadlineTimer = time.timers.setTimeout(check, Math.min(Math.ceil(left), MAX_TIMER_DELAY_MS));
-        return;
-      }
-      this.#send({ type: 'COMMAND.DEADLINE' });
-    };
-    this.#deadlineTimer = time.timers.setTimeout(check, Math.min(Math.max(0, Math.ceil(due - time.monotonicMs())), MAX_TIMER_DELAY_MS));
+    this.#cancelDeadline = timeoutAt(this.#session.host.time, this.#startedMonotonicMs + deadlineMs, () => {
+      this.#cancelDeadline = null;
+      if (!this.#leaderExited) this.#send({ type: 'COMMAND.DEADLINE' });
+    });
   }
 
   /** Drops its idle watch and its deadline (its leader exited, or it ended). */
   #clearTimers(): void {
-    for (const timer of [this.#idleTimer, this.#deadlineTimer]) if (timer !== null) this.#session.host.time.timers.clearTimeout(timer as never);
+    if (this.#idleTimer !== null) this.#session.host.time.timers.clearTimeout(this.#idleTimer as never);
     this.#idleTimer = null;
-    this.#deadlineTimer = null;
+    this.#cancelDeadline?.();
+    this.#cancelDeadline = null;
   }
 
   /** A signal the machine ordered, sent only while the leader is unreaped; reported when it went out. */

@@ -12,7 +12,7 @@ import type { ActorRef, SnapshotFrom } from 'xstate';
 import type { shellCallMachine, ShellCallEvent, ShellCompletion, StopCause, TreeEnd } from '../../machines/shell-call.machine.js';
 import type { CancelSignal } from '../cancel/cancel-signal.js';
 import { STOP_KILL_WAIT_MS, STOP_TERM_GRACE_MS } from './constants.js';
-import type { SessionClock } from '../session/clock.js';
+import { timeoutAt, type SessionClock } from '../session/clock.js';
 import { completionStatus, type CompletionStatus } from './completion.js';
 
 /** A shell call's actor. */
@@ -371,7 +371,6 @@ export class WorkIndex {
     if (boundMs <= 0) return Promise.resolve('timeout');
     return new Promise((resolve) => {
       let settled = false;
-      const timers = this.#clock.timers;
       const cleanups: (() => void)[] = [];
       const settle = (outcome: 'reached' | 'timeout' | 'canceled'): void => {
         if (settled) return;
@@ -381,18 +380,8 @@ export class WorkIndex {
       };
       const subscription = entry.actor.subscribe({ next: () => reached() && settle('reached'), complete: () => reached() && settle('reached') });
       cleanups.push(() => subscription.unsubscribe());
-      // The bound is kept on the monotonic clock the answer's `waited_secs` is measured on: a
-      // timer can fire a little early by it (Node counts from the event loop's cached time, which
-      // lags on a loaded machine), and then waits the rest.
-      const due = this.#clock.monotonicMs() + boundMs;
-      let timer: unknown;
-      const check = (): void => {
-        const left = due - this.#clock.monotonicMs();
-        if (left > 0) timer = timers.setTimeout(check, Math.ceil(left));
-        else settle('timeout');
-      };
-      timer = timers.setTimeout(check, boundMs);
-      cleanups.push(() => timers.clearTimeout(timer));
+      // The bound is kept on the monotonic clock the answer's `waited_secs` is measured on.
+      cleanups.push(timeoutAt(this.#clock, this.#clock.monotonicMs() + boundMs, () => settle('timeout')));
       if (cancel !== null) cleanups.push(cancel.subscribe(() => settle('canceled')));
     });
   }

@@ -16,7 +16,6 @@ import { basename, dirname, join, relative, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { JSONRPCClient, type JSONRPCResponse } from 'json-rpc-2.0';
 import { PARENT_ENDED_DETAIL } from '../../../machines/messages.js';
-import { MAX_TIMER_DELAY_MS } from '../../../machines/step.machine.js';
 import { uuidV7Simple } from '../../ids.js';
 import { buildShellEnv } from '../../executors/environment.js';
 import { CONTAINMENT_ENV, ISOLATION_ENV, PRIVILEGED_STEPS_ENV, type ContainedProcess } from '../../process/containment.js';
@@ -26,6 +25,7 @@ import { isRecordOf, readTrace } from '../../records/trace-reader.js';
 import { keyDir, KEY_DIR_ENV } from '../../records/key-dir.js';
 import { RecordProver } from '../../records/record-proof.js';
 import type { Owner } from '../../process/owner.js';
+import { systemClock, timeoutAt } from '../../session/clock.js';
 import type { Session } from '../../session/session.js';
 import { DELEGATION_ENV, type ChildTask } from './protocol.js';
 import type { RegisteredCapsule } from './registry.js';
@@ -311,9 +311,9 @@ async function delegate(request: DelegationRequest, setTree: (tree: ContainedPro
   setCancel(() => settleOther('canceled'));
   // The inherited deadline runs from the start (the child's launch counts against it); the own bound from the moment the child is up.
   const inherited = request.deadlineMs ?? null;
-  const timer = (ms: number, why: 'timeout' | 'deadline'): NodeJS.Timeout => setTimeout(() => settleOther(why), Math.min(Math.max(0, ms), MAX_TIMER_DELAY_MS));
-  const deadlineTimer = inherited === null ? null : timer(inherited - Date.now(), 'deadline');
-  let bound: NodeJS.Timeout | null = null;
+  const timer = (ms: number, why: 'timeout' | 'deadline'): (() => void) => timeoutAt(systemClock, systemClock.monotonicMs() + ms, () => settleOther(why));
+  const cancelDeadline = inherited === null ? null : timer(inherited - Date.now(), 'deadline');
+  let cancelBound: (() => void) | null = null;
 
   let childSessionId: string | null = null;
   let launched: LaunchedChild | null = null;
@@ -394,7 +394,7 @@ async function delegate(request: DelegationRequest, setTree: (tree: ContainedPro
     if (info.kind !== 'value') return await ended(info);
     childSessionId = String((info.value as { session_id?: unknown }).session_id ?? '');
     // Up: the own bound starts now; the child inherits the earlier of it and the inherited deadline.
-    bound = timer(request.timeoutSecs * 1000, 'timeout');
+    cancelBound = timer(request.timeoutSecs * 1000, 'timeout');
     const deadlineMs = Math.min(Date.now() + request.timeoutSecs * 1000, inherited ?? Number.POSITIVE_INFINITY);
     const relativeWork = relative(resolve(session.workdir), childWork);
     launched = {
@@ -439,8 +439,8 @@ async function delegate(request: DelegationRequest, setTree: (tree: ContainedPro
       if (waited.kind !== 'value') return await ended(waited);
     }
   } finally {
-    if (bound !== null) clearTimeout(bound);
-    if (deadlineTimer !== null) clearTimeout(deadlineTimer);
+    cancelBound?.();
+    cancelDeadline?.();
     lines.close();
   }
 }
