@@ -28,6 +28,7 @@
  */
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { isInside } from '../paths.js';
 import type { RuntimeFiles } from '../runtime-files.js';
 
 /** What {@link stepPaths} is given: the session's layout. */
@@ -53,11 +54,6 @@ export interface StepPaths {
   readonly writable: readonly string[];
   readonly hidden: readonly string[];
   readonly notes: readonly string[];
-}
-
-/** Whether `path` is `dir` or inside it (both absolute, normalized). */
-function isInside(path: string, dir: string): boolean {
-  return path === dir || path.startsWith(dir.endsWith('/') ? dir : `${dir}/`);
 }
 
 /** What of the package a step gets read-only when the package is itself a directory steps write: its code. */
