@@ -11,7 +11,8 @@ import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypt
 import { closeSync, constants, fchmodSync, fchownSync, fstatSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, renameSync, rmSync, statSync, unlinkSync, utimesSync, writeSync, type Stats } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { recordKey } from '../records/record-key.js';
-import { isAtOrBelow } from './files.js';
+import { HEX64 } from '../hex.js';
+import { isInside } from '../paths.js';
 
 /** The layout's version: a store laid out otherwise lives beside it, never read as this one. */
 export const STORE_LAYOUT = 'v1';
@@ -49,11 +50,10 @@ export interface FileOwner {
 export interface RestoreOptions {
   /** The owner of what is written (a restore under `--run-as`); null or absent: the runtime's user. */
   readonly owner?: FileOwner | null;
-  /** Workdir-relative directories never written besides `.capsule/` (a store inside the workdir). */
-  readonly runtimeOwn?: readonly string[];
+  /** Workdir-relative trees of the runtime's, never written (`.capsule`, the records, their scratch directory, a store inside the workdir). */
+  readonly runtimeOwn: readonly string[];
 }
 
-const HEX64 = /^[0-9a-f]{64}$/u;
 /** What is stored is the user's: readable by them only (an output may hold a secret), in directories only they enter. */
 const BLOB_MODE = 0o600;
 const DIR_MODE = 0o700;
@@ -238,15 +238,14 @@ export class CacheStore {
    * output's directories are walked from the workdir one name at a time, each opened without
    * following a link (`/proc/self/fd/<dir>/<name>` with `O_DIRECTORY|O_NOFOLLOW`, Node having no
    * `openat`), and the temporary file is made and renamed within the directory so opened. A path
-   * under `.capsule/` (the runtime's records) or `runtimeOwn` is never written.
+   * under `runtimeOwn` (the runtime's records, their scratch directory, a store inside the workdir) is never written.
    *
    * With an `owner`, each file and each directory made for it are given to that user (through the
    * descriptor, before the rename), as the step would have made them: under `--run-as` the step's
    * user can rewrite its restored outputs. A directory already there keeps its owner.
    */
-  restoreFiles(workdir: string, files: readonly StoredFile[], buffer: Buffer, options: RestoreOptions = {}): Restore {
+  restoreFiles(workdir: string, files: readonly StoredFile[], buffer: Buffer, options: RestoreOptions): Restore {
     const owner = options.owner ?? null;
-    const refused = ['.capsule', ...(options.runtimeOwn ?? [])];
     const ready: { dir: number; tmp: string; name: string }[] = [];
     const damaged: string[] = [];
     const at = (dir: number, name: string): string => `/proc/self/fd/${dir}/${name}`;
@@ -270,10 +269,10 @@ export class CacheStore {
           discard();
           return { ok: false, why: `its file ${file.path} is not a path inside the workdir` };
         }
-        const own = refused.find((dir) => isAtOrBelow(file.path, dir));
+        const own = options.runtimeOwn.find((dir) => isInside(file.path, dir));
         if (own !== undefined) {
           discard();
-          return { ok: false, why: own === '.capsule' ? `its file ${file.path} is under .capsule/, the runtime's own records` : `its file ${file.path} is under ${own}/, the step cache's own store` };
+          return { ok: false, why: `its file ${file.path} is under ${own}/, ${this.#isStore(workdir, own) ? "the step cache's own store" : "the runtime's own records"}` };
         }
         const name = parts.pop() as string;
         let dir = top;
@@ -370,6 +369,12 @@ export class CacheStore {
     }
   }
 
+  /** Whether the workdir-relative `dir` is this store (to say which of the runtime's trees a refused file is under). */
+  #isStore(workdir: string, dir: string): boolean {
+    const [a, b] = [statSync(join(workdir, dir), { throwIfNoEntry: false }), statSync(this.dir, { throwIfNoEntry: false })];
+    return a !== undefined && b !== undefined && a.dev === b.dev && a.ino === b.ino;
+  }
+
   #tempPath(): string {
     const dir = join(this.root, 'tmp');
     mkdirSync(dir, { recursive: true, mode: DIR_MODE });
@@ -421,7 +426,7 @@ function childDir(parent: number, name: string, open: (path: string) => number, 
   for (let tries = 0; tries < 2; tries++) {
     try {
       const fd = open(path);
-      if (made && owner !== null && fstatSync(fd).uid === process.getuid?.()) fchownSync(fd, owner.uid, owner.gid);
+      if (made && owner !== null && fstatSync(fd).uid === process.geteuid?.()) fchownSync(fd, owner.uid, owner.gid);
       return fd;
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code;
