@@ -8,8 +8,8 @@
  * never restored.
  */
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import { closeSync, constants, fchmodSync, fchownSync, fstatSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, renameSync, rmSync, statSync, unlinkSync, utimesSync, writeSync, type Stats } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { closeSync, constants, fchmodSync, fchownSync, fstatSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, readlinkSync, readSync, renameSync, rmSync, statSync, unlinkSync, utimesSync, writeSync, type Stats } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
 import { recordKey } from '../records/record-key.js';
 import { HEX64 } from '../hex.js';
 import { isInside } from '../paths.js';
@@ -61,12 +61,17 @@ const DIR_MODE = 0o700;
 /**
  * Why the store at `dir` may hold something the runtime did not put there, or null when every
  * directory of it (the store, its layout and the two-character fan-out directories) is a real
- * directory owned by `uid` that no other user may write (docs/cache.md#against-a-step). The store is
- * written and read by path as root: a directory another user made or may write (a `cache.dir` in a
- * `--run-as` step's workdir, planted by a step of an earlier run) could hold a link that sends a
- * root write anywhere. A store that is missing is fine: the runtime makes it.
+ * directory of the runtime's user that no other user may write, and no directory above it is
+ * reached through a link another user could have planted (docs/cache.md#against-a-step). The
+ * store is written and read by path as root: a directory another user made or may write (a
+ * `cache.dir` in a `--run-as` step's workdir, planted by a step of an earlier run) could hold a
+ * link that sends a root write anywhere. A store that is missing is fine: the runtime makes it —
+ * after this check, so that it is never made through such a link.
  */
-export function storeUnsafe(dir: string, uid: number = process.geteuid?.() ?? 0): string | null {
+export function storeUnsafe(dir: string): string | null {
+  const uid = process.geteuid?.() ?? 0;
+  const linked = linkedAncestor(dir, uid);
+  if (linked !== null) return linked;
   const check = (path: string): string | null => {
     let stat: Stats;
     try {
@@ -96,6 +101,56 @@ export function storeUnsafe(dir: string, uid: number = process.geteuid?.() ?? 0)
       const why = check(join(root, kind, name));
       if (why !== null) return why;
     }
+  }
+  return null;
+}
+
+/** Links followed before a path is taken for a loop (Linux's own limit). */
+const MAX_LINKS = 40;
+
+/**
+ * Why a directory above `dir` is reached through a symbolic link that another user could have
+ * made or could change, or null. The path is walked from `/` one name at a time as the kernel
+ * resolves it, each link's target in turn; a link counts as the runtime's only in a directory of
+ * root or `uid` that no other user may write, or, in a sticky one (`/tmp`), when the link itself
+ * is root's or `uid`'s. A link there (`/var/run -> /run`, a home's `.cache` moved to another disk)
+ * is followed; the walk stops at the first name missing (the runtime makes the rest, below what
+ * was checked). `dir` itself is not followed: the caller refuses a link there outright.
+ */
+function linkedAncestor(dir: string, uid: number): string | null {
+  const trusted = (owner: number): boolean => owner === 0 || owner === uid;
+  const pending = resolve(dir).split('/').filter((name) => name !== '');
+  pending.pop();
+  let at = '/';
+  let links = 0;
+  while (pending.length > 0) {
+    const name = pending.shift() as string;
+    if (name === '.') continue;
+    if (name === '..') {
+      at = dirname(at);
+      continue;
+    }
+    const path = join(at, name);
+    let stat: Stats;
+    try {
+      stat = lstatSync(path);
+    } catch {
+      return null; // missing (or not a directory on the way): made by the runtime, or its making fails and says so
+    }
+    if (!stat.isSymbolicLink()) {
+      at = path;
+      continue;
+    }
+    const parent = lstatSync(at);
+    const shared = (parent.mode & 0o022) !== 0;
+    if (!trusted(parent.uid)) return `${dir} is reached through the symbolic link ${path}, in a directory of uid ${parent.uid} (not the runtime's user, uid ${uid}, nor root)`;
+    if (shared && !((parent.mode & 0o1000) !== 0 && trusted(stat.uid))) {
+      return `${dir} is reached through the symbolic link ${path}, in a directory other users may write (mode ${(parent.mode & 0o7777).toString(8)})`;
+    }
+    if (++links > MAX_LINKS) return `${dir} is reached through more than ${MAX_LINKS} symbolic links`;
+    const target = readlinkSync(path);
+    if (target.startsWith('/')) at = '/';
+    pending.unshift(...target.split('/').filter((part) => part !== ''));
   }
   return null;
 }
