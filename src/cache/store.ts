@@ -66,7 +66,7 @@ const DIR_MODE = 0o700;
  * store is written and read by path as root: a directory another user made or may write (a
  * `cache.dir` in a `--run-as` step's workdir, planted by a step of an earlier run) could hold a
  * link that sends a root write anywhere. A store that is missing is fine: the runtime makes it —
- * after this check, so that it is never made through such a link.
+ * once {@link storeReachUnsafe} found no such link above it.
  */
 export function storeUnsafe(dir: string): string | null {
   const uid = process.geteuid?.() ?? 0;
@@ -103,6 +103,16 @@ export function storeUnsafe(dir: string): string | null {
     }
   }
   return null;
+}
+
+/**
+ * Why making the store at `dir` could follow a link another user could have planted above it, or
+ * null: the part of {@link storeUnsafe} that decides whether the store may be made (a session
+ * makes it at open, before it knows whether a plan caches; the directories below it are checked
+ * when it is used).
+ */
+export function storeReachUnsafe(dir: string): string | null {
+  return linkedAncestor(dir, process.geteuid?.() ?? 0);
 }
 
 /** Links followed before a path is taken for a loop (Linux's own limit). */
