@@ -78,7 +78,7 @@ export const cacheSuite: Suite = {
     await run(store, tools);
 
     // Direct: one step's lookup, and its parts.
-    const cache = new StepCache({ dir: store, workdir, warn: (line) => ctx.log(line) });
+    const cache = new StepCache({ dir: store, workdir, warn: (line) => ctx.log(line), runtimeOwn: [] });
     const step = plan.steps[0] as PlanStep;
     // Stored as a run stores it: a miss, then the step's success (its outputs are there from the fill).
     const identity = 'bench-identity';

@@ -6,6 +6,7 @@ import type { Hash } from 'node:crypto';
 import { closeSync, constants, fstatSync, lstatSync, openSync, readlinkSync, readSync, type Stats } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
 import { globSync } from 'tinyglobby';
+import { isInside } from '../paths.js';
 
 /** Bytes read at a time: small files are read in one call, big ones never held whole. */
 export const CHUNK_BYTES = 1 << 20;
@@ -23,23 +24,18 @@ export interface MatchedFile {
  * as is one at or below a path of `runtimeOwn` (workdir-relative: the records, a store inside the
  * workdir — the runtime's, never a step's input or output).
  */
-export function matchFiles(workdir: string, globs: readonly string[], runtimeOwn: readonly string[] = []): MatchedFile[] {
+export function matchFiles(workdir: string, globs: readonly string[], runtimeOwn: readonly string[]): MatchedFile[] {
   if (globs.length === 0) return [];
   const paths = globSync([...globs], { cwd: workdir, dot: true, onlyFiles: true, followSymbolicLinks: false, expandDirectories: false });
   const found: MatchedFile[] = [];
   for (const path of new Set(paths)) {
     if (isAbsolute(path) || path.split('/').includes('..')) continue;
-    if (runtimeOwn.some((own) => isAtOrBelow(path, own))) continue;
+    if (runtimeOwn.some((own) => isInside(path, own))) continue;
     const stat = lstatSync(join(workdir, path), { throwIfNoEntry: false });
     if (stat === undefined || !(stat.isFile() || stat.isSymbolicLink())) continue;
     found.push({ path, stat });
   }
   return found.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
-}
-
-/** Whether the workdir-relative `path` is `dir` or below it. */
-export function isAtOrBelow(path: string, dir: string): boolean {
-  return path === dir || path.startsWith(`${dir}/`);
 }
 
 /**

@@ -9,6 +9,7 @@
  */
 import { lstatSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
+import { HEX64 } from '../hex.js';
 import { CacheStore, entryOf, TEMP_NAME } from './store.js';
 
 /** Stored files no entry names are kept this long: a run storing now writes its files before its entry. */
@@ -102,8 +103,12 @@ export function pruneCache(dir: string, options: PruneOptions): PruneOutcome {
 
 /** A fan-out directory's name (the first two hex digits of what it holds). */
 const FAN = /^[0-9a-f]{2}$/u;
-/** An entry's, a blob's, or a temporary file's name. */
-const NAMES = { entries: /^[0-9a-f]{64}\.json$/u, blobs: /^[0-9a-f]{64}$/u, tmp: TEMP_NAME } as const;
+/** Whether a name is an entry's, a blob's, or a temporary file's. */
+const NAMES = {
+  entries: (name: string) => name.endsWith('.json') && HEX64.test(name.slice(0, -'.json'.length)),
+  blobs: (name: string) => HEX64.test(name),
+  tmp: (name: string) => TEMP_NAME.test(name),
+} as const;
 
 /**
  * The files of `kind` under `root` (`<root>/<kind>/<xx>/<name>`, the store's fan-out; `tmp` has
@@ -121,7 +126,7 @@ function listFiles(root: string, kind: keyof typeof NAMES): Listed[] {
       return;
     }
     for (const item of names) {
-      if (!item.isFile() || !NAMES[kind].test(item.name)) continue;
+      if (!item.isFile() || !NAMES[kind](item.name)) continue;
       const path = join(at, item.name);
       const stat = lstatSync(path, { throwIfNoEntry: false });
       if (stat?.isFile() === true) found.push({ path, bytes: stat.size, mtimeMs: stat.mtimeMs });

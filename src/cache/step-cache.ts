@@ -8,10 +8,11 @@
  */
 import { createHash } from 'node:crypto';
 import { realpathSync } from 'node:fs';
-import { isAbsolute, relative, sep } from 'node:path';
+import { basename, dirname, join, relative, sep } from 'node:path';
 import type { AttemptInput, AttemptOutcome } from '../../machines/step.machine.js';
 import type { PlanStep, StepResult } from '../../machines/contracts.js';
 import { messageOf } from '../errors.js';
+import { isInside } from '../paths.js';
 import { CHUNK_BYTES, hashFiles, matchFiles } from './files.js';
 import { CacheStore, type FileOwner, type StoredFile } from './store.js';
 
@@ -27,6 +28,12 @@ export interface StepCacheOptions {
   readonly warn: (line: string) => void;
   /** Who restored files belong to: the user steps run as (`--run-as`); null or absent: the runtime's user. */
   readonly owner?: FileOwner | null;
+  /**
+   * The runtime's own paths (`Session.runtimeOwnPaths`, absolute: the records, their scratch
+   * directory, `<workdir>/.capsule`, the session's store), besides this cache's own store: those
+   * inside the workdir are never matched nor restored into.
+   */
+  readonly runtimeOwn: readonly string[];
 }
 
 /** The outcome of a cache hit as the attempt answers it: `cached` rides along in the event log's `ATTEMPT.FINISHED` (the machines ignore it). */
@@ -37,9 +44,7 @@ export class StepCache {
   readonly #workdir: string;
   readonly #warn: (line: string) => void;
   readonly #owner: FileOwner | null;
-  /** The store's workdir-relative path when it lies inside the workdir: never matched nor restored into. */
-  readonly #storeInWorkdir: readonly string[];
-  /** Workdir-relative trees of the runtime's (the records, the store inside the workdir): never matched. */
+  /** Workdir-relative trees of the runtime's (the records, the scratch directory, a store inside the workdir): never matched nor restored into. */
   readonly #runtimeOwn: readonly string[];
   /** Read and copy buffer, one per run: the cache's work is synchronous, so it is never shared. */
   readonly #buffer = Buffer.allocUnsafe(CHUNK_BYTES);
@@ -52,10 +57,10 @@ export class StepCache {
     this.#workdir = options.workdir;
     this.#warn = options.warn;
     this.#owner = options.owner ?? null;
-    const store = relative(realOrSelf(options.workdir), realOrSelf(options.dir));
-    const inside = store !== '' && !store.startsWith('..') && !isAbsolute(store);
-    this.#storeInWorkdir = inside ? [store.split(sep).join('/')] : [];
-    this.#runtimeOwn = ['.capsule', ...this.#storeInWorkdir];
+    // Compared with links resolved: a store given through a link into the workdir is still the workdir's.
+    const workdir = realOrSelf(options.workdir);
+    const own = [...options.runtimeOwn, options.dir].map(realOrSelf).filter((path) => path !== workdir && isInside(path, workdir));
+    this.#runtimeOwn = [...new Set(own.map((path) => relative(workdir, path).split(sep).join('/')))];
   }
 
   /**
@@ -105,7 +110,7 @@ export class StepCache {
     }
     let restored;
     try {
-      restored = this.store.restoreFiles(this.#workdir, read.entry.files, this.#buffer, { owner: this.#owner, runtimeOwn: this.#storeInWorkdir });
+      restored = this.store.restoreFiles(this.#workdir, read.entry.files, this.#buffer, { owner: this.#owner, runtimeOwn: this.#runtimeOwn });
     } catch (error) {
       this.#warn(`cache: step '${step.id}': its outputs could not be restored from ${entryFile} (${messageOf(error)}): a miss, the step runs`);
       return null;
@@ -152,11 +157,12 @@ export class StepCache {
   }
 }
 
-/** `path` with its links resolved, or as it is when it does not exist (yet). */
+/** Absolute `path` with its links resolved, as far as it exists (a part not made yet is kept as written). */
 function realOrSelf(path: string): string {
   try {
     return realpathSync(path);
   } catch {
-    return path;
+    const parent = dirname(path);
+    return parent === path ? path : join(realOrSelf(parent), basename(path));
   }
 }

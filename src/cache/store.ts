@@ -8,10 +8,11 @@
  * never restored.
  */
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import { closeSync, constants, fchmodSync, fchownSync, fstatSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, renameSync, rmSync, statSync, unlinkSync, utimesSync, writeSync, type Stats } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { closeSync, constants, fchmodSync, fchownSync, fstatSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, readlinkSync, readSync, renameSync, rmSync, statSync, unlinkSync, utimesSync, writeSync, type Stats } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
 import { recordKey } from '../records/record-key.js';
-import { isAtOrBelow } from './files.js';
+import { HEX64 } from '../hex.js';
+import { isInside } from '../paths.js';
 
 /** The layout's version: a store laid out otherwise lives beside it, never read as this one. */
 export const STORE_LAYOUT = 'v1';
@@ -49,11 +50,10 @@ export interface FileOwner {
 export interface RestoreOptions {
   /** The owner of what is written (a restore under `--run-as`); null or absent: the runtime's user. */
   readonly owner?: FileOwner | null;
-  /** Workdir-relative directories never written besides `.capsule/` (a store inside the workdir). */
-  readonly runtimeOwn?: readonly string[];
+  /** Workdir-relative trees of the runtime's, never written (`.capsule`, the records, their scratch directory, a store inside the workdir). */
+  readonly runtimeOwn: readonly string[];
 }
 
-const HEX64 = /^[0-9a-f]{64}$/u;
 /** What is stored is the user's: readable by them only (an output may hold a secret), in directories only they enter. */
 const BLOB_MODE = 0o600;
 const DIR_MODE = 0o700;
@@ -61,12 +61,17 @@ const DIR_MODE = 0o700;
 /**
  * Why the store at `dir` may hold something the runtime did not put there, or null when every
  * directory of it (the store, its layout and the two-character fan-out directories) is a real
- * directory owned by `uid` that no other user may write (docs/cache.md#against-a-step). The store is
- * written and read by path as root: a directory another user made or may write (a `cache.dir` in a
- * `--run-as` step's workdir, planted by a step of an earlier run) could hold a link that sends a
- * root write anywhere. A store that is missing is fine: the runtime makes it.
+ * directory of the runtime's user that no other user may write, and no directory above it is
+ * reached through a link another user could have planted (docs/cache.md#against-a-step). The
+ * store is written and read by path as root: a directory another user made or may write (a
+ * `cache.dir` in a `--run-as` step's workdir, planted by a step of an earlier run) could hold a
+ * link that sends a root write anywhere. A store that is missing is fine: the runtime makes it —
+ * once {@link storeReachUnsafe} found no such link above it.
  */
-export function storeUnsafe(dir: string, uid: number = process.geteuid?.() ?? 0): string | null {
+export function storeUnsafe(dir: string): string | null {
+  const uid = process.geteuid?.() ?? 0;
+  const linked = linkedAncestor(dir, uid);
+  if (linked !== null) return linked;
   const check = (path: string): string | null => {
     let stat: Stats;
     try {
@@ -96,6 +101,66 @@ export function storeUnsafe(dir: string, uid: number = process.geteuid?.() ?? 0)
       const why = check(join(root, kind, name));
       if (why !== null) return why;
     }
+  }
+  return null;
+}
+
+/**
+ * Why making the store at `dir` could follow a link another user could have planted above it, or
+ * null: the part of {@link storeUnsafe} that decides whether the store may be made (a session
+ * makes it at open, before it knows whether a plan caches; the directories below it are checked
+ * when it is used).
+ */
+export function storeReachUnsafe(dir: string): string | null {
+  return linkedAncestor(dir, process.geteuid?.() ?? 0);
+}
+
+/** Links followed before a path is taken for a loop (Linux's own limit). */
+const MAX_LINKS = 40;
+
+/**
+ * Why a directory above `dir` is reached through a symbolic link that another user could have
+ * made or could change, or null. The path is walked from `/` one name at a time as the kernel
+ * resolves it, each link's target in turn; a link counts as the runtime's only in a directory of
+ * root or `uid` that no other user may write, or, in a sticky one (`/tmp`), when the link itself
+ * is root's or `uid`'s. A link there (`/var/run -> /run`, a home's `.cache` moved to another disk)
+ * is followed; the walk stops at the first name missing (the runtime makes the rest, below what
+ * was checked). `dir` itself is not followed: the caller refuses a link there outright.
+ */
+function linkedAncestor(dir: string, uid: number): string | null {
+  const trusted = (owner: number): boolean => owner === 0 || owner === uid;
+  const pending = resolve(dir).split('/').filter((name) => name !== '');
+  pending.pop();
+  let at = '/';
+  let links = 0;
+  while (pending.length > 0) {
+    const name = pending.shift() as string;
+    if (name === '.') continue;
+    if (name === '..') {
+      at = dirname(at);
+      continue;
+    }
+    const path = join(at, name);
+    let stat: Stats;
+    try {
+      stat = lstatSync(path);
+    } catch {
+      return null; // missing (or not a directory on the way): made by the runtime, or its making fails and says so
+    }
+    if (!stat.isSymbolicLink()) {
+      at = path;
+      continue;
+    }
+    const parent = lstatSync(at);
+    const shared = (parent.mode & 0o022) !== 0;
+    if (!trusted(parent.uid)) return `${dir} is reached through the symbolic link ${path}, in a directory of uid ${parent.uid} (not the runtime's user, uid ${uid}, nor root)`;
+    if (shared && !((parent.mode & 0o1000) !== 0 && trusted(stat.uid))) {
+      return `${dir} is reached through the symbolic link ${path}, in a directory other users may write (mode ${(parent.mode & 0o7777).toString(8)})`;
+    }
+    if (++links > MAX_LINKS) return `${dir} is reached through more than ${MAX_LINKS} symbolic links`;
+    const target = readlinkSync(path);
+    if (target.startsWith('/')) at = '/';
+    pending.unshift(...target.split('/').filter((part) => part !== ''));
   }
   return null;
 }
@@ -238,15 +303,14 @@ export class CacheStore {
    * output's directories are walked from the workdir one name at a time, each opened without
    * following a link (`/proc/self/fd/<dir>/<name>` with `O_DIRECTORY|O_NOFOLLOW`, Node having no
    * `openat`), and the temporary file is made and renamed within the directory so opened. A path
-   * under `.capsule/` (the runtime's records) or `runtimeOwn` is never written.
+   * under `runtimeOwn` (the runtime's records, their scratch directory, a store inside the workdir) is never written.
    *
    * With an `owner`, each file and each directory made for it are given to that user (through the
    * descriptor, before the rename), as the step would have made them: under `--run-as` the step's
    * user can rewrite its restored outputs. A directory already there keeps its owner.
    */
-  restoreFiles(workdir: string, files: readonly StoredFile[], buffer: Buffer, options: RestoreOptions = {}): Restore {
+  restoreFiles(workdir: string, files: readonly StoredFile[], buffer: Buffer, options: RestoreOptions): Restore {
     const owner = options.owner ?? null;
-    const refused = ['.capsule', ...(options.runtimeOwn ?? [])];
     const ready: { dir: number; tmp: string; name: string }[] = [];
     const damaged: string[] = [];
     const at = (dir: number, name: string): string => `/proc/self/fd/${dir}/${name}`;
@@ -270,10 +334,10 @@ export class CacheStore {
           discard();
           return { ok: false, why: `its file ${file.path} is not a path inside the workdir` };
         }
-        const own = refused.find((dir) => isAtOrBelow(file.path, dir));
+        const own = options.runtimeOwn.find((dir) => isInside(file.path, dir));
         if (own !== undefined) {
           discard();
-          return { ok: false, why: own === '.capsule' ? `its file ${file.path} is under .capsule/, the runtime's own records` : `its file ${file.path} is under ${own}/, the step cache's own store` };
+          return { ok: false, why: `its file ${file.path} is under ${own}/, ${this.#isStore(workdir, own) ? "the step cache's own store" : "the runtime's own records"}` };
         }
         const name = parts.pop() as string;
         let dir = top;
@@ -370,6 +434,12 @@ export class CacheStore {
     }
   }
 
+  /** Whether the workdir-relative `dir` is this store (to say which of the runtime's trees a refused file is under). */
+  #isStore(workdir: string, dir: string): boolean {
+    const [a, b] = [statSync(join(workdir, dir), { throwIfNoEntry: false }), statSync(this.dir, { throwIfNoEntry: false })];
+    return a !== undefined && b !== undefined && a.dev === b.dev && a.ino === b.ino;
+  }
+
   #tempPath(): string {
     const dir = join(this.root, 'tmp');
     mkdirSync(dir, { recursive: true, mode: DIR_MODE });
@@ -421,7 +491,7 @@ function childDir(parent: number, name: string, open: (path: string) => number, 
   for (let tries = 0; tries < 2; tries++) {
     try {
       const fd = open(path);
-      if (made && owner !== null && fstatSync(fd).uid === process.getuid?.()) fchownSync(fd, owner.uid, owner.gid);
+      if (made && owner !== null && fstatSync(fd).uid === process.geteuid?.()) fchownSync(fd, owner.uid, owner.gid);
       return fd;
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code;

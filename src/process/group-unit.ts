@@ -22,10 +22,10 @@ export class GroupUnit implements Unit {
   #gone: Promise<void> | null = null;
 
   /** @param leaderStartTime the leader's start time (clock ticks; -1 unknown): the group's number is signalled only while no other process has it. */
-  constructor(groups: ProcessGroupRegistry, pgid: number, ownerTag: string, leaderStartTime = -1) {
+  constructor(groups: ProcessGroupRegistry, pgid: number, ownerTag: string, leaderStartTime: number) {
     this.#groups = groups;
     this.pgid = pgid;
-    groups.register(pgid, ownerTag, { init: () => this.init, leader: { pid: pgid, startTime: leaderStartTime } });
+    groups.register(pgid, ownerTag, { init: () => this.init, leaderStartTime });
   }
 
   isEmpty(): boolean {

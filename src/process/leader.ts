@@ -559,7 +559,7 @@ export function startProcess(options: StartProcessOptions): ProcessHandle {
   const leader = launchLeader({ ...launch, label: owner });
   const pid = leader.pid;
   // Its start time while it is our unreaped child: once its group has emptied, a reused number is not signalled.
-  if (pid !== null) groups.register(pid, owner, { leader: { pid, startTime: processStartTime(pid) ?? -1 } });
+  if (pid !== null) groups.register(pid, owner, { leaderStartTime: processStartTime(pid) ?? -1 });
   const done = leader.done;
   return {
     pid,

@@ -144,12 +144,12 @@ export interface GroupOptions {
    */
   readonly init?: () => ProcessRef | null;
   /**
-   * The group's leader (its pid is the group's number) and its start time, when known. Once the
-   * leader has been reaped and the group has emptied, the number may name another process's
-   * group: while a process of another start time has that pid, the group is not signalled (it is
-   * gone, and what has the number now is not ours).
+   * The start time of the group's leader (clock ticks; -1 or absent: unknown), whose pid is the
+   * group's number. Once the leader has been reaped and the group has emptied, the number may
+   * name another process's group: while a process of another start time has that pid, the group
+   * is not signalled (it is gone, and what has the number now is not ours).
    */
-  readonly leader?: ProcessRef;
+  readonly leaderStartTime?: number;
 }
 
 /**
@@ -257,8 +257,8 @@ export class ProcessGroupRegistry {
    * start time): its own group emptied, and a group of that number is someone else's.
    */
   numberReused(pgid: number): boolean {
-    const leader = this.#options.get(pgid)?.leader;
-    return leader !== undefined && leader.startTime >= 0 && groupNumberReused(pgid, leader.startTime);
+    const startTime = this.#options.get(pgid)?.leaderStartTime;
+    return startTime !== undefined && startTime >= 0 && groupNumberReused(pgid, startTime);
   }
 
   /** SIGTERM as {@link endGroup} sends it. @returns false when nobody could be signalled. */

@@ -340,7 +340,7 @@ export async function reap(trees: readonly RecordedTree[], sessionId: string, gr
       adopted.add(`g:${pgid}`);
       const init = tree.pidNamespace ? namespaceInit(live.processes.map((p) => p.pid)) : null;
       try {
-        groups.register(pgid, `resume:${sessionId}`, { init: () => init, ...(tree.pgid === tree.pid && tree.startTime !== null ? { leader: { pid: pgid, startTime: tree.startTime } } : {}) });
+        groups.register(pgid, `resume:${sessionId}`, { init: () => init, ...(tree.pgid === tree.pid && tree.startTime !== null ? { leaderStartTime: tree.startTime } : {}) });
       } catch {
         return Promise.resolve({ tree, via: 'group' as const, signal: null, survivors: live.processes.map((p) => p.pid), gone: false }); // the runtime's own group: never
       }

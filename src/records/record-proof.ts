@@ -18,6 +18,7 @@
  */
 import { createHmac, createSecretKey, timingSafeEqual, type Hmac, type KeyObject } from 'node:crypto';
 import { statSync } from 'node:fs';
+import { HEX64 } from '../hex.js';
 import { recordKey } from './record-key.js';
 
 /** The field that carries the proof, last in its record. */
@@ -27,7 +28,6 @@ export const MAC_FIELD = 'mac';
 export const PROVEN_TYPES: ReadonlySet<string> = new Set(['session_start', 'process_start', 'shell_detached', 'plan_step']);
 
 const DOMAIN = 'capsule-runtime records v1';
-const MAC_TEXT = /^[0-9a-f]{64}$/;
 
 /** A proof's verdict: believed, or why not (a sentence fragment: "it carries no mac …"). */
 export type Proof = { readonly proven: true } | { readonly proven: false; readonly reason: string };
@@ -115,7 +115,7 @@ export class RecordProver {
     if (this.#unavailable !== null) return refused(this.#unavailable);
     const mac = record[MAC_FIELD];
     if (mac === undefined) return refused(`its ${type} carries no ${MAC_FIELD} (written before records were signed, or not by this runtime)`);
-    if (typeof mac !== 'string' || !MAC_TEXT.test(mac)) return refused(`its ${type} has a ${MAC_FIELD} that is not 64 hex digits`);
+    if (typeof mac !== 'string' || !HEX64.test(mac)) return refused(`its ${type} has a ${MAC_FIELD} that is not 64 hex digits`);
     if (sessionId !== undefined && record['session_id'] !== sessionId) return refused(`its ${type} names another session than its session_start`);
     const key = this.#key as KeyObject;
     const given = Buffer.from(mac, 'hex');

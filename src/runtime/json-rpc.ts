@@ -7,12 +7,13 @@
  */
 import { createJSONRPCErrorResponse, JSONRPCErrorCode, JSONRPCErrorException, JSONRPCServer, type JSONRPCID, type JSONRPCRequest } from 'json-rpc-2.0';
 import { realpathSync } from 'node:fs';
-import { isAbsolute, relative, resolve } from 'node:path';
+import { resolve } from 'node:path';
 import type { JsonSource } from '../plan/json-location.js';
 import type { BackgroundCommandAnswer } from '../shell-calls/background-command.js';
 import { shellRunRequestOf, sizeWithoutTerminal, type ShellRunRequest } from '../shell-calls/request.js';
 import { UnknownTaskError, type SessionApi } from './session-api.js';
 import { messageOf } from '../errors.js';
+import { isInside } from '../paths.js';
 import { backgroundText, cancelText, planText, shellRunText } from './answer-text.js';
 import { pathText, type JsonPath, type NotUtf8String } from './request-text.js';
 
@@ -342,18 +343,15 @@ export function createRpcServer(api: SessionApi, options: RpcServerOptions = {})
 export function planPathInWorkdir(workdir: string, path: string): string {
   const file = resolve(workdir, path);
   let real = file;
-  let root = workdir;
+  let root = resolve(workdir);
   try {
     root = realpathSync(workdir);
     real = realpathSync(file);
   } catch {
     // a missing file: judged by the path as given
   }
-  const inside = (base: string, p: string): boolean => {
-    const rel = relative(base, p);
-    return rel !== '' && !rel.startsWith('..') && !isAbsolute(rel);
-  };
-  if (!inside(workdir, file) && !inside(root, file)) invalidParams(`plan.submit: path must name a file inside the workdir ${workdir}; got ${JSON.stringify(path.slice(0, 200))} (send the plan itself as "plan" instead)`);
+  const inside = (base: string, p: string): boolean => p !== base && isInside(p, base);
+  if (!inside(resolve(workdir), file) && !inside(root, file)) invalidParams(`plan.submit: path must name a file inside the workdir ${workdir}; got ${JSON.stringify(path.slice(0, 200))} (send the plan itself as "plan" instead)`);
   if (real !== file && !inside(root, real)) invalidParams(`plan.submit: path ${JSON.stringify(path.slice(0, 200))} leads outside the workdir ${workdir} (a link); send the plan itself as "plan" instead`);
   return file;
 }

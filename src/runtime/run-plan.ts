@@ -835,7 +835,7 @@ async function stepCacheOf(steps: readonly PlanStep[], options: RunPlanOptions, 
     return null;
   }
   const runAs = session.containment.info.runAs;
-  return new StepCache({ dir, workdir, warn, owner: runAs === null ? null : { uid: runAs.uid, gid: runAs.gid } });
+  return new StepCache({ dir, workdir, warn, owner: runAs === null ? null : { uid: runAs.uid, gid: runAs.gid }, runtimeOwn: session.runtimeOwnPaths });
 }
 
 /** `result` with its extras, the same object when it has none. */

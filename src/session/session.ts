@@ -172,6 +172,13 @@ export class Session {
   readonly runtimeDir: string;
   /** The step cache's store of its plans, hidden from its steps (`SessionOptions.cacheDir`), or null: no step cache. */
   readonly cacheDir: string | null;
+  /**
+   * The runtime's own trees, any of which may lie inside the workdir (absolute): the records
+   * directory, its scratch directory, `<workdir>/.capsule/` (the records root) and the step cache's
+   * store. Never a step's cache input or output nor restored into (docs/cache.md#declaring-it),
+   * never copied into a delegation's workdir snapshot (docs/delegation.md#workdir-snapshots).
+   */
+  readonly runtimeOwnPaths: readonly string[];
   readonly manifest: Manifest | null;
   /** Whether the session has a records directory (`SessionOptions.records`): without one nothing is written and nothing demoted. */
   readonly hasRecords: boolean;
@@ -219,6 +226,7 @@ export class Session {
     this.scratchDir = this.hasRecords ? join(dirname(this.recordsDir), `.${basename(this.recordsDir)}.scratch`) : join(tmpdir(), `.capsule-${this.id}.scratch`);
     this.manifest = options.manifest ?? null;
     this.cacheDir = options.cacheDir === null ? null : options.cacheDir !== undefined ? resolve(options.cacheDir) : manifestCacheDir(this.manifest, this.runtimeDir);
+    this.runtimeOwnPaths = [...(this.hasRecords ? [this.recordsDir] : []), this.scratchDir, join(this.workdir, '.capsule'), ...(this.cacheDir !== null ? [this.cacheDir] : [])];
     this.#keepScratch = options.keepScratch ?? process.env['CAPSULE_KEEP_SCRATCH'] === '1';
     // Refused before the containment exists: nothing to take down (e.g. /proc or /sys, where Node's recursive mkdir would never return).
     const problem = this.hasRecords ? directoryProblem(this.recordsDir) : null;
@@ -259,8 +267,12 @@ export class Session {
     const workdirMax = this.manifest?.capabilities?.resources?.workdir_max_bytes;
     this.commandLimits = {
       bounds: this.containment.info.resources,
-      // The records directory and a store inside the workdir are the runtime's to write (a command cannot), so they do not count.
-      workdirGuard: workdirMax !== undefined ? new WorkdirGuard(this.workdir, workdirMax, { skip: [...(this.hasRecords ? [this.recordsDir] : []), ...(this.cacheDir !== null ? [this.cacheDir] : [])] }) : null,
+      // The records directory and a store inside the workdir are the runtime's to write (a command cannot), so they do not count;
+      // the scratch directory (the steps' HOME and TMPDIR) and `.capsule/` (which holds it by default; steps may write there beside the records root) do.
+      workdirGuard:
+        workdirMax !== undefined
+          ? new WorkdirGuard(this.workdir, workdirMax, { skip: this.runtimeOwnPaths.filter((path) => path !== this.scratchDir && path !== join(this.workdir, '.capsule')) })
+          : null,
     };
     // Every failure to open the records is RECORDS_DIR_UNUSABLE, and takes the session's cgroup
     // with it (nothing ran), e.g. ELOOP: trace.jsonl is a link planted in a reused records dir.

@@ -21,13 +21,16 @@
  *   cache's directory is created for the same reason. And the step cache's store
  *   (docs/security.md#the-step-cache): only the runtime writes it, and a step that could would
  *   delete, damage or fill what later runs (of every workdir sharing it) restore from; made (0700)
- *   when missing for the same reason. Hidden rather than read-only: no step needs to read it, and
- *   it holds outputs of other workdirs. Hidden also where it lies inside the workdir. Not when it
- *   holds a directory steps use (the workdir, the records, the scratch directory, the runtime's
- *   package or Node).
+ *   when missing for the same reason — unless a link another user could have planted lies above
+ *   it (`storeReachUnsafe`), checked first: then it is neither made nor used. Hidden rather than
+ *   read-only: no step needs to read it, and it holds outputs of other workdirs. Hidden also where
+ *   it lies inside the workdir. Not when it holds a directory steps use (the workdir, the records,
+ *   the scratch directory, the runtime's package or Node).
  */
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { storeReachUnsafe } from '../cache/store.js';
+import { isInside } from '../paths.js';
 import type { RuntimeFiles } from '../runtime-files.js';
 
 /** What {@link stepPaths} is given: the session's layout. */
@@ -53,11 +56,6 @@ export interface StepPaths {
   readonly writable: readonly string[];
   readonly hidden: readonly string[];
   readonly notes: readonly string[];
-}
-
-/** Whether `path` is `dir` or inside it (both absolute, normalized). */
-function isInside(path: string, dir: string): boolean {
-  return path === dir || path.startsWith(dir.endsWith('/') ? dir : `${dir}/`);
 }
 
 /** What of the package a step gets read-only when the package is itself a directory steps write: its code. */
@@ -109,15 +107,15 @@ export function stepPaths(layout: SessionLayout): StepPaths {
 
   const hidden: string[] = [];
   const used = [layout.workdir, layout.runtimeDir, layout.scratchDir, ...(layout.recordsDir !== null ? [layout.recordsDir] : [])];
-  // A directory is hidden (made first when missing: a step could otherwise make it) unless that would hide one of `visible`.
-  const hide = (what: string, dir: string, visible: readonly string[]): void => {
+  // A directory is hidden (made first when missing and `make`: a step could otherwise make it) unless that would hide one of `visible`.
+  const hide = (what: string, dir: string, visible: readonly string[], make = create): void => {
     const exposed = visible.find((path) => isInside(path, dir));
     if (exposed !== undefined) {
       notes.push(`${what} ${dir} is not hidden from steps: it holds ${exposed}`);
       return;
     }
     try {
-      if (create) mkdirSync(dir, { recursive: true, mode: 0o700 });
+      if (make) mkdirSync(dir, { recursive: true, mode: 0o700 });
       hidden.push(dir);
     } catch (error) {
       notes.push(`${what} ${dir} is not hidden from steps: it cannot be created (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
@@ -128,7 +126,14 @@ export function stepPaths(layout: SessionLayout): StepPaths {
   const cacheDir = layout.cacheDir ?? null;
   // One inside the key's directory is hidden with it (and a mount inside that empty tmpfs would fail).
   if (cacheDir !== null && !hidden.some((dir) => isInside(cacheDir, dir))) {
-    hide("the step cache's store", cacheDir, [...used, ...(files !== undefined ? [files.packageRoot, files.executable] : [])]);
+    const visible = [...used, ...(files !== undefined ? [files.packageRoot, files.executable] : [])];
+    // Checked before it is made: a store reached through a link another user could have planted is
+    // not used this run (the plan run says so, `storeUnsafe`), and is never made as root through
+    // it. One already there is still hidden: a mount in the steps' namespace writes nothing.
+    const unsafe = create ? storeReachUnsafe(cacheDir) : null;
+    if (unsafe === null) hide("the step cache's store", cacheDir, visible);
+    else if (existsSync(cacheDir)) hide("the step cache's store", cacheDir, visible, false);
+    else notes.push(`the step cache's store ${cacheDir} is not made nor hidden, and not used: ${unsafe}`);
   }
   return { readOnly, writable, hidden, notes };
 }

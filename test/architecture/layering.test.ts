@@ -106,7 +106,7 @@ function loopOf(cycle: readonly string[], graph: ReadonlyMap<string, readonly st
  */
 function floorOf(path: string): number {
   if (path.startsWith('machines/')) return 0;
-  if (/^src\/(errors|excerpt|ids|package-root|runtime-files)$/.test(path)) return 0;
+  if (/^src\/(errors|excerpt|hex|ids|package-root|paths|runtime-files)$/.test(path)) return 0;
   if (path.startsWith('src/plan/') || path.startsWith('src/actors/') || path === 'src/manifest') return 1;
   if (/^src\/(process|executors|records|cancel|cache)\//.test(path)) return 2;
   // The session and what a session does: its shell calls, the resume of an earlier session's records.

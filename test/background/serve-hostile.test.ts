@@ -174,10 +174,11 @@ describe('task.cancel of a shell.run that session.stop is demoting', () => {
 });
 
 describe('plan.submit of a path', () => {
-  it('refuses a path outside the workdir, or a link leading out of it, without reading the file', async () => {
+  it("refuses a path outside the workdir, or a link leading out of it, without reading the file, and runs one inside (also a name starting with '..')", async () => {
     const serve = startServe({
       setup: (W) => {
         writeFileSync(join(W, 'ok.json'), JSON.stringify({ id: 'ok', steps: [] }));
+        writeFileSync(join(W, '..dots.json'), JSON.stringify({ id: 'dots', steps: [] }));
         symlinkSync('/etc/passwd', join(W, 'linked.json'));
       },
     });
@@ -190,6 +191,9 @@ describe('plan.submit of a path', () => {
     // A file inside the workdir, by a relative path, still runs (resolved against the workdir, not serve's cwd).
     const ok = await serve.call<{ report: { completed: boolean } }>('plan.submit', { path: 'ok.json' });
     expect(ok.report.completed).toBe(true);
+    // A name that starts with '..' is still a name inside the workdir.
+    const dots = await serve.call<{ report: { completed: boolean } }>('plan.submit', { path: '..dots.json' });
+    expect(dots.report.completed).toBe(true);
     expect(await serve.call('session.stop')).toEqual({ residue: [] });
     expect(await exitOf(serve)).toEqual({ code: 0, signal: null });
   });

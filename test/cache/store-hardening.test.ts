@@ -25,6 +25,8 @@ afterEach(() => {
 });
 
 const HEX = 'ab'.repeat(32);
+/** What a restore never writes into, as a session without `--records` elsewhere or an inside store gives it: the records root. */
+const RECORDS_ONLY = { runtimeOwn: ['.capsule'] };
 const old = (path: string): void => {
   const then = Date.now() / 1000 - 30 * 86400;
   utimesSync(path, then, then);
@@ -103,29 +105,29 @@ describe('the step cache store', () => {
 
     // The output's directory is a link to a directory outside.
     symlinkSync(outside, join(work, 'out'));
-    expect(store.restoreFiles(work, [file('out/payload')], buffer)).toMatchObject({ ok: false, why: expect.stringContaining('symbolic link') });
+    expect(store.restoreFiles(work, [file('out/payload')], buffer, RECORDS_ONLY)).toMatchObject({ ok: false, why: expect.stringContaining('symbolic link') });
     // Deeper: a real directory holding a link.
     mkdirSync(join(work, 'build'));
     symlinkSync(outside, join(work, 'build', 'bin'));
-    expect(store.restoreFiles(work, [file('build/bin/deeper/payload')], buffer)).toMatchObject({ ok: false });
+    expect(store.restoreFiles(work, [file('build/bin/deeper/payload')], buffer, RECORDS_ONLY)).toMatchObject({ ok: false });
     // Refused whole: the good file of the same entry is not written either.
-    expect(store.restoreFiles(work, [file('ok/payload'), file('out/payload')], buffer)).toMatchObject({ ok: false });
+    expect(store.restoreFiles(work, [file('ok/payload'), file('out/payload')], buffer, RECORDS_ONLY)).toMatchObject({ ok: false });
     expect(readdirSync(outside)).toEqual([]);
     expect(readdirSync(join(work, 'ok'))).toEqual([]);
 
     // The records are the runtime's: never written from the store.
     mkdirSync(join(work, '.capsule', 'records', 'ses'), { recursive: true });
     writeFileSync(join(work, '.capsule', 'records', 'ses', 'trace.jsonl'), 'genuine\n');
-    expect(store.restoreFiles(work, [file('.capsule/records/ses/trace.jsonl')], buffer)).toMatchObject({ ok: false, why: expect.stringContaining('.capsule/') });
+    expect(store.restoreFiles(work, [file('.capsule/records/ses/trace.jsonl')], buffer, RECORDS_ONLY)).toMatchObject({ ok: false, why: expect.stringContaining('.capsule/') });
     expect(readFileSync(join(work, '.capsule', 'records', 'ses', 'trace.jsonl'), 'utf8')).toBe('genuine\n');
-    expect(store.restoreFiles(work, [file('a/../../escape')], buffer)).toMatchObject({ ok: false });
+    expect(store.restoreFiles(work, [file('a/../../escape')], buffer, RECORDS_ONLY)).toMatchObject({ ok: false });
 
     // A link at the output's own name is replaced, never written through.
     const victim = join(outside, 'victim');
     writeFileSync(victim, 'victim\n', { mode: 0o600 });
     mkdirSync(join(work, 'dist'));
     symlinkSync(victim, join(work, 'dist', 'payload'));
-    expect(store.restoreFiles(work, [file('dist/payload'), file('new/dir/payload')], buffer)).toEqual({ ok: true });
+    expect(store.restoreFiles(work, [file('dist/payload'), file('new/dir/payload')], buffer, RECORDS_ONLY)).toEqual({ ok: true });
     expect(readFileSync(victim, 'utf8')).toBe('victim\n');
     expect(statSync(victim).mode & 0o777).toBe(0o600);
     expect(lstatSync(join(work, 'dist', 'payload')).isFile()).toBe(true);
@@ -164,7 +166,7 @@ describe('the step cache store', () => {
     writeFileSync(source, 'payload\n');
     const blob = store.putBlob(source, lstatSync(source), buffer);
     const file = { path: '.cache/steps/v1/planted', ...blob, mode: 0o644 };
-    expect(store.restoreFiles(work, [file], buffer, { runtimeOwn: ['.cache/steps'] })).toMatchObject({ ok: false, why: expect.stringContaining("under .cache/steps/, the step cache's own store") });
+    expect(store.restoreFiles(work, [file], buffer, { runtimeOwn: ['.capsule', '.cache/steps'] })).toMatchObject({ ok: false, why: expect.stringContaining("under .cache/steps/, the step cache's own store") });
     expect(lstatSync(join(work, '.cache', 'steps', 'v1', 'planted'), { throwIfNoEntry: false })).toBeUndefined();
     mkdirSync(join(work, '.capsule', 'records'), { recursive: true });
     writeFileSync(join(work, '.capsule', 'records', 'trace.jsonl'), '{}\n');
@@ -184,7 +186,7 @@ describe('the step cache store', () => {
       mkdirSync(join(work, 'kept'));
       const owner = { uid: 65534, gid: 65534 };
       const files = ['kept/payload', 'made/deeper/payload'].map((path) => ({ path, ...blob, mode: 0o640 }));
-      expect(store.restoreFiles(work, files, buffer, { owner })).toEqual({ ok: true });
+      expect(store.restoreFiles(work, files, buffer, { owner, ...RECORDS_ONLY })).toEqual({ ok: true });
       const ownerOf = (path: string): { uid: number; gid: number; mode: number } => {
         const stat = statSync(join(work, path));
         return { uid: stat.uid, gid: stat.gid, mode: stat.mode & 0o7777 };

@@ -1,7 +1,8 @@
 /**
  * Workdir snapshots and the capsule-version map (`docs/delegation.md#workdir-snapshots`, `docs/delegation.md#one-delegation`
  * step 7): a child of a capsule listed in the parent's `capabilities.spawn.workdir_snapshot`
- * starts with a copy of the parent's work folder, without the runtime's directories; a capsule
+ * starts with a copy of the parent's work folder, without the runtime's directories (the step
+ * cache's store among them); a capsule
  * step asks for the version the map gives for its capsule's name as written.
  */
 import { execFileSync } from 'node:child_process';
@@ -35,6 +36,20 @@ describe('a workdir snapshot', () => {
     const start = traceOf(report).one('delegation_start');
     expect(start['workdir_snapshot']).toMatchObject({ source: workdir, links: 1, skipped: 1 });
     expect((start['workdir_snapshot'] as { files: number }).files).toBeGreaterThanOrEqual(3);
+  });
+
+  it("leaves out the step cache's store when it lies in the work folder (the manifest's cache.dir)", async () => {
+    const workdir = setupDelegation(dirs, [{ id: 'l', capsule: 'lister', input: 'x' }], [lister], {
+      capabilities: { spawn: { allow: ['local/lister'], workdir_snapshot: ['local/lister'] } },
+      cache: { dir: '.cache/steps' },
+    });
+    mkdirSync(join(workdir, '.cache', 'steps', 'v1', 'entries', 'ab'), { recursive: true, mode: 0o700 });
+    writeFileSync(join(workdir, '.cache', 'steps', 'v1', 'entries', 'ab', 'entry.json'), '{}');
+    writeFileSync(join(workdir, '.cache', 'kept.txt'), 'k');
+    const report = await runPlan(delegationOptions(workdir));
+    const listed = (report.results[0]?.output ?? '').split(' ');
+    expect(listed).toEqual(expect.arrayContaining(['./.cache', './.cache/kept.txt', './plan.json']));
+    expect(listed.filter((entry) => entry.startsWith('./.cache/steps'))).toEqual([]);
   });
 
   it('gives a capsule not listed an empty work folder, and writes no workdir_snapshot', async () => {

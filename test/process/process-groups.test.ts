@@ -158,7 +158,7 @@ describe('ProcessGroupRegistry', () => {
     const pgid = handle.pid as number;
     const startTime = processStartTime(pgid) as number;
     const ended = new ProcessGroupRegistry();
-    ended.register(pgid, 'step:gone', { leader: { pid: pgid, startTime: startTime - 1 } });
+    ended.register(pgid, 'step:gone', { leaderStartTime: startTime - 1 });
     const kill = jest.spyOn(process, 'kill');
     try {
       await expect(ended.endGroup(pgid, 0)).resolves.toEqual({ signal: null, survivors: [] });
@@ -173,7 +173,7 @@ describe('ProcessGroupRegistry', () => {
     expect(isGroupAlive(pgid)).toBe(true);
     // Registered with its own start time, the same group is ended.
     const own = new ProcessGroupRegistry();
-    own.register(pgid, 'step:own', { leader: { pid: pgid, startTime } });
+    own.register(pgid, 'step:own', { leaderStartTime: startTime });
     await expect(own.endGroup(pgid, 1000)).resolves.toEqual({ signal: 'SIGTERM', survivors: [] });
     await handle.done;
   });

@@ -234,8 +234,8 @@ async function delegate(request: DelegationRequest, setTree: (tree: ContainedPro
   } catch (error) {
     return none('failed', `capsule '${capsule.name}' was not started: its directories under ${join(session.recordsDir, 'children')} cannot be created (${messageOf(error)})`);
   }
-  // Never the runtime's own directories: the records (the child's own folders are in them), the scratch directory, <workdir>/.capsule/.
-  const snapshot = request.snapshot === true ? copyWorkdir(session.workdir, childWork, [session.recordsDir, session.scratchDir, join(session.workdir, '.capsule')]) : null;
+  // Never the runtime's own trees: the records (the child's own folders are in them), the scratch directory, <workdir>/.capsule/, the step cache's store.
+  const snapshot = request.snapshot === true ? copyWorkdir(session.workdir, childWork, session.runtimeOwnPaths) : null;
   const childAllow = capsule.manifest.capabilities?.env?.allow ?? [];
   let env: Record<string, string>;
   try {
