@@ -140,7 +140,7 @@ describeWithRedis('capsule run --redis on capsule workers', () => {
   it('has capsule doctor --redis say whether Redis answers, its version, and whether the shared key is there', async () => {
     const dir = dirs.make('doctor');
     const found = await runCli(['doctor', '--redis', redis.url], { cwd: dir, env: ENV });
-    expect(found.stdout).toMatch(new RegExp(`^scale-out: Redis \\d+\\.\\d+\\S* answers at redis://127\\.0\\.0\\.1:${redis.port}; \\d+ coordinator session\\(s\\) announced there now; shared key: \\$CAPSULE_SCALE_OUT_KEY$`, 'm'));
+    expect(found.stdout).toMatch(new RegExp(`^scale-out: Redis \\d+\\.\\d+\\S* answers at redis://127\\.0\\.0\\.1:${redis.port}; \\d+ coordinator session\\(s\\) live there now; \\d+ worker\\(s\\) connected[^;]*; shared key: \\$CAPSULE_SCALE_OUT_KEY$`, 'm'));
     const missing = await runCli(['doctor', '--redis', redis.url, '--json'], { cwd: dir, env: { CAPSULE_SCALE_OUT_KEY: '' } });
     const report = JSON.parse(missing.stdout) as { scale_out: { redis: { ok: boolean }; key: { ok: boolean; error: string } }; ok: boolean };
     expect(report.scale_out.redis.ok).toBe(true);
