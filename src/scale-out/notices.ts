@@ -26,12 +26,15 @@ const NOT_INSTALLED = /^tool '(.*)' is not installed$/s;
 export function refusalOnWorker(outcome: AttemptOutcome, me: WorkerIdentity): string | null {
   if (outcome.status !== 'failed' || outcome.error === null) return null;
   const where = `on worker ${me.name} (host ${me.host})`;
-  const manifest = me.manifest ?? 'its manifest (it has none: it was started without --manifest and its workdir has no capsule.json)';
+  const none = 'the worker has no manifest (no --manifest, no capsule.json in its workdir)';
   const binary = NOT_ALLOWED.exec(outcome.error)?.[1];
   if (binary !== undefined)
-    return `${where}: binary '${binary}' is not in capabilities.shell.allow of ${manifest}: allow it there, or start the worker with --allow ${binary} (docs/scale-out.md#running-workers)`;
+    return me.manifest === null
+      ? `${where}: binary '${binary}' is not allowed: ${none} and no --allow ${binary}; start it with --manifest FILE allowing it, or --allow ${binary} (docs/scale-out.md#running-workers)`
+      : `${where}: binary '${binary}' is not in capabilities.shell.allow of ${me.manifest}: allow it there, or start the worker with --allow ${binary} (docs/scale-out.md#running-workers)`;
   const tool = NOT_INSTALLED.exec(outcome.error)?.[1];
-  if (tool !== undefined) return `${where}: tool '${tool}' is not installed: ${manifest} declares no such command tool; declare it there (docs/scale-out.md#how-it-works)`;
+  if (tool !== undefined)
+    return `${where}: tool '${tool}' is not installed: ${me.manifest === null ? none : `${me.manifest} declares no such command tool`}; declare it in the worker's manifest (docs/scale-out.md#how-it-works)`;
   return null;
 }
 
