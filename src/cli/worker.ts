@@ -36,6 +36,7 @@ interface WorkerCommandOptions {
   readonly keyFile?: string;
   readonly records?: string;
   readonly redisTimeout?: number;
+  readonly runAs?: string;
 }
 
 /** The file in each of a worker's records directories that says it is a worker's (its leftovers are the next start's to account for). */
@@ -56,8 +57,9 @@ export function registerWorker(program: Command): void {
     .option('--allow <bin>', 'also allow this binary in shell steps (repeatable)', collect)
     .option('--name <name>', 'the name on every process_start of its steps (default: <host>:<pid>)')
     .option('--records <dir>', "the root of this worker's records: each start writes to a fresh <dir>/<session_id>/ (default: <workdir>/.capsule/records/)")
+    .option('--run-as <user>', "run every step as this unprivileged user (the worker must be root): a root step can read any file the worker can, --key-file aside (docs/scale-out.md#the-shared-key)")
     .option('--redis-timeout <secs>', 'seconds Redis may be out of reach before the worker gives up and exits 1 (default: it waits for Redis for ever)', parsePositiveInteger)
-    .addHelpText('after', '\nExit codes: 0 stopped by SIGTERM/SIGINT; 1 failed while running (Redis out of reach past --redis-timeout, its records could not be written, its session could not be opened); 2 refused at the start (usage, no key, Redis unreachable or refusing its password, a bad --workdir, --manifest or --records): docs/exit-codes.md#capsule-worker.')
+    .addHelpText('after', '\nExit codes: 0 stopped by SIGTERM/SIGINT; 1 failed while running (Redis out of reach past --redis-timeout, its records could not be written) or its session could not be opened (a forced containment or --run-as user that cannot be had); 2 refused at the start (usage, no key, Redis unreachable or refusing its password, a bad --workdir, --manifest or --records): docs/exit-codes.md#capsule-worker.')
     .action(async (options: WorkerCommandOptions) => {
       process.exitCode = await workerCommand(options);
     });
@@ -117,6 +119,7 @@ async function workerCommand(given: WorkerCommandOptions): Promise<ExitCode> {
       pointLatest: false,
       // Its own earlier sessions are accounted for below rather than warned about.
       noticeAbandoned: false,
+      ...(options.runAs !== undefined ? { runAs: options.runAs } : {}),
     });
   } catch (error) {
     watch.disconnect();

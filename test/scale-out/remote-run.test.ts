@@ -91,7 +91,8 @@ describeWithRedis('capsule run --redis on capsule workers', () => {
     const run = await runCli(['run', 'plan.json', '--json', '--redis', redis.url, '--allow', 'echo'], { cwd: dir, env: ENV });
     const report = parseReport(run.stdout);
     expect(report.results[0]?.status).toBe('failed');
-    expect(report.results[0]?.error).toBe("binary 'echo' is not in capabilities.shell.allow");
+    // Named as the worker's refusal (its name, host and manifest), not read as the coordinator's own.
+    expect(report.results[0]?.error).toMatch(/^on worker \S+ \(host \S+\): binary 'echo' is not allowed: the worker has no manifest \(no --manifest, no capsule\.json in its workdir\) and no --allow echo; start it with --manifest FILE allowing it, or --allow echo/);
     expect(traceRecords(report.records_dir, 'process_start')).toEqual([]);
   });
 

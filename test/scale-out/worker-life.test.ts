@@ -7,7 +7,7 @@
  * session it served ended; the coordinator says when a worker was lost and shows a step queued
  * until a worker starts it. Real redis-server and real worker processes, all stopped after.
  */
-import { mkdirSync, readdirSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { killStartedClis, parseReport, runCli, startCli, TempDirs, traceRecords, waitFor, writeJson, type StartedCli } from '../cli/helpers.js';
@@ -117,17 +117,21 @@ describeWithRedis('a capsule worker, from its start to its end', () => {
     const dir = dirs.make('refused-here');
     const etc = dirs.make('worker-etc');
     const manifest = writeJson(etc, 'capsule.json', { name: 'worker', version: '1.0.0', capabilities: { shell: { allow: ['echo'] } } });
+    // The coordinator's manifest allows bash and declares a command tool; the worker's does neither.
+    writeJson(dir, 'capsule.json', { name: 'coordinator', version: '1.0.0', capabilities: { shell: { allow: ['echo', 'bash'] } }, tools: { greeter: { command: ['echo', 'hello'] } } });
     writeJson(dir, 'plan.json', {
       id: 'two-manifests',
       steps: [
         { id: 'hello', shell: 'echo hi' },
-        { id: 'bashy', shell: 'bash -c true', depends_on: ['hello'] },
+        { id: 'greet', tool: 'greeter', input: {}, depends_on: ['hello'], on_error: 'continue' },
+        { id: 'bashy', shell: 'bash -c true', depends_on: ['greet'] },
       ],
     });
     const worker = await startWorker(redis.url, ['--name', 'alpha', '--manifest', manifest], { cwd: dir });
     workers.push(worker);
-    const run = await runCli(['run', 'plan.json', '--redis', redis.url, '--allow', 'echo', '--allow', 'bash'], { cwd: dir, env: ENV });
+    const run = await runCli(['run', 'plan.json', '--redis', redis.url], { cwd: dir, env: ENV });
     expect(run.code).toBe(1);
+    expect(run.stderr).toMatch(new RegExp(`on worker alpha \\(host \\S+\\): tool 'greeter' is not installed: ${manifest.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')} declares no such command tool`));
     expect(run.stderr).toMatch(new RegExp(`on worker alpha \\(host \\S+\\): binary 'bash' is not in capabilities\\.shell\\.allow of ${manifest.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}: allow it there, or start the worker with --allow bash`));
     // Queued when dispatched, started when the worker reports its process.
     const lines = run.stderr.split('\n');
@@ -174,6 +178,43 @@ describeWithRedis('a capsule worker, from its start to its end', () => {
     const said = await runCli(['logs', 'latest', 'talk'], { cwd: dir });
     expect(said.code).toBe(1);
     expect(said.stderr).toContain(`its log stays on the worker's machine, at ${logs[0]?.path ?? ''} on worker holder (host ${logs[0]?.worker.host ?? ''})`);
+  }, 60_000);
+
+  it("runs a worker's steps as its --run-as user, who cannot read the worker's key file nor its other root-only files", async () => {
+    if (process.getuid?.() !== 0) return void process.stderr.write('SKIPPED --run-as on a worker: the tests do not run as root\n');
+    const dir = dirs.make('run-as');
+    const etc = dirs.make('run-as-etc');
+    // Open to all but the files themselves: what keeps the step out is their mode (0600, root's).
+    chmodSync(dir, 0o755);
+    chmodSync(etc, 0o755);
+    const keyFile = join(etc, 'scale-out.key');
+    writeFileSync(keyFile, `${TEST_KEY}\n`, { mode: 0o600 });
+    const env = join(etc, 'worker.env');
+    writeFileSync(env, 'CAPSULE_REDIS_URL=redis://:secret@redis.internal:6379\n', { mode: 0o600 });
+    writeJson(dir, 'plan.json', { id: 'who', steps: [{ id: 'whoami', shell: `sh -c 'id -un; cat ${env} ${keyFile}; true'` }] });
+    workers.push(await startWorker(redis.url, ['--run-as', 'nobody', '--key-file', keyFile, '--allow', 'sh'], { cwd: dir, env: { CAPSULE_SCALE_OUT_KEY: '' } }));
+    const report = parseReport((await runCli(['run', 'plan.json', '--json', '--redis', redis.url, '--allow', 'sh'], { cwd: dir, env: ENV })).stdout);
+    expect(report.results[0]?.output).toBe('nobody\n');
+    expect(JSON.stringify(report)).not.toContain('secret@');
+    expect(JSON.stringify(report)).not.toContain(TEST_KEY);
+  }, 60_000);
+
+  it('has capsule logs say that a step whose outcome was discarded ran, and on which worker, not that it never ran', async () => {
+    const dir = dirs.make('discarded');
+    writeJson(dir, 'plan.json', {
+      id: 'stopped',
+      steps: [
+        { id: 'breaks', shell: "sh -c 'exit 3'" },
+        { id: 'later', shell: "sh -c 'sleep 0.5; echo done'" },
+      ],
+    });
+    workers.push(await startWorker(redis.url, ['--name', 'keeper', '--concurrency', '2', '--allow', 'sh'], { cwd: dir }));
+    const report = parseReport((await runCli(['run', 'plan.json', '--json', '--redis', redis.url, '--allow', 'sh'], { cwd: dir, env: ENV })).stdout);
+    expect((report as unknown as { discarded: { step_id: string }[] }).discarded.map((step) => step.step_id)).toEqual(['later']);
+    const said = await runCli(['logs', 'latest', 'later'], { cwd: dir });
+    expect(said.code).toBe(1);
+    expect(said.stderr).toMatch(/step 'later' printed nothing here: it ran \(1 process started\) but its outcome was discarded: a step of its wave failed and stopped the plan; it ran on worker keeper \(host \S+\)/);
+    expect(said.stderr).not.toContain('never ran');
   }, 60_000);
 
   it('removes what a SIGKILLed coordinator left in Redis once its lease has been gone long enough, and doctor counts it dead meanwhile', async () => {
