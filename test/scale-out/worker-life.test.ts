@@ -146,6 +146,17 @@ describeWithRedis('a capsule worker, from its start to its end', () => {
     expect(said).not.toMatch(/dropped/);
   }, 60_000);
 
+  it('says that a session signed with another key closed, as such, not as an unsigned message', async () => {
+    const dir = dirs.make('other-key');
+    writeJson(dir, 'plan.json', { id: 'other', steps: [{ id: 'greet', shell: 'echo hi' }] });
+    const worker = await startWorker(redis.url, ['--name', 'mine', '--allow', 'echo'], { cwd: dir });
+    workers.push(worker);
+    const run = await runCli(['run', 'plan.json', '--json', '--redis', redis.url, '--allow', 'echo'], { cwd: dir, env: { CAPSULE_SCALE_OUT_KEY: 'another-key-of-another-team' } });
+    expect(parseReport(run.stdout).results[0]?.error).toMatch(/refused the job: its proof does not match the shared key/);
+    await waitFor(() => /a "close" message for session \S+ from a session this worker cannot authenticate \(another key\?\): ignored/.test(worker.stderr()), 10_000, "the worker to say the other key's session closed");
+    expect(worker.stderr()).not.toMatch(/not signed with the shared key/);
+  }, 60_000);
+
   it('warns at the start that a worker with no manifest and no --allow refuses every shell step', async () => {
     const dir = dirs.make('bare');
     const worker = await startWorker(redis.url, ['--name', 'bare'], { cwd: dir });
@@ -242,7 +253,9 @@ describeWithRedis('a capsule worker, from its start to its end', () => {
       await waitFor(() => worker.stderr().includes(`removed what session ${session} left in Redis`), 20_000, 'the worker to sweep the dead session');
       expect(await client.keys(`bull:capsule.${session}:*`)).toEqual([]);
       expect(await client.sismember('capsule:sessions', session)).toBe(0);
-      expect((await runCli(['doctor', '--redis', redis.url], { cwd: dir, env: ENV })).stdout).not.toMatch(/dead one/);
+      const after = (await runCli(['doctor', '--redis', redis.url], { cwd: dir, env: ENV })).stdout;
+      expect(after).not.toMatch(/dead one/);
+      expect(after).toMatch(/; 1 worker\(s\) connected \(sweeper\); shared key/);
     } finally {
       client.disconnect();
     }
