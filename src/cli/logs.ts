@@ -148,12 +148,22 @@ function noLogText(recordsDir: string, step: string): string {
   const last = settled.at(-1);
   // A step run on a worker (capsule run --redis) keeps its log on that machine: say where, not "nothing".
   const away = last !== undefined && isRecordOf(last, 'plan_step') ? (last.logs ?? []).filter((log) => !log.path.startsWith(recordsDir + sep)) : [];
+  // The trees the step's attempts started (a step run on a worker names it there): a discarded step has no plan_step, but these.
+  const started = records.filter((record) => isRecordOf(record, 'process_start') && ownerStep(record.owner) === step);
+  const lastWorker = started.map((record) => (isRecordOf(record, 'process_start') ? record.worker : undefined)).filter((worker) => worker !== undefined).at(-1);
+  const on = (worker: { readonly name: string; readonly host: string } | undefined): string => (worker === undefined ? "the worker's machine" : `worker ${printable(worker.name)} (host ${printable(worker.host)})`);
   if (away.length > 0) {
-    const paths = away.map((log) => printable(log.path)).join(', ');
-    return `step '${printable(step)}' ran on a worker: its log stays on the worker's machine, at ${paths} (docs/scale-out.md#jobs); there: capsule logs <that records directory> ${printable(step)}`;
+    const paths = away.map((log) => `${printable(log.path)}${log.worker !== undefined ? ` on ${on(log.worker)}` : ''}`).join(', ');
+    const where = away.every((log) => log.worker !== undefined) ? '' : ` on ${on(lastWorker)}`;
+    return `step '${printable(step)}' ran on a worker: its log stays on the worker's machine, at ${paths}${where} (docs/scale-out.md#jobs); there: capsule logs <that records directory> ${printable(step)}`;
   }
   // A step of a session that has ended will not run any more: "not yet" would send the operator waiting.
   const ended = records.some((record) => isRecordOf(record, 'session_end'));
+  // It ran but a failure in its wave discarded its outcome (no plan_step: docs/report.md, `discarded`).
+  if (last === undefined && started.length > 0) {
+    const log = lastWorker === undefined ? '' : `; it ran on ${on(lastWorker)}, whose records hold its log (report.json's discarded[].logs name it; docs/scale-out.md#jobs)`;
+    return `step '${printable(step)}' printed nothing here: it ran (${started.length} process${started.length === 1 ? '' : 'es'} started) but its outcome was discarded: a step of its wave failed and stopped the plan${log}`;
+  }
   const how =
     last !== undefined && isRecordOf(last, 'plan_step')
       ? ` (it ${last.status === 'skipped' ? 'was skipped' : `settled ${last.status}`} after ${last.attempts} attempt${last.attempts === 1 ? '' : 's'})`
@@ -161,6 +171,11 @@ function noLogText(recordsDir: string, step: string): string {
         ? ' (it never ran: the session ended before it started, e.g. a failed step stopped the plan)'
         : ' (it has not run yet)';
   return `step '${printable(step)}' printed nothing: it has no log${how}`;
+}
+
+/** The step id of a `process_start` owner (`run:1/step:build#2` → `build`), or null for another owner. */
+function ownerStep(owner: string): string | null {
+  return /\/step:(.*)#\d+$/s.exec(owner)?.[1] ?? null;
 }
 
 /** `build (plan demo), attempt 2 of 2: make -j4 — exit code 2; stdout 0 B, stderr 1.2 KiB`. */

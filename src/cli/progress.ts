@@ -28,6 +28,11 @@ export interface ProgressOptions {
   readonly color: boolean;
   /** Clock in epoch milliseconds (tests). Default `Date.now`. */
   readonly now?: () => number;
+  /**
+   * A run on workers (`--redis`, docs/scale-out.md): a shell or tool step is shown `queued` when
+   * dispatched and started once a worker reports its process's start ({@link Progress.startedOnWorker}).
+   */
+  readonly remote?: boolean;
 }
 
 /**
@@ -195,6 +200,9 @@ export class Progress {
   #canceling: 'graceful' | 'forced' | null = null;
   /** Steps running when the first cancel came (start order): what the cancel stopped, for the summary. */
   #runningAtCancel: string[] | null = null;
+  readonly #remote: boolean;
+  /** Steps dispatched to the queue whose process no worker has started yet (a run on workers): id → kind. */
+  readonly #queued = new Map<string, StepKind>();
 
   constructor(options: ProgressOptions) {
     this.#stream = options.stream;
@@ -202,6 +210,7 @@ export class Progress {
     this.#color = options.color;
     this.#now = options.now ?? Date.now;
     this.#planStartedAtMs = this.#now();
+    this.#remote = options.remote === true;
     if (this.#mode === 'live' && liveViewFactory === null) throw new Error('Progress in live mode: await loadLiveView(mode) first');
     this.#live =
       this.#mode === 'live' && liveViewFactory !== null
@@ -225,11 +234,16 @@ export class Progress {
         break;
       case 'step.started':
         this.#running.set(event.stepId, this.#now());
-        if (this.#mode === 'lines') this.#print(`${this.#paint('cyan', '▶')} ${shownId(event.stepId)} (${event.kind})`);
+        // On workers a dispatched step waits in the queue until a worker starts its process: not shown as running before.
+        if (this.#remote && event.kind !== 'capsule') {
+          this.#queued.set(event.stepId, event.kind);
+          if (this.#mode === 'lines') this.#print(`${this.#paint('dim', '…')} ${shownId(event.stepId)} (${event.kind}) queued`);
+        } else if (this.#mode === 'lines') this.#print(`${this.#paint('cyan', '▶')} ${shownId(event.stepId)} (${event.kind})`);
         break;
       case 'step.ended':
         // Shown when the step ends, not when its wave settles (the trace keeps the settlement order).
         this.#running.delete(event.result.step_id);
+        this.#queued.delete(event.result.step_id);
         this.#printedEnds.add(event.result.step_id);
         this.#done.add(event.result.step_id);
         // Quiet: no line is built (a wide wave's cancel settles 100,000 steps at once).
@@ -237,12 +251,14 @@ export class Progress {
         break;
       case 'step.settled':
         this.#running.delete(event.result.step_id);
+        this.#queued.delete(event.result.step_id);
         this.#done.add(event.result.step_id);
         if (!this.#printedEnds.delete(event.result.step_id) && this.#mode !== 'quiet') this.#print(this.#settledLine(event.result));
         break;
       case 'step.discarded':
         // Its end was printed as it happened (`step.ended`); this says the wave's fail stop discarded it.
         this.#running.delete(event.result.step_id);
+        this.#queued.delete(event.result.step_id);
         this.#printedEnds.delete(event.result.step_id);
         this.#done.add(event.result.step_id);
         if (this.#mode !== 'quiet') this.#print(this.#discardedLine(event.result));
@@ -254,6 +270,16 @@ export class Progress {
       case 'plan.ended':
         break;
     }
+    this.#render();
+  }
+
+  /** A worker started the process of a step shown queued (its first attempt's; a later attempt's start is not shown). */
+  startedOnWorker(stepId: string, worker: { readonly name: string; readonly host: string }): void {
+    const kind = this.#queued.get(stepId);
+    if (kind === undefined) return;
+    this.#queued.delete(stepId);
+    if (this.#running.has(stepId)) this.#running.set(stepId, this.#now());
+    if (this.#mode === 'lines') this.#print(`${this.#paint('cyan', '▶')} ${shownId(stepId)} (${kind}) on ${printable(worker.name)} (${printable(worker.host)})`);
     this.#render();
   }
 
@@ -391,9 +417,12 @@ export class Progress {
     const running = [...this.#running];
     const shown = running.slice(0, room).map(([id, startedAtMs]) => [shownId(id), startedAtMs] as const);
     const width = widest([...shown.map(([id]) => id), ...waiting.slice(0, Math.max(0, room - shown.length)).map((step) => shownId(step.id))]);
-    const lines = shown.map(
-      ([id, startedAtMs]) => `  ${this.#paint('cyan', spinner)} ${id.padEnd(width)}  ${this.#paint('dim', formatDuration(now - startedAtMs))}`,
-    );
+    const lines = running.slice(0, room).map(([stepId, startedAtMs], index) => {
+      const id = shown[index]?.[0] ?? '';
+      return this.#queued.has(stepId)
+        ? this.#paint('dim', `  … ${id.padEnd(width)}  queued ${formatDuration(now - startedAtMs)}`)
+        : `  ${this.#paint('cyan', spinner)} ${id.padEnd(width)}  ${this.#paint('dim', formatDuration(now - startedAtMs))}`;
+    });
     if (running.length > room) lines.push(this.#paint('dim', `  … and ${running.length - room} more running`));
     // Then the steps still to run, with what each waits for, as far as the screen allows.
     const waitRoom = Math.max(0, room - lines.length);

@@ -197,6 +197,7 @@ export async function runCommand(planPath: string, given: RunCommandOptions): Pr
     stream: stderr,
     mode: progressMode,
     color: useColor(stderr),
+    remote: options.redis !== undefined,
   });
   const warnings = new WarningSink({ write: (line) => progress.note(printable(line)) });
   progress.info(
@@ -214,7 +215,12 @@ export async function runCommand(planPath: string, given: RunCommandOptions): Pr
   const sessionId = newSessionId();
   let remote: Awaited<ReturnType<typeof openScaleOut>> = null;
   try {
-    remote = await openScaleOut(options, sessionId, (line) => warnings.warn({ kind: 'scale-out', message: line }));
+    remote = await openScaleOut(
+      options,
+      sessionId,
+      (line) => warnings.warn({ kind: 'scale-out', message: line }),
+      (stepId, worker) => progress.startedOnWorker(stepId, worker),
+    );
   } catch (error) {
     progress.dispose();
     return exitCodeAfterLog(log, usageError(messageOf(error)));

@@ -48,7 +48,12 @@ export function scaleOutWithoutRedis(options: ScaleOutOptions, usedFor: string):
  * before the session) with `--redis`; null without it. The scale-out code is loaded with `--redis`
  * alone. @throws when Redis is out of reach or there is no shared key (the command's usage error).
  */
-export async function openScaleOut(options: ScaleOutOptions, sessionId: string, onNotice: (line: string) => void): Promise<(RemoteAttempts & { close(): Promise<void> }) | null> {
+export async function openScaleOut(
+  options: ScaleOutOptions,
+  sessionId: string,
+  onNotice: (line: string) => void,
+  onStarted?: (stepId: string, worker: { readonly name: string; readonly host: string }) => void,
+): Promise<(RemoteAttempts & { close(): Promise<void> }) | null> {
   if (options.redis === undefined) return null;
   const { Coordinator } = await import('../scale-out/coordinator.js');
   const { sharedKey } = await import('../scale-out/job.js');
@@ -59,5 +64,6 @@ export async function openScaleOut(options: ScaleOutOptions, sessionId: string, 
     ...(options.lockDuration !== undefined ? { lockDurationMs: options.lockDuration * 1000 } : {}),
     ...(options.redisTimeout !== undefined ? { unreachableMs: options.redisTimeout * 1000 } : {}),
     onNotice,
+    ...(onStarted !== undefined ? { onStarted } : {}),
   });
 }

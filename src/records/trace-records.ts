@@ -224,7 +224,7 @@ export interface PlanStepFields {
   /** Ours: on a matrix instance, its combination (keys in declaration order). */
   readonly matrix?: Readonly<Record<string, MatrixValue>>;
   /** Ours: the step's attempts' logs (`docs/records.md#step-logs`), in attempt order; absent when no attempt printed anything. */
-  readonly logs?: readonly { readonly attempt: number; readonly path: string; readonly stdout_bytes: number; readonly stderr_bytes: number; readonly exit_code?: number | null; readonly signal?: string | null }[];
+  readonly logs?: readonly { readonly attempt: number; readonly path: string; readonly stdout_bytes: number; readonly stderr_bytes: number; readonly exit_code?: number | null; readonly signal?: string | null; readonly worker?: { readonly name: string; readonly host: string } }[];
   /**
    * Ours: the step's identity (`docs/continue.md#identity`), sha256 hex of its definition after
    * interpolation, the manifest entries it uses and its dependencies' outputs; absent for a step

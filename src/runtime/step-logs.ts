@@ -17,6 +17,14 @@ export interface StepLogEntry {
   /** How the attempt's process ended: its exit status (128 + signal for a signal death) and signal, as the log's last line says. */
   readonly exit_code: number | null;
   readonly signal: string | null;
+  /** A step run on a `capsule worker` (docs/scale-out.md#jobs): the worker whose machine holds the log at `path`. */
+  readonly worker?: StepLogWorker;
+}
+
+/** The worker (its `--name`) and its machine's host name. */
+export interface StepLogWorker {
+  readonly name: string;
+  readonly host: string;
 }
 
 interface StepEntries {
@@ -30,7 +38,7 @@ export class StepLogs {
   readonly #byStep = new Map<string, StepEntries>();
 
   /** Records a finished attempt's log (an attempt that printed nothing leaves only its stderr tail, empty). */
-  record(stepId: string, summary: StepLogSummary): void {
+  record(stepId: string, summary: StepLogSummary & { readonly worker?: StepLogWorker }): void {
     let step = this.#byStep.get(stepId);
     if (step === undefined) {
       // An attempt that printed nothing says what an absent step says: no entry is kept for it, so a
@@ -48,6 +56,7 @@ export class StepLogs {
         stderr_bytes: summary.stderrBytes,
         exit_code: summary.exitCode,
         signal: summary.signal,
+        ...(summary.worker !== undefined ? { worker: { name: summary.worker.name, host: summary.worker.host } } : {}),
       });
     }
   }

@@ -41,6 +41,7 @@ import {
   type AttemptProgress,
   type ControlMessage,
   type Lease,
+  type WorkerName,
 } from './job.js';
 
 /** Options of {@link Coordinator.open}. */
@@ -56,6 +57,8 @@ export interface CoordinatorOptions {
   readonly unreachableMs?: number;
   /** Told when steps wait in the queue and no worker serves it (every {@link IDLE_NOTICE_MS}). */
   readonly onNotice?: (line: string) => void;
+  /** Told when a worker reports an attempt's process started (until then the step waits in the queue). */
+  readonly onStarted?: (stepId: string, worker: WorkerName) => void;
 }
 
 /** How long steps may wait in a queue no worker serves before the coordinator says so (and again every as long). */
@@ -328,6 +331,7 @@ export class Coordinator implements RemoteAttempts {
       env.session.trace.write('process_start', env.traceParent, { ...progress.process, owner, worker: progress.worker });
       env.session.countCall(run.input.step.kind === 'shell' ? 'shell' : 'tool');
       run.launched();
+      this.#options.onStarted?.(run.input.step.step.id, progress.worker);
     } else if (progress.type === 'leader_exited') {
       run.leaderExited(progress.pid, progress.exitCode, progress.signal);
     }
@@ -341,7 +345,8 @@ export class Coordinator implements RemoteAttempts {
     this.#settle(jobId, (pending) => {
       const result = verified.report;
       const run = pending.run;
-      if (result.log !== undefined) run.env.stepLogs?.record(run.input.step.step.id, result.log);
+      // The log stays on the worker: its entry names the worker (docs/report.md).
+      if (result.log !== undefined) run.env.stepLogs?.record(run.input.step.step.id, { ...result.log, worker: result.worker });
       run.finish(result.outcome, result.process);
     });
   }
@@ -387,12 +392,16 @@ export class Coordinator implements RemoteAttempts {
     pending.lost++;
     pending.started = false;
     const run = pending.run;
+    const maxLost = this.#options.maxLost ?? DEFAULT_MAX_LOST;
+    const lostOn = pending.startedOn === null ? 'its worker' : `its worker ${JSON.stringify(pending.startedOn.name)} (host ${pending.startedOn.host})`;
+    this.#options.onNotice?.(
+      `step ${run.input.step.step.id}, attempt ${run.attempt}: ${lostOn} was lost (it stopped renewing its lock on the job)${pending.lost > maxLost ? `; lost ${pending.lost} times, the step fails` : `; the attempt runs again on a worker (lost ${pending.lost} of ${maxLost} allowed; not a retry)`} (docs/scale-out.md#a-worker-dies)`,
+    );
     try {
       run.env.session.trace.write('worker_lost', run.env.traceParent, { plan_id: run.env.planId ?? '', step_id: run.input.step.step.id, attempt: run.attempt, job_id: jobId, lost: pending.lost });
     } catch {
       // the trace is closed: the step's outcome says it
     }
-    const maxLost = this.#options.maxLost ?? DEFAULT_MAX_LOST;
     if (pending.lost > maxLost) {
       void this.#queue.remove(jobId).catch(() => {});
       this.#settle(jobId, (p) => p.run.fail(`its worker was lost ${pending.lost} times (each stopped renewing its lock on the job); the attempt was not dispatched again (docs/scale-out.md#a-worker-dies)`));

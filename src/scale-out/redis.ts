@@ -52,10 +52,22 @@ export async function connectRedis(url: string, name: string): Promise<Redis> {
   } catch (error) {
     redis.disconnect();
     const why = (cause ?? (error as Error)).message;
-    const fix = /NOAUTH|WRONGPASS|auth/i.test(why) ? 'give its password in the URL (redis://:password@host:port)' : 'is redis-server running there';
-    throw new Error(`cannot reach Redis at ${redisUrlText(url)}: ${why}; ${fix} (docs/scale-out.md#running-workers)?`);
+    throw new Error(`cannot reach Redis at ${redisUrlText(url)}: ${why}; ${connectFix(url, why)} (docs/scale-out.md#running-workers)`);
   } finally {
     clearTimeout(timer);
   }
   return redis;
+}
+
+/** What to do about a first connection that failed with `why`. */
+function connectFix(url: string, why: string): string {
+  let password = false;
+  try {
+    password = new URL(url).password !== '';
+  } catch {
+    // redisOptions refused it before
+  }
+  if (/WRONGPASS|invalid username-password/i.test(why)) return 'the user or password in the URL is not the one Redis knows: check them (redis://user:password@host:port, or redis://:password@… for requirepass)';
+  if (/NOAUTH|auth/i.test(why)) return password ? 'Redis refused the password in the URL: check it' : 'Redis wants a password: give it in the URL (redis://:password@host:port)';
+  return 'check that redis-server runs there and that this machine may reach it';
 }

@@ -56,6 +56,7 @@ import {
   type WorkerName,
 } from './job.js';
 import { connectRedis } from './redis.js';
+import { attemptEndWords, refusalOnWorker } from './notices.js';
 
 /** Options of {@link ScaleOutWorker.start}. */
 export interface WorkerOptions {
@@ -68,10 +69,14 @@ export interface WorkerOptions {
   /** Binaries allowed besides its manifest's `capabilities.shell.allow`. */
   readonly allow: readonly string[];
   readonly name: string;
+  /** Its manifest's absolute path (null: none), named in its refusals (src/scale-out/notices.ts). */
+  readonly manifestPath?: string | null;
   /** One line per job taken, refused or ended (stderr). */
   readonly onNotice?: (line: string) => void;
 }
 
+/** Why a session is dropped when its coordinator closed it: the ordinary end of a run, not an error. */
+const SESSION_CLOSED = 'its coordinator closed the session (its run ended)';
 /** How often coordinators' leases are checked. */
 const LEASE_CHECK_MS = 1000;
 /** How often the locks of the running attempts are checked (a small part of any sensible lock duration). */
@@ -223,10 +228,15 @@ export class ScaleOutWorker {
     const message = verifyControl(text, this.#options.key);
     if (message === null) {
       if (typeof claimed.type === 'string' && typeof claimed.session === 'string' && this.#served.has(claimed.session))
-        this.#notice(`a ${JSON.stringify(claimed.type)} message for session ${claimed.session} not signed with the shared key: ignored (docs/scale-out.md#trust)`);
+        // Signed with another key: the ordinary case of a coordinator sharing the Redis with another key, not an attack.
+        this.#notice(
+          typeof (claimed as { mac?: unknown }).mac === 'string'
+            ? `a ${JSON.stringify(claimed.type)} message for session ${claimed.session} from a session this worker cannot authenticate (another key?): ignored`
+            : `a ${JSON.stringify(claimed.type)} message for session ${claimed.session} not signed with the shared key: ignored (docs/scale-out.md#trust)`,
+        );
       return;
     }
-    if (channel === SESSIONS_CHANNEL && message.type === 'close') return void this.#drop(message.session, 'its coordinator ended the session');
+    if (channel === SESSIONS_CHANNEL && message.type === 'close') return void this.#drop(message.session, SESSION_CLOSED);
     if (channel !== CONTROL_CHANNEL || message.type === 'close') return;
     const running = this.#running.get(message.job);
     if (message.type === 'end' && message.only !== undefined) {
@@ -294,7 +304,7 @@ export class ScaleOutWorker {
     if (served === undefined) return;
     this.#served.delete(session);
     for (const running of this.#running.values()) if (running.session === session) this.#endAttempt(running, 2000, why);
-    this.#notice(`session ${session} dropped: ${why}`);
+    this.#notice(why === SESSION_CLOSED ? `session ${session} ended: ${why}` : `session ${session} dropped: ${why}`);
     await served.worker.close().catch(() => {});
     served.connection.disconnect();
   }
@@ -423,7 +433,10 @@ export class ScaleOutWorker {
             this.#running.delete(jobId);
             // Ended by the lock rule: BullMQ may give it back to this worker, which runs it once more then.
             if (running?.lost === true) this.#taken.set(jobId, true);
-            const outcome: AttemptOutcome = sent.outcome;
+            // Refused by this worker's own manifest: said so, naming the worker and its manifest.
+            const refused = refusalOnWorker(sent.outcome, { ...this.#me, manifest: this.#options.manifestPath ?? null });
+            const outcome: AttemptOutcome = refused === null ? sent.outcome : { ...sent.outcome, error: refused };
+            this.#notice(`${data.step.step.id}#${data.attempt} of ${session} ${refused === null ? `finished: ${attemptEndWords(outcome)}` : `refused: ${refused}`}`);
             const ran: ProcessRun | undefined = sent.process;
             void reports.then(() => resolve(sign<AttemptJobResult>({ outcome, ...(ran !== undefined ? { process: ran } : {}), ...(log !== undefined ? { log } : {}), worker: this.#me })));
           }

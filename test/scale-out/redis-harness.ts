@@ -91,14 +91,14 @@ export async function stopWorker(worker: StartedCli): Promise<void> {
   await worker.done;
 }
 
-/** A report without what differs from run to run and machine to machine (timings, ids, paths). */
+/** A report without what differs from run to run and machine to machine (timings, ids, paths, the worker holding a log). */
 export function comparableReport(report: ReportJson): unknown {
   const { session_id: _s, records_dir: _r, duration_ms: _d, ...rest } = report as unknown as Record<string, unknown>;
   return {
     ...rest,
     results: (report.results as unknown as Record<string, unknown>[]).map((result) => {
       const { duration_ms: _rd, logs, ...kept } = result;
-      return { ...kept, logs: ((logs as Record<string, unknown>[] | undefined) ?? []).map(({ path: _p, ...log }) => log) };
+      return { ...kept, logs: ((logs as Record<string, unknown>[] | undefined) ?? []).map(({ path: _p, worker: _w, ...log }) => log) };
     }),
   };
 }

@@ -91,7 +91,8 @@ describeWithRedis('capsule run --redis on capsule workers', () => {
     const run = await runCli(['run', 'plan.json', '--json', '--redis', redis.url, '--allow', 'echo'], { cwd: dir, env: ENV });
     const report = parseReport(run.stdout);
     expect(report.results[0]?.status).toBe('failed');
-    expect(report.results[0]?.error).toBe("binary 'echo' is not in capabilities.shell.allow");
+    // Named as the worker's refusal (its name, host and manifest), not read as the coordinator's own.
+    expect(report.results[0]?.error).toMatch(/^on worker \S+ \(host \S+\): binary 'echo' is not allowed: the worker has no manifest \(no --manifest, no capsule\.json in its workdir\) and no --allow echo; start it with --manifest FILE allowing it, or --allow echo/);
     expect(traceRecords(report.records_dir, 'process_start')).toEqual([]);
   });
 
@@ -140,7 +141,7 @@ describeWithRedis('capsule run --redis on capsule workers', () => {
   it('has capsule doctor --redis say whether Redis answers, its version, and whether the shared key is there', async () => {
     const dir = dirs.make('doctor');
     const found = await runCli(['doctor', '--redis', redis.url], { cwd: dir, env: ENV });
-    expect(found.stdout).toMatch(new RegExp(`^scale-out: Redis \\d+\\.\\d+\\S* answers at redis://127\\.0\\.0\\.1:${redis.port}; \\d+ coordinator session\\(s\\) announced there now; shared key: \\$CAPSULE_SCALE_OUT_KEY$`, 'm'));
+    expect(found.stdout).toMatch(new RegExp(`^scale-out: Redis \\d+\\.\\d+\\S* answers at redis://127\\.0\\.0\\.1:${redis.port}; \\d+ coordinator session\\(s\\) live there now; \\d+ worker\\(s\\) connected[^;]*; shared key: \\$CAPSULE_SCALE_OUT_KEY$`, 'm'));
     const missing = await runCli(['doctor', '--redis', redis.url, '--json'], { cwd: dir, env: { CAPSULE_SCALE_OUT_KEY: '' } });
     const report = JSON.parse(missing.stdout) as { scale_out: { redis: { ok: boolean }; key: { ok: boolean; error: string } }; ok: boolean };
     expect(report.scale_out.redis.ok).toBe(true);

@@ -84,7 +84,8 @@ describeWithRedis('capsule serve and capsule mcp with --redis', () => {
     expect(isProcessAlive(tree['pid'] as number)).toBe(false);
     // The coordinator closed with the session: its session is no longer announced to the workers.
     const doctor = await runCli(['doctor', '--redis', redis.url], { cwd: dirs.make('doctor'), env: ENV });
-    expect(doctor.stdout).toMatch(/; 0 coordinator session\(s\) announced there now;/);
+    expect(doctor.stdout).toMatch(/; 0 coordinator session\(s\) live there now;/);
+    expect(doctor.stdout).not.toMatch(/dead one/);
   });
 
   it("runs an MCP plan_run's steps on a worker, the key given as --key-file", async () => {
