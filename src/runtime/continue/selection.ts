@@ -50,15 +50,22 @@ export function selectSteps(steps: readonly PlanStep[], selection: StepSelection
   }
   const run = new Set<string>(asked);
   if (selection.from !== undefined) {
-    // Downstream: every step that depends, directly or not, on one that runs.
-    let grew = true;
-    while (grew) {
-      grew = false;
-      for (const step of steps) {
-        if (!run.has(step.id) && step.depends_on.some((dep) => run.has(dep))) {
-          run.add(step.id);
-          grew = true;
-        }
+    // Downstream: every step that depends, directly or not, on one that runs (each step's
+    // dependants looked at once: a chain declared dependants first is no pass per link).
+    const dependants = new Map<string, string[]>();
+    for (const step of steps) {
+      for (const dep of step.depends_on) {
+        const list = dependants.get(dep);
+        if (list === undefined) dependants.set(dep, [step.id]);
+        else list.push(step.id);
+      }
+    }
+    const reached = [...run];
+    for (let i = 0; i < reached.length; i++) {
+      for (const id of dependants.get(reached[i] as string) ?? []) {
+        if (run.has(id)) continue;
+        run.add(id);
+        reached.push(id);
       }
     }
   }
