@@ -17,7 +17,7 @@ import { Session } from '../session/session.js';
 import { SessionApi } from '../runtime/session-api.js';
 import { parseNetworkOption } from './network-option.js';
 import type { Command } from 'commander';
-import { openScaleOut, scaleOutWithoutRedis, withScaleOutOptions, type ScaleOutOptions } from './scale-out-options.js';
+import { hiddenKeyFile, openScaleOut, scaleOutWithoutRedis, withScaleOutOptions, type ScaleOutOptions } from './scale-out-options.js';
 import { collect, EXIT, exitCodeAfterLog, logFileRefusal, usageError, type ExitCode, type GlobalOptions } from './program.js';
 
 /**
@@ -134,8 +134,7 @@ export async function openDoorSession(options: DoorOptions, door: 'serve' | 'mcp
     }
     session = Session.open({
       sessionId,
-      // The scale-out key is out of the steps' view, as the records key is.
-      ...(options.redis !== undefined && options.keyFile !== undefined ? { hiddenFiles: [resolve(options.keyFile)] } : {}),
+      ...hiddenKeyFile(options, options.redis !== undefined),
       workdir,
       manifest,
       runtimeDir: manifestDir ?? workdir,

@@ -23,7 +23,7 @@ import { expandLatest } from '../records/latest.js';
 import { collect, EXIT, exitCodeAfterLog, logFileRefusal, parseNonNegativeNumber, parsePositiveInteger, usageError, type ExitCode, type GlobalOptions } from './program.js';
 import { loadLiveView, printable, Progress, progressModeFor, useColor } from './progress.js';
 import { WarningSink } from './warning-sink.js';
-import { openScaleOut, scaleOutWithoutRedis, withScaleOutOptions, type ScaleOutOptions } from './scale-out-options.js';
+import { hiddenKeyFile, openScaleOut, scaleOutWithoutRedis, withScaleOutOptions, type ScaleOutOptions } from './scale-out-options.js';
 import { parseNetworkOption } from './network-option.js';
 import type { ContainmentInfo } from '../process/containment.js';
 import { describeConfinement } from '../process/spawn/confinement.js';
@@ -233,8 +233,7 @@ export async function runCommand(planPath: string, given: RunCommandOptions): Pr
   const run = startPlan({
     sessionId,
     ...(remote !== null ? { remote } : {}),
-    // The scale-out key is out of the steps' view, as the records key is.
-    ...(remote !== null && options.keyFile !== undefined ? { hiddenFiles: [resolve(options.keyFile)] } : {}),
+    ...hiddenKeyFile(options, remote !== null),
     plan: planPath,
     workdir,
     ...(options.manifest !== undefined ? { manifest: options.manifest } : {}),

@@ -3,6 +3,7 @@
  * `capsule mcp`) and of `capsule worker`, and the coordinator a coordinating command opens with
  * them (docs/scale-out.md): one list and one start-up for every door.
  */
+import { resolve } from 'node:path';
 import type { Command } from 'commander';
 import type { RemoteAttempts } from '../runtime/attempts/remote.js';
 import { parsePositiveInteger } from './program.js';
@@ -41,6 +42,15 @@ export function scaleOutWithoutRedis(options: ScaleOutOptions, usedFor: string):
   if (options.redis !== undefined) return null;
   const flag = options.keyFile !== undefined ? '--key-file' : options.lockDuration !== undefined ? '--lock-duration' : options.redisTimeout !== undefined ? '--redis-timeout' : null;
   return flag !== null ? `${flag} is for ${usedFor}: it needs --redis URL` : null;
+}
+
+/**
+ * What hides the scale-out key file from the steps, as the records key is
+ * (docs/security.md#what-a-step-gets): a session's `hiddenFiles` naming it when the command uses
+ * the key (`used`) and it comes from `--key-file`; nothing else (`$CAPSULE_SCALE_OUT_KEY` is no file).
+ */
+export function hiddenKeyFile(options: Pick<ScaleOutOptions, 'keyFile'>, used: boolean): { readonly hiddenFiles?: readonly string[] } {
+  return used && options.keyFile !== undefined ? { hiddenFiles: [resolve(options.keyFile)] } : {};
 }
 
 /**

@@ -24,7 +24,7 @@ import { Session } from '../session/session.js';
 import { releaseEarlySignals } from './early-signals.js';
 import { collect, EXIT, parsePositiveInteger, usageError, type ExitCode } from './program.js';
 import { isDirectory } from '../records/directories.js';
-import { withScaleOutOptions } from './scale-out-options.js';
+import { hiddenKeyFile, withScaleOutOptions } from './scale-out-options.js';
 
 interface WorkerCommandOptions {
   readonly redis?: string;
@@ -111,8 +111,7 @@ async function workerCommand(given: WorkerCommandOptions): Promise<ExitCode> {
       sessionId,
       recordsDir: join(recordsRoot, sessionId),
       exclusiveRecords: true,
-      // The key is out of its steps' view, as the records key is (docs/security.md#what-a-step-gets).
-      ...(options.keyFile !== undefined ? { hiddenFiles: [resolve(options.keyFile)] } : {}),
+      ...hiddenKeyFile(options, true),
       manifest,
       runtimeDir: manifestDir ?? workdir,
       onWarning: (message) => say(`warning: ${message}`),

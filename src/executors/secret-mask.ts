@@ -6,8 +6,12 @@
  * step log and the output log see a byte) and the attempt's outcome (`AttemptRun.finish`) — so
  * everything made from them (report, trace, event log, progress, references of later steps) only
  * ever holds the masked text, and replay decides the same outcome from the same masked facts.
+ * Before a run: a plan that holds a secret's value is refused ({@link secretInPlan}), and what the
+ * runtime's environment leaves unset, empty or short is said once ({@link environmentWarnings}).
  */
-import type { JsonValue } from '../../machines/contracts.js';
+import type { JsonValue, PlanFile } from '../../machines/contracts.js';
+import type { ManifestSource } from '../manifest.js';
+import type { PlanWarning } from '../plan/schema.js';
 import type { OutputSink } from './output-capture.js';
 
 /** What a secret's value is replaced with. */
@@ -199,4 +203,44 @@ export function secretValuesOf(allow: readonly string[], secrets: readonly strin
     if ([...value].length < SHORT_SECRET_CHARS) short.push(name);
   }
   return { values, missing, short };
+}
+
+/**
+ * A plan that holds the value of a declared secret (`docs/security.md#masked-secrets`): its command,
+ * input, env or stdin would carry it into a command line, the trace's plan_start or an error. The
+ * error names the secret, never its value. Values shorter than {@link SHORT_SECRET_CHARS} are not
+ * looked for (they would match ordinary text).
+ */
+export function secretInPlan(plan: PlanFile, names: readonly string[], hostEnv: Readonly<Record<string, string | undefined>>): { readonly stepId: string; readonly error: string } | null {
+  for (const name of names) {
+    const value = Object.hasOwn(hostEnv, name) ? hostEnv[name] : undefined;
+    if (value === undefined || [...value].length < SHORT_SECRET_CHARS) continue;
+    const mask = new SecretMask([value]);
+    const step = plan.steps.find((candidate) => mask.occursIn(JSON.stringify(candidate)));
+    if (step === undefined && !mask.occursIn(JSON.stringify(plan))) continue;
+    const where = step === undefined ? 'the plan' : `step '${step.id}'`;
+    return {
+      stepId: step?.id ?? 'plan',
+      error: `${where} holds the value of the secret ${name} (capabilities.env.secrets): a secret reaches a step only through its environment, never through the plan; remove the value from the plan and read $${name} in the step's program`,
+    };
+  }
+  return null;
+}
+
+/** What is said once at start about the environment steps get: allowed or secret names the runtime's environment leaves unset or empty, and short secrets. */
+export function environmentWarnings(secrets: SecretValues, source: ManifestSource): PlanWarning[] {
+  const label = source.kind === 'file' ? source.label : 'the manifest';
+  const warnings: PlanWarning[] = secrets.missing.map(({ name, unset, secret }) => ({
+    kind: 'inert_setting',
+    path: secret ? 'capabilities.env.secrets' : 'capabilities.env.allow',
+    message: `${label}: capabilities.env.${secret ? 'secrets' : 'allow'} names ${name}, which is ${unset ? 'not set' : 'empty'} in the runtime's environment: steps ${unset ? 'do not get it' : 'get it empty'}; set it where capsule runs`,
+  }));
+  if (secrets.short.length > 0) {
+    warnings.push({
+      kind: 'inert_setting',
+      path: 'capabilities.env.secrets',
+      message: `${label}: the secret${secrets.short.length > 1 ? 's' : ''} ${secrets.short.join(', ')} ${secrets.short.length > 1 ? 'are' : 'is'} shorter than ${SHORT_SECRET_CHARS} characters: every occurrence of ${secrets.short.length > 1 ? 'their values' : 'its value'} in output reads ***, wherever it comes from`,
+    });
+  }
+  return warnings;
 }

@@ -3,6 +3,8 @@
  * same, the commands a line issues, a line as a person reads it in a divergence.
  */
 import diff from 'microdiff';
+import type { JsonValue } from '../../machines/contracts.js';
+import { canonicalJson } from '../records/canonical-json.js';
 import type { EventLogRecord } from '../records/event-log.js';
 
 /** A field where two values differ: its JSON path and both values (no key for a side that lacks the field). */
@@ -105,20 +107,21 @@ export function commandsOf(record: EventLogRecord, index: number): Command[] {
   return (record.emitted ?? []).map((event, i) => ({
     index,
     actor: record.actor,
-    key: canonical(event),
+    // Key order never counts as a difference.
+    key: canonicalJson(event as JsonValue),
     text: `${record.actor} emits ${clip(JSON.stringify(event))}`,
     path: `emitted[${i}]`,
     value: event,
   }));
 }
 
-/** What two lines must share to count as the same (timestamps and sequence numbers aside). */
+/** What two lines must share to count as the same (timestamps and sequence numbers aside; key order never counts). */
 export function compareKey(record: EventLogRecord): string {
   switch (record.kind) {
     case 'event':
-      return canonical(['event', record.type, record.from ?? null, record.input ?? null, record.event ?? null]);
+      return canonicalJson(['event', record.type, record.from ?? null, record.input ?? null, record.event ?? null] as JsonValue);
     case 'snapshot':
-      return canonical(['snapshot', record.event, record.state, record.status, record.output ?? null, record.error ?? null, record.emitted ?? []]);
+      return canonicalJson(['snapshot', record.event, record.state, record.status, record.output ?? null, record.error ?? null, record.emitted ?? []] as JsonValue);
   }
 }
 
@@ -140,14 +143,4 @@ export function describe(record: EventLogRecord): string {
 
 export function clip(text: string, max = 240): string {
   return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
-}
-
-/** JSON with object keys sorted, so key order never counts as a difference. */
-function canonical(value: unknown): string {
-  return JSON.stringify(value, (_key, item: unknown) => {
-    if (typeof item !== 'object' || item === null || Array.isArray(item)) return item;
-    const sorted: Record<string, unknown> = {};
-    for (const key of Object.keys(item).sort()) sorted[key] = (item as Record<string, unknown>)[key];
-    return sorted;
-  });
 }

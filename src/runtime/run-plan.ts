@@ -9,7 +9,7 @@ import type { CancelSignal } from '../cancel/cancel-signal.js';
 import { CANCEL_PHASES } from '../cancel/phases.js';
 import { ERROR_CODES, messageOf, RunInternalError, RuntimeError } from '../errors.js';
 import { canExecute } from '../executors/on-path.js';
-import { SecretMask, SHORT_SECRET_CHARS, secretValuesOf, type SecretValues } from '../executors/secret-mask.js';
+import { environmentWarnings, SecretMask, secretInPlan, secretValuesOf } from '../executors/secret-mask.js';
 import { describeManifestSource, loadManifest, MANIFEST_FILE, manifestBesidePlan, type Manifest, type ManifestSource } from '../manifest.js';
 import { checkPlan, runStartWarnings, type PlanCheck } from '../plan/check.js';
 import { explainParseFailure, type Refusal } from '../plan/refusal.js';
@@ -877,46 +877,6 @@ async function loadPlan(plan: RunPlanOptions['plan'], planText: JsonSource | und
   const read = await readPlanFile(plan);
   if (!read.ok) return { parsed: read, text: null };
   return { parsed: parsePlanText(read.text), text: read.text };
-}
-
-/**
- * A plan that holds the value of a declared secret (`docs/security.md#masked-secrets`): its command,
- * input, env or stdin would carry it into a command line, the trace's plan_start or an error. The
- * error names the secret, never its value. Values shorter than {@link SHORT_SECRET_CHARS} are not
- * looked for (they would match ordinary text).
- */
-function secretInPlan(plan: PlanFile, names: readonly string[], hostEnv: NodeJS.ProcessEnv): { readonly stepId: string; readonly error: string } | null {
-  for (const name of names) {
-    const value = Object.hasOwn(hostEnv, name) ? hostEnv[name] : undefined;
-    if (value === undefined || [...value].length < SHORT_SECRET_CHARS) continue;
-    const mask = new SecretMask([value]);
-    const step = plan.steps.find((candidate) => mask.occursIn(JSON.stringify(candidate)));
-    if (step === undefined && !mask.occursIn(JSON.stringify(plan))) continue;
-    const where = step === undefined ? 'the plan' : `step '${step.id}'`;
-    return {
-      stepId: step?.id ?? 'plan',
-      error: `${where} holds the value of the secret ${name} (capabilities.env.secrets): a secret reaches a step only through its environment, never through the plan; remove the value from the plan and read $${name} in the step's program`,
-    };
-  }
-  return null;
-}
-
-/** What is said once at start about the environment steps get: allowed or secret names the runtime's environment leaves unset or empty, and short secrets. */
-function environmentWarnings(secrets: SecretValues, source: ManifestSource): PlanWarning[] {
-  const label = source.kind === 'file' ? source.label : 'the manifest';
-  const warnings: PlanWarning[] = secrets.missing.map(({ name, unset, secret }) => ({
-    kind: 'inert_setting',
-    path: secret ? 'capabilities.env.secrets' : 'capabilities.env.allow',
-    message: `${label}: capabilities.env.${secret ? 'secrets' : 'allow'} names ${name}, which is ${unset ? 'not set' : 'empty'} in the runtime's environment: steps ${unset ? 'do not get it' : 'get it empty'}; set it where capsule runs`,
-  }));
-  if (secrets.short.length > 0) {
-    warnings.push({
-      kind: 'inert_setting',
-      path: 'capabilities.env.secrets',
-      message: `${label}: the secret${secrets.short.length > 1 ? 's' : ''} ${secrets.short.join(', ')} ${secrets.short.length > 1 ? 'are' : 'is'} shorter than ${SHORT_SECRET_CHARS} characters: every occurrence of ${secrets.short.length > 1 ? 'their values' : 'its value'} in output reads ***, wherever it comes from`,
-    });
-  }
-  return warnings;
 }
 
 /** A manifest given as a path is loaded; a missing default `capsule.json` means none. */

@@ -3,7 +3,8 @@
  * runs (`StepRecall.settledAhead`, from its dependencies' digests laid out once per list) is the
  * one taken when the step is dispatched (`stepIdentity` against the results map), so a continue
  * restores what the earlier session recorded; and what goes into it — a dependency's id, status,
- * output, the order of `depends_on` — changes it.
+ * output, the order of `depends_on` — changes it; and the bytes it hashes never change within
+ * one identity version (an earlier session's recorded identities must still match).
  */
 import type { PlanStep, StepResult } from '../../machines/contracts.js';
 import { StepRecall, type PriorResults } from '../../src/runtime/continue/recall.js';
@@ -71,5 +72,31 @@ describe("a step's identity", () => {
     (result as { output: string | null }).output = 'second';
     expect(resultDigest('a', result)).not.toEqual(first);
     expect(resultDigest('b', result)).not.toEqual(resultDigest('a', result));
+  });
+
+  it('is, at identity version 2, the digest it always was (numbers, unicode, escapes, undefined members, key order)', () => {
+    const pinnedContext: IdentityContext = { workdir: '/', commandTools: new Map(), functionTools: new Set(['noop']), envAllow: ['B_VAR', 'A_VAR'] };
+    const input = {
+      z: [1, -0, 0.1, 1e21, 1e-7, 1e400, 2 ** 53, -3.25e-10, true, false, null, [[{ b: 1, a: [2, { d: null, c: 'x' }] }]]],
+      a: 'ünïcödé ✓ 😀 \u2028 \u0085 "q" \\ \n\t\u0001 \ud800',
+      '10': 'ten',
+      '2': 'two',
+      é: 1,
+      E: 2,
+      from: '$a.output',
+      list: ['$b.output', '$b.status'],
+      skip: undefined,
+    };
+    const pinned = {
+      ...step('pinned', ['a', 'b'], { retries: 2, timeout_secs: 1.5, stdin: '$a.output', env: { X: '$b.output', A: 'plain' }, cache: undefined } as unknown as Partial<PlanStep>),
+      input: input as unknown as PlanStep['input'],
+    };
+    const results = new Map([
+      ['a', success('a', 'out-a ✓')],
+      ['b', { ...success('b', '{"k":[1,2]}'), attempts: 2 }],
+    ]);
+    expect(stepIdentity(pinned, 'tool', results, pinnedContext)).toBe('2c59bc0e9e4792b7343e985cd0da7b76241a74d4150074d95288be16390aba59');
+    expect(resultDigest('a', results.get('a')).toString('hex')).toBe('9752e8daa8d175bde8f7f3e2197239c94f2524d6aa0fbeebe8a4ee85316c7b33');
+    expect(resultDigest('missing', undefined).toString('hex')).toBe('c193a352a2345220c3a4bd81a1b6e1f2dc5d344d639d12f07d8c66f4582187cc');
   });
 });

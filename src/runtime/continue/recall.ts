@@ -8,8 +8,8 @@
  */
 import type { PlanStep, StepKind, StepResult } from '../../../machines/contracts.js';
 import type { AttemptInput, AttemptOutcome } from '../../../machines/step.machine.js';
-import { dependenciesFirst } from '../../plan/cycles.js';
 import type { RestoredFrom } from '../../records/trace-records.js';
+import { walkDependencies } from './dependency-walk.js';
 import { dependenciesDigest, DIGEST_BYTES, resultDigest, stepIdentity, type IdentityContext, type IdentityResults } from './step-identity.js';
 
 /** A step that succeeded in the earlier session, as its proven `plan_step` recorded it. */
@@ -83,8 +83,8 @@ export class StepRecall {
    */
   settledAhead(steps: readonly PlanStep[], kinds: readonly StepKind[]): (StepResult | null)[] | null {
     if (this.#prior === null || this.#prior.steps.size === 0) return null;
-    // Dependencies first (a step may depend on one declared after it).
-    const { order, indexOf } = dependenciesFirst(steps);
+    const indexOf = new Map<string, number>();
+    for (let i = 0; i < steps.length; i++) indexOf.set((steps[i] as PlanStep).id, i);
     const settled: (StepResult | null)[] = steps.map(() => null);
     // The results a step is taken against are its dependencies' alone: `dependencyOf[d] === list`
     // marks step d as one of the current dependency list's (no map of them built for every step).
@@ -101,14 +101,16 @@ export class StepRecall {
     const words = DIGEST_BYTES / 4;
     const digests = new Int32Array(steps.length * words);
     let laid = new Int32Array(64 * words);
-    // Steps that depend on the same steps come one after the other in `order` (a layer, a
+    // Steps that depend on the same steps come one after the other in the walk (a layer, a
     // matrix's instances): the list is checked and digested once for them all.
     let listIds: readonly string[] | null = null;
     let listDigest: Uint8Array | null = null;
     let any = false;
-    for (const index of order) {
+    const prior = this.#prior;
+    // Dependencies first (a step may depend on one declared after it).
+    walkDependencies(steps, indexOf, null, (index) => {
       const step = steps[index] as PlanStep;
-      if (!this.#prior.steps.has(step.id)) continue;
+      if (!prior.steps.has(step.id)) return true;
       const deps = step.depends_on;
       if (listIds === null || !sameIds(deps, listIds)) {
         listIds = deps;
@@ -128,15 +130,16 @@ export class StepRecall {
         // Results only ever join `settled`: a list that was not all restored is not, for the next step either.
         if (restoredDeps) listDigest = dependenciesDigest(new Uint8Array(laid.buffer, 0, deps.length * DIGEST_BYTES));
       }
-      if (listDigest === null) continue;
+      if (listDigest === null) return true;
       const found = this.lookUp(step, kinds[index] ?? 'unknown', results, listDigest);
-      if (found === null) continue;
+      if (found === null) return true;
       const result: StepResult = { step_id: step.id, status: 'success', output: found.prior.output, error: null, attempts: found.prior.attempts, duration_ms: 0 };
       settled[index] = result;
       new Uint8Array(digests.buffer).set(resultDigest(step.id, result), index * DIGEST_BYTES);
       this.#ahead.set(step.id, found.restored);
       any = true;
-    }
+      return true;
+    });
     return any ? settled : null;
   }
 

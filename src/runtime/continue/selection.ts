@@ -6,6 +6,7 @@
  */
 import type { PlanStep, ResultsMap, StepKind, StepResult } from '../../../machines/contracts.js';
 import { matrixGroups } from '../../plan/matrix.js';
+import { walkDependencies } from './dependency-walk.js';
 import type { StepRecall } from './recall.js';
 
 /** What `--from`/`--only` asked for. */
@@ -49,15 +50,22 @@ export function selectSteps(steps: readonly PlanStep[], selection: StepSelection
   }
   const run = new Set<string>(asked);
   if (selection.from !== undefined) {
-    // Downstream: every step that depends, directly or not, on one that runs.
-    let grew = true;
-    while (grew) {
-      grew = false;
-      for (const step of steps) {
-        if (!run.has(step.id) && step.depends_on.some((dep) => run.has(dep))) {
-          run.add(step.id);
-          grew = true;
-        }
+    // Downstream: every step that depends, directly or not, on one that runs (each step's
+    // dependants looked at once: a chain declared dependants first is no pass per link).
+    const dependants = new Map<string, string[]>();
+    for (const step of steps) {
+      for (const dep of step.depends_on) {
+        const list = dependants.get(dep);
+        if (list === undefined) dependants.set(dep, [step.id]);
+        else list.push(step.id);
+      }
+    }
+    const reached = [...run];
+    for (let i = 0; i < reached.length; i++) {
+      for (const id of dependants.get(reached[i] as string) ?? []) {
+        if (run.has(id)) continue;
+        run.add(id);
+        reached.push(id);
       }
     }
   }
@@ -74,8 +82,8 @@ export function selectSteps(steps: readonly PlanStep[], selection: StepSelection
 
 /**
  * Whether every step `selected.restore` names can be restored (`recall.check`), in dependency
- * order, each against its dependencies' restored outputs: null when all can, else the first that
- * cannot, with the fix.
+ * order (the walk of {@link walkDependencies} from each of them in declaration order), each
+ * against the outputs restored before it: null when all can, else the first that cannot, with the fix.
  */
 export function checkRestorable(
   steps: readonly PlanStep[],
@@ -85,35 +93,44 @@ export function checkRestorable(
   recall: StepRecall | null,
   continuing: boolean,
 ): SelectionRefusal | null {
-  const index = new Map(steps.map((step, i) => [step.id, i]));
+  const indexOf = new Map<string, number>();
+  const roots: number[] = [];
+  steps.forEach((step, i) => {
+    indexOf.set(step.id, i);
+    if (selected.restore.has(step.id)) roots.push(i);
+  });
   const results = new Map<string, StepResult>();
-  const done = new Set<string>();
   const fixFor = (id: string): string =>
     selection.from !== undefined ? `run it too: --from ${id}` : `run it too (--only ${[id, ...(selection.only ?? [])].join(',')}) or run from it (--from ${id})`;
   const refuse = (id: string, why: string, fix: string = fixFor(id)): SelectionRefusal => ({ stepId: id, error: `${flagText(selection)}: ${why}; ${fix}`, fix });
-  const visit = (id: string): SelectionRefusal | null => {
-    if (done.has(id)) return null;
-    done.add(id);
-    const step = steps[index.get(id) as number] as PlanStep;
-    for (const dep of step.depends_on) {
-      if (selected.run.has(dep)) {
-        return refuse(id, `step '${id}' must be restored, but it depends on '${dep}', which runs now (its output may change)`);
+  let refused: SelectionRefusal | null = null;
+  walkDependencies(
+    steps,
+    indexOf,
+    roots,
+    (index) => {
+      const step = steps[index] as PlanStep;
+      const id = step.id;
+      if (!continuing || recall === null) {
+        refused = refuse(id, `step '${id}' is needed (a step that runs depends on it) and would be restored, but no session is continued`, `add --continue DIR (e.g. --continue latest), or ${fixFor(id)}`);
+        return false;
       }
-      const refused = visit(dep);
-      if (refused !== null) return refused;
-    }
-    if (!continuing || recall === null) {
-      return refuse(id, `step '${id}' is needed (a step that runs depends on it) and would be restored, but no session is continued`, `add --continue DIR (e.g. --continue latest), or ${fixFor(id)}`);
-    }
-    const checked = recall.check({ step, kind: kinds[index.get(id) as number] ?? 'unknown', results: results as ResultsMap });
-    if (!checked.ok) return refuse(id, `step '${id}' is needed and cannot be restored from --continue: ${checked.why}`);
-    results.set(id, { step_id: id, status: 'success', output: checked.output, error: null, attempts: checked.attempts, duration_ms: 0 });
-    return null;
-  };
-  for (const step of steps) {
-    if (!selected.restore.has(step.id)) continue;
-    const refused = visit(step.id);
-    if (refused !== null) return refused;
-  }
-  return null;
+      const checked = recall.check({ step, kind: kinds[index] ?? 'unknown', results: results as ResultsMap });
+      if (!checked.ok) {
+        refused = refuse(id, `step '${id}' is needed and cannot be restored from --continue: ${checked.why}`);
+        return false;
+      }
+      results.set(id, { step_id: id, status: 'success', output: checked.output, error: null, attempts: checked.attempts, duration_ms: 0 });
+      return true;
+    },
+    // A step that must be restored cannot stand on one that runs now.
+    (index, at) => {
+      const dep = (steps[at] as PlanStep).id;
+      if (!selected.run.has(dep)) return true;
+      const id = (steps[index] as PlanStep).id;
+      refused = refuse(id, `step '${id}' must be restored, but it depends on '${dep}', which runs now (its output may change)`);
+      return false;
+    },
+  );
+  return refused;
 }

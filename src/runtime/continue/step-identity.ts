@@ -18,7 +18,7 @@ import { createHash } from 'node:crypto';
 import { statSync } from 'node:fs';
 import type { JsonValue, PlanStep, ResultsMap, StepKind, StepResult } from '../../../machines/contracts.js';
 import { interpolateInput } from '../../plan/interpolate.js';
-import { numberJson, stringJson } from '../../records/jsonl.js';
+import { canonicalJson } from '../../records/canonical-json.js';
 import { splitShellWords } from '../../plan/shell-words.js';
 import { resolveExecutable, trustedPath } from '../../process/resolve-binary.js';
 import type { CommandTool } from '../attempt.js';
@@ -166,53 +166,4 @@ function lookUpBinary(word: string, context: IdentityContext): unknown {
   if (!resolved.ok) return { word, missing: resolved.code };
   const stat = statSync(resolved.path, { throwIfNoEntry: false });
   return { path: resolved.path, size: stat?.size ?? null, mtime_ms: stat?.mtimeMs ?? null };
-}
-
-/** JSON with every object's keys sorted: the same value always writes the same text. */
-export function canonicalJson(value: JsonValue | undefined): string {
-  if (value === undefined || value === null) return 'null';
-  // Scalars as JSON.stringify writes them, without a call into it for the common ones.
-  if (typeof value === 'string') return stringJson(value);
-  if (typeof value === 'number') return numberJson(value);
-  if (typeof value !== 'object') return JSON.stringify(value);
-  // Built by concatenation (every step of a large --continue takes an identity before the run starts).
-  let text: string;
-  if (Array.isArray(value)) {
-    // Arrays with no object in them (a `depends_on`, the dependencies' [id, status, output]) are written by JSON.stringify alike, at once.
-    if (withoutObjects(value)) return JSON.stringify(value);
-    text = '[';
-    for (let i = 0; i < value.length; i++) text += (i === 0 ? '' : ',') + canonicalJson(value[i]);
-    return `${text}]`;
-  }
-  const keys = Object.keys(value).sort();
-  text = '{';
-  let first = true;
-  for (const key of keys) {
-    const member = value[key];
-    if (member === undefined) continue;
-    text += `${first ? '' : ','}${keyJson(key)}:${canonicalJson(member)}`;
-    first = false;
-  }
-  return `${text}}`;
-}
-
-/** Object keys as JSON, for the keys that recur from step to step (a plan's keys, the manifest's): at most {@link KEYS_KEPT}. */
-const keyTexts = new Map<string, string>();
-const KEYS_KEPT = 1024;
-function keyJson(key: string): string {
-  let json = keyTexts.get(key);
-  if (json === undefined) {
-    json = JSON.stringify(key);
-    if (keyTexts.size < KEYS_KEPT) keyTexts.set(key, json);
-  }
-  return json;
-}
-
-/** Whether `array` holds only scalars and arrays of the same, at any depth (no object to sort the keys of). */
-function withoutObjects(array: readonly JsonValue[]): boolean {
-  for (const item of array) {
-    if (item === null || typeof item !== 'object') continue;
-    if (!Array.isArray(item) || !withoutObjects(item)) return false;
-  }
-  return true;
 }
