@@ -2,12 +2,16 @@
  * Suite 9, scale-out (docs/scale-out.md): a redis-server of the suite's own on a free loopback
  * port and `capsule worker` processes on this machine, driven by `capsule run --redis`.
  *   - per-step overhead of a remote step over a local one: a chain of `true` steps (each waits
- *     for the one before), the run's duration per step, remote minus local (target ≤ 5 ms);
+ *     for the one before), the run's duration per step, remote minus local (target ≤ 5 ms); the
+ *     local and the remote run alternate, each difference taken within its pair, so that a
+ *     machine whose load drifts (other work on it) moves both sides of a pair alike;
  *   - throughput: 1,000 independent `true` steps on 1, 2 and 3 workers of concurrency 16;
  *   - 1,000 `sleep 1` steps on 3 workers × 16 against 1 × 16 (target ≥ 2.7× faster; on one
  *     machine the workers share its cores, which `true` steps feel and `sleep` steps do not).
  * The figure of each run is the report's `duration_ms` (the plan's run, not the process's start).
- * `--quick`: 100 steps instead of 1,000, 96 `sleep 1` steps. Skipped (a note row) without redis-server.
+ * The chain's pairs are `--runs` (default 7; a chain run takes a second or two); the other rows
+ * take 3 runs at most. `--quick`: 100 steps instead of 1,000, 96 `sleep 1` steps. Skipped (a note
+ * row) without redis-server.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -58,6 +62,7 @@ export const scaleOutSuite: Suite = {
   async run(ctx: SuiteContext) {
     if (!hasBinary('redis-server')) return [{ case: 'scale-out', subject: 'skipped', unit: 'ms', samples: [], note: 'redis-server is not installed (apt-get install redis-server)' }];
     const runs = ctx.quick ? 1 : Math.min(ctx.runs, 3);
+    const pairs = ctx.quick ? 1 : ctx.runs;
     const wide = ctx.quick ? 100 : 1000;
     const sleeps = ctx.quick ? 96 : 1000;
     const chain = ctx.quick ? 20 : 100;
@@ -99,8 +104,18 @@ export const scaleOutSuite: Suite = {
     };
     try {
       await addWorker();
-      const local = await measure('chain, local', chainPlan, false);
-      const remote = await measure('chain, 1 worker', chainPlan, true);
+      const local: number[] = [];
+      const remote: number[] = [];
+      for (let i = -Math.min(ctx.warmups, 1); i < pairs; i++) {
+        ctx.log(`scale-out: chain, local and on 1 worker, pair ${i + 1}/${pairs}`);
+        // Which side goes first alternates too: neither always runs right after the other.
+        const localFirst = i % 2 === 0;
+        const first = await runPlan(chainPlan, !localFirst);
+        const second = await runPlan(chainPlan, localFirst);
+        if (i < 0) continue;
+        local.push(localFirst ? first : second);
+        remote.push(localFirst ? second : first);
+      }
       const overhead = remote.map((ms, i) => (ms - (local[i] as number)) / chain);
       const true1 = await measure(`${wide} true, 1 worker`, widePlan, true);
       const sleep1 = await measure(`${sleeps} sleep 1, 1×16`, sleepPlan, true);

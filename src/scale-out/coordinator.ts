@@ -11,7 +11,7 @@
  * the control channel; an attempt still in the queue is taken out and never starts. A worker that
  * dies is noticed by BullMQ's stalled-job check (its lock not renewed within the lock duration):
  * the job goes back to the queue, recorded as `worker_lost`, without using the step's retries, at
- * most `maxLost` times. The session's lease tells the workers this coordinator still lives.
+ * most {@link MAX_LOST} times. The session's lease tells the workers this coordinator still lives.
  *
  * What Redis cannot be made to keep (docs/scale-out.md#trust): a job that vanished from the queue
  * fails its step, a second start of a job is ended, and Redis out of reach longer than
@@ -24,6 +24,8 @@ import type { RemoteAttempts } from '../runtime/attempts/remote.js';
 import { connectRedis, redisUrlText } from './redis.js';
 import {
   CONTROL_CHANNEL,
+  DEFAULT_LOCK_DURATION_MS,
+  MAX_LOST,
   SESSIONS_CHANNEL,
   SESSIONS_KEY,
   endedKey,
@@ -51,8 +53,6 @@ export interface CoordinatorOptions {
   readonly key: Buffer;
   /** How long a worker's lock on a job lasts unless renewed: a dead worker's job is re-dispatched after it. Default 30 s. */
   readonly lockDurationMs?: number;
-  /** Times an attempt may lose its worker before the step fails saying so. Default 2. */
-  readonly maxLost?: number;
   /** How long Redis may be out of reach mid-run before every attempt waiting on it fails. Default 30 s. */
   readonly unreachableMs?: number;
   /** Told when steps wait in the queue and no worker serves it (every {@link IDLE_NOTICE_MS}). */
@@ -62,20 +62,16 @@ export interface CoordinatorOptions {
 }
 
 /** How long steps may wait in a queue no worker serves before the coordinator says so (and again every as long). */
-export const IDLE_NOTICE_MS = 10_000;
-
-export const DEFAULT_LOCK_DURATION_MS = 30_000;
-export const DEFAULT_MAX_LOST = 2;
-export const DEFAULT_UNREACHABLE_MS = 30_000;
-export { LEASE_MS };
-
+const IDLE_NOTICE_MS = 10_000;
+/** How long Redis may be out of reach mid-run before the attempts waiting on it fail, unless `--redis-timeout` says otherwise. */
+const DEFAULT_UNREACHABLE_MS = 30_000;
 /** How often the queued and running jobs are looked for in Redis (a job deleted there fails its step). */
-export const VANISHED_CHECK_MS = 2000;
+const VANISHED_CHECK_MS = 2000;
 /**
  * How long a job may be missing from Redis before its step fails: a job that just finished is
  * removed before its result reaches the coordinator, which takes milliseconds, not this.
  */
-export const VANISHED_AFTER_MS = 5000;
+const VANISHED_AFTER_MS = 5000;
 /** How long closing the session may wait on Redis before it lets go (the lease then expires on its own). */
 const CLOSE_WAIT_MS = 5000;
 /** How many settled attempts' proofs are kept, to recognise a second start of one of them (a replayed job). */
@@ -166,7 +162,7 @@ export class Coordinator implements RemoteAttempts {
     queue.on('error', () => {});
     await events.waitUntilReady();
     // The session's settings travel in its signed lease: a party without the key cannot change what its workers take.
-    const lease0 = { pid: process.pid, created: Date.now(), lock_duration_ms: options.lockDurationMs ?? DEFAULT_LOCK_DURATION_MS, max_lost: options.maxLost ?? DEFAULT_MAX_LOST };
+    const lease0 = { pid: process.pid, created: Date.now(), lock_duration_ms: options.lockDurationMs ?? DEFAULT_LOCK_DURATION_MS, max_lost: MAX_LOST };
     const renewed = redisTimeMs(await redis.time());
     await redis
       .multi()
@@ -217,11 +213,6 @@ export class Coordinator implements RemoteAttempts {
         if (pending !== null && !pending.started) void this.#mark(pending, { type: 'withdraw', session: this.#options.sessionId, job: pending.jobId }).then(() => this.#withdraw(pending as Pending));
       },
     };
-  }
-
-  /** Ends every attempt still running (a forced end of the run): each worker ends its trees. */
-  endAll(graceMs: number): void {
-    for (const pending of this.#pending.values()) void this.#end(pending, graceMs);
   }
 
   /**
@@ -319,7 +310,11 @@ export class Coordinator implements RemoteAttempts {
     if (pending === undefined || pending.settled) return this.#strayStart(jobId, data);
     const verified = verifyReport<AttemptProgress>(data, jobId, pending.jobMac, this.#options.key);
     if (!verified.ok) return this.#unsigned(pending, 'a progress report', parsed(data), verified.reason);
-    const progress = verified.report;
+    this.#apply(pending, verified.report);
+  }
+
+  /** A proven progress report of `pending`'s job, sent by itself or carried by its result. */
+  #apply(pending: Pending, progress: AttemptProgress): void {
     const run = pending.run;
     if (progress.type === 'started') {
       if (pending.started) return this.#startedTwice(pending, progress);
@@ -342,8 +337,10 @@ export class Coordinator implements RemoteAttempts {
     if (unverified === undefined || unverified.settled) return;
     const verified = verifyReport<AttemptJobResult>(value, jobId, unverified.jobMac, this.#options.key);
     if (!verified.ok) return this.#unsigned(unverified, 'a result', parsed(value), verified.reason);
+    const result = verified.report;
+    // The reports its worker held back to send with it (docs/scale-out.md#jobs), in their order, before the outcome.
+    for (const progress of result.progress ?? []) if (!unverified.settled) this.#apply(unverified, progress);
     this.#settle(jobId, (pending) => {
-      const result = verified.report;
       const run = pending.run;
       // The log stays on the worker: its entry names the worker (docs/report.md).
       if (result.log !== undefined) run.env.stepLogs?.record(run.input.step.step.id, { ...result.log, worker: result.worker });
@@ -392,17 +389,16 @@ export class Coordinator implements RemoteAttempts {
     pending.lost++;
     pending.started = false;
     const run = pending.run;
-    const maxLost = this.#options.maxLost ?? DEFAULT_MAX_LOST;
     const lostOn = pending.startedOn === null ? 'its worker' : `its worker ${JSON.stringify(pending.startedOn.name)} (host ${pending.startedOn.host})`;
     this.#options.onNotice?.(
-      `step ${run.input.step.step.id}, attempt ${run.attempt}: ${lostOn} was lost (it stopped renewing its lock on the job)${pending.lost > maxLost ? `; lost ${pending.lost} times, the step fails` : `; the attempt runs again on a worker (lost ${pending.lost} of ${maxLost} allowed; not a retry)`} (docs/scale-out.md#a-worker-dies)`,
+      `step ${run.input.step.step.id}, attempt ${run.attempt}: ${lostOn} was lost (it stopped renewing its lock on the job)${pending.lost > MAX_LOST ? `; lost ${pending.lost} times, the step fails` : `; the attempt runs again on a worker (lost ${pending.lost} of ${MAX_LOST} allowed; not a retry)`} (docs/scale-out.md#a-worker-dies)`,
     );
     try {
       run.env.session.trace.write('worker_lost', run.env.traceParent, { plan_id: run.env.planId ?? '', step_id: run.input.step.step.id, attempt: run.attempt, job_id: jobId, lost: pending.lost });
     } catch {
       // the trace is closed: the step's outcome says it
     }
-    if (pending.lost > maxLost) {
+    if (pending.lost > MAX_LOST) {
       void this.#queue.remove(jobId).catch(() => {});
       this.#settle(jobId, (p) => p.run.fail(`its worker was lost ${pending.lost} times (each stopped renewing its lock on the job); the attempt was not dispatched again (docs/scale-out.md#a-worker-dies)`));
     }

@@ -23,6 +23,11 @@ export const SESSIONS_CHANNEL = 'capsule:sessions';
 /** The control channel: an attempt to end now (timeout, forced cancel) or to withdraw (graceful cancel), heard by every worker at once; signed. */
 export const CONTROL_CHANNEL = 'capsule:control';
 
+/** How long a worker's lock on a job lasts unless renewed, when the coordinator is not told otherwise (`--lock-duration`). */
+export const DEFAULT_LOCK_DURATION_MS = 30_000;
+/** Times an attempt may lose its worker before its step fails saying so (told to the workers in the lease). */
+export const MAX_LOST = 2;
+
 /** The queue of one coordinator session: one queue per session. */
 export const queueName = (sessionId: string): string => `capsule.${sessionId}`;
 /** The coordinator's lease: while it is there, its session's work goes on; once it expires, workers end what they run for it. */
@@ -76,6 +81,11 @@ export interface AttemptJobResult {
   readonly outcome: AttemptOutcome;
   readonly process?: ProcessRun;
   readonly log?: StepLogSummary;
+  /**
+   * The progress reports the worker did not send by themselves, in order, taken before the
+   * outcome: the leader's exit of an attempt that ended soon after it (docs/scale-out.md#jobs).
+   */
+  readonly progress?: readonly AttemptProgress[];
   readonly worker: WorkerName;
 }
 
@@ -85,6 +95,13 @@ export function jobStep(step: StepInput): AttemptJob['step'] {
   const results: (readonly [string, StepResult])[] = [];
   for (const [id, result] of step.results) if (text.includes(id)) results.push([id, result]);
   return { step: step.step, index: step.index, kind: step.kind, timeoutSecs: step.timeoutSecs, killGraceMs: step.killGraceMs, results };
+}
+
+/** Whether `given` (hex, as it came through Redis) is the MAC `expected` (hex), compared in constant time: every proof of this file is checked here. */
+function macMatches(expected: string, given: string): boolean {
+  const a = Buffer.from(expected, 'hex');
+  const b = Buffer.from(given, 'hex');
+  return a.length === b.length && timingSafeEqual(a, b);
 }
 
 const DOMAIN = 'capsule-runtime scale-out job v1';
@@ -100,9 +117,7 @@ export function signJob(job: Omit<AttemptJob, 'mac'>, key: Buffer): AttemptJob {
 export function verifyJob(data: unknown, key: Buffer): { readonly ok: true; readonly job: AttemptJob } | { readonly ok: false; readonly reason: string } {
   if (typeof data !== 'object' || data === null || typeof (data as { mac?: unknown }).mac !== 'string') return { ok: false, reason: 'the job carries no proof (mac)' };
   const { mac, ...rest } = data as AttemptJob;
-  const expected = Buffer.from(macOf(key, JSON.stringify(rest)), 'hex');
-  const given = Buffer.from(mac, 'hex');
-  if (given.length !== expected.length || !timingSafeEqual(given, expected)) return { ok: false, reason: 'its proof does not match the shared key (a job from a session without the key, or changed in Redis)' };
+  if (!macMatches(macOf(key, JSON.stringify(rest)), mac)) return { ok: false, reason: 'its proof does not match the shared key (a job from a session without the key, or changed in Redis)' };
   if ((rest as { v?: unknown }).v !== 1) return { ok: false, reason: 'it is of a job format this worker does not know' };
   return { ok: true, job: data as AttemptJob };
 }
@@ -133,9 +148,7 @@ export function verifyReport<T>(data: unknown, jobId: string, jobMac: string, ke
   }
   if (typeof value !== 'object' || value === null || typeof (value as { mac?: unknown }).mac !== 'string') return { ok: false, reason: 'it carries no proof (mac)' };
   const { mac, ...rest } = value as { mac: string };
-  const expected = Buffer.from(reportMacOf(key, jobId, jobMac, JSON.stringify(rest)), 'hex');
-  const given = Buffer.from(mac, 'hex');
-  if (given.length !== expected.length || !timingSafeEqual(given, expected)) return { ok: false, reason: 'its proof does not match the shared key and this job' };
+  if (!macMatches(reportMacOf(key, jobId, jobMac, JSON.stringify(rest)), mac)) return { ok: false, reason: 'its proof does not match the shared key and this job' };
   return { ok: true, report: rest as T };
 }
 
@@ -192,9 +205,7 @@ export function verifyLease(session: string, value: string | null, key: Buffer):
   }
   if (typeof lease !== 'object' || lease === null || typeof lease.mac !== 'string') return { ok: false, reason: UNSIGNED_LEASE };
   for (const field of ['pid', 'created', 'renewed', 'lock_duration_ms', 'max_lost'] as const) if (typeof lease[field] !== 'number' || !Number.isFinite(lease[field])) return { ok: false, reason: UNSIGNED_LEASE };
-  const expected = Buffer.from(leaseMacOf(key, session, lease as Lease), 'hex');
-  const given = Buffer.from(lease.mac, 'hex');
-  if (given.length !== expected.length || !timingSafeEqual(given, expected)) return { ok: false, reason: UNSIGNED_LEASE };
+  if (!macMatches(leaseMacOf(key, session, lease as Lease), lease.mac)) return { ok: false, reason: UNSIGNED_LEASE };
   return { ok: true, lease: lease as Lease };
 }
 
@@ -241,9 +252,7 @@ export function verifyControl(text: string, key: Buffer): ControlMessage | null 
   }
   if (typeof value !== 'object' || value === null || typeof (value as { mac?: unknown }).mac !== 'string') return null;
   const { mac, ...rest } = value as { mac: string };
-  const expected = Buffer.from(controlMacOf(key, JSON.stringify(rest)), 'hex');
-  const given = Buffer.from(mac, 'hex');
-  if (given.length !== expected.length || !timingSafeEqual(given, expected)) return null;
+  if (!macMatches(controlMacOf(key, JSON.stringify(rest)), mac)) return null;
   const message = rest as ControlMessage;
   return typeof message.session === 'string' && (message.type === 'close' || typeof (message as { job?: unknown }).job === 'string') ? message : null;
 }

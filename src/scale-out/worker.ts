@@ -30,13 +30,14 @@ import type { StepLogSummary } from '../records/step-log.js';
 import type { TraceNode } from '../records/trace-records.js';
 import type { Session } from '../session/session.js';
 import type { AttemptEnvironment, CommandTool } from '../runtime/attempt.js';
-import { AttemptRun, type AttemptStart } from '../runtime/attempts/attempt-run.js';
+import { AttemptRun } from '../runtime/attempts/attempt-run.js';
 import { startShellAttempt } from '../runtime/attempts/shell-attempt.js';
 import { startToolAttempt } from '../runtime/attempts/tool-attempt.js';
 import { StepLogs } from '../runtime/step-logs.js';
-import { DEFAULT_LOCK_DURATION_MS, DEFAULT_MAX_LOST } from './coordinator.js';
 import {
   CONTROL_CHANNEL,
+  DEFAULT_LOCK_DURATION_MS,
+  MAX_LOST,
   SESSIONS_CHANNEL,
   SESSIONS_KEY,
   endedKey,
@@ -83,6 +84,8 @@ const LEASE_CHECK_MS = 1000;
 const LOCK_CHECK_MS = 100;
 /** How many job ids told to end or withdrawn are remembered, for a job taken just after its message went by. */
 const TOLD_KEPT = 4096;
+/** How long the leader's exit of a step without `timeout_secs` waits to go out with the attempt's result. */
+const REPORT_DELAY_MS = 20;
 
 /** One attempt this worker runs. */
 interface Running {
@@ -280,7 +283,7 @@ export class ScaleOutWorker {
     const stale = leased.ok ? staleLease(leased.lease, this.#redisNow()) : null;
     if (stale !== null) return this.#notice(`session ${session} not served: ${stale}`);
     if (this.#served.has(session) || this.#closing) return;
-    const settings = leased.ok ? leased.lease : { lock_duration_ms: DEFAULT_LOCK_DURATION_MS, max_lost: DEFAULT_MAX_LOST };
+    const settings = leased.ok ? leased.lease : { lock_duration_ms: DEFAULT_LOCK_DURATION_MS, max_lost: MAX_LOST };
     const lockDurationMs = settings.lock_duration_ms;
     const connection = this.#redis.duplicate();
     connection.on('error', () => {});
@@ -369,18 +372,28 @@ export class ScaleOutWorker {
   }
 
   async #process(session: string, job: Job): Promise<Signed<AttemptJobResult>> {
+    const jobId = job.id as string;
+    // What the job's start depends on in Redis — its session's lease, and a mark its coordinator
+    // left on it — read in one round trip, asked before the job's proof is checked so the answer
+    // is on its way meanwhile (both are checked below as each was read by itself).
+    const state = this.#redis.pipeline().get(leaseKey(session)).get(endedKey(jobId)).exec();
+    state.catch(() => {}); // a refused job does not wait for it
     const verified = verifyJob(job.data, this.#options.key);
     if (!verified.ok) this.#refuse(job, verified.reason);
     const data = verified.job;
     if (data.session !== session) this.#refuse(job, `it names session ${data.session}, not its queue's ${session}`);
-    const jobId = job.id as string;
     // The signed body names the job id: a captured job re-added under another id is not run.
     if (data.job !== jobId) this.#refuse(job, `it was signed for job ${JSON.stringify(data.job)}, not ${JSON.stringify(jobId)} (a job replayed under another id)`);
     const taken = this.#taken.get(jobId);
     if (taken === false) this.#refuse(job, `this worker already ran job ${jobId} (a job is run once; a replayed job is not run again)`);
     let lease: string | null;
+    let mark: string | null;
     try {
-      lease = await this.#redis.get(leaseKey(session));
+      const replies = await state;
+      if (replies === null) throw new Error('no answer');
+      for (const [error] of replies) if (error !== null) throw error;
+      lease = replies[0]?.[1] as string | null;
+      mark = replies[1]?.[1] as string | null;
     } catch (error) {
       throw new Error(`worker ${this.#me.name} could not read the session's lease: ${(error as Error).message}`);
     }
@@ -392,7 +405,6 @@ export class ScaleOutWorker {
     this.#taken.set(jobId, false);
     const sign = <T extends object>(report: T): Signed<T> => signReport(report, jobId, data.mac, this.#options.key);
     // Told to end (or withdrawn by a graceful cancel) before this worker took it: it never starts. Only a signed mark counts.
-    const mark = await this.#redis.get(endedKey(jobId));
     const marked = mark === null ? null : verifyControl(mark, this.#options.key);
     const told = this.#told.get(jobId) ?? (marked !== null && marked.type !== 'close' && marked.job === jobId ? marked : null);
     if (told !== null) {
@@ -400,26 +412,18 @@ export class ScaleOutWorker {
       return sign<AttemptJobResult>({ outcome: { status: 'failed', output: null, error: 'its process was not started', notStarted: true }, worker: this.#me });
     }
     return await new Promise<Signed<AttemptJobResult>>((resolve) => {
-      let log: StepLogSummary | undefined;
-      let reports: Promise<unknown> = Promise.resolve();
-      // Signed over the job: the coordinator takes no report a party without the key wrote.
-      const report = (progress: AttemptProgress): void => {
-        reports = reports.then(() => job.updateProgress(sign(progress) as unknown as object)).catch(() => {});
-      };
+      const log = new LastLog();
+      const reports = new Reports(job, sign, data.step.timeoutSecs !== null);
       const env: AttemptEnvironment = {
         ...this.#base,
         runId: `${data.session}/${data.run}`,
         planId: data.plan,
         traceParent: this.#traceParent,
-        stepLogs: new (class extends StepLogs {
-          override record(_stepId: string, summary: StepLogSummary): void {
-            log = summary;
-          }
-        })(),
+        stepLogs: log,
         onProcessStart: (_input, started) => {
           const running = this.#running.get(jobId);
           if (running !== undefined) running.pid = started.pid;
-          report({ type: 'started', process: started, worker: this.#me });
+          reports.started({ type: 'started', process: started, worker: this.#me });
         },
       };
       const input: AttemptInput = { stepRef: {} as AnyActorRef, step: stepInputOf(data), attempt: data.attempt };
@@ -427,7 +431,7 @@ export class ScaleOutWorker {
         env,
         input,
         (sent) => {
-          if (sent.type === 'ATTEMPT.LEADER_EXITED') report({ type: 'leader_exited', pid: sent.pid, exitCode: sent.exitCode, signal: sent.signal });
+          if (sent.type === 'ATTEMPT.LEADER_EXITED') reports.leaderExited({ type: 'leader_exited', pid: sent.pid, exitCode: sent.exitCode, signal: sent.signal });
           else if (sent.type === 'ATTEMPT.FINISHED') {
             const running = this.#running.get(jobId);
             this.#running.delete(jobId);
@@ -438,16 +442,82 @@ export class ScaleOutWorker {
             const outcome: AttemptOutcome = refused === null ? sent.outcome : { ...sent.outcome, error: refused };
             this.#notice(`${data.step.step.id}#${data.attempt} of ${session} ${refused === null ? `finished: ${attemptEndWords(outcome)}` : `refused: ${refused}`}`);
             const ran: ProcessRun | undefined = sent.process;
-            void reports.then(() => resolve(sign<AttemptJobResult>({ outcome, ...(ran !== undefined ? { process: ran } : {}), ...(log !== undefined ? { log } : {}), worker: this.#me })));
+            const held = reports.held();
+            resolve(
+              sign<AttemptJobResult>({
+                outcome,
+                ...(ran !== undefined ? { process: ran } : {}),
+                ...(log.summary !== undefined ? { log: log.summary } : {}),
+                ...(held.length > 0 ? { progress: held } : {}),
+                worker: this.#me,
+              }),
+            );
           }
         },
         new WeakMap(),
       );
       this.#running.set(jobId, { session, run, startedAt: Date.now(), pid: null, ended: false, lost: false });
       this.#notice(`${data.step.step.id}#${data.attempt} of ${session} started`);
-      const start: AttemptStart = data.step.kind === 'shell' ? startShellAttempt(run) : startToolAttempt(run);
-      void start;
+      if (data.step.kind === 'shell') startShellAttempt(run);
+      else startToolAttempt(run);
     });
+  }
+}
+
+/**
+ * An attempt's progress reports, each signed over its job, sent through BullMQ's job progress
+ * (docs/scale-out.md#jobs). None is waited for: they and then the result go out in this order on
+ * the worker's one connection, so the coordinator reads them in this order too. The tree's start
+ * goes out at once (a second start of a job is noticed by it). The leader's exit of a step without
+ * `timeout_secs` waits up to {@link REPORT_DELAY_MS} for the result and goes with it when it comes
+ * by then (one message through Redis fewer for a short step); a bounded step's goes out at once,
+ * as its step's clock stops at it.
+ */
+class Reports {
+  readonly #job: Job;
+  readonly #sign: <T extends object>(report: T) => Signed<T>;
+  readonly #atOnce: boolean;
+  #waiting: AttemptProgress | null = null;
+  #timer: NodeJS.Timeout | undefined;
+
+  constructor(job: Job, sign: <T extends object>(report: T) => Signed<T>, atOnce: boolean) {
+    this.#job = job;
+    this.#sign = sign;
+    this.#atOnce = atOnce;
+  }
+
+  started(progress: AttemptProgress): void {
+    this.#send(progress);
+  }
+
+  leaderExited(progress: AttemptProgress): void {
+    if (this.#atOnce) return this.#send(progress);
+    this.#waiting = progress;
+    this.#timer = setTimeout(() => {
+      const waiting = this.#waiting;
+      this.#waiting = null;
+      if (waiting !== null) this.#send(waiting);
+    }, REPORT_DELAY_MS);
+  }
+
+  /** The reports not sent yet, for the result to carry: from now on they are its. */
+  held(): AttemptProgress[] {
+    clearTimeout(this.#timer);
+    const waiting = this.#waiting;
+    this.#waiting = null;
+    return waiting === null ? [] : [waiting];
+  }
+
+  #send(progress: AttemptProgress): void {
+    this.#job.updateProgress(this.#sign(progress) as unknown as object).catch(() => {});
+  }
+}
+
+/** Keeps the one attempt's log summary (each attempt a worker runs has its own). */
+class LastLog extends StepLogs {
+  summary: StepLogSummary | undefined;
+  override record(_stepId: string, summary: StepLogSummary): void {
+    this.summary = summary;
   }
 }
 
