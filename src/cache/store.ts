@@ -61,17 +61,15 @@ const DIR_MODE = 0o700;
 /**
  * Why the store at `dir` may hold something the runtime did not put there, or null when every
  * directory of it (the store, its layout and the two-character fan-out directories) is a real
- * directory of the runtime's user that no other user may write, and no directory above it is
- * reached through a link another user could have planted (docs/cache.md#against-a-step). The
- * store is written and read by path as root: a directory another user made or may write (a
- * `cache.dir` in a `--run-as` step's workdir, planted by a step of an earlier run) could hold a
- * link that sends a root write anywhere. A store that is missing is fine: the runtime makes it —
- * once {@link storeReachUnsafe} found no such link above it.
+ * directory of the runtime's user that no other user may write, and every directory above it is
+ * safe as {@link storeReachUnsafe} says (docs/cache.md#against-a-step). The store is written and
+ * read by path as root, for the whole run, after this one check: a directory another user made
+ * or may write, in it or above it (a `cache.dir` in a `--run-as` step's workdir), could get a link
+ * that sends a root write anywhere — planted before the run, or swapped in while it runs by a
+ * process of that user's outside it. A store that is missing is fine: the runtime makes it.
  */
 export function storeUnsafe(dir: string): string | null {
   const uid = process.geteuid?.() ?? 0;
-  const linked = linkedAncestor(dir, uid);
-  if (linked !== null) return linked;
   const check = (path: string): string | null => {
     let stat: Stats;
     try {
@@ -102,35 +100,37 @@ export function storeUnsafe(dir: string): string | null {
       if (why !== null) return why;
     }
   }
-  return null;
+  return unsafeAbove(dir, uid);
 }
 
 /**
- * Why making the store at `dir` could follow a link another user could have planted above it, or
- * null: the part of {@link storeUnsafe} that decides whether the store may be made (a session
- * makes it at open, before it knows whether a plan caches; the directories below it are checked
- * when it is used).
+ * Why a directory above the store at `dir` lets another user change where `dir` leads, or null:
+ * the part of {@link storeUnsafe} that decides whether the store may be made (a session makes it
+ * at open, before it knows whether a plan caches; the directories of the store itself are
+ * checked when it is used).
  */
 export function storeReachUnsafe(dir: string): string | null {
-  return linkedAncestor(dir, process.geteuid?.() ?? 0);
+  return unsafeAbove(dir, process.geteuid?.() ?? 0);
 }
 
 /** Links followed before a path is taken for a loop (Linux's own limit). */
 const MAX_LINKS = 40;
 
 /**
- * Why a directory above `dir` is reached through a symbolic link that another user could have
- * made or could change, or null. The path is walked from `/` one name at a time as the kernel
- * resolves it, each link's target in turn; a link counts as the runtime's only in a directory of
- * root or `uid` that no other user may write, or, in a sticky one (`/tmp`), when the link itself
- * is root's or `uid`'s. A link there (`/var/run -> /run`, a home's `.cache` moved to another disk)
- * is followed; the walk stops at the first name missing (the runtime makes the rest, below what
- * was checked). `dir` itself is not followed: the caller refuses a link there outright.
+ * Why a directory above `dir` could be changed by another user, or null (the rule of ssh's
+ * StrictModes). The path is walked from `/` one name at a time as the kernel resolves it, each
+ * link's target in turn, and each directory a name is looked up in must be root's or `uid`'s and
+ * not writable by group or others — whoever may write a directory may rename what is in it and
+ * put a link in its place, also while the run uses the store. A sticky directory (`/tmp`) others
+ * may write is safe for an entry of root's or `uid`'s (only its owner may rename it there): a
+ * link there must be theirs, a directory theirs is checked as the next name's. A link
+ * in a safe place (`/var/run -> /run`, a home's `.cache` moved to another disk) is followed; the
+ * walk stops at the first name missing (the runtime makes the rest, as its own, in a directory
+ * checked). `dir` itself is not followed: the caller refuses a link there outright.
  */
-function linkedAncestor(dir: string, uid: number): string | null {
+function unsafeAbove(dir: string, uid: number): string | null {
   const trusted = (owner: number): boolean => owner === 0 || owner === uid;
   const pending = resolve(dir).split('/').filter((name) => name !== '');
-  pending.pop();
   let at = '/';
   let links = 0;
   while (pending.length > 0) {
@@ -141,21 +141,29 @@ function linkedAncestor(dir: string, uid: number): string | null {
       continue;
     }
     const path = join(at, name);
-    let stat: Stats;
+    let stat: Stats | null;
     try {
       stat = lstatSync(path);
     } catch {
-      return null; // missing (or not a directory on the way): made by the runtime, or its making fails and says so
+      stat = null; // missing (or not a directory on the way): made by the runtime, or its making fails and says so
     }
-    if (!stat.isSymbolicLink()) {
+    const link = stat?.isSymbolicLink() === true;
+    const parent = lstatSync(at);
+    const mode = (parent.mode & 0o7777).toString(8);
+    if (!trusted(parent.uid)) {
+      if (link) return `${dir} is reached through the symbolic link ${path}, in a directory of uid ${parent.uid} (not the runtime's user, uid ${uid}, nor root)`;
+      return `${dir} lies below ${at}, which belongs to uid ${parent.uid} (not the runtime's user, uid ${uid}, nor root)`;
+    }
+    if ((parent.mode & 0o022) !== 0) {
+      const sticky = (parent.mode & 0o1000) !== 0;
+      if (link && !(sticky && trusted((stat as Stats).uid))) return `${dir} is reached through the symbolic link ${path}, in a directory other users may write (mode ${mode})`;
+      // A directory of another user's in a sticky one is refused as the next name's (or, the store itself, by the caller).
+      if (!link && !sticky) return `${dir} lies below ${at}, which other users may write (mode ${mode})`;
+    }
+    if (stat === null || pending.length === 0) return null;
+    if (!link) {
       at = path;
       continue;
-    }
-    const parent = lstatSync(at);
-    const shared = (parent.mode & 0o022) !== 0;
-    if (!trusted(parent.uid)) return `${dir} is reached through the symbolic link ${path}, in a directory of uid ${parent.uid} (not the runtime's user, uid ${uid}, nor root)`;
-    if (shared && !((parent.mode & 0o1000) !== 0 && trusted(stat.uid))) {
-      return `${dir} is reached through the symbolic link ${path}, in a directory other users may write (mode ${(parent.mode & 0o7777).toString(8)})`;
     }
     if (++links > MAX_LINKS) return `${dir} is reached through more than ${MAX_LINKS} symbolic links`;
     const target = readlinkSync(path);

@@ -828,10 +828,12 @@ async function stepCacheOf(steps: readonly PlanStep[], options: RunPlanOptions, 
   // Loaded for a plan that caches alone (it brings the glob library).
   const [{ StepCache }, { storeUnsafe }] = await Promise.all([import('../cache/step-cache.js'), import('../cache/store.js')]);
   const warn = options.onCacheNotice ?? options.onNotice ?? ((line: string) => process.emitWarning(line));
-  // Steps run uncached rather than trust a store another user could have planted links in.
+  // Steps run uncached rather than trust a store another user could plant links in, or above.
   const unsafe = storeUnsafe(dir);
   if (unsafe !== null) {
-    warn(`step cache off for this run: the store ${dir} is not the runtime's alone: ${unsafe}; remove it or point --cache-dir (or the manifest's cache.dir) at a directory only this user writes (docs/cache.md#against-a-step)`);
+    warn(
+      `step cache off for this run: the store ${dir} is not the runtime's alone: ${unsafe}; use a store outside the workdir of a --run-as step, in directories only this user or root may write — the default ~/.cache/capsule-runtime/steps, or --cache-dir (or the manifest's cache.dir) — or remove what another user put there (docs/cache.md#against-a-step)`,
+    );
     return null;
   }
   const runAs = session.containment.info.runAs;

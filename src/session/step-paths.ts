@@ -21,8 +21,9 @@
  *   cache's directory is created for the same reason. And the step cache's store
  *   (docs/security.md#the-step-cache): only the runtime writes it, and a step that could would
  *   delete, damage or fill what later runs (of every workdir sharing it) restore from; made (0700)
- *   when missing for the same reason — unless a link another user could have planted lies above
- *   it (`storeReachUnsafe`), checked first: then it is neither made nor used. Hidden rather than
+ *   when missing for the same reason — unless a directory above it is another user's or others
+ *   may write it, or a link such a user could have planted lies above it (`storeReachUnsafe`),
+ *   checked first: then it is neither made nor used. Hidden rather than
  *   read-only: no step needs to read it, and it holds outputs of other workdirs. Hidden also where
  *   it lies inside the workdir. Not when it holds a directory steps use (the workdir, the records,
  *   the scratch directory, the runtime's package or Node).
@@ -127,9 +128,9 @@ export function stepPaths(layout: SessionLayout): StepPaths {
   // One inside the key's directory is hidden with it (and a mount inside that empty tmpfs would fail).
   if (cacheDir !== null && !hidden.some((dir) => isInside(cacheDir, dir))) {
     const visible = [...used, ...(files !== undefined ? [files.packageRoot, files.executable] : [])];
-    // Checked before it is made: a store reached through a link another user could have planted is
-    // not used this run (the plan run says so, `storeUnsafe`), and is never made as root through
-    // it. One already there is still hidden: a mount in the steps' namespace writes nothing.
+    // Checked before it is made: a store below a directory another user owns or may write (or a
+    // link such a user could have planted) is not used this run (the plan run says so,
+    // `storeUnsafe`), and is never made there as root. One already there is still hidden: a mount in the steps' namespace writes nothing.
     const unsafe = create ? storeReachUnsafe(cacheDir) : null;
     if (unsafe === null) hide("the step cache's store", cacheDir, visible);
     else if (existsSync(cacheDir)) hide("the step cache's store", cacheDir, visible, false);

@@ -147,6 +147,8 @@ describe(`the step cache's store, against a step root and confined (the default)
 
   it_("is hidden from it inside the workdir (the manifest's cache.dir): the step writes the workdir but not the store, and neither the store nor the records are part of a key or an output", async () => {
     const dir = project('reach-inside', attackOn('.cache/steps'), buildStep(['src/**', '.cache/**', '.capsule/**'], ['build/**', '.cache/**', '.capsule/**']));
+    // Root's own workdir: a store below a directory others may write is not used (docs/cache.md#against-a-step).
+    chmodSync(dir, 0o755);
     writeJson(dir, 'capsule.json', { ...manifestAllowing('sh', 'cat'), cache: { dir: '.cache/steps' } });
     const store = join(dir, '.cache', 'steps');
     await expectOutOfReach(dir, store, []);
