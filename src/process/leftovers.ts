@@ -4,7 +4,8 @@
  * `session_start`) was killed outright; the trace's `process_start` records say which processes
  * it started and how to find them again — pid and start time must both match (a reused pid is
  * never mistaken for one of them), or the tree's cgroup (found by the name recorded) is still
- * populated, or its process group still has members that started no earlier than its leader.
+ * populated, or its process group still has members that started no earlier than its leader
+ * (with the leader gone, only possibly its own: said so, and `--reap` leaves them alone).
  *
  * This module only looks; accounting and reaping are the resume's (`src/reconcile/resume.ts`,
  * `--resume`, `--reap`), which uses the same liveness rule (`reap.ts`).
@@ -31,6 +32,8 @@ export interface LeftoverProcess {
   readonly name: string | null;
   /** The owner recorded for the tree it belongs to (`run:1/step:a#1`), when known. */
   readonly owner: string | null;
+  /** Why it is not proven that tree's (a member of its group, the leader gone: `--reap` leaves it alone), or null. */
+  readonly unproven: string | null;
 }
 
 /** A session that ended without `session_end` while its runtime is gone. */
@@ -166,15 +169,15 @@ function inspectUnendedSessionDir(recordsDir: string): AbandonedSession | null {
 
 function liveLeftovers(started: readonly ProcessStartRecord[], sessionId: string, sessionCgroup: string | null, runtimeStart: number | null): LeftoverProcess[] {
   const found = new Map<number, LeftoverProcess>();
-  const add = (pid: number, startTime: number | null, name: string | null, owner: string | null): void => {
-    if (!found.has(pid)) found.set(pid, { pid, startTime, name, owner });
+  const add = (pid: number, startTime: number | null, name: string | null, owner: string | null, unproven: string | null = null): void => {
+    if (!found.has(pid)) found.set(pid, { pid, startTime, name, owner, unproven });
   };
   // The one rule of what a recorded tree proves (src/process/reap.ts): pid and start time, a
   // cgroup the runtime made for this session, or the members of its group that started no earlier
-  // than its leader.
+  // than its leader (then only possibly the tree's: its leader gone, the number may be another group's).
   const trees: RecordedTree[] = started.map((r) => ({ pid: r.pid, startTime: r.startTime, pgid: r.pgid, cgroup: r.cgroup, pidNamespace: false }));
   probeTrees(trees, sessionId, { notBefore: runtimeStart }).forEach((live, i) => {
-    for (const p of live.processes) add(p.pid, p.startTime, p.name, started[i]?.owner ?? null);
+    for (const p of live.processes) add(p.pid, p.startTime, p.name, started[i]?.owner ?? null, live.unproven);
   });
   if (sessionCgroup !== null && vetRecordedCgroup(sessionCgroup, sessionId).ok && readCgroupEvents(sessionCgroup)?.populated === true) {
     for (const pid of cgroupTreeProcs(sessionCgroup)) add(pid, processStartTime(pid), processName(pid), null);
@@ -268,9 +271,10 @@ export function abandonedSessionWarning(session: AbandonedSession): string {
   const resume = `; --resume ${session.recordsDir} accounts for what it left`;
   if (session.processes.length === 0) return `${head}; it left no live process${unproven}${resume}`;
   const listed = session.processes
-    .map((p) => `pid ${p.pid}${p.name !== null ? ` (${p.name})` : ''} started at tick ${p.startTime ?? '?'}${p.owner !== null ? ` for ${p.owner}` : ''}`)
+    .map((p) => `pid ${p.pid}${p.name !== null ? ` (${p.name})` : ''} started at tick ${p.startTime ?? '?'}${p.owner !== null ? ` for ${p.owner}` : ''}${p.unproven !== null ? ` (maybe: ${p.unproven}; --reap leaves it alone)` : ''}`)
     .join(', ');
+  const stops = session.processes.some((p) => p.unproven === null) ? ', and with --reap stops them' : '';
   return `${head}; it left ${session.processes.length} live process${session.processes.length === 1 ? '' : 'es'}: ${listed}${
     session.cgroup !== null ? ` (cgroup ${session.cgroup})` : ''
-  }${unproven}${resume}, and with --reap stops them`;
+  }${unproven}${resume}${stops}`;
 }

@@ -10,9 +10,14 @@
  *   for that very session (`<cgroup v2 mount>/…/capsule-runtime/<session id>[/<unit>]`, normalized,
  *   no `..`) and the cgroup exists; then every process in it is the tree's (nothing can leave a
  *   cgroup, and only the runtime puts processes there);
- * - its **process group** (no cgroup) is believed when its leader is the same process, or, with
- *   the leader gone, for the members that started no earlier than the leader did, unless the
- *   group's number now names another process (the number was reused);
+ * - its **process group** (no cgroup) is believed while a process with the leader's pid and start
+ *   time exists (alive, or a zombie not yet reaped): a group's number is its leader's pid, which
+ *   the kernel does not hand out again while any process holds it, so the group is the leader's.
+ *   Once the leader is gone nothing proves it: the old group may have emptied and its number been
+ *   taken by a new group (another user's daemon that called `setsid` and exited), whose members
+ *   look the same in `/proc`. The members that started no earlier than the leader are then
+ *   reported, with why ({@link TreeLiveness.unproven}), and never signalled (docs/resume.md#reap-limits).
+ *   When the number names another process now, the old group is provably gone and nothing is found;
  * - and never a tree recorded as starting before the session's runtime did ({@link ProbeOptions}
  *   `notBefore`): a process a session started cannot predate it, so a forged record cannot name a
  *   daemon that was already running (docs/security.md). A leader that led its own group must
@@ -77,7 +82,16 @@ export interface TreeLiveness {
   readonly cgroupRefused: string | null;
   /** Why the record's leader and group were not believed (it predates the session's runtime), or null. */
   readonly recordRefused: string | null;
+  /**
+   * Why `processes` cannot be proven the tree's ({@link GROUP_LEADER_GONE}): they are the members
+   * of its recorded process group, found with its leader gone, and are reported, never signalled;
+   * null when they are proven (or none is alive).
+   */
+  readonly unproven: string | null;
 }
+
+/** Why the members of a recorded group whose leader is gone are not the tree's for sure (the cgroup backend proves membership). */
+export const GROUP_LEADER_GONE = "its group's leader is gone, so the group number may name another group";
 
 /** What bounds the records of one session. */
 export interface ProbeOptions {
@@ -105,6 +119,8 @@ export interface ReapResult {
   readonly survivors: readonly number[];
   /** The tree is proven gone. */
   readonly gone: boolean;
+  /** Why what was found alive was left alone, unsignalled (it cannot be proven the tree's: {@link TreeLiveness.unproven}), or null. */
+  readonly notSignalled: string | null;
 }
 
 const isPid = (value: number | null): value is number => value !== null && Number.isSafeInteger(value) && value > 1;
@@ -193,11 +209,14 @@ export function probeTrees(trees: readonly RecordedTree[], sessionId: string, op
         if (present && readCgroupEvents(vetted.dir) !== null) cgroup = vetted.dir;
       }
     }
-    // Without a cgroup the group is the tree: believed when its number still names the leader, or nobody.
-    // The group's number names another process now (the leader's own stat: pgid is its pid).
+    // Without a cgroup the group is the tree. The group's number names another process now (the
+    // leader's own stat: pgid is its pid): the old group emptied, nothing of it is left to find.
     const groupNumberReused = tree.pgid !== null && tree.pgid === tree.pid && isTick(tree.startTime) && leaderStat !== null && leaderStat.startTime !== tree.startTime;
     const byGroup = recordRefused === null && cgroup === null && tree.cgroup === null && isPid(tree.pgid) && isTick(tree.startTime) && !groupNumberReused;
-    return { tree, leaderAlive, pidReused, cgroup, cgroupRefused, recordRefused, byGroup };
+    // The leader (alive or a zombie) still holds the number: the group is the one it made. Else the
+    // number is held only by members, which a new group of that number would have as well.
+    const leaderHoldsNumber = tree.pgid === tree.pid && isTick(tree.startTime) && leaderStat !== null && leaderStat.startTime === tree.startTime;
+    return { tree, leaderAlive, pidReused, cgroup, cgroupRefused, recordRefused, byGroup, groupProven: leaderHoldsNumber };
   });
   const groupMembersOf = new Map<number, LiveProcess[]>();
   const wanted = new Map<number, number>(); // pgid → the leader's start time
@@ -240,7 +259,10 @@ export function probeTrees(trees: readonly RecordedTree[], sessionId: string, op
       for (const child of descendantsOf([...found.keys()], p.tree.startTime)) if (!found.has(child.pid)) found.set(child.pid, child);
     }
     const processes = [...found.values()].sort((a, b) => a.pid - b.pid);
+    // Found through the group alone (no leader, no cgroup): reported, not proven.
+    const unproven = processes.length > 0 && evidence.length === 1 && evidence[0] === 'group' && !p.groupProven ? GROUP_LEADER_GONE : null;
     return {
+      unproven,
       helperPids: helperPids.sort((a, b) => a - b),
       alive: processes.length > 0,
       leaderAlive: p.leaderAlive,
@@ -318,8 +340,9 @@ export async function reap(trees: readonly RecordedTree[], sessionId: string, gr
   const adopted = new Set<string>(); // a cgroup or group shared by two records is ended once
   const endings = trees.map((tree, i): Promise<ReapResult> => {
     const live = liveness[i] as TreeLiveness;
-    const none: ReapResult = { tree, via: null, signal: null, survivors: [], gone: true };
+    const none: ReapResult = { tree, via: null, signal: null, survivors: [], gone: true, notSignalled: null };
     if (!live.alive) return Promise.resolve(none);
+    if (live.unproven !== null) return Promise.resolve({ ...none, gone: false, notSignalled: live.unproven });
     if (live.cgroup !== null && live.evidence.includes('cgroup')) {
       const vetted = vetRecordedCgroup(live.cgroup, sessionId);
       if (!vetted.ok || adopted.has(`c:${vetted.dir}`)) return Promise.resolve({ ...none, via: 'cgroup' });
@@ -331,7 +354,7 @@ export async function reap(trees: readonly RecordedTree[], sessionId: string, gr
       if (tree.pidNamespace) unit.init = namespaceInit(live.processes.map((p) => p.pid));
       return unit.end(graceMs).then((result) => {
         if (result.survivors.length === 0) unit.release();
-        return { tree, via: 'cgroup' as const, signal: result.signal, survivors: result.survivors, gone: result.survivors.length === 0 };
+        return { tree, via: 'cgroup' as const, signal: result.signal, survivors: result.survivors, gone: result.survivors.length === 0, notSignalled: null };
       });
     }
     if (live.evidence.includes('group') || (live.leaderAlive && isPid(tree.pgid) && tree.pgid === tree.pid)) {
@@ -342,14 +365,14 @@ export async function reap(trees: readonly RecordedTree[], sessionId: string, gr
       try {
         groups.register(pgid, `resume:${sessionId}`, { init: () => init, ...(tree.pgid === tree.pid && tree.startTime !== null ? { leaderStartTime: tree.startTime } : {}) });
       } catch {
-        return Promise.resolve({ tree, via: 'group' as const, signal: null, survivors: live.processes.map((p) => p.pid), gone: false }); // the runtime's own group: never
+        return Promise.resolve({ tree, via: 'group' as const, signal: null, survivors: live.processes.map((p) => p.pid), gone: false, notSignalled: null }); // the runtime's own group: never
       }
       return groups.endGroup(pgid, graceMs).then(
-        (result) => ({ tree, via: 'group' as const, signal: result.signal, survivors: result.survivors, gone: result.survivors.length === 0 }),
-        () => ({ tree, via: 'group' as const, signal: null, survivors: groupMembers(pgid), gone: false }),
+        (result) => ({ tree, via: 'group' as const, signal: result.signal, survivors: result.survivors, gone: result.survivors.length === 0, notSignalled: null }),
+        () => ({ tree, via: 'group' as const, signal: null, survivors: groupMembers(pgid), gone: false, notSignalled: null }),
       );
     }
-    if (live.leaderAlive) return endLeader(tree, graceMs).then((result) => ({ tree, via: 'leader' as const, ...result }));
+    if (live.leaderAlive) return endLeader(tree, graceMs).then((result) => ({ tree, via: 'leader' as const, ...result, notSignalled: null }));
     return Promise.resolve(none);
   });
   const results = await Promise.all(endings);
@@ -358,7 +381,7 @@ export async function reap(trees: readonly RecordedTree[], sessionId: string, gr
 }
 
 /** A leader with no group or cgroup to address: SIGTERM, SIGKILL after the grace, each only while it is still the same process. */
-async function endLeader(tree: RecordedTree, graceMs: number): Promise<Omit<ReapResult, 'tree' | 'via'>> {
+async function endLeader(tree: RecordedTree, graceMs: number): Promise<Omit<ReapResult, 'tree' | 'via' | 'notSignalled'>> {
   const ref = { pid: tree.pid, startTime: tree.startTime as number };
   const goneWithin = async (ms: number): Promise<boolean> => {
     let stopped = false;

@@ -98,6 +98,8 @@ export interface LeftoverTree {
   readonly cgroup_refused: string | null;
   /** Why its record was not believed at all (not proven the runtime's own, or it predates the session's runtime), or null. */
   readonly record_refused: string | null;
+  /** Why `live` cannot be proven the tree's (members of its group, its leader gone: reported, never signalled), or null. */
+  readonly unproven: string | null;
   /** An earlier resume's `process_lost` already names it. */
   readonly reported_before: boolean;
   /** Its `process_lost` marker could not be written now (a later resume reports it again). */
@@ -317,6 +319,7 @@ export async function resumeSession(session: ResumingSession, priorDir: string, 
         pid_reused: live.pidReused,
         cgroup_refused: live.cgroupRefused,
         record_refused: live.recordRefused,
+        unproven: live.unproven,
         reported_before: scan.processLost.has(identityKey(t.recorded.pid, t.recorded.startTime)),
         unmarked: false,
         reaped: null,
@@ -381,7 +384,7 @@ export async function resumeSession(session: ResumingSession, priorDir: string, 
     }));
     const message = report === null ? null : lostReportText(report, lost.map((c) => ({ work_id: c.work_id, liveness: livenessOf(c.tree) })));
 
-    if (!scan.ended) markNoticed(dir, session.id, found.filter((t) => t.alive && (t.reaped === null || !t.reaped.gone)).flatMap((t) => t.live.map((p) => ({ pid: p.pid, startTime: p.startTime, name: p.name, owner: t.owner }))), now());
+    if (!scan.ended) markNoticed(dir, session.id, found.filter((t) => t.alive && (t.reaped === null || !t.reaped.gone)).flatMap((t) => t.live.map((p) => ({ pid: p.pid, startTime: p.startTime, name: p.name, owner: t.owner, unproven: t.unproven }))), now());
     return finish({
       ...outcome,
       report,
@@ -445,7 +448,7 @@ interface TreeRecord {
 }
 
 /** The liveness of a tree that is not checked: nothing of it is found alive, and why. */
-const notChecked = (why: string): TreeLiveness => ({ alive: false, leaderAlive: false, pidReused: false, evidence: [], processes: [], helperPids: [], cgroup: null, cgroupRefused: null, recordRefused: why });
+const notChecked = (why: string): TreeLiveness => ({ alive: false, leaderAlive: false, pidReused: false, evidence: [], processes: [], helperPids: [], cgroup: null, cgroupRefused: null, recordRefused: why, unproven: null });
 
 /** The prover of the records of `dir` (a resume reads one directory). */
 function proverOf(dir: string): NonNullable<ScanOptions['prove']> {
@@ -531,6 +534,7 @@ function livenessOf(tree: LeftoverTree | null): LostLiveness {
   if (tree === null) return 'unknown';
   if (!tree.alive && !provable(tree)) return 'unverifiable';
   if (!tree.alive) return 'ended';
+  if (tree.unproven !== null) return 'unverifiable';
   if (tree.reaped !== null) return tree.reaped.gone ? 'stopped' : 'running';
   return 'running';
 }
@@ -583,7 +587,8 @@ function writeResumeRecord(session: ResumingSession, outcome: ResumeOutcome): vo
     unproven_trees: outcome.unprovenTrees,
   });
   for (const t of outcome.trees) {
-    if (t.reaped === null || outcome.priorSession === null) continue;
+    // A tree left alone (nothing proves what was found is its own) was not reaped.
+    if (t.reaped === null || t.reaped.notSignalled !== null || outcome.priorSession === null) continue;
     session.trace.write('process_reaped', node, {
       prior_session_id: outcome.priorSession,
       ...treeIdentity(t),
@@ -726,14 +731,15 @@ export function describeResume(outcome: ResumeOutcome): string[] {
   const others = live.filter((t) => !outcome.lost.some((c) => c.tree === t));
   if (others.length > 0) {
     const fresh = others.filter((t) => !t.reported_before).length;
+    const unsure = others.filter((t) => t.unproven !== null).length;
     lines.push(
       `resume: ${others.length} process ${others.length === 1 ? 'tree' : 'trees'} it started ${others.length === 1 ? 'was' : 'were'} still running${
-        fresh === others.length ? '' : ` (${others.length - fresh} reported by an earlier resume)`
-      }:`,
+        unsure === 0 ? '' : others.length === 1 ? ' or may be' : ` (${unsure} of them may be)`
+      }${fresh === others.length ? '' : ` (${others.length - fresh} reported by an earlier resume)`}:`,
     );
     for (const t of others) lines.push(`resume: ${t.work_id ?? t.owner ?? `pid ${t.pid}`}${t.argv.length > 0 ? ` (${oneLine(t.argv.join(' '))})` : ''}: ${treeState(t)}`);
   }
-  if (!outcome.reap && live.some((t) => t.alive)) lines.push('resume: nothing was stopped: resume again with --reap to stop them (SIGTERM, SIGKILL after 2 s)');
+  if (!outcome.reap && live.some((t) => t.alive && t.unproven === null)) lines.push('resume: nothing was stopped: resume again with --reap to stop them (SIGTERM, SIGKILL after 2 s)');
   return lines;
 }
 
@@ -763,6 +769,8 @@ function treeState(t: LeftoverTree): string {
   const where = [`leader pid ${t.pid} started at tick ${t.pid_start_time ?? '?'}`, ...(t.pgid !== null ? [`process group ${t.pgid}`] : []), ...(t.cgroup !== null ? [`cgroup ${t.cgroup}`] : [])].join(', ');
   const before = t.reported_before ? ', reported by an earlier resume' : '';
   const unmarked = t.unmarked ? ' (could not be marked as reported: a later resume reports it again)' : '';
+  // Its group's members with its leader gone: named, with why they are left alone (docs/resume.md#reap-limits).
+  if (t.unproven !== null) return `may still be running: ${procs} in its process group (${where})${before}, but ${t.unproven}; not signalled${t.reaped === null ? '' : ', even with --reap'}${unmarked}`;
   if (t.reaped === null) return `still running: ${procs} (${where})${before}; not adopted${unmarked}`;
   if (t.reaped.gone) return `was still running: ${procs} (${where})${before}; stopped: ${t.reaped.signal ?? 'no signal needed'}${t.reaped.via === null ? '' : ` to its ${t.reaped.via}`}, proven gone`;
   return `still running: ${procs} (${where}); could not be stopped: ${t.reaped.survivors.length} ${t.reaped.survivors.length === 1 ? 'process' : 'processes'} survived SIGKILL (${t.reaped.survivors.join(', ')})${unmarked}`;

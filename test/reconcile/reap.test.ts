@@ -1,8 +1,9 @@
 /**
  * Adopting and reaping what a dead session left (src/process/reap.ts), on real
  * processes: a recorded tree is alive only when the machine proves it (pid AND start time, its own
- * cgroup populated, or members of its group started no earlier than its leader); a reused pid or a
- * forged cgroup is never taken for it; reaping is SIGTERM, SIGKILL after the grace, proven gone.
+ * cgroup populated, or members of its group started no earlier than its leader — only possibly its
+ * own once the leader is gone, and then never signalled); a reused pid or a forged cgroup is never
+ * taken for it; reaping is SIGTERM, SIGKILL after the grace, proven gone.
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -10,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { killCgroup, readCgroupEvents } from '../../src/process/cgroups.js';
 import { processStartTime } from '../../src/process/proc.js';
-import { probeTrees, reap, REAP_GRACE_MS, vetRecordedCgroup, type RecordedTree } from '../../src/process/reap.js';
+import { GROUP_LEADER_GONE, probeTrees, reap, REAP_GRACE_MS, vetRecordedCgroup, type RecordedTree } from '../../src/process/reap.js';
 import { cgroupUnavailable, pidNamespaceUnavailable } from '../support/backends.js';
 import { waitFor } from '../support/wait.js';
 import { killGroups, type LedGroup, ROOT } from '../cli/helpers.js';
@@ -99,8 +100,27 @@ describe('which recorded trees are alive', () => {
     const [live] = probeTrees([tree({ pid: p.pid, startTime: p.startTime, pgid: p.pid })], fakeSession());
     expect(live).toMatchObject({ alive: true, leaderAlive: false, evidence: ['group'] });
     expect(live?.processes.map((x) => x.pid)).toEqual([member]);
+    expect(live?.unproven).toBe(GROUP_LEADER_GONE); // found, and only possibly the tree's: never signalled
     // A "leader" recorded as starting after the member cannot be its ancestor.
     expect(probeTrees([tree({ pid: p.pid, startTime: (processStartTime(member) as number) + 1, pgid: p.pid })], fakeSession())[0]?.alive).toBe(false);
+  });
+
+  it("never signals the members of a group whose leader is gone: its number may name another group now (another user's daemon that took it)", async () => {
+    // A new group takes the number of a dead session's recorded leader: its own leader forks a
+    // sleep as nobody and exits (a daemon's double fork). The record names an earlier leader of
+    // that pid, gone; nothing in /proc tells the new group from the one the record meant.
+    const p = await startGroup('setpriv --reuid=65534 --regid=65534 --clear-groups sleep 300 & echo $!; exit 0');
+    // Reaped, not a zombie: no process has the recorded leader's pid any more.
+    await waitFor(() => p.stdout().includes('\n') && processStartTime(p.pid) === null, 5000, 'the leader to exit and be reaped, leaving its child');
+    const member = Number(p.stdout().trim());
+    const recorded = tree({ pid: p.pid, startTime: p.startTime - 1, pgid: p.pid });
+    const [live] = probeTrees([recorded], fakeSession());
+    const [result] = await reap([recorded], fakeSession(), 100);
+    expect(alive(member)).toBe(true);
+    expect(result).toMatchObject({ via: null, signal: null, survivors: [], gone: false, notSignalled: GROUP_LEADER_GONE });
+    // Reported as found in its group, with why it is left alone.
+    expect(live).toMatchObject({ alive: true, leaderAlive: false, evidence: ['group'], unproven: GROUP_LEADER_GONE });
+    expect(live?.processes.map((x) => x.pid)).toEqual([member]);
   });
 
   it('believes a recorded cgroup only when it is one the runtime makes for that session', () => {

@@ -228,6 +228,28 @@ describe('liveness is proven, never assumed', () => {
   });
 });
 
+describe('a group whose leader is gone (the process-group backend)', () => {
+  it("reports its members with why and never signals them, even with reap: the group's number may name another group now", async () => {
+    // The recorded step's leader is gone and a new group holds its number: its leader forked a
+    // sleep as nobody and exited (a daemon's double fork), as another user's daemon would.
+    const other = await startLive('setpriv --reuid=65534 --regid=65534 --clear-groups sleep 300 & exit 0');
+    // Reaped, not a zombie: no process has the recorded leader's pid any more.
+    await waitFor(() => processStartTime(other.pid) === null, 5000, "the new group's leader to exit and be reaped");
+    const [member] = groupMembers(other.pid);
+    writePrior([
+      SESSION_START,
+      { event_type: 'process_start', event_id: 'evt_p1', parent_id: 'evt_session', session_id: 'ses_prior', timestamp: 3, owner: 'run:1/step:s#1', pid: other.pid, pid_start_time: other.startTime - 1, pgid: other.pid, cgroup: null, pid_namespace: false, executable: '/usr/bin/sleep', argv: ['sleep', '300'] },
+    ]);
+    const { outcome, own } = await resume({ reap: true, graceMs: 100 });
+    expect(isAlive(member as number)).toBe(true);
+    expect(outcome.trees).toEqual([expect.objectContaining({ owner: 'run:1/step:s#1', alive: true, unproven: "its group's leader is gone, so the group number may name another group", reaped: expect.objectContaining({ signal: null, gone: false, notSignalled: expect.any(String) }) })]);
+    expect(outcome.trees[0]?.live.map((p) => p.pid)).toEqual([member]);
+    const lines = describeResume(outcome).join('\n');
+    expect(lines).toContain(`run:1/step:s#1 (sleep 300): may still be running: pid ${member} (sleep) in its process group (leader pid ${other.pid} started at tick ${other.startTime - 1}, process group ${other.pid}), but its group's leader is gone, so the group number may name another group; not signalled, even with --reap`);
+    expect(own.records.filter((r) => r.event_type === 'process_reaped')).toEqual([]);
+  });
+});
+
 /**
  * The records the background branch writes (`shell_detached` with `pid`, `pid_start_time` — -1
  * when /proc could not be read — `pgid` and `cgroup`), hand-written in that shape, with a session

@@ -171,7 +171,8 @@ export function childScratchDir(childRecords: string): string {
  * what a child killed outright left: on the process-group backend without a PID namespace its
  * steps lead process groups of their own, which the child's death does not end. Each is believed
  * only as `reap` believes a dead session's records (pid and start time, or live members of its
- * group that started no earlier than its leader, none older than the child itself).
+ * group that started no earlier than its leader while it still holds the group's number, none
+ * older than the child itself).
  */
 function recordedChildTrees(childRecords: string): { sessionId: string | null; trees: RecordedTree[] } {
   const { records } = readTrace(childRecords);
