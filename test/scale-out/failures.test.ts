@@ -8,9 +8,9 @@
 import { existsSync, writeFileSync } from 'node:fs';
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
-import { isProcessAlive, killStartedClis, parseReport, startCli, TempDirs, traceRecords, waitFor, writeJson } from '../cli/helpers.js';
+import { isProcessAlive, parseReport, startCli, TempDirs, traceRecords, waitFor, writeJson } from '../cli/helpers.js';
 import type { StartedCli } from '../cli/helpers.js';
-import { describeWithRedis, startRedis, startWorker, stopWorker, TEST_KEY, type TestRedis } from './redis-harness.js';
+import { describeWithRedis, redisSuite, startWorker, TEST_KEY } from './redis-harness.js';
 
 const dirs = new TempDirs();
 const ENV = { CAPSULE_SCALE_OUT_KEY: TEST_KEY };
@@ -57,23 +57,7 @@ async function startProxy(targetPort: number): Promise<{ port: number; cut(): vo
 }
 
 describeWithRedis('a run on workers when something fails', () => {
-  let redis: TestRedis;
-  const workers: StartedCli[] = [];
-
-  beforeAll(async () => {
-    redis = await startRedis();
-  });
-
-  afterEach(async () => {
-    await Promise.all(workers.splice(0).map(stopWorker));
-    killStartedClis();
-  });
-
-  afterAll(async () => {
-    killStartedClis();
-    await redis?.stop();
-    await dirs.removeAll();
-  });
+  const { redis, workers } = redisSuite(dirs);
 
   it('ends every step on every worker when the coordinator gets SIGTERM', async () => {
     const dir = dirs.make('sigterm');

@@ -7,9 +7,9 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { expectReplayIdentical, isProcessAlive, killStartedClis, parseReport, runCli, startCli, TempDirs, traceRecords, waitFor, writeJson } from '../cli/helpers.js';
+import { expectReplayIdentical, isProcessAlive, parseReport, runCli, startCli, TempDirs, traceRecords, waitFor, writeJson } from '../cli/helpers.js';
 import type { StartedCli } from '../cli/helpers.js';
-import { comparableReport, describeWithRedis, startRedis, startWorker, stopWorker, TEST_KEY, type TestRedis } from './redis-harness.js';
+import { comparableReport, describeWithRedis, redisSuite, startWorker, TEST_KEY } from './redis-harness.js';
 
 const dirs = new TempDirs();
 const ENV = { CAPSULE_SCALE_OUT_KEY: TEST_KEY };
@@ -30,23 +30,7 @@ function attemptEvents(recordsDir: string): Record<string, unknown[]> {
 }
 
 describeWithRedis("a step's progress reported by its worker", () => {
-  let redis: TestRedis;
-  const workers: StartedCli[] = [];
-
-  beforeAll(async () => {
-    redis = await startRedis();
-  });
-
-  afterEach(async () => {
-    await Promise.all(workers.splice(0).map(stopWorker));
-    killStartedClis();
-  });
-
-  afterAll(async () => {
-    killStartedClis();
-    await redis?.stop();
-    await dirs.removeAll();
-  });
+  const { redis, workers } = redisSuite(dirs);
 
   it('gives short and bounded steps the events, report and replay of a local run, and times a bounded step out on its worker from its start', async () => {
     const plan = {

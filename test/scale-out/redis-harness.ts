@@ -7,7 +7,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import type { Redis } from 'ioredis';
-import { startCli, waitFor, type ReportJson, type StartedCli } from '../cli/helpers.js';
+import { killStartedClis, startCli, waitFor, type ReportJson, type StartedCli } from '../cli/helpers.js';
 
 /** The shared key of the tests' coordinators and workers. */
 export const TEST_KEY = 'scale-out-test-key-0123456789';
@@ -70,6 +70,36 @@ export async function startRedis(extraArgs: readonly string[] = []): Promise<Tes
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
       await exited;
     },
+  };
+}
+
+/**
+ * What a suite of these tests sets up and tears down: a redis-server for the whole suite (`redis`,
+ * usable from its `beforeAll` on), the workers a test pushes onto `workers` stopped after each
+ * test, every started CLI killed, and the suite's temporary directories removed at its end.
+ */
+export function redisSuite(dirs: { removeAll(): Promise<void> }): { readonly redis: TestRedis; readonly workers: StartedCli[] } {
+  let started: TestRedis | undefined;
+  const running = (): TestRedis => {
+    if (started === undefined) throw new Error('redis-server is not started yet (use it from beforeAll on)');
+    return started;
+  };
+  const workers: StartedCli[] = [];
+  beforeAll(async () => {
+    started = await startRedis();
+  });
+  afterEach(async () => {
+    await Promise.all(workers.splice(0).map(stopWorker));
+    killStartedClis();
+  });
+  afterAll(async () => {
+    killStartedClis();
+    await started?.stop();
+    await dirs.removeAll();
+  });
+  return {
+    redis: { get port() { return running().port; }, get url() { return running().url; }, stop: () => running().stop() },
+    workers,
   };
 }
 

@@ -6,9 +6,9 @@
  */
 import { readFileSync, realpathSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { expectReplayIdentical, killStartedClis, parseReport, runCli, startCli, TempDirs, traceRecords, waitFor, writeJson } from '../cli/helpers.js';
+import { expectReplayIdentical, parseReport, runCli, startCli, TempDirs, traceRecords, waitFor, writeJson } from '../cli/helpers.js';
 import type { StartedCli } from '../cli/helpers.js';
-import { comparableReport, describeWithRedis, freePort, startRedis, startWorker, stopWorker, TEST_KEY, type TestRedis } from './redis-harness.js';
+import { comparableReport, describeWithRedis, freePort, redisSuite, startRedis, startWorker, stopWorker, TEST_KEY } from './redis-harness.js';
 
 const dirs = new TempDirs();
 const ENV = { CAPSULE_SCALE_OUT_KEY: TEST_KEY };
@@ -36,23 +36,7 @@ function processStarts(recordsDir: string): unknown[] {
 }
 
 describeWithRedis('capsule run --redis on capsule workers', () => {
-  let redis: TestRedis;
-  const workers: StartedCli[] = [];
-
-  beforeAll(async () => {
-    redis = await startRedis();
-  });
-
-  afterEach(async () => {
-    await Promise.all(workers.splice(0).map(stopWorker));
-    killStartedClis();
-  });
-
-  afterAll(async () => {
-    killStartedClis();
-    await redis?.stop();
-    await dirs.removeAll();
-  });
+  const { redis, workers } = redisSuite(dirs);
 
   it('gives a plan with dependencies, conditions, retries, a matrix and an always-run step the same report, trace and replay on 3 workers as locally', async () => {
     const local = dirs.make('local');

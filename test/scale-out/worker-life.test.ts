@@ -10,8 +10,8 @@
 import { chmodSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { killStartedClis, parseReport, runCli, startCli, TempDirs, traceRecords, waitFor, writeJson, type StartedCli } from '../cli/helpers.js';
-import { announcedSession, describeWithRedis, freePort, startRedis, startWorker, stopWorker, TEST_KEY, until, type TestRedis } from './redis-harness.js';
+import { parseReport, runCli, startCli, TempDirs, traceRecords, waitFor, writeJson, type StartedCli } from '../cli/helpers.js';
+import { announcedSession, describeWithRedis, freePort, redisSuite, startRedis, startWorker, stopWorker, TEST_KEY, until } from './redis-harness.js';
 
 const dirs = new TempDirs();
 const ENV = { CAPSULE_SCALE_OUT_KEY: TEST_KEY };
@@ -24,23 +24,7 @@ async function startWorkerWith(args: readonly string[], cwd: string, env: Record
 }
 
 describeWithRedis('a capsule worker, from its start to its end', () => {
-  let redis: TestRedis;
-  const workers: StartedCli[] = [];
-
-  beforeAll(async () => {
-    redis = await startRedis();
-  });
-
-  afterEach(async () => {
-    await Promise.all(workers.splice(0).map(stopWorker));
-    killStartedClis();
-  });
-
-  afterAll(async () => {
-    killStartedClis();
-    await redis?.stop();
-    await dirs.removeAll();
-  });
+  const { redis, workers } = redisSuite(dirs);
 
   it('exits 2, saying why, on every refusal at its start', async () => {
     const dir = dirs.make('refusals');
