@@ -174,7 +174,7 @@ async function workerCommand(given: WorkerCommandOptions): Promise<ExitCode> {
     sweeping = true;
     sweepDeadSessions(watch)
       .then((removed) => {
-        for (const dead of removed) say(`removed what session ${dead} left in Redis (its queue): its coordinator's lease has been gone over a minute (the coordinator was killed)`);
+        for (const dead of removed) say(`removed what session ${dead} left in Redis (its queue): its coordinator's lease has been gone over a minute (the coordinator stopped renewing it: killed, frozen, or cut off from Redis)`);
       })
       .catch(() => {})
       .finally(() => (sweeping = false));

@@ -11,7 +11,10 @@
  * the control channel; an attempt still in the queue is taken out and never starts. A worker that
  * dies is noticed by BullMQ's stalled-job check (its lock not renewed within the lock duration):
  * the job goes back to the queue, recorded as `worker_lost`, without using the step's retries, at
- * most {@link MAX_LOST} times. The session's lease tells the workers this coordinator still lives.
+ * most {@link MAX_LOST} times — a check only workers run: an attempt told to end whose job no
+ * worker holds the lock of any more is taken back by the coordinator itself, so a cancel never
+ * waits for ever on a dead worker. The session's lease tells the workers this coordinator still
+ * lives; a lapse of it (frozen, cut off) is remembered, to say why a swept session's jobs vanished.
  *
  * What Redis cannot be made to keep (docs/scale-out.md#trust): a job that vanished from the queue
  * fails its step, a second start of a job is ended, and Redis out of reach longer than
@@ -22,6 +25,7 @@ import type { Redis } from 'ioredis';
 import type { AttemptRun, AttemptStart } from '../runtime/attempts/attempt-run.js';
 import type { RemoteAttempts } from '../runtime/attempts/remote.js';
 import { connectRedis, redisUrlText } from './redis.js';
+import { SWEEP_AFTER_MS } from './sweep.js';
 import {
   CONTROL_CHANNEL,
   DEFAULT_LOCK_DURATION_MS,
@@ -91,6 +95,18 @@ interface Pending {
   queued: boolean;
   /** Since when its job has been missing from Redis (null: found at the last look). */
   missingSince: number | null;
+  /** When its job was queued (Date.now()): a lapse of the lease that ended before it does not explain its loss. */
+  queuedAt: number;
+  /** Since when no worker has held its job's lock (null: held, or not looked at yet). */
+  lockGoneSince: number | null;
+  /**
+   * Told to end (timeout, forced cancel, the step stopped) or withdrawn by a graceful cancel: from
+   * then on, once no worker holds its job's lock, the job is taken out and the attempt settled
+   * (docs/scale-out.md#a-cancel-nobody-answers) — nothing else would ever answer for it when no worker is left.
+   */
+  ending: boolean;
+  /** Its job is being taken out of the queue (one removal at a time). */
+  takingBack: boolean;
 }
 
 /** The coordinator of one session's remote attempts. */
@@ -107,6 +123,15 @@ export class Coordinator implements RemoteAttempts {
   /** The lease's fields but its renewal time (docs/scale-out.md#trust): signed again at each renewal, on Redis's clock. */
   readonly #lease0: Omit<Lease, 'mac' | 'renewed'>;
   #renewing = false;
+  /** When the lease was last set in Redis (Date.now()). */
+  #renewedAt = Date.now();
+  /**
+   * The last time the lease lapsed (not renewed for longer than it lasts: the coordinator frozen
+   * or cut off from Redis): how long, when it was taken again, and whether the session's
+   * announcement was gone then (a worker's sweep took the session for dead,
+   * docs/scale-out.md#the-coordinator-dies).
+   */
+  #lapse: { readonly ms: number; readonly endedAt: number; readonly unannounced: boolean } | null = null;
   /** The proofs of the last {@link SETTLED_KEPT} settled jobs: a start reported for one of them is a replay, ended. */
   readonly #settledMacs = new Map<string, string>();
   #downSince: number | null = null;
@@ -136,7 +161,9 @@ export class Coordinator implements RemoteAttempts {
       if (downSince === null || this.#closed) return;
       this.#options.onNotice?.(`Redis at ${redisUrlText(this.#options.redis)} answers again after ${Math.round((Date.now() - downSince) / 1000)} s`);
       // The lease may have expired meanwhile, and the workers dropped the session: it is taken and announced again.
-      void this.#renewLease().then(() => this.#redis.multi().sadd(SESSIONS_KEY, this.#options.sessionId).publish(SESSIONS_CHANNEL, JSON.stringify({ type: 'open', session: this.#options.sessionId })).exec()).catch(() => {});
+      void this.#renewLease()
+        .then(() => this.#announce())
+        .catch(() => {});
     });
     events.on('progress', ({ jobId, data }) => this.#progress(jobId, data as unknown));
     events.on('completed', ({ jobId, returnvalue }) => this.#completed(jobId, returnvalue as unknown));
@@ -145,7 +172,7 @@ export class Coordinator implements RemoteAttempts {
     events.on('error', () => {});
     this.#lease = setInterval(() => void this.#renewLease(), LEASE_MS / 3);
     this.#watch = setInterval(() => this.#checkReach(), 500);
-    this.#vanishedWatch = setInterval(() => void this.#checkVanished(), VANISHED_CHECK_MS);
+    this.#vanishedWatch = setInterval(() => void this.#look(), VANISHED_CHECK_MS);
     this.#lease.unref();
     this.#watch.unref();
     this.#vanishedWatch.unref();
@@ -189,7 +216,7 @@ export class Coordinator implements RemoteAttempts {
       // Never older than the lease, even if the clock stepped back meanwhile: a worker refuses a job older than its session's lease.
       const created = Math.max(Date.now(), this.#lease0.created);
       const job = signJob({ v: 1, job: jobId, created, session: this.#options.sessionId, plan: run.env.planId ?? '', run: run.env.runId, attempt: run.attempt, step: jobStep(step) }, this.#options.key);
-      const entry: Pending = { run, jobId, jobMac: job.mac, started: false, startedOn: null, lost: 0, settled: false, queued: false, missingSince: null };
+      const entry: Pending = { run, jobId, jobMac: job.mac, started: false, startedOn: null, lost: 0, settled: false, queued: false, missingSince: null, queuedAt: Date.now(), lockGoneSince: null, ending: false, takingBack: false };
       pending = entry;
       this.#pending.set(jobId, entry);
       run.onEnd((graceMs) => end(graceMs));
@@ -208,9 +235,14 @@ export class Coordinator implements RemoteAttempts {
     run.withdrawSignal.addEventListener('abort', () => end(run.input.step.killGraceMs), { once: true });
     return {
       tree: () => null,
-      // A graceful cancel: an attempt still in the queue never starts, nor one a worker took but has not started; one that started runs on.
+      // A graceful cancel: an attempt still in the queue never starts, nor one a worker took but has not started; one that started runs on
+      // — unless no worker holds its job's lock any more: then nothing runs it, and it settles (docs/scale-out.md#a-cancel-nobody-answers).
       onCancel: () => {
-        if (pending !== null && !pending.started) void this.#mark(pending, { type: 'withdraw', session: this.#options.sessionId, job: pending.jobId }).then(() => this.#withdraw(pending as Pending));
+        const canceled = pending;
+        if (canceled === null || canceled.settled) return;
+        canceled.ending = true;
+        if (!canceled.started) void this.#mark(canceled, { type: 'withdraw', session: this.#options.sessionId, job: canceled.jobId }).then(() => this.#withdraw(canceled));
+        else void this.#look([canceled]);
       },
     };
   }
@@ -265,8 +297,39 @@ export class Coordinator implements RemoteAttempts {
 
   async #end(pending: Pending, graceMs: number): Promise<void> {
     if (pending.settled) return;
+    pending.ending = true;
     await this.#mark(pending, { type: 'end', session: this.#options.sessionId, job: pending.jobId, grace_ms: graceMs });
     if (!pending.started) await this.#withdraw(pending);
+    // Its worker may be dead already: then no one answers, and the job's lock (gone) says so.
+    if (!pending.settled) await this.#look([pending]);
+  }
+
+  /**
+   * `pending` was told to end or withdrawn, and no worker holds its job's lock: its worker (if it
+   * took the job) stopped renewing the lock for a whole lock duration — it died, is frozen, or
+   * lost Redis — and nothing will answer for it (with no worker left, nothing even puts it back in
+   * the queue). Its job is taken out (refused while a worker holds its lock again: then that worker
+   * answers) and the attempt settles, saying what is known: that the tree ended is not proven.
+   */
+  async #takeBack(pending: Pending): Promise<void> {
+    if (pending.settled || pending.takingBack) return;
+    pending.takingBack = true;
+    let removed = 0;
+    try {
+      removed = await this.#queue.remove(pending.jobId);
+    } catch {
+      removed = 0;
+    } finally {
+      pending.takingBack = false;
+    }
+    if (removed !== 1 || pending.settled) return;
+    const run = pending.run;
+    const worker = pending.startedOn === null ? 'its worker' : `its worker ${JSON.stringify(pending.startedOn.name)} (host ${pending.startedOn.host})`;
+    // A worker that reported the start (and was lost since, maybe put back in the queue by another worker's stalled-job check).
+    const what = pending.startedOn !== null ? `${worker} did not confirm that the step's tree ended` : "the worker that took its job did not report starting the step's process, nor answer";
+    const error = `${what}: no worker holds the lock on its job any more (not renewed for the lock duration: the worker died, is frozen, or lost Redis), so the job was taken out of the queue and the attempt settled without that proof (a dead worker's tree is ended by its watchdog; a frozen or cut-off worker ends it itself by its lock and lease checks once it runs; docs/scale-out.md#a-cancel-nobody-answers)`;
+    this.#options.onNotice?.(`step ${run.input.step.step.id}, attempt ${run.attempt}: ${error}`);
+    this.#settle(pending.jobId, (p) => p.run.fail(error));
   }
 
   /** Takes a job that no worker took yet out of the queue: the attempt never started. */
@@ -404,13 +467,24 @@ export class Coordinator implements RemoteAttempts {
     }
   }
 
-  /** Signs the lease again with Redis's time (a worker refuses a lease older than a lease lasts: a copy put back) and sets it. */
+  /**
+   * Signs the lease again with Redis's time (a worker refuses a lease older than a lease lasts: a
+   * copy put back) and sets it. After a lapse (not renewed for longer than the lease lasts: the
+   * coordinator was frozen or cut off from Redis) the session is announced again, since the
+   * workers dropped it and a sweep may have removed it; the lapse is remembered.
+   */
   async #renewLease(): Promise<void> {
     if (this.#renewing || this.#downSince !== null) return;
     this.#renewing = true;
+    const asked = Date.now();
     try {
       const renewed = redisTimeMs(await this.#redis.time());
       await this.#redis.set(leaseKey(this.#options.sessionId), signLease(this.#options.sessionId, { ...this.#lease0, renewed }, this.#options.key), 'PX', LEASE_MS);
+      const gap = asked - this.#renewedAt;
+      this.#renewedAt = asked;
+      if (gap <= LEASE_MS) return;
+      const unannounced = await this.#announce();
+      this.#lapse = { ms: gap, endedAt: Date.now(), unannounced };
     } catch {
       // out of reach: #checkReach bounds it
     } finally {
@@ -418,19 +492,34 @@ export class Coordinator implements RemoteAttempts {
     }
   }
 
+  /** Announces the session to the workers (again); whether its announcement was gone. */
+  async #announce(): Promise<boolean> {
+    const session = this.#options.sessionId;
+    const answers = await this.#redis.multi().sadd(SESSIONS_KEY, session).publish(SESSIONS_CHANNEL, JSON.stringify({ type: 'open', session })).exec();
+    return answers?.[0]?.[1] === 1;
+  }
+
   /**
-   * Every {@link VANISHED_CHECK_MS}: the jobs of the attempts not settled are looked for in Redis
-   * (one round trip). One missing for {@link VANISHED_AFTER_MS} was deleted there (docs/scale-out.md#trust):
-   * its step fails saying so rather than wait for ever, and a worker still running it is told to end it.
+   * Every {@link VANISHED_CHECK_MS} (and at once for an attempt told to end): the jobs of the
+   * attempts not settled, and their locks, are looked for in Redis (one round trip). One missing
+   * for {@link VANISHED_AFTER_MS} was deleted there (docs/scale-out.md#trust) — or swept with its
+   * session, taken for dead while this coordinator could not renew its lease
+   * (docs/scale-out.md#the-coordinator-dies): its step fails saying so rather than wait for ever,
+   * and a worker still running it is told to end it. One told to end whose lock no worker holds
+   * is taken back ({@link #takeBack}).
    */
-  async #checkVanished(): Promise<void> {
+  async #look(which?: readonly Pending[]): Promise<void> {
     if (this.#downSince !== null || this.#pending.size === 0) return;
-    const pendings = [...this.#pending.values()].filter((pending) => pending.queued);
+    const pendings = (which ?? [...this.#pending.values()]).filter((pending) => pending.queued && !pending.settled);
     if (pendings.length === 0) return;
     let found: ([Error | null, unknown] | null)[] | null;
     try {
       const pipeline = this.#redis.pipeline();
-      for (const pending of pendings) pipeline.exists(this.#queue.toKey(pending.jobId));
+      for (const pending of pendings) {
+        const key = this.#queue.toKey(pending.jobId);
+        // BullMQ's lock on a job a worker runs: `<job key>:lock`, renewed by that worker, gone once not renewed for the lock duration.
+        pipeline.exists(key).exists(`${key}:lock`);
+      }
       found = await pipeline.exec();
     } catch {
       return;
@@ -438,26 +527,55 @@ export class Coordinator implements RemoteAttempts {
     if (found === null || this.#downSince !== null) return;
     const now = Date.now();
     pendings.forEach((pending, index) => {
-      const answer = found?.[index];
-      if (answer === null || answer === undefined || answer[0] !== null) return;
-      if (answer[1] === 1) {
+      const job = found?.[index * 2];
+      const lock = found?.[index * 2 + 1];
+      if (job === null || job === undefined || job[0] !== null || pending.settled) return;
+      if (job[1] === 1) {
         pending.missingSince = null;
+        if (lock === null || lock === undefined || lock[0] !== null) return;
+        if (lock[1] === 1) pending.lockGoneSince = null;
+        else {
+          pending.lockGoneSince ??= now;
+          if (pending.ending) void this.#takeBack(pending);
+        }
         return;
       }
       pending.missingSince ??= now;
-      if (now - pending.missingSince < VANISHED_AFTER_MS || pending.settled) return;
+      if (now - pending.missingSince < VANISHED_AFTER_MS) return;
       const run = pending.run;
-      const error = `its job ${pending.jobId} vanished from the queue in Redis ${pending.started ? 'while it ran on its worker' : 'before a worker reported starting it'} (deleted there by a party with access to the Redis?); the attempt is not taken (docs/scale-out.md#trust)`;
+      const error = `its job ${pending.jobId} vanished from the queue in Redis ${pending.started ? 'while it ran on its worker' : 'before a worker reported starting it'} (${this.#vanishedWhy(pending)}); the attempt is not taken (docs/scale-out.md#${this.#swept(pending) === null ? 'trust' : 'the-coordinator-dies'})`;
       this.#options.onNotice?.(`step ${run.input.step.step.id}, attempt ${run.attempt}: ${error}`);
       void this.#end(pending, run.input.step.killGraceMs);
       this.#settle(pending.jobId, (p) => p.run.fail(error));
     });
   }
 
+  /**
+   * How long this coordinator could not renew its lease, when that explains `pending`'s job being
+   * gone: a lapse since the job was queued, after which its session's announcement was gone too, or
+   * longer than a sweep waits (docs/scale-out.md#the-coordinator-dies). Null otherwise.
+   */
+  #swept(pending: Pending): number | null {
+    const lapse = this.#lapse;
+    if (lapse === null || lapse.endedAt < pending.queuedAt) return null;
+    return lapse.unannounced || lapse.ms > LEASE_MS + SWEEP_AFTER_MS ? lapse.ms : null;
+  }
+
+  /** Why `pending`'s job is gone from Redis, as far as this coordinator knows. */
+  #vanishedWhy(pending: Pending): string {
+    const lapsed = this.#swept(pending);
+    if (lapsed === null) return 'deleted there by a party with access to the Redis?';
+    return `its session was swept as dead while this coordinator could not renew its lease, for ${Math.round(lapsed / 1000)} s (it was frozen, or cut off from Redis): a worker removes what a session left once its lease has been gone for ${SWEEP_AFTER_MS / 1000} s`;
+  }
+
   /** Steps wait and no worker serves the queue: said (the run waits for a worker; a step's `timeout_secs` counts only once it started). */
   async #checkWorkers(): Promise<void> {
-    const waiting = [...this.#pending.values()].filter((pending) => !pending.started).length;
-    if (waiting === 0 || [...this.#pending.values()].some((pending) => pending.started)) {
+    // A started attempt whose job's lock no worker holds waits too: its worker was lost, and only a worker's stalled-job check puts it back.
+    const pendings = [...this.#pending.values()];
+    const unserved = (pending: Pending): boolean => !pending.started || pending.lockGoneSince !== null;
+    const waiting = pendings.filter(unserved).length;
+    const lost = pendings.filter((pending) => pending.started && pending.lockGoneSince !== null).length;
+    if (waiting === 0 || pendings.some((pending) => !unserved(pending))) {
       this.#waitingSince = null;
       return;
     }
@@ -470,7 +588,7 @@ export class Coordinator implements RemoteAttempts {
     } catch {
       return;
     }
-    if (workers === 0) this.#options.onNotice?.(`${waiting} step(s) wait for a worker: no capsule worker serves this session's queue (start one: capsule worker --redis ${redisUrlText(this.#options.redis)}, docs/scale-out.md#running-workers)`);
+    if (workers === 0) this.#options.onNotice?.(`${waiting} step(s) wait for a worker${lost > 0 ? ` (${lost} of them lost theirs: no worker holds the lock on its job)` : ''}: no capsule worker serves this session's queue (start one: capsule worker --redis ${redisUrlText(this.#options.redis)}, docs/scale-out.md#running-workers)`);
   }
 
   /** Redis out of reach longer than the bound: every attempt waiting on it fails, saying so, and so does every attempt after it until Redis answers (a run never hangs on Redis). */

@@ -356,7 +356,8 @@ export class ScaleOutWorker {
         continue;
       }
       if (value === null) {
-        await this.#drop(session, "its coordinator's lease expired (the coordinator is gone)");
+        // All that is known: the lease was not renewed. Killed, frozen or cut off from Redis look the same from here.
+        await this.#drop(session, "its coordinator's lease expired (the coordinator stopped renewing it: killed, frozen, or cut off from Redis)");
         continue;
       }
       const leased = verifyLease(session, value, this.#options.key);
