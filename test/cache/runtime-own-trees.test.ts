@@ -9,18 +9,15 @@ import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'no
 import { join } from 'node:path';
 import { killStartedClis, manifestAllowing, parseReport, runCli, TempDirs, writeJson, type ReportJson } from '../cli/helpers.js';
 
-type Result = ReportJson['results'][number] & { readonly cached?: true };
-type Report = Omit<ReportJson, 'results'> & { readonly results: readonly Result[] };
-
 const dirs = new TempDirs();
 afterEach(async () => {
   killStartedClis();
   await dirs.removeAll();
 });
 
-async function run(dir: string, ...args: string[]): Promise<{ code: number | null; step: Result; stderr: string }> {
+async function run(dir: string, ...args: string[]): Promise<{ code: number | null; step: ReportJson['results'][number]; stderr: string }> {
   const result = await runCli(['run', 'plan.json', '--json', ...args], { cwd: dir, timeoutMs: 30_000 });
-  const step = parseReport<Report>(result.stdout).results[0];
+  const step = parseReport<ReportJson>(result.stdout).results[0];
   if (step === undefined) throw new Error(`no result: ${result.stdout}\n${result.stderr}`);
   return { code: result.code, step, stderr: result.stderr };
 }

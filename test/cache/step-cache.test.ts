@@ -13,7 +13,7 @@ import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, st
 import { join } from 'node:path';
 import { expectReplayIdentical, killStartedClis, manifestAllowing, parseReport, runCli, startCli, TempDirs, traceRecords, writeJson, type ReportJson } from '../cli/helpers.js';
 
-type Result = ReportJson['results'][number] & { readonly cached?: true };
+type Result = ReportJson['results'][number];
 type Report = Omit<ReportJson, 'results'> & { readonly results: readonly Result[]; readonly refusal?: { readonly code: string; readonly step_id: string; readonly file: string | null; readonly fix: string } };
 
 const dirs = new TempDirs();

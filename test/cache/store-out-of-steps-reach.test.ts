@@ -13,9 +13,6 @@ import { join } from 'node:path';
 import { killStartedClis, manifestAllowing, parseReport, runCli, TempDirs, writeJson, type ReportJson } from '../cli/helpers.js';
 import { pidNamespaceUnavailable } from '../support/backends.js';
 
-type Result = ReportJson['results'][number] & { readonly cached?: true };
-type Report = Omit<ReportJson, 'results'> & { readonly results: readonly Result[] };
-
 const dirs = new TempDirs();
 afterEach(async () => {
   killStartedClis();
@@ -51,12 +48,12 @@ function project(name: string, attack: string, build: Record<string, unknown> = 
   return dir;
 }
 
-async function run(dir: string, plan: string, args: readonly string[]): Promise<{ code: number | null; report: Report; stderr: string }> {
+async function run(dir: string, plan: string, args: readonly string[]): Promise<{ code: number | null; report: ReportJson; stderr: string }> {
   const result = await runCli(['run', plan, '--json', ...args], { cwd: dir, timeoutMs: 30_000 });
-  return { code: result.code, report: parseReport<Report>(result.stdout), stderr: result.stderr };
+  return { code: result.code, report: parseReport<ReportJson>(result.stdout), stderr: result.stderr };
 }
 
-const result = (report: Report, id: string): Result => {
+const result = (report: ReportJson, id: string): ReportJson['results'][number] => {
   const found = report.results.find((r) => r.step_id === id);
   if (found === undefined) throw new Error(`no result for ${id}: ${JSON.stringify(report.results)}`);
   return found;

@@ -222,6 +222,8 @@ export interface ReportJson {
     readonly error: string | null;
     readonly attempts: number;
     readonly duration_ms: number;
+    /** Restored from the step cache (docs/report.md). */
+    readonly cached?: true;
   }[];
   readonly completed: boolean;
   readonly failed_step: string | null;
