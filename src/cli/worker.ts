@@ -86,7 +86,7 @@ async function workerCommand(given: WorkerCommandOptions): Promise<ExitCode> {
   if (held !== null)
     return usageError(`--records ${recordsRoot} holds the records of session ${held.sessionId ?? '?'} itself; a worker's --records is the root its sessions' directories go under (<dir>/<session_id>/): name a directory of its own`);
   const { sharedKey } = await import('../scale-out/job.js');
-  const { redisOptions, redisUrlText, connectRedis } = await import('../scale-out/redis.js');
+  const { redisOptions, redisUrlText, connectRedis, watchReach } = await import('../scale-out/redis.js');
   let key: Buffer;
   try {
     redisOptions(options.redis);
@@ -182,22 +182,20 @@ async function workerCommand(given: WorkerCommandOptions): Promise<ExitCode> {
   sweep();
   const sweeper = setInterval(sweep, SWEEP_EVERY_MS);
   // Redis out of reach: said, and waited for (for ever, or --redis-timeout); the running steps are ended by the lock rule meanwhile.
-  let downSince: number | null = null;
   let saidAt = 0;
   const url = redisUrlText(options.redis);
-  watch.on('close', () => {
-    if (downSince !== null || stops > 0) return;
-    downSince = saidAt = Date.now();
-    say(
-      `Redis at ${url} is out of reach: no step is taken, a running one is ended before its lock expires (docs/scale-out.md#a-partition); waiting for Redis${options.redisTimeout !== undefined ? ` at most ${options.redisTimeout} s (--redis-timeout)` : ''}`,
-    );
-  });
-  watch.on('ready', () => {
-    if (downSince === null) return;
-    say(`Redis at ${url} answers again after ${Math.round((Date.now() - downSince) / 1000)} s`);
-    downSince = null;
+  const redisReach = watchReach(watch, {
+    ignored: () => stops > 0,
+    onDown: () => {
+      saidAt = Date.now();
+      say(
+        `Redis at ${url} is out of reach: no step is taken, a running one is ended before its lock expires (docs/scale-out.md#a-partition); waiting for Redis${options.redisTimeout !== undefined ? ` at most ${options.redisTimeout} s (--redis-timeout)` : ''}`,
+      );
+    },
+    onBack: (downMs) => say(`Redis at ${url} answers again after ${Math.round(downMs / 1000)} s`),
   });
   const reach = setInterval(() => {
+    const downSince = redisReach.downSince;
     if (downSince === null || stops > 0) return;
     const down = Date.now() - downSince;
     if (options.redisTimeout !== undefined && down >= options.redisTimeout * 1000) {

@@ -24,7 +24,7 @@ import { Queue, QueueEvents } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { AttemptRun, AttemptStart } from '../runtime/attempts/attempt-run.js';
 import type { RemoteAttempts } from '../runtime/attempts/remote.js';
-import { connectRedis, redisUrlText } from './redis.js';
+import { connectRedis, redisUrlText, watchReach, type Reach } from './redis.js';
 import { SWEEP_AFTER_MS } from './sweep.js';
 import {
   CONTROL_CHANNEL,
@@ -81,6 +81,10 @@ const CLOSE_WAIT_MS = 5000;
 /** How many settled attempts' proofs are kept, to recognise a second start of one of them (a replayed job). */
 const SETTLED_KEPT = 65_536;
 
+/** The worker of `pending`'s attempt as the coordinator's lines name it: by name and host once it reported the start. */
+const workerWords = (pending: Pending): string =>
+  pending.startedOn === null ? 'its worker' : `its worker ${JSON.stringify(pending.startedOn.name)} (host ${pending.startedOn.host})`;
+
 interface Pending {
   readonly run: AttemptRun;
   readonly jobId: string;
@@ -134,7 +138,8 @@ export class Coordinator implements RemoteAttempts {
   #lapse: { readonly ms: number; readonly endedAt: number; readonly unannounced: boolean } | null = null;
   /** The proofs of the last {@link SETTLED_KEPT} settled jobs: a start reported for one of them is a replay, ended. */
   readonly #settledMacs = new Map<string, string>();
-  #downSince: number | null = null;
+  /** Whether Redis answers (src/scale-out/redis.ts watchReach). */
+  readonly #reach: Reach;
   /** Redis was out of reach longer than the bound: attempts fail at once until it answers again. */
   #gaveUp = false;
   /** Since when steps have waited in the queue with none started, or null. */
@@ -148,22 +153,20 @@ export class Coordinator implements RemoteAttempts {
     this.#redis = redis;
     this.#queue = queue;
     this.#events = events;
-    redis.on('close', () => {
-      if (this.#closed || this.#downSince !== null) return;
-      this.#downSince = Date.now();
-      const bound = this.#options.unreachableMs ?? DEFAULT_UNREACHABLE_MS;
-      if (this.#pending.size > 0) this.#options.onNotice?.(`Redis at ${redisUrlText(this.#options.redis)} is out of reach: the steps on workers wait for it at most ${Math.round(bound / 1000)} s (docs/scale-out.md#redis-out-of-reach)`);
-    });
-    redis.on('ready', () => {
-      const downSince = this.#downSince;
-      this.#downSince = null;
-      this.#gaveUp = false;
-      if (downSince === null || this.#closed) return;
-      this.#options.onNotice?.(`Redis at ${redisUrlText(this.#options.redis)} answers again after ${Math.round((Date.now() - downSince) / 1000)} s`);
-      // The lease may have expired meanwhile, and the workers dropped the session: it is taken and announced again.
-      void this.#renewLease()
-        .then(() => this.#announce())
-        .catch(() => {});
+    this.#reach = watchReach(redis, {
+      ignored: () => this.#closed,
+      onDown: () => {
+        const bound = this.#options.unreachableMs ?? DEFAULT_UNREACHABLE_MS;
+        if (this.#pending.size > 0) this.#options.onNotice?.(`Redis at ${redisUrlText(this.#options.redis)} is out of reach: the steps on workers wait for it at most ${Math.round(bound / 1000)} s (docs/scale-out.md#redis-out-of-reach)`);
+      },
+      onBack: (downMs) => {
+        this.#gaveUp = false;
+        this.#options.onNotice?.(`Redis at ${redisUrlText(this.#options.redis)} answers again after ${Math.round(downMs / 1000)} s`);
+        // The lease may have expired meanwhile, and the workers dropped the session: it is taken and announced again.
+        void this.#renewLease()
+          .then(() => this.#announce())
+          .catch(() => {});
+      },
     });
     events.on('progress', ({ jobId, data }) => this.#progress(jobId, data as unknown));
     events.on('completed', ({ jobId, returnvalue }) => this.#completed(jobId, returnvalue as unknown));
@@ -324,7 +327,7 @@ export class Coordinator implements RemoteAttempts {
     }
     if (removed !== 1 || pending.settled) return;
     const run = pending.run;
-    const worker = pending.startedOn === null ? 'its worker' : `its worker ${JSON.stringify(pending.startedOn.name)} (host ${pending.startedOn.host})`;
+    const worker = workerWords(pending);
     // A worker that reported the start (and was lost since, maybe put back in the queue by another worker's stalled-job check).
     const what = pending.startedOn !== null ? `${worker} did not confirm that the step's tree ended` : "the worker that took its job did not report starting the step's process, nor answer";
     const error = `${what}: no worker holds the lock on its job any more (not renewed for the lock duration: the worker died, is frozen, or lost Redis), so the job was taken out of the queue and the attempt settled without that proof (a dead worker's tree is ended by its watchdog; a frozen or cut-off worker ends it itself by its lock and lease checks once it runs; docs/scale-out.md#a-cancel-nobody-answers)`;
@@ -452,7 +455,7 @@ export class Coordinator implements RemoteAttempts {
     pending.lost++;
     pending.started = false;
     const run = pending.run;
-    const lostOn = pending.startedOn === null ? 'its worker' : `its worker ${JSON.stringify(pending.startedOn.name)} (host ${pending.startedOn.host})`;
+    const lostOn = workerWords(pending);
     this.#options.onNotice?.(
       `step ${run.input.step.step.id}, attempt ${run.attempt}: ${lostOn} was lost (it stopped renewing its lock on the job)${pending.lost > MAX_LOST ? `; lost ${pending.lost} times, the step fails` : `; the attempt runs again on a worker (lost ${pending.lost} of ${MAX_LOST} allowed; not a retry)`} (docs/scale-out.md#a-worker-dies)`,
     );
@@ -474,7 +477,7 @@ export class Coordinator implements RemoteAttempts {
    * workers dropped it and a sweep may have removed it; the lapse is remembered.
    */
   async #renewLease(): Promise<void> {
-    if (this.#renewing || this.#downSince !== null) return;
+    if (this.#renewing || this.#reach.downSince !== null) return;
     this.#renewing = true;
     const asked = Date.now();
     try {
@@ -509,7 +512,7 @@ export class Coordinator implements RemoteAttempts {
    * is taken back ({@link #takeBack}).
    */
   async #look(which?: readonly Pending[]): Promise<void> {
-    if (this.#downSince !== null || this.#pending.size === 0) return;
+    if (this.#reach.downSince !== null || this.#pending.size === 0) return;
     const pendings = (which ?? [...this.#pending.values()]).filter((pending) => pending.queued && !pending.settled);
     if (pendings.length === 0) return;
     let found: ([Error | null, unknown] | null)[] | null;
@@ -524,7 +527,7 @@ export class Coordinator implements RemoteAttempts {
     } catch {
       return;
     }
-    if (found === null || this.#downSince !== null) return;
+    if (found === null || this.#reach.downSince !== null) return;
     const now = Date.now();
     pendings.forEach((pending, index) => {
       const job = found?.[index * 2];
@@ -595,7 +598,7 @@ export class Coordinator implements RemoteAttempts {
   #checkReach(): void {
     void this.#checkWorkers();
     const bound = this.#options.unreachableMs ?? DEFAULT_UNREACHABLE_MS;
-    if (this.#downSince === null || Date.now() - this.#downSince < bound) return;
+    if (this.#reach.downSince === null || Date.now() - this.#reach.downSince < bound) return;
     if (!this.#gaveUp && this.#pending.size > 0) this.#options.onNotice?.(`${this.#outOfReach()}: the ${this.#pending.size} step(s) waiting on it fail`);
     this.#gaveUp = true;
     for (const jobId of [...this.#pending.keys()]) this.#settle(jobId, (p) => p.run.fail(this.#outOfReach()));

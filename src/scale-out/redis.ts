@@ -71,3 +71,29 @@ function connectFix(url: string, why: string): string {
   if (/NOAUTH|auth/i.test(why)) return password ? 'Redis refused the password in the URL: check it' : 'Redis wants a password: give it in the URL (redis://:password@host:port)';
   return 'check that redis-server runs there and that this machine may reach it';
 }
+
+/** Whether a connection reaches Redis now, as {@link watchReach} follows it. */
+export interface Reach {
+  /** When the connection went (Date.now()), or null while it answers. */
+  readonly downSince: number | null;
+}
+
+/**
+ * Follows `redis`'s connection for its owner (a coordinator, a worker): `onDown` once when it is
+ * lost (not while `ignored()`), `onBack` with how long it was out once it answers again. One
+ * outage is one `onDown` however many reconnections fail meanwhile.
+ */
+export function watchReach(redis: Redis, handlers: { readonly ignored: () => boolean; readonly onDown: () => void; readonly onBack: (downMs: number) => void }): Reach {
+  const reach: { downSince: number | null } = { downSince: null };
+  redis.on('close', () => {
+    if (reach.downSince !== null || handlers.ignored()) return;
+    reach.downSince = Date.now();
+    handlers.onDown();
+  });
+  redis.on('ready', () => {
+    const downSince = reach.downSince;
+    reach.downSince = null;
+    if (downSince !== null && !handlers.ignored()) handlers.onBack(Date.now() - downSince);
+  });
+  return reach;
+}
